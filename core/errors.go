@@ -1,0 +1,96 @@
+package core
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Kind classifies an error so callers decide by kind, never by text.
+type Kind int
+
+// Error kinds.
+const (
+	KindUnknown         Kind = iota
+	KindInvalid              // bad input from a user or a config
+	KindNotFound             // a named thing does not exist
+	KindRateLimited          // 429: slow down, maybe with RetryAfter
+	KindAuth                 // 401/403: credential refused
+	KindBilling              // quota or credit exhausted
+	KindUnavailable          // 5xx, overloaded, connection refused
+	KindTimeout              // deadline exceeded talking to a dependency
+	KindContextTooLong       // the prompt does not fit the model
+	KindBadRequest           // 400 the provider will not accept: do not retry
+	KindMalformed            // a dependency answered with something unreadable
+)
+
+var kindNames = [...]string{"unknown", "invalid", "not_found", "rate_limited", "auth", "billing", "unavailable", "timeout", "context_too_long", "bad_request", "malformed"}
+
+func (k Kind) String() string {
+	if int(k) < len(kindNames) {
+		return kindNames[k]
+	}
+	return fmt.Sprintf("kind(%d)", int(k))
+}
+
+// Error is an error with a kind. Msg is safe to show to a user; Err is the
+// cause for the log.
+type Error struct {
+	Kind       Kind
+	Msg        string
+	Err        error
+	RetryAfter time.Duration // for KindRateLimited, when the server said
+}
+
+func (e *Error) Error() string {
+	switch {
+	case e.Msg != "" && e.Err != nil:
+		return e.Msg + ": " + e.Err.Error()
+	case e.Msg != "":
+		return e.Msg
+	case e.Err != nil:
+		return e.Err.Error()
+	}
+	return e.Kind.String()
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// Errorf returns an *Error of kind k with a formatted message; %w works.
+func Errorf(k Kind, format string, args ...any) error {
+	err := fmt.Errorf(format, args...)
+	return &Error{Kind: k, Msg: err.Error(), Err: errors.Unwrap(err)}
+}
+
+// ErrorKind returns the kind of the first *Error in err's chain.
+func ErrorKind(err error) Kind {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Kind
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		return KindTimeout
+	}
+	return KindUnknown
+}
+
+// RetryAfter returns the server's requested wait, if any error in the
+// chain carries one.
+func RetryAfter(err error) time.Duration {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.RetryAfter
+	}
+	return 0
+}
+
+// Transient reports whether trying the same request again later may work.
+func Transient(err error) bool {
+	switch ErrorKind(err) {
+	case KindRateLimited, KindUnavailable, KindTimeout, KindUnknown:
+		return true
+	}
+	return false
+}
+

@@ -1,0 +1,94 @@
+package core
+
+import (
+	"context"
+	"time"
+)
+
+// EventKind says what a queued event is.
+type EventKind string
+
+// Event kinds.
+const (
+	EventMessage  EventKind = "message"
+	EventReaction EventKind = "reaction"
+)
+
+// QueueItem is one accepted event in the durable queue.
+type QueueItem struct {
+	ID           int64
+	Kind         EventKind
+	Conversation ConversationKey
+	// DedupeKey is unique across the queue: channel + platform id.
+	DedupeKey string
+	Message   *Inbound  `json:",omitempty"`
+	Reaction  *Reaction `json:",omitempty"`
+	Attempts  int
+	NotBefore time.Time
+	CreatedAt time.Time
+}
+
+// Queue statuses.
+const (
+	StatusQueued  = "queued"
+	StatusRunning = "running"
+	StatusDone    = "done"
+	StatusFailed  = "failed"
+)
+
+// QueueStore is the durable request queue. All methods are safe for
+// concurrent use; the Gateway is the only claimer.
+type QueueStore interface {
+	// Enqueue commits item; a second item with the same DedupeKey is
+	// dropped and reported with dup=true.
+	Enqueue(ctx context.Context, item QueueItem) (id int64, dup bool, err error)
+	// EditQueued replaces the text of a still-queued message.
+	EditQueued(ctx context.Context, dedupeKey, text string) (bool, error)
+	// RequeueRunning puts items left running by a crash back in the queue.
+	RequeueRunning(ctx context.Context) (int, error)
+	// Claim marks as running and returns up to n items that are the oldest
+	// unfinished item of their conversation, have nothing of their
+	// conversation running, and are due at now. next is the earliest time
+	// a not-yet-due head becomes due (zero if none).
+	Claim(ctx context.Context, n int, now time.Time) (items []QueueItem, next time.Time, err error)
+	// Retry puts a running item back with attempts+1, due at notBefore.
+	Retry(ctx context.Context, id int64, notBefore time.Time, cause string) error
+	// Finish ends an item with StatusDone or StatusFailed.
+	Finish(ctx context.Context, id int64, status, cause string) error
+}
+
+// SessionStore keeps one active session per conversation.
+type SessionStore interface {
+	// ActiveSession returns the conversation's session, creating it if
+	// there is none (or the last one expired), and touches its last access.
+	ActiveSession(ctx context.Context, conv ConversationKey) (Session, error)
+	// NewSession ends the active session and starts a fresh one.
+	NewSession(ctx context.Context, conv ConversationKey) (Session, error)
+	// MessageCount counts a session's history entries.
+	MessageCount(ctx context.Context, sessionID int64) (int, error)
+	// History returns the newest limit messages of a session, oldest first.
+	History(ctx context.Context, sessionID int64, limit int) ([]ChatMessage, error)
+}
+
+// ReplyStore keeps answers and their delivery.
+type ReplyStore interface {
+	// SaveReply atomically appends msgs to the reply's session, adds the
+	// reply's usage to the session and stores the reply. It returns the
+	// reply id. Saving a second reply for one request returns the first.
+	SaveReply(ctx context.Context, r *Reply, msgs []ChatMessage) (int64, error)
+	// ReplyForRequest returns the reply stored for a request, if any.
+	ReplyForRequest(ctx context.Context, requestID int64) (*Reply, error)
+	// MarkSent records the platform id of a sent part.
+	MarkSent(ctx context.Context, replyID int64, part int, platformID string) error
+	// ReplyByPlatformID finds the reply one of whose parts has that id.
+	ReplyByPlatformID(ctx context.Context, channel, platformID string) (*Reply, error)
+	// LastReply returns the newest reply of a session.
+	LastReply(ctx context.Context, sessionID int64) (*Reply, error)
+}
+
+// Store is everything the Gateway needs from persistence.
+type Store interface {
+	QueueStore
+	SessionStore
+	ReplyStore
+}

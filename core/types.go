@@ -1,0 +1,232 @@
+package core
+
+import (
+	"strings"
+	"time"
+)
+
+// ConversationKey identifies one conversation: a platform, a chat on that
+// platform and, where the platform has them, a thread or topic in the chat.
+// Requests of one conversation are processed strictly one after another.
+type ConversationKey struct {
+	Channel string // "console", "telegram", "slack", "discord"
+	Chat    string // platform chat / channel / DM id
+	Thread  string // thread, forum topic or "" for none
+}
+
+// String renders the key as "channel:chat[:thread]"; it is the form stored
+// in the database and used as the session key.
+func (k ConversationKey) String() string {
+	if k.Thread == "" {
+		return k.Channel + ":" + k.Chat
+	}
+	return k.Channel + ":" + k.Chat + ":" + k.Thread
+}
+
+// ParseConversationKey is the inverse of ConversationKey.String.
+func ParseConversationKey(s string) ConversationKey {
+	parts := strings.SplitN(s, ":", 3)
+	var k ConversationKey
+	switch len(parts) {
+	case 3:
+		k.Thread = parts[2]
+		fallthrough
+	case 2:
+		k.Chat = parts[1]
+		fallthrough
+	case 1:
+		k.Channel = parts[0]
+	}
+	return k
+}
+
+// Inbound is one normalized message from a platform.
+type Inbound struct {
+	Conversation ConversationKey
+	// MessageID is the platform's id of this message; together with the
+	// channel it is the dedupe key of the queue.
+	MessageID string
+	UserID    string
+	UserName  string
+	Text      string
+	// Mentioned says the bot was addressed (mention, reply to the bot, DM).
+	Mentioned bool
+	// Private says the conversation is a one-to-one chat with the bot.
+	Private bool
+	// ReplyTo is the platform id of the message this one answers, if any.
+	ReplyTo string
+	// Meta carries platform details the adapter needs to answer later
+	// (it is stored with the request and handed back in Outbound).
+	Meta       map[string]string `json:",omitempty"`
+	ReceivedAt time.Time
+}
+
+// Polarity is the judgement a signal carries.
+type Polarity int
+
+// Polarities.
+const (
+	Neutral  Polarity = 0
+	Positive Polarity = 1
+	Negative Polarity = -1
+)
+
+func (p Polarity) String() string {
+	switch p {
+	case Positive:
+		return "positive"
+	case Negative:
+		return "negative"
+	}
+	return "neutral"
+}
+
+// Reaction is an emoji added to or removed from a message. Channels map the
+// emoji to a Polarity (their mapping is configurable); core only acts on
+// reactions to messages the bot sent.
+type Reaction struct {
+	Conversation ConversationKey
+	// EventID dedupes the reaction in the queue (platform update id or a
+	// hash of message, user, emoji and direction).
+	EventID string
+	// MessageID is the platform id of the message reacted to.
+	MessageID string
+	UserID    string
+	Emoji     string
+	Added     bool
+	Polarity  Polarity
+	At        time.Time
+}
+
+// Outbound tells a channel where a reply part goes.
+type Outbound struct {
+	Conversation ConversationKey
+	// ReplyTo is the platform id of the user's message being answered.
+	ReplyTo string
+	Meta    map[string]string
+	// Part is the index of this part in the reply (0-based) and Parts
+	// their number, so an adapter can, say, quote only on the first part.
+	Part, Parts int
+}
+
+// Role is a chat message's author.
+type Role string
+
+// Roles.
+const (
+	RoleSystem    Role = "system"
+	RoleUser      Role = "user"
+	RoleAssistant Role = "assistant"
+	RoleTool      Role = "tool"
+)
+
+// ChatMessage is one entry of a conversation's history as the LLM sees it.
+type ChatMessage struct {
+	Role    Role   `json:"role"`
+	Content string `json:"content,omitempty"`
+	// ToolCalls are the calls an assistant message asks for.
+	ToolCalls []ToolCall `json:"tool_calls,omitempty"`
+	// ToolCallID links a tool message to the call it answers.
+	ToolCallID string `json:"tool_call_id,omitempty"`
+}
+
+// ToolCall is the LLM's request to run one plugin action.
+type ToolCall struct {
+	ID     string            `json:"id"`
+	Plugin string            `json:"plugin"`
+	Action string            `json:"action"`
+	Args   map[string]string `json:"args,omitempty"`
+}
+
+// ToolResult is a plugin's answer to one ToolCall.
+type ToolResult struct {
+	CallID  string `json:"call_id"`
+	Content string `json:"content"`
+	Error   string `json:"error,omitempty"`
+}
+
+// ToolParam describes one argument of a tool.
+type ToolParam struct {
+	Name        string `json:"name"`
+	Description string `json:"description,omitempty"`
+	Type        string `json:"type,omitempty"` // "string" when empty
+	Required    bool   `json:"required,omitempty"`
+}
+
+// ToolSpec is one plugin action offered to the LLM as a tool.
+type ToolSpec struct {
+	Plugin      string      `json:"plugin"`
+	Action      string      `json:"action"`
+	Description string      `json:"description,omitempty"`
+	Params      []ToolParam `json:"params,omitempty"`
+}
+
+// Usage counts the tokens of one or more LLM calls.
+type Usage struct {
+	InputTokens  int     `json:"input_tokens"`
+	OutputTokens int     `json:"output_tokens"`
+	CostUSD      float64 `json:"cost_usd,omitempty"`
+}
+
+// Add accumulates u2 into u.
+func (u *Usage) Add(u2 Usage) {
+	u.InputTokens += u2.InputTokens
+	u.OutputTokens += u2.OutputTokens
+	u.CostUSD += u2.CostUSD
+}
+
+// Session is the state of one conversation: a fresh one starts with /new.
+type Session struct {
+	ID           int64
+	Conversation ConversationKey
+	// ModelPin and ProfilePin are the user's /model choices ("" = auto).
+	ModelPin   string
+	ProfilePin string
+	Usage      Usage
+	CreatedAt  time.Time
+	LastAccess time.Time
+}
+
+// Reply is an answer the gateway stored for a request, and its parts as
+// formatted for the channel.
+type Reply struct {
+	ID           int64
+	RequestID    int64
+	SessionID    int64
+	Conversation ConversationKey
+	Text         string
+	Parts        []string
+	// Sent holds the platform message id of each part sent so far ("" =
+	// not yet sent).
+	Sent     []string
+	Model    string
+	TaskType string
+	// Reason says why the model was chosen (for /status and /model).
+	Reason    string
+	Usage     Usage
+	CreatedAt time.Time
+}
+
+// SignalKind says where a quality signal came from.
+type SignalKind string
+
+// Signal kinds.
+const (
+	SignalReaction SignalKind = "reaction"
+	SignalRetry    SignalKind = "retry"
+	SignalFollowUp SignalKind = "followup"
+	SignalRephrase SignalKind = "rephrase"
+	SignalExplicit SignalKind = "explicit_model"
+)
+
+// Signal is one judgement on a reply (and so on its model and task type).
+type Signal struct {
+	Kind     SignalKind
+	Polarity Polarity
+	ReplyID  int64
+	Model    string
+	TaskType string
+	UserID   string
+	Weight   float64 // 1 for ordinary signals; explicit choices weigh more
+	At       time.Time
+}
