@@ -1,0 +1,308 @@
+package config
+
+// Config is the whole OpenTalon configuration. Its yaml tags are the key
+// names of the config file; examples/config.yaml documents every key.
+type Config struct {
+	State        State        `yaml:"state"`
+	Queue        Queue        `yaml:"queue"`
+	Models       Models       `yaml:"models"`
+	Routing      Routing      `yaml:"routing"`
+	Auth         Auth         `yaml:"auth"`
+	LLM          LLM          `yaml:"llm"`
+	Channels     Channels     `yaml:"channels"`
+	Plugins      Plugins      `yaml:"plugins"`
+	Orchestrator Orchestrator `yaml:"orchestrator"`
+	Server       Server       `yaml:"server"`
+}
+
+// State says where durable state lives.
+type State struct {
+	// DataDir holds opentalon.db. "~" is expanded; a relative path is
+	// resolved against the config file's directory.
+	DataDir string `yaml:"data_dir"`
+	// SessionTTL expires idle sessions; 0 keeps them forever.
+	SessionTTL Duration `yaml:"session_ttl"`
+}
+
+// Queue tunes the durable request queue and its workers.
+type Queue struct {
+	Workers        int      `yaml:"workers"`
+	MaxAttempts    int      `yaml:"max_attempts"`
+	RequestTimeout Duration `yaml:"request_timeout"`
+	ShutdownGrace  Duration `yaml:"shutdown_grace"`
+}
+
+// Models holds the LLM providers and the model catalog.
+type Models struct {
+	// Providers by id; the id is the prefix of a model reference
+	// ("<provider>/<model>").
+	Providers map[string]Provider `yaml:"providers"`
+	// Catalog by model reference "<provider>/<model>".
+	Catalog map[string]CatalogEntry `yaml:"catalog"`
+}
+
+// Provider API kinds accepted in models.providers.<id>.api.
+const (
+	APIOpenAICompletions = "openai-completions"
+	APIAnthropicMessages = "anthropic-messages"
+)
+
+// Provider is one configured LLM endpoint.
+type Provider struct {
+	// API is APIOpenAICompletions or APIAnthropicMessages.
+	API string `yaml:"api"`
+	// BaseURL of the API; empty means the provider's public default.
+	BaseURL string `yaml:"base_url"`
+	APIKey  Secret `yaml:"api_key"`
+	// Local marks a provider on this machine (Ollama, vLLM): its calls use
+	// the llm.max_concurrent_local semaphore instead of the cloud one.
+	Local   bool     `yaml:"local"`
+	Timeout Duration `yaml:"timeout"`
+	// Headers are extra HTTP headers; they are treated as secrets because
+	// they often carry credentials.
+	Headers map[string]Secret `yaml:"headers"`
+	Models  []ProviderModel   `yaml:"models"`
+}
+
+// ProviderModel describes one model a provider serves.
+type ProviderModel struct {
+	ID            string   `yaml:"id"`
+	Name          string   `yaml:"name"`
+	Reasoning     bool     `yaml:"reasoning"`
+	Input         []string `yaml:"input"`
+	ContextWindow int      `yaml:"context_window"`
+	MaxTokens     int      `yaml:"max_tokens"`
+	Cost          Cost     `yaml:"cost"`
+}
+
+// Cost is a price in USD per million tokens.
+type Cost struct {
+	Input  float64 `yaml:"input"`
+	Output float64 `yaml:"output"`
+}
+
+// CatalogEntry adds routing data to a model reference.
+type CatalogEntry struct {
+	// Alias is a short name usable anywhere a model reference is accepted.
+	Alias string `yaml:"alias"`
+	// Weight 0..100: higher is preferred (tried first).
+	Weight int `yaml:"weight"`
+	// Cost overrides the provider model's cost when set.
+	Cost *Cost `yaml:"cost,omitempty"`
+	// ContextWindow overrides the provider model's context window when > 0.
+	ContextWindow int `yaml:"context_window"`
+}
+
+// Routing picks models.
+type Routing struct {
+	Primary   string   `yaml:"primary"`
+	Fallbacks []string `yaml:"fallbacks"`
+	// Pin maps a task type (code, chat, analysis, ...) to a model reference.
+	Pin map[string]string `yaml:"pin"`
+	// Allowed limits which models users may pick with /model; empty allows all.
+	Allowed            []string `yaml:"allowed"`
+	EscalateOnReaction bool     `yaml:"escalate_on_reaction"`
+	MaxEscalations     int      `yaml:"max_escalations"`
+	Affinity           Affinity `yaml:"affinity"`
+	Budget             Budget   `yaml:"budget"`
+}
+
+// Affinity controls learning (task type, model) scores from quality signals.
+type Affinity struct {
+	Enabled   bool `yaml:"enabled"`
+	DecayDays int  `yaml:"decay_days"`
+}
+
+// Budget caps spending per UTC day; 0 means no cap.
+type Budget struct {
+	DailyUSD     float64 `yaml:"daily_usd"`
+	ChatDailyUSD float64 `yaml:"chat_daily_usd"`
+}
+
+// Auth configures credential profiles and their cooldowns.
+type Auth struct {
+	// ProfilesFile is a JSON file of auth profiles (mode 0600); "~" is
+	// expanded, relative paths are resolved against the config directory.
+	ProfilesFile string `yaml:"profiles_file"`
+	// Order maps a provider id to its profile ids in preferred order.
+	Order     map[string][]string `yaml:"order"`
+	Cooldowns Cooldowns           `yaml:"cooldowns"`
+}
+
+// Cooldowns is the exponential backoff for a failing auth profile.
+type Cooldowns struct {
+	Initial         Duration `yaml:"initial"`
+	Multiplier      float64  `yaml:"multiplier"`
+	Max             Duration `yaml:"max"`
+	BillingMaxHours int      `yaml:"billing_max_hours"`
+}
+
+// LLM bounds concurrent LLM calls across the process.
+type LLM struct {
+	MaxConcurrentLocal int `yaml:"max_concurrent_local"`
+	MaxConcurrentCloud int `yaml:"max_concurrent_cloud"`
+}
+
+// Channels holds one block per chat platform.
+type Channels struct {
+	Console  Console  `yaml:"console"`
+	Telegram Telegram `yaml:"telegram"`
+	Slack    Slack    `yaml:"slack"`
+	Discord  Discord  `yaml:"discord"`
+}
+
+// Console is the stdin/stdout channel; on by default.
+type Console struct {
+	Enabled bool `yaml:"enabled"`
+}
+
+// Telegram mode values.
+const (
+	ModePolling = "polling"
+	ModeWebhook = "webhook"
+)
+
+// Group trigger values.
+const (
+	TriggerMention = "mention"
+	TriggerAll     = "all"
+)
+
+// Telegram configures the Telegram bot channel.
+type Telegram struct {
+	Enabled bool   `yaml:"enabled"`
+	Token   Secret `yaml:"token"`
+	// APIURL is the Bot API base URL (tests and self-hosted servers).
+	APIURL  string          `yaml:"api_url"`
+	Mode    string          `yaml:"mode"`
+	Webhook TelegramWebhook `yaml:"webhook"`
+	// AllowUsers are user ids or @usernames; empty allows everyone.
+	AllowUsers []string `yaml:"allow_users"`
+	// AllowChats are chat ids; empty allows every chat.
+	AllowChats []string `yaml:"allow_chats"`
+	// GroupTrigger is TriggerMention (answer only when addressed) or TriggerAll.
+	GroupTrigger string    `yaml:"group_trigger"`
+	AckReaction  string    `yaml:"ack_reaction"`
+	Reactions    Reactions `yaml:"reactions"`
+	// Model is this channel's default model reference; empty uses routing.
+	Model string `yaml:"model"`
+	// Models maps a chat id to a model reference.
+	Models map[string]string `yaml:"models"`
+}
+
+// TelegramWebhook is used when Telegram.Mode is ModeWebhook.
+type TelegramWebhook struct {
+	// Listen is the local address the webhook server binds.
+	Listen string `yaml:"listen"`
+	// URL is the public URL Telegram posts to.
+	URL    string `yaml:"url"`
+	Secret Secret `yaml:"secret"`
+}
+
+// Reactions lists the emoji read as quality signals.
+type Reactions struct {
+	Positive []string `yaml:"positive"`
+	Negative []string `yaml:"negative"`
+}
+
+// Slack configures the Slack channel (not built yet in this version).
+type Slack struct {
+	Enabled  bool              `yaml:"enabled"`
+	BotToken Secret            `yaml:"bot_token"`
+	AppToken Secret            `yaml:"app_token"`
+	APIURL   string            `yaml:"api_url"`
+	Model    string            `yaml:"model"`
+	Models   map[string]string `yaml:"models"`
+}
+
+// Discord configures the Discord channel (not built yet in this version).
+type Discord struct {
+	Enabled bool              `yaml:"enabled"`
+	Token   Secret            `yaml:"token"`
+	APIURL  string            `yaml:"api_url"`
+	Model   string            `yaml:"model"`
+	Models  map[string]string `yaml:"models"`
+}
+
+// Plugins holds both plugin tiers.
+type Plugins struct {
+	Tools Tools `yaml:"tools"`
+	Lua   Lua   `yaml:"lua"`
+}
+
+// Tools configures tier-1 gRPC plugins.
+type Tools struct {
+	// PluginDir is scanned for plugin binaries; "~" expanded, relative to
+	// the config directory.
+	PluginDir string `yaml:"plugin_dir"`
+	// Plugins are explicit plugin binary paths (same path rules).
+	Plugins             []string                `yaml:"plugins"`
+	HealthCheckInterval Duration                `yaml:"health_check_interval"`
+	RestartOnFailure    bool                    `yaml:"restart_on_failure"`
+	MaxRestarts         int                     `yaml:"max_restarts"`
+	Defaults            PluginLimits            `yaml:"defaults"`
+	Overrides           map[string]PluginLimits `yaml:"overrides"`
+	Sanitize            Sanitize                `yaml:"sanitize"`
+}
+
+// LimitsFor returns the limits of plugin name: its override where set,
+// else the defaults.
+func (t Tools) LimitsFor(name string) PluginLimits {
+	l := t.Defaults
+	if o, ok := t.Overrides[name]; ok {
+		if o.Timeout > 0 {
+			l.Timeout = o.Timeout
+		}
+		if o.MaxResponseBytes > 0 {
+			l.MaxResponseBytes = o.MaxResponseBytes
+		}
+	}
+	return l
+}
+
+// PluginLimits bound one plugin call. A zero field in an override inherits
+// the default.
+type PluginLimits struct {
+	Timeout          Duration `yaml:"timeout"`
+	MaxResponseBytes int      `yaml:"max_response_bytes"`
+}
+
+// Sanitize adds patterns to the guard's sanitizer.
+type Sanitize struct {
+	// ExtraPatterns are Go regular expressions removed from plugin output.
+	ExtraPatterns []string `yaml:"extra_patterns"`
+}
+
+// Lua configures tier-2 Lua hooks.
+type Lua struct {
+	// ScriptsDir holds *.lua hooks; "~" expanded, relative to the config
+	// directory. Empty disables Lua.
+	ScriptsDir string `yaml:"scripts_dir"`
+	// Watch reloads scripts when they change.
+	Watch bool `yaml:"watch"`
+	// DefaultModel is used by ctx.llm when the script names no model.
+	DefaultModel string    `yaml:"default_model"`
+	Limits       LuaLimits `yaml:"limits"`
+}
+
+// LuaLimits bound one script run.
+type LuaLimits struct {
+	MemoryMB          int `yaml:"memory_mb"`
+	TimeoutSeconds    int `yaml:"timeout_seconds"`
+	LLMTimeoutSeconds int `yaml:"llm_timeout_seconds"`
+	LLMMaxCalls       int `yaml:"llm_max_calls"`
+}
+
+// Orchestrator configures the agent loop.
+type Orchestrator struct {
+	// Rules are custom system-prompt rules added after the built-in ones.
+	Rules    []string `yaml:"rules"`
+	MaxSteps int      `yaml:"max_steps"`
+}
+
+// Server is the local HTTP server (health, metrics, plugin LLM API).
+type Server struct {
+	// Listen address; empty turns the server off.
+	Listen string `yaml:"listen"`
+	APIKey Secret `yaml:"api_key"`
+}
