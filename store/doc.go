@@ -1,0 +1,12 @@
+// Package store is OpenTalon's one SQLite database (<data_dir>/opentalon.db,
+// modernc.org/sqlite, pure Go).
+//
+// Open applies the connection pragmas (WAL, busy timeout, foreign keys,
+// synchronous=NORMAL) through the DSN so every pooled connection has them,
+// keeps one writer connection with immediate transactions and a separate
+// read pool, and applies the embedded numbered migrations, each in its own
+// transaction. One file per table group: queue.go, sessions.go,
+// replies.go, usage.go, and the routing and plugin state files.
+//
+// store imports only core. The clock is injected.
+package store

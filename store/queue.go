@@ -1,0 +1,212 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/opentalon/opentalon/core"
+)
+
+var _ core.Store = (*DB)(nil)
+
+// payload is what a queue row stores of its event.
+type payload struct {
+	Message  *core.Inbound  `json:"message,omitempty"`
+	Reaction *core.Reaction `json:"reaction,omitempty"`
+}
+
+// Enqueue implements core.QueueStore.
+func (db *DB) Enqueue(ctx context.Context, it core.QueueItem) (int64, bool, error) {
+	if it.DedupeKey == "" {
+		return 0, false, core.Errorf(core.KindInvalid, "enqueue: empty dedupe key")
+	}
+	b, err := json.Marshal(payload{Message: it.Message, Reaction: it.Reaction})
+	if err != nil {
+		return 0, false, fmt.Errorf("enqueue: encode event: %w", err)
+	}
+	created := it.CreatedAt
+	if created.IsZero() {
+		created = db.now()
+	}
+	now := db.ms()
+	res, err := db.w.ExecContext(ctx, `INSERT INTO queue (dedupe_key, kind, conversation, payload, not_before, created_at, updated_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (dedupe_key) DO NOTHING`,
+		it.DedupeKey, string(it.Kind), it.Conversation.String(), string(b), it.NotBefore.UnixMilli(), created.UnixMilli(), now)
+	if err != nil {
+		return 0, false, fmt.Errorf("enqueue: %w", err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return 0, true, nil
+	}
+	id, err := res.LastInsertId()
+	return id, false, err
+}
+
+// EditQueued implements core.QueueStore.
+func (db *DB) EditQueued(ctx context.Context, dedupeKey, text string) (bool, error) {
+	edited := false
+	err := db.tx(ctx, func(tx *sql.Tx) error {
+		var raw string
+		err := tx.QueryRowContext(ctx, `SELECT payload FROM queue WHERE dedupe_key = ? AND status = 'queued'`, dedupeKey).Scan(&raw)
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		var p payload
+		if err := json.Unmarshal([]byte(raw), &p); err != nil {
+			return err
+		}
+		if p.Message == nil {
+			return nil
+		}
+		p.Message.Text = text
+		b, err := json.Marshal(p)
+		if err != nil {
+			return err
+		}
+		_, err = tx.ExecContext(ctx, `UPDATE queue SET payload = ?, updated_at = ? WHERE dedupe_key = ?`, string(b), db.ms(), dedupeKey)
+		edited = err == nil
+		return err
+	})
+	if err != nil {
+		return false, fmt.Errorf("edit queued message: %w", err)
+	}
+	return edited, nil
+}
+
+// RequeueRunning implements core.QueueStore. An interrupted attempt counts
+// as an attempt, so a message that crashes the process cannot loop forever.
+// It also prunes finished rows older than a week (the dedupe window).
+func (db *DB) RequeueRunning(ctx context.Context) (int, error) {
+	now := db.ms()
+	res, err := db.w.ExecContext(ctx, `UPDATE queue SET status = 'queued', attempts = attempts + 1,
+		last_error = 'interrupted by a stop', updated_at = ? WHERE status = 'running'`, now)
+	if err != nil {
+		return 0, fmt.Errorf("requeue running: %w", err)
+	}
+	n, _ := res.RowsAffected()
+	week := int64(7 * 24 * time.Hour / time.Millisecond)
+	if _, err := db.w.ExecContext(ctx, `DELETE FROM queue WHERE status IN ('done', 'failed') AND updated_at < ?`, now-week); err != nil {
+		return int(n), fmt.Errorf("prune queue: %w", err)
+	}
+	return int(n), nil
+}
+
+// Claim implements core.QueueStore.
+func (db *DB) Claim(ctx context.Context, n int, now time.Time) ([]core.QueueItem, time.Time, error) {
+	var items []core.QueueItem
+	var next time.Time
+	err := db.tx(ctx, func(tx *sql.Tx) error {
+		items, next = nil, time.Time{}
+		rows, err := tx.QueryContext(ctx, `SELECT id, kind, conversation, dedupe_key, payload, attempts, not_before, created_at
+			FROM queue q WHERE status = 'queued' AND NOT EXISTS (
+				SELECT 1 FROM queue p WHERE p.conversation = q.conversation
+				AND p.status IN ('queued', 'running') AND p.id < q.id)
+			ORDER BY id`)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		nowMS := now.UnixMilli()
+		for rows.Next() {
+			var it core.QueueItem
+			var kind, conv, raw string
+			var notBefore, created int64
+			if err := rows.Scan(&it.ID, &kind, &conv, &it.DedupeKey, &raw, &it.Attempts, &notBefore, &created); err != nil {
+				return err
+			}
+			if notBefore > nowMS {
+				if t := time.UnixMilli(notBefore); next.IsZero() || t.Before(next) {
+					next = t
+				}
+				continue
+			}
+			if len(items) == n {
+				continue
+			}
+			var p payload
+			if err := json.Unmarshal([]byte(raw), &p); err != nil {
+				return fmt.Errorf("queue item %d: decode: %w", it.ID, err)
+			}
+			it.Kind, it.Conversation = core.EventKind(kind), core.ParseConversationKey(conv)
+			it.Message, it.Reaction = p.Message, p.Reaction
+			it.NotBefore, it.CreatedAt = time.UnixMilli(notBefore), time.UnixMilli(created)
+			items = append(items, it)
+		}
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		rows.Close()
+		if len(items) == 0 {
+			return nil
+		}
+		ids := make([]string, len(items))
+		args := []any{db.ms()}
+		for i, it := range items {
+			ids[i] = "?"
+			args = append(args, it.ID)
+		}
+		_, err = tx.ExecContext(ctx, `UPDATE queue SET status = 'running', updated_at = ? WHERE id IN (`+strings.Join(ids, ",")+`)`, args...)
+		return err
+	})
+	if err != nil {
+		return nil, time.Time{}, fmt.Errorf("claim from queue: %w", err)
+	}
+	return items, next, nil
+}
+
+// Retry implements core.QueueStore.
+func (db *DB) Retry(ctx context.Context, id int64, notBefore time.Time, cause string) error {
+	_, err := db.w.ExecContext(ctx, `UPDATE queue SET status = 'queued', attempts = attempts + 1, not_before = ?, last_error = ?, updated_at = ? WHERE id = ?`,
+		notBefore.UnixMilli(), cause, db.ms(), id)
+	if err != nil {
+		return fmt.Errorf("retry queue item %d: %w", id, err)
+	}
+	return nil
+}
+
+// Finish implements core.QueueStore.
+func (db *DB) Finish(ctx context.Context, id int64, status, cause string) error {
+	if status != core.StatusDone && status != core.StatusFailed {
+		return core.Errorf(core.KindInvalid, "finish queue item %d: status %q is not done or failed", id, status)
+	}
+	_, err := db.w.ExecContext(ctx, `UPDATE queue SET status = ?, attempts = attempts + 1, last_error = ?, updated_at = ? WHERE id = ?`,
+		status, cause, db.ms(), id)
+	if err != nil {
+		return fmt.Errorf("finish queue item %d: %w", id, err)
+	}
+	return nil
+}
+
+// QueueStatus returns an item's status, attempts and last error (for
+// tests and `opentalon queue`).
+func (db *DB) QueueStatus(ctx context.Context, id int64) (status string, attempts int, lastErr string, err error) {
+	err = db.r.QueryRowContext(ctx, `SELECT status, attempts, last_error FROM queue WHERE id = ?`, id).Scan(&status, &attempts, &lastErr)
+	return
+}
+
+// QueueCounts counts queue rows by status.
+func (db *DB) QueueCounts(ctx context.Context) (map[string]int, error) {
+	rows, err := db.r.QueryContext(ctx, `SELECT status, COUNT(*) FROM queue GROUP BY status`)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := map[string]int{}
+	for rows.Next() {
+		var s string
+		var n int
+		if err := rows.Scan(&s, &n); err != nil {
+			return nil, err
+		}
+		out[s] = n
+	}
+	return out, rows.Err()
+}

@@ -1,0 +1,147 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/opentalon/opentalon/core"
+)
+
+// SaveReply implements core.ReplyStore.
+func (db *DB) SaveReply(ctx context.Context, r *core.Reply, msgs []core.ChatMessage) (int64, error) {
+	parts, err := json.Marshal(r.Parts)
+	if err != nil {
+		return 0, err
+	}
+	var id int64
+	err = db.tx(ctx, func(tx *sql.Tx) error {
+		if r.RequestID != 0 {
+			err := tx.QueryRowContext(ctx, `SELECT id FROM replies WHERE request_id = ?`, r.RequestID).Scan(&id)
+			if err == nil {
+				return nil
+			}
+			if !errors.Is(err, sql.ErrNoRows) {
+				return err
+			}
+		}
+		now := db.ms()
+		if err := insertMessages(ctx, tx, r.SessionID, r.RequestID, now, msgs); err != nil {
+			return err
+		}
+		u := r.Usage
+		if _, err := tx.ExecContext(ctx, `UPDATE sessions SET input_tokens = input_tokens + ?, output_tokens = output_tokens + ?,
+			cost_usd = cost_usd + ?, last_access = ? WHERE id = ?`, u.InputTokens, u.OutputTokens, u.CostUSD, now, r.SessionID); err != nil {
+			return err
+		}
+		var req any
+		if r.RequestID != 0 {
+			req = r.RequestID
+		}
+		created := r.CreatedAt
+		if created.IsZero() {
+			created = db.now()
+		}
+		res, err := tx.ExecContext(ctx, `INSERT INTO replies (request_id, session_id, conversation, text, parts, model, task_type, reason,
+			input_tokens, output_tokens, cost_usd, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			req, r.SessionID, r.Conversation.String(), r.Text, string(parts), r.Model, r.TaskType, r.Reason,
+			u.InputTokens, u.OutputTokens, u.CostUSD, created.UnixMilli())
+		if err != nil {
+			return err
+		}
+		id, err = res.LastInsertId()
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("save reply: %w", err)
+	}
+	return id, nil
+}
+
+const replyCols = `id, COALESCE(request_id, 0), session_id, conversation, text, parts, model, task_type, reason, input_tokens, output_tokens, cost_usd, created_at`
+
+// reply loads one reply and its deliveries; nil when there is none.
+func (db *DB) reply(ctx context.Context, where string, args ...any) (*core.Reply, error) {
+	var r core.Reply
+	var conv, parts string
+	var created int64
+	err := db.r.QueryRowContext(ctx, `SELECT `+replyCols+` FROM replies WHERE `+where, args...).Scan(
+		&r.ID, &r.RequestID, &r.SessionID, &conv, &r.Text, &parts, &r.Model, &r.TaskType, &r.Reason,
+		&r.Usage.InputTokens, &r.Usage.OutputTokens, &r.Usage.CostUSD, &created)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("load reply: %w", err)
+	}
+	r.Conversation = core.ParseConversationKey(conv)
+	r.CreatedAt = time.UnixMilli(created)
+	if err := json.Unmarshal([]byte(parts), &r.Parts); err != nil {
+		return nil, fmt.Errorf("reply %d: decode parts: %w", r.ID, err)
+	}
+	r.Sent = make([]string, len(r.Parts))
+	rows, err := db.r.QueryContext(ctx, `SELECT part, platform_id FROM deliveries WHERE reply_id = ?`, r.ID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var part int
+		var pid string
+		if err := rows.Scan(&part, &pid); err != nil {
+			return nil, err
+		}
+		if part >= 0 && part < len(r.Sent) {
+			r.Sent[part] = pid
+		}
+	}
+	return &r, rows.Err()
+}
+
+// ReplyForRequest implements core.ReplyStore; nil when there is none.
+func (db *DB) ReplyForRequest(ctx context.Context, requestID int64) (*core.Reply, error) {
+	return db.reply(ctx, `request_id = ?`, requestID)
+}
+
+// Reply returns a reply by id; nil when there is none.
+func (db *DB) Reply(ctx context.Context, id int64) (*core.Reply, error) {
+	return db.reply(ctx, `id = ?`, id)
+}
+
+// LastReply implements core.ReplyStore; nil when there is none.
+func (db *DB) LastReply(ctx context.Context, sessionID int64) (*core.Reply, error) {
+	return db.reply(ctx, `session_id = ? ORDER BY id DESC LIMIT 1`, sessionID)
+}
+
+// ReplyByPlatformID implements core.ReplyStore; nil when there is none.
+func (db *DB) ReplyByPlatformID(ctx context.Context, channel, platformID string) (*core.Reply, error) {
+	var id int64
+	err := db.r.QueryRowContext(ctx, `SELECT reply_id FROM deliveries WHERE channel = ? AND platform_id = ? ORDER BY reply_id DESC LIMIT 1`, channel, platformID).Scan(&id)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reply by %s message %s: %w", channel, platformID, err)
+	}
+	return db.Reply(ctx, id)
+}
+
+// MarkSent implements core.ReplyStore.
+func (db *DB) MarkSent(ctx context.Context, replyID int64, part int, platformID string) error {
+	var conv string
+	if err := db.r.QueryRowContext(ctx, `SELECT conversation FROM replies WHERE id = ?`, replyID).Scan(&conv); err != nil {
+		return fmt.Errorf("mark reply %d part %d sent: %w", replyID, part, err)
+	}
+	channel, _, _ := strings.Cut(conv, ":")
+	_, err := db.w.ExecContext(ctx, `INSERT INTO deliveries (reply_id, part, channel, platform_id, sent_at) VALUES (?, ?, ?, ?, ?)
+		ON CONFLICT (reply_id, part) DO UPDATE SET platform_id = excluded.platform_id, sent_at = excluded.sent_at`,
+		replyID, part, channel, platformID, db.ms())
+	if err != nil {
+		return fmt.Errorf("mark reply %d part %d sent: %w", replyID, part, err)
+	}
+	return nil
+}

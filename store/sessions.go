@@ -1,0 +1,194 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/opentalon/opentalon/core"
+)
+
+const sessionCols = `id, conversation, model_pin, profile_pin, input_tokens, output_tokens, cost_usd, created_at, last_access`
+
+func scanSession(row interface{ Scan(...any) error }) (core.Session, error) {
+	var s core.Session
+	var conv string
+	var created, last int64
+	err := row.Scan(&s.ID, &conv, &s.ModelPin, &s.ProfilePin, &s.Usage.InputTokens, &s.Usage.OutputTokens, &s.Usage.CostUSD, &created, &last)
+	s.Conversation = core.ParseConversationKey(conv)
+	s.CreatedAt, s.LastAccess = time.UnixMilli(created), time.UnixMilli(last)
+	return s, err
+}
+
+// ActiveSession implements core.SessionStore.
+func (db *DB) ActiveSession(ctx context.Context, conv core.ConversationKey) (core.Session, error) {
+	var s core.Session
+	err := db.tx(ctx, func(tx *sql.Tx) error {
+		var err error
+		s, err = scanSession(tx.QueryRowContext(ctx, `SELECT `+sessionCols+` FROM sessions WHERE conversation = ? AND active = 1`, conv.String()))
+		now := db.now()
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
+			s, err = db.createSession(ctx, tx, conv)
+			return err
+		case err != nil:
+			return err
+		case db.ttl > 0 && now.Sub(s.LastAccess) > db.ttl:
+			if err := db.endSession(ctx, tx, s.ID); err != nil {
+				return err
+			}
+			s, err = db.createSession(ctx, tx, conv)
+			return err
+		}
+		s.LastAccess = now
+		_, err = tx.ExecContext(ctx, `UPDATE sessions SET last_access = ? WHERE id = ?`, now.UnixMilli(), s.ID)
+		return err
+	})
+	if err != nil {
+		return core.Session{}, fmt.Errorf("session of %s: %w", conv, err)
+	}
+	return s, nil
+}
+
+// NewSession implements core.SessionStore. Pins of the old session carry
+// over: /new forgets the conversation, not the user's model choice.
+func (db *DB) NewSession(ctx context.Context, conv core.ConversationKey) (core.Session, error) {
+	var s core.Session
+	err := db.tx(ctx, func(tx *sql.Tx) error {
+		var modelPin, profilePin string
+		var id int64
+		err := tx.QueryRowContext(ctx, `SELECT id, model_pin, profile_pin FROM sessions WHERE conversation = ? AND active = 1`, conv.String()).Scan(&id, &modelPin, &profilePin)
+		if err != nil && !errors.Is(err, sql.ErrNoRows) {
+			return err
+		}
+		if err == nil {
+			if err := db.endSession(ctx, tx, id); err != nil {
+				return err
+			}
+		}
+		s, err = db.createSession(ctx, tx, conv)
+		if err != nil {
+			return err
+		}
+		s.ModelPin, s.ProfilePin = modelPin, profilePin
+		_, err = tx.ExecContext(ctx, `UPDATE sessions SET model_pin = ?, profile_pin = ? WHERE id = ?`, modelPin, profilePin, s.ID)
+		return err
+	})
+	if err != nil {
+		return core.Session{}, fmt.Errorf("new session for %s: %w", conv, err)
+	}
+	return s, nil
+}
+
+func (db *DB) createSession(ctx context.Context, tx *sql.Tx, conv core.ConversationKey) (core.Session, error) {
+	now := db.now()
+	res, err := tx.ExecContext(ctx, `INSERT INTO sessions (conversation, created_at, last_access) VALUES (?, ?, ?)`, conv.String(), now.UnixMilli(), now.UnixMilli())
+	if err != nil {
+		return core.Session{}, err
+	}
+	id, err := res.LastInsertId()
+	return core.Session{ID: id, Conversation: conv, CreatedAt: time.UnixMilli(now.UnixMilli()), LastAccess: time.UnixMilli(now.UnixMilli())}, err
+}
+
+func (db *DB) endSession(ctx context.Context, tx *sql.Tx, id int64) error {
+	_, err := tx.ExecContext(ctx, `UPDATE sessions SET active = 0, ended_at = ? WHERE id = ?`, db.ms(), id)
+	return err
+}
+
+// Session returns a session by id.
+func (db *DB) Session(ctx context.Context, id int64) (core.Session, error) {
+	s, err := scanSession(db.r.QueryRowContext(ctx, `SELECT `+sessionCols+` FROM sessions WHERE id = ?`, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return s, core.Errorf(core.KindNotFound, "session %d not found", id)
+	}
+	return s, err
+}
+
+// SetPins sets a session's model and profile pins ("" = auto).
+func (db *DB) SetPins(ctx context.Context, sessionID int64, modelPin, profilePin string) error {
+	_, err := db.w.ExecContext(ctx, `UPDATE sessions SET model_pin = ?, profile_pin = ? WHERE id = ?`, modelPin, profilePin, sessionID)
+	if err != nil {
+		return fmt.Errorf("set pins of session %d: %w", sessionID, err)
+	}
+	return nil
+}
+
+// MessageCount implements core.SessionStore.
+func (db *DB) MessageCount(ctx context.Context, sessionID int64) (int, error) {
+	var n int
+	err := db.r.QueryRowContext(ctx, `SELECT COUNT(*) FROM messages WHERE session_id = ?`, sessionID).Scan(&n)
+	return n, err
+}
+
+// History implements core.SessionStore.
+func (db *DB) History(ctx context.Context, sessionID int64, limit int) ([]core.ChatMessage, error) {
+	if limit <= 0 {
+		limit = 1 << 30
+	}
+	rows, err := db.r.QueryContext(ctx, `SELECT role, content, tool_calls, tool_call_id FROM messages
+		WHERE session_id = ? ORDER BY id DESC LIMIT ?`, sessionID, limit)
+	if err != nil {
+		return nil, fmt.Errorf("history of session %d: %w", sessionID, err)
+	}
+	defer rows.Close()
+	var out []core.ChatMessage
+	for rows.Next() {
+		var m core.ChatMessage
+		var role string
+		var calls sql.NullString
+		if err := rows.Scan(&role, &m.Content, &calls, &m.ToolCallID); err != nil {
+			return nil, err
+		}
+		m.Role = core.Role(role)
+		if calls.Valid && calls.String != "" {
+			if err := json.Unmarshal([]byte(calls.String), &m.ToolCalls); err != nil {
+				return nil, fmt.Errorf("history of session %d: decode tool calls: %w", sessionID, err)
+			}
+		}
+		out = append(out, m)
+	}
+	for i, j := 0, len(out)-1; i < j; i, j = i+1, j-1 {
+		out[i], out[j] = out[j], out[i]
+	}
+	return out, rows.Err()
+}
+
+func insertMessages(ctx context.Context, tx *sql.Tx, sessionID, requestID int64, at int64, msgs []core.ChatMessage) error {
+	if len(msgs) == 0 {
+		return nil
+	}
+	stmt, err := tx.PrepareContext(ctx, `INSERT INTO messages (session_id, request_id, role, content, tool_calls, tool_call_id, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)`)
+	if err != nil {
+		return err
+	}
+	defer stmt.Close()
+	for _, m := range msgs {
+		var calls any
+		if len(m.ToolCalls) > 0 {
+			b, err := json.Marshal(m.ToolCalls)
+			if err != nil {
+				return err
+			}
+			calls = string(b)
+		}
+		var req any
+		if requestID != 0 {
+			req = requestID
+		}
+		if _, err := stmt.ExecContext(ctx, sessionID, req, string(m.Role), m.Content, calls, m.ToolCallID, at); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// AppendMessages appends history entries to a session outside a reply
+// (compaction summaries, imports).
+func (db *DB) AppendMessages(ctx context.Context, sessionID int64, msgs []core.ChatMessage) error {
+	return db.tx(ctx, func(tx *sql.Tx) error {
+		return insertMessages(ctx, tx, sessionID, 0, db.ms(), msgs)
+	})
+}
