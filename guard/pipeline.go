@@ -1,0 +1,146 @@
+package guard
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/opentalon/opentalon/core"
+)
+
+// Executor runs one call in a plugin. It returns an error when the call
+// could not be made or did not finish (transport failure, crash,
+// deadline); a plugin-reported failure is a result with Error set.
+type Executor interface {
+	Execute(ctx context.Context, call core.ToolCall) (core.ToolResult, error)
+}
+
+// Target is what the registry knows about one plugin action.
+type Target struct {
+	Exec Executor
+	Spec core.ToolSpec
+	// Timeout bounds one call (0 = DefaultTimeout).
+	Timeout time.Duration
+	// MaxResponseBytes caps the content (0 = DefaultMaxResponseBytes).
+	MaxResponseBytes int
+}
+
+// Resolver finds the target of a call; ok=false when the plugin or the
+// action is not registered. It must be safe for concurrent use.
+type Resolver interface {
+	Resolve(plugin, action string) (t Target, ok bool)
+}
+
+// Defaults used when a Target leaves a limit at zero.
+const (
+	DefaultTimeout          = 30 * time.Second
+	DefaultMaxResponseBytes = 64 * 1024
+)
+
+// Pipeline runs tool calls through every guard step. It is built once
+// and safe for concurrent use.
+type Pipeline struct {
+	resolver  Resolver
+	sanitizer *Sanitizer
+	log       *slog.Logger
+}
+
+// New assembles a pipeline. A nil logger discards.
+func New(r Resolver, s *Sanitizer, log *slog.Logger) *Pipeline {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	if s == nil {
+		s, _ = NewSanitizer(nil)
+	}
+	return &Pipeline{resolver: r, sanitizer: s, log: log.With("component", "guard")}
+}
+
+// Run executes call and returns the result the LLM may see: Content is a
+// [plugin_output] block, or Error says what went wrong (itself sanitized
+// and escaped when it came from the plugin). Run never returns a raw
+// plugin result and never panics on what the plugin sent.
+func (p *Pipeline) Run(ctx context.Context, call core.ToolCall) core.ToolResult {
+	t, ok := p.resolver.Resolve(call.Plugin, call.Action)
+	if !ok {
+		return core.ToolResult{CallID: call.ID, Error: fmt.Sprintf("unknown tool %s.%s: it is not offered; use one of the listed tools", call.Plugin, call.Action)}
+	}
+	if missing := missingArgs(t.Spec, call.Args); len(missing) > 0 {
+		return core.ToolResult{CallID: call.ID, Error: fmt.Sprintf("tool %s.%s is missing required argument(s) %v; call it again with them", call.Plugin, call.Action, missing)}
+	}
+	timeout := t.Timeout
+	if timeout <= 0 {
+		timeout = DefaultTimeout
+	}
+	limit := t.MaxResponseBytes
+	if limit <= 0 {
+		limit = DefaultMaxResponseBytes
+	}
+	cctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	res, err := t.Exec.Execute(cctx, call)
+	log := p.log.With("plugin", call.Plugin, "action", call.Action, "call_id", call.ID)
+	if err != nil {
+		switch {
+		case errors.Is(cctx.Err(), context.DeadlineExceeded) && ctx.Err() == nil:
+			log.Warn("plugin call timed out", "timeout", timeout)
+			return core.ToolResult{CallID: call.ID, Error: fmt.Sprintf("plugin %s did not answer within %s (plugins.tools.overrides.%s.timeout)", call.Plugin, timeout, call.Plugin)}
+		case ctx.Err() != nil:
+			return core.ToolResult{CallID: call.ID, Error: "the call was cancelled"}
+		default:
+			log.Warn("plugin call failed", "err", err)
+			return core.ToolResult{CallID: call.ID, Error: fmt.Sprintf("plugin %s failed to run the call", call.Plugin)}
+		}
+	}
+	return p.Check(call, res, limit)
+}
+
+// Check applies the post-execution steps (size, sanitize, validate, wrap)
+// to a raw result.
+func (p *Pipeline) Check(call core.ToolCall, res core.ToolResult, limit int) core.ToolResult {
+	var cut bool
+	res.Content, cut = Truncate(res.Content, limit)
+	if cut {
+		p.log.Warn("plugin output truncated", "plugin", call.Plugin, "limit", limit)
+	}
+	res.Error, _ = Truncate(res.Error, limit)
+	res.Content = p.sanitizer.Sanitize(res.Content)
+	res.Error = p.sanitizer.Sanitize(res.Error)
+	if err := ValidateResult(call, res); err != nil {
+		p.log.Warn("plugin result rejected", "plugin", call.Plugin, "action", call.Action, "err", err)
+		return core.ToolResult{CallID: call.ID, Error: GenericError}
+	}
+	out := core.ToolResult{CallID: call.ID}
+	if res.Error != "" {
+		out.Error = "the plugin reported an error: " + Wrap(res.Error)
+	}
+	if res.Content != "" || res.Error == "" {
+		out.Content = Wrap(res.Content)
+	}
+	return out
+}
+
+func missingArgs(spec core.ToolSpec, args map[string]string) []string {
+	var missing []string
+	for _, p := range spec.Params {
+		if p.Required {
+			if _, ok := args[p.Name]; !ok {
+				missing = append(missing, p.Name)
+			}
+		}
+	}
+	return missing
+}
+
+// ForLLM renders a guarded result as the content of a tool message.
+func ForLLM(r core.ToolResult) string {
+	switch {
+	case r.Error != "" && r.Content != "":
+		return "Error: " + r.Error + "\n" + r.Content
+	case r.Error != "":
+		return "Error: " + r.Error
+	}
+	return r.Content
+}
