@@ -1,0 +1,268 @@
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"reflect"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/opentalon/opentalon/core"
+)
+
+// Load reads the config file at path: it substitutes ${VAR} and
+// ${VAR:-default} from env, decodes strictly over Default(), expands "~"
+// and relative paths, and validates. A file that configures no provider and
+// no routing.primary gets the provider LoadDefault would pick from env. Every problem found is returned at
+// once in an *Errors (reachable with errors.As), wrapped in a core.Error of
+// kind core.KindInvalid.
+func Load(path string, env Env) (*Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil, core.Errorf(core.KindNotFound, "config file %s does not exist; create it (see examples/config.yaml) or pass --config FILE: %w", path, err)
+		}
+		return nil, fmt.Errorf("read config %s: %w", path, err)
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, fmt.Errorf("config %s: %w", path, err)
+	}
+	return Parse(path, data, filepath.Dir(abs), env)
+}
+
+// Parse loads a config from data as Load does. name labels error messages;
+// baseDir resolves relative paths.
+func Parse(name string, data []byte, baseDir string, env Env) (*Config, error) {
+	cfg, ps := decode(name, data, env)
+	if cfg != nil {
+		if len(cfg.Models.Providers) == 0 && cfg.Routing.Primary == "" {
+			providerFromEnv(cfg, env) // a file without providers uses the environment's
+		}
+		cfg.resolvePaths(baseDir, homeDir(env))
+		validate(cfg, ps)
+	}
+	if err := ps.err(); err != nil {
+		return nil, &core.Error{Kind: core.KindInvalid, Err: err}
+	}
+	return cfg, nil
+}
+
+// decode parses, substitutes and decodes data over Default(). It returns a
+// nil Config only when the YAML cannot be read at all.
+func decode(name string, data []byte, env Env) (*Config, *problems) {
+	ps := &problems{file: name, lines: map[string]int{}}
+	cfg := Default()
+	var doc yaml.Node
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	if err := dec.Decode(&doc); err != nil {
+		if errors.Is(err, io.EOF) || len(bytes.TrimSpace(data)) == 0 {
+			return cfg, ps // an empty file is all defaults
+		}
+		ps.add(yamlLine(err.Error()), "", "%s", yamlMsg(err.Error()))
+		return nil, ps
+	}
+	var extra yaml.Node
+	if err := dec.Decode(&extra); err == nil {
+		ps.add(extra.Line, "", "the file holds more than one YAML document; keep one (remove the extra \"---\")")
+	}
+	root := &doc
+	if root.Kind == yaml.DocumentNode {
+		if len(root.Content) == 0 {
+			return cfg, ps
+		}
+		root = root.Content[0]
+	}
+	if root.Kind == yaml.ScalarNode && root.Tag == "!!null" {
+		return cfg, ps
+	}
+	if root.Kind != yaml.MappingNode {
+		ps.add(root.Line, "", "the top level must be a mapping of sections (state, queue, models, ...)")
+		return nil, ps
+	}
+	w := &walker{ps: ps, env: env, seen: map[*yaml.Node]bool{}, valueLines: map[int]string{}}
+	w.walk(root, reflect.ValueOf(cfg).Elem(), "", false)
+	if err := root.Decode(cfg); err != nil {
+		var te *yaml.TypeError
+		if errors.As(err, &te) {
+			for _, m := range te.Errors {
+				line := yamlLine(m)
+				ps.add(line, w.valueLines[line], "%s", yamlMsg(m))
+			}
+		} else {
+			ps.add(yamlLine(err.Error()), "", "%s", yamlMsg(err.Error()))
+		}
+	}
+	return cfg, ps
+}
+
+var lineRe = regexp.MustCompile(`line (\d+): `)
+
+func yamlLine(msg string) int {
+	if m := lineRe.FindStringSubmatch(msg); m != nil {
+		n, _ := strconv.Atoi(m[1])
+		return n
+	}
+	return 0
+}
+
+func yamlMsg(msg string) string {
+	msg = strings.TrimPrefix(msg, "yaml: ")
+	if loc := lineRe.FindStringIndex(msg); loc != nil && loc[0] == 0 {
+		msg = msg[loc[1]:]
+	}
+	return msg
+}
+
+// walker checks keys against the typed tree, records the line of every key
+// path and substitutes environment variables in scalars.
+type walker struct {
+	ps         *problems
+	env        Env
+	seen       map[*yaml.Node]bool
+	valueLines map[int]string // line of a scalar value -> its key path
+}
+
+var unmarshalerType = reflect.TypeOf((*yaml.Unmarshaler)(nil)).Elem()
+
+// walk visits n, which decodes into def (a value holding the default), at
+// key path path. disabled is true inside a section that is switched off.
+func (w *walker) walk(n *yaml.Node, def reflect.Value, path string, disabled bool) {
+	for n.Kind == yaml.AliasNode && n.Alias != nil {
+		n = n.Alias
+	}
+	t := def.Type()
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+		def = reflect.Zero(t)
+	}
+	if n.Kind == yaml.ScalarNode {
+		w.valueLines[n.Line] = path
+		w.substitute(n, path, disabled)
+		return
+	}
+	if reflect.PointerTo(t).Implements(unmarshalerType) {
+		return // a custom scalar given a collection: decode reports it
+	}
+	switch {
+	case t.Kind() == reflect.Struct && n.Kind == yaml.MappingNode:
+		w.walkStruct(n, def, path, disabled)
+	case t.Kind() == reflect.Map && n.Kind == yaml.MappingNode:
+		elem := reflect.Zero(t.Elem())
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k, v := n.Content[i], n.Content[i+1]
+			p := join(path, k.Value)
+			w.ps.lines[p] = k.Line
+			w.walk(v, elem, p, disabled)
+		}
+	case t.Kind() == reflect.Slice && n.Kind == yaml.SequenceNode:
+		elem := reflect.Zero(t.Elem())
+		for i, c := range n.Content {
+			p := fmt.Sprintf("%s[%d]", path, i)
+			w.ps.lines[p] = c.Line
+			w.walk(c, elem, p, disabled)
+		}
+	}
+	// Any other shape mismatch is reported by the decoder with its line.
+}
+
+func (w *walker) walkStruct(n *yaml.Node, def reflect.Value, path string, disabled bool) {
+	t := def.Type()
+	fields := map[string]int{}
+	var names []string
+	for i := 0; i < t.NumField(); i++ {
+		tag, _, _ := strings.Cut(t.Field(i).Tag.Get("yaml"), ",")
+		if tag == "" || tag == "-" {
+			continue
+		}
+		fields[tag] = i
+		names = append(names, tag)
+	}
+	// A section with an enabled switch that is off (explicitly, or by
+	// default when the key is absent) does not need its variables set.
+	if i, ok := fields["enabled"]; ok && t.Field(i).Type.Kind() == reflect.Bool {
+		on := def.Field(i).Bool()
+		for j := 0; j+1 < len(n.Content); j += 2 {
+			if n.Content[j].Value == "enabled" {
+				v := n.Content[j+1]
+				if v.Kind == yaml.ScalarNode {
+					w.substitute(v, join(path, "enabled"), disabled)
+					if b, err := strconv.ParseBool(strings.ToLower(v.Value)); err == nil {
+						on = b
+					}
+				}
+			}
+		}
+		disabled = disabled || !on
+	}
+	for j := 0; j+1 < len(n.Content); j += 2 {
+		k, v := n.Content[j], n.Content[j+1]
+		if k.Value == "<<" { // YAML merge key: its mapping has this struct's keys
+			w.walk(v, def, path, disabled)
+			continue
+		}
+		i, ok := fields[k.Value]
+		p := join(path, k.Value)
+		if !ok {
+			where := "at the top level"
+			if path != "" {
+				where = "in " + path
+			}
+			hint := didYouMean(k.Value, names)
+			if hint == "" {
+				hint = "; valid keys: " + strings.Join(names, ", ")
+			}
+			w.ps.add(k.Line, "", "unknown key %q %s%s", k.Value, where, hint)
+			continue
+		}
+		w.ps.lines[p] = k.Line
+		w.walk(v, def.Field(i), p, disabled)
+	}
+}
+
+// substitute expands ${...} in a scalar in place. A value that contained a
+// substitution is typed by its result, so "${WORKERS:-4}" can fill an int;
+// an empty result leaves the default.
+func (w *walker) substitute(n *yaml.Node, path string, disabled bool) {
+	if w.seen[n] {
+		return
+	}
+	w.seen[n] = true
+	r, err := expand(n.Value, w.env)
+	if err != nil {
+		w.ps.add(n.Line, path, "%v", err)
+		return
+	}
+	if !r.changed {
+		return
+	}
+	if len(r.missing) > 0 && !disabled {
+		for _, name := range r.missing {
+			w.ps.add(n.Line, path, "environment variable %s is not set; export %s=..., or give a default with ${%s:-value}", name, name, name)
+		}
+	}
+	n.Value = r.value
+	if n.Style&yaml.TaggedStyle != 0 {
+		return // an explicit tag such as !!str keeps its type
+	}
+	n.Style = 0
+	if r.value == "" {
+		n.Tag = "!!null"
+	} else {
+		n.Tag = ""
+	}
+}
+
+func join(path, key string) string {
+	if path == "" {
+		return key
+	}
+	return path + "." + key
+}

@@ -1,0 +1,59 @@
+package config
+
+import (
+	"sort"
+	"strings"
+)
+
+// ResolveModel turns a model reference (a catalog key, a catalog alias, or
+// "<provider>/<model>" with a configured provider) into its canonical
+// "<provider>/<model>" form. ok is false when the reference names nothing
+// configured.
+func (c *Config) ResolveModel(ref string) (canonical string, ok bool) {
+	if ref == "" {
+		return "", false
+	}
+	if _, ok := c.Models.Catalog[ref]; ok {
+		return ref, true
+	}
+	for key, e := range c.Models.Catalog {
+		if e.Alias != "" && e.Alias == ref {
+			return key, true
+		}
+	}
+	if prov, model, found := strings.Cut(ref, "/"); found && model != "" {
+		if _, ok := c.Models.Providers[prov]; ok {
+			return ref, true
+		}
+	}
+	return "", false
+}
+
+// knownModels lists every reference that resolves: catalog keys, aliases
+// and each provider's listed models, sorted; used for suggestions.
+func (c *Config) knownModels() []string {
+	var out []string
+	for key, e := range c.Models.Catalog {
+		out = append(out, key)
+		if e.Alias != "" {
+			out = append(out, e.Alias)
+		}
+	}
+	for id, p := range c.Models.Providers {
+		for _, m := range p.Models {
+			out = append(out, id+"/"+m.ID)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// providerIDs returns the configured provider ids, sorted.
+func (c *Config) providerIDs() []string {
+	ids := make([]string, 0, len(c.Models.Providers))
+	for id := range c.Models.Providers {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	return ids
+}

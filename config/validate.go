@@ -1,0 +1,298 @@
+package config
+
+import (
+	"fmt"
+	"net"
+	"net/url"
+	"regexp"
+	"sort"
+	"strings"
+)
+
+// validate checks the decoded config and records every problem in ps.
+func validate(c *Config, ps *problems) {
+	validateBasics(c, ps)
+	validateProviders(c, ps)
+	validateCatalog(c, ps)
+	validateRouting(c, ps)
+	validateChannels(c, ps)
+	validatePlugins(c, ps)
+}
+
+func atLeast(ps *problems, path string, v, min int) {
+	if v < min {
+		ps.at(path, "must be at least %d (got %d)", min, v)
+	}
+}
+
+func validateBasics(c *Config, ps *problems) {
+	atLeast(ps, "queue.workers", c.Queue.Workers, 1)
+	atLeast(ps, "queue.max_attempts", c.Queue.MaxAttempts, 1)
+	if c.Queue.RequestTimeout <= 0 {
+		ps.at("queue.request_timeout", "must be a positive duration such as \"5m\"")
+	}
+	atLeast(ps, "llm.max_concurrent_local", c.LLM.MaxConcurrentLocal, 1)
+	atLeast(ps, "llm.max_concurrent_cloud", c.LLM.MaxConcurrentCloud, 1)
+	atLeast(ps, "orchestrator.max_steps", c.Orchestrator.MaxSteps, 1)
+	if c.State.DataDir == "" {
+		ps.at("state.data_dir", "must not be empty; the default is %s", DefaultDataDir)
+	}
+	cd := c.Auth.Cooldowns
+	if cd.Initial <= 0 {
+		ps.at("auth.cooldowns.initial", "must be a positive duration such as \"1m\"")
+	}
+	if cd.Multiplier < 1 {
+		ps.at("auth.cooldowns.multiplier", "must be at least 1 (got %g)", cd.Multiplier)
+	}
+	if cd.Max < cd.Initial {
+		ps.at("auth.cooldowns.max", "must be at least auth.cooldowns.initial (%s)", cd.Initial)
+	}
+	atLeast(ps, "auth.cooldowns.billing_max_hours", cd.BillingMaxHours, 1)
+	for prov, ids := range c.Auth.Order {
+		if _, ok := c.Models.Providers[prov]; !ok {
+			ps.at("auth.order."+prov, "no provider %q in models.providers%s", prov, didYouMean(prov, c.providerIDs()))
+		}
+		seen := map[string]bool{}
+		for i, id := range ids {
+			if seen[id] {
+				ps.at(fmt.Sprintf("auth.order.%s[%d]", prov, i), "profile %q is listed twice", id)
+			}
+			seen[id] = true
+		}
+	}
+	if l := c.Server.Listen; l != "" {
+		if _, _, err := net.SplitHostPort(l); err != nil {
+			ps.at("server.listen", "%q is not host:port (e.g. \"127.0.0.1:7070\"; empty turns the server off)", l)
+		}
+	}
+}
+
+var apis = []string{APIOpenAICompletions, APIAnthropicMessages}
+
+func validateProviders(c *Config, ps *problems) {
+	for _, id := range c.providerIDs() {
+		p := c.Models.Providers[id]
+		path := "models.providers." + id
+		if strings.Contains(id, "/") || strings.TrimSpace(id) == "" {
+			ps.at(path, "a provider id must be non-empty and must not contain \"/\" (it is the prefix of \"<provider>/<model>\")")
+		}
+		switch p.API {
+		case APIOpenAICompletions, APIAnthropicMessages:
+		case "":
+			ps.at(path+".api", "missing; set it to %s", strings.Join(apis, " or "))
+		default:
+			hint := didYouMean(p.API, apis)
+			if hint == "" {
+				hint = fmt.Sprintf(" (use %s)", strings.Join(apis, " or "))
+			}
+			ps.at(path+".api", "unknown api %q%s", p.API, hint)
+		}
+		if p.BaseURL != "" {
+			checkURL(ps, path+".base_url", p.BaseURL)
+		}
+		seen := map[string]bool{}
+		for i, m := range p.Models {
+			mp := fmt.Sprintf("%s.models[%d]", path, i)
+			if m.ID == "" {
+				ps.at(mp+".id", "missing; the model id the API expects, e.g. \"llama3.2\"")
+			} else if seen[m.ID] {
+				ps.at(mp+".id", "model %q is listed twice", m.ID)
+			}
+			seen[m.ID] = true
+			checkCost(ps, mp+".cost", m.Cost)
+			if m.ContextWindow < 0 || m.MaxTokens < 0 {
+				ps.at(mp, "context_window and max_tokens must not be negative")
+			}
+		}
+	}
+}
+
+func checkURL(ps *problems, path, raw string) {
+	u, err := url.Parse(raw)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		ps.at(path, "%q is not an http(s) URL such as \"http://localhost:11434/v1\"", raw)
+	}
+}
+
+func checkCost(ps *problems, path string, c Cost) {
+	if c.Input < 0 || c.Output < 0 {
+		ps.at(path, "costs must not be negative (USD per million tokens)")
+	}
+}
+
+func validateCatalog(c *Config, ps *problems) {
+	keys := make([]string, 0, len(c.Models.Catalog))
+	for k := range c.Models.Catalog {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	aliases := map[string]string{}
+	for _, key := range keys {
+		e := c.Models.Catalog[key]
+		path := "models.catalog." + key
+		prov, model, ok := strings.Cut(key, "/")
+		switch {
+		case !ok || prov == "" || model == "":
+			ps.at(path, "a catalog key is \"<provider>/<model>\", e.g. \"openai/gpt-4o-mini\"")
+		default:
+			if _, known := c.Models.Providers[prov]; !known {
+				ps.at(path, "provider %q is not in models.providers%s; add models.providers.%s", prov, didYouMean(prov, c.providerIDs()), prov)
+			}
+		}
+		if e.Weight < 0 || e.Weight > 100 {
+			ps.at(path+".weight", "must be 0..100 (got %d)", e.Weight)
+		}
+		if e.Cost != nil {
+			checkCost(ps, path+".cost", *e.Cost)
+		}
+		if e.ContextWindow < 0 {
+			ps.at(path+".context_window", "must not be negative")
+		}
+		if e.Alias == "" {
+			continue
+		}
+		if other, dup := aliases[e.Alias]; dup {
+			ps.at(path+".alias", "alias %q is already used by models.catalog.%s; aliases must be unique", e.Alias, other)
+		}
+		if _, clash := c.Models.Catalog[e.Alias]; clash && e.Alias != key {
+			ps.at(path+".alias", "alias %q is also a catalog key; choose another alias", e.Alias)
+		}
+		aliases[e.Alias] = key
+	}
+}
+
+// checkRef reports a model reference that resolves to nothing.
+func checkRef(c *Config, ps *problems, path, ref string) {
+	if ref == "" {
+		return
+	}
+	if _, ok := c.ResolveModel(ref); ok {
+		return
+	}
+	known := c.knownModels()
+	hint := didYouMean(ref, known)
+	var b strings.Builder
+	fmt.Fprintf(&b, "unknown model %q%s; ", ref, hint)
+	b.WriteString("use a models.catalog key, a catalog alias, or \"<provider>/<model>\" with a provider from models.providers")
+	if ids := c.providerIDs(); len(ids) > 0 {
+		fmt.Fprintf(&b, " (configured: %s)", strings.Join(ids, ", "))
+	} else {
+		b.WriteString(" (none configured)")
+	}
+	ps.at(path, "%s", b.String())
+}
+
+func validateRouting(c *Config, ps *problems) {
+	r := c.Routing
+	if len(c.Models.Providers) == 0 {
+		ps.at("models.providers", "no LLM provider configured; add one under models.providers (api: %s) and set routing.primary, or run without a config file and export ANTHROPIC_API_KEY, OPENAI_API_KEY or OPENAI_BASE_URL", strings.Join(apis, " or "))
+	} else if r.Primary == "" && len(c.Models.Catalog) == 0 {
+		ps.at("routing.primary", "not set; set it to a model reference such as \"<provider>/<model>\"")
+	}
+	checkRef(c, ps, "routing.primary", r.Primary)
+	for i, ref := range r.Fallbacks {
+		checkRef(c, ps, fmt.Sprintf("routing.fallbacks[%d]", i), ref)
+	}
+	for _, task := range sortedKeys(r.Pin) {
+		checkRef(c, ps, "routing.pin."+task, r.Pin[task])
+	}
+	for i, ref := range r.Allowed {
+		checkRef(c, ps, fmt.Sprintf("routing.allowed[%d]", i), ref)
+	}
+	atLeast(ps, "routing.max_escalations", r.MaxEscalations, 0)
+	if r.Affinity.Enabled {
+		atLeast(ps, "routing.affinity.decay_days", r.Affinity.DecayDays, 1)
+	}
+	if r.Budget.DailyUSD < 0 {
+		ps.at("routing.budget.daily_usd", "must not be negative (0 means no cap)")
+	}
+	if r.Budget.ChatDailyUSD < 0 {
+		ps.at("routing.budget.chat_daily_usd", "must not be negative (0 means no cap)")
+	}
+}
+
+func sortedKeys(m map[string]string) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+func checkChannelModels(c *Config, ps *problems, path, model string, models map[string]string) {
+	checkRef(c, ps, path+".model", model)
+	for _, chat := range sortedKeys(models) {
+		checkRef(c, ps, path+".models."+chat, models[chat])
+	}
+}
+
+func validateChannels(c *Config, ps *problems) {
+	t := c.Channels.Telegram
+	if t.Enabled {
+		const p = "channels.telegram"
+		if !t.Token.IsSet() {
+			ps.at(p+".token", "missing; an enabled Telegram channel needs the bot token from @BotFather, e.g. token: \"${TELEGRAM_BOT_TOKEN}\"")
+		}
+		checkURL(ps, p+".api_url", t.APIURL)
+		switch t.Mode {
+		case ModePolling:
+		case ModeWebhook:
+			if t.Webhook.URL == "" {
+				ps.at(p+".webhook.url", "missing; mode webhook needs the public https URL Telegram posts to")
+			} else {
+				checkURL(ps, p+".webhook.url", t.Webhook.URL)
+			}
+			if t.Webhook.Listen == "" {
+				ps.at(p+".webhook.listen", "missing; mode webhook needs a local address to listen on, e.g. \"127.0.0.1:8443\"")
+			} else if _, _, err := net.SplitHostPort(t.Webhook.Listen); err != nil {
+				ps.at(p+".webhook.listen", "%q is not host:port", t.Webhook.Listen)
+			}
+			if !t.Webhook.Secret.IsSet() {
+				ps.at(p+".webhook.secret", "missing; mode webhook needs a secret token, e.g. secret: \"${TELEGRAM_WEBHOOK_SECRET}\"")
+			}
+		default:
+			ps.at(p+".mode", "unknown mode %q%s; use polling or webhook", t.Mode, didYouMean(t.Mode, []string{ModePolling, ModeWebhook}))
+		}
+		switch t.GroupTrigger {
+		case TriggerMention, TriggerAll:
+		default:
+			ps.at(p+".group_trigger", "unknown value %q%s; use mention or all", t.GroupTrigger, didYouMean(t.GroupTrigger, []string{TriggerMention, TriggerAll}))
+		}
+		checkChannelModels(c, ps, p, t.Model, t.Models)
+	}
+	if c.Channels.Slack.Enabled {
+		ps.at("channels.slack.enabled", "the Slack channel is not built yet in this version; set channels.slack.enabled: false")
+	}
+	if c.Channels.Discord.Enabled {
+		ps.at("channels.discord.enabled", "the Discord channel is not built yet in this version; set channels.discord.enabled: false")
+	}
+}
+
+func validatePlugins(c *Config, ps *problems) {
+	t := c.Plugins.Tools
+	if t.HealthCheckInterval <= 0 {
+		ps.at("plugins.tools.health_check_interval", "must be a positive duration such as \"30s\"")
+	}
+	atLeast(ps, "plugins.tools.max_restarts", t.MaxRestarts, 0)
+	if t.Defaults.Timeout <= 0 {
+		ps.at("plugins.tools.defaults.timeout", "must be a positive duration such as \"30s\"")
+	}
+	atLeast(ps, "plugins.tools.defaults.max_response_bytes", t.Defaults.MaxResponseBytes, 1)
+	for name, o := range t.Overrides {
+		if o.MaxResponseBytes < 0 {
+			ps.at("plugins.tools.overrides."+name+".max_response_bytes", "must not be negative")
+		}
+	}
+	for i, pat := range t.Sanitize.ExtraPatterns {
+		if _, err := regexp.Compile(pat); err != nil {
+			ps.at(fmt.Sprintf("plugins.tools.sanitize.extra_patterns[%d]", i), "not a valid Go regular expression: %v", err)
+		}
+	}
+	l := c.Plugins.Lua
+	checkRef(c, ps, "plugins.lua.default_model", l.DefaultModel)
+	atLeast(ps, "plugins.lua.limits.memory_mb", l.Limits.MemoryMB, 1)
+	atLeast(ps, "plugins.lua.limits.timeout_seconds", l.Limits.TimeoutSeconds, 1)
+	atLeast(ps, "plugins.lua.limits.llm_timeout_seconds", l.Limits.LLMTimeoutSeconds, 1)
+	atLeast(ps, "plugins.lua.limits.llm_max_calls", l.Limits.LLMMaxCalls, 0)
+}
