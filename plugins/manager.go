@@ -1,0 +1,298 @@
+package plugins
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sort"
+	"sync"
+	"time"
+)
+
+// Options configure a Manager.
+type Options struct {
+	// Dir is plugins.tools.plugin_dir: every executable file in it is a
+	// plugin ("" = none).
+	Dir string
+	// Plugins are plugins.tools.plugins plus any specs built in code.
+	Plugins []Spec
+	// Registry receives the plugins' capabilities (required).
+	Registry *Registry
+	// State backs the PluginState service (*store.DB).
+	State StateStore
+	// HealthInterval is plugins.tools.health_check_interval (default 30s).
+	HealthInterval time.Duration
+	// RestartOnFailure and MaxRestarts: plugins.tools.restart_on_failure
+	// and max_restarts (default 3).
+	RestartOnFailure bool
+	MaxRestarts      int
+	// Backoff is the wait before restart n (1-based); default 1s·2^(n-1),
+	// at most 30s.
+	Backoff func(n int) time.Duration
+	// Sleep waits d or until ctx ends (tests make it instant).
+	Sleep func(ctx context.Context, d time.Duration) error
+	// Env is added to every plugin's environment (OPENTALON_API_URL, …).
+	Env          []string
+	StartTimeout time.Duration
+	StopGrace    time.Duration
+	// OnEvent, if set, is told about lifecycle events ("registered",
+	// "deregistered", "gave_up") with the plugin name; for tests and
+	// metrics. It must not block.
+	OnEvent func(plugin, event string)
+	Logger  *slog.Logger
+}
+
+// Manager launches and supervises the plugins.
+type Manager struct {
+	o   Options
+	log *slog.Logger
+
+	mu      sync.Mutex
+	running map[string]*Process // by plugin name
+	owners  map[string]string   // plugin name → binary path that claimed it
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+}
+
+// NewManager builds a manager; it starts nothing.
+func NewManager(o Options) *Manager {
+	if o.HealthInterval <= 0 {
+		o.HealthInterval = 30 * time.Second
+	}
+	if o.MaxRestarts < 0 {
+		o.MaxRestarts = 0
+	}
+	if o.Backoff == nil {
+		o.Backoff = func(n int) time.Duration {
+			d := time.Second << min(n-1, 5)
+			return min(d, 30*time.Second)
+		}
+	}
+	if o.Sleep == nil {
+		o.Sleep = func(ctx context.Context, d time.Duration) error {
+			t := time.NewTimer(d)
+			defer t.Stop()
+			select {
+			case <-t.C:
+				return nil
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.OnEvent == nil {
+		o.OnEvent = func(string, string) {}
+	}
+	return &Manager{o: o, log: o.Logger.With("component", "plugins"), running: map[string]*Process{}, owners: map[string]string{}}
+}
+
+// Discover lists the plugin specs: every executable regular file in Dir
+// (sorted) followed by the explicit ones.
+func Discover(dir string, explicit []Spec) ([]Spec, error) {
+	var specs []Spec
+	if dir != "" {
+		entries, err := os.ReadDir(dir)
+		if err != nil {
+			return nil, fmt.Errorf("read plugins.tools.plugin_dir %s: %w", dir, err)
+		}
+		names := make([]string, 0, len(entries))
+		for _, e := range entries {
+			names = append(names, e.Name())
+		}
+		sort.Strings(names)
+		for _, n := range names {
+			path := filepath.Join(dir, n)
+			fi, err := os.Stat(path)
+			if err != nil || !fi.Mode().IsRegular() || fi.Mode().Perm()&0o111 == 0 {
+				continue
+			}
+			specs = append(specs, Spec{Path: path})
+		}
+	}
+	return append(specs, explicit...), nil
+}
+
+// Start launches every discovered plugin and returns once each has either
+// registered or failed its first start (failures are logged with the fix
+// and retried like crashes). Supervision runs until Close.
+func (m *Manager) Start(ctx context.Context) error {
+	if m.o.Registry == nil {
+		return errors.New("plugins: Manager needs a Registry")
+	}
+	specs, err := Discover(m.o.Dir, m.o.Plugins)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	m.cancel = cancel
+	var first sync.WaitGroup
+	for _, s := range specs {
+		first.Add(1)
+		m.wg.Add(1)
+		go func() {
+			defer m.wg.Done()
+			m.supervise(ctx, s, first.Done)
+		}()
+	}
+	first.Wait()
+	return nil
+}
+
+// supervise runs one plugin: launch, register, watch, and restart with
+// backoff up to MaxRestarts. started is called after the first attempt.
+func (m *Manager) supervise(ctx context.Context, spec Spec, started func()) {
+	once := sync.OnceFunc(started)
+	defer once()
+	restarts := 0
+	for {
+		p, err := m.launch(ctx, spec)
+		once()
+		if err == nil {
+			m.watch(ctx, p)
+		} else if ctx.Err() == nil {
+			m.log.Error("plugin failed to start", "path", spec.Path, "err", err)
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		if !m.o.RestartOnFailure || restarts >= m.o.MaxRestarts {
+			name := spec.Path
+			if p != nil && p.Cap.Name != "" {
+				name = p.Cap.Name
+			}
+			m.log.Error("plugin stopped and will not be restarted", "plugin", name, "restarts", restarts,
+				"fix", "see the plugin's output above; raise plugins.tools.max_restarts or set plugins.tools.restart_on_failure: true to keep trying")
+			m.o.OnEvent(name, "gave_up")
+			return
+		}
+		restarts++
+		wait := m.o.Backoff(restarts)
+		m.log.Warn("restarting plugin", "path", spec.Path, "attempt", restarts, "after", wait)
+		if m.o.Sleep(ctx, wait) != nil {
+			return
+		}
+	}
+}
+
+func (m *Manager) launch(ctx context.Context, spec Spec) (*Process, error) {
+	p, err := Launch(ctx, spec, LaunchOptions{
+		State: m.o.State, Env: m.o.Env, StartTimeout: m.o.StartTimeout, StopGrace: m.o.StopGrace, Logger: m.o.Logger,
+		Claim: func(name string) error { return m.claim(name, spec.Path) },
+	})
+	if err != nil {
+		return p, err
+	}
+	if err := m.o.Registry.Register(p.Cap, p.Executor()); err != nil {
+		p.Close()
+		return p, fmt.Errorf("plugin %s: %w", spec.Path, err)
+	}
+	m.mu.Lock()
+	m.running[p.Cap.Name] = p
+	m.mu.Unlock()
+	m.log.Info("plugin registered", "plugin", p.Cap.Name, "path", spec.Path, "actions", len(p.Cap.Actions))
+	m.o.OnEvent(p.Cap.Name, "registered")
+	return p, nil
+}
+
+// claim binds a plugin name to the first binary that declared it, so no
+// other binary can take over the name (and so the state) later.
+func (m *Manager) claim(name, path string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if owner, ok := m.owners[name]; ok && owner != path {
+		return fmt.Errorf("declares the name %q which %s already uses: plugin names must be unique", name, owner)
+	}
+	m.owners[name] = path
+	return nil
+}
+
+// watch returns when the plugin exits, fails a health check or ctx ends;
+// it deregisters and stops the plugin.
+func (m *Manager) watch(ctx context.Context, p *Process) {
+	t := time.NewTicker(m.o.HealthInterval)
+	defer t.Stop()
+	defer m.stop(p)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-p.Done():
+			m.log.Error("plugin exited", "plugin", p.Cap.Name, "err", p.ExitErr())
+			return
+		case <-t.C:
+			if err := m.ping(ctx, p); err != nil {
+				m.log.Error("plugin failed its health check", "plugin", p.Cap.Name, "err", err)
+				return
+			}
+		}
+	}
+}
+
+func (m *Manager) ping(ctx context.Context, p *Process) error {
+	ctx, cancel := context.WithTimeout(ctx, min(m.o.HealthInterval, 5*time.Second))
+	defer cancel()
+	return p.Ping(ctx)
+}
+
+func (m *Manager) stop(p *Process) {
+	if !p.stopped.CompareAndSwap(false, true) {
+		return
+	}
+	m.o.Registry.Deregister(p.Cap.Name)
+	m.mu.Lock()
+	if m.running[p.Cap.Name] == p {
+		delete(m.running, p.Cap.Name)
+	}
+	m.mu.Unlock()
+	p.Close()
+	m.o.OnEvent(p.Cap.Name, "deregistered")
+}
+
+// CheckHealth pings every running plugin now and stops the ones that do
+// not answer (their supervisors restart them). It returns the names that
+// failed.
+func (m *Manager) CheckHealth(ctx context.Context) []string {
+	m.mu.Lock()
+	procs := make([]*Process, 0, len(m.running))
+	for _, p := range m.running {
+		procs = append(procs, p)
+	}
+	m.mu.Unlock()
+	var failed []string
+	for _, p := range procs {
+		if err := m.ping(ctx, p); err != nil {
+			m.log.Error("plugin failed its health check", "plugin", p.Cap.Name, "err", err)
+			failed = append(failed, p.Cap.Name)
+			m.stop(p)
+		}
+	}
+	sort.Strings(failed)
+	return failed
+}
+
+// Running lists the names of the running plugins.
+func (m *Manager) Running() []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make([]string, 0, len(m.running))
+	for n := range m.running {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Close stops supervision and every plugin's process group.
+func (m *Manager) Close() error {
+	if m.cancel != nil {
+		m.cancel()
+	}
+	m.wg.Wait()
+	return nil
+}

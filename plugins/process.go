@@ -1,0 +1,343 @@
+package plugins
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"google.golang.org/grpc"
+
+	pluginpb "github.com/opentalon/opentalon/proto"
+)
+
+// Handshake environment variables (see docs/plugins.md).
+const (
+	EnvPluginSocket = "OPENTALON_PLUGIN_SOCKET"
+	EnvStateSocket  = "OPENTALON_STATE_SOCKET"
+	// EnvProtocol carries ProtocolVersion so a plugin can refuse a core it
+	// does not understand.
+	EnvProtocol     = "OPENTALON_PLUGIN_PROTOCOL"
+	ProtocolVersion = "1"
+	// EnvAPIURL and EnvAPIKey tell a plugin where the core's HTTP API
+	// (POST /api/plugins/llm/generate) is and the key it needs.
+	EnvAPIURL = "OPENTALON_API_URL"
+	EnvAPIKey = "OPENTALON_API_KEY"
+)
+
+// inheritedEnv are the only variables of the core's environment a plugin
+// inherits: the core's may hold provider keys and tokens.
+var inheritedEnv = []string{"PATH", "HOME", "USER", "LOGNAME", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR", "GOCOVERDIR"}
+
+// Spec says how to start one plugin binary.
+type Spec struct {
+	Path string
+	Args []string
+	// Env adds "KEY=value" entries to the plugin's environment.
+	Env []string
+}
+
+func (s Spec) String() string { return s.Path }
+
+// LaunchOptions configure Launch.
+type LaunchOptions struct {
+	// State backs the plugin's PluginState service.
+	State StateStore
+	// Env adds "KEY=value" entries for every plugin (API URL and key).
+	Env []string
+	// StartTimeout bounds start-up through the Capabilities call
+	// (default 10s).
+	StartTimeout time.Duration
+	// StopGrace is how long Close waits after SIGTERM before SIGKILL
+	// (default 2s).
+	StopGrace time.Duration
+	// Claim is called with the declared name before the state namespace
+	// is bound; an error aborts the launch (name taken by another binary).
+	Claim  func(name string) error
+	Logger *slog.Logger
+}
+
+// Process is one running plugin.
+type Process struct {
+	Spec Spec
+	Cap  Capability
+
+	cmd      *exec.Cmd
+	pgid     int
+	conn     *grpc.ClientConn
+	client   pluginpb.PluginServiceClient
+	state    *stateServer
+	stateSrv *grpc.Server
+	dir      string
+	grace    time.Duration
+	log      *slog.Logger
+	// outLog re-logs the plugin's output; renamed after the handshake.
+	outLog atomic.Pointer[slog.Logger]
+
+	done    chan struct{}
+	waitErr error
+	tail    *lineTail
+
+	stopped   atomic.Bool // set by the manager's first stop
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// Launch starts the plugin, waits for it to serve PluginService, asks for
+// its capabilities and validates them. On error nothing is left running.
+func Launch(ctx context.Context, spec Spec, o LaunchOptions) (p *Process, err error) {
+	if o.StartTimeout <= 0 {
+		o.StartTimeout = 10 * time.Second
+	}
+	if o.StopGrace <= 0 {
+		o.StopGrace = 2 * time.Second
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	base := filepath.Base(spec.Path)
+	log := o.Logger.With("plugin", base)
+	dir, err := socketDir()
+	if err != nil {
+		return nil, err
+	}
+	p = &Process{Spec: spec, dir: dir, grace: o.StopGrace, log: log, done: make(chan struct{}), tail: &lineTail{max: 5}}
+	p.outLog.Store(log)
+	defer func() {
+		if err != nil {
+			p.Close()
+		}
+	}()
+
+	// The state service listens before the plugin starts.
+	stateSock := filepath.Join(dir, "state.sock")
+	sl, err := net.Listen("unix", stateSock)
+	if err != nil {
+		return p, fmt.Errorf("plugin %s: listen on %s: %w", spec.Path, stateSock, err)
+	}
+	pl := &peerListener{Listener: sl, log: log}
+	p.state = &stateServer{store: o.State, log: log}
+	if o.State == nil {
+		p.state.store = noState{}
+	}
+	p.stateSrv = newStateGRPC(p.state)
+
+	pluginSock := filepath.Join(dir, "plugin.sock")
+	cmd := exec.Command(spec.Path, spec.Args...)
+	cmd.Env = pluginEnv(o.Env, spec.Env, pluginSock, stateSock)
+	cmd.Dir = filepath.Dir(spec.Path)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		return p, err
+	}
+	cmd.Stdout, cmd.Stderr = pw, pw
+	if err := cmd.Start(); err != nil {
+		pw.Close()
+		pr.Close()
+		sl.Close()
+		return p, fmt.Errorf("start plugin %s: %w (check plugins.tools.plugin_dir / plugins.tools.plugins and that the file is executable)", spec.Path, err)
+	}
+	pw.Close()
+	p.cmd = cmd
+	p.pgid = cmd.Process.Pid
+	pl.pgid = p.pgid
+	go p.relog(pr)
+	go func() {
+		p.waitErr = cmd.Wait()
+		close(p.done)
+	}()
+	go p.stateSrv.Serve(pl)
+
+	p.conn, err = dialUnix(pluginSock)
+	if err != nil {
+		return p, fmt.Errorf("plugin %s: %w", spec.Path, err)
+	}
+	p.client = pluginpb.NewPluginServiceClient(p.conn)
+
+	p.Cap, err = p.handshake(ctx, o.StartTimeout, pluginSock)
+	if err != nil {
+		return p, err
+	}
+	if err := p.Cap.Validate(); err != nil {
+		return p, fmt.Errorf("plugin %s: %w", spec.Path, err)
+	}
+	if o.Claim != nil {
+		if err := o.Claim(p.Cap.Name); err != nil {
+			return p, fmt.Errorf("plugin %s: %w", spec.Path, err)
+		}
+	}
+	p.log = o.Logger.With("plugin", p.Cap.Name)
+	p.outLog.Store(p.log)
+	p.state.bind(p.Cap.Name)
+	return p, nil
+}
+
+// handshake waits for the socket and calls Capabilities.
+func (p *Process) handshake(ctx context.Context, timeout time.Duration, sock string) (Capability, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	wait := 5 * time.Millisecond
+	for {
+		if _, err := os.Stat(sock); err == nil {
+			cctx, ccancel := context.WithTimeout(ctx, time.Second)
+			c, err := capabilities(cctx, p.client)
+			ccancel()
+			if err == nil {
+				return c, nil
+			}
+		}
+		select {
+		case <-p.done:
+			return Capability{}, fmt.Errorf("plugin %s exited during start-up (%v) before serving %s; last output: %s", p.Spec.Path, p.waitErr, EnvPluginSocket, p.tail.String())
+		case <-ctx.Done():
+			return Capability{}, fmt.Errorf("plugin %s did not answer Capabilities on %s within %s: it must serve PluginService on the unix socket named by %s (docs/plugins.md)", p.Spec.Path, sock, timeout, EnvPluginSocket)
+		case <-time.After(wait):
+		}
+		wait = min(wait*2, 200*time.Millisecond)
+	}
+}
+
+// Executor returns the executor that calls this process.
+func (p *Process) Executor() Executor {
+	return &rpcExecutor{client: p.client, name: p.Cap.Name}
+}
+
+// Ping is the health check: a Capabilities call.
+func (p *Process) Ping(ctx context.Context) error {
+	select {
+	case <-p.done:
+		return fmt.Errorf("plugin %s has exited: %v", p.Cap.Name, p.waitErr)
+	default:
+	}
+	_, err := capabilities(ctx, p.client)
+	return err
+}
+
+// Done is closed when the process has exited.
+func (p *Process) Done() <-chan struct{} { return p.done }
+
+// ExitErr is the exit status once Done is closed.
+func (p *Process) ExitErr() error {
+	select {
+	case <-p.done:
+		return p.waitErr
+	default:
+		return nil
+	}
+}
+
+// Close stops the plugin's whole process group (SIGTERM, then SIGKILL
+// after the grace period), its state service and its sockets. It is safe
+// to call more than once and on a partly started process.
+func (p *Process) Close() error {
+	p.closeOnce.Do(func() {
+		if p.conn != nil {
+			p.conn.Close()
+		}
+		if p.cmd != nil {
+			_ = syscall.Kill(-p.pgid, syscall.SIGTERM)
+			select {
+			case <-p.done:
+			case <-time.After(p.grace):
+			}
+			// Kill whatever is left of the group, children included.
+			_ = syscall.Kill(-p.pgid, syscall.SIGKILL)
+			<-p.done
+		}
+		if p.stateSrv != nil {
+			p.stateSrv.Stop()
+		}
+		p.closeErr = os.RemoveAll(p.dir)
+	})
+	return p.closeErr
+}
+
+func (p *Process) relog(r *os.File) {
+	defer r.Close()
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64*1024), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		p.tail.add(line)
+		p.outLog.Load().Info("plugin output", "line", line)
+	}
+}
+
+func pluginEnv(common, own []string, pluginSock, stateSock string) []string {
+	var env []string
+	for _, k := range inheritedEnv {
+		if v, ok := os.LookupEnv(k); ok {
+			env = append(env, k+"="+v)
+		}
+	}
+	env = append(env, common...)
+	env = append(env, own...)
+	// Last, so nothing above can point the plugin elsewhere.
+	return append(env, EnvPluginSocket+"="+pluginSock, EnvStateSocket+"="+stateSock, EnvProtocol+"="+ProtocolVersion)
+}
+
+// socketDir makes a private directory short enough for unix socket paths.
+func socketDir() (string, error) {
+	parent := os.TempDir()
+	if len(parent) > 60 {
+		parent = "/tmp"
+	}
+	dir, err := os.MkdirTemp(parent, "otp-")
+	if err != nil {
+		return "", fmt.Errorf("create plugin socket directory: %w", err)
+	}
+	return dir, os.Chmod(dir, 0o700)
+}
+
+// lineTail keeps the last lines of a plugin's output for error messages.
+type lineTail struct {
+	mu    sync.Mutex
+	max   int
+	lines []string
+}
+
+func (t *lineTail) add(s string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if len(s) > 300 {
+		s = s[:300] + "…"
+	}
+	t.lines = append(t.lines, s)
+	if len(t.lines) > t.max {
+		t.lines = t.lines[1:]
+	}
+}
+
+func (t *lineTail) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if len(t.lines) == 0 {
+		return "(none)"
+	}
+	return strings.Join(t.lines, " | ")
+}
+
+// noState refuses state calls when no store is configured.
+type noState struct{}
+
+var errNoState = errors.New("no plugin state store configured")
+
+func (noState) PluginStateGet(context.Context, string, string) (string, bool, error) {
+	return "", false, errNoState
+}
+func (noState) PluginStateSet(context.Context, string, string, string) error { return errNoState }
+func (noState) PluginStateDelete(context.Context, string, string) error      { return errNoState }
+func (noState) PluginStateKeys(context.Context, string, string) ([]string, error) {
+	return nil, errNoState
+}

@@ -1,0 +1,8 @@
+// Package sdk is the Go SDK for OpenTalon plugin authors: implement
+// Plugin, call Serve from main, and the core does the rest (handshake on
+// the unix socket named by OPENTALON_PLUGIN_SOCKET, Capabilities,
+// Execute). OpenState connects to the plugin's private key-value state.
+// Package plugintest plays the core in tests.
+//
+// It imports only proto; plugin binaries never import the core.
+package sdk

@@ -1,0 +1,141 @@
+package sdk
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"google.golang.org/grpc"
+	"google.golang.org/protobuf/types/known/emptypb"
+
+	pluginpb "github.com/opentalon/opentalon/proto"
+)
+
+// Environment variables of the handshake (docs/plugins.md).
+const (
+	EnvPluginSocket = "OPENTALON_PLUGIN_SOCKET"
+	EnvStateSocket  = "OPENTALON_STATE_SOCKET"
+	EnvAPIURL       = "OPENTALON_API_URL"
+	EnvAPIKey       = "OPENTALON_API_KEY"
+)
+
+// Plugin is what a plugin author implements. Methods may be called
+// concurrently.
+type Plugin interface {
+	// Capabilities describes the plugin; it is also the health check, so
+	// it must be cheap.
+	Capabilities() Capabilities
+	// Execute runs one action. A returned error becomes the result's
+	// error field; the text is shown to the LLM.
+	Execute(ctx context.Context, call Call) (string, error)
+}
+
+// Capabilities is the plugin's declaration.
+type Capabilities struct {
+	Name        string // letters, digits, '-', '_'
+	Description string
+	Actions     []Action
+}
+
+// Action is one thing the plugin can do.
+type Action struct {
+	Name        string
+	Description string
+	Params      []Param
+	// PostProcess asks the core to run one LLM call over the output with
+	// PostProcessPrompt as the system prompt.
+	PostProcess       bool
+	PostProcessPrompt string
+}
+
+// Param is one argument of an action; Type is string (default), number,
+// integer or boolean. Arguments always arrive as strings.
+type Param struct {
+	Name        string
+	Description string
+	Type        string
+	Required    bool
+}
+
+// Call is one request from the core.
+type Call struct {
+	ID     string
+	Action string
+	Args   map[string]string
+}
+
+// Serve serves p on the socket the core named in OPENTALON_PLUGIN_SOCKET
+// until SIGTERM or SIGINT.
+func Serve(p Plugin) error {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	return ServeContext(ctx, p)
+}
+
+// ServeContext is Serve with a caller-controlled lifetime.
+func ServeContext(ctx context.Context, p Plugin) error {
+	path := os.Getenv(EnvPluginSocket)
+	if path == "" {
+		return fmt.Errorf("%s is not set: this program is an OpenTalon plugin; list it in plugins.tools.plugins or put it in plugins.tools.plugin_dir and the core will start it", EnvPluginSocket)
+	}
+	l, err := net.Listen("unix", path)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", path, err)
+	}
+	return ServeListener(ctx, l, p)
+}
+
+// ServeListener serves p on l until ctx ends.
+func ServeListener(ctx context.Context, l net.Listener, p Plugin) error {
+	srv := grpc.NewServer()
+	pluginpb.RegisterPluginServiceServer(srv, &server{p: p})
+	go func() {
+		<-ctx.Done()
+		srv.GracefulStop()
+	}()
+	if err := srv.Serve(l); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
+		return err
+	}
+	return nil
+}
+
+type server struct {
+	pluginpb.UnimplementedPluginServiceServer
+	p Plugin
+}
+
+func (s *server) Capabilities(context.Context, *emptypb.Empty) (*pluginpb.PluginCapabilities, error) {
+	c := s.p.Capabilities()
+	pc := &pluginpb.PluginCapabilities{Name: c.Name, Description: c.Description}
+	for _, a := range c.Actions {
+		pa := &pluginpb.Action{Name: a.Name, Description: a.Description, PostProcess: a.PostProcess, PostProcessPrompt: a.PostProcessPrompt}
+		for _, prm := range a.Params {
+			pa.Parameters = append(pa.Parameters, &pluginpb.Parameter{Name: prm.Name, Description: prm.Description, Type: prm.Type, Required: prm.Required})
+		}
+		pc.Actions = append(pc.Actions, pa)
+	}
+	return pc, nil
+}
+
+func (s *server) Execute(ctx context.Context, req *pluginpb.ToolCallRequest) (resp *pluginpb.ToolResultResponse, err error) {
+	resp = &pluginpb.ToolResultResponse{CallId: req.GetId()}
+	defer func() {
+		if r := recover(); r != nil {
+			resp.Content, resp.Error = "", fmt.Sprintf("the plugin failed: %v", r)
+		}
+	}()
+	args := req.GetArgs()
+	if args == nil {
+		args = map[string]string{}
+	}
+	out, xerr := s.p.Execute(ctx, Call{ID: req.GetId(), Action: req.GetAction(), Args: args})
+	resp.Content = out
+	if xerr != nil {
+		resp.Error = xerr.Error()
+	}
+	return resp, nil
+}
