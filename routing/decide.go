@@ -1,0 +1,274 @@
+package routing
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"slices"
+	"time"
+
+	"github.com/opentalon/opentalon/core"
+)
+
+// decision is the outcome of the precedence rules for one call.
+type decision struct {
+	m      Model
+	reason string
+	// strict: the user chose this model; no silent fallback.
+	strict bool
+	chain  []Model
+}
+
+// Reasons (prefixes) the router gives for its choice.
+const (
+	ReasonRequest  = "per-request model"
+	ReasonPin      = "pinned for this conversation with /model"
+	ReasonChat     = "configured for this chat"
+	ReasonChannel  = "configured for this channel"
+	ReasonTaskPin  = "routing.pin"
+	ReasonAffinity = "learned affinity"
+	ReasonPrimary  = "routing.primary"
+	ReasonWeight   = "highest weight"
+	ReasonEscalate = "escalation"
+	ReasonBudget   = "budget"
+)
+
+// decide applies the precedence rules: per request, per conversation,
+// per chat, per channel, per task pin, escalation, learned affinity,
+// primary, highest weight; then the budget. sample=false replaces the
+// random draw with the posterior mean (for /status).
+func (r *Router) decide(ctx context.Context, c Call, task string, sample bool) (decision, error) {
+	var d decision
+	excluded := map[string]bool{}
+	for _, e := range c.Exclude {
+		if m, ok := r.cat.resolve(e); ok {
+			excluded[m.Ref] = true
+		}
+	}
+	conv := c.Conversation
+	if c.Session != nil && conv == (core.ConversationKey{}) {
+		conv = c.Session.Conversation
+	}
+	switch {
+	case c.Model != "":
+		m, ok := r.cat.resolve(c.Model)
+		if !ok {
+			return d, core.Errorf(core.KindInvalid, "unknown model %q; use a provider/model ref or alias from models.catalog%s", c.Model, suggest(r.cat.closeMatches(c.Model)))
+		}
+		d = decision{m: m, reason: ReasonRequest, strict: true}
+	case c.Session != nil && c.Session.ModelPin != "":
+		if m, ok := r.cat.resolve(c.Session.ModelPin); ok {
+			d = decision{m: m, reason: ReasonPin + " (/model auto unpins)", strict: true}
+		} else {
+			r.log.Warn("ignoring a conversation pin to a model no longer in the catalog", "model", c.Session.ModelPin, "conv", conv.String())
+		}
+	}
+	if d.m.Ref == "" {
+		d = r.choose(conv, task, excluded, c.Exclude, sample)
+	}
+	if err := r.applyBudget(ctx, conv, &d, excluded); err != nil {
+		return d, err
+	}
+	d.chain = r.chain(d, excluded)
+	return d, nil
+}
+
+// choose applies the non-strict rules.
+func (r *Router) choose(conv core.ConversationKey, task string, excluded map[string]bool, exclude []string, sample bool) decision {
+	pick := func(ref, reason string) (decision, bool) {
+		m, ok := r.cat.resolve(ref)
+		if !ok || excluded[m.Ref] {
+			return decision{}, false
+		}
+		return decision{m: m, reason: reason}, true
+	}
+	if len(exclude) > 0 {
+		// Escalation: the next model by weight after the rejected one.
+		last, _ := r.cat.resolve(exclude[len(exclude)-1])
+		after := false
+		for _, m := range r.cat.byWeight {
+			if m.Ref == last.Ref {
+				after = true
+				continue
+			}
+			if after && !excluded[m.Ref] {
+				return decision{m: m, reason: fmt.Sprintf("%s: next by weight after %s", ReasonEscalate, last.Ref)}
+			}
+		}
+		for _, m := range r.cat.byWeight {
+			if !excluded[m.Ref] {
+				return decision{m: m, reason: fmt.Sprintf("%s: %s was rejected", ReasonEscalate, last.Ref)}
+			}
+		}
+	}
+	if ref := r.o.ChatModels[conv.Channel][conv.Chat]; ref != "" {
+		if d, ok := pick(ref, fmt.Sprintf("%s (channels.%s.models[%q])", ReasonChat, conv.Channel, conv.Chat)); ok {
+			return d
+		}
+	}
+	if ref := r.o.ChannelModels[conv.Channel]; ref != "" {
+		if d, ok := pick(ref, fmt.Sprintf("%s (channels.%s.model)", ReasonChannel, conv.Channel)); ok {
+			return d
+		}
+	}
+	if ref := r.o.Pin[task]; ref != "" {
+		if d, ok := pick(ref, fmt.Sprintf("%s.%s", ReasonTaskPin, task)); ok {
+			return d
+		}
+	}
+	if !r.o.NoAffinity {
+		if d, ok := r.byAffinity(task, excluded, sample); ok {
+			return d
+		}
+	}
+	if r.o.Primary != "" {
+		if d, ok := pick(r.o.Primary, ReasonPrimary); ok {
+			return d
+		}
+	}
+	for _, m := range r.cat.byWeight {
+		if !excluded[m.Ref] {
+			return decision{m: m, reason: fmt.Sprintf("%s (%d)", ReasonWeight, m.Weight)}
+		}
+	}
+	return decision{m: r.cat.byWeight[0], reason: fmt.Sprintf("%s (%d); every model was excluded", ReasonWeight, r.cat.byWeight[0].Weight)}
+}
+
+// byAffinity is the choice rule: Thompson sampling on each model's
+// decayed acceptance posterior, minus λ × its price relative to the most
+// expensive model; the highest utility wins. With no signals for the
+// task yet it declines, so the primary or highest weight answers.
+func (r *Router) byAffinity(task string, excluded map[string]bool, sample bool) (decision, bool) {
+	now := r.now()
+	r.mu.Lock()
+	var total float64
+	var buf [16]float64
+	zs := buf[:0]
+	type cand struct {
+		m    Model
+		post posterior
+	}
+	var cbuf [16]cand
+	cs := cbuf[:0]
+	for _, m := range r.cat.byWeight {
+		if excluded[m.Ref] {
+			continue
+		}
+		a := decayTo(r.aff[[2]string{task, m.Ref}], now, r.half)
+		total += a.Pos + a.Neg
+		cs = append(cs, cand{m, newPosterior(m.Weight, a)})
+	}
+	r.mu.Unlock()
+	if total < 0.5 || len(cs) == 0 {
+		return decision{}, false
+	}
+	if sample {
+		r.randMu.Lock()
+		for range cs {
+			zs = append(zs, r.rnd.NormFloat64())
+		}
+		r.randMu.Unlock()
+	}
+	best, bestU := -1, math.Inf(-1)
+	for i, c := range cs {
+		p := c.post.mean()
+		if sample {
+			p = c.post.sample(zs[i])
+		}
+		if u := p - r.lambda*r.cat.relPrice(c.m); u > bestU {
+			best, bestU = i, u
+		}
+	}
+	c := cs[best]
+	n := c.post.alpha + c.post.beta - priorStrength
+	return decision{m: c.m, reason: fmt.Sprintf("%s for %s (%.0f%% accepted over %.1f decayed signals)", ReasonAffinity, task, 100*c.post.mean(), n)}, true
+}
+
+// applyBudget enforces routing.budget over the last 24 hours: from 80%
+// of a budget on, the cheapest model answers; at 100% only free models
+// may answer, and without one the call is refused.
+func (r *Router) applyBudget(ctx context.Context, conv core.ConversationKey, d *decision, excluded map[string]bool) error {
+	if r.o.DailyUSD <= 0 && r.o.ChatDailyUSD <= 0 {
+		return nil
+	}
+	since := r.now().Add(-24 * time.Hour)
+	frac, key := 0.0, ""
+	if r.o.DailyUSD > 0 {
+		spent, err := r.o.Store.SpentSince(ctx, since, "")
+		if err != nil {
+			return fmt.Errorf("budget: %w", err)
+		}
+		frac, key = spent/r.o.DailyUSD, fmt.Sprintf("routing.budget.daily_usd ($%.2f)", r.o.DailyUSD)
+	}
+	if r.o.ChatDailyUSD > 0 && conv != (core.ConversationKey{}) {
+		spent, err := r.o.Store.SpentSince(ctx, since, conv.String())
+		if err != nil {
+			return fmt.Errorf("budget: %w", err)
+		}
+		if f := spent / r.o.ChatDailyUSD; f > frac {
+			frac, key = f, fmt.Sprintf("routing.budget.chat_daily_usd ($%.2f)", r.o.ChatDailyUSD)
+		}
+	}
+	switch {
+	case frac >= 1:
+		if d.m.Price() == 0 {
+			return nil
+		}
+		for _, m := range r.cat.byWeight {
+			if m.Price() == 0 && !excluded[m.Ref] && !d.strict {
+				d.m, d.reason = m, fmt.Sprintf("%s: %s used up; only free models answer", ReasonBudget, key)
+				return nil
+			}
+		}
+		return core.Errorf(core.KindInvalid, "the daily budget %s is used up; spending frees up as it ages past 24 hours, or raise the budget in the config", key)
+	case frac >= 0.8 && !d.strict:
+		cheapest := d.m
+		for _, m := range r.cat.byWeight {
+			if !excluded[m.Ref] && m.Price() < cheapest.Price() {
+				cheapest = m
+			}
+		}
+		if cheapest.Ref != d.m.Ref {
+			d.m, d.reason = cheapest, fmt.Sprintf("%s: %.0f%% of %s used; cheapest model", ReasonBudget, 100*frac, key)
+		}
+	}
+	return nil
+}
+
+// chain is the failover order: the chosen model, then routing.fallbacks
+// and routing.primary; a strict choice has no fallbacks.
+func (r *Router) chain(d decision, excluded map[string]bool) []Model {
+	out := []Model{d.m}
+	if d.strict {
+		return out
+	}
+	add := func(ref string) {
+		m, ok := r.cat.resolve(ref)
+		if !ok || excluded[m.Ref] || slices.ContainsFunc(out, func(x Model) bool { return x.Ref == m.Ref }) {
+			return
+		}
+		if budgetFree := d.reason != "" && len(d.reason) > len(ReasonBudget) && d.reason[:len(ReasonBudget)] == ReasonBudget && d.m.Price() == 0; budgetFree && m.Price() > 0 {
+			return
+		}
+		out = append(out, m)
+	}
+	for _, f := range r.o.Fallbacks {
+		add(f)
+	}
+	add(r.o.Primary)
+	return out
+}
+
+// CurrentModel says which model would answer the session's next chat
+// message and why (for /status and /model); it does not sample.
+func (r *Router) CurrentModel(ctx context.Context, s core.Session) (model, reason string) {
+	r.load(ctx)
+	d, err := r.decide(ctx, Call{Session: &s, Conversation: s.Conversation}, TaskChat, false)
+	if err != nil {
+		return d.m.Ref, err.Error()
+	}
+	if !d.strict && r.o.Pin[TaskChat] == "" && d.reason != "" {
+		return d.m.Ref, d.reason + "; the task type of each message may change this"
+	}
+	return d.m.Ref, d.reason
+}

@@ -1,0 +1,220 @@
+package routing
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/opentalon/opentalon/core"
+	"github.com/opentalon/opentalon/store"
+)
+
+// run is the two-stage failover over d.chain: stage 1 rotates the
+// provider's profiles on rate limits, auth failures, billing and
+// timeouts (cooling each down); stage 2 moves to the next model when
+// every profile is cooling or the provider is down. A second pass sends
+// at most one probe to a cooling profile whose interval has passed.
+func (r *Router) run(ctx context.Context, c Call, d decision) (Result, error) {
+	var streamed bool
+	var lastErr error
+	tried := map[string]bool{}
+	tooLong := 0
+	for pass := 0; pass < 2; pass++ {
+	models:
+		for _, m := range d.chain {
+			if tooLong > 0 && m.ContextWindow <= tooLong {
+				continue
+			}
+			for {
+				p, ok := r.nextProfile(ctx, m, c.Session, pass == 1, tried)
+				if !ok {
+					break
+				}
+				resp, err := r.attempt(ctx, c, m, p, &streamed)
+				if err == nil {
+					r.succeed(ctx, p)
+					r.ledger(ctx, c, m, resp)
+					return Result{Response: resp, Model: m.Ref, Reason: d.reason}, nil
+				}
+				if ctx.Err() != nil {
+					return Result{Model: m.Ref, Reason: d.reason}, fmt.Errorf("%s: %w", m.Ref, err)
+				}
+				lastErr = fmt.Errorf("%s (profile %s): %w", m.Ref, p.ID, err)
+				kind := core.ErrorKind(err)
+				r.log.Warn("LLM call failed", "model", m.Ref, "profile", p.ID, "kind", kind.String(), "err", err)
+				if streamed {
+					return Result{Model: m.Ref, Reason: d.reason}, lastErr
+				}
+				switch kind {
+				case core.KindBadRequest, core.KindInvalid:
+					return Result{Model: m.Ref, Reason: d.reason}, lastErr
+				case core.KindContextTooLong:
+					if d.strict {
+						return Result{Model: m.Ref, Reason: d.reason}, lastErr
+					}
+					tooLong = max(m.ContextWindow, 1)
+					continue models
+				case core.KindRateLimited, core.KindAuth, core.KindTimeout, core.KindBilling:
+					r.fail(ctx, p, err)
+				default:
+					continue models
+				}
+			}
+		}
+	}
+	return Result{Model: d.m.Ref, Reason: d.reason}, r.exhausted(d, lastErr)
+}
+
+// exhausted builds the error for a chain with nothing left to try.
+func (r *Router) exhausted(d decision, lastErr error) error {
+	now := r.now()
+	var soonest time.Time
+	r.mu.Lock()
+	for _, m := range d.chain {
+		for _, p := range r.profilesOf(m.Provider()) {
+			if u := r.pstate[p.ID].CooldownUntil; u.After(now) && (soonest.IsZero() || u.Before(soonest)) {
+				soonest = u
+			}
+		}
+	}
+	r.mu.Unlock()
+	refs := make([]string, len(d.chain))
+	for i, m := range d.chain {
+		refs[i] = m.Ref
+	}
+	e := &core.Error{Kind: core.KindUnavailable, Err: lastErr}
+	if lastErr != nil {
+		e.Kind = core.ErrorKind(lastErr)
+	}
+	if !soonest.IsZero() {
+		e.RetryAfter = soonest.Sub(now)
+		if lastErr == nil {
+			e.Kind = core.KindRateLimited
+		}
+	}
+	wait := "later"
+	if e.RetryAfter > 0 {
+		wait = "in " + e.RetryAfter.Round(time.Second).String()
+	}
+	if d.strict {
+		e.Msg = fmt.Sprintf("the model pinned for this conversation (%s) is failing and a pinned model is never switched silently; try again %s, or send /model auto to let me choose", d.m.Ref, wait)
+	} else {
+		e.Msg = fmt.Sprintf("every model in the failover chain failed or is cooling down (%s); try again %s", strings.Join(refs, ", "), wait)
+	}
+	return e
+}
+
+// profilesOf returns a provider's profiles, or one keyless profile.
+func (r *Router) profilesOf(prov string) []Profile {
+	if ps := r.o.Profiles[prov]; len(ps) > 0 {
+		return ps
+	}
+	return []Profile{{ID: prov + ":default", Provider: prov}}
+}
+
+// nextProfile picks the next untried profile for m's provider and marks
+// it used. In the probe pass only a cooling profile whose last call is at
+// least the initial cooldown ago is taken (at most one probe per interval).
+func (r *Router) nextProfile(ctx context.Context, m Model, sess *core.Session, probe bool, tried map[string]bool) (Profile, bool) {
+	prov := m.Provider()
+	pinned := ""
+	if sess != nil {
+		pinned = sess.ProfilePin
+	}
+	r.mu.Lock()
+	now := r.now()
+	var chosen Profile
+	var st store.ProfileState
+	found := false
+	for _, p := range orderProfiles(r.profilesOf(prov), r.pstate, pinned, r.o.AuthOrder[prov], now) {
+		key := m.Ref + "|" + p.ID
+		if tried[key] {
+			continue
+		}
+		st = r.pstate[p.ID]
+		if st.CooldownUntil.After(now) {
+			if !probe || now.Sub(st.LastUsed) < r.o.Cooldowns.Initial {
+				continue
+			}
+			st.LastProbe = now
+		}
+		tried[key] = true
+		st.Provider, st.ID = prov, p.ID
+		st.LastUsed = now
+		st.Uses++
+		r.pstate[p.ID] = st
+		chosen, found = p, true
+		break
+	}
+	r.mu.Unlock()
+	if found {
+		r.saveProfile(ctx, st)
+	}
+	return chosen, found
+}
+
+// fail cools a profile down after a failure of a rotating kind.
+func (r *Router) fail(ctx context.Context, p Profile, err error) {
+	r.mu.Lock()
+	now := r.now()
+	st := r.pstate[p.ID]
+	st.Provider, st.ID = p.Provider, p.ID
+	var cd time.Duration
+	kind := core.ErrorKind(err)
+	if kind == core.KindBilling {
+		st.BillingFailures++
+		cd = r.o.Cooldowns.billingStep(st.BillingFailures)
+	} else {
+		st.Failures++
+		cd = r.o.Cooldowns.step(st.Failures)
+		if ra := core.RetryAfter(err); ra > cd {
+			cd = ra
+		}
+	}
+	st.CooldownUntil = now.Add(cd)
+	st.LastError = kind.String()
+	r.pstate[p.ID] = st
+	r.mu.Unlock()
+	r.log.Info("auth profile cooling down", "profile", p.ID, "for", cd, "kind", kind.String())
+	r.saveProfile(ctx, st)
+}
+
+// succeed resets a profile's failure state.
+func (r *Router) succeed(ctx context.Context, p Profile) {
+	r.mu.Lock()
+	st := r.pstate[p.ID]
+	changed := st.Failures != 0 || st.BillingFailures != 0 || !st.CooldownUntil.IsZero() || st.LastError != ""
+	st.Failures, st.BillingFailures, st.CooldownUntil, st.LastError = 0, 0, time.Time{}, ""
+	r.pstate[p.ID] = st
+	r.mu.Unlock()
+	if changed {
+		r.saveProfile(ctx, st)
+	}
+}
+
+func (r *Router) saveProfile(ctx context.Context, st store.ProfileState) {
+	if err := r.o.Store.SaveProfileState(context.WithoutCancel(ctx), st); err != nil {
+		r.log.Error("save auth profile state", "profile", st.ID, "err", err)
+	}
+}
+
+// ProfileStatus is one profile's health for /models.
+type ProfileStatus struct {
+	Profile       Profile
+	CooldownUntil time.Time
+	LastError     string
+	Uses          int64
+}
+
+// Profiles returns the health of a provider's profiles.
+func (r *Router) Profiles(prov string) []ProfileStatus {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []ProfileStatus
+	for _, p := range r.profilesOf(prov) {
+		st := r.pstate[p.ID]
+		out = append(out, ProfileStatus{Profile: p, CooldownUntil: st.CooldownUntil, LastError: st.LastError, Uses: st.Uses})
+	}
+	return out
+}

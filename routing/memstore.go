@@ -1,0 +1,135 @@
+package routing
+
+import (
+	"context"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/opentalon/opentalon/core"
+	"github.com/opentalon/opentalon/store"
+)
+
+// MemStore is an in-memory Store for tests and the route simulator.
+type MemStore struct {
+	mu       sync.Mutex
+	signals  []core.Signal
+	affinity map[[2]string]store.Affinity
+	profiles map[[2]string]store.ProfileState
+	usage    []store.UsageRecord
+}
+
+// NewMemStore returns an empty MemStore.
+func NewMemStore() *MemStore {
+	return &MemStore{affinity: map[[2]string]store.Affinity{}, profiles: map[[2]string]store.ProfileState{}}
+}
+
+var _ Store = (*MemStore)(nil)
+
+// AddSignal implements Store.
+func (m *MemStore) AddSignal(_ context.Context, s core.Signal) (int64, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.signals = append(m.signals, s)
+	return int64(len(m.signals)), nil
+}
+
+// Signals returns a copy of the recorded signals.
+func (m *MemStore) Signals() []core.Signal {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return append([]core.Signal(nil), m.signals...)
+}
+
+// UpdateAffinity implements Store.
+func (m *MemStore) UpdateAffinity(_ context.Context, task, model string, fn func(store.Affinity) store.Affinity) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	k := [2]string{task, model}
+	a, ok := m.affinity[k]
+	if !ok {
+		a = store.Affinity{Task: task, Model: model}
+	}
+	a = fn(a)
+	a.Task, a.Model = task, model
+	m.affinity[k] = a
+	return nil
+}
+
+// Affinities implements Store.
+func (m *MemStore) Affinities(context.Context) ([]store.Affinity, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make([]store.Affinity, 0, len(m.affinity))
+	for _, a := range m.affinity {
+		out = append(out, a)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Task != out[j].Task {
+			return out[i].Task < out[j].Task
+		}
+		return out[i].Model < out[j].Model
+	})
+	return out, nil
+}
+
+// ResetAffinity deletes rows matching task and model ("" = any).
+func (m *MemStore) ResetAffinity(_ context.Context, task, model string) (int64, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var n int64
+	for k := range m.affinity {
+		if (task == "" || k[0] == task) && (model == "" || k[1] == model) {
+			delete(m.affinity, k)
+			n++
+		}
+	}
+	return n, nil
+}
+
+// ProfileStates implements Store.
+func (m *MemStore) ProfileStates(context.Context) ([]store.ProfileState, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make([]store.ProfileState, 0, len(m.profiles))
+	for _, p := range m.profiles {
+		out = append(out, p)
+	}
+	return out, nil
+}
+
+// SaveProfileState implements Store.
+func (m *MemStore) SaveProfileState(_ context.Context, st store.ProfileState) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.profiles[[2]string{st.Provider, st.ID}] = st
+	return nil
+}
+
+// AddUsage implements Store.
+func (m *MemStore) AddUsage(_ context.Context, u store.UsageRecord) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.usage = append(m.usage, u)
+	return nil
+}
+
+// Usage returns a copy of the ledger.
+func (m *MemStore) Usage() []store.UsageRecord {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return append([]store.UsageRecord(nil), m.usage...)
+}
+
+// SpentSince implements Store.
+func (m *MemStore) SpentSince(_ context.Context, since time.Time, conversation string) (float64, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var sum float64
+	for _, u := range m.usage {
+		if !u.At.Before(since) && (conversation == "" || u.Conversation == conversation) {
+			sum += u.CostUSD
+		}
+	}
+	return sum, nil
+}

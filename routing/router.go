@@ -1,0 +1,339 @@
+package routing
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/opentalon/opentalon/core"
+	"github.com/opentalon/opentalon/routing/provider"
+	"github.com/opentalon/opentalon/store"
+)
+
+// Options configure a Router. Providers, Catalog and Store are required.
+type Options struct {
+	// Providers by provider id (models.providers.<id>).
+	Providers map[string]provider.Provider
+	// Catalog is every model the router may use (models.catalog, with cost
+	// and context window filled in from the provider's models list).
+	Catalog []Model
+	// Primary answers when nothing else decides (routing.primary; default
+	// the highest weight). Fallbacks are stage-2 failover (routing.fallbacks).
+	Primary   string
+	Fallbacks []string
+	// Pin maps a task type to a model (routing.pin).
+	Pin map[string]string
+	// Allowed restricts /model pins (routing.allowed; empty = any).
+	Allowed []string
+	// ChatModels maps channel → chat id → model (channels.<x>.models) and
+	// ChannelModels channel → model (channels.<x>.model).
+	ChatModels    map[string]map[string]string
+	ChannelModels map[string]string
+	// NoAffinity turns learning off (routing.affinity.enabled: false);
+	// DecayDays is routing.affinity.decay_days (default 30).
+	NoAffinity bool
+	DecayDays  float64
+	// EscalateOnReaction and MaxEscalations: routing.escalate_on_reaction
+	// and routing.max_escalations (default 2).
+	EscalateOnReaction bool
+	MaxEscalations     int
+	// DailyUSD and ChatDailyUSD are routing.budget (0 = no budget).
+	DailyUSD, ChatDailyUSD float64
+	// Profiles are the credentials per provider id (auth.profiles_file or
+	// models.providers.<id>.api_key as "<id>:default"). A provider with no
+	// profile is called without a key (a local server).
+	Profiles map[string][]Profile
+	// AuthOrder is auth.order: provider id → profile ids.
+	AuthOrder map[string][]string
+	Cooldowns Cooldowns
+	// MaxLocal and MaxCloud bound concurrent LLM calls (llm.*; 1 and 4).
+	MaxLocal, MaxCloud int
+	// Classifier tunes the task heuristics.
+	Classifier Classifier
+	// CostWeight is λ in the choice rule (default 0.15); EvidenceCap the
+	// cap on decayed evidence per (task, model) (default 30).
+	CostWeight  float64
+	EvidenceCap float64
+	// Seed seeds the choice rule's sampling (0 = from the clock).
+	Seed  uint64
+	Store Store
+	Now   func() time.Time
+	Log   *slog.Logger
+}
+
+// Call is one LLM call to route.
+type Call struct {
+	// Purpose is "chat", "plugin", "post_process", "lua" or "compaction".
+	Purpose string
+	// Session is nil outside a conversation.
+	Session      *core.Session
+	Conversation core.ConversationKey
+	UserID       string
+	// Model is an explicit ref or alias for this call ("" = route).
+	Model string
+	// Exclude lists refs that must not answer (escalation); the last one
+	// is the model whose answer was rejected.
+	Exclude []string
+	// TaskType "" = classify Req.Messages.
+	TaskType string
+	// Req is the request; its Model is filled in by the router.
+	Req provider.Request
+	// OnText, when set, streams the answer's text deltas.
+	OnText func(string)
+}
+
+// Result is a routed answer.
+type Result struct {
+	*provider.Response
+	// Model is the provider/model ref that answered.
+	Model    string
+	TaskType string
+	// Reason says which rule chose the model.
+	Reason string
+}
+
+// Router chooses models, fails over and keeps the ledger. Safe for
+// concurrent use.
+type Router struct {
+	o      Options
+	cat    *catalog
+	log    *slog.Logger
+	now    func() time.Time
+	local  chan struct{}
+	cloud  chan struct{}
+	half   time.Duration
+	lambda float64
+	capEv  float64
+	randMu sync.Mutex
+	rnd    *rand.Rand
+
+	mu       sync.Mutex
+	loaded   bool
+	loadedAt time.Time
+	aff      map[[2]string]store.Affinity
+	pstate   map[string]store.ProfileState // by profile id
+}
+
+// New checks o and builds a Router; it does no I/O.
+func New(o Options) (*Router, error) {
+	if o.Store == nil {
+		return nil, fmt.Errorf("routing: Options.Store is required")
+	}
+	if len(o.Catalog) == 0 {
+		return nil, fmt.Errorf("routing: no models: add at least one entry under models.catalog (provider/model: {weight: 50})")
+	}
+	cat, err := newCatalog(o.Catalog)
+	if err != nil {
+		return nil, err
+	}
+	for _, m := range cat.byWeight {
+		if _, ok := o.Providers[m.Provider()]; !ok {
+			return nil, fmt.Errorf("models.catalog.%s: provider %q is not configured; add it under models.providers", m.Ref, m.Provider())
+		}
+	}
+	check := func(key, ref string) error {
+		if ref == "" {
+			return nil
+		}
+		if _, ok := cat.resolve(ref); !ok {
+			return fmt.Errorf("%s: unknown model %q; use a provider/model ref or alias from models.catalog%s", key, ref, suggest(cat.closeMatches(ref)))
+		}
+		return nil
+	}
+	if err := check("routing.primary", o.Primary); err != nil {
+		return nil, err
+	}
+	for i, f := range o.Fallbacks {
+		if err := check(fmt.Sprintf("routing.fallbacks[%d]", i), f); err != nil {
+			return nil, err
+		}
+	}
+	for t, ref := range o.Pin {
+		if err := check("routing.pin."+t, ref); err != nil {
+			return nil, err
+		}
+	}
+	for i, ref := range o.Allowed {
+		if err := check(fmt.Sprintf("routing.allowed[%d]", i), ref); err != nil {
+			return nil, err
+		}
+	}
+	for ch, ref := range o.ChannelModels {
+		if err := check("channels."+ch+".model", ref); err != nil {
+			return nil, err
+		}
+	}
+	for ch, m := range o.ChatModels {
+		for chat, ref := range m {
+			if err := check(fmt.Sprintf("channels.%s.models[%q]", ch, chat), ref); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if o.MaxLocal <= 0 {
+		o.MaxLocal = 1
+	}
+	if o.MaxCloud <= 0 {
+		o.MaxCloud = 4
+	}
+	if o.MaxEscalations <= 0 {
+		o.MaxEscalations = 2
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
+	}
+	o.Cooldowns = o.Cooldowns.withDefaults()
+	r := &Router{
+		o: o, cat: cat, now: o.Now, log: o.Log.With("component", "routing"),
+		local: make(chan struct{}, o.MaxLocal), cloud: make(chan struct{}, o.MaxCloud),
+		half: halfLifeOf(o.DecayDays), lambda: o.CostWeight, capEv: o.EvidenceCap,
+		aff: map[[2]string]store.Affinity{}, pstate: map[string]store.ProfileState{},
+	}
+	if r.lambda <= 0 {
+		r.lambda = defaultCostWeight
+	}
+	if r.capEv <= 0 {
+		r.capEv = defaultEvidenceCap
+	}
+	seed := o.Seed
+	if seed == 0 {
+		seed = uint64(time.Now().UnixNano())
+	}
+	r.rnd = rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
+	return r, nil
+}
+
+func suggest(ms []string) string {
+	if len(ms) == 0 {
+		return ""
+	}
+	s := " (did you mean "
+	for i, m := range ms {
+		if i > 0 {
+			s += ", "
+		}
+		s += m
+	}
+	return s + "?)"
+}
+
+// Models returns the catalog, highest weight first.
+func (r *Router) Models() []Model { return append([]Model(nil), r.cat.byWeight...) }
+
+// Resolve turns a ref or alias into a catalog model.
+func (r *Router) Resolve(name string) (Model, bool) { return r.cat.resolve(name) }
+
+// ContextWindow returns a model's context window (0 = unknown).
+func (r *Router) ContextWindow(ref string) int {
+	m, _ := r.cat.resolve(ref)
+	return m.ContextWindow
+}
+
+// load reads affinity and profile state from the store once, and
+// affinity again every minute (the CLI may reset it while we run).
+func (r *Router) load(ctx context.Context) {
+	r.mu.Lock()
+	fresh := r.loaded && r.now().Sub(r.loadedAt) < time.Minute
+	first := !r.loaded
+	r.mu.Unlock()
+	if fresh {
+		return
+	}
+	affs, err := r.o.Store.Affinities(ctx)
+	if err != nil {
+		r.log.Warn("load affinity", "err", err)
+	}
+	var ps []store.ProfileState
+	if first {
+		if ps, err = r.o.Store.ProfileStates(ctx); err != nil {
+			r.log.Warn("load profile state", "err", err)
+		}
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if affs != nil || err == nil {
+		r.aff = make(map[[2]string]store.Affinity, len(affs))
+		for _, a := range affs {
+			r.aff[[2]string{a.Task, a.Model}] = a
+		}
+	}
+	for _, p := range ps {
+		r.pstate[p.ID] = p
+	}
+	r.loaded, r.loadedAt = true, r.now()
+}
+
+// Chat routes and makes one LLM call: it classifies, chooses a model,
+// passes the semaphore, rotates profiles and falls back across models as
+// errors demand, and records the call in the cost ledger.
+func (r *Router) Chat(ctx context.Context, c Call) (Result, error) {
+	r.load(ctx)
+	task := c.TaskType
+	if task == "" {
+		task = r.o.Classifier.Classify(c.Req.Messages)
+	}
+	d, err := r.decide(ctx, c, task, true)
+	if err != nil {
+		return Result{TaskType: task}, err
+	}
+	res, err := r.run(ctx, c, d)
+	res.TaskType = task
+	return res, err
+}
+
+// attempt is one call with one profile on one model.
+func (r *Router) attempt(ctx context.Context, c Call, m Model, p Profile, streamed *bool) (*provider.Response, error) {
+	sem := r.cloud
+	if m.Local {
+		sem = r.local
+	}
+	select {
+	case sem <- struct{}{}:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	defer func() { <-sem }()
+	prov := r.o.Providers[m.Provider()]
+	req := c.Req
+	req.Model = m.ModelID()
+	cred := provider.Credentials{APIKey: string(p.Key), OAuth: p.OAuth}
+	if c.OnText == nil {
+		return prov.Complete(ctx, cred, &req)
+	}
+	return prov.Stream(ctx, cred, &req, func(s string) {
+		if s != "" {
+			*streamed = true
+		}
+		c.OnText(s)
+	})
+}
+
+// ledger records a successful call's usage and cost.
+func (r *Router) ledger(ctx context.Context, c Call, m Model, resp *provider.Response) {
+	resp.Usage.CostUSD = m.Cost(resp.Usage.InputTokens, resp.Usage.OutputTokens)
+	u := store.UsageRecord{
+		At: r.now(), Conversation: c.Conversation.String(), UserID: c.UserID, Model: m.Ref,
+		Purpose: c.Purpose, InputTokens: resp.Usage.InputTokens, OutputTokens: resp.Usage.OutputTokens, CostUSD: resp.Usage.CostUSD,
+	}
+	if c.Conversation == (core.ConversationKey{}) {
+		u.Conversation = ""
+		if c.Session != nil {
+			u.Conversation = c.Session.Conversation.String()
+		}
+	}
+	if c.Session != nil {
+		u.SessionID = c.Session.ID
+	}
+	if u.Purpose == "" {
+		u.Purpose = "chat"
+	}
+	if err := r.o.Store.AddUsage(context.WithoutCancel(ctx), u); err != nil {
+		r.log.Error("record usage", "model", m.Ref, "err", err)
+	}
+}
