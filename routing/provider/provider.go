@@ -2,6 +2,7 @@ package provider
 
 import (
 	"context"
+	"log/slog"
 
 	"github.com/opentalon/opentalon/core"
 )
@@ -49,4 +50,20 @@ type Provider interface {
 	// Stream sends req with streaming on, calls onText with each text
 	// delta as it arrives, and returns the assembled answer.
 	Stream(ctx context.Context, cred Credentials, req *Request, onText func(delta string)) (*Response, error)
+}
+
+// String redacts the key so a Credentials never prints it.
+func (c Credentials) String() string {
+	if c.APIKey == "" {
+		return "credentials(none)"
+	}
+	return "credentials([redacted])"
+}
+
+// GoString redacts the key for %#v as well.
+func (c Credentials) GoString() string { return c.String() }
+
+// LogValue redacts the key in structured logs.
+func (c Credentials) LogValue() slog.Value {
+	return slog.GroupValue(slog.Bool("key_set", c.APIKey != ""), slog.Bool("oauth", c.OAuth))
 }

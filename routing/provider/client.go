@@ -1,0 +1,174 @@
+package provider
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+)
+
+// Options configure a provider. Only ID is needed in practice; the rest
+// have defaults. Construction has no side effects.
+type Options struct {
+	// ID is the provider's id in models.providers ("openai", "ollama", …);
+	// it names the provider in errors and logs. Defaults to the API name.
+	ID string
+	// BaseURL is the API root (models.providers.<id>.base_url). Defaults to
+	// https://api.openai.com/v1 or https://api.anthropic.com.
+	BaseURL string
+	// Headers are extra request headers (models.providers.<id>.headers);
+	// they override the provider's defaults but not the credential.
+	Headers map[string]string
+	// Timeout bounds one whole call, streaming included (0 = only the
+	// caller's context bounds it).
+	Timeout time.Duration
+	// HTTPClient sends the requests (default: a new client on the default
+	// transport).
+	HTTPClient *http.Client
+	// Logger receives debug lines per call (default: discard). Keys are
+	// never logged.
+	Logger *slog.Logger
+	// Now is the clock, used to read Retry-After dates (default time.Now).
+	Now func() time.Time
+	// MaxTokens is the answer cap when a Request sets none. Anthropic
+	// requires one and defaults to 4096; OpenAI sends none by default.
+	MaxTokens int
+}
+
+// maxBody bounds a complete (non-streaming) answer read into memory, and
+// maxErrorBody an error answer.
+const (
+	maxBody      = 32 << 20
+	maxErrorBody = 64 << 10
+)
+
+// client is the HTTP plumbing both APIs share.
+type client struct {
+	id        string
+	base      string
+	headers   map[string]string
+	timeout   time.Duration
+	hc        *http.Client
+	log       *slog.Logger
+	now       func() time.Time
+	maxTokens int
+}
+
+func newClient(o Options, defaultID, defaultBase string) client {
+	c := client{
+		id: o.ID, base: strings.TrimRight(o.BaseURL, "/"), headers: o.Headers, timeout: o.Timeout,
+		hc: o.HTTPClient, log: o.Logger, now: o.Now, maxTokens: o.MaxTokens,
+	}
+	if c.id == "" {
+		c.id = defaultID
+	}
+	if c.base == "" {
+		c.base = defaultBase
+	}
+	if c.hc == nil {
+		c.hc = &http.Client{}
+	}
+	if c.log == nil {
+		c.log = slog.New(slog.DiscardHandler)
+	}
+	if c.now == nil {
+		c.now = time.Now
+	}
+	return c
+}
+
+// call is one request in flight: its context (with the provider timeout)
+// and the answer when the status was 2xx.
+type call struct {
+	parent context.Context
+	ctx    context.Context
+	cancel context.CancelFunc
+	resp   *http.Response
+	start  time.Time
+}
+
+// close releases the answer and the timeout.
+func (c *call) close() {
+	if c.resp != nil {
+		_, _ = io.Copy(io.Discard, io.LimitReader(c.resp.Body, 4<<10))
+		c.resp.Body.Close()
+	}
+	c.cancel()
+}
+
+// post sends body as JSON to path. defaults are headers the API needs,
+// auth sets the credential. A non-2xx answer is read and returned as a
+// classified *core.Error; on success the caller reads call.resp and must
+// call close.
+func (c *client) post(ctx context.Context, path string, body any, secret string, defaults map[string]string, auth func(http.Header)) (*call, error) {
+	payload, err := json.Marshal(body)
+	if err != nil {
+		return nil, fmt.Errorf("provider %s: encoding request: %w", c.id, err)
+	}
+	cl := &call{parent: ctx, start: c.now()}
+	if c.timeout > 0 {
+		cl.ctx, cl.cancel = context.WithTimeout(ctx, c.timeout)
+	} else {
+		cl.ctx, cl.cancel = context.WithCancel(ctx)
+	}
+	req, err := http.NewRequestWithContext(cl.ctx, http.MethodPost, c.base+path, bytes.NewReader(payload))
+	if err != nil {
+		cl.cancel()
+		return nil, fmt.Errorf("provider %s: bad base_url (models.providers.%s.base_url): %w", c.id, c.id, err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	for k, v := range defaults {
+		req.Header.Set(k, v)
+	}
+	for k, v := range c.headers {
+		req.Header.Set(k, v)
+	}
+	auth(req.Header)
+
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		err = transportError(ctx, cl.ctx, c.id, err, secret)
+		cl.cancel()
+		c.log.DebugContext(ctx, "llm call failed", "provider", c.id, "path", path, "err", err)
+		return nil, err
+	}
+	if resp.StatusCode/100 != 2 {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
+		resp.Body.Close()
+		cl.cancel()
+		e := httpError(c.id, resp.StatusCode, resp.Header, b, c.now(), secret)
+		c.log.DebugContext(ctx, "llm call refused", "provider", c.id, "path", path, "status", resp.StatusCode, "kind", e.Kind.String(), "err", e)
+		return nil, e
+	}
+	cl.resp = resp
+	return cl, nil
+}
+
+// readErr classifies a failure while reading a 2xx answer's body.
+func (c *client) readErr(cl *call, err error, secret string) error {
+	return transportError(cl.parent, cl.ctx, c.id, err, secret)
+}
+
+// done logs a finished call.
+func (c *client) done(ctx context.Context, cl *call, model string, r *Response, stream bool) {
+	c.log.DebugContext(ctx, "llm call", "provider", c.id, "model", model, "stream", stream,
+		"stop", r.StopReason, "input_tokens", r.Usage.InputTokens, "output_tokens", r.Usage.OutputTokens,
+		"tool_calls", len(r.ToolCalls), "ms", c.now().Sub(cl.start).Milliseconds())
+}
+
+// readBody reads a complete answer, bounded.
+func (c *client) readBody(cl *call, secret string) ([]byte, error) {
+	b, err := io.ReadAll(io.LimitReader(cl.resp.Body, maxBody+1))
+	if err != nil {
+		return nil, c.readErr(cl, err, secret)
+	}
+	if len(b) > maxBody {
+		return nil, malformed(c.id, fmt.Sprintf("answer larger than %d bytes", maxBody), nil, secret)
+	}
+	return b, nil
+}

@@ -1,0 +1,227 @@
+package provider
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/opentalon/opentalon/core"
+)
+
+// maxDetail bounds the provider's own error text carried in core.Error.Err.
+const maxDetail = 300
+
+// apiError is the error a provider put in its body, in either API's shape:
+// OpenAI {"error":{"message","type","code"}} (or {"error":"text"} from some
+// compatible servers) and Anthropic {"type":"error","error":{"type","message"}}.
+type apiError struct {
+	Type, Code, Message string
+}
+
+func parseAPIError(body []byte) apiError {
+	var env struct {
+		Error json.RawMessage `json:"error"`
+	}
+	if json.Unmarshal(body, &env) != nil || len(env.Error) == 0 {
+		return apiError{Message: strings.TrimSpace(string(body))}
+	}
+	var text string
+	if json.Unmarshal(env.Error, &text) == nil {
+		return apiError{Message: text}
+	}
+	var e struct {
+		Type    string          `json:"type"`
+		Code    json.RawMessage `json:"code"` // string, number or null
+		Message string          `json:"message"`
+	}
+	if json.Unmarshal(env.Error, &e) != nil {
+		return apiError{Message: string(env.Error)}
+	}
+	code := strings.Trim(string(e.Code), `"`)
+	if code == "null" {
+		code = ""
+	}
+	return apiError{Type: e.Type, Code: code, Message: e.Message}
+}
+
+func (e apiError) detail() string {
+	var parts []string
+	for _, s := range []string{e.Type, e.Code} {
+		if s != "" {
+			parts = append(parts, s)
+		}
+	}
+	d := e.Message
+	if len(parts) > 0 {
+		d = strings.Join(parts, "/") + ": " + d
+	}
+	return d
+}
+
+// Body phrases that decide a kind whatever the status says.
+var (
+	billingPhrases = []string{"insufficient_quota", "billing", "credit balance", "exceeded your current quota", "payment required"}
+	contextPhrases = []string{"context_length_exceeded", "prompt is too long", "maximum context length", "context length", "context window", "exceed context limit"}
+)
+
+func containsAny(s string, phrases []string) bool {
+	for _, p := range phrases {
+		if strings.Contains(s, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// kindOf classifies an error answer by status and body. status 0 means an
+// error event inside a stream, where only the body speaks.
+func kindOf(status int, e apiError) core.Kind {
+	text := strings.ToLower(e.Type + " " + e.Code + " " + e.Message)
+	switch {
+	case containsAny(text, billingPhrases) || e.Type == "billing_error":
+		return core.KindBilling
+	case e.Type == "overloaded_error":
+		return core.KindUnavailable
+	case (status == 0 || status == 400 || status == 413 || status == 422) && containsAny(text, contextPhrases):
+		return core.KindContextTooLong
+	}
+	switch {
+	case status == http.StatusTooManyRequests:
+		return core.KindRateLimited
+	case status == http.StatusUnauthorized || status == http.StatusForbidden:
+		return core.KindAuth
+	case status == http.StatusPaymentRequired:
+		return core.KindBilling
+	case status == http.StatusRequestTimeout:
+		return core.KindTimeout
+	case status == http.StatusRequestEntityTooLarge:
+		return core.KindContextTooLong
+	case status >= 500:
+		return core.KindUnavailable
+	case status >= 400:
+		return core.KindBadRequest
+	}
+	// An error event in a stream: the Anthropic type says what it is.
+	switch e.Type {
+	case "rate_limit_error":
+		return core.KindRateLimited
+	case "authentication_error", "permission_error":
+		return core.KindAuth
+	case "api_error", "server_error", "timeout_error":
+		return core.KindUnavailable
+	case "request_too_large":
+		return core.KindContextTooLong
+	case "invalid_request_error", "not_found_error":
+		return core.KindBadRequest
+	}
+	return core.KindUnavailable
+}
+
+// hint is the short, safe explanation of a kind with what to do about it.
+func hint(id string, k core.Kind) string {
+	switch k {
+	case core.KindRateLimited:
+		return "rate limited; retry later or add another auth profile"
+	case core.KindAuth:
+		return fmt.Sprintf("credential refused; check models.providers.%s.api_key or the auth profile", id)
+	case core.KindBilling:
+		return "quota or credit exhausted; add credit at the provider or use another profile"
+	case core.KindUnavailable:
+		return "provider unavailable or overloaded; retry later"
+	case core.KindTimeout:
+		return fmt.Sprintf("no answer in time; raise models.providers.%s.timeout", id)
+	case core.KindContextTooLong:
+		return "prompt too long for the model; start a new session (/new) or pick a model with a larger context_window"
+	case core.KindBadRequest:
+		return "request refused; check the model id in models.catalog and the request"
+	case core.KindMalformed:
+		return "unreadable answer from the provider"
+	}
+	return k.String()
+}
+
+// scrub removes the secret from provider-supplied text and bounds it.
+func scrub(s, secret string) string {
+	if secret != "" {
+		s = strings.ReplaceAll(s, secret, "[redacted]")
+	}
+	if len(s) > maxDetail {
+		s = s[:maxDetail] + "…"
+	}
+	return s
+}
+
+// httpError turns an error answer into a *core.Error.
+func httpError(id string, status int, h http.Header, body []byte, now time.Time, secret string) *core.Error {
+	e := parseAPIError(body)
+	k := kindOf(status, e)
+	msg := fmt.Sprintf("provider %s: HTTP %d: %s", id, status, hint(id, k))
+	ra := retryAfter(h, now)
+	if ra > 0 {
+		msg += fmt.Sprintf(" (retry after %s)", ra)
+	}
+	return &core.Error{Kind: k, Msg: msg, Err: errors.New(scrub(e.detail(), secret)), RetryAfter: ra}
+}
+
+// streamError turns an error event received mid-stream into a *core.Error.
+func streamError(id string, e apiError, secret string) *core.Error {
+	k := kindOf(0, e)
+	return &core.Error{Kind: k, Msg: fmt.Sprintf("provider %s: error in stream: %s", id, hint(id, k)), Err: errors.New(scrub(e.detail(), secret))}
+}
+
+// malformed reports an answer that could not be read.
+func malformed(id, what string, err error, secret string) *core.Error {
+	d := what
+	if err != nil {
+		d += ": " + err.Error()
+	}
+	return &core.Error{Kind: core.KindMalformed, Msg: fmt.Sprintf("provider %s: %s", id, hint(id, core.KindMalformed)), Err: errors.New(scrub(d, secret))}
+}
+
+// transportError classifies a failure to talk to the server at all (or a
+// read that broke mid-answer). The caller's own cancellation is passed
+// through unclassified, wrapped. caller is the caller's context, callCtx
+// the one carrying the provider's timeout.
+func transportError(caller, callCtx context.Context, id string, err error, secret string) error {
+	if errors.Is(caller.Err(), context.Canceled) {
+		return fmt.Errorf("provider %s: request canceled: %w", id, context.Canceled)
+	}
+	k := core.KindUnavailable
+	var ne net.Error
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(callCtx.Err(), context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout()) {
+		k = core.KindTimeout
+	}
+	return &core.Error{Kind: k, Msg: fmt.Sprintf("provider %s: %s", id, hint(id, k)), Err: errors.New(scrub(err.Error(), secret))}
+}
+
+// retryAfter reads retry-after-ms, then Retry-After in seconds or as an
+// HTTP date; 0 when absent, unreadable or in the past.
+func retryAfter(h http.Header, now time.Time) time.Duration {
+	if v := h.Get("retry-after-ms"); v != "" {
+		if ms, err := strconv.ParseFloat(strings.TrimSpace(v), 64); err == nil && ms > 0 {
+			return time.Duration(ms * float64(time.Millisecond))
+		}
+	}
+	v := strings.TrimSpace(h.Get("Retry-After"))
+	if v == "" {
+		return 0
+	}
+	if s, err := strconv.ParseFloat(v, 64); err == nil {
+		if s <= 0 {
+			return 0
+		}
+		return time.Duration(s * float64(time.Second))
+	}
+	if t, err := http.ParseTime(v); err == nil {
+		if d := t.Sub(now); d > 0 {
+			return d
+		}
+	}
+	return 0
+}

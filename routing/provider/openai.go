@@ -1,0 +1,381 @@
+package provider
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"net/url"
+	"sort"
+	"strings"
+
+	"github.com/opentalon/opentalon/core"
+)
+
+// OpenAIDefaultBaseURL is where api: openai-completions goes without a
+// base_url.
+const OpenAIDefaultBaseURL = "https://api.openai.com/v1"
+
+// OpenAI speaks the Chat Completions API (POST {base}/chat/completions):
+// OpenAI itself and any compatible server (Ollama, vLLM, llama.cpp, …).
+type OpenAI struct {
+	c client
+	// completionTokensField is the wire name of the answer cap: OpenAI's
+	// own API wants max_completion_tokens (newer models refuse
+	// max_tokens); compatible servers know max_tokens.
+	completionTokensField bool
+}
+
+var _ Provider = (*OpenAI)(nil)
+
+// NewOpenAI returns a Chat Completions provider. A key is sent as
+// "Authorization: Bearer"; with no key nothing is sent, for keyless local
+// servers.
+func NewOpenAI(o Options) *OpenAI {
+	p := &OpenAI{c: newClient(o, "openai", OpenAIDefaultBaseURL)}
+	if u, err := url.Parse(p.c.base); err == nil && u.Hostname() == "api.openai.com" {
+		p.completionTokensField = true
+	}
+	return p
+}
+
+// ID returns the provider id.
+func (p *OpenAI) ID() string { return p.c.id }
+
+// Wire types of the request.
+type (
+	oaRequest struct {
+		Model               string           `json:"model"`
+		Messages            []oaMessage      `json:"messages"`
+		Tools               []oaTool         `json:"tools,omitempty"`
+		MaxTokens           int              `json:"max_tokens,omitempty"`
+		MaxCompletionTokens int              `json:"max_completion_tokens,omitempty"`
+		Temperature         *float64         `json:"temperature,omitempty"`
+		Stream              bool             `json:"stream,omitempty"`
+		StreamOptions       *oaStreamOptions `json:"stream_options,omitempty"`
+	}
+	oaStreamOptions struct {
+		IncludeUsage bool `json:"include_usage"`
+	}
+	oaMessage struct {
+		Role       string       `json:"role"`
+		Content    *string      `json:"content"` // null on a tool-call-only assistant turn
+		ToolCalls  []oaToolCall `json:"tool_calls,omitempty"`
+		ToolCallID string       `json:"tool_call_id,omitempty"`
+	}
+	oaToolCall struct {
+		Index    *int       `json:"index,omitempty"` // in stream deltas only
+		ID       string     `json:"id,omitempty"`
+		Type     string     `json:"type,omitempty"`
+		Function oaFunction `json:"function"`
+	}
+	oaFunction struct {
+		Name      string `json:"name,omitempty"`
+		Arguments string `json:"arguments"`
+	}
+	oaTool struct {
+		Type     string        `json:"type"`
+		Function oaToolFuncDef `json:"function"`
+	}
+	oaToolFuncDef struct {
+		Name        string     `json:"name"`
+		Description string     `json:"description,omitempty"`
+		Parameters  jsonSchema `json:"parameters"`
+	}
+)
+
+// Wire types of the answer.
+type (
+	oaResponse struct {
+		Model   string          `json:"model"`
+		Choices []oaChoice      `json:"choices"`
+		Usage   *oaUsage        `json:"usage"`
+		Error   json.RawMessage `json:"error"`
+	}
+	oaChoice struct {
+		Message      oaAnswerMessage `json:"message"`
+		Delta        oaAnswerMessage `json:"delta"`
+		FinishReason *string         `json:"finish_reason"`
+	}
+	oaAnswerMessage struct {
+		Content   json.RawMessage `json:"content"` // string, null or parts
+		ToolCalls []oaToolCall    `json:"tool_calls"`
+	}
+	oaUsage struct {
+		PromptTokens     int `json:"prompt_tokens"`
+		CompletionTokens int `json:"completion_tokens"`
+	}
+)
+
+func strPtr(s string) *string { return &s }
+
+func (p *OpenAI) request(req *Request, stream bool) *oaRequest {
+	w := &oaRequest{Model: req.Model, Temperature: req.Temperature, Messages: make([]oaMessage, 0, len(req.Messages)+1)}
+	if mt := req.MaxTokens; mt > 0 || p.c.maxTokens > 0 {
+		if mt <= 0 {
+			mt = p.c.maxTokens
+		}
+		if p.completionTokensField {
+			w.MaxCompletionTokens = mt
+		} else {
+			w.MaxTokens = mt
+		}
+	}
+	if stream {
+		w.Stream, w.StreamOptions = true, &oaStreamOptions{IncludeUsage: true}
+	}
+	if req.System != "" {
+		w.Messages = append(w.Messages, oaMessage{Role: "system", Content: strPtr(req.System)})
+	}
+	for _, m := range req.Messages {
+		om := oaMessage{Role: string(m.Role), Content: strPtr(m.Content), ToolCallID: m.ToolCallID}
+		if m.Role == core.RoleAssistant && len(m.ToolCalls) > 0 {
+			if m.Content == "" {
+				om.Content = nil
+			}
+			for _, c := range m.ToolCalls {
+				om.ToolCalls = append(om.ToolCalls, oaToolCall{ID: c.ID, Type: "function",
+					Function: oaFunction{Name: ToolName(c.Plugin, c.Action), Arguments: string(encodeArgs(c.Args))}})
+			}
+		}
+		w.Messages = append(w.Messages, om)
+	}
+	for _, t := range req.Tools {
+		w.Tools = append(w.Tools, oaTool{Type: "function", Function: oaToolFuncDef{
+			Name: ToolName(t.Plugin, t.Action), Description: t.Description, Parameters: toolSchema(t)}})
+	}
+	return w
+}
+
+func (p *OpenAI) post(ctx context.Context, cred Credentials, w *oaRequest) (*call, error) {
+	return p.c.post(ctx, "/chat/completions", w, cred.APIKey, nil, func(h http.Header) {
+		if cred.APIKey != "" {
+			h.Set("Authorization", "Bearer "+cred.APIKey)
+		}
+	})
+}
+
+// Complete sends req and waits for the whole answer.
+func (p *OpenAI) Complete(ctx context.Context, cred Credentials, req *Request) (*Response, error) {
+	cl, err := p.post(ctx, cred, p.request(req, false))
+	if err != nil {
+		return nil, err
+	}
+	defer cl.close()
+	body, err := p.c.readBody(cl, cred.APIKey)
+	if err != nil {
+		return nil, err
+	}
+	r, err := p.parseComplete(body, cred.APIKey)
+	if err != nil {
+		return nil, err
+	}
+	p.c.done(ctx, cl, req.Model, r, false)
+	return r, nil
+}
+
+func (p *OpenAI) parseComplete(body []byte, secret string) (*Response, error) {
+	var wr oaResponse
+	if err := json.Unmarshal(body, &wr); err != nil {
+		return nil, malformed(p.c.id, "answer is not JSON", err, secret)
+	}
+	if len(wr.Error) > 0 && string(wr.Error) != "null" {
+		return nil, streamError(p.c.id, parseAPIError(body), secret)
+	}
+	if len(wr.Choices) == 0 {
+		return nil, malformed(p.c.id, "answer has no choices", nil, secret)
+	}
+	ch := wr.Choices[0]
+	text, err := contentText(ch.Message.Content)
+	if err != nil {
+		return nil, malformed(p.c.id, "message content", err, secret)
+	}
+	r := &Response{Text: text, Model: wr.Model}
+	if ch.FinishReason != nil {
+		r.StopReason = oaStop(*ch.FinishReason)
+	}
+	if wr.Usage != nil {
+		r.Usage = core.Usage{InputTokens: wr.Usage.PromptTokens, OutputTokens: wr.Usage.CompletionTokens}
+	}
+	for _, c := range ch.Message.ToolCalls {
+		tc, err := toolCall(c.ID, c.Function.Name, []byte(c.Function.Arguments))
+		if err != nil {
+			return nil, malformed(p.c.id, "tool call", err, secret)
+		}
+		r.ToolCalls = append(r.ToolCalls, tc)
+	}
+	return r, nil
+}
+
+// contentText reads a message content that is a string, null, or an array
+// of {"type":"text","text":…} parts.
+func contentText(raw json.RawMessage) (string, error) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return "", nil
+	}
+	var s string
+	if err := json.Unmarshal(raw, &s); err == nil {
+		return s, nil
+	}
+	var parts []struct {
+		Text string `json:"text"`
+	}
+	if err := json.Unmarshal(raw, &parts); err != nil {
+		return "", errors.New("content is neither a string nor an array of parts")
+	}
+	var b strings.Builder
+	for _, pt := range parts {
+		b.WriteString(pt.Text)
+	}
+	return b.String(), nil
+}
+
+// oaStop normalizes a finish_reason.
+func oaStop(s string) string {
+	if s == "function_call" {
+		return "tool_calls"
+	}
+	return s
+}
+
+// Stream sends req with streaming on, calls onText with each text delta,
+// and returns the assembled answer, usage included (stream_options).
+func (p *OpenAI) Stream(ctx context.Context, cred Credentials, req *Request, onText func(delta string)) (*Response, error) {
+	cl, err := p.post(ctx, cred, p.request(req, true))
+	if err != nil {
+		return nil, err
+	}
+	defer cl.close()
+	if onText == nil {
+		onText = func(string) {}
+	}
+	// A server that ignores "stream" answers with plain JSON.
+	if strings.HasPrefix(cl.resp.Header.Get("Content-Type"), "application/json") {
+		body, err := p.c.readBody(cl, cred.APIKey)
+		if err != nil {
+			return nil, err
+		}
+		r, err := p.parseComplete(body, cred.APIKey)
+		if err != nil {
+			return nil, err
+		}
+		if r.Text != "" {
+			onText(r.Text)
+		}
+		p.c.done(ctx, cl, req.Model, r, true)
+		return r, nil
+	}
+	r, err := p.readStream(cl, onText, cred.APIKey)
+	if err != nil {
+		return nil, err
+	}
+	p.c.done(ctx, cl, req.Model, r, true)
+	return r, nil
+}
+
+// pendingCall is a tool call being assembled from stream deltas.
+type pendingCall struct {
+	id, name string
+	args     strings.Builder
+}
+
+func (p *OpenAI) readStream(cl *call, onText func(string), secret string) (*Response, error) {
+	sse := newSSEReader(cl.resp.Body)
+	r := &Response{}
+	var text strings.Builder
+	calls := map[int]*pendingCall{}
+	last := 0
+	done, finished, seen := false, false, false
+	for !done {
+		ev, err := sse.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			if errors.Is(err, errLineTooLong) {
+				return nil, malformed(p.c.id, "bad event stream", err, secret)
+			}
+			return nil, p.c.readErr(cl, err, secret)
+		}
+		if strings.TrimSpace(ev.Data) == "[DONE]" {
+			done = true
+			break
+		}
+		var ch oaResponse
+		if err := json.Unmarshal([]byte(ev.Data), &ch); err != nil {
+			return nil, malformed(p.c.id, "bad stream chunk", err, secret)
+		}
+		if len(ch.Error) > 0 && string(ch.Error) != "null" {
+			return nil, streamError(p.c.id, parseAPIError([]byte(ev.Data)), secret)
+		}
+		seen = true
+		if ch.Model != "" {
+			r.Model = ch.Model
+		}
+		if ch.Usage != nil {
+			r.Usage = core.Usage{InputTokens: ch.Usage.PromptTokens, OutputTokens: ch.Usage.CompletionTokens}
+		}
+		if len(ch.Choices) == 0 {
+			continue
+		}
+		c := ch.Choices[0]
+		delta, err := contentText(c.Delta.Content)
+		if err != nil {
+			return nil, malformed(p.c.id, "bad stream delta", err, secret)
+		}
+		if delta != "" {
+			text.WriteString(delta)
+			onText(delta)
+		}
+		for _, d := range c.Delta.ToolCalls {
+			// Deltas carry an index; servers that omit it send whole calls,
+			// so a new id starts a new call and anything else continues
+			// the last one.
+			idx := last
+			switch {
+			case d.Index != nil:
+				idx = *d.Index
+			case d.ID != "" || len(calls) == 0:
+				idx = len(calls)
+			}
+			last = idx
+			pc := calls[idx]
+			if pc == nil {
+				pc = &pendingCall{}
+				calls[idx] = pc
+			}
+			if d.ID != "" {
+				pc.id = d.ID
+			}
+			if d.Function.Name != "" {
+				pc.name += d.Function.Name
+			}
+			pc.args.WriteString(d.Function.Arguments)
+		}
+		if c.FinishReason != nil && *c.FinishReason != "" {
+			r.StopReason, finished = oaStop(*c.FinishReason), true
+		}
+	}
+	if !done && !finished {
+		return nil, malformed(p.c.id, "event stream ended before [DONE]", nil, secret)
+	}
+	if !seen {
+		return nil, malformed(p.c.id, "event stream had no chunks", nil, secret)
+	}
+	r.Text = text.String()
+	idxs := make([]int, 0, len(calls))
+	for i := range calls {
+		idxs = append(idxs, i)
+	}
+	sort.Ints(idxs)
+	for _, i := range idxs {
+		pc := calls[i]
+		tc, err := toolCall(pc.id, pc.name, []byte(pc.args.String()))
+		if err != nil {
+			return nil, malformed(p.c.id, "tool call", err, secret)
+		}
+		r.ToolCalls = append(r.ToolCalls, tc)
+	}
+	return r, nil
+}

@@ -1,0 +1,118 @@
+package provider
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/opentalon/opentalon/core"
+)
+
+// toolSep joins plugin and action into one tool name for the LLM.
+const toolSep = "__"
+
+// ToolName is the name a tool has on the wire: plugin + "__" + action (just
+// the action when the plugin is empty).
+func ToolName(plugin, action string) string {
+	if plugin == "" {
+		return action
+	}
+	return plugin + toolSep + action
+}
+
+// SplitToolName is the inverse of ToolName: it cuts at the first "__"; a
+// name without one is an action with no plugin.
+func SplitToolName(name string) (plugin, action string) {
+	if p, a, ok := strings.Cut(name, toolSep); ok {
+		return p, a
+	}
+	return "", name
+}
+
+// jsonSchema is the parameters object of one tool.
+type jsonSchema struct {
+	Type       string                `json:"type"`
+	Properties map[string]schemaProp `json:"properties"`
+	Required   []string              `json:"required,omitempty"`
+}
+
+type schemaProp struct {
+	Type        string      `json:"type"`
+	Description string      `json:"description,omitempty"`
+	Items       *schemaProp `json:"items,omitempty"`
+}
+
+// toolSchema builds the JSON schema of a tool's parameters: string-typed
+// properties unless a param says otherwise, and the required list.
+func toolSchema(t core.ToolSpec) jsonSchema {
+	s := jsonSchema{Type: "object", Properties: make(map[string]schemaProp, len(t.Params))}
+	for _, p := range t.Params {
+		typ := p.Type
+		if typ == "" {
+			typ = "string"
+		}
+		prop := schemaProp{Type: typ, Description: p.Description}
+		if typ == "array" {
+			prop.Items = &schemaProp{Type: "string"}
+		}
+		s.Properties[p.Name] = prop
+		if p.Required {
+			s.Required = append(s.Required, p.Name)
+		}
+	}
+	return s
+}
+
+// decodeArgs reads the JSON object of a tool call's arguments into core's
+// map of strings: strings as they are, other values as their compact JSON
+// text, nulls left out. An empty text means no arguments.
+func decodeArgs(raw []byte) (map[string]string, error) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 {
+		return map[string]string{}, nil
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &m); err != nil {
+		return nil, fmt.Errorf("tool arguments are not a JSON object: %w", err)
+	}
+	out := make(map[string]string, len(m))
+	for k, v := range m {
+		if string(v) == "null" {
+			continue
+		}
+		var s string
+		if v[0] == '"' && json.Unmarshal(v, &s) == nil {
+			out[k] = s
+			continue
+		}
+		var buf bytes.Buffer
+		if err := json.Compact(&buf, v); err != nil {
+			return nil, fmt.Errorf("tool argument %q: %w", k, err)
+		}
+		out[k] = buf.String()
+	}
+	return out, nil
+}
+
+// encodeArgs renders core's arguments as a JSON object text.
+func encodeArgs(args map[string]string) []byte {
+	if args == nil {
+		return []byte("{}")
+	}
+	b, err := json.Marshal(args)
+	if err != nil { // a map of strings always marshals
+		return []byte("{}")
+	}
+	return b
+}
+
+// toolCall builds a core.ToolCall from its wire parts.
+func toolCall(id, name string, raw []byte) (core.ToolCall, error) {
+	args, err := decodeArgs(raw)
+	if err != nil {
+		return core.ToolCall{}, fmt.Errorf("tool call %s (%s): %w", id, name, err)
+	}
+	p, a := SplitToolName(name)
+	return core.ToolCall{ID: id, Plugin: p, Action: a, Args: args}, nil
+}
