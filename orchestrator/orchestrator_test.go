@@ -1,0 +1,103 @@
+package orchestrator
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/opentalon/opentalon/core"
+	"github.com/opentalon/opentalon/routing"
+	"github.com/opentalon/opentalon/routing/provider"
+)
+
+// fakeLLM answers with a fixed text and records the calls.
+type fakeLLM struct {
+	text   string
+	window int
+	calls  []routing.Call
+}
+
+func (f *fakeLLM) Chat(_ context.Context, c routing.Call) (routing.Result, error) {
+	f.calls = append(f.calls, c)
+	return routing.Result{Response: &provider.Response{Text: f.text, Usage: core.Usage{InputTokens: 3, OutputTokens: 1}}, Model: "fake/m", TaskType: "chat", Reason: "primary"}, nil
+}
+func (f *fakeLLM) ContextWindow(string) int { return f.window }
+
+type history []core.ChatMessage
+
+func (h history) History(context.Context, int64, int) ([]core.ChatMessage, error) { return h, nil }
+
+func TestAnswerAppendsTurn(t *testing.T) {
+	llm := &fakeLLM{text: "Paris"}
+	prev := history{{Role: core.RoleUser, Content: "hi"}, {Role: core.RoleAssistant, Content: "hello"}}
+	o := New(Options{LLM: llm, History: prev, Rules: []string{"Answer in French when asked in French."}})
+	ans, err := o.Answer(context.Background(), core.Turn{Text: "capital of France?", In: core.Inbound{UserID: "u1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ans.Text != "Paris" || ans.Model != "fake/m" || len(ans.Messages) != 2 || ans.Messages[0].Content != "capital of France?" || ans.Messages[1].Role != core.RoleAssistant {
+		t.Fatalf("answer = %+v", ans)
+	}
+	c := llm.calls[0]
+	if len(c.Req.Messages) != 3 || c.UserID != "u1" || c.Purpose != "chat" {
+		t.Fatalf("call = %+v", c)
+	}
+	sys := c.Req.System
+	if !strings.Contains(sys, "[plugin_output]") || strings.Index(sys, "Answer in French") < strings.Index(sys, "[plugin_output]") {
+		t.Fatalf("system prompt must hold the safety rules, then the custom rule:\n%s", sys)
+	}
+}
+
+func TestRetryReanswersLastQuestion(t *testing.T) {
+	llm := &fakeLLM{text: "better"}
+	prev := history{{Role: core.RoleUser, Content: "q"}, {Role: core.RoleAssistant, Content: "bad"}}
+	o := New(Options{LLM: llm, History: prev})
+	ans, err := o.Answer(context.Background(), core.Turn{Retry: true, Exclude: []string{"fake/m"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := llm.calls[0]
+	if len(c.Req.Messages) != 1 || c.Req.Messages[0].Content != "q" || len(c.Exclude) != 1 {
+		t.Fatalf("retry call = %+v; want only the question and the exclusion", c)
+	}
+	if len(ans.Messages) != 1 || ans.Messages[0].Content != "better" {
+		t.Fatalf("retry answer messages = %+v; want only the new answer", ans.Messages)
+	}
+}
+
+func TestEmptyAnswerIsMalformed(t *testing.T) {
+	o := New(Options{LLM: &fakeLLM{text: "  "}, History: history{}})
+	_, err := o.Answer(context.Background(), core.Turn{Text: "x"})
+	if core.ErrorKind(err) != core.KindMalformed {
+		t.Fatalf("err = %v; want malformed", err)
+	}
+}
+
+func TestTrim(t *testing.T) {
+	long := strings.Repeat("a", 4000) // ~1000 tokens
+	h := []core.ChatMessage{
+		{Role: core.RoleUser, Content: long},
+		{Role: core.RoleAssistant, ToolCalls: []core.ToolCall{{ID: "1", Plugin: "p", Action: "a"}}},
+		{Role: core.RoleTool, ToolCallID: "1", Content: long},
+		{Role: core.RoleAssistant, Content: "done"},
+		{Role: core.RoleUser, Content: "next"},
+	}
+	tests := []struct {
+		name   string
+		budget int
+		first  string
+		n      int
+	}{
+		{"everything fits", 10_000, long, 5},
+		{"drops oldest, never starts on a tool result", 1500, "next", 1},
+		{"newest always kept", 1, "next", 1},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got := Trim(h, tc.budget, 0)
+			if len(got) != tc.n || got[0].Content != tc.first || got[0].Role != core.RoleUser {
+				t.Fatalf("Trim kept %d messages starting %q (%s)", len(got), got[0].Content[:min(10, len(got[0].Content))], got[0].Role)
+			}
+		})
+	}
+}
