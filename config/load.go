@@ -93,12 +93,21 @@ func decode(name string, data []byte, env Env) (*Config, *problems) {
 		var te *yaml.TypeError
 		if errors.As(err, &te) {
 			for _, m := range te.Errors {
+				if strings.Contains(m, "already defined at line") {
+					continue // reported by the walker as a duplicate key
+				}
 				line := yamlLine(m)
 				ps.add(line, w.valueLines[line], "%s", yamlMsg(m))
 			}
 		} else {
+			// A structural error (such as a duplicated key) stops the
+			// decoder; validating a half-decoded config would mislead.
 			ps.add(yamlLine(err.Error()), "", "%s", yamlMsg(err.Error()))
+			return nil, ps
 		}
+	}
+	if w.duplicates {
+		return nil, ps // the decoder dropped data; validating would mislead
 	}
 	return cfg, ps
 }
@@ -128,6 +137,24 @@ type walker struct {
 	env        Env
 	seen       map[*yaml.Node]bool
 	valueLines map[int]string // line of a scalar value -> its key path
+	duplicates bool           // a mapping repeats a key
+}
+
+// checkDuplicates reports keys given twice in one mapping.
+func (w *walker) checkDuplicates(n *yaml.Node, path string) {
+	first := map[string]int{}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k := n.Content[i]
+		if k.Kind != yaml.ScalarNode || k.Value == "<<" {
+			continue
+		}
+		if l, dup := first[k.Value]; dup {
+			w.duplicates = true
+			w.ps.add(k.Line, join(path, k.Value), "duplicate key (first given at line %d); merge the two into one", l)
+			continue
+		}
+		first[k.Value] = k.Line
+	}
 }
 
 var unmarshalerType = reflect.TypeOf((*yaml.Unmarshaler)(nil)).Elem()
@@ -150,6 +177,9 @@ func (w *walker) walk(n *yaml.Node, def reflect.Value, path string, disabled boo
 	}
 	if reflect.PointerTo(t).Implements(unmarshalerType) {
 		return // a custom scalar given a collection: decode reports it
+	}
+	if n.Kind == yaml.MappingNode {
+		w.checkDuplicates(n, path)
 	}
 	switch {
 	case t.Kind() == reflect.Struct && n.Kind == yaml.MappingNode:

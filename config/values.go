@@ -20,7 +20,7 @@ func (d Duration) String() string { return time.Duration(d).String() }
 // UnmarshalYAML accepts a Go duration string, or 0.
 func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
 	if n.Kind != yaml.ScalarNode {
-		return fmt.Errorf("line %d: expected a duration such as \"30s\" or \"5m\"", n.Line)
+		return typeErr(n.Line, "expected a duration such as \"30s\" or \"5m\"")
 	}
 	if n.Value == "0" || n.Value == "" {
 		*d = 0
@@ -28,13 +28,18 @@ func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
 	}
 	v, err := time.ParseDuration(n.Value)
 	if err != nil {
-		return fmt.Errorf("line %d: %q is not a duration; write e.g. \"30s\", \"5m\" or \"1h\"", n.Line, n.Value)
+		return typeErr(n.Line, fmt.Sprintf("%q is not a duration; write e.g. \"30s\", \"5m\" or \"1h\"", n.Value))
 	}
 	if v < 0 {
-		return fmt.Errorf("line %d: duration %q must not be negative", n.Line, n.Value)
+		return typeErr(n.Line, fmt.Sprintf("duration %q must not be negative", n.Value))
 	}
 	*d = Duration(v)
 	return nil
+}
+
+// typeErr is a *yaml.TypeError so the decoder keeps collecting problems.
+func typeErr(line int, msg string) error {
+	return &yaml.TypeError{Errors: []string{fmt.Sprintf("line %d: %s", line, msg)}}
 }
 
 // MarshalYAML writes the duration string.
