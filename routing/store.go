@@ -30,3 +30,4 @@ type Store interface {
 	// for all when conversation is "".
 	SpentSince(ctx context.Context, since time.Time, conversation string) (float64, error)
 }
+var _ Store = (*store.DB)(nil)

@@ -1,0 +1,222 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/opentalon/opentalon/core"
+)
+
+// msTime converts stored unix milliseconds (0 = unset) to a time.
+func msTime(ms int64) time.Time {
+	if ms == 0 {
+		return time.Time{}
+	}
+	return time.UnixMilli(ms).UTC()
+}
+
+// timeMS converts a time to unix milliseconds (zero = 0).
+func timeMS(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixMilli()
+}
+
+// AddSignal appends a quality signal and returns its id.
+func (db *DB) AddSignal(ctx context.Context, s core.Signal) (int64, error) {
+	at := s.At
+	if at.IsZero() {
+		at = db.now()
+	}
+	var reply any
+	if s.ReplyID != 0 {
+		reply = s.ReplyID
+	}
+	res, err := db.w.ExecContext(ctx, `INSERT INTO signals (at, kind, polarity, reply_id, model, task_type, user_id, weight) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+		at.UnixMilli(), string(s.Kind), int(s.Polarity), reply, s.Model, s.TaskType, s.UserID, s.Weight)
+	if err != nil {
+		return 0, fmt.Errorf("add signal: %w", err)
+	}
+	return res.LastInsertId()
+}
+
+// SignalsForReply returns the signals recorded on one reply, oldest first.
+func (db *DB) SignalsForReply(ctx context.Context, replyID int64) ([]core.Signal, error) {
+	rows, err := db.r.QueryContext(ctx, `SELECT at, kind, polarity, COALESCE(reply_id, 0), model, task_type, user_id, weight FROM signals WHERE reply_id = ? ORDER BY id`, replyID)
+	if err != nil {
+		return nil, fmt.Errorf("signals of reply %d: %w", replyID, err)
+	}
+	defer rows.Close()
+	var out []core.Signal
+	for rows.Next() {
+		var s core.Signal
+		var at int64
+		var kind string
+		var pol int
+		if err := rows.Scan(&at, &kind, &pol, &s.ReplyID, &s.Model, &s.TaskType, &s.UserID, &s.Weight); err != nil {
+			return nil, err
+		}
+		s.At, s.Kind, s.Polarity = msTime(at), core.SignalKind(kind), core.Polarity(pol)
+		out = append(out, s)
+	}
+	return out, rows.Err()
+}
+
+const affinityCols = `task_type, model, pos, neg, positives, negatives, last_signal, updated_at`
+
+func scanAffinity(row interface{ Scan(...any) error }) (Affinity, error) {
+	var a Affinity
+	var last, upd int64
+	err := row.Scan(&a.Task, &a.Model, &a.Pos, &a.Neg, &a.Positives, &a.Negatives, &last, &upd)
+	a.LastSignal, a.UpdatedAt = msTime(last), msTime(upd)
+	return a, err
+}
+
+// UpdateAffinity replaces the (task, model) row by fn(current) in one
+// transaction; a missing row is passed as a zero row.
+func (db *DB) UpdateAffinity(ctx context.Context, task, model string, fn func(Affinity) Affinity) error {
+	return db.tx(ctx, func(tx *sql.Tx) error {
+		a, err := scanAffinity(tx.QueryRowContext(ctx, `SELECT `+affinityCols+` FROM affinity WHERE task_type = ? AND model = ?`, task, model))
+		if errors.Is(err, sql.ErrNoRows) {
+			a, err = Affinity{Task: task, Model: model}, nil
+		}
+		if err != nil {
+			return fmt.Errorf("read affinity %s/%s: %w", task, model, err)
+		}
+		a = fn(a)
+		_, err = tx.ExecContext(ctx, `INSERT INTO affinity (`+affinityCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+			ON CONFLICT (task_type, model) DO UPDATE SET pos = excluded.pos, neg = excluded.neg, positives = excluded.positives,
+			negatives = excluded.negatives, last_signal = excluded.last_signal, updated_at = excluded.updated_at`,
+			task, model, a.Pos, a.Neg, a.Positives, a.Negatives, timeMS(a.LastSignal), timeMS(a.UpdatedAt))
+		if err != nil {
+			return fmt.Errorf("write affinity %s/%s: %w", task, model, err)
+		}
+		return nil
+	})
+}
+
+// Affinities returns every affinity row ordered by task and model.
+func (db *DB) Affinities(ctx context.Context) ([]Affinity, error) {
+	rows, err := db.r.QueryContext(ctx, `SELECT `+affinityCols+` FROM affinity ORDER BY task_type, model`)
+	if err != nil {
+		return nil, fmt.Errorf("read affinity: %w", err)
+	}
+	defer rows.Close()
+	var out []Affinity
+	for rows.Next() {
+		a, err := scanAffinity(rows)
+		if err != nil {
+			return nil, fmt.Errorf("read affinity: %w", err)
+		}
+		out = append(out, a)
+	}
+	return out, rows.Err()
+}
+
+// ResetAffinity deletes the rows matching task and model ("" = any) and
+// reports how many went.
+func (db *DB) ResetAffinity(ctx context.Context, task, model string) (int64, error) {
+	res, err := db.w.ExecContext(ctx, `DELETE FROM affinity WHERE (? = '' OR task_type = ?) AND (? = '' OR model = ?)`, task, task, model, model)
+	if err != nil {
+		return 0, fmt.Errorf("reset affinity: %w", err)
+	}
+	return res.RowsAffected()
+}
+
+// ProfileStates returns the state of every auth profile seen so far.
+func (db *DB) ProfileStates(ctx context.Context) ([]ProfileState, error) {
+	rows, err := db.r.QueryContext(ctx, `SELECT provider, id, uses, last_used, cooldown_until, last_probe, failures, billing_failures, last_error FROM profiles ORDER BY provider, id`)
+	if err != nil {
+		return nil, fmt.Errorf("read profile state: %w", err)
+	}
+	defer rows.Close()
+	var out []ProfileState
+	for rows.Next() {
+		var p ProfileState
+		var used, cool, probe int64
+		if err := rows.Scan(&p.Provider, &p.ID, &p.Uses, &used, &cool, &probe, &p.Failures, &p.BillingFailures, &p.LastError); err != nil {
+			return nil, fmt.Errorf("read profile state: %w", err)
+		}
+		p.LastUsed, p.CooldownUntil, p.LastProbe = msTime(used), msTime(cool), msTime(probe)
+		out = append(out, p)
+	}
+	return out, rows.Err()
+}
+
+// SaveProfileState upserts one profile's state.
+func (db *DB) SaveProfileState(ctx context.Context, p ProfileState) error {
+	_, err := db.w.ExecContext(ctx, `INSERT INTO profiles (provider, id, uses, last_used, cooldown_until, last_probe, failures, billing_failures, last_error)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO UPDATE SET provider = excluded.provider, uses = excluded.uses,
+		last_used = excluded.last_used, cooldown_until = excluded.cooldown_until, last_probe = excluded.last_probe,
+		failures = excluded.failures, billing_failures = excluded.billing_failures, last_error = excluded.last_error`,
+		p.Provider, p.ID, p.Uses, timeMS(p.LastUsed), timeMS(p.CooldownUntil), timeMS(p.LastProbe), p.Failures, p.BillingFailures, p.LastError)
+	if err != nil {
+		return fmt.Errorf("save profile state %s: %w", p.ID, err)
+	}
+	return nil
+}
+
+// AddUsage appends one LLM call to the cost ledger.
+func (db *DB) AddUsage(ctx context.Context, u UsageRecord) error {
+	at := u.At
+	if at.IsZero() {
+		at = db.now()
+	}
+	var sess any
+	if u.SessionID != 0 {
+		sess = u.SessionID
+	}
+	purpose := u.Purpose
+	if purpose == "" {
+		purpose = "chat"
+	}
+	_, err := db.w.ExecContext(ctx, `INSERT INTO usage (at, session_id, conversation, user_id, model, purpose, input_tokens, output_tokens, cost_usd) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		at.UnixMilli(), sess, u.Conversation, u.UserID, u.Model, purpose, u.InputTokens, u.OutputTokens, u.CostUSD)
+	if err != nil {
+		return fmt.Errorf("add usage: %w", err)
+	}
+	return nil
+}
+
+// SpentSince sums cost since a time for one conversation ("" = all).
+func (db *DB) SpentSince(ctx context.Context, since time.Time, conversation string) (float64, error) {
+	var sum float64
+	err := db.r.QueryRowContext(ctx, `SELECT COALESCE(SUM(cost_usd), 0) FROM usage WHERE at >= ? AND (? = '' OR conversation = ?)`,
+		since.UnixMilli(), conversation, conversation).Scan(&sum)
+	if err != nil {
+		return 0, fmt.Errorf("sum usage: %w", err)
+	}
+	return sum, nil
+}
+
+// usageGroups are the columns UsageTotals may group by.
+var usageGroups = map[string]string{"model": "model", "chat": "conversation", "user": "user_id", "purpose": "purpose", "session": "CAST(session_id AS TEXT)"}
+
+// UsageTotals sums the ledger since a time, grouped by "model", "chat",
+// "user", "purpose" or "session", most expensive first. conversation
+// narrows it to one conversation ("" = all).
+func (db *DB) UsageTotals(ctx context.Context, since time.Time, by, conversation string) ([]UsageTotal, error) {
+	col, ok := usageGroups[by]
+	if !ok {
+		return nil, core.Errorf(core.KindInvalid, "cannot group usage by %q; use model, chat, user, purpose or session", by)
+	}
+	rows, err := db.r.QueryContext(ctx, `SELECT COALESCE(`+col+`, ''), COUNT(*), SUM(input_tokens), SUM(output_tokens), SUM(cost_usd)
+		FROM usage WHERE at >= ? AND (? = '' OR conversation = ?) GROUP BY 1 ORDER BY 5 DESC, 1`, since.UnixMilli(), conversation, conversation)
+	if err != nil {
+		return nil, fmt.Errorf("usage totals: %w", err)
+	}
+	defer rows.Close()
+	var out []UsageTotal
+	for rows.Next() {
+		var t UsageTotal
+		if err := rows.Scan(&t.Key, &t.Calls, &t.InputTokens, &t.OutputTokens, &t.CostUSD); err != nil {
+			return nil, fmt.Errorf("usage totals: %w", err)
+		}
+		out = append(out, t)
+	}
+	return out, rows.Err()
+}
