@@ -47,7 +47,7 @@ func expand(s string, env Env) (substitution, error) {
 		case '{':
 			end := strings.IndexByte(s[i+2:], '}')
 			if end < 0 {
-				return r, fmt.Errorf("unterminated \"${\" in %q; close it with \"}\" or write $$ for a literal $", s)
+				return r, fmt.Errorf("unterminated \"${\"; close it with \"}\" or write $$ for a literal $")
 			}
 			expr := s[i+2 : i+2+end]
 			name, def, hasDef := strings.Cut(expr, ":-")
