@@ -25,6 +25,8 @@ type Options struct {
 	State StateStore
 	// HealthInterval is plugins.tools.health_check_interval (default 30s).
 	HealthInterval time.Duration
+	// HealthTimeout bounds one health check (default 5s).
+	HealthTimeout time.Duration
 	// RestartOnFailure and MaxRestarts: plugins.tools.restart_on_failure
 	// and max_restarts (default 3).
 	RestartOnFailure bool
@@ -61,6 +63,9 @@ type Manager struct {
 func NewManager(o Options) *Manager {
 	if o.HealthInterval <= 0 {
 		o.HealthInterval = 30 * time.Second
+	}
+	if o.HealthTimeout <= 0 {
+		o.HealthTimeout = 5 * time.Second
 	}
 	if o.MaxRestarts < 0 {
 		o.MaxRestarts = 0
@@ -235,7 +240,7 @@ func (m *Manager) watch(ctx context.Context, p *Process) {
 }
 
 func (m *Manager) ping(ctx context.Context, p *Process) error {
-	ctx, cancel := context.WithTimeout(ctx, min(m.o.HealthInterval, 5*time.Second))
+	ctx, cancel := context.WithTimeout(ctx, m.o.HealthTimeout)
 	defer cancel()
 	return p.Ping(ctx)
 }
