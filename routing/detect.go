@@ -1,0 +1,175 @@
+package routing
+
+import (
+	"strings"
+	"unicode"
+)
+
+// Implicit quality signals: a follow-up that rejects the previous answer
+// ("no, try again", "das ist falsch", "c'est faux", "otra vez",
+// "неправильно") and a rephrase of the previous question right after an
+// answer. Both err on the side of silence: a false rejection costs an
+// unwanted re-answer, a missed one only a lost data point.
+
+// rejectPhrases match anywhere in a short follow-up (or at its start in a
+// longer one). Lower case; apostrophes are normalized to '.
+var rejectPhrases = []string{
+	// English
+	"try again", "that's wrong", "that is wrong", "thats wrong", "this is wrong", "it's wrong", "wrong answer",
+	"not what i meant", "not what i asked", "not what i wanted", "that's not right", "that is not right", "not correct",
+	"that's incorrect", "that is incorrect", "you misunderstood", "that's not it", "thats not it", "not helpful",
+	"doesn't work", "does not work", "didn't work", "did not work", "doesn't answer", "one more time", "do it again",
+	"regenerate", "redo it", "nonsense",
+	// German
+	"nochmal", "noch mal", "noch einmal", "versuch es erneut", "das ist falsch", "ist falsch", "stimmt nicht",
+	"nicht was ich meinte", "das meinte ich nicht", "nicht das, was ich", "funktioniert nicht", "falsche antwort", "quatsch",
+	// French
+	"réessaie", "reessaie", "réessaye", "essaie encore", "essaye encore", "encore une fois", "c'est faux", "c'est pas ça",
+	"c'est pas ca", "ce n'est pas ça", "ce n'est pas ce que", "pas ce que je voulais", "pas ce que je voulais dire",
+	"ça ne marche pas", "ca ne marche pas", "mauvaise réponse", "n'importe quoi",
+	// Spanish
+	"inténtalo de nuevo", "intentalo de nuevo", "inténtalo otra vez", "intentalo otra vez", "otra vez", "de nuevo",
+	"eso está mal", "eso esta mal", "está mal", "esta mal", "es incorrecto", "no es lo que quise decir", "no es lo que pedí",
+	"no es lo que pedi", "no funciona", "respuesta incorrecta",
+	// Russian
+	"попробуй ещё", "попробуй еще", "попробуй снова", "ещё раз", "еще раз", "неправильно", "это не так", "неверно",
+	"не то, что", "не то что", "не работает", "ты не понял", "не понял вопрос", "ерунда", "чушь",
+}
+
+// rejectWords reject only as (nearly) the whole message.
+var rejectWords = []string{"wrong", "incorrect", "no", "nope", "falsch", "nein", "faux", "non", "mal", "incorrecto", "нет", "не то", "неверно", "retry", "again"}
+
+// notReject words turn a match into something else: a later plan ("try
+// again tomorrow"), thanks, or a question about the wording itself.
+var notReject = []string{
+	"tomorrow", "later", "next week", "tonight", "in an hour", "thank", "thanks", "morgen", "später", "danke",
+	"demain", "plus tard", "merci", "mañana", "manana", "más tarde", "gracias", "завтра", "позже", "спасибо",
+	"how do i say", "what does", "translate",
+}
+
+// normalize lower-cases s, unifies apostrophes and trims punctuation.
+func normalize(s string) string {
+	s = strings.ToLower(strings.TrimSpace(s))
+	s = strings.NewReplacer("’", "'", "`", "'", "ё", "е").Replace(s)
+	return strings.TrimFunc(s, func(r rune) bool { return unicode.IsPunct(r) && r != '\'' || unicode.IsSpace(r) })
+}
+
+// IsReject reports whether a follow-up rejects the previous answer.
+func IsReject(text string) bool {
+	t := normalize(text)
+	if t == "" || strings.HasPrefix(strings.TrimSpace(text), "/") {
+		return false
+	}
+	for _, n := range notReject {
+		if strings.Contains(t, normalize(n)) {
+			return false
+		}
+	}
+	words := strings.Fields(t)
+	if len(words) <= 3 {
+		bare := strings.TrimFunc(t, func(r rune) bool { return unicode.IsPunct(r) || unicode.IsSpace(r) })
+		for _, w := range rejectWords {
+			if bare == normalize(w) {
+				return true
+			}
+		}
+	}
+	for _, p := range rejectPhrases {
+		p = normalize(p)
+		i := strings.Index(t, p)
+		if i < 0 || !wordBoundary(t, i, len(p)) {
+			continue
+		}
+		// In a short message the phrase may be anywhere; in a longer one it
+		// must open the message (after an optional "no,"), so that a new
+		// question mentioning "does not work" is not read as a verdict.
+		if len(words) <= 12 || i <= 5 {
+			return true
+		}
+	}
+	return false
+}
+
+func wordBoundary(s string, i, n int) bool {
+	isWord := func(r rune) bool { return unicode.IsLetter(r) || unicode.IsDigit(r) }
+	if i > 0 {
+		r := []rune(s[:i])
+		if isWord(r[len(r)-1]) {
+			return false
+		}
+	}
+	if j := i + n; j < len(s) {
+		r := []rune(s[j:])
+		if isWord(r[0]) {
+			return false
+		}
+	}
+	return true
+}
+
+// stopwords are dropped before comparing two questions.
+var stopwords = map[string]bool{}
+
+func init() {
+	for _, w := range strings.Fields(`a an the is are was were be been am do does did can could would should will shall may might must
+	i you he she it we they me my your our their this that these those what which who whom whose how why when where
+	of in on at to for from by with about as into like than then so and or but if not no yes please tell explain give show
+	me some any there here just also very much many more most again now ok okay hey hi
+	der die das ein eine ist sind wie was warum wo wer und oder nicht mit von zu für auf ich du es kann bitte
+	le la les un une est sont comment quoi pourquoi où qui et ou pas avec de du des pour sur je tu il peux
+	el los las uno una es son cómo como qué que por dónde quién y o con del para en yo tú puedes
+	и в во на с со как что почему где кто это не ли же бы по за из у о об мне ты я можешь пожалуйста`) {
+		stopwords[w] = true
+	}
+}
+
+// contentWords returns the set of non-stopwords, crudely stemmed.
+func contentWords(s string) map[string]bool {
+	out := map[string]bool{}
+	for _, w := range strings.FieldsFunc(normalize(s), func(r rune) bool { return !(unicode.IsLetter(r) || unicode.IsDigit(r)) }) {
+		if stopwords[w] || len([]rune(w)) < 2 {
+			continue
+		}
+		out[stem(w)] = true
+	}
+	return out
+}
+
+func stem(w string) string {
+	for _, suf := range []string{"ing", "es", "s", "ed"} {
+		if len(w) > len(suf)+3 && strings.HasSuffix(w, suf) {
+			return w[:len(w)-len(suf)]
+		}
+	}
+	return w
+}
+
+// Similarity is the Jaccard index of two questions' content words.
+func Similarity(a, b string) float64 {
+	wa, wb := contentWords(a), contentWords(b)
+	if len(wa) == 0 || len(wb) == 0 {
+		return 0
+	}
+	inter := 0
+	for w := range wa {
+		if wb[w] {
+			inter++
+		}
+	}
+	return float64(inter) / float64(len(wa)+len(wb)-inter)
+}
+
+// RephraseThreshold is the similarity from which a follow-up counts as a
+// rephrase of the previous question.
+const RephraseThreshold = 0.6
+
+// IsRephrase reports whether next asks prev again in other words. Both
+// need at least two content words, so "and why?" after anything is not
+// a rephrase, and a new subject (capital of France → of Germany) drops
+// the overlap below the threshold.
+func IsRephrase(prev, next string) bool {
+	if len(contentWords(prev)) < 2 || len(contentWords(next)) < 2 || strings.HasPrefix(strings.TrimSpace(next), "/") {
+		return false
+	}
+	return Similarity(prev, next) >= RephraseThreshold
+}
