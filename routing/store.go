@@ -30,4 +30,5 @@ type Store interface {
 	// for all when conversation is "".
 	SpentSince(ctx context.Context, since time.Time, conversation string) (float64, error)
 }
+
 var _ Store = (*store.DB)(nil)
