@@ -40,7 +40,7 @@ type mode struct {
 	stream bool
 }
 
-var modes = [...]mode{{"complete", false}, {"stream", true}}
+func modes() []mode { return []mode{{"complete", false}, {"stream", true}} }
 
 func run(ctx context.Context, p Provider, m mode, cred Credentials, req *Request) (*Response, []string, error) {
 	if !m.stream {
@@ -64,7 +64,7 @@ func setup(t *testing.T, f flavor, o Options) (*providertest.Server, Provider) {
 
 func each(t *testing.T, fn func(t *testing.T, f flavor, m mode)) {
 	for _, f := range flavors() {
-		for _, m := range modes {
+		for _, m := range modes() {
 			t.Run(f.name+"/"+m.name, func(t *testing.T) { fn(t, f, m) })
 		}
 	}

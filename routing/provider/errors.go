@@ -192,12 +192,13 @@ func transportError(caller, callCtx context.Context, id string, err error, secre
 	if errors.Is(caller.Err(), context.Canceled) {
 		return fmt.Errorf("provider %s: request canceled: %w", id, context.Canceled)
 	}
-	k := core.KindUnavailable
 	var ne net.Error
 	if errors.Is(err, context.DeadlineExceeded) || errors.Is(callCtx.Err(), context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout()) {
-		k = core.KindTimeout
+		return &core.Error{Kind: core.KindTimeout, Msg: fmt.Sprintf("provider %s: %s", id, hint(id, core.KindTimeout)), Err: errors.New(scrub(err.Error(), secret))}
 	}
-	return &core.Error{Kind: k, Msg: fmt.Sprintf("provider %s: %s", id, hint(id, k)), Err: errors.New(scrub(err.Error(), secret))}
+	return &core.Error{Kind: core.KindUnavailable,
+		Msg: fmt.Sprintf("provider %s: cannot reach the server or the connection broke; check models.providers.%s.base_url and that the server is up", id, id),
+		Err: errors.New(scrub(err.Error(), secret))}
 }
 
 // retryAfter reads retry-after-ms, then Retry-After in seconds or as an

@@ -325,19 +325,24 @@ func (s *Server) handle(w http.ResponseWriter, req *http.Request) {
 		}
 	}
 
+	// The reply function runs outside the lock so it may call the
+	// Server's own methods.
 	s.mu.Lock()
-	requireKey := s.requireKey
+	requireKey, reply := s.requireKey, s.reply
 	var sc Script
-	switch {
-	case len(s.queue) > 0:
+	queued := len(s.queue) > 0
+	if queued {
 		sc = s.queue[0]
 		s.queue = s.queue[1:]
-	case s.reply != nil:
-		sc = s.reply(rec)
+	}
+	s.mu.Unlock()
+	switch {
+	case queued:
+	case reply != nil:
+		sc = reply(rec)
 	default:
 		sc = Echo(rec)
 	}
-	s.mu.Unlock()
 
 	switch {
 	case rec.DecodeErr != nil:

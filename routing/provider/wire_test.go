@@ -1,0 +1,238 @@
+package provider
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/opentalon/opentalon/core"
+	"github.com/opentalon/opentalon/routing/provider/providertest"
+)
+
+func TestSSEReader(t *testing.T) {
+	cases := []struct {
+		name string
+		in   string
+		want []sseEvent
+	}{
+		{"openai style", "data: {\"a\":1}\n\ndata: [DONE]\n\n", []sseEvent{{Data: `{"a":1}`}, {Data: "[DONE]"}}},
+		{"named events, crlf", "event: ping\r\ndata: {}\r\n\r\nevent: x\r\ndata: 1\r\n\r\n", []sseEvent{{"ping", "{}"}, {"x", "1"}}},
+		{"comments and blank runs", ": keep-alive\n\n\n\ndata: a\n\n", []sseEvent{{Data: "a"}}},
+		{"multi-line data", "data: a\ndata: b\n\n", []sseEvent{{Data: "a\nb"}}},
+		{"no space after colon", "data:x\n\n", []sseEvent{{Data: "x"}}},
+		{"event without data is skipped", "event: lonely\n\ndata: y\n\n", []sseEvent{{Data: "y"}}},
+		{"last event without blank line", "data: z", []sseEvent{{Data: "z"}}},
+		{"unknown fields ignored", "id: 4\nretry: 10\ndata: w\n\n", []sseEvent{{Data: "w"}}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r := newSSEReader(strings.NewReader(c.in))
+			var got []sseEvent
+			for {
+				ev, err := r.Next()
+				if err == io.EOF {
+					break
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				got = append(got, ev)
+			}
+			if !reflect.DeepEqual(got, c.want) {
+				t.Fatalf("got %q, want %q", got, c.want)
+			}
+		})
+	}
+	t.Run("line too long", func(t *testing.T) {
+		r := newSSEReader(strings.NewReader("data: " + strings.Repeat("x", maxSSELine+10) + "\n\n"))
+		if _, err := r.Next(); !errors.Is(err, errLineTooLong) {
+			t.Fatalf("got %v", err)
+		}
+	})
+}
+
+func TestDecodeArgs(t *testing.T) {
+	cases := []struct {
+		in      string
+		want    map[string]string
+		wantErr bool
+	}{
+		{"", map[string]string{}, false},
+		{"  {}  ", map[string]string{}, false},
+		{`{"a":"x","b":2.5,"c":false,"d":[1, "two"],"e":{"f": null},"g":null}`,
+			map[string]string{"a": "x", "b": "2.5", "c": "false", "d": `[1,"two"]`, "e": `{"f":null}`}, false},
+		{`{"esc":"line\nnext \"q\""}`, map[string]string{"esc": "line\nnext \"q\""}, false},
+		{`[1,2]`, nil, true},
+		{`{"a":`, nil, true},
+	}
+	for _, c := range cases {
+		got, err := decodeArgs([]byte(c.in))
+		if (err != nil) != c.wantErr || !reflect.DeepEqual(got, c.want) {
+			t.Errorf("decodeArgs(%s) = %v, %v; want %v, err %v", c.in, got, err, c.want, c.wantErr)
+		}
+	}
+}
+
+func TestToolNames(t *testing.T) {
+	cases := []struct{ plugin, action, name string }{
+		{"web", "search", "web__search"},
+		{"", "solo", "solo"},
+		{"a", "b__c", "a__b__c"},
+	}
+	for _, c := range cases {
+		if got := ToolName(c.plugin, c.action); got != c.name {
+			t.Errorf("ToolName(%q,%q) = %q", c.plugin, c.action, got)
+		}
+		if p, a := SplitToolName(c.name); p != c.plugin || a != c.action {
+			t.Errorf("SplitToolName(%q) = %q,%q", c.name, p, a)
+		}
+	}
+}
+
+func TestToolSchema(t *testing.T) {
+	got, err := json.Marshal(toolSchema(core.ToolSpec{Params: []core.ToolParam{
+		{Name: "q", Description: "query", Required: true},
+		{Name: "tags", Type: "array"},
+		{Name: "n", Type: "number", Required: true},
+	}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `{"type":"object","properties":{"n":{"type":"number"},"q":{"type":"string","description":"query"},"tags":{"type":"array","items":{"type":"string"}}},"required":["q","n"]}`
+	if string(got) != want {
+		t.Fatalf("got  %s\nwant %s", got, want)
+	}
+	empty, _ := json.Marshal(toolSchema(core.ToolSpec{}))
+	if string(empty) != `{"type":"object","properties":{}}` {
+		t.Fatalf("empty schema %s", empty)
+	}
+}
+
+func TestOpenAIMaxTokensField(t *testing.T) {
+	cases := []struct {
+		base        string
+		opt, req    int
+		field, none string
+		want        int
+	}{
+		{base: "", req: 100, field: "max_completion_tokens", none: "max_tokens", want: 100},
+		{base: "http://localhost:11434/v1", req: 100, field: "max_tokens", none: "max_completion_tokens", want: 100},
+		{base: "http://localhost:11434/v1", opt: 50, field: "max_tokens", none: "max_completion_tokens", want: 50},
+		{base: "http://localhost:11434/v1", none: "max_tokens"},
+	}
+	for _, c := range cases {
+		p := NewOpenAI(Options{BaseURL: c.base, MaxTokens: c.opt})
+		b, _ := json.Marshal(p.request(&Request{Model: "m", MaxTokens: c.req}, false))
+		var m map[string]any
+		_ = json.Unmarshal(b, &m)
+		if c.field != "" && m[c.field] != float64(c.want) {
+			t.Errorf("%+v: body %s", c, b)
+		}
+		if _, ok := m[c.none]; ok {
+			t.Errorf("%+v: body %s has %s", c, b, c.none)
+		}
+		if _, ok := m["stream"]; ok {
+			t.Errorf("complete request has stream: %s", b)
+		}
+	}
+}
+
+func TestSystemMessagesFolded(t *testing.T) {
+	// Anthropic has no system role: system messages join the top-level
+	// system field. OpenAI keeps them in place.
+	req := &Request{Model: "m", System: "rules", Messages: []core.ChatMessage{
+		{Role: core.RoleSystem, Content: "summary of earlier turns"},
+		{Role: core.RoleUser, Content: "hi"},
+	}}
+	for _, f := range flavors() {
+		s, p := setup(t, f, Options{})
+		if _, err := p.Complete(context.Background(), Credentials{}, req); err != nil {
+			t.Fatal(err)
+		}
+		got, _ := s.Last()
+		if got.System != "rules\n\nsummary of earlier turns" || len(got.Messages) != 1 {
+			t.Fatalf("%s: system %q messages %+v", f.name, got.System, got.Messages)
+		}
+	}
+}
+
+func TestTemperatureAndStopReasons(t *testing.T) {
+	temp := 0.25
+	cases := map[string][][2]string{
+		"openai":    {{"length", "length"}, {"content_filter", "content_filter"}, {"function_call", "tool_calls"}},
+		"anthropic": {{"max_tokens", "length"}, {"stop_sequence", "stop"}, {"refusal", "refusal"}},
+	}
+	each(t, func(t *testing.T, f flavor, m mode) {
+		s, p := setup(t, f, Options{})
+		for _, c := range cases[f.name] {
+			s.Enqueue(providertest.Script{Text: "x y", StopReason: c[0]})
+			r, _, err := run(context.Background(), p, m, Credentials{}, &Request{Model: "m", Temperature: &temp})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.StopReason != c[1] {
+				t.Errorf("%s → %q, want %q", c[0], r.StopReason, c[1])
+			}
+			if got, _ := s.Last(); got.Temperature == nil || *got.Temperature != temp {
+				t.Errorf("temperature not sent")
+			}
+		}
+	})
+}
+
+func TestStreamEdgeShapes(t *testing.T) {
+	t.Run("openai tool calls without index, usage in last choice chunk", func(t *testing.T) {
+		s, p := setup(t, flavors()[0], Options{})
+		s.Enqueue(providertest.Script{Body: "" +
+			"data: {\"model\":\"llama\",\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"tool_calls\":[" +
+			"{\"id\":\"a\",\"function\":{\"name\":\"p__x\",\"arguments\":\"{\\\"k\\\":1}\"}}," +
+			"{\"id\":\"b\",\"function\":{\"name\":\"p__y\",\"arguments\":\"{}\"}}]}}]}\n\n" +
+			"data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"tool_calls\"}],\"usage\":{\"prompt_tokens\":5,\"completion_tokens\":6}}\n\n"})
+		r, err := p.Stream(context.Background(), Credentials{}, &Request{Model: "m"}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := []core.ToolCall{{ID: "a", Plugin: "p", Action: "x", Args: map[string]string{"k": "1"}}, {ID: "b", Plugin: "p", Action: "y", Args: map[string]string{}}}
+		if !reflect.DeepEqual(r.ToolCalls, want) || r.Usage != (core.Usage{InputTokens: 5, OutputTokens: 6}) || r.Model != "llama" {
+			t.Fatalf("got %+v", r)
+		}
+	})
+	t.Run("server ignoring stream answers JSON", func(t *testing.T) {
+		bodies := map[string]string{
+			"openai":    `{"model":"m","choices":[{"message":{"role":"assistant","content":"whole"},"finish_reason":"stop"}],"usage":{"prompt_tokens":12,"completion_tokens":1}}`,
+			"anthropic": `{"type":"message","model":"m","content":[{"type":"text","text":"whole"}],"stop_reason":"end_turn","usage":{"input_tokens":2,"output_tokens":1,"cache_read_input_tokens":10}}`,
+		}
+		for _, f := range flavors() {
+			s, p := setup(t, f, Options{})
+			s.Enqueue(providertest.Script{Header: map[string]string{"Content-Type": "application/json"}, Body: bodies[f.name]})
+			var deltas []string
+			r, err := p.Stream(context.Background(), Credentials{}, &Request{Model: "m"}, func(d string) { deltas = append(deltas, d) })
+			if err != nil || r.Text != "whole" || !reflect.DeepEqual(deltas, []string{"whole"}) || r.Usage.InputTokens != 12 || r.StopReason != "stop" {
+				t.Fatalf("%s: got %+v %v %q", f.name, r, err, deltas)
+			}
+		}
+	})
+	t.Run("anthropic usage from message_delta with cache tokens", func(t *testing.T) {
+		s, p := setup(t, flavors()[1], Options{})
+		s.Enqueue(providertest.Script{Body: "" +
+			"event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"model\":\"claude\",\"usage\":{\"input_tokens\":4,\"cache_creation_input_tokens\":100,\"output_tokens\":1}}}\n\n" +
+			"event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"thinking\",\"thinking\":\"\"}}\n\n" +
+			"event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"thinking_delta\",\"thinking\":\"hmm\"}}\n\n" +
+			"event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":1,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n" +
+			"event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":1,\"delta\":{\"type\":\"text_delta\",\"text\":\"ok\"}}\n\n" +
+			"event: some_future_event\ndata: {\"type\":\"some_future_event\"}\n\n" +
+			"event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\"},\"usage\":{\"output_tokens\":42}}\n\n" +
+			"event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n"})
+		r, err := p.Stream(context.Background(), Credentials{}, &Request{Model: "m"}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Text != "ok" || r.Usage != (core.Usage{InputTokens: 104, OutputTokens: 42}) || r.Model != "claude" || r.StopReason != "stop" {
+			t.Fatalf("got %+v", r)
+		}
+	})
+}
