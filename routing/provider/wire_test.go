@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"net/http"
 	"reflect"
 	"strings"
 	"testing"
@@ -235,4 +236,51 @@ func TestStreamEdgeShapes(t *testing.T) {
 			t.Fatalf("got %+v", r)
 		}
 	})
+}
+
+// countingTransport counts the requests an injected client sends.
+type countingTransport struct{ n int }
+
+func (c *countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	c.n++
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+func TestInjectedHTTPClientAndChunks(t *testing.T) {
+	each(t, func(t *testing.T, f flavor, m mode) {
+		ct := &countingTransport{}
+		s, p := setup(t, f, Options{HTTPClient: &http.Client{Transport: ct}})
+		s.Enqueue(providertest.Script{Chunks: []string{"he", "llo", " wor", "ld"}})
+		r, deltas, err := run(context.Background(), p, m, Credentials{}, &Request{Model: "m"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ct.n != 1 {
+			t.Fatalf("injected client sent %d requests", ct.n)
+		}
+		if r.Text != "hello world" {
+			t.Fatalf("text %q", r.Text)
+		}
+		if m.stream && !reflect.DeepEqual(deltas, []string{"he", "llo", " wor", "ld"}) {
+			t.Fatalf("deltas %q", deltas)
+		}
+		if p.ID() != "test-"+f.name {
+			t.Fatalf("id %q", p.ID())
+		}
+	})
+}
+
+func TestDefaults(t *testing.T) {
+	if id := NewOpenAI(Options{}).ID(); id != "openai" {
+		t.Errorf("openai default id %q", id)
+	}
+	if id := NewAnthropic(Options{}).ID(); id != "anthropic" {
+		t.Errorf("anthropic default id %q", id)
+	}
+	if b := NewOpenAI(Options{}).c.base; b != OpenAIDefaultBaseURL {
+		t.Errorf("openai default base %q", b)
+	}
+	if b := NewAnthropic(Options{BaseURL: "http://x/"}).c.base; b != "http://x" {
+		t.Errorf("trailing slash kept: %q", b)
+	}
 }
