@@ -84,7 +84,7 @@ func (p *Pipeline) Run(ctx context.Context, call core.ToolCall) core.ToolResult 
 	log := p.log.With("plugin", call.Plugin, "action", call.Action, "call_id", call.ID)
 	if err != nil {
 		switch {
-		case errors.Is(cctx.Err(), context.DeadlineExceeded) && ctx.Err() == nil:
+		case ctx.Err() == nil && (errors.Is(err, context.DeadlineExceeded) || errors.Is(cctx.Err(), context.DeadlineExceeded)):
 			log.Warn("plugin call timed out", "timeout", timeout)
 			return core.ToolResult{CallID: call.ID, Error: fmt.Sprintf("plugin %s did not answer within %s (plugins.tools.overrides.%s.timeout)", call.Plugin, timeout, call.Plugin)}
 		case ctx.Err() != nil:

@@ -5,7 +5,9 @@ import (
 	"fmt"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/emptypb"
 
 	"github.com/opentalon/opentalon/core"
@@ -26,6 +28,10 @@ type rpcExecutor struct {
 func (e *rpcExecutor) Execute(ctx context.Context, call core.ToolCall) (core.ToolResult, error) {
 	resp, err := e.client.Execute(ctx, &pluginpb.ToolCallRequest{Id: call.ID, Plugin: call.Plugin, Action: call.Action, Args: call.Args})
 	if err != nil {
+		if status.Code(err) == codes.DeadlineExceeded {
+			// gRPC's own timer can fire just before ctx's.
+			return core.ToolResult{}, fmt.Errorf("plugin %s: execute %s: %w (%v)", e.name, call.Action, context.DeadlineExceeded, err)
+		}
 		return core.ToolResult{}, fmt.Errorf("plugin %s: execute %s: %w", e.name, call.Action, err)
 	}
 	return core.ToolResult{CallID: resp.GetCallId(), Content: resp.GetContent(), Error: resp.GetError()}, nil

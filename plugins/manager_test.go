@@ -49,10 +49,10 @@ func (w testWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-func startRig(t *testing.T, limits Limits, o Options, specs ...Spec) *rig {
+func startRig(t *testing.T, limits map[string]Limits, o Options, specs ...Spec) *rig {
 	t.Helper()
 	r := &rig{events: make(chan event, 64), db: openDB(t)}
-	r.reg = NewRegistry(func(string) Limits { return limits })
+	r.reg = NewRegistry(func(p string) Limits { return limits[p] })
 	r.guard = guard.New(r.reg, nil, nil)
 	o.Plugins = specs
 	o.Registry = r.reg
@@ -90,7 +90,9 @@ func (r *rig) call(action string, args map[string]string) core.ToolResult {
 }
 
 func TestMaliciousPlugin(t *testing.T) {
-	r := startRig(t, Limits{Timeout: 300 * time.Millisecond, MaxResponseBytes: 64 * 1024},
+	// victim has a short timeout for the sleep case; evil a long one so
+	// the 10 MB case is not cut short on a loaded machine.
+	r := startRig(t, map[string]Limits{"evil": {Timeout: time.Minute, MaxResponseBytes: 64 * 1024}, "victim": {Timeout: 300 * time.Millisecond}},
 		Options{RestartOnFailure: true, MaxRestarts: 3, HealthTimeout: 300 * time.Millisecond},
 		helperSpec(t, "evil", "evil"), helperSpec(t, "evil", "victim"))
 	if got := r.m.Running(); strings.Join(got, ",") != "evil,victim" {
@@ -162,9 +164,9 @@ func TestMaliciousPlugin(t *testing.T) {
 	})
 	t.Run("sleep past the timeout → error result", func(t *testing.T) {
 		start := time.Now()
-		res := r.call("sleep", nil)
+		res := r.guard.Run(context.Background(), core.ToolCall{ID: "s", Plugin: "victim", Action: "sleep"})
 		took := time.Since(start)
-		if !strings.Contains(res.Error, "did not answer within 300ms") {
+		if !strings.Contains(res.Error, "plugin victim did not answer within 300ms") {
 			t.Fatalf("got %+v", res)
 		}
 		t.Logf("timed-out call returned after %s (timeout 300ms)", took)
@@ -230,7 +232,7 @@ func TestMaliciousPlugin(t *testing.T) {
 }
 
 func TestRestartGivesUp(t *testing.T) {
-	r := startRig(t, Limits{}, Options{RestartOnFailure: true, MaxRestarts: 2}, helperSpec(t, "evil", "evil"))
+	r := startRig(t, nil, Options{RestartOnFailure: true, MaxRestarts: 2}, helperSpec(t, "evil", "evil"))
 	for i := range 3 {
 		if res := r.call("crash", nil); res.Error == "" {
 			t.Fatalf("crash %d: no error", i)
@@ -247,7 +249,7 @@ func TestRestartGivesUp(t *testing.T) {
 }
 
 func TestShutdownStopsProcessGroup(t *testing.T) {
-	r := startRig(t, Limits{}, Options{}, helperSpec(t, "evil", "evil"))
+	r := startRig(t, nil, Options{}, helperSpec(t, "evil", "evil"))
 	res := r.call("spawn", nil)
 	body := strings.TrimSuffix(strings.TrimPrefix(res.Content, guard.OpenMarker+"\n"), "\n"+guard.CloseMarker)
 	pid, err := strconv.Atoi(body)
@@ -318,7 +320,7 @@ func TestNameCannotBeTakenOver(t *testing.T) {
 	}
 	imp := helperSpec(t, "evil", "victim")
 	imp.Path = link
-	r := startRig(t, Limits{}, Options{}, helperSpec(t, "evil", "victim"), imp)
+	r := startRig(t, nil, Options{}, helperSpec(t, "evil", "victim"), imp)
 	if got := r.m.Running(); strings.Join(got, ",") != "victim" {
 		t.Fatalf("running = %v", got)
 	}
