@@ -39,7 +39,7 @@ var codeMarkers = []string{
 var transformMarkers = []string{
 	"translate", "summarize", "summarise", "summary", "tl;dr", "tldr", "paraphrase", "rewrite",
 	"proofread", "übersetz", "zusammenfass", "tradui", "tradu", "résum", "resume this", "resumen", "resum",
-	"перевед", "перевод", "кратко", "резюм", "суммир", "Перевед", "Перевод", "Кратко", "Резюм", "Суммир",
+	"Übersetz", "перевед", "перевод", "кратко", "резюм", "суммир", "Перевед", "Перевод", "Кратко", "Резюм", "Суммир",
 }
 
 // Classify returns the task type of the conversation's last user message.

@@ -19,7 +19,7 @@ var rejectPhrases = []string{
 	"not what i meant", "not what i asked", "not what i wanted", "that's not right", "that is not right", "not correct",
 	"that's incorrect", "that is incorrect", "you misunderstood", "that's not it", "thats not it", "not helpful",
 	"doesn't work", "does not work", "didn't work", "did not work", "doesn't answer", "one more time", "do it again",
-	"regenerate", "redo it", "nonsense",
+	"regenerate", "redo it", "nonsense", "still wrong", "still not right", "still incorrect",
 	// German
 	"nochmal", "noch mal", "noch einmal", "versuch es erneut", "das ist falsch", "ist falsch", "stimmt nicht",
 	"nicht was ich meinte", "das meinte ich nicht", "nicht das, was ich", "funktioniert nicht", "falsche antwort", "quatsch",

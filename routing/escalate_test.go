@@ -1,0 +1,174 @@
+package routing
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/opentalon/opentalon/core"
+)
+
+// fakeConv is an in-memory Conversations and Pinner.
+type fakeConv struct {
+	last  *core.Reply
+	hist  []core.ChatMessage
+	pins  map[int64][2]string
+	calls int
+}
+
+func (f *fakeConv) LastReply(context.Context, int64) (*core.Reply, error) { return f.last, nil }
+func (f *fakeConv) History(context.Context, int64, int) ([]core.ChatMessage, error) {
+	return f.hist, nil
+}
+func (f *fakeConv) SetPins(_ context.Context, id int64, m, p string) error {
+	if f.pins == nil {
+		f.pins = map[int64][2]string{}
+	}
+	f.pins[id] = [2]string{m, p}
+	return nil
+}
+
+// routerAgent answers a turn through the router, like the orchestrator.
+type routerAgent struct {
+	r     *Router
+	turns []core.Turn
+}
+
+func (a *routerAgent) Answer(ctx context.Context, t core.Turn) (core.Answer, error) {
+	a.turns = append(a.turns, t)
+	s := t.Session
+	res, err := a.r.Chat(ctx, Call{Session: &s, Model: t.Model, Exclude: t.Exclude, Req: userMsg(t.Text)})
+	if err != nil {
+		return core.Answer{}, err
+	}
+	return core.Answer{Text: res.Text, Model: res.Model, TaskType: res.TaskType, Reason: res.Reason}, nil
+}
+
+func TestEscalationPicksNextByWeight(t *testing.T) {
+	r, _, _, st, _ := newTestRouter(t, func(o *Options) { o.MaxEscalations = 2 })
+	agent := &routerAgent{r: r}
+	conv := &fakeConv{
+		last: &core.Reply{ID: 10, Model: "p/cheap", TaskType: TaskChat},
+		hist: []core.ChatMessage{{Role: core.RoleUser, Content: "what is a monad"}, {Role: core.RoleAssistant, Content: "a burrito"}},
+	}
+	e := NewEscalator(r, agent, conv, nil)
+	req := func(text string) core.CommandRequest {
+		return core.CommandRequest{RequestID: 1, Session: core.Session{ID: 3}, In: core.Inbound{Text: text, UserID: "u"}}
+	}
+	// "no, try again" → p/mid (next by weight after p/cheap).
+	ans, handled, err := e.Intercept(context.Background(), req("no, try again"))
+	if err != nil || !handled {
+		t.Fatalf("handled=%v err=%v", handled, err)
+	}
+	if ans.Model != "p/mid" || !strings.Contains(ans.Text, "Answered again by p/mid") || !strings.Contains(ans.Text, "p/cheap was rejected") {
+		t.Fatalf("answer = %+v", ans)
+	}
+	if tr := agent.turns[0]; !tr.Retry || tr.Text != "what is a monad" || strings.Join(tr.Exclude, ",") != "p/cheap" {
+		t.Fatalf("turn = %+v", tr)
+	}
+	// /retry on that answer → q/other (weight 40), excluding both.
+	conv.last = &core.Reply{ID: 11, Model: "p/mid", TaskType: TaskChat}
+	ans, _, _ = e.Intercept(context.Background(), req("/retry"))
+	if ans.Model != "q/other" {
+		t.Fatalf("second escalation = %s", ans.Model)
+	}
+	// A third rejection hits routing.max_escalations.
+	conv.last = &core.Reply{ID: 12, Model: "q/other", TaskType: TaskChat}
+	ans, handled, _ = e.Intercept(context.Background(), req("still wrong"))
+	if !handled || !strings.Contains(ans.Text, "max_escalations") || len(agent.turns) != 2 {
+		t.Fatalf("third: %+v, %d turns", ans, len(agent.turns))
+	}
+	// Every rejection was recorded against the reply's model.
+	var kinds []string
+	for _, s := range st.Signals() {
+		kinds = append(kinds, string(s.Kind)+":"+s.Model+":"+s.Polarity.String())
+	}
+	if got := strings.Join(kinds, " "); got != "followup:p/cheap:negative retry:p/mid:negative followup:q/other:negative" {
+		t.Fatalf("signals = %s", got)
+	}
+}
+
+func TestEscalatorPassesOtherMessages(t *testing.T) {
+	r, _, _, st, _ := newTestRouter(t, nil)
+	conv := &fakeConv{
+		last: &core.Reply{ID: 10, Model: "p/cheap", TaskType: TaskCode},
+		hist: []core.ChatMessage{{Role: core.RoleUser, Content: "How do I reverse a list in Python?"}},
+	}
+	e := NewEscalator(r, &routerAgent{r: r}, conv, nil)
+	for _, tc := range []struct {
+		text     string
+		wantKind core.SignalKind
+		wantPol  core.Polarity
+	}{
+		{"How can I reverse a Python list?", core.SignalRephrase, core.Negative},
+		{"thanks! and how do I sort a dict by value?", SignalAccepted, core.Positive},
+	} {
+		n := len(st.Signals())
+		_, handled, err := e.Intercept(context.Background(), core.CommandRequest{Session: core.Session{ID: 1}, In: core.Inbound{Text: tc.text}})
+		if err != nil || handled {
+			t.Fatalf("%q: handled=%v err=%v", tc.text, handled, err)
+		}
+		sigs := st.Signals()
+		if len(sigs) != n+1 || sigs[n].Kind != tc.wantKind || sigs[n].Polarity != tc.wantPol || sigs[n].ReplyID != conv.last.ID {
+			t.Fatalf("%q: signals = %+v", tc.text, sigs[n:])
+		}
+		conv.last = &core.Reply{ID: conv.last.ID + 1, Model: "p/cheap", TaskType: TaskCode}
+	}
+	// Commands other than /retry are not touched.
+	if _, handled, _ := e.Intercept(context.Background(), core.CommandRequest{In: core.Inbound{Text: "/status"}}); handled {
+		t.Fatal("/status intercepted")
+	}
+}
+
+func TestModelCommands(t *testing.T) {
+	r, _, _, st, _ := newTestRouter(t, func(o *Options) {
+		o.Allowed = []string{"cheap", "p/mid"}
+		o.Profiles = map[string][]Profile{"p": {{ID: "p:work", Provider: "p", Key: "k"}}}
+	})
+	conv := &fakeConv{last: &core.Reply{ID: 5, Model: "p/cheap", TaskType: TaskCode}}
+	cmds := map[string]core.Command{}
+	for _, c := range r.Commands(conv, conv) {
+		cmds[c.Name] = c
+	}
+	run := func(name, args string, s core.Session) string {
+		out, err := cmds[name].Run(context.Background(), core.CommandRequest{Session: s, Args: args})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	s := core.Session{ID: 9}
+	for _, tc := range []struct{ args, want string }{
+		{"", "Model: p/cheap"},
+		{"mdi", "did you mean mid (p/mid)"},
+		{"big", "not allowed"},
+		{"@nope", "Unknown auth profile"},
+	} {
+		if out := run("model", tc.args, s); !strings.Contains(out, tc.want) {
+			t.Errorf("/model %s = %q, want %q", tc.args, out, tc.want)
+		}
+	}
+	if len(conv.pins) != 0 {
+		t.Fatalf("pins changed by rejected commands: %v", conv.pins)
+	}
+	if out := run("model", "mid", s); !strings.Contains(out, "Pinned p/mid") || conv.pins[9] != [2]string{"p/mid", ""} {
+		t.Fatalf("pin: %q %v", out, conv.pins)
+	}
+	sig := st.Signals()
+	if len(sig) != 1 || sig[0].Kind != core.SignalExplicit || sig[0].Weight != ExplicitChoiceWeight || sig[0].TaskType != TaskCode || sig[0].Model != "p/mid" {
+		t.Fatalf("explicit signal = %+v", sig)
+	}
+	s.ModelPin = "p/mid"
+	if out := run("model", "", s); !strings.Contains(out, "Model: p/mid (pinned") {
+		t.Fatalf("/model after pin = %q", out)
+	}
+	if out := run("model", "@p:work", s); !strings.Contains(out, "Pinned auth profile p:work") || conv.pins[9] != [2]string{"p/mid", "p:work"} {
+		t.Fatalf("profile pin: %q %v", out, conv.pins)
+	}
+	if out := run("model", "auto", s); !strings.Contains(out, "Unpinned") || conv.pins[9] != [2]string{"", ""} {
+		t.Fatalf("auto: %q %v", out, conv.pins)
+	}
+	if out := run("models", "", s); !strings.Contains(out, "p/big (big) — weight 10, $15.00/$75.00") || !strings.Contains(out, "▶ p/mid") {
+		t.Fatalf("/models = %q", out)
+	}
+}

@@ -1,0 +1,326 @@
+package routing
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/opentalon/opentalon/core"
+	"github.com/opentalon/opentalon/routing/provider"
+	"github.com/opentalon/opentalon/routing/provider/providertest"
+	"github.com/opentalon/opentalon/store"
+)
+
+func threeProfiles(o *Options) {
+	o.Profiles = map[string][]Profile{"p": {
+		{ID: "p:a", Provider: "p", Key: "key-a"},
+		{ID: "p:b", Provider: "p", Key: "key-b"},
+		{ID: "p:c", Provider: "p", Key: "key-c"},
+	}}
+}
+
+func keys(calls []fakeCall) []string {
+	out := make([]string, len(calls))
+	for i, c := range calls {
+		out[i] = c.Key
+	}
+	return out
+}
+
+func TestProfileRoundRobinOrder(t *testing.T) {
+	r, p, _, _, clk := newTestRouter(t, threeProfiles)
+	for range 4 {
+		if _, err := r.Chat(context.Background(), Call{Req: userMsg("hi")}); err != nil {
+			t.Fatal(err)
+		}
+		clk.Advance(time.Second)
+	}
+	if got := fmt.Sprint(keys(p.Calls())); got != "[key-a key-b key-c key-a]" {
+		t.Fatalf("keys used = %s", got)
+	}
+}
+
+func TestProfileOrderRules(t *testing.T) {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	ps := []Profile{{ID: "a"}, {ID: "b"}, {ID: "c", OAuth: true}, {ID: "d"}}
+	st := map[string]store.ProfileState{
+		"a": {LastUsed: now.Add(-time.Minute)},
+		"b": {LastUsed: now.Add(-time.Hour)},
+		"d": {LastUsed: now.Add(-2 * time.Hour), CooldownUntil: now.Add(time.Minute)},
+	}
+	ids := func(ps []Profile) string {
+		s := ""
+		for _, p := range ps {
+			s += p.ID
+		}
+		return s
+	}
+	for _, tc := range []struct {
+		name   string
+		pinned string
+		order  []string
+		want   string
+	}{
+		{"oauth first, then oldest use, cooling last", "", nil, "cbad"},
+		{"session pin first", "a", nil, "acbd"},
+		{"auth.order", "", []string{"a", "b"}, "abcd"},
+		{"cooling pin still last", "d", nil, "cbad"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := ids(orderProfiles(ps, st, tc.pinned, tc.order, now)); got != tc.want {
+				t.Fatalf("order = %s, want %s", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestCooldownSteps(t *testing.T) {
+	r, p, q, st, clk := newTestRouter(t, func(o *Options) {
+		o.Profiles = map[string][]Profile{"p": {{ID: "p:a", Provider: "p", Key: "key-a"}}}
+		o.Fallbacks = []string{"q/other"}
+	})
+	p.fn = func(provider.Credentials, *provider.Request) (*provider.Response, error) {
+		return nil, &core.Error{Kind: core.KindRateLimited, Msg: "429"}
+	}
+	// Each failure cools p:a for 1, 5, 25, 60, 60 minutes; q/other answers.
+	for i, want := range []time.Duration{time.Minute, 5 * time.Minute, 25 * time.Minute, time.Hour, time.Hour} {
+		res, err := r.Chat(context.Background(), Call{Req: userMsg("hi")})
+		if err != nil || res.Model != "q/other" {
+			t.Fatalf("call %d: %v %v", i, res.Model, err)
+		}
+		s := r.Profiles("p")[0]
+		if got := s.CooldownUntil.Sub(clk.Now()); got != want {
+			t.Fatalf("failure %d: cooldown %v, want %v", i+1, got, want)
+		}
+		clk.Advance(want) // cooled down: the next call tries p:a again
+	}
+	if n := len(p.Calls()); n != 5 {
+		t.Fatalf("p calls = %d", n)
+	}
+	if len(q.Calls()) != 5 {
+		t.Fatalf("q calls = %d", len(q.Calls()))
+	}
+	// A success resets the failure count: the next failure cools 1 minute.
+	p.fn = nil
+	if res, err := r.Chat(context.Background(), Call{Req: userMsg("hi")}); err != nil || res.Model != "p/cheap" {
+		t.Fatalf("recovery: %v %v", res.Model, err)
+	}
+	p.fn = func(provider.Credentials, *provider.Request) (*provider.Response, error) {
+		return nil, &core.Error{Kind: core.KindTimeout}
+	}
+	r.Chat(context.Background(), Call{Req: userMsg("hi")})
+	if got := r.Profiles("p")[0].CooldownUntil.Sub(clk.Now()); got != time.Minute {
+		t.Fatalf("after reset: cooldown %v", got)
+	}
+	// The state is persisted, without the key.
+	states, _ := st.ProfileStates(context.Background())
+	var pa store.ProfileState
+	for _, s := range states {
+		if s.ID == "p:a" {
+			pa = s
+		}
+	}
+	if pa.Failures != 1 || pa.LastError != "timeout" || pa.Uses != 7 {
+		t.Fatalf("stored state = %+v", states)
+	}
+}
+
+func TestBillingLane(t *testing.T) {
+	r, p, _, _, clk := newTestRouter(t, func(o *Options) {
+		o.Profiles = map[string][]Profile{"p": {{ID: "p:a", Provider: "p", Key: "key-a"}}}
+		o.Fallbacks = []string{"q/other"}
+	})
+	p.fn = func(provider.Credentials, *provider.Request) (*provider.Response, error) {
+		return nil, &core.Error{Kind: core.KindBilling}
+	}
+	for i, want := range []time.Duration{5 * time.Hour, 10 * time.Hour, 20 * time.Hour, 24 * time.Hour, 24 * time.Hour} {
+		r.Chat(context.Background(), Call{Req: userMsg("hi")})
+		if got := r.Profiles("p")[0].CooldownUntil.Sub(clk.Now()); got != want {
+			t.Fatalf("billing failure %d: cooldown %v, want %v", i+1, got, want)
+		}
+		clk.Advance(want)
+	}
+}
+
+func TestRetryAfter(t *testing.T) {
+	clk := newClock()
+	for _, tc := range []struct {
+		name   string
+		header string
+		want   time.Duration
+	}{
+		{"seconds", "600", 10 * time.Minute},
+		{"http date", clk.Now().Add(2 * time.Hour).Format(http.TimeFormat), 2 * time.Hour},
+		{"shorter than the step", "10", time.Minute},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := providertest.NewOpenAI(t)
+			srv.Enqueue(providertest.Script{Status: 429, Header: map[string]string{"Retry-After": tc.header}, Body: `{"error":{"message":"slow down","type":"rate_limit"}}`})
+			prov := provider.NewOpenAI(provider.Options{ID: "p", BaseURL: srv.BaseURL(), Now: clk.Now})
+			r, err := New(Options{
+				Providers: map[string]provider.Provider{"p": prov},
+				Catalog:   []Model{{Ref: "p/m", Weight: 50}},
+				Profiles:  map[string][]Profile{"p": {{ID: "p:a", Provider: "p", Key: "sk-a"}}},
+				Store:     NewMemStore(), Now: clk.Now,
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = r.Chat(context.Background(), Call{Req: userMsg("hi")})
+			if core.ErrorKind(err) != core.KindRateLimited {
+				t.Fatalf("err = %v", err)
+			}
+			if got := r.Profiles("p")[0].CooldownUntil.Sub(clk.Now()); got != tc.want {
+				t.Fatalf("cooldown = %v, want %v", got, tc.want)
+			}
+			if got := core.RetryAfter(err); got != tc.want {
+				t.Fatalf("error RetryAfter = %v, want %v", got, tc.want)
+			}
+			if srv.Count() != 1 {
+				t.Fatalf("requests = %d", srv.Count())
+			}
+		})
+	}
+}
+
+func TestFallbackWhenEveryProfileCools(t *testing.T) {
+	r, p, q, _, _ := newTestRouter(t, func(o *Options) {
+		threeProfiles(o)
+		o.Fallbacks = []string{"q/other", "p/big"}
+	})
+	p.fn = func(cred provider.Credentials, _ *provider.Request) (*provider.Response, error) {
+		return nil, &core.Error{Kind: core.KindAuth, Msg: "401 for " + cred.APIKey}
+	}
+	res, err := r.Chat(context.Background(), Call{Req: userMsg("hi")})
+	if err != nil || res.Model != "q/other" {
+		t.Fatalf("got %q, %v", res.Model, err)
+	}
+	if got := fmt.Sprint(keys(p.Calls())); got != "[key-a key-b key-c]" {
+		t.Fatalf("stage 1 rotation = %s", got)
+	}
+	if len(q.Calls()) != 1 {
+		t.Fatalf("q calls = %d", len(q.Calls()))
+	}
+	// The next call goes straight to the fallback: no call to a cooling profile.
+	if res, err := r.Chat(context.Background(), Call{Req: userMsg("hi")}); err != nil || res.Model != "q/other" {
+		t.Fatalf("second: %q %v", res.Model, err)
+	}
+	if len(p.Calls()) != 3 {
+		t.Fatalf("cooling profiles were called: %v", keys(p.Calls()))
+	}
+}
+
+func TestChainExhaustedSaysWhen(t *testing.T) {
+	r, p, q, _, _ := newTestRouter(t, func(o *Options) { o.Fallbacks = []string{"q/other"} })
+	fail := func(provider.Credentials, *provider.Request) (*provider.Response, error) {
+		return nil, &core.Error{Kind: core.KindRateLimited, RetryAfter: 3 * time.Minute}
+	}
+	p.fn, q.fn = fail, fail
+	_, err := r.Chat(context.Background(), Call{Req: userMsg("hi")})
+	if core.ErrorKind(err) != core.KindRateLimited || core.RetryAfter(err) != 3*time.Minute {
+		t.Fatalf("err = %v (retry after %v)", err, core.RetryAfter(err))
+	}
+	if msg := core.UserMessage(err); msg == "" || !strings.Contains(msg, "3m0s") {
+		t.Fatalf("user message = %q", msg)
+	}
+}
+
+func TestProbeOnlyForCoolingProfile(t *testing.T) {
+	r, p, _, _, clk := newTestRouter(t, func(o *Options) {
+		o.Profiles = map[string][]Profile{"p": {{ID: "p:a", Provider: "p", Key: "key-a"}}}
+	})
+	p.fn = func(provider.Credentials, *provider.Request) (*provider.Response, error) {
+		return nil, &core.Error{Kind: core.KindRateLimited}
+	}
+	// Fail three times: cooldown 1m, then 5m, then 25m.
+	r.Chat(context.Background(), Call{Req: userMsg("hi")})
+	clk.Advance(time.Minute)
+	r.Chat(context.Background(), Call{Req: userMsg("hi")})
+	if n := len(p.Calls()); n != 2 {
+		t.Fatalf("calls = %d", n)
+	}
+	// Cooling for 5 minutes: twenty calls over the next 4.5 minutes reach
+	// the provider only as one probe per minute.
+	for i := range 20 {
+		clk.Advance(time.Minute * 45 / 200 * 1) // 13.5s steps
+		_, err := r.Chat(context.Background(), Call{Req: userMsg("hi")})
+		if err == nil {
+			t.Fatalf("call %d succeeded", i)
+		}
+	}
+	// 20 × 13.5s = 4.5 min: probes at ≥1m intervals → at most 4.
+	if n := len(p.Calls()) - 2; n > 4 || n < 1 {
+		t.Fatalf("probes = %d, want 1..4", n)
+	}
+	// A successful probe clears the cooldown.
+	p.fn = nil
+	clk.Advance(time.Hour)
+	if _, err := r.Chat(context.Background(), Call{Req: userMsg("hi")}); err != nil {
+		t.Fatal(err)
+	}
+	if !r.Profiles("p")[0].CooldownUntil.IsZero() {
+		t.Fatal("cooldown not cleared")
+	}
+}
+
+func TestStrictPin(t *testing.T) {
+	r, p, q, _, _ := newTestRouter(t, func(o *Options) { o.Fallbacks = []string{"q/other"} })
+	p.fn = func(_ provider.Credentials, req *provider.Request) (*provider.Response, error) {
+		if req.Model == "mid" {
+			return nil, &core.Error{Kind: core.KindUnavailable, Msg: "503"}
+		}
+		return &provider.Response{Text: "ok"}, nil
+	}
+	sess := &core.Session{ID: 1, ModelPin: "p/mid"}
+	_, err := r.Chat(context.Background(), Call{Session: sess, Req: userMsg("hi")})
+	if err == nil || !strings.Contains(err.Error(), "pinned") || !strings.Contains(err.Error(), "/model auto") {
+		t.Fatalf("err = %v", err)
+	}
+	if len(q.Calls()) != 0 {
+		t.Fatal("a pinned model was silently replaced")
+	}
+	// Unpinned, the same failure falls back.
+	res, err := r.Chat(context.Background(), Call{Model: "", Exclude: nil, Session: &core.Session{ID: 2}, Req: userMsg("hi")})
+	if err != nil || res.Model != "p/cheap" {
+		t.Fatalf("unpinned: %v %v", res.Model, err)
+	}
+}
+
+func TestNoRetryOnBadRequest(t *testing.T) {
+	r, p, q, _, _ := newTestRouter(t, func(o *Options) {
+		threeProfiles(o)
+		o.Fallbacks = []string{"q/other"}
+	})
+	p.fn = func(provider.Credentials, *provider.Request) (*provider.Response, error) {
+		return nil, &core.Error{Kind: core.KindBadRequest, Msg: "400"}
+	}
+	if _, err := r.Chat(context.Background(), Call{Req: userMsg("hi")}); core.ErrorKind(err) != core.KindBadRequest {
+		t.Fatalf("err = %v", err)
+	}
+	if len(p.Calls()) != 1 || len(q.Calls()) != 0 {
+		t.Fatalf("calls p=%d q=%d", len(p.Calls()), len(q.Calls()))
+	}
+}
+
+func TestContextTooLongMovesToLargerWindow(t *testing.T) {
+	r, p, _, _, _ := newTestRouter(t, func(o *Options) {
+		threeProfiles(o)
+		o.Fallbacks = []string{"q/other"}
+	})
+	p.fn = func(_ provider.Credentials, req *provider.Request) (*provider.Response, error) {
+		if req.Model == "cheap" {
+			return nil, &core.Error{Kind: core.KindContextTooLong}
+		}
+		return &provider.Response{Text: "ok"}, nil
+	}
+	res, err := r.Chat(context.Background(), Call{Req: userMsg("hi")})
+	if err != nil || res.Model != "q/other" {
+		t.Fatalf("got %q %v", res.Model, err)
+	}
+	if len(p.Calls()) != 1 {
+		t.Fatalf("context-length error retried on another credential: %v", keys(p.Calls()))
+	}
+}
