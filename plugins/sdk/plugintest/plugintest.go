@@ -1,0 +1,184 @@
+package plugintest
+
+import (
+	"context"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/opentalon/opentalon/core"
+	"github.com/opentalon/opentalon/guard"
+	"github.com/opentalon/opentalon/plugins"
+)
+
+// Build compiles the Go plugin package at dir (for example ".") into a
+// temporary directory and returns the binary's path.
+func Build(t testing.TB, dir string) string {
+	t.Helper()
+	out := filepath.Join(t.TempDir(), "plugin")
+	cmd := exec.Command("go", "build", "-o", out, ".")
+	cmd.Dir = dir
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build %s: %v\n%s", dir, err, b)
+	}
+	return out
+}
+
+// Options tune Start.
+type Options struct {
+	// Args and Env are passed to the plugin.
+	Args []string
+	Env  []string
+	// Timeout and MaxResponseBytes are the guard limits (0 = defaults).
+	Timeout          time.Duration
+	MaxResponseBytes int
+	// State backs the plugin's state (default: a fresh MemState).
+	State plugins.StateStore
+}
+
+// Core is a running plugin and the pieces of the core around it.
+type Core struct {
+	t     testing.TB
+	proc  *plugins.Process
+	reg   *plugins.Registry
+	guard *guard.Pipeline
+	// State is the plugin's state store (a *MemState unless Options.State
+	// was set).
+	State plugins.StateStore
+	ids   atomic.Int64
+}
+
+// Start launches the plugin binary at path, performs the handshake and
+// registers it; the test fails if any step fails. The plugin is stopped
+// when the test ends.
+func Start(t testing.TB, path string, o Options) *Core {
+	t.Helper()
+	if o.State == nil {
+		o.State = NewMemState()
+	}
+	p, err := plugins.Launch(context.Background(), plugins.Spec{Path: path, Args: o.Args, Env: o.Env}, plugins.LaunchOptions{State: o.State})
+	if err != nil {
+		t.Fatalf("plugintest: %v", err)
+	}
+	t.Cleanup(func() { p.Close() })
+	limits := plugins.Limits{Timeout: o.Timeout, MaxResponseBytes: o.MaxResponseBytes}
+	reg := plugins.NewRegistry(func(string) plugins.Limits { return limits })
+	if err := reg.Register(p.Cap, p.Executor()); err != nil {
+		t.Fatalf("plugintest: %v", err)
+	}
+	return &Core{t: t, proc: p, reg: reg, guard: guard.New(reg, nil, nil), State: o.State}
+}
+
+// Capabilities returns what the plugin declared.
+func (c *Core) Capabilities() plugins.Capability { return c.proc.Cap }
+
+// Tools returns the tools the LLM would be offered.
+func (c *Core) Tools() []core.ToolSpec { return c.reg.Tools() }
+
+// Call runs action through the guard pipeline, as the core does, and
+// returns the guarded result.
+func (c *Core) Call(action string, args map[string]string) core.ToolResult {
+	call := core.ToolCall{ID: c.nextID(), Plugin: c.proc.Cap.Name, Action: action, Args: args}
+	return c.guard.Run(context.Background(), call)
+}
+
+// CallRaw runs action without the guard and returns the plugin's own
+// answer (for asserting on exact output).
+func (c *Core) CallRaw(ctx context.Context, action string, args map[string]string) (core.ToolResult, error) {
+	call := core.ToolCall{ID: c.nextID(), Plugin: c.proc.Cap.Name, Action: action, Args: args}
+	return c.proc.Executor().Execute(ctx, call)
+}
+
+// Text calls action raw and fails the test on a transport error or a
+// plugin error; it returns the content.
+func (c *Core) Text(action string, args map[string]string) string {
+	c.t.Helper()
+	r, err := c.CallRaw(context.Background(), action, args)
+	if err != nil {
+		c.t.Fatalf("plugintest: %s: %v", action, err)
+	}
+	if r.Error != "" {
+		c.t.Fatalf("plugintest: %s returned an error: %s", action, r.Error)
+	}
+	return r.Content
+}
+
+// Unwrap strips the [plugin_output] block of a guarded result.
+func Unwrap(content string) string {
+	s := strings.TrimPrefix(content, guard.OpenMarker+"\n")
+	return strings.TrimSuffix(s, "\n"+guard.CloseMarker)
+}
+
+func (c *Core) nextID() string {
+	return "call_" + strconv.FormatInt(c.ids.Add(1), 10)
+}
+
+// MemState is an in-memory plugins.StateStore.
+type MemState struct {
+	mu sync.Mutex
+	m  map[string]map[string]string
+}
+
+// NewMemState returns an empty store.
+func NewMemState() *MemState { return &MemState{m: map[string]map[string]string{}} }
+
+// PluginStateGet implements plugins.StateStore.
+func (s *MemState) PluginStateGet(_ context.Context, pluginID, key string) (string, bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	v, ok := s.m[pluginID][key]
+	return v, ok, nil
+}
+
+// PluginStateSet implements plugins.StateStore.
+func (s *MemState) PluginStateSet(_ context.Context, pluginID, key, value string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.m[pluginID] == nil {
+		s.m[pluginID] = map[string]string{}
+	}
+	s.m[pluginID][key] = value
+	return nil
+}
+
+// PluginStateDelete implements plugins.StateStore.
+func (s *MemState) PluginStateDelete(_ context.Context, pluginID, key string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.m[pluginID], key)
+	return nil
+}
+
+// PluginStateKeys implements plugins.StateStore.
+func (s *MemState) PluginStateKeys(_ context.Context, pluginID, prefix string) ([]string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	keys := []string{}
+	for k := range s.m[pluginID] {
+		if strings.HasPrefix(k, prefix) {
+			keys = append(keys, k)
+		}
+	}
+	slices.Sort(keys)
+	return keys, nil
+}
+
+// Namespaces lists the plugin ids that have state.
+func (s *MemState) Namespaces() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []string
+	for k := range s.m {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}
+
+var _ plugins.StateStore = (*MemState)(nil)
