@@ -1,0 +1,64 @@
+package python
+
+import (
+	"context"
+	"os/exec"
+	"path/filepath"
+	"testing"
+
+	"github.com/opentalon/opentalon/plugins/sdk/plugintest"
+)
+
+// python is Debian's interpreter: the python3 first on PATH can be a
+// separate installation that does not see Debian's packages.
+const python = "/usr/bin/python3"
+
+const aptHint = "install them with: apt-get install -y python3 python3-grpcio python3-protobuf protobuf-compiler protobuf-compiler-grpc"
+
+// genStubs generates plugin_pb2.py and plugin_pb2_grpc.py into a temp dir.
+func genStubs(t *testing.T) string {
+	t.Helper()
+	for _, tool := range []string{"protoc", "grpc_python_plugin"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Fatalf("%s not found; %s", tool, aptHint)
+		}
+	}
+	if out, err := exec.Command(python, "-c", "import grpc, google.protobuf").CombinedOutput(); err != nil {
+		t.Fatalf("%s cannot import grpc and protobuf (%v: %s); %s", python, err, out, aptHint)
+	}
+	dir := t.TempDir()
+	grpcPlugin, _ := exec.LookPath("grpc_python_plugin")
+	cmd := exec.Command("protoc", "-I", "../../../proto", "--python_out="+dir, "--grpc_python_out="+dir,
+		"--plugin=protoc-gen-grpc_python="+grpcPlugin, "plugin.proto")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("generate Python stubs: %v\n%s", err, out)
+	}
+	return dir
+}
+
+func TestPythonPlugin(t *testing.T) {
+	stubs := genStubs(t)
+	script, err := filepath.Abs("textstats.py")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := plugintest.Start(t, python, plugintest.Options{Args: []string{script}, Env: []string{"PYTHONPATH=" + stubs}})
+	caps := c.Capabilities()
+	if caps.Name != "textstats" || len(caps.Actions) != 1 || !caps.Actions[0].Parameters[0].Required {
+		t.Fatalf("capabilities = %+v", caps)
+	}
+	res := c.Call("count", map[string]string{"text": "one two three\nfour"})
+	if res.Error != "" || plugintest.Unwrap(res.Content) != "words=4 lines=2 characters=18 calls=1" {
+		t.Fatalf("count = %+v", res)
+	}
+	if got := c.Text("count", map[string]string{"text": ""}); got != "words=0 lines=0 characters=0 calls=2" {
+		t.Fatalf("second count = %q", got)
+	}
+	// Its state went to its own namespace through the core's state service.
+	if v, ok, _ := c.State.PluginStateGet(context.Background(), "textstats", "calls"); !ok || v != "2" {
+		t.Fatalf("state calls = %q %v", v, ok)
+	}
+	if res := c.Call("count", nil); res.Error == "" {
+		t.Fatal("missing text: no error")
+	}
+}
