@@ -31,6 +31,8 @@ type Options struct {
 	Rules []string
 	// MaxSteps bounds LLM calls per turn in the tool loop (default 10).
 	MaxSteps int
+	// Tools, when set, offers the plugins' actions to the LLM (tools.go).
+	Tools ToolRunner
 	// MaxHistory bounds the history entries loaded (default 200).
 	MaxHistory int
 	Logger     *slog.Logger
@@ -83,6 +85,9 @@ func (o *Orchestrator) Answer(ctx context.Context, t core.Turn) (core.Answer, er
 		added = append(added, user)
 	}
 	system := o.system
+	if o.o.Tools != nil {
+		system = SystemPrompt(o.o.Rules, toolsSection(o.o.Tools.Tools()))
+	}
 	msgs := Trim(hist, o.budget(t), len(system))
 	call := routing.Call{
 		Purpose:      "chat",
@@ -93,14 +98,15 @@ func (o *Orchestrator) Answer(ctx context.Context, t core.Turn) (core.Answer, er
 		Exclude:      t.Exclude,
 		Req:          provider.Request{System: system, Messages: msgs},
 	}
-	res, err := o.o.LLM.Chat(ctx, call)
+	res, steps, err := o.loop(ctx, call, msgs)
 	if err != nil {
 		return core.Answer{}, err
 	}
-	if res.Response == nil || (strings.TrimSpace(res.Text) == "" && len(res.ToolCalls) == 0) {
+	if res.Response == nil || strings.TrimSpace(res.Text) == "" {
 		return core.Answer{}, core.Errorf(core.KindMalformed, "model %s returned an empty answer", res.Model)
 	}
 	ans := core.Answer{Model: res.Model, TaskType: res.TaskType, Reason: res.Reason, Usage: res.Usage, Text: res.Text}
+	added = append(added, steps...)
 	ans.Messages = append(added, core.ChatMessage{Role: core.RoleAssistant, Content: res.Text})
 	return ans, nil
 }

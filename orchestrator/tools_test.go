@@ -1,0 +1,300 @@
+package orchestrator
+
+import (
+	"context"
+	"fmt"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/opentalon/opentalon/core"
+	"github.com/opentalon/opentalon/guard"
+	"github.com/opentalon/opentalon/plugins"
+	"github.com/opentalon/opentalon/routing"
+	"github.com/opentalon/opentalon/routing/provider"
+	"github.com/opentalon/opentalon/routing/provider/providertest"
+)
+
+// buildPlugin compiles an example plugin into a temp dir.
+func buildPlugin(t *testing.T, name string) string {
+	t.Helper()
+	out := filepath.Join(t.TempDir(), name)
+	cmd := exec.Command("go", "build", "-o", out, "../plugins/examples/"+name)
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("build %s: %v\n%s", name, err, b)
+	}
+	return out
+}
+
+func startPlugins(t *testing.T, paths ...string) PluginTools {
+	t.Helper()
+	reg := plugins.NewRegistry(nil)
+	var specs []plugins.Spec
+	for _, p := range paths {
+		specs = append(specs, plugins.Spec{Path: p})
+	}
+	m := plugins.NewManager(plugins.Options{Plugins: specs, Registry: reg})
+	if err := m.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close() })
+	if len(m.Running()) != len(paths) {
+		t.Fatalf("running plugins = %v", m.Running())
+	}
+	return PluginTools{Registry: reg, Guard: guard.New(reg, nil, nil)}
+}
+
+func newRouter(t *testing.T, o routing.Options) *routing.Router {
+	t.Helper()
+	o.Store = routing.NewMemStore()
+	o.NoAffinity = true
+	o.Seed = 1
+	r, err := routing.New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// TestAgentLoopEndToEnd: a fake LLM (real wire protocol, both formats)
+// asks for a tool call, the calc example plugin runs as a real process,
+// its result reaches the LLM wrapped, and the final answer comes back.
+func TestAgentLoopEndToEnd(t *testing.T) {
+	tools := startPlugins(t, buildPlugin(t, "calc"), buildPlugin(t, "notes"))
+	for _, api := range []string{"openai", "anthropic"} {
+		t.Run(api, func(t *testing.T) {
+			var srv *providertest.Server
+			var prov provider.Provider
+			if api == "openai" {
+				srv = providertest.NewOpenAI(t)
+				prov = provider.NewOpenAI(provider.Options{ID: "fake", BaseURL: srv.BaseURL()})
+			} else {
+				srv = providertest.NewAnthropic(t)
+				prov = provider.NewAnthropic(provider.Options{ID: "fake", BaseURL: srv.BaseURL()})
+			}
+			srv.SetReply(func(r providertest.Received) providertest.Script {
+				last := r.Messages[len(r.Messages)-1]
+				if last.Role == core.RoleTool {
+					return providertest.Script{Text: "The tool said: " + last.Content}
+				}
+				return providertest.Script{ToolCalls: []core.ToolCall{{Plugin: "calc", Action: "evaluate", Args: map[string]string{"expression": "6*7"}}}}
+			})
+			router := newRouter(t, routing.Options{Providers: map[string]provider.Provider{"fake": prov}, Catalog: []routing.Model{{Ref: "fake/m", Weight: 50}}})
+			o := New(Options{LLM: router, History: history{}, Tools: tools})
+			ans, err := o.Answer(context.Background(), core.Turn{Text: "what is 6 times 7?", In: core.Inbound{UserID: "u"}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := "The tool said: " + guard.Wrap("42")
+			if ans.Text != want {
+				t.Fatalf("answer = %q, want %q", ans.Text, want)
+			}
+			reqs := srv.Requests()
+			if len(reqs) != 2 {
+				t.Fatalf("%d LLM requests, want 2", len(reqs))
+			}
+			offered := map[string]bool{}
+			for _, tl := range reqs[0].Tools {
+				offered[tl.Plugin+"."+tl.Action] = true
+			}
+			for _, n := range []string{"calc.evaluate", "calc.convert", "notes.add", "notes.list", "notes.delete"} {
+				if !offered[n] {
+					t.Errorf("tool %s not offered; offered %v", n, offered)
+				}
+			}
+			if !strings.Contains(reqs[0].System, "calc.evaluate") || !strings.Contains(reqs[0].System, "[plugin_output]") {
+				t.Errorf("system prompt lacks the tools or the safety rules:\n%s", reqs[0].System)
+			}
+			second := reqs[1].Messages
+			tm := second[len(second)-1]
+			if tm.Role != core.RoleTool || tm.Content != guard.Wrap("42") || tm.ToolCallID == "" {
+				t.Fatalf("tool result sent to the LLM = %+v", tm)
+			}
+			if prev := second[len(second)-2]; len(prev.ToolCalls) != 1 || prev.ToolCalls[0].ID != tm.ToolCallID {
+				t.Fatalf("assistant tool call not echoed before its result: %+v", prev)
+			}
+			roles := []core.Role{}
+			for _, m := range ans.Messages {
+				roles = append(roles, m.Role)
+			}
+			if fmt.Sprint(roles) != "[user assistant tool assistant]" {
+				t.Fatalf("history added = %v", roles)
+			}
+			if ans.Usage.InputTokens == 0 || ans.Model != "fake/m" {
+				t.Fatalf("usage/model = %+v %s", ans.Usage, ans.Model)
+			}
+		})
+	}
+}
+
+// scriptLLM answers with a function of the call and records the calls.
+type scriptLLM struct {
+	mu    sync.Mutex
+	fn    func(c routing.Call) *provider.Response
+	calls []routing.Call
+}
+
+func (s *scriptLLM) Chat(_ context.Context, c routing.Call) (routing.Result, error) {
+	s.mu.Lock()
+	s.calls = append(s.calls, c)
+	s.mu.Unlock()
+	r := s.fn(c)
+	r.Usage = core.Usage{InputTokens: 10, OutputTokens: 2}
+	return routing.Result{Response: r, Model: "fake/m", TaskType: "chat"}, nil
+}
+func (s *scriptLLM) ContextWindow(string) int { return 0 }
+
+// fakeTools is a ToolRunner whose Run is a function.
+type fakeTools struct {
+	run  func(ctx context.Context, c core.ToolCall) core.ToolResult
+	post map[string]string
+}
+
+func (f fakeTools) Tools() []core.ToolSpec {
+	return []core.ToolSpec{{Plugin: "p", Action: "a", Description: "does a"}, {Plugin: "p", Action: "b"}}
+}
+func (f fakeTools) Run(ctx context.Context, c core.ToolCall) core.ToolResult { return f.run(ctx, c) }
+func (f fakeTools) PostProcessPrompt(plugin, action string) (string, bool) {
+	p, ok := f.post[plugin+"."+action]
+	return p, ok
+}
+
+func lastIsTool(c routing.Call) bool {
+	m := c.Req.Messages
+	return len(m) > 0 && m[len(m)-1].Role == core.RoleTool
+}
+
+func TestAgentLoopStopsAtMaxSteps(t *testing.T) {
+	llm := &scriptLLM{fn: func(routing.Call) *provider.Response {
+		return &provider.Response{ToolCalls: []core.ToolCall{{Plugin: "p", Action: "a"}}}
+	}}
+	runs := 0
+	tools := fakeTools{run: func(_ context.Context, c core.ToolCall) core.ToolResult {
+		runs++
+		return core.ToolResult{CallID: c.ID, Content: guard.Wrap("again")}
+	}}
+	o := New(Options{LLM: llm, History: history{}, Tools: tools, MaxSteps: 3})
+	ans, err := o.Answer(context.Background(), core.Turn{Text: "loop forever"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(llm.calls) != 3 || runs != 3 {
+		t.Fatalf("LLM calls = %d, tool runs = %d; want 3 and 3", len(llm.calls), runs)
+	}
+	if !strings.Contains(ans.Text, "stopped after 3 steps") || !strings.Contains(ans.Text, "orchestrator.max_steps") || !strings.Contains(ans.Text, "p.a") {
+		t.Fatalf("give-up text = %q", ans.Text)
+	}
+	if ans.Usage.InputTokens != 30 {
+		t.Fatalf("usage = %+v, want the sum of 3 calls", ans.Usage)
+	}
+	// Later steps stay on the model that asked for the tool.
+	if llm.calls[1].Model != "fake/m" || llm.calls[1].TaskType != "chat" {
+		t.Fatalf("step 2 call model=%q task=%q", llm.calls[1].Model, llm.calls[1].TaskType)
+	}
+}
+
+func TestToolCallsOfOneTurnRunConcurrently(t *testing.T) {
+	llm := &scriptLLM{fn: func(c routing.Call) *provider.Response {
+		if lastIsTool(c) {
+			return &provider.Response{Text: "done"}
+		}
+		return &provider.Response{ToolCalls: []core.ToolCall{{ID: "x", Plugin: "p", Action: "a"}, {ID: "y", Plugin: "p", Action: "b"}}}
+	}}
+	// Each call waits until both have started: run one after the other,
+	// they would never finish (the ctx bound turns that into a failure).
+	var started sync.WaitGroup
+	started.Add(2)
+	tools := fakeTools{run: func(ctx context.Context, c core.ToolCall) core.ToolResult {
+		started.Done()
+		done := make(chan struct{})
+		go func() { started.Wait(); close(done) }()
+		select {
+		case <-done:
+			return core.ToolResult{CallID: c.ID, Content: guard.Wrap("ran " + c.Action)}
+		case <-ctx.Done():
+			return core.ToolResult{CallID: c.ID, Error: "not concurrent"}
+		}
+	}}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	o := New(Options{LLM: llm, History: history{}, Tools: tools})
+	ans, err := o.Answer(ctx, core.Turn{Text: "both"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	msgs := llm.calls[1].Req.Messages
+	a, b := msgs[len(msgs)-2], msgs[len(msgs)-1]
+	if a.ToolCallID != "x" || a.Content != guard.Wrap("ran a") || b.ToolCallID != "y" || b.Content != guard.Wrap("ran b") {
+		t.Fatalf("tool results (in call order) = %+v / %+v", a, b)
+	}
+	if ans.Text != "done" {
+		t.Fatalf("answer = %q", ans.Text)
+	}
+}
+
+func TestPostProcess(t *testing.T) {
+	llm := &scriptLLM{fn: func(c routing.Call) *provider.Response {
+		switch {
+		case c.Purpose == "post_process":
+			return &provider.Response{Text: "refined: " + c.Req.Messages[0].Content}
+		case lastIsTool(c):
+			return &provider.Response{Text: "final"}
+		}
+		return &provider.Response{ToolCalls: []core.ToolCall{{ID: "1", Plugin: "p", Action: "a"}, {ID: "2", Plugin: "p", Action: "b"}}}
+	}}
+	tools := fakeTools{
+		run: func(_ context.Context, c core.ToolCall) core.ToolResult {
+			return core.ToolResult{CallID: c.ID, Content: guard.Wrap("raw " + c.Action)}
+		},
+		post: map[string]string{"p.a": "Summarize in one line."},
+	}
+	o := New(Options{LLM: llm, History: history{}, Tools: tools})
+	ans, err := o.Answer(context.Background(), core.Turn{Text: "go"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pp []routing.Call
+	for _, c := range llm.calls {
+		if c.Purpose == "post_process" {
+			pp = append(pp, c)
+		}
+	}
+	if len(pp) != 1 || pp[0].Req.System != "Summarize in one line." || len(pp[0].Req.Tools) != 0 || pp[0].Req.Messages[0].Content != guard.Wrap("raw a") {
+		t.Fatalf("post_process calls = %+v; want one, with the prompt as system and the output as user message", pp)
+	}
+	var toolMsgs []string
+	for _, m := range ans.Messages {
+		if m.Role == core.RoleTool {
+			toolMsgs = append(toolMsgs, m.Content)
+		}
+	}
+	if len(toolMsgs) != 2 || toolMsgs[0] != guard.Wrap("refined: "+guard.Wrap("raw a")) || toolMsgs[1] != guard.Wrap("raw b") {
+		t.Fatalf("tool messages = %q", toolMsgs)
+	}
+	if !strings.Contains(toolMsgs[0], "(/plugin_output)") {
+		t.Fatalf("the refined text's inner marker must be escaped: %q", toolMsgs[0])
+	}
+}
+
+func TestToolErrorsReachTheLLM(t *testing.T) {
+	llm := &scriptLLM{fn: func(c routing.Call) *provider.Response {
+		if lastIsTool(c) {
+			return &provider.Response{Text: "sorry: " + c.Req.Messages[len(c.Req.Messages)-1].Content}
+		}
+		return &provider.Response{ToolCalls: []core.ToolCall{{ID: "1", Plugin: "p", Action: "a"}}}
+	}}
+	tools := fakeTools{run: func(_ context.Context, c core.ToolCall) core.ToolResult {
+		return core.ToolResult{CallID: c.ID, Error: "plugin p did not answer within 30s"}
+	}}
+	o := New(Options{LLM: llm, History: history{}, Tools: tools})
+	ans, err := o.Answer(context.Background(), core.Turn{Text: "go"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ans.Text != "sorry: Error: plugin p did not answer within 30s" {
+		t.Fatalf("answer = %q", ans.Text)
+	}
+}
