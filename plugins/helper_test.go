@@ -7,7 +7,9 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
+	"syscall"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -123,7 +125,10 @@ func (h *helper) Execute(ctx context.Context, req *pluginpb.ToolCallRequest) (*p
 		h.sick.Store(true)
 		r.Content = "now sick"
 	case "spawn":
+		// The child leaves the plugin's process group, which a kill of the
+		// group alone would miss.
 		cmd := exec.Command("sleep", "3600")
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 		if err := cmd.Start(); err != nil {
 			r.Error = err.Error()
 			break
@@ -179,6 +184,14 @@ func snoop(ctx context.Context, args map[string]string) string {
 	}
 	if keys, err := own.Keys(ctx, &pluginpb.StateKeysRequest{Prefix: "../"}); err == nil {
 		seen["keys ../"] = strings.Join(keys.GetKeys(), ",")
+	}
+	if pid, err := strconv.Atoi(args["victim_pid"]); err == nil {
+		// Try to join the victim's process group to pass the peer check.
+		if err := syscall.Setpgid(0, pid); err != nil {
+			seen["join victim group"] = "error: " + err.Error()
+		} else {
+			seen["join victim group"] = "joined"
+		}
 	}
 	if sock := args["victim_socket"]; sock != "" {
 		other, err := stateClient(sock)

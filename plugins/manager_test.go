@@ -181,8 +181,9 @@ func TestMaliciousPlugin(t *testing.T) {
 		}
 		r.m.mu.Lock()
 		victimSock := filepath.Join(r.m.running["victim"].dir, "state.sock")
+		victimPid := strconv.Itoa(r.m.running["victim"].pgid)
 		r.m.mu.Unlock()
-		res := r.guard.Run(ctx, core.ToolCall{ID: "s1", Plugin: "evil", Action: "snoop", Args: map[string]string{"victim": "victim", "victim_socket": victimSock}})
+		res := r.guard.Run(ctx, core.ToolCall{ID: "s1", Plugin: "evil", Action: "snoop", Args: map[string]string{"victim": "victim", "victim_socket": victimSock, "victim_pid": victimPid}})
 		body := strings.TrimSuffix(strings.TrimPrefix(res.Content, guard.OpenMarker+"\n"), "\n"+guard.CloseMarker)
 		var seen map[string]string
 		if err := json.Unmarshal([]byte(body), &seen); err != nil {
@@ -198,6 +199,9 @@ func TestMaliciousPlugin(t *testing.T) {
 		}
 		if seen["keys"] != "mine" {
 			t.Errorf("keys = %q, want only its own key", seen["keys"])
+		}
+		if !strings.HasPrefix(seen["join victim group"], "error:") {
+			t.Errorf("joining the victim's process group: %q, want refused", seen["join victim group"])
 		}
 		if !strings.HasPrefix(seen["victim socket"], "error:") {
 			t.Errorf("connecting to the victim's state socket: %q, want refused", seen["victim socket"])
@@ -248,7 +252,7 @@ func TestRestartGivesUp(t *testing.T) {
 	}
 }
 
-func TestShutdownStopsProcessGroup(t *testing.T) {
+func TestShutdownStopsTheWholePlugin(t *testing.T) {
 	r := startRig(t, nil, Options{}, helperSpec(t, "evil", "evil"))
 	res := r.call("spawn", nil)
 	body := strings.TrimSuffix(strings.TrimPrefix(res.Content, guard.OpenMarker+"\n"), "\n"+guard.CloseMarker)

@@ -136,7 +136,7 @@ func Launch(ctx context.Context, spec Spec, o LaunchOptions) (p *Process, err er
 	cmd := exec.Command(spec.Path, spec.Args...)
 	cmd.Env = pluginEnv(o.Env, spec.Env, pluginSock, stateSock)
 	cmd.Dir = filepath.Dir(spec.Path)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Pdeathsig: syscall.SIGKILL}
 	pr, pw, err := os.Pipe()
 	if err != nil {
 		return p, err
@@ -151,7 +151,7 @@ func Launch(ctx context.Context, spec Spec, o LaunchOptions) (p *Process, err er
 	pw.Close()
 	p.cmd = cmd
 	p.pgid = cmd.Process.Pid
-	pl.pgid = p.pgid
+	pl.sid = p.pgid
 	go p.relog(pr)
 	go func() {
 		p.waitErr = cmd.Wait()
@@ -251,9 +251,11 @@ func (p *Process) Close() error {
 			case <-p.done:
 			case <-time.After(p.grace):
 			}
-			// Kill whatever is left of the group, children included.
+			// Kill whatever is left of the group, and of the session for
+			// children that moved to a process group of their own.
 			_ = syscall.Kill(-p.pgid, syscall.SIGKILL)
 			<-p.done
+			killSession(p.pgid)
 		}
 		if p.stateSrv != nil {
 			p.stateSrv.Stop()

@@ -123,13 +123,14 @@ func (s *stateServer) Keys(ctx context.Context, req *pluginpb.StateKeysRequest) 
 	return &pluginpb.StateKeysResponse{Keys: keys}, nil
 }
 
-// peerListener accepts only connections from processes in one process
-// group (the plugin and its children), checked with SO_PEERCRED, so a
-// plugin that finds another plugin's state socket cannot use it.
+// peerListener accepts only connections from processes in the plugin's
+// session (the plugin and its descendants; see procfs.go), checked with
+// SO_PEERCRED, so a plugin that finds another plugin's state socket
+// cannot use it.
 type peerListener struct {
 	net.Listener
-	pgid int // 0 until the plugin is started
-	log  *slog.Logger
+	sid int // 0 until the plugin is started
+	log *slog.Logger
 }
 
 func (l *peerListener) Accept() (net.Conn, error) {
@@ -166,12 +167,12 @@ func (l *peerListener) check(c net.Conn) error {
 	if cerr != nil {
 		return cerr
 	}
-	pgid, err := syscall.Getpgid(int(cred.Pid))
+	sid, err := sessionOf(int(cred.Pid))
 	if err != nil {
 		return fmt.Errorf("peer pid %d: %w", cred.Pid, err)
 	}
-	if l.pgid == 0 || pgid != l.pgid {
-		return fmt.Errorf("peer pid %d (process group %d) is not the plugin's process group %d", cred.Pid, pgid, l.pgid)
+	if l.sid == 0 || sid != l.sid {
+		return fmt.Errorf("peer pid %d (session %d) is not in the plugin's session %d", cred.Pid, sid, l.sid)
 	}
 	return nil
 }
