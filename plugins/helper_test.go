@@ -9,8 +9,8 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
-	"syscall"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
