@@ -11,12 +11,12 @@ import (
 // Learning parameters. The decay law and the choice rule are explained in
 // docs/routing.md.
 const (
-	// defaultEvidenceCap bounds the decayed evidence of one (task, model)
+	// DefaultEvidenceCap bounds the decayed evidence of one (task, model)
 	// pair: past it, old evidence is scaled down so the newest signals
 	// always move the estimate (fast recovery after a silent change).
-	defaultEvidenceCap = 30
-	// defaultCostWeight is λ in utility = acceptance − λ·relative price.
-	defaultCostWeight = 0.15
+	DefaultEvidenceCap = 30
+	// DefaultCostWeight is λ in utility = acceptance − λ·relative price.
+	DefaultCostWeight = 0.15
 	// priorStrength is the pseudo-count of the weight-based prior.
 	priorStrength = 2.0
 )
@@ -83,9 +83,18 @@ func fold(a store.Affinity, s core.Signal, halfLife time.Duration, evidenceCap f
 // posterior whose prior mean leans on the catalog weight.
 type posterior struct{ alpha, beta float64 }
 
-func newPosterior(weight int, a store.Affinity) posterior {
+// newPosterior builds the posterior from a row already decayed to now.
+// Its confidence also fades with the time since the pair's last signal
+// (half-life stale): the estimate stays, but a model nobody has tried for
+// a while is sampled more widely and so gets re-explored — that is how
+// an improvement of an unused model is found.
+func newPosterior(weight int, a store.Affinity, now time.Time, stale time.Duration) posterior {
 	m0 := 0.45 + 0.1*float64(weight)/100
-	return posterior{alpha: priorStrength*m0 + a.Pos, beta: priorStrength*(1-m0) + a.Neg}
+	f := 1.0
+	if !a.LastSignal.IsZero() {
+		f = decayFactor(now.Sub(a.LastSignal), stale)
+	}
+	return posterior{alpha: priorStrength*m0 + f*a.Pos, beta: priorStrength*(1-m0) + f*a.Neg}
 }
 
 func (p posterior) mean() float64 { return p.alpha / (p.alpha + p.beta) }
@@ -114,6 +123,15 @@ func ScoreOf(a store.Affinity, now time.Time, decayDays float64) Score {
 		s.Score = a.Pos / s.Evidence
 	}
 	return s
+}
+
+// staleHalfLifeOf is the confidence half-life of an untried pair:
+// decay_days/10 (3 days by default).
+func staleHalfLifeOf(decayDays float64) time.Duration {
+	if decayDays <= 0 {
+		decayDays = 30
+	}
+	return time.Duration(decayDays / 10 * float64(24*time.Hour))
 }
 
 func halfLifeOf(decayDays float64) time.Duration {

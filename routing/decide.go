@@ -156,7 +156,7 @@ func (r *Router) byAffinity(task string, excluded map[string]bool, sample bool) 
 		}
 		a := decayTo(r.aff[[2]string{task, m.Ref}], now, r.half)
 		total += a.Pos + a.Neg
-		cs = append(cs, cand{m, newPosterior(m.Weight, a)})
+		cs = append(cs, cand{m, newPosterior(m.Weight, a, now, r.stale)})
 	}
 	r.mu.Unlock()
 	if total < 0.5 || len(cs) == 0 {

@@ -47,10 +47,23 @@ var notReject = []string{
 	"how do i say", "what does", "translate",
 }
 
+var apostrophes = strings.NewReplacer("’", "'", "`", "'", "ё", "е")
+
+// The phrase lists in normalized form, built once (read-only after init).
+var normRejectPhrases, normRejectWords, normNotReject = normalizeAll(rejectPhrases), normalizeAll(rejectWords), normalizeAll(notReject)
+
+func normalizeAll(in []string) []string {
+	out := make([]string, len(in))
+	for i, s := range in {
+		out[i] = normalize(s)
+	}
+	return out
+}
+
 // normalize lower-cases s, unifies apostrophes and trims punctuation.
 func normalize(s string) string {
 	s = strings.ToLower(strings.TrimSpace(s))
-	s = strings.NewReplacer("’", "'", "`", "'", "ё", "е").Replace(s)
+	s = apostrophes.Replace(s)
 	return strings.TrimFunc(s, func(r rune) bool { return unicode.IsPunct(r) && r != '\'' || unicode.IsSpace(r) })
 }
 
@@ -60,22 +73,21 @@ func IsReject(text string) bool {
 	if t == "" || strings.HasPrefix(strings.TrimSpace(text), "/") {
 		return false
 	}
-	for _, n := range notReject {
-		if strings.Contains(t, normalize(n)) {
+	for _, n := range normNotReject {
+		if strings.Contains(t, n) {
 			return false
 		}
 	}
 	words := strings.Fields(t)
 	if len(words) <= 3 {
 		bare := strings.TrimFunc(t, func(r rune) bool { return unicode.IsPunct(r) || unicode.IsSpace(r) })
-		for _, w := range rejectWords {
-			if bare == normalize(w) {
+		for _, w := range normRejectWords {
+			if bare == w {
 				return true
 			}
 		}
 	}
-	for _, p := range rejectPhrases {
-		p = normalize(p)
+	for _, p := range normRejectPhrases {
 		i := strings.Index(t, p)
 		if i < 0 || !wordBoundary(t, i, len(p)) {
 			continue

@@ -58,10 +58,14 @@ type Options struct {
 	CostWeight  float64
 	EvidenceCap float64
 	// Seed seeds the choice rule's sampling (0 = from the clock).
-	Seed  uint64
-	Store Store
-	Now   func() time.Time
-	Log   *slog.Logger
+	Seed uint64
+	// Reload is how often affinity is re-read from the store, to see a
+	// reset made by the CLI (default 1 minute; negative = never, for a
+	// store nothing else writes).
+	Reload time.Duration
+	Store  Store
+	Now    func() time.Time
+	Log    *slog.Logger
 }
 
 // Call is one LLM call to route.
@@ -105,6 +109,7 @@ type Router struct {
 	local  chan struct{}
 	cloud  chan struct{}
 	half   time.Duration
+	stale  time.Duration
 	lambda float64
 	capEv  float64
 	randMu sync.Mutex
@@ -192,14 +197,14 @@ func New(o Options) (*Router, error) {
 	r := &Router{
 		o: o, cat: cat, now: o.Now, log: o.Log.With("component", "routing"),
 		local: make(chan struct{}, o.MaxLocal), cloud: make(chan struct{}, o.MaxCloud),
-		half: halfLifeOf(o.DecayDays), lambda: o.CostWeight, capEv: o.EvidenceCap,
+		half: halfLifeOf(o.DecayDays), stale: staleHalfLifeOf(o.DecayDays), lambda: o.CostWeight, capEv: o.EvidenceCap,
 		aff: map[[2]string]store.Affinity{}, pstate: map[string]store.ProfileState{},
 	}
 	if r.lambda <= 0 {
-		r.lambda = defaultCostWeight
+		r.lambda = DefaultCostWeight
 	}
 	if r.capEv <= 0 {
-		r.capEv = defaultEvidenceCap
+		r.capEv = DefaultEvidenceCap
 	}
 	seed := o.Seed
 	if seed == 0 {
@@ -239,7 +244,11 @@ func (r *Router) ContextWindow(ref string) int {
 // affinity again every minute (the CLI may reset it while we run).
 func (r *Router) load(ctx context.Context) {
 	r.mu.Lock()
-	fresh := r.loaded && r.now().Sub(r.loadedAt) < time.Minute
+	every := r.o.Reload
+	if every == 0 {
+		every = time.Minute
+	}
+	fresh := r.loaded && (every < 0 || r.now().Sub(r.loadedAt) < every)
 	first := !r.loaded
 	r.mu.Unlock()
 	if fresh {

@@ -156,7 +156,7 @@ func runSeed(ctx context.Context, w *world, policy string, seed uint64) (SeedRes
 	o := routing.Options{
 		Providers: provs, Catalog: w.models, Store: routing.NewMemStore(), Now: clk.Now, Seed: seed*7919 + 1,
 		DecayDays: sc.DecayDays, MaxEscalations: sc.MaxEscalations, CostWeight: sc.CostWeight,
-		MaxCloud: 1 << 20,
+		MaxCloud: 1 << 20, Reload: -1,
 	}
 	if policy != PolicyRouter {
 		o.NoAffinity = true

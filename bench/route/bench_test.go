@@ -1,0 +1,36 @@
+package route
+
+import (
+	"context"
+	"os"
+	"strconv"
+	"testing"
+)
+
+// BenchmarkDefaultScenario runs bench/route/default.yaml (all 30 seeds,
+// or $ROUTE_SEEDS) and reports the simulator's results as metrics.
+// Run: go test -run XXX -bench DefaultScenario -benchtime 1x ./bench/route
+func BenchmarkDefaultScenario(b *testing.B) {
+	seeds := 0
+	if s := os.Getenv("ROUTE_SEEDS"); s != "" {
+		seeds, _ = strconv.Atoi(s)
+	}
+	for b.Loop() {
+		sc, err := Default()
+		if err != nil {
+			b.Fatal(err)
+		}
+		rep, err := Run(context.Background(), sc, seeds)
+		if err != nil {
+			b.Fatal(err)
+		}
+		ro := rep.Policies[PolicyRouter]
+		b.ReportMetric(100*ro.UtilityVsOracle.Mean, "%utility_vs_oracle")
+		b.ReportMetric(100*rep.CostVsExpensive.Mean, "%cost_vs_expensive")
+		b.ReportMetric(100*ro.FinalAcceptance.Mean, "%final_acceptance")
+		b.ReportMetric(100*rep.Policies[PolicyExpensive].FinalAcceptance.Mean, "%final_acceptance_expensive")
+		if testing.Verbose() {
+			rep.WriteText(os.Stdout)
+		}
+	}
+}

@@ -1,0 +1,99 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"text/tabwriter"
+	"time"
+
+	"github.com/opentalon/opentalon/routing"
+	"github.com/opentalon/opentalon/store"
+)
+
+// affinityStore is what `opentalon affinity` needs; *store.DB has it.
+type affinityStore interface {
+	Affinities(ctx context.Context) ([]store.Affinity, error)
+	ResetAffinity(ctx context.Context, task, model string) (int64, error)
+}
+
+const affinityUsage = "usage: opentalon affinity show [--json] | opentalon affinity reset [--task T] [--model M]"
+
+// runAffinity implements `opentalon affinity show [--json]` and
+// `opentalon affinity reset [--task T] [--model M]`. decayDays is
+// routing.affinity.decay_days; now is the clock. args are the words
+// after "affinity".
+func runAffinity(ctx context.Context, db affinityStore, decayDays float64, now time.Time, args []string, stdout io.Writer) error {
+	if len(args) == 0 {
+		return usageError{affinityUsage}
+	}
+	fs := flag.NewFlagSet("opentalon affinity "+args[0], flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	switch args[0] {
+	case "show":
+		asJSON := fs.Bool("json", false, "print JSON")
+		if err := fs.Parse(args[1:]); err != nil || fs.NArg() > 0 {
+			return usageError{fmt.Sprintf("affinity show: bad arguments %v; %s", args[1:], affinityUsage)}
+		}
+		rows, err := db.Affinities(ctx)
+		if err != nil {
+			return err
+		}
+		scores := make([]routing.Score, len(rows))
+		for i, a := range rows {
+			scores[i] = routing.ScoreOf(a, now, decayDays)
+		}
+		if *asJSON {
+			type row struct {
+				Task       string     `json:"task"`
+				Model      string     `json:"model"`
+				Score      float64    `json:"score"`
+				Evidence   float64    `json:"evidence"`
+				Positive   int        `json:"positive"`
+				Negative   int        `json:"negative"`
+				LastSignal *time.Time `json:"last_signal,omitempty"`
+			}
+			out := make([]row, 0, len(scores))
+			for _, s := range scores {
+				r := row{s.Task, s.Model, s.Score, s.Evidence, s.Positives, s.Negatives, nil}
+				if !s.LastSignal.IsZero() {
+					t := s.LastSignal.UTC()
+					r.LastSignal = &t
+				}
+				out = append(out, r)
+			}
+			enc := json.NewEncoder(stdout)
+			enc.SetIndent("", "  ")
+			return enc.Encode(out)
+		}
+		if len(scores) == 0 {
+			_, err := fmt.Fprintln(stdout, "No affinity yet: it grows from reactions, /retry, follow-ups and /model choices.")
+			return err
+		}
+		tw := tabwriter.NewWriter(stdout, 0, 2, 2, ' ', 0)
+		fmt.Fprintln(tw, "TASK\tMODEL\tSCORE\tEVIDENCE\tPOSITIVE\tNEGATIVE\tLAST SIGNAL")
+		for _, s := range scores {
+			last := "-"
+			if !s.LastSignal.IsZero() {
+				last = s.LastSignal.UTC().Format("2006-01-02 15:04")
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%.2f\t%.1f\t%d\t%d\t%s\n", s.Task, s.Model, s.Score, s.Evidence, s.Positives, s.Negatives, last)
+		}
+		return tw.Flush()
+	case "reset":
+		task := fs.String("task", "", "only this task type")
+		model := fs.String("model", "", "only this model (provider/model)")
+		if err := fs.Parse(args[1:]); err != nil || fs.NArg() > 0 {
+			return usageError{fmt.Sprintf("affinity reset: bad arguments %v; %s", args[1:], affinityUsage)}
+		}
+		n, err := db.ResetAffinity(ctx, *task, *model)
+		if err != nil {
+			return err
+		}
+		_, err = fmt.Fprintf(stdout, "Reset %d affinity rows.\n", n)
+		return err
+	}
+	return usageError{fmt.Sprintf("affinity: unknown subcommand %q; %s", args[0], affinityUsage)}
+}

@@ -1,0 +1,82 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"text/tabwriter"
+	"time"
+
+	"github.com/opentalon/opentalon/store"
+)
+
+// usageStore is what `opentalon usage` needs; *store.DB has it.
+type usageStore interface {
+	UsageTotals(ctx context.Context, since time.Time, by, conversation string) ([]store.UsageTotal, error)
+}
+
+const usageUsage = "usage: opentalon usage [--json] [--since 24h] [--by model|chat|user|purpose]"
+
+// runUsage implements `opentalon usage [--json] [--since 24h] [--by
+// model|chat|user]`: tokens and cost from the ledger. args are the words
+// after "usage".
+func runUsage(ctx context.Context, db usageStore, now time.Time, args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("opentalon usage", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	asJSON := fs.Bool("json", false, "print JSON")
+	since := fs.Duration("since", 24*time.Hour, "how far back")
+	by := fs.String("by", "model", "group by model, chat, user or purpose")
+	if err := fs.Parse(args); err != nil || fs.NArg() > 0 {
+		return usageError{fmt.Sprintf("usage: bad arguments %v; %s", args, usageUsage)}
+	}
+	if *since <= 0 {
+		return usageError{fmt.Sprintf("usage: --since must be positive (like 24h or 168h); %s", usageUsage)}
+	}
+	switch *by {
+	case "model", "chat", "user", "purpose":
+	default:
+		return usageError{fmt.Sprintf("usage: --by %q is not one of model, chat, user, purpose; %s", *by, usageUsage)}
+	}
+	rows, err := db.UsageTotals(ctx, now.Add(-*since), *by, "")
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		type row struct {
+			Key          string  `json:"key"`
+			Calls        int     `json:"calls"`
+			InputTokens  int64   `json:"input_tokens"`
+			OutputTokens int64   `json:"output_tokens"`
+			CostUSD      float64 `json:"cost_usd"`
+		}
+		out := struct {
+			Since string `json:"since"`
+			By    string `json:"by"`
+			Rows  []row  `json:"rows"`
+		}{now.Add(-*since).UTC().Format(time.RFC3339), *by, []row{}}
+		for _, r := range rows {
+			out.Rows = append(out.Rows, row{r.Key, r.Calls, r.InputTokens, r.OutputTokens, r.CostUSD})
+		}
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(out)
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 2, 2, ' ', 0)
+	fmt.Fprintf(tw, "%s\tCALLS\tINPUT\tOUTPUT\tCOST USD\n", map[string]string{"model": "MODEL", "chat": "CHAT", "user": "USER", "purpose": "PURPOSE"}[*by])
+	var total store.UsageTotal
+	for _, r := range rows {
+		key := r.Key
+		if key == "" {
+			key = "-"
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%.4f\n", key, r.Calls, r.InputTokens, r.OutputTokens, r.CostUSD)
+		total.Calls += r.Calls
+		total.InputTokens += r.InputTokens
+		total.OutputTokens += r.OutputTokens
+		total.CostUSD += r.CostUSD
+	}
+	fmt.Fprintf(tw, "TOTAL (last %s)\t%d\t%d\t%d\t%.4f\n", *since, total.Calls, total.InputTokens, total.OutputTokens, total.CostUSD)
+	return tw.Flush()
+}
