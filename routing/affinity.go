@@ -17,6 +17,8 @@ const (
 	DefaultEvidenceCap = 30
 	// DefaultCostWeight is λ in utility = acceptance − λ·relative price.
 	DefaultCostWeight = 0.15
+	// DefaultExplore scales the sampling spread.
+	DefaultExplore = 0.6
 	// priorStrength is the pseudo-count of the weight-based prior.
 	priorStrength = 2.0
 )

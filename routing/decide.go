@@ -173,7 +173,7 @@ func (r *Router) byAffinity(task string, excluded map[string]bool, sample bool) 
 	for i, c := range cs {
 		p := c.post.mean()
 		if sample {
-			p = c.post.sample(zs[i])
+			p = c.post.sample(r.o.Explore * zs[i])
 		}
 		if u := p - r.lambda*r.cat.relPrice(c.m); u > bestU {
 			best, bestU = i, u

@@ -57,6 +57,11 @@ type Options struct {
 	// cap on decayed evidence per (task, model) (default 30).
 	CostWeight  float64
 	EvidenceCap float64
+	// Explore scales the posterior's spread when sampling (default 1;
+	// smaller explores less). StaleDays is the half-life of the confidence
+	// of a (task, model) pair without new signals (default decay_days/10).
+	Explore   float64
+	StaleDays float64
 	// Seed seeds the choice rule's sampling (0 = from the clock).
 	Seed uint64
 	// Reload is how often affinity is re-read from the store, to see a
@@ -202,6 +207,12 @@ func New(o Options) (*Router, error) {
 	}
 	if r.lambda <= 0 {
 		r.lambda = DefaultCostWeight
+	}
+	if o.StaleDays > 0 {
+		r.stale = time.Duration(o.StaleDays * float64(24*time.Hour))
+	}
+	if r.o.Explore <= 0 {
+		r.o.Explore = DefaultExplore
 	}
 	if r.capEv <= 0 {
 		r.capEv = DefaultEvidenceCap

@@ -20,6 +20,15 @@ func BenchmarkDefaultScenario(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
+		envF := func(k string, dst *float64) {
+			if v, err := strconv.ParseFloat(os.Getenv(k), 64); err == nil {
+				*dst = v
+			}
+		}
+		envF("ROUTE_CAP", &sc.Router.EvidenceCap)
+		envF("ROUTE_EXPLORE", &sc.Router.Explore)
+		envF("ROUTE_STALE", &sc.Router.StaleDays)
+		envF("ROUTE_LAMBDA", &sc.CostWeight)
 		rep, err := Run(context.Background(), sc, seeds)
 		if err != nil {
 			b.Fatal(err)

@@ -30,6 +30,15 @@ type Scenario struct {
 	Changes    []Change                      `yaml:"changes"`
 	Users      Users                         `yaml:"users"`
 	Overrides  Overrides                     `yaml:"overrides"`
+	// Router tunes the learning router (0 = its defaults).
+	Router RouterTuning `yaml:"router"`
+}
+
+// RouterTuning exposes the router's learning knobs to experiments.
+type RouterTuning struct {
+	EvidenceCap float64 `yaml:"evidence_cap"`
+	Explore     float64 `yaml:"explore"`
+	StaleDays   float64 `yaml:"stale_days"`
 }
 
 // SimModel is a simulated model.

@@ -157,6 +157,7 @@ func runSeed(ctx context.Context, w *world, policy string, seed uint64) (SeedRes
 		Providers: provs, Catalog: w.models, Store: routing.NewMemStore(), Now: clk.Now, Seed: seed*7919 + 1,
 		DecayDays: sc.DecayDays, MaxEscalations: sc.MaxEscalations, CostWeight: sc.CostWeight,
 		MaxCloud: 1 << 20, Reload: -1,
+		EvidenceCap: sc.Router.EvidenceCap, Explore: sc.Router.Explore, StaleDays: sc.Router.StaleDays,
 	}
 	if policy != PolicyRouter {
 		o.NoAffinity = true
