@@ -1,0 +1,303 @@
+package telegram
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf16"
+
+	"github.com/go-telegram/bot/models"
+
+	"github.com/opentalon/opentalon/config"
+	"github.com/opentalon/opentalon/core"
+)
+
+// handle turns one update into a call on sink. A nil error means the
+// update is done with (committed, or deliberately ignored) and the offset
+// may move past it.
+func (b *Bot) handle(ctx context.Context, sink core.Sink, u *models.Update) error {
+	b.mu.Lock()
+	b.lastEvent = b.now()
+	b.mu.Unlock()
+	switch {
+	case u.Message != nil:
+		in, ok := b.inbound(u.Message)
+		if !ok {
+			return nil
+		}
+		if err := sink.Accept(ctx, in); err != nil {
+			return fmt.Errorf("update %d: %w", u.ID, err)
+		}
+	case u.EditedMessage != nil:
+		in, ok := b.inbound(u.EditedMessage)
+		if !ok {
+			return nil
+		}
+		replaced, err := sink.Edit(ctx, in)
+		if err != nil {
+			return fmt.Errorf("update %d (edit): %w", u.ID, err)
+		}
+		b.log.Debug("edited message", "message", in.MessageID, "replaced_queued_text", replaced)
+	case u.MessageReaction != nil:
+		for _, r := range b.reactions(u.MessageReaction) {
+			if err := sink.React(ctx, r); err != nil {
+				return fmt.Errorf("update %d (reaction): %w", u.ID, err)
+			}
+		}
+	default:
+		b.log.Debug("update ignored", "update_id", u.ID)
+	}
+	return nil
+}
+
+// inbound normalizes a message; ok=false means it is not for the bot.
+func (b *Bot) inbound(m *models.Message) (core.Inbound, bool) {
+	me := b.botUser()
+	if m.From == nil || m.From.IsBot || m.From.ID == me.ID {
+		return core.Inbound{}, false // channel posts, other bots, ourselves
+	}
+	text := m.Text
+	ents := m.Entities
+	if text == "" {
+		text, ents = m.Caption, m.CaptionEntities
+	}
+	if strings.TrimSpace(text) == "" {
+		return core.Inbound{}, false
+	}
+	if !b.allowed(m.From, m.Chat.ID) {
+		b.log.Debug("message from a user or chat not in allow_users/allow_chats ignored", "chat", m.Chat.ID, "user", m.From.ID)
+		return core.Inbound{}, false
+	}
+	chat := strconv.FormatInt(m.Chat.ID, 10)
+	in := core.Inbound{
+		Conversation: core.ConversationKey{Channel: Name, Chat: chat},
+		MessageID:    platformID(m.Chat.ID, m.ID),
+		UserID:       strconv.FormatInt(m.From.ID, 10),
+		UserName:     displayName(m.From),
+		Meta:         map[string]string{"chat_type": string(m.Chat.Type)},
+		ReceivedAt:   time.Unix(int64(m.Date), 0),
+	}
+	if m.ReplyToMessage != nil {
+		in.ReplyTo = platformID(m.Chat.ID, m.ReplyToMessage.ID)
+	}
+	if m.Chat.Type == models.ChatTypePrivate {
+		in.Private, in.Mentioned = true, true
+		in.Text = stripCommandSuffix(text)
+		if cmdForOtherBot(text, ents, me.Username) {
+			return core.Inbound{}, false
+		}
+		return in, true
+	}
+	if m.IsTopicMessage && m.MessageThreadID != 0 {
+		in.Conversation.Thread = strconv.Itoa(m.MessageThreadID)
+	}
+	if cmdForOtherBot(text, ents, me.Username) {
+		return core.Inbound{}, false
+	}
+	mentioned := hasMention(text, ents, me)
+	repliedToBot := m.ReplyToMessage != nil && m.ReplyToMessage.From != nil && m.ReplyToMessage.From.ID == me.ID
+	command := isCommand(text, ents)
+	in.Mentioned = mentioned || repliedToBot || command
+	if b.cfg.GroupTrigger != config.TriggerAll && !in.Mentioned {
+		return core.Inbound{}, false
+	}
+	in.Text = stripCommandSuffix(stripMention(text, me.Username))
+	if strings.TrimSpace(in.Text) == "" {
+		in.Text = text // only a mention: keep it rather than send nothing
+	}
+	return in, true
+}
+
+func displayName(u *models.User) string {
+	if u.Username != "" {
+		return "@" + u.Username
+	}
+	return strings.TrimSpace(u.FirstName + " " + u.LastName)
+}
+
+// allowed applies allow_users (ids or @usernames) and allow_chats.
+func (b *Bot) allowed(u *models.User, chat int64) bool {
+	if len(b.allowUsers) > 0 {
+		id := strconv.FormatInt(u.ID, 10)
+		if !b.allowUsers[id] && (u.Username == "" || !b.allowUsers["@"+strings.ToLower(u.Username)] && !b.allowUsers[strings.ToLower(u.Username)]) {
+			return false
+		}
+	}
+	if len(b.allowChats) > 0 && !b.allowChats[strconv.FormatInt(chat, 10)] {
+		return false
+	}
+	return true
+}
+
+// entityText returns the text an entity covers (offsets are UTF-16).
+func entityText(text string, e models.MessageEntity) string {
+	u := utf16.Encode([]rune(text))
+	if e.Offset < 0 || e.Offset+e.Length > len(u) {
+		return ""
+	}
+	return string(utf16.Decode(u[e.Offset : e.Offset+e.Length]))
+}
+
+func hasMention(text string, ents []models.MessageEntity, me models.User) bool {
+	for _, e := range ents {
+		switch e.Type {
+		case models.MessageEntityTypeMention:
+			if me.Username != "" && strings.EqualFold(entityText(text, e), "@"+me.Username) {
+				return true
+			}
+		case models.MessageEntityTypeTextMention:
+			if e.User != nil && e.User.ID == me.ID {
+				return true
+			}
+		}
+	}
+	// Entities are missing in some clients' edits: fall back to the text.
+	return me.Username != "" && containsMention(text, me.Username)
+}
+
+// containsMention finds "@username" not followed by more name characters.
+func containsMention(text, username string) bool {
+	lower, at := strings.ToLower(text), "@"+strings.ToLower(username)
+	for i := 0; ; {
+		j := strings.Index(lower[i:], at)
+		if j < 0 {
+			return false
+		}
+		end := i + j + len(at)
+		if end >= len(lower) || !isNameByte(lower[end]) {
+			return true
+		}
+		i = end
+	}
+}
+
+// leadingCommand returns the "/cmd[@bot]" token a message starts with.
+func leadingCommand(text string, ents []models.MessageEntity) string {
+	for _, e := range ents {
+		if e.Type == models.MessageEntityTypeBotCommand && e.Offset == 0 {
+			return entityText(text, e)
+		}
+	}
+	if strings.HasPrefix(text, "/") {
+		tok, _, _ := strings.Cut(text, " ")
+		tok, _, _ = strings.Cut(tok, "\n")
+		if _, _, ok := core.ParseCommand(tok); ok {
+			return tok
+		}
+	}
+	return ""
+}
+
+func isCommand(text string, ents []models.MessageEntity) bool {
+	return leadingCommand(text, ents) != ""
+}
+
+// cmdForOtherBot reports "/cmd@otherbot": a command meant for another bot.
+func cmdForOtherBot(text string, ents []models.MessageEntity, username string) bool {
+	cmd := leadingCommand(text, ents)
+	_, target, found := strings.Cut(cmd, "@")
+	return found && !strings.EqualFold(target, username)
+}
+
+// stripCommandSuffix turns "/cmd@bot args" into "/cmd args" for core.
+func stripCommandSuffix(text string) string {
+	text = strings.TrimSpace(text)
+	cmd := leadingCommand(text, nil)
+	name, _, found := strings.Cut(cmd, "@")
+	if !found || !strings.HasPrefix(text, cmd) {
+		return text
+	}
+	return name + text[len(cmd):]
+}
+
+// stripMention removes "@bot" from the text (any case) and tidies spaces.
+func stripMention(text, username string) string {
+	if username == "" {
+		return text
+	}
+	at := "@" + strings.ToLower(username)
+	lower := strings.ToLower(text)
+	var b strings.Builder
+	for {
+		i := strings.Index(lower, at)
+		if i < 0 {
+			b.WriteString(text)
+			break
+		}
+		end := i + len(at)
+		// "/cmd@bot" keeps its suffix here; stripCommandSuffix handles it.
+		if i > 0 && text[i-1] != ' ' && text[i-1] != '\n' && text[i-1] != '(' {
+			b.WriteString(text[:end])
+		} else if end < len(text) && isNameByte(text[end]) {
+			b.WriteString(text[:end]) // "@bot_fan" is someone else
+		} else {
+			b.WriteString(text[:i])
+			if end < len(text) && (text[end] == ',' || text[end] == ':') {
+				end++
+			}
+			if end < len(text) && text[end] == ' ' && (i == 0 || text[i-1] == ' ') {
+				end++
+			}
+		}
+		text, lower = text[end:], lower[end:]
+	}
+	return strings.TrimSpace(b.String())
+}
+
+func isNameByte(c byte) bool {
+	return c == '_' || c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z'
+}
+
+// reactions turns a message_reaction update into the added and removed
+// emoji that carry a polarity.
+func (b *Bot) reactions(r *models.MessageReactionUpdated) []core.Reaction {
+	if r.User == nil || r.User.IsBot {
+		return nil // anonymous admins and bots do not rate answers
+	}
+	if !b.allowed(r.User, r.Chat.ID) {
+		return nil
+	}
+	emojis := func(rs []models.ReactionType) map[string]bool {
+		m := map[string]bool{}
+		for _, x := range rs {
+			if x.ReactionTypeEmoji != nil {
+				m[normEmoji(x.ReactionTypeEmoji.Emoji)] = true
+			}
+		}
+		return m
+	}
+	old, cur := emojis(r.OldReaction), emojis(r.NewReaction)
+	conv := core.ConversationKey{Channel: Name, Chat: strconv.FormatInt(r.Chat.ID, 10)}
+	msg := platformID(r.Chat.ID, r.MessageID)
+	user := strconv.FormatInt(r.User.ID, 10)
+	var out []core.Reaction
+	add := func(e string, added bool) {
+		p, ok := b.polarity[e]
+		if !ok {
+			return
+		}
+		dir := "-"
+		if added {
+			dir = "+"
+		}
+		out = append(out, core.Reaction{
+			Conversation: conv,
+			EventID:      fmt.Sprintf("%s:%s:%d:%s%s", msg, user, r.Date, dir, e),
+			MessageID:    msg, UserID: user, Emoji: e, Added: added, Polarity: p,
+			At: time.Unix(int64(r.Date), 0),
+		})
+	}
+	for e := range old {
+		if !cur[e] {
+			add(e, false)
+		}
+	}
+	for e := range cur {
+		if !old[e] {
+			add(e, true)
+		}
+	}
+	return out
+}

@@ -1,0 +1,170 @@
+package telegram
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"time"
+
+	"github.com/go-telegram/bot/models"
+
+	"github.com/opentalon/opentalon/core"
+)
+
+// The library's own poller stores the update offset before a handler has
+// run, so a crash after it could lose an update. The channel drives
+// getUpdates itself: the offset sent to Telegram (which confirms every
+// update below it) only moves past an update once the gateway committed it.
+
+// errConflict marks a 409 from getUpdates.
+var errConflict = errors.New("409 conflict")
+
+// apiError is a Bot API error answer.
+type apiError struct {
+	Code        int
+	Description string
+	RetryAfter  int
+}
+
+func (e *apiError) Error() string {
+	return fmt.Sprintf("%d %s", e.Code, e.Description)
+}
+
+func (e *apiError) Is(target error) bool {
+	return target == errConflict && e.Code == http.StatusConflict
+}
+
+// poll long-polls getUpdates until ctx ends.
+func (b *Bot) poll(ctx context.Context, sink core.Sink) error {
+	var offset int64
+	backoff := time.Duration(0)
+	conflicts := 0
+	var lastConflictLog time.Time
+	for ctx.Err() == nil {
+		if backoff > 0 {
+			if err := b.sleep(ctx, backoff); err != nil {
+				return nil
+			}
+		}
+		updates, err := b.getUpdates(ctx, offset)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			b.markFailed(err)
+			var ae *apiError
+			switch {
+			case errors.Is(err, errConflict):
+				conflicts++
+				// Reported loudly at first and then once a minute, never
+				// retried in silence; Healthy turns red after a minute.
+				if conflicts == 1 || b.now().Sub(lastConflictLog) >= time.Minute {
+					lastConflictLog = b.now()
+					b.log.Error("Telegram refused getUpdates with 409 Conflict: another process is polling with this bot token, or a webhook is set for it. Stop the other instance (or delete the webhook, or set channels.telegram.mode: webhook); retrying",
+						"telegram_says", err.Error(), "attempts", conflicts)
+				}
+				backoff = min(max(2*backoff, 2*time.Second), 30*time.Second)
+			case errors.As(err, &ae) && ae.Code == http.StatusUnauthorized:
+				return core.Errorf(core.KindAuth, "telegram refused the bot token (getUpdates: %s): check channels.telegram.token", ae.Description)
+			case errors.As(err, &ae) && ae.RetryAfter > 0:
+				backoff = time.Duration(ae.RetryAfter) * time.Second
+				b.log.Warn("getUpdates rate limited", "retry_after", backoff)
+			default:
+				backoff = min(max(2*backoff, 500*time.Millisecond), 30*time.Second)
+				b.log.Warn("getUpdates failed; retrying", "in", backoff, "err", err)
+			}
+			continue
+		}
+		if conflicts > 0 {
+			b.log.Info("getUpdates works again after a conflict", "attempts", conflicts)
+		}
+		conflicts, backoff = 0, 0
+		b.markOK()
+		for i := range updates {
+			u := &updates[i]
+			if u.ID < offset {
+				continue // already handled (Telegram repeats nothing below offset, but be safe)
+			}
+			if err := b.handle(ctx, sink, u); err != nil {
+				if ctx.Err() != nil {
+					return nil
+				}
+				// Not committed: keep the offset so the update is read
+				// again, and slow down a little.
+				b.log.Warn("update not accepted; it will be read again", "update_id", u.ID, "err", err)
+				backoff = time.Second
+				break
+			}
+			offset = u.ID + 1
+		}
+	}
+	return nil
+}
+
+type getUpdatesParams struct {
+	Offset         int64    `json:"offset,omitempty"`
+	Timeout        int      `json:"timeout"`
+	AllowedUpdates []string `json:"allowed_updates"`
+}
+
+// getUpdates makes one long-poll request (JSON body; the Bot API accepts
+// it like the library's multipart form).
+func (b *Bot) getUpdates(ctx context.Context, offset int64) ([]models.Update, error) {
+	body, err := json.Marshal(getUpdatesParams{Offset: offset, Timeout: int(b.o.PollTimeout / time.Second), AllowedUpdates: allowedUpdates})
+	if err != nil {
+		return nil, err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, b.cfg.APIURL+"/bot"+b.token+"/getUpdates", bytes.NewReader(body))
+	if err != nil {
+		return nil, b.scrub(fmt.Errorf("getUpdates: %w", err))
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := b.http.Do(req)
+	if err != nil {
+		return nil, b.scrub(fmt.Errorf("getUpdates: %w", err))
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	if err != nil {
+		return nil, b.scrub(fmt.Errorf("getUpdates: read answer: %w", err))
+	}
+	var r struct {
+		OK          bool              `json:"ok"`
+		Result      []json.RawMessage `json:"result"`
+		ErrorCode   int               `json:"error_code"`
+		Description string            `json:"description"`
+		Parameters  struct {
+			RetryAfter int `json:"retry_after"`
+		} `json:"parameters"`
+	}
+	if err := json.Unmarshal(raw, &r); err != nil {
+		return nil, fmt.Errorf("getUpdates: HTTP %d with an unreadable answer (is channels.telegram.api_url %s a Bot API server?): %w", resp.StatusCode, b.cfg.APIURL, err)
+	}
+	if !r.OK {
+		code := r.ErrorCode
+		if code == 0 {
+			code = resp.StatusCode
+		}
+		return nil, &apiError{Code: code, Description: r.Description, RetryAfter: r.Parameters.RetryAfter}
+	}
+	out := make([]models.Update, 0, len(r.Result))
+	for _, one := range r.Result {
+		var u models.Update
+		if err := json.Unmarshal(one, &u); err != nil {
+			// One unreadable update must not block the ones after it.
+			var id struct {
+				ID int64 `json:"update_id"`
+			}
+			_ = json.Unmarshal(one, &id)
+			b.log.Warn("skipping an update the Telegram library cannot decode", "update_id", id.ID, "err", err)
+			out = append(out, models.Update{ID: id.ID})
+			continue
+		}
+		out = append(out, u)
+	}
+	return out, nil
+}

@@ -1,0 +1,176 @@
+package telegram
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	tgbot "github.com/go-telegram/bot"
+	"github.com/go-telegram/bot/models"
+
+	"github.com/opentalon/opentalon/channels/textfmt"
+	"github.com/opentalon/opentalon/core"
+)
+
+// maxRateRetries bounds how often one part is retried after 429s.
+const maxRateRetries = 5
+
+// Send implements core.Channel: it sends one HTML part, quoting the user's
+// message on the first part and staying in the forum topic. A 429 is
+// waited out (retry_after) and retried; markup Telegram cannot parse is
+// resent as plain text. It returns "<chat id>:<message id>".
+func (b *Bot) Send(ctx context.Context, to core.Outbound, part string) (string, error) {
+	chat, err := strconv.ParseInt(to.Conversation.Chat, 10, 64)
+	if err != nil {
+		return "", core.Errorf(core.KindInvalid, "telegram: conversation %s has no numeric chat id", to.Conversation)
+	}
+	p := &tgbot.SendMessageParams{ChatID: chat, Text: part, ParseMode: models.ParseModeHTML}
+	if to.Conversation.Thread != "" {
+		p.MessageThreadID, _ = strconv.Atoi(to.Conversation.Thread)
+	}
+	if to.Part == 0 && to.ReplyTo != "" {
+		if _, msg, ok := parsePlatformID(to.ReplyTo); ok {
+			p.ReplyParameters = &models.ReplyParameters{MessageID: msg, AllowSendingWithoutReply: true}
+		}
+	}
+	group := to.Meta["chat_type"] != "" && to.Meta["chat_type"] != string(models.ChatTypePrivate)
+	plain := false
+	for attempt := 0; ; attempt++ {
+		if err := b.sleep(ctx, b.pace.reserve(chat, group)); err != nil {
+			return "", err
+		}
+		m, err := b.api.SendMessage(ctx, p)
+		if err == nil {
+			return platformID(chat, m.ID), nil
+		}
+		err = b.classify("sendMessage", err)
+		var tm *tgbot.TooManyRequestsError
+		switch {
+		case errors.As(err, &tm) && attempt < maxRateRetries:
+			wait := time.Duration(max(tm.RetryAfter, 1)) * time.Second
+			b.log.Warn("Telegram flood control: waiting before resending", "chat", chat, "retry_after", wait)
+			if err := b.sleep(ctx, wait); err != nil {
+				return "", err
+			}
+		case !plain && cannotParse(err):
+			b.log.Warn("Telegram rejected the HTML of a reply part; resending it as plain text", "chat", chat, "err", err)
+			p.Text, p.ParseMode, plain = textfmt.HTMLToPlain(part), "", true
+		case p.MessageThreadID != 0 && errors.Is(err, tgbot.ErrorBadRequest) && strings.Contains(strings.ToLower(err.Error()), "thread not found"):
+			// The topic was closed or deleted: answer in the main chat.
+			p.MessageThreadID = 0
+		default:
+			return "", err
+		}
+	}
+}
+
+func cannotParse(err error) bool {
+	return errors.Is(err, tgbot.ErrorBadRequest) && strings.Contains(strings.ToLower(err.Error()), "can't parse entities")
+}
+
+// Working implements core.Indicator: typing every few seconds and the
+// ack reaction on the user's message until stop is called.
+func (b *Bot) Working(ctx context.Context, in core.Inbound) (stop func()) {
+	chat, err := strconv.ParseInt(in.Conversation.Chat, 10, 64)
+	if err != nil {
+		return func() {}
+	}
+	thread, _ := strconv.Atoi(in.Conversation.Thread)
+	_, msg, hasMsg := parsePlatformID(in.MessageID)
+	done := make(chan struct{})
+	finished := make(chan struct{})
+	ack := b.cfg.AckReaction != "" && hasMsg
+	go func() {
+		defer close(finished)
+		if ack {
+			b.react(ctx, chat, msg, b.cfg.AckReaction)
+		}
+		t := time.NewTicker(b.o.TypingEvery)
+		defer t.Stop()
+		for {
+			if _, err := b.api.SendChatAction(ctx, &tgbot.SendChatActionParams{ChatID: chat, MessageThreadID: thread, Action: models.ChatActionTyping}); err != nil && ctx.Err() == nil {
+				b.log.Debug("sendChatAction failed", "chat", chat, "err", b.scrub(err))
+			}
+			select {
+			case <-done:
+				if ack {
+					// Take the ack back; the request context may be over.
+					rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+					b.react(rctx, chat, msg, "")
+					cancel()
+				}
+				return
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			close(done)
+			<-finished
+		})
+	}
+}
+
+// react sets (emoji != "") or clears the bot's reaction on a message.
+func (b *Bot) react(ctx context.Context, chat int64, msg int, emoji string) {
+	p := &tgbot.SetMessageReactionParams{ChatID: chat, MessageID: msg, Reaction: []models.ReactionType{}}
+	if emoji != "" {
+		p.Reaction = []models.ReactionType{{Type: models.ReactionTypeTypeEmoji, ReactionTypeEmoji: &models.ReactionTypeEmoji{Type: models.ReactionTypeTypeEmoji, Emoji: emoji}}}
+	}
+	if _, err := b.api.SetMessageReaction(ctx, p); err != nil && ctx.Err() == nil {
+		b.log.Debug("setMessageReaction failed (reactions may be off in this chat)", "chat", chat, "err", b.scrub(err))
+	}
+}
+
+// pacer spaces the messages of one chat: a burst of 3, then one per gap
+// (three gaps in groups), and holds a chat after a 429.
+type pacer struct {
+	gap time.Duration
+	now func() time.Time
+	mu  sync.Mutex
+	// next is when each chat's bucket is full again (virtual time).
+	next map[int64]time.Time
+}
+
+const paceBurst = 3
+
+func newPacer(gap time.Duration, now func() time.Time) *pacer {
+	return &pacer{gap: gap, now: now, next: map[int64]time.Time{}}
+}
+
+// reserve books a send in chat and returns how long to wait before it.
+func (p *pacer) reserve(chat int64, group bool) time.Duration {
+	if p.gap < 0 {
+		return 0
+	}
+	gap := p.gap
+	if group {
+		gap *= 3
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	now := p.now()
+	// Token bucket as a "theoretical arrival time": the bucket allows
+	// a send when next - now <= (burst-1)*gap.
+	next := p.next[chat]
+	if next.Before(now) {
+		next = now
+	}
+	wait := next.Sub(now) - time.Duration(paceBurst-1)*gap
+	p.next[chat] = next.Add(gap)
+	if len(p.next) > 10000 {
+		for c, t := range p.next {
+			if t.Before(now) {
+				delete(p.next, c)
+			}
+		}
+	}
+	return max(wait, 0)
+}

@@ -1,0 +1,385 @@
+package telegram
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	tgbot "github.com/go-telegram/bot"
+	"github.com/go-telegram/bot/models"
+
+	"github.com/opentalon/opentalon/channels/textfmt"
+	"github.com/opentalon/opentalon/config"
+	"github.com/opentalon/opentalon/core"
+)
+
+// Name is the channel id.
+const Name = "telegram"
+
+// MaxMessage is Telegram's message size limit.
+const MaxMessage = 4096
+
+// allowedUpdates are the update kinds the bot asks Telegram for.
+var allowedUpdates = []string{
+	models.AllowedUpdateMessage,
+	models.AllowedUpdateEditedMessage,
+	models.AllowedUpdateMessageReaction,
+	models.AllowedUpdateCallbackQuery,
+}
+
+// Options configure a Bot. Only Config is required.
+type Options struct {
+	Config config.Telegram
+	Logger *slog.Logger
+	// Now is the clock (default time.Now).
+	Now func() time.Time
+	// Sleep waits d or until ctx ends (default: a real timer). Tests
+	// replace it to see the waits without taking them.
+	Sleep func(ctx context.Context, d time.Duration) error
+	// HTTPClient is used for every request (default: a client with a
+	// timeout longer than the long poll).
+	HTTPClient *http.Client
+	// PollTimeout is the long-poll wait of getUpdates (default 50s).
+	PollTimeout time.Duration
+	// TypingEvery repeats sendChatAction typing (default 4s; Telegram
+	// shows it for about 5s).
+	TypingEvery time.Duration
+	// SendGap is the pause between two messages to the same private chat
+	// (default 1s after a burst of 3); groups get three times as much
+	// (Telegram allows about 20 messages a minute in a group). Negative
+	// turns pacing off.
+	SendGap time.Duration
+	// UnhealthyAfter is how long polling may fail before Healthy reports
+	// it (default 1 minute).
+	UnhealthyAfter time.Duration
+}
+
+// Bot is the Telegram channel. Build it with New; Run connects.
+type Bot struct {
+	o     Options
+	cfg   config.Telegram
+	log   *slog.Logger
+	now   func() time.Time
+	sleep func(ctx context.Context, d time.Duration) error
+	api   *tgbot.Bot
+	http  *http.Client
+	token string
+
+	allowUsers map[string]bool
+	allowChats map[string]bool
+	polarity   map[string]core.Polarity
+
+	pace *pacer
+
+	mu           sync.Mutex
+	me           models.User
+	started      bool
+	lastEvent    time.Time
+	failingSince time.Time
+	lastErr      error
+	webhookAddr  net.Addr
+	listening    chan struct{}
+}
+
+var (
+	_ core.Channel        = (*Bot)(nil)
+	_ core.Indicator      = (*Bot)(nil)
+	_ core.HealthReporter = (*Bot)(nil)
+)
+
+// New builds the channel without touching the network. It fails when the
+// config cannot work (no token, a bad api_url).
+func New(o Options) (*Bot, error) {
+	cfg := o.Config
+	if !cfg.Token.IsSet() {
+		return nil, core.Errorf(core.KindInvalid, "channels.telegram.token is empty: set it to the bot token from @BotFather, e.g. token: \"${TELEGRAM_BOT_TOKEN}\"")
+	}
+	if cfg.APIURL == "" {
+		cfg.APIURL = "https://api.telegram.org"
+	}
+	cfg.APIURL = strings.TrimRight(cfg.APIURL, "/")
+	if !strings.HasPrefix(cfg.APIURL, "http://") && !strings.HasPrefix(cfg.APIURL, "https://") {
+		return nil, core.Errorf(core.KindInvalid, "channels.telegram.api_url %q is not an http(s) URL; use the Bot API root, e.g. https://api.telegram.org", cfg.APIURL)
+	}
+	if cfg.Mode == "" {
+		cfg.Mode = config.ModePolling
+	}
+	if cfg.GroupTrigger == "" {
+		cfg.GroupTrigger = config.TriggerMention
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Sleep == nil {
+		o.Sleep = sleepCtx
+	}
+	if o.PollTimeout <= 0 {
+		o.PollTimeout = 50 * time.Second
+	}
+	if o.HTTPClient == nil {
+		o.HTTPClient = &http.Client{Timeout: o.PollTimeout + 15*time.Second}
+	}
+	if o.TypingEvery <= 0 {
+		o.TypingEvery = 4 * time.Second
+	}
+	if o.SendGap == 0 {
+		o.SendGap = time.Second
+	}
+	if o.UnhealthyAfter <= 0 {
+		o.UnhealthyAfter = time.Minute
+	}
+	b := &Bot{
+		o: o, cfg: cfg, now: o.Now, sleep: o.Sleep, http: o.HTTPClient,
+		log:        o.Logger.With("component", "channel", "channel", Name),
+		token:      cfg.Token.Value(),
+		allowUsers: map[string]bool{},
+		allowChats: map[string]bool{},
+		polarity:   polarityMap(cfg.Reactions),
+		pace:       newPacer(o.SendGap, o.Now),
+		listening:  make(chan struct{}),
+	}
+	for _, u := range cfg.AllowUsers {
+		b.allowUsers[strings.ToLower(strings.TrimSpace(u))] = true
+	}
+	for _, c := range cfg.AllowChats {
+		b.allowChats[strings.TrimSpace(c)] = true
+	}
+	api, err := tgbot.New(b.token,
+		tgbot.WithServerURL(cfg.APIURL),
+		tgbot.WithSkipGetMe(),
+		tgbot.WithHTTPClient(o.PollTimeout, o.HTTPClient),
+		tgbot.WithErrorsHandler(func(err error) { b.log.Warn("telegram library error", "err", b.scrub(err)) }),
+		tgbot.WithDefaultHandler(func(context.Context, *tgbot.Bot, *models.Update) {}),
+	)
+	if err != nil {
+		return nil, core.Errorf(core.KindInvalid, "channels.telegram: %s", b.scrub(err))
+	}
+	b.api = api
+	return b, nil
+}
+
+// polarityMap builds the emoji → polarity table; Telegram's heart is
+// "❤" without a variation selector, so both spellings are accepted.
+func polarityMap(r config.Reactions) map[string]core.Polarity {
+	pos, neg := r.Positive, r.Negative
+	if len(pos) == 0 && len(neg) == 0 {
+		pos = []string{"👍", "❤", "🔥", "🎉", "👏"}
+		neg = []string{"👎", "💩", "🤮"}
+	}
+	m := map[string]core.Polarity{}
+	for _, e := range pos {
+		m[normEmoji(e)] = core.Positive
+	}
+	for _, e := range neg {
+		m[normEmoji(e)] = core.Negative
+	}
+	return m
+}
+
+func normEmoji(e string) string { return strings.TrimSuffix(strings.TrimSpace(e), "\ufe0f") }
+
+// Name implements core.Channel.
+func (b *Bot) Name() string { return Name }
+
+// Run implements core.Channel: it checks the token with getMe, advertises
+// the commands and receives updates until ctx ends.
+func (b *Bot) Run(ctx context.Context, sink core.Sink) error {
+	b.mu.Lock()
+	b.failingSince = b.now()
+	b.started = true
+	b.mu.Unlock()
+	me, err := b.api.GetMe(ctx)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		err = b.classify("getMe", err)
+		if errors.Is(err, tgbot.ErrorUnauthorized) || errors.Is(err, tgbot.ErrorNotFound) {
+			return core.Errorf(core.KindAuth, "telegram refused the bot token (getMe: %s): check channels.telegram.token (from @BotFather) and channels.telegram.api_url", b.scrub(err))
+		}
+		return fmt.Errorf("telegram getMe at %s: %w", b.cfg.APIURL, err)
+	}
+	b.mu.Lock()
+	b.me = *me
+	b.mu.Unlock()
+	b.log.Info("connected to Telegram", "bot", "@"+me.Username, "mode", b.cfg.Mode)
+	b.setCommands(ctx, sink.Commands())
+	if b.cfg.Mode == config.ModeWebhook {
+		return b.runWebhook(ctx, sink)
+	}
+	return b.poll(ctx, sink)
+}
+
+// setCommands advertises core's commands (best effort).
+func (b *Bot) setCommands(ctx context.Context, infos []core.CommandInfo) {
+	var cmds []models.BotCommand
+	for _, c := range infos {
+		name := strings.ToLower(c.Name)
+		if !validCommand(name) {
+			continue
+		}
+		desc := c.Description
+		if desc == "" {
+			desc = c.Usage
+		}
+		if desc == "" {
+			desc = name
+		}
+		if len(desc) > 256 {
+			desc = desc[:256]
+		}
+		cmds = append(cmds, models.BotCommand{Command: name, Description: desc})
+	}
+	if len(cmds) == 0 {
+		return
+	}
+	if _, err := b.api.SetMyCommands(ctx, &tgbot.SetMyCommandsParams{Commands: cmds}); err != nil {
+		b.log.Warn("setMyCommands failed; commands still work but are not suggested", "err", b.scrub(err))
+	}
+}
+
+func validCommand(s string) bool {
+	if s == "" || len(s) > 32 {
+		return false
+	}
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '_') {
+			return false
+		}
+	}
+	return true
+}
+
+// Format implements core.Channel: Markdown → Telegram HTML parts.
+func (b *Bot) Format(text string) []string {
+	parts := textfmt.SplitHTML(textfmt.ToTelegramHTML(text), MaxMessage)
+	if len(parts) == 0 {
+		// Telegram refuses empty messages; say something rather than nothing.
+		parts = []string{"(empty answer)"}
+	}
+	return parts
+}
+
+// Healthy implements core.HealthReporter.
+func (b *Bot) Healthy() error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if !b.started {
+		return errors.New("telegram: not started")
+	}
+	if !b.failingSince.IsZero() && b.now().Sub(b.failingSince) > b.o.UnhealthyAfter {
+		cause := "not connected yet"
+		if b.lastErr != nil {
+			cause = b.lastErr.Error()
+		}
+		return fmt.Errorf("telegram: failing for %s: %s", b.now().Sub(b.failingSince).Round(time.Second), cause)
+	}
+	return nil
+}
+
+// LastEvent implements core.HealthReporter.
+func (b *Bot) LastEvent() time.Time {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.lastEvent
+}
+
+func (b *Bot) markOK() {
+	b.mu.Lock()
+	b.failingSince = time.Time{}
+	b.lastErr = nil
+	b.mu.Unlock()
+}
+
+func (b *Bot) markFailed(err error) {
+	b.mu.Lock()
+	if b.failingSince.IsZero() {
+		b.failingSince = b.now()
+	}
+	b.lastErr = err
+	b.mu.Unlock()
+}
+
+func (b *Bot) botUser() models.User {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.me
+}
+
+// scrub removes the token from an error's text.
+func (b *Bot) scrub(err error) error {
+	if err == nil {
+		return nil
+	}
+	if b.token == "" || !strings.Contains(err.Error(), b.token) {
+		return err
+	}
+	return &scrubbed{err: err, token: b.token}
+}
+
+// scrubbed is an error whose text hides the bot token; errors.Is/As still
+// see the cause.
+type scrubbed struct {
+	err   error
+	token string
+}
+
+func (s *scrubbed) Error() string { return strings.ReplaceAll(s.err.Error(), s.token, "<token>") }
+func (s *scrubbed) Unwrap() error { return s.err }
+
+// classify gives a library error its core kind (and scrubs it).
+func (b *Bot) classify(method string, err error) error {
+	err = b.scrub(err)
+	var tm *tgbot.TooManyRequestsError
+	switch {
+	case errors.As(err, &tm):
+		return &core.Error{Kind: core.KindRateLimited, Msg: "telegram " + method + ": too many requests", Err: err, RetryAfter: time.Duration(tm.RetryAfter) * time.Second}
+	case errors.Is(err, tgbot.ErrorUnauthorized):
+		return &core.Error{Kind: core.KindAuth, Msg: "telegram " + method + ": the bot token was refused (channels.telegram.token)", Err: err}
+	case errors.Is(err, tgbot.ErrorBadRequest), errors.Is(err, tgbot.ErrorForbidden), errors.Is(err, tgbot.ErrorNotFound):
+		return &core.Error{Kind: core.KindBadRequest, Msg: "telegram " + method + " refused", Err: err}
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return err
+	}
+	return &core.Error{Kind: core.KindUnavailable, Msg: "telegram " + method + " failed", Err: err}
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// ids: a Telegram message id is unique only within its chat, so platform
+// ids handed to core are "<chat id>:<message id>".
+func platformID(chat int64, msg int) string {
+	return strconv.FormatInt(chat, 10) + ":" + strconv.Itoa(msg)
+}
+
+func parsePlatformID(id string) (chat int64, msg int, ok bool) {
+	c, m, found := strings.Cut(id, ":")
+	if !found {
+		return 0, 0, false
+	}
+	chat, err1 := strconv.ParseInt(c, 10, 64)
+	msg, err2 := strconv.Atoi(m)
+	return chat, msg, err1 == nil && err2 == nil
+}

@@ -1,0 +1,517 @@
+package telegram
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	tgbot "github.com/go-telegram/bot"
+	"github.com/go-telegram/bot/models"
+
+	"github.com/opentalon/opentalon/channels/telegram/telegramtest"
+	"github.com/opentalon/opentalon/channels/textfmt"
+	"github.com/opentalon/opentalon/config"
+	"github.com/opentalon/opentalon/core"
+)
+
+var (
+	alice = telegramtest.User(42, "alice")
+	bob   = telegramtest.User(43, "")
+)
+
+const groupID = -100777
+
+func TestPrivateMessageAcceptedThenOffsetConfirmed(t *testing.T) {
+	h := newHarness(t, nil)
+	sink := newFakeSink()
+	h.run(t, sink)
+	u := h.srv.Private(alice, "hello there")
+	id := h.srv.AddUpdate(u)
+	sink.waitFor(t, "the message", func() bool { return len(sink.accepted) == 1 })
+	in := sink.accepted[0]
+	want := core.ConversationKey{Channel: "telegram", Chat: "42"}
+	if in.Conversation != want || !in.Private || !in.Mentioned || in.Text != "hello there" || in.UserID != "42" {
+		t.Fatalf("inbound = %+v, want private conversation %v with the text", in, want)
+	}
+	if in.MessageID != fmt.Sprintf("42:%d", u.Message.ID) {
+		t.Errorf("MessageID = %q, want chat:message", in.MessageID)
+	}
+	h.srv.WaitFor(t, "offset past the update", 5*time.Second, func([]telegramtest.Sent, []telegramtest.Call) bool { return h.srv.Confirmed() > id })
+	if h.bot.LastEvent().IsZero() {
+		t.Error("LastEvent is zero after an update")
+	}
+	// allowed_updates asked for what the issue lists.
+	calls := h.srv.Calls("getUpdates")
+	var au []string
+	if err := json.Unmarshal([]byte(calls[0].Params["allowed_updates"]), &au); err != nil {
+		t.Fatalf("allowed_updates %q: %v", calls[0].Params["allowed_updates"], err)
+	}
+	for _, k := range []string{"message", "edited_message", "message_reaction", "callback_query"} {
+		if !strings.Contains(strings.Join(au, ","), k) {
+			t.Errorf("allowed_updates %v lacks %s", au, k)
+		}
+	}
+}
+
+func TestSetMyCommandsAtStart(t *testing.T) {
+	h := newHarness(t, nil)
+	h.run(t, newFakeSink())
+	h.srv.WaitFor(t, "setMyCommands", 5*time.Second, func(_ []telegramtest.Sent, calls []telegramtest.Call) bool {
+		for _, c := range calls {
+			if c.Method == "setMyCommands" {
+				return true
+			}
+		}
+		return false
+	})
+	var cmds []models.BotCommand
+	if err := json.Unmarshal([]byte(h.srv.Calls("setMyCommands")[0].Params["commands"]), &cmds); err != nil {
+		t.Fatal(err)
+	}
+	if len(cmds) != 2 || cmds[0].Command != "model" || cmds[1].Command != "new" {
+		t.Errorf("commands = %+v, want model and new (the invalid name dropped)", cmds)
+	}
+}
+
+func TestInboundFilters(t *testing.T) {
+	h := newHarness(t, nil)
+	h.bot.me = models.User{ID: 123456, IsBot: true, Username: "talon_bot"}
+	botMsg := &models.Message{ID: 9, From: &h.bot.me}
+	group := func(text string, mod func(*models.Message)) *models.Message {
+		u := h.srv.Group(groupID, alice, text, 0)
+		if mod != nil {
+			mod(u.Message)
+		}
+		return u.Message
+	}
+	tests := []struct {
+		name       string
+		cfg        func(*Bot)
+		msg        *models.Message
+		wantOK     bool
+		wantText   string
+		wantThread string
+	}{
+		{name: "group without mention ignored", msg: group("just chatting", nil)},
+		{name: "group with mention answered, mention stripped", msg: group("@talon_bot what is Go?", nil), wantOK: true, wantText: "what is Go?"},
+		{name: "mention in the middle, any case", msg: group("hey @Talon_Bot, help", nil), wantOK: true, wantText: "hey help"},
+		{name: "someone else's mention", msg: group("@talon_bot_fan hi", nil)},
+		{name: "reply to the bot answered", msg: group("and then?", func(m *models.Message) { m.ReplyToMessage = botMsg }), wantOK: true, wantText: "and then?"},
+		{name: "command answered", msg: group("/status", nil), wantOK: true, wantText: "/status"},
+		{name: "command for us, suffix stripped", msg: group("/model@talon_bot gpt", nil), wantOK: true, wantText: "/model gpt"},
+		{name: "command for another bot ignored", msg: group("/model@other_bot", nil)},
+		{name: "forum topic keeps the thread", msg: h.srv.Group(groupID, alice, "@talon_bot hi", 77).Message, wantOK: true, wantText: "hi", wantThread: "77"},
+		{name: "trigger all answers without mention", cfg: func(b *Bot) { b.cfg.GroupTrigger = config.TriggerAll }, msg: group("just chatting", nil), wantOK: true, wantText: "just chatting"},
+		{name: "other bots ignored", msg: group("@talon_bot hi", func(m *models.Message) { m.From = &models.User{ID: 5, IsBot: true} })},
+		{name: "ourselves ignored", msg: group("@talon_bot hi", func(m *models.Message) { m.From = &h.bot.me })},
+		{name: "no sender (channel post) ignored", msg: group("@talon_bot hi", func(m *models.Message) { m.From = nil })},
+		{name: "empty text ignored", msg: group("", nil)},
+		{name: "caption used", msg: group("", func(m *models.Message) { m.Caption = "@talon_bot look" }), wantOK: true, wantText: "look"},
+		{name: "allow_users by id", cfg: allowUsers("42"), msg: group("@talon_bot hi", nil), wantOK: true, wantText: "hi"},
+		{name: "allow_users by @username", cfg: allowUsers("@Alice"), msg: group("@talon_bot hi", nil), wantOK: true, wantText: "hi"},
+		{name: "allow_users excludes others", cfg: allowUsers("@carol", "99"), msg: group("@talon_bot hi", nil)},
+		{name: "allow_chats excludes others", cfg: func(b *Bot) { b.allowChats = map[string]bool{"-1": true} }, msg: group("@talon_bot hi", nil)},
+		{name: "allow_chats includes", cfg: func(b *Bot) { b.allowChats = map[string]bool{fmt.Sprint(groupID): true} }, msg: group("@talon_bot hi", nil), wantOK: true, wantText: "hi"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			b, err := New(h.bot.o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b.me = h.bot.me
+			if tt.cfg != nil {
+				tt.cfg(b)
+			}
+			in, ok := b.inbound(tt.msg)
+			if ok != tt.wantOK {
+				t.Fatalf("accepted = %v, want %v (%+v)", ok, tt.wantOK, in)
+			}
+			if !ok {
+				return
+			}
+			if in.Text != tt.wantText || in.Conversation.Thread != tt.wantThread || in.Conversation.Chat != fmt.Sprint(groupID) {
+				t.Errorf("inbound = text %q thread %q chat %q; want %q %q %d", in.Text, in.Conversation.Thread, in.Conversation.Chat, tt.wantText, tt.wantThread, groupID)
+			}
+			if in.Private {
+				t.Error("group message marked private")
+			}
+		})
+	}
+}
+
+func allowUsers(us ...string) func(*Bot) {
+	return func(b *Bot) {
+		for _, u := range us {
+			b.allowUsers[strings.ToLower(u)] = true
+		}
+	}
+}
+
+func TestReactionsMapping(t *testing.T) {
+	h := newHarness(t, nil)
+	tests := []struct {
+		name     string
+		old, new []string
+		want     []string // "+👎:-1" = added, polarity
+	}{
+		{"thumbs down added", nil, []string{"👎"}, []string{"+👎:-1"}},
+		{"heart with variation selector", nil, []string{"❤️"}, []string{"+❤:1"}},
+		{"heart as Telegram sends it", nil, []string{"❤"}, []string{"+❤:1"}},
+		{"changed mind", []string{"👍"}, []string{"👎"}, []string{"-👍:1", "+👎:-1"}},
+		{"removed", []string{"🔥"}, nil, []string{"-🔥:1"}},
+		{"unmapped emoji ignored", nil, []string{"🤔"}, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			u := telegramtest.Reaction(42, models.ChatTypePrivate, 77, alice, tt.old, tt.new)
+			rs := h.bot.reactions(u.MessageReaction)
+			var got []string
+			for _, r := range rs {
+				sign := "-"
+				if r.Added {
+					sign = "+"
+				}
+				got = append(got, fmt.Sprintf("%s%s:%d", sign, r.Emoji, r.Polarity))
+				if r.MessageID != "42:77" || r.UserID != "42" || r.Conversation.Chat != "42" || r.EventID == "" {
+					t.Errorf("reaction %+v: wrong ids", r)
+				}
+			}
+			if fmt.Sprint(got) != fmt.Sprint(tt.want) {
+				t.Errorf("reactions = %v, want %v", got, tt.want)
+			}
+		})
+	}
+	// A configured mapping replaces the default.
+	h2 := newHarness(t, func(c *config.Telegram, _ *Options) {
+		c.Reactions = config.Reactions{Positive: []string{"🤔"}, Negative: []string{"👍"}}
+	})
+	rs := h2.bot.reactions(telegramtest.Reaction(42, models.ChatTypePrivate, 1, alice, nil, []string{"👍", "🤔", "👎"}).MessageReaction)
+	pol := map[string]core.Polarity{}
+	for _, r := range rs {
+		pol[r.Emoji] = r.Polarity
+	}
+	if len(pol) != 2 || pol["👍"] != core.Negative || pol["🤔"] != core.Positive {
+		t.Errorf("configured mapping gave %v", pol)
+	}
+}
+
+func TestReactionAndEditReachSink(t *testing.T) {
+	h := newHarness(t, nil)
+	sink := newFakeSink()
+	h.run(t, sink)
+	u := h.srv.Private(alice, "first text")
+	h.srv.AddUpdate(u)
+	edited := *u.Message
+	edited.Text = "second text"
+	h.srv.AddUpdate(models.Update{EditedMessage: &edited})
+	h.srv.AddUpdate(telegramtest.Reaction(42, models.ChatTypePrivate, 5001, alice, nil, []string{"👎"}))
+	sink.waitFor(t, "edit and reaction", func() bool { return len(sink.edits) == 1 && len(sink.reacts) == 1 })
+	if sink.edits[0].Text != "second text" || sink.edits[0].MessageID != sink.accepted[0].MessageID {
+		t.Errorf("edit = %+v, want the new text for message %s", sink.edits[0], sink.accepted[0].MessageID)
+	}
+	if r := sink.reacts[0]; r.Polarity != core.Negative || !r.Added || r.MessageID != "42:5001" {
+		t.Errorf("reaction = %+v", r)
+	}
+}
+
+func TestUncommittedUpdateIsReadAgain(t *testing.T) {
+	h := newHarness(t, nil)
+	sink := newFakeSink()
+	sink.failNext = 2
+	h.run(t, sink)
+	id := h.srv.AddUpdate(h.srv.Private(alice, "keep me"))
+	sink.waitFor(t, "the message after two failures", func() bool { return len(sink.accepted) == 1 })
+	h.srv.WaitFor(t, "offset past the update", 5*time.Second, func([]telegramtest.Sent, []telegramtest.Call) bool { return h.srv.Confirmed() > id })
+	// Every getUpdates before the commit kept the offset at or below it.
+	accepts := 0
+	for _, c := range h.srv.Calls("getUpdates") {
+		if c.Params["offset"] != "" && c.Params["offset"] > fmt.Sprint(id) {
+			accepts++
+		}
+	}
+	if accepts == 0 {
+		t.Error("offset never moved past the update")
+	}
+	if sink.failNext != 0 {
+		t.Errorf("Accept was not retried: %d failures left", sink.failNext)
+	}
+}
+
+func TestConflictReportedAndUnhealthy(t *testing.T) {
+	var mu sync.Mutex
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
+	h := newHarness(t, func(_ *config.Telegram, o *Options) { o.Now = clock })
+	// A webhook set for the token makes getUpdates answer 409, as Telegram does.
+	if _, err := h.bot.api.SetWebhook(context.Background(), &tgbot.SetWebhookParams{URL: "https://elsewhere.example/hook"}); err != nil {
+		t.Fatal(err)
+	}
+	h.run(t, newFakeSink())
+	h.srv.WaitFor(t, "a few getUpdates", 5*time.Second, func(_ []telegramtest.Sent, calls []telegramtest.Call) bool {
+		n := 0
+		for _, c := range calls {
+			if c.Method == "getUpdates" {
+				n++
+			}
+		}
+		return n >= 3
+	})
+	if err := h.bot.Healthy(); err != nil {
+		t.Fatalf("Healthy right after the first conflict = %v, want nil (a minute of grace)", err)
+	}
+	advance(2 * time.Minute)
+	err := h.bot.Healthy()
+	if err == nil || !strings.Contains(err.Error(), "409") || !strings.Contains(err.Error(), "webhook is active") {
+		t.Fatalf("Healthy after 2 minutes of 409s = %v, want the conflict", err)
+	}
+	if !strings.Contains(h.logs.String(), "another process is polling with this bot token, or a webhook is set") {
+		t.Errorf("the conflict is not explained in the log:\n%s", h.logs.String())
+	}
+	// Backoff grows instead of hammering the API.
+	var grew bool
+	for _, d := range h.sleeps.all() {
+		if d >= 4*time.Second {
+			grew = true
+		}
+	}
+	if !grew {
+		t.Errorf("waits between conflicts %v never grew", h.sleeps.all())
+	}
+}
+
+func TestSendQuotesFirstPartAndStaysInTopic(t *testing.T) {
+	h := newHarness(t, nil)
+	to := core.Outbound{Conversation: core.ConversationKey{Channel: Name, Chat: fmt.Sprint(groupID), Thread: "77"}, ReplyTo: fmt.Sprintf("%d:555", groupID), Parts: 2, Meta: map[string]string{"chat_type": "supergroup"}}
+	id0, err := h.bot.Send(context.Background(), to, "<b>one</b>")
+	if err != nil {
+		t.Fatal(err)
+	}
+	to.Part = 1
+	if _, err := h.bot.Send(context.Background(), to, "two"); err != nil {
+		t.Fatal(err)
+	}
+	sent := h.srv.Sent()
+	if len(sent) != 2 {
+		t.Fatalf("sent %d messages, want 2", len(sent))
+	}
+	if sent[0].ReplyTo != 555 || sent[0].ThreadID != 77 || sent[0].ParseMode != "HTML" || sent[0].ChatID != groupID {
+		t.Errorf("first part = %+v, want a reply to 555 in topic 77 as HTML", sent[0])
+	}
+	if sent[1].ReplyTo != 0 || sent[1].ThreadID != 77 {
+		t.Errorf("second part = %+v, want no quote, same topic", sent[1])
+	}
+	if id0 != fmt.Sprintf("%d:%d", groupID, sent[0].MessageID) {
+		t.Errorf("Send returned %q, want chat:message id", id0)
+	}
+}
+
+func TestSendFallsBackToPlainText(t *testing.T) {
+	h := newHarness(t, nil)
+	h.srv.Fail("sendMessage", telegramtest.Failure{Code: 400, Description: "Bad Request: can't parse entities: Unsupported start tag \"b\" at byte offset 0"})
+	part := `<b>Bold</b> &amp; <a href="https://e.com">link</a>`
+	to := core.Outbound{Conversation: core.ConversationKey{Channel: Name, Chat: "42"}, Parts: 1}
+	if _, err := h.bot.Send(context.Background(), to, part); err != nil {
+		t.Fatalf("Send: %v", err)
+	}
+	sent := h.srv.Sent()
+	if len(sent) != 1 || sent[0].ParseMode != "" || sent[0].Text != "Bold & link (https://e.com)" {
+		t.Fatalf("sent = %+v, want one plain-text resend", sent)
+	}
+	if n := len(h.srv.Calls("sendMessage")); n != 2 {
+		t.Errorf("sendMessage called %d times, want 2 (HTML then plain)", n)
+	}
+}
+
+func TestSendWaitsOut429(t *testing.T) {
+	h := newHarness(t, nil)
+	h.srv.Fail("sendMessage", telegramtest.Failure{Code: 429, Description: "Too Many Requests: retry after 7", RetryAfter: 7})
+	to := core.Outbound{Conversation: core.ConversationKey{Channel: Name, Chat: "42"}, Parts: 1}
+	if _, err := h.bot.Send(context.Background(), to, "hi"); err != nil {
+		t.Fatalf("Send: %v", err)
+	}
+	if sent := h.srv.Sent(); len(sent) != 1 {
+		t.Fatalf("delivered %d times, want once", len(sent))
+	}
+	waited := false
+	for _, d := range h.sleeps.all() {
+		if d == 7*time.Second {
+			waited = true
+		}
+	}
+	if !waited {
+		t.Errorf("waits %v do not include retry_after 7s", h.sleeps.all())
+	}
+}
+
+func TestSendGivesUpOnOther400(t *testing.T) {
+	h := newHarness(t, nil)
+	h.srv.Fail("sendMessage", telegramtest.Failure{Code: 403, Description: "Forbidden: bot was blocked by the user"})
+	_, err := h.bot.Send(context.Background(), core.Outbound{Conversation: core.ConversationKey{Channel: Name, Chat: "42"}}, "hi")
+	if err == nil || core.ErrorKind(err) != core.KindBadRequest || strings.Contains(err.Error(), "SECRET") {
+		t.Fatalf("err = %v (kind %v), want a bad-request error without the token", err, core.ErrorKind(err))
+	}
+}
+
+func TestPacerSpacesBursts(t *testing.T) {
+	now := time.Unix(0, 0)
+	p := newPacer(time.Second, func() time.Time { return now })
+	var waits []time.Duration
+	for range 5 {
+		waits = append(waits, p.reserve(1, false))
+	}
+	want := []time.Duration{0, 0, 0, time.Second, 2 * time.Second}
+	if fmt.Sprint(waits) != fmt.Sprint(want) {
+		t.Errorf("private waits = %v, want %v", waits, want)
+	}
+	if w := p.reserve(2, false); w != 0 {
+		t.Errorf("another chat waited %v, want 0", w)
+	}
+	for range 3 {
+		p.reserve(3, true)
+	}
+	if w := p.reserve(3, true); w != 3*time.Second {
+		t.Errorf("group wait after a burst = %v, want 3s", w)
+	}
+	now = now.Add(time.Minute)
+	if w := p.reserve(1, false); w != 0 {
+		t.Errorf("wait after a quiet minute = %v, want 0", w)
+	}
+}
+
+func TestWorkingTypingAndAckReaction(t *testing.T) {
+	h := newHarness(t, func(_ *config.Telegram, o *Options) { o.TypingEvery = 5 * time.Millisecond })
+	in := core.Inbound{Conversation: core.ConversationKey{Channel: Name, Chat: fmt.Sprint(groupID), Thread: "77"}, MessageID: fmt.Sprintf("%d:321", groupID)}
+	stop := h.bot.Working(context.Background(), in)
+	h.srv.WaitFor(t, "typing twice", 5*time.Second, func(_ []telegramtest.Sent, calls []telegramtest.Call) bool {
+		n := 0
+		for _, c := range calls {
+			if c.Method == "sendChatAction" && c.Params["action"] == "typing" && c.Params["message_thread_id"] == "77" {
+				n++
+			}
+		}
+		return n >= 2
+	})
+	stop()
+	reacts := h.srv.Calls("setMessageReaction")
+	if len(reacts) != 2 {
+		t.Fatalf("setMessageReaction calls = %d, want set and clear", len(reacts))
+	}
+	if !strings.Contains(reacts[0].Params["reaction"], "👀") || reacts[0].Params["message_id"] != "321" {
+		t.Errorf("ack = %v, want 👀 on message 321", reacts[0].Params)
+	}
+	if strings.Contains(reacts[1].Params["reaction"], "👀") {
+		t.Errorf("second call %v should clear the reaction", reacts[1].Params)
+	}
+	typing := len(h.srv.Calls("sendChatAction"))
+	stop() // idempotent
+	if n := len(h.srv.Calls("sendChatAction")); n != typing {
+		t.Errorf("typing continued after stop: %d → %d", typing, n)
+	}
+}
+
+func TestWebhookSecret(t *testing.T) {
+	h := newHarness(t, func(c *config.Telegram, _ *Options) {
+		c.Mode = config.ModeWebhook
+		c.Webhook = config.TelegramWebhook{Listen: "127.0.0.1:0", URL: "https://bot.example.com/telegram", Secret: "hook-secret"}
+	})
+	sink := newFakeSink()
+	h.run(t, sink)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	addr, err := h.bot.WebhookAddr(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.srv.WaitFor(t, "setWebhook", 5*time.Second, func([]telegramtest.Sent, []telegramtest.Call) bool { u, _ := h.srv.Webhook(); return u != "" })
+	if u, s := h.srv.Webhook(); u != "https://bot.example.com/telegram" || s != "hook-secret" {
+		t.Fatalf("setWebhook got url %q secret %q", u, s)
+	}
+	body, _ := json.Marshal(h.srv.Private(alice, "via webhook"))
+	post := func(secret string) int {
+		req, _ := http.NewRequest(http.MethodPost, "http://"+addr.String()+"/telegram", strings.NewReader(string(body)))
+		req.Header.Set("Content-Type", "application/json")
+		if secret != "" {
+			req.Header.Set("X-Telegram-Bot-Api-Secret-Token", secret)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if code := post(""); code != http.StatusUnauthorized {
+		t.Errorf("missing secret: status %d, want 401", code)
+	}
+	if code := post("wrong"); code != http.StatusUnauthorized {
+		t.Errorf("wrong secret: status %d, want 401", code)
+	}
+	sink.mu.Lock()
+	n := len(sink.accepted)
+	sink.mu.Unlock()
+	if n != 0 {
+		t.Fatalf("a request with a wrong secret reached the gateway")
+	}
+	if code := post("hook-secret"); code != http.StatusOK {
+		t.Fatalf("right secret: status %d, want 200", code)
+	}
+	sink.waitFor(t, "the webhook message", func() bool { return len(sink.accepted) == 1 && sink.accepted[0].Text == "via webhook" })
+	if len(h.srv.Calls("getUpdates")) != 0 {
+		t.Error("webhook mode polled getUpdates")
+	}
+}
+
+func TestBadTokenAndUnreachableServerNeverShowToken(t *testing.T) {
+	h := newHarness(t, nil)
+	h.srv.Fail("getMe", telegramtest.Failure{Code: 401, Description: "Unauthorized"})
+	err := h.bot.Run(context.Background(), newFakeSink())
+	if err == nil || core.ErrorKind(err) != core.KindAuth || !strings.Contains(err.Error(), "channels.telegram.token") {
+		t.Fatalf("Run with a refused token = %v, want an auth error naming channels.telegram.token", err)
+	}
+	h2 := newHarness(t, func(c *config.Telegram, _ *Options) { c.APIURL = "http://127.0.0.1:1" })
+	err = h2.bot.Run(context.Background(), newFakeSink())
+	if err == nil || strings.Contains(err.Error(), "SECRET-token") {
+		t.Fatalf("Run against a closed port = %v, want an error without the token", err)
+	}
+	if _, err := New(Options{Config: config.Telegram{}}); err == nil || !strings.Contains(err.Error(), "channels.telegram.token") {
+		t.Errorf("New without a token = %v, want an error naming channels.telegram.token", err)
+	}
+}
+
+func TestFormatLongReplyGivesValidParts(t *testing.T) {
+	h := newHarness(t, nil)
+	var md strings.Builder
+	for i := 0; md.Len() < 10000; i++ {
+		fmt.Fprintf(&md, "Paragraph %d with **bold** & <angle>.\n\n```go\nfunc f%d() { if a < b { return } }\n", i, i)
+		for range 8 {
+			md.WriteString("\tx := y && z\n")
+		}
+		md.WriteString("```\n\n")
+	}
+	parts := h.bot.Format(md.String())
+	if len(parts) < 3 {
+		t.Fatalf("%d parts for %d chars", len(parts), md.Len())
+	}
+	to := core.Outbound{Conversation: core.ConversationKey{Channel: Name, Chat: "42"}, Parts: len(parts)}
+	for i, p := range parts {
+		if textfmt.Len(p) > MaxMessage {
+			t.Errorf("part %d has %d units", i, textfmt.Len(p))
+		}
+		to.Part = i
+		if _, err := h.bot.Send(context.Background(), to, p); err != nil {
+			t.Fatalf("part %d refused: %v", i, err)
+		}
+	}
+	for _, s := range h.srv.Sent() {
+		if s.ParseMode != "HTML" {
+			t.Errorf("a part fell back to plain text: %q", s.Text[:50])
+		}
+	}
+}

@@ -1,0 +1,118 @@
+package telegram
+
+import (
+	"context"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"time"
+
+	tgbot "github.com/go-telegram/bot"
+	"github.com/go-telegram/bot/models"
+
+	"github.com/opentalon/opentalon/core"
+)
+
+// secretHeader is where Telegram puts the webhook's secret_token.
+const secretHeader = "X-Telegram-Bot-Api-Secret-Token"
+
+// runWebhook registers the webhook with Telegram and serves it on
+// webhook.listen until ctx ends. An update is answered 200 only after the
+// gateway committed it; on failure Telegram delivers it again.
+func (b *Bot) runWebhook(ctx context.Context, sink core.Sink) error {
+	wh := b.cfg.Webhook
+	if wh.URL == "" || wh.Listen == "" || !wh.Secret.IsSet() {
+		return core.Errorf(core.KindInvalid, "channels.telegram.mode is webhook but channels.telegram.webhook.url, .listen or .secret is empty; set all three (or use mode: polling)")
+	}
+	ln, err := net.Listen("tcp", wh.Listen)
+	if err != nil {
+		return core.Errorf(core.KindInvalid, "channels.telegram.webhook.listen %q: %w", wh.Listen, err)
+	}
+	srv := &http.Server{Handler: b.WebhookHandler(ctx, sink), ReadHeaderTimeout: 10 * time.Second}
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- srv.Serve(ln) }()
+	b.mu.Lock()
+	b.webhookAddr = ln.Addr()
+	b.mu.Unlock()
+	close(b.listening)
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
+	}()
+	if _, err := b.api.SetWebhook(ctx, &tgbot.SetWebhookParams{URL: wh.URL, SecretToken: wh.Secret.Value(), AllowedUpdates: allowedUpdates}); err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return fmt.Errorf("telegram setWebhook %s (channels.telegram.webhook.url): %w", wh.URL, b.classify("setWebhook", err))
+	}
+	b.markOK()
+	b.log.Info("Telegram webhook registered", "url", wh.URL, "listen", ln.Addr().String())
+	select {
+	case <-ctx.Done():
+		return nil
+	case err := <-serveErr:
+		if errors.Is(err, http.ErrServerClosed) {
+			return nil
+		}
+		b.markFailed(err)
+		return fmt.Errorf("telegram webhook server on %s: %w", wh.Listen, err)
+	}
+}
+
+// WebhookAddr waits until the webhook server listens and returns its
+// address (useful with listen: "127.0.0.1:0").
+func (b *Bot) WebhookAddr(ctx context.Context) (net.Addr, error) {
+	select {
+	case <-b.listening:
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		return b.webhookAddr, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// WebhookHandler is the HTTP handler for Telegram's webhook POSTs: 401
+// without the right secret token, 400 for an unreadable body, 500 when
+// the gateway could not commit the update (Telegram retries), else 200.
+func (b *Bot) WebhookHandler(ctx context.Context, sink core.Sink) http.Handler {
+	secret := []byte(b.cfg.Webhook.Secret.Value())
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost {
+			http.Error(w, "POST only", http.StatusMethodNotAllowed)
+			return
+		}
+		got := []byte(r.Header.Get(secretHeader))
+		if len(secret) == 0 || subtle.ConstantTimeCompare(got, secret) != 1 {
+			b.log.Warn("webhook request with a wrong or missing secret token dropped", "remote", r.RemoteAddr)
+			http.Error(w, "wrong or missing "+secretHeader, http.StatusUnauthorized)
+			return
+		}
+		body, err := io.ReadAll(io.LimitReader(r.Body, 16<<20))
+		if err != nil {
+			http.Error(w, "read body", http.StatusBadRequest)
+			return
+		}
+		var u models.Update
+		if err := json.Unmarshal(body, &u); err != nil {
+			b.log.Warn("webhook body is not an update; dropped", "err", err)
+			http.Error(w, "not a Telegram update", http.StatusBadRequest)
+			return
+		}
+		hctx, cancel := context.WithCancel(r.Context())
+		defer cancel()
+		stop := context.AfterFunc(ctx, cancel)
+		defer stop()
+		if err := b.handle(hctx, sink, &u); err != nil {
+			b.log.Warn("webhook update not accepted; Telegram will deliver it again", "update_id", u.ID, "err", err)
+			http.Error(w, "not committed, retry", http.StatusInternalServerError)
+			return
+		}
+		w.WriteHeader(http.StatusOK)
+	})
+}
