@@ -90,7 +90,7 @@ func (r *Router) cmdModel(ctx context.Context, req core.CommandRequest, p Pinner
 	}
 	task := TaskChat
 	var replyID int64
-	if last, err := conv.LastReply(ctx, s.ID); err == nil && last != nil && last.TaskType != "" {
+	if last, err := conv.LastAnswer(ctx, s.ID); err == nil && last != nil && last.TaskType != "" {
 		task, replyID = last.TaskType, last.ID
 	}
 	if err := r.RecordSignal(ctx, core.Signal{Kind: core.SignalExplicit, Polarity: core.Positive, ReplyID: replyID, Model: m.Ref, TaskType: task,

@@ -13,8 +13,9 @@ import (
 // Conversations is what the escalator reads about a session; store.DB
 // implements it.
 type Conversations interface {
-	// LastReply returns the newest reply of a session (nil if none).
-	LastReply(ctx context.Context, sessionID int64) (*core.Reply, error)
+	// LastAnswer returns the newest reply of a session written by a model
+	// (nil if none); replies to commands do not count.
+	LastAnswer(ctx context.Context, sessionID int64) (*core.Reply, error)
 	// History returns the newest limit messages, oldest first.
 	History(ctx context.Context, sessionID int64, limit int) ([]core.ChatMessage, error)
 }
@@ -64,7 +65,7 @@ func (e *Escalator) Intercept(ctx context.Context, req core.CommandRequest) (*co
 	if isCmd && !retry {
 		return nil, false, nil
 	}
-	last, err := e.conv.LastReply(ctx, req.Session.ID)
+	last, err := e.conv.LastAnswer(ctx, req.Session.ID)
 	if err != nil {
 		return nil, false, fmt.Errorf("escalation: last reply: %w", err)
 	}

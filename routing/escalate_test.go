@@ -16,7 +16,7 @@ type fakeConv struct {
 	calls int
 }
 
-func (f *fakeConv) LastReply(context.Context, int64) (*core.Reply, error) { return f.last, nil }
+func (f *fakeConv) LastAnswer(context.Context, int64) (*core.Reply, error) { return f.last, nil }
 func (f *fakeConv) History(context.Context, int64, int) ([]core.ChatMessage, error) {
 	return f.hist, nil
 }

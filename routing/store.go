@@ -32,3 +32,5 @@ type Store interface {
 }
 
 var _ Store = (*store.DB)(nil)
+var _ Conversations = (*store.DB)(nil)
+var _ Pinner = (*store.DB)(nil)

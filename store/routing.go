@@ -220,3 +220,9 @@ func (db *DB) UsageTotals(ctx context.Context, since time.Time, by, conversation
 	}
 	return out, rows.Err()
 }
+
+// LastAnswer returns the newest reply of a session written by a model
+// (command replies have no model); nil when there is none.
+func (db *DB) LastAnswer(ctx context.Context, sessionID int64) (*core.Reply, error) {
+	return db.reply(ctx, `session_id = ? AND model != '' ORDER BY id DESC LIMIT 1`, sessionID)
+}

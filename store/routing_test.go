@@ -137,3 +137,26 @@ func TestUsageLedger(t *testing.T) {
 		t.Fatalf("bad group: %v", err)
 	}
 }
+
+func TestLastAnswerSkipsCommandReplies(t *testing.T) {
+	db := openTest(t, Options{})
+	ctx := context.Background()
+	conv := core.ConversationKey{Channel: "console", Chat: "x"}
+	s, err := db.ActiveSession(ctx, conv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, err := db.LastAnswer(ctx, s.ID); err != nil || r != nil {
+		t.Fatalf("empty: %v %v", r, err)
+	}
+	for i, model := range []string{"p/a", ""} {
+		r := &core.Reply{RequestID: int64(i + 1), SessionID: s.ID, Conversation: conv, Text: "t", Parts: []string{"t"}, Model: model, TaskType: "chat"}
+		if _, err := db.SaveReply(ctx, r, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r, err := db.LastAnswer(ctx, s.ID)
+	if err != nil || r == nil || r.Model != "p/a" || r.RequestID != 1 {
+		t.Fatalf("LastAnswer = %+v, %v", r, err)
+	}
+}
