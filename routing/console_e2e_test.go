@@ -64,6 +64,9 @@ func TestModelCommandsThroughConsole(t *testing.T) {
 		},
 		Profiles: map[string][]routing.Profile{"fake": {{ID: "fake:default", Provider: "fake", Key: "k"}}},
 		Store:    db,
+		// Learning stays on record but off for choosing, so the unpinned
+		// answers are deterministic (highest weight).
+		NoAffinity: true,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -184,14 +184,14 @@ func (r *Router) byAffinity(task string, excluded map[string]bool, sample bool) 
 	return decision{m: c.m, reason: fmt.Sprintf("%s for %s (%.0f%% accepted over %.1f decayed signals)", ReasonAffinity, task, 100*c.post.mean(), n)}, true
 }
 
-// applyBudget enforces routing.budget over the last 24 hours: from 80%
+// applyBudget enforces routing.budget for the current UTC day: from 80%
 // of a budget on, the cheapest model answers; at 100% only free models
 // may answer, and without one the call is refused.
 func (r *Router) applyBudget(ctx context.Context, conv core.ConversationKey, d *decision, excluded map[string]bool) error {
 	if r.o.DailyUSD <= 0 && r.o.ChatDailyUSD <= 0 {
 		return nil
 	}
-	since := r.now().Add(-24 * time.Hour)
+	since := r.now().UTC().Truncate(24 * time.Hour)
 	frac, key := 0.0, ""
 	if r.o.DailyUSD > 0 {
 		spent, err := r.o.Store.SpentSince(ctx, since, "")
@@ -220,7 +220,7 @@ func (r *Router) applyBudget(ctx context.Context, conv core.ConversationKey, d *
 				return nil
 			}
 		}
-		return core.Errorf(core.KindInvalid, "the daily budget %s is used up; spending frees up as it ages past 24 hours, or raise the budget in the config", key)
+		return core.Errorf(core.KindInvalid, "the daily budget %s is used up for today; it resets at 00:00 UTC (in %s), or raise it in the config", key, since.Add(24*time.Hour).Sub(r.now()).Round(time.Minute))
 	case frac >= 0.8 && !d.strict:
 		cheapest := d.m
 		for _, m := range r.cat.byWeight {

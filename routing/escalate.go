@@ -92,6 +92,9 @@ func (e *Escalator) Intercept(ctx context.Context, req core.CommandRequest) (*co
 	default:
 		sig.Kind, sig.Polarity = SignalAccepted, core.Positive
 		e.judge(ctx, req.Session.ID, sig)
+		e.mu.Lock()
+		delete(e.chains, req.Session.ID) // a new question ends the escalation chain
+		e.mu.Unlock()
 		return nil, false, nil
 	}
 	e.judge(ctx, req.Session.ID, sig)

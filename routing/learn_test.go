@@ -115,8 +115,8 @@ func TestBudgetCutOff(t *testing.T) {
 	if core.ErrorKind(err) != core.KindInvalid || !strings.Contains(core.UserMessage(err), "routing.budget.chat_daily_usd") {
 		t.Fatalf("refusal: %v", err)
 	}
-	// Spending older than 24 hours no longer counts.
-	clk.Advance(25 * time.Hour)
+	// Yesterday's spending no longer counts.
+	clk.Advance(24 * time.Hour)
 	n := len(p.Calls())
 	if res, err := r.Chat(ctx, Call{Conversation: conv, Req: userMsg("hi")}); err != nil || res.Model != "p/big" {
 		t.Fatalf("next day: %s %v", res.Model, err)
