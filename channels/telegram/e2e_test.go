@@ -1,0 +1,433 @@
+package telegram_test
+
+// End-to-end tests: the fake Bot API ↔ the Telegram channel (driven
+// through go-telegram/bot) ↔ the real core.Gateway ↔ a real SQLite store,
+// with an instant fake agent in place of the LLM.
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-telegram/bot/models"
+
+	"github.com/opentalon/opentalon/channels/telegram"
+	"github.com/opentalon/opentalon/channels/telegram/telegramtest"
+	"github.com/opentalon/opentalon/channels/textfmt"
+	"github.com/opentalon/opentalon/config"
+	"github.com/opentalon/opentalon/core"
+	"github.com/opentalon/opentalon/store"
+)
+
+const token = "987654:e2e-SECRET-token"
+
+// echoAgent answers instantly; reply decides the text (default "echo: …").
+type echoAgent struct {
+	mu    sync.Mutex
+	turns []core.Turn
+	reply func(core.Turn) string
+}
+
+func (a *echoAgent) Answer(_ context.Context, t core.Turn) (core.Answer, error) {
+	a.mu.Lock()
+	a.turns = append(a.turns, t)
+	a.mu.Unlock()
+	text := "echo: " + t.Text
+	if a.reply != nil {
+		text = a.reply(t)
+	}
+	return core.Answer{
+		Text:     text,
+		Messages: []core.ChatMessage{{Role: core.RoleUser, Content: t.Text}, {Role: core.RoleAssistant, Content: text}},
+		Model:    "fake/echo", TaskType: "chat",
+	}, nil
+}
+
+func (a *echoAgent) seen() []core.Turn {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return append([]core.Turn(nil), a.turns...)
+}
+
+// signals records quality signals.
+type signals struct {
+	mu sync.Mutex
+	s  []core.Signal
+	ch chan struct{}
+}
+
+func (s *signals) RecordSignal(_ context.Context, sig core.Signal) error {
+	s.mu.Lock()
+	s.s = append(s.s, sig)
+	s.mu.Unlock()
+	s.ch <- struct{}{}
+	return nil
+}
+
+type e2e struct {
+	srv     *telegramtest.Server
+	bot     *telegram.Bot
+	gw      *core.Gateway
+	db      *store.DB
+	agent   *echoAgent
+	signals *signals
+	ctx     context.Context
+}
+
+func botOptions(srv *telegramtest.Server, sleep func(context.Context, time.Duration) error) telegram.Options {
+	return telegram.Options{
+		Config: config.Telegram{
+			Enabled: true, Token: config.Secret(token), APIURL: srv.URL, Mode: config.ModePolling,
+			GroupTrigger: config.TriggerMention, AckReaction: "👀",
+		},
+		Logger:      slog.New(slog.DiscardHandler),
+		PollTimeout: time.Second,
+		SendGap:     -1,
+		Sleep:       sleep,
+	}
+}
+
+// instantSleep records nothing and waits only a token moment.
+func instantSleep(ctx context.Context, d time.Duration) error {
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(min(d, time.Millisecond)):
+		return nil
+	}
+}
+
+// startE2E runs gateway + channel until the test ends. wrap may replace
+// the channel registered with the gateway.
+func startE2E(tb testing.TB, wrap func(*telegram.Bot) core.Channel) *e2e {
+	tb.Helper()
+	srv := telegramtest.New(tb, token)
+	bot, err := telegram.New(botOptions(srv, instantSleep))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	db, err := store.Open(ctx, tb.TempDir(), store.Options{})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	agent := &echoAgent{}
+	sig := &signals{ch: make(chan struct{}, 100)}
+	gw := core.New(core.Options{Store: db, Agent: agent, Signals: sig, Workers: 8, Backoff: func(int) time.Duration { return 10 * time.Millisecond }})
+	var ch core.Channel = bot
+	if wrap != nil {
+		ch = wrap(bot)
+	}
+	gw.AddChannel(ch)
+	done := make(chan error, 1)
+	go func() { done <- gw.Run(ctx, 5*time.Second) }()
+	tb.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			tb.Errorf("gateway Run: %v", err)
+		}
+		db.Close()
+	})
+	return &e2e{srv: srv, bot: bot, gw: gw, db: db, agent: agent, signals: sig, ctx: ctx}
+}
+
+var (
+	alice = telegramtest.User(42, "alice")
+	bob   = telegramtest.User(43, "bob")
+)
+
+const group = -100555
+
+func TestE2EPrivateMessageRepliesQuotingIt(t *testing.T) {
+	e := startE2E(t, nil)
+	u := e.srv.Private(alice, "hello **there**")
+	e.srv.AddUpdate(u)
+	sent := e.srv.WaitSent(t, 1, 10*time.Second)
+	s := sent[0]
+	if s.ChatID != 42 || s.ReplyTo != u.Message.ID || s.ParseMode != "HTML" {
+		t.Fatalf("reply = %+v, want HTML in chat 42 quoting message %d", s, u.Message.ID)
+	}
+	if s.Text != "echo: hello <b>there</b>" {
+		t.Errorf("reply text = %q, want the echo as Telegram HTML", s.Text)
+	}
+	e.srv.WaitFor(t, "the ack reaction taken back", 5*time.Second, func(_ []telegramtest.Sent, calls []telegramtest.Call) bool {
+		n := 0
+		for _, c := range calls {
+			if c.Method == "setMessageReaction" {
+				n++
+			}
+		}
+		return n == 2
+	})
+	if len(e.srv.Calls("sendChatAction")) == 0 {
+		t.Error("no typing indicator while working")
+	}
+}
+
+func TestE2EGroupMentionTopicAndCommand(t *testing.T) {
+	e := startE2E(t, nil)
+	e.srv.AddUpdate(e.srv.Group(group, alice, "no mention here", 0))
+	asked := e.srv.Group(group, alice, "@talon_bot what is 2+2?", 0)
+	e.srv.AddUpdate(asked)
+	topic := e.srv.Group(group, bob, "@talon_bot in the topic", 91)
+	e.srv.AddUpdate(topic)
+	cmd := e.srv.Group(group, bob, "/model@talon_bot", 0)
+	e.srv.AddUpdate(cmd)
+	sent := e.srv.WaitSent(t, 3, 10*time.Second)
+	byReply := map[int]telegramtest.Sent{}
+	for _, s := range sent {
+		byReply[s.ReplyTo] = s
+	}
+	if s := byReply[asked.Message.ID]; s.Text != "echo: what is 2+2?" || s.ThreadID != 0 || s.ChatID != group {
+		t.Errorf("mention reply = %+v, want the text without the mention in the group", s)
+	}
+	if s := byReply[topic.Message.ID]; s.ThreadID != 91 || s.Text != "echo: in the topic" {
+		t.Errorf("topic reply = %+v, want it in topic 91", s)
+	}
+	if s := byReply[cmd.Message.ID]; !strings.HasPrefix(s.Text, "Model:") {
+		t.Errorf("/model@talon_bot reply = %q, want core's model line", s.Text)
+	}
+	for _, turn := range e.agent.seen() {
+		if strings.Contains(turn.Text, "no mention") || strings.HasPrefix(turn.Text, "/") {
+			t.Errorf("the agent saw %q; it must see neither unaddressed group chatter nor commands", turn.Text)
+		}
+	}
+	if n := len(e.agent.seen()); n != 2 {
+		t.Errorf("agent answered %d turns, want 2", n)
+	}
+	if len(e.srv.Sent()) != 3 {
+		t.Errorf("sent %d replies, want 3 (the unaddressed message ignored)", len(e.srv.Sent()))
+	}
+	// The conversation of the topic is its own.
+	convs := map[string]bool{}
+	for _, turn := range e.agent.seen() {
+		convs[turn.In.Conversation.String()] = true
+	}
+	if !convs[fmt.Sprintf("telegram:%d", group)] || !convs[fmt.Sprintf("telegram:%d:91", group)] {
+		t.Errorf("conversations = %v, want the group and its topic 91", convs)
+	}
+}
+
+func TestE2EThumbsDownBecomesNegativeSignal(t *testing.T) {
+	e := startE2E(t, nil)
+	e.srv.AddUpdate(e.srv.Private(alice, "rate me"))
+	reply := e.srv.WaitSent(t, 1, 10*time.Second)[0]
+	// A reaction on some other message is ignored by core.
+	e.srv.AddUpdate(telegramtest.Reaction(42, models.ChatTypePrivate, 1, alice, nil, []string{"👎"}))
+	e.srv.AddUpdate(telegramtest.Reaction(42, models.ChatTypePrivate, reply.MessageID, alice, nil, []string{"👎"}))
+	select {
+	case <-e.signals.ch:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no signal reached the signal sink")
+	}
+	e.signals.mu.Lock()
+	defer e.signals.mu.Unlock()
+	if len(e.signals.s) != 1 {
+		t.Fatalf("signals = %+v, want exactly one", e.signals.s)
+	}
+	s := e.signals.s[0]
+	r, err := e.db.ReplyByPlatformID(e.ctx, "telegram", fmt.Sprintf("42:%d", reply.MessageID))
+	if err != nil || r == nil {
+		t.Fatalf("reply lookup: %v %v", r, err)
+	}
+	if s.Polarity != core.Negative || s.Kind != core.SignalReaction || s.ReplyID != r.ID || s.Model != "fake/echo" || s.UserID != "42" {
+		t.Errorf("signal = %+v, want negative reaction on reply %d by the model", s, r.ID)
+	}
+}
+
+func TestE2ELongReplyWithCodeBlocks(t *testing.T) {
+	e := startE2E(t, nil)
+	e.agent.reply = func(core.Turn) string {
+		var b strings.Builder
+		for i := 0; b.Len() < 10000; i++ {
+			fmt.Fprintf(&b, "Step %d: use **care** & check a < b.\n\n```python\n", i)
+			for j := range 10 {
+				fmt.Fprintf(&b, "if x[%d] < y and z > 0: print('<%d>')\n", j, j)
+			}
+			b.WriteString("```\n\n")
+		}
+		return b.String()
+	}
+	e.srv.AddUpdate(e.srv.Private(alice, "write a lot"))
+	var sent []telegramtest.Sent
+	e.srv.WaitFor(t, "all parts", 10*time.Second, func(s []telegramtest.Sent, _ []telegramtest.Call) bool {
+		sent = s
+		return len(s) >= 3 && len(e.srv.Calls("setMessageReaction")) == 2
+	})
+	for i, s := range sent {
+		if s.ParseMode != "HTML" {
+			t.Errorf("part %d fell back to plain text", i)
+		}
+		if err := textfmt.ValidateTelegramHTML(s.Text); err != nil {
+			t.Errorf("part %d: %v", i, err)
+		}
+		if textfmt.Len(s.Text) > telegram.MaxMessage {
+			t.Errorf("part %d is %d units long", i, textfmt.Len(s.Text))
+		}
+		if (i == 0) != (s.ReplyTo != 0) {
+			t.Errorf("part %d reply_to=%d: only the first part quotes", i, s.ReplyTo)
+		}
+		if strings.Contains(s.Text, "print(") && !strings.Contains(s.Text, `<pre><code class="language-python">`) {
+			t.Errorf("part %d carries code outside its python block", i)
+		}
+	}
+}
+
+func TestE2ERejectedMarkupAndFloodControl(t *testing.T) {
+	e := startE2E(t, nil)
+	e.srv.Fail("sendMessage", telegramtest.Failure{Code: 400, Description: "Bad Request: can't parse entities: unexpected end tag"})
+	e.srv.Fail("sendMessage", telegramtest.Failure{Code: 429, Description: "Too Many Requests: retry after 1", RetryAfter: 1})
+	e.srv.AddUpdate(e.srv.Private(alice, "**hi**"))
+	sent := e.srv.WaitSent(t, 1, 10*time.Second)
+	if sent[0].ParseMode != "" || sent[0].Text != "echo: hi" {
+		t.Errorf("reply = %+v, want the plain-text resend", sent[0])
+	}
+	e.srv.AddUpdate(e.srv.Private(bob, "again"))
+	sent = e.srv.WaitSent(t, 2, 10*time.Second)
+	// Wait for the gateway to finish before counting deliveries.
+	e.srv.WaitFor(t, "acks cleared", 5*time.Second, func(_ []telegramtest.Sent, calls []telegramtest.Call) bool {
+		n := 0
+		for _, c := range calls {
+			if c.Method == "setMessageReaction" {
+				n++
+			}
+		}
+		return n == 4
+	})
+	if n := len(e.srv.Sent()); n != 2 {
+		t.Errorf("sent %d messages, want 2: each delivered once", n)
+	}
+}
+
+// crashingChannel stops its own polling right after the gateway committed
+// the first message, before the offset could be confirmed to Telegram.
+type crashingChannel struct {
+	*telegram.Bot
+	crashed chan struct{}
+}
+
+type crashSink struct {
+	core.Sink
+	crash func()
+}
+
+func (s crashSink) Accept(ctx context.Context, in core.Inbound) error {
+	err := s.Sink.Accept(ctx, in)
+	if err == nil {
+		s.crash()
+	}
+	return err
+}
+
+func (c *crashingChannel) Run(ctx context.Context, sink core.Sink) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer close(c.crashed)
+	return c.Bot.Run(ctx, crashSink{Sink: sink, crash: cancel})
+}
+
+func TestE2ECrashBetweenCommitAndOffsetAnsweredOnce(t *testing.T) {
+	var cc *crashingChannel
+	e := startE2E(t, func(b *telegram.Bot) core.Channel {
+		cc = &crashingChannel{Bot: b, crashed: make(chan struct{})}
+		return cc
+	})
+	id := e.srv.AddUpdate(e.srv.Private(alice, "once please"))
+	<-cc.crashed
+	if c := e.srv.Confirmed(); c > id {
+		t.Fatalf("offset %d already past update %d before the crash", c, id)
+	}
+	e.srv.WaitSent(t, 1, 10*time.Second)
+	// The restarted poller reads the update again; the queue drops it.
+	bot2, err := telegram.New(botOptions(e.srv, instantSleep))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(e.ctx)
+	done := make(chan error, 1)
+	go func() { done <- bot2.Run(ctx, e.gw) }()
+	e.srv.WaitFor(t, "the re-read update confirmed", 10*time.Second, func([]telegramtest.Sent, []telegramtest.Call) bool { return e.srv.Confirmed() > id })
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	var reads int
+	for _, c := range e.srv.Calls("getUpdates") {
+		if c.Params["offset"] == "" || c.Params["offset"] == "0" {
+			reads++
+		}
+	}
+	if reads < 2 {
+		t.Errorf("the update was read %d times from offset 0, want a re-read after the crash", reads)
+	}
+	if n := len(e.agent.seen()); n != 1 {
+		t.Errorf("agent answered %d times, want once", n)
+	}
+	if n := len(e.srv.Sent()); n != 1 {
+		t.Errorf("sent %d replies, want 1", n)
+	}
+}
+
+// BenchmarkInboundToReply: 1,000 messages from 50 private chats through
+// the fake Bot API, the channel, the gateway (SQLite queue) and an
+// instant agent; latency from queueing the update at the fake server to
+// the reply's sendMessage arriving there. Pacing is off (it deliberately
+// delays sends to one chat). Run with -benchtime=1x.
+func BenchmarkInboundToReply(b *testing.B) {
+	const msgs, chats = 1000, 50
+	var lat []time.Duration
+	for range b.N {
+		b.StopTimer()
+		e := startE2E(b, nil)
+		users := make([]*models.User, chats)
+		for i := range users {
+			users[i] = telegramtest.User(int64(1000+i), "")
+		}
+		queued := make(map[int]time.Time, msgs)
+		b.StartTimer()
+		for i := range msgs {
+			u := e.srv.Private(users[i%chats], fmt.Sprintf("message %d", i))
+			queued[u.Message.ID] = time.Now()
+			e.srv.AddUpdate(u)
+		}
+		sent := e.srv.WaitSent(b, msgs, 5*time.Minute)
+		b.StopTimer()
+		for _, s := range sent {
+			if t0, ok := queued[s.ReplyTo]; ok {
+				lat = append(lat, s.At.Sub(t0))
+			}
+		}
+	}
+	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+	if len(lat) == 0 {
+		b.Fatal("no latencies")
+	}
+	pct := func(p float64) float64 { return float64(lat[int(p*float64(len(lat)-1))]) / 1e6 }
+	b.ReportMetric(pct(0.50), "p50-ms")
+	b.ReportMetric(pct(0.99), "p99-ms")
+	b.ReportMetric(float64(len(lat))/float64(b.N), "replies/op")
+}
+
+// BenchmarkInboundToReplyIdle measures one message at a time (no queueing
+// behind other messages): the channel's and gateway's own overhead.
+func BenchmarkInboundToReplyIdle(b *testing.B) {
+	e := startE2E(b, nil)
+	users := []*models.User{telegramtest.User(1, ""), telegramtest.User(2, "")}
+	var lat []time.Duration
+	i := 0
+	for b.Loop() {
+		u := e.srv.Private(users[i%2], fmt.Sprintf("message %d", i))
+		i++
+		t0 := time.Now()
+		e.srv.AddUpdate(u)
+		sent := e.srv.WaitSent(b, i, time.Minute)
+		lat = append(lat, sent[i-1].At.Sub(t0))
+	}
+	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+	b.ReportMetric(float64(lat[len(lat)/2])/1e6, "p50-ms")
+	b.ReportMetric(float64(lat[(len(lat)-1)*99/100])/1e6, "p99-ms")
+}
