@@ -18,9 +18,11 @@ import (
 // update is done with (committed, or deliberately ignored) and the offset
 // may move past it.
 func (b *Bot) handle(ctx context.Context, sink core.Sink, u *models.Update) error {
+	now := b.now()
 	b.mu.Lock()
-	b.lastEvent = b.now()
+	b.lastEvent = now
 	b.mu.Unlock()
+	b.log.Debug("update received", "update_id", u.ID, "at", now)
 	switch {
 	case u.Message != nil:
 		in, ok := b.inbound(u.Message)

@@ -66,7 +66,7 @@ func SplitMarkdown(md string, limit int) []string {
 // opening tag with its closing one. Tags too long to carry into a second
 // part (a limit/4) are dropped as a pair; their text stays.
 func htmlAtoms(s string, limit int) []atom {
-	var atoms []atom
+	atoms := make([]atom, 0, len(s))
 	var stack []int
 	for i := 0; i < len(s); {
 		switch s[i] {
@@ -114,7 +114,7 @@ func htmlAtoms(s string, limit int) []atom {
 		atoms[o].match = len(atoms)
 		atoms = append(atoms, atom{s: atoms[o].closer, kind: atomClose, w: atoms[o].cw, match: o})
 	}
-	out := atoms[:0:0]
+	out := make([]atom, 0, len(atoms))
 	drop := make([]bool, len(atoms))
 	for i, a := range atoms {
 		if a.kind == atomOpen && (a.w+a.cw)*4 > limit {
@@ -248,7 +248,7 @@ func breakQuality(atoms []atom, k int) int {
 func splitAtoms(atoms []atom, limit int, trimHTML bool) []string {
 	var parts []string
 	var prefix []int // open atoms to reopen at the start of the part
-	skip := map[int]bool{}
+	skip := make([]bool, len(atoms))
 	from := 0
 	for from < len(atoms) {
 		// Keep the carried formatting small enough to make progress.
