@@ -1,0 +1,248 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/opentalon/opentalon/channels/console"
+	"github.com/opentalon/opentalon/config"
+	"github.com/opentalon/opentalon/core"
+	"github.com/opentalon/opentalon/orchestrator"
+	"github.com/opentalon/opentalon/routing"
+	"github.com/opentalon/opentalon/store"
+)
+
+// AppOptions are the process-level inputs of an App.
+type AppOptions struct {
+	// Stdin and Stdout feed the console channel.
+	Stdin  io.Reader
+	Stdout io.Writer
+	Logger *slog.Logger
+	// Now is the clock (default time.Now).
+	Now func() time.Time
+}
+
+// App is the whole gateway, built explicitly from a config. Lifecycle:
+// BuildApp (opens the database, starts nothing), Run, Close.
+type App struct {
+	cfg     *config.Config
+	opts    AppOptions
+	log     *slog.Logger
+	db      *store.DB
+	router  *routing.Router
+	agent   *orchestrator.Orchestrator
+	gateway *core.Gateway
+	server  *http.Server
+	// closers run on Close in reverse order.
+	closers []func() error
+	// eof is closed when the console input ends.
+	eof chan struct{}
+	// addr is the HTTP server's bound address once Run listens.
+	addr chan string
+}
+
+// BuildApp builds every part from cfg.
+func BuildApp(ctx context.Context, cfg *config.Config, o AppOptions) (a *App, err error) {
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	a = &App{cfg: cfg, opts: o, log: o.Logger, eof: make(chan struct{}), addr: make(chan string, 1)}
+	defer func() {
+		if err != nil {
+			a.Close()
+		}
+	}()
+	a.db, err = store.Open(ctx, cfg.State.DataDir, store.Options{Now: o.Now, SessionTTL: cfg.State.SessionTTL.D(), Logger: o.Logger})
+	if err != nil {
+		return nil, err
+	}
+	a.closers = append(a.closers, a.db.Close)
+
+	if a.router, err = buildRouter(cfg, a.db, o.Now, o.Logger); err != nil {
+		return nil, err
+	}
+	a.agent = orchestrator.New(orchestrator.Options{
+		LLM:      a.router,
+		History:  a.db,
+		Rules:    cfg.Orchestrator.Rules,
+		MaxSteps: cfg.Orchestrator.MaxSteps,
+		Logger:   o.Logger,
+	})
+	a.gateway = core.New(core.Options{
+		Store:          a.db,
+		Agent:          a.agent,
+		Signals:        a.router,
+		Workers:        cfg.Queue.Workers,
+		MaxAttempts:    cfg.Queue.MaxAttempts,
+		RequestTimeout: cfg.Queue.RequestTimeout.D(),
+		Now:            o.Now,
+		Logger:         o.Logger,
+	})
+	if err := a.addChannels(ctx); err != nil {
+		return nil, err
+	}
+	if cfg.Server.Listen != "" {
+		a.server = &http.Server{Handler: a.httpHandler(), ReadHeaderTimeout: 10 * time.Second}
+	}
+	return a, nil
+}
+
+func (a *App) addChannels(ctx context.Context) error {
+	n := 0
+	if a.cfg.Channels.Console.Enabled {
+		a.gateway.AddChannel(console.New(console.Options{
+			In:    a.opts.Stdin,
+			Out:   a.opts.Stdout,
+			OnEOF: func() { close(a.eof) },
+			Now:   a.opts.Now,
+		}))
+		n++
+	}
+	if a.cfg.Channels.Telegram.Enabled {
+		if err := a.addTelegram(ctx); err != nil {
+			return err
+		}
+		n++
+	}
+	if n == 0 {
+		return core.Errorf(core.KindInvalid, "no channel is enabled: set channels.console.enabled or channels.telegram.enabled to true")
+	}
+	return nil
+}
+
+// Run serves until ctx is cancelled, or, when the console is the only
+// channel, until its input ended and every accepted message is answered.
+func (a *App) Run(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	errc := make(chan error, 1)
+	if a.server != nil {
+		ln, err := net.Listen("tcp", a.cfg.Server.Listen)
+		if err != nil {
+			return fmt.Errorf("server.listen %s: %w (set server.listen to a free address, or \"\" to turn the server off)", a.cfg.Server.Listen, err)
+		}
+		a.log.Info("http server listening", "addr", ln.Addr().String())
+		a.addr <- ln.Addr().String()
+		go func() {
+			if err := a.server.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				errc <- err
+			}
+		}()
+		defer func() {
+			sctx, c := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			defer c()
+			a.server.Shutdown(sctx)
+		}()
+	}
+	if a.consoleOnly() {
+		go a.stopWhenDrained(ctx, cancel)
+	}
+	go func() { errc <- a.gateway.Run(ctx, a.cfg.Queue.ShutdownGrace.D()) }()
+	a.log.Info("opentalon running", "channels", len(a.gateway.Channels()), "db", a.db.Path())
+	err := <-errc
+	if err == nil && ctx.Err() != nil {
+		return nil
+	}
+	return err
+}
+
+func (a *App) consoleOnly() bool {
+	c := a.cfg.Channels
+	return c.Console.Enabled && !c.Telegram.Enabled
+}
+
+// stopWhenDrained cancels the run once the console input has ended and the
+// queue holds nothing queued or running, so `echo hi | opentalon` answers
+// and exits.
+func (a *App) stopWhenDrained(ctx context.Context, cancel func()) {
+	select {
+	case <-ctx.Done():
+		return
+	case <-a.eof:
+	}
+	t := time.NewTicker(20 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			counts, err := a.db.QueueCounts(ctx)
+			if err == nil && counts[core.StatusQueued]+counts[core.StatusRunning] == 0 {
+				cancel()
+				return
+			}
+		}
+	}
+}
+
+// Close releases everything BuildApp opened; it tolerates a partial build.
+func (a *App) Close() error {
+	var errs []error
+	for i := len(a.closers) - 1; i >= 0; i-- {
+		errs = append(errs, a.closers[i]())
+	}
+	a.closers = nil
+	return errors.Join(errs...)
+}
+
+// httpHandler serves /healthz, /readyz and the plugin API.
+func (a *App) httpHandler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		w.Write([]byte("ok\n"))
+	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+		if err := a.ready(r.Context()); err != nil {
+			http.Error(w, "not ready: "+err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		w.Write([]byte("ready\n"))
+	})
+	a.mountPluginAPI(mux)
+	return mux
+}
+
+func (a *App) ready(ctx context.Context) error {
+	if err := a.db.Ping(ctx); err != nil {
+		return fmt.Errorf("store: %w", err)
+	}
+	for _, ch := range a.gateway.Channels() {
+		if hr, ok := ch.(core.HealthReporter); ok {
+			if err := hr.Healthy(); err != nil {
+				return fmt.Errorf("channel %s: %w", ch.Name(), err)
+			}
+		}
+	}
+	return nil
+}
+
+func cmdRun(ctx context.Context, g *globalFlags, args []string, io Stdio, env config.Env, log *slog.Logger) error {
+	rest, err := parseSub("run", g, args, io, nil)
+	if err != nil {
+		return err
+	}
+	if len(rest) > 0 {
+		return usageError{fmt.Sprintf("run takes no arguments, got %q", rest)}
+	}
+	cfg, src, err := loadConfig(g, env)
+	if err != nil {
+		return err
+	}
+	log.Info("config loaded", "source", src)
+	app, err := BuildApp(ctx, cfg, AppOptions{Stdin: io.In, Stdout: io.Out, Logger: log})
+	if err != nil {
+		return err
+	}
+	defer app.Close()
+	return app.Run(ctx)
+}

@@ -1,0 +1,330 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/opentalon/opentalon/config"
+	"github.com/opentalon/opentalon/core"
+	"github.com/opentalon/opentalon/routing/provider/providertest"
+)
+
+// TestMain lets the test binary play the opentalon binary for the crash
+// test (re-executed with OPENTALON_TEST_MAIN=1).
+func TestMain(m *testing.M) {
+	if os.Getenv("OPENTALON_TEST_MAIN") == "1" {
+		os.Exit(Main(context.Background(), os.Args[1:], Stdio{In: os.Stdin, Out: os.Stdout, Err: os.Stderr}, os.LookupEnv))
+	}
+	os.Exit(m.Run())
+}
+
+// testConfig is a config for a fake OpenAI-compatible server.
+func testConfig(dataDir, baseURL, extra string) string {
+	return fmt.Sprintf(`state:
+  data_dir: %q
+models:
+  providers:
+    fake:
+      api: openai-completions
+      base_url: %q
+      api_key: test-key
+  catalog:
+    fake/small: { alias: small, weight: 80, context_window: 8000 }
+routing:
+  primary: fake/small
+server:
+  listen: ""
+%s`, dataDir, baseURL, extra)
+}
+
+func parseConfig(t testing.TB, yaml string) *config.Config {
+	t.Helper()
+	cfg, err := config.Parse("test.yaml", []byte(yaml), t.TempDir(), config.MapEnv(nil))
+	if err != nil {
+		t.Fatalf("config: %v", err)
+	}
+	return cfg
+}
+
+// harness runs an App in-process with the console on pipes.
+type harness struct {
+	t     testing.TB
+	app   *App
+	in    *io.PipeWriter
+	lines chan string
+	done  chan error
+	stop  context.CancelFunc
+}
+
+func startApp(t testing.TB, cfg *config.Config) *harness {
+	t.Helper()
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	ctx, cancel := context.WithCancel(context.Background())
+	app, err := BuildApp(ctx, cfg, AppOptions{Stdin: inR, Stdout: outW})
+	if err != nil {
+		cancel()
+		t.Fatalf("build app: %v", err)
+	}
+	h := &harness{t: t, app: app, in: inW, lines: make(chan string, 1000), done: make(chan error, 1), stop: cancel}
+	go func() {
+		sc := bufio.NewScanner(outR)
+		for sc.Scan() {
+			h.lines <- sc.Text()
+		}
+		close(h.lines)
+	}()
+	go func() {
+		err := app.Run(ctx)
+		app.Close()
+		outW.Close()
+		h.done <- err
+	}()
+	t.Cleanup(h.shutdown)
+	return h
+}
+
+func (h *harness) send(text string) {
+	h.t.Helper()
+	if _, err := io.WriteString(h.in, text+"\n"); err != nil {
+		h.t.Fatalf("write to console: %v", err)
+	}
+}
+
+// expect reads the next output line and checks it.
+func (h *harness) expect(want string) {
+	h.t.Helper()
+	select {
+	case got, ok := <-h.lines:
+		if !ok {
+			h.t.Fatalf("console closed; want %q", want)
+		}
+		if got != want {
+			h.t.Fatalf("console line = %q, want %q", got, want)
+		}
+	case <-time.After(20 * time.Second):
+		h.t.Fatalf("no console line; want %q", want)
+	}
+}
+
+// next returns the next output line.
+func (h *harness) next() string {
+	h.t.Helper()
+	select {
+	case got := <-h.lines:
+		return got
+	case <-time.After(20 * time.Second):
+		h.t.Fatal("no console line")
+	}
+	return ""
+}
+
+// shutdown stops the app gracefully and waits for it.
+func (h *harness) shutdown() {
+	if h.stop == nil {
+		return
+	}
+	h.stop()
+	h.in.Close()
+	if err := <-h.done; err != nil {
+		h.t.Errorf("app run: %v", err)
+	}
+	h.stop = nil
+}
+
+func TestConsoleEndToEnd(t *testing.T) {
+	fake := providertest.NewOpenAI(t)
+	dir := t.TempDir()
+	cfg := parseConfig(t, testConfig(dir, fake.BaseURL(), ""))
+
+	h := startApp(t, cfg)
+	h.send("what is the capital of France?")
+	h.expect("echo: what is the capital of France?")
+	r, _ := fake.Last()
+	if r.APIKey != "test-key" || !strings.Contains(r.System, "[plugin_output]") {
+		t.Fatalf("LLM saw key %q and system prompt %q; want the configured key and the safety rules", r.APIKey, r.System)
+	}
+	h.send("and of Spain?")
+	h.expect("echo: and of Spain?")
+	if r, _ := fake.Last(); len(r.Messages) != 3 || r.Messages[0].Content != "what is the capital of France?" || r.Messages[1].Content != "echo: what is the capital of France?" {
+		t.Fatalf("second request history = %+v; want the first turn then the question", r.Messages)
+	}
+
+	h.send("/new")
+	h.expect("Started a fresh conversation: earlier messages are no longer part of the context.")
+	h.send("fresh start")
+	h.expect("echo: fresh start")
+	if r, _ := fake.Last(); len(r.Messages) != 1 {
+		t.Fatalf("after /new the LLM saw %d messages: %+v; want only the new question", len(r.Messages), r.Messages)
+	}
+	h.shutdown()
+
+	// A full restart on the same database keeps the conversation.
+	h2 := startApp(t, parseConfig(t, testConfig(dir, fake.BaseURL(), "")))
+	h2.send("do you remember?")
+	h2.expect("echo: do you remember?")
+	r, _ = fake.Last()
+	if len(r.Messages) != 3 || r.Messages[0].Content != "fresh start" {
+		t.Fatalf("after restart the LLM saw %+v; want the earlier turn", r.Messages)
+	}
+	h2.send("/status")
+	if got := h2.next(); !strings.HasPrefix(got, "Model: fake/small") {
+		t.Fatalf("/status first line = %q", got)
+	}
+}
+
+func TestDuplicateMessageProcessedOnce(t *testing.T) {
+	fake := providertest.NewOpenAI(t)
+	h := startApp(t, parseConfig(t, testConfig(t.TempDir(), fake.BaseURL(), "")))
+	in := core.Inbound{Conversation: core.ConversationKey{Channel: "console", Chat: "local"}, MessageID: "dup-1", UserID: "u", Text: "once please"}
+	// Accept may run before the gateway's loop starts accepting.
+	waitAccepting(t, h.app.gateway)
+	for range 3 {
+		if err := h.app.gateway.Accept(context.Background(), in); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h.expect("echo: once please")
+	h.send("marker")
+	h.expect("echo: marker")
+	if n := fake.Count(); n != 2 {
+		t.Fatalf("LLM called %d times; want 2 (the duplicate processed once, then the marker)", n)
+	}
+}
+
+// waitAccepting waits until the gateway accepts events: it submits a
+// neutral reaction, which produces no output.
+func waitAccepting(t testing.TB, g *core.Gateway) {
+	t.Helper()
+	probe := core.Reaction{Conversation: core.ConversationKey{Channel: "console", Chat: "probe"}, EventID: "probe", MessageID: "none", Emoji: "👀"}
+	for i := 0; ; i++ {
+		err := g.React(context.Background(), probe)
+		if err == nil {
+			return
+		}
+		if i > 2000 {
+			t.Fatalf("gateway never accepted: %v", err)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func TestConversationsRunConcurrentlyAndInOrder(t *testing.T) {
+	fake := providertest.NewOpenAI(t)
+	gate := make(chan struct{})
+	var once sync.Once
+	open := func() { once.Do(func() { close(gate) }) }
+	t.Cleanup(open)
+	fake.SetReply(func(r providertest.Received) providertest.Script {
+		if strings.HasPrefix(r.LastUser(), "slow") {
+			<-gate
+		}
+		return providertest.Echo(r)
+	})
+	// The fake is on loopback, so it counts as a local model: allow two
+	// local calls at once, or the semaphore (correctly) serializes them.
+	h := startApp(t, parseConfig(t, testConfig(t.TempDir(), fake.BaseURL(), "llm: { max_concurrent_local: 2 }\n")))
+	waitAccepting(t, h.app.gateway)
+
+	// Conversation A is stuck in a slow LLM call; B must still be answered.
+	h.send("slow one")
+	if err := fake.WaitRequests(context.Background(), 1); err != nil {
+		t.Fatal(err)
+	}
+	h.send("slow two") // same conversation: must wait for "slow one"
+	other := core.Inbound{Conversation: core.ConversationKey{Channel: "console", Chat: "other"}, MessageID: "b1", UserID: "u", Text: "quick"}
+	if err := h.app.gateway.Accept(context.Background(), other); err != nil {
+		t.Fatal(err)
+	}
+	h.expect("echo: quick")
+	open()
+	h.expect("echo: slow one")
+	h.expect("echo: slow two")
+	// The second message of A reached the LLM only after the first was
+	// answered: its history holds the first answer.
+	var second providertest.Received
+	for _, r := range fake.Requests() {
+		if r.LastUser() == "slow two" {
+			second = r
+		}
+	}
+	if len(second.Messages) != 3 || second.Messages[1].Content != "echo: slow one" {
+		t.Fatalf("second message of the conversation saw %+v; want the first answer in its history", second.Messages)
+	}
+}
+
+func TestMalformedLLMAnswerIsReported(t *testing.T) {
+	fake := providertest.NewOpenAI(t)
+	fake.Enqueue(providertest.Script{Body: "this is not json"})
+	dir := t.TempDir()
+	h := startApp(t, parseConfig(t, testConfig(dir, fake.BaseURL(), "")))
+	h.send("hello?")
+	if got := h.next(); !strings.HasPrefix(got, "Sorry, I could not answer that: the AI provider sent an answer I could not read") {
+		t.Fatalf("reply = %q; want the apology for a malformed answer", got)
+	}
+	h.send("again")
+	h.expect("echo: again")
+	counts, err := h.app.db.QueueCounts(context.Background())
+	if err != nil || counts[core.StatusFailed] != 1 {
+		t.Fatalf("queue counts = %v (%v); want one failed request", counts, err)
+	}
+}
+
+func TestHealthAndReady(t *testing.T) {
+	fake := providertest.NewOpenAI(t)
+	cfg := parseConfig(t, strings.Replace(testConfig(t.TempDir(), fake.BaseURL(), ""), `listen: ""`, `listen: "127.0.0.1:0"`, 1))
+	h := startApp(t, cfg)
+	var addr string
+	select {
+	case addr = <-h.app.addr:
+	case <-time.After(10 * time.Second):
+		t.Fatal("server did not listen")
+	}
+	for _, path := range []string{"/healthz", "/readyz"} {
+		code, body := httpGet(t, "http://"+addr+path)
+		if code != 200 {
+			t.Fatalf("GET %s = %d %q", path, code, body)
+		}
+	}
+}
+
+// TestCrashRestartAnswersOnce kills the gateway process while the LLM
+// holds the request; after a restart the message is answered exactly once.
+func TestCrashRestartAnswersOnce(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes")
+	}
+	fake := providertest.NewOpenAI(t)
+	dir := t.TempDir()
+	cfgPath := filepath.Join(t.TempDir(), "config.yaml")
+	if err := os.WriteFile(cfgPath, []byte(testConfig(dir, fake.BaseURL(), "")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	fake.Hold()
+	first := startProcess(t, cfgPath)
+	first.send("survive the crash")
+	if err := fake.WaitRequests(context.Background(), 1); err != nil {
+		t.Fatal(err)
+	}
+	first.kill()
+	fake.Release()
+
+	second := startProcess(t, cfgPath)
+	second.waitLine("echo: survive the crash")
+	second.closeInput()
+	out := second.wait()
+	if n := strings.Count(out+first.output(), "echo: survive the crash"); n != 1 {
+		t.Fatalf("answer appeared %d times; want exactly once\nfirst run: %q\nsecond run: %q", n, first.output(), out)
+	}
+	if n := fake.Count(); n != 2 {
+		t.Fatalf("LLM requests = %d; want 2 (the interrupted one and the answered one)", n)
+	}
+}

@@ -1,0 +1,224 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"runtime/debug"
+	"strings"
+
+	"github.com/opentalon/opentalon/config"
+)
+
+// Version is set at build time with -ldflags "-X main.Version=…".
+var Version = "dev"
+
+// Stdio are the process's standard streams.
+type Stdio struct {
+	In  io.Reader
+	Out io.Writer
+	Err io.Writer
+}
+
+// globalFlags are accepted before or after the subcommand.
+type globalFlags struct {
+	config    string
+	logFormat string
+	logLevel  string
+}
+
+// register adds the global flags to fs; values already set stay the
+// defaults, so a subcommand's FlagSet keeps what the top level parsed.
+func (g *globalFlags) register(fs *flag.FlagSet) {
+	if g.logFormat == "" {
+		g.logFormat = "text"
+	}
+	fs.StringVar(&g.config, "config", g.config, "config file (default $OPENTALON_CONFIG, else ~/.opentalon/config.yaml)")
+	fs.StringVar(&g.logFormat, "log-format", g.logFormat, "log format: text or json")
+	fs.StringVar(&g.logLevel, "log-level", g.logLevel, "log level: debug, info, warn, error (default info, or $OPENTALON_LOG_LEVEL)")
+}
+
+const usage = `opentalon — an LLM assistant for Slack, Discord, Telegram and the console
+
+Usage:
+  opentalon [run]                          start the gateway
+  opentalon complete [--model REF] PROMPT  answer one prompt and exit
+  opentalon config check                   validate and print the effective config (secrets redacted)
+  opentalon usage [--json] [--since 24h] [--by model|chat|user]
+  opentalon affinity show [--json] | affinity reset [--task T] [--model M]
+  opentalon bench route --scenario FILE [--seeds N] [--json]
+  opentalon version
+
+Global flags (before or after the subcommand):
+  --config FILE      config file (default $OPENTALON_CONFIG, else ~/.opentalon/config.yaml;
+                     without any, a built-in default reads ANTHROPIC_API_KEY, OPENAI_API_KEY or OPENAI_BASE_URL)
+  --log-format F     text (default) or json
+  --log-level L      debug, info (default), warn, error
+`
+
+// Main runs the command line and returns the exit code.
+func Main(ctx context.Context, args []string, io Stdio, lookup func(string) (string, bool)) int {
+	var g globalFlags
+	fs := flag.NewFlagSet("opentalon", flag.ContinueOnError)
+	fs.SetOutput(io.Err)
+	fs.Usage = func() { fmt.Fprint(io.Err, usage) }
+	g.register(fs)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	rest := fs.Args()
+	cmd := "run"
+	if len(rest) > 0 {
+		cmd, rest = rest[0], rest[1:]
+	}
+	env := config.Env(lookup)
+	log, err := newLogger(io.Err, g.logFormat, firstNonEmpty(g.logLevel, getenv(env, "OPENTALON_LOG_LEVEL")))
+	if err != nil {
+		fmt.Fprintln(io.Err, "opentalon:", err)
+		return 2
+	}
+	var runErr error
+	switch cmd {
+	case "run":
+		runErr = cmdRun(ctx, &g, rest, io, env, log)
+	case "complete":
+		runErr = cmdComplete(ctx, &g, rest, io, env, log)
+	case "config":
+		runErr = cmdConfig(&g, rest, io, env)
+	case "usage", "affinity", "bench":
+		runErr = cmdRouting(ctx, cmd, &g, rest, io, env, log)
+	case "version":
+		fmt.Fprintln(io.Out, "opentalon", versionString())
+	case "help", "-h", "--help":
+		fmt.Fprint(io.Out, usage)
+	default:
+		fmt.Fprintf(io.Err, "opentalon: unknown command %q\n\n%s", cmd, usage)
+		return 2
+	}
+	if runErr != nil {
+		fmt.Fprintln(io.Err, "opentalon:", runErr)
+		var ue usageError
+		if errors.As(runErr, &ue) {
+			return 2
+		}
+		return 1
+	}
+	return 0
+}
+
+// usageError marks a wrong command line (exit code 2).
+type usageError struct{ msg string }
+
+func (e usageError) Error() string { return e.msg }
+
+// parseSub parses a subcommand's flags, accepting the global flags too.
+func parseSub(name string, g *globalFlags, args []string, io Stdio, define func(*flag.FlagSet)) ([]string, error) {
+	fs := flag.NewFlagSet("opentalon "+name, flag.ContinueOnError)
+	fs.SetOutput(io.Err)
+	g.register(fs)
+	if define != nil {
+		define(fs)
+	}
+	// Go's flag package stops at the first positional argument; move flags
+	// that follow positionals to the front so "complete 'hi' --model x" works.
+	var flags, pos []string
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" {
+			pos = append(pos, args[i+1:]...)
+			break
+		}
+		if strings.HasPrefix(a, "-") && len(a) > 1 {
+			flags = append(flags, a)
+			name := strings.TrimLeft(a, "-")
+			if !strings.Contains(name, "=") {
+				if f := fs.Lookup(name); f != nil {
+					if bf, ok := f.Value.(interface{ IsBoolFlag() bool }); !ok || !bf.IsBoolFlag() {
+						if i+1 < len(args) {
+							flags = append(flags, args[i+1])
+							i++
+						}
+					}
+				}
+			}
+			continue
+		}
+		pos = append(pos, a)
+	}
+	if err := fs.Parse(flags); err != nil {
+		return nil, usageError{fmt.Sprintf("%s: %v (see opentalon help)", name, err)}
+	}
+	return append(fs.Args(), pos...), nil
+}
+
+func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
+	var lv slog.Level
+	if level != "" {
+		if err := lv.UnmarshalText([]byte(level)); err != nil {
+			return nil, fmt.Errorf("log level %q: use debug, info, warn or error", level)
+		}
+	}
+	o := &slog.HandlerOptions{Level: lv}
+	switch format {
+	case "", "text":
+		return slog.New(slog.NewTextHandler(w, o)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, o)), nil
+	}
+	return nil, fmt.Errorf("log format %q: use text or json", format)
+}
+
+// loadConfig finds and loads the config: --config, else $OPENTALON_CONFIG,
+// else ~/.opentalon/config.yaml, else the built-in default from the
+// environment. It returns a description of the source.
+func loadConfig(g *globalFlags, env config.Env) (*config.Config, string, error) {
+	cfg, src, err := config.Open(g.config, env)
+	if err != nil {
+		return nil, "", err
+	}
+	return cfg, src.String(), nil
+}
+
+func getenv(env config.Env, k string) string {
+	v, _ := env(k)
+	return v
+}
+
+func firstNonEmpty(s ...string) string {
+	for _, x := range s {
+		if x != "" {
+			return x
+		}
+	}
+	return ""
+}
+
+func versionString() string {
+	v := Version
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		v += " (" + bi.GoVersion + ")"
+	}
+	return v
+}
+
+func cmdConfig(g *globalFlags, args []string, io Stdio, env config.Env) error {
+	rest, err := parseSub("config", g, args, io, nil)
+	if err != nil {
+		return err
+	}
+	if len(rest) != 1 || rest[0] != "check" {
+		return usageError{"usage: opentalon config check [--config FILE]"}
+	}
+	cfg, src, err := loadConfig(g, env)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(io.Out, "# config: %s — OK\n", src)
+	return cfg.Print(io.Out)
+}

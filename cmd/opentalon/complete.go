@@ -1,0 +1,70 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"strings"
+
+	"github.com/opentalon/opentalon/config"
+	"github.com/opentalon/opentalon/core"
+	"github.com/opentalon/opentalon/orchestrator"
+	"github.com/opentalon/opentalon/routing"
+	"github.com/opentalon/opentalon/routing/provider"
+	"github.com/opentalon/opentalon/store"
+)
+
+// cmdComplete answers one prompt and exits (the per-request model override
+// of seed 004). The answer is streamed to stdout as it arrives.
+func cmdComplete(ctx context.Context, g *globalFlags, args []string, io Stdio, env config.Env, log *slog.Logger) error {
+	var model string
+	var noStream bool
+	rest, err := parseSub("complete", g, args, io, func(fs *flag.FlagSet) {
+		fs.StringVar(&model, "model", "", "model reference or alias for this request")
+		fs.BoolVar(&noStream, "no-stream", false, "print the answer only when complete")
+	})
+	if err != nil {
+		return err
+	}
+	prompt := strings.TrimSpace(strings.Join(rest, " "))
+	if prompt == "" {
+		return usageError{`usage: opentalon complete [--model REF] "prompt"`}
+	}
+	cfg, _, err := loadConfig(g, env)
+	if err != nil {
+		return err
+	}
+	db, err := store.Open(ctx, cfg.State.DataDir, store.Options{Logger: log})
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	router, err := buildRouter(cfg, db, nil, log)
+	if err != nil {
+		return err
+	}
+	call := routing.Call{
+		Purpose:      "complete",
+		Conversation: core.ConversationKey{Channel: "cli", Chat: "complete"},
+		Model:        model,
+		Req: provider.Request{
+			System:   orchestrator.SystemPrompt(cfg.Orchestrator.Rules),
+			Messages: []core.ChatMessage{{Role: core.RoleUser, Content: prompt}},
+		},
+	}
+	streamed := false
+	if !noStream {
+		call.OnText = func(d string) { streamed = true; fmt.Fprint(io.Out, d) }
+	}
+	res, err := router.Chat(ctx, call)
+	if err != nil {
+		return err
+	}
+	if !streamed {
+		fmt.Fprint(io.Out, res.Text)
+	}
+	fmt.Fprintln(io.Out)
+	log.Info("answered", "model", res.Model, "reason", res.Reason, "input_tokens", res.Usage.InputTokens, "output_tokens", res.Usage.OutputTokens)
+	return nil
+}

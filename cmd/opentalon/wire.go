@@ -1,0 +1,178 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"net"
+	"net/url"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/opentalon/opentalon/config"
+	"github.com/opentalon/opentalon/routing"
+	"github.com/opentalon/opentalon/routing/provider"
+	"github.com/opentalon/opentalon/store"
+)
+
+// buildProviders makes one client per models.providers entry.
+func buildProviders(cfg *config.Config, log *slog.Logger, now func() time.Time) (map[string]provider.Provider, error) {
+	out := map[string]provider.Provider{}
+	for id, p := range cfg.Models.Providers {
+		headers := map[string]string{}
+		for k, v := range p.Headers {
+			headers[k] = v.Value()
+		}
+		timeout := p.Timeout.D()
+		if timeout <= 0 {
+			timeout = config.ProviderTimeout
+		}
+		o := provider.Options{ID: id, BaseURL: p.BaseURL, Headers: headers, Timeout: timeout, Logger: log, Now: now}
+		switch p.API {
+		case config.APIOpenAICompletions:
+			out[id] = provider.NewOpenAI(o)
+		case config.APIAnthropicMessages:
+			out[id] = provider.NewAnthropic(o)
+		default:
+			return nil, fmt.Errorf("models.providers.%s.api: %q is not supported; use %s or %s", id, p.API, config.APIOpenAICompletions, config.APIAnthropicMessages)
+		}
+	}
+	return out, nil
+}
+
+// catalogFromConfig lists every model the router may use: the catalog
+// entries, with cost and context window filled from the provider's models
+// list where the entry leaves them out, plus provider models that have
+// no catalog entry (weight 0, so they are only used when named).
+func catalogFromConfig(cfg *config.Config) []routing.Model {
+	var out []routing.Model
+	seen := map[string]bool{}
+	pm := func(ref string) (config.ProviderModel, config.Provider, bool) {
+		pid, mid, _ := strings.Cut(ref, "/")
+		p, ok := cfg.Models.Providers[pid]
+		for _, m := range p.Models {
+			if m.ID == mid {
+				return m, p, true
+			}
+		}
+		return config.ProviderModel{}, p, ok
+	}
+	refs := make([]string, 0, len(cfg.Models.Catalog))
+	for ref := range cfg.Models.Catalog {
+		refs = append(refs, ref)
+	}
+	sort.Strings(refs)
+	for _, ref := range refs {
+		e := cfg.Models.Catalog[ref]
+		m, p, _ := pm(ref)
+		rm := routing.Model{Ref: ref, Alias: e.Alias, Weight: e.Weight, CostIn: m.Cost.Input, CostOut: m.Cost.Output,
+			ContextWindow: m.ContextWindow, Local: isLocal(p)}
+		if e.Cost != nil {
+			rm.CostIn, rm.CostOut = e.Cost.Input, e.Cost.Output
+		}
+		if e.ContextWindow > 0 {
+			rm.ContextWindow = e.ContextWindow
+		}
+		out = append(out, rm)
+		seen[ref] = true
+	}
+	pids := make([]string, 0, len(cfg.Models.Providers))
+	for id := range cfg.Models.Providers {
+		pids = append(pids, id)
+	}
+	sort.Strings(pids)
+	for _, id := range pids {
+		p := cfg.Models.Providers[id]
+		for _, m := range p.Models {
+			ref := id + "/" + m.ID
+			if seen[ref] {
+				continue
+			}
+			seen[ref] = true
+			out = append(out, routing.Model{Ref: ref, CostIn: m.Cost.Input, CostOut: m.Cost.Output, ContextWindow: m.ContextWindow, Local: isLocal(p)})
+		}
+	}
+	return out
+}
+
+// isLocal says whether a provider runs on this machine or network: marked
+// local, or a base URL on a loopback or private address.
+func isLocal(p config.Provider) bool {
+	if p.Local {
+		return true
+	}
+	u, err := url.Parse(p.BaseURL)
+	if err != nil || u.Hostname() == "" {
+		return false
+	}
+	if u.Hostname() == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(u.Hostname())
+	return ip != nil && (ip.IsLoopback() || ip.IsPrivate())
+}
+
+// buildRouter maps the config onto routing.Options.
+func buildRouter(cfg *config.Config, db *store.DB, now func() time.Time, log *slog.Logger) (*routing.Router, error) {
+	providers, err := buildProviders(cfg, log, now)
+	if err != nil {
+		return nil, err
+	}
+	profiles := map[string][]routing.Profile{}
+	pf := cfg.Auth.ProfilesFile
+	if pf == "" {
+		pf = filepath.Join(cfg.State.DataDir, "auth-profiles.json")
+	}
+	if loaded, err := routing.LoadProfilesFile(pf); err == nil {
+		profiles = loaded
+	} else if cfg.Auth.ProfilesFile != "" || !errors.Is(err, fs.ErrNotExist) {
+		return nil, err
+	}
+	for id, p := range cfg.Models.Providers {
+		if p.APIKey.IsSet() && len(profiles[id]) == 0 {
+			profiles[id] = []routing.Profile{{ID: id + ":default", Provider: id, Key: routing.Secret(p.APIKey.Value())}}
+		}
+	}
+	chatModels := map[string]map[string]string{}
+	channelModels := map[string]string{}
+	add := func(ch, model string, models map[string]string) {
+		if model != "" {
+			channelModels[ch] = model
+		}
+		if len(models) > 0 {
+			chatModels[ch] = models
+		}
+	}
+	add("telegram", cfg.Channels.Telegram.Model, cfg.Channels.Telegram.Models)
+	add("slack", cfg.Channels.Slack.Model, cfg.Channels.Slack.Models)
+	add("discord", cfg.Channels.Discord.Model, cfg.Channels.Discord.Models)
+	cd := cfg.Auth.Cooldowns
+	return routing.New(routing.Options{
+		Providers:          providers,
+		Catalog:            catalogFromConfig(cfg),
+		Primary:            cfg.Routing.Primary,
+		Fallbacks:          cfg.Routing.Fallbacks,
+		Pin:                cfg.Routing.Pin,
+		Allowed:            cfg.Routing.Allowed,
+		ChatModels:         chatModels,
+		ChannelModels:      channelModels,
+		NoAffinity:         !cfg.Routing.Affinity.Enabled,
+		DecayDays:          float64(cfg.Routing.Affinity.DecayDays),
+		EscalateOnReaction: cfg.Routing.EscalateOnReaction,
+		MaxEscalations:     cfg.Routing.MaxEscalations,
+		DailyUSD:           cfg.Routing.Budget.DailyUSD,
+		ChatDailyUSD:       cfg.Routing.Budget.ChatDailyUSD,
+		Profiles:           profiles,
+		AuthOrder:          cfg.Auth.Order,
+		Cooldowns: routing.Cooldowns{Initial: cd.Initial.D(), Multiplier: cd.Multiplier, Max: cd.Max.D(),
+			BillingMax: time.Duration(cd.BillingMaxHours) * time.Hour},
+		MaxLocal: cfg.LLM.MaxConcurrentLocal,
+		MaxCloud: cfg.LLM.MaxConcurrentCloud,
+		Store:    db,
+		Now:      now,
+		Log:      log,
+	})
+}
