@@ -14,6 +14,7 @@ import (
 	"github.com/opentalon/opentalon/config"
 	"github.com/opentalon/opentalon/core"
 	"github.com/opentalon/opentalon/orchestrator"
+	"github.com/opentalon/opentalon/plugins"
 	"github.com/opentalon/opentalon/routing"
 	"github.com/opentalon/opentalon/store"
 )
@@ -31,14 +32,16 @@ type AppOptions struct {
 // App is the whole gateway, built explicitly from a config. Lifecycle:
 // BuildApp (opens the database, starts nothing), Run, Close.
 type App struct {
-	cfg     *config.Config
-	opts    AppOptions
-	log     *slog.Logger
-	db      *store.DB
-	router  *routing.Router
-	agent   *orchestrator.Orchestrator
-	gateway *core.Gateway
-	server  *http.Server
+	cfg    *config.Config
+	opts   AppOptions
+	log    *slog.Logger
+	db     *store.DB
+	router *routing.Router
+	// registry holds the tools of the running plugins.
+	registry *plugins.Registry
+	agent    *orchestrator.Orchestrator
+	gateway  *core.Gateway
+	server   *http.Server
 	// closers run on Close in reverse order.
 	closers []func() error
 	// eof is closed when the console input ends.
@@ -70,8 +73,13 @@ func BuildApp(ctx context.Context, cfg *config.Config, o AppOptions) (a *App, er
 	if a.router, err = buildRouter(cfg, a.db, o.Now, o.Logger); err != nil {
 		return nil, err
 	}
+	tools, err := a.buildTools()
+	if err != nil {
+		return nil, err
+	}
 	a.agent = orchestrator.New(orchestrator.Options{
 		LLM:      a.router,
+		Tools:    tools,
 		History:  a.db,
 		Rules:    cfg.Orchestrator.Rules,
 		MaxSteps: cfg.Orchestrator.MaxSteps,
@@ -87,6 +95,7 @@ func BuildApp(ctx context.Context, cfg *config.Config, o AppOptions) (a *App, er
 		Now:            o.Now,
 		Logger:         o.Logger,
 	})
+	a.addRouting()
 	if err := a.addChannels(ctx); err != nil {
 		return nil, err
 	}
@@ -125,6 +134,7 @@ func (a *App) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	errc := make(chan error, 1)
+	apiURL := ""
 	if a.server != nil {
 		ln, err := net.Listen("tcp", a.cfg.Server.Listen)
 		if err != nil {
@@ -132,6 +142,7 @@ func (a *App) Run(ctx context.Context) error {
 		}
 		a.log.Info("http server listening", "addr", ln.Addr().String())
 		a.addr <- ln.Addr().String()
+		apiURL = "http://" + ln.Addr().String()
 		go func() {
 			if err := a.server.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 				errc <- err
@@ -142,6 +153,9 @@ func (a *App) Run(ctx context.Context) error {
 			defer c()
 			a.server.Shutdown(sctx)
 		}()
+	}
+	if err := a.startPlugins(ctx, apiURL); err != nil {
+		return err
 	}
 	if a.consoleOnly() {
 		go a.stopWhenDrained(ctx, cancel)

@@ -112,6 +112,35 @@ func Main(ctx context.Context, args []string, io Stdio, lookup func(string) (str
 	return 0
 }
 
+// extract takes the global flags out of args (for subcommands that parse
+// their own flags) and returns the rest.
+func (g *globalFlags) extract(args []string) []string {
+	var rest []string
+	for i := 0; i < len(args); i++ {
+		name, val, hasVal := strings.Cut(strings.TrimLeft(args[i], "-"), "=")
+		var dst *string
+		switch {
+		case !strings.HasPrefix(args[i], "-"):
+		case name == "config":
+			dst = &g.config
+		case name == "log-format":
+			dst = &g.logFormat
+		case name == "log-level":
+			dst = &g.logLevel
+		}
+		if dst == nil {
+			rest = append(rest, args[i])
+			continue
+		}
+		if !hasVal && i+1 < len(args) {
+			i++
+			val = args[i]
+		}
+		*dst = val
+	}
+	return rest
+}
+
 // usageError marks a wrong command line (exit code 2).
 type usageError struct{ msg string }
 

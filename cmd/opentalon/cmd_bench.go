@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/opentalon/opentalon/bench/route"
+	"github.com/opentalon/opentalon/routing/sim"
 )
 
 const benchUsage = "usage: opentalon bench route [--scenario FILE] [--seeds N] [--json]  (default scenario: bench/route/default.yaml, built in)"
@@ -29,17 +29,17 @@ func runBenchRoute(ctx context.Context, args []string, stdout io.Writer) error {
 	if fs.NArg() > 0 {
 		return usageError{fmt.Sprintf("bench route: unexpected %q; %s", fs.Arg(0), benchUsage)}
 	}
-	var sc *route.Scenario
+	var sc *sim.Scenario
 	var err error
 	if *file == "" {
-		sc, err = route.Default()
+		sc, err = sim.Default()
 	} else {
-		sc, err = route.Load(*file)
+		sc, err = sim.Load(*file)
 	}
 	if err != nil {
 		return err
 	}
-	rep, err := route.Run(ctx, sc, *seeds)
+	rep, err := sim.Run(ctx, sc, *seeds)
 	if err != nil {
 		return fmt.Errorf("bench route: %w", err)
 	}

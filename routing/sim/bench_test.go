@@ -1,4 +1,4 @@
-package route
+package sim
 
 import (
 	"context"
@@ -9,7 +9,7 @@ import (
 
 // BenchmarkDefaultScenario runs bench/route/default.yaml (all 30 seeds,
 // or $ROUTE_SEEDS) and reports the simulator's results as metrics.
-// Run: go test -run XXX -bench DefaultScenario -benchtime 1x ./bench/route
+// Run: go test -run XXX -bench DefaultScenario -benchtime 1x ./routing/sim
 func BenchmarkDefaultScenario(b *testing.B) {
 	seeds := 0
 	if s := os.Getenv("ROUTE_SEEDS"); s != "" {

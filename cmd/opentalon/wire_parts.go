@@ -1,0 +1,111 @@
+package main
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/opentalon/opentalon/config"
+	"github.com/opentalon/opentalon/core"
+	"github.com/opentalon/opentalon/guard"
+	"github.com/opentalon/opentalon/orchestrator"
+	"github.com/opentalon/opentalon/plugins"
+	"github.com/opentalon/opentalon/routing"
+	"github.com/opentalon/opentalon/store"
+)
+
+// addTelegram adds the Telegram channel (channels.telegram).
+func (a *App) addTelegram(context.Context) error {
+	ch, err := newTelegramChannel(a.cfg.Channels.Telegram, a.log, a.opts.Now)
+	if err != nil {
+		return err
+	}
+	a.gateway.AddChannel(ch)
+	return nil
+}
+
+// buildTools builds the tool registry and the guard pipeline every plugin
+// result passes (plugins.tools). The plugin processes start in Run.
+func (a *App) buildTools() (orchestrator.ToolRunner, error) {
+	tc := a.cfg.Plugins.Tools
+	a.registry = plugins.NewRegistry(func(name string) plugins.Limits {
+		l := tc.LimitsFor(name)
+		return plugins.Limits{Timeout: l.Timeout.D(), MaxResponseBytes: l.MaxResponseBytes}
+	})
+	san, err := guard.NewSanitizer(tc.Sanitize.ExtraPatterns)
+	if err != nil {
+		return nil, err
+	}
+	return orchestrator.PluginTools{Registry: a.registry, Guard: guard.New(a.registry, san, a.log)}, nil
+}
+
+// startPlugins launches the discovered plugin processes; apiURL is where
+// they reach the plugin LLM API ("" when the server is off).
+func (a *App) startPlugins(ctx context.Context, apiURL string) error {
+	tc := a.cfg.Plugins.Tools
+	if tc.PluginDir == "" && len(tc.Plugins) == 0 {
+		return nil
+	}
+	specs := make([]plugins.Spec, 0, len(tc.Plugins))
+	for _, p := range tc.Plugins {
+		specs = append(specs, plugins.Spec{Path: p})
+	}
+	var env []string
+	if apiURL != "" {
+		env = append(env, "OPENTALON_API_URL="+apiURL)
+		if k := a.cfg.Server.APIKey; k.IsSet() {
+			env = append(env, "OPENTALON_API_KEY="+k.Value())
+		}
+	}
+	mgr := plugins.NewManager(plugins.Options{
+		Dir: tc.PluginDir, Plugins: specs, Registry: a.registry, State: a.db,
+		HealthInterval: tc.HealthCheckInterval.D(), RestartOnFailure: tc.RestartOnFailure,
+		MaxRestarts: tc.MaxRestarts, Env: env, Logger: a.log,
+	})
+	if err := mgr.Start(ctx); err != nil {
+		return err
+	}
+	a.closers = append(a.closers, mgr.Close)
+	a.log.Info("plugins started", "running", mgr.Running())
+	return nil
+}
+
+// mountPluginAPI serves POST /api/plugins/llm/generate (seed 003).
+func (a *App) mountPluginAPI(mux *http.ServeMux) {
+	gen := orchestrator.Generator{LLM: a.router}
+	mux.Handle("POST "+plugins.GeneratePath, plugins.NewGenerateHandler(gen, a.cfg.Server.APIKey.Value(), a.log))
+}
+
+// addRouting registers the /model family, /retry and the escalation
+// interceptor (rejections re-answered by the next model).
+func (a *App) addRouting() {
+	for _, c := range a.router.Commands(a.db, a.db) {
+		a.gateway.AddCommand(c)
+	}
+	a.gateway.AddInterceptor(routing.NewEscalator(a.router, a.agent, a.db, a.log))
+}
+
+// cmdRouting runs `usage`, `affinity` and `bench`; each parses its own
+// flags, so only the global flags are taken out here.
+func cmdRouting(ctx context.Context, cmd string, g *globalFlags, args []string, io Stdio, env config.Env, log *slog.Logger) error {
+	args = g.extract(args)
+	if cmd == "bench" {
+		return runBenchRoute(ctx, args, io.Out)
+	}
+	cfg, _, err := loadConfig(g, env)
+	if err != nil {
+		return err
+	}
+	db, err := store.Open(ctx, cfg.State.DataDir, store.Options{Logger: log})
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	if cmd == "usage" {
+		return runUsage(ctx, db, time.Now(), args, io.Out)
+	}
+	return runAffinity(ctx, db, float64(cfg.Routing.Affinity.DecayDays), time.Now(), args, io.Out)
+}
+
+var _ core.Interceptor = (*routing.Escalator)(nil)
