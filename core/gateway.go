@@ -494,15 +494,36 @@ func UserMessage(err error) string {
 	return pre + "something went wrong on my side. The error is logged; please try again."
 }
 
+// ReactionInterceptor is an optional Interceptor capability: it may
+// answer a judged reaction (routing re-answers a 👎 on the latest answer
+// with the next model when routing.escalate_on_reaction is on). A nil
+// answer means nothing is sent.
+type ReactionInterceptor interface {
+	InterceptReaction(ctx context.Context, r Reaction, judged *Reply, s Session) (*Answer, error)
+}
+
 // handleReaction turns a reaction on one of the bot's replies into a
-// quality signal; reactions on anything else are ignored.
+// quality signal, and lets reaction interceptors answer it; reactions on
+// anything else are ignored.
 func (g *Gateway) handleReaction(ctx context.Context, it QueueItem) error {
 	re := it.Reaction
-	if g.opts.Signals == nil || re.Polarity == Neutral {
+	if re.Polarity == Neutral {
 		return nil
 	}
-	r, err := g.store.ReplyByPlatformID(ctx, re.Conversation.Channel, re.MessageID)
-	if err != nil || r == nil {
+	ch, ok := g.channels[re.Conversation.Channel]
+	if !ok {
+		return nil
+	}
+	to := Inbound{Conversation: re.Conversation, MessageID: re.MessageID, UserID: re.UserID, ReceivedAt: re.At}
+	// An answer stored by an earlier attempt is only delivered again.
+	if prev, err := g.store.ReplyForRequest(ctx, it.ID); err != nil || prev != nil {
+		if err != nil {
+			return err
+		}
+		return g.deliver(ctx, ch, to, prev)
+	}
+	judged, err := g.store.ReplyByPlatformID(ctx, re.Conversation.Channel, re.MessageID)
+	if err != nil || judged == nil {
 		return err
 	}
 	p := re.Polarity
@@ -510,8 +531,37 @@ func (g *Gateway) handleReaction(ctx context.Context, it QueueItem) error {
 		// Taking a reaction back cancels its judgement.
 		p = -p
 	}
-	return g.opts.Signals.RecordSignal(ctx, Signal{
-		Kind: SignalReaction, Polarity: p, ReplyID: r.ID, Model: r.Model,
-		TaskType: r.TaskType, UserID: re.UserID, Weight: 1, At: re.At,
-	})
+	if g.opts.Signals != nil {
+		if err := g.opts.Signals.RecordSignal(ctx, Signal{
+			Kind: SignalReaction, Polarity: p, ReplyID: judged.ID, Model: judged.Model,
+			TaskType: judged.TaskType, UserID: re.UserID, Weight: 1, At: re.At,
+		}); err != nil {
+			return err
+		}
+	}
+	if p != Negative || !re.Added {
+		return nil
+	}
+	for _, ic := range g.interceptors {
+		ri, ok := ic.(ReactionInterceptor)
+		if !ok {
+			continue
+		}
+		sess, err := g.store.ActiveSession(ctx, re.Conversation)
+		if err != nil {
+			return err
+		}
+		ans, err := ri.InterceptReaction(ctx, *re, judged, sess)
+		if err != nil || ans == nil {
+			return err
+		}
+		r := &Reply{RequestID: it.ID, SessionID: sess.ID, Conversation: re.Conversation, Text: ans.Text,
+			Parts: ch.Format(ans.Text), Model: ans.Model, TaskType: ans.TaskType, Reason: ans.Reason, Usage: ans.Usage, CreatedAt: g.now()}
+		r.Sent = make([]string, len(r.Parts))
+		if r.ID, err = g.store.SaveReply(ctx, r, ans.Messages); err != nil {
+			return err
+		}
+		return g.deliver(ctx, ch, to, r)
+	}
+	return nil
 }

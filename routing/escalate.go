@@ -104,6 +104,32 @@ func (e *Escalator) Intercept(ctx context.Context, req core.CommandRequest) (*co
 	return e.escalate(ctx, req, last, question)
 }
 
+// InterceptReaction implements core.ReactionInterceptor: with
+// routing.escalate_on_reaction on, a 👎 on the session's latest answer has
+// the next model by weight answer its question again. The gateway has
+// already recorded the reaction's signal.
+func (e *Escalator) InterceptReaction(ctx context.Context, re core.Reaction, judged *core.Reply, s core.Session) (*core.Answer, error) {
+	if !e.r.o.EscalateOnReaction {
+		return nil, nil
+	}
+	last, err := e.conv.LastAnswer(ctx, s.ID)
+	if err != nil || last == nil || last.ID != judged.ID {
+		return nil, err
+	}
+	question, err := e.lastQuestion(ctx, s.ID)
+	if err != nil || question == "" {
+		return nil, err
+	}
+	e.mu.Lock()
+	e.judged[s.ID] = last.ID
+	e.mu.Unlock()
+	in := core.Inbound{Conversation: re.Conversation, MessageID: re.MessageID, UserID: re.UserID, ReceivedAt: re.At}
+	ans, _, err := e.escalate(ctx, core.CommandRequest{Session: s, In: in}, last, question)
+	return ans, err
+}
+
+var _ core.ReactionInterceptor = (*Escalator)(nil)
+
 // judge records a signal once per reply.
 func (e *Escalator) judge(ctx context.Context, sessionID int64, s core.Signal) {
 	e.mu.Lock()
