@@ -1,0 +1,179 @@
+package main
+
+// Shared helpers of the e2e_*_test.go files: the acceptance-suite view of
+// the binary (config files on disk, Main with its exit code and streams,
+// the re-executed test binary with its stderr captured).
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/opentalon/opentalon/config"
+)
+
+// writeConfig writes yaml to a fresh config.yaml and returns its path.
+func writeConfig(t testing.TB, yaml string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "config.yaml")
+	if err := os.WriteFile(p, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// loadConfigFile parses the config file at path the way the binary does.
+func loadConfigFile(t testing.TB, path string) *config.Config {
+	t.Helper()
+	cfg, _, err := config.Open(path, config.MapEnv(nil))
+	if err != nil {
+		t.Fatalf("config %s: %v", path, err)
+	}
+	return cfg
+}
+
+// mainResult is one in-process run of Main.
+type mainResult struct {
+	code           int
+	stdout, stderr string
+}
+
+// runMain runs the command line in-process with env as the whole
+// environment and stdin as standard input.
+func runMain(t testing.TB, env map[string]string, stdin string, args ...string) mainResult {
+	t.Helper()
+	var out, errb bytes.Buffer
+	lookup := func(k string) (string, bool) { v, ok := env[k]; return v, ok }
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	code := Main(ctx, args, Stdio{In: strings.NewReader(stdin), Out: &out, Err: &errb}, lookup)
+	return mainResult{code, out.String(), errb.String()}
+}
+
+// lockedBuf is a goroutine-safe buffer for a child's stderr.
+type lockedBuf struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuf) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuf) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// binProc is the test binary re-executed as opentalon with its stderr kept.
+type binProc struct {
+	*proc
+	stderr *lockedBuf
+}
+
+// startBinary runs `opentalon args...` as a child process (the test
+// binary with OPENTALON_TEST_MAIN=1) with extraEnv added.
+func startBinary(t *testing.T, extraEnv []string, args ...string) *binProc {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], args...)
+	cmd.Env = append(append(os.Environ(), "OPENTALON_TEST_MAIN=1"), extraEnv...)
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	errb := &lockedBuf{}
+	cmd.Stderr = errb
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	p := &proc{t: t, cmd: cmd, stdin: stdin, lines: make(chan string, 1000), done: make(chan struct{})}
+	go func() {
+		defer close(p.done)
+		buf := make([]byte, 0, 4096)
+		rd := io.Reader(stdout)
+		tmp := make([]byte, 4096)
+		for {
+			n, err := rd.Read(tmp)
+			buf = append(buf, tmp[:n]...)
+			for {
+				i := bytes.IndexByte(buf, '\n')
+				if i < 0 {
+					break
+				}
+				line := string(buf[:i])
+				buf = buf[i+1:]
+				p.mu.Lock()
+				p.out.WriteString(line + "\n")
+				p.mu.Unlock()
+				p.lines <- line
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	t.Cleanup(func() { cmd.Process.Kill(); <-p.done; cmd.Wait() })
+	return &binProc{proc: p, stderr: errb}
+}
+
+// exitCode waits (up to timeout) for the process to end and returns its
+// exit code; -1 means it was killed by a signal.
+func (b *binProc) exitCode(timeout time.Duration) int {
+	b.t.Helper()
+	errc := make(chan error, 1)
+	go func() { <-b.done; errc <- b.cmd.Wait() }()
+	select {
+	case <-errc:
+		return b.cmd.ProcessState.ExitCode()
+	case <-time.After(timeout):
+		b.t.Fatalf("process did not exit within %s; stdout %q; stderr %q", timeout, b.output(), b.stderr.String())
+	}
+	return 0
+}
+
+// waitAddr waits for the in-process app's HTTP server address.
+func waitAddr(t testing.TB, a *App) string {
+	t.Helper()
+	select {
+	case addr := <-a.addr:
+		return addr
+	case <-time.After(20 * time.Second):
+		t.Fatal("server did not listen")
+	}
+	return ""
+}
+
+// postJSON posts body to url with the given headers.
+func postJSON(t testing.TB, url, body string, header map[string]string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	for k, v := range header {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
