@@ -12,17 +12,17 @@ type Kind int
 
 // Error kinds.
 const (
-	KindUnknown         Kind = iota
-	KindInvalid              // bad input from a user or a config
-	KindNotFound             // a named thing does not exist
-	KindRateLimited          // 429: slow down, maybe with RetryAfter
-	KindAuth                 // 401/403: credential refused
-	KindBilling              // quota or credit exhausted
-	KindUnavailable          // 5xx, overloaded, connection refused
-	KindTimeout              // deadline exceeded talking to a dependency
-	KindContextTooLong       // the prompt does not fit the model
-	KindBadRequest           // 400 the provider will not accept: do not retry
-	KindMalformed            // a dependency answered with something unreadable
+	KindUnknown        Kind = iota
+	KindInvalid             // bad input from a user or a config
+	KindNotFound            // a named thing does not exist
+	KindRateLimited         // 429: slow down, maybe with RetryAfter
+	KindAuth                // 401/403: credential refused
+	KindBilling             // quota or credit exhausted
+	KindUnavailable         // 5xx, overloaded, connection refused
+	KindTimeout             // deadline exceeded talking to a dependency
+	KindContextTooLong      // the prompt does not fit the model
+	KindBadRequest          // 400 the provider will not accept: do not retry
+	KindMalformed           // a dependency answered with something unreadable
 )
 
 var kindNames = [...]string{"unknown", "invalid", "not_found", "rate_limited", "auth", "billing", "unavailable", "timeout", "context_too_long", "bad_request", "malformed"}
@@ -93,4 +93,3 @@ func Transient(err error) bool {
 	}
 	return false
 }
-
