@@ -1,0 +1,345 @@
+package main
+
+// Performance benchmarks of the real binary against the brief's targets:
+// start to first platform poll, idle RSS, CPU and added latency per
+// message, stripped binary size. Each benchmark builds the binary with
+// `go build -trimpath -ldflags "-s -w"` into b.TempDir() and runs it as a
+// separate process against a fake Telegram Bot API (telegramtest) and a
+// fake OpenAI-compatible LLM (providertest), with the console off and
+// the durable SQLite queue in a temp data dir. They run only with -bench:
+//
+//	go test -run '^$' -bench 'Perf' -benchtime 20x ./cmd/opentalon
+//
+// (scripts/bench.sh runs them together with the package benchmarks.)
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/go-telegram/bot/models"
+
+	"github.com/opentalon/opentalon/channels/telegram/telegramtest"
+	"github.com/opentalon/opentalon/routing/provider/providertest"
+)
+
+const perfToken = "4242:perf-token"
+
+// perfChats is the number of chats BenchmarkPerfMessage rotates over.
+const perfChats = 200
+
+// buildStripped builds the opentalon binary the way a release is built and
+// returns its path.
+func buildStripped(b *testing.B) string {
+	b.Helper()
+	out := filepath.Join(b.TempDir(), "opentalon")
+	cmd := exec.Command("go", "build", "-trimpath", "-ldflags", "-s -w", "-o", out, ".")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Run(); err != nil {
+		b.Fatalf("go build -trimpath -ldflags \"-s -w\": %v\n%s", err, stderr.String())
+	}
+	return out
+}
+
+// perfConfig writes a config with only the Telegram channel (polling the
+// fake at tgURL) and one OpenAI-compatible provider at llmURL.
+func perfConfig(b *testing.B, dataDir, tgURL, llmURL string) string {
+	b.Helper()
+	yaml := fmt.Sprintf(`state:
+  data_dir: %q
+models:
+  providers:
+    fake:
+      api: openai-completions
+      base_url: %q
+      api_key: test-key
+  catalog:
+    fake/small: { alias: small, weight: 80, context_window: 8000 }
+routing:
+  primary: fake/small
+server:
+  listen: ""
+channels:
+  console: { enabled: false }
+  telegram:
+    enabled: true
+    token: %q
+    api_url: %q
+    ack_reaction: ""
+`, dataDir, llmURL, perfToken, tgURL)
+	path := filepath.Join(b.TempDir(), "config.yaml")
+	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
+		b.Fatal(err)
+	}
+	return path
+}
+
+// gateway is one running opentalon process.
+type gateway struct {
+	cmd     *exec.Cmd
+	started time.Time
+	stderr  *syncBuffer
+	exited  chan struct{} // closed once the process has been reaped
+}
+
+func startGateway(b *testing.B, bin, cfgPath string) *gateway {
+	b.Helper()
+	g := &gateway{cmd: exec.Command(bin, "--config", cfgPath, "run"), stderr: &syncBuffer{}, exited: make(chan struct{})}
+	g.cmd.Env = append(os.Environ(), "OPENTALON_LOG_LEVEL=info")
+	g.cmd.Stderr = g.stderr
+	g.started = time.Now()
+	if err := g.cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	go func() {
+		g.cmd.Wait()
+		close(g.exited)
+	}()
+	return g
+}
+
+// stop ends the process with SIGTERM and waits for it.
+func (g *gateway) stop(b *testing.B) {
+	b.Helper()
+	g.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-g.exited:
+	case <-time.After(30 * time.Second):
+		g.cmd.Process.Kill()
+		<-g.exited
+		b.Errorf("gateway did not stop within 30s of SIGTERM; stderr:\n%s", g.stderr.String())
+	}
+}
+
+// rssMiB reads VmRSS of the process.
+func (g *gateway) rssMiB(b *testing.B) float64 {
+	b.Helper()
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", g.cmd.Process.Pid))
+	if err != nil {
+		b.Fatalf("read /proc status (these benchmarks need Linux): %v", err)
+	}
+	for _, line := range strings.Split(string(status), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			kb, err := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 64)
+			if err != nil {
+				b.Fatalf("VmRSS %q: %v", rest, err)
+			}
+			return kb / 1024
+		}
+	}
+	b.Fatal("no VmRSS in /proc status")
+	return 0
+}
+
+// cpuTime reads utime+stime of the process (all its threads).
+func (g *gateway) cpuTime(b *testing.B) time.Duration {
+	b.Helper()
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", g.cmd.Process.Pid))
+	if err != nil {
+		b.Fatalf("read /proc stat (these benchmarks need Linux): %v", err)
+	}
+	// The command name may hold spaces; fields count from after ')'.
+	i := bytes.LastIndexByte(stat, ')')
+	f := strings.Fields(string(stat[i+1:]))
+	// f[0] is field 3 (state); utime is field 14, stime field 15.
+	ut, err1 := strconv.ParseInt(f[11], 10, 64)
+	st, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		b.Fatalf("parse /proc stat %q", stat)
+	}
+	// USER_HZ is 100 on every Linux this runs on.
+	return time.Duration(ut+st) * 10 * time.Millisecond
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// firstPoll waits for the first getUpdates at tg and returns its arrival.
+func firstPoll(b *testing.B, tg *telegramtest.Server, g *gateway) time.Time {
+	b.Helper()
+	var at time.Time
+	tg.WaitFor(b, "the first getUpdates", 30*time.Second, func(_ []telegramtest.Sent, calls []telegramtest.Call) bool {
+		for _, c := range calls {
+			if c.Method == "getUpdates" {
+				at = c.At
+				return true
+			}
+		}
+		select {
+		case <-g.exited:
+			b.Fatalf("gateway exited before polling; stderr:\n%s", g.stderr.String())
+		default:
+		}
+		return false
+	})
+	return at
+}
+
+func median(ds []time.Duration) time.Duration {
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	return s[len(s)/2]
+}
+
+func percentile(ds []time.Duration, p float64) time.Duration {
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	return s[int(p*float64(len(s)-1))]
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// BenchmarkPerfBinarySize reports the size of the stripped binary.
+func BenchmarkPerfBinarySize(b *testing.B) {
+	bin := buildStripped(b)
+	var size int64
+	for b.Loop() {
+		fi, err := os.Stat(bin)
+		if err != nil {
+			b.Fatal(err)
+		}
+		size = fi.Size()
+	}
+	b.ReportMetric(float64(size)/1e6, "binary-MB")
+	b.ReportMetric(float64(size)/(1<<20), "binary-MiB")
+}
+
+// BenchmarkPerfStart measures process start (fork/exec included) to the
+// first getUpdates at the fake Bot API, as a median over b.N starts, and
+// the RSS once the process has sat idle for a second after the first
+// start. fresh-db starts on an empty data dir (migrations run);
+// existing-db reuses one database.
+func BenchmarkPerfStart(b *testing.B) {
+	bin := buildStripped(b)
+	llm := providertest.NewOpenAI(b)
+	for _, fresh := range []bool{false, true} {
+		name := "existing-db"
+		if fresh {
+			name = "fresh-db"
+		}
+		b.Run(name, func(b *testing.B) {
+			dataDir := b.TempDir()
+			var starts []time.Duration
+			idle := -1.0
+			for b.Loop() {
+				b.StopTimer()
+				if fresh {
+					dataDir = b.TempDir()
+				}
+				tg := telegramtest.New(b, perfToken)
+				cfg := perfConfig(b, dataDir, tg.URL, llm.BaseURL())
+				b.StartTimer()
+				g := startGateway(b, bin, cfg)
+				polled := firstPoll(b, tg, g)
+				b.StopTimer()
+				starts = append(starts, polled.Sub(g.started))
+				if idle < 0 {
+					time.Sleep(time.Second)
+					idle = g.rssMiB(b)
+				}
+				g.stop(b)
+				tg.Close()
+				b.StartTimer()
+			}
+			b.ReportMetric(ms(median(starts)), "start-ms")
+			b.ReportMetric(ms(percentile(starts, 0)), "start-min-ms")
+			b.ReportMetric(idle, "idle-MiB")
+		})
+	}
+}
+
+// BenchmarkPerfMessage sends b.N private messages one at a time (each
+// waits for its reply) through the running binary with an instant fake
+// LLM, and reports:
+//   - cpu-ms/msg: the gateway process's utime+stime over all messages
+//     (accept, durable queue commit, pipeline, LLM call, reply store and
+//     send), divided by b.N;
+//   - added-p50/p99-ms: from handing the update to the pending getUpdates
+//     to the LLM request (fully read) at the fake LLM;
+//   - reply-p50/p99-ms: from handing the update over to the sendMessage of
+//     the reply arriving at the fake Bot API;
+//   - busy-MiB: RSS after the run.
+func BenchmarkPerfMessage(b *testing.B) {
+	bin := buildStripped(b)
+	llm := providertest.NewOpenAI(b)
+	var llmMu sync.Mutex
+	llmAt := map[string]time.Time{}
+	llm.SetReply(func(r providertest.Received) providertest.Script {
+		at := time.Now()
+		llmMu.Lock()
+		llmAt[r.LastUser()] = at
+		llmMu.Unlock()
+		return providertest.Echo(r)
+	})
+	tg := telegramtest.New(b, perfToken)
+	g := startGateway(b, bin, perfConfig(b, b.TempDir(), tg.URL, llm.BaseURL()))
+	defer g.stop(b)
+	firstPoll(b, tg, g)
+
+	// The messages rotate over perfChats private chats so the channel's
+	// per-chat pacing (a burst of 3, then one message a second) never
+	// delays a reply. Warm-up: one message per chat opens its session and
+	// the HTTP connections.
+	users := make([]*models.User, perfChats)
+	for i := range users {
+		users[i] = telegramtest.User(int64(10000+i), "")
+		tg.AddUpdate(tg.Private(users[i], fmt.Sprintf("warm-up %d", i)))
+	}
+	warm := len(users)
+	tg.WaitSent(b, warm, time.Minute)
+
+	var added, reply []time.Duration
+	n := 0
+	cpu0 := g.cpuTime(b)
+	for b.Loop() {
+		text := fmt.Sprintf("perf message %d", n)
+		u := tg.Private(users[n%perfChats], text)
+		t0 := time.Now()
+		tg.AddUpdate(u)
+		n++
+		sent := tg.WaitSent(b, warm+n, 30*time.Second)
+		last := sent[len(sent)-1]
+		if last.Text != "echo: "+text {
+			b.Fatalf("reply %q, want %q", last.Text, "echo: "+text)
+		}
+		llmMu.Lock()
+		at, ok := llmAt[text]
+		llmMu.Unlock()
+		if !ok {
+			b.Fatalf("the fake LLM never saw %q", text)
+		}
+		added = append(added, at.Sub(t0))
+		reply = append(reply, last.At.Sub(t0))
+	}
+	cpu := g.cpuTime(b) - cpu0
+	b.ReportMetric(ms(cpu)/float64(n), "cpu-ms/msg")
+	b.ReportMetric(ms(percentile(added, 0.5)), "added-p50-ms")
+	b.ReportMetric(ms(percentile(added, 0.99)), "added-p99-ms")
+	b.ReportMetric(ms(percentile(reply, 0.5)), "reply-p50-ms")
+	b.ReportMetric(ms(percentile(reply, 0.99)), "reply-p99-ms")
+	b.ReportMetric(g.rssMiB(b), "busy-MiB")
+}
