@@ -172,3 +172,32 @@ func (c *client) readBody(cl *call, secret string) ([]byte, error) {
 	}
 	return b, nil
 }
+
+// stream reads a streaming answer from cl: SSE through read, or, from a
+// server that ignored "stream" and answered plain JSON, through parse
+// (its whole text then arrives as one delta).
+func (c *client) stream(ctx context.Context, cl *call, model, secret string, onText func(string),
+	parse func(body []byte, secret string) (*Response, error),
+	read func(cl *call, onText func(string), secret string) (*Response, error)) (*Response, error) {
+	if onText == nil {
+		onText = func(string) {}
+	}
+	var r *Response
+	var err error
+	if strings.HasPrefix(cl.resp.Header.Get("Content-Type"), "application/json") {
+		var body []byte
+		if body, err = c.readBody(cl, secret); err != nil {
+			return nil, err
+		}
+		if r, err = parse(body, secret); err != nil {
+			return nil, err
+		}
+		if r.Text != "" {
+			onText(r.Text)
+		}
+	} else if r, err = read(cl, onText, secret); err != nil {
+		return nil, err
+	}
+	c.done(ctx, cl, model, r, true)
+	return r, nil
+}

@@ -247,31 +247,7 @@ func (p *OpenAI) Stream(ctx context.Context, cred Credentials, req *Request, onT
 		return nil, err
 	}
 	defer cl.close()
-	if onText == nil {
-		onText = func(string) {}
-	}
-	// A server that ignores "stream" answers with plain JSON.
-	if strings.HasPrefix(cl.resp.Header.Get("Content-Type"), "application/json") {
-		body, err := p.c.readBody(cl, cred.APIKey)
-		if err != nil {
-			return nil, err
-		}
-		r, err := p.parseComplete(body, cred.APIKey)
-		if err != nil {
-			return nil, err
-		}
-		if r.Text != "" {
-			onText(r.Text)
-		}
-		p.c.done(ctx, cl, req.Model, r, true)
-		return r, nil
-	}
-	r, err := p.readStream(cl, onText, cred.APIKey)
-	if err != nil {
-		return nil, err
-	}
-	p.c.done(ctx, cl, req.Model, r, true)
-	return r, nil
+	return p.c.stream(ctx, cl, req.Model, cred.APIKey, onText, p.parseComplete, p.readStream)
 }
 
 // pendingCall is a tool call being assembled from stream deltas.
