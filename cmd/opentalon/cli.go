@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/opentalon/opentalon/config"
+	"github.com/opentalon/opentalon/store"
 )
 
 // Version is set at build time with -ldflags "-X main.Version=…".
@@ -212,6 +213,20 @@ func loadConfig(g *globalFlags, env config.Env) (*config.Config, string, error) 
 		return nil, "", err
 	}
 	return cfg, src.String(), nil
+}
+
+// openConfigStore loads the config and opens its database, for the
+// subcommands that work on the store without running the gateway.
+func openConfigStore(ctx context.Context, g *globalFlags, env config.Env, log *slog.Logger) (*config.Config, *store.DB, error) {
+	cfg, _, err := loadConfig(g, env)
+	if err != nil {
+		return nil, nil, err
+	}
+	db, err := store.Open(ctx, cfg.State.DataDir, store.Options{Logger: log})
+	if err != nil {
+		return nil, nil, err
+	}
+	return cfg, db, nil
 }
 
 func getenv(env config.Env, k string) string {

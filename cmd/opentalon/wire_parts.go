@@ -12,7 +12,6 @@ import (
 	"github.com/opentalon/opentalon/orchestrator"
 	"github.com/opentalon/opentalon/plugins"
 	"github.com/opentalon/opentalon/routing"
-	"github.com/opentalon/opentalon/store"
 )
 
 // addTelegram adds the Telegram channel (channels.telegram).
@@ -93,11 +92,7 @@ func cmdRouting(ctx context.Context, cmd string, g *globalFlags, args []string, 
 	if cmd == "bench" {
 		return runBenchRoute(ctx, args, io.Out)
 	}
-	cfg, _, err := loadConfig(g, env)
-	if err != nil {
-		return err
-	}
-	db, err := store.Open(ctx, cfg.State.DataDir, store.Options{Logger: log})
+	cfg, db, err := openConfigStore(ctx, g, env, log)
 	if err != nil {
 		return err
 	}
