@@ -161,6 +161,10 @@ func (a *App) Run(ctx context.Context) error {
 		go a.stopWhenDrained(ctx, cancel)
 	}
 	go func() { errc <- a.gateway.Run(ctx, a.cfg.Queue.ShutdownGrace.D()) }()
+	go func() {
+		<-ctx.Done()
+		a.log.Info("shutting down: no new messages; finishing in-flight requests", "queue.shutdown_grace", a.cfg.Queue.ShutdownGrace.D().String())
+	}()
 	a.log.Info("opentalon running", "channels", len(a.gateway.Channels()), "db", a.db.Path())
 	err := <-errc
 	if err == nil && ctx.Err() != nil {

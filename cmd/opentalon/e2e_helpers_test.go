@@ -20,6 +20,15 @@ import (
 	"github.com/opentalon/opentalon/config"
 )
 
+// init lets the test binary be the real opentalon binary, main() with its
+// signal handling included, when re-executed with OPENTALON_E2E_MAIN=1
+// (TestMain's OPENTALON_TEST_MAIN=1 runs Main without signal handling).
+func init() {
+	if os.Getenv("OPENTALON_E2E_MAIN") == "1" {
+		main()
+	}
+}
+
 // writeConfig writes yaml to a fresh config.yaml and returns its path.
 func writeConfig(t testing.TB, yaml string) string {
 	t.Helper()
@@ -83,11 +92,11 @@ type binProc struct {
 }
 
 // startBinary runs `opentalon args...` as a child process (the test
-// binary with OPENTALON_TEST_MAIN=1) with extraEnv added.
+// binary running main()) with extraEnv added.
 func startBinary(t *testing.T, extraEnv []string, args ...string) *binProc {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], args...)
-	cmd.Env = append(append(os.Environ(), "OPENTALON_TEST_MAIN=1"), extraEnv...)
+	cmd.Env = append(append(os.Environ(), "OPENTALON_E2E_MAIN=1"), extraEnv...)
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		t.Fatal(err)

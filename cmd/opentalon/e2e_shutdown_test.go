@@ -1,0 +1,165 @@
+package main
+
+// Graceful shutdown and log hygiene of the real process (issue 2): the
+// test binary re-executed as opentalon, driven by signals and stdin.
+
+import (
+	"context"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/opentalon/opentalon/channels/telegram/telegramtest"
+	"github.com/opentalon/opentalon/core"
+	"github.com/opentalon/opentalon/routing/provider/providertest"
+	"github.com/opentalon/opentalon/store"
+)
+
+// waitStderr waits until the process's stderr contains s.
+func (b *binProc) waitStderr(s string) {
+	b.t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !strings.Contains(b.stderr.String(), s) {
+		if time.Now().After(deadline) {
+			b.t.Fatalf("stderr never contained %q:\n%s", s, b.stderr.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// queueCounts reads the queue of the database in dir.
+func queueCounts(t *testing.T, dir string) map[string]int {
+	t.Helper()
+	db, err := store.Open(context.Background(), dir, store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	c, err := db.QueueCounts(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func TestE2ESIGTERMFinishesInFlightAndKeepsQueued(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes")
+	}
+	llm := providertest.NewOpenAI(t)
+	dir := t.TempDir()
+	path := writeConfig(t, testConfig(dir, llm.BaseURL(), "queue: { workers: 1, shutdown_grace: 20s }\n"))
+	llm.Hold()
+	p := startBinary(t, nil, "--config", path, "run")
+	p.send("first question")
+	if err := llm.WaitInFlight(context.Background(), 1); err != nil {
+		t.Fatal(err)
+	}
+	p.send("second question") // same conversation: queued behind the first
+	deadline := time.Now().Add(30 * time.Second)
+	for queueCounts(t, dir)[core.StatusQueued] != 1 {
+		if time.Now().After(deadline) {
+			t.Fatalf("second question never queued: %v", queueCounts(t, dir))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	p.waitStderr("shutting down")
+	llm.Release() // the held request answers only after the signal
+	if code := p.exitCode(30 * time.Second); code != 0 {
+		t.Fatalf("exit code %d after SIGTERM; stderr:\n%s", code, p.stderr.String())
+	}
+	if out := p.output(); out != "echo: first question\n" {
+		t.Fatalf("stdout = %q; want the in-flight answer only", out)
+	}
+	if n := llm.Count(); n != 1 {
+		t.Fatalf("LLM calls = %d; want 1 (the second question waits for the next start)", n)
+	}
+	if c := queueCounts(t, dir); c[core.StatusQueued] != 1 || c[core.StatusRunning] != 0 {
+		t.Fatalf("queue after shutdown = %v; want the second question still queued", c)
+	}
+
+	// The next start answers what was left, then exits when stdin closes.
+	q := startBinary(t, nil, "--config", path, "run")
+	q.closeInput()
+	if code := q.exitCode(30 * time.Second); code != 0 {
+		t.Fatalf("restart exit code %d; stderr:\n%s", code, q.stderr.String())
+	}
+	if out := q.output(); out != "echo: second question\n" {
+		t.Fatalf("restart stdout = %q; want the queued question answered", out)
+	}
+}
+
+func TestE2EStdinEOFExitsAfterAnswer(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes")
+	}
+	llm := providertest.NewOpenAI(t)
+	llm.Hold()
+	path := writeConfig(t, testConfig(t.TempDir(), llm.BaseURL(), ""))
+	p := startBinary(t, nil, "--config", path)
+	p.send("one")
+	p.send("two")
+	if err := llm.WaitInFlight(context.Background(), 1); err != nil {
+		t.Fatal(err)
+	}
+	p.closeInput()
+	llm.Release()
+	if code := p.exitCode(30 * time.Second); code != 0 {
+		t.Fatalf("exit code %d; stderr:\n%s", code, p.stderr.String())
+	}
+	if out := p.output(); out != "echo: one\necho: two\n" {
+		t.Fatalf("stdout = %q; want both answers before the exit", out)
+	}
+}
+
+func TestE2ENoSecretsInDebugLogs(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes")
+	}
+	const (
+		llmKey    = "sk-llm-DEBUG-SECRET-777"
+		serverKey = "srv-DEBUG-SECRET-888"
+	)
+	llm := providertest.NewOpenAI(t)
+	llm.RequireKey(llmKey)
+	bot := telegramtest.New(t, tgToken)
+	y := telegramConfig(t.TempDir(), llm.BaseURL(), bot.URL)
+	y = strings.Replace(y, "api_key: test-key", "api_key: ${LLM_KEY}", 1)
+	y = strings.Replace(y, "console: { enabled: false }", "console: { enabled: true }", 1)
+	y = strings.Replace(y, `listen: "127.0.0.1:0"`, `listen: "127.0.0.1:0"`+"\n  api_key: ${OPENTALON_API_KEY}", 1)
+	path := writeConfig(t, y)
+	p := startBinary(t, []string{"LLM_KEY=" + llmKey, "OPENTALON_API_KEY=" + serverKey},
+		"--config", path, "--log-level", "debug", "run")
+
+	p.send("console question")
+	p.waitLine("echo: console question")
+	alice := telegramtest.User(42, "alice")
+	bot.AddUpdate(bot.Private(alice, "telegram question"))
+	reply := bot.WaitSent(t, 1, 30*time.Second)[0]
+	if !strings.Contains(reply.Text, "echo: telegram question") {
+		t.Fatalf("telegram reply %q", reply.Text)
+	}
+	bot.AddUpdate(bot.Private(alice, "/status"))
+	bot.WaitSent(t, 2, 30*time.Second)
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if code := p.exitCode(30 * time.Second); code != 0 {
+		t.Fatalf("exit code %d; stderr:\n%s", code, p.stderr.String())
+	}
+	logs := p.stderr.String()
+	if !strings.Contains(logs, "level=DEBUG") {
+		t.Fatalf("no debug lines logged; the test would prove nothing:\n%s", logs)
+	}
+	tokenSecret := strings.SplitN(tgToken, ":", 2)[1]
+	for _, s := range []string{llmKey, serverKey, tgToken, tokenSecret} {
+		if strings.Contains(logs, s) {
+			t.Errorf("stderr contains the secret %q", s)
+		}
+	}
+}
