@@ -39,8 +39,8 @@ type Options struct {
 // DB is the open database: one writer connection with immediate
 // transactions and a read pool. Safe for concurrent use.
 type DB struct {
-	w    *sql.DB
-	r    *sql.DB
+	w    *pool
+	r    *pool
 	now  func() time.Time
 	ttl  time.Duration
 	path string
@@ -71,10 +71,11 @@ func OpenFile(ctx context.Context, path string, o Options) (*DB, error) {
 		pragmas.Add("_pragma", p)
 	}
 	base := "file:" + (&url.URL{Path: path}).EscapedPath() + "?" + pragmas.Encode()
-	w, err := sql.Open("sqlite", base+"&_txlock=immediate")
+	wdb, err := sql.Open("sqlite", base+"&_txlock=immediate")
 	if err != nil {
 		return nil, fmt.Errorf("open database %s: %w", path, err)
 	}
+	w := newPool(wdb)
 	w.SetMaxOpenConns(1)
 	w.SetConnMaxLifetime(0)
 	w.SetConnMaxIdleTime(0)
@@ -90,7 +91,7 @@ func OpenFile(ctx context.Context, path string, o Options) (*DB, error) {
 	}
 	r.SetMaxOpenConns(o.ReadConns)
 	r.SetMaxIdleConns(o.ReadConns)
-	db.r = r
+	db.r = newPool(r)
 	return db, nil
 }
 
@@ -152,12 +153,13 @@ func (db *DB) migrate(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if _, err := db.w.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
+	// One-off queries bypass the statement cache (db.w.DB).
+	if _, err := db.w.DB.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
 		version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL)`); err != nil {
 		return fmt.Errorf("open database %s: %w", db.path, err)
 	}
 	var have int
-	if err := db.w.QueryRowContext(ctx, `SELECT COALESCE(MAX(version), 0) FROM schema_migrations`).Scan(&have); err != nil {
+	if err := db.w.DB.QueryRowContext(ctx, `SELECT COALESCE(MAX(version), 0) FROM schema_migrations`).Scan(&have); err != nil {
 		return fmt.Errorf("read schema version of %s: %w", db.path, err)
 	}
 	latest := 0
@@ -168,7 +170,7 @@ func (db *DB) migrate(ctx context.Context) error {
 		return fmt.Errorf("database %s has schema version %d but this opentalon knows only up to %d: it was written by a newer release; upgrade opentalon, or set state.data_dir to another directory", db.path, have, latest)
 	}
 	applied := map[int]bool{}
-	rows, err := db.w.QueryContext(ctx, `SELECT version FROM schema_migrations`)
+	rows, err := db.w.DB.QueryContext(ctx, `SELECT version FROM schema_migrations`)
 	if err != nil {
 		return err
 	}
@@ -185,11 +187,11 @@ func (db *DB) migrate(ctx context.Context) error {
 		if applied[m.version] {
 			continue
 		}
-		if err := db.tx(ctx, func(tx *sql.Tx) error {
-			if _, err := tx.ExecContext(ctx, m.sql); err != nil {
+		if err := db.tx(ctx, func(tx *txn) error {
+			if _, err := tx.Tx.ExecContext(ctx, m.sql); err != nil {
 				return err
 			}
-			_, err := tx.ExecContext(ctx, `INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)`, m.version, m.name, db.ms())
+			_, err := tx.Tx.ExecContext(ctx, `INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)`, m.version, m.name, db.ms())
 			return err
 		}); err != nil {
 			return fmt.Errorf("apply migration %s to %s: %w", m.name, db.path, err)
@@ -199,12 +201,18 @@ func (db *DB) migrate(ctx context.Context) error {
 	return nil
 }
 
-// tx runs fn in an immediate write transaction.
-func (db *DB) tx(ctx context.Context, fn func(*sql.Tx) error) error {
+// tx runs fn in an immediate write transaction. Queries fn meets for the
+// first time are prepared for the next transactions once it ends.
+func (db *DB) tx(ctx context.Context, fn func(*txn) error) error {
 	tx, err := db.w.BeginTx(ctx, nil)
 	if err != nil {
 		return err
 	}
+	defer func() {
+		if tx.missed {
+			db.w.prepareWanted(context.WithoutCancel(ctx))
+		}
+	}()
 	if err := fn(tx); err != nil {
 		tx.Rollback()
 		return err

@@ -50,7 +50,7 @@ func (db *DB) Enqueue(ctx context.Context, it core.QueueItem) (int64, bool, erro
 // EditQueued implements core.QueueStore.
 func (db *DB) EditQueued(ctx context.Context, dedupeKey, text string) (bool, error) {
 	edited := false
-	err := db.tx(ctx, func(tx *sql.Tx) error {
+	err := db.tx(ctx, func(tx *txn) error {
 		var raw string
 		err := tx.QueryRowContext(ctx, `SELECT payload FROM queue WHERE dedupe_key = ? AND status = 'queued'`, dedupeKey).Scan(&raw)
 		if errors.Is(err, sql.ErrNoRows) {
@@ -103,7 +103,7 @@ func (db *DB) RequeueRunning(ctx context.Context) (int, error) {
 func (db *DB) Claim(ctx context.Context, n int, now time.Time) ([]core.QueueItem, time.Time, error) {
 	var items []core.QueueItem
 	var next time.Time
-	err := db.tx(ctx, func(tx *sql.Tx) error {
+	err := db.tx(ctx, func(tx *txn) error {
 		items, next = nil, time.Time{}
 		rows, err := tx.QueryContext(ctx, `SELECT id, kind, conversation, dedupe_key, payload, attempts, not_before, created_at
 			FROM queue q WHERE status = 'queued' AND NOT EXISTS (

@@ -19,7 +19,7 @@ func (db *DB) SaveReply(ctx context.Context, r *core.Reply, msgs []core.ChatMess
 		return 0, err
 	}
 	var id int64
-	err = db.tx(ctx, func(tx *sql.Tx) error {
+	err = db.tx(ctx, func(tx *txn) error {
 		if r.RequestID != 0 {
 			err := tx.QueryRowContext(ctx, `SELECT id FROM replies WHERE request_id = ?`, r.RequestID).Scan(&id)
 			if err == nil {

@@ -79,7 +79,7 @@ func scanAffinity(row interface{ Scan(...any) error }) (Affinity, error) {
 // UpdateAffinity replaces the (task, model) row by fn(current) in one
 // transaction; a missing row is passed as a zero row.
 func (db *DB) UpdateAffinity(ctx context.Context, task, model string, fn func(Affinity) Affinity) error {
-	return db.tx(ctx, func(tx *sql.Tx) error {
+	return db.tx(ctx, func(tx *txn) error {
 		a, err := scanAffinity(tx.QueryRowContext(ctx, `SELECT `+affinityCols+` FROM affinity WHERE task_type = ? AND model = ?`, task, model))
 		if errors.Is(err, sql.ErrNoRows) {
 			a, err = Affinity{Task: task, Model: model}, nil

@@ -26,7 +26,7 @@ func scanSession(row interface{ Scan(...any) error }) (core.Session, error) {
 // ActiveSession implements core.SessionStore.
 func (db *DB) ActiveSession(ctx context.Context, conv core.ConversationKey) (core.Session, error) {
 	var s core.Session
-	err := db.tx(ctx, func(tx *sql.Tx) error {
+	err := db.tx(ctx, func(tx *txn) error {
 		var err error
 		s, err = scanSession(tx.QueryRowContext(ctx, `SELECT `+sessionCols+` FROM sessions WHERE conversation = ? AND active = 1`, conv.String()))
 		now := db.now()
@@ -57,7 +57,7 @@ func (db *DB) ActiveSession(ctx context.Context, conv core.ConversationKey) (cor
 // over: /new forgets the conversation, not the user's model choice.
 func (db *DB) NewSession(ctx context.Context, conv core.ConversationKey) (core.Session, error) {
 	var s core.Session
-	err := db.tx(ctx, func(tx *sql.Tx) error {
+	err := db.tx(ctx, func(tx *txn) error {
 		var modelPin, profilePin string
 		var id int64
 		err := tx.QueryRowContext(ctx, `SELECT id, model_pin, profile_pin FROM sessions WHERE conversation = ? AND active = 1`, conv.String()).Scan(&id, &modelPin, &profilePin)
@@ -83,7 +83,7 @@ func (db *DB) NewSession(ctx context.Context, conv core.ConversationKey) (core.S
 	return s, nil
 }
 
-func (db *DB) createSession(ctx context.Context, tx *sql.Tx, conv core.ConversationKey) (core.Session, error) {
+func (db *DB) createSession(ctx context.Context, tx *txn, conv core.ConversationKey) (core.Session, error) {
 	now := db.now()
 	res, err := tx.ExecContext(ctx, `INSERT INTO sessions (conversation, created_at, last_access) VALUES (?, ?, ?)`, conv.String(), now.UnixMilli(), now.UnixMilli())
 	if err != nil {
@@ -93,7 +93,7 @@ func (db *DB) createSession(ctx context.Context, tx *sql.Tx, conv core.Conversat
 	return core.Session{ID: id, Conversation: conv, CreatedAt: time.UnixMilli(now.UnixMilli()), LastAccess: time.UnixMilli(now.UnixMilli())}, err
 }
 
-func (db *DB) endSession(ctx context.Context, tx *sql.Tx, id int64) error {
+func (db *DB) endSession(ctx context.Context, tx *txn, id int64) error {
 	_, err := tx.ExecContext(ctx, `UPDATE sessions SET active = 0, ended_at = ? WHERE id = ?`, db.ms(), id)
 	return err
 }
@@ -156,15 +156,11 @@ func (db *DB) History(ctx context.Context, sessionID int64, limit int) ([]core.C
 	return out, rows.Err()
 }
 
-func insertMessages(ctx context.Context, tx *sql.Tx, sessionID, requestID int64, at int64, msgs []core.ChatMessage) error {
+func insertMessages(ctx context.Context, tx *txn, sessionID, requestID int64, at int64, msgs []core.ChatMessage) error {
 	if len(msgs) == 0 {
 		return nil
 	}
-	stmt, err := tx.PrepareContext(ctx, `INSERT INTO messages (session_id, request_id, role, content, tool_calls, tool_call_id, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)`)
-	if err != nil {
-		return err
-	}
-	defer stmt.Close()
+	const insert = `INSERT INTO messages (session_id, request_id, role, content, tool_calls, tool_call_id, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)`
 	for _, m := range msgs {
 		var calls any
 		if len(m.ToolCalls) > 0 {
@@ -178,7 +174,7 @@ func insertMessages(ctx context.Context, tx *sql.Tx, sessionID, requestID int64,
 		if requestID != 0 {
 			req = requestID
 		}
-		if _, err := stmt.ExecContext(ctx, sessionID, req, string(m.Role), m.Content, calls, m.ToolCallID, at); err != nil {
+		if _, err := tx.ExecContext(ctx, insert, sessionID, req, string(m.Role), m.Content, calls, m.ToolCallID, at); err != nil {
 			return err
 		}
 	}
@@ -188,7 +184,7 @@ func insertMessages(ctx context.Context, tx *sql.Tx, sessionID, requestID int64,
 // AppendMessages appends history entries to a session outside a reply
 // (compaction summaries, imports).
 func (db *DB) AppendMessages(ctx context.Context, sessionID int64, msgs []core.ChatMessage) error {
-	return db.tx(ctx, func(tx *sql.Tx) error {
+	return db.tx(ctx, func(tx *txn) error {
 		return insertMessages(ctx, tx, sessionID, 0, db.ms(), msgs)
 	})
 }
