@@ -14,6 +14,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -342,4 +343,82 @@ func BenchmarkPerfMessage(b *testing.B) {
 	b.ReportMetric(ms(percentile(reply, 0.5)), "reply-p50-ms")
 	b.ReportMetric(ms(percentile(reply, 0.99)), "reply-p99-ms")
 	b.ReportMetric(g.rssMiB(b), "busy-MiB")
+}
+
+// BenchmarkPerfMessageInProcess is BenchmarkPerfMessage with the App
+// built inside the test process, so -cpuprofile and -memprofile show the
+// gateway's own costs (next to the fakes'):
+//
+//	go test -run '^$' -bench PerfMessageInProcess -benchtime 2000x -cpuprofile cpu.out ./cmd/opentalon
+//
+// It reports the same added and reply latencies (no cpu-ms/msg: the
+// process also runs the fakes).
+func BenchmarkPerfMessageInProcess(b *testing.B) {
+	llm := providertest.NewOpenAI(b)
+	var llmMu sync.Mutex
+	llmAt := map[string]time.Time{}
+	llm.SetReply(func(r providertest.Received) providertest.Script {
+		at := time.Now()
+		llmMu.Lock()
+		llmAt[r.LastUser()] = at
+		llmMu.Unlock()
+		return providertest.Echo(r)
+	})
+	tg := telegramtest.New(b, perfToken)
+	cfgPath := perfConfig(b, b.TempDir(), tg.URL, llm.BaseURL())
+	raw, err := os.ReadFile(cfgPath)
+	if err != nil {
+		b.Fatal(err)
+	}
+	cfg := parseConfig(b, string(raw))
+	ctx, cancel := context.WithCancel(context.Background())
+	app, err := BuildApp(ctx, cfg, AppOptions{})
+	if err != nil {
+		cancel()
+		b.Fatalf("build app: %v", err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- app.Run(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			b.Errorf("app.Run: %v", err)
+		}
+		app.Close()
+	}()
+
+	users := make([]*models.User, perfChats)
+	for i := range users {
+		users[i] = telegramtest.User(int64(10000+i), "")
+		tg.AddUpdate(tg.Private(users[i], fmt.Sprintf("warm-up %d", i)))
+	}
+	warm := len(users)
+	tg.WaitSent(b, warm, time.Minute)
+
+	var added, reply []time.Duration
+	n := 0
+	for b.Loop() {
+		text := fmt.Sprintf("perf message %d", n)
+		u := tg.Private(users[n%perfChats], text)
+		t0 := time.Now()
+		tg.AddUpdate(u)
+		n++
+		sent := tg.WaitSent(b, warm+n, 30*time.Second)
+		last := sent[len(sent)-1]
+		if last.Text != "echo: "+text {
+			b.Fatalf("reply %q, want %q", last.Text, "echo: "+text)
+		}
+		llmMu.Lock()
+		at, ok := llmAt[text]
+		llmMu.Unlock()
+		if !ok {
+			b.Fatalf("the fake LLM never saw %q", text)
+		}
+		added = append(added, at.Sub(t0))
+		reply = append(reply, last.At.Sub(t0))
+	}
+	b.ReportMetric(ms(percentile(added, 0.5)), "added-p50-ms")
+	b.ReportMetric(ms(percentile(added, 0.99)), "added-p99-ms")
+	b.ReportMetric(ms(percentile(reply, 0.5)), "reply-p50-ms")
+	b.ReportMetric(ms(percentile(reply, 0.99)), "reply-p99-ms")
 }
