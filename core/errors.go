@@ -59,8 +59,9 @@ func (e *Error) Unwrap() error { return e.Err }
 
 // Errorf returns an *Error of kind k with a formatted message; %w works.
 func Errorf(k Kind, format string, args ...any) error {
-	err := fmt.Errorf(format, args...)
-	return &Error{Kind: k, Msg: err.Error(), Err: errors.Unwrap(err)}
+	// The formatted error already holds the text of its %w causes and
+	// unwraps to them (one or several), so it is the whole error.
+	return &Error{Kind: k, Err: fmt.Errorf(format, args...)}
 }
 
 // ErrorKind returns the kind of the first *Error in err's chain.

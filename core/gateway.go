@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime/debug"
 	"sync"
 	"time"
 )
@@ -300,13 +301,12 @@ func (g *Gateway) process(ctx context.Context, it QueueItem) {
 	defer cancel()
 	log := g.log.With("request", it.ID, "conv", it.Conversation.String(), "kind", it.Kind)
 	var err error
-	switch it.Kind {
-	case EventMessage:
-		err = g.handleMessage(ctx, it, log)
-	case EventReaction:
-		err = g.handleReaction(ctx, it)
-	default:
-		err = Errorf(KindInvalid, "unknown queue item kind %q", it.Kind)
+	if it.Attempts >= g.opts.MaxAttempts {
+		// Every attempt was interrupted (a crash, a kill): the message may
+		// be what crashes the process, so it is not tried again.
+		err = &Error{Kind: KindInvalid, Msg: fmt.Sprintf("gave up after %d interrupted attempts", it.Attempts)}
+	} else {
+		err = g.handle(ctx, it, log)
 	}
 	// Store writes below use a context that survives cancellation so the
 	// outcome is recorded even during shutdown.
@@ -336,6 +336,24 @@ func (g *Gateway) process(ctx context.Context, it QueueItem) {
 	}
 }
 
+// handle runs one item; a panic in a channel, hook or the agent becomes a
+// permanent failure of that item instead of a crash of the gateway.
+func (g *Gateway) handle(ctx context.Context, it QueueItem, log *slog.Logger) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			log.Error("panic while processing a request", "panic", p, "stack", string(debug.Stack()))
+			err = &Error{Kind: KindInvalid, Msg: "an internal error occurred (logged)", Err: fmt.Errorf("panic: %v", p)}
+		}
+	}()
+	switch it.Kind {
+	case EventMessage:
+		return g.handleMessage(ctx, it, log)
+	case EventReaction:
+		return g.handleReaction(ctx, it)
+	}
+	return Errorf(KindInvalid, "unknown queue item kind %q", it.Kind)
+}
+
 func (g *Gateway) handleMessage(ctx context.Context, it QueueItem, log *slog.Logger) error {
 	in := *it.Message
 	ch, ok := g.channels[in.Conversation.Channel]
@@ -361,10 +379,16 @@ func (g *Gateway) handleMessage(ctx context.Context, it QueueItem, log *slog.Log
 	if err != nil || ans == nil {
 		return err
 	}
+	return g.saveAndDeliver(ctx, ch, it.ID, sess.ID, in, ans)
+}
+
+// saveAndDeliver stores the answer to a queue item with the turn's history
+// entries, then sends its parts.
+func (g *Gateway) saveAndDeliver(ctx context.Context, ch Channel, requestID, sessionID int64, to Inbound, ans *Answer) error {
 	r := &Reply{
-		RequestID:    it.ID,
-		SessionID:    sess.ID,
-		Conversation: in.Conversation,
+		RequestID:    requestID,
+		SessionID:    sessionID,
+		Conversation: to.Conversation,
 		Text:         ans.Text,
 		Parts:        ch.Format(ans.Text),
 		Model:        ans.Model,
@@ -374,10 +398,11 @@ func (g *Gateway) handleMessage(ctx context.Context, it QueueItem, log *slog.Log
 		CreatedAt:    g.now(),
 	}
 	r.Sent = make([]string, len(r.Parts))
+	var err error
 	if r.ID, err = g.store.SaveReply(ctx, r, ans.Messages); err != nil {
 		return err
 	}
-	return g.deliver(ctx, ch, in, r)
+	return g.deliver(ctx, ch, to, r)
 }
 
 // answer produces the reply for a message: an interceptor, a command, or
@@ -487,7 +512,10 @@ func UserMessage(err error) string {
 	case KindInvalid, KindBadRequest:
 		var e *Error
 		if errors.As(err, &e) && e.Msg != "" {
-			return pre + e.Msg
+			return pre + e.Msg // the cause stays in the log
+		}
+		if e != nil {
+			return pre + e.Error()
 		}
 		return pre + "the request was not valid."
 	}
@@ -526,12 +554,16 @@ func (g *Gateway) handleReaction(ctx context.Context, it QueueItem) error {
 	if err != nil || judged == nil {
 		return err
 	}
+	// The judged reply knows its conversation precisely (a platform may
+	// not say in which thread or topic a reaction was made).
+	to.Conversation = judged.Conversation
 	p := re.Polarity
 	if !re.Added {
 		// Taking a reaction back cancels its judgement.
 		p = -p
 	}
-	if g.opts.Signals != nil {
+	// A retried item does not count its signal twice.
+	if g.opts.Signals != nil && it.Attempts == 0 {
 		if err := g.opts.Signals.RecordSignal(ctx, Signal{
 			Kind: SignalReaction, Polarity: p, ReplyID: judged.ID, Model: judged.Model,
 			TaskType: judged.TaskType, UserID: re.UserID, Weight: 1, At: re.At,
@@ -547,21 +579,15 @@ func (g *Gateway) handleReaction(ctx context.Context, it QueueItem) error {
 		if !ok {
 			continue
 		}
-		sess, err := g.store.ActiveSession(ctx, re.Conversation)
-		if err != nil {
-			return err
+		sess, err := g.store.ActiveSession(ctx, judged.Conversation)
+		if err != nil || sess.ID != judged.SessionID {
+			return err // a reply of an ended session is not re-answered
 		}
 		ans, err := ri.InterceptReaction(ctx, *re, judged, sess)
 		if err != nil || ans == nil {
 			return err
 		}
-		r := &Reply{RequestID: it.ID, SessionID: sess.ID, Conversation: re.Conversation, Text: ans.Text,
-			Parts: ch.Format(ans.Text), Model: ans.Model, TaskType: ans.TaskType, Reason: ans.Reason, Usage: ans.Usage, CreatedAt: g.now()}
-		r.Sent = make([]string, len(r.Parts))
-		if r.ID, err = g.store.SaveReply(ctx, r, ans.Messages); err != nil {
-			return err
-		}
-		return g.deliver(ctx, ch, to, r)
+		return g.saveAndDeliver(ctx, ch, it.ID, sess.ID, to, ans)
 	}
 	return nil
 }

@@ -263,3 +263,54 @@ func TestParseCommand(t *testing.T) {
 		}
 	}
 }
+
+func TestPanicFailsOnlyThatRequest(t *testing.T) {
+	ag := &fakeAgent{text: func(q string) string {
+		if q == "boom" {
+			panic("agent bug")
+		}
+		return "fine"
+	}}
+	r := newRig(t, ag, &fakeChannel{}, nil)
+	r.accept("1", "boom")
+	r.expect("Sorry, I could not answer that: an internal error occurred (logged)")
+	r.accept("2", "next")
+	r.expect("fine")
+}
+
+func TestInterruptedTooOftenIsNotRetried(t *testing.T) {
+	ag := &fakeAgent{}
+	db, err := store.Open(context.Background(), t.TempDir(), store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	ctx := context.Background()
+	conv := core.ConversationKey{Channel: "fake", Chat: "c"}
+	in := core.Inbound{Conversation: conv, MessageID: "poison", Text: "crashes the process"}
+	db.Enqueue(ctx, core.QueueItem{Kind: core.EventMessage, Conversation: conv, DedupeKey: "fake:m:poison", Message: &in})
+	// Three starts that each died while the message was running.
+	for range 3 {
+		db.Claim(ctx, 1, time.Now())
+		db.RequeueRunning(ctx)
+	}
+	ch := &fakeChannel{notify: make(chan string, 10)}
+	g := core.New(core.Options{Store: db, Agent: ag, MaxAttempts: 3})
+	g.AddChannel(ch)
+	runCtx, cancel := context.WithCancel(ctx)
+	done := make(chan error)
+	go func() { done <- g.Run(runCtx, time.Second) }()
+	select {
+	case got := <-ch.notify:
+		if !strings.Contains(got, "gave up after") {
+			t.Fatalf("reply = %q", got)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no reply for the poison message")
+	}
+	cancel()
+	<-done
+	if ag.calls != 0 {
+		t.Fatal("a message interrupted max_attempts times reached the agent again")
+	}
+}

@@ -51,14 +51,15 @@ type App struct {
 }
 
 // BuildApp builds every part from cfg.
-func BuildApp(ctx context.Context, cfg *config.Config, o AppOptions) (a *App, err error) {
+func BuildApp(ctx context.Context, cfg *config.Config, o AppOptions) (_ *App, err error) {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	a = &App{cfg: cfg, opts: o, log: o.Logger, eof: make(chan struct{}), addr: make(chan string, 1)}
+	a := &App{cfg: cfg, opts: o, log: o.Logger, eof: make(chan struct{}), addr: make(chan string, 1)}
+	// A failed build closes what it opened.
 	defer func() {
 		if err != nil {
 			a.Close()
@@ -133,6 +134,10 @@ func (a *App) addChannels(ctx context.Context) error {
 func (a *App) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	go func() {
+		<-ctx.Done()
+		a.log.Info("shutting down: no new messages; finishing in-flight requests", "queue.shutdown_grace", a.cfg.Queue.ShutdownGrace.D().String())
+	}()
 	errc := make(chan error, 1)
 	apiURL := ""
 	if a.server != nil {
@@ -160,15 +165,17 @@ func (a *App) Run(ctx context.Context) error {
 	if a.consoleOnly() {
 		go a.stopWhenDrained(ctx, cancel)
 	}
-	go func() { errc <- a.gateway.Run(ctx, a.cfg.Queue.ShutdownGrace.D()) }()
-	go func() {
-		<-ctx.Done()
-		a.log.Info("shutting down: no new messages; finishing in-flight requests", "queue.shutdown_grace", a.cfg.Queue.ShutdownGrace.D().String())
-	}()
+	gwDone := make(chan error, 1)
+	go func() { gwDone <- a.gateway.Run(ctx, a.cfg.Queue.ShutdownGrace.D()) }()
 	a.log.Info("opentalon running", "channels", len(a.gateway.Channels()), "db", a.db.Path())
-	err := <-errc
-	if err == nil && ctx.Err() != nil {
-		return nil
+	var err error
+	select {
+	case err = <-gwDone:
+	case err = <-errc:
+		// The server failed: stop, but let the gateway finish its
+		// in-flight work before the store is closed.
+		cancel()
+		<-gwDone
 	}
 	return err
 }

@@ -328,3 +328,16 @@ func TestCrashRestartAnswersOnce(t *testing.T) {
 		t.Fatalf("LLM requests = %d; want 2 (the interrupted one and the answered one)", n)
 	}
 }
+
+func TestBuildFailureIsAClearError(t *testing.T) {
+	dir := t.TempDir()
+	pf := filepath.Join(dir, "profiles.json")
+	if err := os.WriteFile(pf, []byte(`{"fake":[{"id":"fake:a","type":"api_key","key":"k"}]}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg := parseConfig(t, testConfig(dir, "http://127.0.0.1:1/v1", "auth:\n  profiles_file: "+pf+"\n"))
+	_, err := BuildApp(context.Background(), cfg, AppOptions{Stdin: strings.NewReader(""), Stdout: io.Discard})
+	if err == nil || !strings.Contains(err.Error(), "chmod 600") {
+		t.Fatalf("BuildApp with a group-readable profiles file: %v; want the chmod fix", err)
+	}
+}
