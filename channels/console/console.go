@@ -66,11 +66,14 @@ func (c *Channel) Run(ctx context.Context, sink core.Sink) error {
 	lines := make(chan string)
 	go func() {
 		defer close(lines)
-		sc := bufio.NewScanner(c.o.In)
-		sc.Buffer(make([]byte, 64*1024), 1024*1024)
+		rd := bufio.NewReader(c.o.In)
 		var pending strings.Builder
-		for sc.Scan() {
-			line := sc.Text()
+		for {
+			line, err := rd.ReadString('\n')
+			if line == "" && err != nil {
+				return // the input ended (or failed: nothing more to read)
+			}
+			line = strings.TrimRight(line, "\r\n")
 			if strings.HasSuffix(line, `\`) {
 				pending.WriteString(strings.TrimSuffix(line, `\`) + "\n")
 				continue

@@ -67,3 +67,23 @@ func TestIDsDifferAcrossRestarts(t *testing.T) {
 		t.Fatal("two console channels started at different times share a message id prefix")
 	}
 }
+
+func TestLongLineDoesNotEndInput(t *testing.T) {
+	long := strings.Repeat("x", 2<<20)
+	eof := make(chan struct{})
+	ch := New(Options{In: strings.NewReader(long + "\nafter\n"), Out: &bytes.Buffer{}, OnEOF: func() { close(eof) }})
+	s := &sink{}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go ch.Run(ctx, s)
+	select {
+	case <-eof:
+	case <-time.After(5 * time.Second):
+		t.Fatal("input never ended")
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.got) != 2 || len(s.got[0].Text) != len(long) || s.got[1].Text != "after" {
+		t.Fatalf("accepted %d messages; want the 2 MiB line and the one after it", len(s.got))
+	}
+}

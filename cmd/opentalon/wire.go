@@ -79,6 +79,36 @@ func catalogFromConfig(cfg *config.Config) []routing.Model {
 		out = append(out, rm)
 		seen[ref] = true
 	}
+	// Model references the config names as "<provider>/<model>" without a
+	// catalog entry or a provider models entry are usable too (a model an
+	// Ollama or vLLM server serves); they get weight 0, so only the rule
+	// that names them picks them.
+	named := append([]string{cfg.Routing.Primary, cfg.Plugins.Lua.DefaultModel}, cfg.Routing.Fallbacks...)
+	named = append(named, cfg.Routing.Allowed...)
+	for _, ref := range cfg.Routing.Pin {
+		named = append(named, ref)
+	}
+	for _, ch := range []struct {
+		model  string
+		models map[string]string
+	}{{cfg.Channels.Telegram.Model, cfg.Channels.Telegram.Models}, {cfg.Channels.Slack.Model, cfg.Channels.Slack.Models}, {cfg.Channels.Discord.Model, cfg.Channels.Discord.Models}} {
+		named = append(named, ch.model)
+		for _, ref := range ch.models {
+			named = append(named, ref)
+		}
+	}
+	aliases := map[string]bool{}
+	for _, e := range cfg.Models.Catalog {
+		aliases[e.Alias] = true
+	}
+	extra := map[string]bool{}
+	for _, ref := range named {
+		pid, mid, ok := strings.Cut(ref, "/")
+		if _, known := cfg.Models.Providers[pid]; !ok || !known || mid == "" || aliases[ref] {
+			continue
+		}
+		extra[ref] = true
+	}
 	pids := make([]string, 0, len(cfg.Models.Providers))
 	for id := range cfg.Models.Providers {
 		pids = append(pids, id)
@@ -94,6 +124,17 @@ func catalogFromConfig(cfg *config.Config) []routing.Model {
 			seen[ref] = true
 			out = append(out, routing.Model{Ref: ref, CostIn: m.Cost.Input, CostOut: m.Cost.Output, ContextWindow: m.ContextWindow, Local: isLocal(p)})
 		}
+	}
+	refs = refs[:0]
+	for ref := range extra {
+		if !seen[ref] {
+			refs = append(refs, ref)
+		}
+	}
+	sort.Strings(refs)
+	for _, ref := range refs {
+		pid, _, _ := strings.Cut(ref, "/")
+		out = append(out, routing.Model{Ref: ref, Local: isLocal(cfg.Models.Providers[pid])})
 	}
 	return out
 }
