@@ -45,7 +45,7 @@ type Error struct {
 
 func (e *Error) Error() string {
 	switch {
-	case e.Msg != "" && e.Err != nil:
+	case e.Msg != "" && e.Err != nil && e.Msg != e.Err.Error():
 		return e.Msg + ": " + e.Err.Error()
 	case e.Msg != "":
 		return e.Msg
@@ -60,8 +60,9 @@ func (e *Error) Unwrap() error { return e.Err }
 // Errorf returns an *Error of kind k with a formatted message; %w works.
 func Errorf(k Kind, format string, args ...any) error {
 	// The formatted error already holds the text of its %w causes and
-	// unwraps to them (one or several), so it is the whole error.
-	return &Error{Kind: k, Err: fmt.Errorf(format, args...)}
+	// unwraps to them (one or several); Msg is its text.
+	err := fmt.Errorf(format, args...)
+	return &Error{Kind: k, Msg: err.Error(), Err: err}
 }
 
 // ErrorKind returns the kind of the first *Error in err's chain.

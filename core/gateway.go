@@ -514,9 +514,6 @@ func UserMessage(err error) string {
 		if errors.As(err, &e) && e.Msg != "" {
 			return pre + e.Msg // the cause stays in the log
 		}
-		if e != nil {
-			return pre + e.Error()
-		}
 		return pre + "the request was not valid."
 	}
 	return pre + "something went wrong on my side. The error is logged; please try again."

@@ -86,7 +86,7 @@ func ServeContext(ctx context.Context, p Plugin) error {
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", path, err)
 	}
-	return ServeListener(ctx, l, p)
+	return ServeListener(ctx, parentOnly{Listener: l, parent: os.Getppid()}, p)
 }
 
 // ServeListener serves p on l until ctx ends.

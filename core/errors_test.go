@@ -1,0 +1,38 @@
+package core
+
+import (
+	"errors"
+	"io/fs"
+	"testing"
+	"time"
+)
+
+func TestErrorf(t *testing.T) {
+	err := Errorf(KindInvalid, "open %s: %w", "x.yaml", fs.ErrNotExist)
+	if got := err.Error(); got != "open x.yaml: file does not exist" {
+		t.Fatalf("Error() = %q; the cause must appear once", got)
+	}
+	if !errors.Is(err, fs.ErrNotExist) || ErrorKind(err) != KindInvalid {
+		t.Fatalf("Errorf lost its cause or kind: %v", err)
+	}
+	two := Errorf(KindUnavailable, "%w and %w", fs.ErrNotExist, fs.ErrPermission)
+	if !errors.Is(two, fs.ErrPermission) || !errors.Is(two, fs.ErrNotExist) {
+		t.Fatal("a second %w cause was lost")
+	}
+}
+
+func TestKindsAndRetry(t *testing.T) {
+	rl := &Error{Kind: KindRateLimited, Msg: "slow down", RetryAfter: 3 * time.Second}
+	wrapped := errors.Join(errors.New("ctx"), rl)
+	if ErrorKind(wrapped) != KindRateLimited || RetryAfter(wrapped) != 3*time.Second || !Transient(wrapped) {
+		t.Fatalf("kind/retry-after not found through wrapping: %v", wrapped)
+	}
+	for _, k := range []Kind{KindAuth, KindBilling, KindBadRequest, KindContextTooLong, KindMalformed, KindInvalid} {
+		if Transient(&Error{Kind: k}) {
+			t.Errorf("%s must not be retried on the same request", k)
+		}
+	}
+	if (&Error{Kind: KindAuth, Msg: "refused", Err: errors.New("401")}).Error() != "refused: 401" {
+		t.Fatal("Msg and a distinct cause are both shown")
+	}
+}
