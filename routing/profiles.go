@@ -109,11 +109,18 @@ func LoadProfilesFile(path string) (map[string][]Profile, error) {
 		return nil, fmt.Errorf("auth.profiles_file %s: not valid JSON (expected {\"<provider>\": [{\"id\", \"type\", \"key\"}]}): %w", path, err)
 	}
 	out := map[string][]Profile{}
+	// Cooldowns and usage are kept by profile id, so ids are unique
+	// across providers.
+	owner := map[string]string{}
 	for prov, list := range raw {
 		for i, e := range list {
 			if e.ID == "" {
 				return nil, fmt.Errorf("auth.profiles_file %s: %s[%d] has no \"id\"; give each profile an id like %q", path, prov, i, prov+":default")
 			}
+			if o, dup := owner[e.ID]; dup {
+				return nil, fmt.Errorf("auth.profiles_file %s: profile id %q is used twice (under %q and %q); ids must be unique, e.g. %q", path, e.ID, o, prov, prov+":"+e.ID)
+			}
+			owner[e.ID] = prov
 			key := e.Key
 			if key == "" {
 				key = e.Token
