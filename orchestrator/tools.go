@@ -65,6 +65,9 @@ func (o *Orchestrator) loop(ctx context.Context, call routing.Call, msgs []core.
 		usage core.Usage
 		res   routing.Result
 		err   error
+		// reason is the routing decision's reason, kept when the rest of
+		// the turn sticks to the model that asked for tools.
+		reason string
 	)
 	for step := 1; step <= o.o.MaxSteps; step++ {
 		call.Req.Messages = msgs
@@ -77,6 +80,9 @@ func (o *Orchestrator) loop(ctx context.Context, call routing.Call, msgs []core.
 			return res, added, core.Errorf(core.KindMalformed, "model %s returned no answer", res.Model)
 		}
 		usage.Add(res.Usage)
+		if reason != "" {
+			res.Reason = reason
+		}
 		if len(res.ToolCalls) == 0 || len(tools) == 0 {
 			res.Usage = usage
 			return res, added, nil
@@ -84,7 +90,7 @@ func (o *Orchestrator) loop(ctx context.Context, call routing.Call, msgs []core.
 		// The rest of the turn stays on the model that asked for the
 		// tools: its tool-call ids and reasoning belong to it.
 		if call.Model == "" {
-			call.Model = res.Model
+			call.Model, reason = res.Model, res.Reason
 		}
 		if call.TaskType == "" {
 			call.TaskType = res.TaskType
