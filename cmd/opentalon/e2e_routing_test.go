@@ -5,6 +5,7 @@ package main
 
 import (
 	"context"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -47,6 +48,14 @@ func TestE2EModelCommandsThroughApp(t *testing.T) {
 	if r, _ := llm.Last(); r.Model != "big" || r.LastUser() != "hello there" {
 		t.Fatalf("/retry asked model %q %q; want big with the previous question", r.Model, r.LastUser())
 	}
+
+	// /status shows the conversation's tokens and cost (catalog prices).
+	h.send("/status")
+	status := h.readUntil("Tokens:")
+	if !regexp.MustCompile(`Tokens: [1-9]\d* in, [1-9]\d* out \(\$0\.\d*[1-9]\d*\)`).MatchString(status) {
+		t.Fatalf("/status = %q; want this conversation's tokens and cost", status)
+	}
+	drain(h)
 
 	h.send("/models")
 	models := h.readUntil("fake/big")

@@ -64,8 +64,8 @@ func TestE2ETelegramThroughApp(t *testing.T) {
 	}
 	bot.AddUpdate(bot.Private(alice, "/status"))
 	sent = bot.WaitSent(t, 3, 20*time.Second)
-	if got := sent[2]; got.ChatID != 42 || !strings.Contains(got.Text, "Model:") {
-		t.Fatalf("/status answered %+v; want the status", got)
+	if got := sent[2]; got.ChatID != 42 || !strings.Contains(got.Text, "Model:") || !strings.Contains(got.Text, "telegram: last update") {
+		t.Fatalf("/status answered %+v; want the status with the time of the last update", got)
 	}
 	if n := llm.Count(); n != calls {
 		t.Fatalf("commands reached the LLM: %d calls, want %d", n, calls)

@@ -1,0 +1,128 @@
+package main
+
+// Credentials, failover and concurrency limits through the binary's config
+// (issue 4 and the plugin LLM API of issue 5).
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/opentalon/opentalon/routing/provider/providertest"
+)
+
+func TestE2EAuthProfilesFileRotatesAndIsGuarded(t *testing.T) {
+	llm := providertest.NewOpenAI(t)
+	llm.RequireKey("key-two-SECRET")
+	dir := t.TempDir()
+	pf := filepath.Join(t.TempDir(), "auth-profiles.json")
+	// The first profile's key is refused (401): the second answers.
+	body := `{"fake": [{"id": "fake:one", "type": "api_key", "key": "key-one-SECRET"}, {"id": "fake:two", "type": "api_key", "key": "key-two-SECRET"}]}`
+	if err := os.WriteFile(pf, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	y := twoModelConfig(dir, llm.BaseURL(), "auth:\n  profiles_file: "+pf+"\n  order: { fake: [fake:one, fake:two] }\n")
+	y = strings.Replace(y, "      api_key: \""+cliAPIKey+"\"\n", "", 1)
+	path := writeConfig(t, y)
+
+	res := runMain(t, nil, "", "--config", path, "complete", "hi")
+	if res.code == 0 || !strings.Contains(res.stderr, "chmod 600") || !strings.Contains(res.stderr, pf) {
+		t.Fatalf("world-readable profiles file: exit %d, %q; want a refusal naming the file and the fix", res.code, res.stderr)
+	}
+	if llm.Count() != 0 {
+		t.Fatal("the LLM was called with a refused profiles file")
+	}
+	if err := os.Chmod(pf, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	res = runMain(t, nil, "", "--config", path, "complete", "hi")
+	if res.code != 0 || strings.TrimSpace(res.stdout) != "answer from small" && strings.TrimSpace(res.stdout) != "echo: hi" {
+		t.Fatalf("complete with a good profile second: exit %d, %q, %s", res.code, res.stdout, res.stderr)
+	}
+	reqs := llm.Requests()
+	if len(reqs) != 2 || reqs[0].APIKey != "key-one-SECRET" || reqs[1].APIKey != "key-two-SECRET" {
+		t.Fatalf("keys tried = %v; want fake:one (refused) then fake:two", keysOf(reqs))
+	}
+	if strings.Contains(res.stdout+res.stderr, "SECRET") {
+		t.Fatalf("a key reached the output: %s %s", res.stdout, res.stderr)
+	}
+}
+
+func keysOf(rs []providertest.Received) []string {
+	var out []string
+	for _, r := range rs {
+		out = append(out, r.APIKey)
+	}
+	return out
+}
+
+func TestE2EFallbackModelWhenPrimaryRateLimited(t *testing.T) {
+	limited := providertest.NewOpenAI(t)
+	limited.SetReply(func(providertest.Received) providertest.Script {
+		return providertest.Script{Status: 429, Header: map[string]string{"Retry-After": "120"}}
+	})
+	backup := providertest.NewAnthropic(t)
+	backup.SetReply(modelReply)
+	y := fmt.Sprintf(`state: { data_dir: %q }
+models:
+  providers:
+    one: { api: openai-completions, base_url: %q, api_key: k1 }
+    two: { api: anthropic-messages, base_url: %q, api_key: k2 }
+  catalog:
+    one/fast: { alias: fast, weight: 90 }
+    two/steady: { alias: steady, weight: 10 }
+routing: { primary: one/fast, fallbacks: [two/steady] }
+server: { listen: "" }
+`, t.TempDir(), limited.BaseURL(), backup.BaseURL())
+	h := startApp(t, loadConfigFile(t, writeConfig(t, y)))
+	h.send("hello")
+	h.expect("answer from steady")
+	h.send("what is the capital of Italy?")
+	h.expect("answer from steady")
+	// The cooling profile gets no further call within its Retry-After.
+	if n := limited.Count(); n != 1 {
+		t.Fatalf("rate-limited provider called %d times; want 1 (then cooled down)", n)
+	}
+	if n := backup.Count(); n != 2 {
+		t.Fatalf("fallback provider called %d times; want 2", n)
+	}
+}
+
+func TestE2EPluginLLMAPIRespectsLocalSemaphore(t *testing.T) {
+	llm := providertest.NewOpenAI(t)
+	const key = "sema-SECRET"
+	y := testConfig(t.TempDir(), llm.BaseURL(), "llm: { max_concurrent_local: 1, max_concurrent_cloud: 4 }\n")
+	y = strings.Replace(y, `listen: ""`, `listen: "127.0.0.1:0"`+"\n  api_key: "+key, 1)
+	h := startApp(t, loadConfigFile(t, writeConfig(t, y)))
+	url := "http://" + waitAddr(t, h.app) + "/api/plugins/llm/generate"
+	llm.Hold()
+	var wg sync.WaitGroup
+	codes := make(chan int, 6)
+	for range 5 {
+		wg.Go(func() {
+			code, _ := postJSON(t, url, `{"messages":[{"role":"user","content":"x"}]}`, map[string]string{"X-API-Key": key})
+			codes <- code
+		})
+	}
+	// A console message also needs the (local) fake: it queues behind.
+	h.send("console too")
+	if err := llm.WaitInFlight(context.Background(), 1); err != nil {
+		t.Fatal(err)
+	}
+	llm.Release()
+	wg.Wait()
+	h.expect("echo: console too")
+	close(codes)
+	for c := range codes {
+		if c != 200 {
+			t.Fatalf("generate status %d; want 200", c)
+		}
+	}
+	if n, m := llm.Count(), llm.MaxInFlight(); n != 6 || m != 1 {
+		t.Fatalf("LLM saw %d requests, at most %d at once; want 6, never more than llm.max_concurrent_local=1", n, m)
+	}
+}
