@@ -94,6 +94,40 @@ func TestE2ESIGTERMFinishesInFlightAndKeepsQueued(t *testing.T) {
 	}
 }
 
+func TestE2EGraceOverLeavesRequestForNextStart(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes")
+	}
+	llm := providertest.NewOpenAI(t)
+	dir := t.TempDir()
+	path := writeConfig(t, testConfig(dir, llm.BaseURL(), "queue: { shutdown_grace: 1s }\n"))
+	llm.Hold()
+	p := startBinary(t, nil, "--config", path, "run")
+	p.send("stuck question")
+	if err := llm.WaitInFlight(context.Background(), 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	// The held request never answers: the grace period ends the process.
+	if code := p.exitCode(30 * time.Second); code != 0 {
+		t.Fatalf("exit code %d after the grace period; stderr:\n%s", code, p.stderr.String())
+	}
+	if out := p.output(); out != "" {
+		t.Fatalf("stdout = %q; want nothing (the request was cut off)", out)
+	}
+	llm.Release()
+	q := startBinary(t, nil, "--config", path, "run")
+	q.closeInput()
+	if code := q.exitCode(30 * time.Second); code != 0 {
+		t.Fatalf("restart exit code %d; stderr:\n%s", code, q.stderr.String())
+	}
+	if out := q.output(); out != "echo: stuck question\n" {
+		t.Fatalf("restart stdout = %q; want the cut-off question answered once", out)
+	}
+}
+
 func TestE2EStdinEOFExitsAfterAnswer(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts processes")

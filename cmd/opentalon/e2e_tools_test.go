@@ -4,6 +4,7 @@ package main
 // example plugin runs as a real process found in plugins.tools.plugin_dir.
 
 import (
+	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -134,5 +135,39 @@ func TestE2EPluginLLMAPI(t *testing.T) {
 	code, resp := postJSON(t, url, `{"messages":[{"role":"user","content":"hi"}],"llm_name":"small"}`, map[string]string{"X-API-Key": apiKey})
 	if r, _ := llm.Last(); code != 200 || r.Model != "small" {
 		t.Fatalf("llm_name small: %d %s, model sent %q", code, resp, r.Model)
+	}
+}
+
+// TestE2EListedPluginKeepsStateInStore runs the notes plugin named in
+// plugins.tools.plugins (no plugin_dir): its state lands in the
+// plugin_state table under the plugin's own namespace.
+func TestE2EListedPluginKeepsStateInStore(t *testing.T) {
+	bin := plugintest.Build(t, "../../plugins/examples/notes")
+	llm := providertest.NewOpenAI(t)
+	llm.SetReply(func(r providertest.Received) providertest.Script {
+		last := r.Messages[len(r.Messages)-1]
+		if last.Role == core.RoleTool {
+			return providertest.Script{Text: "Saved."}
+		}
+		if strings.HasPrefix(r.LastUser(), "remember ") {
+			return providertest.Script{ToolCalls: []core.ToolCall{{Plugin: "notes", Action: "add", Args: map[string]string{"text": strings.TrimPrefix(r.LastUser(), "remember ")}}}}
+		}
+		return providertest.Echo(r)
+	})
+	cfg := testConfig(t.TempDir(), llm.BaseURL(), "plugins:\n  tools:\n    plugins: ["+bin+"]\n")
+	h := startApp(t, loadConfigFile(t, writeConfig(t, cfg)))
+	h.send("remember buy oat milk")
+	h.expect("Saved.")
+	keys, err := h.app.db.PluginStateKeys(context.Background(), "notes", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, k := range keys {
+		v, ok, err := h.app.db.PluginStateGet(context.Background(), "notes", k)
+		found = found || (err == nil && ok && strings.Contains(v, "buy oat milk"))
+	}
+	if !found {
+		t.Fatalf("plugin_state of notes has keys %v without the note", keys)
 	}
 }
