@@ -295,6 +295,11 @@ loop:
 	return runErr
 }
 
+// maxQuietWait is the longest server-requested wait the gateway sits out
+// silently before retrying; past it the user is told at once when to try
+// again (every credential and model of the failover chain is cooling).
+const maxQuietWait = 30 * time.Second
+
 // process runs one queue item to its end state.
 func (g *Gateway) process(ctx context.Context, it QueueItem) {
 	ctx, cancel := context.WithTimeout(ctx, g.opts.RequestTimeout)
@@ -319,7 +324,7 @@ func (g *Gateway) process(ctx context.Context, it QueueItem) {
 	case errors.Is(ctx.Err(), context.Canceled) && !errors.Is(err, context.DeadlineExceeded):
 		// Shutdown: leave it running; the next start re-queues it.
 		log.Info("request interrupted by shutdown; it will be retried at next start")
-	case Transient(err) && it.Attempts+1 < g.opts.MaxAttempts:
+	case Transient(err) && it.Attempts+1 < g.opts.MaxAttempts && RetryAfter(err) <= maxQuietWait:
 		wait := max(g.opts.Backoff(it.Attempts+1), RetryAfter(err))
 		log.Warn("request failed; will retry", "attempt", it.Attempts+1, "in", wait, "err", err)
 		if rerr := g.store.Retry(sctx, it.ID, g.now().Add(wait), err.Error()); rerr != nil {
