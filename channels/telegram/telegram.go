@@ -213,7 +213,14 @@ func (b *Bot) Run(ctx context.Context, sink core.Sink) error {
 	b.me = *me
 	b.mu.Unlock()
 	b.log.Info("connected to Telegram", "bot", "@"+me.Username, "mode", b.cfg.Mode)
-	b.setCommands(ctx, sink.Commands())
+	// The command menu is advertised alongside the first poll rather
+	// than before it: start-up waits for one round trip less.
+	cmdsDone := make(chan struct{})
+	go func() {
+		defer close(cmdsDone)
+		b.setCommands(ctx, sink.Commands())
+	}()
+	defer func() { <-cmdsDone }()
 	if b.cfg.Mode == config.ModeWebhook {
 		return b.runWebhook(ctx, sink)
 	}
