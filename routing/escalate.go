@@ -145,13 +145,21 @@ func (e *Escalator) judge(ctx context.Context, sessionID int64, s core.Signal) {
 }
 
 func (e *Escalator) lastQuestion(ctx context.Context, sessionID int64) (string, error) {
-	hist, err := e.conv.History(ctx, sessionID, 50)
-	if err != nil {
-		return "", fmt.Errorf("escalation: history: %w", err)
-	}
-	for i := len(hist) - 1; i >= 0; i-- {
-		if hist[i].Role == core.RoleUser {
-			return hist[i].Content, nil
+	// It runs on every message: read the last few entries first (the
+	// question is usually right before the answer) and the last 50 only
+	// when tool calls fill the tail.
+	for _, n := range []int{4, 50} {
+		hist, err := e.conv.History(ctx, sessionID, n)
+		if err != nil {
+			return "", fmt.Errorf("escalation: history: %w", err)
+		}
+		for i := len(hist) - 1; i >= 0; i-- {
+			if hist[i].Role == core.RoleUser {
+				return hist[i].Content, nil
+			}
+		}
+		if len(hist) < n {
+			break // the whole history was read
 		}
 	}
 	return "", nil

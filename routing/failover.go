@@ -37,11 +37,14 @@ func (r *Router) run(ctx context.Context, c Call, d decision) (Result, error) {
 					r.ledger(ctx, c, m, resp)
 					return Result{Response: resp, Model: m.Ref, Reason: d.reason}, nil
 				}
+				kind := core.ErrorKind(err)
+				if !rotates(kind) || ctx.Err() != nil {
+					r.saveProfile(ctx, r.profileState(p)) // fail saves the others
+				}
 				if ctx.Err() != nil {
 					return Result{Model: m.Ref, Reason: d.reason}, fmt.Errorf("%s: %w", m.Ref, err)
 				}
 				lastErr = fmt.Errorf("%s (profile %s): %w", m.Ref, p.ID, err)
-				kind := core.ErrorKind(err)
 				r.log.Warn("LLM call failed", "model", m.Ref, "profile", p.ID, "kind", kind.String(), "err", err)
 				if streamed {
 					return Result{Model: m.Ref, Reason: d.reason}, lastErr
@@ -113,6 +116,23 @@ func (r *Router) profilesOf(prov string) []Profile {
 	return []Profile{{ID: prov + ":default", Provider: prov}}
 }
 
+// rotates says a failure of kind cools the profile down and moves to the
+// next profile (fail persists the profile's state).
+func rotates(kind core.Kind) bool {
+	switch kind {
+	case core.KindRateLimited, core.KindAuth, core.KindTimeout, core.KindBilling:
+		return true
+	}
+	return false
+}
+
+// profileState is the in-memory state of p.
+func (r *Router) profileState(p Profile) store.ProfileState {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.pstate[p.ID]
+}
+
 // nextProfile picks the next untried profile for m's provider and marks
 // it used. In the probe pass only a cooling profile whose last call is at
 // least the initial cooldown ago is taken (at most one probe per interval).
@@ -148,9 +168,8 @@ func (r *Router) nextProfile(ctx context.Context, m Model, sess *core.Session, p
 		break
 	}
 	r.mu.Unlock()
-	if found {
-		r.saveProfile(ctx, st)
-	}
+	// The use is persisted after the attempt (by succeed, fail or run),
+	// not here: one database write less before the LLM request.
 	return chosen, found
 }
 
@@ -180,17 +199,15 @@ func (r *Router) fail(ctx context.Context, p Profile, err error) {
 	r.saveProfile(ctx, st)
 }
 
-// succeed resets a profile's failure state.
+// succeed resets a profile's failure state and persists it with the use
+// nextProfile counted.
 func (r *Router) succeed(ctx context.Context, p Profile) {
 	r.mu.Lock()
 	st := r.pstate[p.ID]
-	changed := st.Failures != 0 || st.BillingFailures != 0 || !st.CooldownUntil.IsZero() || st.LastError != ""
 	st.Failures, st.BillingFailures, st.CooldownUntil, st.LastError = 0, 0, time.Time{}, ""
 	r.pstate[p.ID] = st
 	r.mu.Unlock()
-	if changed {
-		r.saveProfile(ctx, st)
-	}
+	r.saveProfile(ctx, st)
 }
 
 func (r *Router) saveProfile(ctx context.Context, st store.ProfileState) {
