@@ -123,29 +123,56 @@ func (g *gateway) stop(b *testing.B) {
 }
 
 // rssMiB reads VmRSS of the process.
-func (g *gateway) rssMiB(b *testing.B) float64 {
+func (g *gateway) rssMiB(b *testing.B) float64 { return g.statusMiB(b, "VmRSS") }
+
+// statusMiB reads a kB field of /proc/<pid>/status (VmRSS, RssAnon,
+// RssFile) in MiB.
+func (g *gateway) statusMiB(b *testing.B, field string) float64 {
 	b.Helper()
 	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", g.cmd.Process.Pid))
 	if err != nil {
 		b.Fatalf("read /proc status (these benchmarks need Linux): %v", err)
 	}
 	for _, line := range strings.Split(string(status), "\n") {
-		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+		if rest, ok := strings.CutPrefix(line, field+":"); ok {
 			kb, err := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 64)
 			if err != nil {
-				b.Fatalf("VmRSS %q: %v", rest, err)
+				b.Fatalf("%s %q: %v", field, rest, err)
 			}
 			return kb / 1024
 		}
 	}
-	b.Fatal("no VmRSS in /proc status")
+	b.Fatalf("no %s in /proc status", field)
 	return 0
 }
 
-// cpuTime reads utime+stime of the process (all its threads).
+// cpuTime is the CPU time the process has used: the sum of its threads'
+// run times in /proc/<pid>/task/*/schedstat (nanoseconds), or, where
+// that is missing, utime+stime of /proc/<pid>/stat (10ms ticks).
 func (g *gateway) cpuTime(b *testing.B) time.Duration {
 	b.Helper()
-	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", g.cmd.Process.Pid))
+	pid := g.cmd.Process.Pid
+	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/schedstat", pid))
+	var sum time.Duration
+	for _, t := range tasks {
+		raw, err := os.ReadFile(t)
+		if err != nil {
+			continue // the thread exited
+		}
+		f := strings.Fields(string(raw))
+		if len(f) == 0 {
+			continue
+		}
+		ns, err := strconv.ParseInt(f[0], 10, 64)
+		if err != nil {
+			b.Fatalf("parse %s %q: %v", t, raw, err)
+		}
+		sum += time.Duration(ns)
+	}
+	if sum > 0 {
+		return sum
+	}
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
 		b.Fatalf("read /proc stat (these benchmarks need Linux): %v", err)
 	}
@@ -232,7 +259,7 @@ func BenchmarkPerfBinarySize(b *testing.B) {
 // BenchmarkPerfStart measures process start (fork/exec included) to the
 // first getUpdates at the fake Bot API, as a median over b.N starts, and
 // the RSS once the process has sat idle for a second after the first
-// start. fresh-db starts on an empty data dir (migrations run);
+// start, and its CPU use over the next two idle seconds. fresh-db starts on an empty data dir (migrations run);
 // existing-db reuses one database.
 func BenchmarkPerfStart(b *testing.B) {
 	bin := buildStripped(b)
@@ -245,7 +272,7 @@ func BenchmarkPerfStart(b *testing.B) {
 		b.Run(name, func(b *testing.B) {
 			dataDir := b.TempDir()
 			var starts []time.Duration
-			idle := -1.0
+			idle, idleAnon, idleFile, idleCPU := -1.0, 0.0, 0.0, 0.0
 			for b.Loop() {
 				b.StopTimer()
 				if fresh {
@@ -261,6 +288,10 @@ func BenchmarkPerfStart(b *testing.B) {
 				if idle < 0 {
 					time.Sleep(time.Second)
 					idle = g.rssMiB(b)
+					idleAnon, idleFile = g.statusMiB(b, "RssAnon"), g.statusMiB(b, "RssFile")
+					c0 := g.cpuTime(b)
+					time.Sleep(2 * time.Second)
+					idleCPU = ms(g.cpuTime(b)-c0) / 2
 				}
 				g.stop(b)
 				tg.Close()
@@ -269,14 +300,87 @@ func BenchmarkPerfStart(b *testing.B) {
 			b.ReportMetric(ms(median(starts)), "start-ms")
 			b.ReportMetric(ms(percentile(starts, 0)), "start-min-ms")
 			b.ReportMetric(idle, "idle-MiB")
+			b.ReportMetric(idleCPU, "idle-cpu-ms/s")
+			b.ReportMetric(idleAnon, "idle-anon-MiB")
+			b.ReportMetric(idleFile, "idle-file-MiB")
 		})
 	}
+}
+
+// perfRun is a running binary with its fakes, warmed up.
+type perfRun struct {
+	tg    *telegramtest.Server
+	llm   *providertest.Server
+	g     *gateway
+	users []*models.User
+	// sent counts the replies so far.
+	sent int
+
+	mu    sync.Mutex
+	llmAt map[string]time.Time // last user message -> arrival at the LLM
+}
+
+// startPerfRun builds and starts the binary against fresh fakes. The
+// messages rotate over perfChats private chats so the channel's per-chat
+// pacing (a burst of 3, then one message a second) never delays a reply.
+// Warm-up: one message per chat opens its session and the HTTP
+// connections.
+func startPerfRun(b *testing.B) *perfRun {
+	b.Helper()
+	bin := buildStripped(b)
+	r := &perfRun{llm: providertest.NewOpenAI(b), tg: telegramtest.New(b, perfToken), llmAt: map[string]time.Time{}}
+	r.llm.SetReply(func(rec providertest.Received) providertest.Script {
+		at := time.Now()
+		r.mu.Lock()
+		r.llmAt[rec.LastUser()] = at
+		r.mu.Unlock()
+		return providertest.Echo(rec)
+	})
+	r.g = startGateway(b, bin, perfConfig(b, b.TempDir(), r.tg.URL, r.llm.BaseURL()))
+	b.Cleanup(func() { r.g.stop(b) })
+	firstPoll(b, r.tg, r.g)
+	r.users = make([]*models.User, perfChats)
+	for i := range r.users {
+		r.users[i] = telegramtest.User(int64(10000+i), "")
+		r.tg.AddUpdate(r.tg.Private(r.users[i], fmt.Sprintf("warm-up %d", i)))
+	}
+	r.sent = len(r.users)
+	r.tg.WaitSent(b, r.sent, time.Minute)
+	return r
+}
+
+// send hands message n to the pending getUpdates and returns when.
+func (r *perfRun) send(n int) (text string, at time.Time) {
+	text = fmt.Sprintf("perf message %d", n)
+	u := r.tg.Private(r.users[n%perfChats], text)
+	at = time.Now()
+	r.tg.AddUpdate(u)
+	return text, at
+}
+
+// reply waits for the reply to text and returns when it was sent and
+// when the LLM received the request.
+func (r *perfRun) reply(b *testing.B, text string) (sentAt, llmAt time.Time) {
+	b.Helper()
+	r.sent++
+	sent := r.tg.WaitSent(b, r.sent, 30*time.Second)
+	last := sent[len(sent)-1]
+	if last.Text != "echo: "+text {
+		b.Fatalf("reply %q, want %q", last.Text, "echo: "+text)
+	}
+	r.mu.Lock()
+	at, ok := r.llmAt[text]
+	r.mu.Unlock()
+	if !ok {
+		b.Fatalf("the fake LLM never saw %q", text)
+	}
+	return last.At, at
 }
 
 // BenchmarkPerfMessage sends b.N private messages one at a time (each
 // waits for its reply) through the running binary with an instant fake
 // LLM, and reports:
-//   - cpu-ms/msg: the gateway process's utime+stime over all messages
+//   - cpu-ms/msg: the gateway process's CPU time (see cpuTime) over all messages
 //     (accept, durable queue commit, pipeline, LLM call, reply store and
 //     send), divided by b.N;
 //   - added-p50/p99-ms: from handing the update to the pending getUpdates
@@ -285,64 +389,55 @@ func BenchmarkPerfStart(b *testing.B) {
 //     the reply arriving at the fake Bot API;
 //   - busy-MiB: RSS after the run.
 func BenchmarkPerfMessage(b *testing.B) {
-	bin := buildStripped(b)
-	llm := providertest.NewOpenAI(b)
-	var llmMu sync.Mutex
-	llmAt := map[string]time.Time{}
-	llm.SetReply(func(r providertest.Received) providertest.Script {
-		at := time.Now()
-		llmMu.Lock()
-		llmAt[r.LastUser()] = at
-		llmMu.Unlock()
-		return providertest.Echo(r)
-	})
-	tg := telegramtest.New(b, perfToken)
-	g := startGateway(b, bin, perfConfig(b, b.TempDir(), tg.URL, llm.BaseURL()))
-	defer g.stop(b)
-	firstPoll(b, tg, g)
-
-	// The messages rotate over perfChats private chats so the channel's
-	// per-chat pacing (a burst of 3, then one message a second) never
-	// delays a reply. Warm-up: one message per chat opens its session and
-	// the HTTP connections.
-	users := make([]*models.User, perfChats)
-	for i := range users {
-		users[i] = telegramtest.User(int64(10000+i), "")
-		tg.AddUpdate(tg.Private(users[i], fmt.Sprintf("warm-up %d", i)))
-	}
-	warm := len(users)
-	tg.WaitSent(b, warm, time.Minute)
-
+	r := startPerfRun(b)
 	var added, reply []time.Duration
 	n := 0
-	cpu0 := g.cpuTime(b)
+	cpu0 := r.g.cpuTime(b)
 	for b.Loop() {
-		text := fmt.Sprintf("perf message %d", n)
-		u := tg.Private(users[n%perfChats], text)
-		t0 := time.Now()
-		tg.AddUpdate(u)
+		text, t0 := r.send(n)
 		n++
-		sent := tg.WaitSent(b, warm+n, 30*time.Second)
-		last := sent[len(sent)-1]
-		if last.Text != "echo: "+text {
-			b.Fatalf("reply %q, want %q", last.Text, "echo: "+text)
-		}
-		llmMu.Lock()
-		at, ok := llmAt[text]
-		llmMu.Unlock()
-		if !ok {
-			b.Fatalf("the fake LLM never saw %q", text)
-		}
-		added = append(added, at.Sub(t0))
-		reply = append(reply, last.At.Sub(t0))
+		sentAt, llmAt := r.reply(b, text)
+		added = append(added, llmAt.Sub(t0))
+		reply = append(reply, sentAt.Sub(t0))
 	}
-	cpu := g.cpuTime(b) - cpu0
+	cpu := r.g.cpuTime(b) - cpu0
 	b.ReportMetric(ms(cpu)/float64(n), "cpu-ms/msg")
 	b.ReportMetric(ms(percentile(added, 0.5)), "added-p50-ms")
 	b.ReportMetric(ms(percentile(added, 0.99)), "added-p99-ms")
 	b.ReportMetric(ms(percentile(reply, 0.5)), "reply-p50-ms")
 	b.ReportMetric(ms(percentile(reply, 0.99)), "reply-p99-ms")
-	b.ReportMetric(g.rssMiB(b), "busy-MiB")
+	b.ReportMetric(r.g.rssMiB(b), "busy-MiB")
+}
+
+// BenchmarkPerfBeforeLLM measures the gateway's CPU per message up to the
+// LLM request only: the fake LLM holds each request, the process's CPU
+// time (see cpuTime) is read when the request has arrived, and the deltas
+// from handing the update over are summed over b.N messages
+// (cpu-before-llm-ms/msg). Each message waits 10ms after its reply
+// so the previous message's trailing work is not counted.
+func BenchmarkPerfBeforeLLM(b *testing.B) {
+	r := startPerfRun(b)
+	ctx := context.Background()
+	var cpu time.Duration
+	n := 0
+	for b.Loop() {
+		r.llm.Hold()
+		before := r.g.cpuTime(b)
+		text, _ := r.send(n)
+		n++
+		if err := r.llm.WaitInFlight(ctx, 1); err != nil {
+			b.Fatal(err)
+		}
+		cpu += r.g.cpuTime(b) - before
+		r.llm.Release()
+		r.reply(b, text)
+		// Let the work after the send (delivery record, queue row
+		// done) finish outside the next message's window.
+		b.StopTimer()
+		time.Sleep(10 * time.Millisecond)
+		b.StartTimer()
+	}
+	b.ReportMetric(ms(cpu)/float64(n), "cpu-before-llm-ms/msg")
 }
 
 // BenchmarkPerfMessageInProcess is BenchmarkPerfMessage with the App

@@ -1,0 +1,43 @@
+#!/bin/sh
+# bench.sh runs OpenTalon's benchmarks and prints their numbers.
+#
+#   scripts/bench.sh            # everything (about two minutes)
+#   scripts/bench.sh perf       # only the binary's targets (cmd/opentalon Perf*)
+#
+# The Perf* benchmarks build the stripped binary (go build -trimpath
+# -ldflags "-s -w") and run it against fake Telegram and LLM servers; they
+# need Linux (/proc). Targets: start-ms <= 15, idle-MiB <= 20,
+# cpu-before-llm-ms/msg <= 2, added-p50-ms <= 2, binary-MB <= 25.
+# CGO_ENABLED=0 scripts/bench.sh builds a static binary (smaller RSS).
+set -eu
+cd "$(dirname "$0")/.."
+
+run() {
+	# run PACKAGE PATTERN BENCHTIME
+	go test -run '^$' -bench "$2" -benchtime "$3" "$1" 2>&1 | grep -E '^(Benchmark|FAIL|---|panic)' || true
+}
+
+echo "== binary (cmd/opentalon)"
+run ./cmd/opentalon 'PerfBinarySize' 1x
+run ./cmd/opentalon 'PerfStart' 20x
+run ./cmd/opentalon 'PerfMessage$' 500x
+run ./cmd/opentalon 'PerfBeforeLLM' 500x
+[ "${1:-}" = perf ] && exit 0
+
+echo "== store queue (enqueue, claim, finish)"
+run ./store 'Queue' 2000x
+echo "== providers (fake OpenAI on 127.0.0.1)"
+run ./routing/provider '.' 1s
+echo "== routing decision and classifier"
+run ./routing 'RouteDecision|Classify' 1s
+echo "== guard (64 KB plugin result)"
+run ./guard 'Pipeline' 1s
+echo "== plugins (Execute round trip over gRPC)"
+run ./plugins 'ExecuteRoundTrip' 1s
+echo "== telegram inbound -> reply (channel + gateway + SQLite, instant agent)"
+run ./channels/telegram 'InboundToReply$' 1x
+run ./channels/telegram 'InboundToReplyIdle' 500x
+echo "== text formatting"
+run ./channels/textfmt 'Format' 1s
+echo "== config"
+run ./config '.' 1s
