@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/opentalon/opentalon/core"
@@ -128,8 +129,11 @@ func (db *DB) History(ctx context.Context, sessionID int64, limit int) ([]core.C
 	if limit <= 0 {
 		limit = 1 << 30
 	}
+	// The limit is part of the query text: SQLite plans with a bound LIMIT
+	// value, so rebinding it re-prepares the statement on every call
+	// (callers use a handful of limits, each prepared once).
 	rows, err := db.r.QueryContext(ctx, `SELECT role, content, tool_calls, tool_call_id FROM messages
-		WHERE session_id = ? ORDER BY id DESC LIMIT ?`, sessionID, limit)
+		WHERE session_id = ? ORDER BY id DESC LIMIT `+strconv.Itoa(limit), sessionID)
 	if err != nil {
 		return nil, fmt.Errorf("history of session %d: %w", sessionID, err)
 	}
