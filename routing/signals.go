@@ -14,6 +14,14 @@ const SignalAccepted core.SignalKind = "accepted"
 
 var _ core.SignalSink = (*Router)(nil)
 
+// signalAffinityStore is the optional Store method that records a signal
+// and folds it into the affinity in one transaction.
+type signalAffinityStore interface {
+	AddSignalAndAffinity(ctx context.Context, s core.Signal, task, model string, fn func(store.Affinity) store.Affinity) (int64, error)
+}
+
+var _ signalAffinityStore = (*store.DB)(nil)
+
 // RecordSignal stores a quality signal and folds it into the affinity of
 // its (task type, model). It implements core.SignalSink.
 func (r *Router) RecordSignal(ctx context.Context, s core.Signal) error {
@@ -23,23 +31,37 @@ func (r *Router) RecordSignal(ctx context.Context, s core.Signal) error {
 	if s.Weight == 0 {
 		s.Weight = 1
 	}
-	if _, err := r.o.Store.AddSignal(ctx, s); err != nil {
-		return fmt.Errorf("record %s signal: %w", s.Kind, err)
-	}
 	if s.Model == "" || s.TaskType == "" || s.Polarity == core.Neutral {
+		if _, err := r.o.Store.AddSignal(ctx, s); err != nil {
+			return fmt.Errorf("record %s signal: %w", s.Kind, err)
+		}
 		return nil
 	}
+	model := s.Model
 	if m, ok := r.cat.resolve(s.Model); ok {
-		s.Model = m.Ref
+		model = m.Ref
 	}
 	var updated store.Affinity
-	err := r.o.Store.UpdateAffinity(ctx, s.TaskType, s.Model, func(a store.Affinity) store.Affinity {
-		updated = fold(a, s, r.half, r.capEv)
+	fn := func(a store.Affinity) store.Affinity {
+		as := s
+		as.Model = model
+		updated = fold(a, as, r.half, r.capEv)
 		return updated
-	})
-	if err != nil {
-		return fmt.Errorf("update affinity %s/%s: %w", s.TaskType, s.Model, err)
 	}
+	if both, ok := r.o.Store.(signalAffinityStore); ok {
+		// One transaction instead of two before the LLM request.
+		if _, err := both.AddSignalAndAffinity(ctx, s, s.TaskType, model, fn); err != nil {
+			return fmt.Errorf("record %s signal and affinity %s/%s: %w", s.Kind, s.TaskType, model, err)
+		}
+	} else {
+		if _, err := r.o.Store.AddSignal(ctx, s); err != nil {
+			return fmt.Errorf("record %s signal: %w", s.Kind, err)
+		}
+		if err := r.o.Store.UpdateAffinity(ctx, s.TaskType, model, fn); err != nil {
+			return fmt.Errorf("update affinity %s/%s: %w", s.TaskType, model, err)
+		}
+	}
+	s.Model = model
 	r.mu.Lock()
 	r.aff[[2]string{s.TaskType, s.Model}] = updated
 	r.mu.Unlock()

@@ -26,6 +26,8 @@ func timeMS(t time.Time) int64 {
 	return t.UnixMilli()
 }
 
+const insertSignal = `INSERT INTO signals (at, kind, polarity, reply_id, model, task_type, user_id, weight) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`
+
 // AddSignal appends a quality signal and returns its id.
 func (db *DB) AddSignal(ctx context.Context, s core.Signal) (int64, error) {
 	at := s.At
@@ -36,7 +38,7 @@ func (db *DB) AddSignal(ctx context.Context, s core.Signal) (int64, error) {
 	if s.ReplyID != 0 {
 		reply = s.ReplyID
 	}
-	res, err := db.w.ExecContext(ctx, `INSERT INTO signals (at, kind, polarity, reply_id, model, task_type, user_id, weight) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+	res, err := db.w.ExecContext(ctx, insertSignal,
 		at.UnixMilli(), string(s.Kind), int(s.Polarity), reply, s.Model, s.TaskType, s.UserID, s.Weight)
 	if err != nil {
 		return 0, fmt.Errorf("add signal: %w", err)
@@ -79,24 +81,52 @@ func scanAffinity(row interface{ Scan(...any) error }) (Affinity, error) {
 // UpdateAffinity replaces the (task, model) row by fn(current) in one
 // transaction; a missing row is passed as a zero row.
 func (db *DB) UpdateAffinity(ctx context.Context, task, model string, fn func(Affinity) Affinity) error {
-	return db.tx(ctx, func(tx *txn) error {
-		a, err := scanAffinity(tx.QueryRowContext(ctx, `SELECT `+affinityCols+` FROM affinity WHERE task_type = ? AND model = ?`, task, model))
-		if errors.Is(err, sql.ErrNoRows) {
-			a, err = Affinity{Task: task, Model: model}, nil
-		}
+	return db.tx(ctx, func(tx *txn) error { return updateAffinity(ctx, tx, task, model, fn) })
+}
+
+// AddSignalAndAffinity is AddSignal and UpdateAffinity in one
+// transaction (one commit instead of two on every judged message).
+func (db *DB) AddSignalAndAffinity(ctx context.Context, s core.Signal, task, model string, fn func(Affinity) Affinity) (int64, error) {
+	at := s.At
+	if at.IsZero() {
+		at = db.now()
+	}
+	var reply any
+	if s.ReplyID != 0 {
+		reply = s.ReplyID
+	}
+	var id int64
+	err := db.tx(ctx, func(tx *txn) error {
+		res, err := tx.ExecContext(ctx, insertSignal,
+			at.UnixMilli(), string(s.Kind), int(s.Polarity), reply, s.Model, s.TaskType, s.UserID, s.Weight)
 		if err != nil {
-			return fmt.Errorf("read affinity %s/%s: %w", task, model, err)
+			return fmt.Errorf("add signal: %w", err)
 		}
-		a = fn(a)
-		_, err = tx.ExecContext(ctx, `INSERT INTO affinity (`+affinityCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
-			ON CONFLICT (task_type, model) DO UPDATE SET pos = excluded.pos, neg = excluded.neg, positives = excluded.positives,
-			negatives = excluded.negatives, last_signal = excluded.last_signal, updated_at = excluded.updated_at`,
-			task, model, a.Pos, a.Neg, a.Positives, a.Negatives, timeMS(a.LastSignal), timeMS(a.UpdatedAt))
-		if err != nil {
-			return fmt.Errorf("write affinity %s/%s: %w", task, model, err)
+		if id, err = res.LastInsertId(); err != nil {
+			return fmt.Errorf("add signal: %w", err)
 		}
-		return nil
+		return updateAffinity(ctx, tx, task, model, fn)
 	})
+	return id, err
+}
+
+func updateAffinity(ctx context.Context, tx *txn, task, model string, fn func(Affinity) Affinity) error {
+	a, err := scanAffinity(tx.QueryRowContext(ctx, `SELECT `+affinityCols+` FROM affinity WHERE task_type = ? AND model = ?`, task, model))
+	if errors.Is(err, sql.ErrNoRows) {
+		a, err = Affinity{Task: task, Model: model}, nil
+	}
+	if err != nil {
+		return fmt.Errorf("read affinity %s/%s: %w", task, model, err)
+	}
+	a = fn(a)
+	_, err = tx.ExecContext(ctx, `INSERT INTO affinity (`+affinityCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+		ON CONFLICT (task_type, model) DO UPDATE SET pos = excluded.pos, neg = excluded.neg, positives = excluded.positives,
+		negatives = excluded.negatives, last_signal = excluded.last_signal, updated_at = excluded.updated_at`,
+		task, model, a.Pos, a.Neg, a.Positives, a.Negatives, timeMS(a.LastSignal), timeMS(a.UpdatedAt))
+	if err != nil {
+		return fmt.Errorf("write affinity %s/%s: %w", task, model, err)
+	}
+	return nil
 }
 
 // Affinities returns every affinity row ordered by task and model.
