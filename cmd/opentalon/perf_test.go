@@ -39,11 +39,16 @@ const perfToken = "4242:perf-token"
 const perfChats = 200
 
 // buildStripped builds the opentalon binary the way a release is built and
-// returns its path.
+// returns its path. OPENTALON_PERF_SYMBOLS=1 keeps the symbols, for
+// profiling the gateway with `perf record -g -p <pid>`.
 func buildStripped(b *testing.B) string {
 	b.Helper()
 	out := filepath.Join(b.TempDir(), "opentalon")
-	cmd := exec.Command("go", "build", "-trimpath", "-ldflags", "-s -w", "-o", out, ".")
+	ldflags := "-s -w"
+	if os.Getenv("OPENTALON_PERF_SYMBOLS") == "1" {
+		ldflags = ""
+	}
+	cmd := exec.Command("go", "build", "-trimpath", "-ldflags", ldflags, "-o", out, ".")
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	if err := cmd.Run(); err != nil {
