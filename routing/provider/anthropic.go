@@ -191,16 +191,7 @@ func (p *Anthropic) Complete(ctx context.Context, cred Credentials, req *Request
 		return nil, err
 	}
 	defer cl.close()
-	body, err := p.c.readBody(cl, cred.APIKey)
-	if err != nil {
-		return nil, err
-	}
-	r, err := p.parseComplete(body, cred.APIKey)
-	if err != nil {
-		return nil, err
-	}
-	p.c.done(ctx, cl, req.Model, r, false)
-	return r, nil
+	return p.c.complete(ctx, cl, req.Model, cred.APIKey, p.parseComplete)
 }
 
 func (p *Anthropic) parseComplete(body []byte, secret string) (*Response, error) {

@@ -201,3 +201,17 @@ func (c *client) stream(ctx context.Context, cl *call, model, secret string, onT
 	c.done(ctx, cl, model, r, true)
 	return r, nil
 }
+
+// complete reads a whole (non-streaming) answer from cl through parse.
+func (c *client) complete(ctx context.Context, cl *call, model, secret string, parse func(body []byte, secret string) (*Response, error)) (*Response, error) {
+	body, err := c.readBody(cl, secret)
+	if err != nil {
+		return nil, err
+	}
+	r, err := parse(body, secret)
+	if err != nil {
+		return nil, err
+	}
+	c.done(ctx, cl, model, r, false)
+	return r, nil
+}
