@@ -22,6 +22,7 @@ run ./cmd/opentalon 'PerfBinarySize' 1x
 run ./cmd/opentalon 'PerfStart' 20x
 run ./cmd/opentalon 'PerfMessage$' 500x
 run ./cmd/opentalon 'PerfBeforeLLM' 500x
+run ./cmd/opentalon 'PerfBurst' 3x
 [ "${1:-}" = perf ] && exit 0
 
 echo "== store queue (enqueue, claim, finish)"

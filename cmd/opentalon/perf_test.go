@@ -522,3 +522,31 @@ func BenchmarkPerfMessageInProcess(b *testing.B) {
 	b.ReportMetric(ms(percentile(reply, 0.5)), "reply-p50-ms")
 	b.ReportMetric(ms(percentile(reply, 0.99)), "reply-p99-ms")
 }
+
+// BenchmarkPerfBurst hands perfChats messages (one per chat) to a single
+// getUpdates at once and waits for every reply: the throughput of the
+// binary under a burst with an instant LLM (burst-msg/s), and the latency
+// of the last reply (burst-last-ms).
+func BenchmarkPerfBurst(b *testing.B) {
+	r := startPerfRun(b)
+	n := 0
+	var total time.Duration
+	bursts := 0
+	for b.Loop() {
+		t0 := time.Now()
+		for i := range perfChats {
+			r.tg.AddUpdate(r.tg.Private(r.users[i], fmt.Sprintf("burst %d", n)))
+			n++
+		}
+		r.sent += perfChats
+		sent := r.tg.WaitSent(b, r.sent, 5*time.Minute)
+		total += sent[len(sent)-1].At.Sub(t0)
+		bursts++
+		// Past the per-chat pacing window before the next burst.
+		b.StopTimer()
+		time.Sleep(1100 * time.Millisecond)
+		b.StartTimer()
+	}
+	b.ReportMetric(float64(n)/total.Seconds(), "burst-msg/s")
+	b.ReportMetric(ms(total)/float64(bursts), "burst-last-ms")
+}
