@@ -61,28 +61,14 @@ func buildStripped(b *testing.B) string {
 // fake at tgURL) and one OpenAI-compatible provider at llmURL.
 func perfConfig(b *testing.B, dataDir, tgURL, llmURL string) string {
 	b.Helper()
-	yaml := fmt.Sprintf(`state:
-  data_dir: %q
-models:
-  providers:
-    fake:
-      api: openai-completions
-      base_url: %q
-      api_key: test-key
-  catalog:
-    fake/small: { alias: small, weight: 80, context_window: 8000 }
-routing:
-  primary: fake/small
-server:
-  listen: ""
-channels:
+	yaml := testConfig(dataDir, llmURL, fmt.Sprintf(`channels:
   console: { enabled: false }
   telegram:
     enabled: true
     token: %q
     api_url: %q
     ack_reaction: ""
-`, dataDir, llmURL, perfToken, tgURL)
+`, perfToken, tgURL))
 	path := filepath.Join(b.TempDir(), "config.yaml")
 	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
 		b.Fatal(err)
