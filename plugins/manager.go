@@ -159,7 +159,14 @@ func (m *Manager) supervise(ctx context.Context, spec Spec, started func()) {
 		p, err := m.launch(ctx, spec)
 		once()
 		if err == nil {
+			up := time.Now()
 			m.watch(ctx, p)
+			// A plugin that ran healthy for a while before it failed
+			// starts with a fresh restart budget: max_restarts bounds a
+			// crash loop, not crashes weeks apart.
+			if time.Since(up) >= 5*m.o.HealthInterval {
+				restarts = 0
+			}
 		} else if ctx.Err() == nil {
 			m.log.Error("plugin failed to start", "path", spec.Path, "err", err)
 		}

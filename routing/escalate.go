@@ -130,10 +130,11 @@ func (e *Escalator) InterceptReaction(ctx context.Context, re core.Reaction, jud
 
 var _ core.ReactionInterceptor = (*Escalator)(nil)
 
-// judge records a signal once per reply.
+// judge records a signal once per reply: a message retried by the
+// queue, or a second verdict on the same answer, does not count again.
 func (e *Escalator) judge(ctx context.Context, sessionID int64, s core.Signal) {
 	e.mu.Lock()
-	done := e.judged[sessionID] == s.ReplyID && s.Kind == SignalAccepted
+	done := e.judged[sessionID] == s.ReplyID
 	e.judged[sessionID] = s.ReplyID
 	e.mu.Unlock()
 	if done {
