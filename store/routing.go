@@ -28,8 +28,8 @@ func timeMS(t time.Time) int64 {
 
 const insertSignal = `INSERT INTO signals (at, kind, polarity, reply_id, model, task_type, user_id, weight) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`
 
-// AddSignal appends a quality signal and returns its id.
-func (db *DB) AddSignal(ctx context.Context, s core.Signal) (int64, error) {
+// signalArgs are the insertSignal arguments of s (its time defaults to now).
+func (db *DB) signalArgs(s core.Signal) []any {
 	at := s.At
 	if at.IsZero() {
 		at = db.now()
@@ -38,8 +38,12 @@ func (db *DB) AddSignal(ctx context.Context, s core.Signal) (int64, error) {
 	if s.ReplyID != 0 {
 		reply = s.ReplyID
 	}
-	res, err := db.w.ExecContext(ctx, insertSignal,
-		at.UnixMilli(), string(s.Kind), int(s.Polarity), reply, s.Model, s.TaskType, s.UserID, s.Weight)
+	return []any{at.UnixMilli(), string(s.Kind), int(s.Polarity), reply, s.Model, s.TaskType, s.UserID, s.Weight}
+}
+
+// AddSignal appends a quality signal and returns its id.
+func (db *DB) AddSignal(ctx context.Context, s core.Signal) (int64, error) {
+	res, err := db.w.ExecContext(ctx, insertSignal, db.signalArgs(s)...)
 	if err != nil {
 		return 0, fmt.Errorf("add signal: %w", err)
 	}
@@ -87,18 +91,9 @@ func (db *DB) UpdateAffinity(ctx context.Context, task, model string, fn func(Af
 // AddSignalAndAffinity is AddSignal and UpdateAffinity in one
 // transaction (one commit instead of two on every judged message).
 func (db *DB) AddSignalAndAffinity(ctx context.Context, s core.Signal, task, model string, fn func(Affinity) Affinity) (int64, error) {
-	at := s.At
-	if at.IsZero() {
-		at = db.now()
-	}
-	var reply any
-	if s.ReplyID != 0 {
-		reply = s.ReplyID
-	}
 	var id int64
 	err := db.tx(ctx, func(tx *txn) error {
-		res, err := tx.ExecContext(ctx, insertSignal,
-			at.UnixMilli(), string(s.Kind), int(s.Polarity), reply, s.Model, s.TaskType, s.UserID, s.Weight)
+		res, err := tx.ExecContext(ctx, insertSignal, db.signalArgs(s)...)
 		if err != nil {
 			return fmt.Errorf("add signal: %w", err)
 		}

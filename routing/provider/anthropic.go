@@ -6,7 +6,6 @@ import (
 	"errors"
 	"io"
 	"net/http"
-	"sort"
 	"strings"
 
 	"github.com/opentalon/opentalon/core"
@@ -313,19 +312,11 @@ func (p *Anthropic) readStream(cl *call, onText func(string), secret string) (*R
 				return nil, malformed(p.c.id, "message_stop before message_start", nil, secret)
 			}
 			r.Text = text.String()
-			idxs := make([]int, 0, len(calls))
-			for i := range calls {
-				idxs = append(idxs, i)
+			tcs, err := assembleCalls(calls)
+			if err != nil {
+				return nil, malformed(p.c.id, "tool call", err, secret)
 			}
-			sort.Ints(idxs)
-			for _, i := range idxs {
-				pc := calls[i]
-				tc, err := toolCall(pc.id, pc.name, []byte(pc.args.String()))
-				if err != nil {
-					return nil, malformed(p.c.id, "tool call", err, secret)
-				}
-				r.ToolCalls = append(r.ToolCalls, tc)
-			}
+			r.ToolCalls = tcs
 			return r, nil
 		}
 	}

@@ -7,7 +7,6 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"sort"
 	"strings"
 
 	"github.com/opentalon/opentalon/core"
@@ -242,11 +241,6 @@ func (p *OpenAI) Stream(ctx context.Context, cred Credentials, req *Request, onT
 }
 
 // pendingCall is a tool call being assembled from stream deltas.
-type pendingCall struct {
-	id, name string
-	args     strings.Builder
-}
-
 func (p *OpenAI) readStream(cl *call, onText func(string), secret string) (*Response, error) {
 	sse := newSSEReader(cl.resp.Body)
 	r := &Response{}
@@ -331,18 +325,10 @@ func (p *OpenAI) readStream(cl *call, onText func(string), secret string) (*Resp
 		return nil, malformed(p.c.id, "event stream had no chunks", nil, secret)
 	}
 	r.Text = text.String()
-	idxs := make([]int, 0, len(calls))
-	for i := range calls {
-		idxs = append(idxs, i)
+	tcs, err := assembleCalls(calls)
+	if err != nil {
+		return nil, malformed(p.c.id, "tool call", err, secret)
 	}
-	sort.Ints(idxs)
-	for _, i := range idxs {
-		pc := calls[i]
-		tc, err := toolCall(pc.id, pc.name, []byte(pc.args.String()))
-		if err != nil {
-			return nil, malformed(p.c.id, "tool call", err, secret)
-		}
-		r.ToolCalls = append(r.ToolCalls, tc)
-	}
+	r.ToolCalls = tcs
 	return r, nil
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"sort"
 	"strings"
 
 	"github.com/opentalon/opentalon/core"
@@ -115,4 +116,30 @@ func toolCall(id, name string, raw []byte) (core.ToolCall, error) {
 	}
 	p, a := SplitToolName(name)
 	return core.ToolCall{ID: id, Plugin: p, Action: a, Args: args}, nil
+}
+
+// pendingCall is a tool call being assembled from stream deltas.
+type pendingCall struct {
+	id, name string
+	args     strings.Builder
+}
+
+// assembleCalls turns the streamed calls, keyed by their index in the
+// answer, into tool calls in index order.
+func assembleCalls(calls map[int]*pendingCall) ([]core.ToolCall, error) {
+	idxs := make([]int, 0, len(calls))
+	for i := range calls {
+		idxs = append(idxs, i)
+	}
+	sort.Ints(idxs)
+	var out []core.ToolCall
+	for _, i := range idxs {
+		pc := calls[i]
+		tc, err := toolCall(pc.id, pc.name, []byte(pc.args.String()))
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, tc)
+	}
+	return out, nil
 }
