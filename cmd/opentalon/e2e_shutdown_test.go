@@ -84,14 +84,7 @@ func TestE2ESIGTERMFinishesInFlightAndKeepsQueued(t *testing.T) {
 	}
 
 	// The next start answers what was left, then exits when stdin closes.
-	q := startBinary(t, nil, "--config", path, "run")
-	q.closeInput()
-	if code := q.exitCode(30 * time.Second); code != 0 {
-		t.Fatalf("restart exit code %d; stderr:\n%s", code, q.stderr.String())
-	}
-	if out := q.output(); out != "echo: second question\n" {
-		t.Fatalf("restart stdout = %q; want the queued question answered", out)
-	}
+	restartAndExpect(t, path, "echo: second question\n")
 }
 
 func TestE2EGraceOverLeavesRequestForNextStart(t *testing.T) {
@@ -118,14 +111,7 @@ func TestE2EGraceOverLeavesRequestForNextStart(t *testing.T) {
 		t.Fatalf("stdout = %q; want nothing (the request was cut off)", out)
 	}
 	llm.Release()
-	q := startBinary(t, nil, "--config", path, "run")
-	q.closeInput()
-	if code := q.exitCode(30 * time.Second); code != 0 {
-		t.Fatalf("restart exit code %d; stderr:\n%s", code, q.stderr.String())
-	}
-	if out := q.output(); out != "echo: stuck question\n" {
-		t.Fatalf("restart stdout = %q; want the cut-off question answered once", out)
-	}
+	restartAndExpect(t, path, "echo: stuck question\n")
 }
 
 func TestE2EStdinEOFExitsAfterAnswer(t *testing.T) {
@@ -195,5 +181,19 @@ func TestE2ENoSecretsInDebugLogs(t *testing.T) {
 		if strings.Contains(logs, s) {
 			t.Errorf("stderr contains the secret %q", s)
 		}
+	}
+}
+
+// restartAndExpect starts the binary on config path with no input and
+// checks it answers what was left queued (exactly want) and exits 0.
+func restartAndExpect(t *testing.T, path, want string) {
+	t.Helper()
+	q := startBinary(t, nil, "--config", path, "run")
+	q.closeInput()
+	if code := q.exitCode(30 * time.Second); code != 0 {
+		t.Fatalf("restart exit code %d; stderr:\n%s", code, q.stderr.String())
+	}
+	if out := q.output(); out != want {
+		t.Fatalf("restart stdout = %q; want %q answered once", out, want)
 	}
 }
