@@ -95,10 +95,7 @@ server: { listen: "" }
 func TestE2EPluginLLMAPIRespectsLocalSemaphore(t *testing.T) {
 	llm := providertest.NewOpenAI(t)
 	const key = "sema-SECRET"
-	y := testConfig(t.TempDir(), llm.BaseURL(), "llm: { max_concurrent_local: 1, max_concurrent_cloud: 4 }\n")
-	y = strings.Replace(y, `listen: ""`, `listen: "127.0.0.1:0"`+"\n  api_key: "+key, 1)
-	h := startApp(t, loadConfigFile(t, writeConfig(t, y)))
-	url := "http://" + waitAddr(t, h.app) + "/api/plugins/llm/generate"
+	h, url := startWithPluginAPI(t, llm.BaseURL(), key, "llm: { max_concurrent_local: 1, max_concurrent_cloud: 4 }\n")
 	llm.Hold()
 	var wg sync.WaitGroup
 	codes := make(chan int, 6)

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/opentalon/opentalon/core"
+	"github.com/opentalon/opentalon/plugins"
 	"github.com/opentalon/opentalon/plugins/sdk/plugintest"
 	"github.com/opentalon/opentalon/routing/provider/providertest"
 )
@@ -92,10 +93,7 @@ func TestE2EToolCallThroughApp(t *testing.T) {
 func TestE2EPluginLLMAPI(t *testing.T) {
 	llm := providertest.NewOpenAI(t)
 	const apiKey = "plugin-api-SECRET"
-	cfg := testConfig(t.TempDir(), llm.BaseURL(), "")
-	cfg = strings.Replace(cfg, `listen: ""`, `listen: "127.0.0.1:0"`+"\n  api_key: "+apiKey, 1)
-	h := startApp(t, loadConfigFile(t, writeConfig(t, cfg)))
-	url := "http://" + waitAddr(t, h.app) + "/api/plugins/llm/generate"
+	_, url := startWithPluginAPI(t, llm.BaseURL(), apiKey, "")
 	body := `{"messages":[{"role":"user","content":"summarize this"}],"llm_name":null}`
 
 	tests := []struct {
@@ -170,4 +168,14 @@ func TestE2EListedPluginKeepsStateInStore(t *testing.T) {
 	if !found {
 		t.Fatalf("plugin_state of notes has keys %v without the note", keys)
 	}
+}
+
+// startWithPluginAPI starts the App with the HTTP server on a free port
+// and server.api_key set, and returns the plugin LLM API's URL.
+func startWithPluginAPI(t *testing.T, llmURL, apiKey, extra string) (*harness, string) {
+	t.Helper()
+	cfg := testConfig(t.TempDir(), llmURL, extra)
+	cfg = strings.Replace(cfg, `listen: ""`, `listen: "127.0.0.1:0"`+"\n  api_key: "+apiKey, 1)
+	h := startApp(t, loadConfigFile(t, writeConfig(t, cfg)))
+	return h, "http://" + waitAddr(t, h.app) + plugins.GeneratePath
 }
