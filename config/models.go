@@ -1,6 +1,7 @@
 package config
 
 import (
+	"fmt"
 	"sort"
 	"strings"
 )
@@ -56,4 +57,41 @@ func (c *Config) providerIDs() []string {
 	}
 	sort.Strings(ids)
 	return ids
+}
+
+// ModelRef is one model reference the config makes, with its key path.
+type ModelRef struct {
+	Path string // e.g. "routing.fallbacks[1]"
+	Ref  string
+}
+
+// ModelRefs lists every non-empty model reference the config makes
+// outside models.*: routing, the enabled channels and the Lua default.
+// Validation checks each; the router makes each usable.
+func (c *Config) ModelRefs() []ModelRef {
+	var out []ModelRef
+	add := func(path, ref string) {
+		if ref != "" {
+			out = append(out, ModelRef{Path: path, Ref: ref})
+		}
+	}
+	r := c.Routing
+	add("routing.primary", r.Primary)
+	for i, ref := range r.Fallbacks {
+		add(fmt.Sprintf("routing.fallbacks[%d]", i), ref)
+	}
+	for _, task := range sortedKeys(r.Pin) {
+		add("routing.pin."+task, r.Pin[task])
+	}
+	for i, ref := range r.Allowed {
+		add(fmt.Sprintf("routing.allowed[%d]", i), ref)
+	}
+	if t := c.Channels.Telegram; t.Enabled {
+		add("channels.telegram.model", t.Model)
+		for _, chat := range sortedKeys(t.Models) {
+			add("channels.telegram.models."+chat, t.Models[chat])
+		}
+	}
+	add("plugins.lua.default_model", c.Plugins.Lua.DefaultModel)
+	return out
 }

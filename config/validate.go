@@ -17,6 +17,9 @@ func validate(c *Config, ps *problems) {
 	validateRouting(c, ps)
 	validateChannels(c, ps)
 	validatePlugins(c, ps)
+	for _, r := range c.ModelRefs() {
+		checkRef(c, ps, r.Path, r.Ref)
+	}
 }
 
 func atLeast(ps *problems, path string, v, min int) {
@@ -189,16 +192,6 @@ func validateRouting(c *Config, ps *problems) {
 	} else if r.Primary == "" && len(c.Models.Catalog) == 0 {
 		ps.at("routing.primary", "not set; set it to a model reference such as \"<provider>/<model>\"")
 	}
-	checkRef(c, ps, "routing.primary", r.Primary)
-	for i, ref := range r.Fallbacks {
-		checkRef(c, ps, fmt.Sprintf("routing.fallbacks[%d]", i), ref)
-	}
-	for _, task := range sortedKeys(r.Pin) {
-		checkRef(c, ps, "routing.pin."+task, r.Pin[task])
-	}
-	for i, ref := range r.Allowed {
-		checkRef(c, ps, fmt.Sprintf("routing.allowed[%d]", i), ref)
-	}
 	atLeast(ps, "routing.max_escalations", r.MaxEscalations, 0)
 	if r.Affinity.Enabled {
 		atLeast(ps, "routing.affinity.decay_days", r.Affinity.DecayDays, 1)
@@ -218,13 +211,6 @@ func sortedKeys(m map[string]string) []string {
 	}
 	sort.Strings(keys)
 	return keys
-}
-
-func checkChannelModels(c *Config, ps *problems, path, model string, models map[string]string) {
-	checkRef(c, ps, path+".model", model)
-	for _, chat := range sortedKeys(models) {
-		checkRef(c, ps, path+".models."+chat, models[chat])
-	}
 }
 
 func validateChannels(c *Config, ps *problems) {
@@ -259,7 +245,6 @@ func validateChannels(c *Config, ps *problems) {
 		default:
 			ps.at(p+".group_trigger", "unknown value %q%s; use mention or all", t.GroupTrigger, didYouMean(t.GroupTrigger, []string{TriggerMention, TriggerAll}))
 		}
-		checkChannelModels(c, ps, p, t.Model, t.Models)
 	}
 	if c.Channels.Slack.Enabled {
 		ps.at("channels.slack.enabled", "the Slack channel is not built yet in this version; set channels.slack.enabled: false")
@@ -290,7 +275,6 @@ func validatePlugins(c *Config, ps *problems) {
 		}
 	}
 	l := c.Plugins.Lua
-	checkRef(c, ps, "plugins.lua.default_model", l.DefaultModel)
 	atLeast(ps, "plugins.lua.limits.memory_mb", l.Limits.MemoryMB, 1)
 	atLeast(ps, "plugins.lua.limits.timeout_seconds", l.Limits.TimeoutSeconds, 1)
 	atLeast(ps, "plugins.lua.limits.llm_timeout_seconds", l.Limits.LLMTimeoutSeconds, 1)

@@ -83,26 +83,13 @@ func catalogFromConfig(cfg *config.Config) []routing.Model {
 	// catalog entry or a provider models entry are usable too (a model an
 	// Ollama or vLLM server serves); they get weight 0, so only the rule
 	// that names them picks them.
-	named := append([]string{cfg.Routing.Primary, cfg.Plugins.Lua.DefaultModel}, cfg.Routing.Fallbacks...)
-	named = append(named, cfg.Routing.Allowed...)
-	for _, ref := range cfg.Routing.Pin {
-		named = append(named, ref)
-	}
-	for _, ch := range []struct {
-		model  string
-		models map[string]string
-	}{{cfg.Channels.Telegram.Model, cfg.Channels.Telegram.Models}, {cfg.Channels.Slack.Model, cfg.Channels.Slack.Models}, {cfg.Channels.Discord.Model, cfg.Channels.Discord.Models}} {
-		named = append(named, ch.model)
-		for _, ref := range ch.models {
-			named = append(named, ref)
-		}
-	}
 	aliases := map[string]bool{}
 	for _, e := range cfg.Models.Catalog {
 		aliases[e.Alias] = true
 	}
 	extra := map[string]bool{}
-	for _, ref := range named {
+	for _, mr := range cfg.ModelRefs() {
+		ref := mr.Ref
 		pid, mid, ok := strings.Cut(ref, "/")
 		if _, known := cfg.Models.Providers[pid]; !ok || !known || mid == "" || aliases[ref] {
 			continue
