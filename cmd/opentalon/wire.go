@@ -50,15 +50,15 @@ func buildProviders(cfg *config.Config, log *slog.Logger, now func() time.Time) 
 func catalogFromConfig(cfg *config.Config) []routing.Model {
 	var out []routing.Model
 	seen := map[string]bool{}
-	pm := func(ref string) (config.ProviderModel, config.Provider, bool) {
+	pm := func(ref string) (config.ProviderModel, config.Provider) {
 		pid, mid, _ := strings.Cut(ref, "/")
-		p, ok := cfg.Models.Providers[pid]
+		p := cfg.Models.Providers[pid]
 		for _, m := range p.Models {
 			if m.ID == mid {
-				return m, p, true
+				return m, p
 			}
 		}
-		return config.ProviderModel{}, p, ok
+		return config.ProviderModel{}, p
 	}
 	refs := make([]string, 0, len(cfg.Models.Catalog))
 	for ref := range cfg.Models.Catalog {
@@ -67,7 +67,7 @@ func catalogFromConfig(cfg *config.Config) []routing.Model {
 	sort.Strings(refs)
 	for _, ref := range refs {
 		e := cfg.Models.Catalog[ref]
-		m, p, _ := pm(ref)
+		m, p := pm(ref)
 		rm := routing.Model{Ref: ref, Alias: e.Alias, Weight: e.Weight, CostIn: m.Cost.Input, CostOut: m.Cost.Output,
 			ContextWindow: m.ContextWindow, Local: isLocal(p)}
 		if e.Cost != nil {
@@ -78,23 +78,6 @@ func catalogFromConfig(cfg *config.Config) []routing.Model {
 		}
 		out = append(out, rm)
 		seen[ref] = true
-	}
-	// Model references the config names as "<provider>/<model>" without a
-	// catalog entry or a provider models entry are usable too (a model an
-	// Ollama or vLLM server serves); they get weight 0, so only the rule
-	// that names them picks them.
-	aliases := map[string]bool{}
-	for _, e := range cfg.Models.Catalog {
-		aliases[e.Alias] = true
-	}
-	extra := map[string]bool{}
-	for _, mr := range cfg.ModelRefs() {
-		ref := mr.Ref
-		pid, mid, ok := strings.Cut(ref, "/")
-		if _, known := cfg.Models.Providers[pid]; !ok || !known || mid == "" || aliases[ref] {
-			continue
-		}
-		extra[ref] = true
 	}
 	pids := make([]string, 0, len(cfg.Models.Providers))
 	for id := range cfg.Models.Providers {
@@ -112,16 +95,23 @@ func catalogFromConfig(cfg *config.Config) []routing.Model {
 			out = append(out, routing.Model{Ref: ref, CostIn: m.Cost.Input, CostOut: m.Cost.Output, ContextWindow: m.ContextWindow, Local: isLocal(p)})
 		}
 	}
-	refs = refs[:0]
-	for ref := range extra {
-		if !seen[ref] {
-			refs = append(refs, ref)
+	// Model references the config names as "<provider>/<model>" without a
+	// catalog entry or a provider models entry are usable too (a model an
+	// Ollama or vLLM server serves); they get weight 0, so only the rule
+	// that names them picks them.
+	var extra []string
+	for _, mr := range cfg.ModelRefs() {
+		if ref, ok := cfg.ResolveModel(mr.Ref); ok {
+			extra = append(extra, ref)
 		}
 	}
-	sort.Strings(refs)
-	for _, ref := range refs {
-		pid, _, _ := strings.Cut(ref, "/")
-		out = append(out, routing.Model{Ref: ref, Local: isLocal(cfg.Models.Providers[pid])})
+	sort.Strings(extra)
+	for _, ref := range extra {
+		if !seen[ref] {
+			seen[ref] = true
+			pid, _, _ := strings.Cut(ref, "/")
+			out = append(out, routing.Model{Ref: ref, Local: isLocal(cfg.Models.Providers[pid])})
+		}
 	}
 	return out
 }
