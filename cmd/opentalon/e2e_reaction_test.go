@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/opentalon/opentalon/core"
 	"github.com/opentalon/opentalon/routing/provider/providertest"
@@ -24,9 +25,19 @@ func TestE2EThumbsDownEscalates(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	last, err := h.app.db.LastReply(ctx, sess.ID)
-	if err != nil || last == nil || last.Sent[0] == "" {
-		t.Fatalf("last reply = %+v (%v)", last, err)
+	// The console prints a part just before its delivery is recorded:
+	// wait for the record.
+	var last *core.Reply
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		last, err = h.app.db.LastReply(ctx, sess.ID)
+		if err == nil && last != nil && last.Sent[0] != "" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("delivery of the last reply never recorded: %+v (%v)", last, err)
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 	before := llm.Count()
 	if err := h.app.gateway.React(ctx, core.Reaction{Conversation: conv, EventID: "r1", MessageID: last.Sent[0], UserID: "local", Emoji: "👎", Added: true, Polarity: core.Negative}); err != nil {
