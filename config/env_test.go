@@ -4,6 +4,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/opentalon/opentalon/core"
 )
 
 func TestExpand(t *testing.T) {
@@ -56,10 +58,10 @@ func TestExpand(t *testing.T) {
 }
 
 func TestEditDistanceAndClosest(t *testing.T) {
-	if d := editDistance("wieght", "weight"); d != 2 {
+	if d := core.EditDistance("wieght", "weight"); d != 2 {
 		t.Errorf("editDistance = %d, want 2", d)
 	}
-	if d := editDistance("", "abc"); d != 3 {
+	if d := core.EditDistance("", "abc"); d != 3 {
 		t.Errorf("editDistance = %d, want 3", d)
 	}
 	cands := []string{"workers", "max_attempts", "request_timeout"}

@@ -2,9 +2,9 @@ package config
 
 import (
 	"fmt"
-	"log/slog"
 	"time"
 
+	"github.com/opentalon/opentalon/core"
 	"gopkg.in/yaml.v3"
 )
 
@@ -45,34 +45,6 @@ func typeErr(line int, msg string) error {
 // MarshalYAML writes the duration string.
 func (d Duration) MarshalYAML() (any, error) { return d.String(), nil }
 
-// Secret holds a credential. String, LogValue, GoString and the YAML form
-// are redacted; Value returns the real string.
-type Secret string
-
-const redacted = "***"
-
-// Value returns the secret itself; use it only where the credential is sent.
-func (s Secret) Value() string { return string(s) }
-
-// IsSet reports whether the secret is non-empty.
-func (s Secret) IsSet() bool { return s != "" }
-
-// String redacts: "***" when set, "" when empty.
-func (s Secret) String() string {
-	if s == "" {
-		return ""
-	}
-	return redacted
-}
-
-// GoString redacts for %#v.
-func (s Secret) GoString() string { return fmt.Sprintf("%q", s.String()) }
-
-// LogValue redacts for log/slog.
-func (s Secret) LogValue() slog.Value { return slog.StringValue(s.String()) }
-
-// MarshalYAML redacts, so printing a config never shows credentials.
-func (s Secret) MarshalYAML() (any, error) { return s.String(), nil }
-
-// MarshalText redacts, so JSON and other text encoders never show it.
-func (s Secret) MarshalText() ([]byte, error) { return []byte(s.String()), nil }
+// Secret holds a credential; it is core.Secret, redacted wherever it is
+// printed, logged or encoded.
+type Secret = core.Secret

@@ -50,3 +50,37 @@ type Hooks interface {
 type SignalSink interface {
 	RecordSignal(ctx context.Context, s Signal) error
 }
+
+// GenerateRequest is one LLM call outside the agent loop: a Lua hook's
+// ctx.llm, memory compaction, a plugin's call to the LLM API.
+type GenerateRequest struct {
+	// Messages have the roles system, user and assistant; system messages
+	// become the system prompt.
+	Messages []ChatMessage
+	// Model is a catalog alias or a model reference; "" lets the router
+	// choose.
+	Model string
+	// Purpose tags the usage ledger ("lua", "compaction", "plugin").
+	Purpose string
+	// Conversation, SessionID and UserID attribute the call in the ledger
+	// and to the per-chat budget; all may be zero.
+	Conversation ConversationKey
+	SessionID    int64
+	UserID       string
+	// MaxTokens bounds the answer (0 = the model's default).
+	MaxTokens int
+}
+
+// Generated is the answer to a GenerateRequest.
+type Generated struct {
+	Text  string
+	Model string // the model reference that answered
+	Usage Usage
+}
+
+// Generator makes one LLM call by catalog alias or reference, under the
+// same local/cloud concurrency limits as every other call, counted in the
+// usage ledger. routing.Router implements it. Safe for concurrent use.
+type Generator interface {
+	Generate(ctx context.Context, r GenerateRequest) (Generated, error)
+}

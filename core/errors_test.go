@@ -36,3 +36,17 @@ func TestKindsAndRetry(t *testing.T) {
 		t.Fatal("Msg and a distinct cause are both shown")
 	}
 }
+
+func TestEditDistance(t *testing.T) {
+	for _, c := range []struct {
+		a, b string
+		want int
+	}{
+		{"", "", 0}, {"", "abc", 3}, {"wieght", "weight", 2}, {"kitten", "sitting", 3},
+		{"naïve", "naive", 1}, // one rune, not two bytes
+	} {
+		if got := EditDistance(c.a, c.b); got != c.want {
+			t.Errorf("EditDistance(%q, %q) = %d, want %d", c.a, c.b, got, c.want)
+		}
+	}
+}

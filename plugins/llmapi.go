@@ -16,15 +16,6 @@ import (
 // GeneratePath is where NewGenerateHandler is meant to be mounted.
 const GeneratePath = "/api/plugins/llm/generate"
 
-// Generator produces text for plugins. Implementations pass every call
-// through the router's local/cloud semaphores (the lead wires it to the
-// router; orchestrator.NewGenerator is the adapter).
-type Generator interface {
-	// Generate answers messages (roles system, user, assistant) with the
-	// model named by model: an alias or provider/model ref, "" = default.
-	Generate(ctx context.Context, messages []core.ChatMessage, model string) (string, error)
-}
-
 // GenerateRequest is the body of POST /api/plugins/llm/generate.
 type GenerateRequest struct {
 	Messages []GenerateMessage `json:"messages"`
@@ -50,7 +41,7 @@ const maxGenerateBody = 4 << 20
 // server.api_key: requests must present it as X-API-Key or
 // "Authorization: Bearer <key>"; an empty apiKey refuses every request
 // (the endpoint is never open).
-func NewGenerateHandler(gen Generator, apiKey string, log *slog.Logger) http.Handler {
+func NewGenerateHandler(gen core.Generator, apiKey string, log *slog.Logger) http.Handler {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
@@ -86,7 +77,7 @@ func NewGenerateHandler(gen Generator, apiKey string, log *slog.Logger) http.Han
 		if req.LLMName != nil {
 			model = *req.LLMName
 		}
-		text, err := gen.Generate(r.Context(), msgs, model)
+		out, err := gen.Generate(r.Context(), core.GenerateRequest{Messages: msgs, Model: model, Purpose: "plugin"})
 		if err != nil {
 			status := http.StatusBadGateway
 			switch core.ErrorKind(err) {
@@ -104,7 +95,7 @@ func NewGenerateHandler(gen Generator, apiKey string, log *slog.Logger) http.Han
 			writeGenerate(w, status, GenerateResponse{Error: publicError(err)})
 			return
 		}
-		writeGenerate(w, http.StatusOK, GenerateResponse{Text: text})
+		writeGenerate(w, http.StatusOK, GenerateResponse{Text: out.Text})
 	})
 }
 

@@ -17,12 +17,12 @@ type fakeGen struct {
 	err      error
 }
 
-func (f *fakeGen) Generate(_ context.Context, msgs []core.ChatMessage, model string) (string, error) {
-	f.gotModel, f.gotMsgs = model, msgs
+func (f *fakeGen) Generate(_ context.Context, r core.GenerateRequest) (core.Generated, error) {
+	f.gotModel, f.gotMsgs = r.Model, r.Messages
 	if f.err != nil {
-		return "", f.err
+		return core.Generated{}, f.err
 	}
-	return "generated for " + msgs[len(msgs)-1].Content, nil
+	return core.Generated{Text: "generated for " + r.Messages[len(r.Messages)-1].Content}, nil
 }
 
 func TestGenerateHandler(t *testing.T) {

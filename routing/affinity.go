@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/opentalon/opentalon/core"
-	"github.com/opentalon/opentalon/store"
 )
 
 // Learning parameters. The decay law and the choice rule are explained in
@@ -33,7 +32,7 @@ func decayFactor(dt, halfLife time.Duration) float64 {
 }
 
 // decayTo returns a with its evidence decayed to now.
-func decayTo(a store.Affinity, now time.Time, halfLife time.Duration) store.Affinity {
+func decayTo(a core.Affinity, now time.Time, halfLife time.Duration) core.Affinity {
 	if a.UpdatedAt.IsZero() || !now.After(a.UpdatedAt) {
 		return a
 	}
@@ -47,7 +46,7 @@ func decayTo(a store.Affinity, now time.Time, halfLife time.Duration) store.Affi
 // fold adds one signal to an affinity row: decay to the signal's time,
 // add its weight on its side, then scale both sides down if the total
 // passes the evidence cap.
-func fold(a store.Affinity, s core.Signal, halfLife time.Duration, evidenceCap float64) store.Affinity {
+func fold(a core.Affinity, s core.Signal, halfLife time.Duration, evidenceCap float64) core.Affinity {
 	at := s.At
 	if at.Before(a.UpdatedAt) {
 		at = a.UpdatedAt
@@ -90,7 +89,7 @@ type posterior struct{ alpha, beta float64 }
 // (half-life stale): the estimate stays, but a model nobody has tried for
 // a while is sampled more widely and so gets re-explored — that is how
 // an improvement of an unused model is found.
-func newPosterior(weight int, a store.Affinity, now time.Time, stale time.Duration) posterior {
+func newPosterior(weight int, a core.Affinity, now time.Time, stale time.Duration) posterior {
 	m0 := 0.45 + 0.1*float64(weight)/100
 	f := 1.0
 	if !a.LastSignal.IsZero() {
@@ -118,7 +117,7 @@ type Score struct {
 }
 
 // ScoreOf decays a stored row to now and summarizes it.
-func ScoreOf(a store.Affinity, now time.Time, decayDays float64) Score {
+func ScoreOf(a core.Affinity, now time.Time, decayDays float64) Score {
 	a = decayTo(a, now, halfLifeOf(decayDays))
 	s := Score{Task: a.Task, Model: a.Model, Evidence: a.Pos + a.Neg, Positives: a.Positives, Negatives: a.Negatives, LastSignal: a.LastSignal, Score: 0.5}
 	if s.Evidence > 0 {

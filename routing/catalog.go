@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+
+	"github.com/opentalon/opentalon/core"
 )
 
 // Model is one catalog entry: a provider/model reference with what the
@@ -118,7 +120,7 @@ func (c *catalog) closeMatches(name string) []string {
 				continue
 			}
 			ls := strings.ToLower(s)
-			d := editDistance(name, ls)
+			d := core.EditDistance(name, ls)
 			if strings.Contains(ls, name) || strings.Contains(name, ls) {
 				d = min(d, 1)
 			}
@@ -141,25 +143,4 @@ func (c *catalog) closeMatches(name string) []string {
 		}
 	}
 	return out
-}
-
-// editDistance is the Levenshtein distance of two strings (by byte).
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
 }

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/opentalon/opentalon/core"
-	"github.com/opentalon/opentalon/store"
 )
 
 // run is the two-stage failover over d.chain: stage 1 rotates the
@@ -127,7 +126,7 @@ func rotates(kind core.Kind) bool {
 }
 
 // profileState is the in-memory state of p.
-func (r *Router) profileState(p Profile) store.ProfileState {
+func (r *Router) profileState(p Profile) core.ProfileState {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.pstate[p.ID]
@@ -145,7 +144,7 @@ func (r *Router) nextProfile(ctx context.Context, m Model, sess *core.Session, p
 	r.mu.Lock()
 	now := r.now()
 	var chosen Profile
-	var st store.ProfileState
+	var st core.ProfileState
 	found := false
 	for _, p := range orderProfiles(r.profilesOf(prov), r.pstate, pinned, r.o.AuthOrder[prov], now) {
 		key := m.Ref + "|" + p.ID
@@ -210,7 +209,7 @@ func (r *Router) succeed(ctx context.Context, p Profile) {
 	r.saveProfile(ctx, st)
 }
 
-func (r *Router) saveProfile(ctx context.Context, st store.ProfileState) {
+func (r *Router) saveProfile(ctx context.Context, st core.ProfileState) {
 	if err := r.o.Store.SaveProfileState(context.WithoutCancel(ctx), st); err != nil {
 		r.log.Error("save auth profile state", "profile", st.ID, "err", err)
 	}

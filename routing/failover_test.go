@@ -11,7 +11,6 @@ import (
 	"github.com/opentalon/opentalon/core"
 	"github.com/opentalon/opentalon/routing/provider"
 	"github.com/opentalon/opentalon/routing/provider/providertest"
-	"github.com/opentalon/opentalon/store"
 )
 
 func threeProfiles(o *Options) {
@@ -46,7 +45,7 @@ func TestProfileRoundRobinOrder(t *testing.T) {
 func TestProfileOrderRules(t *testing.T) {
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	ps := []Profile{{ID: "a"}, {ID: "b"}, {ID: "c", OAuth: true}, {ID: "d"}}
-	st := map[string]store.ProfileState{
+	st := map[string]core.ProfileState{
 		"a": {LastUsed: now.Add(-time.Minute)},
 		"b": {LastUsed: now.Add(-time.Hour)},
 		"d": {LastUsed: now.Add(-2 * time.Hour), CooldownUntil: now.Add(time.Minute)},
@@ -117,7 +116,7 @@ func TestCooldownSteps(t *testing.T) {
 	}
 	// The state is persisted, without the key.
 	states, _ := st.ProfileStates(context.Background())
-	var pa store.ProfileState
+	var pa core.ProfileState
 	for _, s := range states {
 		if s.ID == "p:a" {
 			pa = s

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/opentalon/opentalon/core"
-	"github.com/opentalon/opentalon/store"
 )
 
 func TestDecayWithFakeClock(t *testing.T) {
@@ -40,7 +39,7 @@ func TestDecayWithFakeClock(t *testing.T) {
 }
 
 func TestEvidenceCap(t *testing.T) {
-	var a store.Affinity
+	var a core.Affinity
 	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	for range 100 {
 		a = fold(a, core.Signal{Polarity: core.Positive, Weight: 1, At: at}, 15*24*time.Hour, 30)
@@ -97,7 +96,7 @@ func TestBudgetCutOff(t *testing.T) {
 	})
 	conv := core.ConversationKey{Channel: "console", Chat: "c"}
 	spend := func(usd float64) {
-		st.AddUsage(ctx, store.UsageRecord{At: clk.Now(), Conversation: conv.String(), Model: "p/big", CostUSD: usd})
+		st.AddUsage(ctx, core.UsageRecord{At: clk.Now(), Conversation: conv.String(), Model: "p/big", CostUSD: usd})
 	}
 	res, _ := r.Chat(ctx, Call{Conversation: conv, Req: userMsg("hi")})
 	if res.Model != "p/big" {

@@ -7,21 +7,20 @@ import (
 	"time"
 
 	"github.com/opentalon/opentalon/core"
-	"github.com/opentalon/opentalon/store"
 )
 
 // MemStore is an in-memory Store for tests and the route simulator.
 type MemStore struct {
 	mu       sync.Mutex
 	signals  []core.Signal
-	affinity map[[2]string]store.Affinity
-	profiles map[[2]string]store.ProfileState
-	usage    []store.UsageRecord
+	affinity map[[2]string]core.Affinity
+	profiles map[[2]string]core.ProfileState
+	usage    []core.UsageRecord
 }
 
 // NewMemStore returns an empty MemStore.
 func NewMemStore() *MemStore {
-	return &MemStore{affinity: map[[2]string]store.Affinity{}, profiles: map[[2]string]store.ProfileState{}}
+	return &MemStore{affinity: map[[2]string]core.Affinity{}, profiles: map[[2]string]core.ProfileState{}}
 }
 
 var _ Store = (*MemStore)(nil)
@@ -42,13 +41,13 @@ func (m *MemStore) Signals() []core.Signal {
 }
 
 // UpdateAffinity implements Store.
-func (m *MemStore) UpdateAffinity(_ context.Context, task, model string, fn func(store.Affinity) store.Affinity) error {
+func (m *MemStore) UpdateAffinity(_ context.Context, task, model string, fn func(core.Affinity) core.Affinity) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	k := [2]string{task, model}
 	a, ok := m.affinity[k]
 	if !ok {
-		a = store.Affinity{Task: task, Model: model}
+		a = core.Affinity{Task: task, Model: model}
 	}
 	a = fn(a)
 	a.Task, a.Model = task, model
@@ -57,10 +56,10 @@ func (m *MemStore) UpdateAffinity(_ context.Context, task, model string, fn func
 }
 
 // Affinities implements Store.
-func (m *MemStore) Affinities(context.Context) ([]store.Affinity, error) {
+func (m *MemStore) Affinities(context.Context) ([]core.Affinity, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	out := make([]store.Affinity, 0, len(m.affinity))
+	out := make([]core.Affinity, 0, len(m.affinity))
 	for _, a := range m.affinity {
 		out = append(out, a)
 	}
@@ -88,10 +87,10 @@ func (m *MemStore) ResetAffinity(_ context.Context, task, model string) (int64, 
 }
 
 // ProfileStates implements Store.
-func (m *MemStore) ProfileStates(context.Context) ([]store.ProfileState, error) {
+func (m *MemStore) ProfileStates(context.Context) ([]core.ProfileState, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	out := make([]store.ProfileState, 0, len(m.profiles))
+	out := make([]core.ProfileState, 0, len(m.profiles))
 	for _, p := range m.profiles {
 		out = append(out, p)
 	}
@@ -99,7 +98,7 @@ func (m *MemStore) ProfileStates(context.Context) ([]store.ProfileState, error) 
 }
 
 // SaveProfileState implements Store.
-func (m *MemStore) SaveProfileState(_ context.Context, st store.ProfileState) error {
+func (m *MemStore) SaveProfileState(_ context.Context, st core.ProfileState) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.profiles[[2]string{st.Provider, st.ID}] = st
@@ -107,7 +106,7 @@ func (m *MemStore) SaveProfileState(_ context.Context, st store.ProfileState) er
 }
 
 // AddUsage implements Store.
-func (m *MemStore) AddUsage(_ context.Context, u store.UsageRecord) error {
+func (m *MemStore) AddUsage(_ context.Context, u core.UsageRecord) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.usage = append(m.usage, u)
@@ -115,10 +114,10 @@ func (m *MemStore) AddUsage(_ context.Context, u store.UsageRecord) error {
 }
 
 // Usage returns a copy of the ledger.
-func (m *MemStore) Usage() []store.UsageRecord {
+func (m *MemStore) Usage() []core.UsageRecord {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return append([]store.UsageRecord(nil), m.usage...)
+	return append([]core.UsageRecord(nil), m.usage...)
 }
 
 // SpentSince implements Store.

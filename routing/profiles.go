@@ -3,35 +3,19 @@ package routing
 import (
 	"encoding/json"
 	"fmt"
-	"log/slog"
 	"os"
 	"sort"
 	"time"
 
-	"github.com/opentalon/opentalon/store"
+	"github.com/opentalon/opentalon/core"
 )
-
-// Secret is a credential; it prints and logs as [redacted].
-type Secret string
-
-// String implements fmt.Stringer.
-func (Secret) String() string { return "[redacted]" }
-
-// GoString implements fmt.GoStringer.
-func (Secret) GoString() string { return "[redacted]" }
-
-// LogValue implements slog.LogValuer.
-func (Secret) LogValue() slog.Value { return slog.StringValue("[redacted]") }
-
-// MarshalJSON keeps the secret out of any JSON dump.
-func (Secret) MarshalJSON() ([]byte, error) { return []byte(`"[redacted]"`), nil }
 
 // Profile is one credential of a provider.
 type Profile struct {
 	ID       string
 	Provider string
 	OAuth    bool
-	Key      Secret
+	Key      core.Secret
 }
 
 // Cooldowns configure how long a failing profile rests (auth.cooldowns).
@@ -133,7 +117,7 @@ func LoadProfilesFile(path string) (map[string][]Profile, error) {
 			default:
 				return nil, fmt.Errorf("auth.profiles_file %s: profile %s has type %q; use api_key, oauth or token", path, e.ID, e.Type)
 			}
-			out[prov] = append(out[prov], Profile{ID: e.ID, Provider: prov, OAuth: e.Type == "oauth" || e.Type == "token" || e.Type == "setup_token", Key: Secret(key)})
+			out[prov] = append(out[prov], Profile{ID: e.ID, Provider: prov, OAuth: e.Type == "oauth" || e.Type == "token" || e.Type == "setup_token", Key: core.Secret(key)})
 		}
 	}
 	return out, nil
@@ -143,7 +127,7 @@ func LoadProfilesFile(path string) (map[string][]Profile, error) {
 // session's pinned profile, then auth.order, then round-robin (OAuth
 // before API keys, oldest last use first); profiles cooling down at now
 // always come last, soonest available first.
-func orderProfiles(ps []Profile, st map[string]store.ProfileState, pinned string, order []string, now time.Time) []Profile {
+func orderProfiles(ps []Profile, st map[string]core.ProfileState, pinned string, order []string, now time.Time) []Profile {
 	rank := map[string]int{}
 	for i, id := range order {
 		rank[id] = i + 1

@@ -7,7 +7,6 @@ import (
 
 	"github.com/opentalon/opentalon/core"
 	"github.com/opentalon/opentalon/routing/provider"
-	"github.com/opentalon/opentalon/store"
 )
 
 // The use of a profile is persisted after the attempt (not before the LLM
@@ -17,11 +16,11 @@ func TestProfileUsePersistedAfterAttempt(t *testing.T) {
 	tests := []struct {
 		name string
 		fail error // nil = success
-		want store.ProfileState
+		want core.ProfileState
 	}{
-		{name: "success", want: store.ProfileState{Uses: 1}},
-		{name: "rate limited", fail: &core.Error{Kind: core.KindRateLimited, Msg: "429"}, want: store.ProfileState{Uses: 1, Failures: 1, LastError: "rate_limited"}},
-		{name: "bad request", fail: &core.Error{Kind: core.KindBadRequest, Msg: "400"}, want: store.ProfileState{Uses: 1}},
+		{name: "success", want: core.ProfileState{Uses: 1}},
+		{name: "rate limited", fail: &core.Error{Kind: core.KindRateLimited, Msg: "429"}, want: core.ProfileState{Uses: 1, Failures: 1, LastError: "rate_limited"}},
+		{name: "bad request", fail: &core.Error{Kind: core.KindBadRequest, Msg: "400"}, want: core.ProfileState{Uses: 1}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -36,7 +35,7 @@ func TestProfileUsePersistedAfterAttempt(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var got *store.ProfileState
+			var got *core.ProfileState
 			for i := range states {
 				if states[i].ID == "p:a" {
 					got = &states[i]

@@ -10,7 +10,6 @@ import (
 
 	"github.com/opentalon/opentalon/core"
 	"github.com/opentalon/opentalon/routing/provider"
-	"github.com/opentalon/opentalon/store"
 )
 
 // Options configure a Router. Providers, Catalog and Store are required.
@@ -123,8 +122,8 @@ type Router struct {
 	mu       sync.Mutex
 	loaded   bool
 	loadedAt time.Time
-	aff      map[[2]string]store.Affinity
-	pstate   map[string]store.ProfileState // by profile id
+	aff      map[[2]string]core.Affinity
+	pstate   map[string]core.ProfileState // by profile id
 }
 
 // New checks o and builds a Router; it does no I/O.
@@ -203,7 +202,7 @@ func New(o Options) (*Router, error) {
 		o: o, cat: cat, now: o.Now, log: o.Log.With("component", "routing"),
 		local: make(chan struct{}, o.MaxLocal), cloud: make(chan struct{}, o.MaxCloud),
 		half: halfLifeOf(o.DecayDays), stale: staleHalfLifeOf(o.DecayDays), lambda: o.CostWeight, capEv: o.EvidenceCap,
-		aff: map[[2]string]store.Affinity{}, pstate: map[string]store.ProfileState{},
+		aff: map[[2]string]core.Affinity{}, pstate: map[string]core.ProfileState{},
 	}
 	if r.lambda <= 0 {
 		r.lambda = DefaultCostWeight
@@ -269,7 +268,7 @@ func (r *Router) load(ctx context.Context) {
 	if err != nil {
 		r.log.Warn("load affinity", "err", err)
 	}
-	var ps []store.ProfileState
+	var ps []core.ProfileState
 	if first {
 		if ps, err = r.o.Store.ProfileStates(ctx); err != nil {
 			r.log.Warn("load profile state", "err", err)
@@ -278,7 +277,7 @@ func (r *Router) load(ctx context.Context) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if affs != nil || err == nil {
-		r.aff = make(map[[2]string]store.Affinity, len(affs))
+		r.aff = make(map[[2]string]core.Affinity, len(affs))
 		for _, a := range affs {
 			r.aff[[2]string{a.Task, a.Model}] = a
 		}
@@ -337,7 +336,7 @@ func (r *Router) attempt(ctx context.Context, c Call, m Model, p Profile, stream
 // ledger records a successful call's usage and cost.
 func (r *Router) ledger(ctx context.Context, c Call, m Model, resp *provider.Response) {
 	resp.Usage.CostUSD = m.Cost(resp.Usage.InputTokens, resp.Usage.OutputTokens)
-	u := store.UsageRecord{
+	u := core.UsageRecord{
 		At: r.now(), Conversation: c.Conversation.String(), UserID: c.UserID, Model: m.Ref,
 		Purpose: c.Purpose, InputTokens: resp.Usage.InputTokens, OutputTokens: resp.Usage.OutputTokens, CostUSD: resp.Usage.CostUSD,
 	}

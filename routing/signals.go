@@ -17,7 +17,7 @@ var _ core.SignalSink = (*Router)(nil)
 // signalAffinityStore is the optional Store method that records a signal
 // and folds it into the affinity in one transaction.
 type signalAffinityStore interface {
-	AddSignalAndAffinity(ctx context.Context, s core.Signal, task, model string, fn func(store.Affinity) store.Affinity) (int64, error)
+	AddSignalAndAffinity(ctx context.Context, s core.Signal, task, model string, fn func(core.Affinity) core.Affinity) (int64, error)
 }
 
 var _ signalAffinityStore = (*store.DB)(nil)
@@ -41,8 +41,8 @@ func (r *Router) RecordSignal(ctx context.Context, s core.Signal) error {
 	if m, ok := r.cat.resolve(s.Model); ok {
 		model = m.Ref
 	}
-	var updated store.Affinity
-	fn := func(a store.Affinity) store.Affinity {
+	var updated core.Affinity
+	fn := func(a core.Affinity) core.Affinity {
 		as := s
 		as.Model = model
 		updated = fold(a, as, r.half, r.capEv)

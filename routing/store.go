@@ -17,15 +17,15 @@ type Store interface {
 	// UpdateAffinity replaces the (task, model) row by fn(current) in one
 	// transaction; a missing row is passed as its zero value with Task
 	// and Model set.
-	UpdateAffinity(ctx context.Context, task, model string, fn func(store.Affinity) store.Affinity) error
+	UpdateAffinity(ctx context.Context, task, model string, fn func(core.Affinity) core.Affinity) error
 	// Affinities returns every row.
-	Affinities(ctx context.Context) ([]store.Affinity, error)
+	Affinities(ctx context.Context) ([]core.Affinity, error)
 	// ProfileStates returns the state of every profile seen so far.
-	ProfileStates(ctx context.Context) ([]store.ProfileState, error)
+	ProfileStates(ctx context.Context) ([]core.ProfileState, error)
 	// SaveProfileState upserts one profile's state.
-	SaveProfileState(ctx context.Context, st store.ProfileState) error
+	SaveProfileState(ctx context.Context, st core.ProfileState) error
 	// AddUsage appends one call to the cost ledger.
-	AddUsage(ctx context.Context, u store.UsageRecord) error
+	AddUsage(ctx context.Context, u core.UsageRecord) error
 	// SpentSince sums cost_usd since a time, for one conversation key or
 	// for all when conversation is "".
 	SpentSince(ctx context.Context, since time.Time, conversation string) (float64, error)

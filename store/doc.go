@@ -5,8 +5,10 @@
 // synchronous=NORMAL) through the DSN so every pooled connection has them,
 // keeps one writer connection with immediate transactions and a separate
 // read pool, and applies the embedded numbered migrations, each in its own
-// transaction. One file per table group: queue.go, sessions.go,
-// replies.go, usage.go, and the routing and plugin state files.
+// transaction. One file per table group: queue.go (the request queue),
+// sessions.go (sessions and their messages), replies.go (replies and
+// their deliveries), routing.go (signals, affinity, auth profile state and
+// the usage ledger) and pluginstate.go (per-plugin key-value state).
 //
 // store imports only core. The clock is injected.
 package store

@@ -74,8 +74,8 @@ func (db *DB) SignalsForReply(ctx context.Context, replyID int64) ([]core.Signal
 
 const affinityCols = `task_type, model, pos, neg, positives, negatives, last_signal, updated_at`
 
-func scanAffinity(row interface{ Scan(...any) error }) (Affinity, error) {
-	var a Affinity
+func scanAffinity(row interface{ Scan(...any) error }) (core.Affinity, error) {
+	var a core.Affinity
 	var last, upd int64
 	err := row.Scan(&a.Task, &a.Model, &a.Pos, &a.Neg, &a.Positives, &a.Negatives, &last, &upd)
 	a.LastSignal, a.UpdatedAt = msTime(last), msTime(upd)
@@ -84,13 +84,13 @@ func scanAffinity(row interface{ Scan(...any) error }) (Affinity, error) {
 
 // UpdateAffinity replaces the (task, model) row by fn(current) in one
 // transaction; a missing row is passed as a zero row.
-func (db *DB) UpdateAffinity(ctx context.Context, task, model string, fn func(Affinity) Affinity) error {
+func (db *DB) UpdateAffinity(ctx context.Context, task, model string, fn func(core.Affinity) core.Affinity) error {
 	return db.tx(ctx, func(tx *txn) error { return updateAffinity(ctx, tx, task, model, fn) })
 }
 
 // AddSignalAndAffinity is AddSignal and UpdateAffinity in one
 // transaction (one commit instead of two on every judged message).
-func (db *DB) AddSignalAndAffinity(ctx context.Context, s core.Signal, task, model string, fn func(Affinity) Affinity) (int64, error) {
+func (db *DB) AddSignalAndAffinity(ctx context.Context, s core.Signal, task, model string, fn func(core.Affinity) core.Affinity) (int64, error) {
 	var id int64
 	err := db.tx(ctx, func(tx *txn) error {
 		res, err := tx.ExecContext(ctx, insertSignal, db.signalArgs(s)...)
@@ -105,10 +105,10 @@ func (db *DB) AddSignalAndAffinity(ctx context.Context, s core.Signal, task, mod
 	return id, err
 }
 
-func updateAffinity(ctx context.Context, tx *txn, task, model string, fn func(Affinity) Affinity) error {
+func updateAffinity(ctx context.Context, tx *txn, task, model string, fn func(core.Affinity) core.Affinity) error {
 	a, err := scanAffinity(tx.QueryRowContext(ctx, `SELECT `+affinityCols+` FROM affinity WHERE task_type = ? AND model = ?`, task, model))
 	if errors.Is(err, sql.ErrNoRows) {
-		a, err = Affinity{Task: task, Model: model}, nil
+		a, err = core.Affinity{Task: task, Model: model}, nil
 	}
 	if err != nil {
 		return fmt.Errorf("read affinity %s/%s: %w", task, model, err)
@@ -125,13 +125,13 @@ func updateAffinity(ctx context.Context, tx *txn, task, model string, fn func(Af
 }
 
 // Affinities returns every affinity row ordered by task and model.
-func (db *DB) Affinities(ctx context.Context) ([]Affinity, error) {
+func (db *DB) Affinities(ctx context.Context) ([]core.Affinity, error) {
 	rows, err := db.r.QueryContext(ctx, `SELECT `+affinityCols+` FROM affinity ORDER BY task_type, model`)
 	if err != nil {
 		return nil, fmt.Errorf("read affinity: %w", err)
 	}
 	defer rows.Close()
-	var out []Affinity
+	var out []core.Affinity
 	for rows.Next() {
 		a, err := scanAffinity(rows)
 		if err != nil {
@@ -153,15 +153,15 @@ func (db *DB) ResetAffinity(ctx context.Context, task, model string) (int64, err
 }
 
 // ProfileStates returns the state of every auth profile seen so far.
-func (db *DB) ProfileStates(ctx context.Context) ([]ProfileState, error) {
+func (db *DB) ProfileStates(ctx context.Context) ([]core.ProfileState, error) {
 	rows, err := db.r.QueryContext(ctx, `SELECT provider, id, uses, last_used, cooldown_until, last_probe, failures, billing_failures, last_error FROM profiles ORDER BY provider, id`)
 	if err != nil {
 		return nil, fmt.Errorf("read profile state: %w", err)
 	}
 	defer rows.Close()
-	var out []ProfileState
+	var out []core.ProfileState
 	for rows.Next() {
-		var p ProfileState
+		var p core.ProfileState
 		var used, cool, probe int64
 		if err := rows.Scan(&p.Provider, &p.ID, &p.Uses, &used, &cool, &probe, &p.Failures, &p.BillingFailures, &p.LastError); err != nil {
 			return nil, fmt.Errorf("read profile state: %w", err)
@@ -173,7 +173,7 @@ func (db *DB) ProfileStates(ctx context.Context) ([]ProfileState, error) {
 }
 
 // SaveProfileState upserts one profile's state.
-func (db *DB) SaveProfileState(ctx context.Context, p ProfileState) error {
+func (db *DB) SaveProfileState(ctx context.Context, p core.ProfileState) error {
 	_, err := db.w.ExecContext(ctx, `INSERT INTO profiles (provider, id, uses, last_used, cooldown_until, last_probe, failures, billing_failures, last_error)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO UPDATE SET provider = excluded.provider, uses = excluded.uses,
 		last_used = excluded.last_used, cooldown_until = excluded.cooldown_until, last_probe = excluded.last_probe,
@@ -186,7 +186,7 @@ func (db *DB) SaveProfileState(ctx context.Context, p ProfileState) error {
 }
 
 // AddUsage appends one LLM call to the cost ledger.
-func (db *DB) AddUsage(ctx context.Context, u UsageRecord) error {
+func (db *DB) AddUsage(ctx context.Context, u core.UsageRecord) error {
 	at := u.At
 	if at.IsZero() {
 		at = db.now()
@@ -224,7 +224,7 @@ var usageGroups = map[string]string{"model": "model", "chat": "conversation", "u
 // UsageTotals sums the ledger since a time, grouped by "model", "chat",
 // "user", "purpose" or "session", most expensive first. conversation
 // narrows it to one conversation ("" = all).
-func (db *DB) UsageTotals(ctx context.Context, since time.Time, by, conversation string) ([]UsageTotal, error) {
+func (db *DB) UsageTotals(ctx context.Context, since time.Time, by, conversation string) ([]core.UsageTotal, error) {
 	col, ok := usageGroups[by]
 	if !ok {
 		return nil, core.Errorf(core.KindInvalid, "cannot group usage by %q; use model, chat, user, purpose or session", by)
@@ -235,9 +235,9 @@ func (db *DB) UsageTotals(ctx context.Context, since time.Time, by, conversation
 		return nil, fmt.Errorf("usage totals: %w", err)
 	}
 	defer rows.Close()
-	var out []UsageTotal
+	var out []core.UsageTotal
 	for rows.Next() {
-		var t UsageTotal
+		var t core.UsageTotal
 		if err := rows.Scan(&t.Key, &t.Calls, &t.InputTokens, &t.OutputTokens, &t.CostUSD); err != nil {
 			return nil, fmt.Errorf("usage totals: %w", err)
 		}

@@ -32,7 +32,7 @@ func TestAffinity(t *testing.T) {
 	db := openTest(t, Options{})
 	ctx := context.Background()
 	at := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
-	inc := func(a Affinity) Affinity {
+	inc := func(a core.Affinity) core.Affinity {
 		a.Pos++
 		a.Positives++
 		a.UpdatedAt, a.LastSignal = at, at
@@ -84,7 +84,7 @@ func TestProfileState(t *testing.T) {
 	db := openTest(t, Options{})
 	ctx := context.Background()
 	at := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
-	p := ProfileState{Provider: "anthropic", ID: "anthropic:work", Uses: 3, LastUsed: at, CooldownUntil: at.Add(5 * time.Minute), Failures: 2, LastError: "rate_limited"}
+	p := core.ProfileState{Provider: "anthropic", ID: "anthropic:work", Uses: 3, LastUsed: at, CooldownUntil: at.Add(5 * time.Minute), Failures: 2, LastError: "rate_limited"}
 	if err := db.SaveProfileState(ctx, p); err != nil {
 		t.Fatal(err)
 	}
@@ -105,7 +105,7 @@ func TestUsageLedger(t *testing.T) {
 	db := openTest(t, Options{})
 	ctx := context.Background()
 	at := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
-	recs := []UsageRecord{
+	recs := []core.UsageRecord{
 		{At: at.Add(-48 * time.Hour), Conversation: "console:a", UserID: "u1", Model: "p/a", InputTokens: 10, OutputTokens: 5, CostUSD: 5},
 		{At: at, SessionID: 0, Conversation: "console:a", UserID: "u1", Model: "p/a", InputTokens: 100, OutputTokens: 50, CostUSD: 0.5},
 		{At: at, Conversation: "console:b", UserID: "u2", Model: "p/b", Purpose: "lua", InputTokens: 200, OutputTokens: 20, CostUSD: 1.5},

@@ -13,7 +13,7 @@ func TestAddSignalAndAffinity(t *testing.T) {
 	db := openTest(t, Options{})
 	at := time.UnixMilli(1_700_000_000_000).UTC()
 	sig := core.Signal{Kind: "accepted", Polarity: core.Positive, ReplyID: 9, Model: "fake/small", TaskType: "chat", UserID: "u", Weight: 1, At: at}
-	inc := func(a Affinity) Affinity {
+	inc := func(a core.Affinity) core.Affinity {
 		a.Pos++
 		a.Positives++
 		a.LastSignal, a.UpdatedAt = at, at

@@ -9,13 +9,13 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/opentalon/opentalon/core"
 	"github.com/opentalon/opentalon/routing"
-	"github.com/opentalon/opentalon/store"
 )
 
 // affinityStore is what `opentalon affinity` needs; *store.DB has it.
 type affinityStore interface {
-	Affinities(ctx context.Context) ([]store.Affinity, error)
+	Affinities(ctx context.Context) ([]core.Affinity, error)
 	ResetAffinity(ctx context.Context, task, model string) (int64, error)
 }
 

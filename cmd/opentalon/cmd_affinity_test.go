@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/opentalon/opentalon/core"
 	"github.com/opentalon/opentalon/store"
 )
 
@@ -27,7 +28,7 @@ func TestRunAffinity(t *testing.T) {
 	db := routingTestDB(t)
 	at := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	for _, k := range [][2]string{{"code", "p/a"}, {"chat", "p/a"}, {"chat", "p/b"}} {
-		db.UpdateAffinity(ctx, k[0], k[1], func(a store.Affinity) store.Affinity {
+		db.UpdateAffinity(ctx, k[0], k[1], func(a core.Affinity) core.Affinity {
 			a.Pos, a.Neg, a.Positives, a.Negatives, a.UpdatedAt, a.LastSignal = 3, 1, 3, 1, at, at
 			return a
 		})
@@ -67,7 +68,7 @@ func TestRunUsage(t *testing.T) {
 	ctx := context.Background()
 	db := routingTestDB(t)
 	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
-	for _, u := range []store.UsageRecord{
+	for _, u := range []core.UsageRecord{
 		{At: now.Add(-time.Hour), Conversation: "telegram:1", UserID: "alice", Model: "p/a", InputTokens: 100, OutputTokens: 10, CostUSD: 0.25},
 		{At: now.Add(-2 * time.Hour), Conversation: "telegram:2", UserID: "bob", Model: "p/b", InputTokens: 50, OutputTokens: 5, CostUSD: 0.5},
 		{At: now.Add(-72 * time.Hour), Conversation: "telegram:1", UserID: "alice", Model: "p/a", CostUSD: 9},

@@ -9,12 +9,12 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/opentalon/opentalon/store"
+	"github.com/opentalon/opentalon/core"
 )
 
 // usageStore is what `opentalon usage` needs; *store.DB has it.
 type usageStore interface {
-	UsageTotals(ctx context.Context, since time.Time, by, conversation string) ([]store.UsageTotal, error)
+	UsageTotals(ctx context.Context, since time.Time, by, conversation string) ([]core.UsageTotal, error)
 }
 
 const usageUsage = "usage: opentalon usage [--json] [--since 24h] [--by model|chat|user|purpose]"
@@ -65,7 +65,7 @@ func runUsage(ctx context.Context, db usageStore, now time.Time, args []string, 
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 2, 2, ' ', 0)
 	fmt.Fprintf(tw, "%s\tCALLS\tINPUT\tOUTPUT\tCOST USD\n", map[string]string{"model": "MODEL", "chat": "CHAT", "user": "USER", "purpose": "PURPOSE"}[*by])
-	var total store.UsageTotal
+	var total core.UsageTotal
 	for _, r := range rows {
 		key := r.Key
 		if key == "" {

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/opentalon/opentalon/config"
+	"github.com/opentalon/opentalon/core"
 	"github.com/opentalon/opentalon/routing"
 	"github.com/opentalon/opentalon/routing/provider"
 	"github.com/opentalon/opentalon/store"
@@ -151,7 +152,7 @@ func buildRouter(cfg *config.Config, db *store.DB, now func() time.Time, log *sl
 	}
 	for id, p := range cfg.Models.Providers {
 		if p.APIKey.IsSet() && len(profiles[id]) == 0 {
-			profiles[id] = []routing.Profile{{ID: id + ":default", Provider: id, Key: routing.Secret(p.APIKey.Value())}}
+			profiles[id] = []routing.Profile{{ID: id + ":default", Provider: id, Key: core.Secret(p.APIKey.Value())}}
 		}
 	}
 	chatModels := map[string]map[string]string{}

@@ -72,8 +72,7 @@ func (a *App) startPlugins(ctx context.Context, apiURL string) error {
 
 // mountPluginAPI serves POST /api/plugins/llm/generate (seed 003).
 func (a *App) mountPluginAPI(mux *http.ServeMux) {
-	gen := orchestrator.Generator{LLM: a.router}
-	mux.Handle("POST "+plugins.GeneratePath, plugins.NewGenerateHandler(gen, a.cfg.Server.APIKey.Value(), a.log))
+	mux.Handle("POST "+plugins.GeneratePath, plugins.NewGenerateHandler(a.router, a.cfg.Server.APIKey.Value(), a.log))
 }
 
 // addRouting registers the /model family, /retry and the escalation

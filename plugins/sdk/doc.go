@@ -2,7 +2,7 @@
 // Plugin, call Serve from main, and the core does the rest (handshake on
 // the unix socket named by OPENTALON_PLUGIN_SOCKET, Capabilities,
 // Execute). OpenState connects to the plugin's private key-value state.
-// Package plugintest plays the core in tests.
+// The subpackage plugintest plays the core in a plugin's own tests.
 //
 // It imports only proto; plugin binaries never import the core.
 package sdk

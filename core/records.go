@@ -1,6 +1,10 @@
-package store
+package core
 
 import "time"
+
+// The records below are what the router learns and spends; they are typed
+// here so the store implements the router's persistence without the
+// router depending on the store's own types.
 
 // Affinity is the decayed record of quality signals for one (task type,
 // model) pair. Pos and Neg are decayed signal weights as of UpdatedAt;
@@ -26,13 +30,15 @@ type ProfileState struct {
 	LastError       string
 }
 
-// UsageRecord is one LLM call in the cost ledger (the usage table).
+// UsageRecord is one LLM call in the cost ledger.
 type UsageRecord struct {
 	At           time.Time
 	SessionID    int64
 	Conversation string
 	UserID       string
 	Model        string
+	// Purpose is "chat", "plugin", "post_process", "lua", "compaction",
+	// "explore", ...
 	Purpose      string
 	InputTokens  int
 	OutputTokens int

@@ -1,4 +1,4 @@
-package orchestrator
+package routing_test
 
 import (
 	"context"
@@ -35,12 +35,12 @@ func TestGenerateEndpoint(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			llm := providertest.NewOpenAI(t)
 			prov := provider.NewOpenAI(provider.Options{ID: "fake", BaseURL: llm.BaseURL()})
-			router := newRouter(t, routing.Options{
+			router := newMemRouter(t, routing.Options{
 				Providers: map[string]provider.Provider{"fake": prov},
 				Catalog:   []routing.Model{{Ref: "fake/m", Alias: "small", Weight: 50, Local: tt.local}},
 				MaxCloud:  2, MaxLocal: 1,
 			})
-			api := httptest.NewServer(plugins.NewGenerateHandler(Generator{LLM: router}, key, nil))
+			api := httptest.NewServer(plugins.NewGenerateHandler(router, key, nil))
 			defer api.Close()
 
 			post := func(k string, body string) (int, plugins.GenerateResponse) {
@@ -109,4 +109,16 @@ func TestGenerateEndpoint(t *testing.T) {
 			}
 		})
 	}
+}
+
+func newMemRouter(t *testing.T, o routing.Options) *routing.Router {
+	t.Helper()
+	o.Store = routing.NewMemStore()
+	o.NoAffinity = true
+	o.Seed = 1
+	r, err := routing.New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
 }
