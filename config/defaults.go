@@ -29,17 +29,19 @@ func Default() *Config {
 		Channels: Channels{
 			Console: Console{Enabled: true},
 			Telegram: Telegram{
-				APIURL:       "https://api.telegram.org",
-				Mode:         ModePolling,
-				GroupTrigger: TriggerMention,
-				AckReaction:  "👀",
-				Reactions: Reactions{
-					Positive: []string{"👍", "❤", "🔥", "🎉", "👏"},
-					Negative: []string{"👎", "💩", "🤮"},
-				},
+				APIURL:        "https://api.telegram.org",
+				Mode:          ModePolling,
+				ChannelCommon: commonDefaults("👀", []string{"👍", "❤", "🔥", "🎉", "👏"}, []string{"👎", "💩", "🤮"}),
 			},
-			Slack:   Slack{APIURL: "https://slack.com/api/"},
-			Discord: Discord{APIURL: "https://discord.com/api/v10"},
+			Slack: Slack{
+				APIURL: "https://slack.com/api/",
+				// Slack names reactions; skin-tone variants are matched too.
+				ChannelCommon: commonDefaults("eyes", []string{"+1", "heart", "tada", "fire"}, []string{"-1", "thumbsdown", "poop"}),
+			},
+			Discord: Discord{
+				APIURL:        "https://discord.com/api/v10",
+				ChannelCommon: commonDefaults("👀", []string{"👍", "❤", "🔥", "🎉"}, []string{"👎", "💩"}),
+			},
 		},
 		Plugins: Plugins{
 			Tools: Tools{
@@ -65,3 +67,14 @@ func Default() *Config {
 
 // ProviderTimeout is used when models.providers.<id>.timeout is unset.
 const ProviderTimeout = 120 * time.Second
+
+// commonDefaults is the common channel block every platform starts from:
+// answer in groups when addressed, the platform's own spelling of the ack
+// reaction and of the positive and negative reactions.
+func commonDefaults(ack string, positive, negative []string) ChannelCommon {
+	return ChannelCommon{
+		Trigger:     TriggerMention,
+		AckReaction: ack,
+		Reactions:   Reactions{Positive: positive, Negative: negative},
+	}
+}

@@ -47,6 +47,7 @@ func Parse(name string, data []byte, baseDir string, env Env) (*Config, error) {
 			providerFromEnv(cfg, env) // a file without providers uses the environment's
 		}
 		cfg.resolvePaths(baseDir, homeDir(env))
+		applyAliases(cfg, ps)
 		validate(cfg, ps)
 	}
 	if err := ps.err(); err != nil {
@@ -204,21 +205,13 @@ func (w *walker) walk(n *yaml.Node, def reflect.Value, path string, disabled boo
 }
 
 func (w *walker) walkStruct(n *yaml.Node, def reflect.Value, path string, disabled bool) {
-	t := def.Type()
-	fields := map[string]int{}
+	fields := map[string][]int{}
 	var names []string
-	for i := 0; i < t.NumField(); i++ {
-		tag, _, _ := strings.Cut(t.Field(i).Tag.Get("yaml"), ",")
-		if tag == "" || tag == "-" {
-			continue
-		}
-		fields[tag] = i
-		names = append(names, tag)
-	}
+	yamlFields(def.Type(), nil, fields, &names)
 	// A section with an enabled switch that is off (explicitly, or by
 	// default when the key is absent) does not need its variables set.
-	if i, ok := fields["enabled"]; ok && t.Field(i).Type.Kind() == reflect.Bool {
-		on := def.Field(i).Bool()
+	if i, ok := fields["enabled"]; ok && def.FieldByIndex(i).Kind() == reflect.Bool {
+		on := def.FieldByIndex(i).Bool()
 		for j := 0; j+1 < len(n.Content); j += 2 {
 			if n.Content[j].Value == "enabled" {
 				v := n.Content[j+1]
@@ -253,7 +246,27 @@ func (w *walker) walkStruct(n *yaml.Node, def reflect.Value, path string, disabl
 			continue
 		}
 		w.ps.lines[p] = k.Line
-		w.walk(v, def.Field(i), p, disabled)
+		w.walk(v, def.FieldByIndex(i), p, disabled)
+	}
+}
+
+// yamlFields maps the YAML keys of struct type t to their field index
+// paths, descending into fields tagged ",inline" (the common channel
+// block); names collects the keys for suggestions.
+func yamlFields(t reflect.Type, prefix []int, fields map[string][]int, names *[]string) {
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		tag, opts, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+		idx := append(append([]int(nil), prefix...), i)
+		if tag == "" && opts == "inline" && f.Type.Kind() == reflect.Struct {
+			yamlFields(f.Type, idx, fields, names)
+			continue
+		}
+		if tag == "" || tag == "-" {
+			continue
+		}
+		fields[tag] = idx
+		*names = append(*names, tag)
 	}
 }
 

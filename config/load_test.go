@@ -121,7 +121,7 @@ func TestLoadErrors(t *testing.T) {
 		{
 			name: "telegram mode and trigger",
 			body: minimal + "channels:\n  telegram: { enabled: true, token: t, mode: pollin, group_trigger: some }\n",
-			want: []string{`channels.telegram.mode: unknown mode "pollin" (did you mean "polling"?)`, `channels.telegram.group_trigger: unknown value "some"`},
+			want: []string{`channels.telegram.group_trigger: unknown value "some"`, `channels.telegram.mode: unknown mode "pollin" (did you mean "polling"?)`},
 		},
 		{
 			name: "slack not built",

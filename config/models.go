@@ -86,10 +86,13 @@ func (c *Config) ModelRefs() []ModelRef {
 	for i, ref := range r.Allowed {
 		add(fmt.Sprintf("routing.allowed[%d]", i), ref)
 	}
-	if t := c.Channels.Telegram; t.Enabled {
-		add("channels.telegram.model", t.Model)
-		for _, chat := range sortedKeys(t.Models) {
-			add("channels.telegram.models."+chat, t.Models[chat])
+	for _, sec := range c.Channels.Sections() {
+		if !sec.Enabled || sec.Common == nil {
+			continue
+		}
+		add("channels."+sec.Name+".model", sec.Common.Model)
+		for _, chat := range sortedKeys(sec.Common.Models) {
+			add("channels."+sec.Name+".models."+chat, sec.Common.Models[chat])
 		}
 	}
 	add("plugins.lua.default_model", c.Plugins.Lua.DefaultModel)

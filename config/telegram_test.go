@@ -27,11 +27,14 @@ func TestTelegramDecoding(t *testing.T) {
 	tg := cfg.Channels.Telegram
 	want := Telegram{
 		Enabled: true, Token: "123:abc", APIURL: "https://api.telegram.org", Mode: ModeWebhook,
-		Webhook:    TelegramWebhook{Listen: "127.0.0.1:8443", URL: "https://bot.example/tg", Secret: "s"},
-		AllowUsers: []string{"12345", "@bob"}, AllowChats: []string{"-100200300"},
-		GroupTrigger: TriggerAll, AckReaction: "",
-		Reactions: Reactions{Positive: []string{"👍"}, Negative: []string{"👎", "😡"}},
-		Model:     "big", Models: map[string]string{"-100200300": "fake/big", "42": "small"},
+		Webhook:      TelegramWebhook{Listen: "127.0.0.1:8443", URL: "https://bot.example/tg", Secret: "s"},
+		GroupTrigger: TriggerAll,
+		ChannelCommon: ChannelCommon{
+			AllowUsers: []string{"12345", "@bob"}, AllowChats: []string{"-100200300"},
+			Trigger: TriggerAll, AckReaction: "",
+			Reactions: Reactions{Positive: []string{"👍"}, Negative: []string{"👎", "😡"}},
+			Model:     "big", Models: map[string]string{"-100200300": "fake/big", "42": "small"},
+		},
 	}
 	if !reflect.DeepEqual(tg, want) {
 		t.Errorf("telegram =\n%#v\nwant\n%#v", tg, want)

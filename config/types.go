@@ -151,6 +151,35 @@ type Channels struct {
 	Discord  Discord  `yaml:"discord"`
 }
 
+// Channel names: the ConversationKey.Channel of each platform and the key
+// of its block under channels.
+const (
+	ChannelConsole  = "console"
+	ChannelTelegram = "telegram"
+	ChannelSlack    = "slack"
+	ChannelDiscord  = "discord"
+)
+
+// ChannelSection is one platform block as the rest of the program sees
+// it: whether it is on and its common block (nil for the console).
+type ChannelSection struct {
+	Name    string
+	Enabled bool
+	Common  *ChannelCommon
+}
+
+// Sections lists every platform block, in a fixed order. It is the one
+// list the config's model references, the router's per-channel models and
+// the channel wiring derive from.
+func (c *Channels) Sections() []ChannelSection {
+	return []ChannelSection{
+		{Name: ChannelConsole, Enabled: c.Console.Enabled},
+		{Name: ChannelTelegram, Enabled: c.Telegram.Enabled, Common: &c.Telegram.ChannelCommon},
+		{Name: ChannelSlack, Enabled: c.Slack.Enabled, Common: &c.Slack.ChannelCommon},
+		{Name: ChannelDiscord, Enabled: c.Discord.Enabled, Common: &c.Discord.ChannelCommon},
+	}
+}
+
 // Console is the stdin/stdout channel; on by default.
 type Console struct {
 	Enabled bool `yaml:"enabled"`
@@ -162,11 +191,37 @@ const (
 	ModeWebhook = "webhook"
 )
 
-// Group trigger values.
+// Trigger values: when the bot answers in a group or channel (private
+// chats are always answered).
 const (
+	// TriggerMention answers when addressed: a mention of the bot, a reply
+	// to one of its messages, or a command.
 	TriggerMention = "mention"
-	TriggerAll     = "all"
+	// TriggerAll answers every message.
+	TriggerAll = "all"
 )
+
+// ChannelCommon is the block every chat platform shares, inlined into its
+// section (channels.telegram.allow_users, channels.slack.allow_users, ...).
+// Its defaults are set per platform in Default.
+type ChannelCommon struct {
+	// AllowUsers are the user ids (or, where the platform has them,
+	// @usernames) that may talk to the bot; empty allows everyone.
+	AllowUsers []string `yaml:"allow_users"`
+	// AllowChats are the chat, channel or group ids the bot answers in;
+	// empty allows every chat.
+	AllowChats []string `yaml:"allow_chats"`
+	// Trigger is TriggerMention or TriggerAll.
+	Trigger string `yaml:"trigger"`
+	// AckReaction is put on a message while it is being answered ("" = none).
+	AckReaction string `yaml:"ack_reaction"`
+	// Reactions are the emoji read as quality signals on the bot's answers.
+	Reactions Reactions `yaml:"reactions"`
+	// Model is this channel's default model reference; empty uses routing.
+	Model string `yaml:"model"`
+	// Models maps a chat id to a model reference.
+	Models map[string]string `yaml:"models"`
+}
 
 // Telegram configures the Telegram bot channel.
 type Telegram struct {
@@ -176,18 +231,9 @@ type Telegram struct {
 	APIURL  string          `yaml:"api_url"`
 	Mode    string          `yaml:"mode"`
 	Webhook TelegramWebhook `yaml:"webhook"`
-	// AllowUsers are user ids or @usernames; empty allows everyone.
-	AllowUsers []string `yaml:"allow_users"`
-	// AllowChats are chat ids; empty allows every chat.
-	AllowChats []string `yaml:"allow_chats"`
-	// GroupTrigger is TriggerMention (answer only when addressed) or TriggerAll.
-	GroupTrigger string    `yaml:"group_trigger"`
-	AckReaction  string    `yaml:"ack_reaction"`
-	Reactions    Reactions `yaml:"reactions"`
-	// Model is this channel's default model reference; empty uses routing.
-	Model string `yaml:"model"`
-	// Models maps a chat id to a model reference.
-	Models map[string]string `yaml:"models"`
+	// GroupTrigger is the older name of trigger; when set it wins.
+	GroupTrigger  string `yaml:"group_trigger"`
+	ChannelCommon `yaml:",inline"`
 }
 
 // TelegramWebhook is used when Telegram.Mode is ModeWebhook.
@@ -207,21 +253,19 @@ type Reactions struct {
 
 // Slack configures the Slack channel (not built yet in this version).
 type Slack struct {
-	Enabled  bool              `yaml:"enabled"`
-	BotToken Secret            `yaml:"bot_token"`
-	AppToken Secret            `yaml:"app_token"`
-	APIURL   string            `yaml:"api_url"`
-	Model    string            `yaml:"model"`
-	Models   map[string]string `yaml:"models"`
+	Enabled       bool   `yaml:"enabled"`
+	BotToken      Secret `yaml:"bot_token"`
+	AppToken      Secret `yaml:"app_token"`
+	APIURL        string `yaml:"api_url"`
+	ChannelCommon `yaml:",inline"`
 }
 
 // Discord configures the Discord channel (not built yet in this version).
 type Discord struct {
-	Enabled bool              `yaml:"enabled"`
-	Token   Secret            `yaml:"token"`
-	APIURL  string            `yaml:"api_url"`
-	Model   string            `yaml:"model"`
-	Models  map[string]string `yaml:"models"`
+	Enabled       bool   `yaml:"enabled"`
+	Token         Secret `yaml:"token"`
+	APIURL        string `yaml:"api_url"`
+	ChannelCommon `yaml:",inline"`
 }
 
 // Plugins holds both plugin tiers.

@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/url"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -213,7 +214,33 @@ func sortedKeys(m map[string]string) []string {
 	return keys
 }
 
+var triggers = []string{TriggerMention, TriggerAll}
+
+// applyAliases maps older key names onto their current ones:
+// channels.telegram.group_trigger is trigger's older name.
+func applyAliases(c *Config, ps *problems) {
+	t := &c.Channels.Telegram
+	if t.GroupTrigger == "" {
+		return
+	}
+	const p = "channels.telegram"
+	if !slices.Contains(triggers, t.GroupTrigger) {
+		ps.at(p+".group_trigger", "unknown value %q%s; use mention or all", t.GroupTrigger, didYouMean(t.GroupTrigger, triggers))
+		return
+	}
+	if _, both := ps.lines[p+".trigger"]; both && t.Trigger != t.GroupTrigger {
+		ps.at(p+".group_trigger", "%q conflicts with %s.trigger %q; group_trigger is the older name of trigger: keep one of the two", t.GroupTrigger, p, t.Trigger)
+		return
+	}
+	t.Trigger = t.GroupTrigger
+}
+
 func validateChannels(c *Config, ps *problems) {
+	for _, sec := range c.Channels.Sections() {
+		if sec.Enabled && sec.Common != nil {
+			validateCommon(ps, "channels."+sec.Name, *sec.Common)
+		}
+	}
 	t := c.Channels.Telegram
 	if t.Enabled {
 		const p = "channels.telegram"
@@ -240,17 +267,31 @@ func validateChannels(c *Config, ps *problems) {
 		default:
 			ps.at(p+".mode", "unknown mode %q%s; use polling or webhook", t.Mode, didYouMean(t.Mode, []string{ModePolling, ModeWebhook}))
 		}
-		switch t.GroupTrigger {
-		case TriggerMention, TriggerAll:
-		default:
-			ps.at(p+".group_trigger", "unknown value %q%s; use mention or all", t.GroupTrigger, didYouMean(t.GroupTrigger, []string{TriggerMention, TriggerAll}))
-		}
 	}
 	if c.Channels.Slack.Enabled {
 		ps.at("channels.slack.enabled", "the Slack channel is not built yet in this version; set channels.slack.enabled: false")
 	}
 	if c.Channels.Discord.Enabled {
 		ps.at("channels.discord.enabled", "the Discord channel is not built yet in this version; set channels.discord.enabled: false")
+	}
+}
+
+// validateCommon checks the common block of an enabled channel at path.
+func validateCommon(ps *problems, path string, cc ChannelCommon) {
+	if !slices.Contains(triggers, cc.Trigger) {
+		ps.at(path+".trigger", "unknown value %q%s; use mention (answer in groups when addressed) or all", cc.Trigger, didYouMean(cc.Trigger, triggers))
+	}
+	lists := []struct {
+		key  string
+		list []string
+	}{{"allow_users", cc.AllowUsers}, {"allow_chats", cc.AllowChats},
+		{"reactions.positive", cc.Reactions.Positive}, {"reactions.negative", cc.Reactions.Negative}}
+	for _, l := range lists {
+		for i, v := range l.list {
+			if strings.TrimSpace(v) == "" {
+				ps.at(fmt.Sprintf("%s.%s[%d]", path, l.key, i), "is empty; remove the entry")
+			}
+		}
 	}
 }
 

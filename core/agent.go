@@ -37,13 +37,44 @@ type Agent interface {
 	Answer(ctx context.Context, t Turn) (Answer, error)
 }
 
-// Hooks rewrite messages before and answers after the agent (Lua).
+// HookInput is what hooks see of the turn being answered.
+type HookInput struct {
+	// In is the message as the channel delivered it (for a re-answer
+	// after a 👎, the reaction's conversation, user and message).
+	In      Inbound
+	Session Session
+	// Text is the text to answer: the message, or for a re-answer the
+	// earlier question; after the pre-hooks, as they left it.
+	Text string
+	// Metadata is what the pre-hooks attached (nil before them).
+	Metadata map[string]string
+}
+
+// PreResult is what the pre-hooks decided about a turn.
+type PreResult struct {
+	// Text is the text to answer, possibly rewritten.
+	Text string
+	// Metadata travels with the turn to the agent and the post-hooks.
+	Metadata map[string]string
+	// Drop stops the turn before the LLM; Reason is logged and recorded
+	// with the request.
+	Drop   bool
+	Reason string
+	// Reply, when set, is sent as the answer and the agent is not called
+	// (a filter's drop notice, a hook that answers by rule).
+	Reply string
+}
+
+// Hooks run before and after the agent on every answer the gateway gives
+// (first answer, /retry, escalation, a re-answer after 👎): Lua scripts
+// and gRPC hook plugins. Safe for concurrent use.
 type Hooks interface {
-	// Pre may rewrite the text or drop the message (drop=true, reason for
-	// the log); meta is attached to the turn.
-	Pre(ctx context.Context, in Inbound, text string) (out string, meta map[string]string, drop bool, err error)
-	// Post may rewrite the answer.
-	Post(ctx context.Context, in Inbound, answer string) (string, error)
+	// Pre may rewrite the text, attach metadata, drop the turn or answer
+	// it directly.
+	Pre(ctx context.Context, in HookInput) (PreResult, error)
+	// Post may rewrite the answer before it is stored and sent; in holds
+	// the text and metadata the agent answered.
+	Post(ctx context.Context, in HookInput, answer string) (string, error)
 }
 
 // SignalSink receives quality signals (the router's learning).

@@ -6,7 +6,8 @@ import (
 )
 
 // Channel is a chat platform adapter. Lifecycle: construct without side
-// effects, then Run, which connects and blocks until ctx is done.
+// effects, then Run, which connects and blocks until ctx is done (the
+// gateway may run it again after it failed), then Close.
 type Channel interface {
 	// Name is the channel's id ("telegram"); it is ConversationKey.Channel
 	// of everything the channel hands to the Sink.
@@ -14,7 +15,11 @@ type Channel interface {
 	// Run connects to the platform and hands every event to sink until ctx
 	// is cancelled. An event must be acknowledged to the platform only
 	// after sink accepted it (the sink returns once the event is
-	// committed). Run returns nil when ctx ends, an error when it cannot go on.
+	// committed). Run returns nil when ctx ends, an error when it cannot
+	// go on: one of kind KindAuth when the platform refuses the credential
+	// or KindInvalid when the config cannot work (the gateway then stops,
+	// naming the config key in the message), any other error when the
+	// connection failed (the gateway restarts the channel with backoff).
 	Run(ctx context.Context, sink Sink) error
 	// Format turns a reply (Markdown as the LLM writes it) into the parts
 	// the platform will accept, each within its size limit.
@@ -23,6 +28,9 @@ type Channel interface {
 	// message. It may be called concurrently for different conversations,
 	// never for the same conversation.
 	Send(ctx context.Context, to Outbound, part string) (string, error)
+	// Close releases what the channel holds (connections, listeners)
+	// after Run returned for good. It may be called more than once.
+	Close() error
 }
 
 // Sink is what a channel hands events to: the Gateway.

@@ -131,11 +131,6 @@ func (g *Gateway) cmdStatus(ctx context.Context, req CommandRequest) (string, er
 	if u.CostUSD > 0 {
 		fmt.Fprintf(&b, " ($%.4f)", u.CostUSD)
 	}
-	for _, sp := range g.statusers {
-		for _, line := range sp.StatusLines(ctx, req.Session) {
-			b.WriteString("\n" + line)
-		}
-	}
 	if ch, ok := g.channels[req.In.Conversation.Channel].(HealthReporter); ok {
 		if t := ch.LastEvent(); !t.IsZero() {
 			fmt.Fprintf(&b, "\n%s: last update %s ago", req.In.Conversation.Channel, g.now().Sub(t).Round(1e9))
@@ -155,9 +150,4 @@ func (g *Gateway) currentModel(ctx context.Context, s Session) (model, reason st
 // the session's next message, and why.
 type ModelReporter interface {
 	CurrentModel(ctx context.Context, s Session) (model, reason string)
-}
-
-// StatusProvider adds lines to /status.
-type StatusProvider interface {
-	StatusLines(ctx context.Context, s Session) []string
 }

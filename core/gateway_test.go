@@ -24,6 +24,7 @@ type fakeChannel struct {
 func (c *fakeChannel) Name() string                               { return "fake" }
 func (c *fakeChannel) Run(ctx context.Context, _ core.Sink) error { <-ctx.Done(); return nil }
 func (c *fakeChannel) Format(text string) []string                { return strings.Split(text, "|") }
+func (c *fakeChannel) Close() error                               { return nil }
 func (c *fakeChannel) Send(_ context.Context, to core.Outbound, part string) (string, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -213,14 +214,14 @@ func TestCommandsAreAnsweredByCore(t *testing.T) {
 	}
 }
 
-// escalate answers every judged reaction.
+// escalate answers every judged reaction with a note.
 type escalate struct{}
 
-func (escalate) Intercept(context.Context, core.CommandRequest) (*core.Answer, bool, error) {
-	return nil, false, nil
+func (escalate) Intercept(context.Context, core.CommandRequest) (core.Decision, error) {
+	return core.Decision{}, nil
 }
-func (escalate) InterceptReaction(_ context.Context, re core.Reaction, judged *core.Reply, _ core.Session) (*core.Answer, error) {
-	return &core.Answer{Text: "better answer than " + judged.Text, Model: "fake/big"}, nil
+func (escalate) InterceptReaction(_ context.Context, re core.Reaction, judged *core.Reply, _ core.Session) (core.Decision, error) {
+	return core.Decision{Reply: "better answer than " + judged.Text}, nil
 }
 
 func TestReactionBecomesSignalAndMayBeAnswered(t *testing.T) {

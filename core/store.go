@@ -66,8 +66,6 @@ type SessionStore interface {
 	NewSession(ctx context.Context, conv ConversationKey) (Session, error)
 	// MessageCount counts a session's history entries.
 	MessageCount(ctx context.Context, sessionID int64) (int, error)
-	// History returns the newest limit messages of a session, oldest first.
-	History(ctx context.Context, sessionID int64, limit int) ([]ChatMessage, error)
 }
 
 // ReplyStore keeps answers and their delivery.
@@ -82,11 +80,9 @@ type ReplyStore interface {
 	MarkSent(ctx context.Context, replyID int64, part int, platformID string) error
 	// ReplyByPlatformID finds the reply one of whose parts has that id.
 	ReplyByPlatformID(ctx context.Context, channel, platformID string) (*Reply, error)
-	// LastReply returns the newest reply of a session.
-	LastReply(ctx context.Context, sessionID int64) (*Reply, error)
 }
 
-// Store is everything the Gateway needs from persistence.
+// Store is what the Gateway needs from persistence.
 type Store interface {
 	QueueStore
 	SessionStore

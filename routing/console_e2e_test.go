@@ -79,7 +79,7 @@ func TestModelCommandsThroughConsole(t *testing.T) {
 	for _, c := range r.Commands(db, db) {
 		g.AddCommand(c)
 	}
-	g.AddInterceptor(routing.NewEscalator(r, agent, db, nil))
+	g.AddInterceptor(routing.NewEscalator(r, db, nil))
 	done := make(chan error, 1)
 	go func() { done <- g.Run(ctx, 5*time.Second) }()
 	lines := bufio.NewScanner(outR)

@@ -22,16 +22,16 @@ type Conversations interface {
 
 // Escalator is the core.Interceptor that watches each message for a
 // verdict on the previous answer. A rejection (/retry or a follow-up such
-// as "no, try again") records a negative signal and has the next model by
-// weight re-answer the previous question, at most MaxEscalations times per
-// question. A rephrase records a negative signal and lets the message be
-// answered normally; any other message records an implicit acceptance of
-// the previous answer.
+// as "no, try again") records a negative signal and asks the gateway to
+// answer the previous question again with the next model by weight, at
+// most MaxEscalations times per question. A rephrase records a negative
+// signal and lets the message be answered normally; any other message
+// records an implicit acceptance of the previous answer. It decides only:
+// the gateway runs the re-answer through the hooks and the agent.
 type Escalator struct {
-	r     *Router
-	agent core.Agent
-	conv  Conversations
-	log   *slog.Logger
+	r    *Router
+	conv Conversations
+	log  *slog.Logger
 
 	mu sync.Mutex
 	// chains remembers, per session, the question being escalated and the
@@ -50,34 +50,34 @@ var _ core.Interceptor = (*Escalator)(nil)
 
 // NewEscalator builds the interceptor; register it with
 // Gateway.AddInterceptor.
-func NewEscalator(r *Router, agent core.Agent, conv Conversations, log *slog.Logger) *Escalator {
+func NewEscalator(r *Router, conv Conversations, log *slog.Logger) *Escalator {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Escalator{r: r, agent: agent, conv: conv, log: log.With("component", "escalation"), chains: map[int64]*escalation{}, judged: map[int64]int64{}}
+	return &Escalator{r: r, conv: conv, log: log.With("component", "escalation"), chains: map[int64]*escalation{}, judged: map[int64]int64{}}
 }
 
 // Intercept implements core.Interceptor.
-func (e *Escalator) Intercept(ctx context.Context, req core.CommandRequest) (*core.Answer, bool, error) {
+func (e *Escalator) Intercept(ctx context.Context, req core.CommandRequest) (core.Decision, error) {
 	text := req.In.Text
 	name, _, isCmd := core.ParseCommand(text)
 	retry := isCmd && name == "retry"
 	if isCmd && !retry {
-		return nil, false, nil
+		return core.Decision{}, nil
 	}
 	last, err := e.conv.LastAnswer(ctx, req.Session.ID)
 	if err != nil {
-		return nil, false, fmt.Errorf("escalation: last reply: %w", err)
+		return core.Decision{}, fmt.Errorf("escalation: last reply: %w", err)
 	}
 	if last == nil || last.Model == "" {
 		if retry {
-			return &core.Answer{Text: "There is no answer to retry yet in this conversation."}, true, nil
+			return core.Decision{Reply: "There is no answer to retry yet in this conversation."}, nil
 		}
-		return nil, false, nil
+		return core.Decision{}, nil
 	}
 	question, err := e.lastQuestion(ctx, req.Session.ID)
 	if err != nil {
-		return nil, false, err
+		return core.Decision{}, err
 	}
 	sig := core.Signal{ReplyID: last.ID, Model: last.Model, TaskType: last.TaskType, UserID: req.In.UserID, Weight: 1, At: req.In.ReceivedAt}
 	switch {
@@ -88,44 +88,42 @@ func (e *Escalator) Intercept(ctx context.Context, req core.CommandRequest) (*co
 	case IsRephrase(question, text):
 		sig.Kind, sig.Polarity = core.SignalRephrase, core.Negative
 		e.judge(ctx, req.Session.ID, sig)
-		return nil, false, nil
+		return core.Decision{}, nil
 	default:
 		sig.Kind, sig.Polarity = SignalAccepted, core.Positive
 		e.judge(ctx, req.Session.ID, sig)
 		e.mu.Lock()
 		delete(e.chains, req.Session.ID) // a new question ends the escalation chain
 		e.mu.Unlock()
-		return nil, false, nil
+		return core.Decision{}, nil
 	}
 	e.judge(ctx, req.Session.ID, sig)
 	if question == "" {
-		return &core.Answer{Text: "I cannot find the question to answer again; please ask it once more."}, true, nil
+		return core.Decision{Reply: "I cannot find the question to answer again; please ask it once more."}, nil
 	}
-	return e.escalate(ctx, req, last, question)
+	return e.escalate(req.Session, last, question), nil
 }
 
 // InterceptReaction implements core.ReactionInterceptor: with
-// routing.escalate_on_reaction on, a 👎 on the session's latest answer has
-// the next model by weight answer its question again. The gateway has
-// already recorded the reaction's signal.
-func (e *Escalator) InterceptReaction(ctx context.Context, re core.Reaction, judged *core.Reply, s core.Session) (*core.Answer, error) {
+// routing.escalate_on_reaction on, a 👎 on the session's latest answer asks
+// for its question to be answered again by the next model by weight. The
+// gateway has already recorded the reaction's signal.
+func (e *Escalator) InterceptReaction(ctx context.Context, re core.Reaction, judged *core.Reply, s core.Session) (core.Decision, error) {
 	if !e.r.o.EscalateOnReaction {
-		return nil, nil
+		return core.Decision{}, nil
 	}
 	last, err := e.conv.LastAnswer(ctx, s.ID)
 	if err != nil || last == nil || last.ID != judged.ID {
-		return nil, err
+		return core.Decision{}, err
 	}
 	question, err := e.lastQuestion(ctx, s.ID)
 	if err != nil || question == "" {
-		return nil, err
+		return core.Decision{}, err
 	}
 	e.mu.Lock()
 	e.judged[s.ID] = last.ID
 	e.mu.Unlock()
-	in := core.Inbound{Conversation: re.Conversation, MessageID: re.MessageID, UserID: re.UserID, ReceivedAt: re.At}
-	ans, _, err := e.escalate(ctx, core.CommandRequest{Session: s, In: in}, last, question)
-	return ans, err
+	return e.escalate(s, last, question), nil
 }
 
 var _ core.ReactionInterceptor = (*Escalator)(nil)
@@ -166,9 +164,11 @@ func (e *Escalator) lastQuestion(ctx context.Context, sessionID int64) (string, 
 	return "", nil
 }
 
-// escalate re-answers question with the next model by weight.
-func (e *Escalator) escalate(ctx context.Context, req core.CommandRequest, last *core.Reply, question string) (*core.Answer, bool, error) {
-	sid := req.Session.ID
+// escalate decides the re-answer of question by the next model by
+// weight: a turn that excludes the models that already answered it, whose
+// answer is noted and remembered in the chain.
+func (e *Escalator) escalate(s core.Session, last *core.Reply, question string) core.Decision {
+	sid := s.ID
 	e.mu.Lock()
 	ch := e.chains[sid]
 	if ch == nil || ch.question != question || ch.models[len(ch.models)-1] != last.Model {
@@ -178,22 +178,22 @@ func (e *Escalator) escalate(ctx context.Context, req core.CommandRequest, last 
 	tries := len(ch.models) - 1
 	exclude := append([]string(nil), ch.models...)
 	e.mu.Unlock()
-	pinned := req.Session.ModelPin != ""
+	pinned := s.ModelPin != ""
 	if !pinned && tries >= e.r.o.MaxEscalations {
-		return &core.Answer{Text: fmt.Sprintf("I have already re-answered this question with %d other models (%s); routing.max_escalations is %d. Send /models to see them and /model <name> to choose one yourself.",
-			tries, strings.Join(ch.models, ", "), e.r.o.MaxEscalations)}, true, nil
+		return core.Decision{Reply: fmt.Sprintf("I have already re-answered this question with %d other models (%s); routing.max_escalations is %d. Send /models to see them and /model <name> to choose one yourself.",
+			tries, strings.Join(ch.models, ", "), e.r.o.MaxEscalations)}
 	}
-	ans, err := e.agent.Answer(ctx, core.Turn{RequestID: req.RequestID, Session: req.Session, In: req.In, Text: question, Retry: true, Exclude: exclude})
-	if err != nil {
-		return nil, true, err
-	}
-	e.mu.Lock()
-	ch.models = append(ch.models, ans.Model)
-	e.mu.Unlock()
-	note := fmt.Sprintf("↻ Answered again by %s (%s was rejected).", ans.Model, last.Model)
-	if pinned {
-		note = fmt.Sprintf("↻ Answered again by your pinned model %s (send /model auto to let me escalate to another model).", ans.Model)
-	}
-	ans.Text = note + "\n\n" + ans.Text
-	return &ans, true, nil
+	return core.Decision{Turn: &core.TurnOverride{
+		Text: question, Retry: true, Exclude: exclude,
+		Finish: func(ans *core.Answer) {
+			e.mu.Lock()
+			ch.models = append(ch.models, ans.Model)
+			e.mu.Unlock()
+			note := fmt.Sprintf("↻ Answered again by %s (%s was rejected).", ans.Model, last.Model)
+			if pinned {
+				note = fmt.Sprintf("↻ Answered again by your pinned model %s (send /model auto to let me escalate to another model).", ans.Model)
+			}
+			ans.Text = note + "\n\n" + ans.Text
+		},
+	}}
 }

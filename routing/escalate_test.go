@@ -44,6 +44,32 @@ func (a *routerAgent) Answer(ctx context.Context, t core.Turn) (core.Answer, err
 	return core.Answer{Text: res.Text, Model: res.Model, TaskType: res.TaskType, Reason: res.Reason}, nil
 }
 
+// play does with a decision what the gateway does: a reply is the answer;
+// a turn is answered by the agent and finished. handled reports whether
+// the escalator took the message.
+func (a *routerAgent) play(t *testing.T, req core.CommandRequest, d core.Decision, err error) (ans core.Answer, handled bool) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+	switch {
+	case d.Turn != nil:
+		tr := d.Turn
+		ans, err = a.Answer(context.Background(), core.Turn{RequestID: req.RequestID, Session: req.Session, In: req.In,
+			Text: tr.Text, Retry: tr.Retry, Model: tr.Model, Exclude: tr.Exclude})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tr.Finish != nil {
+			tr.Finish(&ans)
+		}
+		return ans, true
+	case d.Reply != "":
+		return core.Answer{Text: d.Reply}, true
+	}
+	return core.Answer{}, false
+}
+
 func TestEscalationPicksNextByWeight(t *testing.T) {
 	r, _, _, st, _ := newTestRouter(t, func(o *Options) { o.MaxEscalations = 2 })
 	agent := &routerAgent{r: r}
@@ -51,14 +77,16 @@ func TestEscalationPicksNextByWeight(t *testing.T) {
 		last: &core.Reply{ID: 10, Model: "p/cheap", TaskType: TaskChat},
 		hist: []core.ChatMessage{{Role: core.RoleUser, Content: "what is a monad"}, {Role: core.RoleAssistant, Content: "a burrito"}},
 	}
-	e := NewEscalator(r, agent, conv, nil)
-	req := func(text string) core.CommandRequest {
-		return core.CommandRequest{RequestID: 1, Session: core.Session{ID: 3}, In: core.Inbound{Text: text, UserID: "u"}}
+	e := NewEscalator(r, conv, nil)
+	intercept := func(text string) (core.Answer, bool) {
+		req := core.CommandRequest{RequestID: 1, Session: core.Session{ID: 3}, In: core.Inbound{Text: text, UserID: "u"}}
+		d, err := e.Intercept(context.Background(), req)
+		return agent.play(t, req, d, err)
 	}
 	// "no, try again" → p/mid (next by weight after p/cheap).
-	ans, handled, err := e.Intercept(context.Background(), req("no, try again"))
-	if err != nil || !handled {
-		t.Fatalf("handled=%v err=%v", handled, err)
+	ans, handled := intercept("no, try again")
+	if !handled {
+		t.Fatal("a rejection was not taken")
 	}
 	if ans.Model != "p/mid" || !strings.Contains(ans.Text, "Answered again by p/mid") || !strings.Contains(ans.Text, "p/cheap was rejected") {
 		t.Fatalf("answer = %+v", ans)
@@ -68,13 +96,13 @@ func TestEscalationPicksNextByWeight(t *testing.T) {
 	}
 	// /retry on that answer → q/other (weight 40), excluding both.
 	conv.last = &core.Reply{ID: 11, Model: "p/mid", TaskType: TaskChat}
-	ans, _, _ = e.Intercept(context.Background(), req("/retry"))
+	ans, _ = intercept("/retry")
 	if ans.Model != "q/other" {
 		t.Fatalf("second escalation = %s", ans.Model)
 	}
 	// A third rejection hits routing.max_escalations.
 	conv.last = &core.Reply{ID: 12, Model: "q/other", TaskType: TaskChat}
-	ans, handled, _ = e.Intercept(context.Background(), req("still wrong"))
+	ans, handled = intercept("still wrong")
 	if !handled || !strings.Contains(ans.Text, "max_escalations") || len(agent.turns) != 2 {
 		t.Fatalf("third: %+v, %d turns", ans, len(agent.turns))
 	}
@@ -94,7 +122,7 @@ func TestEscalatorPassesOtherMessages(t *testing.T) {
 		last: &core.Reply{ID: 10, Model: "p/cheap", TaskType: TaskCode},
 		hist: []core.ChatMessage{{Role: core.RoleUser, Content: "How do I reverse a list in Python?"}},
 	}
-	e := NewEscalator(r, &routerAgent{r: r}, conv, nil)
+	e := NewEscalator(r, conv, nil)
 	for _, tc := range []struct {
 		text     string
 		wantKind core.SignalKind
@@ -104,9 +132,9 @@ func TestEscalatorPassesOtherMessages(t *testing.T) {
 		{"thanks! and how do I sort a dict by value?", SignalAccepted, core.Positive},
 	} {
 		n := len(st.Signals())
-		_, handled, err := e.Intercept(context.Background(), core.CommandRequest{Session: core.Session{ID: 1}, In: core.Inbound{Text: tc.text}})
-		if err != nil || handled {
-			t.Fatalf("%q: handled=%v err=%v", tc.text, handled, err)
+		d, err := e.Intercept(context.Background(), core.CommandRequest{Session: core.Session{ID: 1}, In: core.Inbound{Text: tc.text}})
+		if err != nil || d.Taken() {
+			t.Fatalf("%q: decision=%+v err=%v", tc.text, d, err)
 		}
 		sigs := st.Signals()
 		if len(sigs) != n+1 || sigs[n].Kind != tc.wantKind || sigs[n].Polarity != tc.wantPol || sigs[n].ReplyID != conv.last.ID {
@@ -115,7 +143,7 @@ func TestEscalatorPassesOtherMessages(t *testing.T) {
 		conv.last = &core.Reply{ID: conv.last.ID + 1, Model: "p/cheap", TaskType: TaskCode}
 	}
 	// Commands other than /retry are not touched.
-	if _, handled, _ := e.Intercept(context.Background(), core.CommandRequest{In: core.Inbound{Text: "/status"}}); handled {
+	if d, _ := e.Intercept(context.Background(), core.CommandRequest{In: core.Inbound{Text: "/status"}}); d.Taken() {
 		t.Fatal("/status intercepted")
 	}
 }

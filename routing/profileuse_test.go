@@ -90,10 +90,11 @@ func TestLastQuestionBehindToolTail(t *testing.T) {
 			r, _, _, _, _ := newTestRouter(t, func(o *Options) { o.MaxEscalations = 2 })
 			agent := &routerAgent{r: r}
 			conv := &limitConv{fakeConv: fakeConv{last: &core.Reply{ID: 10, Model: "p/cheap", TaskType: TaskChat}, hist: tt.hist}}
-			e := NewEscalator(r, agent, conv, nil)
-			_, handled, err := e.Intercept(context.Background(), core.CommandRequest{RequestID: 1, Session: core.Session{ID: 3}, In: core.Inbound{Text: "/retry", UserID: "u"}})
-			if err != nil || !handled {
-				t.Fatalf("handled=%v err=%v", handled, err)
+			e := NewEscalator(r, conv, nil)
+			req := core.CommandRequest{RequestID: 1, Session: core.Session{ID: 3}, In: core.Inbound{Text: "/retry", UserID: "u"}}
+			d, err := e.Intercept(context.Background(), req)
+			if _, handled := agent.play(t, req, d, err); !handled {
+				t.Fatal("/retry was not taken")
 			}
 			if len(agent.turns) != 1 || agent.turns[0].Text != "what is a monad" {
 				t.Fatalf("turns = %+v, want one re-asking %q", agent.turns, "what is a monad")

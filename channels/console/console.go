@@ -122,6 +122,9 @@ func (c *Channel) Run(ctx context.Context, sink core.Sink) error {
 	}
 }
 
+// Close implements core.Channel; the console holds nothing to release.
+func (c *Channel) Close() error { return nil }
+
 // Format implements core.Channel: a terminal takes the text as it is.
 func (c *Channel) Format(text string) []string { return []string{text} }
 

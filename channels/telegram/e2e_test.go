@@ -80,11 +80,10 @@ type e2e struct {
 }
 
 func botOptions(srv *telegramtest.Server, sleep func(context.Context, time.Duration) error) telegram.Options {
+	cfg := config.Default().Channels.Telegram
+	cfg.Enabled, cfg.Token, cfg.APIURL = true, config.Secret(token), srv.URL
 	return telegram.Options{
-		Config: config.Telegram{
-			Enabled: true, Token: config.Secret(token), APIURL: srv.URL, Mode: config.ModePolling,
-			GroupTrigger: config.TriggerMention, AckReaction: "👀",
-		},
+		Config:      cfg,
 		Logger:      slog.New(slog.DiscardHandler),
 		PollTimeout: time.Second,
 		SendGap:     -1,

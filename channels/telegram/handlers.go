@@ -10,7 +10,7 @@ import (
 
 	"github.com/go-telegram/bot/models"
 
-	"github.com/opentalon/opentalon/config"
+	"github.com/opentalon/opentalon/channels/toolkit"
 	"github.com/opentalon/opentalon/core"
 )
 
@@ -18,11 +18,8 @@ import (
 // update is done with (committed, or deliberately ignored) and the offset
 // may move past it.
 func (b *Bot) handle(ctx context.Context, sink core.Sink, u *models.Update) error {
-	now := b.now()
-	b.mu.Lock()
-	b.lastEvent = now
-	b.mu.Unlock()
-	b.log.Debug("update received", "update_id", u.ID, "at", now)
+	b.health.Event()
+	b.log.Debug("update received", "update_id", u.ID)
 	switch {
 	case u.Message != nil:
 		in, ok := b.inbound(u.Message)
@@ -43,7 +40,7 @@ func (b *Bot) handle(ctx context.Context, sink core.Sink, u *models.Update) erro
 		}
 		b.log.Debug("edited message", "message", in.MessageID, "replaced_queued_text", replaced)
 	case u.MessageReaction != nil:
-		for _, r := range b.reactions(u.MessageReaction) {
+		for _, r := range b.reactionEvents(u.MessageReaction) {
 			if err := sink.React(ctx, r); err != nil {
 				return fmt.Errorf("update %d (reaction): %w", u.ID, err)
 			}
@@ -98,11 +95,13 @@ func (b *Bot) inbound(m *models.Message) (core.Inbound, bool) {
 	if cmdForOtherBot(text, ents, me.Username) {
 		return core.Inbound{}, false
 	}
-	mentioned := hasMention(text, ents, me)
-	repliedToBot := m.ReplyToMessage != nil && m.ReplyToMessage.From != nil && m.ReplyToMessage.From.ID == me.ID
-	command := isCommand(text, ents)
-	in.Mentioned = mentioned || repliedToBot || command
-	if b.cfg.GroupTrigger != config.TriggerAll && !in.Mentioned {
+	addr := toolkit.Addressing{
+		Mentioned:  hasMention(text, ents, me),
+		ReplyToBot: m.ReplyToMessage != nil && m.ReplyToMessage.From != nil && m.ReplyToMessage.From.ID == me.ID,
+		Command:    isCommand(text, ents),
+	}
+	in.Mentioned = addr.Addressed()
+	if !b.trigger.Admits(addr) {
 		return core.Inbound{}, false
 	}
 	in.Text = stripCommandSuffix(stripMention(text, me.Username))
@@ -121,16 +120,7 @@ func displayName(u *models.User) string {
 
 // allowed applies allow_users (ids or @usernames) and allow_chats.
 func (b *Bot) allowed(u *models.User, chat int64) bool {
-	if len(b.allowUsers) > 0 {
-		id := strconv.FormatInt(u.ID, 10)
-		if !b.allowUsers[id] && (u.Username == "" || !b.allowUsers["@"+strings.ToLower(u.Username)] && !b.allowUsers[strings.ToLower(u.Username)]) {
-			return false
-		}
-	}
-	if len(b.allowChats) > 0 && !b.allowChats[strconv.FormatInt(chat, 10)] {
-		return false
-	}
-	return true
+	return b.users.Allows(strconv.FormatInt(u.ID, 10), u.Username) && b.chats.Allows(strconv.FormatInt(chat, 10))
 }
 
 // entityText returns the text an entity covers (offsets are UTF-16).
@@ -252,54 +242,32 @@ func isNameByte(c byte) bool {
 	return c == '_' || c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z'
 }
 
-// reactions turns a message_reaction update into the added and removed
-// emoji that carry a polarity.
-func (b *Bot) reactions(r *models.MessageReactionUpdated) []core.Reaction {
+// reactionEvents turns a message_reaction update into the added and
+// removed emoji that carry a polarity.
+func (b *Bot) reactionEvents(r *models.MessageReactionUpdated) []core.Reaction {
 	if r.User == nil || r.User.IsBot {
 		return nil // anonymous admins and bots do not rate answers
 	}
 	if !b.allowed(r.User, r.Chat.ID) {
 		return nil
 	}
-	emojis := func(rs []models.ReactionType) map[string]bool {
-		m := map[string]bool{}
+	emojis := func(rs []models.ReactionType) []string {
+		var out []string
 		for _, x := range rs {
 			if x.ReactionTypeEmoji != nil {
-				m[normEmoji(x.ReactionTypeEmoji.Emoji)] = true
+				out = append(out, x.ReactionTypeEmoji.Emoji)
 			}
 		}
-		return m
+		return out
 	}
-	old, cur := emojis(r.OldReaction), emojis(r.NewReaction)
-	conv := core.ConversationKey{Channel: Name, Chat: strconv.FormatInt(r.Chat.ID, 10)}
 	msg := platformID(r.Chat.ID, r.MessageID)
 	user := strconv.FormatInt(r.User.ID, 10)
-	var out []core.Reaction
-	add := func(e string, added bool) {
-		p, ok := b.polarity[e]
-		if !ok {
-			return
-		}
-		dir := "-"
-		if added {
-			dir = "+"
-		}
-		out = append(out, core.Reaction{
-			Conversation: conv,
-			EventID:      fmt.Sprintf("%s:%s:%d:%s%s", msg, user, r.Date, dir, e),
-			MessageID:    msg, UserID: user, Emoji: e, Added: added, Polarity: p,
-			At: time.Unix(int64(r.Date), 0),
-		})
+	base := core.Reaction{
+		Conversation: core.ConversationKey{Channel: Name, Chat: strconv.FormatInt(r.Chat.ID, 10)},
+		EventID:      fmt.Sprintf("%s:%s:%d", msg, user, r.Date),
+		MessageID:    msg,
+		UserID:       user,
+		At:           time.Unix(int64(r.Date), 0),
 	}
-	for e := range old {
-		if !cur[e] {
-			add(e, false)
-		}
-	}
-	for e := range cur {
-		if !old[e] {
-			add(e, true)
-		}
-	}
-	return out
+	return b.reactions.Events(base, emojis(r.OldReaction), emojis(r.NewReaction))
 }

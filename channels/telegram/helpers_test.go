@@ -149,10 +149,8 @@ func newHarness(t *testing.T, edit func(*config.Telegram, *Options)) *harness {
 	srv := telegramtest.New(t, testToken)
 	logs := &syncBuffer{}
 	sl := &sleeps{}
-	cfg := config.Telegram{
-		Enabled: true, Token: config.Secret(testToken), APIURL: srv.URL,
-		Mode: config.ModePolling, GroupTrigger: config.TriggerMention, AckReaction: "👀",
-	}
+	cfg := config.Default().Channels.Telegram
+	cfg.Enabled, cfg.Token, cfg.APIURL = true, config.Secret(testToken), srv.URL
 	o := Options{
 		Logger:      slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 		Sleep:       sl.sleep,

@@ -55,7 +55,7 @@ func (b *Bot) poll(ctx context.Context, sink core.Sink) error {
 			if ctx.Err() != nil {
 				return nil
 			}
-			b.markFailed(err)
+			b.health.Failed(err)
 			var ae *apiError
 			switch {
 			case errors.Is(err, errConflict):
@@ -83,7 +83,7 @@ func (b *Bot) poll(ctx context.Context, sink core.Sink) error {
 			b.log.Info("getUpdates works again after a conflict", "attempts", conflicts)
 		}
 		conflicts, backoff = 0, 0
-		b.markOK()
+		b.health.Connected()
 		for i := range updates {
 			u := &updates[i]
 			if u.ID < offset {

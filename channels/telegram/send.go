@@ -5,13 +5,13 @@ import (
 	"errors"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	tgbot "github.com/go-telegram/bot"
 	"github.com/go-telegram/bot/models"
 
 	"github.com/opentalon/opentalon/channels/textfmt"
+	"github.com/opentalon/opentalon/channels/toolkit"
 	"github.com/opentalon/opentalon/core"
 )
 
@@ -39,7 +39,7 @@ func (b *Bot) Send(ctx context.Context, to core.Outbound, part string) (string, 
 	group := to.Meta["chat_type"] != "" && to.Meta["chat_type"] != string(models.ChatTypePrivate)
 	plain := false
 	for attempt := 0; ; attempt++ {
-		if err := b.sleep(ctx, b.pace.reserve(chat, group)); err != nil {
+		if err := b.pace.Wait(ctx, to.Conversation.Chat, group); err != nil {
 			return "", err
 		}
 		m, err := b.api.SendMessage(ctx, p)
@@ -79,43 +79,19 @@ func (b *Bot) Working(ctx context.Context, in core.Inbound) (stop func()) {
 		return func() {}
 	}
 	thread, _ := strconv.Atoi(in.Conversation.Thread)
-	_, msg, hasMsg := parsePlatformID(in.MessageID)
-	done := make(chan struct{})
-	finished := make(chan struct{})
-	ack := b.cfg.AckReaction != "" && hasMsg
-	go func() {
-		defer close(finished)
-		if ack {
-			b.react(ctx, chat, msg, b.cfg.AckReaction)
-		}
-		t := time.NewTicker(b.o.TypingEvery)
-		defer t.Stop()
-		for {
+	o := toolkit.WorkingOptions{
+		Every: b.o.TypingEvery,
+		Typing: func(ctx context.Context) {
 			if _, err := b.api.SendChatAction(ctx, &tgbot.SendChatActionParams{ChatID: chat, MessageThreadID: thread, Action: models.ChatActionTyping}); err != nil && ctx.Err() == nil {
 				b.log.Debug("sendChatAction failed", "chat", chat, "err", b.scrub(err))
 			}
-			select {
-			case <-done:
-				if ack {
-					// Take the ack back; the request context may be over.
-					rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-					b.react(rctx, chat, msg, "")
-					cancel()
-				}
-				return
-			case <-ctx.Done():
-				return
-			case <-t.C:
-			}
-		}
-	}()
-	var once sync.Once
-	return func() {
-		once.Do(func() {
-			close(done)
-			<-finished
-		})
+		},
 	}
+	if _, msg, ok := parsePlatformID(in.MessageID); ok && b.cfg.AckReaction != "" {
+		o.Ack = func(ctx context.Context) { b.react(ctx, chat, msg, b.cfg.AckReaction) }
+		o.Unack = func(ctx context.Context) { b.react(ctx, chat, msg, "") }
+	}
+	return toolkit.Working(ctx, o)
 }
 
 // react sets (emoji != "") or clears the bot's reaction on a message.
@@ -127,50 +103,4 @@ func (b *Bot) react(ctx context.Context, chat int64, msg int, emoji string) {
 	if _, err := b.api.SetMessageReaction(ctx, p); err != nil && ctx.Err() == nil {
 		b.log.Debug("setMessageReaction failed (reactions may be off in this chat)", "chat", chat, "err", b.scrub(err))
 	}
-}
-
-// pacer spaces the messages of one chat: a burst of 3, then one per gap
-// (three gaps in groups), and holds a chat after a 429.
-type pacer struct {
-	gap time.Duration
-	now func() time.Time
-	mu  sync.Mutex
-	// next is when each chat's bucket is full again (virtual time).
-	next map[int64]time.Time
-}
-
-const paceBurst = 3
-
-func newPacer(gap time.Duration, now func() time.Time) *pacer {
-	return &pacer{gap: gap, now: now, next: map[int64]time.Time{}}
-}
-
-// reserve books a send in chat and returns how long to wait before it.
-func (p *pacer) reserve(chat int64, group bool) time.Duration {
-	if p.gap < 0 {
-		return 0
-	}
-	gap := p.gap
-	if group {
-		gap *= 3
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	now := p.now()
-	// Token bucket as a "theoretical arrival time": the bucket allows
-	// a send when next - now <= (burst-1)*gap.
-	next := p.next[chat]
-	if next.Before(now) {
-		next = now
-	}
-	wait := next.Sub(now) - time.Duration(paceBurst-1)*gap
-	p.next[chat] = next.Add(gap)
-	if len(p.next) > 10000 {
-		for c, t := range p.next {
-			if t.Before(now) {
-				delete(p.next, c)
-			}
-		}
-	}
-	return max(wait, 0)
 }

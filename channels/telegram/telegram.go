@@ -16,6 +16,7 @@ import (
 	"github.com/go-telegram/bot/models"
 
 	"github.com/opentalon/opentalon/channels/textfmt"
+	"github.com/opentalon/opentalon/channels/toolkit"
 	"github.com/opentalon/opentalon/config"
 	"github.com/opentalon/opentalon/core"
 )
@@ -51,41 +52,47 @@ type Options struct {
 	// TypingEvery repeats sendChatAction typing (default 4s; Telegram
 	// shows it for about 5s).
 	TypingEvery time.Duration
-	// SendGap is the pause between two messages to the same private chat
-	// (default 1s after a burst of 3); groups get three times as much
-	// (Telegram allows about 20 messages a minute in a group). Negative
-	// turns pacing off.
+	// SendGap is the steady pause between two messages to the same
+	// private chat after a burst of 3 (default 1s); groups get three
+	// times as much (Telegram allows about 20 messages a minute in a
+	// group). Negative turns per-chat pacing off.
 	SendGap time.Duration
+	// GlobalLimit bounds messages per second across all chats (default
+	// 30, Telegram's limit for a bot; negative turns it off).
+	GlobalLimit int
 	// UnhealthyAfter is how long polling may fail before Healthy reports
 	// it (default 1 minute).
 	UnhealthyAfter time.Duration
 }
 
+// globalWindow is the window of the limit across chats: a second plus a
+// margin, so that requests delayed unevenly on their way still arrive at
+// no more than GlobalLimit in any second.
+const globalWindow = 1100 * time.Millisecond
+
 // Bot is the Telegram channel. Build it with New; Run connects.
 type Bot struct {
-	o     Options
-	cfg   config.Telegram
-	log   *slog.Logger
-	now   func() time.Time
-	sleep func(ctx context.Context, d time.Duration) error
-	api   *tgbot.Bot
-	http  *http.Client
-	token string
+	o        Options
+	cfg      config.Telegram
+	log      *slog.Logger
+	now      func() time.Time
+	sleep    func(ctx context.Context, d time.Duration) error
+	api      *tgbot.Bot
+	http     *http.Client
+	token    string
+	scrubber toolkit.Scrubber
 
-	allowUsers map[string]bool
-	allowChats map[string]bool
-	polarity   map[string]core.Polarity
+	users, chats toolkit.Access
+	trigger      toolkit.Trigger
+	reactions    toolkit.Reactions
+	pace         toolkit.Pace
+	health       *toolkit.Health
 
-	pace *pacer
-
-	mu           sync.Mutex
-	me           models.User
-	started      bool
-	lastEvent    time.Time
-	failingSince time.Time
-	lastErr      error
-	webhookAddr  net.Addr
-	listening    chan struct{}
+	mu          sync.Mutex
+	me          models.User
+	webhookAddr net.Addr
+	listening   chan struct{}
+	closeOnce   sync.Once
 }
 
 var (
@@ -94,25 +101,17 @@ var (
 	_ core.HealthReporter = (*Bot)(nil)
 )
 
-// New builds the channel without touching the network. It fails when the
+// New builds the channel from its config section (config.Default gives
+// every key its default) without touching the network. It fails when the
 // config cannot work (no token, a bad api_url).
 func New(o Options) (*Bot, error) {
 	cfg := o.Config
 	if !cfg.Token.IsSet() {
 		return nil, core.Errorf(core.KindInvalid, "channels.telegram.token is empty: set it to the bot token from @BotFather, e.g. token: \"${TELEGRAM_BOT_TOKEN}\"")
 	}
-	if cfg.APIURL == "" {
-		cfg.APIURL = "https://api.telegram.org"
-	}
 	cfg.APIURL = strings.TrimRight(cfg.APIURL, "/")
 	if !strings.HasPrefix(cfg.APIURL, "http://") && !strings.HasPrefix(cfg.APIURL, "https://") {
 		return nil, core.Errorf(core.KindInvalid, "channels.telegram.api_url %q is not an http(s) URL; use the Bot API root, e.g. https://api.telegram.org", cfg.APIURL)
-	}
-	if cfg.Mode == "" {
-		cfg.Mode = config.ModePolling
-	}
-	if cfg.GroupTrigger == "" {
-		cfg.GroupTrigger = config.TriggerMention
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
@@ -121,7 +120,7 @@ func New(o Options) (*Bot, error) {
 		o.Now = time.Now
 	}
 	if o.Sleep == nil {
-		o.Sleep = sleepCtx
+		o.Sleep = toolkit.Sleep
 	}
 	if o.PollTimeout <= 0 {
 		o.PollTimeout = 50 * time.Second
@@ -135,24 +134,25 @@ func New(o Options) (*Bot, error) {
 	if o.SendGap == 0 {
 		o.SendGap = time.Second
 	}
-	if o.UnhealthyAfter <= 0 {
-		o.UnhealthyAfter = time.Minute
+	if o.GlobalLimit == 0 {
+		o.GlobalLimit = 30
 	}
 	b := &Bot{
 		o: o, cfg: cfg, now: o.Now, sleep: o.Sleep, http: o.HTTPClient,
-		log:        o.Logger.With("component", "channel", "channel", Name),
-		token:      cfg.Token.Value(),
-		allowUsers: map[string]bool{},
-		allowChats: map[string]bool{},
-		polarity:   polarityMap(cfg.Reactions),
-		pace:       newPacer(o.SendGap, o.Now),
-		listening:  make(chan struct{}),
-	}
-	for _, u := range cfg.AllowUsers {
-		b.allowUsers[strings.ToLower(strings.TrimSpace(u))] = true
-	}
-	for _, c := range cfg.AllowChats {
-		b.allowChats[strings.TrimSpace(c)] = true
+		log:       o.Logger.With("component", "channel", "channel", Name),
+		token:     cfg.Token.Value(),
+		scrubber:  toolkit.NewScrubber(cfg.Token.Value()),
+		users:     toolkit.NewAccess(cfg.AllowUsers),
+		chats:     toolkit.NewAccess(cfg.AllowChats),
+		trigger:   toolkit.Trigger(cfg.Trigger),
+		reactions: toolkit.NewReactions(cfg.Reactions),
+		pace: toolkit.Pace{
+			Pacer:   toolkit.NewPacer(toolkit.PacerOptions{Gap: o.SendGap, Now: o.Now}),
+			Limiter: toolkit.NewLimiter(o.GlobalLimit, globalWindow, o.Now),
+			Sleep:   o.Sleep,
+		},
+		health:    toolkit.NewHealth(Name, o.UnhealthyAfter, o.Now),
+		listening: make(chan struct{}),
 	}
 	api, err := tgbot.New(b.token,
 		tgbot.WithServerURL(cfg.APIURL),
@@ -168,36 +168,13 @@ func New(o Options) (*Bot, error) {
 	return b, nil
 }
 
-// polarityMap builds the emoji → polarity table; Telegram's heart is
-// "❤" without a variation selector, so both spellings are accepted.
-func polarityMap(r config.Reactions) map[string]core.Polarity {
-	pos, neg := r.Positive, r.Negative
-	if len(pos) == 0 && len(neg) == 0 {
-		pos = []string{"👍", "❤", "🔥", "🎉", "👏"}
-		neg = []string{"👎", "💩", "🤮"}
-	}
-	m := map[string]core.Polarity{}
-	for _, e := range pos {
-		m[normEmoji(e)] = core.Positive
-	}
-	for _, e := range neg {
-		m[normEmoji(e)] = core.Negative
-	}
-	return m
-}
-
-func normEmoji(e string) string { return strings.TrimSuffix(strings.TrimSpace(e), "\ufe0f") }
-
 // Name implements core.Channel.
 func (b *Bot) Name() string { return Name }
 
 // Run implements core.Channel: it checks the token with getMe, advertises
 // the commands and receives updates until ctx ends.
 func (b *Bot) Run(ctx context.Context, sink core.Sink) error {
-	b.mu.Lock()
-	b.failingSince = b.now()
-	b.started = true
-	b.mu.Unlock()
+	b.health.Starting()
 	me, err := b.api.GetMe(ctx)
 	if err != nil {
 		if ctx.Err() != nil {
@@ -278,43 +255,16 @@ func (b *Bot) Format(text string) []string {
 }
 
 // Healthy implements core.HealthReporter.
-func (b *Bot) Healthy() error {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if !b.started {
-		return errors.New("telegram: not started")
-	}
-	if !b.failingSince.IsZero() && b.now().Sub(b.failingSince) > b.o.UnhealthyAfter {
-		cause := "not connected yet"
-		if b.lastErr != nil {
-			cause = b.lastErr.Error()
-		}
-		return fmt.Errorf("telegram: failing for %s: %s", b.now().Sub(b.failingSince).Round(time.Second), cause)
-	}
-	return nil
-}
+func (b *Bot) Healthy() error { return b.health.Healthy() }
 
 // LastEvent implements core.HealthReporter.
-func (b *Bot) LastEvent() time.Time {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.lastEvent
-}
+func (b *Bot) LastEvent() time.Time { return b.health.LastEvent() }
 
-func (b *Bot) markOK() {
-	b.mu.Lock()
-	b.failingSince = time.Time{}
-	b.lastErr = nil
-	b.mu.Unlock()
-}
-
-func (b *Bot) markFailed(err error) {
-	b.mu.Lock()
-	if b.failingSince.IsZero() {
-		b.failingSince = b.now()
-	}
-	b.lastErr = err
-	b.mu.Unlock()
+// Close implements core.Channel: it drops the idle connections to the
+// Bot API. It may be called more than once.
+func (b *Bot) Close() error {
+	b.closeOnce.Do(b.http.CloseIdleConnections)
+	return nil
 }
 
 func (b *Bot) botUser() models.User {
@@ -324,25 +274,7 @@ func (b *Bot) botUser() models.User {
 }
 
 // scrub removes the token from an error's text.
-func (b *Bot) scrub(err error) error {
-	if err == nil {
-		return nil
-	}
-	if b.token == "" || !strings.Contains(err.Error(), b.token) {
-		return err
-	}
-	return &scrubbed{err: err, token: b.token}
-}
-
-// scrubbed is an error whose text hides the bot token; errors.Is/As still
-// see the cause.
-type scrubbed struct {
-	err   error
-	token string
-}
-
-func (s *scrubbed) Error() string { return strings.ReplaceAll(s.err.Error(), s.token, "<token>") }
-func (s *scrubbed) Unwrap() error { return s.err }
+func (b *Bot) scrub(err error) error { return b.scrubber.Error(err) }
 
 // classify gives a library error its core kind (and scrubs it).
 func (b *Bot) classify(method string, err error) error {
@@ -359,20 +291,6 @@ func (b *Bot) classify(method string, err error) error {
 		return err
 	}
 	return &core.Error{Kind: core.KindUnavailable, Msg: "telegram " + method + " failed", Err: err}
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return ctx.Err()
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }
 
 // ids: a Telegram message id is unique only within its chat, so platform

@@ -15,6 +15,7 @@ import (
 
 	"github.com/opentalon/opentalon/channels/telegram/telegramtest"
 	"github.com/opentalon/opentalon/channels/textfmt"
+	"github.com/opentalon/opentalon/channels/toolkit"
 	"github.com/opentalon/opentalon/config"
 	"github.com/opentalon/opentalon/core"
 )
@@ -106,7 +107,7 @@ func TestInboundFilters(t *testing.T) {
 		{name: "command for us, suffix stripped", msg: group("/model@talon_bot gpt", nil), wantOK: true, wantText: "/model gpt"},
 		{name: "command for another bot ignored", msg: group("/model@other_bot", nil)},
 		{name: "forum topic keeps the thread", msg: h.srv.Group(groupID, alice, "@talon_bot hi", 77).Message, wantOK: true, wantText: "hi", wantThread: "77"},
-		{name: "trigger all answers without mention", cfg: func(b *Bot) { b.cfg.GroupTrigger = config.TriggerAll }, msg: group("just chatting", nil), wantOK: true, wantText: "just chatting"},
+		{name: "trigger all answers without mention", cfg: func(b *Bot) { b.trigger = config.TriggerAll }, msg: group("just chatting", nil), wantOK: true, wantText: "just chatting"},
 		{name: "other bots ignored", msg: group("@talon_bot hi", func(m *models.Message) { m.From = &models.User{ID: 5, IsBot: true} })},
 		{name: "ourselves ignored", msg: group("@talon_bot hi", func(m *models.Message) { m.From = &h.bot.me })},
 		{name: "no sender (channel post) ignored", msg: group("@talon_bot hi", func(m *models.Message) { m.From = nil })},
@@ -115,8 +116,8 @@ func TestInboundFilters(t *testing.T) {
 		{name: "allow_users by id", cfg: allowUsers("42"), msg: group("@talon_bot hi", nil), wantOK: true, wantText: "hi"},
 		{name: "allow_users by @username", cfg: allowUsers("@Alice"), msg: group("@talon_bot hi", nil), wantOK: true, wantText: "hi"},
 		{name: "allow_users excludes others", cfg: allowUsers("@carol", "99"), msg: group("@talon_bot hi", nil)},
-		{name: "allow_chats excludes others", cfg: func(b *Bot) { b.allowChats = map[string]bool{"-1": true} }, msg: group("@talon_bot hi", nil)},
-		{name: "allow_chats includes", cfg: func(b *Bot) { b.allowChats = map[string]bool{fmt.Sprint(groupID): true} }, msg: group("@talon_bot hi", nil), wantOK: true, wantText: "hi"},
+		{name: "allow_chats excludes others", cfg: func(b *Bot) { b.chats = toolkit.NewAccess([]string{"-1"}) }, msg: group("@talon_bot hi", nil)},
+		{name: "allow_chats includes", cfg: func(b *Bot) { b.chats = toolkit.NewAccess([]string{fmt.Sprint(groupID)}) }, msg: group("@talon_bot hi", nil), wantOK: true, wantText: "hi"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -146,11 +147,7 @@ func TestInboundFilters(t *testing.T) {
 }
 
 func allowUsers(us ...string) func(*Bot) {
-	return func(b *Bot) {
-		for _, u := range us {
-			b.allowUsers[strings.ToLower(u)] = true
-		}
-	}
+	return func(b *Bot) { b.users = toolkit.NewAccess(us) }
 }
 
 func TestReactionsMapping(t *testing.T) {
@@ -170,7 +167,7 @@ func TestReactionsMapping(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			u := telegramtest.Reaction(42, models.ChatTypePrivate, 77, alice, tt.old, tt.new)
-			rs := h.bot.reactions(u.MessageReaction)
+			rs := h.bot.reactionEvents(u.MessageReaction)
 			var got []string
 			for _, r := range rs {
 				sign := "-"
@@ -191,7 +188,7 @@ func TestReactionsMapping(t *testing.T) {
 	h2 := newHarness(t, func(c *config.Telegram, _ *Options) {
 		c.Reactions = config.Reactions{Positive: []string{"🤔"}, Negative: []string{"👍"}}
 	})
-	rs := h2.bot.reactions(telegramtest.Reaction(42, models.ChatTypePrivate, 1, alice, nil, []string{"👍", "🤔", "👎"}).MessageReaction)
+	rs := h2.bot.reactionEvents(telegramtest.Reaction(42, models.ChatTypePrivate, 1, alice, nil, []string{"👍", "🤔", "👎"}).MessageReaction)
 	pol := map[string]core.Polarity{}
 	for _, r := range rs {
 		pol[r.Emoji] = r.Polarity
@@ -356,32 +353,6 @@ func TestSendGivesUpOnOther400(t *testing.T) {
 	_, err := h.bot.Send(context.Background(), core.Outbound{Conversation: core.ConversationKey{Channel: Name, Chat: "42"}}, "hi")
 	if err == nil || core.ErrorKind(err) != core.KindBadRequest || strings.Contains(err.Error(), "SECRET") {
 		t.Fatalf("err = %v (kind %v), want a bad-request error without the token", err, core.ErrorKind(err))
-	}
-}
-
-func TestPacerSpacesBursts(t *testing.T) {
-	now := time.Unix(0, 0)
-	p := newPacer(time.Second, func() time.Time { return now })
-	var waits []time.Duration
-	for range 5 {
-		waits = append(waits, p.reserve(1, false))
-	}
-	want := []time.Duration{0, 0, 0, time.Second, 2 * time.Second}
-	if fmt.Sprint(waits) != fmt.Sprint(want) {
-		t.Errorf("private waits = %v, want %v", waits, want)
-	}
-	if w := p.reserve(2, false); w != 0 {
-		t.Errorf("another chat waited %v, want 0", w)
-	}
-	for range 3 {
-		p.reserve(3, true)
-	}
-	if w := p.reserve(3, true); w != 3*time.Second {
-		t.Errorf("group wait after a burst = %v, want 3s", w)
-	}
-	now = now.Add(time.Minute)
-	if w := p.reserve(1, false); w != 0 {
-		t.Errorf("wait after a quiet minute = %v, want 0", w)
 	}
 }
 

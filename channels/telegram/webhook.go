@@ -50,7 +50,7 @@ func (b *Bot) runWebhook(ctx context.Context, sink core.Sink) error {
 		}
 		return fmt.Errorf("telegram setWebhook %s (channels.telegram.webhook.url): %w", wh.URL, b.classify("setWebhook", err))
 	}
-	b.markOK()
+	b.health.Connected()
 	b.log.Info("Telegram webhook registered", "url", wh.URL, "listen", ln.Addr().String())
 	select {
 	case <-ctx.Done():
@@ -59,7 +59,7 @@ func (b *Bot) runWebhook(ctx context.Context, sink core.Sink) error {
 		if errors.Is(err, http.ErrServerClosed) {
 			return nil
 		}
-		b.markFailed(err)
+		b.health.Failed(err)
 		return fmt.Errorf("telegram webhook server on %s: %w", wh.Listen, err)
 	}
 }

@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/opentalon/opentalon/channels/console"
 	"github.com/opentalon/opentalon/config"
 	"github.com/opentalon/opentalon/core"
 	"github.com/opentalon/opentalon/orchestrator"
@@ -97,36 +96,13 @@ func BuildApp(ctx context.Context, cfg *config.Config, o AppOptions) (_ *App, er
 		Logger:         o.Logger,
 	})
 	a.addRouting()
-	if err := a.addChannels(ctx); err != nil {
+	if err := a.addChannels(); err != nil {
 		return nil, err
 	}
 	if cfg.Server.Listen != "" {
 		a.server = &http.Server{Handler: a.httpHandler(), ReadHeaderTimeout: 10 * time.Second}
 	}
 	return a, nil
-}
-
-func (a *App) addChannels(ctx context.Context) error {
-	n := 0
-	if a.cfg.Channels.Console.Enabled {
-		a.gateway.AddChannel(console.New(console.Options{
-			In:    a.opts.Stdin,
-			Out:   a.opts.Stdout,
-			OnEOF: func() { close(a.eof) },
-			Now:   a.opts.Now,
-		}))
-		n++
-	}
-	if a.cfg.Channels.Telegram.Enabled {
-		if err := a.addTelegram(ctx); err != nil {
-			return err
-		}
-		n++
-	}
-	if n == 0 {
-		return core.Errorf(core.KindInvalid, "no channel is enabled: set channels.console.enabled or channels.telegram.enabled to true")
-	}
-	return nil
 }
 
 // Run serves until ctx is cancelled, or, when the console is the only
@@ -162,7 +138,7 @@ func (a *App) Run(ctx context.Context) error {
 	if err := a.startPlugins(ctx, apiURL); err != nil {
 		return err
 	}
-	if a.consoleOnly() {
+	if consoleOnly(a.cfg) {
 		go a.stopWhenDrained(ctx, cancel)
 	}
 	gwDone := make(chan error, 1)
@@ -178,11 +154,6 @@ func (a *App) Run(ctx context.Context) error {
 		<-gwDone
 	}
 	return err
-}
-
-func (a *App) consoleOnly() bool {
-	c := a.cfg.Channels
-	return c.Console.Enabled && !c.Telegram.Enabled
 }
 
 // stopWhenDrained cancels the run once the console input has ended and the
@@ -240,6 +211,11 @@ func (a *App) httpHandler() http.Handler {
 func (a *App) ready(ctx context.Context) error {
 	if err := a.db.Ping(ctx); err != nil {
 		return fmt.Errorf("store: %w", err)
+	}
+	for _, st := range a.gateway.ChannelStates() {
+		if st.Err != nil {
+			return fmt.Errorf("channel %s: stopped (%v); restarting it (%d restarts so far)", st.Name, st.Err, st.Restarts)
+		}
 	}
 	for _, ch := range a.gateway.Channels() {
 		if hr, ok := ch.(core.HealthReporter); ok {

@@ -6,9 +6,11 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"text/tabwriter"
 	"time"
 
+	"github.com/opentalon/opentalon/config"
 	"github.com/opentalon/opentalon/core"
 )
 
@@ -79,4 +81,22 @@ func runUsage(ctx context.Context, db usageStore, now time.Time, args []string, 
 	}
 	fmt.Fprintf(tw, "TOTAL (last %s)\t%d\t%d\t%d\t%.4f\n", *since, total.Calls, total.InputTokens, total.OutputTokens, total.CostUSD)
 	return tw.Flush()
+}
+
+// cmdRouting runs `usage`, `affinity` and `bench`; each parses its own
+// flags, so only the global flags are taken out here.
+func cmdRouting(ctx context.Context, cmd string, g *globalFlags, args []string, io Stdio, env config.Env, log *slog.Logger) error {
+	args = g.extract(args)
+	if cmd == "bench" {
+		return runBenchRoute(ctx, args, io.Out)
+	}
+	cfg, db, err := openConfigStore(ctx, g, env, log)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	if cmd == "usage" {
+		return runUsage(ctx, db, time.Now(), args, io.Out)
+	}
+	return runAffinity(ctx, db, float64(cfg.Routing.Affinity.DecayDays), time.Now(), args, io.Out)
 }

@@ -3,4 +3,9 @@
 // explicitly (no init-time registries), and runs the subcommands. The
 // App type runs the whole gateway in-process so end-to-end tests can
 // drive it through the console channel and fake servers.
+//
+// The wiring is named by what it wires: app.go (the App, its HTTP server
+// and `run`), channels.go (the list of channels), router.go (providers,
+// catalog, router, /model and escalation), plugins.go (tool plugins,
+// guard, the plugin LLM API); cli.go and cmd_*.go hold the subcommands.
 package main

@@ -2,27 +2,12 @@ package main
 
 import (
 	"context"
-	"log/slog"
 	"net/http"
-	"time"
 
-	"github.com/opentalon/opentalon/config"
-	"github.com/opentalon/opentalon/core"
 	"github.com/opentalon/opentalon/guard"
 	"github.com/opentalon/opentalon/orchestrator"
 	"github.com/opentalon/opentalon/plugins"
-	"github.com/opentalon/opentalon/routing"
 )
-
-// addTelegram adds the Telegram channel (channels.telegram).
-func (a *App) addTelegram(context.Context) error {
-	ch, err := newTelegramChannel(a.cfg.Channels.Telegram, a.log, a.opts.Now)
-	if err != nil {
-		return err
-	}
-	a.gateway.AddChannel(ch)
-	return nil
-}
 
 // buildTools builds the tool registry and the guard pipeline every plugin
 // result passes (plugins.tools). The plugin processes start in Run.
@@ -74,32 +59,3 @@ func (a *App) startPlugins(ctx context.Context, apiURL string) error {
 func (a *App) mountPluginAPI(mux *http.ServeMux) {
 	mux.Handle("POST "+plugins.GeneratePath, plugins.NewGenerateHandler(a.router, a.cfg.Server.APIKey.Value(), a.log))
 }
-
-// addRouting registers the /model family, /retry and the escalation
-// interceptor (rejections re-answered by the next model).
-func (a *App) addRouting() {
-	for _, c := range a.router.Commands(a.db, a.db) {
-		a.gateway.AddCommand(c)
-	}
-	a.gateway.AddInterceptor(routing.NewEscalator(a.router, a.agent, a.db, a.log))
-}
-
-// cmdRouting runs `usage`, `affinity` and `bench`; each parses its own
-// flags, so only the global flags are taken out here.
-func cmdRouting(ctx context.Context, cmd string, g *globalFlags, args []string, io Stdio, env config.Env, log *slog.Logger) error {
-	args = g.extract(args)
-	if cmd == "bench" {
-		return runBenchRoute(ctx, args, io.Out)
-	}
-	cfg, db, err := openConfigStore(ctx, g, env, log)
-	if err != nil {
-		return err
-	}
-	defer db.Close()
-	if cmd == "usage" {
-		return runUsage(ctx, db, time.Now(), args, io.Out)
-	}
-	return runAffinity(ctx, db, float64(cfg.Routing.Affinity.DecayDays), time.Now(), args, io.Out)
-}
-
-var _ core.Interceptor = (*routing.Escalator)(nil)

@@ -155,19 +155,7 @@ func buildRouter(cfg *config.Config, db *store.DB, now func() time.Time, log *sl
 			profiles[id] = []routing.Profile{{ID: id + ":default", Provider: id, Key: core.Secret(p.APIKey.Value())}}
 		}
 	}
-	chatModels := map[string]map[string]string{}
-	channelModels := map[string]string{}
-	add := func(ch, model string, models map[string]string) {
-		if model != "" {
-			channelModels[ch] = model
-		}
-		if len(models) > 0 {
-			chatModels[ch] = models
-		}
-	}
-	add("telegram", cfg.Channels.Telegram.Model, cfg.Channels.Telegram.Models)
-	add("slack", cfg.Channels.Slack.Model, cfg.Channels.Slack.Models)
-	add("discord", cfg.Channels.Discord.Model, cfg.Channels.Discord.Models)
+	channelModels, chatModels := channelModels(cfg)
 	cd := cfg.Auth.Cooldowns
 	return routing.New(routing.Options{
 		Providers:          providers,
@@ -194,4 +182,13 @@ func buildRouter(cfg *config.Config, db *store.DB, now func() time.Time, log *sl
 		Now:      now,
 		Log:      log,
 	})
+}
+
+// addRouting registers the /model family, /retry and the escalation
+// interceptor (rejections re-answered by the next model).
+func (a *App) addRouting() {
+	for _, c := range a.router.Commands(a.db, a.db) {
+		a.gateway.AddCommand(c)
+	}
+	a.gateway.AddInterceptor(routing.NewEscalator(a.router, a.db, a.log))
 }

@@ -1,0 +1,20 @@
+// Package toolkit holds the behaviour every chat platform adapter shares,
+// so a platform package keeps only its wire protocol, its formatting and
+// its ids:
+//
+//   - Access: the allow_users / allow_chats lists of the common channel
+//     block (and any further list a platform adds, such as Discord guilds);
+//   - Trigger: when a group or channel message is for the bot;
+//   - Reactions: the emoji → polarity map with emoji variants folded, and
+//     the old → new reaction diff turned into core.Reaction events;
+//   - Pacer and Limiter: per-conversation token buckets and a limit across
+//     all conversations, combined by Pace; a paced send waits in the
+//     channel's Send, which the gateway calls outside its queue workers;
+//   - Working: the typing indicator and ack reaction loop;
+//   - Health: connected, last event received, last error, for /readyz
+//     and /status;
+//   - Scrubber: secrets removed from error texts;
+//   - Sleep: a context-aware wait.
+//
+// toolkit imports core and config only; platform packages import it.
+package toolkit

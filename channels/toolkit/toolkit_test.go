@@ -1,0 +1,342 @@
+package toolkit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"math/rand/v2"
+	"reflect"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/opentalon/opentalon/config"
+	"github.com/opentalon/opentalon/core"
+)
+
+func TestAccess(t *testing.T) {
+	tests := []struct {
+		list []string
+		ids  []string
+		want bool
+	}{
+		{nil, []string{"42"}, true},
+		{[]string{"42"}, []string{"42"}, true},
+		{[]string{"42"}, []string{"43"}, false},
+		{[]string{"@Bob"}, []string{"7", "bob"}, true},
+		{[]string{"bob"}, []string{"7", "@BOB"}, true},
+		{[]string{"bob"}, []string{"7", ""}, false},
+		{[]string{" 42 "}, []string{"42"}, true},
+		{[]string{""}, []string{""}, true}, // only blanks: the list is empty
+	}
+	for _, tt := range tests {
+		if got := NewAccess(tt.list).Allows(tt.ids...); got != tt.want {
+			t.Errorf("NewAccess(%q).Allows(%q) = %v, want %v", tt.list, tt.ids, got, tt.want)
+		}
+	}
+}
+
+func TestTrigger(t *testing.T) {
+	tests := []struct {
+		trigger string
+		a       Addressing
+		want    bool
+	}{
+		{config.TriggerMention, Addressing{}, false},
+		{"", Addressing{}, false},
+		{config.TriggerMention, Addressing{Private: true}, true},
+		{config.TriggerMention, Addressing{Mentioned: true}, true},
+		{config.TriggerMention, Addressing{ReplyToBot: true}, true},
+		{config.TriggerMention, Addressing{Command: true}, true},
+		{config.TriggerAll, Addressing{}, true},
+	}
+	for _, tt := range tests {
+		if got := Trigger(tt.trigger).Admits(tt.a); got != tt.want {
+			t.Errorf("Trigger(%q).Admits(%+v) = %v, want %v", tt.trigger, tt.a, got, tt.want)
+		}
+	}
+}
+
+func TestNormEmoji(t *testing.T) {
+	for in, want := range map[string]string{
+		"❤️":              "❤",
+		"❤":               "❤",
+		"👍🏽":              "👍",
+		" 👎 ":             "👎",
+		":+1:":            "+1",
+		"+1::skin-tone-3": "+1",
+		"Thumbsdown":      "thumbsdown",
+		"👨‍👩‍👧":           "👨‍👩‍👧", // a ZWJ sequence stays whole
+	} {
+		if got := NormEmoji(in); got != want {
+			t.Errorf("NormEmoji(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+func TestReactionsPolarityAndEvents(t *testing.T) {
+	r := NewReactions(config.Reactions{Positive: []string{"👍", "❤️", "+1"}, Negative: []string{"👎"}})
+	for e, want := range map[string]core.Polarity{"👍🏿": core.Positive, "❤": core.Positive, "+1::skin-tone-2": core.Positive, "👎": core.Negative} {
+		if p, ok := r.Polarity(e); !ok || p != want {
+			t.Errorf("Polarity(%q) = %v, %v; want %v", e, p, ok, want)
+		}
+	}
+	if _, ok := r.Polarity("🤔"); ok {
+		t.Error("🤔 is not a signal")
+	}
+	added, removed := r.Diff([]string{"👍", "🤔", "❤️"}, []string{"❤", "👎", "🎉", "👎"})
+	if !reflect.DeepEqual(added, []string{"👎"}) || !reflect.DeepEqual(removed, []string{"👍"}) {
+		t.Fatalf("Diff = +%q -%q, want +[👎] -[👍]", added, removed)
+	}
+	base := core.Reaction{Conversation: core.ConversationKey{Channel: "x", Chat: "c"}, EventID: "m1:u1:100", MessageID: "m1", UserID: "u1"}
+	evs := r.Events(base, []string{"👍"}, []string{"👎"})
+	if len(evs) != 2 {
+		t.Fatalf("events = %+v", evs)
+	}
+	if evs[0].Added || evs[0].Polarity != core.Positive || evs[0].EventID != "m1:u1:100:-👍" {
+		t.Errorf("first event (removal) = %+v", evs[0])
+	}
+	if !evs[1].Added || evs[1].Polarity != core.Negative || evs[1].EventID != "m1:u1:100:+👎" || evs[1].MessageID != "m1" {
+		t.Errorf("second event (addition) = %+v", evs[1])
+	}
+}
+
+// clock is a fake clock advanced by the fake sleep.
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func newClock() *clock { return &clock{t: time.Unix(1_700_000_000, 0)} }
+func (c *clock) now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+func (c *clock) advance(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
+
+func TestPacerBurstThenGap(t *testing.T) {
+	c := newClock()
+	p := NewPacer(PacerOptions{Gap: time.Second, Now: c.now})
+	var waits []time.Duration
+	for range 6 {
+		waits = append(waits, p.Reserve("chat", false))
+	}
+	want := []time.Duration{0, 0, 0, time.Second, 2 * time.Second, 3 * time.Second}
+	if !reflect.DeepEqual(waits, want) {
+		t.Errorf("private waits = %v, want %v", waits, want)
+	}
+	// Another conversation has its own bucket; a group's gap is 3s.
+	if w := p.Reserve("other", false); w != 0 {
+		t.Errorf("other conversation waits %v", w)
+	}
+	var gw []time.Duration
+	for range 4 {
+		gw = append(gw, p.Reserve("group", true))
+	}
+	if !reflect.DeepEqual(gw, []time.Duration{0, 0, 0, 3 * time.Second}) {
+		t.Errorf("group waits = %v", gw)
+	}
+	// After a quiet spell the bucket is full again.
+	c.advance(time.Minute)
+	if w := p.Reserve("chat", false); w != 0 {
+		t.Errorf("after a minute the chat waits %v", w)
+	}
+	if off := NewPacer(PacerOptions{Gap: -1}); off.Reserve("x", false)+off.Reserve("x", false)+off.Reserve("x", false)+off.Reserve("x", false) != 0 {
+		t.Error("a negative gap must turn pacing off")
+	}
+}
+
+// TestPacerQuickQuestionsAndLongRun: questions sent one after the other
+// (each when the previous answer arrived, a few hundred ms apart) are not
+// delayed at first, and a long run of them settles at one per gap.
+func TestPacerQuickQuestionsAndLongRun(t *testing.T) {
+	c := newClock()
+	p := NewPacer(PacerOptions{Gap: time.Second, Now: c.now})
+	var sent []time.Time
+	for i := range 30 {
+		w := p.Reserve("chat", false)
+		if i < 3 && w != 0 {
+			t.Fatalf("quick question %d waited %v", i+1, w)
+		}
+		c.advance(w)
+		sent = append(sent, c.now())
+		c.advance(300 * time.Millisecond) // the user reads and asks again
+	}
+	rate := float64(len(sent)-11) / sent[len(sent)-1].Sub(sent[10]).Seconds()
+	if rate < 0.9 || rate > 1.1 {
+		t.Errorf("steady rate = %.2f/s, want about 1/s", rate)
+	}
+}
+
+// maxInWindow returns the most events within any window of length w.
+func maxInWindow(ts []time.Time, w time.Duration) int {
+	best := 0
+	for i := range ts {
+		n := 0
+		for j := i; j < len(ts) && ts[j].Sub(ts[i]) < w; j++ {
+			n++
+		}
+		best = max(best, n)
+	}
+	return best
+}
+
+func TestLimiterNeverExceedsNPerWindow(t *testing.T) {
+	for seed := range uint64(20) {
+		rnd := rand.New(rand.NewPCG(seed, 1))
+		c := newClock()
+		l := NewLimiter(30, time.Second, c.now)
+		var at []time.Time
+		for range 500 {
+			// Callers arrive at random moments, often in bursts.
+			if rnd.IntN(4) == 0 {
+				c.advance(time.Duration(rnd.IntN(200)) * time.Millisecond)
+			}
+			at = append(at, c.now().Add(l.Reserve()))
+		}
+		sortTimes(at)
+		if n := maxInWindow(at, time.Second); n > 30 {
+			t.Fatalf("seed %d: %d sends within one second, want <= 30", seed, n)
+		}
+	}
+	if NewLimiter(0, time.Second, nil).Reserve() != 0 {
+		t.Error("a nil limiter must not wait")
+	}
+}
+
+func TestLimiterBurstOf50(t *testing.T) {
+	c := newClock()
+	l := NewLimiter(30, time.Second, c.now)
+	var waits []time.Duration
+	for range 50 {
+		waits = append(waits, l.Reserve())
+	}
+	for i, w := range waits {
+		want := time.Duration(0)
+		if i >= 30 {
+			want = time.Second
+		}
+		if w != want {
+			t.Fatalf("send %d waits %v, want %v", i, w, want)
+		}
+	}
+}
+
+func sortTimes(ts []time.Time) {
+	for i := 1; i < len(ts); i++ {
+		for j := i; j > 0 && ts[j].Before(ts[j-1]); j-- {
+			ts[j], ts[j-1] = ts[j-1], ts[j]
+		}
+	}
+}
+
+func TestPaceWaitsForBoth(t *testing.T) {
+	c := newClock()
+	var slept []time.Duration
+	pace := Pace{
+		Pacer:   NewPacer(PacerOptions{Gap: time.Second, Burst: 1, Now: c.now}),
+		Limiter: NewLimiter(2, time.Second, c.now),
+		Sleep: func(ctx context.Context, d time.Duration) error {
+			slept = append(slept, d)
+			c.advance(d)
+			return ctx.Err()
+		},
+	}
+	ctx := context.Background()
+	for _, key := range []string{"a", "b", "c", "a"} {
+		if err := pace.Wait(ctx, key, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// a, b at once; c waits for the global window; a again is past its gap.
+	want := []time.Duration{0, 0, 0, 0, 0, time.Second, 0, 0}
+	if !reflect.DeepEqual(slept, want) {
+		t.Errorf("sleeps = %v, want %v", slept, want)
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	if err := (Pace{}).Wait(cctx, "x", false); !errors.Is(err, context.Canceled) {
+		t.Errorf("Wait on a cancelled context = %v", err)
+	}
+}
+
+func TestWorkingTypingAckUnack(t *testing.T) {
+	var mu sync.Mutex
+	var events []string
+	rec := func(s string) func(context.Context) {
+		return func(context.Context) { mu.Lock(); events = append(events, s); mu.Unlock() }
+	}
+	stop := Working(context.Background(), WorkingOptions{Typing: rec("typing"), Every: 5 * time.Millisecond, Ack: rec("ack"), Unack: rec("unack")})
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		mu.Lock()
+		n := strings.Count(strings.Join(events, ","), "typing")
+		mu.Unlock()
+		if n >= 3 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	stop()
+	stop() // a second stop is harmless
+	mu.Lock()
+	defer mu.Unlock()
+	if len(events) < 5 || events[0] != "ack" || events[1] != "typing" || events[len(events)-1] != "unack" {
+		t.Errorf("events = %v, want ack, typing at least three times, unack last", events)
+	}
+}
+
+func TestHealth(t *testing.T) {
+	c := newClock()
+	h := NewHealth("tg", time.Minute, c.now)
+	if err := h.Healthy(); err == nil || !strings.Contains(err.Error(), "not started") {
+		t.Errorf("before start: %v", err)
+	}
+	h.Starting()
+	if err := h.Healthy(); err != nil {
+		t.Errorf("just started: %v", err)
+	}
+	c.advance(2 * time.Minute)
+	if err := h.Healthy(); err == nil || !strings.Contains(err.Error(), "not connected yet") {
+		t.Errorf("never connected for 2m: %v", err)
+	}
+	h.Connected()
+	h.Event()
+	if err := h.Healthy(); err != nil || !h.LastEvent().Equal(c.now()) {
+		t.Errorf("connected: %v, last event %v", err, h.LastEvent())
+	}
+	h.Failed(errors.New("409 conflict"))
+	c.advance(30 * time.Second)
+	if err := h.Healthy(); err != nil {
+		t.Errorf("within the grace period: %v", err)
+	}
+	c.advance(31 * time.Second)
+	if err := h.Healthy(); err == nil || !strings.Contains(err.Error(), "409 conflict") {
+		t.Errorf("past the grace period: %v", err)
+	}
+	h.Connected()
+	h.Down(errors.New("invalid_auth"))
+	if err := h.Healthy(); err == nil || !strings.Contains(err.Error(), "invalid_auth") {
+		t.Errorf("down: %v", err)
+	}
+}
+
+func TestScrubber(t *testing.T) {
+	s := NewScrubber("123:SECRET", "")
+	err := fmt.Errorf("post https://api/bot123:SECRET/getMe: %w", fs.ErrNotExist)
+	got := s.Error(err)
+	if strings.Contains(got.Error(), "SECRET") || !strings.Contains(got.Error(), "<token>") || !errors.Is(got, fs.ErrNotExist) {
+		t.Errorf("scrubbed = %v (Is ErrNotExist: %v)", got, errors.Is(got, fs.ErrNotExist))
+	}
+	plain := errors.New("nothing to hide")
+	if s.Error(plain) != plain || s.Error(nil) != nil {
+		t.Error("an error without a secret must be returned as is")
+	}
+}

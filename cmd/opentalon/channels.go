@@ -1,0 +1,103 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/opentalon/opentalon/channels/console"
+	"github.com/opentalon/opentalon/channels/telegram"
+	"github.com/opentalon/opentalon/config"
+	"github.com/opentalon/opentalon/core"
+)
+
+// channelBuild builds one platform's channel from the config; it touches
+// no network (the gateway runs it).
+type channelBuild func(a *App) (core.Channel, error)
+
+// channelBuilds is the one list of the channels this binary has, by the
+// name of their block under channels (config.Channels.Sections). Adding a
+// platform is its package plus one entry here.
+func channelBuilds() map[string]channelBuild {
+	return map[string]channelBuild{
+		config.ChannelConsole:  buildConsole,
+		config.ChannelTelegram: buildTelegram,
+	}
+}
+
+func buildConsole(a *App) (core.Channel, error) {
+	return console.New(console.Options{
+		In:    a.opts.Stdin,
+		Out:   a.opts.Stdout,
+		OnEOF: func() { close(a.eof) },
+		Now:   a.opts.Now,
+	}), nil
+}
+
+func buildTelegram(a *App) (core.Channel, error) {
+	return telegram.New(telegram.Options{Config: a.cfg.Channels.Telegram, Logger: a.log, Now: a.opts.Now})
+}
+
+// enabledChannels lists the names of the enabled channel blocks in the
+// config's order.
+func enabledChannels(cfg *config.Config) []string {
+	var out []string
+	for _, sec := range cfg.Channels.Sections() {
+		if sec.Enabled {
+			out = append(out, sec.Name)
+		}
+	}
+	return out
+}
+
+// addChannels builds every enabled channel and hands it to the gateway;
+// Close closes them.
+func (a *App) addChannels() error {
+	builds := channelBuilds()
+	names := enabledChannels(a.cfg)
+	if len(names) == 0 {
+		var all []string
+		for _, sec := range a.cfg.Channels.Sections() {
+			all = append(all, "channels."+sec.Name+".enabled")
+		}
+		return core.Errorf(core.KindInvalid, "no channel is enabled: set one of %s to true", strings.Join(all, ", "))
+	}
+	for _, name := range names {
+		build, ok := builds[name]
+		if !ok {
+			return core.Errorf(core.KindInvalid, "the %s channel is not built in this version; set channels.%s.enabled: false", name, name)
+		}
+		ch, err := build(a)
+		if err != nil {
+			return fmt.Errorf("channels.%s: %w", name, err)
+		}
+		a.gateway.AddChannel(ch)
+		a.closers = append(a.closers, ch.Close)
+	}
+	return nil
+}
+
+// consoleOnly says the console is the only enabled channel: then the end
+// of its input, once every message is answered, ends the run.
+func consoleOnly(cfg *config.Config) bool {
+	names := enabledChannels(cfg)
+	return len(names) == 1 && names[0] == config.ChannelConsole
+}
+
+// channelModels returns the per-channel and per-chat models of the
+// enabled channels (channels.<x>.model and channels.<x>.models), the same
+// ones config.ModelRefs lists.
+func channelModels(cfg *config.Config) (perChannel map[string]string, perChat map[string]map[string]string) {
+	perChannel, perChat = map[string]string{}, map[string]map[string]string{}
+	for _, sec := range cfg.Channels.Sections() {
+		if !sec.Enabled || sec.Common == nil {
+			continue
+		}
+		if sec.Common.Model != "" {
+			perChannel[sec.Name] = sec.Common.Model
+		}
+		if len(sec.Common.Models) > 0 {
+			perChat[sec.Name] = sec.Common.Models
+		}
+	}
+	return perChannel, perChat
+}

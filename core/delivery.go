@@ -1,0 +1,101 @@
+package core
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+)
+
+// saveReply stores the answer to a queue item, formatted for the channel,
+// with the turn's history entries in one transaction.
+func (g *Gateway) saveReply(ctx context.Context, ch Channel, requestID, sessionID int64, conv ConversationKey, ans *Answer) (*Reply, error) {
+	r := &Reply{
+		RequestID:    requestID,
+		SessionID:    sessionID,
+		Conversation: conv,
+		Text:         ans.Text,
+		Parts:        ch.Format(ans.Text),
+		Model:        ans.Model,
+		TaskType:     ans.TaskType,
+		Reason:       ans.Reason,
+		Usage:        ans.Usage,
+		CreatedAt:    g.now(),
+	}
+	r.Sent = make([]string, len(r.Parts))
+	var err error
+	if r.ID, err = g.store.SaveReply(ctx, r, ans.Messages); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// deliver sends the parts of r not sent yet, recording each as it goes.
+// The channel's Send paces itself; it is called outside the workers.
+func (g *Gateway) deliver(ctx context.Context, ch Channel, in Inbound, r *Reply) error {
+	for i, part := range r.Parts {
+		if i < len(r.Sent) && r.Sent[i] != "" {
+			continue
+		}
+		to := Outbound{Conversation: r.Conversation, ReplyTo: in.MessageID, Meta: in.Meta, Part: i, Parts: len(r.Parts)}
+		id, err := ch.Send(ctx, to, part)
+		if err != nil {
+			return fmt.Errorf("send part %d/%d: %w", i+1, len(r.Parts), err)
+		}
+		if id == "" {
+			id = "-"
+		}
+		if err := g.store.MarkSent(context.WithoutCancel(ctx), r.ID, i, id); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// apologize tells the user, best effort, that their message failed.
+func (g *Gateway) apologize(ctx context.Context, it QueueItem, cause error, log *slog.Logger) {
+	ch, ok := g.channels[it.Conversation.Channel]
+	if !ok {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	in := *it.Message
+	parts := ch.Format(UserMessage(cause))
+	for i, part := range parts {
+		if _, err := ch.Send(ctx, Outbound{Conversation: in.Conversation, ReplyTo: in.MessageID, Meta: in.Meta, Part: i, Parts: len(parts)}, part); err != nil {
+			log.Error("send error reply", "err", err)
+			return
+		}
+	}
+}
+
+// UserMessage is the short text a user sees when their request failed.
+func UserMessage(err error) string {
+	const pre = "Sorry, I could not answer that: "
+	switch ErrorKind(err) {
+	case KindRateLimited:
+		if d := RetryAfter(err); d > 0 {
+			return pre + fmt.Sprintf("the AI provider is rate limiting me. Please try again in %s.", d.Round(time.Second))
+		}
+		return pre + "the AI provider is rate limiting me. Please try again in a minute."
+	case KindAuth:
+		return pre + "the AI provider refused my credentials. The operator has been told (see the log)."
+	case KindBilling:
+		return pre + "the AI provider's quota or credit is used up. The operator has been told (see the log)."
+	case KindUnavailable, KindTimeout:
+		return pre + "the AI provider is not answering right now. Please try again later."
+	case KindContextTooLong:
+		return pre + "the conversation is too long for the model. Send /new to start a fresh one."
+	case KindMalformed:
+		return pre + "the AI provider sent an answer I could not read. The error is logged; please try again."
+	case KindInvalid, KindBadRequest:
+		var e *Error
+		if errors.As(err, &e) && e.Msg != "" {
+			return pre + e.Msg // the cause stays in the log
+		}
+		return pre + "the request was not valid."
+	}
+	return pre + "something went wrong on my side. The error is logged; please try again."
+}

@@ -1,0 +1,138 @@
+package core
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+)
+
+// Interceptor looks at each message before the commands and the agent
+// (quality-signal follow-ups, escalation). It decides what to answer and
+// never calls the agent itself: the gateway turns its decision into work.
+type Interceptor interface {
+	Intercept(ctx context.Context, req CommandRequest) (Decision, error)
+}
+
+// ReactionInterceptor is an optional Interceptor capability: it may ask
+// for an answer to a judged reaction (routing re-answers a 👎 on the
+// latest answer with the next model when routing.escalate_on_reaction is
+// on). The gateway has already recorded the reaction's signal.
+type ReactionInterceptor interface {
+	InterceptReaction(ctx context.Context, r Reaction, judged *Reply, s Session) (Decision, error)
+}
+
+// Decision is an interceptor's verdict on a message. The zero Decision
+// lets the message go on to the commands and the agent.
+type Decision struct {
+	// Reply answers the message with this text as it is, like a command.
+	Reply string
+	// Turn answers the message by answering this turn instead, through the
+	// same pipeline as every answer (pre-hooks, agent, post-hooks).
+	Turn *TurnOverride
+}
+
+// Taken reports whether the interceptor took the message.
+func (d Decision) Taken() bool { return d.Reply != "" || d.Turn != nil }
+
+// TurnOverride describes a turn answered in place of the message as
+// written: an earlier question answered again (/retry, "no, try again",
+// a 👎 re-answer).
+type TurnOverride struct {
+	// Text is the text to answer.
+	Text string
+	// Retry says the history already ends with Text: the agent answers it
+	// again instead of appending it.
+	Retry bool
+	// Model forces a model ("" = the router chooses); Exclude lists models
+	// that must not answer.
+	Model   string
+	Exclude []string
+	// Finish, when set, sees the agent's answer before the post-hooks: it
+	// learns which model answered and may add a note to the text.
+	Finish func(*Answer)
+}
+
+// droppedError ends a request a pre-hook dropped: it is recorded as done
+// with the reason, and nothing is sent.
+type droppedError struct{ reason string }
+
+func (e *droppedError) Error() string {
+	if e.reason == "" {
+		return "dropped by a pre-hook"
+	}
+	return "dropped by a pre-hook: " + e.reason
+}
+
+// answerMessage produces the answer to a message: an interceptor's
+// decision, a command's reply, or the message itself through the turn
+// pipeline.
+func (g *Gateway) answerMessage(ctx context.Context, req CommandRequest, log *slog.Logger) (*Answer, error) {
+	for _, ic := range g.interceptors {
+		d, err := ic.Intercept(ctx, req)
+		if err != nil {
+			return nil, err
+		}
+		if d.Taken() {
+			return g.decide(ctx, req, d, log)
+		}
+	}
+	if name, args, ok := ParseCommand(req.In.Text); ok {
+		req.Args = args
+		cmd, known := g.commands.byName[name]
+		if !known {
+			return &Answer{Text: fmt.Sprintf("Unknown command /%s. Send /help for the list of commands.", name)}, nil
+		}
+		text, err := cmd.Run(ctx, req)
+		if err != nil {
+			return nil, fmt.Errorf("command /%s: %w", name, err)
+		}
+		return &Answer{Text: text}, nil
+	}
+	return g.runTurn(ctx, req, TurnOverride{Text: req.In.Text}, log)
+}
+
+// decide turns an interceptor's decision into the answer.
+func (g *Gateway) decide(ctx context.Context, req CommandRequest, d Decision, log *slog.Logger) (*Answer, error) {
+	if d.Turn != nil {
+		return g.runTurn(ctx, req, *d.Turn, log)
+	}
+	return &Answer{Text: d.Reply}, nil
+}
+
+// runTurn is the one path of every answer the agent gives: pre-hooks →
+// agent → post-hooks. A pre-hook may drop the turn (a *droppedError) or
+// answer it itself.
+func (g *Gateway) runTurn(ctx context.Context, req CommandRequest, t TurnOverride, log *slog.Logger) (*Answer, error) {
+	hin := HookInput{In: req.In, Session: req.Session, Text: t.Text}
+	h := g.opts.Hooks
+	if h != nil {
+		pre, err := h.Pre(ctx, hin)
+		if err != nil {
+			return nil, fmt.Errorf("pre-hooks: %w", err)
+		}
+		if pre.Reply != "" {
+			log.Info("answered by a pre-hook", "dropped", pre.Drop, "reason", pre.Reason)
+			return &Answer{Text: pre.Reply}, nil
+		}
+		if pre.Drop {
+			return nil, &droppedError{reason: pre.Reason}
+		}
+		hin.Text, hin.Metadata = pre.Text, pre.Metadata
+	}
+	ans, err := g.agent.Answer(ctx, Turn{
+		RequestID: req.RequestID, Session: req.Session, In: req.In, Text: hin.Text,
+		Model: t.Model, Exclude: t.Exclude, Retry: t.Retry, Metadata: hin.Metadata,
+	})
+	if err != nil {
+		return nil, err
+	}
+	if t.Finish != nil {
+		t.Finish(&ans)
+	}
+	if h != nil {
+		if ans.Text, err = h.Post(ctx, hin, ans.Text); err != nil {
+			return nil, fmt.Errorf("post-hooks: %w", err)
+		}
+	}
+	return &ans, nil
+}
