@@ -84,6 +84,43 @@ func TestImportRules(t *testing.T) {
 	}
 }
 
+// sharedChannelPackages are the packages under channels/ every platform
+// may use; every other folder under channels/ is a platform.
+var sharedChannelPackages = map[string]bool{"textfmt": true, "toolkit": true, "channeltest": true}
+
+// TestPlatformsImportNoOtherPlatform: a platform package under channels/
+// may import core, config and the shared channel packages, never another
+// platform (its own subpackages, such as telegramtest, are its own).
+func TestPlatformsImportNoOtherPlatform(t *testing.T) {
+	for dir, files := range goPackages(t) {
+		parts := strings.Split(dir, "/")
+		if parts[0] != "channels" || len(parts) < 2 {
+			continue
+		}
+		own := parts[1]
+		for _, f := range files {
+			af, err := parser.ParseFile(token.NewFileSet(), f, nil, parser.ImportsOnly)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, imp := range af.Imports {
+				p, _ := strconv.Unquote(imp.Path.Value)
+				rest, ok := strings.CutPrefix(p, module+"channels/")
+				if !ok {
+					continue
+				}
+				target, _, _ := strings.Cut(rest, "/")
+				if target != own && !sharedChannelPackages[target] {
+					t.Errorf("%s imports %s: a channel package may import only core, config and the shared channel packages (%v), never another platform", f, p, sharedChannelPackages)
+				}
+				if sharedChannelPackages[own] && !sharedChannelPackages[target] {
+					t.Errorf("%s imports %s: a shared channel package must not depend on a platform", f, p)
+				}
+			}
+		}
+	}
+}
+
 func TestEveryPackageHasDoc(t *testing.T) {
 	for dir := range goPackages(t) {
 		if dir == "." || strings.Contains(dir, "/testdata") {

@@ -55,7 +55,11 @@ func allKeys(t reflect.Type) []string {
 		return nil
 	}
 	for i := 0; i < t.NumField(); i++ {
-		tag, _, _ := strings.Cut(t.Field(i).Tag.Get("yaml"), ",")
+		tag, opts, _ := strings.Cut(t.Field(i).Tag.Get("yaml"), ",")
+		if tag == "" && opts == "inline" {
+			out = append(out, allKeys(t.Field(i).Type)...)
+			continue
+		}
 		if tag == "" || tag == "-" {
 			continue
 		}

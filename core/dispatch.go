@@ -19,6 +19,9 @@ import (
 func (g *Gateway) Run(ctx context.Context, grace time.Duration) error {
 	n, err := g.store.RequeueRunning(ctx)
 	if err != nil {
+		if ctx.Err() != nil {
+			return nil // stopped before it started
+		}
 		return fmt.Errorf("requeue interrupted requests: %w", err)
 	}
 	if n > 0 {

@@ -73,16 +73,22 @@ func (s *signals) RecordSignal(_ context.Context, sig core.Signal) error {
 }
 
 type rig struct {
-	t    *testing.T
-	db   *store.DB
-	g    *core.Gateway
-	ch   *fakeChannel
-	ag   *fakeAgent
+	t  *testing.T
+	db *store.DB
+	g  *core.Gateway
+	ch *fakeChannel
+
 	sig  *signals
 	stop func()
 }
 
 func newRig(t *testing.T, ag *fakeAgent, ch *fakeChannel, setup func(*core.Gateway)) *rig {
+	t.Helper()
+	return newRigWith(t, ag, ch, nil, setup)
+}
+
+// newRigWith is newRig with any agent and the given hooks.
+func newRigWith(t *testing.T, ag core.Agent, ch *fakeChannel, hooks core.Hooks, setup func(*core.Gateway)) *rig {
 	t.Helper()
 	db, err := store.Open(context.Background(), t.TempDir(), store.Options{})
 	if err != nil {
@@ -93,7 +99,7 @@ func newRig(t *testing.T, ag *fakeAgent, ch *fakeChannel, setup func(*core.Gatew
 		ch.notify = make(chan string, 100)
 	}
 	sig := &signals{}
-	g := core.New(core.Options{Store: db, Agent: ag, Signals: sig, Workers: 2, MaxAttempts: 3,
+	g := core.New(core.Options{Store: db, Agent: ag, Hooks: hooks, Signals: sig, Workers: 2, MaxAttempts: 3,
 		Backoff: func(int) time.Duration { return time.Millisecond }})
 	g.AddChannel(ch)
 	if setup != nil {
@@ -102,7 +108,7 @@ func newRig(t *testing.T, ag *fakeAgent, ch *fakeChannel, setup func(*core.Gatew
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error)
 	go func() { done <- g.Run(ctx, 5*time.Second) }()
-	r := &rig{t: t, db: db, g: g, ch: ch, ag: ag, sig: sig}
+	r := &rig{t: t, db: db, g: g, ch: ch, sig: sig}
 	r.stop = func() {
 		cancel()
 		if err := <-done; err != nil {

@@ -30,12 +30,14 @@ const token = "987654:e2e-SECRET-token"
 type echoAgent struct {
 	mu    sync.Mutex
 	turns []core.Turn
+	at    []time.Time // when each turn was asked
 	reply func(core.Turn) string
 }
 
 func (a *echoAgent) Answer(_ context.Context, t core.Turn) (core.Answer, error) {
 	a.mu.Lock()
 	a.turns = append(a.turns, t)
+	a.at = append(a.at, time.Now())
 	a.mu.Unlock()
 	text := "echo: " + t.Text
 	if a.reply != nil {
@@ -101,12 +103,24 @@ func instantSleep(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// startE2E runs gateway + channel until the test ends. wrap may replace
-// the channel registered with the gateway.
+// startE2E runs gateway + channel until the test ends, with pacing and
+// the global send limit reduced to token pauses. wrap may replace the
+// channel registered with the gateway.
 func startE2E(tb testing.TB, wrap func(*telegram.Bot) core.Channel) *e2e {
 	tb.Helper()
+	return startE2EWith(tb, instantSleep, wrap)
+}
+
+// startE2EWith is startE2E with the bot's sleep (nil: real waits, so the
+// platform's pacing and limits hold).
+func startE2EWith(tb testing.TB, sleep func(context.Context, time.Duration) error, wrap func(*telegram.Bot) core.Channel) *e2e {
+	tb.Helper()
 	srv := telegramtest.New(tb, token)
-	bot, err := telegram.New(botOptions(srv, instantSleep))
+	o := botOptions(srv, sleep)
+	if sleep == nil {
+		o.SendGap = 0 // the default pacing
+	}
+	bot, err := telegram.New(o)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -409,6 +423,48 @@ func BenchmarkInboundToReply(b *testing.B) {
 	b.ReportMetric(pct(0.50), "p50-ms")
 	b.ReportMetric(pct(0.99), "p99-ms")
 	b.ReportMetric(float64(len(lat))/float64(b.N), "replies/op")
+}
+
+// TestE2EBurstStaysUnderTheGlobalLimit: 50 chats write at once. Every
+// LLM request goes out at once (a reply waiting for the platform's limit
+// holds no queue worker), and no second at the fake Bot API holds more than
+// 30 messages.
+func TestE2EBurstStaysUnderTheGlobalLimit(t *testing.T) {
+	const chats = 50
+	e := startE2EWith(t, nil, nil)
+	for i := range chats {
+		e.srv.AddUpdate(e.srv.Private(telegramtest.User(int64(2000+i), ""), fmt.Sprintf("burst %d", i)))
+	}
+	sent := e.srv.WaitSent(t, chats, 30*time.Second)
+	at := make([]time.Time, len(sent))
+	for i, s := range sent {
+		at[i] = s.At
+	}
+	sort.Slice(at, func(i, j int) bool { return at[i].Before(at[j]) })
+	for i := range at {
+		n := sort.Search(len(at), func(j int) bool { return !at[j].Before(at[i].Add(time.Second)) }) - i
+		if n > 30 {
+			t.Fatalf("%d messages reached the Bot API within one second from %s; Telegram allows 30", n, at[i].Format("15:04:05.000"))
+		}
+	}
+	e.agent.mu.Lock()
+	asked := append([]time.Time(nil), e.agent.at...)
+	e.agent.mu.Unlock()
+	if len(asked) != chats {
+		t.Fatalf("the agent was asked %d times, want %d", len(asked), chats)
+	}
+	lastAsked := asked[0]
+	for _, a := range asked {
+		if a.After(lastAsked) {
+			lastAsked = a
+		}
+	}
+	// The 31st message waits for the limit's window: every question must
+	// have reached the agent before it went out.
+	if !lastAsked.Before(at[30]) {
+		t.Fatalf("the last question reached the agent at %s, after the 31st reply went out at %s: paced sends held the queue workers",
+			lastAsked.Format("15:04:05.000"), at[30].Format("15:04:05.000"))
+	}
 }
 
 // BenchmarkInboundToReplyIdle measures one message at a time (no queueing

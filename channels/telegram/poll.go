@@ -69,7 +69,12 @@ func (b *Bot) poll(ctx context.Context, sink core.Sink) error {
 				}
 				backoff = min(max(2*backoff, 2*time.Second), 30*time.Second)
 			case errors.As(err, &ae) && ae.Code == http.StatusUnauthorized:
-				return core.Errorf(core.KindAuth, "telegram refused the bot token (getUpdates: %s): check channels.telegram.token", ae.Description)
+				// The token worked at start (getMe): it was revoked since.
+				// Other channels keep answering; /readyz reports this one.
+				b.health.Down(fmt.Errorf("telegram refused the bot token (getUpdates: %s): replace channels.telegram.token (from @BotFather) and restart", ae.Description))
+				b.log.Error("Telegram refused the bot token while polling: it was revoked or replaced; set the new one in channels.telegram.token and restart. Retrying every 30s", "telegram_says", ae.Description)
+				backoff = 30 * time.Second
+				continue
 			case errors.As(err, &ae) && ae.RetryAfter > 0:
 				backoff = time.Duration(ae.RetryAfter) * time.Second
 				b.log.Warn("getUpdates rate limited", "retry_after", backoff)

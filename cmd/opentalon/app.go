@@ -26,6 +26,9 @@ type AppOptions struct {
 	Logger *slog.Logger
 	// Now is the clock (default time.Now).
 	Now func() time.Time
+	// Hooks, when set, run around every answer (tests use them to watch
+	// the one answer pipeline).
+	Hooks core.Hooks
 }
 
 // App is the whole gateway, built explicitly from a config. Lifecycle:
@@ -88,6 +91,7 @@ func BuildApp(ctx context.Context, cfg *config.Config, o AppOptions) (_ *App, er
 	a.gateway = core.New(core.Options{
 		Store:          a.db,
 		Agent:          a.agent,
+		Hooks:          o.Hooks,
 		Signals:        a.router,
 		Workers:        cfg.Queue.Workers,
 		MaxAttempts:    cfg.Queue.MaxAttempts,

@@ -66,10 +66,17 @@ type harness struct {
 
 func startApp(t testing.TB, cfg *config.Config) *harness {
 	t.Helper()
+	return startAppWith(t, cfg, AppOptions{})
+}
+
+// startAppWith is startApp with options (the console pipes are set here).
+func startAppWith(t testing.TB, cfg *config.Config, o AppOptions) *harness {
+	t.Helper()
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
 	ctx, cancel := context.WithCancel(context.Background())
-	app, err := BuildApp(ctx, cfg, AppOptions{Stdin: inR, Stdout: outW})
+	o.Stdin, o.Stdout = inR, outW
+	app, err := BuildApp(ctx, cfg, o)
 	if err != nil {
 		cancel()
 		t.Fatalf("build app: %v", err)

@@ -59,3 +59,57 @@ func TestE2EThumbsDownEscalates(t *testing.T) {
 		t.Fatalf("after 👍 the next line is %q; a positive reaction must not produce a reply", l)
 	}
 }
+
+// tagPost is a post-hook that tags every answer.
+type tagPost struct{}
+
+func (tagPost) Pre(_ context.Context, in core.HookInput) (core.PreResult, error) {
+	return core.PreResult{Text: in.Text}, nil
+}
+func (tagPost) Post(_ context.Context, _ core.HookInput, answer string) (string, error) {
+	return answer + " #tagged", nil
+}
+
+// TestE2EEveryAnswerPassesThePostHook: the first answer, a /retry, a "no,
+// try again" escalation and a 👎 re-answer all reach the user through the
+// post-hooks.
+func TestE2EEveryAnswerPassesThePostHook(t *testing.T) {
+	llm := providertest.NewOpenAI(t)
+	llm.SetReply(modelReply)
+	// Learning off: every new question goes to the highest weight.
+	cfg := loadConfigFile(t, writeConfig(t, twoModelConfig(t.TempDir(), llm.BaseURL(), "routing:\n  escalate_on_reaction: true\n  affinity: { enabled: false }\n")))
+	h := startAppWith(t, cfg, AppOptions{Hooks: tagPost{}})
+	ctx := context.Background()
+	conv := core.ConversationKey{Channel: "console", Chat: "local"}
+	steps := []struct{ send, want string }{
+		{"what is a monad?", "answer from small #tagged"},
+		{"/retry", "answer from big #tagged"},
+		{"what is a functor?", "answer from small #tagged"},
+		{"no, try again", "answer from big #tagged"},
+		{"what is an arrow?", "answer from small #tagged"},
+	}
+	for _, s := range steps {
+		h.send(s.send)
+		if got := h.readUntil("answer from"); !strings.HasSuffix(got, s.want) {
+			t.Fatalf("%q answered %q; want it to end with %q", s.send, got, s.want)
+		}
+	}
+	sess, err := h.app.db.ActiveSession(ctx, conv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var last *core.Reply
+	deadline := time.Now().Add(10 * time.Second)
+	for last == nil || last.Sent[0] == "" {
+		if last, err = h.app.db.LastReply(ctx, sess.ID); err != nil || time.Now().After(deadline) {
+			t.Fatalf("delivery of the last reply never recorded: %+v (%v)", last, err)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if err := h.app.gateway.React(ctx, core.Reaction{Conversation: conv, EventID: "r1", MessageID: last.Sent[0], UserID: "local", Emoji: "👎", Added: true, Polarity: core.Negative}); err != nil {
+		t.Fatal(err)
+	}
+	if got := h.readUntil("answer from"); !strings.HasSuffix(got, "answer from big #tagged") || !strings.Contains(got, "Answered again by fake/big") {
+		t.Fatalf("the 👎 re-answer = %q; want it re-answered by fake/big and tagged", got)
+	}
+}

@@ -1,6 +1,6 @@
 package main
 
-// Performance benchmarks of the real binary against the brief's targets:
+// Performance benchmarks of the real binary against the project's targets:
 // start to first platform poll, idle RSS, CPU and added latency per
 // message, stripped binary size. Each benchmark builds the binary with
 // `go build -trimpath -ldflags "-s -w"` into b.TempDir() and runs it as a

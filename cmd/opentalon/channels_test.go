@@ -1,0 +1,64 @@
+package main
+
+import (
+	"reflect"
+	"testing"
+
+	"github.com/opentalon/opentalon/config"
+)
+
+func TestChannelWiringFromOneList(t *testing.T) {
+	on := func(edit func(*config.Channels)) *config.Config {
+		cfg := config.Default()
+		edit(&cfg.Channels)
+		return cfg
+	}
+	tests := []struct {
+		name        string
+		cfg         *config.Config
+		consoleOnly bool
+		perChannel  map[string]string
+	}{
+		{"default", config.Default(), true, map[string]string{}},
+		{"console and telegram", on(func(c *config.Channels) { c.Telegram.Enabled = true; c.Telegram.Model = "a/b" }), false, map[string]string{"telegram": "a/b"}},
+		{"console and slack", on(func(c *config.Channels) { c.Slack.Enabled = true }), false, map[string]string{}},
+		{"console and discord", on(func(c *config.Channels) { c.Discord.Enabled = true; c.Discord.Model = "d/m" }), false, map[string]string{"discord": "d/m"}},
+		{"telegram only", on(func(c *config.Channels) { c.Console.Enabled = false; c.Telegram.Enabled = true }), false, map[string]string{}},
+		{"disabled channel's model", on(func(c *config.Channels) { c.Telegram.Model = "x/y"; c.Slack.Models = map[string]string{"C1": "x/z"} }), true, map[string]string{}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := consoleOnly(tt.cfg); got != tt.consoleOnly {
+				t.Errorf("consoleOnly = %v, want %v", got, tt.consoleOnly)
+			}
+			perChannel, perChat := channelModels(tt.cfg)
+			if !reflect.DeepEqual(perChannel, tt.perChannel) {
+				t.Errorf("per-channel models = %v, want %v", perChannel, tt.perChannel)
+			}
+			// The router gets exactly the references the config validated.
+			refs := map[string]bool{}
+			for _, r := range tt.cfg.ModelRefs() {
+				refs[r.Ref] = true
+			}
+			for _, m := range perChannel {
+				if !refs[m] {
+					t.Errorf("per-channel model %q is not among the config's model references", m)
+				}
+			}
+			for _, chats := range perChat {
+				for _, m := range chats {
+					if !refs[m] {
+						t.Errorf("per-chat model %q is not among the config's model references", m)
+					}
+				}
+			}
+		})
+	}
+	// Every channel the config knows has a build or is reported unbuilt.
+	builds := channelBuilds()
+	for _, sec := range config.Default().Channels.Sections() {
+		if _, ok := builds[sec.Name]; !ok && sec.Name != config.ChannelSlack && sec.Name != config.ChannelDiscord {
+			t.Errorf("channel %s has no build in channelBuilds", sec.Name)
+		}
+	}
+}
