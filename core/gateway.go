@@ -366,7 +366,7 @@ func (g *Gateway) handleMessage(ctx context.Context, it QueueItem, log *slog.Log
 		return Errorf(KindInvalid, "channel %q is not enabled; enable channels.%s in the config to answer its queued messages", in.Conversation.Channel, in.Conversation.Channel)
 	}
 	// A reply stored by an earlier attempt is only delivered again.
-	if r, err := g.store.ReplyForRequest(ctx, it.ID); err != nil {
+	if r, err := g.store.ReplyForRequest(ctx, it.ID, it.Conversation); err != nil {
 		return err
 	} else if r != nil {
 		return g.deliver(ctx, ch, in, r)
@@ -546,7 +546,7 @@ func (g *Gateway) handleReaction(ctx context.Context, it QueueItem) error {
 	}
 	to := Inbound{Conversation: re.Conversation, MessageID: re.MessageID, UserID: re.UserID, ReceivedAt: re.At}
 	// An answer stored by an earlier attempt is only delivered again.
-	if prev, err := g.store.ReplyForRequest(ctx, it.ID); err != nil || prev != nil {
+	if prev, err := g.store.ReplyForRequest(ctx, it.ID, it.Conversation); err != nil || prev != nil {
 		if err != nil {
 			return err
 		}
