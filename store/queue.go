@@ -103,8 +103,13 @@ func (db *DB) RequeueRunning(ctx context.Context) (int, error) {
 func (db *DB) Claim(ctx context.Context, n int, now time.Time) ([]core.QueueItem, time.Time, error) {
 	var items []core.QueueItem
 	var next time.Time
+	type unreadable struct {
+		id  int64
+		err error
+	}
+	var bad []unreadable
 	err := db.tx(ctx, func(tx *txn) error {
-		items, next = nil, time.Time{}
+		items, next, bad = nil, time.Time{}, nil
 		rows, err := tx.QueryContext(ctx, `SELECT id, kind, conversation, dedupe_key, payload, attempts, not_before, created_at
 			FROM queue q WHERE status = 'queued' AND NOT EXISTS (
 				SELECT 1 FROM queue p WHERE p.conversation = q.conversation
@@ -132,8 +137,11 @@ func (db *DB) Claim(ctx context.Context, n int, now time.Time) ([]core.QueueItem
 				continue
 			}
 			var p payload
-			if err := json.Unmarshal([]byte(raw), &p); err != nil {
-				return fmt.Errorf("queue item %d: decode: %w", it.ID, err)
+			if err := decodePayload(core.EventKind(kind), raw, &p); err != nil {
+				// One unreadable row must not stall the queue: it is
+				// failed below and the rest is claimed as usual.
+				bad = append(bad, unreadable{it.ID, err})
+				continue
 			}
 			it.Kind, it.Conversation = core.EventKind(kind), core.ParseConversationKey(conv)
 			it.Message, it.Reaction = p.Message, p.Reaction
@@ -144,6 +152,16 @@ func (db *DB) Claim(ctx context.Context, n int, now time.Time) ([]core.QueueItem
 			return err
 		}
 		rows.Close()
+		for _, b := range bad {
+			if _, err := tx.ExecContext(ctx, `UPDATE queue SET status = 'failed', attempts = attempts + 1, last_error = ?, updated_at = ? WHERE id = ?`,
+				"the stored event cannot be read: "+b.err.Error(), db.ms(), b.id); err != nil {
+				return err
+			}
+		}
+		if len(bad) > 0 {
+			// The next row of each such conversation is due at once.
+			next = now
+		}
 		if len(items) == 0 {
 			return nil
 		}
@@ -159,7 +177,25 @@ func (db *DB) Claim(ctx context.Context, n int, now time.Time) ([]core.QueueItem
 	if err != nil {
 		return nil, time.Time{}, fmt.Errorf("claim from queue: %w", err)
 	}
+	for _, b := range bad {
+		db.log.Error("queue row cannot be read; marked failed", "request", b.id, "err", b.err)
+	}
 	return items, next, nil
+}
+
+// decodePayload reads a queue row's event and checks it holds what its
+// kind needs.
+func decodePayload(kind core.EventKind, raw string, p *payload) error {
+	if err := json.Unmarshal([]byte(raw), p); err != nil {
+		return fmt.Errorf("decode: %w", err)
+	}
+	switch {
+	case kind == core.EventMessage && p.Message == nil:
+		return fmt.Errorf("a message row holds no message")
+	case kind == core.EventReaction && p.Reaction == nil:
+		return fmt.Errorf("a reaction row holds no reaction")
+	}
+	return nil
 }
 
 // Retry implements core.QueueStore.
