@@ -34,7 +34,7 @@ func (db *DB) Enqueue(ctx context.Context, it core.QueueItem) (int64, bool, erro
 		created = db.now()
 	}
 	now := db.ms()
-	res, err := db.w.ExecContext(ctx, `INSERT INTO queue (dedupe_key, kind, conversation, payload, not_before, created_at, updated_at)
+	res, err := db.durable(ctx, `INSERT INTO queue (dedupe_key, kind, conversation, payload, not_before, created_at, updated_at)
 		VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (dedupe_key) DO NOTHING`,
 		it.DedupeKey, string(it.Kind), it.Conversation.String(), string(b), it.NotBefore.UnixMilli(), created.UnixMilli(), now)
 	if err != nil {
@@ -45,6 +45,32 @@ func (db *DB) Enqueue(ctx context.Context, it core.QueueItem) (int64, bool, erro
 	}
 	id, err := res.LastInsertId()
 	return id, false, err
+}
+
+// durable runs one write whose commit reaches the disk before it returns
+// (synchronous=FULL for this statement; the writer otherwise runs
+// NORMAL, which may lose the last commits on a power loss or an OS crash,
+// never on a crash of the process). The platform is acknowledged once
+// Enqueue returns, so an accepted message must survive either.
+func (db *DB) durable(ctx context.Context, q string, args ...any) (sql.Result, error) {
+	// The pragma holds per connection and cannot change inside a
+	// transaction: the writer's connection is held across the three
+	// statements so no other write runs between them.
+	conn, err := db.w.Conn(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(ctx, `PRAGMA synchronous = FULL`); err != nil {
+		return nil, err
+	}
+	res, err := conn.ExecContext(ctx, q, args...)
+	// Back to NORMAL even when ctx ended; if that fails, the connection
+	// stays FULL, which is only slower.
+	if _, rerr := conn.ExecContext(context.WithoutCancel(ctx), `PRAGMA synchronous = NORMAL`); rerr != nil {
+		db.log.Warn("restore synchronous=NORMAL on the writer", "err", rerr)
+	}
+	return res, err
 }
 
 // EditQueued implements core.QueueStore.
