@@ -22,6 +22,10 @@ type State struct {
 	DataDir string `yaml:"data_dir"`
 	// SessionTTL expires idle sessions; 0 keeps them forever.
 	SessionTTL Duration `yaml:"session_ttl"`
+	// Retention is how long finished queue rows are kept (also the window
+	// in which a redelivered platform event is recognized as a
+	// duplicate); 0 keeps them forever.
+	Retention Duration `yaml:"retention"`
 }
 
 // Queue tunes the durable request queue and its workers.

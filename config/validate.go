@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+	"time"
 )
 
 // validate checks the decoded config and records every problem in ps.
@@ -39,6 +40,9 @@ func validateBasics(c *Config, ps *problems) {
 	atLeast(ps, "orchestrator.max_steps", c.Orchestrator.MaxSteps, 1)
 	if c.State.DataDir == "" {
 		ps.at("state.data_dir", "must not be empty; the default is %s", DefaultDataDir)
+	}
+	if r := c.State.Retention.D(); r > 0 && r < time.Hour {
+		ps.at("state.retention", "%s is shorter than an hour: a platform redelivering an event after that would get it answered twice; use at least \"1h\" (default %s), or 0 to keep finished rows forever", r, DefaultRetention)
 	}
 	cd := c.Auth.Cooldowns
 	if cd.Initial <= 0 {

@@ -61,3 +61,59 @@ func TestUndecodableRowDoesNotStallClaim(t *testing.T) {
 		t.Errorf("the log does not name the unreadable rows:\n%s", logs.String())
 	}
 }
+
+// TestPruneQueueKeepsUnfinishedAndRecentRows: only finished rows past the
+// retention go; queued and running rows and the replies stay.
+func TestPruneQueueKeepsUnfinishedAndRecentRows(t *testing.T) {
+	ctx := context.Background()
+	c := &clock{t: time.Unix(1_700_000_000, 0)}
+	db := openTest(t, Options{Now: c.Now, QueueRetention: 48 * time.Hour})
+	conv := func(s string) core.ConversationKey { return core.ConversationKey{Channel: "telegram", Chat: s} }
+	ids := map[string]int64{}
+	for _, name := range []string{"old-done", "old-failed", "old-queued", "old-running", "new-done"} {
+		id, _, err := db.Enqueue(ctx, msgItem(conv(name), name, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids[name] = id
+	}
+	items, _, _ := db.Claim(ctx, 10, c.Now())
+	for _, it := range items {
+		switch it.Message.Text {
+		case "old-done":
+			db.Finish(ctx, it.ID, core.StatusDone, "")
+		case "old-failed":
+			db.Finish(ctx, it.ID, core.StatusFailed, "boom")
+		case "old-queued":
+			db.Retry(ctx, it.ID, c.Now(), "later")
+		}
+	}
+	s, _ := db.ActiveSession(ctx, conv("old-done"))
+	if _, err := db.SaveReply(ctx, &core.Reply{RequestID: ids["old-done"], SessionID: s.ID, Conversation: conv("old-done"), Text: "a", Parts: []string{"a"}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	c.Add(72 * time.Hour)
+	for _, it := range items {
+		if it.Message.Text == "new-done" {
+			db.Finish(ctx, it.ID, core.StatusDone, "")
+		}
+	}
+	n, err := db.PruneQueue(ctx)
+	if err != nil || n != 2 {
+		t.Fatalf("prune = %d, %v; want the 2 finished rows past the retention", n, err)
+	}
+	for name, id := range ids {
+		st, _, _, err := db.QueueStatus(ctx, id)
+		gone := err != nil
+		if want := name == "old-done" || name == "old-failed"; gone != want {
+			t.Errorf("%s: status %q, pruned %v; want pruned %v", name, st, gone, want)
+		}
+	}
+	if r, _ := db.ReplyForRequest(ctx, ids["old-done"], conv("old-done")); r == nil {
+		t.Error("the reply of a pruned request was deleted")
+	}
+	keepAll := openTest(t, Options{Now: c.Now})
+	if n, err := keepAll.PruneQueue(ctx); n != 0 || err != nil {
+		t.Errorf("prune without a retention = %d, %v", n, err)
+	}
+}

@@ -117,7 +117,8 @@ func TestOldReplyNeverAnswersANewMessage(t *testing.T) {
 	dir := t.TempDir()
 	c := &clock{t: time.Unix(1_700_000_000, 0)}
 
-	db, err := Open(ctx, dir, Options{Now: c.Now})
+	week := 7 * 24 * time.Hour
+	db, err := Open(ctx, dir, Options{Now: c.Now, QueueRetention: week})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -133,7 +134,7 @@ func TestOldReplyNeverAnswersANewMessage(t *testing.T) {
 	db.Close()
 
 	c.Add(8 * 24 * time.Hour)
-	db, err = Open(ctx, dir, Options{Now: c.Now})
+	db, err = Open(ctx, dir, Options{Now: c.Now, QueueRetention: week})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -109,19 +109,34 @@ func (db *DB) EditQueued(ctx context.Context, dedupeKey, text string) (bool, err
 
 // RequeueRunning implements core.QueueStore. An interrupted attempt counts
 // as an attempt, so a message that crashes the process cannot loop forever.
-// It also prunes finished rows older than a week (the dedupe window).
+// It also prunes finished rows past Options.QueueRetention.
 func (db *DB) RequeueRunning(ctx context.Context) (int, error) {
-	now := db.ms()
 	res, err := db.w.ExecContext(ctx, `UPDATE queue SET status = 'queued', attempts = attempts + 1,
-		last_error = 'interrupted by a stop', updated_at = ? WHERE status = 'running'`, now)
+		last_error = 'interrupted by a stop', updated_at = ? WHERE status = 'running'`, db.ms())
 	if err != nil {
 		return 0, fmt.Errorf("requeue running: %w", err)
 	}
 	n, _ := res.RowsAffected()
-	week := int64(7 * 24 * time.Hour / time.Millisecond)
-	if _, err := db.w.ExecContext(ctx, `DELETE FROM queue WHERE status IN ('done', 'failed') AND updated_at < ?`, now-week); err != nil {
-		return int(n), fmt.Errorf("prune queue: %w", err)
+	if _, err := db.PruneQueue(ctx); err != nil {
+		return int(n), err
 	}
+	return int(n), nil
+}
+
+// PruneQueue deletes finished (done or failed) queue rows that ended
+// longer than Options.QueueRetention ago and returns how many; with no
+// retention it keeps everything. Replies, deliveries, history, signals
+// and usage are not touched: reactions, learning and the cost ledger
+// refer to them for longer.
+func (db *DB) PruneQueue(ctx context.Context) (int, error) {
+	if db.keep <= 0 {
+		return 0, nil
+	}
+	res, err := db.w.ExecContext(ctx, `DELETE FROM queue WHERE status IN ('done', 'failed') AND updated_at < ?`, db.ms()-db.keep.Milliseconds())
+	if err != nil {
+		return 0, fmt.Errorf("prune queue: %w", err)
+	}
+	n, _ := res.RowsAffected()
 	return int(n), nil
 }
 
