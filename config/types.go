@@ -95,6 +95,9 @@ type CatalogEntry struct {
 	Cost *Cost `yaml:"cost,omitempty"`
 	// ContextWindow overrides the provider model's context window when > 0.
 	ContextWindow int `yaml:"context_window"`
+	// MaxOutputTokens caps each answer of the model (the request's
+	// max_tokens); 0 takes the provider model's max_tokens, else 4096.
+	MaxOutputTokens int `yaml:"max_output_tokens"`
 }
 
 // Routing picks models.

@@ -155,6 +155,11 @@ func validateCatalog(c *Config, ps *problems) {
 		if e.ContextWindow < 0 {
 			ps.at(path+".context_window", "must not be negative")
 		}
+		if e.MaxOutputTokens < 0 {
+			ps.at(path+".max_output_tokens", "must not be negative (0 takes the default)")
+		} else if e.ContextWindow > 0 && e.MaxOutputTokens >= e.ContextWindow {
+			ps.at(path+".max_output_tokens", "%d does not leave room for the prompt in context_window %d; lower it", e.MaxOutputTokens, e.ContextWindow)
+		}
 		if e.Alias == "" {
 			continue
 		}
