@@ -8,7 +8,7 @@ const DefaultDataDir = "~/.opentalon"
 // Default returns the configuration used for every key the file leaves out.
 func Default() *Config {
 	return &Config{
-		State: State{DataDir: DefaultDataDir},
+		State: State{DataDir: DefaultDataDir, Retention: Duration(DefaultRetention)},
 		Queue: Queue{
 			Workers:        4,
 			MaxAttempts:    3,
@@ -64,6 +64,9 @@ func Default() *Config {
 		Server:       Server{Listen: "127.0.0.1:7070"},
 	}
 }
+
+// DefaultRetention keeps finished queue rows for a week.
+const DefaultRetention = 7 * 24 * time.Hour
 
 // ProviderTimeout is used when models.providers.<id>.timeout is unset.
 const ProviderTimeout = 120 * time.Second

@@ -272,7 +272,8 @@ func yamlFields(t reflect.Type, prefix []int, fields map[string][]int, names *[]
 
 // substitute expands ${...} in a scalar in place. A value that contained a
 // substitution is typed by its result, so "${WORKERS:-4}" can fill an int;
-// an empty result leaves the default.
+// an empty result leaves the default. A result YAML would read as null
+// ("null", "~") stays that text: a secret is never silently emptied.
 func (w *walker) substitute(n *yaml.Node, path string, disabled bool) {
 	if w.seen[n] {
 		return
@@ -296,9 +297,12 @@ func (w *walker) substitute(n *yaml.Node, path string, disabled bool) {
 		return // an explicit tag such as !!str keeps its type
 	}
 	n.Style = 0
-	if r.value == "" {
+	switch {
+	case r.value == "":
 		n.Tag = "!!null"
-	} else {
+	case (&yaml.Node{Kind: yaml.ScalarNode, Value: r.value}).ShortTag() == "!!null":
+		n.Tag = "!!str"
+	default:
 		n.Tag = ""
 	}
 }

@@ -22,6 +22,10 @@ type State struct {
 	DataDir string `yaml:"data_dir"`
 	// SessionTTL expires idle sessions; 0 keeps them forever.
 	SessionTTL Duration `yaml:"session_ttl"`
+	// Retention is how long finished queue rows are kept (also the window
+	// in which a redelivered platform event is recognized as a
+	// duplicate); 0 keeps them forever.
+	Retention Duration `yaml:"retention"`
 }
 
 // Queue tunes the durable request queue and its workers.
@@ -91,6 +95,9 @@ type CatalogEntry struct {
 	Cost *Cost `yaml:"cost,omitempty"`
 	// ContextWindow overrides the provider model's context window when > 0.
 	ContextWindow int `yaml:"context_window"`
+	// MaxOutputTokens caps each answer of the model (the request's
+	// max_tokens); 0 takes the provider model's max_tokens, else 4096.
+	MaxOutputTokens int `yaml:"max_output_tokens"`
 }
 
 // Routing picks models.

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"time"
 )
 
 // validate checks the decoded config and records every problem in ps.
@@ -40,6 +41,9 @@ func validateBasics(c *Config, ps *problems) {
 	atLeast(ps, "orchestrator.max_steps", c.Orchestrator.MaxSteps, 1)
 	if c.State.DataDir == "" {
 		ps.at("state.data_dir", "must not be empty; the default is %s", DefaultDataDir)
+	}
+	if r := c.State.Retention.D(); r > 0 && r < time.Hour {
+		ps.at("state.retention", "%s is shorter than an hour: a platform redelivering an event after that would get it answered twice; use at least \"1h\" (default %s), or 0 to keep finished rows forever", r, DefaultRetention)
 	}
 	cd := c.Auth.Cooldowns
 	if cd.Initial <= 0 {
@@ -151,6 +155,11 @@ func validateCatalog(c *Config, ps *problems) {
 		}
 		if e.ContextWindow < 0 {
 			ps.at(path+".context_window", "must not be negative")
+		}
+		if e.MaxOutputTokens < 0 {
+			ps.at(path+".max_output_tokens", "must not be negative (0 takes the default)")
+		} else if e.ContextWindow > 0 && e.MaxOutputTokens >= e.ContextWindow {
+			ps.at(path+".max_output_tokens", "%d does not leave room for the prompt in context_window %d; lower it", e.MaxOutputTokens, e.ContextWindow)
 		}
 		if e.Alias == "" {
 			continue

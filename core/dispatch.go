@@ -190,7 +190,7 @@ func (g *Gateway) handleMessage(ctx context.Context, it QueueItem, log *slog.Log
 	if !ok {
 		return Errorf(KindInvalid, "channel %q is not enabled; enable channels.%s in the config to answer its queued messages", in.Conversation.Channel, in.Conversation.Channel)
 	}
-	if r, err := g.store.ReplyForRequest(ctx, it.ID); err != nil {
+	if r, err := g.store.ReplyForRequest(ctx, it.ID, it.Conversation); err != nil {
 		return err
 	} else if r != nil {
 		release()

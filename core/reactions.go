@@ -19,7 +19,7 @@ func (g *Gateway) handleReaction(ctx context.Context, it QueueItem, log *slog.Lo
 	}
 	to := Inbound{Conversation: re.Conversation, MessageID: re.MessageID, UserID: re.UserID, ReceivedAt: re.At}
 	// An answer stored by an earlier attempt is only delivered again.
-	if prev, err := g.store.ReplyForRequest(ctx, it.ID); err != nil || prev != nil {
+	if prev, err := g.store.ReplyForRequest(ctx, it.ID, it.Conversation); err != nil || prev != nil {
 		if err != nil {
 			return err
 		}

@@ -74,8 +74,9 @@ type ReplyStore interface {
 	// reply's usage to the session and stores the reply. It returns the
 	// reply id. Saving a second reply for one request returns the first.
 	SaveReply(ctx context.Context, r *Reply, msgs []ChatMessage) (int64, error)
-	// ReplyForRequest returns the reply stored for a request, if any.
-	ReplyForRequest(ctx context.Context, requestID int64) (*Reply, error)
+	// ReplyForRequest returns the reply stored for a request of conv, if
+	// any; a reply of another conversation is never returned.
+	ReplyForRequest(ctx context.Context, requestID int64, conv ConversationKey) (*Reply, error)
 	// MarkSent records the platform id of a sent part.
 	MarkSent(ctx context.Context, replyID int64, part int, platformID string) error
 	// ReplyByPlatformID finds the reply one of whose parts has that id.

@@ -21,6 +21,9 @@ type Model struct {
 	CostIn, CostOut float64
 	// ContextWindow in tokens (0 = unknown).
 	ContextWindow int
+	// MaxOutputTokens caps each answer (models.catalog.<ref>.max_output_tokens;
+	// 0 = DefaultMaxOutputTokens, at most half a known context window).
+	MaxOutputTokens int
 	// Local marks a model served on this machine (the local semaphore).
 	Local bool
 }
@@ -143,4 +146,29 @@ func (c *catalog) closeMatches(name string) []string {
 		}
 	}
 	return out
+}
+
+// DefaultMaxOutputTokens caps an answer when the catalog gives no
+// max_output_tokens: every request carries a cap, so one long answer
+// cannot hold a call (and a credential) for the whole provider timeout.
+const DefaultMaxOutputTokens = 4096
+
+// maxTokens is the answer cap of a call to m: the caller's, within the
+// catalog's max_output_tokens; without a catalog value the caller's, or
+// the default (at most half a known context window, so the prompt keeps
+// room on a small local model).
+func (m Model) maxTokens(asked int) int {
+	if m.MaxOutputTokens > 0 {
+		if asked > 0 {
+			return min(asked, m.MaxOutputTokens)
+		}
+		return m.MaxOutputTokens
+	}
+	if asked > 0 {
+		return asked
+	}
+	if m.ContextWindow > 0 {
+		return min(DefaultMaxOutputTokens, max(m.ContextWindow/2, 1))
+	}
+	return DefaultMaxOutputTokens
 }

@@ -17,6 +17,8 @@ type decision struct {
 	// strict: the user chose this model; no silent fallback.
 	strict bool
 	chain  []Model
+	// budgetSpent: a budget is used up; only free models may answer.
+	budgetSpent bool
 }
 
 // Reasons (prefixes) the router gives for its choice.
@@ -211,6 +213,7 @@ func (r *Router) applyBudget(ctx context.Context, conv core.ConversationKey, d *
 	}
 	switch {
 	case frac >= 1:
+		d.budgetSpent = true
 		if d.m.Price() == 0 {
 			return nil
 		}
@@ -247,7 +250,7 @@ func (r *Router) chain(d decision, excluded map[string]bool) []Model {
 		if !ok || excluded[m.Ref] || slices.ContainsFunc(out, func(x Model) bool { return x.Ref == m.Ref }) {
 			return
 		}
-		if budgetFree := d.reason != "" && len(d.reason) > len(ReasonBudget) && d.reason[:len(ReasonBudget)] == ReasonBudget && d.m.Price() == 0; budgetFree && m.Price() > 0 {
+		if d.budgetSpent && m.Price() > 0 {
 			return
 		}
 		out = append(out, m)

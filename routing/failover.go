@@ -11,12 +11,14 @@ import (
 
 // run is the two-stage failover over d.chain: stage 1 rotates the
 // provider's profiles on rate limits, auth failures, billing and
-// timeouts (cooling each down); stage 2 moves to the next model when
+// timeouts (cooling each down; a timeout only when another request timed
+// out on the profile too); stage 2 moves to the next model when
 // every profile is cooling or the provider is down. A second pass sends
 // at most one probe to a cooling profile whose interval has passed.
 func (r *Router) run(ctx context.Context, c Call, d decision) (Result, error) {
 	var streamed bool
 	var lastErr error
+	request := r.requestOf(c)
 	tried := map[string]bool{}
 	tooLong := 0
 	for pass := 0; pass < 2; pass++ {
@@ -57,7 +59,9 @@ func (r *Router) run(ctx context.Context, c Call, d decision) (Result, error) {
 					}
 					tooLong = max(m.ContextWindow, 1)
 					continue models
-				case core.KindRateLimited, core.KindAuth, core.KindTimeout, core.KindBilling:
+				case core.KindTimeout:
+					r.timeout(ctx, p, request, err)
+				case core.KindRateLimited, core.KindAuth, core.KindBilling:
 					r.fail(ctx, p, err)
 				default:
 					continue models
@@ -72,11 +76,17 @@ func (r *Router) run(ctx context.Context, c Call, d decision) (Result, error) {
 func (r *Router) exhausted(d decision, lastErr error) error {
 	now := r.now()
 	var soonest time.Time
+	// cause is why the profile free soonest is cooling.
+	cause := core.KindRateLimited
 	r.mu.Lock()
 	for _, m := range d.chain {
 		for _, p := range r.profilesOf(m.Provider()) {
-			if u := r.pstate[p.ID].CooldownUntil; u.After(now) && (soonest.IsZero() || u.Before(soonest)) {
+			st := r.pstate[p.ID]
+			if u := st.CooldownUntil; u.After(now) && (soonest.IsZero() || u.Before(soonest)) {
 				soonest = u
+				if k := kindNamed(st.LastError); k != core.KindUnknown {
+					cause = k
+				}
 			}
 		}
 	}
@@ -92,7 +102,7 @@ func (r *Router) exhausted(d decision, lastErr error) error {
 	if !soonest.IsZero() {
 		e.RetryAfter = soonest.Sub(now)
 		if lastErr == nil {
-			e.Kind = core.KindRateLimited
+			e.Kind = cause
 		}
 	}
 	wait := "later"
@@ -172,6 +182,49 @@ func (r *Router) nextProfile(ctx context.Context, m Model, sess *core.Session, p
 	return chosen, found
 }
 
+// kindNamed is the kind whose String is s (KindUnknown for none).
+func kindNamed(s string) core.Kind {
+	for k := core.Kind(0); !strings.HasPrefix(k.String(), "kind("); k++ {
+		if k.String() == s {
+			return k
+		}
+	}
+	return core.KindUnknown
+}
+
+// requestOf names the request a call serves, to tell the timeouts of one
+// request from those of many: its conversation (whose requests run one
+// at a time), or a number of its own outside a conversation.
+func (r *Router) requestOf(c Call) string {
+	conv := c.Conversation
+	if conv == (core.ConversationKey{}) && c.Session != nil {
+		conv = c.Session.Conversation
+	}
+	if conv != (core.ConversationKey{}) {
+		return conv.String()
+	}
+	return fmt.Sprintf("call#%d", r.calls.Add(1))
+}
+
+// timeout handles a call to p that got no answer in time. One slow
+// request (a very long answer) says nothing about the credential every
+// conversation shares, so it does not cool p; a timeout of a second,
+// different request before p's next success does (the provider is
+// hanging for everyone).
+func (r *Router) timeout(ctx context.Context, p Profile, request string, err error) {
+	r.mu.Lock()
+	prev, seen := r.timedOut[p.ID]
+	r.timedOut[p.ID] = request
+	st := r.pstate[p.ID]
+	r.mu.Unlock()
+	if seen && prev != request {
+		r.fail(ctx, p, err)
+		return
+	}
+	r.log.Info("LLM call timed out; one request's timeout does not cool the auth profile", "profile", p.ID)
+	r.saveProfile(ctx, st)
+}
+
 // fail cools a profile down after a failure of a rotating kind.
 func (r *Router) fail(ctx context.Context, p Profile, err error) {
 	r.mu.Lock()
@@ -186,7 +239,9 @@ func (r *Router) fail(ctx context.Context, p Profile, err error) {
 	} else {
 		st.Failures++
 		cd = r.o.Cooldowns.step(st.Failures)
-		if ra := core.RetryAfter(err); ra > cd {
+		// The server's own Retry-After, when it gives one, is the
+		// cooldown; the ladder is for failures without one.
+		if ra := core.RetryAfter(err); ra > 0 {
 			cd = ra
 		}
 	}
@@ -202,6 +257,7 @@ func (r *Router) fail(ctx context.Context, p Profile, err error) {
 // nextProfile counted.
 func (r *Router) succeed(ctx context.Context, p Profile) {
 	r.mu.Lock()
+	delete(r.timedOut, p.ID)
 	st := r.pstate[p.ID]
 	st.Failures, st.BillingFailures, st.CooldownUntil, st.LastError = 0, 0, time.Time{}, ""
 	r.pstate[p.ID] = st

@@ -110,6 +110,8 @@ func TestCooldownSteps(t *testing.T) {
 	p.fn = func(provider.Credentials, *provider.Request) (*provider.Response, error) {
 		return nil, &core.Error{Kind: core.KindTimeout}
 	}
+	// Timeouts of two different requests cool it (one request's do not).
+	r.Chat(context.Background(), Call{Req: userMsg("hi")})
 	r.Chat(context.Background(), Call{Req: userMsg("hi")})
 	if got := r.Profiles("p")[0].CooldownUntil.Sub(clk.Now()); got != time.Minute {
 		t.Fatalf("after reset: cooldown %v", got)
@@ -122,7 +124,7 @@ func TestCooldownSteps(t *testing.T) {
 			pa = s
 		}
 	}
-	if pa.Failures != 1 || pa.LastError != "timeout" || pa.Uses != 7 {
+	if pa.Failures != 1 || pa.LastError != "timeout" || pa.Uses != 8 {
 		t.Fatalf("stored state = %+v", states)
 	}
 }
@@ -153,7 +155,7 @@ func TestRetryAfter(t *testing.T) {
 	}{
 		{"seconds", "600", 10 * time.Minute},
 		{"http date", clk.Now().Add(2 * time.Hour).Format(http.TimeFormat), 2 * time.Hour},
-		{"shorter than the step", "10", time.Minute},
+		{"shorter than the step", "10", 10 * time.Second},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			srv := providertest.NewOpenAI(t)

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/opentalon/opentalon/core"
@@ -124,6 +125,11 @@ type Router struct {
 	loadedAt time.Time
 	aff      map[[2]string]core.Affinity
 	pstate   map[string]core.ProfileState // by profile id
+	// timedOut is, by profile id, the request whose timeout is the
+	// profile's latest since its last success (see timeout).
+	timedOut map[string]string
+	// calls numbers calls outside a conversation, to tell them apart.
+	calls atomic.Uint64
 }
 
 // New checks o and builds a Router; it does no I/O.
@@ -198,11 +204,12 @@ func New(o Options) (*Router, error) {
 		o.Log = slog.New(slog.DiscardHandler)
 	}
 	o.Cooldowns = o.Cooldowns.withDefaults()
+	warnUnpriced(o, cat.byWeight)
 	r := &Router{
 		o: o, cat: cat, now: o.Now, log: o.Log.With("component", "routing"),
 		local: make(chan struct{}, o.MaxLocal), cloud: make(chan struct{}, o.MaxCloud),
 		half: halfLifeOf(o.DecayDays), stale: staleHalfLifeOf(o.DecayDays), lambda: o.CostWeight, capEv: o.EvidenceCap,
-		aff: map[[2]string]core.Affinity{}, pstate: map[string]core.ProfileState{},
+		aff: map[[2]string]core.Affinity{}, pstate: map[string]core.ProfileState{}, timedOut: map[string]string{},
 	}
 	if r.lambda <= 0 {
 		r.lambda = DefaultCostWeight
@@ -321,6 +328,7 @@ func (r *Router) attempt(ctx context.Context, c Call, m Model, p Profile, stream
 	prov := r.o.Providers[m.Provider()]
 	req := c.Req
 	req.Model = m.ModelID()
+	req.MaxTokens = m.maxTokens(req.MaxTokens)
 	cred := provider.Credentials{APIKey: string(p.Key), OAuth: p.OAuth}
 	if c.OnText == nil {
 		return prov.Complete(ctx, cred, &req)

@@ -31,6 +31,10 @@ type Options struct {
 	Now func() time.Time
 	// SessionTTL ends a session idle for longer (0 = never).
 	SessionTTL time.Duration
+	// QueueRetention is how long finished (done or failed) queue rows are
+	// kept, and so how long a redelivered platform event is recognized
+	// as a duplicate (state.retention; 0 = forever).
+	QueueRetention time.Duration
 	// ReadConns bounds the read pool (default 4).
 	ReadConns int
 	Logger    *slog.Logger
@@ -43,6 +47,7 @@ type DB struct {
 	r    *pool
 	now  func() time.Time
 	ttl  time.Duration
+	keep time.Duration
 	path string
 	log  *slog.Logger
 }
@@ -79,7 +84,7 @@ func OpenFile(ctx context.Context, path string, o Options) (*DB, error) {
 	w.SetMaxOpenConns(1)
 	w.SetConnMaxLifetime(0)
 	w.SetConnMaxIdleTime(0)
-	db := &DB{w: w, now: o.Now, ttl: o.SessionTTL, path: path, log: o.Logger}
+	db := &DB{w: w, now: o.Now, ttl: o.SessionTTL, keep: o.QueueRetention, path: path, log: o.Logger}
 	if err := db.migrate(ctx); err != nil {
 		w.Close()
 		return nil, err

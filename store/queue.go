@@ -34,7 +34,7 @@ func (db *DB) Enqueue(ctx context.Context, it core.QueueItem) (int64, bool, erro
 		created = db.now()
 	}
 	now := db.ms()
-	res, err := db.w.ExecContext(ctx, `INSERT INTO queue (dedupe_key, kind, conversation, payload, not_before, created_at, updated_at)
+	res, err := db.durable(ctx, `INSERT INTO queue (dedupe_key, kind, conversation, payload, not_before, created_at, updated_at)
 		VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (dedupe_key) DO NOTHING`,
 		it.DedupeKey, string(it.Kind), it.Conversation.String(), string(b), it.NotBefore.UnixMilli(), created.UnixMilli(), now)
 	if err != nil {
@@ -45,6 +45,32 @@ func (db *DB) Enqueue(ctx context.Context, it core.QueueItem) (int64, bool, erro
 	}
 	id, err := res.LastInsertId()
 	return id, false, err
+}
+
+// durable runs one write whose commit reaches the disk before it returns
+// (synchronous=FULL for this statement; the writer otherwise runs
+// NORMAL, which may lose the last commits on a power loss or an OS crash,
+// never on a crash of the process). The platform is acknowledged once
+// Enqueue returns, so an accepted message must survive either.
+func (db *DB) durable(ctx context.Context, q string, args ...any) (sql.Result, error) {
+	// The pragma holds per connection and cannot change inside a
+	// transaction: the writer's connection is held across the three
+	// statements so no other write runs between them.
+	conn, err := db.w.Conn(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(ctx, `PRAGMA synchronous = FULL`); err != nil {
+		return nil, err
+	}
+	res, err := conn.ExecContext(ctx, q, args...)
+	// Back to NORMAL even when ctx ended; if that fails, the connection
+	// stays FULL, which is only slower.
+	if _, rerr := conn.ExecContext(context.WithoutCancel(ctx), `PRAGMA synchronous = NORMAL`); rerr != nil {
+		db.log.Warn("restore synchronous=NORMAL on the writer", "err", rerr)
+	}
+	return res, err
 }
 
 // EditQueued implements core.QueueStore.
@@ -83,19 +109,34 @@ func (db *DB) EditQueued(ctx context.Context, dedupeKey, text string) (bool, err
 
 // RequeueRunning implements core.QueueStore. An interrupted attempt counts
 // as an attempt, so a message that crashes the process cannot loop forever.
-// It also prunes finished rows older than a week (the dedupe window).
+// It also prunes finished rows past Options.QueueRetention.
 func (db *DB) RequeueRunning(ctx context.Context) (int, error) {
-	now := db.ms()
 	res, err := db.w.ExecContext(ctx, `UPDATE queue SET status = 'queued', attempts = attempts + 1,
-		last_error = 'interrupted by a stop', updated_at = ? WHERE status = 'running'`, now)
+		last_error = 'interrupted by a stop', updated_at = ? WHERE status = 'running'`, db.ms())
 	if err != nil {
 		return 0, fmt.Errorf("requeue running: %w", err)
 	}
 	n, _ := res.RowsAffected()
-	week := int64(7 * 24 * time.Hour / time.Millisecond)
-	if _, err := db.w.ExecContext(ctx, `DELETE FROM queue WHERE status IN ('done', 'failed') AND updated_at < ?`, now-week); err != nil {
-		return int(n), fmt.Errorf("prune queue: %w", err)
+	if _, err := db.PruneQueue(ctx); err != nil {
+		return int(n), err
 	}
+	return int(n), nil
+}
+
+// PruneQueue deletes finished (done or failed) queue rows that ended
+// longer than Options.QueueRetention ago and returns how many; with no
+// retention it keeps everything. Replies, deliveries, history, signals
+// and usage are not touched: reactions, learning and the cost ledger
+// refer to them for longer.
+func (db *DB) PruneQueue(ctx context.Context) (int, error) {
+	if db.keep <= 0 {
+		return 0, nil
+	}
+	res, err := db.w.ExecContext(ctx, `DELETE FROM queue WHERE status IN ('done', 'failed') AND updated_at < ?`, db.ms()-db.keep.Milliseconds())
+	if err != nil {
+		return 0, fmt.Errorf("prune queue: %w", err)
+	}
+	n, _ := res.RowsAffected()
 	return int(n), nil
 }
 
@@ -103,8 +144,13 @@ func (db *DB) RequeueRunning(ctx context.Context) (int, error) {
 func (db *DB) Claim(ctx context.Context, n int, now time.Time) ([]core.QueueItem, time.Time, error) {
 	var items []core.QueueItem
 	var next time.Time
+	type unreadable struct {
+		id  int64
+		err error
+	}
+	var bad []unreadable
 	err := db.tx(ctx, func(tx *txn) error {
-		items, next = nil, time.Time{}
+		items, next, bad = nil, time.Time{}, nil
 		rows, err := tx.QueryContext(ctx, `SELECT id, kind, conversation, dedupe_key, payload, attempts, not_before, created_at
 			FROM queue q WHERE status = 'queued' AND NOT EXISTS (
 				SELECT 1 FROM queue p WHERE p.conversation = q.conversation
@@ -132,8 +178,11 @@ func (db *DB) Claim(ctx context.Context, n int, now time.Time) ([]core.QueueItem
 				continue
 			}
 			var p payload
-			if err := json.Unmarshal([]byte(raw), &p); err != nil {
-				return fmt.Errorf("queue item %d: decode: %w", it.ID, err)
+			if err := decodePayload(core.EventKind(kind), raw, &p); err != nil {
+				// One unreadable row must not stall the queue: it is
+				// failed below and the rest is claimed as usual.
+				bad = append(bad, unreadable{it.ID, err})
+				continue
 			}
 			it.Kind, it.Conversation = core.EventKind(kind), core.ParseConversationKey(conv)
 			it.Message, it.Reaction = p.Message, p.Reaction
@@ -144,6 +193,16 @@ func (db *DB) Claim(ctx context.Context, n int, now time.Time) ([]core.QueueItem
 			return err
 		}
 		rows.Close()
+		for _, b := range bad {
+			if _, err := tx.ExecContext(ctx, `UPDATE queue SET status = 'failed', attempts = attempts + 1, last_error = ?, updated_at = ? WHERE id = ?`,
+				"the stored event cannot be read: "+b.err.Error(), db.ms(), b.id); err != nil {
+				return err
+			}
+		}
+		if len(bad) > 0 {
+			// The next row of each such conversation is due at once.
+			next = now
+		}
 		if len(items) == 0 {
 			return nil
 		}
@@ -159,7 +218,25 @@ func (db *DB) Claim(ctx context.Context, n int, now time.Time) ([]core.QueueItem
 	if err != nil {
 		return nil, time.Time{}, fmt.Errorf("claim from queue: %w", err)
 	}
+	for _, b := range bad {
+		db.log.Error("queue row cannot be read; marked failed", "request", b.id, "err", b.err)
+	}
 	return items, next, nil
+}
+
+// decodePayload reads a queue row's event and checks it holds what its
+// kind needs.
+func decodePayload(kind core.EventKind, raw string, p *payload) error {
+	if err := json.Unmarshal([]byte(raw), p); err != nil {
+		return fmt.Errorf("decode: %w", err)
+	}
+	switch {
+	case kind == core.EventMessage && p.Message == nil:
+		return fmt.Errorf("a message row holds no message")
+	case kind == core.EventReaction && p.Reaction == nil:
+		return fmt.Errorf("a reaction row holds no reaction")
+	}
+	return nil
 }
 
 // Retry implements core.QueueStore.

@@ -102,9 +102,30 @@ func (db *DB) reply(ctx context.Context, where string, args ...any) (*core.Reply
 	return &r, rows.Err()
 }
 
-// ReplyForRequest implements core.ReplyStore; nil when there is none.
-func (db *DB) ReplyForRequest(ctx context.Context, requestID int64) (*core.Reply, error) {
-	return db.reply(ctx, `request_id = ?`, requestID)
+// ReplyForRequest implements core.ReplyStore; nil when there is none. A
+// reply stored for the request id in another conversation is never
+// returned (it is logged): it cannot be this request's answer.
+func (db *DB) ReplyForRequest(ctx context.Context, requestID int64, conv core.ConversationKey) (*core.Reply, error) {
+	r, err := db.reply(ctx, `request_id = ?`, requestID)
+	if err != nil || r == nil {
+		return r, err
+	}
+	if !replyBelongs(r.Conversation, conv) {
+		db.log.Warn("a stored reply of another conversation has this request's id; it is not used", "request", requestID, "reply", r.ID)
+		return nil, nil
+	}
+	return r, nil
+}
+
+// replyBelongs says whether a reply stored for conversation got may
+// answer a request of conversation req: the same conversation or, when
+// the request names no thread (a platform that does not say in which
+// thread a reaction was made), the same chat.
+func replyBelongs(got, req core.ConversationKey) bool {
+	if got == req {
+		return true
+	}
+	return req.Thread == "" && got.Channel == req.Channel && got.Chat == req.Chat
 }
 
 // Reply returns a reply by id; nil when there is none.

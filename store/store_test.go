@@ -230,7 +230,7 @@ func TestDeliveries(t *testing.T) {
 	if err := db.MarkSent(ctx, id, 0, "100"); err != nil {
 		t.Fatal(err)
 	}
-	r, _ := db.ReplyForRequest(ctx, 1)
+	r, _ := db.ReplyForRequest(ctx, 1, conv)
 	if r == nil || r.Sent[0] != "100" || r.Sent[1] != "" {
 		t.Fatalf("reply = %+v", r)
 	}
@@ -241,8 +241,14 @@ func TestDeliveries(t *testing.T) {
 	if got, _ := db.ReplyByPlatformID(ctx, "slack", "101"); got != nil {
 		t.Fatal("a delivery was found under another channel")
 	}
-	if got, _ := db.ReplyForRequest(ctx, 99); got != nil {
+	if got, _ := db.ReplyForRequest(ctx, 99, conv); got != nil {
 		t.Fatal("reply for an unknown request")
+	}
+	if got, _ := db.ReplyForRequest(ctx, 1, core.ConversationKey{Channel: "telegram", Chat: "10"}); got != nil {
+		t.Fatal("a reply was returned for a request of another chat")
+	}
+	if got, _ := db.ReplyForRequest(ctx, 1, core.ConversationKey{Channel: "telegram", Chat: "9", Thread: "3"}); got != nil {
+		t.Fatal("a reply was returned for a request of another thread")
 	}
 	if last, _ := db.LastReply(ctx, s.ID); last == nil || last.ID != id {
 		t.Fatalf("last reply = %+v", last)

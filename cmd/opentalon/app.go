@@ -67,7 +67,7 @@ func BuildApp(ctx context.Context, cfg *config.Config, o AppOptions) (_ *App, er
 			a.Close()
 		}
 	}()
-	a.db, err = store.Open(ctx, cfg.State.DataDir, store.Options{Now: o.Now, SessionTTL: cfg.State.SessionTTL.D(), Logger: o.Logger})
+	a.db, err = store.Open(ctx, cfg.State.DataDir, store.Options{Now: o.Now, SessionTTL: cfg.State.SessionTTL.D(), QueueRetention: cfg.State.Retention.D(), Logger: o.Logger})
 	if err != nil {
 		return nil, err
 	}
@@ -244,7 +244,7 @@ func cmdRun(ctx context.Context, g *globalFlags, args []string, io Stdio, env co
 		return err
 	}
 	log.Info("config loaded", "source", src)
-	app, err := BuildApp(ctx, cfg, AppOptions{Stdin: io.In, Stdout: io.Out, Logger: log})
+	app, err := buildRunApp(ctx, cfg, AppOptions{Stdin: io.In, Stdout: io.Out, Logger: log})
 	if err != nil {
 		return err
 	}

@@ -70,7 +70,10 @@ func catalogFromConfig(cfg *config.Config) []routing.Model {
 		e := cfg.Models.Catalog[ref]
 		m, p := pm(ref)
 		rm := routing.Model{Ref: ref, Alias: e.Alias, Weight: e.Weight, CostIn: m.Cost.Input, CostOut: m.Cost.Output,
-			ContextWindow: m.ContextWindow, Local: isLocal(p)}
+			ContextWindow: m.ContextWindow, MaxOutputTokens: m.MaxTokens, Local: isLocal(p)}
+		if e.MaxOutputTokens > 0 {
+			rm.MaxOutputTokens = e.MaxOutputTokens
+		}
 		if e.Cost != nil {
 			rm.CostIn, rm.CostOut = e.Cost.Input, e.Cost.Output
 		}
@@ -93,7 +96,7 @@ func catalogFromConfig(cfg *config.Config) []routing.Model {
 				continue
 			}
 			seen[ref] = true
-			out = append(out, routing.Model{Ref: ref, CostIn: m.Cost.Input, CostOut: m.Cost.Output, ContextWindow: m.ContextWindow, Local: isLocal(p)})
+			out = append(out, routing.Model{Ref: ref, CostIn: m.Cost.Input, CostOut: m.Cost.Output, ContextWindow: m.ContextWindow, MaxOutputTokens: m.MaxTokens, Local: isLocal(p)})
 		}
 	}
 	// Model references the config names as "<provider>/<model>" without a

@@ -4,12 +4,15 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"strings"
 	"time"
+
+	"github.com/opentalon/opentalon/core"
 )
 
 // Options configure a provider. Only ID is needed in practice; the rest
@@ -28,7 +31,8 @@ type Options struct {
 	// caller's context bounds it).
 	Timeout time.Duration
 	// HTTPClient sends the requests (default: a new client on the default
-	// transport).
+	// transport). A copy is used whose redirect policy refuses redirects
+	// to another scheme or host.
 	HTTPClient *http.Client
 	// Logger receives debug lines per call (default: discard). Keys are
 	// never logged.
@@ -70,9 +74,12 @@ func newClient(o Options, defaultID, defaultBase string) client {
 	if c.base == "" {
 		c.base = defaultBase
 	}
-	if c.hc == nil {
-		c.hc = &http.Client{}
+	hc := http.Client{}
+	if c.hc != nil {
+		hc = *c.hc
 	}
+	hc.CheckRedirect = sameOrigin(hc.CheckRedirect)
+	c.hc = &hc
 	if c.log == nil {
 		c.log = slog.New(slog.DiscardHandler)
 	}
@@ -80,6 +87,32 @@ func newClient(o Options, defaultID, defaultBase string) client {
 		c.now = time.Now
 	}
 	return c
+}
+
+// redirectError is a redirect the client refused to follow.
+type redirectError struct{ to string }
+
+func (e *redirectError) Error() string { return "redirect to " + e.to + " refused" }
+
+// sameOrigin is a redirect policy that follows a redirect only to the
+// scheme and host (port included) the call started at, then applies
+// next (Go's default when nil). Go drops only Authorization (and only
+// for another host name) on a redirect: x-api-key and custom credential
+// headers would follow the request anywhere.
+func sameOrigin(next func(*http.Request, []*http.Request) error) func(*http.Request, []*http.Request) error {
+	return func(req *http.Request, via []*http.Request) error {
+		from := via[0].URL
+		if !strings.EqualFold(req.URL.Scheme, from.Scheme) || !strings.EqualFold(req.URL.Host, from.Host) {
+			return &redirectError{to: req.URL.Scheme + "://" + req.URL.Host}
+		}
+		if next != nil {
+			return next(req, via)
+		}
+		if len(via) >= 10 {
+			return errors.New("stopped after 10 redirects")
+		}
+		return nil
+	}
 }
 
 // call is one request in flight: its context (with the provider timeout)
@@ -131,6 +164,12 @@ func (c *client) post(ctx context.Context, path string, body any, secret string,
 	auth(req.Header)
 
 	resp, err := c.hc.Do(req)
+	var re *redirectError
+	if errors.As(err, &re) {
+		cl.cancel()
+		return nil, &core.Error{Kind: core.KindUnavailable,
+			Msg: fmt.Sprintf("provider %s: the server redirected the call to %s, another host; it is not followed, so the credential stays here: set models.providers.%s.base_url to the address that answers", c.id, re.to, c.id)}
+	}
 	if err != nil {
 		err = transportError(ctx, cl.ctx, c.id, err, secret)
 		cl.cancel()

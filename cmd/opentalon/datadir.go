@@ -1,0 +1,127 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/opentalon/opentalon/config"
+	"github.com/opentalon/opentalon/store"
+)
+
+// lockFileName is the file in the data directory that `opentalon run`
+// holds an exclusive lock on, with its PID inside.
+const lockFileName = "opentalon.lock"
+
+// pruneEvery is how often finished queue rows past state.retention are
+// pruned while the gateway runs (start-up prunes too).
+const pruneEvery = time.Hour
+
+// buildRunApp is BuildApp for `opentalon run`: it first takes the data
+// directory's lock, so a second gateway on the same data_dir exits
+// instead of taking over the first one's in-flight requests, and it
+// prunes finished queue rows periodically while the app lives. Both end
+// with the app's Close.
+func buildRunApp(ctx context.Context, cfg *config.Config, o AppOptions) (*App, error) {
+	return buildLockedApp(ctx, cfg, o, pruneEvery)
+}
+
+func buildLockedApp(ctx context.Context, cfg *config.Config, o AppOptions, every time.Duration) (*App, error) {
+	lock, err := lockDataDir(cfg.State.DataDir)
+	if err != nil {
+		return nil, err
+	}
+	app, err := BuildApp(ctx, cfg, o)
+	if err != nil {
+		lock.release()
+		return nil, err
+	}
+	// Closers run in reverse: the pruner stops before the store closes,
+	// and the lock goes last.
+	app.closers = append([]func() error{lock.release}, app.closers...)
+	app.closers = append(app.closers, startPruner(app.db, every, app.log))
+	return app, nil
+}
+
+// dataDirLock is an exclusive flock(2) on <data_dir>/opentalon.lock. The
+// kernel drops it when the process ends, however it ends, so a crash
+// leaves no stale lock behind.
+type dataDirLock struct{ f *os.File }
+
+// lockDataDir takes the data directory's lock or says which process
+// holds it.
+func lockDataDir(dir string) (*dataDirLock, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("create data directory %s (state.data_dir): %w", dir, err)
+	}
+	path := filepath.Join(dir, lockFileName)
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("open lock file %s (state.data_dir): %w", path, err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		defer f.Close()
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			holder := "another process"
+			if b, rerr := os.ReadFile(path); rerr == nil {
+				if pid, perr := strconv.Atoi(strings.TrimSpace(string(b))); perr == nil {
+					holder = fmt.Sprintf("PID %d", pid)
+				}
+			}
+			return nil, fmt.Errorf("another opentalon instance (%s) is running on state.data_dir %s (it holds %s); stop it first, or give this one another state.data_dir", holder, dir, path)
+		}
+		return nil, fmt.Errorf("lock %s (state.data_dir): %w", path, err)
+	}
+	// The PID only names the holder in the message above; the lock holds
+	// without it.
+	if f.Truncate(0) == nil {
+		_, _ = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
+	}
+	return &dataDirLock{f: f}, nil
+}
+
+// release empties the PID and drops the lock.
+func (l *dataDirLock) release() error {
+	_ = l.f.Truncate(0)
+	return l.f.Close() // closing the only descriptor releases the flock
+}
+
+// startPruner deletes finished queue rows past state.retention every
+// interval until the returned stop is called.
+func startPruner(db *store.DB, every time.Duration, log *slog.Logger) (stop func() error) {
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				n, err := db.PruneQueue(ctx)
+				switch {
+				case err != nil && ctx.Err() == nil:
+					log.Warn("prune finished queue rows", "err", err)
+				case n > 0:
+					log.Info("pruned finished queue rows past state.retention", "rows", n)
+				}
+			}
+		}
+	}()
+	return func() error {
+		cancel()
+		wg.Wait()
+		return nil
+	}
+}

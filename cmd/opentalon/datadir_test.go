@@ -1,0 +1,92 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"io"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/opentalon/opentalon/core"
+	"github.com/opentalon/opentalon/routing/provider/providertest"
+)
+
+// fakeClock is a settable clock.
+type fakeClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *fakeClock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+func (c *fakeClock) Add(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
+
+// TestFinishedRowsArePrunedWhileRunning: finished queue rows past
+// state.retention are deleted while the gateway runs, not only at start.
+func TestFinishedRowsArePrunedWhileRunning(t *testing.T) {
+	llm := providertest.NewOpenAI(t)
+	dir := t.TempDir()
+	cfg := parseConfig(t, testConfig(dir, llm.BaseURL(), ""))
+	if cfg.State.Retention.D() != 7*24*time.Hour {
+		t.Fatalf("default retention %s", cfg.State.Retention)
+	}
+	clock := &fakeClock{t: time.Now()}
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	ctx, cancel := context.WithCancel(context.Background())
+	app, err := buildLockedApp(ctx, cfg, AppOptions{Stdin: inR, Stdout: outW, Now: clock.Now}, 10*time.Millisecond)
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- app.Run(ctx) }()
+	defer func() {
+		cancel()
+		inW.Close()
+		if err := <-done; err != nil {
+			t.Errorf("run: %v", err)
+		}
+		app.Close()
+		outW.Close()
+	}()
+	lines := bufio.NewScanner(outR)
+	io.WriteString(inW, "first\n")
+	if !lines.Scan() || lines.Text() != "echo: first" {
+		t.Fatalf("answer = %q", lines.Text())
+	}
+	count := func(status string) int {
+		c, err := app.db.QueueCounts(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c[status]
+	}
+	waitFor := func(what string, ok func() bool) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for !ok() {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s never happened", what)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	waitFor("the first request is done", func() bool { return count(core.StatusDone) == 1 })
+	time.Sleep(50 * time.Millisecond) // several prune rounds: a fresh row stays
+	if n := count(core.StatusDone); n != 1 {
+		t.Fatalf("a row finished within the retention was pruned (done rows %d)", n)
+	}
+	clock.Add(8 * 24 * time.Hour)
+	waitFor("the week-old row is pruned while running", func() bool { return count(core.StatusDone) == 0 })
+
+	io.WriteString(inW, "second\n")
+	if !lines.Scan() || !strings.HasPrefix(lines.Text(), "echo: second") {
+		t.Fatalf("answer after the prune = %q", lines.Text())
+	}
+}

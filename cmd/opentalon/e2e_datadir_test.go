@@ -1,0 +1,64 @@
+package main
+
+// One gateway per data directory: the real binary started twice on one
+// state.data_dir, and the read-only commands beside a running gateway.
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/opentalon/opentalon/routing/provider/providertest"
+)
+
+func TestE2ESecondRunOnOneDataDirExits(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes")
+	}
+	llm := providertest.NewOpenAI(t)
+	dir := t.TempDir()
+	path := writeConfig(t, testConfig(dir, llm.BaseURL(), ""))
+
+	first := startBinary(t, nil, "--config", path, "run")
+	first.send("hello")
+	first.waitLine("echo: hello")
+
+	second := startBinary(t, nil, "--config", path, "run")
+	if code := second.exitCode(30 * time.Second); code == 0 || code == -1 {
+		t.Fatalf("second run on one data_dir: exit code %d, want a non-zero exit; stderr:\n%s", code, second.stderr.String())
+	}
+	msg := second.stderr.String()
+	for _, want := range []string{"another opentalon instance", fmt.Sprintf("PID %d", first.cmd.Process.Pid), dir} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("second run's error does not say %q:\n%s", want, msg)
+		}
+	}
+
+	// Read-only commands work while the gateway runs.
+	for _, args := range [][]string{
+		{"--config", path, "usage"},
+		{"--config", path, "affinity", "show"},
+		{"--config", path, "config", "check"},
+	} {
+		if res := runMain(t, nil, "", args...); res.code != 0 {
+			t.Errorf("%v while the gateway runs: exit %d, stderr %s", args[2:], res.code, res.stderr)
+		}
+	}
+
+	// The first gateway is untouched and, once it stops, the directory is
+	// free for the next start.
+	first.send("still here")
+	first.waitLine("echo: still here")
+	first.closeInput()
+	if code := first.exitCode(30 * time.Second); code != 0 {
+		t.Fatalf("first run: exit code %d; stderr:\n%s", code, first.stderr.String())
+	}
+	third := startBinary(t, nil, "--config", path, "run")
+	third.send("third start")
+	third.waitLine("echo: third start")
+	third.closeInput()
+	if code := third.exitCode(30 * time.Second); code != 0 {
+		t.Fatalf("run after the first stopped: exit code %d; stderr:\n%s", code, third.stderr.String())
+	}
+}

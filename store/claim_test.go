@@ -1,0 +1,119 @@
+package store
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/opentalon/opentalon/core"
+)
+
+// TestUndecodableRowDoesNotStallClaim: a row whose payload cannot be
+// read is marked failed (and logged with its id); the rest of the queue,
+// its own conversation's next message included, is claimed as usual.
+func TestUndecodableRowDoesNotStallClaim(t *testing.T) {
+	ctx := context.Background()
+	var logs bytes.Buffer
+	db := openTest(t, Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	a := core.ConversationKey{Channel: "telegram", Chat: "a"}
+	b := core.ConversationKey{Channel: "telegram", Chat: "b"}
+	badID, _, err := db.Enqueue(ctx, msgItem(a, "1", "soon broken"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	noMsgID, _, _ := db.Enqueue(ctx, msgItem(a, "2", "soon empty"))
+	db.Enqueue(ctx, msgItem(a, "3", "a after"))
+	db.Enqueue(ctx, msgItem(b, "4", "b fine"))
+	if _, err := db.w.DB.Exec(`UPDATE queue SET payload = '{not json' WHERE id = ?`, badID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.w.DB.Exec(`UPDATE queue SET payload = '{}' WHERE id = ?`, noMsgID); err != nil {
+		t.Fatal(err)
+	}
+
+	var got []string
+	for range 4 {
+		items, next, err := db.Claim(ctx, 10, time.Now())
+		if err != nil {
+			t.Fatalf("claim: %v", err)
+		}
+		for _, it := range items {
+			got = append(got, it.Message.Text)
+			db.Finish(ctx, it.ID, core.StatusDone, "")
+		}
+		if len(items) == 0 && next.IsZero() {
+			break
+		}
+	}
+	if strings.Join(got, ",") != "b fine,a after" {
+		t.Fatalf("claimed %q, want b fine then a after", got)
+	}
+	for _, id := range []int64{badID, noMsgID} {
+		st, _, lastErr, _ := db.QueueStatus(ctx, id)
+		if st != core.StatusFailed || !strings.Contains(lastErr, "cannot be read") {
+			t.Errorf("row %d: status %s, last error %q; want failed, cannot be read", id, st, lastErr)
+		}
+	}
+	if !strings.Contains(logs.String(), "request=1") || !strings.Contains(logs.String(), "request=2") {
+		t.Errorf("the log does not name the unreadable rows:\n%s", logs.String())
+	}
+}
+
+// TestPruneQueueKeepsUnfinishedAndRecentRows: only finished rows past the
+// retention go; queued and running rows and the replies stay.
+func TestPruneQueueKeepsUnfinishedAndRecentRows(t *testing.T) {
+	ctx := context.Background()
+	c := &clock{t: time.Unix(1_700_000_000, 0)}
+	db := openTest(t, Options{Now: c.Now, QueueRetention: 48 * time.Hour})
+	conv := func(s string) core.ConversationKey { return core.ConversationKey{Channel: "telegram", Chat: s} }
+	ids := map[string]int64{}
+	for _, name := range []string{"old-done", "old-failed", "old-queued", "old-running", "new-done"} {
+		id, _, err := db.Enqueue(ctx, msgItem(conv(name), name, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids[name] = id
+	}
+	items, _, _ := db.Claim(ctx, 10, c.Now())
+	for _, it := range items {
+		switch it.Message.Text {
+		case "old-done":
+			db.Finish(ctx, it.ID, core.StatusDone, "")
+		case "old-failed":
+			db.Finish(ctx, it.ID, core.StatusFailed, "boom")
+		case "old-queued":
+			db.Retry(ctx, it.ID, c.Now(), "later")
+		}
+	}
+	s, _ := db.ActiveSession(ctx, conv("old-done"))
+	if _, err := db.SaveReply(ctx, &core.Reply{RequestID: ids["old-done"], SessionID: s.ID, Conversation: conv("old-done"), Text: "a", Parts: []string{"a"}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	c.Add(72 * time.Hour)
+	for _, it := range items {
+		if it.Message.Text == "new-done" {
+			db.Finish(ctx, it.ID, core.StatusDone, "")
+		}
+	}
+	n, err := db.PruneQueue(ctx)
+	if err != nil || n != 2 {
+		t.Fatalf("prune = %d, %v; want the 2 finished rows past the retention", n, err)
+	}
+	for name, id := range ids {
+		st, _, _, err := db.QueueStatus(ctx, id)
+		gone := err != nil
+		if want := name == "old-done" || name == "old-failed"; gone != want {
+			t.Errorf("%s: status %q, pruned %v; want pruned %v", name, st, gone, want)
+		}
+	}
+	if r, _ := db.ReplyForRequest(ctx, ids["old-done"], conv("old-done")); r == nil {
+		t.Error("the reply of a pruned request was deleted")
+	}
+	keepAll := openTest(t, Options{Now: c.Now})
+	if n, err := keepAll.PruneQueue(ctx); n != 0 || err != nil {
+		t.Errorf("prune without a retention = %d, %v", n, err)
+	}
+}
