@@ -45,6 +45,7 @@ func (c *chats) Run(ctx context.Context, sink core.Sink) error {
 
 // Format makes one part per "|"-separated piece.
 func (c *chats) Format(text string) []string { return strings.Split(text, "|") }
+func (c *chats) Close() error                { return nil }
 
 func (c *chats) Send(ctx context.Context, to core.Outbound, part string) (string, error) {
 	c.mu.Lock()
