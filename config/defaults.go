@@ -14,6 +14,8 @@ func Default() *Config {
 			MaxAttempts:    3,
 			RequestTimeout: Duration(5 * time.Minute),
 			ShutdownGrace:  Duration(30 * time.Second),
+			MaxPending:     20,
+			MaxWait:        Duration(10 * time.Minute),
 		},
 		Routing: Routing{
 			MaxEscalations: 2,

@@ -34,6 +34,12 @@ type Queue struct {
 	MaxAttempts    int      `yaml:"max_attempts"`
 	RequestTimeout Duration `yaml:"request_timeout"`
 	ShutdownGrace  Duration `yaml:"shutdown_grace"`
+	// MaxPending caps the unfinished messages of one conversation; beyond
+	// it a message is not queued and its sender is asked to wait.
+	MaxPending int `yaml:"max_pending"`
+	// MaxWait bounds how long a message waits while every model and
+	// credential is cooling before the user gets the apology.
+	MaxWait Duration `yaml:"max_wait"`
 }
 
 // Models holds the LLM providers and the model catalog.

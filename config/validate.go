@@ -33,6 +33,10 @@ func atLeast(ps *problems, path string, v, min int) {
 func validateBasics(c *Config, ps *problems) {
 	atLeast(ps, "queue.workers", c.Queue.Workers, 1)
 	atLeast(ps, "queue.max_attempts", c.Queue.MaxAttempts, 1)
+	atLeast(ps, "queue.max_pending", c.Queue.MaxPending, 1)
+	if c.Queue.MaxWait <= 0 {
+		ps.at("queue.max_wait", "must be a positive duration such as \"10m\"")
+	}
 	if c.Queue.RequestTimeout <= 0 {
 		ps.at("queue.request_timeout", "must be a positive duration such as \"5m\"")
 	}

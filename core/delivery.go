@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"time"
 )
 
@@ -53,39 +52,27 @@ func (g *Gateway) deliver(ctx context.Context, ch Channel, in Inbound, r *Reply)
 	return nil
 }
 
-// apologize tells the user, best effort, that their message failed.
-func (g *Gateway) apologize(ctx context.Context, it QueueItem, cause error, log *slog.Logger) {
-	ch, ok := g.channels[it.Conversation.Channel]
-	if !ok {
-		return
-	}
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	in := *it.Message
-	parts := ch.Format(UserMessage(cause))
-	for i, part := range parts {
-		if _, err := ch.Send(ctx, Outbound{Conversation: in.Conversation, ReplyTo: in.MessageID, Meta: in.Meta, Part: i, Parts: len(parts)}, part); err != nil {
-			log.Error("send error reply", "err", err)
-			return
-		}
-	}
-}
-
 // UserMessage is the short text a user sees when their request failed.
 func UserMessage(err error) string {
 	const pre = "Sorry, I could not answer that: "
+	again := "Please try again later."
+	if d := RetryAfter(err); d > 0 {
+		again = fmt.Sprintf("Please try again in %s.", d.Round(time.Second))
+	}
 	switch ErrorKind(err) {
 	case KindRateLimited:
-		if d := RetryAfter(err); d > 0 {
-			return pre + fmt.Sprintf("the AI provider is rate limiting me. Please try again in %s.", d.Round(time.Second))
+		if RetryAfter(err) == 0 {
+			again = "Please try again in a minute."
 		}
-		return pre + "the AI provider is rate limiting me. Please try again in a minute."
+		return pre + "the AI provider is rate limiting me. " + again
 	case KindAuth:
 		return pre + "the AI provider refused my credentials. The operator has been told (see the log)."
 	case KindBilling:
 		return pre + "the AI provider's quota or credit is used up. The operator has been told (see the log)."
-	case KindUnavailable, KindTimeout:
-		return pre + "the AI provider is not answering right now. Please try again later."
+	case KindTimeout:
+		return pre + "the AI provider did not answer in time. " + again
+	case KindUnavailable:
+		return pre + "the AI provider is not answering right now. " + again
 	case KindContextTooLong:
 		return pre + "the conversation is too long for the model. Send /new to start a fresh one."
 	case KindMalformed:
@@ -98,4 +85,19 @@ func UserMessage(err error) string {
 		return pre + "the request was not valid."
 	}
 	return pre + "something went wrong on my side. The error is logged; please try again."
+}
+
+// DelayMessage is what a user is told once when their answer waits for a
+// cooling provider: why, and about when it comes.
+func DelayMessage(err error) string {
+	why := "the AI provider is busy"
+	switch ErrorKind(err) {
+	case KindRateLimited:
+		why = "the AI provider is rate limiting me"
+	case KindTimeout:
+		why = "the AI provider is answering too slowly"
+	case KindUnavailable:
+		why = "the AI provider is not answering right now"
+	}
+	return fmt.Sprintf("⏳ Your answer is delayed: %s. I will answer in about %s.", why, RetryAfter(err).Round(time.Second))
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"runtime/debug"
 	"sync"
 	"time"
@@ -50,6 +51,11 @@ func (g *Gateway) Run(ctx context.Context, grace time.Duration) error {
 	// its reply is stored (delivery goes on outside the slot) or at its end.
 	freed := make(chan struct{}, g.opts.Workers)
 	inflight := 0
+	// mine holds the ids of the items this run is working on, until their
+	// outcome is recorded; a running row outside it is an orphan.
+	var mineMu sync.Mutex
+	mine := map[int64]bool{}
+	nextSweep := g.now().Add(sweepEvery)
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 loop:
@@ -64,6 +70,9 @@ loop:
 			next = nx
 			for _, it := range items {
 				inflight++
+				mineMu.Lock()
+				mine[it.ID] = true
+				mineMu.Unlock()
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
@@ -71,16 +80,26 @@ loop:
 					release := func() { once.Do(func() { freed <- struct{}{} }) }
 					defer release()
 					g.process(workCtx, it, release)
+					mineMu.Lock()
+					delete(mine, it.ID)
+					mineMu.Unlock()
 					// The conversation is free again (or its item waits for
 					// a retry): the dispatcher claims anew.
 					g.poke()
 				}()
 			}
 		}
-		wait := time.Hour
-		if !next.IsZero() {
-			wait = max(next.Sub(g.now()), time.Millisecond)
+		if now := g.now(); !now.Before(nextSweep) {
+			nextSweep = now.Add(sweepEvery)
+			mineMu.Lock()
+			busy := maps.Clone(mine)
+			mineMu.Unlock()
+			g.sweep(workCtx, busy)
 		}
+		if next.IsZero() || nextSweep.Before(next) {
+			next = nextSweep
+		}
+		wait := max(next.Sub(g.now()), time.Millisecond)
 		timer.Reset(wait)
 		select {
 		case <-ctx.Done():
@@ -107,12 +126,38 @@ loop:
 		cancelWork()
 		<-finished
 	}
+	g.side.Wait()
 	return runErr
 }
 
-// maxQuietWait is the longest server-requested wait the gateway sits out
-// silently before retrying; past it the user is told at once when to try
-// again (every credential and model of the failover chain is cooling).
+// sweepEvery is how often the dispatcher looks for orphans: rows marked
+// running that no request of this run works on (their final status could
+// not be written).
+const sweepEvery = 30 * time.Second
+
+// sweep puts orphaned running rows back in the queue.
+func (g *Gateway) sweep(ctx context.Context, mine map[int64]bool) {
+	ids, err := g.store.Running(ctx)
+	if err != nil {
+		g.log.Warn("look for orphaned requests", "err", err)
+		return
+	}
+	for _, id := range ids {
+		if mine[id] {
+			continue
+		}
+		if err := g.store.Release(ctx, id); err != nil {
+			g.log.Warn("re-queue an orphaned request", "request", id, "err", err)
+			continue
+		}
+		g.log.Warn("re-queued a request whose outcome could not be recorded", "request", id)
+		g.poke()
+	}
+}
+
+// maxQuietWait is the longest wait for a cooling provider the gateway
+// sits out in silence; past it the user is told once that the answer is
+// delayed.
 const maxQuietWait = 30 * time.Second
 
 // process runs one queue item to its end state. release frees the item's
@@ -122,44 +167,119 @@ func (g *Gateway) process(ctx context.Context, it QueueItem, release func()) {
 	defer cancel()
 	log := g.log.With("request", it.ID, "conv", it.Conversation.String(), "kind", it.Kind)
 	var err error
-	if it.Attempts >= g.opts.MaxAttempts {
-		// Every attempt was interrupted (a crash, a kill): the message may
+	if it.Interruptions >= g.opts.MaxAttempts {
+		// Every attempt was cut short (a crash, a kill): the message may
 		// be what crashes the process, so it is not tried again.
-		err = &Error{Kind: KindInvalid, Msg: fmt.Sprintf("gave up after %d interrupted attempts", it.Attempts)}
+		err = &Error{Kind: KindInvalid, Msg: fmt.Sprintf("gave up after %d interrupted attempts", it.Interruptions)}
 	} else {
 		err = g.handle(ctx, it, log, release)
 	}
-	// Store writes below use a context that survives cancellation so the
+	g.settle(ctx, it, err, log)
+}
+
+// settle records an item's outcome: done, dropped, released at shutdown,
+// waiting for a cooling provider, retried, or failed.
+func (g *Gateway) settle(ctx context.Context, it QueueItem, err error, log *slog.Logger) {
+	// Store writes use a context that survives cancellation so the
 	// outcome is recorded even during shutdown.
 	sctx := context.WithoutCancel(ctx)
 	var drop *droppedError
 	switch {
 	case err == nil:
-		if ferr := g.store.Finish(sctx, it.ID, StatusDone, ""); ferr != nil {
-			log.Error("mark request done", "err", ferr)
-		}
+		g.record(sctx, log, "mark request done", func(c context.Context) error { return g.store.Finish(c, it.ID, StatusDone, "") })
 	case errors.As(err, &drop):
 		log.Info("message dropped by a pre-hook", "reason", drop.reason)
-		if ferr := g.store.Finish(sctx, it.ID, StatusDone, err.Error()); ferr != nil {
-			log.Error("mark request done", "err", ferr)
-		}
+		g.record(sctx, log, "mark request done", func(c context.Context) error { return g.store.Finish(c, it.ID, StatusDone, err.Error()) })
 	case errors.Is(ctx.Err(), context.Canceled) && !errors.Is(err, context.DeadlineExceeded):
-		// Shutdown: leave it running; the next start re-queues it.
-		log.Info("request interrupted by shutdown; it will be retried at next start")
-	case Transient(err) && it.Attempts+1 < g.opts.MaxAttempts && RetryAfter(err) <= maxQuietWait:
-		wait := max(g.opts.Backoff(it.Attempts+1), RetryAfter(err))
+		// Shutdown: back to the queue as it was; a deploy is no attempt.
+		log.Info("request interrupted by shutdown; it is answered after the next start")
+		g.record(sctx, log, "release request", func(c context.Context) error { return g.store.Release(c, it.ID) })
+	case Transient(err) && RetryAfter(err) > 0:
+		g.wait(sctx, it, err, log)
+	case Transient(err) && it.Attempts+1 < g.opts.MaxAttempts:
+		wait := g.opts.Backoff(it.Attempts + 1)
 		log.Warn("request failed; will retry", "attempt", it.Attempts+1, "in", wait, "err", err)
-		if rerr := g.store.Retry(sctx, it.ID, g.now().Add(wait), err.Error()); rerr != nil {
-			log.Error("re-queue request", "err", rerr)
-		}
+		g.record(sctx, log, "re-queue request", func(c context.Context) error { return g.store.Retry(c, it.ID, g.now().Add(wait), err.Error()) })
 	default:
-		log.Error("request failed", "attempts", it.Attempts+1, "err", err)
-		if it.Kind == EventMessage {
-			g.apologize(sctx, it, err, log)
+		g.giveUp(sctx, it, err, log)
+	}
+}
+
+// wait puts an item back until the provider it waits for is free (every
+// model and credential is cooling), without counting an attempt; a wait
+// past MaxWait since the message arrived gives it up. The user is told
+// once when the wait is long.
+func (g *Gateway) wait(ctx context.Context, it QueueItem, cause error, log *slog.Logger) {
+	d := RetryAfter(cause)
+	due := g.now().Add(d)
+	if due.Sub(it.CreatedAt) > g.opts.MaxWait {
+		log.Warn("request waited too long for a cooling provider", "queue.max_wait", g.opts.MaxWait, "err", cause)
+		g.giveUp(ctx, it, cause, log)
+		return
+	}
+	notify := d > maxQuietWait && !it.Notified && it.Kind == EventMessage
+	if notify {
+		if ch, ok := g.channels[it.Conversation.Channel]; ok {
+			tctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+			g.sendText(tctx, ch, *it.Message, DelayMessage(cause))
+			cancel()
 		}
-		if ferr := g.store.Finish(sctx, it.ID, StatusFailed, err.Error()); ferr != nil {
-			log.Error("mark request failed", "err", ferr)
+	}
+	log.Warn("every model and credential is cooling; the request waits", "until", due, "err", cause)
+	g.record(ctx, log, "defer request", func(c context.Context) error { return g.store.Defer(c, it.ID, due, cause.Error(), notify) })
+}
+
+// giveUp fails an item for good. The outcome is recorded first, then the
+// user is told within a panic guard, so nothing here can make the item run
+// again. An answer stored by an earlier attempt is delivered (its unsent
+// parts) instead of an apology.
+func (g *Gateway) giveUp(ctx context.Context, it QueueItem, cause error, log *slog.Logger) {
+	log.Error("request failed", "attempts", it.Attempts+1, "interruptions", it.Interruptions, "err", cause)
+	g.record(ctx, log, "mark request failed", func(c context.Context) error { return g.store.Finish(c, it.ID, StatusFailed, cause.Error()) })
+	if it.Kind != EventMessage || it.Message == nil {
+		return
+	}
+	ch, ok := g.channels[it.Conversation.Channel]
+	if !ok {
+		return
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			log.Error("panic while telling the user their request failed", "panic", p, "stack", string(debug.Stack()))
 		}
+	}()
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if r, err := g.store.ReplyForRequest(ctx, it.ID, it.Conversation); err == nil && r != nil {
+		if err := g.deliver(ctx, ch, *it.Message, r); err != nil {
+			log.Error("deliver the rest of the stored reply", "err", err)
+		}
+		return
+	}
+	g.sendText(ctx, ch, *it.Message, UserMessage(cause))
+}
+
+// recordTries bounds the attempts to write an item's outcome; past them
+// the row stays running and the dispatcher's sweep re-queues it.
+const recordTries = 6
+
+// record writes an item's outcome, retrying with backoff (a disk briefly
+// full, the database busy).
+func (g *Gateway) record(ctx context.Context, log *slog.Logger, what string, write func(context.Context) error) {
+	wait := 100 * time.Millisecond
+	for try := 1; ; try++ {
+		err := write(ctx)
+		if err == nil {
+			return
+		}
+		if try == recordTries {
+			log.Error(what+"; the request is re-queued by the next sweep", "err", err, "tries", try)
+			return
+		}
+		log.Warn(what+"; retrying", "err", err, "in", wait)
+		t := time.NewTimer(wait)
+		<-t.C
+		wait *= 2
 	}
 }
 

@@ -20,8 +20,16 @@ type Options struct {
 	// outside them.
 	Workers int
 	// MaxAttempts is how often a request is tried before the user gets an
-	// error reply and the request is marked failed (default 3).
+	// error reply and the request is marked failed (default 3); a request
+	// interrupted that often by crashes is given up too.
 	MaxAttempts int
+	// MaxWait bounds how long a request waits, without counting attempts,
+	// while every model and credential is cooling (default 10 minutes).
+	MaxWait time.Duration
+	// MaxPending caps the unfinished messages of one conversation
+	// (default 20; negative = no cap): beyond it a message is not queued
+	// and the user is told to wait for the earlier answers.
+	MaxPending int
 	// RequestTimeout bounds one attempt (default 5 minutes).
 	RequestTimeout time.Duration
 	// Backoff gives the wait before attempt n+1 after n failed attempts.
@@ -60,6 +68,10 @@ type Gateway struct {
 	accepting bool
 	// chanState is the supervision state of each channel.
 	chanState map[string]*channelState
+	// fullNotice is when each conversation was last told it has too many
+	// messages waiting; side tracks such best-effort sends.
+	fullNotice map[ConversationKey]time.Time
+	side       sync.WaitGroup
 }
 
 // New builds a Gateway; it starts nothing.
@@ -72,6 +84,12 @@ func New(o Options) *Gateway {
 	}
 	if o.RequestTimeout <= 0 {
 		o.RequestTimeout = 5 * time.Minute
+	}
+	if o.MaxWait <= 0 {
+		o.MaxWait = 10 * time.Minute
+	}
+	if o.MaxPending == 0 {
+		o.MaxPending = 20
 	}
 	if o.Backoff == nil {
 		o.Backoff = func(n int) time.Duration {
@@ -94,14 +112,15 @@ func New(o Options) *Gateway {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	g := &Gateway{
-		opts:      o,
-		store:     o.Store,
-		agent:     o.Agent,
-		log:       o.Logger.With("component", "gateway"),
-		now:       o.Now,
-		channels:  map[string]Channel{},
-		wake:      make(chan struct{}, 1),
-		chanState: map[string]*channelState{},
+		opts:       o,
+		store:      o.Store,
+		agent:      o.Agent,
+		log:        o.Logger.With("component", "gateway"),
+		now:        o.Now,
+		channels:   map[string]Channel{},
+		wake:       make(chan struct{}, 1),
+		chanState:  map[string]*channelState{},
+		fullNotice: map[ConversationKey]time.Time{},
 	}
 	for _, c := range g.builtinCommands() {
 		g.commands.add(c)

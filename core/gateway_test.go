@@ -321,36 +321,3 @@ func TestInterruptedTooOftenIsNotRetried(t *testing.T) {
 		t.Fatal("a message interrupted max_attempts times reached the agent again")
 	}
 }
-
-// longWait fails with a rate limit whose Retry-After is two minutes.
-type longWait struct{ fakeAgent }
-
-func (a *longWait) Answer(context.Context, core.Turn) (core.Answer, error) {
-	a.mu.Lock()
-	a.calls++
-	a.mu.Unlock()
-	return core.Answer{}, &core.Error{Kind: core.KindRateLimited, Msg: "every model is cooling down", RetryAfter: 2 * time.Minute}
-}
-
-func TestLongRetryAfterIsReportedAtOnce(t *testing.T) {
-	db, err := store.Open(context.Background(), t.TempDir(), store.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	ag := &longWait{}
-	ch := &fakeChannel{notify: make(chan string, 10)}
-	g := core.New(core.Options{Store: db, Agent: ag, MaxAttempts: 3})
-	g.AddChannel(ch)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error)
-	go func() { done <- g.Run(ctx, time.Second) }()
-	r := &rig{t: t, g: g, ch: ch}
-	r.accept("1", "hi")
-	r.expect("Sorry, I could not answer that: the AI provider is rate limiting me. Please try again in 2m0s.")
-	cancel()
-	<-done
-	if ag.calls != 1 {
-		t.Fatalf("agent called %d times; a two-minute Retry-After must be reported, not waited out", ag.calls)
-	}
-}

@@ -2,7 +2,9 @@ package core
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"time"
 )
 
 // ErrNotAccepting is returned by Accept while the gateway is not running.
@@ -22,8 +24,15 @@ func (g *Gateway) Accept(ctx context.Context, in Inbound) error {
 		DedupeKey:    in.Conversation.Channel + ":m:" + in.MessageID,
 		Message:      &in,
 		CreatedAt:    g.now(),
+		MaxPending:   g.opts.MaxPending,
 	}
 	_, dup, err := g.store.Enqueue(ctx, item)
+	if errors.Is(err, ErrConversationFull) {
+		// Not queued on purpose: the platform may be acknowledged.
+		g.log.Warn("conversation has too many messages waiting; message not queued", "conv", in.Conversation.String(), "message_id", in.MessageID, "queue.max_pending", g.opts.MaxPending)
+		g.tellFull(in)
+		return nil
+	}
 	if err != nil {
 		return fmt.Errorf("accept %s message %s: %w", in.Conversation.Channel, in.MessageID, err)
 	}
@@ -48,6 +57,12 @@ func (g *Gateway) React(ctx context.Context, r Reaction) error {
 	if r.At.IsZero() {
 		r.At = g.now()
 	}
+	// A platform may not say in which thread or topic a reaction was
+	// made: the judged reply knows, and the reaction joins that
+	// conversation's order (a re-answer never runs beside its next message).
+	if judged, err := g.store.ReplyByPlatformID(ctx, r.Conversation.Channel, r.MessageID); err == nil && judged != nil {
+		r.Conversation = judged.Conversation
+	}
 	item := QueueItem{
 		Kind:         EventReaction,
 		Conversation: r.Conversation,
@@ -70,5 +85,53 @@ func (g *Gateway) poke() {
 	select {
 	case g.wake <- struct{}{}:
 	default:
+	}
+}
+
+// fullNoticeEvery bounds how often one conversation is told it has too
+// many messages waiting.
+const fullNoticeEvery = time.Minute
+
+// tellFull tells the user, best effort and at most once a minute per
+// conversation, that their message was not taken.
+func (g *Gateway) tellFull(in Inbound) {
+	ch, ok := g.channels[in.Conversation.Channel]
+	if !ok {
+		return
+	}
+	g.mu.Lock()
+	last, told := g.fullNotice[in.Conversation]
+	now := g.now()
+	if told && now.Sub(last) < fullNoticeEvery {
+		g.mu.Unlock()
+		return
+	}
+	g.fullNotice[in.Conversation] = now
+	if len(g.fullNotice) > 10000 {
+		for k, t := range g.fullNotice {
+			if now.Sub(t) >= fullNoticeEvery {
+				delete(g.fullNotice, k)
+			}
+		}
+	}
+	g.mu.Unlock()
+	g.side.Add(1)
+	go func() {
+		defer g.side.Done()
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		g.sendText(ctx, ch, in, "I am still working on your earlier messages, so I did not take this one. Please send it again once I have answered them.")
+	}()
+}
+
+// sendText sends a short text of the gateway's own (a notice, an
+// apology) in reply to in, best effort.
+func (g *Gateway) sendText(ctx context.Context, ch Channel, in Inbound, text string) {
+	parts := ch.Format(text)
+	for i, part := range parts {
+		if _, err := ch.Send(ctx, Outbound{Conversation: in.Conversation, ReplyTo: in.MessageID, Meta: in.Meta, Part: i, Parts: len(parts)}, part); err != nil {
+			g.log.Warn("send a notice", "conv", in.Conversation.String(), "err", err)
+			return
+		}
 	}
 }

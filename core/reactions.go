@@ -38,11 +38,11 @@ func (g *Gateway) handleReaction(ctx context.Context, it QueueItem, log *slog.Lo
 		// Taking a reaction back cancels its judgement.
 		p = -p
 	}
-	// A retried item does not count its signal twice.
-	if g.opts.Signals != nil && it.Attempts == 0 {
+	// Keyed by the queue item: a retried item records it once.
+	if g.opts.Signals != nil {
 		if err := g.opts.Signals.RecordSignal(ctx, Signal{
 			Kind: SignalReaction, Polarity: p, ReplyID: judged.ID, Model: judged.Model,
-			TaskType: judged.TaskType, UserID: re.UserID, Weight: 1, At: re.At,
+			TaskType: judged.TaskType, UserID: re.UserID, Weight: 1, At: re.At, RequestID: it.ID,
 		}); err != nil {
 			return err
 		}

@@ -53,3 +53,12 @@ type UsageTotal struct {
 	OutputTokens int64
 	CostUSD      float64
 }
+
+// EscalationState is what the escalator remembers of a session: the
+// latest rejected question, the models that already answered it (the
+// last one wrote the answer being judged), and the reply it last judged.
+type EscalationState struct {
+	Question    string
+	Models      []string
+	JudgedReply int64
+}

@@ -23,10 +23,23 @@ type QueueItem struct {
 	DedupeKey string
 	Message   *Inbound  `json:",omitempty"`
 	Reaction  *Reaction `json:",omitempty"`
-	Attempts  int
+	// Attempts counts the attempts that ended in a failure; Interruptions
+	// the attempts cut short by a crash or kill (the poison-message guard).
+	Attempts      int
+	Interruptions int
+	// Notified says the user was told the answer is delayed.
+	Notified  bool
 	NotBefore time.Time
 	CreatedAt time.Time
+	// MaxPending, when > 0, makes Enqueue refuse a message with
+	// ErrConversationFull while its conversation already has that many
+	// unfinished items. It is not stored.
+	MaxPending int `json:"-"`
 }
+
+// ErrConversationFull is returned by Enqueue when a conversation already
+// has QueueItem.MaxPending unfinished items.
+var ErrConversationFull = &Error{Kind: KindRateLimited, Msg: "this conversation already has too many messages waiting"}
 
 // Queue statuses.
 const (
@@ -44,8 +57,14 @@ type QueueStore interface {
 	Enqueue(ctx context.Context, item QueueItem) (id int64, dup bool, err error)
 	// EditQueued replaces the text of a still-queued message.
 	EditQueued(ctx context.Context, dedupeKey, text string) (bool, error)
-	// RequeueRunning puts items left running by a crash back in the queue.
+	// RequeueRunning puts items left running by a crash back in the
+	// queue, counting an interruption for each.
 	RequeueRunning(ctx context.Context) (int, error)
+	// Release puts a running item back in the queue as it was (a graceful
+	// shutdown, or an item whose outcome could not be recorded).
+	Release(ctx context.Context, id int64) error
+	// Running lists the ids of the items marked running.
+	Running(ctx context.Context) ([]int64, error)
 	// Claim marks as running and returns up to n items that are the oldest
 	// unfinished item of their conversation, have nothing of their
 	// conversation running, and are due at now. next is the earliest time
@@ -53,6 +72,10 @@ type QueueStore interface {
 	Claim(ctx context.Context, n int, now time.Time) (items []QueueItem, next time.Time, err error)
 	// Retry puts a running item back with attempts+1, due at notBefore.
 	Retry(ctx context.Context, id int64, notBefore time.Time, cause string) error
+	// Defer puts a running item back due at notBefore without counting an
+	// attempt (it waits for a cooling provider); notified records that the
+	// user was told.
+	Defer(ctx context.Context, id int64, notBefore time.Time, cause string, notified bool) error
 	// Finish ends an item with StatusDone or StatusFailed.
 	Finish(ctx context.Context, id int64, status, cause string) error
 }

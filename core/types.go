@@ -229,4 +229,7 @@ type Signal struct {
 	UserID   string
 	Weight   float64 // 1 for ordinary signals; explicit choices weigh more
 	At       time.Time
+	// RequestID is the queue item whose handling produced the signal (0 =
+	// none); a retried item records its signal once.
+	RequestID int64
 }

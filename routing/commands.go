@@ -94,7 +94,7 @@ func (r *Router) cmdModel(ctx context.Context, req core.CommandRequest, p Pinner
 		task, replyID = last.TaskType, last.ID
 	}
 	if err := r.RecordSignal(ctx, core.Signal{Kind: core.SignalExplicit, Polarity: core.Positive, ReplyID: replyID, Model: m.Ref, TaskType: task,
-		UserID: req.In.UserID, Weight: ExplicitChoiceWeight, At: r.now()}); err != nil {
+		UserID: req.In.UserID, Weight: ExplicitChoiceWeight, At: r.now(), RequestID: req.RequestID}); err != nil {
 		r.log.Error("record explicit model choice", "err", err)
 	}
 	return fmt.Sprintf("Pinned %s for this conversation: it answers every message until /model auto. If it fails I will tell you instead of switching.", m.Ref), nil

@@ -4,20 +4,24 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
-	"sync"
 
 	"github.com/opentalon/opentalon/core"
 )
 
-// Conversations is what the escalator reads about a session; store.DB
-// implements it.
+// Conversations is what the escalator reads and keeps about a session;
+// store.DB implements it.
 type Conversations interface {
 	// LastAnswer returns the newest reply of a session written by a model
 	// (nil if none); replies to commands do not count.
 	LastAnswer(ctx context.Context, sessionID int64) (*core.Reply, error)
 	// History returns the newest limit messages, oldest first.
 	History(ctx context.Context, sessionID int64, limit int) ([]core.ChatMessage, error)
+	// Escalation and SaveEscalation keep the session's escalation state
+	// (one row per session: bounded, and kept across restarts).
+	Escalation(ctx context.Context, sessionID int64) (core.EscalationState, error)
+	SaveEscalation(ctx context.Context, sessionID int64, st core.EscalationState) error
 }
 
 // Escalator is the core.Interceptor that watches each message for a
@@ -27,23 +31,14 @@ type Conversations interface {
 // most MaxEscalations times per question. A rephrase records a negative
 // signal and lets the message be answered normally; any other message
 // records an implicit acceptance of the previous answer. It decides only:
-// the gateway runs the re-answer through the hooks and the agent.
+// the gateway runs the re-answer through the hooks and the agent. Its
+// state (the models that answered the question being escalated, the reply
+// last judged) lives in the store, so a restart or a retried message
+// neither forgets a chain nor counts a verdict twice.
 type Escalator struct {
 	r    *Router
 	conv Conversations
 	log  *slog.Logger
-
-	mu sync.Mutex
-	// chains remembers, per session, the question being escalated and the
-	// models that already answered it.
-	chains map[int64]*escalation
-	// judged remembers, per session, the reply already judged.
-	judged map[int64]int64
-}
-
-type escalation struct {
-	question string
-	models   []string
 }
 
 var _ core.Interceptor = (*Escalator)(nil)
@@ -54,7 +49,7 @@ func NewEscalator(r *Router, conv Conversations, log *slog.Logger) *Escalator {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Escalator{r: r, conv: conv, log: log.With("component", "escalation"), chains: map[int64]*escalation{}, judged: map[int64]int64{}}
+	return &Escalator{r: r, conv: conv, log: log.With("component", "escalation")}
 }
 
 // Intercept implements core.Interceptor.
@@ -65,7 +60,8 @@ func (e *Escalator) Intercept(ctx context.Context, req core.CommandRequest) (cor
 	if isCmd && !retry {
 		return core.Decision{}, nil
 	}
-	last, err := e.conv.LastAnswer(ctx, req.Session.ID)
+	sid := req.Session.ID
+	last, err := e.conv.LastAnswer(ctx, sid)
 	if err != nil {
 		return core.Decision{}, fmt.Errorf("escalation: last reply: %w", err)
 	}
@@ -75,11 +71,16 @@ func (e *Escalator) Intercept(ctx context.Context, req core.CommandRequest) (cor
 		}
 		return core.Decision{}, nil
 	}
-	question, err := e.lastQuestion(ctx, req.Session.ID)
+	question, err := e.lastQuestion(ctx, sid)
 	if err != nil {
 		return core.Decision{}, err
 	}
-	sig := core.Signal{ReplyID: last.ID, Model: last.Model, TaskType: last.TaskType, UserID: req.In.UserID, Weight: 1, At: req.In.ReceivedAt}
+	st, err := e.conv.Escalation(ctx, sid)
+	if err != nil {
+		return core.Decision{}, fmt.Errorf("escalation: %w", err)
+	}
+	sig := core.Signal{ReplyID: last.ID, Model: last.Model, TaskType: last.TaskType, UserID: req.In.UserID, Weight: 1, At: req.In.ReceivedAt, RequestID: req.RequestID}
+	var d core.Decision
 	switch {
 	case retry:
 		sig.Kind, sig.Polarity = core.SignalRetry, core.Negative
@@ -87,21 +88,21 @@ func (e *Escalator) Intercept(ctx context.Context, req core.CommandRequest) (cor
 		sig.Kind, sig.Polarity = core.SignalFollowUp, core.Negative
 	case IsRephrase(question, text):
 		sig.Kind, sig.Polarity = core.SignalRephrase, core.Negative
-		e.judge(ctx, req.Session.ID, sig)
-		return core.Decision{}, nil
+		e.judge(ctx, &st, sig)
+		return d, e.conv.SaveEscalation(ctx, sid, st)
 	default:
 		sig.Kind, sig.Polarity = SignalAccepted, core.Positive
-		e.judge(ctx, req.Session.ID, sig)
-		e.mu.Lock()
-		delete(e.chains, req.Session.ID) // a new question ends the escalation chain
-		e.mu.Unlock()
-		return core.Decision{}, nil
+		e.judge(ctx, &st, sig)
+		st.Question, st.Models = "", nil // a new question ends the escalation chain
+		return d, e.conv.SaveEscalation(ctx, sid, st)
 	}
-	e.judge(ctx, req.Session.ID, sig)
+	e.judge(ctx, &st, sig)
 	if question == "" {
-		return core.Decision{Reply: "I cannot find the question to answer again; please ask it once more."}, nil
+		d = core.Decision{Reply: "I cannot find the question to answer again; please ask it once more."}
+	} else {
+		d = e.escalate(&st, req.Session, last, question)
 	}
-	return e.escalate(req.Session, last, question), nil
+	return d, e.conv.SaveEscalation(ctx, sid, st)
 }
 
 // InterceptReaction implements core.ReactionInterceptor: with
@@ -120,24 +121,25 @@ func (e *Escalator) InterceptReaction(ctx context.Context, re core.Reaction, jud
 	if err != nil || question == "" {
 		return core.Decision{}, err
 	}
-	e.mu.Lock()
-	e.judged[s.ID] = last.ID
-	e.mu.Unlock()
-	return e.escalate(s, last, question), nil
+	st, err := e.conv.Escalation(ctx, s.ID)
+	if err != nil {
+		return core.Decision{}, fmt.Errorf("escalation: %w", err)
+	}
+	st.JudgedReply = last.ID
+	d := e.escalate(&st, s, last, question)
+	return d, e.conv.SaveEscalation(ctx, s.ID, st)
 }
 
 var _ core.ReactionInterceptor = (*Escalator)(nil)
 
-// judge records a signal once per reply: a message retried by the
-// queue, or a second verdict on the same answer, does not count again.
-func (e *Escalator) judge(ctx context.Context, sessionID int64, s core.Signal) {
-	e.mu.Lock()
-	done := e.judged[sessionID] == s.ReplyID
-	e.judged[sessionID] = s.ReplyID
-	e.mu.Unlock()
-	if done {
+// judge records a signal once per reply: a second verdict on the same
+// answer does not count again (a retried message does not either: the
+// store keys its signals by request).
+func (e *Escalator) judge(ctx context.Context, st *core.EscalationState, s core.Signal) {
+	if st.JudgedReply == s.ReplyID {
 		return
 	}
+	st.JudgedReply = s.ReplyID
 	if err := e.r.RecordSignal(ctx, s); err != nil {
 		e.log.Error("record signal", "kind", s.Kind, "err", err)
 	}
@@ -165,30 +167,24 @@ func (e *Escalator) lastQuestion(ctx context.Context, sessionID int64) (string, 
 }
 
 // escalate decides the re-answer of question by the next model by
-// weight: a turn that excludes the models that already answered it, whose
-// answer is noted and remembered in the chain.
-func (e *Escalator) escalate(s core.Session, last *core.Reply, question string) core.Decision {
-	sid := s.ID
-	e.mu.Lock()
-	ch := e.chains[sid]
-	if ch == nil || ch.question != question || ch.models[len(ch.models)-1] != last.Model {
-		ch = &escalation{question: question, models: []string{last.Model}}
-		e.chains[sid] = ch
+// weight: a turn that excludes every model that already answered it (the
+// chain in st, extended by the model of the rejected answer), with a note.
+func (e *Escalator) escalate(st *core.EscalationState, s core.Session, last *core.Reply, question string) core.Decision {
+	if st.Question != question || len(st.Models) == 0 {
+		st.Question, st.Models = question, nil
 	}
-	tries := len(ch.models) - 1
-	exclude := append([]string(nil), ch.models...)
-	e.mu.Unlock()
+	if len(st.Models) == 0 || st.Models[len(st.Models)-1] != last.Model {
+		st.Models = append(st.Models, last.Model)
+	}
+	tries := len(st.Models) - 1
 	pinned := s.ModelPin != ""
 	if !pinned && tries >= e.r.o.MaxEscalations {
 		return core.Decision{Reply: fmt.Sprintf("I have already re-answered this question with %d other models (%s); routing.max_escalations is %d. Send /models to see them and /model <name> to choose one yourself.",
-			tries, strings.Join(ch.models, ", "), e.r.o.MaxEscalations)}
+			tries, strings.Join(st.Models, ", "), e.r.o.MaxEscalations)}
 	}
 	return core.Decision{Turn: &core.TurnOverride{
-		Text: question, Retry: true, Exclude: exclude,
+		Text: question, Retry: true, Exclude: slices.Clone(st.Models),
 		Finish: func(ans *core.Answer) {
-			e.mu.Lock()
-			ch.models = append(ch.models, ans.Model)
-			e.mu.Unlock()
 			note := fmt.Sprintf("↻ Answered again by %s (%s was rejected).", ans.Model, last.Model)
 			if pinned {
 				note = fmt.Sprintf("↻ Answered again by your pinned model %s (send /model auto to let me escalate to another model).", ans.Model)

@@ -13,7 +13,20 @@ type fakeConv struct {
 	last  *core.Reply
 	hist  []core.ChatMessage
 	pins  map[int64][2]string
+	esc   map[int64]core.EscalationState
 	calls int
+}
+
+func (f *fakeConv) Escalation(_ context.Context, id int64) (core.EscalationState, error) {
+	return f.esc[id], nil
+}
+
+func (f *fakeConv) SaveEscalation(_ context.Context, id int64, st core.EscalationState) error {
+	if f.esc == nil {
+		f.esc = map[int64]core.EscalationState{}
+	}
+	f.esc[id] = st
+	return nil
 }
 
 func (f *fakeConv) LastAnswer(context.Context, int64) (*core.Reply, error) { return f.last, nil }
@@ -198,5 +211,38 @@ func TestModelCommands(t *testing.T) {
 	}
 	if out := run("models", "", s); !strings.Contains(out, "p/big (big) — weight 10, $15.00/$75.00") || !strings.Contains(out, "▶ p/mid") {
 		t.Fatalf("/models = %q", out)
+	}
+}
+
+// TestEscalationStateSurvivesARestart (issue 9, finding 8): the chain of
+// models that answered a question lives in the store, so an escalator
+// built after a restart goes on excluding them.
+func TestEscalationStateSurvivesARestart(t *testing.T) {
+	r, _, _, st, _ := newTestRouter(t, func(o *Options) { o.MaxEscalations = 3 })
+	agent := &routerAgent{r: r}
+	conv := &fakeConv{
+		last: &core.Reply{ID: 10, Model: "p/cheap", TaskType: TaskChat},
+		hist: []core.ChatMessage{{Role: core.RoleUser, Content: "what is a monad"}},
+	}
+	req := core.CommandRequest{RequestID: 1, Session: core.Session{ID: 3}, In: core.Inbound{Text: "/retry", UserID: "u"}}
+	d, err := NewEscalator(r, conv, nil).Intercept(context.Background(), req)
+	ans, _ := agent.play(t, req, d, err)
+	if ans.Model != "p/mid" {
+		t.Fatalf("first escalation = %s", ans.Model)
+	}
+	// A restart: a new escalator over the same store.
+	conv.last = &core.Reply{ID: 11, Model: "p/mid", TaskType: TaskChat}
+	req.RequestID, req.In.Text = 2, "no, try again"
+	d, err = NewEscalator(r, conv, nil).Intercept(context.Background(), req)
+	if d.Turn == nil || strings.Join(d.Turn.Exclude, ",") != "p/cheap,p/mid" {
+		t.Fatalf("after a restart the turn = %+v (%v); want both earlier models excluded", d.Turn, err)
+	}
+	// The same message retried by the queue judges nothing twice.
+	n := len(st.Signals())
+	if _, err := NewEscalator(r, conv, nil).Intercept(context.Background(), req); err != nil {
+		t.Fatal(err)
+	}
+	if len(st.Signals()) != n {
+		t.Fatalf("a retried rejection recorded %d more signals", len(st.Signals())-n)
 	}
 }

@@ -50,12 +50,20 @@ func (r *Router) RecordSignal(ctx context.Context, s core.Signal) error {
 	}
 	if both, ok := r.o.Store.(signalAffinityStore); ok {
 		// One transaction instead of two before the LLM request.
-		if _, err := both.AddSignalAndAffinity(ctx, s, s.TaskType, model, fn); err != nil {
+		id, err := both.AddSignalAndAffinity(ctx, s, s.TaskType, model, fn)
+		if err != nil {
 			return fmt.Errorf("record %s signal and affinity %s/%s: %w", s.Kind, s.TaskType, model, err)
 		}
+		if id == 0 {
+			return nil // its request recorded it already
+		}
 	} else {
-		if _, err := r.o.Store.AddSignal(ctx, s); err != nil {
+		id, err := r.o.Store.AddSignal(ctx, s)
+		if err != nil {
 			return fmt.Errorf("record %s signal: %w", s.Kind, err)
+		}
+		if id == 0 {
+			return nil // its request recorded it already
 		}
 		if err := r.o.Store.UpdateAffinity(ctx, s.TaskType, model, fn); err != nil {
 			return fmt.Errorf("update affinity %s/%s: %w", s.TaskType, model, err)

@@ -126,10 +126,19 @@ func TestOldReplyNeverAnswersANewMessage(t *testing.T) {
 	first := newChats("secret")
 	stop := runGateway(t, db, first, c)
 	// Alice's reply is stored; its second part is refused by the
-	// platform, so it stays unsent and Alice gets an apology instead.
-	got := first.say(t, "alice", "1", "secret", 2)
-	if got[0] != "Sure." || !strings.HasPrefix(got[1], "Sorry") {
-		t.Fatalf("alice received %q, want the first part and an apology", got)
+	// platform, so it stays unsent and the request fails.
+	got := first.say(t, "alice", "1", "secret", 1)
+	if len(got) != 1 || got[0] != "Sure." {
+		t.Fatalf("alice received %q, want the first part only", got)
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		if st, _, _, _ := db.QueueStatus(ctx, 1); st == core.StatusFailed {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("alice's request never failed")
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 	stop()
 	db.Close()

@@ -34,14 +34,31 @@ func (db *DB) Enqueue(ctx context.Context, it core.QueueItem) (int64, bool, erro
 		created = db.now()
 	}
 	now := db.ms()
+	conv := it.Conversation.String()
+	// One statement inserts the row unless the conversation is full; the
+	// pending count reads the queue_pending index only.
 	res, err := db.durable(ctx, `INSERT INTO queue (dedupe_key, kind, conversation, payload, not_before, created_at, updated_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (dedupe_key) DO NOTHING`,
-		it.DedupeKey, string(it.Kind), it.Conversation.String(), string(b), it.NotBefore.UnixMilli(), created.UnixMilli(), now)
+		SELECT ?, ?, ?, ?, ?, ?, ? WHERE ? <= 0 OR (SELECT COUNT(*) FROM queue WHERE conversation = ? AND status IN ('queued', 'running')) < ?
+		ON CONFLICT (dedupe_key) DO NOTHING`,
+		it.DedupeKey, string(it.Kind), conv, string(b), it.NotBefore.UnixMilli(), created.UnixMilli(), now,
+		it.MaxPending, conv, it.MaxPending)
 	if err != nil {
 		return 0, false, fmt.Errorf("enqueue: %w", err)
 	}
 	if n, _ := res.RowsAffected(); n == 0 {
-		return 0, true, nil
+		if it.MaxPending <= 0 {
+			return 0, true, nil
+		}
+		// Not inserted: a duplicate, or the conversation is full.
+		var one int
+		switch err := db.r.QueryRowContext(ctx, `SELECT 1 FROM queue WHERE dedupe_key = ?`, it.DedupeKey).Scan(&one); {
+		case err == nil:
+			return 0, true, nil
+		case errors.Is(err, sql.ErrNoRows):
+			return 0, false, core.ErrConversationFull
+		default:
+			return 0, false, fmt.Errorf("enqueue: %w", err)
+		}
 	}
 	id, err := res.LastInsertId()
 	return id, false, err
@@ -108,10 +125,11 @@ func (db *DB) EditQueued(ctx context.Context, dedupeKey, text string) (bool, err
 }
 
 // RequeueRunning implements core.QueueStore. An interrupted attempt counts
-// as an attempt, so a message that crashes the process cannot loop forever.
-// It also prunes finished rows past Options.QueueRetention.
+// as an interruption, so a message that crashes the process cannot loop
+// forever; it is no failed attempt. It also prunes finished rows past
+// Options.QueueRetention.
 func (db *DB) RequeueRunning(ctx context.Context) (int, error) {
-	res, err := db.w.ExecContext(ctx, `UPDATE queue SET status = 'queued', attempts = attempts + 1,
+	res, err := db.w.ExecContext(ctx, `UPDATE queue SET status = 'queued', interruptions = interruptions + 1,
 		last_error = 'interrupted by a stop', updated_at = ? WHERE status = 'running'`, db.ms())
 	if err != nil {
 		return 0, fmt.Errorf("requeue running: %w", err)
@@ -151,11 +169,12 @@ func (db *DB) Claim(ctx context.Context, n int, now time.Time) ([]core.QueueItem
 	var bad []unreadable
 	err := db.tx(ctx, func(tx *txn) error {
 		items, next, bad = nil, time.Time{}, nil
-		rows, err := tx.QueryContext(ctx, `SELECT id, kind, conversation, dedupe_key, payload, attempts, not_before, created_at
-			FROM queue q WHERE status = 'queued' AND NOT EXISTS (
-				SELECT 1 FROM queue p WHERE p.conversation = q.conversation
-				AND p.status IN ('queued', 'running') AND p.id < q.id)
-			ORDER BY id`)
+		// The head of each conversation is its oldest unfinished row (the
+		// queue_pending index holds those only); a head that is running
+		// keeps its conversation busy.
+		rows, err := tx.QueryContext(ctx, `SELECT q.id, q.kind, q.conversation, q.dedupe_key, q.payload, q.attempts, q.interruptions, q.notified, q.not_before, q.created_at
+			FROM (SELECT MIN(id) AS id FROM queue WHERE status IN ('queued', 'running') GROUP BY conversation) h
+			JOIN queue q ON q.id = h.id WHERE q.status = 'queued' ORDER BY q.id`)
 		if err != nil {
 			return err
 		}
@@ -165,7 +184,7 @@ func (db *DB) Claim(ctx context.Context, n int, now time.Time) ([]core.QueueItem
 			var it core.QueueItem
 			var kind, conv, raw string
 			var notBefore, created int64
-			if err := rows.Scan(&it.ID, &kind, &conv, &it.DedupeKey, &raw, &it.Attempts, &notBefore, &created); err != nil {
+			if err := rows.Scan(&it.ID, &kind, &conv, &it.DedupeKey, &raw, &it.Attempts, &it.Interruptions, &it.Notified, &notBefore, &created); err != nil {
 				return err
 			}
 			if notBefore > nowMS {
@@ -249,6 +268,43 @@ func (db *DB) Retry(ctx context.Context, id int64, notBefore time.Time, cause st
 	return nil
 }
 
+// Defer implements core.QueueStore.
+func (db *DB) Defer(ctx context.Context, id int64, notBefore time.Time, cause string, notified bool) error {
+	_, err := db.w.ExecContext(ctx, `UPDATE queue SET status = 'queued', not_before = ?, last_error = ?, notified = (notified OR ?), updated_at = ? WHERE id = ?`,
+		notBefore.UnixMilli(), cause, notified, db.ms(), id)
+	if err != nil {
+		return fmt.Errorf("defer queue item %d: %w", id, err)
+	}
+	return nil
+}
+
+// Release implements core.QueueStore.
+func (db *DB) Release(ctx context.Context, id int64) error {
+	_, err := db.w.ExecContext(ctx, `UPDATE queue SET status = 'queued', updated_at = ? WHERE id = ? AND status = 'running'`, db.ms(), id)
+	if err != nil {
+		return fmt.Errorf("release queue item %d: %w", id, err)
+	}
+	return nil
+}
+
+// Running implements core.QueueStore.
+func (db *DB) Running(ctx context.Context) ([]int64, error) {
+	rows, err := db.r.QueryContext(ctx, `SELECT id FROM queue WHERE status = 'running' ORDER BY id`)
+	if err != nil {
+		return nil, fmt.Errorf("running queue items: %w", err)
+	}
+	defer rows.Close()
+	var ids []int64
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		ids = append(ids, id)
+	}
+	return ids, rows.Err()
+}
+
 // Finish implements core.QueueStore.
 func (db *DB) Finish(ctx context.Context, id int64, status, cause string) error {
 	if status != core.StatusDone && status != core.StatusFailed {
@@ -267,6 +323,27 @@ func (db *DB) Finish(ctx context.Context, id int64, status, cause string) error 
 func (db *DB) QueueStatus(ctx context.Context, id int64) (status string, attempts int, lastErr string, err error) {
 	err = db.r.QueryRowContext(ctx, `SELECT status, attempts, last_error FROM queue WHERE id = ?`, id).Scan(&status, &attempts, &lastErr)
 	return
+}
+
+// QueueItem returns one queue row with its status (for tests and
+// operators' tools).
+func (db *DB) QueueItem(ctx context.Context, id int64) (core.QueueItem, string, error) {
+	var it core.QueueItem
+	var kind, conv, raw, status string
+	var notBefore, created int64
+	err := db.r.QueryRowContext(ctx, `SELECT id, kind, conversation, dedupe_key, payload, status, attempts, interruptions, notified, not_before, created_at FROM queue WHERE id = ?`, id).
+		Scan(&it.ID, &kind, &conv, &it.DedupeKey, &raw, &status, &it.Attempts, &it.Interruptions, &it.Notified, &notBefore, &created)
+	if err != nil {
+		return it, "", fmt.Errorf("queue item %d: %w", id, err)
+	}
+	var p payload
+	if err := decodePayload(core.EventKind(kind), raw, &p); err != nil {
+		return it, status, fmt.Errorf("queue item %d: %w", id, err)
+	}
+	it.Kind, it.Conversation = core.EventKind(kind), core.ParseConversationKey(conv)
+	it.Message, it.Reaction = p.Message, p.Reaction
+	it.NotBefore, it.CreatedAt = time.UnixMilli(notBefore), time.UnixMilli(created)
+	return it, status, nil
 }
 
 // QueueCounts counts queue rows by status.

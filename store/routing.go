@@ -26,7 +26,10 @@ func timeMS(t time.Time) int64 {
 	return t.UnixMilli()
 }
 
-const insertSignal = `INSERT INTO signals (at, kind, polarity, reply_id, model, task_type, user_id, weight) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`
+// insertSignal records a signal once per (request, kind, reply): a
+// retried queue item inserts nothing the second time.
+const insertSignal = `INSERT INTO signals (at, kind, polarity, reply_id, model, task_type, user_id, weight, request_id)
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`
 
 // signalArgs are the insertSignal arguments of s (its time defaults to now).
 func (db *DB) signalArgs(s core.Signal) []any {
@@ -34,18 +37,31 @@ func (db *DB) signalArgs(s core.Signal) []any {
 	if at.IsZero() {
 		at = db.now()
 	}
-	var reply any
+	var reply, request any
 	if s.ReplyID != 0 {
 		reply = s.ReplyID
 	}
-	return []any{at.UnixMilli(), string(s.Kind), int(s.Polarity), reply, s.Model, s.TaskType, s.UserID, s.Weight}
+	if s.RequestID != 0 {
+		request = s.RequestID
+	}
+	return []any{at.UnixMilli(), string(s.Kind), int(s.Polarity), reply, s.Model, s.TaskType, s.UserID, s.Weight, request}
 }
 
-// AddSignal appends a quality signal and returns its id.
+// AddSignal appends a quality signal and returns its id; 0 when the
+// signal's request already recorded it.
 func (db *DB) AddSignal(ctx context.Context, s core.Signal) (int64, error) {
 	res, err := db.w.ExecContext(ctx, insertSignal, db.signalArgs(s)...)
 	if err != nil {
 		return 0, fmt.Errorf("add signal: %w", err)
+	}
+	return insertedID(res)
+}
+
+// insertedID is the id of the row an INSERT ... ON CONFLICT DO NOTHING
+// inserted, 0 when it inserted none.
+func insertedID(res sql.Result) (int64, error) {
+	if n, err := res.RowsAffected(); err != nil || n == 0 {
+		return 0, err
 	}
 	return res.LastInsertId()
 }
@@ -89,7 +105,9 @@ func (db *DB) UpdateAffinity(ctx context.Context, task, model string, fn func(co
 }
 
 // AddSignalAndAffinity is AddSignal and UpdateAffinity in one
-// transaction (one commit instead of two on every judged message).
+// transaction (one commit instead of two on every judged message). A
+// signal its request already recorded changes nothing: it returns 0 and
+// fn is not called.
 func (db *DB) AddSignalAndAffinity(ctx context.Context, s core.Signal, task, model string, fn func(core.Affinity) core.Affinity) (int64, error) {
 	var id int64
 	err := db.tx(ctx, func(tx *txn) error {
@@ -97,8 +115,8 @@ func (db *DB) AddSignalAndAffinity(ctx context.Context, s core.Signal, task, mod
 		if err != nil {
 			return fmt.Errorf("add signal: %w", err)
 		}
-		if id, err = res.LastInsertId(); err != nil {
-			return fmt.Errorf("add signal: %w", err)
+		if id, err = insertedID(res); err != nil || id == 0 {
+			return err
 		}
 		return updateAffinity(ctx, tx, task, model, fn)
 	})

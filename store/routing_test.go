@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -158,5 +159,56 @@ func TestLastAnswerSkipsCommandReplies(t *testing.T) {
 	r, err := db.LastAnswer(ctx, s.ID)
 	if err != nil || r == nil || r.Model != "p/a" || r.RequestID != 1 {
 		t.Fatalf("LastAnswer = %+v, %v", r, err)
+	}
+}
+
+func TestSignalOfARequestRecordedOnce(t *testing.T) {
+	db := openTest(t, Options{})
+	ctx := context.Background()
+	calls := 0
+	inc := func(a core.Affinity) core.Affinity { calls++; a.Pos++; return a }
+	s := core.Signal{Kind: core.SignalReaction, Polarity: core.Positive, ReplyID: 7, Model: "m", TaskType: "chat", Weight: 1, RequestID: 42}
+	for range 2 {
+		if _, err := db.AddSignalAndAffinity(ctx, s, "chat", "m", inc); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if id, err := db.AddSignal(ctx, s); err != nil || id != 0 {
+		t.Fatalf("AddSignal of a recorded request = %d, %v; want 0", id, err)
+	}
+	sigs, _ := db.SignalsForReply(ctx, 7)
+	if len(sigs) != 1 || calls != 1 {
+		t.Fatalf("signals %d, affinity updates %d; want 1 and 1", len(sigs), calls)
+	}
+	// Signals outside a request are all kept.
+	s.RequestID = 0
+	db.AddSignal(ctx, s)
+	db.AddSignal(ctx, s)
+	if sigs, _ := db.SignalsForReply(ctx, 7); len(sigs) != 3 {
+		t.Fatalf("signals = %d, want 3", len(sigs))
+	}
+}
+
+func TestEscalationRoundTrip(t *testing.T) {
+	db := openTest(t, Options{})
+	ctx := context.Background()
+	sess, err := db.ActiveSession(ctx, core.ConversationKey{Channel: "c", Chat: "1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st, err := db.Escalation(ctx, sess.ID); err != nil || st.Question != "" || st.Models != nil {
+		t.Fatalf("empty state = %+v, %v", st, err)
+	}
+	want := core.EscalationState{Question: "q", Models: []string{"a/b", "c/d"}, JudgedReply: 9}
+	if err := db.SaveEscalation(ctx, sess.ID, want); err != nil {
+		t.Fatal(err)
+	}
+	want.Models = append(want.Models, "e/f")
+	if err := db.SaveEscalation(ctx, sess.ID, want); err != nil {
+		t.Fatal(err)
+	}
+	got, err := db.Escalation(ctx, sess.ID)
+	if err != nil || got.Question != "q" || strings.Join(got.Models, ",") != "a/b,c/d,e/f" || got.JudgedReply != 9 {
+		t.Fatalf("state = %+v, %v", got, err)
 	}
 }

@@ -154,7 +154,7 @@ func TestRequeueRunningAndEdit(t *testing.T) {
 		t.Fatalf("requeue: n=%d err=%v", n, err)
 	}
 	again, _, _ := db.Claim(ctx, 5, time.Now())
-	if len(again) != 1 || again[0].ID != items[0].ID || again[0].Message.Text != "first" || again[0].Attempts != 1 {
+	if len(again) != 1 || again[0].ID != items[0].ID || again[0].Message.Text != "first" || again[0].Attempts != 0 || again[0].Interruptions != 1 {
 		t.Fatalf("after requeue claim = %+v", again)
 	}
 	db.Finish(ctx, again[0].ID, core.StatusDone, "")

@@ -437,6 +437,18 @@ func TestWebhookSecret(t *testing.T) {
 	if len(h.srv.Calls("getUpdates")) != 0 {
 		t.Error("webhook mode polled getUpdates")
 	}
+	// A body far larger than any update is refused without reading it all.
+	huge := `{"update_id": 1, "message": {"text": "` + strings.Repeat("x", 2<<20) + `"}}`
+	req, _ := http.NewRequest(http.MethodPost, "http://"+addr.String()+"/telegram", strings.NewReader(huge))
+	req.Header.Set("X-Telegram-Bot-Api-Secret-Token", "hook-secret")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusRequestEntityTooLarge {
+		t.Errorf("a 2 MiB webhook body: status %d, want 413", resp.StatusCode)
+	}
 }
 
 func TestBadTokenAndUnreachableServerNeverShowToken(t *testing.T) {

@@ -14,11 +14,15 @@ import (
 	tgbot "github.com/go-telegram/bot"
 	"github.com/go-telegram/bot/models"
 
+	"github.com/opentalon/opentalon/channels/toolkit"
 	"github.com/opentalon/opentalon/core"
 )
 
 // secretHeader is where Telegram puts the webhook's secret_token.
 const secretHeader = "X-Telegram-Bot-Api-Secret-Token"
+
+// maxUpdateBytes bounds a webhook body: an update is a few KiB.
+const maxUpdateBytes = 1 << 20
 
 // runWebhook registers the webhook with Telegram and serves it on
 // webhook.listen until ctx ends. An update is answered 200 only after the
@@ -32,7 +36,9 @@ func (b *Bot) runWebhook(ctx context.Context, sink core.Sink) error {
 	if err != nil {
 		return core.Errorf(core.KindInvalid, "channels.telegram.webhook.listen %q: %w", wh.Listen, err)
 	}
-	srv := &http.Server{Handler: b.WebhookHandler(ctx, sink), ReadHeaderTimeout: 10 * time.Second}
+	// Updates are small; the limits keep idle or slow clients from holding
+	// connections (and file descriptors) open.
+	srv := toolkit.NewServer(b.WebhookHandler(ctx, sink), toolkit.ServerLimits{Body: maxUpdateBytes})
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
 	b.mu.Lock()
@@ -93,9 +99,9 @@ func (b *Bot) WebhookHandler(ctx context.Context, sink core.Sink) http.Handler {
 			http.Error(w, "wrong or missing "+secretHeader, http.StatusUnauthorized)
 			return
 		}
-		body, err := io.ReadAll(io.LimitReader(r.Body, 16<<20))
+		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxUpdateBytes))
 		if err != nil {
-			http.Error(w, "read body", http.StatusBadRequest)
+			http.Error(w, "read body: "+err.Error(), http.StatusRequestEntityTooLarge)
 			return
 		}
 		var u models.Update

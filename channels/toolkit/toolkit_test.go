@@ -4,8 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"math/rand/v2"
+	"net"
+	"net/http"
 	"reflect"
 	"strings"
 	"sync"
@@ -338,5 +341,42 @@ func TestScrubber(t *testing.T) {
 	plain := errors.New("nothing to hide")
 	if s.Error(plain) != plain || s.Error(nil) != nil {
 		t.Error("an error without a secret must be returned as is")
+	}
+}
+
+func TestNewServerLimits(t *testing.T) {
+	srv := NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, err := io.ReadAll(r.Body); err != nil {
+			http.Error(w, "too large", http.StatusRequestEntityTooLarge)
+			return
+		}
+		w.Write([]byte("ok"))
+	}), ServerLimits{Idle: 100 * time.Millisecond, ReadHeader: 100 * time.Millisecond, Body: 10})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Serve(ln)
+	defer srv.Close()
+	url := "http://" + ln.Addr().String()
+	resp, err := http.Post(url, "text/plain", strings.NewReader("this body is longer than ten bytes"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusRequestEntityTooLarge {
+		t.Errorf("oversized body: %d, want 413", resp.StatusCode)
+	}
+	// A connection that sends nothing is closed by the server.
+	conn, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if _, err := conn.Read(make([]byte, 1)); err == nil {
+		t.Error("an idle connection got data instead of being closed")
+	} else if ne, ok := err.(net.Error); ok && ne.Timeout() {
+		t.Error("the server kept an idle connection open for 10s")
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/opentalon/opentalon/channels/toolkit"
 	"github.com/opentalon/opentalon/config"
 	"github.com/opentalon/opentalon/core"
 	"github.com/opentalon/opentalon/orchestrator"
@@ -95,6 +96,8 @@ func BuildApp(ctx context.Context, cfg *config.Config, o AppOptions) (_ *App, er
 		Signals:        a.router,
 		Workers:        cfg.Queue.Workers,
 		MaxAttempts:    cfg.Queue.MaxAttempts,
+		MaxPending:     cfg.Queue.MaxPending,
+		MaxWait:        cfg.Queue.MaxWait.D(),
 		RequestTimeout: cfg.Queue.RequestTimeout.D(),
 		Now:            o.Now,
 		Logger:         o.Logger,
@@ -104,7 +107,8 @@ func BuildApp(ctx context.Context, cfg *config.Config, o AppOptions) (_ *App, er
 		return nil, err
 	}
 	if cfg.Server.Listen != "" {
-		a.server = &http.Server{Handler: a.httpHandler(), ReadHeaderTimeout: 10 * time.Second}
+		// A plugin's LLM call may take as long as a provider's timeout.
+		a.server = toolkit.NewServer(a.httpHandler(), toolkit.ServerLimits{Write: 5 * time.Minute, Body: 8 << 20})
 	}
 	return a, nil
 }

@@ -1,7 +1,10 @@
 package main
 
 import (
+	"context"
+	"io"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/opentalon/opentalon/config"
@@ -60,5 +63,20 @@ func TestChannelWiringFromOneList(t *testing.T) {
 		if _, ok := builds[sec.Name]; !ok && sec.Name != config.ChannelSlack && sec.Name != config.ChannelDiscord {
 			t.Errorf("channel %s has no build in channelBuilds", sec.Name)
 		}
+	}
+}
+
+// TestHTTPServerLimits (issue 9, finding 13): the local API server
+// bounds reads, writes, idle keep-alive connections and bodies.
+func TestHTTPServerLimits(t *testing.T) {
+	cfg := parseConfig(t, strings.Replace(testConfig(t.TempDir(), "http://127.0.0.1:1", ""), `listen: ""`, `listen: "127.0.0.1:0"`, 1))
+	app, err := BuildApp(context.Background(), cfg, AppOptions{Stdin: strings.NewReader(""), Stdout: io.Discard})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer app.Close()
+	s := app.server
+	if s.ReadTimeout <= 0 || s.WriteTimeout <= 0 || s.IdleTimeout <= 0 || s.ReadHeaderTimeout <= 0 || s.MaxHeaderBytes <= 0 {
+		t.Fatalf("server limits: read %v write %v idle %v header %v/%d", s.ReadTimeout, s.WriteTimeout, s.IdleTimeout, s.ReadHeaderTimeout, s.MaxHeaderBytes)
 	}
 }

@@ -4,7 +4,10 @@ package main
 // channel that fails while another answers, disabled channels.
 
 import (
+	"context"
 	"fmt"
+	"io"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -93,5 +96,31 @@ func TestE2EFailingChannelRestartedAndReported(t *testing.T) {
 	}
 	if n := len(bot.Calls("getMe")); n != 3 {
 		t.Fatalf("getMe called %d times, want 3 (two failures, one success)", n)
+	}
+}
+
+// TestOpenChannelWarnsAtStart (issue 9, finding 12): a platform channel
+// with no allowlist is named once in a start-up warning.
+func TestOpenChannelWarnsAtStart(t *testing.T) {
+	var logs lockedBuf
+	log := slog.New(slog.NewTextHandler(&logs, nil))
+	for _, tt := range []struct {
+		extra string
+		warn  bool
+	}{
+		{"", true},
+		{"    allow_users: [\"42\"]\n", false},
+	} {
+		logs.Reset()
+		y := strings.Replace(telegramConfig(t.TempDir(), "http://127.0.0.1:1", "http://127.0.0.1:1"), "    api_url:", tt.extra+"    api_url:", 1)
+		app, err := BuildApp(context.Background(), loadConfigFile(t, writeConfig(t, y)), AppOptions{Logger: log, Stdin: strings.NewReader(""), Stdout: io.Discard})
+		if err != nil {
+			t.Fatal(err)
+		}
+		app.Close()
+		got := strings.Count(logs.String(), "channels.telegram is open to everyone")
+		if tt.warn && (got != 1 || !strings.Contains(logs.String(), "channels.telegram.allow_users")) || !tt.warn && got != 0 {
+			t.Errorf("allowlist %q: %d warnings in\n%s", tt.extra, got, logs.String())
+		}
 	}
 }

@@ -85,6 +85,12 @@ func (l *lockedBuf) String() string {
 	return l.b.String()
 }
 
+func (l *lockedBuf) Reset() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.b.Reset()
+}
+
 // binProc is the test binary re-executed as opentalon with its stderr kept.
 type binProc struct {
 	*proc

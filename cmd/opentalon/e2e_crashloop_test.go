@@ -1,0 +1,154 @@
+package main
+
+// The crash loop of issue 9: the real binary is killed at random points
+// while it answers a few hundred messages from a fake Telegram, whose LLM
+// fails one call in ten with a 500 and one in twenty with a 429
+// (Retry-After 1s); it is restarted each time. Every message must be
+// answered, in its own chat, once — except a part whose send completed
+// just before a kill (the platform has no idempotency key, so that one
+// window cannot close).
+
+import (
+	"math/rand/v2"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/go-telegram/bot/models"
+
+	"github.com/opentalon/opentalon/channels/telegram/telegramtest"
+	"github.com/opentalon/opentalon/routing/provider/providertest"
+)
+
+func TestE2ECrashLoopAnswersEveryMessageOnce(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts and kills processes")
+	}
+	const (
+		chats  = 40
+		rounds = 8
+		batch  = 25 // messages per round: 200 in all
+	)
+	rnd := rand.New(rand.NewPCG(9, 17))
+	var rndMu sync.Mutex
+	llm := providertest.NewOpenAI(t)
+	llm.SetReply(func(r providertest.Received) providertest.Script {
+		rndMu.Lock()
+		x := rnd.Float64()
+		rndMu.Unlock()
+		switch {
+		case x < 0.10:
+			return providertest.Script{Status: 500}
+		case x < 0.15:
+			return providertest.Script{Status: 429, Header: map[string]string{"Retry-After": "1"}}
+		}
+		return providertest.Echo(r)
+	})
+	bot := telegramtest.New(t, tgToken)
+	cfg := writeConfig(t, strings.Replace(telegramConfig(t.TempDir(), llm.BaseURL(), bot.URL), `listen: "127.0.0.1:0"`, `listen: ""`, 1))
+
+	type msg struct {
+		chat int64
+		id   int
+		text string
+	}
+	var msgs []msg
+	users := make([]*models.User, chats)
+	for i := range users {
+		users[i] = telegramtest.User(int64(3000+i), "")
+	}
+	var kills []time.Time
+	for round := range rounds {
+		p := startBinary(t, nil, "--config", cfg, "--log-level", "warn", "run")
+		for range batch {
+			i := len(msgs)
+			u := bot.Private(users[i%chats], "m"+strconv.Itoa(i))
+			bot.AddUpdate(u)
+			msgs = append(msgs, msg{chat: u.Message.Chat.ID, id: u.Message.ID, text: u.Message.Text})
+		}
+		rndMu.Lock()
+		wait := time.Duration(200+rnd.IntN(1300)) * time.Millisecond
+		rndMu.Unlock()
+		time.Sleep(wait)
+		if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		kills = append(kills, time.Now())
+		if code := p.exitCode(30 * time.Second); code != -1 {
+			t.Fatalf("round %d: exit code %d, want killed; stderr:\n%s", round, code, p.stderr.String())
+		}
+	}
+
+	// The last start runs until every message has its answer.
+	lastStart := time.Now()
+	p := startBinary(t, nil, "--config", cfg, "--log-level", "warn", "run")
+	answered := func(sent []telegramtest.Sent) map[int]bool {
+		got := map[int]bool{}
+		for _, s := range sent {
+			if strings.HasPrefix(s.Text, "echo: m") || strings.HasPrefix(s.Text, "Sorry") {
+				got[s.ReplyTo] = true
+			}
+		}
+		return got
+	}
+	bot.WaitFor(t, "an answer to every message", 4*time.Minute, func(sent []telegramtest.Sent, _ []telegramtest.Call) bool {
+		return len(answered(sent)) >= len(msgs)
+	})
+	t.Logf("the last run answered the rest in %s", time.Since(lastStart).Round(time.Millisecond))
+	if testing.Verbose() {
+		t.Logf("last run's log:\n%s", p.stderr.String())
+	}
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if code := p.exitCode(60 * time.Second); code != 0 {
+		t.Fatalf("last run exit code %d; stderr:\n%s", code, p.stderr.String())
+	}
+
+	sent := bot.Sent()
+	byText := map[string][]telegramtest.Sent{}
+	for _, s := range sent {
+		byText[s.Text] = append(byText[s.Text], s)
+	}
+	sorry := 0
+	for _, m := range msgs {
+		copies := byText["echo: "+m.text]
+		for _, s := range copies {
+			if s.ChatID != m.chat {
+				t.Errorf("the answer to %q (chat %d) went to chat %d", m.text, m.chat, s.ChatID)
+			}
+		}
+		if len(copies) == 0 {
+			sorry++
+			continue
+		}
+		for k := 1; k < len(copies); k++ {
+			if !killBetween(kills, copies[k-1].At, copies[k].At) {
+				t.Errorf("%q was answered twice (%s and %s) with no kill in between", m.text,
+					copies[k-1].At.Format("15:04:05.000"), copies[k].At.Format("15:04:05.000"))
+			}
+		}
+	}
+	// Every message has an answer: its echo or, after the attempts ran
+	// out, an apology quoting it.
+	got := answered(sent)
+	for _, m := range msgs {
+		if !got[m.id] {
+			t.Errorf("%q (chat %d, message %d) was never answered", m.text, m.chat, m.id)
+		}
+	}
+	t.Logf("%d messages, %d kills, %d sends, %d answered with an apology, %d LLM calls", len(msgs), len(kills), len(sent), sorry, llm.Count())
+}
+
+// killBetween reports whether a kill happened between a and b.
+func killBetween(kills []time.Time, a, b time.Time) bool {
+	for _, k := range kills {
+		if !k.Before(a) && !k.After(b) {
+			return true
+		}
+	}
+	return false
+}
