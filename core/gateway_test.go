@@ -123,6 +123,31 @@ func newRigWith(t *testing.T, ag core.Agent, ch *fakeChannel, hooks core.Hooks, 
 	return r
 }
 
+// openDB opens a fresh store that is closed when the test ends.
+func openDB(t *testing.T, o store.Options) *store.DB {
+	t.Helper()
+	db, err := store.Open(context.Background(), t.TempDir(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+// runOn runs a gateway built from o with one fake channel until the test
+// ends; db is the store under o.Store (which may wrap it).
+func runOn(t *testing.T, db *store.DB, o core.Options) *rig {
+	t.Helper()
+	ch := &fakeChannel{notify: make(chan string, 100)}
+	g := core.New(o)
+	g.AddChannel(ch)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- g.Run(ctx, 5*time.Second) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return &rig{t: t, db: db, g: g, ch: ch}
+}
+
 func (r *rig) accept(id, text string) {
 	r.t.Helper()
 	in := core.Inbound{Conversation: core.ConversationKey{Channel: "fake", Chat: "c"}, MessageID: id, UserID: "u", Text: text}

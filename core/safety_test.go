@@ -56,23 +56,9 @@ type clockRig struct {
 func newClockRig(t *testing.T, ag core.Agent, o core.Options) *clockRig {
 	t.Helper()
 	c := &clock{t: time.Now()}
-	db, err := store.Open(context.Background(), t.TempDir(), store.Options{Now: c.now})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	ch := &fakeChannel{notify: make(chan string, 100)}
+	db := openDB(t, store.Options{Now: c.now})
 	o.Store, o.Agent, o.Now = db, ag, c.now
-	if o.MaxAttempts == 0 {
-		o.MaxAttempts = 3
-	}
-	g := core.New(o)
-	g.AddChannel(ch)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- g.Run(ctx, 5*time.Second) }()
-	t.Cleanup(func() { cancel(); <-done })
-	return &clockRig{rig: &rig{t: t, db: db, g: g, ch: ch}, clock: c}
+	return &clockRig{rig: runOn(t, db, o), clock: c}
 }
 
 // advance waits until request 1 rests in the queue (its outcome
@@ -176,25 +162,13 @@ func (s *failingStore) Finish(ctx context.Context, id int64, status, cause strin
 // status write that fails for a while is retried, and the conversation's
 // next message is answered.
 func TestFailedStatusWriteDoesNotWedgeTheConversation(t *testing.T) {
-	db, err := store.Open(context.Background(), t.TempDir(), store.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	fs := &failingStore{DB: db, fail: 3}
-	ch := &fakeChannel{notify: make(chan string, 10)}
-	g := core.New(core.Options{Store: fs, Agent: &fakeAgent{}})
-	g.AddChannel(ch)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- g.Run(ctx, 5*time.Second) }()
-	defer func() { cancel(); <-done }()
-	r := &rig{t: t, g: g, ch: ch, db: db}
+	db := openDB(t, store.Options{})
+	r := runOn(t, db, core.Options{Store: &failingStore{DB: db, fail: 3}, Agent: &fakeAgent{}})
 	r.accept("1", "first")
 	r.expect("answer to first")
 	r.accept("2", "second")
 	r.expect("answer to second")
-	if st, _, _, _ := db.QueueStatus(ctx, 1); st != core.StatusDone {
+	if st, _, _, _ := db.QueueStatus(context.Background(), 1); st != core.StatusDone {
 		t.Fatalf("first request is %s, want done", st)
 	}
 }
@@ -203,19 +177,9 @@ func TestFailedStatusWriteDoesNotWedgeTheConversation(t *testing.T) {
 // this run works on is put back by the sweep and answered.
 func TestOrphanedRunningRowIsRequeued(t *testing.T) {
 	c := &clock{t: time.Now()}
-	db, err := store.Open(context.Background(), t.TempDir(), store.Options{Now: c.now})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	ch := &fakeChannel{notify: make(chan string, 10)}
-	g := core.New(core.Options{Store: db, Agent: &fakeAgent{}, Now: c.now})
-	g.AddChannel(ch)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- g.Run(ctx, 5*time.Second) }()
-	defer func() { cancel(); <-done }()
-	r := &rig{t: t, g: g, ch: ch, db: db}
+	db := openDB(t, store.Options{Now: c.now})
+	r := runOn(t, db, core.Options{Store: db, Agent: &fakeAgent{}, Now: c.now})
+	ctx := context.Background()
 	r.accept("0", "warm up")
 	r.expect("answer to warm up")
 	// A row another writer left running (its outcome never written).
@@ -236,11 +200,7 @@ func TestOrphanedRunningRowIsRequeued(t *testing.T) {
 
 // TestTooManyPendingMessagesAreRefused (finding 12).
 func TestTooManyPendingMessagesAreRefused(t *testing.T) {
-	db, err := store.Open(context.Background(), t.TempDir(), store.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	db := openDB(t, store.Options{})
 	block := make(chan struct{})
 	ag := &fakeAgent{text: func(q string) string {
 		if q == "slow" {
@@ -248,14 +208,8 @@ func TestTooManyPendingMessagesAreRefused(t *testing.T) {
 		}
 		return "answer to " + q
 	}}
-	ch := &fakeChannel{notify: make(chan string, 100)}
-	g := core.New(core.Options{Store: db, Agent: ag, MaxPending: 3})
-	g.AddChannel(ch)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- g.Run(ctx, 5*time.Second) }()
-	defer func() { cancel(); <-done }()
-	r := &rig{t: t, g: g, ch: ch, db: db}
+	r := runOn(t, db, core.Options{Store: db, Agent: ag, MaxPending: 3})
+	ctx := context.Background()
 	r.accept("1", "slow")
 	for i := 2; i <= 5; i++ {
 		r.accept(string(rune('0'+i)), "more")
@@ -360,21 +314,11 @@ func (s *flakyLookup) ReplyByPlatformID(ctx context.Context, channel, id string)
 // whose first attempt fails before its signal is recorded still records
 // it on the retry, once.
 func TestReactionSignalSurvivesATransientFailure(t *testing.T) {
-	db, err := store.Open(context.Background(), t.TempDir(), store.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	db := openDB(t, store.Options{})
 	fl := &flakyLookup{DB: db}
 	sig := &signals{}
-	ch := &fakeChannel{notify: make(chan string, 10)}
-	g := core.New(core.Options{Store: fl, Agent: &fakeAgent{}, Signals: sig, Backoff: func(int) time.Duration { return time.Millisecond }})
-	g.AddChannel(ch)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- g.Run(ctx, 5*time.Second) }()
-	defer func() { cancel(); <-done }()
-	r := &rig{t: t, g: g, ch: ch, db: db}
+	r := runOn(t, db, core.Options{Store: fl, Agent: &fakeAgent{}, Signals: sig, Backoff: func(int) time.Duration { return time.Millisecond }})
+	ctx, g := context.Background(), r.g
 	r.accept("1", "q")
 	r.expect("answer to q")
 	waitSent(t, db, 1)
