@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"maps"
 	"net"
 	"net/url"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -61,12 +63,7 @@ func catalogFromConfig(cfg *config.Config) []routing.Model {
 		}
 		return config.ProviderModel{}, p
 	}
-	refs := make([]string, 0, len(cfg.Models.Catalog))
-	for ref := range cfg.Models.Catalog {
-		refs = append(refs, ref)
-	}
-	sort.Strings(refs)
-	for _, ref := range refs {
+	for _, ref := range slices.Sorted(maps.Keys(cfg.Models.Catalog)) {
 		e := cfg.Models.Catalog[ref]
 		m, p := pm(ref)
 		rm := routing.Model{Ref: ref, Alias: e.Alias, Weight: e.Weight, CostIn: m.Cost.Input, CostOut: m.Cost.Output,
@@ -83,12 +80,7 @@ func catalogFromConfig(cfg *config.Config) []routing.Model {
 		out = append(out, rm)
 		seen[ref] = true
 	}
-	pids := make([]string, 0, len(cfg.Models.Providers))
-	for id := range cfg.Models.Providers {
-		pids = append(pids, id)
-	}
-	sort.Strings(pids)
-	for _, id := range pids {
+	for _, id := range slices.Sorted(maps.Keys(cfg.Models.Providers)) {
 		p := cfg.Models.Providers[id]
 		for _, m := range p.Models {
 			ref := id + "/" + m.ID
