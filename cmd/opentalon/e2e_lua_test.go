@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -199,6 +200,76 @@ end`), 0o600); err != nil {
 	// The looping message is answered after its timeout, without the
 	// hook's change.
 	h.expect("echo: loop")
+}
+
+// With plugins.lua.watch a changed script answers the next message, and
+// a broken edit keeps the previous version.
+func TestLuaReloadInTheGateway(t *testing.T) {
+	fake := providertest.NewOpenAI(t)
+	dir := t.TempDir()
+	script := filepath.Join(dir, "sign.lua")
+	write := func(src string) {
+		if err := os.WriteFile(script, []byte(src), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(`function post_hook(ctx) ctx.message = ctx.message .. " -- v1" return ctx end`)
+	h := startApp(t, parseConfig(t, luaConfig(t.TempDir(), fake.BaseURL(), dir, "    watch: true")))
+	h.send("a")
+	h.expect("echo: a -- v1")
+	write(`function post_hook(ctx) ctx.message = ctx.message .. " -- v2" return ctx end`)
+	deadline := time.Now().Add(5 * time.Second)
+	for i := 0; ; i++ {
+		q := fmt.Sprint("b", i)
+		h.send(q)
+		if got := h.next(); got == "echo: "+q+" -- v2" {
+			break
+		} else if got != "echo: "+q+" -- v1" || time.Now().After(deadline) {
+			t.Fatalf("after the change: %q", got)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	write(`function post_hook(ctx) ctx.message = ctx.message .. `)
+	time.Sleep(500 * time.Millisecond) // past the watcher's settle time
+	h.send("c")
+	h.expect("echo: c -- v2")
+}
+
+// A script whose run eats memory is stopped by the heap watchdog; the
+// gateway answers other conversations meanwhile, and the bomb's own
+// message goes on without the hook's change.
+func TestGatewayAnswersWhileAScriptBombs(t *testing.T) {
+	fake := providertest.NewOpenAI(t)
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "greedy.lua"), []byte(`function pre_hook(ctx)
+  if ctx.message == "bomb" then
+    local t = {}
+    local i = 0
+    while true do
+      i = i + 1
+      t[i] = {i}
+      for _ = 1, 200 do end
+    end
+  end
+  ctx.message = ctx.message .. "!"
+  return ctx
+end`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	logs := &lockedBuf{}
+	cfg := parseConfig(t, luaConfig(t.TempDir(), fake.BaseURL(), dir, "    limits: { memory_mb: 8, timeout_seconds: 60 }"))
+	h := startAppWith(t, cfg, AppOptions{Logger: slog.New(slog.NewTextHandler(logs, nil))})
+	waitAccepting(t, h.app.gateway)
+	bomb := core.Inbound{Conversation: core.ConversationKey{Channel: "console", Chat: "other"}, MessageID: "bomb-1", UserID: "u", Text: "bomb"}
+	if err := h.app.gateway.Accept(context.Background(), bomb); err != nil {
+		t.Fatal(err)
+	}
+	h.send("hello")
+	h.expect("echo: hello!")
+	h.expect("echo: bomb")
+	if !strings.Contains(logs.String(), "plugins.lua.limits.memory_mb") {
+		t.Fatalf("the bomb's end was not logged as the memory limit:\n%s", logs.String())
+	}
 }
 
 func TestLuaTestCommand(t *testing.T) {
