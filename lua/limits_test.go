@@ -64,6 +64,23 @@ func TestMemoryBombsStop(t *testing.T) {
 	}
 }
 
+// A large integer key does not make gopher-lua fill the gap with nils
+// (a gigabyte in one instruction at its default array bound).
+func TestSparseKeyDoesNotAllocateTheGap(t *testing.T) {
+	te := startEngine(t, map[string]string{
+		"sparse.lua": `function pre_hook(ctx)
+  local t = {}
+  t[60000000] = "far"
+  table.insert(t, 50000000, "further")
+  ctx.message = t[60000000] .. "," .. t[50000000] .. "," .. #t
+  return ctx
+end`,
+	}, func(o *Options) { o.MemoryMB = 16 })
+	if res, err := te.runErr(t, "sparse.lua", "x"); err != nil || res.Message != "far,further,0" {
+		t.Fatalf("sparse keys = %q, %v", res.Message, err)
+	}
+}
+
 // One library call cannot build a string past the limit (a quarter of
 // memory_mb: 4 MiB here).
 func TestStringBuildersAreBounded(t *testing.T) {

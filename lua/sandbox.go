@@ -170,3 +170,13 @@ func (v *vm) print(L *glua.LState) int {
 	v.logf(L, "info", strings.Join(parts, "\t"))
 	return 0
 }
+
+// maxArrayIndex bounds the array part of a Lua table: gopher-lua fills
+// the gap up to an integer key with nils, so with its default (64M)
+// t[60000000] = 1 alone allocates about a gigabyte in one instruction,
+// before any limit can look. Keys from here on go to the hash part.
+const maxArrayIndex = 1 << 20
+
+// gopher-lua reads MaxArrayIndex, its process-wide table tuning knob,
+// from every state; it is set once, before any state exists.
+func init() { glua.MaxArrayIndex = maxArrayIndex }
