@@ -99,7 +99,7 @@ func (e *Engine) limited(ctx context.Context, v *vm, r *run, fn func() error) er
 	rctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	r.ctx = rctx
-	r.watch = e.dog.add(e.o.Timeout, func() { cancel(ErrTimeout) }, func() { cancel(ErrMemory) })
+	r.watch = e.dog.add(e.o.Timeout, cancel)
 	v.L.SetContext(rctx)
 	v.cur = r
 	err := fn()

@@ -1,6 +1,7 @@
 package lua
 
 import (
+	"context"
 	"runtime/metrics"
 	"sync"
 	"time"
@@ -40,9 +41,8 @@ type watch struct {
 	// since (zero while paused).
 	left  time.Duration
 	since time.Time
-	// onTimeout and onMemory stop the run; one of them is called at most
-	// once.
-	onTimeout, onMemory func()
+	// stop ends the run with ErrTimeout or ErrMemory, at most once.
+	stop context.CancelCauseFunc
 }
 
 func newWatchdog(budget uint64, every time.Duration) *watchdog {
@@ -82,9 +82,9 @@ func (d *watchdog) setLimit(w *watch, now time.Time) {
 }
 
 // add watches a run that may execute for timeout.
-func (d *watchdog) add(timeout time.Duration, onTimeout, onMemory func()) *watch {
+func (d *watchdog) add(timeout time.Duration, stop context.CancelCauseFunc) *watch {
 	now := time.Now()
-	w := &watch{left: timeout, since: now, onTimeout: onTimeout, onMemory: onMemory}
+	w := &watch{left: timeout, since: now, stop: stop}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.setLimit(w, now)
@@ -143,10 +143,10 @@ func (d *watchdog) loop() {
 			switch {
 			case now.Sub(w.since) >= w.left:
 				delete(d.watches, w)
-				w.onTimeout()
+				w.stop(ErrTimeout)
 			case d.heap > w.limit:
 				delete(d.watches, w)
-				w.onMemory()
+				w.stop(ErrMemory)
 			}
 		}
 		d.mu.Unlock()
