@@ -22,5 +22,5 @@
 // (pattern.go), registry and call-stack caps; three consecutive failures
 // disable a script until its file changes.
 //
-// lua imports core and store only.
+// lua imports core only; store.DB implements its KV.
 package lua
