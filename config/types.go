@@ -338,8 +338,11 @@ type Lua struct {
 	// Watch reloads scripts when they change.
 	Watch bool `yaml:"watch"`
 	// DefaultModel is used by ctx.llm when the script names no model.
-	DefaultModel string    `yaml:"default_model"`
-	Limits       LuaLimits `yaml:"limits"`
+	DefaultModel string `yaml:"default_model"`
+	// DropNotice, when set, is sent to a user whose message a filter
+	// dropped; empty sends nothing.
+	DropNotice string    `yaml:"drop_notice"`
+	Limits     LuaLimits `yaml:"limits"`
 }
 
 // LuaLimits bound one script run.

@@ -30,6 +30,9 @@ type Answer struct {
 	TaskType string
 	Reason   string
 	Usage    Usage
+	// Metadata is what the pre-hooks attached to the turn; the gateway
+	// stores it with the reply.
+	Metadata map[string]string
 }
 
 // Agent answers a turn: the orchestrator.

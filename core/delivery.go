@@ -20,6 +20,7 @@ func (g *Gateway) saveReply(ctx context.Context, ch Channel, requestID, sessionI
 		TaskType:     ans.TaskType,
 		Reason:       ans.Reason,
 		Usage:        ans.Usage,
+		Metadata:     ans.Metadata,
 		CreatedAt:    g.now(),
 	}
 	r.Sent = make([]string, len(r.Parts))

@@ -112,7 +112,7 @@ func (g *Gateway) runTurn(ctx context.Context, req CommandRequest, t TurnOverrid
 		}
 		if pre.Reply != "" {
 			log.Info("answered by a pre-hook", "dropped", pre.Drop, "reason", pre.Reason)
-			return &Answer{Text: pre.Reply}, nil
+			return &Answer{Text: pre.Reply, Metadata: pre.Metadata}, nil
 		}
 		if pre.Drop {
 			return nil, &droppedError{reason: pre.Reason}
@@ -126,6 +126,7 @@ func (g *Gateway) runTurn(ctx context.Context, req CommandRequest, t TurnOverrid
 	if err != nil {
 		return nil, err
 	}
+	ans.Metadata = hin.Metadata
 	if t.Finish != nil {
 		t.Finish(&ans)
 	}

@@ -266,3 +266,19 @@ func TestRefusedCredentialStopsTheGateway(t *testing.T) {
 		t.Fatal("a refused credential did not stop the gateway")
 	}
 }
+
+// The metadata the pre-hooks attached is stored with the reply.
+func TestPreHookMetadataStoredWithReply(t *testing.T) {
+	r := newRigWith(t, &fakeAgent{}, &fakeChannel{}, &tagHooks{}, nil)
+	r.accept("1", "the colour")
+	r.expect("answer to the color [checked]")
+	ctx := context.Background()
+	sess, err := r.db.ActiveSession(ctx, core.ConversationKey{Channel: "fake", Chat: "c"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := r.db.LastReply(ctx, sess.ID)
+	if err != nil || rep == nil || rep.Metadata["lang"] != "en" {
+		t.Fatalf("stored reply = %+v err=%v, want metadata lang=en", rep, err)
+	}
+}

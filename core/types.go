@@ -202,8 +202,10 @@ type Reply struct {
 	Model    string
 	TaskType string
 	// Reason says why the model was chosen (for /status and /model).
-	Reason    string
-	Usage     Usage
+	Reason string
+	Usage  Usage
+	// Metadata is what the pre-hooks attached to the request.
+	Metadata  map[string]string
 	CreatedAt time.Time
 }
 

@@ -1,6 +1,26 @@
-// Package lua is reserved for OpenTalon's tier-2 plugins: sandboxed
-// gopher-lua pre/post hooks with script discovery, hot reload and the ctx
-// API (log, kv_get/kv_set, llm). The gateway already calls core.Hooks
-// around the agent; this package will implement it. Nothing is built here
-// yet: the Lua hooks are their own issue.
+// Package lua runs OpenTalon's tier-2 plugins: operator-written Lua
+// scripts (gopher-lua) that filter, classify or rewrite messages before
+// the agent and answers after it. Engine implements core.Hooks.
+//
+// Every *.lua file of plugins.lua.scripts_dir is compiled once and may
+// define filter(ctx), pre_hook(ctx) and post_hook(ctx); scripts run in
+// file-name order (engine.go, script.go). With plugins.lua.watch, fsnotify
+// reloads a created, changed, renamed or removed file; one that fails to
+// compile keeps its previous version (watch.go).
+//
+// Each run gets a fresh environment over the compiled chunk on a pooled
+// state, so nothing a run stores in globals reaches the next
+// conversation (run.go). ctx carries message, session_id, metadata,
+// channel, user and the functions log, kv_get, kv_set and llm (ctxapi.go;
+// kv in SQLite through store's lua_kv table, llm through core.Generator).
+//
+// The sandbox (sandbox.go) opens no library but whitelisted functions of
+// string, table, math and os.time behind read-only tables. Limits: an
+// execution timeout through the state's context, a heap watchdog for the
+// memory budget (watchdog.go), bounded string building (strlib.go), a
+// pattern matcher whose recursion follows the pattern and never the input
+// (pattern.go), registry and call-stack caps; three consecutive failures
+// disable a script until its file changes.
+//
+// lua imports core only; store.DB implements its KV.
 package lua

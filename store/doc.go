@@ -9,7 +9,8 @@
 // acknowledged after it, so it must survive a power loss too. One file per table group: queue.go (the request queue),
 // sessions.go (sessions and their messages), replies.go (replies and
 // their deliveries), routing.go (signals, affinity, auth profile state and
-// the usage ledger) and pluginstate.go (per-plugin key-value state).
+// the usage ledger), pluginstate.go (per-plugin key-value state) and
+// luakv.go (per-Lua-script key-value state).
 //
 // store imports only core. The clock is injected.
 package store

@@ -18,6 +18,14 @@ func (db *DB) SaveReply(ctx context.Context, r *core.Reply, msgs []core.ChatMess
 	if err != nil {
 		return 0, err
 	}
+	meta := "{}"
+	if len(r.Metadata) > 0 {
+		b, err := json.Marshal(r.Metadata)
+		if err != nil {
+			return 0, err
+		}
+		meta = string(b)
+	}
 	var id int64
 	err = db.tx(ctx, func(tx *txn) error {
 		if r.RequestID != 0 {
@@ -47,9 +55,9 @@ func (db *DB) SaveReply(ctx context.Context, r *core.Reply, msgs []core.ChatMess
 			created = db.now()
 		}
 		res, err := tx.ExecContext(ctx, `INSERT INTO replies (request_id, session_id, conversation, text, parts, model, task_type, reason,
-			input_tokens, output_tokens, cost_usd, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			input_tokens, output_tokens, cost_usd, metadata, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 			req, r.SessionID, r.Conversation.String(), r.Text, string(parts), r.Model, r.TaskType, r.Reason,
-			u.InputTokens, u.OutputTokens, u.CostUSD, created.UnixMilli())
+			u.InputTokens, u.OutputTokens, u.CostUSD, meta, created.UnixMilli())
 		if err != nil {
 			return err
 		}
@@ -62,16 +70,16 @@ func (db *DB) SaveReply(ctx context.Context, r *core.Reply, msgs []core.ChatMess
 	return id, nil
 }
 
-const replyCols = `id, COALESCE(request_id, 0), session_id, conversation, text, parts, model, task_type, reason, input_tokens, output_tokens, cost_usd, created_at`
+const replyCols = `id, COALESCE(request_id, 0), session_id, conversation, text, parts, model, task_type, reason, input_tokens, output_tokens, cost_usd, metadata, created_at`
 
 // reply loads one reply and its deliveries; nil when there is none.
 func (db *DB) reply(ctx context.Context, where string, args ...any) (*core.Reply, error) {
 	var r core.Reply
-	var conv, parts string
+	var conv, parts, meta string
 	var created int64
 	err := db.r.QueryRowContext(ctx, `SELECT `+replyCols+` FROM replies WHERE `+where, args...).Scan(
 		&r.ID, &r.RequestID, &r.SessionID, &conv, &r.Text, &parts, &r.Model, &r.TaskType, &r.Reason,
-		&r.Usage.InputTokens, &r.Usage.OutputTokens, &r.Usage.CostUSD, &created)
+		&r.Usage.InputTokens, &r.Usage.OutputTokens, &r.Usage.CostUSD, &meta, &created)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, nil
 	}
@@ -82,6 +90,11 @@ func (db *DB) reply(ctx context.Context, where string, args ...any) (*core.Reply
 	r.CreatedAt = time.UnixMilli(created)
 	if err := json.Unmarshal([]byte(parts), &r.Parts); err != nil {
 		return nil, fmt.Errorf("reply %d: decode parts: %w", r.ID, err)
+	}
+	if meta != "{}" && meta != "" {
+		if err := json.Unmarshal([]byte(meta), &r.Metadata); err != nil {
+			return nil, fmt.Errorf("reply %d: decode metadata: %w", r.ID, err)
+		}
 	}
 	r.Sent = make([]string, len(r.Parts))
 	rows, err := db.r.QueryContext(ctx, `SELECT part, platform_id FROM deliveries WHERE reply_id = ?`, r.ID)

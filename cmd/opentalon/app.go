@@ -28,7 +28,8 @@ type AppOptions struct {
 	// Now is the clock (default time.Now).
 	Now func() time.Time
 	// Hooks, when set, run around every answer (tests use them to watch
-	// the one answer pipeline).
+	// the one answer pipeline), after the Lua hooks of
+	// plugins.lua.scripts_dir.
 	Hooks core.Hooks
 }
 
@@ -89,10 +90,14 @@ func BuildApp(ctx context.Context, cfg *config.Config, o AppOptions) (_ *App, er
 		MaxSteps: cfg.Orchestrator.MaxSteps,
 		Logger:   o.Logger,
 	})
+	hooks, err := a.buildHooks(ctx)
+	if err != nil {
+		return nil, err
+	}
 	a.gateway = core.New(core.Options{
 		Store:          a.db,
 		Agent:          a.agent,
-		Hooks:          o.Hooks,
+		Hooks:          hooks,
 		Signals:        a.router,
 		Workers:        cfg.Queue.Workers,
 		MaxAttempts:    cfg.Queue.MaxAttempts,

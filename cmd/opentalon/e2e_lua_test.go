@@ -1,0 +1,344 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/opentalon/opentalon/core"
+	"github.com/opentalon/opentalon/routing/provider/providertest"
+)
+
+// seedScripts copies seed 001's scripts (saved unchanged under
+// lua/testdata/seed) into a fresh scripts directory.
+func seedScripts(t testing.TB, names ...string) string {
+	t.Helper()
+	dir := t.TempDir()
+	for _, n := range names {
+		b, err := os.ReadFile(filepath.Join("..", "..", "lua", "testdata", "seed", n))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, n), b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+func luaConfig(dataDir, baseURL, scriptsDir, extra string) string {
+	return testConfig(dataDir, baseURL, fmt.Sprintf(`plugins:
+  lua:
+    scripts_dir: %q
+    default_model: small
+%s`, scriptsDir, extra))
+}
+
+// Seed 001's scripts in the running gateway: a filter drops, a pre-hook
+// classifies (the metadata is stored with the reply), a post-hook
+// rewrites the answer the user receives.
+func TestLuaHooksInTheGateway(t *testing.T) {
+	fake := providertest.NewOpenAI(t)
+	scripts := seedScripts(t, "filter.lua", "expert_classify.lua", "vocabulary_guard.lua")
+	cfg := parseConfig(t, luaConfig(t.TempDir(), fake.BaseURL(), scripts, ""))
+	h := startApp(t, cfg)
+
+	h.send("urgent: a bug in login")
+	h.expect("echo: urgent: a defect in login")
+	if r, _ := fake.Last(); r.LastUser() != "urgent: a bug in login" {
+		t.Fatalf("the LLM saw %q; the post-hook must not touch the question", r.LastUser())
+	}
+	h.send("cheap spam here")
+	h.send("thanks guys")
+	h.expect("echo: thanks team") // nothing was sent for the spam
+	if fake.Count() != 2 {
+		t.Fatalf("the LLM got %d requests; a dropped message must not reach it", fake.Count())
+	}
+
+	ctx := context.Background()
+	sess, err := h.app.db.ActiveSession(ctx, core.ConversationKey{Channel: "console", Chat: "local"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dropped := ""
+	for id := int64(1); id <= 3; id++ {
+		if st, _, lastErr, _ := h.app.db.QueueStatus(ctx, id); strings.Contains(lastErr, "dropped") {
+			dropped = st + ": " + lastErr
+		}
+	}
+	if dropped != "done: dropped by a pre-hook: blocked word: spam" {
+		t.Fatalf("the dropped request was recorded as %q", dropped)
+	}
+	// The first request's reply carries the classifier's metadata.
+	for id := int64(1); id <= 3; id++ {
+		r, err := h.app.db.ReplyForRequest(ctx, id, sess.Conversation)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r != nil && strings.Contains(r.Text, "defect in login") {
+			if r.Metadata["category"] != "jira" || r.Metadata["priority"] != "critical" {
+				t.Fatalf("stored metadata = %v, want category=jira priority=critical", r.Metadata)
+			}
+			return
+		}
+	}
+	t.Fatal("no stored reply for the first message")
+}
+
+// plugins.lua.drop_notice answers a dropped message without the LLM.
+func TestLuaDropNotice(t *testing.T) {
+	fake := providertest.NewOpenAI(t)
+	scripts := seedScripts(t, "filter.lua")
+	cfg := parseConfig(t, luaConfig(t.TempDir(), fake.BaseURL(), scripts, `    drop_notice: "Sorry, that message was blocked."`))
+	h := startApp(t, cfg)
+	h.send("a scam offer")
+	h.expect("Sorry, that message was blocked.")
+	if fake.Count() != 0 {
+		t.Fatalf("the LLM got %d requests for a dropped message", fake.Count())
+	}
+}
+
+// ctx.llm goes through the router to the configured provider (purpose
+// "lua" in the ledger); the main LLM sees the translated message.
+func TestLuaLLMThroughTheRouter(t *testing.T) {
+	fake := providertest.NewOpenAI(t)
+	fake.SetReply(func(r providertest.Received) providertest.Script {
+		q := r.LastUser()
+		switch {
+		case strings.HasPrefix(q, "What language is this text?"):
+			return providertest.Script{Text: "de"}
+		case strings.HasPrefix(q, "Translate to English: "):
+			return providertest.Script{Text: "Good morning"}
+		}
+		return providertest.Echo(r)
+	})
+	scripts := seedScripts(t, "smart_preprocess.lua")
+	h := startApp(t, parseConfig(t, luaConfig(t.TempDir(), fake.BaseURL(), scripts, "")))
+	h.send("Guten Morgen")
+	h.expect("echo: Good morning")
+	reqs := fake.Requests()
+	if len(reqs) != 3 || reqs[0].Model != "small" || !strings.Contains(reqs[0].LastUser(), "Guten Morgen") {
+		t.Fatalf("requests = %d (%+v); want the language check, the translation and the answer", len(reqs), reqs)
+	}
+	totals, err := h.app.db.UsageTotals(context.Background(), time.Now().Add(-time.Hour), "purpose", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var luaCalls int
+	for _, u := range totals {
+		if u.Key == "lua" {
+			luaCalls = u.Calls
+		}
+	}
+	if luaCalls != 2 {
+		t.Fatalf("usage by purpose = %+v, want 2 calls of purpose lua", totals)
+	}
+}
+
+// tagAfter tags every answer and records the metadata its hooks saw.
+type tagAfter struct {
+	mu   sync.Mutex
+	meta []map[string]string
+}
+
+func (h *tagAfter) Pre(_ context.Context, in core.HookInput) (core.PreResult, error) {
+	return core.PreResult{Text: in.Text, Metadata: in.Metadata}, nil
+}
+
+func (h *tagAfter) Post(_ context.Context, in core.HookInput, answer string) (string, error) {
+	h.mu.Lock()
+	h.meta = append(h.meta, in.Metadata)
+	h.mu.Unlock()
+	return answer + " [tagged]", nil
+}
+
+// AppOptions.Hooks still run, after the Lua hooks.
+func TestLuaHooksChainWithAppHooks(t *testing.T) {
+	fake := providertest.NewOpenAI(t)
+	scripts := seedScripts(t, "expert_classify.lua", "vocabulary_guard.lua")
+	tag := &tagAfter{}
+	h := startAppWith(t, parseConfig(t, luaConfig(t.TempDir(), fake.BaseURL(), scripts, "")), AppOptions{Hooks: tag})
+	h.send("deploy to prod asap")
+	h.expect("echo: deploy to prod with high priority [tagged]")
+	tag.mu.Lock()
+	defer tag.mu.Unlock()
+	if len(tag.meta) != 1 || tag.meta[0]["category"] != "devops" {
+		t.Fatalf("the app hook saw metadata %v; want the Lua classifier's", tag.meta)
+	}
+}
+
+// A script stuck in a loop holds one worker until its timeout; the
+// gateway answers other conversations meanwhile.
+func TestGatewayAnswersWhileAScriptLoops(t *testing.T) {
+	fake := providertest.NewOpenAI(t)
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "stuck.lua"), []byte(`function pre_hook(ctx)
+  if ctx.message == "loop" then while true do end end
+  ctx.message = ctx.message .. "!"
+  return ctx
+end`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg := parseConfig(t, luaConfig(t.TempDir(), fake.BaseURL(), dir, "    limits: { timeout_seconds: 2 }"))
+	h := startApp(t, cfg)
+	waitAccepting(t, h.app.gateway)
+	loop := core.Inbound{Conversation: core.ConversationKey{Channel: "console", Chat: "other"}, MessageID: "loop-1", UserID: "u", Text: "loop"}
+	if err := h.app.gateway.Accept(context.Background(), loop); err != nil {
+		t.Fatal(err)
+	}
+	h.send("hello")
+	h.expect("echo: hello!")
+	h.send("still there?")
+	h.expect("echo: still there?!")
+	// The looping message is answered after its timeout, without the
+	// hook's change.
+	h.expect("echo: loop")
+}
+
+// With plugins.lua.watch a changed script answers the next message, and
+// a broken edit keeps the previous version.
+func TestLuaReloadInTheGateway(t *testing.T) {
+	fake := providertest.NewOpenAI(t)
+	dir := t.TempDir()
+	script := filepath.Join(dir, "sign.lua")
+	write := func(src string) {
+		if err := os.WriteFile(script, []byte(src), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(`function post_hook(ctx) ctx.message = ctx.message .. " -- v1" return ctx end`)
+	h := startApp(t, parseConfig(t, luaConfig(t.TempDir(), fake.BaseURL(), dir, "    watch: true")))
+	h.send("a")
+	h.expect("echo: a -- v1")
+	write(`function post_hook(ctx) ctx.message = ctx.message .. " -- v2" return ctx end`)
+	deadline := time.Now().Add(5 * time.Second)
+	for i := 0; ; i++ {
+		q := fmt.Sprint("b", i)
+		h.send(q)
+		if got := h.next(); got == "echo: "+q+" -- v2" {
+			break
+		} else if got != "echo: "+q+" -- v1" || time.Now().After(deadline) {
+			t.Fatalf("after the change: %q", got)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	write(`function post_hook(ctx) ctx.message = ctx.message .. `)
+	time.Sleep(500 * time.Millisecond) // past the watcher's settle time
+	h.send("c")
+	h.expect("echo: c -- v2")
+}
+
+// A script whose run eats memory is stopped by the heap watchdog; the
+// gateway answers other conversations meanwhile, and the bomb's own
+// message goes on without the hook's change.
+func TestGatewayAnswersWhileAScriptBombs(t *testing.T) {
+	fake := providertest.NewOpenAI(t)
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "greedy.lua"), []byte(`function pre_hook(ctx)
+  if ctx.message == "bomb" then
+    local t = {}
+    local i = 0
+    while true do
+      i = i + 1
+      t[i] = {i}
+      for _ = 1, 200 do end
+    end
+  end
+  ctx.message = ctx.message .. "!"
+  return ctx
+end`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	logs := &lockedBuf{}
+	cfg := parseConfig(t, luaConfig(t.TempDir(), fake.BaseURL(), dir, "    limits: { memory_mb: 8, timeout_seconds: 60 }"))
+	h := startAppWith(t, cfg, AppOptions{Logger: slog.New(slog.NewTextHandler(logs, nil))})
+	waitAccepting(t, h.app.gateway)
+	bomb := core.Inbound{Conversation: core.ConversationKey{Channel: "console", Chat: "other"}, MessageID: "bomb-1", UserID: "u", Text: "bomb"}
+	if err := h.app.gateway.Accept(context.Background(), bomb); err != nil {
+		t.Fatal(err)
+	}
+	h.send("hello")
+	h.expect("echo: hello!")
+	h.expect("echo: bomb")
+	if !strings.Contains(logs.String(), "plugins.lua.limits.memory_mb") {
+		t.Fatalf("the bomb's end was not logged as the memory limit:\n%s", logs.String())
+	}
+}
+
+func TestLuaTestCommand(t *testing.T) {
+	seedDir := filepath.Join("..", "..", "lua", "testdata", "seed")
+	env := map[string]string{"HOME": t.TempDir()}
+	decode := func(t *testing.T, out string) luaTestOutput {
+		t.Helper()
+		var o luaTestOutput
+		if err := json.Unmarshal([]byte(out), &o); err != nil {
+			t.Fatalf("stdout is not JSON: %v\n%s", err, out)
+		}
+		return o
+	}
+	t.Run("filter drops", func(t *testing.T) {
+		r := runMain(t, env, "", "lua", "test", filepath.Join(seedDir, "filter.lua"), "--message", "free spam", "--llm-fake", "unused")
+		o := decode(t, r.stdout)
+		if r.code != 0 || o.Hook != "filter" || !o.Drop || o.Reason != "blocked word: spam" || o.Ctx.Message != "free spam" {
+			t.Fatalf("exit %d, output %+v; stderr %s", r.code, o, r.stderr)
+		}
+	})
+	t.Run("pre_hook with metadata and fake LLM", func(t *testing.T) {
+		r := runMain(t, env, "", "lua", "test", filepath.Join(seedDir, "smart_preprocess.lua"), "--message", "Hola amigo",
+			"--metadata", "source=cli", "--hook", "pre_hook", "--llm-fake", "es", "--llm-fake", "Hello friend")
+		o := decode(t, r.stdout)
+		if r.code != 0 || o.Drop || o.Ctx.Message != "Hello friend" || o.Ctx.Metadata["original_language"] != "es" || o.Ctx.Metadata["source"] != "cli" ||
+			len(o.LLMCalls) != 2 || o.LLMCalls[1].Prompt != "Translate to English: Hola amigo" || o.LLMCalls[0].Model != "small" {
+			t.Fatalf("exit %d, output %s; stderr %s", r.code, r.stdout, r.stderr)
+		}
+	})
+	t.Run("post_hook", func(t *testing.T) {
+		r := runMain(t, env, "", "lua", "test", filepath.Join(seedDir, "vocabulary_guard.lua"), "--message", "hi guys")
+		if o := decode(t, r.stdout); r.code != 0 || o.Hook != "post_hook" || o.Ctx.Message != "hi team" {
+			t.Fatalf("exit %d, output %s; stderr %s", r.code, r.stdout, r.stderr)
+		}
+	})
+	t.Run("kv and a failing hook", func(t *testing.T) {
+		p := filepath.Join(t.TempDir(), "count.lua")
+		os.WriteFile(p, []byte("function pre_hook(ctx)\n  ctx.kv_set('seen', ctx.message)\n  error('nope')\nend\n"), 0o600)
+		r := runMain(t, env, "", "lua", "test", p, "--message", "x", "--llm-fake", "-")
+		o := decode(t, r.stdout)
+		if r.code != 1 || !strings.Contains(o.Error, "count.lua:3: nope") || o.KV["seen"] != "x" || !strings.Contains(r.stderr, "count.lua:3: nope") {
+			t.Fatalf("exit %d, output %s; stderr %s", r.code, r.stdout, r.stderr)
+		}
+	})
+	t.Run("usage errors", func(t *testing.T) {
+		for _, args := range [][]string{
+			{"lua", "test", filepath.Join(seedDir, "filter.lua")},
+			{"lua", "test", "--message", "x"},
+			{"lua", "test", filepath.Join(seedDir, "filter.lua"), "--message", "x", "--hook", "other"},
+			{"lua", "test", filepath.Join(seedDir, "filter.lua"), "--message", "x", "--metadata", "novalue"},
+			{"lua", "run"},
+		} {
+			if r := runMain(t, env, "", args...); r.code != 2 || !strings.Contains(r.stderr, "usage: opentalon lua test") && !strings.Contains(r.stderr, "key=value") && !strings.Contains(r.stderr, "use filter, pre_hook or post_hook") {
+				t.Errorf("%v: exit %d stderr %s", args, r.code, r.stderr)
+			}
+		}
+	})
+	t.Run("ctx.llm without a provider", func(t *testing.T) {
+		r := runMain(t, env, "", "lua", "test", filepath.Join(seedDir, "compliance_check.lua"), "--message", "an answer")
+		if o := decode(t, r.stdout); r.code != 1 || !strings.Contains(o.Error, "ctx.llm needs a configured provider (or --llm-fake REPLY)") {
+			t.Fatalf("exit %d, output %s", r.code, r.stdout)
+		}
+	})
+	t.Run("a broken script names its line", func(t *testing.T) {
+		p := filepath.Join(t.TempDir(), "broken.lua")
+		os.WriteFile(p, []byte("function pre_hook(ctx)\n  return ctx +\nend\n"), 0o600)
+		r := runMain(t, env, "", "lua", "test", p, "--message", "x", "--llm-fake", "-")
+		if r.code != 1 || !strings.Contains(r.stderr, "broken.lua:3:") {
+			t.Fatalf("exit %d stderr %s", r.code, r.stderr)
+		}
+	})
+}

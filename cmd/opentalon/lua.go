@@ -1,0 +1,74 @@
+package main
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/opentalon/opentalon/config"
+	"github.com/opentalon/opentalon/core"
+	"github.com/opentalon/opentalon/lua"
+)
+
+// luaOptions maps plugins.lua to the engine's options.
+func luaOptions(l config.Lua, gen core.Generator, kv lua.KV, log *slog.Logger) lua.Options {
+	return lua.Options{
+		Dir:          l.ScriptsDir,
+		Watch:        l.Watch,
+		DefaultModel: l.DefaultModel,
+		DropNotice:   l.DropNotice,
+		MemoryMB:     l.Limits.MemoryMB,
+		Timeout:      time.Duration(l.Limits.TimeoutSeconds) * time.Second,
+		LLMTimeout:   time.Duration(l.Limits.LLMTimeoutSeconds) * time.Second,
+		LLMMaxCalls:  l.Limits.LLMMaxCalls,
+		Generator:    gen,
+		KV:           kv,
+		Logger:       log,
+	}
+}
+
+// buildHooks returns the hooks around every answer: the Lua engine when
+// plugins.lua.scripts_dir is set (started here, closed with the app),
+// then AppOptions.Hooks; nil when there are neither.
+func (a *App) buildHooks(ctx context.Context) (core.Hooks, error) {
+	if a.cfg.Plugins.Lua.ScriptsDir == "" {
+		return a.opts.Hooks, nil
+	}
+	eng := lua.New(luaOptions(a.cfg.Plugins.Lua, a.router, a.db, a.log))
+	if err := eng.Start(ctx); err != nil {
+		return nil, err
+	}
+	a.closers = append(a.closers, eng.Close)
+	if a.opts.Hooks == nil {
+		return eng, nil
+	}
+	return hookChain{eng, a.opts.Hooks}, nil
+}
+
+// hookChain runs several Hooks in order: each pre-hook sees the text and
+// metadata the previous one left, and the first drop or direct answer
+// ends the chain; each post-hook sees the previous one's answer.
+type hookChain []core.Hooks
+
+func (c hookChain) Pre(ctx context.Context, in core.HookInput) (core.PreResult, error) {
+	res := core.PreResult{Text: in.Text, Metadata: in.Metadata}
+	for _, h := range c {
+		r, err := h.Pre(ctx, in)
+		if err != nil || r.Drop || r.Reply != "" {
+			return r, err
+		}
+		res = r
+		in.Text, in.Metadata = r.Text, r.Metadata
+	}
+	return res, nil
+}
+
+func (c hookChain) Post(ctx context.Context, in core.HookInput, answer string) (string, error) {
+	for _, h := range c {
+		var err error
+		if answer, err = h.Post(ctx, in, answer); err != nil {
+			return answer, err
+		}
+	}
+	return answer, nil
+}

@@ -1,0 +1,282 @@
+package lua
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/opentalon/opentalon/core"
+)
+
+// Hook names a script may define.
+const (
+	HookFilter = "filter"
+	HookPre    = "pre_hook"
+	HookPost   = "post_hook"
+)
+
+// maxFailures consecutive failed runs disable a script until its file
+// changes.
+const maxFailures = 3
+
+// ErrTimeout and ErrMemory are the causes of a run stopped by a limit;
+// a run's error wraps one of them.
+var (
+	ErrTimeout = errors.New("lua: execution time limit")
+	ErrMemory  = errors.New("lua: memory limit")
+)
+
+// Options configure an Engine (plugins.lua in the config).
+type Options struct {
+	// Dir holds the *.lua scripts (plugins.lua.scripts_dir).
+	Dir string
+	// Files, when set, are the scripts instead of Dir's (opentalon lua
+	// test); they are not watched.
+	Files []string
+	// Watch reloads scripts when Dir changes (plugins.lua.watch).
+	Watch bool
+	// DefaultModel is ctx.llm's model when a script names none.
+	DefaultModel string
+	// DropNotice, when set, is sent to the user whose message a filter
+	// dropped (plugins.lua.drop_notice).
+	DropNotice string
+	// MemoryMB is the heap a run may add (default 64).
+	MemoryMB int
+	// Timeout bounds a run's execution, time spent waiting for ctx.llm
+	// excluded (default 5s).
+	Timeout time.Duration
+	// LLMTimeout bounds one ctx.llm call (default 10s).
+	LLMTimeout time.Duration
+	// LLMMaxCalls is how many ctx.llm calls one hook run may make
+	// (0 = none).
+	LLMMaxCalls int
+	// Generator answers ctx.llm (nil: ctx.llm fails).
+	Generator core.Generator
+	// KV keeps ctx.kv_get/kv_set (nil: they fail).
+	KV KV
+	// PoolSize is how many idle states are kept per script (default 8).
+	PoolSize int
+	// HeapPoll is how often the heap watchdog looks while a script runs
+	// (default 1ms).
+	HeapPoll time.Duration
+	Logger   *slog.Logger
+}
+
+// Engine runs the Lua hooks: it implements core.Hooks. Lifecycle: New
+// (no side effects), Start (loads the scripts, starts watching), Close.
+// Safe for concurrent use.
+type Engine struct {
+	o       Options
+	log     *slog.Logger
+	dog     *watchdog
+	scripts atomic.Pointer[[]*script]
+	// states counts the Lua states made (a pooled run makes none).
+	states atomic.Int64
+
+	// mu serializes loads and reloads.
+	mu      sync.Mutex
+	stop    context.CancelFunc
+	stopped chan struct{}
+}
+
+var _ core.Hooks = (*Engine)(nil)
+
+// New builds an Engine; it starts nothing.
+func New(o Options) *Engine {
+	if o.MemoryMB <= 0 {
+		o.MemoryMB = 64
+	}
+	if o.Timeout <= 0 {
+		o.Timeout = 5 * time.Second
+	}
+	if o.LLMTimeout <= 0 {
+		o.LLMTimeout = 10 * time.Second
+	}
+	if o.PoolSize <= 0 {
+		o.PoolSize = 8
+	}
+	if o.HeapPoll <= 0 {
+		o.HeapPoll = time.Millisecond
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	e := &Engine{o: o, log: o.Logger.With("component", "lua")}
+	e.dog = newWatchdog(uint64(o.MemoryMB)<<20, o.HeapPoll)
+	e.scripts.Store(&[]*script{})
+	return e
+}
+
+// Start loads every script; a script that does not compile fails the
+// start with its file and line. With Watch it then follows Dir's changes
+// until Close.
+func (e *Engine) Start(ctx context.Context) error {
+	if err := e.loadAll(ctx); err != nil {
+		return err
+	}
+	if e.o.Watch && e.o.Dir != "" && len(e.o.Files) == 0 {
+		wctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+		e.stop = cancel
+		e.stopped = make(chan struct{})
+		ready := make(chan error, 1)
+		go func() {
+			defer close(e.stopped)
+			e.watch(wctx, ready)
+		}()
+		if err := <-ready; err != nil {
+			cancel()
+			<-e.stopped
+			e.stop = nil
+			return err
+		}
+	}
+	return nil
+}
+
+// Close stops watching and releases the idle states.
+func (e *Engine) Close() error {
+	if e.stop != nil {
+		e.stop()
+		<-e.stopped
+		e.stop = nil
+	}
+	for _, s := range *e.scripts.Load() {
+		s.drain()
+	}
+	return nil
+}
+
+// Script describes one loaded script.
+type Script struct {
+	// Name is the file name without ".lua": the script's KV namespace.
+	Name string
+	File string
+	// Hooks are the hooks it defines, in the order they run.
+	Hooks    []string
+	Disabled bool
+}
+
+// Scripts lists the loaded scripts in the order they run.
+func (e *Engine) Scripts() []Script {
+	var out []Script
+	for _, s := range e.current() {
+		out = append(out, Script{Name: s.name, File: s.file, Hooks: s.hookList(), Disabled: s.disabled.Load()})
+	}
+	return out
+}
+
+func (e *Engine) current() []*script { return *e.scripts.Load() }
+
+// Pre runs, script by script in file-name order, each script's filter
+// and then its pre_hook. A filter's drop ends the turn (with
+// DropNotice as the reply when set); a pre_hook's message and metadata go
+// on to the next script and then to the agent. A failed run leaves the
+// message as it was.
+func (e *Engine) Pre(ctx context.Context, in core.HookInput) (core.PreResult, error) {
+	res := core.PreResult{Text: in.Text, Metadata: cloneMeta(in.Metadata)}
+	for _, s := range e.current() {
+		for _, hook := range []string{HookFilter, HookPre} {
+			if !s.has(hook) {
+				continue
+			}
+			if err := ctx.Err(); err != nil {
+				return res, err
+			}
+			out, ok := e.runHook(ctx, s, hook, in, res.Text, res.Metadata)
+			if !ok {
+				continue
+			}
+			if out.drop {
+				e.log.Info("message dropped by a lua hook", "script", s.file, "hook", hook, "reason", out.reason, "conv", in.In.Conversation.String())
+				res.Drop, res.Reason, res.Reply = true, out.reason, e.o.DropNotice
+				return res, nil
+			}
+			if hook == HookPre {
+				res.Text, res.Metadata = out.message, out.metadata
+			}
+		}
+	}
+	return res, nil
+}
+
+// Post runs every script's post_hook in file-name order on the answer;
+// each sees the answer as the previous one left it.
+func (e *Engine) Post(ctx context.Context, in core.HookInput, answer string) (string, error) {
+	md := cloneMeta(in.Metadata)
+	for _, s := range e.current() {
+		if !s.has(HookPost) {
+			continue
+		}
+		if err := ctx.Err(); err != nil {
+			return answer, err
+		}
+		if out, ok := e.runHook(ctx, s, HookPost, in, answer, md); ok {
+			answer, md = out.message, out.metadata
+		}
+	}
+	return answer, nil
+}
+
+// Result is what one hook run decided.
+type Result struct {
+	Message  string
+	Metadata map[string]string
+	Drop     bool
+	Reason   string
+}
+
+// RunHook runs one hook of the script with that file name on text, as
+// `opentalon lua test` does; the error is the run's failure.
+func (e *Engine) RunHook(ctx context.Context, file, hook string, in core.HookInput, text string) (Result, error) {
+	for _, s := range e.current() {
+		if s.file != file && s.name != file {
+			continue
+		}
+		if !s.has(hook) {
+			return Result{}, fmt.Errorf("%s defines no %s (it defines %v)", s.file, hook, s.hookList())
+		}
+		out, err := e.invoke(ctx, s, hook, in, text, cloneMeta(in.Metadata))
+		if err != nil {
+			return Result{}, err
+		}
+		return Result{Message: out.message, Metadata: out.metadata, Drop: out.drop, Reason: out.reason}, nil
+	}
+	return Result{}, fmt.Errorf("no script %s is loaded", file)
+}
+
+// runHook runs one hook and counts the script's failures; ok=false means
+// the message goes on without this hook's change.
+func (e *Engine) runHook(ctx context.Context, s *script, hook string, in core.HookInput, text string, md map[string]string) (outcome, bool) {
+	if s.disabled.Load() {
+		return outcome{}, false
+	}
+	out, err := e.invoke(ctx, s, hook, in, text, md)
+	if err == nil {
+		s.failures.Store(0)
+		return out, true
+	}
+	if ctx.Err() != nil {
+		// The request itself ended (shutdown, its own timeout): not the
+		// script's failure.
+		e.log.Debug("lua hook interrupted", "script", s.file, "hook", hook, "err", err)
+		return outcome{}, false
+	}
+	n := s.failures.Add(1)
+	e.log.Warn("lua hook failed; the message goes on without its change", "script", s.file, "hook", hook, "err", err, "consecutive_failures", n)
+	if n >= maxFailures && s.disabled.CompareAndSwap(false, true) {
+		e.log.Error("lua script disabled after consecutive failures; it runs again once its file changes", "script", s.file, "failures", n)
+	}
+	return outcome{}, false
+}
+
+func cloneMeta(m map[string]string) map[string]string {
+	out := make(map[string]string, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}

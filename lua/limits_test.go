@@ -1,0 +1,306 @@
+package lua
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/opentalon/opentalon/core"
+)
+
+// runErr runs pre_hook of the only script on text and returns its error.
+func (te *testEngine) runErr(t testing.TB, file, text string) (Result, error) {
+	t.Helper()
+	return te.RunHook(context.Background(), file, HookPre, input(text), text)
+}
+
+func TestTimeoutStopsALoop(t *testing.T) {
+	te := startEngine(t, map[string]string{
+		"loop.lua":       `function pre_hook(ctx) while true do end end`,
+		"pcall_loop.lua": `function pre_hook(ctx) while true do pcall(function() while true do end end) end end`,
+		"tail.lua":       `local function f(n) return f(n + 1) end function pre_hook(ctx) return f(1) end`,
+	}, func(o *Options) { o.Timeout = 200 * time.Millisecond })
+	for _, f := range []string{"loop.lua", "pcall_loop.lua", "tail.lua"} {
+		if _, err := te.runErr(t, f, "x"); !errors.Is(err, ErrTimeout) || !strings.Contains(err.Error(), "plugins.lua.limits.timeout_seconds") {
+			t.Errorf("%s: err = %v, want the execution time limit", f, err)
+		}
+	}
+	// Through Pre the message goes on unchanged, and the failure is logged.
+	if res := te.pre(t, "still here"); res.Text != "still here" || res.Drop {
+		t.Fatalf("Pre = %+v, want the message unchanged", res)
+	}
+	if !strings.Contains(te.logs.String(), "lua hook failed; the message goes on without its change") {
+		t.Errorf("failure not logged:\n%s", te.logs.String())
+	}
+}
+
+func TestInfiniteRecursionStops(t *testing.T) {
+	te := startEngine(t, map[string]string{
+		"rec.lua": `local function f(n) return 1 + f(n + 1) end function pre_hook(ctx) f(1) return ctx end`,
+	}, nil)
+	if _, err := te.runErr(t, "rec.lua", "x"); err == nil || !strings.Contains(err.Error(), "stack overflow") {
+		t.Fatalf("err = %v, want a stack overflow", err)
+	}
+}
+
+func TestMemoryBombsStop(t *testing.T) {
+	bombs := map[string]string{
+		"table_bomb.lua":  `function pre_hook(ctx) local t = {} local i = 0 while true do i = i + 1 t[i] = {i, i} end end`,
+		"string_bomb.lua": `function pre_hook(ctx) local s = "x" while true do s = s .. s end end`,
+		"rep_bomb.lua":    `function pre_hook(ctx) local t = {} for i = 1, 1e9 do t[i] = string.rep(tostring(i), 100000) end end`,
+		"concat_bomb.lua": `function pre_hook(ctx) local t = {} local s = string.rep("y", 1000000) while true do t[#t+1] = s .. #t end end`,
+	}
+	te := startEngine(t, bombs, func(o *Options) {
+		o.MemoryMB = 8
+		o.Timeout = time.Minute // the memory limit must be what stops them
+	})
+	for f := range bombs {
+		if _, err := te.runErr(t, f, "x"); !errors.Is(err, ErrMemory) || !strings.Contains(err.Error(), "plugins.lua.limits.memory_mb") {
+			t.Errorf("%s: err = %v, want the memory limit", f, err)
+		}
+	}
+}
+
+// A large integer key does not make gopher-lua fill the gap with nils
+// (a gigabyte in one instruction at its default array bound).
+func TestSparseKeyDoesNotAllocateTheGap(t *testing.T) {
+	te := startEngine(t, map[string]string{
+		"sparse.lua": `function pre_hook(ctx)
+  local t = {}
+  t[60000000] = "far"
+  table.insert(t, 50000000, "further")
+  ctx.message = t[60000000] .. "," .. t[50000000] .. "," .. #t
+  return ctx
+end`,
+	}, func(o *Options) { o.MemoryMB = 16 })
+	if res, err := te.runErr(t, "sparse.lua", "x"); err != nil || res.Message != "far,further,0" {
+		t.Fatalf("sparse keys = %q, %v", res.Message, err)
+	}
+}
+
+// One library call cannot build a string past the limit (a quarter of
+// memory_mb: 4 MiB here).
+func TestStringBuildersAreBounded(t *testing.T) {
+	te := startEngine(t, map[string]string{
+		"rep.lua":         `function pre_hook(ctx) ctx.message = string.rep("x", 5 * 1024 * 1024) return ctx end`,
+		"rep_ok.lua":      `function pre_hook(ctx) ctx.message = tostring(#string.rep("ab", 1024 * 1024)) return ctx end`,
+		"gsub_repl.lua":   `function pre_hook(ctx) ctx.message = string.rep("x", 1000):gsub("x", string.rep("y", 100000)) return ctx end`,
+		"gsub_plain.lua":  `function pre_hook(ctx) ctx.message = string.rep("x", 1000):gsub("xx", string.rep("y", 100000)) return ctx end`,
+		"gsub_fn.lua":     `function pre_hook(ctx) local big = string.rep("z", 1000000) ctx.message = string.rep("x", 10):gsub("x", function() return big end) return ctx end`,
+		"gsub_table.lua":  `function pre_hook(ctx) local big = {x = string.rep("z", 1000000)} ctx.message = string.rep("x", 10):gsub("%a", big) return ctx end`,
+		"concat.lua":      `function pre_hook(ctx) local t = {} for i = 1, 10 do t[i] = string.rep("z", 1000000) end ctx.message = table.concat(t) return ctx end`,
+		"format.lua":      `function pre_hook(ctx) ctx.message = string.format("%999d", 1) return ctx end`,
+		"format_big.lua":  `function pre_hook(ctx) local s = string.rep("z", 3000000) ctx.message = string.format("%s%s", s, s) return ctx end`,
+		"format_ok.lua":   `function pre_hook(ctx) ctx.message = string.format("%5.2f|%-4s|%d|%q", 3.14159, "ab", 42, "q") return ctx end`,
+		"registry.lua":    `function pre_hook(ctx) local t = {} for i = 1, 200000 do t[i] = i end ctx.message = tostring(select("#", unpack(t))) return ctx end`,
+		"byte_spread.lua": `function pre_hook(ctx) local s = string.rep("a", 1000000) ctx.message = tostring(select("#", s:byte(1, -1))) return ctx end`,
+	}, func(o *Options) { o.MemoryMB = 16 })
+	for _, tc := range []struct{ file, want string }{
+		{"rep.lua", "string.rep: 5242880 copies of 1 bytes exceed the string limit of 4194304 bytes (plugins.lua.limits.memory_mb)"},
+		{"gsub_repl.lua", "string.gsub: the result would be longer than 4194304 bytes"},
+		{"gsub_plain.lua", "string.gsub: the result would be longer than 4194304 bytes"},
+		{"gsub_fn.lua", "string.gsub: the result would be longer than 4194304 bytes"},
+		{"gsub_table.lua", "string.gsub: the result would be longer than 4194304 bytes"},
+		{"concat.lua", "table.concat: the result would be longer than the string limit of 4194304 bytes"},
+		{"format.lua", "invalid format (width or precision too long)"},
+		{"format_big.lua", "string.format: the result could be longer than the string limit"},
+		{"registry.lua", "registry overflow"},
+		{"byte_spread.lua", "registry overflow"},
+	} {
+		if _, err := te.runErr(t, tc.file, "x"); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: err = %v, want %q", tc.file, err, tc.want)
+		}
+	}
+	for file, want := range map[string]string{"rep_ok.lua": "2097152", "format_ok.lua": ` 3.14|ab  |42|"q"`} {
+		if res, err := te.runErr(t, file, "x"); err != nil || res.Message != want {
+			t.Errorf("%s = %q, %v; want %q", file, res.Message, err, want)
+		}
+	}
+}
+
+// A concatenation of more values than maxConcatOperands in one
+// expression does not load.
+func TestWideConcatenationRefused(t *testing.T) {
+	dir := t.TempDir()
+	writeScript(t, dir, "wide.lua", "function pre_hook(ctx)\n  local a = 'x'\n  ctx.message = a..a..a..a..a..a..a..a..a..a..a..a..a..a..a..a..a..a..a..a\n  return ctx\nend\n")
+	e := New(Options{Dir: dir})
+	err := e.Start(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "wide.lua:3: one concatenation joins 20 values; split it into parts of at most 16") {
+		t.Fatalf("start = %v, want the wide concatenation refused with its line", err)
+	}
+	e.Close()
+	ok := startEngine(t, map[string]string{"ok.lua": "function pre_hook(ctx) local a = 'x' ctx.message = a..a..a..a..a..a..a..a..a..a..a..a..a..a..a..a return ctx end"}, nil)
+	if res := ok.pre(t, "q"); res.Text != strings.Repeat("x", 16) {
+		t.Fatalf("16 values = %q", res.Text)
+	}
+}
+
+// The pattern functions recurse on the pattern only: megabytes of input
+// neither overflow the Go stack (a fatal error no recover catches) nor
+// hold the goroutine past the timeout.
+func TestPatternFunctionsOnMegabytes(t *testing.T) {
+	const mb = 2 << 20
+	big := strings.Repeat("a", mb) + "b"
+	te := startEngine(t, map[string]string{
+		"find.lua": `function pre_hook(ctx)
+  local s, e = string.find(ctx.message, "a*b")
+  local m = ctx.message:match("^(a*)b$")
+  local s2 = string.find(ctx.message, "(a+)(b)")
+  local m2 = ctx.message:match(".-b")
+  local m3 = ctx.message:match("%f[%a]%a+%f[%A]")
+  local n = 0
+  for w in ctx.message:gmatch("a+") do n = n + #w end
+  local g, count = ctx.message:gsub("a+", "c")
+  local g2, count2 = ctx.message:gsub("(a)(a)", "%2%1")
+  ctx.message = table.concat({s, e, #m, s2, #m2, #m3, n, g, count, #g2, count2}, ",")
+  return ctx
+end`,
+		"balance.lua": `function pre_hook(ctx) local s, e = ctx.message:find("%b()") ctx.message = tostring(e) return ctx end`,
+	}, func(o *Options) { o.Timeout = time.Minute })
+	res, err := te.runErr(t, "find.lua", big)
+	want := fmt.Sprintf("1,%d,%d,1,%d,%d,%d,cb,1,%d,%d", mb+1, mb, mb+1, mb+1, mb, mb+1, mb/2)
+	if err != nil || res.Message != want {
+		t.Fatalf("find.lua on %d bytes = %.200q, %v; want %q", len(big), res.Message, err, want)
+	}
+	nested := strings.Repeat("(", mb/2) + strings.Repeat(")", mb/2)
+	if res, err := te.runErr(t, "balance.lua", nested); err != nil || res.Message != fmt.Sprint(mb) {
+		t.Fatalf("%%b on %d bytes = %q, %v", len(nested), res.Message, err)
+	}
+	hard := startEngine(t, map[string]string{
+		"exponential.lua": `function pre_hook(ctx)
+  return { message = tostring(string.find(string.rep("a", 40), "a*a*a*a*a*a*a*a*a*a*a*a*a*c")) }
+end`,
+		"quadratic.lua": `function pre_hook(ctx) return { message = tostring(ctx.message:find("(.-)x$")) } end`,
+		"deep.lua":      `function pre_hook(ctx) return { message = tostring(ctx.message:find(string.rep("a?", 300) .. "b")) } end`,
+		"captures.lua":  `function pre_hook(ctx) return { message = tostring(ctx.message:find(string.rep("(a)", 40))) } end`,
+	}, func(o *Options) { o.Timeout = 500 * time.Millisecond })
+	for _, f := range []string{"exponential.lua", "quadratic.lua"} {
+		if _, err := hard.runErr(t, f, big); !errors.Is(err, ErrTimeout) {
+			t.Errorf("%s: err = %v, want the timeout to stop the match", f, err)
+		}
+	}
+	if _, err := hard.runErr(t, "deep.lua", big); err == nil || !strings.Contains(err.Error(), "pattern too complex") {
+		t.Errorf("300 optional items: err = %v, want pattern too complex", err)
+	}
+	if _, err := hard.runErr(t, "captures.lua", big); err == nil || !strings.Contains(err.Error(), "too many captures") {
+		t.Errorf("40 captures: err = %v, want too many captures", err)
+	}
+}
+
+func TestLLMLimits(t *testing.T) {
+	te := startEngine(t, map[string]string{
+		"three.lua": `function pre_hook(ctx) for i = 1, 3 do ctx.message = ctx.llm("p" .. i) end return ctx end`,
+		"four.lua":  `function pre_hook(ctx) for i = 1, 4 do ctx.message = ctx.llm("p" .. i, "big") end return ctx end`,
+		"slow.lua":  `function pre_hook(ctx) ctx.message = ctx.llm("slow") return ctx end`,
+	}, func(o *Options) {
+		o.LLMTimeout = 300 * time.Millisecond
+		o.Timeout = 300 * time.Millisecond
+	})
+	te.llm.answer = func(p string) string { return "re:" + p }
+	if res, err := te.runErr(t, "three.lua", "x"); err != nil || res.Message != "re:p3" {
+		t.Fatalf("three calls = %q, %v", res.Message, err)
+	}
+	before := len(te.llm.requests())
+	_, err := te.runErr(t, "four.lua", "x")
+	if err == nil || !strings.Contains(err.Error(), "ctx.llm: call 4 of this pre_hook run is over the limit of 3 (plugins.lua.limits.llm_max_calls)") {
+		t.Fatalf("fourth call: err = %v", err)
+	}
+	reqs := te.llm.requests()[before:]
+	if len(reqs) != 3 || reqs[0].Model != "big" {
+		t.Fatalf("the LLM saw %d calls (%+v), want 3 with model big", len(reqs), reqs)
+	}
+	// The limit is per hook run: the next run may call again.
+	if _, err := te.runErr(t, "three.lua", "x"); err != nil {
+		t.Fatalf("the next run: %v", err)
+	}
+
+	te.llm.mu.Lock()
+	te.llm.delay = 5 * time.Second
+	te.llm.mu.Unlock()
+	if _, err := te.runErr(t, "slow.lua", "x"); err == nil || !strings.Contains(err.Error(), "ctx.llm: no answer within 300ms (plugins.lua.limits.llm_timeout_seconds)") {
+		t.Fatalf("slow LLM: err = %v", err)
+	}
+}
+
+// Waiting for ctx.llm does not count against the execution timeout.
+func TestLLMWaitIsNotExecutionTime(t *testing.T) {
+	te := startEngine(t, map[string]string{
+		"wait.lua": `function pre_hook(ctx) ctx.message = ctx.llm("a") .. ctx.llm("b") return ctx end`,
+	}, func(o *Options) {
+		o.Timeout = 300 * time.Millisecond
+		o.LLMTimeout = 5 * time.Second
+	})
+	te.llm.answer = func(p string) string { return p }
+	te.llm.delay = 400 * time.Millisecond
+	if res, err := te.runErr(t, "wait.lua", "x"); err != nil || res.Message != "ab" {
+		t.Fatalf("two slow LLM calls = %q, %v; want ab within the execution limit", res.Message, err)
+	}
+}
+
+func TestThreeFailuresDisableUntilTheFileChanges(t *testing.T) {
+	src := `function pre_hook(ctx)
+  if ctx.message == "boom" then error("boom!") end
+  ctx.message = ctx.message .. " [seen]"
+  return ctx
+end`
+	te := startEngine(t, map[string]string{"fragile.lua": src}, func(o *Options) { o.Watch = true })
+	te.pre(t, "boom")
+	te.pre(t, "boom")
+	if res := te.pre(t, "ok"); res.Text != "ok [seen]" {
+		t.Fatalf("after two failures = %q; a success must still run", res.Text)
+	}
+	for range 3 {
+		te.pre(t, "boom")
+	}
+	if res := te.pre(t, "ok"); res.Text != "ok" || !te.Scripts()[0].Disabled {
+		t.Fatalf("after three failures in a row = %q (disabled=%v); the script must be off", res.Text, te.Scripts()[0].Disabled)
+	}
+	if !strings.Contains(te.logs.String(), "lua script disabled after consecutive failures; it runs again once its file changes") {
+		t.Errorf("disabling not logged:\n%s", te.logs.String())
+	}
+	writeScript(t, te.dir, "fragile.lua", src+"\n-- fixed\n")
+	waitFor(t, func() bool { return te.pre(t, "ok").Text == "ok [seen]" }, "the changed script to run again")
+}
+
+// waitFor polls cond for up to 5 seconds.
+func waitFor(t testing.TB, cond func() bool, what string) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// A script stuck in a loop holds only its own run: other runs, of other
+// scripts and of its own, go on meanwhile.
+func TestOthersRunWhileOneLoops(t *testing.T) {
+	te := startEngine(t, map[string]string{
+		"a_loop.lua": `function pre_hook(ctx) if ctx.message == "loop" then while true do end end ctx.metadata.a = "1" return ctx end`,
+		"b_tag.lua":  `function pre_hook(ctx) ctx.message = ctx.message .. " [b]" return ctx end`,
+	}, func(o *Options) { o.Timeout = 1500 * time.Millisecond })
+	done := make(chan core.PreResult, 1)
+	go func() {
+		res, _ := te.Pre(context.Background(), input("loop"))
+		done <- res
+	}()
+	for i := range 20 {
+		res := te.pre(t, "msg")
+		if res.Text != "msg [b]" || res.Metadata["a"] != "1" {
+			t.Fatalf("message %d while another loops = %+v", i, res)
+		}
+	}
+	select {
+	case <-done:
+		t.Fatal("the loop ended before the other messages were answered; the test proves nothing")
+	default:
+	}
+	if res := <-done; res.Text != "loop [b]" {
+		t.Fatalf("the looping message = %+v, want it to go on to the next script", res)
+	}
+}

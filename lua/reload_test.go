@@ -1,0 +1,77 @@
+package lua
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func tagScript(tag string) string {
+	return `function post_hook(ctx) ctx.message = ctx.message .. " [` + tag + `]" return ctx end`
+}
+
+func TestHotReload(t *testing.T) {
+	te := startEngine(t, map[string]string{"b_tag.lua": tagScript("v1")}, func(o *Options) { o.Watch = true })
+	post := func() string { return te.post(t, input("q"), "answer") }
+	if got := post(); got != "answer [v1]" {
+		t.Fatalf("initial = %q", got)
+	}
+
+	// A change takes effect on the next message.
+	writeScript(t, te.dir, "b_tag.lua", tagScript("v2"))
+	waitFor(t, func() bool { return post() == "answer [v2]" }, "the changed script")
+
+	// A broken edit keeps the previous version, and says where it broke.
+	writeScript(t, te.dir, "b_tag.lua", "function post_hook(ctx)\n  ctx.message = ctx.message ..\n  return ctx\nend\n")
+	waitFor(t, func() bool {
+		return strings.Contains(te.logs.String(), "lua script not reloaded; its previous version keeps running")
+	}, "the compile error to be logged")
+	if got := post(); got != "answer [v2]" {
+		t.Fatalf("after a broken edit = %q, want the previous version", got)
+	}
+	if logs := te.logs.String(); !strings.Contains(logs, "b_tag.lua:3:") {
+		t.Errorf("the compile error does not name the line:\n%s", logs)
+	}
+
+	// A new file joins in file-name order; a fixed one comes back.
+	writeScript(t, te.dir, "a_tag.lua", tagScript("a"))
+	writeScript(t, te.dir, "b_tag.lua", tagScript("v3"))
+	waitFor(t, func() bool { return post() == "answer [a] [v3]" }, "the new and the fixed script")
+
+	// A rename moves the script in the order; a delete removes it.
+	if err := os.Rename(filepath.Join(te.dir, "a_tag.lua"), filepath.Join(te.dir, "c_tag.lua")); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool { return post() == "answer [v3] [a]" }, "the renamed script")
+	if err := os.Remove(filepath.Join(te.dir, "b_tag.lua")); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool { return post() == "answer [a]" }, "the deleted script to go")
+	// Files that are not .lua are ignored.
+	writeScript(t, te.dir, "notes.txt", "function post_hook(ctx) error('no') end")
+	writeScript(t, te.dir, ".hidden.lua", tagScript("hidden"))
+	if got := post(); got != "answer [a]" {
+		t.Fatalf("with a .txt and a hidden file = %q", got)
+	}
+}
+
+// At start a script that does not compile fails the start with its file
+// and line; a missing directory names the config key.
+func TestStartErrors(t *testing.T) {
+	dir := t.TempDir()
+	writeScript(t, dir, "bad.lua", "function pre_hook(ctx)\n  return ctx +\nend\n")
+	e := New(Options{Dir: dir})
+	err := e.Start(t.Context())
+	if err == nil || !strings.Contains(err.Error(), filepath.Join(dir, "bad.lua")+":3:") {
+		t.Fatalf("start = %v, want the file and line of the error", err)
+	}
+	rt := t.TempDir()
+	writeScript(t, rt, "top.lua", "error('refused at load')\nfunction pre_hook(ctx) return ctx end\n")
+	if err := New(Options{Dir: rt}).Start(t.Context()); err == nil || !strings.Contains(err.Error(), "top.lua:1: refused at load") {
+		t.Fatalf("a failing top level: %v", err)
+	}
+	if err := New(Options{Dir: filepath.Join(dir, "missing")}).Start(t.Context()); err == nil || !strings.Contains(err.Error(), "plugins.lua.scripts_dir") {
+		t.Fatalf("missing dir: %v", err)
+	}
+}

@@ -1,0 +1,326 @@
+package lua
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	glua "github.com/yuin/gopher-lua"
+	"github.com/yuin/gopher-lua/parse"
+)
+
+// maxConcatOperands bounds the values one concatenation expression joins
+// (a .. b .. c is one instruction): the VM builds its result in one
+// allocation that no limit sees, so the widest join is what the memory
+// watchdog may be late for.
+const maxConcatOperands = 16
+
+// opConcat is gopher-lua's CONCAT opcode (R(A) := R(B) .. ... .. R(C)).
+const opConcat = glua.OP_CONCAT
+
+// script is one loaded version of one .lua file: compiled once, run on
+// pooled states.
+type script struct {
+	// name is the file name without ".lua": the KV namespace.
+	name string
+	file string
+	path string
+	// mod and size identify the version on disk.
+	mod   time.Time
+	size  int64
+	sum   [sha256.Size]byte
+	proto *glua.FunctionProto
+	hooks map[string]bool
+
+	pool     chan *vm
+	failures atomic.Int32
+	disabled atomic.Bool
+}
+
+func (s *script) has(hook string) bool { return s.hooks[hook] }
+
+func (s *script) hookList() []string {
+	var out []string
+	for _, h := range []string{HookFilter, HookPre, HookPost} {
+		if s.hooks[h] {
+			out = append(out, h)
+		}
+	}
+	return out
+}
+
+// get takes an idle state or makes one.
+func (s *script) get(e *Engine) *vm {
+	select {
+	case v := <-s.pool:
+		return v
+	default:
+		return e.newVM()
+	}
+}
+
+// put returns a state to the pool, or closes it when the pool is full.
+func (s *script) put(v *vm) {
+	select {
+	case s.pool <- v:
+	default:
+		v.close()
+	}
+}
+
+// drain closes the idle states.
+func (s *script) drain() {
+	for {
+		select {
+		case v := <-s.pool:
+			v.close()
+		default:
+			return
+		}
+	}
+}
+
+// luaFile is one *.lua file found on disk.
+type luaFile struct {
+	path string
+	mod  time.Time
+	size int64
+}
+
+// listFiles returns the scripts to load, sorted by file name.
+func (e *Engine) listFiles() ([]luaFile, error) {
+	var paths []string
+	if len(e.o.Files) > 0 {
+		paths = e.o.Files
+	} else {
+		entries, err := os.ReadDir(e.o.Dir)
+		if err != nil {
+			return nil, fmt.Errorf("plugins.lua.scripts_dir %s: %w (create the directory, or set scripts_dir to \"\" to run no Lua hooks)", e.o.Dir, err)
+		}
+		for _, d := range entries {
+			n := d.Name()
+			if d.IsDir() || !strings.HasSuffix(n, ".lua") || strings.HasPrefix(n, ".") {
+				continue
+			}
+			paths = append(paths, filepath.Join(e.o.Dir, n))
+		}
+	}
+	var out []luaFile
+	for _, p := range paths {
+		fi, err := os.Stat(p)
+		if err != nil {
+			if len(e.o.Files) == 0 && errors.Is(err, os.ErrNotExist) {
+				continue // removed since the listing
+			}
+			return nil, fmt.Errorf("lua script %s: %w", p, err)
+		}
+		out = append(out, luaFile{path: p, mod: fi.ModTime(), size: fi.Size()})
+	}
+	sort.Slice(out, func(i, j int) bool { return filepath.Base(out[i].path) < filepath.Base(out[j].path) })
+	return out, nil
+}
+
+// loadAll loads every script; any that fails to compile fails the load.
+func (e *Engine) loadAll(ctx context.Context) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	files, err := e.listFiles()
+	if err != nil {
+		return err
+	}
+	var loaded []*script
+	var errs []error
+	for _, f := range files {
+		src, err := os.ReadFile(f.path)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("lua script %s: %w", f.path, err))
+			continue
+		}
+		s, err := e.compile(ctx, f, src)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		loaded = append(loaded, s)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	e.scripts.Store(&loaded)
+	for _, s := range loaded {
+		e.log.Info("lua script loaded", "script", s.file, "hooks", s.hookList())
+	}
+	return nil
+}
+
+// reload brings the scripts in line with the directory: new and changed
+// files are compiled (a file that fails keeps its previous version, and
+// the error is logged with its line), removed files are dropped.
+func (e *Engine) reload(ctx context.Context) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	files, err := e.listFiles()
+	if err != nil {
+		e.log.Error("lua scripts not reloaded", "err", err)
+		return
+	}
+	old := map[string]*script{}
+	for _, s := range e.current() {
+		old[s.path] = s
+	}
+	var next []*script
+	changed := false
+	for _, f := range files {
+		prev := old[f.path]
+		delete(old, f.path)
+		src, err := os.ReadFile(f.path)
+		if err != nil {
+			e.log.Warn("lua script not read", "script", filepath.Base(f.path), "err", err)
+			if prev != nil {
+				next = append(next, prev)
+			}
+			continue
+		}
+		// Modification time, size or content: any change reloads (and
+		// so re-enables a disabled script).
+		if prev != nil && prev.mod.Equal(f.mod) && prev.size == f.size && prev.sum == sha256.Sum256(src) {
+			next = append(next, prev)
+			continue
+		}
+		s, err := e.compile(ctx, f, src)
+		if err != nil {
+			if prev != nil {
+				e.log.Error("lua script not reloaded; its previous version keeps running", "script", filepath.Base(f.path), "err", err)
+				next = append(next, prev)
+			} else {
+				e.log.Error("lua script not loaded", "script", filepath.Base(f.path), "err", err)
+			}
+			continue
+		}
+		changed = true
+		if prev != nil {
+			e.log.Info("lua script reloaded", "script", s.file, "hooks", s.hookList())
+			defer prev.drain()
+		} else {
+			e.log.Info("lua script loaded", "script", s.file, "hooks", s.hookList())
+		}
+		next = append(next, s)
+	}
+	for _, s := range old {
+		changed = true
+		e.log.Info("lua script removed", "script", s.file)
+		defer s.drain()
+	}
+	if changed {
+		e.scripts.Store(&next)
+	}
+}
+
+// compile parses and compiles one file's source, checks its concatenations
+// and runs its top level once on a fresh state to learn which hooks it
+// defines (that state becomes the first of its pool).
+func (e *Engine) compile(ctx context.Context, f luaFile, src []byte) (*script, error) {
+	file := filepath.Base(f.path)
+	chunk, err := parse.Parse(bytes.NewReader(src), file)
+	if err != nil {
+		var pe *parse.Error
+		if errors.As(err, &pe) {
+			if pe.Pos.Line == parse.EOF {
+				return nil, fmt.Errorf("%s: at end of file: %s", f.path, pe.Message)
+			}
+			return nil, fmt.Errorf("%s:%d:%d: %s near '%s'", f.path, pe.Pos.Line, pe.Pos.Column, pe.Message, pe.Token)
+		}
+		return nil, fmt.Errorf("%s: %w", f.path, err)
+	}
+	proto, err := glua.Compile(chunk, file)
+	if err != nil {
+		var ce *glua.CompileError
+		if errors.As(err, &ce) {
+			return nil, fmt.Errorf("%s:%d: %s", f.path, ce.Line, ce.Message)
+		}
+		return nil, fmt.Errorf("%s: %w", f.path, err)
+	}
+	if err := checkConcat(proto, f.path); err != nil {
+		return nil, err
+	}
+	s := &script{
+		name: strings.TrimSuffix(file, ".lua"), file: file, path: f.path,
+		mod: f.mod, size: f.size, sum: sha256.Sum256(src), proto: proto,
+		hooks: map[string]bool{}, pool: make(chan *vm, e.o.PoolSize),
+	}
+	// The top level runs with the execution limit; only print is of use
+	// there (ctx exists inside hooks only).
+	v := e.newVM()
+	hooks, err := e.probe(ctx, v, s)
+	if err != nil {
+		v.close()
+		return nil, fmt.Errorf("%s: %s", f.path, luaMessage(err))
+	}
+	s.hooks = hooks
+	if len(hooks) == 0 {
+		e.log.Warn("lua script defines none of filter, pre_hook, post_hook; it does nothing", "script", file)
+	}
+	s.put(v)
+	return s, nil
+}
+
+// probe runs s's top level on v and reports which hooks it defines.
+func (e *Engine) probe(ctx context.Context, v *vm, s *script) (map[string]bool, error) {
+	r := &run{e: e, s: s, hook: "load"}
+	err := e.limited(ctx, v, r, func() error {
+		env, err := v.runChunk(s)
+		if err != nil {
+			return err
+		}
+		hooks := map[string]bool{}
+		for _, h := range []string{HookFilter, HookPre, HookPost} {
+			if _, ok := env.RawGetString(h).(*glua.LFunction); ok {
+				hooks[h] = true
+			}
+		}
+		s.hooks = hooks
+		return nil
+	})
+	return s.hooks, err
+}
+
+// checkConcat refuses a concatenation of more than maxConcatOperands
+// values in one expression.
+func checkConcat(p *glua.FunctionProto, path string) error {
+	for pc, inst := range p.Code {
+		if int(inst>>26) != opConcat {
+			continue
+		}
+		b, c := int(inst&0x1ff), int(inst>>9)&0x1ff
+		if n := c - b + 1; n > maxConcatOperands {
+			line := 0
+			if pc < len(p.DbgSourcePositions) {
+				line = p.DbgSourcePositions[pc]
+			}
+			return fmt.Errorf("%s:%d: one concatenation joins %d values; split it into parts of at most %d (a .. b .. c is one expression)", path, line, n, maxConcatOperands)
+		}
+	}
+	for _, sub := range p.FunctionPrototypes {
+		if err := checkConcat(sub, path); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// luaMessage is a run's error without gopher-lua's stack traceback.
+func luaMessage(err error) string {
+	var ae *glua.ApiError
+	if errors.As(err, &ae) && ae.Object != nil {
+		return ae.Object.String()
+	}
+	return err.Error()
+}
