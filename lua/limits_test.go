@@ -97,7 +97,12 @@ func TestStringBuildersAreBounded(t *testing.T) {
 		"format_ok.lua":   `function pre_hook(ctx) ctx.message = string.format("%5.2f|%-4s|%d|%q", 3.14159, "ab", 42, "q") return ctx end`,
 		"registry.lua":    `function pre_hook(ctx) local t = {} for i = 1, 200000 do t[i] = i end ctx.message = tostring(select("#", unpack(t))) return ctx end`,
 		"byte_spread.lua": `function pre_hook(ctx) local s = string.rep("a", 1000000) ctx.message = tostring(select("#", s:byte(1, -1))) return ctx end`,
-	}, func(o *Options) { o.MemoryMB = 16 })
+	}, func(o *Options) {
+		o.MemoryMB = 16
+		// The registry scripts loop over many values: slow under -race on
+		// a loaded machine, and no time limit is under test here.
+		o.Timeout = time.Minute
+	})
 	for _, tc := range []struct{ file, want string }{
 		{"rep.lua", "string.rep: 5242880 copies of 1 bytes exceed the string limit of 4194304 bytes (plugins.lua.limits.memory_mb)"},
 		{"gsub_repl.lua", "string.gsub: the result would be longer than 4194304 bytes"},
