@@ -51,6 +51,8 @@ Usage:
   opentalon usage [--json] [--since 24h] [--by model|chat|user]
   opentalon affinity show [--json] | affinity reset [--task T] [--model M]
   opentalon bench route --scenario FILE [--seeds N] [--json]
+  opentalon memory list|search|delete|export [--user CHANNEL:ID] [--tag T] ...
+  opentalon session export [--format yaml|json] [--out FILE] CONVERSATION
   opentalon version
 
 Global flags (before or after the subcommand):
@@ -94,6 +96,8 @@ func Main(ctx context.Context, args []string, io Stdio, lookup func(string) (str
 		runErr = cmdConfig(&g, rest, io, env)
 	case "usage", "affinity", "bench":
 		runErr = cmdRouting(ctx, cmd, &g, rest, io, env, log)
+	case "memory", "session":
+		runErr = cmdMemory(ctx, cmd, &g, rest, io, env, log)
 	case "version":
 		fmt.Fprintln(io.Out, "opentalon", versionString())
 	case "help", "-h", "--help":
