@@ -74,18 +74,42 @@ func (db *DB) CompactHistory(ctx context.Context, sessionID int64, keep int, sum
 // ExpireSessions deletes the sessions, active or ended, not used for
 // longer than Options.SessionTTL, with their history; replies,
 // deliveries, signals and the usage ledger stay. A session whose
-// conversation has a request running is kept. It returns how many
-// sessions it deleted; with no TTL it deletes nothing.
+// conversation has a request running is kept. The newest session row
+// stays as an emptied, ended tombstone, so its id (which the usage ledger
+// refers to) is never handed to a new session. It returns how many
+// sessions it expired; with no TTL it expires nothing.
 func (db *DB) ExpireSessions(ctx context.Context) (int, error) {
 	if db.ttl <= 0 {
 		return 0, nil
 	}
-	res, err := db.w.ExecContext(ctx, `DELETE FROM sessions WHERE last_access < ?
-		AND conversation NOT IN (SELECT conversation FROM queue WHERE status = 'running')`, db.ms()-db.ttl.Milliseconds())
+	const expired = `last_access < ? AND conversation NOT IN (SELECT conversation FROM queue WHERE status = 'running')`
+	cutoff := db.ms() - db.ttl.Milliseconds()
+	var n int64
+	err := db.tx(ctx, func(tx *txn) error {
+		var newest int64
+		if err := tx.QueryRowContext(ctx, `SELECT COALESCE(MAX(id), 0) FROM sessions`).Scan(&newest); err != nil {
+			return err
+		}
+		res, err := tx.ExecContext(ctx, `DELETE FROM sessions WHERE id < ? AND `+expired, newest, cutoff)
+		if err != nil {
+			return err
+		}
+		n, _ = res.RowsAffected()
+		res, err = tx.ExecContext(ctx, `UPDATE sessions SET active = 0, ended_at = COALESCE(ended_at, ?), state = '{}'
+			WHERE id = ? AND (active = 1 OR state != '{}' OR EXISTS (SELECT 1 FROM messages WHERE session_id = sessions.id)) AND `+expired,
+			db.ms(), newest, cutoff)
+		if err != nil {
+			return err
+		}
+		if t, _ := res.RowsAffected(); t > 0 {
+			n += t
+			_, err = tx.ExecContext(ctx, `DELETE FROM messages WHERE session_id = ?`, newest)
+		}
+		return err
+	})
 	if err != nil {
 		return 0, fmt.Errorf("delete expired sessions: %w", err)
 	}
-	n, _ := res.RowsAffected()
 	return int(n), nil
 }
 

@@ -88,6 +88,7 @@ func TestExpireSessionsWithFakeClock(t *testing.T) {
 	if fresh.ID == old.ID {
 		t.Fatal("the expired session came back")
 	}
+	addTurn(t, db, fresh, 0, "q3", "a3")
 
 	// A conversation with a request running is not swept under it.
 	clk.Add(48 * time.Hour)
@@ -102,6 +103,21 @@ func TestExpireSessionsWithFakeClock(t *testing.T) {
 	}
 	if _, err := db.Session(ctx, current.ID); err != nil {
 		t.Fatalf("the running conversation's session was deleted: %v", err)
+	}
+	// The newest session stays as an emptied, ended row, so its id is
+	// never handed out again (the usage ledger refers to it).
+	recs, _ = db.ConversationSessions(ctx, idle)
+	if len(recs) != 1 || recs[0].ID != fresh.ID || recs[0].Active {
+		t.Fatalf("idle sessions after expiry = %+v; want the newest one kept, ended", recs)
+	}
+	if msgs, _ := db.Transcript(ctx, fresh.ID); len(msgs) != 0 {
+		t.Fatalf("the expired newest session kept its history: %+v", msgs)
+	}
+	if n, _ := db.ExpireSessions(ctx); n != 0 {
+		t.Fatalf("an emptied session expired again: %d", n)
+	}
+	if next, _ := db.ActiveSession(ctx, idle); next.ID <= fresh.ID {
+		t.Fatalf("new session id %d reuses an expired one (newest %d)", next.ID, fresh.ID)
 	}
 }
 
