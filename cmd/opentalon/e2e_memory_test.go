@@ -305,9 +305,11 @@ func TestSessionSweeperDeletesExpiredSessions(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	conv := core.ConversationKey{Channel: "console", Chat: "local"}
-	s, _ := db.ActiveSession(ctx, conv)
+	s, _ := db.ActiveSession(ctx, core.ConversationKey{Channel: "console", Chat: "local"})
 	clk.Add(61 * time.Minute)
+	if _, err := db.ActiveSession(ctx, core.ConversationKey{Channel: "console", Chat: "other"}); err != nil {
+		t.Fatal(err)
+	}
 	stop := startSessionSweeper(ctx, db, time.Hour, 10*time.Millisecond, discardLogger())
 	defer stop()
 	deadline := time.Now().Add(10 * time.Second)
