@@ -188,13 +188,15 @@ func (db *DB) Memories(ctx context.Context, q MemoryQuery) ([]Memory, error) {
 		}
 		args = append(args, q.Owner)
 	}
+	// instr, not LIKE: SQLite prepares a statement again whenever the
+	// pattern bound to a LIKE changes.
 	if t := strings.ToLower(strings.TrimSpace(q.Tag)); t != "" {
-		where = append(where, "(' ' || m.tags || ' ') LIKE ?")
-		args = append(args, "% "+likeEscape(t)+" %")
+		where = append(where, "instr(' ' || m.tags || ' ', ?) > 0")
+		args = append(args, " "+t+" ")
 	}
 	if t := strings.ToLower(strings.TrimSpace(q.NotTag)); t != "" {
-		where = append(where, "(' ' || m.tags || ' ') NOT LIKE ?")
-		args = append(args, "% "+likeEscape(t)+" %")
+		where = append(where, "instr(' ' || m.tags || ' ', ?) = 0")
+		args = append(args, " "+t+" ")
 	}
 	if q.Outcome != "" {
 		where = append(where, "m.outcome = ?")
@@ -355,8 +357,4 @@ func MatchQuery(text string) string {
 // (as the insert trigger writes it).
 func ownerToken(owner string) string {
 	return "u" + hex.EncodeToString([]byte(owner))
-}
-
-func likeEscape(s string) string {
-	return strings.NewReplacer(`%`, ``, `_`, ``).Replace(s)
 }
