@@ -8,7 +8,9 @@ const DefaultDataDir = "~/.opentalon"
 // Default returns the configuration used for every key the file leaves out.
 func Default() *Config {
 	return &Config{
-		State: State{DataDir: DefaultDataDir, Retention: Duration(DefaultRetention)},
+		State: State{DataDir: DefaultDataDir, Retention: Duration(DefaultRetention), SessionTTL: Duration(DefaultSessionTTL),
+			Compaction: Compaction{Notify: true},
+			Memory:     Memory{Tools: true, RecallTokens: 400, Workflows: 3}},
 		Queue: Queue{
 			Workers:        4,
 			MaxAttempts:    3,
@@ -66,6 +68,10 @@ func Default() *Config {
 		Server:       Server{Listen: "127.0.0.1:7070"},
 	}
 }
+
+// DefaultSessionTTL ends a conversation's session after a day without
+// messages.
+const DefaultSessionTTL = 24 * time.Hour
 
 // DefaultRetention keeps finished queue rows for a week.
 const DefaultRetention = 7 * 24 * time.Hour

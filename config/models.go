@@ -96,5 +96,6 @@ func (c *Config) ModelRefs() []ModelRef {
 		}
 	}
 	add("plugins.lua.default_model", c.Plugins.Lua.DefaultModel)
+	add("state.compaction.model", c.State.Compaction.Model)
 	return out
 }

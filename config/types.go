@@ -26,6 +26,35 @@ type State struct {
 	// in which a redelivered platform event is recognized as a
 	// duplicate); 0 keeps them forever.
 	Retention Duration `yaml:"retention"`
+	// Compaction summarizes the oldest turns of a long conversation.
+	Compaction Compaction `yaml:"compaction"`
+	// Memory is long-term memory: facts and workflow patterns.
+	Memory Memory `yaml:"memory"`
+}
+
+// Compaction configures how a history too long for the model's context
+// window is condensed.
+type Compaction struct {
+	// Model writes the summaries; "" = the cheapest catalog model.
+	Model string `yaml:"model"`
+	// Notify tells the user, once per conversation, that older turns were
+	// summarized.
+	Notify bool `yaml:"notify"`
+}
+
+// Memory configures long-term memory.
+type Memory struct {
+	// Tools offers memory_save, memory_search and memory_forget to the LLM.
+	Tools bool `yaml:"tools"`
+	// RecallTokens bounds the memories recalled into the system prompt of
+	// each turn; 0 recalls none.
+	RecallTokens int `yaml:"recall_tokens"`
+	// Workflows is how many similar successful workflows are recalled as
+	// past plans; 0 recalls none (and records none).
+	Workflows int `yaml:"workflows"`
+	// Admins ("<channel>:<user id>") may save memories shared with every
+	// user.
+	Admins []string `yaml:"admins"`
 }
 
 // Queue tunes the durable request queue and its workers.
@@ -358,6 +387,23 @@ type Orchestrator struct {
 	// Rules are custom system-prompt rules added after the built-in ones.
 	Rules    []string `yaml:"rules"`
 	MaxSteps int      `yaml:"max_steps"`
+	// Steps are named orchestration steps that narrow the tools offered.
+	Steps []Step `yaml:"steps"`
+}
+
+// Step is one orchestration step: while it is a conversation's active
+// step, the LLM is offered only its tools.
+type Step struct {
+	Name string `yaml:"name"`
+	// When is a regular expression (case-insensitive) that activates the
+	// step when a user message matches it.
+	When string `yaml:"when"`
+	// Tools are "plugin.action" names (or a built-in tool such as
+	// memory_search).
+	Tools []string `yaml:"tools"`
+	// Sequence offers the tools one at a time in order, moving on as each
+	// call succeeds; the step ends after the last.
+	Sequence bool `yaml:"sequence"`
 }
 
 // Server is the local HTTP server (health, metrics, plugin LLM API).

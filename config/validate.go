@@ -19,6 +19,7 @@ func validate(c *Config, ps *problems) {
 	validateRouting(c, ps)
 	validateChannels(c, ps)
 	validatePlugins(c, ps)
+	validateMemory(c, ps)
 	for _, r := range c.ModelRefs() {
 		checkRef(c, ps, r.Path, r.Ref)
 	}

@@ -131,6 +131,11 @@ func (g *Gateway) cmdStatus(ctx context.Context, req CommandRequest) (string, er
 	if u.CostUSD > 0 {
 		fmt.Fprintf(&b, " ($%.4f)", u.CostUSD)
 	}
+	if sr, ok := g.agent.(StatusReporter); ok {
+		for _, l := range sr.SessionStatus(ctx, req.Session) {
+			b.WriteString("\n" + l)
+		}
+	}
 	if ch, ok := g.channels[req.In.Conversation.Channel].(HealthReporter); ok {
 		if t := ch.LastEvent(); !t.IsZero() {
 			fmt.Fprintf(&b, "\n%s: last update %s ago", req.In.Conversation.Channel, g.now().Sub(t).Round(1e9))
@@ -144,6 +149,13 @@ func (g *Gateway) currentModel(ctx context.Context, s Session) (model, reason st
 		return mr.CurrentModel(ctx, s)
 	}
 	return "unknown", "no router"
+}
+
+// StatusReporter is an optional Agent capability: lines about a
+// session's orchestration state (recent tools, the model and profile of
+// the latest answer, the active step) for /status.
+type StatusReporter interface {
+	SessionStatus(ctx context.Context, s Session) []string
 }
 
 // ModelReporter is an optional Agent capability: which model would answer

@@ -185,6 +185,21 @@ type Session struct {
 	Usage      Usage
 	CreatedAt  time.Time
 	LastAccess time.Time
+	// State is the session's orchestration state, persisted with it.
+	State SessionState
+}
+
+// SessionState is what the orchestrator keeps per session besides the
+// history: the tools used recently (newest first), the model and auth
+// profile of the latest answer, the active orchestration step with the
+// position in its tool sequence, and how often the history was compacted.
+type SessionState struct {
+	RecentTools   []string `json:"recent_tools,omitempty"`
+	ActiveModel   string   `json:"active_model,omitempty"`
+	ActiveProfile string   `json:"active_profile,omitempty"`
+	Step          string   `json:"step,omitempty"`
+	StepIndex     int      `json:"step_index,omitempty"`
+	Compactions   int      `json:"compactions,omitempty"`
 }
 
 // Reply is an answer the gateway stored for a request, and its parts as

@@ -13,13 +13,21 @@ import (
 // LLM is what the orchestrator needs from routing: one routed LLM call.
 type LLM interface {
 	Chat(ctx context.Context, c routing.Call) (routing.Result, error)
-	// ContextWindow is the model's window in tokens ("" = the smallest
-	// window a routed call may land on); 0 = unknown.
+	// ContextWindow is the model's window in tokens; 0 = unknown.
 	ContextWindow(ref string) int
+}
+
+// chooser is the optional LLM capability that decides the model of a call
+// before it is made (routing.Router has it), so the history is fitted to
+// the window of the model that will answer.
+type chooser interface {
+	Choose(ctx context.Context, c routing.Call) (*routing.Choice, error)
 }
 
 // History is what the orchestrator reads of a session.
 type History interface {
+	// History returns the newest limit messages, oldest first, with a
+	// compaction summary (a system message) at the head when there is one.
 	History(ctx context.Context, sessionID int64, limit int) ([]core.ChatMessage, error)
 }
 
@@ -27,6 +35,19 @@ type History interface {
 type Options struct {
 	LLM     LLM
 	History History
+	// Store, when set, keeps the session state, compactions, memories and
+	// workflows (store.DB). Without it the orchestrator remembers nothing
+	// beyond the history.
+	Store Store
+	// Generator makes the compaction call (routing.Router); compaction is
+	// off without it.
+	Generator core.Generator
+	// Compaction is state.compaction.
+	Compaction Compaction
+	// Memory is state.memory.
+	Memory Memory
+	// Steps are orchestrator.steps.
+	Steps []Step
 	// Rules are orchestrator.rules: appended to the built-in safety rules.
 	Rules []string
 	// MaxSteps bounds LLM calls per turn in the tool loop (default 10).
@@ -38,14 +59,38 @@ type Options struct {
 	Logger     *slog.Logger
 }
 
-// Orchestrator answers turns. Safe for concurrent use.
-type Orchestrator struct {
-	o      Options
-	log    *slog.Logger
-	system string
+// Compaction configures how a too long history is condensed.
+type Compaction struct {
+	// Model is the catalog alias or reference that writes summaries.
+	Model string
+	// Notify tells the user, once per session, that it happened.
+	Notify bool
 }
 
-var _ core.Agent = (*Orchestrator)(nil)
+// Memory configures long-term memory.
+type Memory struct {
+	// Tools offers memory_save, memory_search and memory_forget.
+	Tools bool
+	// RecallTokens bounds the memories put in each turn's system prompt.
+	RecallTokens int
+	// Workflows is how many similar past workflows are recalled; 0 turns
+	// workflow memory (recording and recall) off.
+	Workflows int
+	// Admins are the owners ("<channel>:<user id>") who may save and
+	// forget shared memories.
+	Admins []string
+}
+
+// Orchestrator answers turns. Safe for concurrent use.
+type Orchestrator struct {
+	o   Options
+	log *slog.Logger
+}
+
+var (
+	_ core.Agent          = (*Orchestrator)(nil)
+	_ core.StatusReporter = (*Orchestrator)(nil)
+)
 
 // New builds an Orchestrator.
 func New(o Options) *Orchestrator {
@@ -58,7 +103,10 @@ func New(o Options) *Orchestrator {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Orchestrator{o: o, log: o.Logger.With("component", "orchestrator"), system: SystemPrompt(o.Rules)}
+	if o.History == nil && o.Store != nil {
+		o.History = o.Store
+	}
+	return &Orchestrator{o: o, log: o.Logger.With("component", "orchestrator")}
 }
 
 // CurrentModel implements core.ModelReporter when the LLM can tell.
@@ -69,26 +117,35 @@ func (o *Orchestrator) CurrentModel(ctx context.Context, s core.Session) (string
 	return "unknown", "no router"
 }
 
+// turn is the state of one Answer as the loop goes.
+type turn struct {
+	t     core.Turn
+	owner string
+	admin bool
+	st    core.SessionState
+	// ran lists the tool calls run, in order, with whether they succeeded.
+	ran []ranCall
+}
+
+type ranCall struct {
+	call core.ToolCall
+	ok   bool
+}
+
 // Answer implements core.Agent.
 func (o *Orchestrator) Answer(ctx context.Context, t core.Turn) (core.Answer, error) {
-	hist, err := o.o.History.History(ctx, t.Session.ID, o.o.MaxHistory)
+	stored, err := o.o.History.History(ctx, t.Session.ID, o.o.MaxHistory)
 	if err != nil {
 		return core.Answer{}, err
 	}
-	var added []core.ChatMessage
-	if t.Retry {
-		// Re-answer the last question: drop what answered it before.
-		hist = dropAfterLastUser(hist)
-	} else {
-		user := core.ChatMessage{Role: core.RoleUser, Content: t.Text}
-		hist = append(hist, user)
-		added = append(added, user)
+	tn := &turn{t: t, owner: Owner(t.In), st: cloneState(t.Session.State)}
+	tn.admin = o.isAdmin(tn.owner)
+	if !t.Retry {
+		o.activateStep(&tn.st, t.Text)
 	}
-	system := o.system
-	if o.o.Tools != nil {
-		system = SystemPrompt(o.o.Rules, toolsSection(o.o.Tools.Tools()))
-	}
-	msgs := Trim(hist, o.budget(t), len(system))
+	defer o.saveState(ctx, tn)
+
+	hist, added := withTurn(stored, t)
 	call := routing.Call{
 		Purpose:      "chat",
 		Session:      &t.Session,
@@ -96,33 +153,80 @@ func (o *Orchestrator) Answer(ctx context.Context, t core.Turn) (core.Answer, er
 		UserID:       t.In.UserID,
 		Model:        t.Model,
 		Exclude:      t.Exclude,
-		Req:          provider.Request{System: system, Messages: msgs},
+		Req:          provider.Request{Messages: hist},
 	}
-	res, steps, err := o.loop(ctx, call, msgs)
+	window, task, err := o.choose(ctx, &call, t)
+	if err != nil {
+		return core.Answer{}, err
+	}
+	offered := o.offered(tn)
+	call.Req.System = SystemPrompt(o.o.Rules, toolsSection(offered), o.stepSection(tn.st),
+		o.recallMemories(ctx, tn), o.recallWorkflows(ctx, tn, task, offered))
+	budget := window - window/4
+
+	compacted := false
+	if over(call.Req.System, hist, budget) {
+		if kept, ok := o.compact(ctx, tn, stored, budget, len(call.Req.System)); ok {
+			stored, compacted = kept, true
+			hist, _ = withTurn(stored, t)
+		}
+	}
+	msgs := Trim(hist, budget, len(call.Req.System))
+	res, steps, gaveUp, err := o.loop(ctx, tn, call, msgs)
 	if err != nil {
 		return core.Answer{}, err
 	}
 	if res.Response == nil || strings.TrimSpace(res.Text) == "" {
 		return core.Answer{}, core.Errorf(core.KindMalformed, "model %s returned an empty answer", res.Model)
 	}
+	tn.st.ActiveModel, tn.st.ActiveProfile = res.Model, res.Profile
+	if !gaveUp {
+		o.recordWorkflow(ctx, tn, res.TaskType)
+	}
 	ans := core.Answer{Model: res.Model, TaskType: res.TaskType, Reason: res.Reason, Usage: res.Usage, Text: res.Text}
 	added = append(added, steps...)
 	ans.Messages = append(added, core.ChatMessage{Role: core.RoleAssistant, Content: res.Text})
+	if compacted && o.o.Compaction.Notify && tn.st.Compactions == 1 {
+		ans.Text += "\n\n" + compactionNote
+	}
 	return ans, nil
 }
 
-// budget is the number of tokens the history may take: the context window
-// less a reserve for the answer (a quarter of the window).
-func (o *Orchestrator) budget(t core.Turn) int {
-	ref := t.Model
-	if ref == "" {
-		ref = t.Session.ModelPin
+// withTurn is the history the LLM answers from: stored plus the user's
+// message, or for a retry stored up to the question being answered
+// again. added is what the turn adds to the stored history so far.
+func withTurn(stored []core.ChatMessage, t core.Turn) (hist, added []core.ChatMessage) {
+	hist = append([]core.ChatMessage(nil), stored...)
+	if t.Retry {
+		// Re-answer the last question: drop what answered it before.
+		return dropAfterLastUser(hist), nil
 	}
-	w := o.o.LLM.ContextWindow(ref)
-	if w <= 0 {
-		w = 128_000
+	user := core.ChatMessage{Role: core.RoleUser, Content: t.Text}
+	return append(hist, user), []core.ChatMessage{user}
+}
+
+// choose decides the model of the turn's first call when the LLM can, so
+// the history is fitted to that model's window, and returns the window
+// (default 128k when unknown) and the task type ("" when not known yet).
+func (o *Orchestrator) choose(ctx context.Context, call *routing.Call, t core.Turn) (window int, task string, err error) {
+	if ch, ok := o.o.LLM.(chooser); ok {
+		c, err := ch.Choose(ctx, *call)
+		if err != nil {
+			return 0, "", err
+		}
+		call.Choice = c
+		window, task = c.Model.ContextWindow, c.TaskType
+	} else {
+		ref := t.Model
+		if ref == "" {
+			ref = t.Session.ModelPin
+		}
+		window = o.o.LLM.ContextWindow(ref)
 	}
-	return w - w/4
+	if window <= 0 {
+		window = 128_000
+	}
+	return window, task, nil
 }
 
 func dropAfterLastUser(h []core.ChatMessage) []core.ChatMessage {
@@ -147,12 +251,31 @@ func EstimateTokens(m core.ChatMessage) int {
 	return n
 }
 
+func estimateAll(h []core.ChatMessage) int {
+	n := 0
+	for _, m := range h {
+		n += EstimateTokens(m)
+	}
+	return n
+}
+
+// over says whether the system prompt and history exceed budget tokens.
+func over(system string, h []core.ChatMessage, budget int) bool {
+	return len(system)/4+8+estimateAll(h) > budget
+}
+
 // Trim keeps the newest messages that fit budget tokens (systemBytes of
-// system prompt included). It never starts the kept history with a tool
-// result or an assistant message, so tool calls keep their results and
-// the history opens with a user message; the newest message is always kept.
+// system prompt included). A compaction summary at the head (a system
+// message) is always kept. It never starts the rest of the kept history
+// with a tool result or an assistant message, so tool calls keep their
+// results and the conversation opens with a user message; the newest
+// message is always kept.
 func Trim(h []core.ChatMessage, budget, systemBytes int) []core.ChatMessage {
-	used := systemBytes/4 + 8
+	var head []core.ChatMessage
+	if len(h) > 1 && h[0].Role == core.RoleSystem {
+		head, h = h[:1], h[1:]
+	}
+	used := systemBytes/4 + 8 + estimateAll(head)
 	start := len(h)
 	for i := len(h) - 1; i >= 0; i-- {
 		cost := EstimateTokens(h[i])
@@ -165,8 +288,8 @@ func Trim(h []core.ChatMessage, budget, systemBytes int) []core.ChatMessage {
 	for start < len(h)-1 && h[start].Role != core.RoleUser {
 		start++
 	}
-	if start > 0 {
-		return h[start:]
+	if start == 0 && head == nil {
+		return h
 	}
-	return h
+	return append(append([]core.ChatMessage(nil), head...), h[start:]...)
 }

@@ -53,31 +53,26 @@ const maxParallelTools = 4
 
 // loop asks the LLM, runs the tool calls it requests and feeds the
 // results back, until the LLM answers without tool calls or MaxSteps LLM
-// calls were made. It returns the final result (with the summed usage)
-// and the history entries it added.
-func (o *Orchestrator) loop(ctx context.Context, call routing.Call, msgs []core.ChatMessage) (routing.Result, []core.ChatMessage, error) {
-	var tools []core.ToolSpec
-	if o.o.Tools != nil {
-		tools = o.o.Tools.Tools()
-	}
+// calls were made (gaveUp). It returns the final result (with the summed
+// usage) and the history entries it added. The tools offered are worked
+// out before each call: an orchestration step narrows them as it goes.
+func (o *Orchestrator) loop(ctx context.Context, tn *turn, call routing.Call, msgs []core.ChatMessage) (res routing.Result, added []core.ChatMessage, gaveUp bool, err error) {
 	var (
-		added []core.ChatMessage
 		usage core.Usage
-		res   routing.Result
-		err   error
 		// reason is the routing decision's reason, kept when the rest of
 		// the turn sticks to the model that asked for tools.
 		reason string
 	)
 	for step := 1; step <= o.o.MaxSteps; step++ {
+		tools := o.offered(tn)
 		call.Req.Messages = msgs
 		call.Req.Tools = tools
 		res, err = o.o.LLM.Chat(ctx, call)
 		if err != nil {
-			return res, added, err
+			return res, added, false, err
 		}
 		if res.Response == nil {
-			return res, added, core.Errorf(core.KindMalformed, "model %s returned no answer", res.Model)
+			return res, added, false, core.Errorf(core.KindMalformed, "model %s returned no answer", res.Model)
 		}
 		usage.Add(res.Usage)
 		if reason != "" {
@@ -85,13 +80,14 @@ func (o *Orchestrator) loop(ctx context.Context, call routing.Call, msgs []core.
 		}
 		if len(res.ToolCalls) == 0 || len(tools) == 0 {
 			res.Usage = usage
-			return res, added, nil
+			return res, added, false, nil
 		}
 		// The rest of the turn stays on the model that asked for the
 		// tools: its tool-call ids and reasoning belong to it.
 		if call.Model == "" {
 			call.Model, reason = res.Model, res.Reason
 		}
+		call.Choice = nil
 		if call.TaskType == "" {
 			call.TaskType = res.TaskType
 		}
@@ -105,7 +101,7 @@ func (o *Orchestrator) loop(ctx context.Context, call routing.Call, msgs []core.
 		asked := core.ChatMessage{Role: core.RoleAssistant, Content: res.Text, ToolCalls: calls}
 		msgs = append(msgs, asked)
 		added = append(added, asked)
-		for i, r := range o.runTools(ctx, call, calls) {
+		for i, r := range o.runTools(ctx, tn, call, calls) {
 			tm := core.ChatMessage{Role: core.RoleTool, ToolCallID: calls[i].ID, Content: guard.ForLLM(r)}
 			msgs = append(msgs, tm)
 			added = append(added, tm)
@@ -116,7 +112,7 @@ func (o *Orchestrator) loop(ctx context.Context, call routing.Call, msgs []core.
 	res.Usage = usage
 	res.Response = &provider.Response{Text: fmt.Sprintf("I stopped after %d steps without reaching a final answer: the task needed more tool calls than allowed (orchestrator.max_steps = %d). Here is how far I got; ask me to continue or narrow the request.%s",
 		o.o.MaxSteps, o.o.MaxSteps, lastToolSummary(added)), Usage: usage, Model: res.Model}
-	return res, added, nil
+	return res, added, true, nil
 }
 
 // lastToolSummary names the tools called, for the honest give-up message.
@@ -139,16 +135,32 @@ func lastToolSummary(added []core.ChatMessage) string {
 }
 
 // runTools runs the calls of one LLM turn, up to maxParallelTools at
-// once; results come back in call order.
-func (o *Orchestrator) runTools(ctx context.Context, parent routing.Call, calls []core.ToolCall) []core.ToolResult {
+// once; results come back in call order. A call to a tool not offered
+// now (outside the active step, or out of its sequence) is refused with
+// an error result; built-in tools run here, plugin actions through the
+// guard. Afterwards the session state learns which tools ran.
+func (o *Orchestrator) runTools(ctx context.Context, tn *turn, parent routing.Call, calls []core.ToolCall) []core.ToolResult {
 	out := make([]core.ToolResult, len(calls))
+	refused := o.refuse(tn, calls)
 	sem := make(chan struct{}, maxParallelTools)
 	var wg sync.WaitGroup
 	for i, c := range calls {
+		if refused[i] != "" {
+			out[i] = core.ToolResult{CallID: c.ID, Error: refused[i]}
+			continue
+		}
 		wg.Add(1)
 		sem <- struct{}{}
 		go func() {
 			defer func() { <-sem; wg.Done() }()
+			if isBuiltin(c) {
+				out[i] = o.runBuiltin(ctx, tn, c)
+				return
+			}
+			if o.o.Tools == nil {
+				out[i] = core.ToolResult{CallID: c.ID, Error: fmt.Sprintf("unknown tool %s.%s", c.Plugin, c.Action)}
+				return
+			}
 			r := o.o.Tools.Run(ctx, c)
 			if r.Error == "" {
 				if prompt, ok := o.o.Tools.PostProcessPrompt(c.Plugin, c.Action); ok {
@@ -159,6 +171,14 @@ func (o *Orchestrator) runTools(ctx context.Context, parent routing.Call, calls 
 		}()
 	}
 	wg.Wait()
+	for i, c := range calls {
+		if refused[i] != "" {
+			continue
+		}
+		ok := out[i].Error == ""
+		tn.ran = append(tn.ran, ranCall{call: c, ok: ok})
+		o.used(&tn.st, c, ok)
+	}
 	return out
 }
 
@@ -191,9 +211,18 @@ func toolsSection(tools []core.ToolSpec) string {
 		return ""
 	}
 	var b strings.Builder
-	b.WriteString("Tools: you may call these plugin actions when the user's request needs them. Their results arrive inside [plugin_output] blocks.\n")
+	b.WriteString("Tools: you may call these tools when the user's request needs them. Their results arrive inside [plugin_output] blocks.\n")
 	for _, t := range tools {
-		fmt.Fprintf(&b, "- %s.%s: %s\n", t.Plugin, t.Action, t.Description)
+		fmt.Fprintf(&b, "- %s: %s\n", ToolName(t.Plugin, t.Action), t.Description)
 	}
 	return strings.TrimRight(b.String(), "\n")
+}
+
+// ToolName is how the orchestrator names a tool in prompts, config and
+// state: "plugin.action", or the bare name of a built-in tool.
+func ToolName(plugin, action string) string {
+	if plugin == "" {
+		return action
+	}
+	return plugin + "." + action
 }

@@ -19,7 +19,7 @@ import (
 )
 
 // buildPlugin compiles an example plugin into a temp dir.
-func buildPlugin(t *testing.T, name string) string {
+func buildPlugin(t testing.TB, name string) string {
 	t.Helper()
 	out := filepath.Join(t.TempDir(), name)
 	cmd := exec.Command("go", "build", "-o", out, "../plugins/examples/"+name)
@@ -29,14 +29,20 @@ func buildPlugin(t *testing.T, name string) string {
 	return out
 }
 
-func startPlugins(t *testing.T, paths ...string) PluginTools {
+func startPlugins(t testing.TB, paths ...string) PluginTools {
+	t.Helper()
+	return startPluginsWith(t, nil, paths...)
+}
+
+// startPluginsWith starts the plugins with st backing their state.
+func startPluginsWith(t testing.TB, st plugins.StateStore, paths ...string) PluginTools {
 	t.Helper()
 	reg := plugins.NewRegistry(nil)
 	var specs []plugins.Spec
 	for _, p := range paths {
 		specs = append(specs, plugins.Spec{Path: p})
 	}
-	m := plugins.NewManager(plugins.Options{Plugins: specs, Registry: reg})
+	m := plugins.NewManager(plugins.Options{Plugins: specs, Registry: reg, State: st})
 	if err := m.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -47,7 +53,7 @@ func startPlugins(t *testing.T, paths ...string) PluginTools {
 	return PluginTools{Registry: reg, Guard: guard.New(reg, nil, nil)}
 }
 
-func newRouter(t *testing.T, o routing.Options) *routing.Router {
+func newRouter(t testing.TB, o routing.Options) *routing.Router {
 	t.Helper()
 	o.Store = routing.NewMemStore()
 	o.NoAffinity = true

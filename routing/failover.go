@@ -36,7 +36,7 @@ func (r *Router) run(ctx context.Context, c Call, d decision) (Result, error) {
 				if err == nil {
 					r.succeed(ctx, p)
 					r.ledger(ctx, c, m, resp)
-					return Result{Response: resp, Model: m.Ref, Reason: d.reason}, nil
+					return Result{Response: resp, Model: m.Ref, Reason: d.reason, Profile: p.ID}, nil
 				}
 				kind := core.ErrorKind(err)
 				if !rotates(kind) || ctx.Err() != nil {

@@ -92,6 +92,10 @@ type Call struct {
 	Req provider.Request
 	// OnText, when set, streams the answer's text deltas.
 	OnText func(string)
+	// Choice, when set, is a decision Choose made for this call: Chat
+	// uses it instead of deciding again, so the request fits the model
+	// it was shaped for.
+	Choice *Choice
 }
 
 // Result is a routed answer.
@@ -102,6 +106,8 @@ type Result struct {
 	TaskType string
 	// Reason says which rule chose the model.
 	Reason string
+	// Profile is the auth profile that answered ("" = none).
+	Profile string
 }
 
 // Router chooses models, fails over and keeps the ledger. Safe for
@@ -299,14 +305,16 @@ func (r *Router) load(ctx context.Context) {
 // passes the semaphore, rotates profiles and falls back across models as
 // errors demand, and records the call in the cost ledger.
 func (r *Router) Chat(ctx context.Context, c Call) (Result, error) {
-	r.load(ctx)
-	task := c.TaskType
-	if task == "" {
-		task = r.o.Classifier.Classify(c.Req.Messages)
-	}
-	d, err := r.decide(ctx, c, task, true)
-	if err != nil {
-		return Result{TaskType: task}, err
+	var d decision
+	var task string
+	if c.Choice != nil {
+		d, task = c.Choice.d, c.Choice.TaskType
+	} else {
+		ch, err := r.Choose(ctx, c)
+		if err != nil {
+			return Result{TaskType: ch.TaskType}, err
+		}
+		d, task = ch.d, ch.TaskType
 	}
 	res, err := r.run(ctx, c, d)
 	res.TaskType = task

@@ -7,10 +7,12 @@
 // read pool, and applies the embedded numbered migrations, each in its own
 // transaction. An enqueue commits with synchronous=FULL: the platform is
 // acknowledged after it, so it must survive a power loss too. One file per table group: queue.go (the request queue),
-// sessions.go (sessions and their messages), replies.go (replies and
-// their deliveries), routing.go (signals, affinity, auth profile state and
-// the usage ledger), pluginstate.go (per-plugin key-value state) and
-// luakv.go (per-Lua-script key-value state).
+// sessions.go (sessions and their messages), lifecycle.go (session
+// state, compaction, expiry and export), replies.go (replies and their
+// deliveries), routing.go (signals, affinity, auth profile state and the
+// usage ledger), memories.go (long-term memories and workflows, searched
+// with FTS5), pluginstate.go (per-plugin key-value state) and luakv.go
+// (per-Lua-script key-value state).
 //
 // store imports only core. The clock is injected.
 package store

@@ -70,7 +70,7 @@ func (db *DB) SaveReply(ctx context.Context, r *core.Reply, msgs []core.ChatMess
 	return id, nil
 }
 
-const replyCols = `id, COALESCE(request_id, 0), session_id, conversation, text, parts, model, task_type, reason, input_tokens, output_tokens, cost_usd, metadata, created_at`
+const replyCols = `id, COALESCE(request_id, 0), COALESCE(session_id, 0), conversation, text, parts, model, task_type, reason, input_tokens, output_tokens, cost_usd, metadata, created_at`
 
 // reply loads one reply and its deliveries; nil when there is none.
 func (db *DB) reply(ctx context.Context, where string, args ...any) (*core.Reply, error) {

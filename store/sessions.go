@@ -12,15 +12,22 @@ import (
 	"github.com/opentalon/opentalon/core"
 )
 
-const sessionCols = `id, conversation, model_pin, profile_pin, input_tokens, output_tokens, cost_usd, created_at, last_access`
+const sessionCols = `id, conversation, model_pin, profile_pin, input_tokens, output_tokens, cost_usd, created_at, last_access, state`
 
 func scanSession(row interface{ Scan(...any) error }) (core.Session, error) {
 	var s core.Session
-	var conv string
+	var conv, state string
 	var created, last int64
-	err := row.Scan(&s.ID, &conv, &s.ModelPin, &s.ProfilePin, &s.Usage.InputTokens, &s.Usage.OutputTokens, &s.Usage.CostUSD, &created, &last)
+	err := row.Scan(&s.ID, &conv, &s.ModelPin, &s.ProfilePin, &s.Usage.InputTokens, &s.Usage.OutputTokens, &s.Usage.CostUSD, &created, &last, &state)
 	s.Conversation = core.ParseConversationKey(conv)
 	s.CreatedAt, s.LastAccess = time.UnixMilli(created), time.UnixMilli(last)
+	if err == nil && state != "" && state != "{}" {
+		if jerr := json.Unmarshal([]byte(state), &s.State); jerr != nil {
+			// A state this version cannot read starts afresh rather than
+			// locking the conversation out.
+			s.State = core.SessionState{}
+		}
+	}
 	return s, err
 }
 
@@ -124,7 +131,9 @@ func (db *DB) MessageCount(ctx context.Context, sessionID int64) (int, error) {
 	return n, err
 }
 
-// History implements core.SessionStore.
+// History returns the session's newest limit messages, oldest first. A
+// compaction summary (kept at the head of the history) is always
+// returned first and does not count toward limit.
 func (db *DB) History(ctx context.Context, sessionID int64, limit int) ([]core.ChatMessage, error) {
 	if limit <= 0 {
 		limit = 1 << 30
@@ -132,8 +141,12 @@ func (db *DB) History(ctx context.Context, sessionID int64, limit int) ([]core.C
 	// The limit is part of the query text: SQLite plans with a bound LIMIT
 	// value, so rebinding it re-prepares the statement on every call
 	// (callers use a handful of limits, each prepared once).
-	rows, err := db.r.QueryContext(ctx, `SELECT role, content, tool_calls, tool_call_id FROM messages
-		WHERE session_id = ? ORDER BY id DESC LIMIT `+strconv.Itoa(limit), sessionID)
+	rows, err := db.r.QueryContext(ctx, `SELECT role, content, tool_calls, tool_call_id FROM (
+		SELECT id, role, content, tool_calls, tool_call_id FROM messages WHERE session_id = ? AND summary = 1
+		UNION ALL
+		SELECT * FROM (SELECT id, role, content, tool_calls, tool_call_id FROM messages
+			WHERE session_id = ? AND summary = 0 ORDER BY id DESC LIMIT `+strconv.Itoa(limit)+`)
+		) ORDER BY id`, sessionID, sessionID)
 	if err != nil {
 		return nil, fmt.Errorf("history of session %d: %w", sessionID, err)
 	}
@@ -147,17 +160,21 @@ func (db *DB) History(ctx context.Context, sessionID int64, limit int) ([]core.C
 			return nil, err
 		}
 		m.Role = core.Role(role)
-		if calls.Valid && calls.String != "" {
-			if err := json.Unmarshal([]byte(calls.String), &m.ToolCalls); err != nil {
-				return nil, fmt.Errorf("history of session %d: decode tool calls: %w", sessionID, err)
-			}
+		if err := decodeCalls(calls, &m); err != nil {
+			return nil, fmt.Errorf("history of session %d: %w", sessionID, err)
 		}
 		out = append(out, m)
 	}
-	for i, j := 0, len(out)-1; i < j; i, j = i+1, j-1 {
-		out[i], out[j] = out[j], out[i]
-	}
 	return out, rows.Err()
+}
+
+func decodeCalls(calls sql.NullString, m *core.ChatMessage) error {
+	if calls.Valid && calls.String != "" {
+		if err := json.Unmarshal([]byte(calls.String), &m.ToolCalls); err != nil {
+			return fmt.Errorf("decode tool calls: %w", err)
+		}
+	}
+	return nil
 }
 
 func insertMessages(ctx context.Context, tx *txn, sessionID, requestID int64, at int64, msgs []core.ChatMessage) error {

@@ -82,14 +82,9 @@ func BuildApp(ctx context.Context, cfg *config.Config, o AppOptions) (_ *App, er
 	if err != nil {
 		return nil, err
 	}
-	a.agent = orchestrator.New(orchestrator.Options{
-		LLM:      a.router,
-		Tools:    tools,
-		History:  a.db,
-		Rules:    cfg.Orchestrator.Rules,
-		MaxSteps: cfg.Orchestrator.MaxSteps,
-		Logger:   o.Logger,
-	})
+	if a.agent, err = a.buildAgent(tools); err != nil {
+		return nil, err
+	}
 	hooks, err := a.buildHooks(ctx)
 	if err != nil {
 		return nil, err
@@ -108,6 +103,7 @@ func BuildApp(ctx context.Context, cfg *config.Config, o AppOptions) (_ *App, er
 		Logger:         o.Logger,
 	})
 	a.addRouting()
+	a.addMemory()
 	if err := a.addChannels(); err != nil {
 		return nil, err
 	}
@@ -151,6 +147,8 @@ func (a *App) Run(ctx context.Context) error {
 	if err := a.startPlugins(ctx, apiURL); err != nil {
 		return err
 	}
+	ttl := a.cfg.State.SessionTTL.D()
+	defer startSessionSweeper(ctx, a.db, ttl, sweepEvery(ttl), a.log)()
 	if consoleOnly(a.cfg) {
 		go a.stopWhenDrained(ctx, cancel)
 	}

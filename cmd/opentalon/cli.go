@@ -53,6 +53,8 @@ Usage:
   opentalon bench route --scenario FILE [--seeds N] [--json]
   opentalon lua test SCRIPT --message TEXT [--metadata k=v] [--hook H] [--llm-fake REPLY]
                                            run one Lua hook with a sample ctx; print the result as JSON
+  opentalon memory list|search|delete|export [--user CHANNEL:ID] [--tag T] ...
+  opentalon session export [--format yaml|json] [--out FILE] CONVERSATION
   opentalon version
 
 Global flags (before or after the subcommand):
@@ -98,6 +100,8 @@ func Main(ctx context.Context, args []string, io Stdio, lookup func(string) (str
 		runErr = cmdRouting(ctx, cmd, &g, rest, io, env, log)
 	case "lua":
 		runErr = cmdLua(ctx, &g, rest, io, env, log)
+	case "memory", "session":
+		runErr = cmdMemory(ctx, cmd, &g, rest, io, env, log)
 	case "version":
 		fmt.Fprintln(io.Out, "opentalon", versionString())
 	case "help", "-h", "--help":

@@ -1,0 +1,82 @@
+package orchestrator
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+	"slices"
+	"strings"
+
+	"github.com/opentalon/opentalon/core"
+	"github.com/opentalon/opentalon/store"
+)
+
+// Store is what the orchestrator keeps beyond the history; store.DB
+// implements it.
+type Store interface {
+	History
+	// SetSessionState stores a session's orchestration state.
+	SetSessionState(ctx context.Context, sessionID int64, st core.SessionState) error
+	// AddSessionUsage adds tokens spent outside a reply to the session.
+	AddSessionUsage(ctx context.Context, sessionID int64, u core.Usage) error
+	// CompactHistory replaces all but the newest keep messages with a
+	// summary at the head of the history; it returns how many it replaced.
+	CompactHistory(ctx context.Context, sessionID int64, keep int, summary string) (int, error)
+	// SaveMemory, SaveWorkflow, Memories, DeleteMemory and DeleteMemories
+	// keep long-term memory (store/memories.go).
+	SaveMemory(ctx context.Context, m store.Memory) (int64, error)
+	SaveWorkflow(ctx context.Context, w store.Memory) (int64, error)
+	Memories(ctx context.Context, q store.MemoryQuery) ([]store.Memory, error)
+	DeleteMemory(ctx context.Context, id int64, owner string, admin bool) (bool, error)
+	DeleteMemories(ctx context.Context, owner string) (int, error)
+}
+
+var _ Store = (*store.DB)(nil)
+
+// Owner is the key memories of the message's author are kept under:
+// "<channel>:<user id>" ("" when the message has no user).
+func Owner(in core.Inbound) string {
+	if in.UserID == "" || in.Conversation.Channel == "" {
+		return ""
+	}
+	return in.Conversation.Channel + ":" + in.UserID
+}
+
+func (o *Orchestrator) isAdmin(owner string) bool {
+	return owner != "" && slices.Contains(o.o.Memory.Admins, owner)
+}
+
+// saveState stores the turn's session state when it changed.
+func (o *Orchestrator) saveState(ctx context.Context, tn *turn) {
+	if o.o.Store == nil || reflect.DeepEqual(tn.st, tn.t.Session.State) {
+		return
+	}
+	if err := o.o.Store.SetSessionState(context.WithoutCancel(ctx), tn.t.Session.ID, tn.st); err != nil {
+		o.log.Error("save session state", "session", tn.t.Session.ID, "err", err)
+	}
+}
+
+// SessionStatus implements core.StatusReporter: the model and profile of
+// the latest answer, the recently used tools, the active step and the
+// compactions.
+func (o *Orchestrator) SessionStatus(_ context.Context, s core.Session) []string {
+	st := s.State
+	var out []string
+	if st.ActiveModel != "" {
+		l := "Last answer: " + st.ActiveModel
+		if st.ActiveProfile != "" {
+			l += " (auth profile " + st.ActiveProfile + ")"
+		}
+		out = append(out, l)
+	}
+	if len(st.RecentTools) > 0 {
+		out = append(out, "Recent tools: "+strings.Join(st.RecentTools, ", "))
+	}
+	if l := o.stepStatus(st); l != "" {
+		out = append(out, l)
+	}
+	if st.Compactions > 0 {
+		out = append(out, fmt.Sprintf("Compacted: %d× (older turns summarized)", st.Compactions))
+	}
+	return out
+}
