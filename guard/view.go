@@ -1,0 +1,332 @@
+package guard
+
+import (
+	"slices"
+	"strings"
+	"unicode/utf8"
+)
+
+// A view is a text reduced to what the model reads, for matching: HTML
+// entities, JSON and \x escapes and printable percent-encoding decoded
+// (repeatedly, up to maxDecodeRounds levels), compatibility characters
+// decomposed (NFKD, the first half of NFKC, so fullwidth and
+// mathematical letters become ASCII), combining marks, format and other
+// default-ignorable characters removed, Cyrillic and Greek look-alikes
+// folded to Latin, ASCII lower-cased, and every other character a
+// placeholder byte. Each view byte remembers the span of the original
+// text it came from, so a match in the view neutralizes exactly the
+// original characters that spell it.
+type view struct {
+	b []byte
+	// start[i] is where the original characters of b[i] begin; unused
+	// when ident. The characters of b[i] end where the first later view
+	// byte with a greater start begins (or at the end of the text).
+	start []int32
+	ident bool
+	n     int // length of the original text
+
+	// scratch for decoding rounds
+	b2 []byte
+	s2 []int32
+}
+
+// maxDecodeRounds bounds nested encodings (&amp;lt; is two rounds).
+const maxDecodeRounds = 6
+
+// span maps the view range [i, j) to the original text. The range grows
+// over characters the view dropped right after it (zero-width and other
+// ignorable characters), so they go with the match, and never ends
+// inside a character: all view bytes of one original character (a
+// decomposition, a decoded entity) share its start.
+func (v *view) span(i, j int) (int, int) {
+	if v.ident {
+		return i, j
+	}
+	s := int(v.start[i])
+	last := v.start[j-1]
+	for ; j < len(v.b); j++ {
+		if v.start[j] > last {
+			return s, int(v.start[j])
+		}
+	}
+	return s, v.n
+}
+
+// build makes the view of text, reusing v's buffers.
+func (v *view) build(text string) {
+	v.b = slices.Grow(v.b[:0], len(text))
+	v.n = len(text)
+	if plainASCII(text) {
+		v.ident = true
+		for i := 0; i < len(text); i++ {
+			v.b = append(v.b, asciiView[text[i]])
+		}
+		return
+	}
+	v.ident = false
+	v.start = slices.Grow(v.start[:0], len(text))
+	encoded := strings.IndexByte(text, '&') >= 0 || strings.IndexByte(text, '%') >= 0 || strings.IndexByte(text, '\\') >= 0
+	for i := 0; i < len(text); {
+		if text[i] < utf8.RuneSelf {
+			j := i + 1
+			for j < len(text) && text[j] < utf8.RuneSelf {
+				j++
+			}
+			n0 := len(v.b)
+			v.b = slices.Grow(v.b, j-i)[:n0+j-i]
+			v.start = slices.Grow(v.start, j-i)[:n0+j-i]
+			for k := i; k < j; k++ {
+				v.b[n0+k-i] = asciiView[text[k]]
+				v.start[n0+k-i] = int32(k)
+			}
+			i = j
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(text[i:])
+		n0 := len(v.b)
+		v.b = appendFold(v.b, text[i:], r)
+		for _, c := range v.b[n0:] {
+			v.start = append(v.start, int32(i))
+			encoded = encoded || c == '&' || c == '%' || c == '\\'
+		}
+		i += size
+	}
+	if !encoded {
+		return
+	}
+	for range maxDecodeRounds {
+		if !v.decodeOnce() {
+			break
+		}
+	}
+}
+
+// plainASCII reports text the view maps byte for byte: ASCII without the
+// characters that start an encoding.
+func plainASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= utf8.RuneSelf {
+			return false
+		}
+	}
+	return strings.IndexByte(s, '&') < 0 && strings.IndexByte(s, '%') < 0 && strings.IndexByte(s, '\\') < 0
+}
+
+// decodeOnce decodes one level of encodings; false when there was none.
+func (v *view) decodeOnce() bool {
+	b := v.b
+	first := -1
+	for i, c := range b {
+		if c == '&' || c == '%' || c == '\\' {
+			if _, n := decodeAt(b, i); n > 0 {
+				first = i
+				break
+			}
+		}
+	}
+	if first < 0 {
+		return false
+	}
+	nb, ns := append(v.b2[:0], b[:first]...), append(v.s2[:0], v.start[:first]...)
+	var enc [utf8.UTFMax]byte
+	for i := first; i < len(b); {
+		c := b[i]
+		if c == '&' || c == '%' || c == '\\' {
+			if r, n := decodeAt(b, i); n > 0 {
+				s := v.start[i]
+				k := utf8.EncodeRune(enc[:], r)
+				n0 := len(nb)
+				nb = appendFold(nb, string(enc[:k]), r)
+				for range len(nb) - n0 {
+					ns = append(ns, s)
+				}
+				i += n
+				continue
+			}
+		}
+		nb, ns = append(nb, c), append(ns, v.start[i])
+		i++
+	}
+	v.b, v.b2 = nb, v.b[:0]
+	v.start, v.s2 = ns, v.start[:0]
+	return true
+}
+
+// decodeAt decodes the encoded character at b[i] (an entity, an escape
+// or a percent-encoding, already lower-cased by the view) and returns it
+// with the number of view bytes it took; n = 0 when there is none.
+func decodeAt(b []byte, i int) (r rune, n int) {
+	switch b[i] {
+	case '&':
+		return decodeEntity(b, i)
+	case '%':
+		if h, ok := hexAt(b, i+1, 2); ok && h >= 0x20 && h < 0x7F {
+			return rune(h), 3
+		}
+	case '\\':
+		return decodeEscape(b, i)
+	}
+	return 0, 0
+}
+
+func decodeEscape(b []byte, i int) (rune, int) {
+	if i+1 >= len(b) {
+		return 0, 0
+	}
+	switch b[i+1] {
+	case 'u':
+		if i+2 < len(b) && b[i+2] == '{' {
+			j := i + 3
+			for j < len(b) && j-i-3 < 6 && hexVal(b[j]) >= 0 {
+				j++
+			}
+			if j > i+3 && j < len(b) && b[j] == '}' {
+				h, _ := hexAt(b, i+3, j-i-3)
+				return validRune(h), j + 1 - i
+			}
+			return 0, 0
+		}
+		h, ok := hexAt(b, i+2, 4)
+		if !ok {
+			return 0, 0
+		}
+		if h >= 0xD800 && h < 0xDC00 && i+11 < len(b) && b[i+6] == '\\' && b[i+7] == 'u' {
+			if lo, ok := hexAt(b, i+8, 4); ok && lo >= 0xDC00 && lo < 0xE000 {
+				return rune(0x10000 + (h-0xD800)<<10 + (lo - 0xDC00)), 12
+			}
+		}
+		return validRune(h), 6
+	case 'x':
+		if h, ok := hexAt(b, i+2, 2); ok {
+			return rune(h), 4
+		}
+	case '"', '\'', '\\', '/':
+		return rune(b[i+1]), 2
+	case 'n':
+		return '\n', 2
+	case 't', 'r', 'f', 'b', 'v':
+		return ' ', 2
+	}
+	return 0, 0
+}
+
+func decodeEntity(b []byte, i int) (rune, int) {
+	j := i + 1
+	if j < len(b) && b[j] == '#' {
+		j++
+		hex := j < len(b) && b[j] == 'x'
+		if hex {
+			j++
+		}
+		d0 := j
+		var val int
+		for j < len(b) && j-d0 < 8 {
+			var d int
+			if hex {
+				d = hexVal(b[j])
+			} else if b[j] >= '0' && b[j] <= '9' {
+				d = int(b[j] - '0')
+			} else {
+				d = -1
+			}
+			if d < 0 {
+				break
+			}
+			if hex {
+				val = val*16 + d
+			} else {
+				val = val*10 + d
+			}
+			j++
+		}
+		if j == d0 {
+			return 0, 0
+		}
+		if j < len(b) && b[j] == ';' {
+			j++
+		}
+		return validRune(val), j - i
+	}
+	for j < len(b) && j-i <= 32 && isAlnum(b[j]) {
+		j++
+	}
+	name := b[i+1 : j]
+	if len(name) == 0 {
+		return 0, 0
+	}
+	if j < len(b) && b[j] == ';' {
+		if r, ok := entities[string(name)]; ok {
+			return r, j + 1 - i
+		}
+		return 0, 0
+	}
+	// The legacy entities a browser also decodes without ';'.
+	switch string(name) {
+	case "lt":
+		return '<', j - i
+	case "gt":
+		return '>', j - i
+	case "quot":
+		return '"', j - i
+	case "amp":
+		return '&', j - i
+	}
+	return 0, 0
+}
+
+func validRune(v int) rune {
+	if v < 0 || v > utf8.MaxRune || v >= 0xD800 && v < 0xE000 {
+		return utf8.RuneError
+	}
+	return rune(v)
+}
+
+func hexVal(c byte) int {
+	switch {
+	case c >= '0' && c <= '9':
+		return int(c - '0')
+	case c >= 'a' && c <= 'f':
+		return int(c-'a') + 10
+	}
+	return -1
+}
+
+func hexAt(b []byte, i, n int) (int, bool) {
+	if i+n > len(b) {
+		return 0, false
+	}
+	v := 0
+	for _, c := range b[i : i+n] {
+		d := hexVal(c)
+		if d < 0 {
+			return 0, false
+		}
+		v = v*16 + d
+	}
+	return v, true
+}
+
+func isAlnum(c byte) bool { return c >= 'a' && c <= 'z' || c >= '0' && c <= '9' }
+
+// entities are the named HTML character references that spell the
+// characters the shapes are made of (and the invisible ones that hide
+// them), by lower-cased name.
+var entities = map[string]rune{
+	"lt": '<', "gt": '>', "amp": '&', "quot": '"', "apos": '\'',
+	"lsqb": '[', "rsqb": ']', "lbrack": '[', "rbrack": ']',
+	"lbrace": '{', "rbrace": '}', "lcub": '{', "rcub": '}',
+	"vert": '|', "verbar": '|', "verticalline": '|', "sol": '/', "bsol": '\\',
+	"colon": ':', "lowbar": '_', "underbar": '_', "equals": '=', "quest": '?',
+	"excl": '!', "num": '#', "period": '.', "comma": ',', "semi": ';',
+	"lpar": '(', "rpar": ')', "ast": '*', "midast": '*', "plus": '+',
+	"dollar": '$', "percnt": '%', "commat": '@', "hyphen": '-', "dash": '‐',
+	"grave": '`', "hat": '^', "tilde": '˜', "newline": '\n', "tab": '\t',
+	"nbsp": 0xA0, "shy": 0xAD, "zerowidthspace": 0x200B, "zwj": 0x200D,
+	"zwnj": 0x200C, "nobreak": 0x2060, "invisibletimes": 0x2062,
+	"invisiblecomma": 0x2063, "it": 0x2062, "ic": 0x2063,
+	"lang": '⟨', "rang": '⟩', "langle": '⟨', "rangle": '⟩',
+	"lsaquo": '‹', "rsaquo": '›', "laquo": '«', "raquo": '»',
+	"ldquo": '“', "rdquo": '”', "lsquo": '‘', "rsquo": '’',
+	"bull": '•', "middot": '·', "mdash": '—', "ndash": '–', "horbar": '―',
+	"lowast": '∗', "mid": '∣', "ratio": '∶',
+}
