@@ -2,6 +2,7 @@ package plugintest
 
 import (
 	"context"
+	"fmt"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -15,6 +16,7 @@ import (
 	"github.com/opentalon/opentalon/core"
 	"github.com/opentalon/opentalon/guard"
 	"github.com/opentalon/opentalon/plugins"
+	"github.com/opentalon/opentalon/store"
 )
 
 // Build compiles the Go plugin package at dir (for example ".") into a
@@ -136,7 +138,7 @@ func (s *MemState) PluginStateGet(_ context.Context, pluginID, key string) (stri
 	return v, ok, nil
 }
 
-// PluginStateSet implements plugins.StateStore.
+// PluginStateSet stores value under key in pluginID's namespace.
 func (s *MemState) PluginStateSet(_ context.Context, pluginID, key, value string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -145,6 +147,32 @@ func (s *MemState) PluginStateSet(_ context.Context, pluginID, key, value string
 	}
 	s.m[pluginID][key] = value
 	return nil
+}
+
+// PluginStatePut implements plugins.StateStore, with the quota checked
+// like the core's store does.
+func (s *MemState) PluginStatePut(ctx context.Context, pluginID, key, value string, q store.PluginStateQuota) error {
+	s.mu.Lock()
+	ns := s.m[pluginID]
+	old, exists := ns[key]
+	var used int64
+	for k, v := range ns {
+		used += int64(len(k) + len(v))
+	}
+	s.mu.Unlock()
+	size := int64(len(value))
+	if exists {
+		size -= int64(len(old))
+	} else {
+		size += int64(len(key))
+		if q.MaxKeys > 0 && len(ns)+1 > q.MaxKeys {
+			return fmt.Errorf("%w: %s has %d keys, the limit is %d", store.ErrPluginStateQuota, pluginID, len(ns), q.MaxKeys)
+		}
+	}
+	if q.MaxBytes > 0 && size > 0 && used+size > q.MaxBytes {
+		return fmt.Errorf("%w: %s uses %d bytes, this write adds %d, the limit is %d", store.ErrPluginStateQuota, pluginID, used, size, q.MaxBytes)
+	}
+	return s.PluginStateSet(ctx, pluginID, key, value)
 }
 
 // PluginStateDelete implements plugins.StateStore.
