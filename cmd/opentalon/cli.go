@@ -51,6 +51,7 @@ Usage:
   opentalon usage [--json] [--since 24h] [--by model|chat|user]
   opentalon affinity show [--json] | affinity reset [--task T] [--model M]
   opentalon bench route --scenario FILE [--seeds N] [--json]
+  opentalon plugins list | plugins unbind NAME   plugin names and the binaries they belong to
   opentalon version
 
 Global flags (before or after the subcommand):
@@ -94,6 +95,8 @@ func Main(ctx context.Context, args []string, io Stdio, lookup func(string) (str
 		runErr = cmdConfig(&g, rest, io, env)
 	case "usage", "affinity", "bench":
 		runErr = cmdRouting(ctx, cmd, &g, rest, io, env, log)
+	case "plugins":
+		runErr = cmdPlugins(ctx, &g, rest, io, env, log)
 	case "version":
 		fmt.Fprintln(io.Out, "opentalon", versionString())
 	case "help", "-h", "--help":

@@ -3,6 +3,7 @@ package plugintest
 import (
 	"context"
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -20,16 +21,31 @@ import (
 )
 
 // Build compiles the Go plugin package at dir (for example ".") into a
-// temporary directory and returns the binary's path.
+// temporary directory (see Dir) and returns the binary's path.
 func Build(t testing.TB, dir string) string {
 	t.Helper()
-	out := filepath.Join(t.TempDir(), "plugin")
+	out := filepath.Join(Dir(t), "plugin")
 	cmd := exec.Command("go", "build", "-o", out, ".")
 	cmd.Dir = dir
 	if b, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("go build %s: %v\n%s", dir, err, b)
 	}
 	return out
+}
+
+// Dir returns a new temporary directory that every user may enter and
+// only the test's user may write, as a plugin_dir must be when the core
+// runs as root and starts plugins as another user (plugins.tools.run_as).
+func Dir(t testing.TB) string {
+	t.Helper()
+	dir := t.TempDir()
+	// t.TempDir's parent is private (0700).
+	for _, d := range []string{filepath.Dir(dir), dir} {
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatalf("plugintest: %v", err)
+		}
+	}
+	return dir
 }
 
 // Options tune Start.
