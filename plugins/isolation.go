@@ -51,7 +51,8 @@ const DefaultRunAs = "opentalon-plugin"
 type Isolation struct {
 	sb   Sandbox
 	cred *syscall.Credential // nil = the core's own user
-	user string
+	user string              // for the log
+	name string              // the run_as user name, when cred is set
 	// landlockABI is the kernel's Landlock ABI version; 0 = none.
 	landlockABI int
 	landlockErr error
@@ -86,6 +87,7 @@ func NewIsolation(sb Sandbox) (*Isolation, error) {
 			iso.warnings = append(iso.warnings, "plugins.tools.run_as names root: plugins run as root and can read everything the core can")
 		} else {
 			iso.cred = &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid), Groups: []uint32{}}
+			iso.name = u.Username
 		}
 	} else {
 		iso.user = fmt.Sprintf("the core's user (uid %d)", os.Geteuid())

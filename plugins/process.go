@@ -182,6 +182,9 @@ func Launch(ctx context.Context, spec Spec, o LaunchOptions) (p *Process, err er
 	if o.Isolation != nil {
 		tmp := filepath.Join(p.dir, "tmp")
 		env = append(env, "TMPDIR="+tmp, "HOME="+tmp)
+		if cred != nil {
+			env = append(env, "USER="+o.Isolation.name, "LOGNAME="+o.Isolation.name)
+		}
 	}
 	pr, pw, err := os.Pipe()
 	if err != nil {
