@@ -154,27 +154,30 @@ var (
 	fenceWords = newTrie("toolcode", "toolcall", "toolcalls", "functioncall", "toolcodeoutput")
 )
 
-// trigger marks the view bytes a shape can start at.
-var trigger = func() (t [256]bool) {
+// class marks the view bytes scan stops at: a shape can start at a
+// trigger; a line break makes the next non-space byte a line start.
+var class = func() (t [256]uint8) {
 	for _, c := range []byte{'[', '<', '"', '\'', '{', ',', '`'} {
-		t[c] = true
+		t[c] = clsTrigger
 	}
+	t['\n'] = clsNewline
 	return t
 }()
+
+const (
+	clsTrigger = 1 << iota
+	clsNewline
+)
 
 // scan calls emit for every shape in b, left to right, without overlaps.
 func scan(b []byte, emit func(s, e int, k kind)) {
 	lineStart := true
 	for i := 0; i < len(b); {
-		c := b[i]
-		if isWS(c) {
-			if c == '\n' {
-				lineStart = true
-			}
-			i++
-			continue
-		}
 		if lineStart {
+			i = skipWS(b, i)
+			if i == len(b) {
+				return
+			}
 			lineStart = false
 			if s, e, ok := lineShape(b, i); ok {
 				emit(s, e, kindShape)
@@ -182,12 +185,22 @@ func scan(b []byte, emit func(s, e int, k kind)) {
 				continue
 			}
 		}
-		if trigger[c] {
-			if s, e, k, ok := shapeAt(b, i); ok {
-				emit(s, e, k)
-				i = e
-				continue
-			}
+		// Most bytes are neither: skip them in a tight loop.
+		for i < len(b) && class[b[i]] == 0 {
+			i++
+		}
+		if i == len(b) {
+			return
+		}
+		if class[b[i]] == clsNewline {
+			lineStart = true
+			i++
+			continue
+		}
+		if s, e, k, ok := shapeAt(b, i); ok {
+			emit(s, e, k)
+			i = e
+			continue
 		}
 		i++
 	}

@@ -52,19 +52,23 @@ func (v *view) span(i, j int) (int, int) {
 	return s, v.n
 }
 
-// build makes the view of text, reusing v's buffers.
+// build makes the view of text, reusing v's buffers. The loops work on
+// local slices: storing into v on every step would cost a GC write
+// barrier each time.
 func (v *view) build(text string) {
-	v.b = slices.Grow(v.b[:0], len(text))
+	b := slices.Grow(v.b[:0], len(text))
 	v.n = len(text)
 	if plainASCII(text) {
 		v.ident = true
+		b = b[:len(text)]
 		for i := 0; i < len(text); i++ {
-			v.b = append(v.b, asciiView[text[i]])
+			b[i] = asciiView[text[i]]
 		}
+		v.b = b
 		return
 	}
 	v.ident = false
-	v.start = slices.Grow(v.start[:0], len(text))
+	start := slices.Grow(v.start[:0], len(text))
 	encoded := strings.IndexByte(text, '&') >= 0 || strings.IndexByte(text, '%') >= 0 || strings.IndexByte(text, '\\') >= 0
 	for i := 0; i < len(text); {
 		if text[i] < utf8.RuneSelf {
@@ -72,25 +76,27 @@ func (v *view) build(text string) {
 			for j < len(text) && text[j] < utf8.RuneSelf {
 				j++
 			}
-			n0 := len(v.b)
-			v.b = slices.Grow(v.b, j-i)[:n0+j-i]
-			v.start = slices.Grow(v.start, j-i)[:n0+j-i]
-			for k := i; k < j; k++ {
-				v.b[n0+k-i] = asciiView[text[k]]
-				v.start[n0+k-i] = int32(k)
+			n0 := len(b)
+			b = slices.Grow(b, j-i)[:n0+j-i]
+			start = slices.Grow(start, j-i)[:n0+j-i]
+			vb, vs := b[n0:], start[n0:]
+			for k := range vb {
+				vb[k] = asciiView[text[i+k]]
+				vs[k] = int32(i + k)
 			}
 			i = j
 			continue
 		}
 		r, size := utf8.DecodeRuneInString(text[i:])
-		n0 := len(v.b)
-		v.b = appendFold(v.b, text[i:], r)
-		for _, c := range v.b[n0:] {
-			v.start = append(v.start, int32(i))
+		n0 := len(b)
+		b = appendFold(b, text[i:], r)
+		for _, c := range b[n0:] {
+			start = append(start, int32(i))
 			encoded = encoded || c == '&' || c == '%' || c == '\\'
 		}
 		i += size
 	}
+	v.b, v.start = b, start
 	if !encoded {
 		return
 	}
