@@ -18,20 +18,62 @@ import (
 // original characters that spell it.
 type view struct {
 	b []byte
-	// start[i] is where the original characters of b[i] begin; unused
-	// when ident. The characters of b[i] end where the first later view
-	// byte with a greater start begins (or at the end of the text).
-	start []int32
-	ident bool
-	n     int // length of the original text
+	// The original span of each view byte is kept one of three ways:
+	// ident (view byte i is original byte i), breaks (when nothing was
+	// decoded: one entry per non-ASCII character, ASCII runs between
+	// them map byte for byte), or start (after decoding: start[i] is
+	// where the original characters of b[i] begin). The characters of
+	// b[i] end where the first later view byte with a greater start
+	// begins, or at the end of the text.
+	ident  bool
+	breaks []brk
+	start  []int32 // nil unless decoded
+	n      int     // length of the original text
 
 	// scratch for decoding rounds
 	b2 []byte
 	s2 []int32
 }
 
+// brk records one non-ASCII character: its n view bytes start at v, and
+// it is the size bytes at o in the original.
+type brk struct{ v, n, o, size int32 }
+
 // maxDecodeRounds bounds nested encodings (&amp;lt; is two rounds).
 const maxDecodeRounds = 6
+
+// startOf returns where the original characters of view byte i begin.
+func (v *view) startOf(i int) int {
+	switch {
+	case v.ident:
+		return i
+	case v.start != nil:
+		return int(v.start[i])
+	}
+	k := v.brkAt(i)
+	if k < 0 {
+		return i
+	}
+	b := v.breaks[k]
+	if int32(i) < b.v+b.n {
+		return int(b.o)
+	}
+	return int(b.o+b.size) + i - int(b.v+b.n)
+}
+
+// brkAt returns the last break at or before view byte i, or -1.
+func (v *view) brkAt(i int) int {
+	lo, hi := 0, len(v.breaks)
+	for lo < hi {
+		m := int(uint(lo+hi) >> 1)
+		if v.breaks[m].v <= int32(i) {
+			lo = m + 1
+		} else {
+			hi = m
+		}
+	}
+	return lo - 1
+}
 
 // span maps the view range [i, j) to the original text. The range grows
 // over characters the view dropped right after it (zero-width and other
@@ -42,10 +84,20 @@ func (v *view) span(i, j int) (int, int) {
 	if v.ident {
 		return i, j
 	}
-	s := int(v.start[i])
-	last := v.start[j-1]
+	s := v.startOf(i)
+	last := v.startOf(j - 1)
+	if v.start == nil {
+		// Past the other view bytes of the character j-1 belongs to.
+		if k := v.brkAt(j - 1); k >= 0 && int32(j-1) < v.breaks[k].v+v.breaks[k].n {
+			j = int(v.breaks[k].v + v.breaks[k].n)
+		}
+		if j < len(v.b) {
+			return s, v.startOf(j)
+		}
+		return s, v.n
+	}
 	for ; j < len(v.b); j++ {
-		if v.start[j] > last {
+		if int(v.start[j]) > last {
 			return s, int(v.start[j])
 		}
 	}
@@ -58,6 +110,10 @@ func (v *view) span(i, j int) (int, int) {
 func (v *view) build(text string) {
 	b := slices.Grow(v.b[:0], len(text))
 	v.n = len(text)
+	if v.s2 == nil {
+		v.s2 = v.start[:0] // keep the buffer for the next decoding
+	}
+	v.breaks, v.start = v.breaks[:0], nil
 	if plainASCII(text) {
 		v.ident = true
 		b = b[:len(text)]
@@ -68,8 +124,8 @@ func (v *view) build(text string) {
 		return
 	}
 	v.ident = false
-	start := slices.Grow(v.start[:0], len(text))
 	encoded := strings.IndexByte(text, '&') >= 0 || strings.IndexByte(text, '%') >= 0 || strings.IndexByte(text, '\\') >= 0
+	breaks := v.breaks
 	for i := 0; i < len(text); {
 		if text[i] < utf8.RuneSelf {
 			j := i + 1
@@ -78,11 +134,9 @@ func (v *view) build(text string) {
 			}
 			n0 := len(b)
 			b = slices.Grow(b, j-i)[:n0+j-i]
-			start = slices.Grow(start, j-i)[:n0+j-i]
-			vb, vs := b[n0:], start[n0:]
+			vb := b[n0:]
 			for k := range vb {
 				vb[k] = asciiView[text[i+k]]
-				vs[k] = int32(i + k)
 			}
 			i = j
 			continue
@@ -90,16 +144,22 @@ func (v *view) build(text string) {
 		r, size := utf8.DecodeRuneInString(text[i:])
 		n0 := len(b)
 		b = appendFold(b, text[i:], r)
+		breaks = append(breaks, brk{v: int32(n0), n: int32(len(b) - n0), o: int32(i), size: int32(size)})
 		for _, c := range b[n0:] {
-			start = append(start, int32(i))
 			encoded = encoded || c == '&' || c == '%' || c == '\\'
 		}
 		i += size
 	}
-	v.b, v.start = b, start
+	v.b, v.breaks = b, breaks
 	if !encoded {
 		return
 	}
+	// Decoding needs the start of every view byte.
+	start := slices.Grow(v.s2[:0], len(b))[:len(b)]
+	for i := range start {
+		start[i] = int32(v.startOf(i))
+	}
+	v.start, v.s2 = start, nil
 	for range maxDecodeRounds {
 		if !v.decodeOnce() {
 			break

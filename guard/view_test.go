@@ -90,3 +90,32 @@ func TestViewSpans(t *testing.T) {
 		}
 	}
 }
+
+// TestViewMapsInOrder: over the corpus, every view byte maps to the
+// start of a character of the original, in order, and every span is a
+// valid range of it.
+func TestViewMapsInOrder(t *testing.T) {
+	c := loadCorpus(t)
+	var texts []string
+	for _, p := range c.Payloads {
+		texts = append(texts, p.Text)
+	}
+	for _, b := range c.Benign {
+		texts = append(texts, b.Text)
+	}
+	for _, text := range texts {
+		var v view
+		v.build(text)
+		prev := 0
+		for i := range v.b {
+			s := v.startOf(i)
+			if s < prev || s >= len(text) || !utf8.RuneStart(text[s]) && !v.ident {
+				t.Fatalf("%.40q: view byte %d maps to %d (previous %d)", text, i, s, prev)
+			}
+			prev = s
+			if a, e := v.span(i, i+1); a != s || e <= a || e > len(text) {
+				t.Fatalf("%.40q: span(%d) = [%d,%d)", text, i, a, e)
+			}
+		}
+	}
+}
