@@ -216,7 +216,11 @@ func Launch(ctx context.Context, spec Spec, o LaunchOptions) (p *Process, err er
 	if err != nil {
 		pr.Close()
 		sl.Close()
-		return p, fmt.Errorf("start plugin %s: %w (check plugins.tools.plugin_dir / plugins.tools.plugins and that the file is executable)", spec.Path, err)
+		hint := "check plugins.tools.plugin_dir / plugins.tools.plugins and that the file is executable"
+		if errors.Is(err, syscall.EACCES) && o.Isolation.landlock() {
+			hint += "; under Landlock a plugin reaches only its own directory and the system's: add the directories of its interpreter or libraries to plugins.tools.sandbox.read_paths"
+		}
+		return p, fmt.Errorf("start plugin %s: %w (%s)", spec.Path, err, hint)
 	}
 	pl.sid = p.pgid
 	go p.relog(pr)
