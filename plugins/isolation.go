@@ -152,6 +152,8 @@ func (iso *Isolation) Describe(log *slog.Logger, nonDumpable error) {
 		attrs = append(attrs, "landlock", "unavailable: "+iso.landlockErr.Error())
 		if iso.cred == nil {
 			iso.warnings = append(iso.warnings, "without Landlock or a separate run_as user, plugins can read the files the core's user can")
+		} else {
+			iso.warnings = append(iso.warnings, "without Landlock, plugins sharing the run_as user can reach each other's processes and directories")
 		}
 	}
 	l := iso.limits()

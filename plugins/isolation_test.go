@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
+	"os/user"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -111,6 +112,9 @@ func TestHostilePlugin(t *testing.T) {
 		t.Run(mode.name, func(t *testing.T) {
 			if mode.needRoot && !root {
 				t.Skip("the core must run as root to start plugins as another user")
+			}
+			if _, err := user.Lookup(mode.sb.RunAs); mode.separateUser && err != nil {
+				t.Skipf("this system has no user %s: %v", mode.sb.RunAs, err)
 			}
 			if mode.needLandlock && abi == 0 {
 				t.Skipf("this kernel offers no Landlock: %v", llErr)
