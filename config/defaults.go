@@ -56,6 +56,10 @@ func Default() *Config {
 					Timeout:          Duration(30 * time.Second),
 					MaxResponseBytes: 65536,
 				},
+				MaxCallsPerTurn: 16,
+				State:           PluginStateLimits{MaxKeys: 10000, MaxBytes: 16 << 20, WritesPerSecond: 20},
+				Sandbox:         PluginSandbox{Landlock: true},
+				ProcessLimits:   PluginProcessLimits{AddressSpaceMB: 4096, OpenFiles: 1024, Processes: 1024},
 			},
 			Lua: Lua{Limits: LuaLimits{
 				MemoryMB:          64,

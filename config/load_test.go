@@ -139,6 +139,13 @@ func TestLoadErrors(t *testing.T) {
 			want: []string{"plugins.tools.sanitize.extra_patterns[0]: not a valid Go regular expression"},
 		},
 		{
+			name: "plugin isolation limits",
+			body: minimal + "plugins:\n  tools:\n    max_calls_per_turn: 0\n    state: { max_keys: -1, max_bytes: -5, writes_per_second: -1 }\n    process_limits: { address_space_mb: 100, open_files: -1 }\n",
+			want: []string{"plugins.tools.max_calls_per_turn: must be at least 1", "plugins.tools.state.max_keys: must be at least 0",
+				"plugins.tools.state.max_bytes: must not be negative", "plugins.tools.state.writes_per_second: must not be negative",
+				"plugins.tools.process_limits.open_files: must be at least 0", "plugins.tools.process_limits.address_space_mb: 100 MB is too little"},
+		},
+		{
 			name: "yaml syntax error",
 			body: "queue:\n  workers: [1\n",
 			want: []string{"config.yaml:1: did not find expected ',' or ']'"},

@@ -41,6 +41,11 @@ func (c *Config) resolvePaths(base, home string) {
 	for i, p := range c.Plugins.Tools.Plugins {
 		c.Plugins.Tools.Plugins[i] = expandPath(p, base, home)
 	}
+	for _, ps := range [][]string{c.Plugins.Tools.Sandbox.ReadPaths, c.Plugins.Tools.Sandbox.WritePaths} {
+		for i, p := range ps {
+			ps[i] = expandPath(p, base, home)
+		}
+	}
 	c.Plugins.Lua.ScriptsDir = expandPath(c.Plugins.Lua.ScriptsDir, base, home)
 }
 

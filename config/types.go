@@ -329,6 +329,40 @@ type Tools struct {
 	Defaults            PluginLimits            `yaml:"defaults"`
 	Overrides           map[string]PluginLimits `yaml:"overrides"`
 	Sanitize            Sanitize                `yaml:"sanitize"`
+	// RunAs is the user plugins run as when the core runs as root: a
+	// name or uid; "" = opentalon-plugin if that user exists, else nobody.
+	RunAs string `yaml:"run_as"`
+	// MaxCallsPerTurn bounds the tool calls run for one LLM answer.
+	MaxCallsPerTurn int                 `yaml:"max_calls_per_turn"`
+	State           PluginStateLimits   `yaml:"state"`
+	Sandbox         PluginSandbox       `yaml:"sandbox"`
+	ProcessLimits   PluginProcessLimits `yaml:"process_limits"`
+}
+
+// PluginStateLimits bound each plugin's key-value state.
+type PluginStateLimits struct {
+	MaxKeys  int   `yaml:"max_keys"`
+	MaxBytes int64 `yaml:"max_bytes"` // keys and values together
+	// WritesPerSecond bounds Set and Delete calls (bursts of twice as many).
+	WritesPerSecond float64 `yaml:"writes_per_second"`
+}
+
+// PluginSandbox configures Landlock confinement of plugin processes.
+type PluginSandbox struct {
+	Landlock bool `yaml:"landlock"`
+	// ReadPaths and WritePaths are extra paths a confined plugin may read
+	// (and execute), or read and write; "~" expanded, relative to the
+	// config directory.
+	ReadPaths  []string `yaml:"read_paths"`
+	WritePaths []string `yaml:"write_paths"`
+}
+
+// PluginProcessLimits are the resource limits of each plugin process;
+// 0 = not limited.
+type PluginProcessLimits struct {
+	AddressSpaceMB int `yaml:"address_space_mb"`
+	OpenFiles      int `yaml:"open_files"`
+	Processes      int `yaml:"processes"`
 }
 
 // LimitsFor returns the limits of plugin name: its override where set,

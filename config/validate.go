@@ -324,6 +324,30 @@ func validatePlugins(c *Config, ps *problems) {
 			ps.at("plugins.tools.overrides."+name+".max_response_bytes", "must not be negative")
 		}
 	}
+	atLeast(ps, "plugins.tools.max_calls_per_turn", t.MaxCallsPerTurn, 1)
+	atLeast(ps, "plugins.tools.state.max_keys", t.State.MaxKeys, 0)
+	if t.State.MaxBytes < 0 {
+		ps.at("plugins.tools.state.max_bytes", "must not be negative (0 = no limit)")
+	}
+	if t.State.WritesPerSecond < 0 {
+		ps.at("plugins.tools.state.writes_per_second", "must not be negative (0 = no limit)")
+	}
+	atLeast(ps, "plugins.tools.process_limits.address_space_mb", t.ProcessLimits.AddressSpaceMB, 0)
+	atLeast(ps, "plugins.tools.process_limits.open_files", t.ProcessLimits.OpenFiles, 0)
+	atLeast(ps, "plugins.tools.process_limits.processes", t.ProcessLimits.Processes, 0)
+	if m := t.ProcessLimits.AddressSpaceMB; m > 0 && m < 256 {
+		ps.at("plugins.tools.process_limits.address_space_mb", "%d MB is too little for most programs (a Go plugin reserves over 1 GB of address space); use 0 for no limit or at least 256", m)
+	}
+	for i, p := range t.Sandbox.ReadPaths {
+		if p == "" {
+			ps.at(fmt.Sprintf("plugins.tools.sandbox.read_paths[%d]", i), "is empty")
+		}
+	}
+	for i, p := range t.Sandbox.WritePaths {
+		if p == "" {
+			ps.at(fmt.Sprintf("plugins.tools.sandbox.write_paths[%d]", i), "is empty")
+		}
+	}
 	for i, pat := range t.Sanitize.ExtraPatterns {
 		if _, err := regexp.Compile(pat); err != nil {
 			ps.at(fmt.Sprintf("plugins.tools.sanitize.extra_patterns[%d]", i), "not a valid Go regular expression: %v", err)

@@ -97,30 +97,65 @@ func (p *Pipeline) Run(ctx context.Context, call core.ToolCall) core.ToolResult 
 	return p.Check(call, res, limit)
 }
 
-// Check applies the post-execution steps (size, sanitize, validate, wrap)
-// to a raw result.
+// Check applies the post-execution steps to a raw result: size (cut with
+// a notice), encoding (invalid UTF-8, NUL or binary output is rejected),
+// clean (control, bidi-override and tag characters stripped), sanitize
+// (every spelling of a forbidden shape neutralized), validate, and
+// exactly one [plugin_output] block around the plugin's text.
 func (p *Pipeline) Check(call core.ToolCall, res core.ToolResult, limit int) core.ToolResult {
 	var cut bool
 	res.Content, cut = Truncate(res.Content, limit)
 	if cut {
-		p.log.Warn("plugin output truncated", "plugin", call.Plugin, "limit", limit)
+		p.log.Warn("plugin output truncated", "plugin", call.Plugin, "action", call.Action, "call_id", call.ID, "limit", limit)
 	}
 	res.Error, _ = Truncate(res.Error, limit)
-	res.Content = p.sanitizer.Sanitize(res.Content)
-	res.Error = p.sanitizer.Sanitize(res.Error)
-	if err := ValidateResult(call, res); err != nil {
-		p.log.Warn("plugin result rejected", "plugin", call.Plugin, "action", call.Action, "err", err)
+	reject := func(err error) core.ToolResult {
+		p.log.Warn("plugin result rejected", "plugin", call.Plugin, "action", call.Action, "call_id", call.ID, "err", err)
 		return core.ToolResult{CallID: call.ID, Error: GenericError}
 	}
-	out := core.ToolResult{CallID: call.ID}
-	if res.Error != "" {
-		out.Error = "the plugin reported an error: " + Wrap(res.Error)
+	if res.CallID != call.ID {
+		return reject(fmt.Errorf("result call id %q does not match the call id %q", res.CallID, call.ID))
 	}
-	if res.Content != "" || res.Error == "" {
-		out.Content = Wrap(res.Content)
+	// cleanText leaves valid UTF-8 without NUL, control, bidi-override or
+	// tag characters; Sanitize only removes text or inserts ASCII.
+	content, err := cleanText(res.Content)
+	if err != nil {
+		return reject(fmt.Errorf("result content %w", err))
+	}
+	perr, err := cleanText(res.Error)
+	if err != nil {
+		return reject(fmt.Errorf("result error %w", err))
+	}
+	content, perr = p.sanitizer.Sanitize(content), p.sanitizer.Sanitize(perr)
+	if content != res.Content || perr != res.Error {
+		p.log.Info("plugin output cleaned or sanitized", "plugin", call.Plugin, "action", call.Action, "call_id", call.ID)
+	}
+	// One block holds all the plugin's text: its error, then its output.
+	out := core.ToolResult{CallID: call.ID}
+	switch {
+	case perr != "" && content != "":
+		out.Error = "the plugin reported an error: " + wrapEscaped(perr+"\n\n"+content)
+	case perr != "":
+		out.Error = "the plugin reported an error: " + wrapEscaped(perr)
+	default:
+		out.Content = wrapEscaped(content)
 	}
 	return out
 }
+
+// CheckOutput runs text derived from a call's result (the answer of its
+// post_process LLM call) through the same steps as a plugin result, with
+// the plugin's response limit.
+func (p *Pipeline) CheckOutput(call core.ToolCall, text string) core.ToolResult {
+	limit := DefaultMaxResponseBytes
+	if t, ok := p.resolver.Resolve(call.Plugin, call.Action); ok && t.MaxResponseBytes > 0 {
+		limit = t.MaxResponseBytes
+	}
+	return p.Check(call, core.ToolResult{CallID: call.ID, Content: text}, limit)
+}
+
+// Sanitizer returns the pipeline's sanitizer.
+func (p *Pipeline) Sanitizer() *Sanitizer { return p.sanitizer }
 
 func missingArgs(spec core.ToolSpec, args map[string]string) []string {
 	var missing []string

@@ -408,6 +408,10 @@ func (p planTools) Run(_ context.Context, c core.ToolCall) core.ToolResult {
 	return core.ToolResult{CallID: c.ID, Content: guard.Wrap("ok " + c.Action)}
 }
 func (p planTools) PostProcessPrompt(string, string) (string, bool) { return "", false }
+func (p planTools) CheckOutput(c core.ToolCall, text string) core.ToolResult {
+	return core.ToolResult{CallID: c.ID, Content: text}
+}
+func (p planTools) MaxCallsPerTurn() int { return 0 }
 
 func workflows(t *testing.T, db *store.DB, owner string) []store.Memory {
 	t.Helper()

@@ -77,7 +77,7 @@ func (o *Orchestrator) allowed(st core.SessionState) []string {
 func (o *Orchestrator) offered(tn *turn) []core.ToolSpec {
 	var all []core.ToolSpec
 	if o.o.Tools != nil {
-		all = append(all, o.o.Tools.Tools()...)
+		all = append(all, safeTools(o.o.Tools.Tools())...)
 	}
 	all = append(all, o.builtinTools(tn)...)
 	allow := o.allowed(tn.st)

@@ -2,6 +2,7 @@ package plugins
 
 import (
 	"context"
+	"os"
 	"slices"
 	"testing"
 	"time"
@@ -13,7 +14,25 @@ import (
 // socket to a real plugin process and reports p50/p99 over 10,000 calls
 // per run (go test -bench ExecuteRoundTrip -benchtime 1x ./plugins).
 func BenchmarkExecuteRoundTrip(b *testing.B) {
-	p, err := Launch(context.Background(), helperSpec(b, "evil", "bench"), LaunchOptions{})
+	benchmarkRoundTrip(b, nil)
+}
+
+// BenchmarkExecuteRoundTripIsolated is the same with the plugin under
+// Landlock (where the kernel has it), no_new_privs and resource limits.
+func BenchmarkExecuteRoundTripIsolated(b *testing.B) {
+	sb := Sandbox{Landlock: true, Limits: ProcessLimits{AddressSpace: 4 << 30, OpenFiles: 1024}}
+	if os.Geteuid() == 0 {
+		sb.RunAs = "root" // the test binary is not reachable by another user
+	}
+	iso, err := NewIsolation(sb)
+	if err != nil {
+		b.Fatal(err)
+	}
+	benchmarkRoundTrip(b, iso)
+}
+
+func benchmarkRoundTrip(b *testing.B, iso *Isolation) {
+	p, err := Launch(context.Background(), helperSpec(b, "evil", "bench"), LaunchOptions{Isolation: iso})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -48,10 +48,19 @@ func ValidName(s string) bool {
 	return nameRE.MatchString(s) && !strings.Contains(s, "__")
 }
 
-// Validate checks names, parameter types and duplicate actions.
+// Bounds of a capability declaration.
+const (
+	MaxActions = 128
+	MaxParams  = 32
+)
+
+// Validate checks names, parameter types, counts and duplicate actions.
 func (c Capability) Validate() error {
 	if !ValidName(c.Name) {
 		return fmt.Errorf("plugin name %q is invalid: use 1-64 letters, digits, '-' or '_' (no \"__\")", c.Name)
+	}
+	if len(c.Actions) > MaxActions {
+		return fmt.Errorf("plugin %s declares %d actions; at most %d are accepted", c.Name, len(c.Actions), MaxActions)
 	}
 	seen := map[string]bool{}
 	for _, a := range c.Actions {
@@ -65,6 +74,9 @@ func (c Capability) Validate() error {
 			return fmt.Errorf("plugin %s declares action %s twice", c.Name, a.Name)
 		}
 		seen[a.Name] = true
+		if len(a.Parameters) > MaxParams {
+			return fmt.Errorf("plugin %s action %s declares %d parameters; at most %d are accepted", c.Name, a.Name, len(a.Parameters), MaxParams)
+		}
 		for _, p := range a.Parameters {
 			if p.Name == "" {
 				return fmt.Errorf("plugin %s action %s: a parameter has no name", c.Name, a.Name)

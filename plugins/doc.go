@@ -2,12 +2,22 @@
 // (plugin_dir plus explicit paths), launch and handshake over unix
 // sockets, capabilities, the tool Registry, health checks, restart with
 // backoff, the per-plugin state service (the namespace is bound to the
-// plugin's connection, never named by the plugin), and the
-// POST /api/plugins/llm/generate handler.
+// plugin's connection, never named by the plugin; quotas and a write
+// rate limit), and the POST /api/plugins/llm/generate handler.
 //
-// It imports core, guard and proto. Plugins never see the registry, other
-// plugins or the orchestrator: the only surfaces they get are the
-// PluginService they serve and their own PluginState socket.
+// A plugin is untrusted code. Each runs in its own session with a
+// minimal environment and no_new_privs, in a private 0700 directory
+// holding its sockets and its TMPDIR; with a Sandbox also as the run_as
+// user (when the core is root), in a Landlock domain of its own where
+// the kernel offers one (landlock.go), and under resource limits set
+// before its first instruction (launch.go). The core marks itself
+// non-dumpable and logs which protections are active. A plugin name is
+// bound to its binary (path and SHA-256) the first time it registers;
+// plugin_dir and binaries others may write are refused (perms.go).
+//
+// It imports core, guard, store and proto. Plugins never see the
+// registry, other plugins or the orchestrator: the only surfaces they
+// get are the PluginService they serve and their own PluginState socket.
 //
 // Lifecycle: NewManager has no side effects; Start launches and registers
 // the plugins and supervises them until Close, which stops the whole

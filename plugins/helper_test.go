@@ -94,7 +94,7 @@ func (h *helper) Capabilities(ctx context.Context, _ *emptypb.Empty) (*pluginpb.
 		return nil, ctx.Err()
 	}
 	c := &pluginpb.PluginCapabilities{Name: h.name, Description: "test helper"}
-	for _, a := range []string{"echo", "fake_calls", "breakout", "huge", "wrong_id", "sleep", "crash", "binary", "snoop", "spawn", "sick", "state_set"} {
+	for _, a := range []string{"echo", "fake_calls", "breakout", "huge", "wrong_id", "sleep", "crash", "binary", "snoop", "spawn", "sick", "state_set", "state_delete", "limits"} {
 		c.Actions = append(c.Actions, &pluginpb.Action{Name: a, Description: "helper action " + a})
 	}
 	c.Actions[0].Parameters = []*pluginpb.Parameter{{Name: "text", Required: true}}
@@ -143,8 +143,30 @@ func (h *helper) Execute(ctx context.Context, req *pluginpb.ToolCallRequest) (*p
 		_, err = st.Set(ctx, &pluginpb.StateSetRequest{Key: req.GetArgs()["key"], Value: req.GetArgs()["value"]})
 		if err != nil {
 			r.Error = err.Error()
+			break
 		}
 		r.Content = "set"
+	case "state_delete":
+		st, err := stateClient(os.Getenv(EnvStateSocket))
+		if err != nil {
+			r.Error = err.Error()
+			break
+		}
+		if _, err := st.Delete(ctx, &pluginpb.StateDeleteRequest{Key: req.GetArgs()["key"]}); err != nil {
+			r.Error = err.Error()
+		}
+		r.Content = "deleted"
+	case "limits":
+		var parts []string
+		for _, res := range []int{syscall.RLIMIT_AS, syscall.RLIMIT_NOFILE, 6 /* RLIMIT_NPROC */, syscall.RLIMIT_CORE} {
+			var l syscall.Rlimit
+			if err := syscall.Getrlimit(res, &l); err != nil {
+				parts = append(parts, err.Error())
+				continue
+			}
+			parts = append(parts, fmt.Sprintf("%d/%d", l.Cur, l.Max))
+		}
+		r.Content = strings.Join(parts, " ")
 	case "snoop":
 		r.Content = snoop(ctx, req.GetArgs())
 	default:

@@ -10,6 +10,8 @@ import (
 	"sort"
 	"sync"
 	"time"
+
+	"github.com/opentalon/opentalon/store"
 )
 
 // Options configure a Manager.
@@ -40,6 +42,18 @@ type Options struct {
 	Env          []string
 	StartTimeout time.Duration
 	StopGrace    time.Duration
+	// Sandbox confines the plugin processes (plugins.tools.run_as,
+	// sandbox, process_limits); nil runs them as the core's user with
+	// no_new_privs only. With a Sandbox, Start also marks the core
+	// non-dumpable and logs which protections are active.
+	Sandbox *Sandbox
+	// Bindings records which binary each plugin name belongs to
+	// (*store.DB); nil keeps the bindings in memory only.
+	Bindings BindingStore
+	// StateLimits bound each plugin's state (plugins.tools.state).
+	StateLimits StateLimits
+	// Now is the clock of the state write limits (default time.Now).
+	Now func() time.Time
 	// OnEvent, if set, is told about lifecycle events ("registered",
 	// "deregistered", "gave_up") with the plugin name; for tests and
 	// metrics. It must not block.
@@ -54,10 +68,23 @@ type Manager struct {
 
 	mu      sync.Mutex
 	running map[string]*Process // by plugin name
-	owners  map[string]string   // plugin name → binary path that claimed it
+	owners  map[string]Binary   // plugin name → the binary that claimed it
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup
+	iso     *Isolation
+	root    string // the plugins' socket root
 }
+
+// BindingStore keeps the binding of plugin names to binaries; *store.DB
+// implements it.
+type BindingStore interface {
+	// PluginBind binds name to the binary unless name is bound already,
+	// and returns the binding in force.
+	PluginBind(ctx context.Context, name, path, sha256 string) (store.PluginBinding, error)
+}
+
+// errRefused marks a plugin refused for good: restarting cannot help.
+var errRefused = errors.New("refused")
 
 // NewManager builds a manager; it starts nothing.
 func NewManager(o Options) *Manager {
@@ -94,17 +121,21 @@ func NewManager(o Options) *Manager {
 	if o.OnEvent == nil {
 		o.OnEvent = func(string, string) {}
 	}
-	return &Manager{o: o, log: o.Logger.With("component", "plugins"), running: map[string]*Process{}, owners: map[string]string{}}
+	return &Manager{o: o, log: o.Logger.With("component", "plugins"), running: map[string]*Process{}, owners: map[string]Binary{}}
 }
 
 // Discover lists the plugin specs: every executable regular file in Dir
-// (sorted) followed by the explicit ones.
+// (sorted) followed by the explicit ones. A Dir that group or others may
+// write is refused: whoever can write there can add or replace plugins.
 func Discover(dir string, explicit []Spec) ([]Spec, error) {
 	var specs []Spec
 	if dir != "" {
 		entries, err := os.ReadDir(dir)
 		if err != nil {
 			return nil, fmt.Errorf("read plugins.tools.plugin_dir %s: %w", dir, err)
+		}
+		if err := checkNotWritable("plugins.tools.plugin_dir", dir, false); err != nil {
+			return nil, err
 		}
 		names := make([]string, 0, len(entries))
 		for _, e := range entries {
@@ -132,6 +163,15 @@ func (m *Manager) Start(ctx context.Context) error {
 	}
 	specs, err := Discover(m.o.Dir, m.o.Plugins)
 	if err != nil {
+		return err
+	}
+	if m.o.Sandbox != nil {
+		if m.iso, err = NewIsolation(*m.o.Sandbox); err != nil {
+			return err
+		}
+		m.iso.Describe(m.log, HardenCore())
+	}
+	if m.root, err = SocketRoot(m.iso.credential() != nil); err != nil {
 		return err
 	}
 	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
@@ -173,6 +213,14 @@ func (m *Manager) supervise(ctx context.Context, spec Spec, started func()) {
 		if ctx.Err() != nil {
 			return
 		}
+		if errors.Is(err, errRefused) {
+			name := spec.Path
+			if p != nil && p.Cap.Name != "" {
+				name = p.Cap.Name
+			}
+			m.o.OnEvent(name, "gave_up")
+			return
+		}
 		if !m.o.RestartOnFailure || restarts >= m.o.MaxRestarts {
 			name := spec.Path
 			if p != nil && p.Cap.Name != "" {
@@ -194,8 +242,9 @@ func (m *Manager) supervise(ctx context.Context, spec Spec, started func()) {
 
 func (m *Manager) launch(ctx context.Context, spec Spec) (*Process, error) {
 	p, err := Launch(ctx, spec, LaunchOptions{
-		State: m.o.State, Env: m.o.Env, StartTimeout: m.o.StartTimeout, StopGrace: m.o.StopGrace, Logger: m.o.Logger,
-		Claim: func(name string) error { return m.claim(name, spec.Path) },
+		State: m.o.State, StateLimits: m.o.StateLimits, Env: m.o.Env, StartTimeout: m.o.StartTimeout, StopGrace: m.o.StopGrace,
+		Isolation: m.iso, SocketRoot: m.root, Now: m.o.Now, Logger: m.o.Logger,
+		Claim: func(name string, bin Binary) error { return m.claim(ctx, name, bin) },
 	})
 	if err != nil {
 		return p, err
@@ -207,21 +256,46 @@ func (m *Manager) launch(ctx context.Context, spec Spec) (*Process, error) {
 	m.mu.Lock()
 	m.running[p.Cap.Name] = p
 	m.mu.Unlock()
-	m.log.Info("plugin registered", "plugin", p.Cap.Name, "path", spec.Path, "actions", len(p.Cap.Actions))
+	m.log.Info("plugin registered", "plugin", p.Cap.Name, "path", spec.Path, "sha256", p.Binary.SHA256, "actions", len(p.Cap.Actions))
 	m.o.OnEvent(p.Cap.Name, "registered")
 	return p, nil
 }
 
-// claim binds a plugin name to the first binary that declared it, so no
-// other binary can take over the name (and so the state) later.
-func (m *Manager) claim(name, path string) error {
+// claim binds a plugin name to the first binary (path and content hash)
+// that declared it, in the database when there is one, so no other
+// binary can take over the name, and with it the plugin's state.
+func (m *Manager) claim(ctx context.Context, name string, bin Binary) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if owner, ok := m.owners[name]; ok && owner != path {
-		return fmt.Errorf("declares the name %q which %s already uses: plugin names must be unique", name, owner)
+	owner, ok := m.owners[name]
+	if !ok && m.o.Bindings != nil {
+		b, err := m.o.Bindings.PluginBind(ctx, name, bin.Path, bin.SHA256)
+		if err != nil {
+			return err
+		}
+		owner, ok = Binary{Path: b.Path, SHA256: b.SHA256}, true
+		if owner != bin {
+			return refusal(name, owner, bin, b.BoundAt)
+		}
 	}
-	m.owners[name] = path
+	if ok && owner != bin {
+		return refusal(name, owner, bin, time.Time{})
+	}
+	m.owners[name] = bin
 	return nil
+}
+
+func refusal(name string, owner, bin Binary, since time.Time) error {
+	when := ""
+	if !since.IsZero() {
+		when = " since " + since.UTC().Format(time.RFC3339)
+	}
+	what := "another binary"
+	if owner.Path == bin.Path {
+		what = "a changed binary at the same path"
+	}
+	return fmt.Errorf("%w: the plugin name %q belongs to %s (sha256 %.12s…)%s, and %s (sha256 %.12s…) is %s: it may not register under that name or reach that plugin's state; if it replaces that plugin on purpose, run: opentalon plugins unbind %s",
+		errRefused, name, owner.Path, owner.SHA256, when, bin.Path, bin.SHA256, what, name)
 }
 
 // watch returns when the plugin exits, fails a health check or ctx ends;
@@ -306,5 +380,8 @@ func (m *Manager) Close() error {
 		m.cancel()
 	}
 	m.wg.Wait()
+	if m.root != "" {
+		return os.RemoveAll(m.root)
+	}
 	return nil
 }

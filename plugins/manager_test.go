@@ -332,7 +332,7 @@ func TestNameCannotBeTakenOver(t *testing.T) {
 	r.waitEvent(t, "victim", "gave_up")
 	r.m.mu.Lock()
 	running := r.m.running["victim"].Spec.Path
-	owner := r.m.owners["victim"]
+	owner := r.m.owners["victim"].Path
 	r.m.mu.Unlock()
 	if running != owner {
 		t.Fatalf("running victim is %s but the name belongs to %s", running, owner)

@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc"
 
 	pluginpb "github.com/opentalon/opentalon/proto"
+	"github.com/opentalon/opentalon/store"
 )
 
 // Handshake environment variables (see docs/plugins.md).
@@ -53,6 +54,8 @@ func (s Spec) String() string { return s.Path }
 type LaunchOptions struct {
 	// State backs the plugin's PluginState service.
 	State StateStore
+	// StateLimits bound the plugin's state writes.
+	StateLimits StateLimits
 	// Env adds "KEY=value" entries for every plugin (API URL and key).
 	Env []string
 	// StartTimeout bounds start-up through the Capabilities call
@@ -61,9 +64,19 @@ type LaunchOptions struct {
 	// StopGrace is how long Close waits after SIGTERM before SIGKILL
 	// (default 2s).
 	StopGrace time.Duration
-	// Claim is called with the declared name before the state namespace
-	// is bound; an error aborts the launch (name taken by another binary).
-	Claim  func(name string) error
+	// Claim is called with the declared name and the binary before the
+	// state namespace is bound; an error aborts the launch (the name
+	// belongs to another binary).
+	Claim func(name string, bin Binary) error
+	// Isolation confines the plugin process (run_as user, Landlock,
+	// no_new_privs, resource limits); nil starts it as the core's user
+	// with no_new_privs and the minimal environment only.
+	Isolation *Isolation
+	// SocketRoot is the directory the plugin's private directory is
+	// made in ("" = a new one under the temporary directory).
+	SocketRoot string
+	// Now is the clock of the state write limit (default time.Now).
+	Now    func() time.Time
 	Logger *slog.Logger
 }
 
@@ -71,6 +84,8 @@ type LaunchOptions struct {
 type Process struct {
 	Spec Spec
 	Cap  Capability
+	// Binary is the binary that was started: path and content hash.
+	Binary Binary
 
 	cmd      *exec.Cmd
 	pgid     int
@@ -78,7 +93,8 @@ type Process struct {
 	client   pluginpb.PluginServiceClient
 	state    *stateServer
 	stateSrv *grpc.Server
-	dir      string
+	dir      string // the plugin's private directory
+	ownRoot  string // SocketRoot made by Launch, removed by Close
 	grace    time.Duration
 	log      *slog.Logger
 	// outLog re-logs the plugin's output; renamed after the handshake.
@@ -95,6 +111,10 @@ type Process struct {
 
 // Launch starts the plugin, waits for it to serve PluginService, asks for
 // its capabilities and validates them. On error nothing is left running.
+//
+// The plugin gets a private directory (0700) holding its sockets and its
+// TMPDIR, a minimal environment, its own session, and, with an
+// Isolation, another user, a Landlock domain and resource limits.
 func Launch(ctx context.Context, spec Spec, o LaunchOptions) (p *Process, err error) {
 	if o.StartTimeout <= 0 {
 		o.StartTimeout = 10 * time.Second
@@ -105,58 +125,105 @@ func Launch(ctx context.Context, spec Spec, o LaunchOptions) (p *Process, err er
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
 	base := filepath.Base(spec.Path)
 	log := o.Logger.With("plugin", base)
-	dir, err := socketDir()
+	if err := checkBinary(spec.Path); err != nil {
+		return nil, err
+	}
+	cred := o.Isolation.credential()
+	if cred != nil {
+		if err := checkRunnableBy(spec.Path, cred.Uid, cred.Gid, o.Isolation.user); err != nil {
+			return nil, err
+		}
+	}
+	bin, err := identify(spec.Path)
 	if err != nil {
 		return nil, err
 	}
-	p = &Process{Spec: spec, dir: dir, grace: o.StopGrace, log: log, done: make(chan struct{}), tail: &lineTail{max: 5}}
+	p = &Process{Spec: spec, Binary: bin, grace: o.StopGrace, log: log, done: make(chan struct{}), tail: &lineTail{max: 5}}
 	p.outLog.Store(log)
 	defer func() {
 		if err != nil {
 			p.Close()
 		}
 	}()
+	root := o.SocketRoot
+	if root == "" {
+		if root, err = SocketRoot(cred != nil); err != nil {
+			return p, err
+		}
+		p.ownRoot = root
+	}
+	if p.dir, err = privateDir(root, cred); err != nil {
+		return p, err
+	}
 
 	// The state service listens before the plugin starts.
-	stateSock := filepath.Join(dir, "state.sock")
+	stateSock := filepath.Join(p.dir, "state.sock")
 	sl, err := net.Listen("unix", stateSock)
 	if err != nil {
 		return p, fmt.Errorf("plugin %s: listen on %s: %w", spec.Path, stateSock, err)
 	}
-	pl := &peerListener{Listener: sl, log: log}
-	p.state = &stateServer{store: o.State, log: log}
-	if o.State == nil {
-		p.state.store = noState{}
+	if cred != nil {
+		if err := os.Chown(stateSock, int(cred.Uid), int(cred.Gid)); err != nil {
+			sl.Close()
+			return p, fmt.Errorf("plugin %s: %w", spec.Path, err)
+		}
 	}
+	pl := &peerListener{Listener: sl, log: log}
+	p.state = newStateServer(o.State, o.StateLimits, o.Now, log)
 	p.stateSrv = newStateGRPC(p.state)
 
-	pluginSock := filepath.Join(dir, "plugin.sock")
-	cmd := exec.Command(spec.Path, spec.Args...)
-	cmd.Env = pluginEnv(o.Env, spec.Env, pluginSock, stateSock)
-	cmd.Dir = filepath.Dir(spec.Path)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Pdeathsig: syscall.SIGKILL}
+	pluginSock := filepath.Join(p.dir, "plugin.sock")
+	env := pluginEnv(o.Env, spec.Env, pluginSock, stateSock)
+	if o.Isolation != nil {
+		tmp := filepath.Join(p.dir, "tmp")
+		env = append(env, "TMPDIR="+tmp, "HOME="+tmp)
+		if cred != nil {
+			env = append(env, "USER="+o.Isolation.name, "LOGNAME="+o.Isolation.name)
+		}
+	}
 	pr, pw, err := os.Pipe()
 	if err != nil {
+		sl.Close()
 		return p, err
 	}
-	cmd.Stdout, cmd.Stderr = pw, pw
-	if err := cmd.Start(); err != nil {
+	devNull, err := os.Open(os.DevNull)
+	if err != nil {
+		sl.Close()
+		pr.Close()
 		pw.Close()
+		return p, err
+	}
+	newCmd := func() *exec.Cmd {
+		cmd := exec.Command(spec.Path, spec.Args...)
+		cmd.Env = env
+		cmd.Dir = filepath.Dir(spec.Path)
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Pdeathsig: syscall.SIGKILL, Credential: cred}
+		cmd.Stdin, cmd.Stdout, cmd.Stderr = devNull, pw, pw
+		return cmd
+	}
+	var rules []landlockRule
+	if o.Isolation.landlock() {
+		rules = o.Isolation.landlockRules(p.dir, spec)
+	}
+	err = p.start(newCmd, o.Isolation, rules)
+	pw.Close()
+	devNull.Close()
+	if err != nil {
 		pr.Close()
 		sl.Close()
-		return p, fmt.Errorf("start plugin %s: %w (check plugins.tools.plugin_dir / plugins.tools.plugins and that the file is executable)", spec.Path, err)
+		hint := "check plugins.tools.plugin_dir / plugins.tools.plugins and that the file is executable"
+		if errors.Is(err, syscall.EACCES) && o.Isolation.landlock() {
+			hint += "; under Landlock a plugin reaches only its own directory and the system's: add the directories of its interpreter or libraries to plugins.tools.sandbox.read_paths"
+		}
+		return p, fmt.Errorf("start plugin %s: %w (%s)", spec.Path, err, hint)
 	}
-	pw.Close()
-	p.cmd = cmd
-	p.pgid = cmd.Process.Pid
 	pl.sid = p.pgid
 	go p.relog(pr)
-	go func() {
-		p.waitErr = cmd.Wait()
-		close(p.done)
-	}()
 	go p.stateSrv.Serve(pl)
 
 	p.conn, err = dialUnix(pluginSock)
@@ -173,7 +240,7 @@ func Launch(ctx context.Context, spec Spec, o LaunchOptions) (p *Process, err er
 		return p, fmt.Errorf("plugin %s: %w", spec.Path, err)
 	}
 	if o.Claim != nil {
-		if err := o.Claim(p.Cap.Name); err != nil {
+		if err := o.Claim(p.Cap.Name, bin); err != nil {
 			return p, fmt.Errorf("plugin %s: %w", spec.Path, err)
 		}
 	}
@@ -238,8 +305,8 @@ func (p *Process) ExitErr() error {
 }
 
 // Close stops the plugin's whole process group (SIGTERM, then SIGKILL
-// after the grace period), its state service and its sockets. It is safe
-// to call more than once and on a partly started process.
+// after the grace period), its state service and its directory. It is
+// safe to call more than once and on a partly started process.
 func (p *Process) Close() error {
 	p.closeOnce.Do(func() {
 		if p.conn != nil {
@@ -260,7 +327,14 @@ func (p *Process) Close() error {
 		if p.stateSrv != nil {
 			p.stateSrv.Stop()
 		}
-		p.closeErr = os.RemoveAll(p.dir)
+		if p.dir != "" {
+			p.closeErr = os.RemoveAll(p.dir)
+		}
+		if p.ownRoot != "" {
+			if err := os.RemoveAll(p.ownRoot); p.closeErr == nil {
+				p.closeErr = err
+			}
+		}
 	})
 	return p.closeErr
 }
@@ -289,17 +363,51 @@ func pluginEnv(common, own []string, pluginSock, stateSock string) []string {
 	return append(env, EnvPluginSocket+"="+pluginSock, EnvStateSocket+"="+stateSock, EnvProtocol+"="+ProtocolVersion)
 }
 
-// socketDir makes a private directory short enough for unix socket paths.
-func socketDir() (string, error) {
+// SocketRoot makes the directory the plugins' private directories are
+// made in, short enough for unix socket paths and owned by the core:
+// 0700, or 0711 when plugins run as another user (they may pass through
+// it to their own directory but not list it).
+func SocketRoot(otherUser bool) (string, error) {
 	parent := os.TempDir()
 	if len(parent) > 60 {
 		parent = "/tmp"
 	}
 	dir, err := os.MkdirTemp(parent, "otp-")
 	if err != nil {
-		return "", fmt.Errorf("create plugin socket directory: %w", err)
+		return "", fmt.Errorf("create the plugin socket directory: %w", err)
 	}
-	return dir, os.Chmod(dir, 0o700)
+	mode := os.FileMode(0o700)
+	if otherUser {
+		mode = 0o711
+	}
+	return dir, os.Chmod(dir, mode)
+}
+
+// privateDir makes one plugin's directory in root (0700) with a tmp
+// directory in it. When the plugin runs as another user both belong to
+// that user, who must create its socket there; the unlistable root and
+// the random name keep other plugins from finding it, and Landlock from
+// touching it.
+func privateDir(root string, cred *syscall.Credential) (string, error) {
+	dir, err := os.MkdirTemp(root, "p-")
+	if err != nil {
+		return "", fmt.Errorf("create a plugin directory: %w", err)
+	}
+	tmp := filepath.Join(dir, "tmp")
+	if err := os.Mkdir(tmp, 0o700); err != nil {
+		return dir, fmt.Errorf("create a plugin directory: %w", err)
+	}
+	if err := os.Chmod(dir, 0o700); err != nil {
+		return dir, err
+	}
+	if cred != nil {
+		for _, d := range []string{dir, tmp} {
+			if err := os.Chown(d, int(cred.Uid), int(cred.Gid)); err != nil {
+				return dir, fmt.Errorf("give plugin directory %s to uid %d: %w", d, cred.Uid, err)
+			}
+		}
+	}
+	return dir, nil
 }
 
 // lineTail keeps the last lines of a plugin's output for error messages.
@@ -338,8 +446,10 @@ var errNoState = errors.New("no plugin state store configured")
 func (noState) PluginStateGet(context.Context, string, string) (string, bool, error) {
 	return "", false, errNoState
 }
-func (noState) PluginStateSet(context.Context, string, string, string) error { return errNoState }
-func (noState) PluginStateDelete(context.Context, string, string) error      { return errNoState }
+func (noState) PluginStatePut(context.Context, string, string, string, store.PluginStateQuota) error {
+	return errNoState
+}
+func (noState) PluginStateDelete(context.Context, string, string) error { return errNoState }
 func (noState) PluginStateKeys(context.Context, string, string) ([]string, error) {
 	return nil, errNoState
 }

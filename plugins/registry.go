@@ -24,6 +24,7 @@ type Limits struct {
 // is safe for concurrent use and implements guard.Resolver.
 type Registry struct {
 	limits func(plugin string) Limits
+	san    guard.Sanitizer
 
 	mu        sync.RWMutex
 	plugins   map[string]Capability
@@ -54,10 +55,28 @@ func (r *Registry) Register(c Capability, exec Executor) error {
 	if _, ok := r.plugins[c.Name]; ok {
 		return fmt.Errorf("plugin name %s is already registered by another plugin: rename one of them", c.Name)
 	}
-	c.Actions = slices.Clone(c.Actions)
-	r.plugins[c.Name] = c
+	r.plugins[c.Name] = r.bounded(c)
 	r.executors[c.Name] = exec
 	return nil
+}
+
+// bounded returns a copy of c whose plugin-controlled text is safe to
+// offer the LLM: every description one sanitized line of at most
+// guard.MaxDescriptionRunes, the post_process prompt cleaned and cut to
+// guard.MaxPromptBytes.
+func (r *Registry) bounded(c Capability) Capability {
+	c.Description = r.san.OneLine(c.Description, guard.MaxDescriptionRunes)
+	c.Actions = slices.Clone(c.Actions)
+	for i := range c.Actions {
+		a := &c.Actions[i]
+		a.Description = r.san.OneLine(a.Description, guard.MaxDescriptionRunes)
+		a.PostProcessPrompt = guard.Prompt(a.PostProcessPrompt)
+		a.Parameters = slices.Clone(a.Parameters)
+		for j := range a.Parameters {
+			a.Parameters[j].Description = r.san.OneLine(a.Parameters[j].Description, guard.MaxDescriptionRunes)
+		}
+	}
+	return c
 }
 
 // Deregister removes a plugin; unknown names are ignored.

@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"sync"
 	"sync/atomic"
 	"syscall"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -15,13 +17,16 @@ import (
 	"google.golang.org/protobuf/types/known/emptypb"
 
 	pluginpb "github.com/opentalon/opentalon/proto"
+	"github.com/opentalon/opentalon/store"
 )
 
 // StateStore persists plugin state; *store.DB implements it. pluginID is
 // always supplied by the core.
 type StateStore interface {
 	PluginStateGet(ctx context.Context, pluginID, key string) (value string, found bool, err error)
-	PluginStateSet(ctx context.Context, pluginID, key, value string) error
+	// PluginStatePut writes unless the namespace would pass q; it then
+	// returns an error wrapping store.ErrPluginStateQuota.
+	PluginStatePut(ctx context.Context, pluginID, key, value string, q store.PluginStateQuota) error
 	PluginStateDelete(ctx context.Context, pluginID, key string) error
 	PluginStateKeys(ctx context.Context, pluginID, prefix string) ([]string, error)
 }
@@ -32,13 +37,36 @@ const (
 	MaxStateValueBytes = 1 << 20
 )
 
+// StateLimits bound one plugin's state (plugins.tools.state): the size
+// of its namespace, and how fast it may write so it cannot hold the
+// database's single writer.
+type StateLimits struct {
+	Quota store.PluginStateQuota
+	// WritesPerSecond bounds Set and Delete calls (0 = unbounded), with
+	// bursts of up to twice as many.
+	WritesPerSecond float64
+}
+
 // stateServer serves PluginState for exactly one plugin. Its namespace is
 // set by the core after the handshake; until then every call is refused.
 type stateServer struct {
 	pluginpb.UnimplementedPluginStateServer
-	store StateStore
-	id    atomic.Pointer[string]
-	log   *slog.Logger
+	store  StateStore
+	limits StateLimits
+	writes *bucket
+	id     atomic.Pointer[string]
+	log    *slog.Logger
+}
+
+func newStateServer(st StateStore, l StateLimits, now func() time.Time, log *slog.Logger) *stateServer {
+	if st == nil {
+		st = noState{}
+	}
+	s := &stateServer{store: st, limits: l, log: log}
+	if l.WritesPerSecond > 0 {
+		s.writes = newBucket(l.WritesPerSecond, 2*l.WritesPerSecond, now)
+	}
+	return s
 }
 
 func (s *stateServer) bind(pluginID string) { s.id.Store(&pluginID) }
@@ -48,6 +76,14 @@ func (s *stateServer) ns() (string, error) {
 		return *p, nil
 	}
 	return "", status.Error(codes.FailedPrecondition, "plugin state is available once the plugin has registered (after its Capabilities call)")
+}
+
+// allowWrite takes one write from the plugin's budget.
+func (s *stateServer) allowWrite() error {
+	if s.writes == nil || s.writes.take() {
+		return nil
+	}
+	return status.Errorf(codes.ResourceExhausted, "state writes are limited to %g per second (plugins.tools.state.writes_per_second); write less often or batch values", s.limits.WritesPerSecond)
 }
 
 func checkKey(key string) error {
@@ -91,7 +127,14 @@ func (s *stateServer) Set(ctx context.Context, req *pluginpb.StateSetRequest) (*
 	if len(req.GetValue()) > MaxStateValueBytes {
 		return nil, status.Errorf(codes.InvalidArgument, "state value is %d bytes; the limit is %d", len(req.GetValue()), MaxStateValueBytes)
 	}
-	if err := s.store.PluginStateSet(ctx, ns, req.GetKey(), req.GetValue()); err != nil {
+	if err := s.allowWrite(); err != nil {
+		return nil, err
+	}
+	if err := s.store.PluginStatePut(ctx, ns, req.GetKey(), req.GetValue(), s.limits.Quota); err != nil {
+		if errors.Is(err, store.ErrPluginStateQuota) {
+			s.log.Warn("plugin state quota reached", "err", err)
+			return nil, status.Errorf(codes.ResourceExhausted, "%v (plugins.tools.state.max_keys, plugins.tools.state.max_bytes); delete keys you no longer need", err)
+		}
 		return nil, s.internal("set", err)
 	}
 	return &emptypb.Empty{}, nil
@@ -103,6 +146,9 @@ func (s *stateServer) Delete(ctx context.Context, req *pluginpb.StateDeleteReque
 		return nil, err
 	}
 	if err := checkKey(req.GetKey()); err != nil {
+		return nil, err
+	}
+	if err := s.allowWrite(); err != nil {
 		return nil, err
 	}
 	if err := s.store.PluginStateDelete(ctx, ns, req.GetKey()); err != nil {
@@ -181,4 +227,34 @@ func newStateGRPC(s *stateServer) *grpc.Server {
 	srv := grpc.NewServer(grpc.MaxRecvMsgSize(MaxStateValueBytes + 4096))
 	pluginpb.RegisterPluginStateServer(srv, s)
 	return srv
+}
+
+// bucket is a token bucket: rate tokens a second, at most burst saved.
+type bucket struct {
+	mu     sync.Mutex
+	rate   float64
+	burst  float64
+	tokens float64
+	last   time.Time
+	now    func() time.Time
+}
+
+func newBucket(rate, burst float64, now func() time.Time) *bucket {
+	burst = max(burst, 1)
+	return &bucket{rate: rate, burst: burst, tokens: burst, last: now(), now: now}
+}
+
+func (b *bucket) take() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	t := b.now()
+	if d := t.Sub(b.last); d > 0 {
+		b.tokens = min(b.burst, b.tokens+d.Seconds()*b.rate)
+		b.last = t
+	}
+	if b.tokens < 1 {
+		return false
+	}
+	b.tokens--
+	return true
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/opentalon/opentalon/core"
 )
@@ -92,4 +93,143 @@ func (db *DB) PluginStateKeys(ctx context.Context, pluginID, prefix string) ([]s
 		keys = append(keys, k)
 	}
 	return keys, rows.Err()
+}
+
+// PluginStateQuota bounds one plugin's namespace (plugins.tools.state);
+// 0 = no bound.
+type PluginStateQuota struct {
+	MaxKeys  int
+	MaxBytes int64 // keys and values together
+}
+
+// ErrPluginStateQuota is returned (wrapped) by PluginStatePut when a write
+// would take a namespace past its quota.
+var ErrPluginStateQuota = errors.New("plugin state quota reached")
+
+// PluginStatePut stores value under key in pluginID's namespace unless
+// that takes the namespace past q: a new key past MaxKeys, or more bytes
+// past MaxBytes (a write that shrinks or keeps the size always passes).
+// The check and the write are one transaction.
+func (db *DB) PluginStatePut(ctx context.Context, pluginID, key, value string, q PluginStateQuota) error {
+	if err := checkPluginKey(pluginID, key); err != nil {
+		return err
+	}
+	return db.tx(ctx, func(tx *txn) error {
+		var keys, used int64
+		err := tx.QueryRowContext(ctx, `SELECT keys, bytes FROM plugin_state_usage WHERE plugin_id = ?`, pluginID).Scan(&keys, &used)
+		if err != nil && !errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("read plugin state usage of %s: %w", pluginID, err)
+		}
+		var old int64
+		exists := true
+		err = tx.QueryRowContext(ctx, `SELECT length(CAST(value AS BLOB)) FROM plugin_state WHERE plugin_id = ? AND key = ?`, pluginID, key).Scan(&old)
+		if errors.Is(err, sql.ErrNoRows) {
+			exists, err = false, nil
+		}
+		if err != nil {
+			return fmt.Errorf("read plugin state %s/%q: %w", pluginID, key, err)
+		}
+		size := int64(len(value))
+		if !exists {
+			size += int64(len(key))
+			if q.MaxKeys > 0 && keys+1 > int64(q.MaxKeys) {
+				return fmt.Errorf("%w: %s has %d keys, the limit is %d", ErrPluginStateQuota, pluginID, keys, q.MaxKeys)
+			}
+		} else {
+			size -= old
+		}
+		if q.MaxBytes > 0 && size > 0 && used+size > q.MaxBytes {
+			return fmt.Errorf("%w: %s uses %d bytes, this write adds %d, the limit is %d", ErrPluginStateQuota, pluginID, used, size, q.MaxBytes)
+		}
+		_, err = tx.ExecContext(ctx, `INSERT INTO plugin_state (plugin_id, key, value, updated_at) VALUES (?, ?, ?, ?)
+			ON CONFLICT (plugin_id, key) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at`,
+			pluginID, key, value, db.ms())
+		if err != nil {
+			return fmt.Errorf("write plugin state %s/%q: %w", pluginID, key, err)
+		}
+		return nil
+	})
+}
+
+// PluginStateUsage returns the number of keys and bytes (keys and values)
+// of pluginID's namespace.
+func (db *DB) PluginStateUsage(ctx context.Context, pluginID string) (keys int, bytes int64, err error) {
+	err = db.r.QueryRowContext(ctx, `SELECT keys, bytes FROM plugin_state_usage WHERE plugin_id = ?`, pluginID).Scan(&keys, &bytes)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, 0, nil
+	}
+	if err != nil {
+		return 0, 0, fmt.Errorf("read plugin state usage of %s: %w", pluginID, err)
+	}
+	return keys, bytes, nil
+}
+
+// PluginBinding is the binary a plugin name belongs to.
+type PluginBinding struct {
+	Name, Path, SHA256 string
+	BoundAt            time.Time
+}
+
+// PluginBind binds name to the binary at path with the given content
+// hash unless name is bound already, and returns the binding in force:
+// the caller compares it with the binary that asked.
+func (db *DB) PluginBind(ctx context.Context, name, path, sha256 string) (PluginBinding, error) {
+	if name == "" || path == "" || sha256 == "" {
+		return PluginBinding{}, core.Errorf(core.KindInvalid, "plugin binding: empty name, path or hash")
+	}
+	var b PluginBinding
+	err := db.tx(ctx, func(tx *txn) error {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO plugin_binding (name, path, sha256, bound_at) VALUES (?, ?, ?, ?) ON CONFLICT (name) DO NOTHING`,
+			name, path, sha256, db.ms()); err != nil {
+			return err
+		}
+		var ms int64
+		if err := tx.QueryRowContext(ctx, `SELECT name, path, sha256, bound_at FROM plugin_binding WHERE name = ?`, name).Scan(&b.Name, &b.Path, &b.SHA256, &ms); err != nil {
+			return err
+		}
+		b.BoundAt = time.UnixMilli(ms)
+		return nil
+	})
+	if err != nil {
+		return PluginBinding{}, fmt.Errorf("bind plugin name %s: %w", name, err)
+	}
+	return b, nil
+}
+
+// PluginBindings lists every binding, by name.
+func (db *DB) PluginBindings(ctx context.Context) ([]PluginBinding, error) {
+	rows, err := db.r.QueryContext(ctx, `SELECT name, path, sha256, bound_at FROM plugin_binding ORDER BY name`)
+	if err != nil {
+		return nil, fmt.Errorf("list plugin bindings: %w", err)
+	}
+	defer rows.Close()
+	var out []PluginBinding
+	for rows.Next() {
+		var b PluginBinding
+		var ms int64
+		if err := rows.Scan(&b.Name, &b.Path, &b.SHA256, &ms); err != nil {
+			return nil, fmt.Errorf("list plugin bindings: %w", err)
+		}
+		b.BoundAt = time.UnixMilli(ms)
+		out = append(out, b)
+	}
+	return out, rows.Err()
+}
+
+// PluginUnbind removes the binding of name, so the next binary that
+// registers the name gets it (and its state); false when there was none.
+func (db *DB) PluginUnbind(ctx context.Context, name string) (bool, error) {
+	var n int64
+	err := db.tx(ctx, func(tx *txn) error {
+		r, err := tx.ExecContext(ctx, `DELETE FROM plugin_binding WHERE name = ?`, name)
+		if err != nil {
+			return err
+		}
+		n, err = r.RowsAffected()
+		return err
+	})
+	if err != nil {
+		return false, fmt.Errorf("unbind plugin name %s: %w", name, err)
+	}
+	return n > 0, nil
 }

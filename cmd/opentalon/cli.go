@@ -55,6 +55,7 @@ Usage:
                                            run one Lua hook with a sample ctx; print the result as JSON
   opentalon memory list|search|delete|export [--user CHANNEL:ID] [--tag T] ...
   opentalon session export [--format yaml|json] [--out FILE] CONVERSATION
+  opentalon plugins list | plugins unbind NAME   plugin names and the binaries they belong to
   opentalon version
 
 Global flags (before or after the subcommand):
@@ -102,6 +103,8 @@ func Main(ctx context.Context, args []string, io Stdio, lookup func(string) (str
 		runErr = cmdLua(ctx, &g, rest, io, env, log)
 	case "memory", "session":
 		runErr = cmdMemory(ctx, cmd, &g, rest, io, env, log)
+	case "plugins":
+		runErr = cmdPlugins(ctx, &g, rest, io, env, log)
 	case "version":
 		fmt.Fprintln(io.Out, "opentalon", versionString())
 	case "help", "-h", "--help":

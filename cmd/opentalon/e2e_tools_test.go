@@ -34,7 +34,7 @@ func toolLLM(r providertest.Received) providertest.Script {
 
 func TestE2EToolCallThroughApp(t *testing.T) {
 	bin := plugintest.Build(t, "../../plugins/examples/calc")
-	pluginDir := t.TempDir()
+	pluginDir := plugintest.Dir(t) // reachable by plugins.tools.run_as when the tests run as root
 	data, err := os.ReadFile(bin)
 	if err != nil {
 		t.Fatal(err)

@@ -7,6 +7,7 @@ import (
 	"github.com/opentalon/opentalon/guard"
 	"github.com/opentalon/opentalon/orchestrator"
 	"github.com/opentalon/opentalon/plugins"
+	"github.com/opentalon/opentalon/store"
 )
 
 // buildTools builds the tool registry and the guard pipeline every plugin
@@ -21,7 +22,7 @@ func (a *App) buildTools() (orchestrator.ToolRunner, error) {
 	if err != nil {
 		return nil, err
 	}
-	return orchestrator.PluginTools{Registry: a.registry, Guard: guard.New(a.registry, san, a.log)}, nil
+	return orchestrator.PluginTools{Registry: a.registry, Guard: guard.New(a.registry, san, a.log), CallsPerTurn: tc.MaxCallsPerTurn}, nil
 }
 
 // startPlugins launches the discovered plugin processes; apiURL is where
@@ -43,9 +44,18 @@ func (a *App) startPlugins(ctx context.Context, apiURL string) error {
 		}
 	}
 	mgr := plugins.NewManager(plugins.Options{
-		Dir: tc.PluginDir, Plugins: specs, Registry: a.registry, State: a.db,
+		Dir: tc.PluginDir, Plugins: specs, Registry: a.registry, State: a.db, Bindings: a.db,
 		HealthInterval: tc.HealthCheckInterval.D(), RestartOnFailure: tc.RestartOnFailure,
-		MaxRestarts: tc.MaxRestarts, Env: env, Logger: a.log,
+		MaxRestarts: tc.MaxRestarts, Env: env, Logger: a.log, Now: a.opts.Now,
+		Sandbox: &plugins.Sandbox{
+			RunAs: tc.RunAs, Landlock: tc.Sandbox.Landlock, ReadPaths: tc.Sandbox.ReadPaths, WritePaths: tc.Sandbox.WritePaths,
+			Limits: plugins.ProcessLimits{AddressSpace: uint64(tc.ProcessLimits.AddressSpaceMB) << 20,
+				OpenFiles: uint64(tc.ProcessLimits.OpenFiles), Processes: uint64(tc.ProcessLimits.Processes)},
+		},
+		StateLimits: plugins.StateLimits{
+			Quota:           store.PluginStateQuota{MaxKeys: tc.State.MaxKeys, MaxBytes: tc.State.MaxBytes},
+			WritesPerSecond: tc.State.WritesPerSecond,
+		},
 	})
 	if err := mgr.Start(ctx); err != nil {
 		return err

@@ -2,6 +2,8 @@ package plugintest
 
 import (
 	"context"
+	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -15,19 +17,35 @@ import (
 	"github.com/opentalon/opentalon/core"
 	"github.com/opentalon/opentalon/guard"
 	"github.com/opentalon/opentalon/plugins"
+	"github.com/opentalon/opentalon/store"
 )
 
 // Build compiles the Go plugin package at dir (for example ".") into a
-// temporary directory and returns the binary's path.
+// temporary directory (see Dir) and returns the binary's path.
 func Build(t testing.TB, dir string) string {
 	t.Helper()
-	out := filepath.Join(t.TempDir(), "plugin")
+	out := filepath.Join(Dir(t), "plugin")
 	cmd := exec.Command("go", "build", "-o", out, ".")
 	cmd.Dir = dir
 	if b, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("go build %s: %v\n%s", dir, err, b)
 	}
 	return out
+}
+
+// Dir returns a new temporary directory that every user may enter and
+// only the test's user may write, as a plugin_dir must be when the core
+// runs as root and starts plugins as another user (plugins.tools.run_as).
+func Dir(t testing.TB) string {
+	t.Helper()
+	dir := t.TempDir()
+	// t.TempDir's parent is private (0700).
+	for _, d := range []string{filepath.Dir(dir), dir} {
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatalf("plugintest: %v", err)
+		}
+	}
+	return dir
 }
 
 // Options tune Start.
@@ -136,7 +154,7 @@ func (s *MemState) PluginStateGet(_ context.Context, pluginID, key string) (stri
 	return v, ok, nil
 }
 
-// PluginStateSet implements plugins.StateStore.
+// PluginStateSet stores value under key in pluginID's namespace.
 func (s *MemState) PluginStateSet(_ context.Context, pluginID, key, value string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -145,6 +163,32 @@ func (s *MemState) PluginStateSet(_ context.Context, pluginID, key, value string
 	}
 	s.m[pluginID][key] = value
 	return nil
+}
+
+// PluginStatePut implements plugins.StateStore, with the quota checked
+// like the core's store does.
+func (s *MemState) PluginStatePut(ctx context.Context, pluginID, key, value string, q store.PluginStateQuota) error {
+	s.mu.Lock()
+	ns := s.m[pluginID]
+	old, exists := ns[key]
+	var used int64
+	for k, v := range ns {
+		used += int64(len(k) + len(v))
+	}
+	s.mu.Unlock()
+	size := int64(len(value))
+	if exists {
+		size -= int64(len(old))
+	} else {
+		size += int64(len(key))
+		if q.MaxKeys > 0 && len(ns)+1 > q.MaxKeys {
+			return fmt.Errorf("%w: %s has %d keys, the limit is %d", store.ErrPluginStateQuota, pluginID, len(ns), q.MaxKeys)
+		}
+	}
+	if q.MaxBytes > 0 && size > 0 && used+size > q.MaxBytes {
+		return fmt.Errorf("%w: %s uses %d bytes, this write adds %d, the limit is %d", store.ErrPluginStateQuota, pluginID, used, size, q.MaxBytes)
+	}
+	return s.PluginStateSet(ctx, pluginID, key, value)
 }
 
 // PluginStateDelete implements plugins.StateStore.

@@ -1,0 +1,71 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"text/tabwriter"
+	"time"
+
+	"github.com/opentalon/opentalon/config"
+	"github.com/opentalon/opentalon/store"
+)
+
+// pluginBindings is what `opentalon plugins` needs; *store.DB has it.
+type pluginBindings interface {
+	PluginBindings(ctx context.Context) ([]store.PluginBinding, error)
+	PluginUnbind(ctx context.Context, name string) (bool, error)
+}
+
+const pluginsUsage = "usage: opentalon plugins list | opentalon plugins unbind NAME"
+
+// cmdPlugins runs `opentalon plugins list|unbind NAME` on the database of
+// the config's state.data_dir.
+func cmdPlugins(ctx context.Context, g *globalFlags, args []string, io Stdio, env config.Env, log *slog.Logger) error {
+	args = g.extract(args)
+	if len(args) == 0 {
+		return usageError{pluginsUsage}
+	}
+	_, db, err := openConfigStore(ctx, g, env, log)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	return runPlugins(ctx, db, args, io.Out)
+}
+
+// runPlugins lists the bindings of plugin names to binaries, or removes
+// one so that the next binary registering the name gets it (and the
+// plugin state stored under it).
+func runPlugins(ctx context.Context, db pluginBindings, args []string, out io.Writer) error {
+	switch {
+	case args[0] == "list" && len(args) == 1:
+		bs, err := db.PluginBindings(ctx)
+		if err != nil {
+			return err
+		}
+		if len(bs) == 0 {
+			fmt.Fprintln(out, "no plugin has registered yet")
+			return nil
+		}
+		tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "NAME\tBINARY\tSHA256\tBOUND")
+		for _, b := range bs {
+			fmt.Fprintf(tw, "%s\t%s\t%.12s…\t%s\n", b.Name, b.Path, b.SHA256, b.BoundAt.UTC().Format(time.DateTime))
+		}
+		return tw.Flush()
+	case args[0] == "unbind" && len(args) == 2:
+		name := args[1]
+		ok, err := db.PluginUnbind(ctx, name)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return fmt.Errorf("no plugin name %q is bound; `opentalon plugins list` shows the bound names", name)
+		}
+		fmt.Fprintf(out, "unbound %s: the next binary that registers the name %s takes it, with the state stored under it\n", name, name)
+		return nil
+	}
+	return usageError{fmt.Sprintf("plugins: bad arguments %v; %s", args, pluginsUsage)}
+}
