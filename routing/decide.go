@@ -210,7 +210,8 @@ func (r *Router) byAffinity(task string, excluded map[string]bool, sample, probe
 		switch {
 		case st.settledVs == cs[g].m.Ref && !c.lastSignal.After(st.settledAt):
 			settled[i] = true
-		case c.full.alpha+c.full.beta-priorStrength >= minSettleEvidence && c.full.upper(r.settleZ)-r.lambda*c.rel < ug:
+		case 1-r.lambda*c.rel <= ug, // hopeless: below even if always accepted
+			c.full.alpha+c.full.beta-priorStrength >= minSettleEvidence && c.full.upper(r.settleZ/dearer(c.rel, cs[g].rel))-r.lambda*c.rel < ug:
 			settled[i] = true
 			st.settledVs, st.settledAt = cs[g].m.Ref, now
 		default:
@@ -262,7 +263,8 @@ func (r *Router) byAffinity(task string, excluded map[string]bool, sample, probe
 			if settled[i] {
 				continue
 			}
-			if u := c.faded.sample(r.o.Explore*zs[i]) - r.lambda*c.rel; u > bestU {
+			// Dearer models are sampled more narrowly (see dearer).
+			if u := c.faded.sample(r.o.Explore*zs[i]/dearer(c.rel, cs[g].rel)) - r.lambda*c.rel; u > bestU {
 				best, bestU = i, u
 			}
 		}
@@ -275,6 +277,17 @@ func (r *Router) byAffinity(task string, excluded map[string]bool, sample, probe
 	n := c.full.alpha + c.full.beta - priorStrength
 	d.reason = fmt.Sprintf("%s for %s (%.0f%% accepted over %.1f decayed signals)", ReasonAffinity, task, 100*c.full.mean(), n)
 	return d, true
+}
+
+// dearer is 1 + ln(rel/relBest) for a model dearer than the best, else 1:
+// the confidence needed to settle a model is divided by it, so a model
+// forty times dearer than the best is settled on much less evidence than
+// a cheaper one (trying it costs more and wins less often).
+func dearer(rel, relBest float64) float64 {
+	if rel <= relBest || relBest <= 0 {
+		return 1
+	}
+	return 1 + math.Log(rel/relBest)
 }
 
 // applyBudget enforces routing.budget for the current UTC day: from 80%

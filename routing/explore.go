@@ -112,7 +112,7 @@ func (r *Router) arm(k [2]string) *armState {
 func (p posterior) upper(z float64) float64 {
 	n := p.alpha + p.beta
 	m := p.mean()
-	return m + z*math.Sqrt(m*(1-m)/(n+1))
+	return min(m+z*math.Sqrt(m*(1-m)/(n+1)), 1)
 }
 
 // probeBudget is one task type's saved-up probe budget: a count and a

@@ -97,7 +97,9 @@ func IsThanks(text string) bool {
 	return false
 }
 
-func isWordy(s string) bool { return strings.IndexFunc(s, func(r rune) bool { return r < 0x2000 }) >= 0 }
+func isWordy(s string) bool {
+	return strings.IndexFunc(s, func(r rune) bool { return r < 0x2000 }) >= 0
+}
 
 // JudgeFollowUp classifies the user's next message after an answer:
 // question is the question that answer replied to, gap the time between

@@ -129,16 +129,16 @@ type Result struct {
 // Router chooses models, fails over and keeps the ledger. Safe for
 // concurrent use.
 type Router struct {
-	o      Options
-	cat    *catalog
-	log    *slog.Logger
-	now    func() time.Time
-	local  chan struct{}
-	cloud  chan struct{}
-	half   time.Duration
-	stale  time.Duration
-	lambda float64
-	capEv  float64
+	o       Options
+	cat     *catalog
+	log     *slog.Logger
+	now     func() time.Time
+	local   chan struct{}
+	cloud   chan struct{}
+	half    time.Duration
+	stale   time.Duration
+	lambda  float64
+	capEv   float64
 	settleZ float64
 	chg     changeParams
 	probe   Probing

@@ -90,7 +90,7 @@ type Report struct {
 	// CostVsOracle is the router's cost as a multiple of the oracle's.
 	CostVsOracle Stat           `json:"cost_vs_oracle"`
 	Changes      []ChangeReport `json:"changes"`
-	Goals           []Goal         `json:"goals"`
+	Goals        []Goal         `json:"goals"`
 }
 
 // Goal is one of the issue's targets and whether it was reached.
