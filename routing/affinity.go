@@ -13,7 +13,7 @@ const (
 	// DefaultEvidenceCap bounds the decayed evidence of one (task, model)
 	// pair: past it, old evidence is scaled down so the newest signals
 	// always move the estimate (fast recovery after a silent change).
-	DefaultEvidenceCap = 30
+	DefaultEvidenceCap = 200
 	// DefaultCostWeight is λ in utility = acceptance − λ·relative price.
 	DefaultCostWeight = 0.15
 	// DefaultExplore scales the sampling spread.

@@ -25,11 +25,11 @@ const (
 	// run fires. A false drop alarm on a busy model is costly (the router
 	// leaves its best model), so the bar is high: about e^7 signals pass
 	// between false alarms on an unchanged model.
-	DefaultDropThreshold = 7.0
+	DefaultDropThreshold = 9.0
 	// DefaultRiseThreshold is the bar for a rise. Rises are seen through
 	// the few answers a settled model still gets, and a false alarm only
 	// costs a few more tries of that model, so it is lower.
-	DefaultRiseThreshold = 3.0
+	DefaultRiseThreshold = 4.0
 	// DefaultChangeGuard: each run starts from the estimate moved this
 	// many standard deviations away from the change it tests for, so the
 	// noise of the estimate itself does not look like a change.

@@ -3,7 +3,6 @@ package sim
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"math"
 	"math/rand/v2"
 	"runtime"
@@ -153,28 +152,6 @@ type SeedResult struct {
 	Seed     uint64
 }
 
-var diag map[string]int
-
-type diagHandler struct{}
-
-func (diagHandler) Enabled(context.Context, slog.Level) bool { return true }
-func (diagHandler) Handle(_ context.Context, r slog.Record) error {
-	if r.Message != "acceptance change detected" {
-		return nil
-	}
-	k := "FIRE"
-	r.Attrs(func(a slog.Attr) bool {
-		if a.Key == "change" || a.Key == "model" || a.Key == "task" {
-			k += " " + a.Value.String()
-		}
-		return true
-	})
-	diag[k]++
-	return nil
-}
-func (h diagHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
-func (h diagHandler) WithGroup(string) slog.Handler      { return h }
-
 // regretPoints is the length of the regret series.
 const regretPoints = 100
 
@@ -196,9 +173,6 @@ func runSeed(ctx context.Context, w *world, policy string, seed uint64) (SeedRes
 		NoChangeDetection: sc.Router.NoChangeDetection,
 		Probe: routing.Probing{Off: sc.Router.NoProbes, Rate: sc.Router.ProbeRate, Burst: sc.Router.ProbeBurst, DailyUSD: sc.Router.ProbeDailyUSD,
 			StaleAfter: time.Duration(sc.Router.ProbeStaleHours * float64(time.Hour))},
-	}
-	if diag != nil && policy == PolicyRouter {
-		o.Log = slog.New(diagHandler{})
 	}
 	if len(sc.Router.SignalWeights) > 0 {
 		o.SignalWeights = map[core.SignalKind]float64{}
@@ -259,12 +233,6 @@ func runSeed(ctx context.Context, w *world, policy string, seed uint64) (SeedRes
 		u := w.utility(task, out.Model, day)
 		res.Utility += u
 		res.OracleUtility += bestU
-		if diag != nil {
-			q := int(day / 10)
-			diag[fmt.Sprintf("%s d%02d %s %d", task, q*10, out.Model, out.Exploration)]++
-			diag[fmt.Sprintf("COST %s %d", out.Model, out.Exploration)] += int(1e6 * w.cost(task, out.Model))
-			diag[fmt.Sprintf("COSTDAY d%02d %s", q*10, out.Model)] += int(1e6 * w.cost(task, out.Model))
-		}
 		if out.Exploration != routing.NotExploring {
 			res.Explored++
 			res.ExploreCost += w.cost(task, out.Model)
