@@ -22,6 +22,8 @@ func Default() *Config {
 		Routing: Routing{
 			MaxEscalations: 2,
 			Affinity:       Affinity{Enabled: true, DecayDays: 30},
+			CostWeight:     0.15,
+			Explore:        Explore{Rate: 0.03, StaleAfter: Duration(12 * time.Hour)},
 		},
 		Auth: Auth{Cooldowns: Cooldowns{
 			Initial:         Duration(time.Minute),

@@ -147,6 +147,24 @@ type Routing struct {
 	MaxEscalations     int      `yaml:"max_escalations"`
 	Affinity           Affinity `yaml:"affinity"`
 	Budget             Budget   `yaml:"budget"`
+	// CostWeight is λ in the utility the learned choice maximizes:
+	// acceptance − λ × price relative to the most expensive model.
+	CostWeight float64 `yaml:"cost_weight"`
+	// Explore budgets the probes that re-check models the router has
+	// settled against.
+	Explore Explore `yaml:"explore"`
+}
+
+// Explore is the budget of re-exploration probes.
+type Explore struct {
+	// Rate is the largest share of a task type's learned choices that may
+	// be probes; 0 turns probing off.
+	Rate float64 `yaml:"rate"`
+	// DailyUSD caps what probes cost per UTC day; 0 means no cap.
+	DailyUSD float64 `yaml:"daily_usd"`
+	// StaleAfter is how old a settled model's newest evidence gets before
+	// it is probed again.
+	StaleAfter Duration `yaml:"stale_after"`
 }
 
 // Affinity controls learning (task type, model) scores from quality signals.

@@ -217,6 +217,18 @@ func validateRouting(c *Config, ps *problems) {
 	if r.Budget.ChatDailyUSD < 0 {
 		ps.at("routing.budget.chat_daily_usd", "must not be negative (0 means no cap)")
 	}
+	if r.CostWeight < 0 || r.CostWeight > 1 {
+		ps.at("routing.cost_weight", "must be between 0 (ignore cost) and 1 (got %g); 0.15 is the default", r.CostWeight)
+	}
+	if r.Explore.Rate < 0 || r.Explore.Rate > 0.5 {
+		ps.at("routing.explore.rate", "must be between 0 (no probes) and 0.5 (got %g); 0.03 is the default", r.Explore.Rate)
+	}
+	if r.Explore.DailyUSD < 0 {
+		ps.at("routing.explore.daily_usd", "must not be negative (0 means no cap)")
+	}
+	if r.Explore.Rate > 0 && r.Explore.StaleAfter.D() < time.Minute {
+		ps.at("routing.explore.stale_after", "must be at least 1m (got %s); 12h is the default", r.Explore.StaleAfter.D())
+	}
 }
 
 func sortedKeys(m map[string]string) []string {

@@ -13,7 +13,7 @@ const (
 	// DefaultEvidenceCap bounds the decayed evidence of one (task, model)
 	// pair: past it, old evidence is scaled down so the newest signals
 	// always move the estimate (fast recovery after a silent change).
-	DefaultEvidenceCap = 30
+	DefaultEvidenceCap = 200
 	// DefaultCostWeight is λ in utility = acceptance − λ·relative price.
 	DefaultCostWeight = 0.15
 	// DefaultExplore scales the sampling spread.
@@ -104,7 +104,7 @@ func (p posterior) mean() float64 { return p.alpha / (p.alpha + p.beta) }
 func (p posterior) sample(z float64) float64 {
 	n := p.alpha + p.beta
 	m := p.mean()
-	return m + z*math.Sqrt(m*(1-m)/(n+1))
+	return min(max(m+z*math.Sqrt(m*(1-m)/(n+1)), 0), 1)
 }
 
 // Score is the public view of one (task, model) affinity for the CLI.

@@ -19,6 +19,8 @@ type decision struct {
 	chain  []Model
 	// budgetSpent: a budget is used up; only free models may answer.
 	budgetSpent bool
+	// explore says whether the learned choice explored.
+	explore Exploration
 }
 
 // Reasons (prefixes) the router gives for its choice.
@@ -33,6 +35,7 @@ const (
 	ReasonWeight   = "highest weight"
 	ReasonEscalate = "escalation"
 	ReasonBudget   = "budget"
+	ReasonExplore  = "exploration"
 )
 
 // decide applies the precedence rules: per request, per conversation,
@@ -66,17 +69,23 @@ func (r *Router) decide(ctx context.Context, c Call, task string, sample bool) (
 		}
 	}
 	if d.m.Ref == "" {
-		d = r.choose(conv, task, excluded, c.Exclude, sample)
+		// Only chat answers are judged by users, so only they may probe.
+		probe := sample && (c.Purpose == "" || c.Purpose == "chat")
+		d = r.choose(conv, task, excluded, c.Exclude, sample, probe)
 	}
+	chosen := d.m.Ref
 	if err := r.applyBudget(ctx, conv, &d, excluded); err != nil {
 		return d, err
+	}
+	if d.m.Ref != chosen {
+		d.explore = NotExploring
 	}
 	d.chain = r.chain(d, excluded)
 	return d, nil
 }
 
 // choose applies the non-strict rules.
-func (r *Router) choose(conv core.ConversationKey, task string, excluded map[string]bool, exclude []string, sample bool) decision {
+func (r *Router) choose(conv core.ConversationKey, task string, excluded map[string]bool, exclude []string, sample, probe bool) decision {
 	pick := func(ref, reason string) (decision, bool) {
 		m, ok := r.cat.resolve(ref)
 		if !ok || excluded[m.Ref] {
@@ -119,7 +128,7 @@ func (r *Router) choose(conv core.ConversationKey, task string, excluded map[str
 		}
 	}
 	if !r.o.NoAffinity {
-		if d, ok := r.byAffinity(task, excluded, sample); ok {
+		if d, ok := r.byAffinity(task, excluded, sample, probe); ok {
 			return d
 		}
 	}
@@ -138,52 +147,149 @@ func (r *Router) choose(conv core.ConversationKey, task string, excluded map[str
 
 // byAffinity is the choice rule: Thompson sampling on each model's
 // decayed acceptance posterior, minus λ × its price relative to the most
-// expensive model; the highest utility wins. With no signals for the
-// task yet it declines, so the primary or highest weight answers.
-func (r *Router) byAffinity(task string, excluded map[string]bool, sample bool) (decision, bool) {
+// expensive model; the highest utility wins. Models settled below the
+// best are not sampled; one of them may instead be probed (see
+// explore.go) when its evidence is stale and the budget allows. With no
+// signals for the task yet it declines, so the primary or highest weight
+// answers.
+func (r *Router) byAffinity(task string, excluded map[string]bool, sample, probe bool) (decision, bool) {
 	now := r.now()
-	r.mu.Lock()
-	var total float64
-	var buf [16]float64
-	zs := buf[:0]
 	type cand struct {
-		m    Model
-		post posterior
+		m Model
+		// full is the decayed posterior; faded also fades the confidence
+		// of evidence that is getting old (sampling only).
+		full, faded posterior
+		rel, u      float64
+		last        time.Time // newest evidence or probe
+		lastSignal  time.Time
+		rising      bool
 	}
 	var cbuf [16]cand
 	cs := cbuf[:0]
+	var total float64
+	r.mu.Lock()
 	for _, m := range r.cat.byWeight {
 		if excluded[m.Ref] {
 			continue
 		}
-		a := decayTo(r.aff[[2]string{task, m.Ref}], now, r.half)
+		k := [2]string{task, m.Ref}
+		a := decayTo(r.aff[k], now, r.half)
 		total += a.Pos + a.Neg
-		cs = append(cs, cand{m, newPosterior(m.Weight, a, now, r.stale)})
+		c := cand{m: m, full: newPosterior(m.Weight, a, now, 0), faded: newPosterior(m.Weight, a, now, r.stale), rel: r.cat.relPrice(m), last: a.LastSignal, lastSignal: a.LastSignal}
+		if st := r.arms[k]; st != nil {
+			if st.lastProbe.After(c.last) {
+				c.last = st.lastProbe
+			}
+			c.rising = st.det.rising()
+		}
+		c.u = c.full.mean() - r.lambda*c.rel
+		cs = append(cs, c)
 	}
-	r.mu.Unlock()
 	if total < 0.5 || len(cs) == 0 {
+		r.mu.Unlock()
 		return decision{}, false
 	}
+	g := 0
+	for i := range cs {
+		if cs[i].u > cs[g].u {
+			g = i
+		}
+	}
+	ug := cs[g].u
+	// A model is settled when it is confidently below the best by more
+	// than its cost advantage. It stays settled against that best model
+	// while no new evidence about it arrives (the decay of its old
+	// evidence alone does not bring it back): only a probe's outcome, its
+	// change detector or a new best model reopen it.
+	var sbuf [16]bool
+	settled := sbuf[:len(cs)]
+	for i := range cs {
+		if i == g {
+			continue
+		}
+		c := &cs[i]
+		st := r.arm([2]string{task, c.m.Ref})
+		switch {
+		case st.settledVs == cs[g].m.Ref && !c.lastSignal.After(st.settledAt):
+			settled[i] = true
+		case 1-r.lambda*c.rel <= ug, // hopeless: below even if always accepted
+			c.full.alpha+c.full.beta-priorStrength >= minSettleEvidence && c.full.upper(r.settleZ/dearer(c.rel, cs[g].rel))-r.lambda*c.rel < ug:
+			settled[i] = true
+			st.settledVs, st.settledAt = cs[g].m.Ref, now
+		default:
+			st.settledVs = ""
+		}
+	}
+	if probe && !r.probe.Off {
+		due := -1
+		for i := range cs {
+			c := &cs[i]
+			if !settled[i] || 1-r.lambda*c.rel <= ug {
+				continue
+			}
+			wait := r.probe.StaleAfter
+			if c.rel > cs[g].rel {
+				wait *= dearerStale
+			}
+			if !c.rising && now.Sub(c.last) < wait {
+				continue
+			}
+			if due < 0 || c.rel < cs[due].rel || c.rel == cs[due].rel && c.last.Before(cs[due].last) {
+				due = i
+			}
+		}
+		rel := 0.0
+		if due >= 0 {
+			rel = cs[due].rel
+		}
+		if r.probeToken(task, now, due >= 0, rel, cs[g].rel) {
+			c := cs[due]
+			r.arm([2]string{task, c.m.Ref}).lastProbe = now
+			r.mu.Unlock()
+			return decision{m: c.m, explore: Probed, reason: fmt.Sprintf("%s: re-checking %s for %s (%.0f%% accepted, newest evidence %s old)",
+				ReasonExplore, c.m.Ref, task, 100*c.full.mean(), now.Sub(c.last).Round(time.Minute))}, true
+		}
+	}
+	r.mu.Unlock()
+	best := g
 	if sample {
+		var buf [16]float64
+		zs := buf[:0]
 		r.randMu.Lock()
 		for range cs {
 			zs = append(zs, r.rnd.NormFloat64())
 		}
 		r.randMu.Unlock()
-	}
-	best, bestU := -1, math.Inf(-1)
-	for i, c := range cs {
-		p := c.post.mean()
-		if sample {
-			p = c.post.sample(r.o.Explore * zs[i])
-		}
-		if u := p - r.lambda*r.cat.relPrice(c.m); u > bestU {
-			best, bestU = i, u
+		bestU := math.Inf(-1)
+		for i, c := range cs {
+			if settled[i] {
+				continue
+			}
+			// Dearer models are sampled more narrowly (see dearer).
+			if u := c.faded.sample(r.o.Explore*zs[i]/dearer(c.rel, cs[g].rel)) - r.lambda*c.rel; u > bestU {
+				best, bestU = i, u
+			}
 		}
 	}
 	c := cs[best]
-	n := c.post.alpha + c.post.beta - priorStrength
-	return decision{m: c.m, reason: fmt.Sprintf("%s for %s (%.0f%% accepted over %.1f decayed signals)", ReasonAffinity, task, 100*c.post.mean(), n)}, true
+	d := decision{m: c.m}
+	if best != g {
+		d.explore = Sampled
+	}
+	n := c.full.alpha + c.full.beta - priorStrength
+	d.reason = fmt.Sprintf("%s for %s (%.0f%% accepted over %.1f decayed signals)", ReasonAffinity, task, 100*c.full.mean(), n)
+	return d, true
+}
+
+// dearer is 1 + ln(rel/relBest) for a model dearer than the best, else 1:
+// the confidence needed to settle a model is divided by it, so a model
+// forty times dearer than the best is settled on much less evidence than
+// a cheaper one (trying it costs more and wins less often).
+func dearer(rel, relBest float64) float64 {
+	if rel <= relBest || relBest <= 0 {
+		return 1
+	}
+	return 1 + math.Log(rel/relBest)
 }
 
 // applyBudget enforces routing.budget for the current UTC day: from 80%

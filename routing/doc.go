@@ -3,8 +3,9 @@
 // It owns the model catalog and aliases, the precedence of model choices
 // (per request, per conversation pin, per chat or channel, per task pin,
 // learned affinity, highest weight), the task classifier, implicit
-// quality-signal detection, affinity learning with time decay and the
-// choice rule built on it, escalation after a rejection, auth profiles
+// quality-signal detection and weights, affinity learning with time
+// decay, per-(task, model) change detection, the choice rule built on
+// them with settled models and budgeted re-exploration probes, escalation after a rejection, auth profiles
 // with round-robin selection and cooldowns, the two-stage failover
 // (profiles, then fallback models), the local/cloud LLM semaphores, the
 // cost ledger and the daily budget. The in-chat /model, /models and

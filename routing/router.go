@@ -53,8 +53,10 @@ type Options struct {
 	MaxLocal, MaxCloud int
 	// Classifier tunes the task heuristics.
 	Classifier Classifier
-	// CostWeight is λ in the choice rule (default 0.15); EvidenceCap the
-	// cap on decayed evidence per (task, model) (default 30).
+	// CostWeight is λ in the choice rule, utility = acceptance − λ ×
+	// relative price (routing.cost_weight; 0 = DefaultCostWeight, a
+	// negative value = 0: cost is ignored). EvidenceCap is the cap on
+	// decayed evidence per (task, model) (default 30).
 	CostWeight  float64
 	EvidenceCap float64
 	// Explore scales the posterior's spread when sampling (default 1;
@@ -62,6 +64,21 @@ type Options struct {
 	// of a (task, model) pair without new signals (default decay_days/10).
 	Explore   float64
 	StaleDays float64
+	// Probe is the re-exploration budget (routing.explore).
+	Probe Probing
+	// SettleZ: a model is settled (no longer sampled) when its acceptance
+	// estimate plus SettleZ standard deviations, less its cost, is below
+	// the best model's expected utility (default DefaultSettleZ).
+	SettleZ float64
+	// ChangeShift, DropThreshold and RiseThreshold tune the change
+	// detector (0 = DefaultChangeShift, DefaultDropThreshold,
+	// DefaultRiseThreshold); NoChangeDetection turns it off (for
+	// comparisons in the simulator).
+	ChangeShift, DropThreshold, RiseThreshold float64
+	NoChangeDetection                         bool
+	// SignalWeights overrides the weight of signal kinds (implicit ones
+	// default to MovesOnWeight, ReturnedWeight, ThanksWeight; others 1).
+	SignalWeights map[core.SignalKind]float64
 	// Seed seeds the choice rule's sampling (0 = from the clock).
 	Seed uint64
 	// Reload is how often affinity is re-read from the store, to see a
@@ -96,6 +113,10 @@ type Call struct {
 	// uses it instead of deciding again, so the request fits the model
 	// it was shaped for.
 	Choice *Choice
+
+	// probe is the model a probe asked for: its answer is recorded in
+	// the ledger with purpose "explore".
+	probe string
 }
 
 // Result is a routed answer.
@@ -108,23 +129,28 @@ type Result struct {
 	Reason string
 	// Profile is the auth profile that answered ("" = none).
 	Profile string
+	// Exploration says whether the learned choice explored.
+	Exploration Exploration
 }
 
 // Router chooses models, fails over and keeps the ledger. Safe for
 // concurrent use.
 type Router struct {
-	o      Options
-	cat    *catalog
-	log    *slog.Logger
-	now    func() time.Time
-	local  chan struct{}
-	cloud  chan struct{}
-	half   time.Duration
-	stale  time.Duration
-	lambda float64
-	capEv  float64
-	randMu sync.Mutex
-	rnd    *rand.Rand
+	o       Options
+	cat     *catalog
+	log     *slog.Logger
+	now     func() time.Time
+	local   chan struct{}
+	cloud   chan struct{}
+	half    time.Duration
+	stale   time.Duration
+	lambda  float64
+	capEv   float64
+	settleZ float64
+	chg     changeParams
+	probe   Probing
+	randMu  sync.Mutex
+	rnd     *rand.Rand
 
 	mu       sync.Mutex
 	loaded   bool
@@ -136,6 +162,13 @@ type Router struct {
 	timedOut map[string]string
 	// calls numbers calls outside a conversation, to tell them apart.
 	calls atomic.Uint64
+	// arms holds each (task, model)'s change detector and last probe;
+	// tokens the probe budget per task type; exploreSpent the probes'
+	// cost on exploreDay (UTC).
+	arms         map[[2]string]*armState
+	tokens       map[string]probeBudget
+	exploreDay   time.Time
+	exploreSpent float64
 }
 
 // New checks o and builds a Router; it does no I/O.
@@ -216,9 +249,26 @@ func New(o Options) (*Router, error) {
 		local: make(chan struct{}, o.MaxLocal), cloud: make(chan struct{}, o.MaxCloud),
 		half: halfLifeOf(o.DecayDays), stale: staleHalfLifeOf(o.DecayDays), lambda: o.CostWeight, capEv: o.EvidenceCap,
 		aff: map[[2]string]core.Affinity{}, pstate: map[string]core.ProfileState{}, timedOut: map[string]string{},
+		arms: map[[2]string]*armState{}, tokens: map[string]probeBudget{},
+		settleZ: o.SettleZ, chg: changeParams{shift: o.ChangeShift, drop: o.DropThreshold, rise: o.RiseThreshold, guard: DefaultChangeGuard}, probe: o.Probe.withDefaults(),
 	}
-	if r.lambda <= 0 {
+	switch {
+	case r.lambda < 0:
+		r.lambda = 0
+	case r.lambda == 0:
 		r.lambda = DefaultCostWeight
+	}
+	if r.settleZ <= 0 {
+		r.settleZ = DefaultSettleZ
+	}
+	if r.chg.shift <= 0 {
+		r.chg.shift = DefaultChangeShift
+	}
+	if r.chg.drop <= 0 {
+		r.chg.drop = DefaultDropThreshold
+	}
+	if r.chg.rise <= 0 {
+		r.chg.rise = DefaultRiseThreshold
 	}
 	if o.StaleDays > 0 {
 		r.stale = time.Duration(o.StaleDays * float64(24*time.Hour))
@@ -316,8 +366,14 @@ func (r *Router) Chat(ctx context.Context, c Call) (Result, error) {
 		}
 		d, task = ch.d, ch.TaskType
 	}
+	if d.explore == Probed {
+		c.probe = d.m.Ref
+	}
 	res, err := r.run(ctx, c, d)
 	res.TaskType = task
+	if res.Model == d.m.Ref {
+		res.Exploration = d.explore
+	}
 	return res, err
 }
 
@@ -367,6 +423,10 @@ func (r *Router) ledger(ctx context.Context, c Call, m Model, resp *provider.Res
 	}
 	if u.Purpose == "" {
 		u.Purpose = "chat"
+	}
+	if c.probe == m.Ref {
+		u.Purpose = PurposeExplore
+		r.addExploreSpend(u.At, u.CostUSD)
 	}
 	if err := r.o.Store.AddUsage(context.WithoutCancel(ctx), u); err != nil {
 		r.log.Error("record usage", "model", m.Ref, "err", err)

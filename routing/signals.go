@@ -3,6 +3,7 @@ package routing
 import (
 	"context"
 	"fmt"
+	"math"
 
 	"github.com/opentalon/opentalon/core"
 	"github.com/opentalon/opentalon/store"
@@ -31,6 +32,9 @@ func (r *Router) RecordSignal(ctx context.Context, s core.Signal) error {
 	if s.Weight == 0 {
 		s.Weight = 1
 	}
+	// The stored weight is the one learned from: the caller's weight times
+	// the documented weight of the signal's kind.
+	s.Weight *= signalWeight(s.Kind, r.o.SignalWeights)
 	if s.Model == "" || s.TaskType == "" || s.Polarity == core.Neutral {
 		if _, err := r.o.Store.AddSignal(ctx, s); err != nil {
 			return fmt.Errorf("record %s signal: %w", s.Kind, err)
@@ -41,11 +45,23 @@ func (r *Router) RecordSignal(ctx context.Context, s core.Signal) error {
 	if m, ok := r.cat.resolve(s.Model); ok {
 		model = m.Ref
 	}
+	dir, segPos, segNeg := r.detect(s, model)
 	var updated core.Affinity
 	fn := func(a core.Affinity) core.Affinity {
 		as := s
 		as.Model = model
 		updated = fold(a, as, r.half, r.capEv)
+		if dir != changeNone {
+			// A change: the evidence since the change point, with the
+			// history shrunk to keepAfterChange, replaces the history, so
+			// the estimate is uncertain and re-checked at once.
+			if t := updated.Pos + updated.Neg; t > 0 {
+				f := min(keepAfterChange/t, 1)
+				updated.Pos, updated.Neg = updated.Pos*f, updated.Neg*f
+			}
+			updated.Pos += segPos
+			updated.Neg += segNeg
+		}
 		return updated
 	}
 	if both, ok := r.o.Store.(signalAffinityStore); ok {
@@ -74,5 +90,37 @@ func (r *Router) RecordSignal(ctx context.Context, s core.Signal) error {
 	r.aff[[2]string{s.TaskType, s.Model}] = updated
 	r.mu.Unlock()
 	r.log.Debug("quality signal", "kind", s.Kind, "polarity", s.Polarity.String(), "model", s.Model, "task", s.TaskType)
+	if dir != changeNone {
+		what := "drop"
+		if dir == changeRise {
+			what = "rise"
+		}
+		r.log.Info("acceptance change detected", "change", what, "model", s.Model, "task", s.TaskType, "evidence_pos", segPos, "evidence_neg", segNeg)
+	}
 	return nil
+}
+
+// detect feeds a signal to its (task, model)'s change detector, against
+// the arm's current acceptance estimate.
+func (r *Router) detect(s core.Signal, model string) (dir int, pos, neg float64) {
+	if r.o.NoChangeDetection || s.Weight <= 0 {
+		return changeNone, 0, 0
+	}
+	k := [2]string{s.TaskType, model}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	a := decayTo(r.aff[k], s.At, r.half)
+	n := a.Pos + a.Neg
+	if n < minDetectEvidence {
+		// Too little evidence: the estimate is uncertain anyway.
+		return changeNone, 0, 0
+	}
+	ref := a.Pos / n
+	sd := math.Sqrt(ref * (1 - ref) / (n + 1))
+	st := r.arm(k)
+	dir, pos, neg = st.det.observe(ref, sd, s.Polarity == core.Positive, s.Weight, r.chg)
+	if dir != changeNone {
+		st.settledVs = ""
+	}
+	return dir, pos, neg
 }

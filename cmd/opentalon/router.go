@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -173,9 +174,13 @@ func buildRouter(cfg *config.Config, db *store.DB, now func() time.Time, log *sl
 			BillingMax: time.Duration(cd.BillingMaxHours) * time.Hour},
 		MaxLocal: cfg.LLM.MaxConcurrentLocal,
 		MaxCloud: cfg.LLM.MaxConcurrentCloud,
-		Store:    db,
-		Now:      now,
-		Log:      log,
+		// routing.cost_weight 0 means "ignore cost" (Options: negative).
+		CostWeight: cmp.Or(cfg.Routing.CostWeight, -1),
+		Probe: routing.Probing{Off: cfg.Routing.Explore.Rate == 0, Rate: cfg.Routing.Explore.Rate,
+			DailyUSD: cfg.Routing.Explore.DailyUSD, StaleAfter: cfg.Routing.Explore.StaleAfter.D()},
+		Store: db,
+		Now:   now,
+		Log:   log,
 	})
 }
 

@@ -34,11 +34,30 @@ type Scenario struct {
 	Router RouterTuning `yaml:"router"`
 }
 
-// RouterTuning exposes the router's learning knobs to experiments.
+// RouterTuning exposes the router's learning knobs to experiments (0 =
+// the router's default).
 type RouterTuning struct {
 	EvidenceCap float64 `yaml:"evidence_cap"`
 	Explore     float64 `yaml:"explore"`
 	StaleDays   float64 `yaml:"stale_days"`
+	// SettleZ, ChangeShift, DropThreshold, RiseThreshold: routing.Options.
+	SettleZ       float64 `yaml:"settle_z"`
+	ChangeShift   float64 `yaml:"change_shift"`
+	DropThreshold float64 `yaml:"drop_threshold"`
+	RiseThreshold float64 `yaml:"rise_threshold"`
+	// NoChangeDetection and NoProbes turn the v2 mechanisms off, to
+	// measure what each brings.
+	NoChangeDetection bool `yaml:"no_change_detection"`
+	NoProbes          bool `yaml:"no_probes"`
+	// Probe budget: routing.explore.rate, .daily_usd and .stale_after
+	// (hours here).
+	ProbeRate       float64 `yaml:"probe_rate"`
+	ProbeBurst      float64 `yaml:"probe_burst"`
+	ProbeDailyUSD   float64 `yaml:"probe_daily_usd"`
+	ProbeStaleHours float64 `yaml:"probe_stale_hours"`
+	// SignalWeights overrides the weight of signal kinds (accepted,
+	// returned, thanks, ...) for calibration.
+	SignalWeights map[string]float64 `yaml:"signal_weights"`
 }
 
 // SimModel is a simulated model.
@@ -82,8 +101,14 @@ type Users struct {
 	// MovesOn the chance it is followed by another message (an implicit
 	// acceptance). Noise is the chance an accepted answer is rejected
 	// anyway (a wrong signal).
-	ThumbsUp           float64 `yaml:"thumbs_up"`
-	MovesOn            float64 `yaml:"moves_on"`
+	ThumbsUp float64 `yaml:"thumbs_up"`
+	// Thanks is the chance an accepted answer is thanked for (or copied)
+	// in a follow-up, before the moves-on chance applies.
+	Thanks  float64 `yaml:"thanks"`
+	MovesOn float64 `yaml:"moves_on"`
+	// Returns is the chance that a silently rejected answer's user comes
+	// back later with the same question.
+	Returns            float64 `yaml:"returns"`
 	Noise              float64 `yaml:"noise"`
 	EscalateOnReaction bool    `yaml:"escalate_on_reaction"`
 }
@@ -165,6 +190,14 @@ func (sc *Scenario) check() error {
 		}
 		if c.P < 0 || c.P > 1 || c.Day < 0 {
 			return fmt.Errorf("changes[%d]: p must be 0..1 and day ≥ 0", i)
+		}
+	}
+	for _, u := range []struct {
+		key string
+		p   float64
+	}{{"thumbs_up", sc.Users.ThumbsUp}, {"thanks", sc.Users.Thanks}, {"moves_on", sc.Users.MovesOn}, {"returns", sc.Users.Returns}, {"noise", sc.Users.Noise}, {"overrides.rate", sc.Overrides.Rate}, {"router.probe_rate", sc.Router.ProbeRate}} {
+		if u.p < 0 || u.p > 1 {
+			return fmt.Errorf("users.%s must be a probability (0..1)", u.key)
 		}
 	}
 	sort.SliceStable(sc.Changes, func(i, j int) bool { return sc.Changes[i].Day < sc.Changes[j].Day })

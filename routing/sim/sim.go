@@ -139,10 +139,21 @@ type SeedResult struct {
 	Utility       float64 // Σ expected utility of the first answer
 	OracleUtility float64
 	Misclassified int
+	// Explored counts first answers where the learned choice explored
+	// (Probes of them were budgeted probes); ExploreCost is their cost.
+	Explored, Probes int
+	ExploreCost      float64
+	// Regret[k] is the cumulative regret (Σ oracle utility − utility of
+	// the first answer) after request (k+1)·Requests/len(Regret).
+	Regret []float64
 	// Recovery[i] is the number of requests of the changed task after
 	// change i until the choices were near-optimal again (−1 = never).
 	Recovery []int
+	Seed     uint64
 }
+
+// regretPoints is the length of the regret series.
+const regretPoints = 100
 
 // runSeed simulates one policy on one seed.
 func runSeed(ctx context.Context, w *world, policy string, seed uint64) (SeedResult, error) {
@@ -158,6 +169,16 @@ func runSeed(ctx context.Context, w *world, policy string, seed uint64) (SeedRes
 		DecayDays: sc.DecayDays, MaxEscalations: sc.MaxEscalations, CostWeight: sc.CostWeight,
 		MaxCloud: 1 << 20, Reload: -1,
 		EvidenceCap: sc.Router.EvidenceCap, Explore: sc.Router.Explore, StaleDays: sc.Router.StaleDays,
+		SettleZ: sc.Router.SettleZ, ChangeShift: sc.Router.ChangeShift, DropThreshold: sc.Router.DropThreshold, RiseThreshold: sc.Router.RiseThreshold,
+		NoChangeDetection: sc.Router.NoChangeDetection,
+		Probe: routing.Probing{Off: sc.Router.NoProbes, Rate: sc.Router.ProbeRate, Burst: sc.Router.ProbeBurst, DailyUSD: sc.Router.ProbeDailyUSD,
+			StaleAfter: time.Duration(sc.Router.ProbeStaleHours * float64(time.Hour))},
+	}
+	if len(sc.Router.SignalWeights) > 0 {
+		o.SignalWeights = map[core.SignalKind]float64{}
+		for k, v := range sc.Router.SignalWeights {
+			o.SignalWeights[core.SignalKind(k)] = v
+		}
 	}
 	if policy != PolicyRouter {
 		o.NoAffinity = true
@@ -170,7 +191,9 @@ func runSeed(ctx context.Context, w *world, policy string, seed uint64) (SeedRes
 	// users' reactions.
 	traffic := rand.New(rand.NewPCG(seed, 1))
 	users := rand.New(rand.NewPCG(seed, uint64(len(policy))+2))
-	res := SeedResult{Recovery: make([]int, len(sc.Changes))}
+	res := SeedResult{Recovery: make([]int, len(sc.Changes)), Seed: seed}
+	points := min(regretPoints, sc.Requests)
+	res.Regret = make([]float64, 0, points)
 	rec := make([]*recovery, len(sc.Changes))
 	for i := range rec {
 		rec[i] = &recovery{result: -1}
@@ -210,6 +233,16 @@ func runSeed(ctx context.Context, w *world, policy string, seed uint64) (SeedRes
 		u := w.utility(task, out.Model, day)
 		res.Utility += u
 		res.OracleUtility += bestU
+		if out.Exploration != routing.NotExploring {
+			res.Explored++
+			res.ExploreCost += w.cost(task, out.Model)
+			if out.Exploration == routing.Probed {
+				res.Probes++
+			}
+		}
+		if (i+1)*points/sc.Requests > len(res.Regret) {
+			res.Regret = append(res.Regret, res.OracleUtility-res.Utility)
+		}
 		for ci, c := range sc.Changes {
 			if c.Task == task && day >= c.Day {
 				rec[ci].observe(bestU-u <= nearOptimal)
@@ -228,13 +261,13 @@ func runSeed(ctx context.Context, w *world, policy string, seed uint64) (SeedRes
 				switch x := users.Float64(); {
 				case x < sc.Users.ThumbsUp:
 					sig.Kind, sig.Polarity = core.SignalReaction, core.Positive
-				case x < sc.Users.ThumbsUp+(1-sc.Users.ThumbsUp)*sc.Users.MovesOn:
+				case x < sc.Users.ThumbsUp+(1-sc.Users.ThumbsUp)*sc.Users.Thanks:
+					sig.Kind, sig.Polarity = routing.JudgeFollowUp(lastText(msgs), thanks[users.IntN(len(thanks))], time.Minute)
+				case users.Float64() < sc.Users.MovesOn:
+					// Another message on a new subject; a detection error
+					// may read it as a rejection.
 					next := message(w.pickTask(traffic.Float64()), users)
-					if routing.IsReject(lastText(next)) || routing.IsRephrase(lastText(msgs), lastText(next)) {
-						sig.Kind, sig.Polarity = core.SignalRephrase, core.Negative // a detection error
-					} else {
-						sig.Kind, sig.Polarity = routing.SignalAccepted, core.Positive
-					}
+					sig.Kind, sig.Polarity = routing.JudgeFollowUp(lastText(msgs), lastText(next), 2*time.Minute)
 				}
 			} else {
 				switch rejectionKind(sc.Users, users.Float64()) {
@@ -245,13 +278,20 @@ func runSeed(ctx context.Context, w *world, policy string, seed uint64) (SeedRes
 					sig.Kind, sig.Polarity = core.SignalRetry, core.Negative
 					escalate = true
 				case "followup":
-					if routing.IsReject(rejections[users.IntN(len(rejections))]) {
-						sig.Kind, sig.Polarity = core.SignalFollowUp, core.Negative
-						escalate = true
+					if k, p := routing.JudgeFollowUp(lastText(msgs), rejections[users.IntN(len(rejections))], time.Minute); p == core.Negative {
+						sig.Kind, sig.Polarity = k, p
+						escalate = k == core.SignalFollowUp
 					}
 				case "rephrase":
 					if q := lastText(msgs); routing.IsRephrase(q, rephrase(q)) {
-						sig.Kind, sig.Polarity = core.SignalRephrase, core.Negative
+						sig.Kind, sig.Polarity = routing.JudgeFollowUp(q, rephrase(q), time.Minute)
+					}
+				default: // silence; some come back later with the same question
+					if users.Float64() < sc.Users.Returns {
+						q := lastText(msgs)
+						if k, p := routing.JudgeFollowUp(q, rephrase(q), 3*time.Hour); p == core.Negative {
+							sig.Kind, sig.Polarity = k, p
+						}
 					}
 				}
 			}
@@ -281,6 +321,9 @@ func runSeed(ctx context.Context, w *world, policy string, seed uint64) (SeedRes
 	}
 	for i, rc := range rec {
 		res.Recovery[i] = rc.result
+	}
+	for len(res.Regret) < points {
+		res.Regret = append(res.Regret, res.OracleUtility-res.Utility)
 	}
 	return res, nil
 }
@@ -359,6 +402,8 @@ func rephrase(q string) string {
 	}
 	return "please " + strings.Join(append(f[len(f)/2:], f[1:len(f)/2]...), " ")
 }
+
+var thanks = []string{"thanks!", "Thank you, that helped", "perfect, thx", "danke!", "merci beaucoup", "gracias", "спасибо"}
 
 var rejections = []string{
 	"no, try again", "that's wrong", "not what I meant", "Das ist falsch", "nochmal bitte", "c'est faux",

@@ -1,8 +1,12 @@
 package sim
 
 import (
+	"bytes"
 	"context"
+	"math"
 	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -73,6 +77,90 @@ func TestScenarioErrors(t *testing.T) {
 	} {
 		if _, err := parse([]byte(tc.yaml), tc.name); err == nil {
 			t.Errorf("%s: no error", tc.name)
+		}
+	}
+}
+
+// TestNewOutputsConsistent: the regret series, exploration and cost
+// multiples agree with the totals the simulator reported before them.
+func TestNewOutputsConsistent(t *testing.T) {
+	sc, err := Default()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc.Requests, sc.Seeds = 3000, 2
+	w := newWorld(sc)
+	results := map[string][]SeedResult{}
+	for _, p := range []string{PolicyRouter, PolicyExpensive, PolicyOracle} {
+		for s := range sc.Seeds {
+			r, err := runSeed(context.Background(), w, p, uint64(s)+1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			results[p] = append(results[p], r)
+		}
+	}
+	rep := aggregate(sc, results)
+	ro := rep.Policies[PolicyRouter]
+	if len(ro.Regret) != regretPoints || ro.Regret[len(ro.Regret)-1].Request != sc.Requests {
+		t.Fatalf("regret series: %d points, last %+v", len(ro.Regret), ro.Regret[len(ro.Regret)-1])
+	}
+	// The series ends at the total regret, which is what utility vs
+	// oracle reports; it never decreases (the oracle is per-task best).
+	var regret, ratio, cvo float64
+	for i, r := range results[PolicyRouter] {
+		regret += (r.OracleUtility - r.Utility) / 2
+		ratio += r.Utility / r.OracleUtility / 2
+		cvo += r.Cost / results[PolicyOracle][i].Cost / 2
+		if r.Explored < r.Probes || r.ExploreCost > r.Cost || r.Explored == 0 {
+			t.Fatalf("seed %d: explored %d probes %d cost %v of %v", i, r.Explored, r.Probes, r.ExploreCost, r.Cost)
+		}
+	}
+	last := ro.Regret[len(ro.Regret)-1].Cumulative.Mean
+	if math.Abs(last-regret) > 1e-6 || math.Abs(ro.UtilityVsOracle.Mean-ratio) > 1e-9 {
+		t.Fatalf("regret series ends at %v, totals say %v; utility ratio %v vs %v", last, regret, ro.UtilityVsOracle.Mean, ratio)
+	}
+	for i := 1; i < len(ro.Regret); i++ {
+		if ro.Regret[i].Cumulative.Mean < ro.Regret[i-1].Cumulative.Mean-1e-9 {
+			t.Fatalf("cumulative regret falls at %d", i)
+		}
+	}
+	if math.Abs(ro.CostVsOracle.Mean-cvo) > 1e-9 || math.Abs(rep.CostVsOracle.Mean-cvo) > 1e-9 {
+		t.Fatalf("cost vs oracle %v, want %v", ro.CostVsOracle.Mean, cvo)
+	}
+	if or := rep.Policies[PolicyOracle]; math.Abs(or.CostVsOracle.Mean-1) > 1e-9 || or.ExplorationShare.Mean != 0 {
+		t.Fatalf("oracle vs itself: %+v", or.CostVsOracle)
+	}
+	if ro.ExplorationShare.Mean <= 0 || ro.ProbeShare.Mean > ro.ExplorationShare.Mean || ro.ExplorationCost.Mean > ro.CostUSD.Mean {
+		t.Fatalf("exploration %+v probes %+v cost %+v of %+v", ro.ExplorationShare, ro.ProbeShare, ro.ExplorationCost, ro.CostUSD)
+	}
+	var buf bytes.Buffer
+	if err := rep.WriteJSON(&buf); err != nil {
+		t.Fatal(err)
+	}
+	for _, key := range []string{`"regret_series"`, `"exploration_share"`, `"probe_share"`, `"exploration_cost_usd"`, `"cost_vs_oracle"`, `"cost_vs_most_expensive"`, `"utility_vs_oracle"`} {
+		if !strings.Contains(buf.String(), key) {
+			t.Errorf("JSON has no %s", key)
+		}
+	}
+	buf.Reset()
+	rep.WriteText(&buf)
+	for _, s := range []string{"× the oracle's", "exploration:", "regret over time", "cost vs the oracle's"} {
+		if !strings.Contains(buf.String(), s) {
+			t.Errorf("text report lacks %q:\n%s", s, buf.String())
+		}
+	}
+}
+
+// TestShippedScenariosParse: every scenario in bench/route loads.
+func TestShippedScenariosParse(t *testing.T) {
+	files, err := filepath.Glob("../../bench/route/*.yaml")
+	if err != nil || len(files) < 4 {
+		t.Fatalf("scenarios %v %v", files, err)
+	}
+	for _, f := range files {
+		if _, err := Load(f); err != nil {
+			t.Error(err)
 		}
 	}
 }
