@@ -108,7 +108,7 @@ type setup struct {
 	opts   func(*slack.Options)
 }
 
-func newRig(t *testing.T, s setup) *rig {
+func newRig(t testing.TB, s setup) *rig {
 	t.Helper()
 	if s.fake.AckTimeout == 0 {
 		s.fake.AckTimeout = 500 * time.Millisecond
@@ -121,7 +121,7 @@ func newRig(t *testing.T, s setup) *rig {
 
 // newRigOn starts a rig against an existing fake (a second gateway, as
 // after a restart).
-func newRigOn(t *testing.T, srv *slacktest.Server, s setup) *rig {
+func newRigOn(t testing.TB, srv *slacktest.Server, s setup) *rig {
 	t.Helper()
 	cfg := config.Default().Channels.Slack
 	cfg.Enabled, cfg.BotToken, cfg.AppToken, cfg.APIURL = true, botToken, appToken, srv.URL
@@ -160,7 +160,7 @@ func newRigOn(t *testing.T, srv *slacktest.Server, s setup) *rig {
 	return r
 }
 
-func (r *rig) shutdown(t *testing.T) {
+func (r *rig) shutdown(t testing.TB) {
 	t.Helper()
 	if r.stop == nil {
 		return

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -374,16 +375,17 @@ func parsePlatformID(id string) (channel, ts string, ok bool) {
 	return channel, ts, ok && channel != "" && ts != ""
 }
 
-// parseTS turns a Slack ts ("1700000000.000100") into a time.
+// parseTS turns a Slack ts ("1700000000.000100") into a time; the zero
+// time when it is unreadable.
 func parseTS(ts string) time.Time {
 	sec, frac, _ := strings.Cut(ts, ".")
-	var s, us int64
-	fmt.Sscan(sec, &s)
-	if frac != "" {
-		fmt.Sscan((frac + "000000")[:6], &us)
-	}
-	if s == 0 {
+	s, err := strconv.ParseInt(sec, 10, 64)
+	if err != nil || s <= 0 {
 		return time.Time{}
+	}
+	var us int64
+	if frac != "" {
+		us, _ = strconv.ParseInt((frac + "000000")[:6], 10, 64)
 	}
 	return time.Unix(s, us*1000)
 }

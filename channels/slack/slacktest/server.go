@@ -78,6 +78,9 @@ type Options struct {
 	// MaxRetries bounds the redeliveries (default 3).
 	AckTimeout time.Duration
 	MaxRetries int
+	// OnPost, when set, is called with every message the bot posts, as it
+	// arrives (benchmarks use it instead of polling).
+	OnPost func(Post)
 }
 
 // Server is the fake Slack: Web API methods under URL and a Socket Mode
@@ -388,6 +391,9 @@ func (s *Server) postMessage(w http.ResponseWriter, params url.Values) {
 	s.messages = append(s.messages, Message{Channel: channel, TS: ts, ThreadTS: p.ThreadTS, User: BotUserID, BotID: BotID, Text: text, Type: "message"})
 	s.notify()
 	s.mu.Unlock()
+	if s.o.OnPost != nil {
+		s.o.OnPost(p)
+	}
 	writeJSON(w, map[string]any{"ok": true, "channel": channel, "ts": ts,
 		"message": map[string]any{"type": "message", "user": BotUserID, "bot_id": BotID, "text": text, "ts": ts, "thread_ts": p.ThreadTS}})
 }
