@@ -94,7 +94,7 @@ func (b *Bot) userName(ctx context.Context, id string) string {
 	}
 	u, err := b.api.GetUserInfoContext(ctx, id)
 	if err != nil {
-		err = b.classify("users.info", "channels.slack.bot_token", err)
+		err = b.classify("users.info", keyBotToken, err)
 		b.log.Debug("users.info failed; the user id stands for the name", "user", id, "err", err)
 		if slackCode(err) != "user_not_found" {
 			return "" // not cached: asked again next time
@@ -118,9 +118,9 @@ func (b *Bot) threadMessages(ctx context.Context, channel, thread, before string
 		ChannelID: channel, Timestamp: thread, Latest: before, Inclusive: false, Limit: threadFetch,
 	})
 	if err != nil {
-		return nil, b.classify("conversations.replies", "channels.slack.bot_token", err)
+		return nil, b.classify("conversations.replies", keyBotToken, err)
 	}
-	b.credentialWorks()
+	b.credentialWorks(keyBotToken)
 	return msgs, nil
 }
 

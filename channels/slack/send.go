@@ -41,13 +41,13 @@ func (b *Bot) Send(ctx context.Context, to core.Outbound, part string) (string, 
 		}
 		_, ts, err := b.api.PostMessageContext(ctx, channel, opts...)
 		if err == nil {
-			b.credentialWorks()
+			b.credentialWorks(keyBotToken)
 			if thread != "" {
 				b.answered.Add(threadKey(channel, thread))
 			}
 			return platformID(channel, ts), nil
 		}
-		err = b.classify("chat.postMessage", "channels.slack.bot_token", err)
+		err = b.classify("chat.postMessage", keyBotToken, err)
 		var rl *slack.RateLimitedError
 		if errors.As(err, &rl) && !retried {
 			wait := max(rl.RetryAfter, time.Second)
@@ -64,7 +64,7 @@ func (b *Bot) Send(ctx context.Context, to core.Outbound, part string) (string, 
 // sendFailed logs a refused part and records a refused token for Healthy.
 func (b *Bot) sendFailed(method, channel string, err error) error {
 	if core.ErrorKind(err) == core.KindAuth {
-		b.refused(err)
+		b.refused(keyBotToken, err)
 	}
 	if ctx := errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded); !ctx {
 		b.log.Error("Slack did not take a reply part", "method", method, "channel", channel, "slack_error", slackCode(err), "err", err)
@@ -85,7 +85,7 @@ func (b *Bot) sendEphemeral(ctx context.Context, to core.Outbound, part string) 
 	}
 	ts, err := b.api.PostEphemeralContext(ctx, channel, to.Meta[metaUser], slack.MsgOptionText(part, false))
 	if err != nil {
-		return "", b.sendFailed("chat.postEphemeral", channel, b.classify("chat.postEphemeral", "channels.slack.bot_token", err))
+		return "", b.sendFailed("chat.postEphemeral", channel, b.classify("chat.postEphemeral", keyBotToken, err))
 	}
 	return "ephemeral:" + platformID(channel, ts), nil
 }
@@ -102,12 +102,12 @@ func (b *Bot) Working(ctx context.Context, in core.Inbound) (stop func()) {
 	return toolkit.Working(ctx, toolkit.WorkingOptions{
 		Ack: func(ctx context.Context) {
 			if err := b.api.AddReactionContext(ctx, name, item); err != nil && ctx.Err() == nil && slackCode(err) != "already_reacted" {
-				b.log.Debug("reactions.add failed", "channel", channel, "err", b.classify("reactions.add", "channels.slack.bot_token", err))
+				b.log.Debug("reactions.add failed", "channel", channel, "err", b.classify("reactions.add", keyBotToken, err))
 			}
 		},
 		Unack: func(ctx context.Context) {
 			if err := b.api.RemoveReactionContext(ctx, name, item); err != nil && ctx.Err() == nil && slackCode(err) != "no_reaction" {
-				b.log.Debug("reactions.remove failed", "channel", channel, "err", b.classify("reactions.remove", "channels.slack.bot_token", err))
+				b.log.Debug("reactions.remove failed", "channel", channel, "err", b.classify("reactions.remove", keyBotToken, err))
 			}
 		},
 	})

@@ -218,6 +218,13 @@ func TestRevokedWhileRunning(t *testing.T) {
 		return h != nil && strings.Contains(h.Error(), "channels.slack.app_token") && strings.Contains(h.Error(), "token_revoked")
 	})
 	eventually(t, "tries again", func() bool { return len(srv.Calls("apps.connections.open")) >= 3 })
+	// The bot token still works; that does not hide the app token's refusal.
+	if _, err := b.Send(ctx, toC1, "the Web API still works"); err != nil {
+		t.Fatal(err)
+	}
+	if h := b.Healthy(); h == nil || !strings.Contains(h.Error(), "channels.slack.app_token") {
+		t.Fatalf("Healthy after a working Send = %v; the app token is still refused", h)
+	}
 	select {
 	case err := <-done:
 		t.Fatalf("Run returned %v while the app token is refused; it must keep trying", err)

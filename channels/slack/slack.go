@@ -82,9 +82,9 @@ type Bot struct {
 
 	mu         sync.Mutex
 	me         identity
-	worked     bool  // auth.test accepted the bot token once
-	socketOK   bool  // Socket Mode connected once
-	credErr    error // a credential Slack refused since, for Healthy
+	worked     bool             // auth.test accepted the bot token once
+	socketOK   bool             // Socket Mode connected once
+	credErr    map[string]error // config key → why Slack refuses it, for Healthy
 	names      map[string]string
 	responses  map[string]response // slash command message id → response_url
 	events     net.Addr
@@ -161,6 +161,7 @@ func New(o Options) (*Bot, error) {
 		notOurs:   toolkit.NewRecent(10000),
 		seen:      toolkit.NewRecent(10000),
 		names:     map[string]string{},
+		credErr:   map[string]error{},
 		responses: map[string]response{},
 		listening: make(chan struct{}),
 	}
@@ -220,7 +221,7 @@ func (b *Bot) Run(ctx context.Context, sink core.Sink) error {
 		if !b.hasWorked() {
 			return err
 		}
-		if b.waitAfterRefusal(ctx, err) != nil {
+		if b.waitAfterRefusal(ctx, keyBotToken, err) != nil {
 			return nil
 		}
 	}
@@ -236,19 +237,21 @@ func (b *Bot) Run(ctx context.Context, sink core.Sink) error {
 func (b *Bot) authTest(ctx context.Context) error {
 	r, err := b.api.AuthTestContext(ctx)
 	if err != nil {
-		return b.classify("auth.test", "channels.slack.bot_token", err)
+		return b.classify("auth.test", keyBotToken, err)
 	}
 	b.mu.Lock()
 	b.me = identity{UserID: r.UserID, BotID: r.BotID, TeamID: r.TeamID, Name: r.User}
+	b.worked = true
 	b.mu.Unlock()
-	b.credentialWorks()
+	b.credentialWorks(keyBotToken)
 	return nil
 }
 
-// waitAfterRefusal reports a credential Slack refused after it had worked
-// and waits before the next try; it returns ctx's error when ctx ends.
-func (b *Bot) waitAfterRefusal(ctx context.Context, err error) error {
-	b.refused(err)
+// waitAfterRefusal reports the credential at key Slack refused after it
+// had worked and waits before the next try; it returns ctx's error when
+// ctx ends.
+func (b *Bot) waitAfterRefusal(ctx context.Context, key string, err error) error {
+	b.refused(key, err)
 	b.log.Error("Slack refused a credential that worked before: it was revoked or replaced; set the new one and restart. Retrying", "in", b.o.AuthRetry, "err", err)
 	return b.sleep(ctx, b.o.AuthRetry)
 }
@@ -268,10 +271,15 @@ func (b *Bot) Format(text string) []string {
 // connection's health.
 func (b *Bot) Healthy() error {
 	b.mu.Lock()
-	credErr := b.credErr
+	var refused []error
+	for _, key := range []string{keyBotToken, keyAppToken} {
+		if err := b.credErr[key]; err != nil {
+			refused = append(refused, err)
+		}
+	}
 	b.mu.Unlock()
-	if credErr != nil {
-		return credErr
+	if len(refused) > 0 {
+		return errors.Join(refused...)
 	}
 	return b.health.Healthy()
 }
@@ -298,17 +306,23 @@ func (b *Bot) hasWorked() bool {
 	return b.worked
 }
 
-// credentialWorks records a Web API or Socket Mode call Slack accepted.
-func (b *Bot) credentialWorks() {
+// The config keys of the two tokens.
+const (
+	keyBotToken = "channels.slack.bot_token"
+	keyAppToken = "channels.slack.app_token"
+)
+
+// credentialWorks records a call Slack accepted with the credential at key.
+func (b *Bot) credentialWorks(key string) {
 	b.mu.Lock()
-	b.worked, b.credErr = true, nil
+	delete(b.credErr, key)
 	b.mu.Unlock()
 }
 
-// refused records a credential Slack refused, for Healthy.
-func (b *Bot) refused(err error) {
+// refused records that Slack refuses the credential at key, for Healthy.
+func (b *Bot) refused(key string, err error) {
 	b.mu.Lock()
-	b.credErr = fmt.Errorf("%s: %w", Name, err)
+	b.credErr[key] = fmt.Errorf("%s: %w", Name, err)
 	b.mu.Unlock()
 }
 

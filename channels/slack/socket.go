@@ -40,7 +40,7 @@ func (b *Bot) runSocket(ctx context.Context, sink core.Sink) error {
 		if !connected && !b.socketWorked() {
 			return err // refused at the first start: fatal, naming the key
 		}
-		if b.waitAfterRefusal(ctx, err) != nil {
+		if b.waitAfterRefusal(ctx, keyAppToken, err) != nil {
 			return nil
 		}
 	}
@@ -141,7 +141,7 @@ func (b *Bot) socketFailed(err error) error {
 		b.health.Down(err)
 		return err
 	}
-	err = b.classify("apps.connections.open", "channels.slack.app_token", err)
+	err = b.classify("apps.connections.open", keyAppToken, err)
 	b.health.Failed(err)
 	if core.ErrorKind(err) == core.KindInvalid && !b.socketWorked() {
 		return err // a 404 at the first start: api_url is wrong
@@ -172,6 +172,7 @@ func (b *Bot) onSocketEvent(ctx context.Context, smc *socketmode.Client, sink co
 		b.mu.Lock()
 		b.socketOK = true
 		b.mu.Unlock()
+		b.credentialWorks(keyAppToken)
 		b.health.Connected()
 		b.log.Info("Socket Mode connected")
 	case socketmode.EventTypeHello:
