@@ -47,7 +47,10 @@ func (b *Bot) handleEvent(ctx context.Context, sink core.Sink, eventID string, i
 		return b.accept(ctx, sink, message{channel: ev.Channel, user: ev.User, botID: ev.BotID,
 			text: ev.Text, ts: ev.TimeStamp, threadTS: ev.ThreadTimeStamp, mention: true})
 	case *slackevents.MessageEvent:
-		if ev.SubType != "" && ev.SubType != "file_share" {
+		// Ordinary messages, file shares and thread replies also sent to
+		// the channel are a user writing; every other subtype (edits,
+		// joins, bot messages, ...) is not.
+		if ev.SubType != "" && ev.SubType != "file_share" && ev.SubType != "thread_broadcast" {
 			b.log.Debug("message subtype ignored", "subtype", ev.SubType)
 			return nil
 		}

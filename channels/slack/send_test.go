@@ -286,3 +286,29 @@ func TestEphemeralFallsBackToPostEphemeral(t *testing.T) {
 		t.Fatal("a slash command's answer was posted for everyone")
 	}
 }
+
+// TestCannotConnectIsReported: while Socket Mode cannot connect (slack-go
+// retries with backoff), Healthy reports it once the grace period is over.
+func TestCannotConnectIsReported(t *testing.T) {
+	srv := slacktest.New(t, botToken, appToken)
+	for range 50 {
+		srv.Fail("apps.connections.open", slacktest.Failure{Status: http.StatusServiceUnavailable})
+	}
+	b := newBot(t, srv, nil, func(o *slack.Options) { o.UnhealthyAfter = 10 * time.Millisecond })
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- b.Run(ctx, &sinkRecorder{}) }()
+	eventually(t, "the failing connection reported", func() bool {
+		h := b.Healthy()
+		return h != nil && strings.Contains(h.Error(), "503")
+	})
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Run = %v", err)
+		}
+	case <-time.After(wait):
+		t.Fatal("Run did not return")
+	}
+}

@@ -275,9 +275,9 @@ func TestReplyInThreadModes(t *testing.T) {
 	})
 }
 
-// TestIgnoredMessages: other bots, the bot itself, message subtypes and
-// users or channels off the allowlists make no queue row; their
-// envelopes are acknowledged.
+// TestIgnoredMessages: other bots, the bot itself, message subtypes other
+// than file shares and thread broadcasts, and channels off allow_chats
+// make no queue row; their envelopes are acknowledged.
 func TestIgnoredMessages(t *testing.T) {
 	r := newRig(t, setup{config: func(c *config.Slack) { c.AllowChats = []string{"C1", slacktest.DMChannel("alice")} }})
 	dm := slacktest.DMChannel("alice")
@@ -292,16 +292,17 @@ func TestIgnoredMessages(t *testing.T) {
 		r.srv.Deliver(e)
 	}
 	r.srv.Deliver(r.srv.Other(dm, "im", "UALICE", "a file with text", "file_share", ""))
-	p := r.srv.WaitPosts(t, 1, wait)[0]
-	if p.Text != "echo: a file with text" {
-		t.Fatalf("answered %q", p.Text)
+	r.srv.Deliver(r.srv.Other(dm, "im", "UALICE", "a reply also sent to the channel", "thread_broadcast", ""))
+	ps := r.srv.WaitPosts(t, 2, wait)
+	if ps[0].Text != "echo: a file with text" || ps[1].Text != "echo: a reply also sent to the channel" {
+		t.Fatalf("answered %s", describePosts(ps))
 	}
 	for i, e := range envs {
 		r.srv.WaitFor(t, fmt.Sprintf("envelope %d acknowledged", i), wait, func() bool { return r.srv.Acked(e) })
 	}
 	calm()
-	if n := r.rows(t); n != 1 || len(r.srv.Posts()) != 1 {
-		t.Fatalf("rows %d, posts %s; want only the file share answered", n, describePosts(r.srv.Posts()))
+	if n := r.rows(t); n != 2 || len(r.srv.Posts()) != 2 {
+		t.Fatalf("rows %d, posts %s; want only the file share and the broadcast reply answered", n, describePosts(r.srv.Posts()))
 	}
 }
 
