@@ -17,7 +17,8 @@ import (
 // iteration. It reports the time from the envelope handed to the fake's
 // WebSocket until the fake received the answer's chat.postMessage
 // (acknowledgement after the commit, claim, answer, reply commit, ack
-// reaction, post), p50 and p99 over all events. Per-channel pacing is off
+// reaction, post), p50 and p99 over all events, and the part of it until
+// the agent was asked (to-agent: intake, commit, claim, session). Per-channel pacing is off
 // (SendGap -1): with it, 50 threads of one channel share Slack's one
 // message per second and the pacing, not the pipeline, is measured.
 //
@@ -30,10 +31,18 @@ func BenchmarkEnvelopeToPost(b *testing.B) {
 			ch.(chan slacktest.Post) <- p
 		}
 	}})
-	newRigOn(b, srv, setup{})
+	r := newRigOn(b, srv, setup{})
 	srv.WaitConnected(b, 1, wait)
 	lat := make([]time.Duration, 0, b.N*threads*perThread)
+	pre := make([]time.Duration, 0, b.N*threads*perThread)
 	var mu sync.Mutex
+	asked := map[string]time.Time{} // question → when the agent got it
+	r.agent.answer = func(text string) string {
+		mu.Lock()
+		asked[text] = time.Now()
+		mu.Unlock()
+		return "echo: " + text
+	}
 	b.ResetTimer()
 	for i := range b.N {
 		var wg sync.WaitGroup
@@ -43,7 +52,8 @@ func BenchmarkEnvelopeToPost(b *testing.B) {
 				var thread string
 				posted := make(chan slacktest.Post, 1)
 				for n := range perThread {
-					env := srv.Mention("alice", channel, fmt.Sprintf("question %d of thread %d", n, g), thread)
+					q := fmt.Sprintf("question %d of thread %d in %s", n, g, channel)
+					env := srv.Mention("alice", channel, q, thread)
 					if thread == "" {
 						thread = env.TS
 						waiters.Store(thread, posted)
@@ -54,6 +64,7 @@ func BenchmarkEnvelopeToPost(b *testing.B) {
 					case p := <-posted:
 						mu.Lock()
 						lat = append(lat, p.At.Sub(start))
+						pre = append(pre, asked[q].Sub(start))
 						mu.Unlock()
 					case <-time.After(wait):
 						b.Errorf("thread %d: no answer to event %d within %s", g, n, wait)
@@ -70,6 +81,8 @@ func BenchmarkEnvelopeToPost(b *testing.B) {
 	}
 	b.ReportMetric(quantile(lat, 0.50), "p50-ms")
 	b.ReportMetric(quantile(lat, 0.99), "p99-ms")
+	b.ReportMetric(quantile(pre, 0.50), "to-agent-p50-ms")
+	b.ReportMetric(quantile(pre, 0.99), "to-agent-p99-ms")
 	b.ReportMetric(float64(len(lat)), "events")
 }
 
