@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gorilla/websocket"
@@ -55,7 +56,13 @@ func (b *Bot) socketWorked() bool {
 // liveConn reports every read of a connection as a sign of life.
 type liveConn struct {
 	net.Conn
-	beat func()
+	beat   func()
+	closed atomic.Bool
+}
+
+func (c *liveConn) Close() error {
+	c.closed.Store(true)
+	return c.Conn.Close()
 }
 
 func (c *liveConn) Read(p []byte) (int, error) {
@@ -71,7 +78,7 @@ func (c *liveConn) Read(p []byte) (int, error) {
 func (b *Bot) socketSession(ctx context.Context, sink core.Sink) (connected bool, err error) {
 	live := toolkit.NewLiveness(b.o.Quiet, b.now)
 	var mu sync.Mutex
-	var conn net.Conn
+	var conn *liveConn // the connection slack-go dialed last
 	dial := &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}
 	dialer := &websocket.Dialer{
 		Proxy:            http.ProxyFromEnvironment,
@@ -102,8 +109,8 @@ func (b *Bot) socketSession(ctx context.Context, sink core.Sink) (connected bool
 			mu.Lock()
 			c := conn
 			mu.Unlock()
-			if c == nil {
-				return // still connecting: slack-go's backoff goes on
+			if c == nil || c.closed.Load() {
+				return // between connections: slack-go's backoff goes on
 			}
 			b.log.Warn("no envelope and no ping from Slack for a while: the connection is deaf; reconnecting", "quiet", b.o.Quiet)
 			b.health.Failed(errors.New("the Socket Mode connection went quiet; reconnecting"))
