@@ -5,6 +5,8 @@ go 1.26.0
 require (
 	github.com/fsnotify/fsnotify v1.10.1
 	github.com/go-telegram/bot v1.19.0
+	github.com/gorilla/websocket v1.5.3
+	github.com/slack-go/slack v0.35.0
 	github.com/yuin/gopher-lua v1.1.2
 	golang.org/x/sys v0.48.0
 	golang.org/x/text v0.42.0

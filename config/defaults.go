@@ -40,7 +40,10 @@ func Default() *Config {
 				ChannelCommon: commonDefaults("👀", []string{"👍", "❤", "🔥", "🎉", "👏"}, []string{"👎", "💩", "🤮"}),
 			},
 			Slack: Slack{
-				APIURL: "https://slack.com/api/",
+				Mode:          SlackModeSocket,
+				Events:        SlackEvents{Listen: "127.0.0.1:3000", Path: "/slack/events"},
+				APIURL:        "https://slack.com/api/",
+				ReplyInThread: ReplyInThreadAuto,
 				// Slack names reactions; skin-tone variants are matched too.
 				ChannelCommon: commonDefaults("eyes", []string{"+1", "heart", "tada", "fire"}, []string{"-1", "thumbsdown", "poop"}),
 			},

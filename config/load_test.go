@@ -124,9 +124,9 @@ func TestLoadErrors(t *testing.T) {
 			want: []string{`channels.telegram.group_trigger: unknown value "some"`, `channels.telegram.mode: unknown mode "pollin" (did you mean "polling"?)`},
 		},
 		{
-			name: "slack not built",
+			name: "slack names its missing tokens",
 			body: minimal + "channels:\n  slack: { enabled: true }\n",
-			want: []string{"channels.slack.enabled: the Slack channel is not built yet in this version"},
+			want: []string{"channels.slack.bot_token: missing && xoxb-", "channels.slack.app_token: missing; mode socket needs an app-level token (xapp-"},
 		},
 		{
 			name: "no provider",

@@ -311,13 +311,50 @@ type Reactions struct {
 	Negative []string `yaml:"negative"`
 }
 
-// Slack configures the Slack channel (not built yet in this version).
+// Slack configures the Slack channel.
 type Slack struct {
-	Enabled       bool   `yaml:"enabled"`
-	BotToken      Secret `yaml:"bot_token"`
-	AppToken      Secret `yaml:"app_token"`
-	APIURL        string `yaml:"api_url"`
+	Enabled bool `yaml:"enabled"`
+	// Mode is SlackModeSocket (Socket Mode, the default) or SlackModeEvents
+	// (the Events API over HTTP).
+	Mode string `yaml:"mode"`
+	// BotToken is the bot's xoxb- token (every Web API call).
+	BotToken Secret `yaml:"bot_token"`
+	// AppToken is the app-level xapp- token Socket Mode connects with.
+	AppToken Secret `yaml:"app_token"`
+	// SigningSecret verifies the Events API's requests (events mode).
+	SigningSecret Secret      `yaml:"signing_secret"`
+	Events        SlackEvents `yaml:"events"`
+	// APIURL is the Web API base URL (tests point it elsewhere).
+	APIURL string `yaml:"api_url"`
+	// ReplyInThread is ReplyInThreadAuto, ReplyInThreadAlways or
+	// ReplyInThreadNever.
+	ReplyInThread string `yaml:"reply_in_thread"`
 	ChannelCommon `yaml:",inline"`
+}
+
+// Slack mode values.
+const (
+	SlackModeSocket = "socket"
+	SlackModeEvents = "events"
+)
+
+// Slack reply_in_thread values.
+const (
+	// ReplyInThreadAuto replies in the thread the user wrote in, starts a
+	// thread under a channel mention, and replies plainly in a DM.
+	ReplyInThreadAuto = "auto"
+	// ReplyInThreadAlways puts every reply in a thread, in DMs too.
+	ReplyInThreadAlways = "always"
+	// ReplyInThreadNever never replies in a thread.
+	ReplyInThreadNever = "never"
+)
+
+// SlackEvents is the HTTP endpoint of the Events API (events mode).
+type SlackEvents struct {
+	// Listen is the local address the events server binds.
+	Listen string `yaml:"listen"`
+	// Path is the request path Slack posts events and slash commands to.
+	Path string `yaml:"path"`
 }
 
 // Discord configures the Discord channel (not built yet in this version).

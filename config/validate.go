@@ -295,7 +295,7 @@ func validateChannels(c *Config, ps *problems) {
 		}
 	}
 	if c.Channels.Slack.Enabled {
-		ps.at("channels.slack.enabled", "the Slack channel is not built yet in this version; set channels.slack.enabled: false")
+		validateSlack(c.Channels.Slack, ps)
 	}
 	if c.Channels.Discord.Enabled {
 		ps.at("channels.discord.enabled", "the Discord channel is not built yet in this version; set channels.discord.enabled: false")

@@ -4,5 +4,8 @@
 // size limit without breaking markup (a cut inside a code block closes it
 // and reopens it, same language, in the next part).
 //
+// mrkdwn.go holds Slack's side: Markdown to mrkdwn, its splitter, and
+// Slack message text (mentions, links, entities) back to plain text.
+//
 // It imports nothing internal; any package under channels/ may use it.
 package textfmt

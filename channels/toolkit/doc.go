@@ -14,6 +14,9 @@
 //   - Health: connected, last event received, last error, for /readyz
 //     and /status;
 //   - Scrubber: secrets removed from error texts;
+//   - Recent: a bounded set of recently seen event ids (redeliveries);
+//   - Liveness: a watchdog that recycles a connection that went quiet;
+//   - NewServer: an HTTP server whose clients cannot hold it open;
 //   - Sleep: a context-aware wait.
 //
 // toolkit imports core and config only; platform packages import it.

@@ -1,0 +1,212 @@
+package slack
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/slack-go/slack"
+	"github.com/slack-go/slack/slackevents"
+
+	"github.com/opentalon/opentalon/channels/textfmt"
+	"github.com/opentalon/opentalon/channels/toolkit"
+	"github.com/opentalon/opentalon/config"
+	"github.com/opentalon/opentalon/core"
+)
+
+// Meta keys an Inbound carries to its reply.
+const (
+	// metaReplyTS is the thread the reply goes to ("" = not in a thread).
+	metaReplyTS = "reply_ts"
+	// metaChannelType is Slack's channel_type (im, channel, group, mpim).
+	metaChannelType = "channel_type"
+	// metaKind is "slash" for a slash command, answered ephemerally.
+	metaKind = "kind"
+	// metaUser is the user a slash command's answer is shown to.
+	metaUser = "user"
+)
+
+const kindSlash = "slash"
+
+// message is what app_mention and message events have in common.
+type message struct {
+	channel, channelType string
+	user, botID          string
+	text                 string
+	ts, threadTS         string
+	// mention: an app_mention event (the bot is mentioned).
+	mention bool
+}
+
+// handleEvent turns one Events API event into a call on sink. A nil
+// error means the event is done with (committed, or deliberately
+// ignored) and may be acknowledged.
+func (b *Bot) handleEvent(ctx context.Context, sink core.Sink, eventID string, inner slackevents.EventsAPIInnerEvent) error {
+	switch ev := inner.Data.(type) {
+	case *slackevents.AppMentionEvent:
+		return b.accept(ctx, sink, message{channel: ev.Channel, user: ev.User, botID: ev.BotID,
+			text: ev.Text, ts: ev.TimeStamp, threadTS: ev.ThreadTimeStamp, mention: true})
+	case *slackevents.MessageEvent:
+		// Ordinary messages, file shares and thread replies also sent to
+		// the channel are a user writing; every other subtype (edits,
+		// joins, bot messages, ...) is not.
+		if ev.SubType != "" && ev.SubType != "file_share" && ev.SubType != "thread_broadcast" {
+			b.log.Debug("message subtype ignored", "subtype", ev.SubType)
+			return nil
+		}
+		return b.accept(ctx, sink, message{channel: ev.Channel, channelType: ev.ChannelType, user: ev.User, botID: ev.BotID,
+			text: ev.Text, ts: ev.TimeStamp, threadTS: ev.ThreadTimeStamp})
+	case *slackevents.ReactionAddedEvent:
+		return b.react(ctx, sink, eventID, ev.User, ev.Reaction, ev.ItemUser, ev.Item, ev.EventTimestamp, true)
+	case *slackevents.ReactionRemovedEvent:
+		return b.react(ctx, sink, eventID, ev.User, ev.Reaction, ev.ItemUser, ev.Item, ev.EventTimestamp, false)
+	default:
+		b.log.Debug("event ignored", "type", inner.Type)
+	}
+	return nil
+}
+
+func (b *Bot) accept(ctx context.Context, sink core.Sink, m message) error {
+	in, ok := b.inbound(ctx, m)
+	if !ok {
+		return nil
+	}
+	if err := sink.Accept(ctx, in); err != nil {
+		return fmt.Errorf("message %s: %w", in.MessageID, err)
+	}
+	return nil
+}
+
+// inbound normalizes a message; ok=false means it is not for the bot.
+func (b *Bot) inbound(ctx context.Context, m message) (core.Inbound, bool) {
+	me := b.identity()
+	if m.user == "" || m.botID != "" || m.user == me.UserID || strings.TrimSpace(m.text) == "" {
+		return core.Inbound{}, false // other bots, ourselves, nothing to answer
+	}
+	if !b.users.Allows(m.user) || !b.chats.Allows(m.channel) {
+		b.log.Debug("message from a user or channel not in allow_users/allow_chats ignored", "channel", m.channel, "user", m.user)
+		return core.Inbound{}, false
+	}
+	private := m.channelType == "im" || (m.channelType == "" && strings.HasPrefix(m.channel, "D"))
+	inThread := m.threadTS != "" && m.threadTS != m.ts
+	mentioned := m.mention || (private && mentions(m.text, me.UserID))
+	if !private && !m.mention && mentions(m.text, me.UserID) {
+		return core.Inbound{}, false // its app_mention event answers it
+	}
+	addr := toolkit.Addressing{Private: private, Mentioned: mentioned}
+	var thread []slack.Message // the thread's earlier messages, when fetched
+	if !private && !mentioned && inThread && b.cfg.Trigger != config.TriggerAll {
+		addr.ReplyToBot, thread = b.botInThread(ctx, m.channel, m.threadTS, m.ts)
+	}
+	if !b.trigger.Admits(addr) {
+		return core.Inbound{}, false
+	}
+	resolve := func(id string) string { return b.userName(ctx, id) }
+	text := strings.TrimSpace(textfmt.FromSlack(stripMention(m.text, me.UserID), resolve))
+	if text == "" {
+		text = textfmt.FromSlack(m.text, resolve) // only a mention: keep it rather than send nothing
+	}
+	conv := core.ConversationKey{Channel: Name, Chat: m.channel}
+	replyTS := ""
+	switch {
+	case private && b.cfg.ReplyInThread == config.ReplyInThreadAlways:
+		replyTS = first(m.threadTS, m.ts)
+	case private && b.cfg.ReplyInThread == config.ReplyInThreadAuto && inThread:
+		replyTS = m.threadTS
+	case !private && b.cfg.ReplyInThread != config.ReplyInThreadNever:
+		conv.Thread = first(m.threadTS, m.ts)
+		replyTS = conv.Thread
+	}
+	if !private {
+		if inThread {
+			if _, _, isCmd := core.ParseCommand(text); !isCmd {
+				text = b.withThreadContext(ctx, m, thread, text)
+			}
+		} else {
+			b.seen.Add(threadKey(m.channel, m.ts)) // the bot sees this thread from its start
+		}
+	}
+	channelType := m.channelType
+	if channelType == "" && private {
+		channelType = "im"
+	}
+	return core.Inbound{
+		Conversation: conv,
+		MessageID:    platformID(m.channel, m.ts),
+		UserID:       m.user,
+		UserName:     displayName(b.userName(ctx, m.user), m.user),
+		Text:         text,
+		Mentioned:    addr.Addressed(),
+		Private:      private,
+		Meta:         map[string]string{metaReplyTS: replyTS, metaChannelType: channelType},
+		ReceivedAt:   parseTS(m.ts),
+	}, true
+}
+
+// react turns a reaction on one of the bot's messages into core.Reaction
+// events; reactions on other messages and emoji that are no signal are
+// ignored.
+func (b *Bot) react(ctx context.Context, sink core.Sink, eventID, user, name, itemUser string, item slackevents.Item, eventTS string, added bool) error {
+	me := b.identity()
+	if item.Type != "message" || user == "" || user == me.UserID || (itemUser != "" && itemUser != me.UserID) {
+		return nil
+	}
+	if !b.users.Allows(user) || !b.chats.Allows(item.Channel) {
+		return nil
+	}
+	msg := platformID(item.Channel, item.Timestamp)
+	if eventID == "" {
+		eventID = fmt.Sprintf("%s:%s:%s", msg, user, eventTS)
+	}
+	base := core.Reaction{
+		Conversation: core.ConversationKey{Channel: Name, Chat: item.Channel},
+		EventID:      eventID,
+		MessageID:    msg,
+		UserID:       user,
+		At:           parseTS(eventTS),
+	}
+	r, ok := b.reactions.Event(base, name, added)
+	if !ok {
+		return nil
+	}
+	if err := sink.React(ctx, r); err != nil {
+		return fmt.Errorf("reaction %s on %s: %w", name, msg, err)
+	}
+	return nil
+}
+
+// handleSlash hands a slash command to core as the typed command would
+// be: "/model gpt" in the channel's conversation (the DM's, or the
+// channel's top level). Its answer is ephemeral.
+func (b *Bot) handleSlash(ctx context.Context, sink core.Sink, cmd slack.SlashCommand, envelopeID string) error {
+	if cmd.UserID == "" || cmd.ChannelID == "" || !strings.HasPrefix(cmd.Command, "/") {
+		b.log.Warn("slash command without a user, a channel or a command dropped", "command", cmd.Command)
+		return nil
+	}
+	if !b.users.Allows(cmd.UserID) || !b.chats.Allows(cmd.ChannelID) {
+		b.log.Debug("slash command from a user or channel not in allow_users/allow_chats ignored", "channel", cmd.ChannelID, "user", cmd.UserID)
+		return nil
+	}
+	id := first(cmd.TriggerID, envelopeID)
+	if id == "" {
+		id = fmt.Sprintf("%s:%s:%d", cmd.ChannelID, cmd.UserID, b.now().UnixNano())
+	}
+	in := core.Inbound{
+		Conversation: core.ConversationKey{Channel: Name, Chat: cmd.ChannelID},
+		MessageID:    "cmd:" + id,
+		UserID:       cmd.UserID,
+		UserName:     displayName(b.userName(ctx, cmd.UserID), cmd.UserName),
+		Text:         strings.TrimSpace(strings.ToLower(cmd.Command) + " " + cmd.Text),
+		Mentioned:    true,
+		Private:      strings.HasPrefix(cmd.ChannelID, "D") || cmd.ChannelName == "directmessage",
+		Meta:         map[string]string{metaKind: kindSlash, metaUser: cmd.UserID},
+		ReceivedAt:   b.now(),
+	}
+	if cmd.ResponseURL != "" {
+		b.rememberResponse(in.MessageID, cmd.ResponseURL)
+	}
+	if err := sink.Accept(ctx, in); err != nil {
+		return fmt.Errorf("slash command %s: %w", cmd.Command, err)
+	}
+	return nil
+}

@@ -1,0 +1,231 @@
+package slack
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/slack-go/slack"
+
+	"github.com/opentalon/opentalon/channels/textfmt"
+)
+
+// threadContextSize is how many earlier messages of a thread reach the
+// LLM when the bot is mentioned in a thread it has not seen.
+const threadContextSize = 20
+
+// threadFetch bounds one conversations.replies call; the context is the
+// last threadContextSize of them.
+const threadFetch = 200
+
+// maxNames bounds the cache of user names.
+const maxNames = 5000
+
+// responseTTL is how long Slack accepts answers on a response_url.
+const responseTTL = 30 * time.Minute
+
+func threadKey(channel, ts string) string { return channel + ":" + ts }
+
+func first(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
+// mentions reports whether text mentions user (<@U123> or <@U123|name>).
+func mentions(text, user string) bool {
+	return user != "" && (strings.Contains(text, "<@"+user+">") || strings.Contains(text, "<@"+user+"|"))
+}
+
+// stripMention removes the mentions of user from text, with a ":" or ","
+// right after one, and tidies the spaces.
+func stripMention(text, user string) string {
+	if user == "" {
+		return text
+	}
+	for _, m := range []string{"<@" + user + ">", "<@" + user + "|"} {
+		for {
+			i := strings.Index(text, m)
+			if i < 0 {
+				break
+			}
+			end := i + len(m)
+			if strings.HasSuffix(m, "|") {
+				j := strings.IndexByte(text[end:], '>')
+				if j < 0 {
+					break
+				}
+				end += j + 1
+			}
+			if end < len(text) && (text[end] == ':' || text[end] == ',') {
+				end++
+			}
+			text = text[:i] + " " + text[end:]
+		}
+	}
+	return strings.Join(strings.Fields(text), " ")
+}
+
+// displayName is "@name" for the LLM, else the id.
+func displayName(name, fallback string) string {
+	if name != "" {
+		return "@" + strings.TrimPrefix(name, "@")
+	}
+	return fallback
+}
+
+// userName returns the name users.info gives for a user id (display
+// name, else real name, else user name), cached; "" when Slack does not
+// say.
+func (b *Bot) userName(ctx context.Context, id string) string {
+	if id == "" {
+		return ""
+	}
+	if me := b.identity(); id == me.UserID && me.Name != "" {
+		return me.Name
+	}
+	b.mu.Lock()
+	name, ok := b.names[id]
+	b.mu.Unlock()
+	if ok {
+		return name
+	}
+	u, err := b.api.GetUserInfoContext(ctx, id)
+	if err != nil {
+		err = b.classify("users.info", keyBotToken, err)
+		b.log.Debug("users.info failed; the user id stands for the name", "user", id, "err", err)
+		if slackCode(err) != "user_not_found" {
+			return "" // not cached: asked again next time
+		}
+	} else {
+		name = first(u.Profile.DisplayName, first(u.Profile.RealName, first(u.RealName, u.Name)))
+	}
+	b.mu.Lock()
+	if len(b.names) >= maxNames {
+		clear(b.names)
+	}
+	b.names[id] = name
+	b.mu.Unlock()
+	return name
+}
+
+// threadMessages returns up to threadFetch messages of a thread written
+// before ts, oldest first.
+func (b *Bot) threadMessages(ctx context.Context, channel, thread, before string) ([]slack.Message, error) {
+	msgs, _, _, err := b.api.GetConversationRepliesContext(ctx, &slack.GetConversationRepliesParameters{
+		ChannelID: channel, Timestamp: thread, Latest: before, Inclusive: false, Limit: threadFetch,
+	})
+	if err != nil {
+		return nil, b.classify("conversations.replies", keyBotToken, err)
+	}
+	b.credentialWorks(keyBotToken)
+	return msgs, nil
+}
+
+func (b *Bot) fromBot(m slack.Message) bool {
+	me := b.identity()
+	return m.User == me.UserID || (me.BotID != "" && m.BotID == me.BotID)
+}
+
+// botInThread reports whether the bot has posted in a thread, asking
+// Slack (conversations.replies) for a thread it does not know; it returns
+// the messages it fetched, if any.
+func (b *Bot) botInThread(ctx context.Context, channel, thread, before string) (bool, []slack.Message) {
+	key := threadKey(channel, thread)
+	if b.answered.Has(key) {
+		return true, nil
+	}
+	if b.notOurs.Has(key) {
+		return false, nil
+	}
+	msgs, err := b.threadMessages(ctx, channel, thread, before)
+	if err != nil {
+		b.log.Warn("cannot tell whether the bot answered in this thread; the message is not answered", "channel", channel, "thread", thread, "err", err)
+		return false, nil
+	}
+	for _, m := range msgs {
+		if b.fromBot(m) {
+			b.answered.Add(key)
+			return true, msgs
+		}
+	}
+	b.notOurs.Add(key)
+	return false, msgs
+}
+
+// withThreadContext puts the earlier messages of a thread the bot has not
+// seen before text: those after the bot's own last message there, up to
+// threadContextSize. Without them "yes, do that" would mean nothing.
+func (b *Bot) withThreadContext(ctx context.Context, m message, msgs []slack.Message, text string) string {
+	key := threadKey(m.channel, m.threadTS)
+	if b.seen.Has(key) {
+		return text
+	}
+	if msgs == nil {
+		var err error
+		if msgs, err = b.threadMessages(ctx, m.channel, m.threadTS, m.ts); err != nil {
+			b.log.Warn("the thread's earlier messages could not be read; answering without them", "channel", m.channel, "thread", m.threadTS, "err", err)
+			return text
+		}
+	}
+	b.seen.Add(key)
+	var earlier []slack.Message
+	for _, msg := range msgs {
+		switch {
+		case msg.Timestamp == m.ts || !tsBefore(msg.Timestamp, m.ts):
+		case b.fromBot(msg):
+			earlier = earlier[:0] // the bot has seen everything up to its answer
+		case strings.TrimSpace(msg.Text) != "":
+			earlier = append(earlier, msg)
+		}
+	}
+	if len(earlier) > threadContextSize {
+		earlier = earlier[len(earlier)-threadContextSize:]
+	}
+	if len(earlier) == 0 {
+		return text
+	}
+	resolve := func(id string) string { return b.userName(ctx, id) }
+	var sb strings.Builder
+	sb.WriteString("Earlier messages in this Slack thread:\n")
+	for _, msg := range earlier {
+		who := displayName(b.userName(ctx, msg.User), first(msg.Username, first(msg.User, msg.BotID)))
+		fmt.Fprintf(&sb, "%s: %s\n", who, strings.TrimSpace(textfmt.FromSlack(msg.Text, resolve)))
+	}
+	sb.WriteString("\nThe message to answer:\n")
+	sb.WriteString(text)
+	return sb.String()
+}
+
+// tsBefore compares two Slack timestamps.
+func tsBefore(a, b string) bool {
+	return parseTS(a).Before(parseTS(b))
+}
+
+// rememberResponse keeps a slash command's response_url in memory (never
+// in the database) for its answer.
+func (b *Bot) rememberResponse(messageID, url string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	now := b.now()
+	for id, r := range b.responses {
+		if now.Sub(r.at) > responseTTL {
+			delete(b.responses, id)
+		}
+	}
+	b.responses[messageID] = response{url: url, at: now}
+}
+
+// responseURL returns the response_url of a slash command, if it is
+// still valid.
+func (b *Bot) responseURL(messageID string) string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	r, ok := b.responses[messageID]
+	if !ok || b.now().Sub(r.at) > responseTTL {
+		return ""
+	}
+	return r.url
+}

@@ -1,0 +1,393 @@
+package slack_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/opentalon/opentalon/channels/slack"
+	"github.com/opentalon/opentalon/channels/slack/slacktest"
+	"github.com/opentalon/opentalon/channels/textfmt"
+	"github.com/opentalon/opentalon/config"
+	"github.com/opentalon/opentalon/core"
+)
+
+// TestMentionGetsAThreadedReply: an app_mention at the top of a channel is
+// answered in a thread under it, with the mention stripped, the ack
+// reaction on while it is answered, and the envelope acknowledged.
+func TestMentionGetsAThreadedReply(t *testing.T) {
+	r := newRig(t, setup{})
+	env := r.srv.Deliver(r.srv.Mention("alice", "C1", slacktest.BotMention+": what is Go?", ""))
+	post := r.srv.WaitPosts(t, 1, wait)[0]
+	if post.Channel != "C1" || post.ThreadTS != env.TS || post.Text != "echo: what is Go?" {
+		t.Fatalf("reply = %+v; want \"echo: what is Go?\" in C1 in the thread of %s", post, env.TS)
+	}
+	r.srv.WaitFor(t, "the acknowledgement", wait, func() bool { return r.srv.Acked(env) })
+	r.srv.WaitFor(t, "the ack reaction taken back", wait, func() bool { return len(r.srv.Calls("reactions.remove")) == 1 })
+	add := r.srv.Calls("reactions.add")
+	if len(add) != 1 || add[0].Params.Get("name") != "eyes" || add[0].Params.Get("channel") != "C1" || add[0].Params.Get("timestamp") != env.TS {
+		t.Fatalf("reactions.add calls = %+v; want eyes on C1 %s", add, env.TS)
+	}
+	if o := r.srv.Origins(); len(o) == 0 || o[0] != "https://api.slack.com" {
+		t.Errorf("Socket Mode Origin headers = %q", o)
+	}
+	// The user's name reaches the LLM.
+	r.agent.mu.Lock()
+	in := r.agent.turns[0].In
+	r.agent.mu.Unlock()
+	if in.UserName != "@alice" || in.UserID != "UALICE" || in.Conversation.Thread != env.TS || in.Private {
+		t.Errorf("inbound = %+v", in)
+	}
+}
+
+// TestDMRepliesInTheDM: a direct message is answered in the DM, not in a
+// thread; a DM written in a thread is answered in that thread; both are
+// one conversation.
+func TestDMRepliesInTheDM(t *testing.T) {
+	r := newRig(t, setup{})
+	dm := slacktest.DMChannel("alice")
+	r.srv.Deliver(r.srv.DM("alice", "hello <@UBOB>", ""))
+	post := r.srv.WaitPosts(t, 1, wait)[0]
+	if post.Channel != dm || post.ThreadTS != "" || post.Text != "echo: hello @bob" {
+		t.Fatalf("reply = %+v; want \"echo: hello @bob\" in %s, not threaded", post, dm)
+	}
+	parent := post.TS
+	r.srv.Deliver(r.srv.DM("alice", "and in a thread", parent))
+	post = r.srv.WaitPosts(t, 2, wait)[1]
+	if post.Channel != dm || post.ThreadTS != parent {
+		t.Fatalf("reply in a DM thread = %+v; want it in thread %s", post, parent)
+	}
+	r.agent.mu.Lock()
+	defer r.agent.mu.Unlock()
+	if k1, k2 := r.agent.turns[0].In.Conversation, r.agent.turns[1].In.Conversation; k1 != k2 || k1.Thread != "" || !r.agent.turns[0].In.Private {
+		t.Errorf("conversations %v and %v; want one per-user DM conversation", k1, k2)
+	}
+}
+
+// TestThreadFollowUps: in a thread the bot answered, a message without a
+// mention is answered; in another thread it is not. After a restart the
+// bot still recognizes its thread (conversations.replies).
+func TestThreadFollowUps(t *testing.T) {
+	r := newRig(t, setup{})
+	mention := r.srv.Deliver(r.srv.Mention("alice", "C1", "start", ""))
+	r.srv.WaitPosts(t, 1, wait)
+	r.srv.Deliver(r.srv.ChannelMessage("bob", "C1", "a follow-up without a mention", mention.TS))
+	post := r.srv.WaitPosts(t, 2, wait)[1]
+	if post.ThreadTS != mention.TS || post.Text != "echo: a follow-up without a mention" {
+		t.Fatalf("follow-up answered with %+v", post)
+	}
+	// Chatter in another thread and at the top of the channel is not for the bot.
+	other := r.srv.Seed("C1", "", "UBOB", "a thread of people")
+	r.srv.Deliver(r.srv.ChannelMessage("alice", "C1", "people talking", other))
+	r.srv.Deliver(r.srv.ChannelMessage("alice", "C1", "top level chatter", ""))
+	calm()
+	if ps := r.srv.Posts(); len(ps) != 2 || r.rows(t) != 2 {
+		t.Fatalf("posts %s; rows %d; want only the two answers", describePosts(ps), r.rows(t))
+	}
+
+	// A fresh process knows nothing of the thread but asks Slack.
+	r.shutdown(t)
+	r2 := newRigOn(t, r.srv, setup{})
+	r.srv.WaitConnected(t, 2, wait)
+	r.srv.Deliver(r.srv.ChannelMessage("alice", "C1", "still there?", mention.TS))
+	post = r.srv.WaitPosts(t, 3, wait)[2]
+	if post.ThreadTS != mention.TS || !strings.HasSuffix(post.Text, "still there?") {
+		t.Fatalf("after a restart the follow-up was answered with %+v", post)
+	}
+	if got := r2.agent.texts(); len(got) != 1 || got[0] != "still there?" {
+		t.Fatalf("the LLM saw %q; the thread's earlier messages were all answered by the bot, so no context is added", got)
+	}
+}
+
+// TestMentionInsideAThreadBringsItsContext: mentioned in a thread it has
+// not seen, the bot fetches the thread's earlier messages for the LLM; a
+// second mention there fetches nothing again.
+func TestMentionInsideAThreadBringsItsContext(t *testing.T) {
+	r := newRig(t, setup{})
+	parent := r.srv.Seed("C2", "", slacktest.UserID("bob"), "shall we move the release to Friday?")
+	r.srv.Seed("C2", parent, slacktest.UserID("alice"), "only if the &lt;migration&gt; is done")
+	r.srv.Seed("C2", parent, slacktest.UserID("bob"), "it is, <@UALICE>")
+	r.srv.Deliver(r.srv.Mention("alice", "C2", "yes, do that", parent))
+	post := r.srv.WaitPosts(t, 1, wait)[0]
+	if post.ThreadTS != parent {
+		t.Fatalf("reply = %+v, want it in thread %s", post, parent)
+	}
+	texts := r.agent.texts()
+	want := []string{"@bob: shall we move the release to Friday?", "@alice: only if the <migration> is done", "@bob: it is, @alice", "yes, do that"}
+	last := -1
+	for _, w := range want {
+		i := strings.Index(texts[0], w)
+		if i <= last {
+			t.Fatalf("the LLM saw %q; want %q in this order", texts[0], want)
+		}
+		last = i
+	}
+	if n := len(r.srv.Calls("conversations.replies")); n != 1 {
+		t.Fatalf("conversations.replies called %d times, want 1", n)
+	}
+	r.srv.Deliver(r.srv.Mention("alice", "C2", "and one more thing", parent))
+	r.srv.WaitPosts(t, 2, wait)
+	if texts := r.agent.texts(); texts[1] != "and one more thing" || len(r.srv.Calls("conversations.replies")) != 1 {
+		t.Fatalf("the second mention in a seen thread: LLM saw %q, %d fetches", texts[1], len(r.srv.Calls("conversations.replies")))
+	}
+}
+
+// TestSlashCommandAnsweredByCore: a /model slash command envelope is
+// acknowledged and answered by core on the command's response_url,
+// ephemerally, without the LLM; typed as text after a mention it works
+// too.
+func TestSlashCommandAnsweredByCore(t *testing.T) {
+	r := newRig(t, setup{})
+	env := r.srv.Deliver(r.srv.Slash("alice", "C1", "/model", ""))
+	r.srv.WaitFor(t, "the ephemeral answer", wait, func() bool { return len(r.srv.Ephemerals()) == 1 })
+	eph := r.srv.Ephemerals()[0]
+	if !strings.HasPrefix(eph.Text, "Model:") || eph.ResponseType != "ephemeral" || eph.ResponseURL == "" {
+		t.Fatalf("answer = %+v; want core's \"Model: …\" on the response_url, ephemeral", eph)
+	}
+	if !r.srv.Acked(env) {
+		t.Fatal("the slash command envelope was not acknowledged")
+	}
+	r.srv.Deliver(r.srv.Mention("alice", "C1", "/status", ""))
+	post := r.srv.WaitPosts(t, 1, wait)[0]
+	if !strings.Contains(post.Text, "Model:") || !strings.Contains(post.Text, "slack: last update") {
+		t.Fatalf("typed /status answered %q", post.Text)
+	}
+	if texts := r.agent.texts(); len(texts) != 0 {
+		t.Fatalf("commands reached the LLM: %q", texts)
+	}
+	if n := len(r.srv.Calls("reactions.add")); n != 1 {
+		t.Errorf("reactions.add called %d times; the slash command has no message to react to", n)
+	}
+}
+
+// TestNegativeReactionJudgesTheReply: 👎 (Slack's -1, any skin tone) on
+// the bot's reply is a negative signal for that reply; a reaction on a
+// user's message or an emoji without meaning is nothing.
+func TestNegativeReactionJudgesTheReply(t *testing.T) {
+	r := newRig(t, setup{})
+	mention := r.srv.Deliver(r.srv.Mention("alice", "C1", "first", ""))
+	reply := r.srv.WaitPosts(t, 1, wait)[0]
+	eventually(t, "the first answer done", func() bool { return r.doneRows(t) == 1 })
+	r.srv.Deliver(r.srv.Reaction("alice", "C1", mention.TS, "-1", true)) // on alice's own message
+	r.srv.Deliver(r.srv.Reaction("alice", "C1", reply.TS, "thinking_face", true))
+	r.srv.Deliver(r.srv.Reaction("alice", "C1", reply.TS, "-1::skin-tone-4", true))
+	eventually(t, "the signal", func() bool { return len(r.signals.all()) >= 1 })
+	rep, err := r.db.ReplyByPlatformID(context.Background(), "slack", "C1:"+reply.TS)
+	if err != nil || rep == nil {
+		t.Fatalf("reply of C1:%s: %v %v", reply.TS, rep, err)
+	}
+	calm()
+	sigs := r.signals.all()
+	if len(sigs) != 1 || sigs[0].Polarity != core.Negative || sigs[0].ReplyID != rep.ID || sigs[0].UserID != "UALICE" {
+		t.Fatalf("signals = %+v; want one negative on reply %d", sigs, rep.ID)
+	}
+	if n := r.rows(t); n != 2 {
+		t.Fatalf("queue rows = %d; want the message and the one signal reaction", n)
+	}
+}
+
+// TestSameEnvelopeTwiceOneReply: a redelivery of a committed event (a
+// retry, or the message event twin of an app_mention) makes no second
+// reply; the retry is acknowledged without a second commit.
+func TestSameEnvelopeTwiceOneReply(t *testing.T) {
+	r := newRig(t, setup{})
+	env := r.srv.Deliver(r.srv.Mention("alice", "C1", "once please", ""))
+	r.srv.WaitFor(t, "the acknowledgement", wait, func() bool { return r.srv.Acked(env) })
+	r.srv.Redeliver(env, 1)
+	twin := r.srv.Deliver(r.srv.MessageTwin(env))
+	r.srv.WaitFor(t, "the retry and the twin acknowledged", wait, func() bool {
+		return r.srv.Deliveries(env) == 2 && r.srv.AckedEvery(env) && r.srv.Acked(twin)
+	})
+	r.srv.WaitPosts(t, 1, wait)
+	eventually(t, "the answer done", func() bool { return r.doneRows(t) == 1 })
+	calm()
+	if ps := r.srv.Posts(); len(ps) != 1 || r.rows(t) != 1 {
+		t.Fatalf("posts %s, rows %d; want one reply", describePosts(ps), r.rows(t))
+	}
+	if !strings.Contains(r.logs.String(), "redelivered event already committed") {
+		t.Error("the retry was not recognized as a redelivery before the commit")
+	}
+}
+
+// TestLongReplyIsValidMrkdwnParts: a long Markdown answer with code
+// blocks goes out as several parts under Slack's limit, each valid
+// mrkdwn, all in the reply's thread.
+func TestLongReplyIsValidMrkdwnParts(t *testing.T) {
+	r := newRig(t, setup{})
+	var long strings.Builder
+	for i := range 80 {
+		fmt.Fprintf(&long, "Step %d: **bold** & <angles> and [docs](https://go.dev/doc?a=%d&b=2).\n\n", i, i)
+		if i%10 == 5 {
+			long.WriteString("```go\n")
+			for j := range 40 {
+				fmt.Fprintf(&long, "if a%d < b && c > d { return } // %d\n", j, j)
+			}
+			long.WriteString("```\n\n")
+		}
+	}
+	r.agent.answer = func(string) string { return long.String() }
+	env := r.srv.Deliver(r.srv.Mention("alice", "C1", "explain at length", ""))
+	eventually(t, "the long answer sent", func() bool { return r.doneRows(t) == 1 })
+	posts := r.srv.Posts()
+	if len(posts) < 3 {
+		t.Fatalf("%d parts; want several", len(posts))
+	}
+	for i, p := range posts {
+		if n := textfmt.Len(p.Text); n > slack.MaxMessage || n >= 4000 {
+			t.Fatalf("part %d has %d units", i, n)
+		}
+		if err := textfmt.ValidateSlackMrkdwn(p.Text); err != nil {
+			t.Fatalf("part %d is not valid mrkdwn: %v\n%s", i, err, p.Text)
+		}
+		if p.ThreadTS != env.TS || strings.Contains(p.Text, "**") {
+			t.Fatalf("part %d: thread %q, text %q", i, p.ThreadTS, p.Text[:min(len(p.Text), 80)])
+		}
+	}
+}
+
+// TestReplyInThreadModes: always threads DMs too; never threads nothing,
+// and a channel is then one conversation.
+func TestReplyInThreadModes(t *testing.T) {
+	t.Run("always", func(t *testing.T) {
+		r := newRig(t, setup{config: func(c *config.Slack) { c.ReplyInThread = config.ReplyInThreadAlways }})
+		env := r.srv.Deliver(r.srv.DM("alice", "hi", ""))
+		if p := r.srv.WaitPosts(t, 1, wait)[0]; p.ThreadTS != env.TS {
+			t.Fatalf("DM reply %+v; want it threaded under %s", p, env.TS)
+		}
+	})
+	t.Run("never", func(t *testing.T) {
+		r := newRig(t, setup{config: func(c *config.Slack) { c.ReplyInThread = config.ReplyInThreadNever }})
+		env := r.srv.Deliver(r.srv.Mention("alice", "C1", "hi", ""))
+		if p := r.srv.WaitPosts(t, 1, wait)[0]; p.ThreadTS != "" {
+			t.Fatalf("mention reply %+v; want it at the top level", p)
+		}
+		r.srv.Deliver(r.srv.Mention("bob", "C1", "in a thread", env.TS))
+		if p := r.srv.WaitPosts(t, 2, wait)[1]; p.ThreadTS != "" {
+			t.Fatalf("thread reply %+v; want it at the top level", p)
+		}
+		r.agent.mu.Lock()
+		defer r.agent.mu.Unlock()
+		if c := r.agent.turns[1].In.Conversation; c.Thread != "" || c.Chat != "C1" {
+			t.Fatalf("conversation %v; want the channel", c)
+		}
+	})
+}
+
+// TestIgnoredMessages: other bots, the bot itself, message subtypes other
+// than file shares and thread broadcasts, and channels off allow_chats
+// make no queue row; their envelopes are acknowledged.
+func TestIgnoredMessages(t *testing.T) {
+	r := newRig(t, setup{config: func(c *config.Slack) { c.AllowChats = []string{"C1", slacktest.DMChannel("alice")} }})
+	dm := slacktest.DMChannel("alice")
+	envs := []slacktest.Envelope{
+		r.srv.Other(dm, "im", "UOTHER", "from another bot", "bot_message", "B2"),
+		r.srv.Other(dm, "im", slacktest.BotUserID, "my own message", "", ""),
+		r.srv.Other(dm, "im", "UALICE", "edited", "message_changed", ""),
+		r.srv.Other(dm, "im", "UALICE", "joined", "channel_join", ""),
+		r.srv.Mention("alice", "C9", "a channel off allow_chats", ""),
+	}
+	for _, e := range envs {
+		r.srv.Deliver(e)
+	}
+	r.srv.Deliver(r.srv.Other(dm, "im", "UALICE", "a file with text", "file_share", ""))
+	r.srv.Deliver(r.srv.Other(dm, "im", "UALICE", "a reply also sent to the channel", "thread_broadcast", ""))
+	ps := r.srv.WaitPosts(t, 2, wait)
+	if ps[0].Text != "echo: a file with text" || ps[1].Text != "echo: a reply also sent to the channel" {
+		t.Fatalf("answered %s", describePosts(ps))
+	}
+	for i, e := range envs {
+		r.srv.WaitFor(t, fmt.Sprintf("envelope %d acknowledged", i), wait, func() bool { return r.srv.Acked(e) })
+	}
+	calm()
+	if n := r.rows(t); n != 2 || len(r.srv.Posts()) != 2 {
+		t.Fatalf("rows %d, posts %s; want only the file share and the broadcast reply answered", n, describePosts(r.srv.Posts()))
+	}
+}
+
+// TestBadEnvelopesAreAckedAndLogged: an envelope of an unknown event or an
+// unknown type is acknowledged and logged; a frame that is not JSON is
+// skipped; the channel goes on answering.
+func TestBadEnvelopesAreAckedAndLogged(t *testing.T) {
+	r := newRig(t, setup{})
+	r.srv.SendRaw(`{"type":"events_api","envelope_id":"bad-1","payload":{"type":"event_callback","event_id":"EvX","event":{"type":"no_such_event"}}}`)
+	r.srv.SendRaw(`{"type":"brand_new_type","envelope_id":"bad-2","payload":{}}`)
+	r.srv.SendRaw(`{"type":"events_api","envelope_id":"bad-3","payload":{"type":"event_callback","event":{"type":"message","channel":42}}}`)
+	r.srv.SendRaw(`this is not json`)
+	for _, id := range []string{"bad-1", "bad-2", "bad-3"} {
+		r.srv.WaitFor(t, id+" acknowledged", wait, func() bool { _, ok := r.srv.AckedEnvelope(id); return ok })
+	}
+	r.srv.Deliver(r.srv.DM("alice", "still alive?", ""))
+	if p := r.srv.WaitPosts(t, 1, wait)[0]; p.Text != "echo: still alive?" {
+		t.Fatalf("answered %q", p.Text)
+	}
+	if !strings.Contains(r.logs.String(), "envelope not understood; acknowledged and dropped") {
+		t.Errorf("the bad envelopes were not logged:\n%s", r.logs.String())
+	}
+	if r.srv.Connects() != 1 {
+		t.Errorf("%d connections; bad envelopes must not cost the connection", r.srv.Connects())
+	}
+}
+
+// TestQuietConnectionIsRecycled: a connection that delivers nothing, no
+// envelope and no ping, for the quiet period is closed and opened again,
+// and the bot hears again.
+func TestQuietConnectionIsRecycled(t *testing.T) {
+	r := newRig(t, setup{opts: func(o *slack.Options) { o.Quiet = 400 * time.Millisecond }})
+	r.srv.Deliver(r.srv.DM("alice", "one", ""))
+	r.srv.WaitPosts(t, 1, wait)
+	r.srv.Silence()
+	r.srv.WaitConnected(t, 2, wait)
+	r.srv.Deliver(r.srv.DM("alice", "two", ""))
+	if p := r.srv.WaitPosts(t, 2, wait)[1]; p.Text != "echo: two" {
+		t.Fatalf("answered %q", p.Text)
+	}
+	if !strings.Contains(r.logs.String(), "the connection is deaf; reconnecting") {
+		t.Errorf("the watchdog did not say why it reconnected:\n%s", r.logs.String())
+	}
+}
+
+// TestSlackAsksToReconnect: a disconnect envelope makes slack-go open a new
+// connection; nothing is lost.
+func TestSlackAsksToReconnect(t *testing.T) {
+	r := newRig(t, setup{})
+	r.srv.Disconnect()
+	r.srv.WaitConnected(t, 2, wait)
+	r.srv.Deliver(r.srv.DM("alice", "after the reconnect", ""))
+	r.srv.WaitPosts(t, 1, wait)
+}
+
+// TestAllowUsers: a user off allow_users is ignored, the envelope
+// acknowledged.
+func TestAllowUsers(t *testing.T) {
+	r := newRig(t, setup{config: func(c *config.Slack) { c.AllowUsers = []string{"UALICE"} }})
+	bob := r.srv.Deliver(r.srv.DM("bob", "let me in", ""))
+	r.srv.WaitFor(t, "bob's envelope acknowledged", wait, func() bool { return r.srv.Acked(bob) })
+	r.srv.Deliver(r.srv.DM("alice", "hello", ""))
+	r.srv.WaitPosts(t, 1, wait)
+	calm()
+	if n := r.rows(t); n != 1 {
+		t.Fatalf("rows = %d; bob is not in allow_users", n)
+	}
+}
+
+// TestRunStopsPromptly is the lifecycle outside the gateway: Run returns
+// nil soon after its context ends.
+func TestRunStopsPromptly(t *testing.T) {
+	srv := slacktest.New(t, botToken, appToken)
+	b := newBot(t, srv, nil, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- b.Run(ctx, &sinkRecorder{}) }()
+	srv.WaitConnected(t, 1, wait)
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Run = %v", err)
+		}
+	case <-time.After(wait):
+		t.Fatal("Run did not return")
+	}
+}
