@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/opentalon/opentalon/channels/console"
+	"github.com/opentalon/opentalon/channels/discord"
 	"github.com/opentalon/opentalon/channels/telegram"
 	"github.com/opentalon/opentalon/config"
 	"github.com/opentalon/opentalon/core"
@@ -21,6 +22,7 @@ func channelBuilds() map[string]channelBuild {
 	return map[string]channelBuild{
 		config.ChannelConsole:  buildConsole,
 		config.ChannelTelegram: buildTelegram,
+		config.ChannelDiscord:  buildDiscord,
 	}
 }
 
@@ -35,6 +37,10 @@ func buildConsole(a *App) (core.Channel, error) {
 
 func buildTelegram(a *App) (core.Channel, error) {
 	return telegram.New(telegram.Options{Config: a.cfg.Channels.Telegram, Logger: a.log, Now: a.opts.Now})
+}
+
+func buildDiscord(a *App) (core.Channel, error) {
+	return discord.New(discord.Options{Config: a.cfg.Channels.Discord, Logger: a.log, Now: a.opts.Now})
 }
 
 // enabledChannels lists the names of the enabled channel blocks in the
