@@ -13,7 +13,9 @@ import (
 // The owner reports each acknowledgement (Ack) and asks Overdue from time
 // to time. The heartbeat interval is learned from the gap between two
 // acknowledgements; until one is measured the initial interval is
-// assumed. A connection is overdue when no acknowledgement arrived for
+// assumed. Once an interval is learned, an acknowledgement sooner than
+// half of it after the previous one (an extra heartbeat the server asked
+// for) is not counted. A connection is overdue when no acknowledgement arrived for
 // two intervals: the heartbeat sent after the last acknowledgement got no
 // answer by the time the next one is due. Safe for concurrent use.
 type AckWatch struct {
@@ -54,8 +56,12 @@ func (w *AckWatch) Ack(at time.Time) {
 	if !w.watching || !at.After(w.last) {
 		return
 	}
+	gap := at.Sub(w.last)
+	if w.learned > 0 && gap < w.learned/2 {
+		return
+	}
 	if w.acked {
-		w.learned = at.Sub(w.last)
+		w.learned = gap
 	}
 	w.last, w.acked = at, true
 }

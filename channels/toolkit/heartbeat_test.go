@@ -26,6 +26,14 @@ func TestAckWatch(t *testing.T) {
 	if got := w.Interval(); got != 4*time.Second {
 		t.Errorf("learned interval = %v, want 4s", got)
 	}
+	// An extra heartbeat answered in between is no interval.
+	c.advance(500 * time.Millisecond)
+	w.Ack(c.now())
+	if got := w.Interval(); got != 4*time.Second {
+		t.Errorf("after an extra ack 500ms later the interval is %v, want still 4s", got)
+	}
+	c.advance(3500 * time.Millisecond)
+	w.Ack(c.now())
 	c.advance(7 * time.Second)
 	if silent, over := w.Overdue(c.now()); over || silent != 7*time.Second {
 		t.Errorf("7s after an ack with a 4s interval: silent %v, overdue %v; want not overdue yet", silent, over)
