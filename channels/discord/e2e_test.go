@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/opentalon/opentalon/channels/discord"
 	"github.com/opentalon/opentalon/channels/discord/discordtest"
 	"github.com/opentalon/opentalon/core"
 )
@@ -226,5 +227,30 @@ func TestEveryoneInAnAnswerDoesNotPing(t *testing.T) {
 	am := s.AllowedMentions
 	if am == nil || am.Parse == nil || len(am.Parse) != 0 || len(am.Users) != 0 || len(am.Roles) != 0 {
 		t.Errorf("allowed_mentions = %+v: nothing the LLM wrote may ping", am)
+	}
+}
+
+func TestEditedMessageReplacesTheQueuedText(t *testing.T) {
+	t.Parallel()
+	srv := discordtest.New(t, token)
+	bot, err := discord.New(options(t, srv, &syncBuffer{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sink := &fakeSink{}
+	runBot(t, bot, sink)
+	guild := srv.Guild()
+	ch := srv.TextChannel(guild)
+	alice := srv.User("alice")
+	id := srv.Message(t, discordtest.Msg{Channel: ch, Guild: guild, Author: alice, Content: discordtest.Mention(srv.Bot) + " teh question", Mentions: []discordtest.User{srv.Bot}})
+	srv.Dispatch(t, "MESSAGE_UPDATE", map[string]any{"id": id, "channel_id": ch, "guild_id": guild, "author": alice,
+		"content": discordtest.Mention(srv.Bot) + " the question", "mentions": []discordtest.User{srv.Bot}, "type": 0})
+	srv.Dispatch(t, "MESSAGE_UPDATE", map[string]any{"id": id, "channel_id": ch, "guild_id": guild, "embeds": []any{}}) // embeds only
+	srv.WaitFor(t, "the edit", func() bool { return len(sink.edited()) == 1 })
+	if e := sink.edited()[0]; e.MessageID != id || e.Text != "the question" {
+		t.Errorf("edit = %+v, want message %s with the new text", e, id)
+	}
+	if got := sink.inbound(); len(got) != 1 || got[0].Text != "teh question" {
+		t.Errorf("accepted = %+v", got)
 	}
 }

@@ -177,7 +177,6 @@ func (r *run) connect(ctx context.Context) error {
 			case closeInvalidSeq, closeSessionTimedOut:
 				b.log.Info("the Discord session cannot be resumed; identifying afresh", "close_code", code)
 				discard()
-				continue
 			}
 			failures++
 			err = fmt.Errorf("discord gateway: %w", b.scrub(err))

@@ -206,6 +206,7 @@ func (r *rig) waitLog(t *testing.T, s string) {
 type fakeSink struct {
 	mu       sync.Mutex
 	accepted []core.Inbound
+	edits    []core.Inbound
 	reacts   []core.Reaction
 	commands []core.CommandInfo
 }
@@ -217,7 +218,18 @@ func (s *fakeSink) Accept(_ context.Context, in core.Inbound) error {
 	return nil
 }
 
-func (s *fakeSink) Edit(context.Context, core.Inbound) (bool, error) { return false, nil }
+func (s *fakeSink) Edit(_ context.Context, in core.Inbound) (bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.edits = append(s.edits, in)
+	return true, nil
+}
+
+func (s *fakeSink) edited() []core.Inbound {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]core.Inbound(nil), s.edits...)
+}
 
 func (s *fakeSink) React(_ context.Context, r core.Reaction) error {
 	s.mu.Lock()
