@@ -272,8 +272,9 @@ type Discord struct {
 	Enabled bool   `yaml:"enabled"`
 	Token   Secret `yaml:"token"`
 	// APIURL replaces https://discord.com for REST and gateway discovery;
-	// request paths stay as the library sends them (/api/v9/...). An older
-	// value ending in /api or /api/v<N> means the same host.
+	// request paths stay as the library sends them (/api/v9/...). A
+	// discovery answer naming Discord's own gateway means this host too.
+	// An older value ending in /api or /api/v<N> means the same host.
 	APIURL string `yaml:"api_url"`
 	// AllowGuilds are the guild (server) ids the bot answers in; empty
 	// allows every guild. Direct messages are in no guild: allow_users and

@@ -254,3 +254,12 @@ func TestEditedMessageReplacesTheQueuedText(t *testing.T) {
 		t.Errorf("accepted = %+v", got)
 	}
 }
+
+func TestDiscoveryNamingDiscordsOwnGatewayStaysOnAPIURL(t *testing.T) {
+	t.Parallel()
+	r := start(t, nil, func(s *discordtest.Server) { s.AdvertiseDiscordGateway() })
+	r.mention(t, "through the rewritten gateway")
+	if s := r.waitSent(t, 1)[0]; s.Content != "echo: through the rewritten gateway" {
+		t.Errorf("reply = %q", s.Content)
+	}
+}

@@ -1,12 +1,16 @@
 package discord
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
+	"io"
 	"net"
 	"net/http"
 	"net/url"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -36,14 +40,22 @@ func apiRoot(raw string) (*url.URL, error) {
 
 // rewrite is the per-session HTTP transport: requests discordgo sends to
 // https://discord.com go to the api_url root instead, path kept. Other
-// hosts pass unchanged.
+// hosts pass unchanged. Gateway discovery is answered by the api_url
+// server; an answer naming Discord's own gateway (wss://gateway.discord.gg)
+// is taken to mean the api_url host, so the websocket goes there too (ws
+// for an http api_url, wss for https).
 type rewrite struct {
 	root *url.URL
 	next http.RoundTripper
 }
 
+// isDefault reports an api_url of Discord itself: nothing to rewrite.
+func (t rewrite) isDefault() bool {
+	return t.root.Host == discordHost && t.root.Scheme == "https" && t.root.Path == ""
+}
+
 func (t rewrite) RoundTrip(req *http.Request) (*http.Response, error) {
-	if req.URL.Host != discordHost || (t.root.Host == discordHost && t.root.Scheme == "https" && t.root.Path == "") {
+	if req.URL.Host != discordHost || t.isDefault() {
 		return t.next.RoundTrip(req)
 	}
 	r := req.Clone(req.Context())
@@ -53,7 +65,42 @@ func (t rewrite) RoundTrip(req *http.Request) (*http.Response, error) {
 		r.URL.RawPath = t.root.Path + req.URL.RawPath
 	}
 	r.Host = ""
-	return t.next.RoundTrip(r)
+	resp, err := t.next.RoundTrip(r)
+	if err != nil || req.Method != http.MethodGet || resp.StatusCode != http.StatusOK ||
+		!(strings.HasSuffix(req.URL.Path, "/gateway") || strings.HasSuffix(req.URL.Path, "/gateway/bot")) {
+		return resp, err
+	}
+	return t.gatewayAnswer(resp)
+}
+
+// gatewayAnswer points a discovery answer naming Discord's own gateway
+// at the api_url host.
+func (t rewrite) gatewayAnswer(resp *http.Response) (*http.Response, error) {
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	resp.Body.Close()
+	if err != nil {
+		return nil, err
+	}
+	var d map[string]any
+	if json.Unmarshal(body, &d) == nil {
+		if raw, _ := d["url"].(string); raw != "" {
+			if u, err := url.Parse(raw); err == nil && (u.Host == "discord.gg" || strings.HasSuffix(u.Host, ".discord.gg")) {
+				u.Scheme = "ws"
+				if t.root.Scheme == "https" {
+					u.Scheme = "wss"
+				}
+				u.Host, u.Path = t.root.Host, t.root.Path+u.Path
+				d["url"] = u.String()
+				if b, err := json.Marshal(d); err == nil {
+					body = b
+				}
+			}
+		}
+	}
+	resp.Body = io.NopCloser(bytes.NewReader(body))
+	resp.ContentLength = int64(len(body))
+	resp.Header.Set("Content-Length", strconv.Itoa(len(body)))
+	return resp, nil
 }
 
 // newHTTPClient returns the client of one channel: its own transport (a

@@ -61,6 +61,22 @@ func TestRewriteSendsDiscordRequestsToTheRoot(t *testing.T) {
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("requests =\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
+	// A discovery answer naming Discord's own gateway points at the root.
+	real := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, `{"url":"wss://gateway.discord.gg","shards":1}`)
+	}))
+	defer real.Close()
+	for api, want := range map[string]string{real.URL: "ws://" + strings.TrimPrefix(real.URL, "http://") + "/", real.URL + "/p": "ws://" + strings.TrimPrefix(real.URL, "http://") + "/p/"} {
+		root, _ := apiRoot(api)
+		s.Client = newHTTPClient(root, nil)
+		if gw, err := s.Gateway(); err != nil || gw != want {
+			t.Errorf("api_url %s: gateway %q, %v; want %q", api, gw, err, want)
+		}
+		if gb, err := s.GatewayBot(); err != nil || gb.URL != want || gb.Shards != 1 {
+			t.Errorf("api_url %s: gateway/bot %+v, %v; want %q", api, gb, err, want)
+		}
+	}
+	s.Client = c
 	// Other hosts pass unchanged.
 	req, _ := http.NewRequest("GET", srv.URL+"/other", nil)
 	resp, err := c.Do(req)

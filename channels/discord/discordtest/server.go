@@ -135,6 +135,7 @@ type Server struct {
 	commands     map[string]map[string]json.RawMessage // scope ("" global, else guild id) → name → command
 	cmdWrites    int
 	onSent       func(Sent)
+	realGateway  bool
 	changed      chan struct{}
 }
 
@@ -349,6 +350,7 @@ func (s *Server) routes() http.Handler {
 	const api = "/api/v9"
 	mux.HandleFunc("GET /gateway", s.gw.serve)
 	mux.HandleFunc("GET /gateway/", s.gw.serve)
+	mux.HandleFunc("GET /{$}", s.gw.serve) // where Discord's own gateway URL points after the rewrite
 	mux.HandleFunc("GET "+api+"/gateway", s.discovery)
 	mux.HandleFunc("GET "+api+"/gateway/bot", s.authed(s.discoveryBot))
 	mux.HandleFunc("GET "+api+"/users/@me", s.authed(func(w http.ResponseWriter, _ *http.Request) { reply(w, 200, s.Bot) }))
@@ -367,7 +369,7 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("PATCH "+api+"/webhooks/{app}/{token}/messages/{mid}", s.editOriginal)
 	mux.HandleFunc("POST "+api+"/webhooks/{app}/{token}", s.followup)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !strings.HasPrefix(r.URL.Path, "/gateway") {
+		if !strings.HasPrefix(r.URL.Path, "/gateway") && r.URL.Path != "/" {
 			if st, ok := s.record(r); ok {
 				reply(w, st, apiError{Message: "injected failure", Code: 0})
 				return
@@ -419,7 +421,24 @@ func (s *Server) authed(h http.HandlerFunc) http.HandlerFunc {
 	}
 }
 
-func (s *Server) wsURL() string { return "ws" + strings.TrimPrefix(s.URL, "http") + "/gateway" }
+func (s *Server) wsURL() string {
+	s.mu.Lock()
+	real := s.realGateway
+	s.mu.Unlock()
+	if real {
+		return "wss://gateway.discord.gg"
+	}
+	return "ws" + strings.TrimPrefix(s.URL, "http") + "/gateway"
+}
+
+// AdvertiseDiscordGateway makes gateway discovery answer with Discord's
+// own gateway URL, as a server that copies Discord's answers would; the
+// websocket is served at / as well.
+func (s *Server) AdvertiseDiscordGateway() {
+	s.mu.Lock()
+	s.realGateway = true
+	s.mu.Unlock()
+}
 
 func (s *Server) discovery(w http.ResponseWriter, _ *http.Request) {
 	reply(w, 200, map[string]string{"url": s.wsURL()})
