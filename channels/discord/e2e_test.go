@@ -43,7 +43,8 @@ func TestMessageWithoutMentionIsIgnored(t *testing.T) {
 	t.Parallel()
 	r := start(t, nil, nil)
 	bob := r.srv.User("bob")
-	r.srv.Message(t, discordtest.Msg{Channel: r.channel, Guild: r.guild, Author: bob, Content: "just chatting, no bot here"})
+	quiet := r.srv.TextChannel(r.guild)
+	r.srv.Message(t, discordtest.Msg{Channel: quiet, Guild: r.guild, Author: bob, Content: "just chatting, no bot here"})
 	r.srv.Message(t, discordtest.Msg{Channel: r.channel, Guild: r.guild, Author: r.srv.BotUser("otherbot"),
 		Content: discordtest.Mention(r.srv.Bot) + " bots are ignored", Mentions: []discordtest.User{r.srv.Bot}})
 	r.mention(t, "now me")
@@ -58,6 +59,11 @@ func TestMessageWithoutMentionIsIgnored(t *testing.T) {
 	})
 	if counts, err := r.db.QueueCounts(context.Background()); err != nil || len(counts) != 1 {
 		t.Errorf("queue = %v (%v), want one row", counts, err)
+	}
+	for _, c := range r.srv.Calls() {
+		if strings.HasSuffix(c.Path, "/channels/"+quiet) {
+			t.Errorf("a message not for the bot cost a lookup: %s %s", c.Method, c.Path)
+		}
 	}
 }
 

@@ -162,9 +162,8 @@ func (r *run) inbound(ctx context.Context, m *discordgo.Message) (core.Inbound, 
 		return core.Inbound{}, false, nil
 	}
 	private := m.GuildID == ""
-	conv, parent := b.conversation(ctx, m.GuildID, m.ChannelID)
-	if !b.allowed(m.GuildID, m.ChannelID, parent, m.Author) {
-		b.log.Debug("message from a user, channel or guild not in allow_users/allow_chats/allow_guilds ignored", "guild", m.GuildID, "channel", m.ChannelID, "user", m.Author.ID)
+	if !private && !b.guilds.Allows(m.GuildID) {
+		b.log.Debug("message from a guild not in allow_guilds ignored", "guild", m.GuildID)
 		return core.Inbound{}, false, nil
 	}
 	text, mentioned := stripMention(m.Content, me.ID)
@@ -184,6 +183,13 @@ func (r *run) inbound(ctx context.Context, m *discordgo.Message) (core.Inbound, 
 		ReplyToBot: m.ReferencedMessage != nil && m.ReferencedMessage.Author != nil && m.ReferencedMessage.Author.ID == me.ID,
 	}
 	if !private && !b.trigger.Admits(addr) {
+		return core.Inbound{}, false, nil
+	}
+	// The channel is looked up (is it a thread?) only for a message that
+	// is for the bot.
+	conv, parent := b.conversation(ctx, m.GuildID, m.ChannelID)
+	if !b.allowed(m.GuildID, m.ChannelID, parent, m.Author) {
+		b.log.Debug("message from a user or channel not in allow_users/allow_chats ignored", "guild", m.GuildID, "channel", m.ChannelID, "user", m.Author.ID)
 		return core.Inbound{}, false, nil
 	}
 	if strings.TrimSpace(text) == "" {
