@@ -29,6 +29,10 @@ func (p *platform) Start(t *testing.T, allowUsers []string) channeltest.Instance
 		t.Parallel()
 	}
 	srv := discordtest.New(t, token)
+	// The same names get the same ids in every fake (allow_users of one
+	// instance is filled from another's ids).
+	srv.User("alice")
+	srv.User("bob")
 	o := options(t, srv, &syncBuffer{})
 	o.Config.AllowUsers = allowUsers
 	bot, err := discord.New(o)

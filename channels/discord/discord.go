@@ -80,11 +80,12 @@ type Bot struct {
 	chans                *channelCache
 	interactions         *interactionTokens
 
-	// background holds the ack reactions being taken back; Close waits
-	// for them.
+	// background holds the ack reactions under way; Close waits for
+	// them.
 	background sync.WaitGroup
 
 	mu        sync.Mutex
+	reacting  map[string]bool // channels with an ack reaction under way
 	me        discordgo.User
 	appID     string
 	sessionID string
@@ -145,6 +146,7 @@ func New(o Options) (*Bot, error) {
 		acks:         toolkit.NewAckWatch(o.HeartbeatInterval),
 		chans:        newChannelCache(),
 		interactions: newInteractionTokens(),
+		reacting:     map[string]bool{},
 	}
 	b.rest = b.newSession()
 	return b, nil

@@ -164,13 +164,14 @@ func (b *Bot) Working(ctx context.Context, in core.Inbound) (stop func()) {
 			}
 		},
 	}
-	if emoji := b.cfg.AckReaction; emoji != "" && in.MessageID != "" {
+	if emoji := b.cfg.AckReaction; emoji != "" && in.MessageID != "" && b.claimReactions(ch) {
 		done := make(chan struct{})
 		var once sync.Once
 		o.Ack = func(ctx context.Context) {
 			b.background.Add(1)
 			go func() {
 				defer b.background.Done()
+				defer b.releaseReactions(ch)
 				b.ackReaction(ctx, ch, in.MessageID, emoji, done)
 			}()
 		}
@@ -179,12 +180,32 @@ func (b *Bot) Working(ctx context.Context, in core.Inbound) (stop func()) {
 	return toolkit.Working(ctx, o)
 }
 
+// claimReactions reserves channel ch for one ack reaction at a time:
+// Discord allows about one reaction call per channel every 250ms, so in
+// a busy channel only one message at a time carries the ack reaction
+// (the typing indicator still shows for all) instead of reaction calls
+// piling up behind the limit.
+func (b *Bot) claimReactions(ch string) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.reacting[ch] {
+		return false
+	}
+	b.reacting[ch] = true
+	return true
+}
+
+func (b *Bot) releaseReactions(ch string) {
+	b.mu.Lock()
+	delete(b.reacting, ch)
+	b.mu.Unlock()
+}
+
 // ackReaction puts emoji on the user's message, waits until the work is
-// done and takes it back. It runs beside the work: Discord allows about
-// one reaction call per channel every 250ms and discordgo waits for that
-// (without a context), so neither the reply nor the conversation's next
-// message waits for the reaction. Work done before the reaction could go
-// out shows none.
+// done and takes it back. It runs beside the work: discordgo waits for
+// the reaction limit without a context, so neither the reply nor the
+// conversation's next message waits for the reaction. Work done before
+// the reaction could go out shows none.
 func (b *Bot) ackReaction(ctx context.Context, ch, msg, emoji string, done <-chan struct{}) {
 	call := func(f func(context.Context) error) error {
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), unackTimeout)

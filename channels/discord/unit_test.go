@@ -154,3 +154,14 @@ func TestFormat(t *testing.T) {
 		t.Errorf("Format = %q", got)
 	}
 }
+
+func TestOneAckReactionPerChannelAtATime(t *testing.T) {
+	b := &Bot{reacting: map[string]bool{}}
+	if !b.claimReactions("c1") || b.claimReactions("c1") || !b.claimReactions("c2") {
+		t.Fatal("a channel's first claim must succeed, its second fail, another channel's succeed")
+	}
+	b.releaseReactions("c1")
+	if !b.claimReactions("c1") {
+		t.Error("a released channel cannot be claimed again")
+	}
+}
