@@ -53,16 +53,22 @@ type run struct {
 // connection is lost or its heartbeats go unacknowledged.
 func (b *Bot) Run(ctx context.Context, sink core.Sink) error {
 	b.health.Down(errors.New("discord: not connected to the gateway yet"))
+	// The token is checked over REST first (a clear 401), then again by
+	// the gateway (close code 4004).
 	if _, err := b.rest.GatewayBot(discordgo.WithContext(ctx)); err != nil {
-		if ctx.Err() != nil {
+		switch s := status(err); {
+		case ctx.Err() != nil:
 			return nil
-		}
-		if status(err) == http.StatusUnauthorized {
+		case s == http.StatusUnauthorized:
 			return core.Errorf(core.KindAuth, "discord refused the bot token (GET /api/v9/gateway/bot: 401 Unauthorized): check channels.discord.token (developer portal → your app → Bot → Reset Token) and channels.discord.api_url")
+		case s == 0 || s >= 500:
+			err = fmt.Errorf("discord gateway discovery at %s: %w", b.root, b.scrub(err))
+			b.health.Down(err)
+			return err
+		default:
+			// A server without /gateway/bot: the gateway checks the token.
+			b.log.Debug("GET /gateway/bot failed; connecting anyway", "err", b.scrub(err))
 		}
-		err = fmt.Errorf("discord gateway discovery at %s: %w", b.root, b.scrub(err))
-		b.health.Down(err)
-		return err
 	}
 	r := &run{b: b, sink: sink, events: make(chan *discordgo.Event, 256), lost: make(chan struct{}, 1), done: make(chan struct{})}
 	r.background.Add(1)

@@ -240,3 +240,34 @@ func TestAllowGuildsAndUsers(t *testing.T) {
 		t.Errorf("callback = %+v, want an ephemeral message", cb)
 	}
 }
+
+func TestGatewayBotMissingOrDownAtStart(t *testing.T) {
+	t.Parallel()
+	t.Run("404: connect anyway", func(t *testing.T) {
+		t.Parallel()
+		srv := discordtest.New(t, token)
+		srv.Fail("GET", "/gateway/bot", 404, 1)
+		bot, err := discord.New(options(t, srv, &syncBuffer{}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		runBot(t, bot, &fakeSink{})
+		srv.WaitFor(t, "connected", srv.Connected)
+	})
+	t.Run("503: Run fails, to be restarted", func(t *testing.T) {
+		t.Parallel()
+		srv := discordtest.New(t, token)
+		srv.Fail("GET", "/gateway/bot", 503, 10)
+		bot, err := discord.New(options(t, srv, &syncBuffer{}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = <-runBot(t, bot, &fakeSink{})
+		if k := core.ErrorKind(err); err == nil || k == core.KindAuth || k == core.KindInvalid || !strings.Contains(err.Error(), "discovery") {
+			t.Errorf("Run = %v (kind %v), want a restartable discovery error", err, k)
+		}
+		if bot.Healthy() == nil {
+			t.Error("Healthy = nil while discovery fails")
+		}
+	})
+}
