@@ -48,8 +48,9 @@ func Default() *Config {
 				ChannelCommon: commonDefaults("eyes", []string{"+1", "heart", "tada", "fire"}, []string{"-1", "thumbsdown", "poop"}),
 			},
 			Discord: Discord{
-				APIURL:        "https://discord.com/api/v10",
-				ChannelCommon: commonDefaults("👀", []string{"👍", "❤", "🔥", "🎉"}, []string{"👎", "💩"}),
+				APIURL:           "https://discord.com",
+				RegisterCommands: true,
+				ChannelCommon:    commonDefaults("👀", []string{"👍", "❤", "🔥", "🎉"}, []string{"👎", "💩"}),
 			},
 		},
 		Plugins: Plugins{

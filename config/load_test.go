@@ -205,7 +205,7 @@ func TestDisabledSectionNeedsNoVariables(t *testing.T) {
 	// Enabling it through the variable makes the token required.
 	_, err = Load(writeConfig(t, body), MapEnv(map[string]string{"DISCORD_ON": "true"}))
 	ps := problemsOf(t, err)
-	mustContain(t, fmt.Sprint(ps), "environment variable DISCORD_BOT_TOKEN is not set", "channels.discord.enabled: the Discord channel is not built yet")
+	mustContain(t, fmt.Sprint(ps), "environment variable DISCORD_BOT_TOKEN is not set", "channels.discord.token: missing")
 }
 
 func TestSubstitution(t *testing.T) {

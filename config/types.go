@@ -357,12 +357,23 @@ type SlackEvents struct {
 	Path string `yaml:"path"`
 }
 
-// Discord configures the Discord channel (not built yet in this version).
+// Discord configures the Discord bot channel.
 type Discord struct {
-	Enabled       bool   `yaml:"enabled"`
-	Token         Secret `yaml:"token"`
-	APIURL        string `yaml:"api_url"`
-	ChannelCommon `yaml:",inline"`
+	Enabled bool   `yaml:"enabled"`
+	Token   Secret `yaml:"token"`
+	// APIURL replaces https://discord.com for REST and gateway discovery;
+	// request paths stay as the library sends them (/api/v9/...). A
+	// discovery answer naming Discord's own gateway means this host too.
+	// An older value ending in /api or /api/v<N> means the same host.
+	APIURL string `yaml:"api_url"`
+	// AllowGuilds are the guild (server) ids the bot answers in; empty
+	// allows every guild. Direct messages are in no guild: allow_users and
+	// allow_chats govern them.
+	AllowGuilds []string `yaml:"allow_guilds"`
+	// RegisterCommands registers the in-chat commands as application
+	// commands at start: globally, or in each of allow_guilds when set.
+	RegisterCommands bool `yaml:"register_commands"`
+	ChannelCommon    `yaml:",inline"`
 }
 
 // Plugins holds both plugin tiers.

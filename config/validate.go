@@ -297,9 +297,48 @@ func validateChannels(c *Config, ps *problems) {
 	if c.Channels.Slack.Enabled {
 		validateSlack(c.Channels.Slack, ps)
 	}
-	if c.Channels.Discord.Enabled {
-		ps.at("channels.discord.enabled", "the Discord channel is not built yet in this version; set channels.discord.enabled: false")
+	if d := c.Channels.Discord; d.Enabled {
+		validateDiscord(ps, d)
 	}
+}
+
+// validateDiscord checks an enabled Discord block: the token, api_url,
+// and ids where Discord uses numeric ids (guilds and channels).
+func validateDiscord(ps *problems, d Discord) {
+	const p = "channels.discord"
+	if !d.Token.IsSet() {
+		ps.at(p+".token", "missing; an enabled Discord channel needs the bot token from the developer portal (Applications → your app → Bot → Reset Token), e.g. token: \"${DISCORD_BOT_TOKEN}\"")
+	}
+	checkURL(ps, p+".api_url", d.APIURL)
+	lists := []struct {
+		key, what string
+		list      []string
+	}{{"allow_guilds", "guild (server)", d.AllowGuilds}, {"allow_chats", "channel", d.AllowChats}}
+	for _, l := range lists {
+		for i, v := range l.list {
+			if v = strings.TrimSpace(v); v != "" && !snowflake(v) {
+				ps.at(fmt.Sprintf("%s.%s[%d]", p, l.key, i), "%q is not a Discord %s id; use the number Discord shows with Developer Mode on (right-click → Copy ID), e.g. \"123456789012345678\"", v, l.what)
+			}
+		}
+	}
+	for i, v := range d.AllowGuilds {
+		if strings.TrimSpace(v) == "" {
+			ps.at(fmt.Sprintf("%s.allow_guilds[%d]", p, i), "is empty; remove the entry")
+		}
+	}
+}
+
+// snowflake reports whether s looks like a Discord id: 1 to 20 digits.
+func snowflake(s string) bool {
+	if len(s) == 0 || len(s) > 20 {
+		return false
+	}
+	for _, r := range s {
+		if r < '0' || r > '9' {
+			return false
+		}
+	}
+	return true
 }
 
 // validateCommon checks the common block of an enabled channel at path.

@@ -38,6 +38,8 @@ run ./plugins 'ExecuteRoundTrip' 1s
 echo "== telegram inbound -> reply (channel + gateway + SQLite, instant agent)"
 run ./channels/telegram 'InboundToReply$' 1x
 run ./channels/telegram 'InboundToReplyIdle' 500x
+echo "== discord MESSAGE_CREATE -> REST reply (gateway websocket + channel + gateway + SQLite, instant agent)"
+run ./channels/discord 'MessageToReply' 1x
 echo "== text formatting"
 run ./channels/textfmt 'Format' 1s
 echo "== config"

@@ -16,6 +16,8 @@
 //   - Scrubber: secrets removed from error texts;
 //   - Recent: a bounded set of recently seen event ids (redeliveries);
 //   - Liveness: a watchdog that recycles a connection that went quiet;
+//     AckWatch: one whose heartbeats go unacknowledged;
+//   - Retry: a send retried with backoff, Retry-After honoured;
 //   - NewServer: an HTTP server whose clients cannot hold it open;
 //   - Sleep: a context-aware wait.
 //

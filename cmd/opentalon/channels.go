@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/opentalon/opentalon/channels/console"
+	"github.com/opentalon/opentalon/channels/discord"
 	"github.com/opentalon/opentalon/channels/slack"
 	"github.com/opentalon/opentalon/channels/telegram"
 	"github.com/opentalon/opentalon/config"
@@ -23,6 +24,7 @@ func channelBuilds() map[string]channelBuild {
 		config.ChannelConsole:  buildConsole,
 		config.ChannelTelegram: buildTelegram,
 		config.ChannelSlack:    buildSlack,
+		config.ChannelDiscord:  buildDiscord,
 	}
 }
 
@@ -41,6 +43,10 @@ func buildTelegram(a *App) (core.Channel, error) {
 
 func buildSlack(a *App) (core.Channel, error) {
 	return slack.New(slack.Options{Config: a.cfg.Channels.Slack, Logger: a.log, Now: a.opts.Now})
+}
+
+func buildDiscord(a *App) (core.Channel, error) {
+	return discord.New(discord.Options{Config: a.cfg.Channels.Discord, Logger: a.log, Now: a.opts.Now})
 }
 
 // enabledChannels lists the names of the enabled channel blocks in the

@@ -1,0 +1,166 @@
+package discord_test
+
+import (
+	"context"
+	"encoding/json"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/opentalon/opentalon/channels/discord"
+	"github.com/opentalon/opentalon/channels/discord/discordtest"
+	"github.com/opentalon/opentalon/config"
+	"github.com/opentalon/opentalon/core"
+)
+
+// gatewayCommands are the commands a gateway with routing advertises.
+var gatewayCommands = []core.CommandInfo{
+	{Name: "help", Usage: "/help", Description: "List the commands"},
+	{Name: "model", Usage: "/model [name|alias|auto|@profile]", Description: "Show, pin or unpin the model of this conversation"},
+	{Name: "models", Usage: "/models", Description: "List the models with aliases, weights, prices and health"},
+	{Name: "new", Usage: "/new", Description: "Start a fresh conversation"},
+	{Name: "retry", Usage: "/retry", Description: "Answer the last question again with the next model"},
+	{Name: "status", Usage: "/status", Description: "Model, messages and tokens of this conversation"},
+	{Name: "Not A Name!", Usage: "/x", Description: "not a Discord command name"},
+}
+
+// runOnce runs a channel against srv until its commands are registered
+// (the fake counts writes) and stops it.
+func runOnce(t *testing.T, srv *discordtest.Server, edit func(*config.Discord), sink *fakeSink, settled func() bool) {
+	t.Helper()
+	logs := &syncBuffer{}
+	o := options(t, srv, logs)
+	if edit != nil {
+		edit(&o.Config)
+	}
+	bot, err := discord.New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- bot.Run(ctx, sink) }()
+	srv.WaitFor(t, "the commands registered", func() bool { return strings.Contains(logs.String(), "commands registered") && settled() })
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	bot.Close()
+}
+
+func names(cmds map[string]json.RawMessage) []string {
+	var out []string
+	for n := range cmds {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func TestApplicationCommandsRegisteredIdempotently(t *testing.T) {
+	t.Parallel()
+	srv := discordtest.New(t, token)
+	sink := &fakeSink{commands: gatewayCommands}
+	runOnce(t, srv, nil, sink, func() bool { return true })
+	got := srv.Commands("")
+	if strings.Join(names(got), " ") != "help model models new retry status" {
+		t.Fatalf("global commands = %v", names(got))
+	}
+	var model struct {
+		Description string `json:"description"`
+		Options     []struct {
+			Type     int    `json:"type"`
+			Name     string `json:"name"`
+			Required bool   `json:"required"`
+		} `json:"options"`
+	}
+	if err := json.Unmarshal(got["model"], &model); err != nil {
+		t.Fatal(err)
+	}
+	if len(model.Options) != 1 || model.Options[0].Name != "model" || model.Options[0].Type != 3 || model.Options[0].Required {
+		t.Errorf("/model = %s, want one optional text option named model", got["model"])
+	}
+	writes := srv.CommandWrites()
+	if writes != 6 {
+		t.Errorf("%d command writes on the first start, want 6 creates", writes)
+	}
+
+	// A second start with the same commands writes nothing.
+	runOnce(t, srv, nil, sink, func() bool { return true })
+	if n := srv.CommandWrites(); n != writes {
+		t.Errorf("a second start wrote %d commands, want none", n-writes)
+	}
+
+	// A changed description is edited, a command core dropped deleted.
+	changed := append([]core.CommandInfo(nil), gatewayCommands[:5]...)
+	changed[0].Description = "What I can do"
+	runOnce(t, srv, nil, &fakeSink{commands: changed}, func() bool { return srv.CommandWrites() >= writes+2 })
+	if n := srv.CommandWrites(); n != writes+2 {
+		t.Errorf("%d writes for one edit and one deletion", n-writes)
+	}
+	if got := srv.Commands(""); strings.Join(names(got), " ") != "help model models new retry" || !strings.Contains(string(got["help"]), "What I can do") {
+		t.Errorf("after the change: %v %s", names(got), got["help"])
+	}
+}
+
+func TestApplicationCommandsPerGuildAndSwitchedOff(t *testing.T) {
+	t.Parallel()
+	srv := discordtest.New(t, token)
+	g1, g2 := srv.Guild(), srv.Guild()
+	sink := &fakeSink{commands: gatewayCommands}
+	runOnce(t, srv, func(c *config.Discord) { c.AllowGuilds = []string{g1, g2} }, sink,
+		func() bool { return len(srv.Commands(g1)) == 6 && len(srv.Commands(g2)) == 6 })
+	if len(srv.Commands("")) != 0 {
+		t.Errorf("global commands registered although allow_guilds is set: %v", names(srv.Commands("")))
+	}
+
+	off := discordtest.New(t, token)
+	logs := &syncBuffer{}
+	o := options(t, off, logs)
+	o.Config.RegisterCommands = false
+	bot, err := discord.New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	runBot(t, bot, sink)
+	off.WaitFor(t, "connected", off.Connected)
+	time.Sleep(100 * time.Millisecond)
+	for _, c := range off.Calls() {
+		if strings.Contains(c.Path, "/commands") {
+			t.Errorf("register_commands: false, yet %s %s", c.Method, c.Path)
+		}
+	}
+}
+
+func TestCommandAnswerAfterTheTokenExpiredGoesToTheChannel(t *testing.T) {
+	t.Parallel()
+	srv := discordtest.New(t, token)
+	bot, err := discord.New(options(t, srv, &syncBuffer{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sink := &fakeSink{}
+	runBot(t, bot, sink)
+	guild := srv.Guild()
+	ch := srv.TextChannel(guild)
+	id := srv.Interaction(t, srv.User("alice"), guild, ch, "status", nil)
+	srv.WaitFor(t, "the deferred response", func() bool { return len(srv.Callbacks()) == 1 && len(sink.inbound()) == 1 })
+	in := sink.inbound()[0]
+	if in.Text != "/status" || in.MessageID != id || in.Meta["interaction"] != id || !in.Mentioned {
+		t.Fatalf("inbound = %+v", in)
+	}
+	to := core.Outbound{Conversation: in.Conversation, ReplyTo: in.MessageID, Meta: in.Meta, Part: 0, Parts: 2}
+	if _, err := bot.Send(context.Background(), to, "part one"); err != nil {
+		t.Fatal(err)
+	}
+	srv.ExpireInteraction(id)
+	to.Part = 1
+	if _, err := bot.Send(context.Background(), to, "part two"); err != nil {
+		t.Fatal(err)
+	}
+	sent := srv.Sent()
+	if len(sent) != 2 || sent[0].Via != "original" || sent[1].Via != "channel" || sent[1].ChannelID != ch || sent[1].ReplyTo != "" {
+		t.Errorf("sent = %+v, want the deferred response edited, then the channel once the token expired", sent)
+	}
+}

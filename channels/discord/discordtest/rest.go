@@ -1,0 +1,117 @@
+package discordtest
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+)
+
+// The REST API of channels and messages.
+
+func (s *Server) getChannel(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	c, ok := s.channels[r.PathValue("id")]
+	s.mu.Unlock()
+	if !ok {
+		reply(w, 404, apiError{Message: "Unknown Channel", Code: 10003})
+		return
+	}
+	reply(w, 200, c)
+}
+
+// outgoing is the body of a message the bot sends.
+type outgoing struct {
+	Content         string           `json:"content"`
+	AllowedMentions *AllowedMentions `json:"allowed_mentions"`
+	Reference       *struct {
+		MessageID string `json:"message_id"`
+	} `json:"message_reference"`
+	Flags int `json:"flags"`
+}
+
+func decode(r *http.Request, v any) error {
+	b, err := io.ReadAll(r.Body)
+	if err != nil {
+		return err
+	}
+	return json.Unmarshal(b, v)
+}
+
+// checkContent answers 400 like Discord for an empty or oversized message.
+func checkContent(w http.ResponseWriter, content string) bool {
+	if strings.TrimSpace(content) == "" {
+		reply(w, 400, apiError{Message: "Cannot send an empty message", Code: 50006})
+		return false
+	}
+	if n := len([]rune(content)); n > 2000 {
+		reply(w, 400, apiError{Message: fmt.Sprintf("Invalid Form Body: content: Must be 2000 or fewer in length (%d).", n), Code: 50035})
+		return false
+	}
+	return true
+}
+
+// store records a message the bot sent and returns it as Discord does.
+func (s *Server) store(channelID string, body outgoing, via, interactionID string) map[string]any {
+	s.mu.Lock()
+	m := message{ID: s.id(), ChannelID: channelID, Author: s.Bot, Content: body.Content}
+	s.messages[m.ID] = m
+	sent := Sent{ID: m.ID, ChannelID: channelID, Content: body.Content, AllowedMentions: body.AllowedMentions,
+		Via: via, Interaction: interactionID, At: time.Now()}
+	if body.Reference != nil {
+		sent.ReplyTo = body.Reference.MessageID
+	}
+	s.sent = append(s.sent, sent)
+	f := s.onSent
+	s.notify()
+	s.mu.Unlock()
+	if f != nil {
+		f(sent)
+	}
+	return map[string]any{"id": m.ID, "channel_id": channelID, "content": m.Content, "author": s.Bot, "type": 0,
+		"timestamp": time.Now().UTC().Format(time.RFC3339Nano), "mentions": []any{}, "attachments": []any{}, "embeds": []any{}}
+}
+
+func (s *Server) postMessage(w http.ResponseWriter, r *http.Request) {
+	var body outgoing
+	if err := decode(r, &body); err != nil {
+		reply(w, 400, apiError{Message: "400: Bad Request", Code: 50109})
+		return
+	}
+	id := r.PathValue("id")
+	s.mu.Lock()
+	_, known := s.channels[id]
+	s.mu.Unlock()
+	if !known {
+		reply(w, 404, apiError{Message: "Unknown Channel", Code: 10003})
+		return
+	}
+	if !checkContent(w, body.Content) {
+		return
+	}
+	reply(w, 200, s.store(id, body, "channel", ""))
+}
+
+func (s *Server) postTyping(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	s.typing = append(s.typing, r.PathValue("id"))
+	s.notify()
+	s.mu.Unlock()
+	reply(w, http.StatusNoContent, nil)
+}
+
+func (s *Server) reaction(remove bool) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if r.PathValue("who") != "@me" {
+			reply(w, 403, apiError{Message: "Missing Permissions", Code: 50013})
+			return
+		}
+		s.mu.Lock()
+		s.reactions = append(s.reactions, Reaction{ChannelID: r.PathValue("id"), MessageID: r.PathValue("mid"), Emoji: r.PathValue("emoji"), Removed: remove})
+		s.notify()
+		s.mu.Unlock()
+		reply(w, http.StatusNoContent, nil)
+	}
+}

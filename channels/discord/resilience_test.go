@@ -1,0 +1,273 @@
+package discord_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/opentalon/opentalon/channels/discord"
+	"github.com/opentalon/opentalon/channels/discord/discordtest"
+	"github.com/opentalon/opentalon/config"
+	"github.com/opentalon/opentalon/core"
+)
+
+func TestInvalidTokenFailsStartNamingTheKey(t *testing.T) {
+	t.Parallel()
+	t.Run("close code 4004", func(t *testing.T) {
+		t.Parallel()
+		srv := discordtest.New(t, token)
+		srv.CloseOnIdentify(discordtest.CloseAuthenticationFailed)
+		bot, err := discord.New(options(t, srv, &syncBuffer{}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case err := <-runBot(t, bot, &fakeSink{}):
+			if core.ErrorKind(err) != core.KindAuth || !strings.Contains(err.Error(), "channels.discord.token") || !strings.Contains(err.Error(), "4004") {
+				t.Fatalf("Run = %v (kind %v), want an auth error naming channels.discord.token and 4004", err, core.ErrorKind(err))
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("Run did not fail on close code 4004")
+		}
+		if err := bot.Healthy(); err == nil {
+			t.Error("Healthy = nil after the token was refused")
+		}
+	})
+	t.Run("401 from REST", func(t *testing.T) {
+		t.Parallel()
+		srv := discordtest.New(t, token)
+		o := options(t, srv, &syncBuffer{})
+		o.Config.Token = config.Secret("MTEx.fake.SECRET-discord-wrong")
+		bot, err := discord.New(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = <-runBot(t, bot, &fakeSink{})
+		if core.ErrorKind(err) != core.KindAuth || !strings.Contains(err.Error(), "channels.discord.token") || strings.Contains(err.Error(), "SECRET") {
+			t.Fatalf("Run = %v, want an auth error naming channels.discord.token without the token", err)
+		}
+	})
+	t.Run("no token, bad api_url", func(t *testing.T) {
+		t.Parallel()
+		cfg := config.Default().Channels.Discord
+		if _, err := discord.New(discord.Options{Config: cfg}); core.ErrorKind(err) != core.KindInvalid || !strings.Contains(err.Error(), "channels.discord.token") {
+			t.Errorf("New without a token = %v", err)
+		}
+		cfg.Token, cfg.APIURL = "t", "discord.com"
+		if _, err := discord.New(discord.Options{Config: cfg}); core.ErrorKind(err) != core.KindInvalid || !strings.Contains(err.Error(), "channels.discord.api_url") {
+			t.Errorf("New with api_url discord.com = %v", err)
+		}
+	})
+}
+
+func TestDisallowedMessageContentIntentSaysWhichAndKeepsWorking(t *testing.T) {
+	t.Parallel()
+	r := start(t, nil, func(s *discordtest.Server) { s.SetMessageContentAllowed(false) })
+	r.waitLog(t, "Message Content Intent")
+	r.mention(t, "still there?")
+	if s := r.waitSent(t, 1)[0]; s.Content != "echo: still there?" {
+		t.Errorf("reply = %q", s.Content)
+	}
+	ids := r.srv.Identifies()
+	if len(ids) != 2 || ids[0].Intents&discordtest.IntentMessageContent == 0 || ids[1].Intents&discordtest.IntentMessageContent != 0 {
+		t.Errorf("identifies = %+v, want one with the message content intent, then one without", ids)
+	}
+	if !strings.Contains(r.logs.String(), "Privileged Gateway Intents") {
+		t.Errorf("the warning does not say where to enable the intent:\n%s", r.logs.String())
+	}
+	if err := r.bot.Healthy(); err != nil {
+		t.Errorf("Healthy = %v", err)
+	}
+}
+
+func TestMalformedDispatchesAreLoggedAndSkipped(t *testing.T) {
+	t.Parallel()
+	r := start(t, nil, nil)
+	r.srv.SendRaw(t, []byte("this is not JSON"))
+	r.srv.SendRaw(t, []byte(`{"op":0,"t":"MESSAGE_CREATE","s":null,"d":{"id":`))
+	r.srv.Dispatch(t, "MESSAGE_CREATE", "garbage")
+	r.srv.Dispatch(t, "MESSAGE_CREATE", map[string]any{"content": "no id, no author"})
+	r.srv.Dispatch(t, "MESSAGE_CREATE", map[string]any{"id": "1", "channel_id": r.channel, "author": "nobody", "mentions": 5})
+	r.srv.Dispatch(t, "MESSAGE_CREATE", map[string]any{"id": "2", "channel_id": r.channel, "guild_id": r.guild, "content": "no author"})
+	r.srv.Dispatch(t, "MESSAGE_REACTION_ADD", []int{1, 2})
+	r.srv.Dispatch(t, "MESSAGE_REACTION_ADD", map[string]any{"emoji": map[string]any{"name": "👎"}})
+	r.srv.Dispatch(t, "INTERACTION_CREATE", map[string]any{"type": 2, "data": map[string]any{"name": "model"}})
+	r.srv.Dispatch(t, "INTERACTION_CREATE", map[string]any{"type": 2, "data": "x"})
+	r.srv.Dispatch(t, "SOMETHING_NEW", map[string]any{"x": 1})
+	r.srv.Dispatch(t, "MESSAGE_CREATE", nil)
+	r.mention(t, "after the garbage")
+	if s := r.waitSent(t, 1)[0]; s.Content != "echo: after the garbage" {
+		t.Errorf("reply = %q", s.Content)
+	}
+	if n := strings.Count(r.logs.String(), "skipping a malformed Discord event"); n < 6 {
+		t.Errorf("%d malformed events logged, want every one:\n%s", n, r.logs.String())
+	}
+	if err := r.bot.Healthy(); err != nil {
+		t.Errorf("Healthy = %v", err)
+	}
+	if got := len(r.agent.seen()); got != 1 {
+		t.Errorf("the agent saw %d turns", got)
+	}
+}
+
+func TestReconnectResumesTheSession(t *testing.T) {
+	t.Parallel()
+	r := start(t, nil, nil)
+	r.mention(t, "before")
+	r.waitSent(t, 1)
+	r.srv.Disconnect(discordtest.CloseUnknownError)
+	r.srv.WaitFor(t, "a resume", func() bool { return r.srv.Resumes() == 1 && r.srv.Connected() })
+	r.mention(t, "after")
+	r.waitSent(t, 2)
+	if n := len(r.srv.Identifies()); n != 1 {
+		t.Errorf("%d identifies, want the session resumed, not a new one", n)
+	}
+}
+
+func TestResumeFailingFallsBackToAFreshIdentify(t *testing.T) {
+	t.Parallel()
+	r := start(t, nil, nil)
+	r.srv.WaitFor(t, "connected", r.srv.Connected)
+	r.srv.FailResumes(true)
+	r.srv.Disconnect(discordtest.CloseUnknownError)
+	r.srv.WaitFor(t, "a fresh identify", func() bool { return len(r.srv.Identifies()) == 2 && r.srv.Connected() })
+	if n := r.srv.Resumes(); n < 2 {
+		t.Errorf("%d resumes tried before identifying afresh, want 2", n)
+	}
+	r.mention(t, "new session")
+	if s := r.waitSent(t, 1)[0]; s.Content != "echo: new session" {
+		t.Errorf("reply = %q", s.Content)
+	}
+}
+
+func TestUnacknowledgedHeartbeatsRecycleTheConnection(t *testing.T) {
+	t.Parallel()
+	r := start(t, func(_ *config.Discord, o *discord.Options) { o.HeartbeatInterval = 100 * time.Millisecond },
+		func(s *discordtest.Server) { s.SetHeartbeatInterval(100 * time.Millisecond) })
+	r.srv.WaitFor(t, "heartbeats", func() bool { return r.srv.Heartbeats() >= 3 })
+	r.srv.Zombie()
+	// A message sent into the zombie connection is replayed on resume.
+	r.mention(t, "through the zombie")
+	r.srv.WaitFor(t, "the connection recycled and resumed", func() bool { return r.srv.Resumes() >= 1 })
+	if s := r.waitSent(t, 1)[0]; s.Content != "echo: through the zombie" {
+		t.Errorf("reply = %q", s.Content)
+	}
+	if !strings.Contains(r.logs.String(), "no heartbeat ACK") {
+		t.Errorf("the recycling is not logged:\n%s", r.logs.String())
+	}
+	if n := len(r.srv.Identifies()); n != 1 {
+		t.Errorf("%d identifies, want the session resumed", n)
+	}
+}
+
+func TestReadyzDownWhileNotConnected(t *testing.T) {
+	t.Parallel()
+	r := start(t, nil, nil)
+	r.srv.WaitFor(t, "healthy", func() bool { return r.bot.Healthy() == nil })
+	r.srv.RefuseConnections(true)
+	r.srv.Disconnect(discordtest.CloseUnknownError)
+	r.srv.WaitFor(t, "unhealthy while disconnected", func() bool { return r.bot.Healthy() != nil })
+	for _, st := range r.gw.ChannelStates() {
+		if st.Err != nil {
+			t.Errorf("the channel's Run failed (%v): reconnecting is the channel's own job", st.Err)
+		}
+	}
+	r.srv.RefuseConnections(false)
+	r.srv.WaitFor(t, "healthy again", func() bool { return r.bot.Healthy() == nil })
+	r.mention(t, "back")
+	r.waitSent(t, 1)
+}
+
+func TestSendRetriesThenReportsGivingUp(t *testing.T) {
+	t.Parallel()
+	r := start(t, nil, nil)
+	r.srv.Fail("POST", "/messages", 500, 2)
+	r.mention(t, "flaky")
+	if s := r.waitSent(t, 1)[0]; s.Content != "echo: flaky" {
+		t.Errorf("reply = %q", s.Content)
+	}
+	if !strings.Contains(r.logs.String(), "retrying") {
+		t.Errorf("the retries are not logged:\n%s", r.logs.String())
+	}
+	r.srv.Fail("POST", "/channels/"+r.channel+"/messages", 503, 100)
+	to := core.Outbound{Conversation: core.ConversationKey{Channel: "discord", Chat: r.channel}}
+	_, err := r.bot.Send(context.Background(), to, "never arrives")
+	if err == nil || !strings.Contains(err.Error(), "gave up after 4 attempts") || core.ErrorKind(err) != core.KindUnavailable {
+		t.Errorf("Send = %v, want it to give up after 4 attempts", err)
+	}
+	_, err = r.bot.Send(context.Background(), core.Outbound{Conversation: core.ConversationKey{Channel: "discord", Chat: "404404"}}, "to nowhere")
+	if core.ErrorKind(err) != core.KindBadRequest {
+		t.Errorf("Send to an unknown channel = %v, want a bad request, not retried", err)
+	}
+}
+
+func TestAllowGuildsAndUsers(t *testing.T) {
+	t.Parallel()
+	srv := discordtest.New(t, token)
+	logs := &syncBuffer{}
+	o := options(t, srv, logs)
+	home := srv.Guild()
+	o.Config.AllowGuilds = []string{home}
+	o.Config.AllowUsers = []string{"alice"}
+	bot, err := discord.New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sink := &fakeSink{}
+	runBot(t, bot, sink)
+	alice, bob := srv.User("alice"), srv.User("bob")
+	away := srv.Guild()
+	homeCh, awayCh := srv.TextChannel(home), srv.TextChannel(away)
+	m := func(ch, guild string, u discordtest.User, text string) string {
+		return srv.Message(t, discordtest.Msg{Channel: ch, Guild: guild, Author: u, Content: discordtest.Mention(srv.Bot) + " " + text, Mentions: []discordtest.User{srv.Bot}})
+	}
+	m(awayCh, away, alice, "another guild")
+	m(homeCh, home, bob, "bob is not allowed")
+	srv.Message(t, discordtest.Msg{Channel: srv.DM(bob), Author: bob, Content: "bob in private"})
+	want := []string{m(homeCh, home, alice, "home"), srv.Message(t, discordtest.Msg{Channel: srv.DM(alice), Author: alice, Content: "alice in private"})}
+	srv.WaitFor(t, "two messages accepted", func() bool { return len(sink.inbound()) >= 2 })
+	time.Sleep(50 * time.Millisecond)
+	got := sink.inbound()
+	if len(got) != 2 || got[0].MessageID != want[0] || got[1].MessageID != want[1] {
+		t.Errorf("accepted %+v, want only alice in the home guild and in private", got)
+	}
+	// An application command from outside the lists is answered at once,
+	// to its user only.
+	id := srv.Interaction(t, alice, away, awayCh, "status", nil)
+	srv.WaitFor(t, "the refusal", func() bool { return len(srv.Callbacks()) == 1 })
+	if cb := srv.Callbacks()[0]; cb.Interaction != id || cb.Type != 4 || cb.Flags&64 == 0 {
+		t.Errorf("callback = %+v, want an ephemeral message", cb)
+	}
+}
+
+func TestGatewayBotMissingOrDownAtStart(t *testing.T) {
+	t.Parallel()
+	t.Run("404: connect anyway", func(t *testing.T) {
+		t.Parallel()
+		srv := discordtest.New(t, token)
+		srv.Fail("GET", "/gateway/bot", 404, 1)
+		bot, err := discord.New(options(t, srv, &syncBuffer{}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		runBot(t, bot, &fakeSink{})
+		srv.WaitFor(t, "connected", srv.Connected)
+	})
+	t.Run("503: Run fails, to be restarted", func(t *testing.T) {
+		t.Parallel()
+		srv := discordtest.New(t, token)
+		srv.Fail("GET", "/gateway/bot", 503, 10)
+		bot, err := discord.New(options(t, srv, &syncBuffer{}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = <-runBot(t, bot, &fakeSink{})
+		if k := core.ErrorKind(err); err == nil || k == core.KindAuth || k == core.KindInvalid || !strings.Contains(err.Error(), "discovery") {
+			t.Errorf("Run = %v (kind %v), want a restartable discovery error", err, k)
+		}
+		if bot.Healthy() == nil {
+			t.Error("Healthy = nil while discovery fails")
+		}
+	})
+}

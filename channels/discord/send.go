@@ -1,0 +1,235 @@
+package discord
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/bwmarrin/discordgo"
+
+	"github.com/opentalon/opentalon/channels/toolkit"
+	"github.com/opentalon/opentalon/core"
+)
+
+// unackTimeout bounds taking the ack reaction back.
+const unackTimeout = 10 * time.Second
+
+// noPings is the allowed_mentions of every reply: nobody is pinged by
+// what the LLM writes (@everyone, @here, roles, users); only the user a
+// reply answers, when replied is set.
+func noPings(replied bool) *discordgo.MessageAllowedMentions {
+	return &discordgo.MessageAllowedMentions{Parse: []discordgo.AllowedMentionType{}, RepliedUser: replied}
+}
+
+// Send implements core.Channel: one part of a reply. The first part of
+// an answer to a message references it (a Discord reply); an answer to
+// an application command edits the command's deferred response, and its
+// further parts follow it up (once the interaction token expired, or
+// after a restart, they go to the channel instead). Discord's rate limits
+// are waited out by discordgo; a call that still fails transiently is
+// retried with backoff, and the error reported when it gives up. It
+// returns the id of the sent message.
+func (b *Bot) Send(ctx context.Context, to core.Outbound, part string) (string, error) {
+	if id := to.Meta[metaInteraction]; id != "" {
+		if it := b.interactions.get(id); it != nil {
+			select {
+			case <-it.ready:
+			case <-ctx.Done():
+				return "", ctx.Err()
+			}
+			if it.deferred && b.now().Before(it.expires) {
+				msgID, err := b.sendInteraction(ctx, id, it, to.Part, part)
+				if err == nil || !webhookGone(err) {
+					return msgID, err
+				}
+				b.log.Info("the Discord command's answer window closed; posting the answer in the channel", "interaction", id)
+			}
+		}
+		to.ReplyTo = "" // the command is not a message to reply to
+	}
+	ch := target(to.Conversation)
+	msg := &discordgo.MessageSend{Content: part, AllowedMentions: noPings(false)}
+	if to.Part == 0 && to.ReplyTo != "" {
+		no := false
+		msg.Reference = &discordgo.MessageReference{MessageID: to.ReplyTo, ChannelID: ch, FailIfNotExists: &no}
+		msg.AllowedMentions = noPings(true)
+	}
+	var sent *discordgo.Message
+	err := b.retry(ctx, "send a message", func(ctx context.Context) error {
+		m, err := b.rest.ChannelMessageSendComplex(ch, msg, discordgo.WithContext(ctx))
+		if err != nil {
+			return b.classify("POST /channels/{id}/messages", err)
+		}
+		sent = m
+		return nil
+	})
+	if err != nil {
+		return "", err
+	}
+	return sent.ID, nil
+}
+
+// sendInteraction posts part of an answer to an application command:
+// part 0 replaces the deferred "thinking" response, later parts follow it.
+func (b *Bot) sendInteraction(ctx context.Context, id string, it *interaction, n int, part string) (string, error) {
+	i := &discordgo.Interaction{ID: id, AppID: it.appID, Token: it.token}
+	var sent *discordgo.Message
+	err := b.retry(ctx, "answer a command", func(ctx context.Context) error {
+		var m *discordgo.Message
+		var err error
+		if n == 0 {
+			m, err = b.rest.InteractionResponseEdit(i, &discordgo.WebhookEdit{Content: &part, AllowedMentions: noPings(false)}, discordgo.WithContext(ctx))
+		} else {
+			m, err = b.rest.FollowupMessageCreate(i, true, &discordgo.WebhookParams{Content: part, AllowedMentions: noPings(false)}, discordgo.WithContext(ctx))
+		}
+		if err != nil {
+			return b.classify("interaction webhook", b.scrubInteraction(err, it.token))
+		}
+		sent = m
+		return nil
+	})
+	if err != nil {
+		return "", err
+	}
+	return sent.ID, nil
+}
+
+// webhookGone reports an interaction webhook Discord no longer accepts
+// (the token expired: 401 Invalid Webhook Token, 404 Unknown Webhook).
+func webhookGone(err error) bool {
+	s := status(err)
+	return s == http.StatusUnauthorized || s == http.StatusNotFound
+}
+
+// retry runs one REST call with the channel's retry policy.
+func (b *Bot) retry(ctx context.Context, what string, fn func(context.Context) error) error {
+	return toolkit.Retry(ctx, toolkit.RetryOptions{
+		Attempts: b.o.SendAttempts,
+		Sleep:    b.sleep,
+		OnRetry: func(n int, wait time.Duration, err error) {
+			b.log.Warn("a Discord call failed; retrying", "call", what, "attempt", n, "in", wait, "err", err)
+		},
+	}, func(ctx context.Context) error {
+		err := fn(ctx)
+		if err != nil && ctx.Err() == nil && !core.Transient(err) {
+			b.log.Warn("Discord refused a call", "call", what, "err", err)
+		}
+		return err
+	})
+}
+
+// status is the HTTP status of a discordgo REST error (0 for others).
+func status(err error) int {
+	var re *discordgo.RESTError
+	if errors.As(err, &re) && re.Response != nil {
+		return re.Response.StatusCode
+	}
+	return 0
+}
+
+// classify gives a discordgo error its core kind (and scrubs it).
+func (b *Bot) classify(call string, err error) error {
+	err = b.scrub(err)
+	var rl *discordgo.RateLimitError
+	switch s := status(err); {
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return err
+	case errors.As(err, &rl):
+		return &core.Error{Kind: core.KindRateLimited, Msg: "discord " + call + ": rate limited", Err: err, RetryAfter: rl.RetryAfter}
+	case s == http.StatusUnauthorized:
+		return &core.Error{Kind: core.KindAuth, Msg: "discord " + call + ": 401 (channels.discord.token)", Err: err}
+	case s == http.StatusTooManyRequests:
+		return &core.Error{Kind: core.KindRateLimited, Msg: "discord " + call + ": rate limited", Err: err}
+	case s >= 400 && s < 500:
+		return &core.Error{Kind: core.KindBadRequest, Msg: "discord " + call + " refused", Err: err}
+	}
+	return &core.Error{Kind: core.KindUnavailable, Msg: "discord " + call + " failed", Err: err}
+}
+
+// Working implements core.Indicator: the typing indicator every few
+// seconds and the ack reaction on the user's message until stop is
+// called. An application command shows Discord's own "thinking" instead.
+func (b *Bot) Working(ctx context.Context, in core.Inbound) (stop func()) {
+	if in.Meta[metaInteraction] != "" {
+		return func() {}
+	}
+	ch := target(in.Conversation)
+	o := toolkit.WorkingOptions{
+		Every: b.o.TypingEvery,
+		Typing: func(ctx context.Context) {
+			if err := b.rest.ChannelTyping(ch, discordgo.WithContext(ctx)); err != nil && ctx.Err() == nil {
+				b.log.Debug("typing indicator failed", "channel", ch, "err", b.scrub(err))
+			}
+		},
+	}
+	if emoji := b.cfg.AckReaction; emoji != "" && in.MessageID != "" && b.claimReactions(ch) {
+		done := make(chan struct{})
+		var once sync.Once
+		o.Ack = func(ctx context.Context) {
+			b.background.Add(1)
+			go func() {
+				defer b.background.Done()
+				defer b.releaseReactions(ch)
+				b.ackReaction(ctx, ch, in.MessageID, emoji, done)
+			}()
+		}
+		o.Unack = func(context.Context) { once.Do(func() { close(done) }) }
+	}
+	return toolkit.Working(ctx, o)
+}
+
+// claimReactions reserves channel ch for one ack reaction at a time:
+// Discord allows about one reaction call per channel every 250ms, so in
+// a busy channel only one message at a time carries the ack reaction
+// (the typing indicator still shows for all) instead of reaction calls
+// piling up behind the limit.
+func (b *Bot) claimReactions(ch string) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.reacting[ch] {
+		return false
+	}
+	b.reacting[ch] = true
+	return true
+}
+
+func (b *Bot) releaseReactions(ch string) {
+	b.mu.Lock()
+	delete(b.reacting, ch)
+	b.mu.Unlock()
+}
+
+// ackReaction puts emoji on the user's message, waits until the work is
+// done and takes it back. It runs beside the work: discordgo waits for
+// the reaction limit without a context, so neither the reply nor the
+// conversation's next message waits for the reaction. Work done before
+// the reaction could go out shows none.
+func (b *Bot) ackReaction(ctx context.Context, ch, msg, emoji string, done <-chan struct{}) {
+	call := func(f func(context.Context) error) error {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), unackTimeout)
+		defer cancel()
+		return f(cctx)
+	}
+	select {
+	case <-done:
+		return
+	default:
+	}
+	if err := call(func(ctx context.Context) error {
+		return b.rest.MessageReactionAdd(ch, msg, emoji, discordgo.WithContext(ctx))
+	}); err != nil {
+		b.log.Debug("ack reaction failed (missing Add Reactions permission?)", "channel", ch, "err", b.scrub(err))
+		return
+	}
+	select {
+	case <-done:
+	case <-ctx.Done():
+	}
+	if err := call(func(ctx context.Context) error {
+		return b.rest.MessageReactionRemove(ch, msg, emoji, "@me", discordgo.WithContext(ctx))
+	}); err != nil {
+		b.log.Debug("removing the ack reaction failed", "channel", ch, "err", b.scrub(err))
+	}
+}

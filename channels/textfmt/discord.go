@@ -1,0 +1,87 @@
+package textfmt
+
+import "strings"
+
+// DiscordLimit is the size limit of one Discord message.
+const DiscordLimit = 2000
+
+// ToDiscord prepares Markdown as an LLM writes it for a Discord message:
+// Discord renders Markdown itself (code fences, emphasis, links, lists,
+// headings), so the text stays as it is except that mass mentions
+// ("@everyone", "@here") outside code are made inert with a zero-width
+// space after the "@". Code blocks and code spans are left untouched, so
+// code can still be copied exactly.
+func ToDiscord(md string) string {
+	if !strings.Contains(md, "@") {
+		return md
+	}
+	var b strings.Builder
+	b.Grow(len(md) + 16)
+	fence := "" // the open fence, "" outside a fenced block
+	for _, line := range strings.SplitAfter(md, "\n") {
+		t := strings.TrimRight(strings.TrimLeft(line, " \t"), "\n")
+		switch {
+		case fence != "":
+			if closesFence(t, fence) {
+				fence = ""
+			}
+			b.WriteString(line)
+		case isFence(t):
+			fence, _ = fenceInfo(t)
+			b.WriteString(line)
+		default:
+			escapeOutsideSpans(&b, line)
+		}
+	}
+	return b.String()
+}
+
+// escapeOutsideSpans writes line with mass mentions escaped outside its
+// code spans (a run of backticks up to the next run of the same length).
+func escapeOutsideSpans(b *strings.Builder, line string) {
+	for line != "" {
+		i := strings.IndexByte(line, '`')
+		if i < 0 {
+			b.WriteString(escapeMassMentions(line))
+			return
+		}
+		b.WriteString(escapeMassMentions(line[:i]))
+		n := run(line, i, '`')
+		end := findRun(line, i+n, '`', n)
+		if end < 0 {
+			// An unclosed run is literal text.
+			b.WriteString(line[i : i+n])
+			line = line[i+n:]
+			continue
+		}
+		b.WriteString(line[i : end+n])
+		line = line[end+n:]
+	}
+}
+
+// massMentions are the mentions that ping a whole channel or server.
+var massMentions = []string{"everyone", "here"}
+
+// escapeMassMentions inserts a zero-width space after the "@" of every
+// mass mention, in any letter case.
+func escapeMassMentions(s string) string {
+	if !strings.Contains(s, "@") {
+		return s
+	}
+	var b strings.Builder
+	for {
+		i := strings.IndexByte(s, '@')
+		if i < 0 {
+			b.WriteString(s)
+			return b.String()
+		}
+		b.WriteString(s[:i+1])
+		s = s[i+1:]
+		for _, m := range massMentions {
+			if len(s) >= len(m) && strings.EqualFold(s[:len(m)], m) {
+				b.WriteString("\u200b")
+				break
+			}
+		}
+	}
+}

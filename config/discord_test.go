@@ -1,0 +1,79 @@
+package config
+
+import "testing"
+
+func TestDiscordSection(t *testing.T) {
+	tests := []struct {
+		name    string
+		body    string
+		wantErr []string
+		check   func(t *testing.T, c *Config)
+	}{
+		{
+			name: "defaults",
+			body: "channels:\n  discord: { enabled: true, token: t }\n",
+			check: func(t *testing.T, c *Config) {
+				d := c.Channels.Discord
+				if d.APIURL != "https://discord.com" || !d.RegisterCommands || d.Trigger != TriggerMention || d.AckReaction != "👀" || len(d.AllowGuilds) != 0 {
+					t.Errorf("discord defaults = %+v", d)
+				}
+				if len(d.Reactions.Positive) != 4 || d.Reactions.Negative[0] != "👎" {
+					t.Errorf("reactions = %+v", d.Reactions)
+				}
+			},
+		},
+		{
+			name: "every key, and an older api_url",
+			body: "channels:\n  discord:\n    enabled: true\n    token: t\n    api_url: https://discord.com/api/v10\n    allow_users: [\"42\", alice]\n    allow_chats: [\"1001\"]\n    allow_guilds: [\"900\"]\n    trigger: all\n    register_commands: false\n    ack_reaction: \"\"\n",
+			check: func(t *testing.T, c *Config) {
+				d := c.Channels.Discord
+				if d.APIURL != "https://discord.com/api/v10" || d.RegisterCommands || d.AllowGuilds[0] != "900" || d.AllowUsers[1] != "alice" || d.AllowChats[0] != "1001" || d.Trigger != TriggerAll || d.AckReaction != "" {
+					t.Errorf("discord = %+v", d)
+				}
+			},
+		},
+		{
+			name:    "no token",
+			body:    "channels:\n  discord: { enabled: true }\n",
+			wantErr: []string{"channels.discord.token: missing; an enabled Discord channel needs the bot token"},
+		},
+		{
+			name:    "ids that are not ids",
+			body:    "channels:\n  discord: { enabled: true, token: t, api_url: \"discord.com\", allow_guilds: [\"My Server\"], allow_chats: [\"#general\"] }\n",
+			wantErr: []string{`channels.discord.api_url: "discord.com" is not an http(s) URL`, `channels.discord.allow_guilds[0]: "My Server" is not a Discord guild (server) id`, `channels.discord.allow_chats[0]: "#general" is not a Discord channel id`},
+		},
+		{
+			name:    "an empty guild entry",
+			body:    "channels:\n  discord: { enabled: true, token: t, allow_guilds: [\"\"] }\n",
+			wantErr: []string{"channels.discord.allow_guilds[0]: is empty"},
+		},
+		{
+			name: "disabled: nothing is checked",
+			body: "channels:\n  discord: { enabled: false, allow_guilds: [\"x\"] }\n",
+			check: func(t *testing.T, c *Config) {
+				if c.Channels.Discord.Enabled {
+					t.Error("enabled")
+				}
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg, err := Load(writeConfig(t, minimal+tt.body), MapEnv(nil))
+			if len(tt.wantErr) > 0 {
+				ps := problemsOf(t, err)
+				if len(ps) != len(tt.wantErr) {
+					t.Fatalf("problems = %v, want %d", err, len(tt.wantErr))
+				}
+				for i, w := range tt.wantErr {
+					mustContain(t, ps[i].String(), w)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			tt.check(t, cfg)
+		})
+	}
+}
