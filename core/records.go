@@ -55,10 +55,9 @@ type UsageTotal struct {
 }
 
 // EscalationState is what the escalator remembers of a session: the
-// latest rejected question, the models that already answered it (the
-// last one wrote the answer being judged), and the reply it last judged.
+// latest rejected question and the models that already answered it (the
+// last one wrote the answer being judged).
 type EscalationState struct {
-	Question    string
-	Models      []string
-	JudgedReply int64
+	Question string
+	Models   []string
 }

@@ -154,6 +154,20 @@ func memoryLine(m store.Memory) string {
 	return l
 }
 
+// hasMemories says whether recall can find anything for the turn's user
+// (one cheap check instead of the searches for users with no memories).
+func (o *Orchestrator) hasMemories(ctx context.Context, tn *turn) bool {
+	if o.o.Store == nil || tn.owner == "" {
+		return false
+	}
+	has, err := o.o.Store.HasMemories(ctx, tn.owner)
+	if err != nil {
+		o.log.Warn("recall memories", "err", err)
+		return false
+	}
+	return has
+}
+
 // recallMemories is the system prompt section of the memories relevant to
 // the turn: the user's (and shared) preferences first, then memories
 // matching the message, up to state.memory.recall_tokens.

@@ -160,8 +160,11 @@ func (o *Orchestrator) Answer(ctx context.Context, t core.Turn) (core.Answer, er
 		return core.Answer{}, err
 	}
 	offered := o.offered(tn)
-	call.Req.System = SystemPrompt(o.o.Rules, toolsSection(offered), o.stepSection(tn.st),
-		o.recallMemories(ctx, tn), o.recallWorkflows(ctx, tn, task, offered))
+	var memories, workflows string
+	if o.hasMemories(ctx, tn) {
+		memories, workflows = o.recallMemories(ctx, tn), o.recallWorkflows(ctx, tn, task, offered)
+	}
+	call.Req.System = SystemPrompt(o.o.Rules, toolsSection(offered), o.stepSection(tn.st), memories, workflows)
 	budget := window - window/4
 
 	compacted := false

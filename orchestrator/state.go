@@ -27,6 +27,8 @@ type Store interface {
 	SaveMemory(ctx context.Context, m store.Memory) (int64, error)
 	SaveWorkflow(ctx context.Context, w store.Memory) (int64, error)
 	Memories(ctx context.Context, q store.MemoryQuery) ([]store.Memory, error)
+	// HasMemories reports whether owner has any memory, or any is shared.
+	HasMemories(ctx context.Context, owner string) (bool, error)
 	DeleteMemory(ctx context.Context, id int64, owner string, admin bool) (bool, error)
 	DeleteMemories(ctx context.Context, owner string) (int, error)
 }

@@ -22,6 +22,8 @@ type Conversations interface {
 	// (one row per session: bounded, and kept across restarts).
 	Escalation(ctx context.Context, sessionID int64) (core.EscalationState, error)
 	SaveEscalation(ctx context.Context, sessionID int64, st core.EscalationState) error
+	// SignalsForReply returns the signals recorded on a reply.
+	SignalsForReply(ctx context.Context, replyID int64) ([]core.Signal, error)
 }
 
 // Escalator is the core.Interceptor that watches each message for a
@@ -32,8 +34,9 @@ type Conversations interface {
 // signal and lets the message be answered normally; any other message
 // records an implicit acceptance of the previous answer. It decides only:
 // the gateway runs the re-answer through the hooks and the agent. Its
-// state (the models that answered the question being escalated, the reply
-// last judged) lives in the store, so a restart or a retried message
+// state lives in the store: the models that answered the question being
+// escalated (written only while a chain exists), and the verdicts, which
+// are the signals recorded on a reply — so a restart or a retried message
 // neither forgets a chain nor counts a verdict twice.
 type Escalator struct {
 	r    *Router
@@ -88,15 +91,18 @@ func (e *Escalator) Intercept(ctx context.Context, req core.CommandRequest) (cor
 		sig.Kind, sig.Polarity = core.SignalFollowUp, core.Negative
 	case IsRephrase(question, text):
 		sig.Kind, sig.Polarity = core.SignalRephrase, core.Negative
-		e.judge(ctx, &st, sig)
-		return d, e.conv.SaveEscalation(ctx, sid, st)
+		e.judge(ctx, sig)
+		return d, nil
 	default:
 		sig.Kind, sig.Polarity = SignalAccepted, core.Positive
-		e.judge(ctx, &st, sig)
-		st.Question, st.Models = "", nil // a new question ends the escalation chain
-		return d, e.conv.SaveEscalation(ctx, sid, st)
+		e.judge(ctx, sig)
+		if st.Question == "" && len(st.Models) == 0 {
+			return d, nil
+		}
+		// A new question ends the escalation chain.
+		return d, e.conv.SaveEscalation(ctx, sid, core.EscalationState{})
 	}
-	e.judge(ctx, &st, sig)
+	e.judge(ctx, sig)
 	if question == "" {
 		d = core.Decision{Reply: "I cannot find the question to answer again; please ask it once more."}
 	} else {
@@ -125,21 +131,28 @@ func (e *Escalator) InterceptReaction(ctx context.Context, re core.Reaction, jud
 	if err != nil {
 		return core.Decision{}, fmt.Errorf("escalation: %w", err)
 	}
-	st.JudgedReply = last.ID
 	d := e.escalate(&st, s, last, question)
 	return d, e.conv.SaveEscalation(ctx, s.ID, st)
 }
 
 var _ core.ReactionInterceptor = (*Escalator)(nil)
 
-// judge records a signal once per reply: a second verdict on the same
-// answer does not count again (a retried message does not either: the
-// store keys its signals by request).
-func (e *Escalator) judge(ctx context.Context, st *core.EscalationState, s core.Signal) {
-	if st.JudgedReply == s.ReplyID {
+// judge records a verdict on a reply once: a reply already judged (by a
+// follow-up, a retry, or a 👎) is not judged again, so a message after a
+// failed re-answer cannot count the rejected answer as accepted. A retried
+// message records nothing twice either: the store keys its signals by
+// request.
+func (e *Escalator) judge(ctx context.Context, s core.Signal) {
+	prior, err := e.conv.SignalsForReply(ctx, s.ReplyID)
+	if err != nil {
+		e.log.Error("read the signals of a reply", "reply", s.ReplyID, "err", err)
 		return
 	}
-	st.JudgedReply = s.ReplyID
+	for _, p := range prior {
+		if p.Kind != core.SignalExplicit && (p.Kind != core.SignalReaction || p.Polarity == core.Negative) {
+			return
+		}
+	}
 	if err := e.r.RecordSignal(ctx, s); err != nil {
 		e.log.Error("record signal", "kind", s.Kind, "err", err)
 	}

@@ -15,6 +15,21 @@ type fakeConv struct {
 	pins  map[int64][2]string
 	esc   map[int64]core.EscalationState
 	calls int
+	// sigs is where the router records signals (its MemStore); nil = none.
+	sigs *MemStore
+}
+
+func (f *fakeConv) SignalsForReply(_ context.Context, id int64) ([]core.Signal, error) {
+	if f.sigs == nil {
+		return nil, nil
+	}
+	var out []core.Signal
+	for _, s := range f.sigs.Signals() {
+		if s.ReplyID == id {
+			out = append(out, s)
+		}
+	}
+	return out, nil
 }
 
 func (f *fakeConv) Escalation(_ context.Context, id int64) (core.EscalationState, error) {
@@ -87,6 +102,7 @@ func TestEscalationPicksNextByWeight(t *testing.T) {
 	r, _, _, st, _ := newTestRouter(t, func(o *Options) { o.MaxEscalations = 2 })
 	agent := &routerAgent{r: r}
 	conv := &fakeConv{
+		sigs: st,
 		last: &core.Reply{ID: 10, Model: "p/cheap", TaskType: TaskChat},
 		hist: []core.ChatMessage{{Role: core.RoleUser, Content: "what is a monad"}, {Role: core.RoleAssistant, Content: "a burrito"}},
 	}
@@ -132,6 +148,7 @@ func TestEscalationPicksNextByWeight(t *testing.T) {
 func TestEscalatorPassesOtherMessages(t *testing.T) {
 	r, _, _, st, _ := newTestRouter(t, nil)
 	conv := &fakeConv{
+		sigs: st,
 		last: &core.Reply{ID: 10, Model: "p/cheap", TaskType: TaskCode},
 		hist: []core.ChatMessage{{Role: core.RoleUser, Content: "How do I reverse a list in Python?"}},
 	}
@@ -221,6 +238,7 @@ func TestEscalationStateSurvivesARestart(t *testing.T) {
 	r, _, _, st, _ := newTestRouter(t, func(o *Options) { o.MaxEscalations = 3 })
 	agent := &routerAgent{r: r}
 	conv := &fakeConv{
+		sigs: st,
 		last: &core.Reply{ID: 10, Model: "p/cheap", TaskType: TaskChat},
 		hist: []core.ChatMessage{{Role: core.RoleUser, Content: "what is a monad"}},
 	}

@@ -15,8 +15,8 @@ import (
 func (db *DB) Escalation(ctx context.Context, sessionID int64) (core.EscalationState, error) {
 	var st core.EscalationState
 	var models string
-	err := db.r.QueryRowContext(ctx, `SELECT question, models, judged_reply FROM escalations WHERE session_id = ?`, sessionID).
-		Scan(&st.Question, &models, &st.JudgedReply)
+	err := db.r.QueryRowContext(ctx, `SELECT question, models FROM escalations WHERE session_id = ?`, sessionID).
+		Scan(&st.Question, &models)
 	if errors.Is(err, sql.ErrNoRows) {
 		return core.EscalationState{}, nil
 	}
@@ -39,10 +39,9 @@ func (db *DB) SaveEscalation(ctx context.Context, sessionID int64, st core.Escal
 	if st.Models == nil {
 		models = []byte("[]")
 	}
-	_, err = db.w.ExecContext(ctx, `INSERT INTO escalations (session_id, question, models, judged_reply, updated_at) VALUES (?, ?, ?, ?, ?)
-		ON CONFLICT (session_id) DO UPDATE SET question = excluded.question, models = excluded.models,
-		judged_reply = excluded.judged_reply, updated_at = excluded.updated_at`,
-		sessionID, st.Question, string(models), st.JudgedReply, db.ms())
+	_, err = db.w.ExecContext(ctx, `INSERT INTO escalations (session_id, question, models, updated_at) VALUES (?, ?, ?, ?)
+		ON CONFLICT (session_id) DO UPDATE SET question = excluded.question, models = excluded.models, updated_at = excluded.updated_at`,
+		sessionID, st.Question, string(models), db.ms())
 	if err != nil {
 		return fmt.Errorf("save escalation of session %d: %w", sessionID, err)
 	}

@@ -309,6 +309,18 @@ func (db *DB) DeleteMemories(ctx context.Context, owner string) (int, error) {
 	return int(n), nil
 }
 
+// HasMemories reports whether any memory could be recalled for owner:
+// one of owner's own, or a shared one. Two index probes: the turn asks
+// it before the searches, which most users (with no memories) can skip.
+func (db *DB) HasMemories(ctx context.Context, owner string) (bool, error) {
+	var has bool
+	err := db.r.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM memories WHERE owner = ?) OR EXISTS (SELECT 1 FROM memories WHERE shared = 1)`, owner).Scan(&has)
+	if err != nil {
+		return false, fmt.Errorf("memories of %s: %w", owner, err)
+	}
+	return has, nil
+}
+
 // CountMemories counts the memories q selects (Text is ignored).
 func (db *DB) CountMemories(ctx context.Context, q MemoryQuery) (int, error) {
 	q.Text, q.Limit = "", 1<<30

@@ -158,69 +158,26 @@ func (db *DB) PruneQueue(ctx context.Context) (int, error) {
 	return int(n), nil
 }
 
-// Claim implements core.QueueStore.
+// Claim implements core.QueueStore. The heads are read from the read
+// pool first: most calls find nothing to claim and then take no write
+// lock. The gateway's dispatcher is the only claimer, so the heads read
+// are still queued when the write marks them running (the write checks).
 func (db *DB) Claim(ctx context.Context, n int, now time.Time) ([]core.QueueItem, time.Time, error) {
-	var items []core.QueueItem
-	var next time.Time
-	type unreadable struct {
-		id  int64
-		err error
+	items, next, bad, err := db.heads(ctx, n, now)
+	if err != nil {
+		return nil, time.Time{}, fmt.Errorf("claim from queue: %w", err)
 	}
-	var bad []unreadable
-	err := db.tx(ctx, func(tx *txn) error {
-		items, next, bad = nil, time.Time{}, nil
-		// The head of each conversation is its oldest unfinished row (the
-		// queue_pending index holds those only); a head that is running
-		// keeps its conversation busy.
-		rows, err := tx.QueryContext(ctx, `SELECT q.id, q.kind, q.conversation, q.dedupe_key, q.payload, q.attempts, q.interruptions, q.notified, q.not_before, q.created_at
-			FROM (SELECT MIN(id) AS id FROM queue WHERE status IN ('queued', 'running') GROUP BY conversation) h
-			JOIN queue q ON q.id = h.id WHERE q.status = 'queued' ORDER BY q.id`)
-		if err != nil {
-			return err
-		}
-		defer rows.Close()
-		nowMS := now.UnixMilli()
-		for rows.Next() {
-			var it core.QueueItem
-			var kind, conv, raw string
-			var notBefore, created int64
-			if err := rows.Scan(&it.ID, &kind, &conv, &it.DedupeKey, &raw, &it.Attempts, &it.Interruptions, &it.Notified, &notBefore, &created); err != nil {
-				return err
-			}
-			if notBefore > nowMS {
-				if t := time.UnixMilli(notBefore); next.IsZero() || t.Before(next) {
-					next = t
-				}
-				continue
-			}
-			if len(items) == n {
-				continue
-			}
-			var p payload
-			if err := decodePayload(core.EventKind(kind), raw, &p); err != nil {
-				// One unreadable row must not stall the queue: it is
-				// failed below and the rest is claimed as usual.
-				bad = append(bad, unreadable{it.ID, err})
-				continue
-			}
-			it.Kind, it.Conversation = core.EventKind(kind), core.ParseConversationKey(conv)
-			it.Message, it.Reaction = p.Message, p.Reaction
-			it.NotBefore, it.CreatedAt = time.UnixMilli(notBefore), time.UnixMilli(created)
-			items = append(items, it)
-		}
-		if err := rows.Err(); err != nil {
-			return err
-		}
-		rows.Close()
+	if len(items) == 0 && len(bad) == 0 {
+		return nil, next, nil
+	}
+	claimed := map[int64]bool{}
+	err = db.tx(ctx, func(tx *txn) error {
+		clear(claimed)
 		for _, b := range bad {
 			if _, err := tx.ExecContext(ctx, `UPDATE queue SET status = 'failed', attempts = attempts + 1, last_error = ?, updated_at = ? WHERE id = ?`,
 				"the stored event cannot be read: "+b.err.Error(), db.ms(), b.id); err != nil {
 				return err
 			}
-		}
-		if len(bad) > 0 {
-			// The next row of each such conversation is due at once.
-			next = now
 		}
 		if len(items) == 0 {
 			return nil
@@ -231,8 +188,19 @@ func (db *DB) Claim(ctx context.Context, n int, now time.Time) ([]core.QueueItem
 			ids[i] = "?"
 			args = append(args, it.ID)
 		}
-		_, err = tx.ExecContext(ctx, `UPDATE queue SET status = 'running', updated_at = ? WHERE id IN (`+strings.Join(ids, ",")+`)`, args...)
-		return err
+		rows, err := tx.QueryContext(ctx, `UPDATE queue SET status = 'running', updated_at = ? WHERE id IN (`+strings.Join(ids, ",")+`) AND status = 'queued' RETURNING id`, args...)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var id int64
+			if err := rows.Scan(&id); err != nil {
+				return err
+			}
+			claimed[id] = true
+		}
+		return rows.Err()
 	})
 	if err != nil {
 		return nil, time.Time{}, fmt.Errorf("claim from queue: %w", err)
@@ -240,7 +208,69 @@ func (db *DB) Claim(ctx context.Context, n int, now time.Time) ([]core.QueueItem
 	for _, b := range bad {
 		db.log.Error("queue row cannot be read; marked failed", "request", b.id, "err", b.err)
 	}
-	return items, next, nil
+	if len(bad) > 0 {
+		// The next row of each such conversation is due at once.
+		next = now
+	}
+	out := items[:0]
+	for _, it := range items {
+		if claimed[it.ID] {
+			out = append(out, it)
+		}
+	}
+	return out, next, nil
+}
+
+// unreadable is a queue row whose event cannot be decoded.
+type unreadable struct {
+	id  int64
+	err error
+}
+
+// heads reads the head of each conversation, its oldest unfinished row,
+// and returns up to n that are queued and due at now, the earliest time
+// a head not yet due becomes due, and the heads that cannot be read. The
+// heads are read off the queue_pending index (it holds unfinished rows
+// only, by conversation), and only the rows of the queued heads (a
+// running head keeps its conversation busy).
+func (db *DB) heads(ctx context.Context, n int, now time.Time) (items []core.QueueItem, next time.Time, bad []unreadable, err error) {
+	rows, err := db.r.QueryContext(ctx, `SELECT id, kind, conversation, dedupe_key, payload, attempts, interruptions, notified, not_before, created_at
+		FROM queue WHERE id IN (SELECT MIN(id) FROM queue INDEXED BY queue_pending WHERE status IN ('queued', 'running') GROUP BY conversation)
+		AND status = 'queued' ORDER BY id`)
+	if err != nil {
+		return nil, time.Time{}, nil, err
+	}
+	defer rows.Close()
+	nowMS := now.UnixMilli()
+	for rows.Next() {
+		var it core.QueueItem
+		var kind, conv, raw string
+		var notBefore, created int64
+		if err := rows.Scan(&it.ID, &kind, &conv, &it.DedupeKey, &raw, &it.Attempts, &it.Interruptions, &it.Notified, &notBefore, &created); err != nil {
+			return nil, time.Time{}, nil, err
+		}
+		if notBefore > nowMS {
+			if t := time.UnixMilli(notBefore); next.IsZero() || t.Before(next) {
+				next = t
+			}
+			continue
+		}
+		if len(items) == n {
+			continue
+		}
+		var p payload
+		if err := decodePayload(core.EventKind(kind), raw, &p); err != nil {
+			// One unreadable row must not stall the queue: the caller
+			// fails it and claims the rest as usual.
+			bad = append(bad, unreadable{it.ID, err})
+			continue
+		}
+		it.Kind, it.Conversation = core.EventKind(kind), core.ParseConversationKey(conv)
+		it.Message, it.Reaction = p.Message, p.Reaction
+		it.NotBefore, it.CreatedAt = time.UnixMilli(notBefore), time.UnixMilli(created)
+		items = append(items, it)
+	}
+	return items, next, bad, rows.Err()
 }
 
 // decodePayload reads a queue row's event and checks it holds what its

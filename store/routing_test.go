@@ -199,7 +199,7 @@ func TestEscalationRoundTrip(t *testing.T) {
 	if st, err := db.Escalation(ctx, sess.ID); err != nil || st.Question != "" || st.Models != nil {
 		t.Fatalf("empty state = %+v, %v", st, err)
 	}
-	want := core.EscalationState{Question: "q", Models: []string{"a/b", "c/d"}, JudgedReply: 9}
+	want := core.EscalationState{Question: "q", Models: []string{"a/b", "c/d"}}
 	if err := db.SaveEscalation(ctx, sess.ID, want); err != nil {
 		t.Fatal(err)
 	}
@@ -208,7 +208,7 @@ func TestEscalationRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	got, err := db.Escalation(ctx, sess.ID)
-	if err != nil || got.Question != "q" || strings.Join(got.Models, ",") != "a/b,c/d,e/f" || got.JudgedReply != 9 {
+	if err != nil || got.Question != "q" || strings.Join(got.Models, ",") != "a/b,c/d,e/f" {
 		t.Fatalf("state = %+v, %v", got, err)
 	}
 }

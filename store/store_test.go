@@ -308,3 +308,27 @@ func BenchmarkQueue(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "req/s")
 }
+
+// BenchmarkClaimHeads measures one Claim with many queued rows: 2,000
+// messages waiting in 200 conversations (the heads are read off the
+// pending index; the cost must grow with the heads, not with every row).
+func BenchmarkClaimHeads(b *testing.B) {
+	db := openTest(b, Options{})
+	ctx := context.Background()
+	for i := range 2000 {
+		conv := core.ConversationKey{Channel: "bench", Chat: fmt.Sprint(i % 200)}
+		if _, _, err := db.Enqueue(ctx, msgItem(conv, fmt.Sprint(i), "hello")); err != nil {
+			b.Fatal(err)
+		}
+	}
+	// Claimed heads stay running: every later Claim finds none free.
+	if items, _, err := db.Claim(ctx, 200, time.Now()); err != nil || len(items) != 200 {
+		b.Fatalf("claim: %v %d", err, len(items))
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, _, err := db.Claim(ctx, 4, time.Now()); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

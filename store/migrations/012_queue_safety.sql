@@ -11,11 +11,10 @@ ALTER TABLE signals ADD COLUMN request_id INTEGER;
 CREATE UNIQUE INDEX signals_request ON signals (request_id, kind, COALESCE(reply_id, 0)) WHERE request_id IS NOT NULL;
 
 -- The escalation of each session's latest rejected question: the models
--- that already answered it and the reply last judged.
+-- that already answered it.
 CREATE TABLE escalations (
     session_id   INTEGER PRIMARY KEY REFERENCES sessions (id) ON DELETE CASCADE,
     question     TEXT    NOT NULL DEFAULT '',
     models       TEXT    NOT NULL DEFAULT '[]',
-    judged_reply INTEGER NOT NULL DEFAULT 0,
     updated_at   INTEGER NOT NULL
 );
