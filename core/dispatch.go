@@ -58,16 +58,21 @@ func (g *Gateway) Run(ctx context.Context, grace time.Duration) error {
 	nextSweep := g.now().Add(sweepEvery)
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
+	// claim says the loop should look at the queue; saturated that the
+	// last claim filled every free slot (a freed slot may then find work
+	// at once). A slot freed otherwise finds nothing new: the item that
+	// freed it still holds its conversation, and it pokes when done.
+	claim, saturated := true, false
+	var next time.Time
 loop:
 	for {
-		var next time.Time
-		if free := g.opts.Workers - inflight; free > 0 {
+		if free := g.opts.Workers - inflight; free > 0 && claim {
 			items, nx, err := g.store.Claim(workCtx, free, g.now())
 			if err != nil {
 				g.log.Error("claim from queue", "err", err)
 				nx = g.now().Add(time.Second)
 			}
-			next = nx
+			next, saturated = nx, len(items) == free
 			for _, it := range items {
 				inflight++
 				mineMu.Lock()
@@ -109,9 +114,12 @@ loop:
 			break loop
 		case <-freed:
 			inflight--
+			claim = saturated
+			continue
 		case <-g.wake:
 		case <-timer.C:
 		}
+		claim = true
 	}
 
 	g.setAccepting(false)

@@ -253,16 +253,30 @@ func (r *Router) fail(ctx context.Context, p Profile, err error) {
 	r.saveProfile(ctx, st)
 }
 
+// profileSaveEvery is how often the use of a healthy profile is persisted:
+// its in-memory state is exact; the stored copy (round-robin order after a
+// restart, /models) may lag by this much. A change of its failure state is
+// persisted at once.
+const profileSaveEvery = 30 * time.Second
+
 // succeed resets a profile's failure state and persists it with the use
 // nextProfile counted.
 func (r *Router) succeed(ctx context.Context, p Profile) {
 	r.mu.Lock()
 	delete(r.timedOut, p.ID)
 	st := r.pstate[p.ID]
+	healthy := st.Failures == 0 && st.BillingFailures == 0 && st.CooldownUntil.IsZero() && st.LastError == ""
 	st.Failures, st.BillingFailures, st.CooldownUntil, st.LastError = 0, 0, time.Time{}, ""
 	r.pstate[p.ID] = st
+	now := r.now()
+	skip := healthy && now.Sub(r.savedAt[p.ID]) < profileSaveEvery
+	if !skip {
+		r.savedAt[p.ID] = now
+	}
 	r.mu.Unlock()
-	r.saveProfile(ctx, st)
+	if !skip {
+		r.saveProfile(ctx, st)
+	}
 }
 
 func (r *Router) saveProfile(ctx context.Context, st core.ProfileState) {

@@ -160,6 +160,8 @@ type Router struct {
 	// timedOut is, by profile id, the request whose timeout is the
 	// profile's latest since its last success (see timeout).
 	timedOut map[string]string
+	// savedAt is when each healthy profile's use was last persisted.
+	savedAt map[string]time.Time
 	// calls numbers calls outside a conversation, to tell them apart.
 	calls atomic.Uint64
 	// arms holds each (task, model)'s change detector and last probe;
@@ -248,7 +250,7 @@ func New(o Options) (*Router, error) {
 		o: o, cat: cat, now: o.Now, log: o.Log.With("component", "routing"),
 		local: make(chan struct{}, o.MaxLocal), cloud: make(chan struct{}, o.MaxCloud),
 		half: halfLifeOf(o.DecayDays), stale: staleHalfLifeOf(o.DecayDays), lambda: o.CostWeight, capEv: o.EvidenceCap,
-		aff: map[[2]string]core.Affinity{}, pstate: map[string]core.ProfileState{}, timedOut: map[string]string{},
+		aff: map[[2]string]core.Affinity{}, pstate: map[string]core.ProfileState{}, timedOut: map[string]string{}, savedAt: map[string]time.Time{},
 		arms: map[[2]string]*armState{}, tokens: map[string]probeBudget{},
 		settleZ: o.SettleZ, chg: changeParams{shift: o.ChangeShift, drop: o.DropThreshold, rise: o.RiseThreshold, guard: DefaultChangeGuard}, probe: o.Probe.withDefaults(),
 	}

@@ -33,6 +33,14 @@ func scanSession(row interface{ Scan(...any) error }) (core.Session, error) {
 
 // ActiveSession implements core.SessionStore.
 func (db *DB) ActiveSession(ctx context.Context, conv core.ConversationKey) (core.Session, error) {
+	// A session used a moment ago is returned from the read pool: its last
+	// access is touched at most every touchEvery (one write less on most
+	// messages of a lively conversation).
+	if s, err := scanSession(db.r.QueryRowContext(ctx, `SELECT `+sessionCols+` FROM sessions WHERE conversation = ? AND active = 1`, conv.String())); err == nil {
+		if age := db.now().Sub(s.LastAccess); age >= 0 && age < db.touchEvery() {
+			return s, nil
+		}
+	}
 	var s core.Session
 	err := db.tx(ctx, func(tx *txn) error {
 		var err error
@@ -59,6 +67,16 @@ func (db *DB) ActiveSession(ctx context.Context, conv core.ConversationKey) (cor
 		return core.Session{}, fmt.Errorf("session of %s: %w", conv, err)
 	}
 	return s, nil
+}
+
+// touchEvery is how stale a session's last access may be before it is
+// written again: a minute, or a tenth of the TTL when that is shorter.
+func (db *DB) touchEvery() time.Duration {
+	d := time.Minute
+	if db.ttl > 0 {
+		d = min(d, db.ttl/10)
+	}
+	return d
 }
 
 // NewSession implements core.SessionStore. Pins of the old session carry
