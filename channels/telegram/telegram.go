@@ -142,7 +142,7 @@ func New(o Options) (*Bot, error) {
 		log:       o.Logger.With("component", "channel", "channel", Name),
 		token:     cfg.Token.Value(),
 		scrubber:  toolkit.NewScrubber(cfg.Token.Value()),
-		users:     toolkit.NewAccess(cfg.AllowUsers),
+		users:     toolkit.NewAccess(cfg.PlatformUsers()),
 		chats:     toolkit.NewAccess(cfg.AllowChats),
 		trigger:   toolkit.Trigger(cfg.Trigger),
 		reactions: toolkit.NewReactions(cfg.Reactions),

@@ -99,6 +99,8 @@ func BuildApp(ctx context.Context, cfg *config.Config, o AppOptions) (_ *App, er
 		MaxPending:     cfg.Queue.MaxPending,
 		MaxWait:        cfg.Queue.MaxWait.D(),
 		RequestTimeout: cfg.Queue.RequestTimeout.D(),
+		Access:         accessPolicies(cfg),
+		Pairings:       a.db,
 		Now:            o.Now,
 		Logger:         o.Logger,
 	})

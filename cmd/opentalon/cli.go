@@ -51,6 +51,7 @@ Usage:
   opentalon usage [--json] [--since 24h] [--by model|chat|user]
   opentalon affinity show [--json] | affinity reset [--task T] [--model M]
   opentalon bench route --scenario FILE [--seeds N] [--json]
+  opentalon pair list | pair approve CODE | pair deny CODE
   opentalon version
 
 Global flags (before or after the subcommand):
@@ -92,7 +93,7 @@ func Main(ctx context.Context, args []string, io Stdio, lookup func(string) (str
 		runErr = cmdComplete(ctx, &g, rest, io, env, log)
 	case "config":
 		runErr = cmdConfig(&g, rest, io, env)
-	case "usage", "affinity", "bench":
+	case "usage", "affinity", "bench", "pair":
 		runErr = cmdRouting(ctx, cmd, &g, rest, io, env, log)
 	case "version":
 		fmt.Fprintln(io.Out, "opentalon", versionString())
