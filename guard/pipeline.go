@@ -45,6 +45,24 @@ type Pipeline struct {
 	resolver  Resolver
 	sanitizer *Sanitizer
 	log       *slog.Logger
+	obs       Observer
+}
+
+// Observer is told what the guard removed from plugin results, for
+// metrics: "truncated" (over the size limit), "sanitized" (a pattern was
+// replaced) or "rejected" (the result failed validation). It must return
+// at once.
+type Observer interface {
+	Removed(kind string)
+}
+
+// SetObserver sets the Observer; call it before the pipeline is used.
+func (p *Pipeline) SetObserver(o Observer) { p.obs = o }
+
+func (p *Pipeline) removed(kind string) {
+	if p.obs != nil {
+		p.obs.Removed(kind)
+	}
 }
 
 // New assembles a pipeline. A nil logger discards.
@@ -104,12 +122,17 @@ func (p *Pipeline) Check(call core.ToolCall, res core.ToolResult, limit int) cor
 	res.Content, cut = Truncate(res.Content, limit)
 	if cut {
 		p.log.Warn("plugin output truncated", "plugin", call.Plugin, "limit", limit)
+		p.removed("truncated")
 	}
 	res.Error, _ = Truncate(res.Error, limit)
-	res.Content = p.sanitizer.Sanitize(res.Content)
-	res.Error = p.sanitizer.Sanitize(res.Error)
+	content, errText := p.sanitizer.Sanitize(res.Content), p.sanitizer.Sanitize(res.Error)
+	if content != res.Content || errText != res.Error {
+		p.removed("sanitized")
+	}
+	res.Content, res.Error = content, errText
 	if err := ValidateResult(call, res); err != nil {
 		p.log.Warn("plugin result rejected", "plugin", call.Plugin, "action", call.Action, "err", err)
+		p.removed("rejected")
 		return core.ToolResult{CallID: call.ID, Error: GenericError}
 	}
 	out := core.ToolResult{CallID: call.ID}

@@ -21,7 +21,13 @@ func (a *App) buildTools() (orchestrator.ToolRunner, error) {
 	if err != nil {
 		return nil, err
 	}
-	return orchestrator.PluginTools{Registry: a.registry, Guard: guard.New(a.registry, san, a.log)}, nil
+	g := guard.New(a.registry, san, a.log)
+	var tools orchestrator.ToolRunner = orchestrator.PluginTools{Registry: a.registry, Guard: g}
+	if a.metrics != nil {
+		g.SetObserver(a.metrics)
+		tools = timedTools{ToolRunner: tools, m: a.metrics}
+	}
+	return tools, nil
 }
 
 // startPlugins launches the discovered plugin processes; apiURL is where
@@ -42,10 +48,14 @@ func (a *App) startPlugins(ctx context.Context, apiURL string) error {
 			env = append(env, "OPENTALON_API_KEY="+k.Value())
 		}
 	}
+	var onEvent func(plugin, event string)
+	if a.metrics != nil {
+		onEvent = a.metrics.PluginEvent
+	}
 	mgr := plugins.NewManager(plugins.Options{
 		Dir: tc.PluginDir, Plugins: specs, Registry: a.registry, State: a.db,
 		HealthInterval: tc.HealthCheckInterval.D(), RestartOnFailure: tc.RestartOnFailure,
-		MaxRestarts: tc.MaxRestarts, Env: env, Logger: a.log,
+		MaxRestarts: tc.MaxRestarts, Env: env, Logger: a.log, OnEvent: onEvent,
 	})
 	if err := mgr.Start(ctx); err != nil {
 		return err

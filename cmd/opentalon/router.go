@@ -130,7 +130,7 @@ func isLocal(p config.Provider) bool {
 }
 
 // buildRouter maps the config onto routing.Options.
-func buildRouter(cfg *config.Config, db *store.DB, now func() time.Time, log *slog.Logger) (*routing.Router, error) {
+func buildRouter(cfg *config.Config, db *store.DB, now func() time.Time, log *slog.Logger, obs routing.Observer) (*routing.Router, error) {
 	providers, err := buildProviders(cfg, log, now)
 	if err != nil {
 		return nil, err
@@ -174,6 +174,7 @@ func buildRouter(cfg *config.Config, db *store.DB, now func() time.Time, log *sl
 		MaxLocal: cfg.LLM.MaxConcurrentLocal,
 		MaxCloud: cfg.LLM.MaxConcurrentCloud,
 		Store:    db,
+		Observer: obs,
 		Now:      now,
 		Log:      log,
 	})
