@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -186,5 +187,43 @@ func TestEventsAreCounted(t *testing.T) {
 	m.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
 	if !strings.Contains(rec.Body.String(), "# TYPE opentalon_stage_duration_seconds histogram") {
 		t.Errorf("the handler does not serve the text format:\n%.500s", rec.Body.String())
+	}
+}
+
+// TestEveryMetricIsDocumented keeps docs/status.md's table complete.
+func TestEveryMetricIsDocumented(t *testing.T) {
+	doc, err := os.ReadFile("../docs/status.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	m := New(Options{
+		Queue:    fakeQueue{counts: map[string]int{}},
+		Ledger:   &fakeLedger{rows: []core.UsageTotal{{Key: "p/a"}}},
+		Channels: func() []ChannelStatus { return []ChannelStatus{{Name: "x", LastEvent: now}} },
+		Profiles: func() []ProfileStatus { return []ProfileStatus{{Provider: "p", ID: "p:a"}} },
+	})
+	m.Accepted("x")
+	m.Finished("x", core.EventMessage, core.OutcomeAnswered)
+	m.Stage("x", core.StageAgent, time.Second)
+	m.HookFailed("x", core.StagePostHooks)
+	m.LLMCall("p/a", "p", "ok", time.Second)
+	m.Failover("p/a", "p/a")
+	m.Removed("truncated")
+	m.PluginEvent("calc", "registered")
+	m.PluginEvent("calc", "registered")
+	n := 0
+	for name := range gather(t, m) {
+		short, ok := strings.CutPrefix(name, "opentalon_")
+		if !ok {
+			continue
+		}
+		n++
+		if !strings.Contains(string(doc), "`"+short+"`") {
+			t.Errorf("%s is not in docs/status.md's metrics table", name)
+		}
+	}
+	if n < 20 {
+		t.Errorf("only %d opentalon_ families gathered", n)
 	}
 }

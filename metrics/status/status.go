@@ -83,6 +83,7 @@ type Options struct {
 type Page struct {
 	o      Options
 	assets map[string]asset
+	csp    string
 	log    *slog.Logger
 }
 
@@ -102,7 +103,9 @@ func New(o Options) *Page {
 			return 0.5, 0
 		}
 	}
-	return &Page{o: o, assets: loadAssets(), log: o.Logger.With("component", "status")}
+	p := &Page{o: o, log: o.Logger.With("component", "status")}
+	p.assets, p.csp = loadAssets()
+	return p
 }
 
 // Mount adds the page and its API to mux: GET / and /ui/ (the embedded

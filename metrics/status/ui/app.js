@@ -84,7 +84,7 @@ function renderStatus(s) {
 // bars draws a stacked bar chart: one bar per bucket, one colored part
 // per series.
 function bars(target, buckets, series, value, fmt, stepSeconds) {
-  const W = 720, H = 180, L = 48, B = 22, T = 8;
+  const W = 1000, H = 200, L = 56, B = 22, T = 8;
   const n = buckets.length;
   const totals = buckets.map((_, i) => series.reduce((sum, s) => sum + value(s)[i], 0));
   const top = Math.max(...totals, 0) || 1;
@@ -117,7 +117,7 @@ function bars(target, buckets, series, value, fmt, stepSeconds) {
 }
 
 function renderUsage(u) {
-  const usd = (v) => "$" + (v >= 1 ? v.toFixed(2) : v >= 0.01 ? v.toFixed(3) : v.toFixed(4));
+  const usd = (v) => v === 0 ? "$0" : "$" + (v >= 1 ? v.toFixed(2) : v >= 0.01 ? v.toFixed(3) : v.toFixed(4));
   const tok = (v) => v >= 1e6 ? (v / 1e6).toFixed(1) + "M" : v >= 1e3 ? (v / 1e3).toFixed(1) + "k" : String(Math.round(v));
   if (u.series.length === 0) {
     for (const id of ["cost-chart", "token-chart"]) $(id).replaceChildren(el("p", { class: "empty-note" }, "No LLM calls in this period."));
@@ -176,7 +176,10 @@ async function refresh() {
     renderStatus(s);
     renderUsage(u);
     renderAffinity(a);
-    document.body.dataset.loaded = "true";
+    if (document.body.dataset.loaded !== "true") {
+      document.body.dataset.loaded = "true";
+      performance.mark("opentalon-drawn"); // first full draw, for load timing
+    }
   } catch (e) {
     if (e && e.login) {
       $("page").hidden = true;
@@ -199,7 +202,8 @@ function toggle(groupID, field) {
   });
 }
 
-document.addEventListener("DOMContentLoaded", () => {
+// The script comes last in the page: the elements are there.
+(() => {
   $("login").addEventListener("submit", (ev) => {
     ev.preventDefault();
     sessionStorage.setItem(KEY, $("key").value);
@@ -209,4 +213,4 @@ document.addEventListener("DOMContentLoaded", () => {
   toggle("by", "by");
   refresh();
   setInterval(() => { if (!document.hidden) refresh(); }, 15000);
-});
+})();
