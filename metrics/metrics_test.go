@@ -227,3 +227,21 @@ func TestEveryMetricIsDocumented(t *testing.T) {
 		t.Errorf("only %d opentalon_ families gathered", n)
 	}
 }
+
+// BenchmarkPerMessage is what the metrics add to one answered message:
+// the observer calls the gateway, the router and the tool runner make.
+func BenchmarkPerMessage(b *testing.B) {
+	m := New(Options{})
+	b.ReportAllocs()
+	for b.Loop() {
+		m.Accepted("telegram")
+		m.Stage("telegram", core.StageQueue, time.Millisecond)
+		m.Stage("telegram", core.StagePreHooks, time.Microsecond)
+		m.LLMCall("anthropic/claude-haiku-4-5", "anthropic", "ok", 800*time.Millisecond)
+		m.ToolRan(20 * time.Millisecond)
+		m.Stage("telegram", core.StageAgent, time.Second)
+		m.Stage("telegram", core.StagePostHooks, time.Microsecond)
+		m.Stage("telegram", core.StageDelivery, 30*time.Millisecond)
+		m.Finished("telegram", core.EventMessage, core.OutcomeAnswered)
+	}
+}

@@ -49,6 +49,21 @@ func browser(tb testing.TB) (context.Context, context.CancelFunc) {
 	if path == "" {
 		tb.Skip("no chromium binary found (set OPENTALON_CHROMIUM, or apt-get install chromium; .ci/run installs it)")
 	}
+	// A fresh profile, removed after the browser is gone: its helper
+	// processes may still write there for a moment after it exits.
+	profile, err := os.MkdirTemp("", "opentalon-chromium-")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() {
+		for range 50 {
+			if os.RemoveAll(profile) == nil {
+				return
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		tb.Logf("could not remove the browser profile %s", profile)
+	})
 	ctx, cancelAlloc := chromedp.NewExecAllocator(context.Background(),
 		chromedp.ExecPath(path),
 		chromedp.NoSandbox, // root in CI and containers
@@ -60,7 +75,7 @@ func browser(tb testing.TB) (context.Context, context.CancelFunc) {
 		chromedp.Flag("disable-component-update", true),
 		chromedp.Flag("disable-sync", true),
 		chromedp.Flag("disable-dev-shm-usage", true),
-		chromedp.UserDataDir(tb.TempDir()),
+		chromedp.UserDataDir(profile),
 		chromedp.WindowSize(1280, 1600),
 	)
 	ctx, cancelTab := chromedp.NewContext(ctx)
