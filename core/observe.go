@@ -16,7 +16,8 @@ type Observer interface {
 	// Stage is called when one stage of a request is over; d is how long
 	// it took.
 	Stage(channel string, s Stage, d time.Duration)
-	// Finished is called with the outcome of each attempt at a request.
+	// Finished is called with the outcome of each attempt at a request,
+	// and with OutcomeRefused for a message refused at intake.
 	Finished(channel string, kind EventKind, o Outcome)
 	// HookFailed is called when the pre-hooks (StagePreHooks) or the
 	// post-hooks (StagePostHooks) returned an error.
@@ -47,8 +48,8 @@ type Outcome string
 const (
 	// OutcomeAnswered: done; for a message, its answer was sent.
 	OutcomeAnswered Outcome = "answered"
-	// OutcomeRefused: done; the sender may not talk to the bot (a pairing
-	// code was sent, or nothing).
+	// OutcomeRefused: turned away at intake, never queued: the sender may
+	// not talk to the bot (a pairing code was sent, or nothing).
 	OutcomeRefused Outcome = "refused"
 	// OutcomeDropped: done; a pre-hook dropped the message.
 	OutcomeDropped Outcome = "dropped"

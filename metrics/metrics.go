@@ -107,7 +107,7 @@ func New(o Options) *Metrics {
 	}
 	m.accepted = counter("messages_accepted_total", "Messages committed to the queue, by channel.", "channel")
 	m.answered = counter("messages_answered_total", "Messages answered (their reply sent), by channel.", "channel")
-	m.requests = counter("requests_total", "Attempts at queued events by outcome: answered, refused (access), dropped (pre-hook), released (shutdown), waiting (cooling provider), retried, failed.", "channel", "kind", "outcome")
+	m.requests = counter("requests_total", "Attempts at queued events by outcome: answered, dropped (pre-hook), released (shutdown), waiting (cooling provider), retried, failed; and messages refused at intake (access; not queued).", "channel", "kind", "outcome")
 	m.hookFailures = counter("hook_failures_total", "Pre- and post-hook runs (Lua scripts, hook plugins) that returned an error, by stage.", "stage")
 	m.llmCalls = counter("llm_calls_total", "LLM call attempts by model, provider and outcome (ok or the failure's kind).", "model", "provider", "outcome")
 	m.failovers = counter("llm_failovers_total", "Moves to another credential or model after a failed LLM call attempt.", "from", "to")
