@@ -84,7 +84,8 @@ function renderStatus(s) {
 // bars draws a stacked bar chart: one bar per bucket, one colored part
 // per series.
 function bars(target, buckets, series, value, fmt, stepSeconds) {
-  const W = 1000, H = 200, L = 56, B = 22, T = 8;
+  // Drawn at the container's own width, so text keeps its size on a phone.
+  const W = Math.max(300, Math.round(target.clientWidth || 720)), H = 180, L = 56, B = 22, T = 8;
   const n = buckets.length;
   const totals = buckets.map((_, i) => series.reduce((sum, s) => sum + value(s)[i], 0));
   const top = Math.max(...totals, 0) || 1;
@@ -106,7 +107,7 @@ function bars(target, buckets, series, value, fmt, stepSeconds) {
       svg.append(r);
     }
   });
-  const every = Math.ceil(n / 6);
+  const every = Math.ceil(n / Math.max(2, Math.floor((W - L) / 110)));
   buckets.forEach((b, i) => {
     if (i % every) return;
     const d = new Date(b);
