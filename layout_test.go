@@ -28,6 +28,7 @@ var allowed = map[string][]string{
 	"lua":          {"core", "store"},
 	"plugins":      {"core", "guard", "store", "proto"},
 	"orchestrator": {"core", "routing", "guard", "plugins", "store"},
+	"metrics":      {"core", "store"},
 	"cmd":          {"*"},
 }
 

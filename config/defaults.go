@@ -75,7 +75,7 @@ func Default() *Config {
 			}},
 		},
 		Orchestrator: Orchestrator{MaxSteps: 10},
-		Server:       Server{Listen: "127.0.0.1:7070"},
+		Server:       Server{Listen: "127.0.0.1:7070", Metrics: true},
 	}
 }
 
@@ -95,6 +95,7 @@ const ProviderTimeout = 120 * time.Second
 func commonDefaults(ack string, positive, negative []string) ChannelCommon {
 	return ChannelCommon{
 		Trigger:     TriggerMention,
+		Access:      AccessOpen,
 		AckReaction: ack,
 		Reactions:   Reactions{Positive: positive, Negative: negative},
 	}

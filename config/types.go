@@ -1,5 +1,7 @@
 package config
 
+import "slices"
+
 // Config is the whole OpenTalon configuration. Its yaml tags are the key
 // names of the config file; examples/config.yaml documents every key.
 type Config struct {
@@ -281,6 +283,35 @@ type ChannelCommon struct {
 	Model string `yaml:"model"`
 	// Models maps a chat id to a model reference.
 	Models map[string]string `yaml:"models"`
+	// Admins are the user ids that may use the admin-only commands
+	// (/pair, ...) on this channel; they may always talk to the bot.
+	Admins []string `yaml:"admins"`
+	// Access is AccessOpen, AccessAllowlist or AccessPairing.
+	Access string `yaml:"access"`
+}
+
+// Access values: who may talk to the bot on a channel (admins always may).
+const (
+	// AccessOpen lets everyone talk (within allow_users and allow_chats).
+	AccessOpen = "open"
+	// AccessAllowlist lets only allow_users and admins talk.
+	AccessAllowlist = "allowlist"
+	// AccessPairing gives an unknown user a short code and answers them
+	// once an admin approved it (allow_users are approved from the start).
+	AccessPairing = "pairing"
+)
+
+// PlatformUsers is the user allowlist a platform adapter applies itself,
+// before the gateway decides access: in pairing mode nobody is filtered
+// out (an unknown user must reach the gateway to get a code); otherwise
+// allow_users plus the admins, where allow_users is set or the mode is
+// allowlist. nil filters nobody out (validation refuses an allowlist with
+// nobody on it).
+func (c ChannelCommon) PlatformUsers() []string {
+	if c.Access == AccessPairing || c.Access != AccessAllowlist && len(c.AllowUsers) == 0 {
+		return nil
+	}
+	return append(slices.Clone(c.AllowUsers), c.Admins...)
 }
 
 // Telegram configures the Telegram bot channel.
@@ -511,4 +542,7 @@ type Server struct {
 	// Listen address; empty turns the server off.
 	Listen string `yaml:"listen"`
 	APIKey Secret `yaml:"api_key"`
+	// Metrics serves GET /metrics and counts what the gateway does; false
+	// leaves the counting out of the message path.
+	Metrics bool `yaml:"metrics"`
 }

@@ -242,6 +242,8 @@ func sortedKeys(m map[string]string) []string {
 
 var triggers = []string{TriggerMention, TriggerAll}
 
+var accessModes = []string{AccessOpen, AccessAllowlist, AccessPairing}
+
 // applyAliases maps older key names onto their current ones:
 // channels.telegram.group_trigger is trigger's older name.
 func applyAliases(c *Config, ps *problems) {
@@ -346,10 +348,31 @@ func validateCommon(ps *problems, path string, cc ChannelCommon) {
 	if !slices.Contains(triggers, cc.Trigger) {
 		ps.at(path+".trigger", "unknown value %q%s; use mention (answer in groups when addressed) or all", cc.Trigger, didYouMean(cc.Trigger, triggers))
 	}
+	switch cc.Access {
+	case AccessOpen, AccessPairing:
+	case AccessAllowlist:
+		if len(cc.AllowUsers) == 0 && len(cc.Admins) == 0 {
+			ps.at(path+".access", "allowlist lets only allow_users and admins talk, and both are empty; list user ids in %s.allow_users or %s.admins, or use access: open or pairing", path, path)
+		}
+	default:
+		ps.at(path+".access", "unknown value %q%s; use open, allowlist or pairing", cc.Access, didYouMean(cc.Access, accessModes))
+	}
+	for i, v := range cc.Admins {
+		if strings.HasPrefix(strings.TrimSpace(v), "@") {
+			ps.at(fmt.Sprintf("%s.admins[%d]", path, i), "%q is a username; admins are user ids (a name can be changed by its owner)", v)
+		}
+	}
+	if cc.Access == AccessPairing {
+		for i, v := range cc.AllowUsers {
+			if strings.HasPrefix(strings.TrimSpace(v), "@") {
+				ps.at(fmt.Sprintf("%s.allow_users[%d]", path, i), "%q is a username; with access: pairing, allow_users are the user ids approved from the start", v)
+			}
+		}
+	}
 	lists := []struct {
 		key  string
 		list []string
-	}{{"allow_users", cc.AllowUsers}, {"allow_chats", cc.AllowChats},
+	}{{"allow_users", cc.AllowUsers}, {"allow_chats", cc.AllowChats}, {"admins", cc.Admins},
 		{"reactions.positive", cc.Reactions.Positive}, {"reactions.negative", cc.Reactions.Negative}}
 	for _, l := range lists {
 		for i, v := range l.list {

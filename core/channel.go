@@ -65,3 +65,12 @@ type HealthReporter interface {
 	// LastEvent is when the platform last delivered anything.
 	LastEvent() time.Time
 }
+
+// CredentialChecker is an optional Channel capability for `opentalon
+// doctor`: one harmless call that tells whether the platform accepts the
+// channel's credential. It may be called without Run.
+type CredentialChecker interface {
+	// CheckCredential returns the account the credential belongs to (the
+	// bot's name), or an error naming the config key to fix.
+	CheckCredential(ctx context.Context) (string, error)
+}

@@ -22,6 +22,9 @@ type CommandRequest struct {
 	In        Inbound
 	Session   Session
 	Args      string
+	// Admin says the sender is an admin of the channel (a command that is
+	// open to everyone may still do more for admins).
+	Admin bool
 }
 
 // CommandFunc answers a command; the returned text is the reply.
@@ -33,6 +36,9 @@ type Command struct {
 	Run CommandFunc
 	// Hidden commands work but are not advertised.
 	Hidden bool
+	// Admin commands are refused to everyone but the channel's admins
+	// (channels.<x>.admins).
+	Admin bool
 }
 
 // commandSet is the registry of in-chat commands. It is built before the

@@ -34,6 +34,8 @@ func (g *Gateway) saveReply(ctx context.Context, ch Channel, requestID, sessionI
 // deliver sends the parts of r not sent yet, recording each as it goes.
 // The channel's Send paces itself; it is called outside the workers.
 func (g *Gateway) deliver(ctx context.Context, ch Channel, in Inbound, r *Reply) error {
+	t0 := g.now()
+	defer func() { g.obs.Stage(r.Conversation.Channel, StageDelivery, g.now().Sub(t0)) }()
 	for i, part := range r.Parts {
 		if i < len(r.Sent) && r.Sent[i] != "" {
 			continue

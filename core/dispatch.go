@@ -74,6 +74,10 @@ loop:
 			}
 			next, saturated = nx, len(items) == free
 			for _, it := range items {
+				if it.NotBefore.IsZero() && it.Attempts == 0 {
+					// A first claim: the time it waited since it was accepted.
+					g.obs.Stage(it.Conversation.Channel, StageQueue, g.now().Sub(it.CreatedAt))
+				}
 				inflight++
 				mineMu.Lock()
 				mine[it.ID] = true
@@ -192,38 +196,48 @@ func (g *Gateway) settle(ctx context.Context, it QueueItem, err error, log *slog
 	// outcome is recorded even during shutdown.
 	sctx := context.WithoutCancel(ctx)
 	var drop *droppedError
+	outcome := OutcomeFailed
 	switch {
 	case err == nil:
+		outcome = OutcomeAnswered
 		g.record(sctx, log, "mark request done", func(c context.Context) error { return g.store.Finish(c, it.ID, StatusDone, "") })
 	case errors.As(err, &drop):
+		outcome = OutcomeDropped
 		log.Info("message dropped by a pre-hook", "reason", drop.reason)
 		g.record(sctx, log, "mark request done", func(c context.Context) error { return g.store.Finish(c, it.ID, StatusDone, err.Error()) })
 	case errors.Is(ctx.Err(), context.Canceled) && !errors.Is(err, context.DeadlineExceeded):
 		// Shutdown: back to the queue as it was; a deploy is no attempt.
+		outcome = OutcomeReleased
 		log.Info("request interrupted by shutdown; it is answered after the next start")
 		g.record(sctx, log, "release request", func(c context.Context) error { return g.store.Release(c, it.ID) })
 	case Transient(err) && RetryAfter(err) > 0:
-		g.wait(sctx, it, err, log)
+		outcome = OutcomeWaiting
+		if g.wait(sctx, it, err, log) {
+			outcome = OutcomeFailed
+		}
 	case Transient(err) && it.Attempts+1 < g.opts.MaxAttempts:
+		outcome = OutcomeRetried
 		wait := g.opts.Backoff(it.Attempts + 1)
 		log.Warn("request failed; will retry", "attempt", it.Attempts+1, "in", wait, "err", err)
 		g.record(sctx, log, "re-queue request", func(c context.Context) error { return g.store.Retry(c, it.ID, g.now().Add(wait), err.Error()) })
 	default:
 		g.giveUp(sctx, it, err, log)
 	}
+	g.obs.Finished(it.Conversation.Channel, it.Kind, outcome)
 }
 
 // wait puts an item back until the provider it waits for is free (every
 // model and credential is cooling), without counting an attempt; a wait
 // past MaxWait since the message arrived gives it up. The user is told
 // once when the wait is long.
-func (g *Gateway) wait(ctx context.Context, it QueueItem, cause error, log *slog.Logger) {
+// It reports whether it gave the item up.
+func (g *Gateway) wait(ctx context.Context, it QueueItem, cause error, log *slog.Logger) (gaveUp bool) {
 	d := RetryAfter(cause)
 	due := g.now().Add(d)
 	if due.Sub(it.CreatedAt) > g.opts.MaxWait {
 		log.Warn("request waited too long for a cooling provider", "queue.max_wait", g.opts.MaxWait, "err", cause)
 		g.giveUp(ctx, it, cause, log)
-		return
+		return true
 	}
 	notify := d > maxQuietWait && !it.Notified && it.Kind == EventMessage
 	if notify {
@@ -235,6 +249,7 @@ func (g *Gateway) wait(ctx context.Context, it QueueItem, cause error, log *slog
 	}
 	log.Warn("every model and credential is cooling; the request waits", "until", due, "err", cause)
 	g.record(ctx, log, "defer request", func(c context.Context) error { return g.store.Defer(c, it.ID, due, cause.Error(), notify) })
+	return false
 }
 
 // giveUp fails an item for good. The outcome is recorded first, then the

@@ -37,8 +37,15 @@ type Options struct {
 	// ChannelBackoff gives the wait before restarting a channel whose Run
 	// failed n times in a row (default 1s doubling to 1 minute).
 	ChannelBackoff func(n int) time.Duration
-	Now            func() time.Time
-	Logger         *slog.Logger
+	// Access is each channel's access rule, by channel name; a channel
+	// without one is open. Pairings keeps the pairing requests and is
+	// required when a channel pairs (AccessPairing); it adds /pair.
+	Access   map[string]AccessPolicy
+	Pairings PairingStore
+	// Observer is told about each event's way, for metrics (nil = none).
+	Observer Observer
+	Now      func() time.Time
+	Logger   *slog.Logger
 }
 
 // Gateway accepts events from channels into the durable queue and
@@ -68,10 +75,11 @@ type Gateway struct {
 	accepting bool
 	// chanState is the supervision state of each channel.
 	chanState map[string]*channelState
-	// fullNotice is when each conversation was last told it has too many
-	// messages waiting; side tracks such best-effort sends.
-	fullNotice map[ConversationKey]time.Time
-	side       sync.WaitGroup
+	// notices is when each conversation or user was last told a notice
+	// (see noticeDue); side tracks such best-effort sends.
+	notices map[string]time.Time
+	side    sync.WaitGroup
+	obs     Observer
 }
 
 // New builds a Gateway; it starts nothing.
@@ -111,19 +119,27 @@ func New(o Options) *Gateway {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
+	if o.Observer == nil {
+		o.Observer = noObserver{}
+	}
 	g := &Gateway{
-		opts:       o,
-		store:      o.Store,
-		agent:      o.Agent,
-		log:        o.Logger.With("component", "gateway"),
-		now:        o.Now,
-		channels:   map[string]Channel{},
-		wake:       make(chan struct{}, 1),
-		chanState:  map[string]*channelState{},
-		fullNotice: map[ConversationKey]time.Time{},
+		opts:      o,
+		store:     o.Store,
+		agent:     o.Agent,
+		log:       o.Logger.With("component", "gateway"),
+		now:       o.Now,
+		channels:  map[string]Channel{},
+		wake:      make(chan struct{}, 1),
+		chanState: map[string]*channelState{},
+		notices:   map[string]time.Time{},
+		obs:       o.Observer,
 	}
 	for _, c := range g.builtinCommands() {
 		g.commands.add(c)
+	}
+	if o.Pairings != nil {
+		g.commands.add(Command{CommandInfo: CommandInfo{Name: "pair", Usage: "/pair [approve|deny CODE]", Description: "List, approve or deny pairing requests (admins)"},
+			Run: g.cmdPair, Admin: true})
 	}
 	return g
 }

@@ -18,6 +18,9 @@ func (g *Gateway) Accept(ctx context.Context, in Inbound) error {
 	if in.ReceivedAt.IsZero() {
 		in.ReceivedAt = g.now()
 	}
+	if ok, err := g.admit(ctx, in); err != nil || !ok {
+		return err // a refused message is answered (or ignored), not queued
+	}
 	item := QueueItem{
 		Kind:         EventMessage,
 		Conversation: in.Conversation,
@@ -40,6 +43,7 @@ func (g *Gateway) Accept(ctx context.Context, in Inbound) error {
 		g.log.Debug("duplicate message dropped", "conv", in.Conversation.String(), "message_id", in.MessageID)
 		return nil
 	}
+	g.obs.Accepted(in.Conversation.Channel)
 	g.poke()
 	return nil
 }
@@ -56,6 +60,10 @@ func (g *Gateway) React(ctx context.Context, r Reaction) error {
 	}
 	if r.At.IsZero() {
 		r.At = g.now()
+	}
+	// A reaction of someone who may not talk to the bot judges nothing.
+	if ok, _, err := g.admitted(ctx, Inbound{Conversation: r.Conversation, UserID: r.UserID}); err != nil || !ok {
+		return err
 	}
 	// A platform may not say in which thread or topic a reaction was
 	// made: the judged reply knows, and the reaction joins that
@@ -88,39 +96,51 @@ func (g *Gateway) poke() {
 	}
 }
 
-// fullNoticeEvery bounds how often one conversation is told it has too
-// many messages waiting.
-const fullNoticeEvery = time.Minute
+// noticeEvery bounds how often one conversation or user is told the same
+// kind of notice (too many messages waiting, their pairing code).
+const noticeEvery = time.Minute
+
+// noticeDue reports whether the notice of key may be sent now, and if so
+// records that it is.
+func (g *Gateway) noticeDue(key string) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	now := g.now()
+	if last, told := g.notices[key]; told && now.Sub(last) < noticeEvery {
+		return false
+	}
+	g.notices[key] = now
+	if len(g.notices) > 10000 {
+		for k, t := range g.notices {
+			if now.Sub(t) >= noticeEvery {
+				delete(g.notices, k)
+			}
+		}
+	}
+	return true
+}
 
 // tellFull tells the user, best effort and at most once a minute per
 // conversation, that their message was not taken.
 func (g *Gateway) tellFull(in Inbound) {
+	if g.noticeDue("full:" + in.Conversation.String()) {
+		g.notify(in, "I am still working on your earlier messages, so I did not take this one. Please send it again once I have answered them.")
+	}
+}
+
+// notify sends a notice of the gateway's own in reply to in, best effort,
+// without holding up the caller.
+func (g *Gateway) notify(in Inbound, text string) {
 	ch, ok := g.channels[in.Conversation.Channel]
 	if !ok {
 		return
 	}
-	g.mu.Lock()
-	last, told := g.fullNotice[in.Conversation]
-	now := g.now()
-	if told && now.Sub(last) < fullNoticeEvery {
-		g.mu.Unlock()
-		return
-	}
-	g.fullNotice[in.Conversation] = now
-	if len(g.fullNotice) > 10000 {
-		for k, t := range g.fullNotice {
-			if now.Sub(t) >= fullNoticeEvery {
-				delete(g.fullNotice, k)
-			}
-		}
-	}
-	g.mu.Unlock()
 	g.side.Add(1)
 	go func() {
 		defer g.side.Done()
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		g.sendText(ctx, ch, in, "I am still working on your earlier messages, so I did not take this one. Please send it again once I have answered them.")
+		g.sendText(ctx, ch, in, text)
 	}()
 }
 

@@ -67,6 +67,7 @@ func (e *droppedError) Error() string {
 // decision, a command's reply, or the message itself through the turn
 // pipeline.
 func (g *Gateway) answerMessage(ctx context.Context, req CommandRequest, log *slog.Logger) (*Answer, error) {
+	req.Admin = g.isAdmin(req.In)
 	for _, ic := range g.interceptors {
 		d, err := ic.Intercept(ctx, req)
 		if err != nil {
@@ -81,6 +82,9 @@ func (g *Gateway) answerMessage(ctx context.Context, req CommandRequest, log *sl
 		cmd, known := g.commands.byName[name]
 		if !known {
 			return &Answer{Text: fmt.Sprintf("Unknown command /%s. Send /help for the list of commands.", name)}, nil
+		}
+		if cmd.Admin && !req.Admin {
+			return &Answer{Text: fmt.Sprintf("Only an admin of this %s bot can use /%s.", req.In.Conversation.Channel, name)}, nil
 		}
 		text, err := cmd.Run(ctx, req)
 		if err != nil {
@@ -105,9 +109,13 @@ func (g *Gateway) decide(ctx context.Context, req CommandRequest, d Decision, lo
 func (g *Gateway) runTurn(ctx context.Context, req CommandRequest, t TurnOverride, log *slog.Logger) (*Answer, error) {
 	hin := HookInput{In: req.In, Session: req.Session, Text: t.Text}
 	h := g.opts.Hooks
+	channel := req.In.Conversation.Channel
 	if h != nil {
+		t0 := g.now()
 		pre, err := h.Pre(ctx, hin)
+		g.obs.Stage(channel, StagePreHooks, g.now().Sub(t0))
 		if err != nil {
+			g.obs.HookFailed(channel, StagePreHooks)
 			return nil, fmt.Errorf("pre-hooks: %w", err)
 		}
 		if pre.Reply != "" {
@@ -119,10 +127,12 @@ func (g *Gateway) runTurn(ctx context.Context, req CommandRequest, t TurnOverrid
 		}
 		hin.Text, hin.Metadata = pre.Text, pre.Metadata
 	}
+	t0 := g.now()
 	ans, err := g.agent.Answer(ctx, Turn{
 		RequestID: req.RequestID, Session: req.Session, In: req.In, Text: hin.Text,
 		Model: t.Model, Exclude: t.Exclude, Retry: t.Retry, Metadata: hin.Metadata,
 	})
+	g.obs.Stage(channel, StageAgent, g.now().Sub(t0))
 	if err != nil {
 		return nil, err
 	}
@@ -131,7 +141,11 @@ func (g *Gateway) runTurn(ctx context.Context, req CommandRequest, t TurnOverrid
 		t.Finish(&ans)
 	}
 	if h != nil {
-		if ans.Text, err = h.Post(ctx, hin, ans.Text); err != nil {
+		t0 := g.now()
+		ans.Text, err = h.Post(ctx, hin, ans.Text)
+		g.obs.Stage(channel, StagePostHooks, g.now().Sub(t0))
+		if err != nil {
+			g.obs.HookFailed(channel, StagePostHooks)
 			return nil, fmt.Errorf("post-hooks: %w", err)
 		}
 	}

@@ -45,6 +45,24 @@ type Pipeline struct {
 	resolver  Resolver
 	sanitizer *Sanitizer
 	log       *slog.Logger
+	obs       Observer
+}
+
+// Observer is told what the guard removed from plugin results, for
+// metrics: "truncated" (over the size limit), "sanitized" (a pattern was
+// replaced) or "rejected" (the result failed validation). It must return
+// at once.
+type Observer interface {
+	Removed(kind string)
+}
+
+// SetObserver sets the Observer; call it before the pipeline is used.
+func (p *Pipeline) SetObserver(o Observer) { p.obs = o }
+
+func (p *Pipeline) removed(kind string) {
+	if p.obs != nil {
+		p.obs.Removed(kind)
+	}
 }
 
 // New assembles a pipeline. A nil logger discards.
@@ -107,10 +125,12 @@ func (p *Pipeline) Check(call core.ToolCall, res core.ToolResult, limit int) cor
 	res.Content, cut = Truncate(res.Content, limit)
 	if cut {
 		p.log.Warn("plugin output truncated", "plugin", call.Plugin, "action", call.Action, "call_id", call.ID, "limit", limit)
+		p.removed("truncated")
 	}
 	res.Error, _ = Truncate(res.Error, limit)
 	reject := func(err error) core.ToolResult {
 		p.log.Warn("plugin result rejected", "plugin", call.Plugin, "action", call.Action, "call_id", call.ID, "err", err)
+		p.removed("rejected")
 		return core.ToolResult{CallID: call.ID, Error: GenericError}
 	}
 	if res.CallID != call.ID {
@@ -129,6 +149,7 @@ func (p *Pipeline) Check(call core.ToolCall, res core.ToolResult, limit int) cor
 	content, perr = p.sanitizer.Sanitize(content), p.sanitizer.Sanitize(perr)
 	if content != res.Content || perr != res.Error {
 		p.log.Info("plugin output cleaned or sanitized", "plugin", call.Plugin, "action", call.Action, "call_id", call.ID)
+		p.removed("sanitized")
 	}
 	// One block holds all the plugin's text: its error, then its output.
 	out := core.ToolResult{CallID: call.ID}

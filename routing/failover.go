@@ -2,6 +2,7 @@ package routing
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -21,6 +22,7 @@ func (r *Router) run(ctx context.Context, c Call, d decision) (Result, error) {
 	request := r.requestOf(c)
 	tried := map[string]bool{}
 	tooLong := 0
+	failedOn := "" // the model of the last failed attempt
 	for pass := 0; pass < 2; pass++ {
 	models:
 		for _, m := range d.chain {
@@ -32,7 +34,13 @@ func (r *Router) run(ctx context.Context, c Call, d decision) (Result, error) {
 				if !ok {
 					break
 				}
+				if failedOn != "" {
+					r.o.Observer.Failover(failedOn, m.Ref)
+				}
+				t0 := time.Now()
 				resp, err := r.attempt(ctx, c, m, p, &streamed)
+				r.o.Observer.LLMCall(m.Ref, m.Provider(), outcome(err), time.Since(t0))
+				failedOn = m.Ref
 				if err == nil {
 					r.succeed(ctx, p)
 					r.ledger(ctx, c, m, resp)
@@ -70,6 +78,17 @@ func (r *Router) run(ctx context.Context, c Call, d decision) (Result, error) {
 		}
 	}
 	return Result{Model: d.m.Ref, Reason: d.reason}, r.exhausted(d, lastErr)
+}
+
+// outcome names how an attempt ended, for the Observer.
+func outcome(err error) string {
+	if err == nil {
+		return "ok"
+	}
+	if errors.Is(err, context.Canceled) {
+		return "canceled"
+	}
+	return core.ErrorKind(err).String()
 }
 
 // exhausted builds the error for a chain with nothing left to try.

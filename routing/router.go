@@ -86,9 +86,30 @@ type Options struct {
 	// store nothing else writes).
 	Reload time.Duration
 	Store  Store
-	Now    func() time.Time
-	Log    *slog.Logger
+	// Observer is told of each LLM call attempt and failover, for metrics
+	// (nil = none).
+	Observer Observer
+	Now      func() time.Time
+	Log      *slog.Logger
 }
+
+// Observer is told what the router does, for metrics. Its methods are
+// called on the caller's goroutine and must return at once.
+type Observer interface {
+	// LLMCall is one attempt of a call: the model reference, its
+	// provider, the outcome ("ok", or the failure's kind such as
+	// "rate_limited") and how long it took.
+	LLMCall(model, provider, outcome string, d time.Duration)
+	// Failover is a move after a failed attempt on model from to the
+	// next attempt on model to (the same model with another credential,
+	// or the next model of the chain).
+	Failover(from, to string)
+}
+
+type noObserver struct{}
+
+func (noObserver) LLMCall(string, string, string, time.Duration) {}
+func (noObserver) Failover(string, string)                       {}
 
 // Call is one LLM call to route.
 type Call struct {
@@ -243,6 +264,9 @@ func New(o Options) (*Router, error) {
 	}
 	if o.Log == nil {
 		o.Log = slog.New(slog.DiscardHandler)
+	}
+	if o.Observer == nil {
+		o.Observer = noObserver{}
 	}
 	o.Cooldowns = o.Cooldowns.withDefaults()
 	warnUnpriced(o, cat.byWeight)

@@ -9,6 +9,8 @@
 # need Linux (/proc). Targets: start-ms <= 15, idle-MiB <= 20,
 # cpu-before-llm-ms/msg <= 2, added-p50-ms <= 2, binary-MB <= 25.
 # CGO_ENABLED=0 scripts/bench.sh builds a static binary (smaller RSS).
+# OPENTALON_PERF_METRICS=on|off runs the binary's server with the metrics
+# counted or not (unset: server off), to compare their cost per message.
 set -eu
 cd "$(dirname "$0")/.."
 
@@ -44,3 +46,7 @@ echo "== text formatting"
 run ./channels/textfmt 'Format' 1s
 echo "== config"
 run ./config '.' 1s
+echo "== metrics: what they add to one message (observer calls)"
+run ./metrics 'PerMessage' 200000x
+echo "== status page first load (headless Chromium; skipped without it)"
+run ./cmd/opentalon 'StatusPageFirstLoad' 20x

@@ -137,7 +137,7 @@ func New(o Options) (*Bot, error) {
 		log:          o.Logger.With("component", "channel", "channel", Name),
 		http:         newHTTPClient(root, o.HTTPClient),
 		scrubber:     toolkit.NewScrubber(token),
-		users:        toolkit.NewAccess(cfg.AllowUsers),
+		users:        toolkit.NewAccess(cfg.PlatformUsers()),
 		chats:        toolkit.NewAccess(cfg.AllowChats),
 		guilds:       toolkit.NewAccess(cfg.AllowGuilds),
 		trigger:      toolkit.Trigger(cfg.Trigger),
@@ -207,3 +207,15 @@ func (b *Bot) identity() (me discordgo.User, appID, sessionID string) {
 
 // scrub removes the token from an error's text.
 func (b *Bot) scrub(err error) error { return b.scrubber.Error(err) }
+
+// CheckCredential implements core.CredentialChecker with one GET
+// /users/@me.
+func (b *Bot) CheckCredential(ctx context.Context) (string, error) {
+	u, err := b.rest.User("@me", discordgo.WithContext(ctx))
+	if err != nil {
+		return "", b.classify("GET /users/@me", err)
+	}
+	return u.Username, nil
+}
+
+var _ core.CredentialChecker = (*Bot)(nil)

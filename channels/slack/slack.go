@@ -146,7 +146,7 @@ func New(o Options) (*Bot, error) {
 		o: o, cfg: cfg, now: o.Now, sleep: o.Sleep, http: o.HTTPClient,
 		log:       o.Logger.With("component", "channel", "channel", Name),
 		scrubber:  toolkit.NewScrubber(cfg.BotToken.Value(), cfg.AppToken.Value(), cfg.SigningSecret.Value()),
-		users:     toolkit.NewAccess(cfg.AllowUsers),
+		users:     toolkit.NewAccess(cfg.PlatformUsers()),
 		chats:     toolkit.NewAccess(cfg.AllowChats),
 		trigger:   toolkit.Trigger(cfg.Trigger),
 		reactions: toolkit.NewReactions(cfg.Reactions),
@@ -403,3 +403,13 @@ func parseTS(ts string) time.Time {
 	}
 	return time.Unix(s, us*1000)
 }
+
+// CheckCredential implements core.CredentialChecker with one auth.test.
+func (b *Bot) CheckCredential(ctx context.Context) (string, error) {
+	if err := b.authTest(ctx); err != nil {
+		return "", err
+	}
+	return "@" + b.identity().Name, nil
+}
+
+var _ core.CredentialChecker = (*Bot)(nil)

@@ -142,7 +142,7 @@ func New(o Options) (*Bot, error) {
 		log:       o.Logger.With("component", "channel", "channel", Name),
 		token:     cfg.Token.Value(),
 		scrubber:  toolkit.NewScrubber(cfg.Token.Value()),
-		users:     toolkit.NewAccess(cfg.AllowUsers),
+		users:     toolkit.NewAccess(cfg.PlatformUsers()),
 		chats:     toolkit.NewAccess(cfg.AllowChats),
 		trigger:   toolkit.Trigger(cfg.Trigger),
 		reactions: toolkit.NewReactions(cfg.Reactions),
@@ -171,20 +171,39 @@ func New(o Options) (*Bot, error) {
 // Name implements core.Channel.
 func (b *Bot) Name() string { return Name }
 
+// getMe asks who the token belongs to; a refused token is a KindAuth
+// error naming the config key.
+func (b *Bot) getMe(ctx context.Context) (*models.User, error) {
+	me, err := b.api.GetMe(ctx)
+	if err != nil {
+		err = b.classify("getMe", err)
+		if errors.Is(err, tgbot.ErrorUnauthorized) || errors.Is(err, tgbot.ErrorNotFound) {
+			return nil, core.Errorf(core.KindAuth, "telegram refused the bot token (getMe: %s): check channels.telegram.token (from @BotFather) and channels.telegram.api_url", b.scrub(err))
+		}
+		return nil, fmt.Errorf("telegram getMe at %s: %w", b.cfg.APIURL, err)
+	}
+	return me, nil
+}
+
+// CheckCredential implements core.CredentialChecker with one getMe.
+func (b *Bot) CheckCredential(ctx context.Context) (string, error) {
+	me, err := b.getMe(ctx)
+	if err != nil {
+		return "", err
+	}
+	return "@" + me.Username, nil
+}
+
 // Run implements core.Channel: it checks the token with getMe, advertises
 // the commands and receives updates until ctx ends.
 func (b *Bot) Run(ctx context.Context, sink core.Sink) error {
 	b.health.Starting()
-	me, err := b.api.GetMe(ctx)
+	me, err := b.getMe(ctx)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil
 		}
-		err = b.classify("getMe", err)
-		if errors.Is(err, tgbot.ErrorUnauthorized) || errors.Is(err, tgbot.ErrorNotFound) {
-			return core.Errorf(core.KindAuth, "telegram refused the bot token (getMe: %s): check channels.telegram.token (from @BotFather) and channels.telegram.api_url", b.scrub(err))
-		}
-		return fmt.Errorf("telegram getMe at %s: %w", b.cfg.APIURL, err)
+		return err
 	}
 	b.mu.Lock()
 	b.me = *me

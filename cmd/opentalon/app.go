@@ -13,6 +13,8 @@ import (
 	"github.com/opentalon/opentalon/channels/toolkit"
 	"github.com/opentalon/opentalon/config"
 	"github.com/opentalon/opentalon/core"
+	"github.com/opentalon/opentalon/lua"
+	"github.com/opentalon/opentalon/metrics"
 	"github.com/opentalon/opentalon/orchestrator"
 	"github.com/opentalon/opentalon/plugins"
 	"github.com/opentalon/opentalon/routing"
@@ -41,11 +43,15 @@ type App struct {
 	log    *slog.Logger
 	db     *store.DB
 	router *routing.Router
+	// metrics is nil when server.metrics is off or the server is.
+	metrics *metrics.Metrics
 	// registry holds the tools of the running plugins.
 	registry *plugins.Registry
-	agent    *orchestrator.Orchestrator
-	gateway  *core.Gateway
-	server   *http.Server
+	// lua is the Lua hook engine (nil without plugins.lua.scripts_dir).
+	lua     *lua.Engine
+	agent   *orchestrator.Orchestrator
+	gateway *core.Gateway
+	server  *http.Server
 	// closers run on Close in reverse order.
 	closers []func() error
 	// eof is closed when the console input ends.
@@ -75,7 +81,8 @@ func BuildApp(ctx context.Context, cfg *config.Config, o AppOptions) (_ *App, er
 	}
 	a.closers = append(a.closers, a.db.Close)
 
-	if a.router, err = buildRouter(cfg, a.db, o.Now, o.Logger); err != nil {
+	a.metrics = a.buildMetrics()
+	if a.router, err = buildRouter(cfg, a.db, o.Now, o.Logger, a.routingObserver()); err != nil {
 		return nil, err
 	}
 	tools, err := a.buildTools()
@@ -99,6 +106,9 @@ func BuildApp(ctx context.Context, cfg *config.Config, o AppOptions) (_ *App, er
 		MaxPending:     cfg.Queue.MaxPending,
 		MaxWait:        cfg.Queue.MaxWait.D(),
 		RequestTimeout: cfg.Queue.RequestTimeout.D(),
+		Access:         accessPolicies(cfg),
+		Pairings:       a.db,
+		Observer:       a.coreObserver(),
 		Now:            o.Now,
 		Logger:         o.Logger,
 	})
@@ -202,7 +212,8 @@ func (a *App) Close() error {
 	return errors.Join(errs...)
 }
 
-// httpHandler serves /healthz, /readyz and the plugin API.
+// httpHandler serves /healthz, /readyz, the plugin API, the status page
+// and /metrics.
 func (a *App) httpHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
@@ -216,6 +227,7 @@ func (a *App) httpHandler() http.Handler {
 		w.Write([]byte("ready\n"))
 	})
 	a.mountPluginAPI(mux)
+	a.mountOps(mux)
 	return mux
 }
 

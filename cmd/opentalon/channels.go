@@ -73,13 +73,7 @@ func (a *App) addChannels() error {
 		}
 		return core.Errorf(core.KindInvalid, "no channel is enabled: set one of %s to true", strings.Join(all, ", "))
 	}
-	for _, sec := range a.cfg.Channels.Sections() {
-		if sec.Enabled && sec.Common != nil && len(sec.Common.AllowUsers) == 0 && len(sec.Common.AllowChats) == 0 {
-			p := "channels." + sec.Name
-			a.log.Warn(p+" is open to everyone: anyone who finds the bot can talk to it and spend your LLM budget; set "+p+".allow_users or "+p+".allow_chats (and routing.budget) to limit it",
-				"channel", sec.Name)
-		}
-	}
+	warnAccess(a.cfg, a.log)
 	for _, name := range names {
 		build, ok := builds[name]
 		if !ok {

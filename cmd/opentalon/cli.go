@@ -56,6 +56,11 @@ Usage:
   opentalon memory list|search|delete|export [--user CHANNEL:ID] [--tag T] ...
   opentalon session export [--format yaml|json] [--out FILE] CONVERSATION
   opentalon plugins list | plugins unbind NAME   plugin names and the binaries they belong to
+  opentalon pair list | pair approve CODE | pair deny CODE
+  opentalon doctor [--channels] [--offline]  check the config, providers, database, permissions, disk
+  opentalon backup FILE                    copy the database consistently, also while the gateway runs
+  opentalon restore FILE                   replace the database with a backup (the gateway must be stopped)
+  opentalon healthcheck                    exit 0 when the running gateway's /healthz answers (for containers)
   opentalon version
 
 Global flags (before or after the subcommand):
@@ -97,7 +102,7 @@ func Main(ctx context.Context, args []string, io Stdio, lookup func(string) (str
 		runErr = cmdComplete(ctx, &g, rest, io, env, log)
 	case "config":
 		runErr = cmdConfig(&g, rest, io, env)
-	case "usage", "affinity", "bench":
+	case "usage", "affinity", "bench", "pair":
 		runErr = cmdRouting(ctx, cmd, &g, rest, io, env, log)
 	case "lua":
 		runErr = cmdLua(ctx, &g, rest, io, env, log)
@@ -105,6 +110,14 @@ func Main(ctx context.Context, args []string, io Stdio, lookup func(string) (str
 		runErr = cmdMemory(ctx, cmd, &g, rest, io, env, log)
 	case "plugins":
 		runErr = cmdPlugins(ctx, &g, rest, io, env, log)
+	case "doctor":
+		runErr = cmdDoctor(ctx, &g, rest, io, env, log)
+	case "backup":
+		runErr = cmdBackup(ctx, &g, rest, io, env, log)
+	case "restore":
+		runErr = cmdRestore(ctx, &g, rest, io, env, log)
+	case "healthcheck":
+		runErr = cmdHealthcheck(ctx, &g, rest, io, env, log)
 	case "version":
 		fmt.Fprintln(io.Out, "opentalon", versionString())
 	case "help", "-h", "--help":

@@ -116,7 +116,7 @@ func cmdLua(ctx context.Context, g *globalFlags, args []string, io Stdio, env co
 			if err != nil {
 				return nil, nil, err
 			}
-			r, err := buildRouter(cfg, db, nil, log)
+			r, err := buildRouter(cfg, db, nil, log, nil)
 			if err != nil {
 				db.Close()
 				return nil, nil, err

@@ -83,7 +83,7 @@ func runUsage(ctx context.Context, db usageStore, now time.Time, args []string, 
 	return tw.Flush()
 }
 
-// cmdRouting runs `usage`, `affinity` and `bench`; each parses its own
+// cmdRouting runs `usage`, `affinity`, `pair` and `bench`; each parses its own
 // flags, so only the global flags are taken out here.
 func cmdRouting(ctx context.Context, cmd string, g *globalFlags, args []string, io Stdio, env config.Env, log *slog.Logger) error {
 	args = g.extract(args)
@@ -95,8 +95,11 @@ func cmdRouting(ctx context.Context, cmd string, g *globalFlags, args []string, 
 		return err
 	}
 	defer db.Close()
-	if cmd == "usage" {
+	switch cmd {
+	case "usage":
 		return runUsage(ctx, db, time.Now(), args, io.Out)
+	case "pair":
+		return runPair(ctx, db, time.Now(), args, io.Out)
 	}
 	return runAffinity(ctx, db, float64(cfg.Routing.Affinity.DecayDays), time.Now(), args, io.Out)
 }

@@ -35,7 +35,7 @@ func cmdComplete(ctx context.Context, g *globalFlags, args []string, io Stdio, e
 		return err
 	}
 	defer db.Close()
-	router, err := buildRouter(cfg, db, nil, log)
+	router, err := buildRouter(cfg, db, nil, log, nil)
 	if err != nil {
 		return err
 	}

@@ -110,6 +110,7 @@ func TestOpenChannelWarnsAtStart(t *testing.T) {
 	}{
 		{"", true},
 		{"    allow_users: [\"42\"]\n", false},
+		{"    access: pairing\n    admins: [\"7\"]\n", false},
 	} {
 		logs.Reset()
 		y := strings.Replace(telegramConfig(t.TempDir(), "http://127.0.0.1:1", "http://127.0.0.1:1"), "    api_url:", tt.extra+"    api_url:", 1)

@@ -9,6 +9,7 @@ package main
 // window cannot close).
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"strconv"
 	"strings"
@@ -61,8 +62,10 @@ func TestE2ECrashLoopAnswersEveryMessageOnce(t *testing.T) {
 		users[i] = telegramtest.User(int64(3000+i), "")
 	}
 	var kills []time.Time
+	var logs []*lockedBuf // each run's stderr, for the failure report
 	for round := range rounds {
 		p := startBinary(t, nil, "--config", cfg, "--log-level", "warn", "run")
+		logs = append(logs, p.stderr)
 		for range batch {
 			i := len(msgs)
 			u := bot.Private(users[i%chats], "m"+strconv.Itoa(i))
@@ -85,6 +88,7 @@ func TestE2ECrashLoopAnswersEveryMessageOnce(t *testing.T) {
 	// The last start runs until every message has its answer.
 	lastStart := time.Now()
 	p := startBinary(t, nil, "--config", cfg, "--log-level", "warn", "run")
+	logs = append(logs, p.stderr)
 	answered := func(sent []telegramtest.Sent) map[int]bool {
 		got := map[int]bool{}
 		for _, s := range sent {
@@ -98,9 +102,6 @@ func TestE2ECrashLoopAnswersEveryMessageOnce(t *testing.T) {
 		return len(answered(sent)) >= len(msgs)
 	})
 	t.Logf("the last run answered the rest in %s", time.Since(lastStart).Round(time.Millisecond))
-	if testing.Verbose() {
-		t.Logf("last run's log:\n%s", p.stderr.String())
-	}
 	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
@@ -127,8 +128,8 @@ func TestE2ECrashLoopAnswersEveryMessageOnce(t *testing.T) {
 		}
 		for k := 1; k < len(copies); k++ {
 			if !killBetween(kills, copies[k-1].At, copies[k].At) {
-				t.Errorf("%q was answered twice (%s and %s) with no kill in between", m.text,
-					copies[k-1].At.Format("15:04:05.000"), copies[k].At.Format("15:04:05.000"))
+				t.Errorf("%q was answered twice (%s and %s) with no kill in between; the log of its conversation:\n%s", m.text,
+					copies[k-1].At.Format("15:04:05.000"), copies[k].At.Format("15:04:05.000"), convLog(logs, m.chat))
 			}
 		}
 	}
@@ -141,6 +142,19 @@ func TestE2ECrashLoopAnswersEveryMessageOnce(t *testing.T) {
 		}
 	}
 	t.Logf("%d messages, %d kills, %d sends, %d answered with an apology, %d LLM calls", len(msgs), len(kills), len(sent), sorry, llm.Count())
+}
+
+// convLog returns the log lines of every run about conversation chat.
+func convLog(logs []*lockedBuf, chat int64) string {
+	var b strings.Builder
+	for i, l := range logs {
+		for _, line := range strings.Split(l.String(), "\n") {
+			if strings.Contains(line, "conv=telegram:"+strconv.FormatInt(chat, 10)) {
+				fmt.Fprintf(&b, "run %d: %s\n", i, line)
+			}
+		}
+	}
+	return b.String()
 }
 
 // killBetween reports whether a kill happened between a and b.

@@ -338,7 +338,7 @@ func TestCompactionModelDefaultsToTheCheapest(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	r, err := buildRouter(cfg, db, time.Now, discardLogger())
+	r, err := buildRouter(cfg, db, time.Now, discardLogger(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -39,6 +39,7 @@ func (a *App) buildHooks(ctx context.Context) (core.Hooks, error) {
 		return nil, err
 	}
 	a.closers = append(a.closers, eng.Close)
+	a.lua = eng
 	if a.opts.Hooks == nil {
 		return eng, nil
 	}

@@ -69,6 +69,16 @@ func perfConfig(b testing.TB, dataDir, tgURL, llmURL string) string {
     api_url: %q
     ack_reaction: ""
 `, perfToken, tgURL))
+	// OPENTALON_PERF_METRICS=on|off runs the HTTP server with the metrics
+	// counted or not, to measure their cost on the message path; unset,
+	// the server is off.
+	switch m := os.Getenv("OPENTALON_PERF_METRICS"); m {
+	case "on", "off":
+		yaml = strings.Replace(yaml, `listen: ""`, fmt.Sprintf("listen: \"127.0.0.1:0\"\n  metrics: %v", m == "on"), 1)
+	case "":
+	default:
+		b.Fatalf("OPENTALON_PERF_METRICS=%q: use on or off", m)
+	}
 	path := filepath.Join(b.TempDir(), "config.yaml")
 	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
 		b.Fatal(err)

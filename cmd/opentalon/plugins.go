@@ -22,7 +22,13 @@ func (a *App) buildTools() (orchestrator.ToolRunner, error) {
 	if err != nil {
 		return nil, err
 	}
-	return orchestrator.PluginTools{Registry: a.registry, Guard: guard.New(a.registry, san, a.log), CallsPerTurn: tc.MaxCallsPerTurn}, nil
+	g := guard.New(a.registry, san, a.log)
+	var tools orchestrator.ToolRunner = orchestrator.PluginTools{Registry: a.registry, Guard: g, CallsPerTurn: tc.MaxCallsPerTurn}
+	if a.metrics != nil {
+		g.SetObserver(a.metrics)
+		tools = timedTools{ToolRunner: tools, m: a.metrics}
+	}
+	return tools, nil
 }
 
 // startPlugins launches the discovered plugin processes; apiURL is where
@@ -43,10 +49,14 @@ func (a *App) startPlugins(ctx context.Context, apiURL string) error {
 			env = append(env, "OPENTALON_API_KEY="+k.Value())
 		}
 	}
+	var onEvent func(plugin, event string)
+	if a.metrics != nil {
+		onEvent = a.metrics.PluginEvent
+	}
 	mgr := plugins.NewManager(plugins.Options{
 		Dir: tc.PluginDir, Plugins: specs, Registry: a.registry, State: a.db, Bindings: a.db,
 		HealthInterval: tc.HealthCheckInterval.D(), RestartOnFailure: tc.RestartOnFailure,
-		MaxRestarts: tc.MaxRestarts, Env: env, Logger: a.log, Now: a.opts.Now,
+		MaxRestarts: tc.MaxRestarts, Env: env, Logger: a.log, Now: a.opts.Now, OnEvent: onEvent,
 		Sandbox: &plugins.Sandbox{
 			RunAs: tc.RunAs, Landlock: tc.Sandbox.Landlock, ReadPaths: tc.Sandbox.ReadPaths, WritePaths: tc.Sandbox.WritePaths,
 			Limits: plugins.ProcessLimits{AddressSpace: uint64(tc.ProcessLimits.AddressSpaceMB) << 20,

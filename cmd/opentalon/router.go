@@ -131,7 +131,7 @@ func isLocal(p config.Provider) bool {
 }
 
 // buildRouter maps the config onto routing.Options.
-func buildRouter(cfg *config.Config, db *store.DB, now func() time.Time, log *slog.Logger) (*routing.Router, error) {
+func buildRouter(cfg *config.Config, db *store.DB, now func() time.Time, log *slog.Logger, obs routing.Observer) (*routing.Router, error) {
 	providers, err := buildProviders(cfg, log, now)
 	if err != nil {
 		return nil, err
@@ -178,9 +178,10 @@ func buildRouter(cfg *config.Config, db *store.DB, now func() time.Time, log *sl
 		CostWeight: cmp.Or(cfg.Routing.CostWeight, -1),
 		Probe: routing.Probing{Off: cfg.Routing.Explore.Rate == 0, Rate: cfg.Routing.Explore.Rate,
 			DailyUSD: cfg.Routing.Explore.DailyUSD, StaleAfter: cfg.Routing.Explore.StaleAfter.D()},
-		Store: db,
-		Now:   now,
-		Log:   log,
+		Store:    db,
+		Observer: obs,
+		Now:      now,
+		Log:      log,
 	})
 }
 

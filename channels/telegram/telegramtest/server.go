@@ -87,6 +87,13 @@ func New(t testing.TB, token string) *Server {
 // Close stops the server.
 func (s *Server) Close() { s.srv.Close() }
 
+// Stop stops the server at once, cutting the requests in flight (a long
+// poll included), like an outage of the platform.
+func (s *Server) Stop() {
+	s.srv.CloseClientConnections()
+	s.srv.Close()
+}
+
 // notify wakes every waiter; the caller holds mu.
 func (s *Server) notify() {
 	close(s.changed)

@@ -1,0 +1,109 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"text/tabwriter"
+	"time"
+
+	"github.com/opentalon/opentalon/config"
+	"github.com/opentalon/opentalon/core"
+)
+
+// accessPolicies maps each enabled channel's access keys onto the
+// gateway's rules. The console's user is whoever runs the process: an
+// admin.
+func accessPolicies(cfg *config.Config) map[string]core.AccessPolicy {
+	out := map[string]core.AccessPolicy{}
+	for _, sec := range cfg.Channels.Sections() {
+		if !sec.Enabled {
+			continue
+		}
+		if sec.Common == nil {
+			out[sec.Name] = core.AccessPolicy{Mode: core.AccessOpen, Operator: true}
+			continue
+		}
+		c := sec.Common
+		out[sec.Name] = core.AccessPolicy{Mode: core.AccessMode(c.Access), Admins: c.Admins, Users: c.AllowUsers}
+	}
+	return out
+}
+
+// warnAccess logs, once at start, what an operator should know of the
+// channels' access: a channel anyone can talk to, and pairing without an
+// admin to approve in chat.
+func warnAccess(cfg *config.Config, log *slog.Logger) {
+	for _, sec := range cfg.Channels.Sections() {
+		if !sec.Enabled || sec.Common == nil {
+			continue
+		}
+		c, p := sec.Common, "channels."+sec.Name
+		switch {
+		case c.Access == config.AccessOpen && len(c.AllowUsers) == 0 && len(c.AllowChats) == 0:
+			log.Warn(p+" is open to everyone: anyone who finds the bot can talk to it and spend your LLM budget; set "+p+".access: pairing, or "+p+".allow_users or "+p+".allow_chats (and routing.budget), to limit it",
+				"channel", sec.Name)
+		case c.Access == config.AccessPairing && len(c.Admins) == 0:
+			log.Warn(p+" pairs users but has no admins: approve them with `opentalon pair approve CODE`, or list user ids in "+p+".admins to approve in chat with /pair",
+				"channel", sec.Name)
+		}
+	}
+}
+
+// pairStore is what `opentalon pair` needs; *store.DB has it.
+type pairStore interface {
+	Pairings(ctx context.Context, channel string) ([]core.Pairing, error)
+	DecidePairing(ctx context.Context, channel, code string, approve bool, by string) (core.Pairing, error)
+}
+
+const pairUsage = "usage: opentalon pair list | opentalon pair approve CODE | opentalon pair deny CODE"
+
+// runPair implements `opentalon pair list|approve CODE|deny CODE`; it
+// works while the gateway runs (which reads approvals from the database
+// at each message). args are the words after "pair".
+func runPair(ctx context.Context, db pairStore, now time.Time, args []string, stdout io.Writer) error {
+	if len(args) == 0 {
+		return usageError{pairUsage}
+	}
+	switch args[0] {
+	case "list":
+		if len(args) != 1 {
+			return usageError{pairUsage}
+		}
+		recs, err := db.Pairings(ctx, "")
+		if err != nil {
+			return err
+		}
+		if len(recs) == 0 {
+			fmt.Fprintln(stdout, "No pairing requests yet (channels with access: pairing record them when an unknown user writes).")
+			return nil
+		}
+		tw := tabwriter.NewWriter(stdout, 0, 2, 2, ' ', 0)
+		fmt.Fprintln(tw, "CODE\tSTATUS\tCHANNEL\tUSER ID\tNAME\tASKED")
+		for _, r := range recs {
+			name := r.UserName
+			if name == "" {
+				name = "-"
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s ago\n", r.Code, r.Status, r.Channel, r.UserID, name, now.Sub(r.RequestedAt).Round(time.Second))
+		}
+		return tw.Flush()
+	case "approve", "deny":
+		if len(args) != 2 {
+			return usageError{pairUsage}
+		}
+		approve := args[0] == "approve"
+		rec, err := db.DecidePairing(ctx, "", core.NormalizePairingCode(args[1]), approve, "cli")
+		if err != nil {
+			return err
+		}
+		verb := "denied"
+		if approve {
+			verb = "approved"
+		}
+		fmt.Fprintf(stdout, "%s %s user %s (%s)\n", verb, rec.Channel, rec.UserID, rec.UserName)
+		return nil
+	}
+	return usageError{fmt.Sprintf("pair: unknown subcommand %q; %s", args[0], pairUsage)}
+}

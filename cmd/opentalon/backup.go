@@ -1,0 +1,145 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/opentalon/opentalon/config"
+	"github.com/opentalon/opentalon/store"
+)
+
+// cmdBackup implements `opentalon backup FILE`: a consistent copy of the
+// database (VACUUM INTO, one read transaction), taken while the gateway
+// runs or not. FILE must not exist.
+func cmdBackup(ctx context.Context, g *globalFlags, args []string, io Stdio, env config.Env, log *slog.Logger) error {
+	rest, err := parseSub("backup", g, args, io, nil)
+	if err != nil {
+		return err
+	}
+	if len(rest) != 1 {
+		return usageError{"usage: opentalon backup FILE (a new file to write the copy to)"}
+	}
+	cfg, _, err := loadConfig(g, env)
+	if err != nil {
+		return err
+	}
+	path := filepath.Join(cfg.State.DataDir, store.FileName)
+	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("no database at %s (state.data_dir): nothing to back up", path)
+	}
+	db, err := store.OpenFile(ctx, path, store.Options{Logger: log})
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	t0 := time.Now()
+	if err := db.Backup(ctx, rest[0]); err != nil {
+		return err
+	}
+	size := int64(0)
+	if fi, err := os.Stat(rest[0]); err == nil {
+		size = fi.Size()
+	}
+	fmt.Fprintf(io.Out, "backed up %s to %s (%s in %s)\n", path, rest[0], humanBytes(size), time.Since(t0).Round(time.Millisecond))
+	return nil
+}
+
+// cmdRestore implements `opentalon restore FILE`: it checks that FILE is
+// a sound OpenTalon database, keeps the current one aside and puts the
+// backup in its place. It refuses while a gateway holds the data
+// directory's lock, and holds that lock itself while it works.
+func cmdRestore(ctx context.Context, g *globalFlags, args []string, io Stdio, env config.Env, log *slog.Logger) error {
+	rest, err := parseSub("restore", g, args, io, nil)
+	if err != nil {
+		return err
+	}
+	if len(rest) != 1 {
+		return usageError{"usage: opentalon restore FILE (a file written by opentalon backup)"}
+	}
+	src := rest[0]
+	if fi, err := os.Stat(src); err != nil {
+		return fmt.Errorf("restore: %w", err)
+	} else if !fi.Mode().IsRegular() {
+		return fmt.Errorf("restore: %s is not a file", src)
+	}
+	cfg, _, err := loadConfig(g, env)
+	if err != nil {
+		return err
+	}
+	dir := cfg.State.DataDir
+	lock, err := lockDataDir(dir)
+	if err != nil {
+		return fmt.Errorf("restore refused: %w", err)
+	}
+	defer lock.release()
+
+	// The backup is checked on a copy beside the database (opening it
+	// may migrate it to this version; the file given stays as it is).
+	stamp := time.Now().UTC().Format("20060102T150405Z")
+	tmp := filepath.Join(dir, ".restore-"+stamp+".db")
+	if err := copyFile(src, tmp); err != nil {
+		return fmt.Errorf("restore: copy %s: %w", src, err)
+	}
+	defer removeDB(tmp)
+	db, err := store.OpenFile(ctx, tmp, store.Options{Logger: log})
+	if err != nil {
+		return fmt.Errorf("restore: %s is not a usable OpenTalon database: %w", src, err)
+	}
+	probs, err := db.QuickCheck(ctx)
+	db.Close()
+	if err != nil || len(probs) > 0 {
+		return fmt.Errorf("restore: %s fails PRAGMA quick_check (%v %v); nothing was changed", src, err, probs)
+	}
+
+	cur := filepath.Join(dir, store.FileName)
+	aside := cur + ".before-restore-" + stamp
+	kept := false
+	for _, suffix := range []string{"", "-wal", "-shm"} {
+		if _, err := os.Stat(cur + suffix); err == nil {
+			if err := os.Rename(cur+suffix, aside+suffix); err != nil {
+				return fmt.Errorf("restore: keep the current database aside: %w", err)
+			}
+			kept = kept || suffix == ""
+		}
+	}
+	if err := os.Rename(tmp, cur); err != nil {
+		return fmt.Errorf("restore: put the backup in place (the previous database is %s): %w", aside, err)
+	}
+	fmt.Fprintf(io.Out, "restored %s into %s\n", src, cur)
+	if kept {
+		fmt.Fprintf(io.Out, "the previous database is kept as %s\n", aside)
+	}
+	return nil
+}
+
+func copyFile(src, dst string) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		os.Remove(dst)
+		return err
+	}
+	return out.Close()
+}
+
+// removeDB removes a database file and its WAL and shared-memory files.
+func removeDB(path string) {
+	for _, suffix := range []string{"", "-wal", "-shm"} {
+		os.Remove(path + suffix)
+	}
+}

@@ -1,0 +1,384 @@
+package main
+
+// The status page in a real headless Chromium (Debian's chromium package;
+// .ci/run installs it), driven over the DevTools protocol with chromedp,
+// against the whole App with the fake Telegram and the fake LLM.
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	cdplog "github.com/chromedp/cdproto/log"
+	"github.com/chromedp/cdproto/network"
+	"github.com/chromedp/cdproto/runtime"
+	"github.com/chromedp/chromedp"
+	"github.com/go-telegram/bot/models"
+
+	"github.com/opentalon/opentalon/channels/telegram/telegramtest"
+	"github.com/opentalon/opentalon/routing/provider/providertest"
+)
+
+// chromiumPath finds a Chromium binary: $OPENTALON_CHROMIUM, else
+// chromium, chromium-browser or google-chrome on PATH; "" when none.
+func chromiumPath() string {
+	if p := os.Getenv("OPENTALON_CHROMIUM"); p != "" {
+		return p
+	}
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	return ""
+}
+
+// browser starts a headless Chromium with a fresh profile and returns a
+// tab's context; the browser ends with the test.
+func browser(tb testing.TB) (context.Context, context.CancelFunc) {
+	tb.Helper()
+	path := chromiumPath()
+	if path == "" {
+		tb.Skip("no chromium binary found (set OPENTALON_CHROMIUM, or apt-get install chromium; .ci/run installs it)")
+	}
+	// A fresh profile, removed after the browser is gone: its helper
+	// processes may still write there for a moment after it exits.
+	profile, err := os.MkdirTemp("", "opentalon-chromium-")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() {
+		for range 50 {
+			if os.RemoveAll(profile) == nil {
+				return
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		tb.Logf("could not remove the browser profile %s", profile)
+	})
+	ctx, cancelAlloc := chromedp.NewExecAllocator(context.Background(),
+		chromedp.ExecPath(path),
+		chromedp.NoSandbox, // root in CI and containers
+		chromedp.Headless,
+		chromedp.DisableGPU,
+		chromedp.NoFirstRun,
+		chromedp.NoDefaultBrowserCheck,
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.Flag("disable-dev-shm-usage", true),
+		chromedp.UserDataDir(profile),
+		chromedp.WindowSize(1280, 1600),
+	)
+	ctx, cancelTab := chromedp.NewContext(ctx)
+	cancel := func() { cancelTab(); cancelAlloc() }
+	tb.Cleanup(cancel)
+	return ctx, cancel
+}
+
+// consoleErrors collects what the page reports as errors: console.error
+// calls, uncaught exceptions, and the browser's own error entries (a
+// failed request, a refused CSP rule).
+type consoleErrors struct {
+	mu   sync.Mutex
+	errs []string
+}
+
+func (c *consoleErrors) listen(ctx context.Context) {
+	chromedp.ListenTarget(ctx, func(ev any) {
+		var msg string
+		switch ev := ev.(type) {
+		case *runtime.EventConsoleAPICalled:
+			if ev.Type == runtime.APITypeError || ev.Type == runtime.APITypeAssert {
+				var parts []string
+				for _, a := range ev.Args {
+					parts = append(parts, string(a.Value))
+				}
+				msg = "console." + string(ev.Type) + ": " + strings.Join(parts, " ")
+			}
+		case *runtime.EventExceptionThrown:
+			msg = "exception: " + ev.ExceptionDetails.Text
+			if ev.ExceptionDetails.Exception != nil {
+				msg += " " + ev.ExceptionDetails.Exception.Description
+			}
+		case *cdplog.EventEntryAdded:
+			if ev.Entry.Level == cdplog.LevelError {
+				msg = "browser: " + ev.Entry.Text + " " + ev.Entry.URL
+			}
+		}
+		if msg != "" {
+			c.mu.Lock()
+			c.errs = append(c.errs, msg)
+			c.mu.Unlock()
+		}
+	})
+}
+
+func (c *consoleErrors) list() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]string(nil), c.errs...)
+}
+
+// offsetClock is the wall clock moved forward by what the test adds.
+type offsetClock struct{ off atomic.Int64 }
+
+func (c *offsetClock) now() time.Time          { return time.Now().Add(time.Duration(c.off.Load())) }
+func (c *offsetClock) advance(d time.Duration) { c.off.Add(int64(d)) }
+
+// statusRig is the App on the fake Telegram with a few real requests
+// answered and one judged, so the usage and the affinity have data.
+type statusRig struct {
+	h    *harness
+	bot  *telegramtest.Server
+	addr string
+	clk  *offsetClock
+}
+
+func startStatusRig(tb testing.TB) *statusRig {
+	tb.Helper()
+	llm := providertest.NewOpenAI(tb)
+	bot := telegramtest.New(tb, tgToken)
+	clk := &offsetClock{}
+	// Priced, so the cost chart has bars too.
+	y := strings.Replace(telegramConfig(tb.TempDir(), llm.BaseURL(), bot.URL), "context_window: 8000 }", "context_window: 8000, cost: { input: 300, output: 1200 } }", 1)
+	h := startAppWith(tb, loadConfigFile(tb, writeConfig(tb, y)), AppOptions{Now: clk.now})
+	addr := waitAddr(tb, h.app)
+	alice := telegramtest.User(42, "alice")
+	for i := range 3 {
+		bot.AddUpdate(bot.Private(alice, fmt.Sprintf("question %d", i)))
+	}
+	sent := bot.WaitSent(tb, 3, 20*time.Second)
+	bot.AddUpdate(telegramtest.Reaction(42, models.ChatTypePrivate, sent[0].MessageID, alice, nil, []string{"👍"}))
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		aff, err := h.app.db.Affinities(context.Background())
+		if err != nil {
+			tb.Fatal(err)
+		}
+		if len(aff) > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			tb.Fatal("the 👍 reached no affinity row")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return &statusRig{h: h, bot: bot, addr: addr, clk: clk}
+}
+
+// screenshotPath is where the status page's screenshot is saved:
+// $OPENTALON_STATUS_SCREENSHOT, else a file in the test's temp dir.
+func screenshotPath(t *testing.T, name string) string {
+	if p := os.Getenv("OPENTALON_STATUS_SCREENSHOT"); p != "" {
+		return strings.TrimSuffix(p, ".png") + "-" + name + ".png"
+	}
+	return filepath.Join(t.TempDir(), name+".png")
+}
+
+func TestStatusPageInChromium(t *testing.T) {
+	ctx, _ := browser(t)
+	r := startStatusRig(t)
+	var errs consoleErrors
+	errs.listen(ctx)
+	ctx, cancel := context.WithTimeout(ctx, 90*time.Second)
+	defer cancel()
+	url := "http://" + r.addr + "/"
+
+	var up, cells, costBars, tokenBars int
+	var heat string
+	var shot []byte
+	err := chromedp.Run(ctx,
+		runtime.Enable(),
+		cdplog.Enable(),
+		chromedp.Navigate(url),
+		chromedp.WaitVisible(`body[data-loaded="true"]`, chromedp.ByQuery),
+		chromedp.Evaluate(`document.querySelectorAll('#channels tr[data-channel="telegram"][data-up="true"]').length`, &up),
+		chromedp.Evaluate(`document.querySelectorAll('#heatmap rect[data-task][data-model="fake/small"]').length`, &cells),
+		chromedp.Evaluate(`document.querySelector('#heatmap').textContent`, &heat),
+		chromedp.Evaluate(`document.querySelectorAll('#cost-chart rect').length`, &costBars),
+		chromedp.Evaluate(`document.querySelectorAll('#token-chart rect').length`, &tokenBars),
+		chromedp.FullScreenshot(&shot, 100),
+	)
+	if err != nil {
+		t.Fatalf("load %s: %v (console: %v)", url, err, errs.list())
+	}
+	p := screenshotPath(t, "status")
+	if err := os.WriteFile(p, shot, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("screenshot: %s (%d bytes)", p, len(shot))
+	if up != 1 {
+		t.Errorf("telegram is not shown up (%d rows)", up)
+	}
+	// The 👍 and the follow-up questions (implicit acceptance) are signals.
+	if cells != 1 || !strings.Contains(heat, "fake/small") || !strings.Contains(heat, "100% · ") || !strings.Contains(heat, " sig.") {
+		t.Errorf("heat map: %d cells for fake/small, text %q; want the accepted model's cell with its signals", cells, heat)
+	}
+	if tokenBars < 1 || costBars < 1 {
+		t.Errorf("usage charts: %d token bars, %d cost bars; want the 3 answers' tokens and cost", tokenBars, costBars)
+	}
+
+	// Per channel, 7 days: the same requests under the channel's name.
+	var legend string
+	if err := chromedp.Run(ctx,
+		chromedp.Click(`#by button[data-v="channel"]`, chromedp.ByQuery),
+		chromedp.Click(`#range button[data-v="7d"]`, chromedp.ByQuery),
+		chromedp.Poll(`document.querySelector('#legend').textContent.includes('telegram — 3 calls')`, nil, chromedp.WithPollingTimeout(10*time.Second)),
+		chromedp.Text(`#legend`, &legend, chromedp.ByQuery),
+	); err != nil {
+		t.Fatalf("per-channel usage: %v (legend %q)", err, legend)
+	}
+
+	// The platform goes away: the page shows the channel down.
+	r.bot.Stop()
+	var down int
+	deadline := time.Now().Add(30 * time.Second)
+	for down == 0 && time.Now().Before(deadline) {
+		r.clk.advance(30 * time.Second) // past the channel's grace for a failing poll
+		if err := chromedp.Run(ctx,
+			chromedp.Reload(),
+			chromedp.WaitVisible(`body[data-loaded="true"]`, chromedp.ByQuery),
+			chromedp.Evaluate(`document.querySelectorAll('#channels tr[data-channel="telegram"][data-up="false"]').length`, &down),
+		); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if down != 1 {
+		t.Fatal("the page never showed telegram down after its server stopped")
+	}
+	var reason string
+	if err := chromedp.Run(ctx, chromedp.Text(`#channels tr[data-channel="telegram"]`, &reason, chromedp.ByQuery),
+		chromedp.FullScreenshot(&shot, 100)); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(reason, "down") {
+		t.Errorf("telegram's row says %q; want down with the reason", reason)
+	}
+	os.WriteFile(screenshotPath(t, "status-down"), shot, 0o644)
+	if e := errs.list(); len(e) > 0 {
+		t.Errorf("the page logged errors:\n%s", strings.Join(e, "\n"))
+	}
+}
+
+// BenchmarkStatusPageFirstLoad is the status page's first load in
+// headless Chromium with the cache off: from the start of the navigation
+// until every section is drawn with data, as the page's own Performance
+// API tells it (load-ms: HTML, CSS, script, the three API calls and the
+// drawing), the same seen from the test over the DevTools protocol
+// (wall-ms), and the bytes received on the wire (wire-bytes, gzip).
+//
+//	go test -run '^$' -bench StatusPageFirstLoad -benchtime 20x ./cmd/opentalon
+func BenchmarkStatusPageFirstLoad(b *testing.B) {
+	ctx, _ := browser(b)
+	r := startStatusRig(b)
+	var bytes, requests atomic.Int64
+	chromedp.ListenTarget(ctx, func(ev any) {
+		if ev, ok := ev.(*network.EventLoadingFinished); ok {
+			bytes.Add(int64(ev.EncodedDataLength))
+			requests.Add(1)
+		}
+	})
+	url := "http://" + r.addr + "/"
+	// One load to start the browser's processes.
+	if err := chromedp.Run(ctx, network.Enable(), network.SetCacheDisabled(true), chromedp.Navigate(url),
+		chromedp.WaitVisible(`body[data-loaded="true"]`, chromedp.ByQuery)); err != nil {
+		b.Fatal(err)
+	}
+	var inPage float64
+	var wall time.Duration
+	n := 0
+	bytes.Store(0)
+	requests.Store(0)
+	for b.Loop() {
+		var drawn float64
+		t0 := time.Now()
+		if err := chromedp.Run(ctx,
+			chromedp.Navigate(url),
+			chromedp.WaitVisible(`body[data-loaded="true"]`, chromedp.ByQuery),
+		); err != nil {
+			b.Fatal(err)
+		}
+		wall += time.Since(t0)
+		if err := chromedp.Run(ctx, chromedp.Evaluate(`performance.getEntriesByName('opentalon-drawn')[0].startTime`, &drawn)); err != nil {
+			b.Fatal(err)
+		}
+		inPage += drawn
+		n++
+	}
+	b.ReportMetric(inPage/float64(n), "load-ms")
+	b.ReportMetric(float64(wall.Microseconds())/1000/float64(n), "wall-ms")
+	b.ReportMetric(float64(bytes.Load())/float64(n), "wire-bytes")
+	b.ReportMetric(float64(requests.Load())/float64(n), "requests")
+}
+
+// The JSON API the page reads, as documented in docs/status.md, is what
+// other dashboards get too.
+func TestStatusAPIShapes(t *testing.T) {
+	r := startStatusRig(t)
+	get := func(path string, v any) {
+		t.Helper()
+		code, body := httpGet(t, "http://"+r.addr+path)
+		if code != 200 {
+			t.Fatalf("GET %s = %d %s", path, code, body)
+		}
+		if err := json.Unmarshal([]byte(body), v); err != nil {
+			t.Fatalf("GET %s: %v\n%s", path, err, body)
+		}
+	}
+	var st struct {
+		Channels []struct {
+			Name string `json:"name"`
+			Up   bool   `json:"up"`
+		} `json:"channels"`
+		Queue struct {
+			Queued   int   `json:"queued"`
+			Failures []any `json:"failures"`
+		} `json:"queue"`
+		Credentials []struct {
+			Profile string `json:"profile"`
+			Uses    int64  `json:"uses"`
+		} `json:"credentials"`
+	}
+	get("/api/status", &st)
+	if len(st.Channels) != 1 || st.Channels[0].Name != "telegram" || !st.Channels[0].Up || st.Queue.Failures == nil ||
+		len(st.Credentials) != 1 || st.Credentials[0].Profile != "fake:default" || st.Credentials[0].Uses != 3 {
+		t.Errorf("/api/status = %+v", st)
+	}
+	var u struct {
+		StepSeconds int64       `json:"step_seconds"`
+		Buckets     []time.Time `json:"buckets"`
+		Series      []struct {
+			Key   string `json:"key"`
+			Calls []int  `json:"calls"`
+		} `json:"series"`
+	}
+	get("/api/usage?range=30d&by=model", &u)
+	if u.StepSeconds != 86400 || len(u.Buckets) != 30 || len(u.Series) != 1 || u.Series[0].Key != "fake/small" || u.Series[0].Calls[29] != 3 {
+		t.Errorf("/api/usage = %+v", u)
+	}
+	if code, body := httpGet(t, "http://"+r.addr+"/api/usage?range=1y"); code != 400 || !strings.Contains(body, "24h, 7d or 30d") {
+		t.Errorf("a bad range = %d %s", code, body)
+	}
+	var a struct {
+		Tasks []string `json:"tasks"`
+		Cells []struct {
+			Model     string  `json:"model"`
+			Score     float64 `json:"score"`
+			Positives int     `json:"positives"`
+		} `json:"cells"`
+	}
+	get("/api/affinity", &a)
+	if len(a.Cells) != 1 || a.Cells[0].Model != "fake/small" || a.Cells[0].Positives < 1 || a.Cells[0].Score <= 0.5 {
+		t.Errorf("/api/affinity = %+v", a)
+	}
+}

@@ -1,0 +1,132 @@
+package main
+
+import (
+	"maps"
+	"net"
+	"net/http"
+	"slices"
+	"time"
+
+	"github.com/opentalon/opentalon/core"
+	"github.com/opentalon/opentalon/metrics/status"
+	"github.com/opentalon/opentalon/routing"
+)
+
+// loopbackOnly says server.listen binds a loopback address only, so the
+// status page and /metrics need no API key.
+func loopbackOnly(listen string) bool {
+	host, _, err := net.SplitHostPort(listen)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// mountOps serves the status page at GET / with its JSON API, and
+// GET /metrics when the metrics are on; both behind the API key unless the
+// server listens on loopback only.
+func (a *App) mountOps(mux *http.ServeMux) {
+	page := status.New(status.Options{
+		Store:       a.db,
+		Channels:    a.statusChannels,
+		Credentials: a.statusCredentials,
+		Plugins:     a.statusPlugins,
+		Scripts:     a.statusScripts,
+		Score: func(af core.Affinity, now time.Time) (float64, float64) {
+			s := routing.ScoreOf(af, now, float64(a.cfg.Routing.Affinity.DecayDays))
+			return s.Score, s.Evidence
+		},
+		Version: Version,
+		Started: a.opts.Now(),
+		APIKey:  a.cfg.Server.APIKey.Value(),
+		Open:    loopbackOnly(a.cfg.Server.Listen),
+		Now:     a.opts.Now,
+		Logger:  a.log,
+	})
+	page.Mount(mux)
+	if a.metrics != nil {
+		mux.Handle("GET /metrics", page.Protect(a.metrics.Handler()))
+	}
+	if !loopbackOnly(a.cfg.Server.Listen) && !a.cfg.Server.APIKey.IsSet() {
+		a.log.Warn("server.listen is reachable beyond this machine and server.api_key is not set: the status page and /metrics refuse every request until it is", "server.listen", a.cfg.Server.Listen)
+	}
+}
+
+func (a *App) statusChannels() []status.Channel {
+	var out []status.Channel
+	chans := map[string]core.Channel{}
+	for _, ch := range a.gateway.Channels() {
+		chans[ch.Name()] = ch
+	}
+	for _, st := range a.gateway.ChannelStates() {
+		c := status.Channel{Name: st.Name, Up: st.Err == nil, Restarts: st.Restarts}
+		if st.Err != nil {
+			c.Error = "stopped and restarting: " + st.Err.Error()
+		}
+		if hr, ok := chans[st.Name].(core.HealthReporter); ok {
+			if err := hr.Healthy(); err != nil && c.Up {
+				c.Up, c.Error = false, err.Error()
+			}
+			if t := hr.LastEvent(); !t.IsZero() {
+				c.LastEvent = &t
+			}
+		}
+		out = append(out, c)
+	}
+	return out
+}
+
+func (a *App) statusCredentials() []status.Credential {
+	var out []status.Credential
+	now := a.opts.Now()
+	for _, prov := range slices.Sorted(maps.Keys(a.cfg.Models.Providers)) {
+		for _, p := range a.router.Profiles(prov) {
+			c := status.Credential{Provider: prov, Profile: p.Profile.ID, Uses: p.Uses, LastError: p.LastError}
+			if p.CooldownUntil.After(now) {
+				t := p.CooldownUntil
+				c.CoolingUntil = &t
+			}
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// statusPlugins is each plugin the manager reported, with its restarts
+// (from the metrics' view of the manager's events) or, without metrics,
+// the running ones.
+func (a *App) statusPlugins() []status.Plugin {
+	var out []status.Plugin
+	if a.metrics != nil {
+		health := a.metrics.PluginHealth()
+		for _, name := range slices.Sorted(maps.Keys(health)) {
+			out = append(out, status.Plugin{Name: name, Up: health[name].Up, Restarts: health[name].Restarts})
+		}
+		return out
+	}
+	for _, c := range a.registry.ListCapabilities() {
+		out = append(out, status.Plugin{Name: c.Name, Up: true})
+	}
+	return out
+}
+
+// statusScripts lists the Lua scripts for the status page: a script
+// disabled after repeated failures is shown unhealthy.
+func (a *App) statusScripts() []status.Script {
+	if a.lua == nil {
+		return nil
+	}
+	var out []status.Script
+	for _, s := range a.lua.Scripts() {
+		sc := status.Script{Name: s.Name, Healthy: !s.Disabled}
+		if s.Disabled {
+			sc.Error = "disabled after 3 failures in a row; fix " + s.File + " (saving it enables it again)"
+		}
+		out = append(out, sc)
+	}
+	return out
+}

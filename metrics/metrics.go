@@ -1,0 +1,215 @@
+package metrics
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/opentalon/opentalon/core"
+)
+
+// Queue is what the metrics read of the durable queue when scraped
+// (store.DB).
+type Queue interface {
+	// QueueCounts counts queue rows by status.
+	QueueCounts(ctx context.Context) (map[string]int, error)
+	// OldestQueued is when the oldest queued row was accepted (zero when
+	// nothing is queued).
+	OldestQueued(ctx context.Context) (time.Time, error)
+}
+
+// Ledger is what the metrics read of the usage ledger (store.DB).
+type Ledger interface {
+	// UsageByModelAfter sums, by model, the ledger rows after row id
+	// after; last is the highest row id summed (after when none).
+	UsageByModelAfter(ctx context.Context, after int64) (rows []core.UsageTotal, last int64, err error)
+}
+
+// ChannelStatus is a channel's liveness when scraped.
+type ChannelStatus struct {
+	Name string
+	// Up says the channel runs and its platform connection works.
+	Up bool
+	// LastEvent is when the platform last delivered anything (zero =
+	// never, or the channel does not say).
+	LastEvent time.Time
+	Restarts  int
+}
+
+// ProfileStatus is an auth profile's cooldown when scraped.
+type ProfileStatus struct {
+	Provider, ID  string
+	CooldownUntil time.Time
+}
+
+// Options configure New. Every source is optional.
+type Options struct {
+	Queue    Queue
+	Ledger   Ledger
+	Channels func() []ChannelStatus
+	Profiles func() []ProfileStatus
+	// Now is the clock of ages and cooldowns (default time.Now).
+	Now func() time.Time
+	// Logger gets the errors of a scrape (a source that failed); the
+	// rest of the metrics are served all the same.
+	Logger *slog.Logger
+}
+
+// Metrics holds the registry and every metric. Its methods are safe for
+// concurrent use. It implements core.Observer, routing.Observer and
+// guard.Observer.
+type Metrics struct {
+	o   Options
+	reg *prometheus.Registry
+
+	accepted     *prometheus.CounterVec
+	answered     *prometheus.CounterVec
+	requests     *prometheus.CounterVec
+	stages       *prometheus.HistogramVec
+	hookFailures *prometheus.CounterVec
+	llmCalls     *prometheus.CounterVec
+	failovers    *prometheus.CounterVec
+	removals     *prometheus.CounterVec
+	restarts     *prometheus.CounterVec
+
+	// stage holds the histogram of each stage, resolved once.
+	stageMu sync.RWMutex
+	stage   map[string]prometheus.Observer
+
+	pluginMu sync.Mutex
+	// pluginSeen counts the registrations of each plugin (the first is
+	// no restart); pluginUp says it is registered now.
+	pluginSeen map[string]int
+	pluginUp   map[string]bool
+}
+
+// stageBuckets span a fast SQLite hop (1 ms) to a slow LLM answer (2 min).
+var stageBuckets = []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120}
+
+// New builds the registry with every metric, the scrape-time collector
+// and the Go runtime and process collectors.
+func New(o Options) *Metrics {
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	m := &Metrics{o: o, reg: prometheus.NewRegistry(), stage: map[string]prometheus.Observer{},
+		pluginSeen: map[string]int{}, pluginUp: map[string]bool{}}
+	counter := func(name, help string, labels ...string) *prometheus.CounterVec {
+		c := prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "opentalon", Name: name, Help: help}, labels)
+		m.reg.MustRegister(c)
+		return c
+	}
+	m.accepted = counter("messages_accepted_total", "Messages committed to the queue, by channel.", "channel")
+	m.answered = counter("messages_answered_total", "Messages answered (their reply sent), by channel.", "channel")
+	m.requests = counter("requests_total", "Attempts at queued events by outcome: answered, dropped (pre-hook), released (shutdown), waiting (cooling provider), retried, failed; and messages refused at intake (access; not queued).", "channel", "kind", "outcome")
+	m.hookFailures = counter("hook_failures_total", "Pre- and post-hook runs (Lua scripts, hook plugins) that returned an error, by stage.", "stage")
+	m.llmCalls = counter("llm_calls_total", "LLM call attempts by model, provider and outcome (ok or the failure's kind).", "model", "provider", "outcome")
+	m.failovers = counter("llm_failovers_total", "Moves to another credential or model after a failed LLM call attempt.", "from", "to")
+	m.removals = counter("guard_removals_total", "What the guard removed from plugin results, by kind: truncated, sanitized, rejected.", "kind")
+	m.restarts = counter("plugin_restarts_total", "Tool plugin processes registered again after they stopped.", "plugin")
+	m.stages = prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: "opentalon", Name: "stage_duration_seconds",
+		Help:    "How long each stage of a request took: queue (accepted to first claim), pre_hooks, agent (LLM and tools), llm (one call attempt), tools (one tool run), post_hooks, delivery (pacing included).",
+		Buckets: stageBuckets}, []string{"stage"})
+	m.reg.MustRegister(m.stages, &scraped{m: m},
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}
+
+// Handler serves the registry in the Prometheus text format.
+func (m *Metrics) Handler() http.Handler {
+	o := promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError}
+	if m.o.Logger != nil {
+		o.ErrorLog = slog.NewLogLogger(m.o.Logger.With("component", "metrics").Handler(), slog.LevelWarn)
+	}
+	return promhttp.HandlerFor(m.reg, o)
+}
+
+// Registry is the registry, for tests and extra collectors.
+func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
+
+func (m *Metrics) observeStage(stage string, d time.Duration) {
+	m.stageMu.RLock()
+	h, ok := m.stage[stage]
+	m.stageMu.RUnlock()
+	if !ok {
+		h = m.stages.WithLabelValues(stage)
+		m.stageMu.Lock()
+		m.stage[stage] = h
+		m.stageMu.Unlock()
+	}
+	h.Observe(d.Seconds())
+}
+
+// Accepted implements core.Observer.
+func (m *Metrics) Accepted(channel string) { m.accepted.WithLabelValues(channel).Inc() }
+
+// Stage implements core.Observer.
+func (m *Metrics) Stage(_ string, s core.Stage, d time.Duration) { m.observeStage(string(s), d) }
+
+// Finished implements core.Observer.
+func (m *Metrics) Finished(channel string, kind core.EventKind, o core.Outcome) {
+	m.requests.WithLabelValues(channel, string(kind), string(o)).Inc()
+	if kind == core.EventMessage && o == core.OutcomeAnswered {
+		m.answered.WithLabelValues(channel).Inc()
+	}
+}
+
+// HookFailed implements core.Observer.
+func (m *Metrics) HookFailed(_ string, s core.Stage) { m.hookFailures.WithLabelValues(string(s)).Inc() }
+
+// LLMCall implements routing.Observer.
+func (m *Metrics) LLMCall(model, provider, outcome string, d time.Duration) {
+	m.llmCalls.WithLabelValues(model, provider, outcome).Inc()
+	m.observeStage("llm", d)
+}
+
+// Failover implements routing.Observer.
+func (m *Metrics) Failover(from, to string) { m.failovers.WithLabelValues(from, to).Inc() }
+
+// Removed implements guard.Observer.
+func (m *Metrics) Removed(kind string) { m.removals.WithLabelValues(kind).Inc() }
+
+// ToolRan records one tool run's duration (stage "tools").
+func (m *Metrics) ToolRan(d time.Duration) { m.observeStage("tools", d) }
+
+// PluginEvent is the plugin manager's OnEvent: "registered",
+// "deregistered" or "gave_up" for a plugin. A registration after the
+// first is a restart.
+func (m *Metrics) PluginEvent(plugin, event string) {
+	m.pluginMu.Lock()
+	defer m.pluginMu.Unlock()
+	switch event {
+	case "registered":
+		if m.pluginSeen[plugin] > 0 {
+			m.restarts.WithLabelValues(plugin).Inc()
+		}
+		m.pluginSeen[plugin]++
+		m.pluginUp[plugin] = true
+	case "deregistered", "gave_up":
+		m.pluginUp[plugin] = false
+	}
+}
+
+// PluginHealth reports, by plugin name, whether it is registered now and
+// how often it was restarted.
+func (m *Metrics) PluginHealth() map[string]PluginState {
+	m.pluginMu.Lock()
+	defer m.pluginMu.Unlock()
+	out := make(map[string]PluginState, len(m.pluginSeen))
+	for name, n := range m.pluginSeen {
+		out[name] = PluginState{Up: m.pluginUp[name], Restarts: max(n-1, 0)}
+	}
+	return out
+}
+
+// PluginState is a plugin's health as the manager's events tell it.
+type PluginState struct {
+	Up       bool
+	Restarts int
+}

@@ -1,0 +1,374 @@
+package status
+
+import (
+	"context"
+	"crypto/subtle"
+	"encoding/json"
+	"log/slog"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/opentalon/opentalon/core"
+	"github.com/opentalon/opentalon/store"
+)
+
+// Store is what the page reads of the database (store.DB).
+type Store interface {
+	QueueCounts(ctx context.Context) (map[string]int, error)
+	OldestQueued(ctx context.Context) (time.Time, error)
+	RecentFailures(ctx context.Context, limit int) ([]store.QueueFailure, error)
+	UsageSeries(ctx context.Context, since time.Time, step time.Duration, by string) ([]store.UsagePoint, error)
+	Affinities(ctx context.Context) ([]core.Affinity, error)
+}
+
+// Channel is one channel's liveness.
+type Channel struct {
+	Name string `json:"name"`
+	Up   bool   `json:"up"`
+	// Error says why it is down.
+	Error     string     `json:"error,omitempty"`
+	LastEvent *time.Time `json:"last_event,omitempty"`
+	Restarts  int        `json:"restarts"`
+}
+
+// Credential is one auth profile's use and cooldown. The credential
+// itself is never shown.
+type Credential struct {
+	Provider     string     `json:"provider"`
+	Profile      string     `json:"profile"`
+	Uses         int64      `json:"uses"`
+	CoolingUntil *time.Time `json:"cooling_until,omitempty"`
+	LastError    string     `json:"last_error,omitempty"`
+}
+
+// Plugin is one tool plugin's health.
+type Plugin struct {
+	Name     string `json:"name"`
+	Up       bool   `json:"up"`
+	Restarts int    `json:"restarts"`
+}
+
+// Script is one Lua script's health.
+type Script struct {
+	Name    string `json:"name"`
+	Healthy bool   `json:"healthy"`
+	Error   string `json:"error,omitempty"`
+}
+
+// Options configure New. Store is required; the other sources are
+// optional (an absent one shows an empty section).
+type Options struct {
+	Store       Store
+	Channels    func() []Channel
+	Credentials func() []Credential
+	Plugins     func() []Plugin
+	Scripts     func() []Script
+	// Score summarizes an affinity record as the router sees it now: the
+	// acceptance rate and the decayed evidence behind it.
+	Score func(a core.Affinity, now time.Time) (score, evidence float64)
+	// Version and Started are shown in the header.
+	Version string
+	Started time.Time
+	// APIKey is server.api_key. Open says the server listens on loopback
+	// only: then no key is asked.
+	APIKey string
+	Open   bool
+	Now    func() time.Time
+	Logger *slog.Logger
+}
+
+// Page is the status page and its API. Safe for concurrent use.
+type Page struct {
+	o      Options
+	assets map[string]asset
+	csp    string
+	log    *slog.Logger
+}
+
+// New builds the page; it serves nothing until mounted.
+func New(o Options) *Page {
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Score == nil {
+		o.Score = func(a core.Affinity, _ time.Time) (float64, float64) {
+			if ev := a.Pos + a.Neg; ev > 0 {
+				return a.Pos / ev, ev
+			}
+			return 0.5, 0
+		}
+	}
+	p := &Page{o: o, log: o.Logger.With("component", "status")}
+	p.assets, p.csp = loadAssets()
+	return p
+}
+
+// Mount adds the page and its API to mux: GET / and /ui/ (the embedded
+// assets, which hold no data), GET /api/status, /api/usage and
+// /api/affinity (behind Protect).
+func (p *Page) Mount(mux *http.ServeMux) {
+	mux.HandleFunc("GET /{$}", p.serveAsset("index.html"))
+	mux.HandleFunc("GET /ui/{file}", func(w http.ResponseWriter, r *http.Request) {
+		p.serveAsset(r.PathValue("file"))(w, r)
+	})
+	mux.Handle("GET /api/status", p.Protect(http.HandlerFunc(p.serveStatus)))
+	mux.Handle("GET /api/usage", p.Protect(http.HandlerFunc(p.serveUsage)))
+	mux.Handle("GET /api/affinity", p.Protect(http.HandlerFunc(p.serveAffinity)))
+}
+
+// Protect lets a request through when the server listens on loopback
+// only, or when it presents server.api_key as "Authorization: Bearer
+// <key>" or X-API-Key; otherwise it answers 401 (or 403 when no key is
+// set on a server reachable from elsewhere).
+func (p *Page) Protect(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if p.o.Open {
+			h.ServeHTTP(w, r)
+			return
+		}
+		if p.o.APIKey == "" {
+			writeJSON(w, http.StatusForbidden, apiError{"the server listens beyond loopback and server.api_key is not set: set server.api_key to use the status page and /metrics, or listen on 127.0.0.1 only"})
+			return
+		}
+		if !keyMatches(r, p.o.APIKey) {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="opentalon"`)
+			writeJSON(w, http.StatusUnauthorized, apiError{"missing or wrong API key: send server.api_key as Authorization: Bearer <key> or X-API-Key"})
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+func keyMatches(r *http.Request, key string) bool {
+	got := r.Header.Get("X-API-Key")
+	if auth := r.Header.Get("Authorization"); got == "" && len(auth) > 7 && strings.EqualFold(auth[:7], "bearer ") {
+		got = strings.TrimSpace(auth[7:])
+	}
+	return got != "" && subtle.ConstantTimeCompare([]byte(got), []byte(key)) == 1
+}
+
+type apiError struct {
+	Error string `json:"error"`
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// Status is the body of GET /api/status.
+type Status struct {
+	Version     string       `json:"version"`
+	Now         time.Time    `json:"now"`
+	Started     time.Time    `json:"started"`
+	Channels    []Channel    `json:"channels"`
+	Queue       Queue        `json:"queue"`
+	Credentials []Credential `json:"credentials"`
+	Plugins     []Plugin     `json:"plugins"`
+	Scripts     []Script     `json:"scripts"`
+}
+
+// Queue is the queue's state and its latest failures.
+type Queue struct {
+	Queued           int       `json:"queued"`
+	Running          int       `json:"running"`
+	Done             int       `json:"done"`
+	Failed           int       `json:"failed"`
+	OldestAgeSeconds float64   `json:"oldest_age_seconds"`
+	Failures         []Failure `json:"failures"`
+}
+
+// Failure is a request that failed for good.
+type Failure struct {
+	ID      int64     `json:"id"`
+	Channel string    `json:"channel"`
+	Kind    string    `json:"kind"`
+	Reason  string    `json:"reason"`
+	At      time.Time `json:"at"`
+}
+
+// maxFailures is how many recent failures /api/status lists.
+const maxFailures = 20
+
+func (p *Page) serveStatus(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	now := p.o.Now()
+	st := Status{Version: p.o.Version, Now: now, Started: p.o.Started,
+		Channels: []Channel{}, Credentials: []Credential{}, Plugins: []Plugin{}, Scripts: []Script{}}
+	counts, err := p.o.Store.QueueCounts(ctx)
+	if err != nil {
+		p.fail(w, "queue counts", err)
+		return
+	}
+	st.Queue = Queue{Queued: counts[core.StatusQueued], Running: counts[core.StatusRunning], Done: counts[core.StatusDone], Failed: counts[core.StatusFailed], Failures: []Failure{}}
+	oldest, err := p.o.Store.OldestQueued(ctx)
+	if err != nil {
+		p.fail(w, "oldest queued", err)
+		return
+	}
+	if !oldest.IsZero() {
+		st.Queue.OldestAgeSeconds = max(now.Sub(oldest).Seconds(), 0)
+	}
+	fails, err := p.o.Store.RecentFailures(ctx, maxFailures)
+	if err != nil {
+		p.fail(w, "recent failures", err)
+		return
+	}
+	for _, f := range fails {
+		st.Queue.Failures = append(st.Queue.Failures, Failure{ID: f.ID, Channel: f.Channel, Kind: f.Kind, Reason: f.Reason, At: f.At})
+	}
+	if p.o.Channels != nil {
+		st.Channels = append(st.Channels, p.o.Channels()...)
+	}
+	if p.o.Credentials != nil {
+		st.Credentials = append(st.Credentials, p.o.Credentials()...)
+	}
+	if p.o.Plugins != nil {
+		st.Plugins = append(st.Plugins, p.o.Plugins()...)
+	}
+	if p.o.Scripts != nil {
+		st.Scripts = append(st.Scripts, p.o.Scripts()...)
+	}
+	writeJSON(w, http.StatusOK, st)
+}
+
+func (p *Page) fail(w http.ResponseWriter, what string, err error) {
+	p.log.Error("status page: read "+what, "err", err)
+	writeJSON(w, http.StatusInternalServerError, apiError{"could not read " + what + " (see the OpenTalon log)"})
+}
+
+// Usage is the body of GET /api/usage: the ledger in time buckets, one
+// series per model or channel.
+type Usage struct {
+	Range       string    `json:"range"`
+	By          string    `json:"by"`
+	StepSeconds int64     `json:"step_seconds"`
+	From        time.Time `json:"from"`
+	// Buckets are the start times of the buckets; every series has one
+	// value per bucket.
+	Buckets []time.Time `json:"buckets"`
+	Series  []Series    `json:"series"`
+}
+
+// Series is one model's or channel's usage per bucket.
+type Series struct {
+	Key          string    `json:"key"`
+	Calls        []int     `json:"calls"`
+	InputTokens  []int64   `json:"input_tokens"`
+	OutputTokens []int64   `json:"output_tokens"`
+	CostUSD      []float64 `json:"cost_usd"`
+}
+
+// ranges are the windows of /api/usage and their bucket widths.
+var ranges = map[string]struct {
+	span, step time.Duration
+}{
+	"24h": {24 * time.Hour, time.Hour},
+	"7d":  {7 * 24 * time.Hour, 6 * time.Hour},
+	"30d": {30 * 24 * time.Hour, 24 * time.Hour},
+}
+
+func (p *Page) serveUsage(w http.ResponseWriter, r *http.Request) {
+	rng, by := r.URL.Query().Get("range"), r.URL.Query().Get("by")
+	if rng == "" {
+		rng = "24h"
+	}
+	if by == "" {
+		by = "model"
+	}
+	win, ok := ranges[rng]
+	if !ok {
+		writeJSON(w, http.StatusBadRequest, apiError{"range must be 24h, 7d or 30d"})
+		return
+	}
+	if by != "model" && by != "channel" {
+		writeJSON(w, http.StatusBadRequest, apiError{"by must be model or channel"})
+		return
+	}
+	n := int(win.span / win.step)
+	// The last bucket holds now; buckets start on whole steps (UTC).
+	from := p.o.Now().UTC().Truncate(win.step).Add(-time.Duration(n-1) * win.step)
+	pts, err := p.o.Store.UsageSeries(r.Context(), from, win.step, by)
+	if err != nil {
+		p.fail(w, "usage", err)
+		return
+	}
+	u := Usage{Range: rng, By: by, StepSeconds: int64(win.step / time.Second), From: from, Buckets: make([]time.Time, n), Series: []Series{}}
+	for i := range n {
+		u.Buckets[i] = from.Add(time.Duration(i) * win.step)
+	}
+	idx := map[string]int{}
+	for _, pt := range pts {
+		b := int(pt.Bucket.Sub(from) / win.step)
+		if b < 0 || b >= n {
+			continue
+		}
+		key := pt.Key
+		if key == "" {
+			key = "(none)"
+		}
+		i, ok := idx[key]
+		if !ok {
+			i = len(u.Series)
+			idx[key] = i
+			u.Series = append(u.Series, Series{Key: key, Calls: make([]int, n), InputTokens: make([]int64, n), OutputTokens: make([]int64, n), CostUSD: make([]float64, n)})
+		}
+		s := &u.Series[i]
+		s.Calls[b] += pt.Calls
+		s.InputTokens[b] += pt.InputTokens
+		s.OutputTokens[b] += pt.OutputTokens
+		s.CostUSD[b] += pt.CostUSD
+	}
+	slices.SortFunc(u.Series, func(a, b Series) int { return strings.Compare(a.Key, b.Key) })
+	writeJSON(w, http.StatusOK, u)
+}
+
+// Affinity is the body of GET /api/affinity: the learned score of each
+// (task type, model) pair with the signals behind it.
+type Affinity struct {
+	Tasks  []string `json:"tasks"`
+	Models []string `json:"models"`
+	Cells  []Cell   `json:"cells"`
+}
+
+// Cell is one (task type, model) pair.
+type Cell struct {
+	Task      string  `json:"task"`
+	Model     string  `json:"model"`
+	Score     float64 `json:"score"`
+	Evidence  float64 `json:"evidence"`
+	Signals   int     `json:"signals"`
+	Positives int     `json:"positives"`
+	Negatives int     `json:"negatives"`
+}
+
+func (p *Page) serveAffinity(w http.ResponseWriter, r *http.Request) {
+	rows, err := p.o.Store.Affinities(r.Context())
+	if err != nil {
+		p.fail(w, "affinity", err)
+		return
+	}
+	now := p.o.Now()
+	out := Affinity{Tasks: []string{}, Models: []string{}, Cells: []Cell{}}
+	for _, a := range rows {
+		score, ev := p.o.Score(a, now)
+		out.Cells = append(out.Cells, Cell{Task: a.Task, Model: a.Model, Score: score, Evidence: ev,
+			Signals: a.Positives + a.Negatives, Positives: a.Positives, Negatives: a.Negatives})
+		if !slices.Contains(out.Tasks, a.Task) {
+			out.Tasks = append(out.Tasks, a.Task)
+		}
+		if !slices.Contains(out.Models, a.Model) {
+			out.Models = append(out.Models, a.Model)
+		}
+	}
+	slices.Sort(out.Tasks)
+	slices.Sort(out.Models)
+	writeJSON(w, http.StatusOK, out)
+}

@@ -1,0 +1,115 @@
+package status
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/opentalon/opentalon/core"
+	"github.com/opentalon/opentalon/store"
+)
+
+type fakeStore struct {
+	points []store.UsagePoint
+	since  time.Time
+	step   time.Duration
+}
+
+func (fakeStore) QueueCounts(context.Context) (map[string]int, error) {
+	return map[string]int{"queued": 2, "failed": 1}, nil
+}
+func (fakeStore) OldestQueued(context.Context) (time.Time, error) {
+	return time.Date(2025, 5, 1, 9, 59, 0, 0, time.UTC), nil
+}
+func (fakeStore) RecentFailures(context.Context, int) ([]store.QueueFailure, error) {
+	return []store.QueueFailure{{ID: 7, Channel: "telegram", Kind: "message", Reason: "gave up"}}, nil
+}
+func (f *fakeStore) UsageSeries(_ context.Context, since time.Time, step time.Duration, _ string) ([]store.UsagePoint, error) {
+	f.since, f.step = since, step
+	return f.points, nil
+}
+func (fakeStore) Affinities(context.Context) ([]core.Affinity, error) {
+	return []core.Affinity{{Task: "code", Model: "p/b", Pos: 1, Neg: 3, Positives: 1, Negatives: 3}, {Task: "chat", Model: "p/a", Pos: 2, Positives: 2}}, nil
+}
+
+func serve(p *Page, path string, header map[string]string) *httptest.ResponseRecorder {
+	mux := http.NewServeMux()
+	p.Mount(mux)
+	req := httptest.NewRequest("GET", path, nil)
+	for k, v := range header {
+		req.Header.Set(k, v)
+	}
+	rec := httptest.NewRecorder()
+	mux.ServeHTTP(rec, req)
+	return rec
+}
+
+func TestAPIKeyUnlessLoopback(t *testing.T) {
+	st := &fakeStore{}
+	now := func() time.Time { return time.Date(2025, 5, 1, 10, 0, 0, 0, time.UTC) }
+	open := New(Options{Store: st, Open: true, Now: now})
+	keyed := New(Options{Store: st, APIKey: "s3cret", Now: now})
+	keyless := New(Options{Store: st, Now: now})
+	for _, tc := range []struct {
+		name   string
+		p      *Page
+		path   string
+		header map[string]string
+		code   int
+		body   string
+	}{
+		{"loopback needs no key", open, "/api/status", nil, 200, `"queued":2`},
+		{"no key", keyed, "/api/status", nil, 401, "missing or wrong API key"},
+		{"wrong key", keyed, "/api/affinity", map[string]string{"Authorization": "Bearer nope"}, 401, "missing or wrong API key"},
+		{"bearer key", keyed, "/api/affinity", map[string]string{"Authorization": "Bearer s3cret"}, 200, `"tasks":["chat","code"]`},
+		{"X-API-Key", keyed, "/api/usage", map[string]string{"X-API-Key": "s3cret"}, 200, `"step_seconds":3600`},
+		{"beyond loopback without a key set", keyless, "/api/status", map[string]string{"Authorization": "Bearer "}, 403, "set server.api_key"},
+		{"the page itself holds no data", keyed, "/", nil, 200, "<title>OpenTalon status</title>"},
+		{"its script", keyed, "/ui/app.js", nil, 200, "/api/status"},
+		{"an unknown asset", keyed, "/ui/nope.js", nil, 404, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rec := serve(tc.p, tc.path, tc.header)
+			if rec.Code != tc.code || !strings.Contains(rec.Body.String(), tc.body) {
+				t.Fatalf("GET %s = %d %q; want %d with %q", tc.path, rec.Code, rec.Body.String(), tc.code, tc.body)
+			}
+		})
+	}
+	rec := serve(keyed, "/", map[string]string{"Accept-Encoding": "gzip"})
+	if rec.Header().Get("Content-Encoding") != "gzip" || !strings.Contains(rec.Header().Get("Content-Security-Policy"), "script-src 'sha256-") {
+		t.Errorf("index headers = %v", rec.Header())
+	}
+	if again := serve(keyed, "/", map[string]string{"If-None-Match": rec.Header().Get("ETag")}); again.Code != http.StatusNotModified {
+		t.Errorf("revalidation = %d, want 304", again.Code)
+	}
+}
+
+func TestUsageBuckets(t *testing.T) {
+	now := time.Date(2025, 5, 1, 10, 30, 0, 0, time.UTC)
+	st := &fakeStore{}
+	p := New(Options{Store: st, Open: true, Now: func() time.Time { return now }})
+	from := time.Date(2025, 4, 24, 12, 0, 0, 0, time.UTC) // 28 six-hour buckets, the last holding now
+	st.points = []store.UsagePoint{
+		{Bucket: from, Key: "p/a", Calls: 1, CostUSD: 0.5},
+		{Bucket: from.Add(27 * 6 * time.Hour), Key: "", Calls: 2, InputTokens: 10},
+		{Bucket: from.Add(27 * 6 * time.Hour), Key: "p/a", Calls: 1, CostUSD: 0.25},
+	}
+	rec := serve(p, "/api/usage?range=7d&by=channel", nil)
+	var u Usage
+	if err := json.Unmarshal(rec.Body.Bytes(), &u); err != nil {
+		t.Fatalf("%v: %s", err, rec.Body.String())
+	}
+	if !st.since.Equal(from) || st.step != 6*time.Hour || len(u.Buckets) != 28 || !u.Buckets[27].Equal(time.Date(2025, 5, 1, 6, 0, 0, 0, time.UTC)) {
+		t.Fatalf("since %v step %v buckets %d last %v", st.since, st.step, len(u.Buckets), u.Buckets[len(u.Buckets)-1])
+	}
+	if len(u.Series) != 2 || u.Series[0].Key != "(none)" || u.Series[0].Calls[27] != 2 || u.Series[1].CostUSD[0] != 0.5 || u.Series[1].CostUSD[27] != 0.25 {
+		t.Fatalf("series = %+v", u.Series)
+	}
+	if rec := serve(p, "/api/usage?by=user", nil); rec.Code != 400 {
+		t.Errorf("by=user = %d", rec.Code)
+	}
+}

@@ -1,0 +1,33 @@
+#!/bin/sh
+# release.sh builds the release binaries: static (CGO_ENABLED=0; the
+# SQLite driver is pure Go), stripped, with the version embedded
+# (`opentalon version` prints it), for linux/amd64 and linux/arm64, and
+# a SHA256SUMS file beside them.
+#
+#   scripts/release.sh v1.2.0     # dist/opentalon-v1.2.0-linux-amd64, ...-arm64
+#   scripts/release.sh            # version from `git describe`
+#
+# OUT (default dist) is the output directory; PLATFORMS (default
+# "linux/amd64 linux/arm64") the GOOS/GOARCH pairs.
+set -eu
+cd "$(dirname "$0")/.."
+VERSION=${1:-$(git describe --tags --always --dirty 2>/dev/null || echo dev)}
+OUT=${OUT:-dist}
+PLATFORMS=${PLATFORMS:-linux/amd64 linux/arm64}
+case "$VERSION" in
+*[!A-Za-z0-9._+-]*) echo "release.sh: version \"$VERSION\" may hold only letters, digits and . _ + -" >&2; exit 2 ;;
+esac
+mkdir -p "$OUT"
+names=""
+for p in $PLATFORMS; do
+	os=${p%/*}
+	arch=${p#*/}
+	name="opentalon-$VERSION-$os-$arch"
+	CGO_ENABLED=0 GOOS=$os GOARCH=$arch go build -trimpath \
+		-ldflags "-s -w -X main.Version=$VERSION" -o "$OUT/$name" ./cmd/opentalon
+	names="$names $name"
+	echo "$OUT/$name"
+done
+# shellcheck disable=SC2086 # names is a list
+(cd "$OUT" && sha256sum $names > "SHA256SUMS-$VERSION")
+echo "$OUT/SHA256SUMS-$VERSION"
