@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/opentalon/opentalon/core"
@@ -153,6 +154,15 @@ func (p *Pipeline) Check(call core.ToolCall, res core.ToolResult, limit int) cor
 	}
 	// One block holds all the plugin's text: its error, then its output.
 	out := core.ToolResult{CallID: call.ID}
+	if perr == "" && len(res.Files) > 0 {
+		var line string
+		out.Files, line = p.checkFiles(call, res.Files)
+		if line = p.sanitizer.Sanitize(line); line != "" && content != "" {
+			content = strings.TrimRight(content, "\n") + "\n\n" + line
+		} else if line != "" {
+			content = line
+		}
+	}
 	switch {
 	case perr != "" && content != "":
 		out.Error = "the plugin reported an error: " + wrapEscaped(perr+"\n\n"+content)

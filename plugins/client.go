@@ -34,7 +34,11 @@ func (e *rpcExecutor) Execute(ctx context.Context, call core.ToolCall) (core.Too
 		}
 		return core.ToolResult{}, fmt.Errorf("plugin %s: execute %s: %w", e.name, call.Action, err)
 	}
-	return core.ToolResult{CallID: resp.GetCallId(), Content: resp.GetContent(), Error: resp.GetError()}, nil
+	r := core.ToolResult{CallID: resp.GetCallId(), Content: resp.GetContent(), Error: resp.GetError()}
+	for _, f := range resp.GetFiles() {
+		r.Files = append(r.Files, core.Attachment{Name: f.GetName(), MIME: f.GetMimeType(), Data: f.GetData(), Size: int64(len(f.GetData()))})
+	}
+	return r, nil
 }
 
 func capabilities(ctx context.Context, c pluginpb.PluginServiceClient) (Capability, error) {

@@ -101,9 +101,12 @@ func (x *ToolCallRequest) GetArgs() map[string]string {
 type ToolResultResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// call_id must echo ToolCallRequest.id.
-	CallId        string `protobuf:"bytes,1,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"`
-	Content       string `protobuf:"bytes,2,opt,name=content,proto3" json:"content,omitempty"`
-	Error         string `protobuf:"bytes,3,opt,name=error,proto3" json:"error,omitempty"`
+	CallId  string `protobuf:"bytes,1,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"`
+	Content string `protobuf:"bytes,2,opt,name=content,proto3" json:"content,omitempty"`
+	Error   string `protobuf:"bytes,3,opt,name=error,proto3" json:"error,omitempty"`
+	// files the action made (a chart, a report): they are sent to the user
+	// with the answer, and the LLM is told their names.
+	Files         []*File `protobuf:"bytes,4,rep,name=files,proto3" json:"files,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -159,6 +162,76 @@ func (x *ToolResultResponse) GetError() string {
 	return ""
 }
 
+func (x *ToolResultResponse) GetFiles() []*File {
+	if x != nil {
+		return x.Files
+	}
+	return nil
+}
+
+// File is one file a tool result carries.
+type File struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// name is the file name the user sees ("chart.png"); no path.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// mime_type is its media type ("image/png", "application/pdf").
+	MimeType      string `protobuf:"bytes,2,opt,name=mime_type,json=mimeType,proto3" json:"mime_type,omitempty"`
+	Data          []byte `protobuf:"bytes,3,opt,name=data,proto3" json:"data,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *File) Reset() {
+	*x = File{}
+	mi := &file_plugin_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *File) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*File) ProtoMessage() {}
+
+func (x *File) ProtoReflect() protoreflect.Message {
+	mi := &file_plugin_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use File.ProtoReflect.Descriptor instead.
+func (*File) Descriptor() ([]byte, []int) {
+	return file_plugin_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *File) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *File) GetMimeType() string {
+	if x != nil {
+		return x.MimeType
+	}
+	return ""
+}
+
+func (x *File) GetData() []byte {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
 type PluginCapabilities struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// name: letters, digits, dash and underscore only.
@@ -171,7 +244,7 @@ type PluginCapabilities struct {
 
 func (x *PluginCapabilities) Reset() {
 	*x = PluginCapabilities{}
-	mi := &file_plugin_proto_msgTypes[2]
+	mi := &file_plugin_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -183,7 +256,7 @@ func (x *PluginCapabilities) String() string {
 func (*PluginCapabilities) ProtoMessage() {}
 
 func (x *PluginCapabilities) ProtoReflect() protoreflect.Message {
-	mi := &file_plugin_proto_msgTypes[2]
+	mi := &file_plugin_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -196,7 +269,7 @@ func (x *PluginCapabilities) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PluginCapabilities.ProtoReflect.Descriptor instead.
 func (*PluginCapabilities) Descriptor() ([]byte, []int) {
-	return file_plugin_proto_rawDescGZIP(), []int{2}
+	return file_plugin_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *PluginCapabilities) GetName() string {
@@ -235,7 +308,7 @@ type Action struct {
 
 func (x *Action) Reset() {
 	*x = Action{}
-	mi := &file_plugin_proto_msgTypes[3]
+	mi := &file_plugin_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -247,7 +320,7 @@ func (x *Action) String() string {
 func (*Action) ProtoMessage() {}
 
 func (x *Action) ProtoReflect() protoreflect.Message {
-	mi := &file_plugin_proto_msgTypes[3]
+	mi := &file_plugin_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -260,7 +333,7 @@ func (x *Action) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Action.ProtoReflect.Descriptor instead.
 func (*Action) Descriptor() ([]byte, []int) {
-	return file_plugin_proto_rawDescGZIP(), []int{3}
+	return file_plugin_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *Action) GetName() string {
@@ -311,7 +384,7 @@ type Parameter struct {
 
 func (x *Parameter) Reset() {
 	*x = Parameter{}
-	mi := &file_plugin_proto_msgTypes[4]
+	mi := &file_plugin_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -323,7 +396,7 @@ func (x *Parameter) String() string {
 func (*Parameter) ProtoMessage() {}
 
 func (x *Parameter) ProtoReflect() protoreflect.Message {
-	mi := &file_plugin_proto_msgTypes[4]
+	mi := &file_plugin_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -336,7 +409,7 @@ func (x *Parameter) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Parameter.ProtoReflect.Descriptor instead.
 func (*Parameter) Descriptor() ([]byte, []int) {
-	return file_plugin_proto_rawDescGZIP(), []int{4}
+	return file_plugin_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *Parameter) GetName() string {
@@ -376,7 +449,7 @@ type StateGetRequest struct {
 
 func (x *StateGetRequest) Reset() {
 	*x = StateGetRequest{}
-	mi := &file_plugin_proto_msgTypes[5]
+	mi := &file_plugin_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -388,7 +461,7 @@ func (x *StateGetRequest) String() string {
 func (*StateGetRequest) ProtoMessage() {}
 
 func (x *StateGetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_plugin_proto_msgTypes[5]
+	mi := &file_plugin_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -401,7 +474,7 @@ func (x *StateGetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StateGetRequest.ProtoReflect.Descriptor instead.
 func (*StateGetRequest) Descriptor() ([]byte, []int) {
-	return file_plugin_proto_rawDescGZIP(), []int{5}
+	return file_plugin_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *StateGetRequest) GetKey() string {
@@ -421,7 +494,7 @@ type StateGetResponse struct {
 
 func (x *StateGetResponse) Reset() {
 	*x = StateGetResponse{}
-	mi := &file_plugin_proto_msgTypes[6]
+	mi := &file_plugin_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -433,7 +506,7 @@ func (x *StateGetResponse) String() string {
 func (*StateGetResponse) ProtoMessage() {}
 
 func (x *StateGetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_plugin_proto_msgTypes[6]
+	mi := &file_plugin_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -446,7 +519,7 @@ func (x *StateGetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StateGetResponse.ProtoReflect.Descriptor instead.
 func (*StateGetResponse) Descriptor() ([]byte, []int) {
-	return file_plugin_proto_rawDescGZIP(), []int{6}
+	return file_plugin_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *StateGetResponse) GetValue() string {
@@ -473,7 +546,7 @@ type StateSetRequest struct {
 
 func (x *StateSetRequest) Reset() {
 	*x = StateSetRequest{}
-	mi := &file_plugin_proto_msgTypes[7]
+	mi := &file_plugin_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -485,7 +558,7 @@ func (x *StateSetRequest) String() string {
 func (*StateSetRequest) ProtoMessage() {}
 
 func (x *StateSetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_plugin_proto_msgTypes[7]
+	mi := &file_plugin_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -498,7 +571,7 @@ func (x *StateSetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StateSetRequest.ProtoReflect.Descriptor instead.
 func (*StateSetRequest) Descriptor() ([]byte, []int) {
-	return file_plugin_proto_rawDescGZIP(), []int{7}
+	return file_plugin_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *StateSetRequest) GetKey() string {
@@ -524,7 +597,7 @@ type StateDeleteRequest struct {
 
 func (x *StateDeleteRequest) Reset() {
 	*x = StateDeleteRequest{}
-	mi := &file_plugin_proto_msgTypes[8]
+	mi := &file_plugin_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -536,7 +609,7 @@ func (x *StateDeleteRequest) String() string {
 func (*StateDeleteRequest) ProtoMessage() {}
 
 func (x *StateDeleteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_plugin_proto_msgTypes[8]
+	mi := &file_plugin_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -549,7 +622,7 @@ func (x *StateDeleteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StateDeleteRequest.ProtoReflect.Descriptor instead.
 func (*StateDeleteRequest) Descriptor() ([]byte, []int) {
-	return file_plugin_proto_rawDescGZIP(), []int{8}
+	return file_plugin_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *StateDeleteRequest) GetKey() string {
@@ -569,7 +642,7 @@ type StateKeysRequest struct {
 
 func (x *StateKeysRequest) Reset() {
 	*x = StateKeysRequest{}
-	mi := &file_plugin_proto_msgTypes[9]
+	mi := &file_plugin_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -581,7 +654,7 @@ func (x *StateKeysRequest) String() string {
 func (*StateKeysRequest) ProtoMessage() {}
 
 func (x *StateKeysRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_plugin_proto_msgTypes[9]
+	mi := &file_plugin_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -594,7 +667,7 @@ func (x *StateKeysRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StateKeysRequest.ProtoReflect.Descriptor instead.
 func (*StateKeysRequest) Descriptor() ([]byte, []int) {
-	return file_plugin_proto_rawDescGZIP(), []int{9}
+	return file_plugin_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *StateKeysRequest) GetPrefix() string {
@@ -613,7 +686,7 @@ type StateKeysResponse struct {
 
 func (x *StateKeysResponse) Reset() {
 	*x = StateKeysResponse{}
-	mi := &file_plugin_proto_msgTypes[10]
+	mi := &file_plugin_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -625,7 +698,7 @@ func (x *StateKeysResponse) String() string {
 func (*StateKeysResponse) ProtoMessage() {}
 
 func (x *StateKeysResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_plugin_proto_msgTypes[10]
+	mi := &file_plugin_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -638,7 +711,7 @@ func (x *StateKeysResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StateKeysResponse.ProtoReflect.Descriptor instead.
 func (*StateKeysResponse) Descriptor() ([]byte, []int) {
-	return file_plugin_proto_rawDescGZIP(), []int{10}
+	return file_plugin_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *StateKeysResponse) GetKeys() []string {
@@ -660,11 +733,16 @@ const file_plugin_proto_rawDesc = "" +
 	"\x04args\x18\x04 \x03(\v2..opentalon.plugin.v1.ToolCallRequest.ArgsEntryR\x04args\x1a7\n" +
 	"\tArgsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"]\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x8e\x01\n" +
 	"\x12ToolResultResponse\x12\x17\n" +
 	"\acall_id\x18\x01 \x01(\tR\x06callId\x12\x18\n" +
 	"\acontent\x18\x02 \x01(\tR\acontent\x12\x14\n" +
-	"\x05error\x18\x03 \x01(\tR\x05error\"\x81\x01\n" +
+	"\x05error\x18\x03 \x01(\tR\x05error\x12/\n" +
+	"\x05files\x18\x04 \x03(\v2\x19.opentalon.plugin.v1.FileR\x05files\"K\n" +
+	"\x04File\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1b\n" +
+	"\tmime_type\x18\x02 \x01(\tR\bmimeType\x12\x12\n" +
+	"\x04data\x18\x03 \x01(\fR\x04data\"\x81\x01\n" +
 	"\x12PluginCapabilities\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12 \n" +
 	"\vdescription\x18\x02 \x01(\tR\vdescription\x125\n" +
@@ -717,43 +795,45 @@ func file_plugin_proto_rawDescGZIP() []byte {
 	return file_plugin_proto_rawDescData
 }
 
-var file_plugin_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
+var file_plugin_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
 var file_plugin_proto_goTypes = []any{
 	(*ToolCallRequest)(nil),    // 0: opentalon.plugin.v1.ToolCallRequest
 	(*ToolResultResponse)(nil), // 1: opentalon.plugin.v1.ToolResultResponse
-	(*PluginCapabilities)(nil), // 2: opentalon.plugin.v1.PluginCapabilities
-	(*Action)(nil),             // 3: opentalon.plugin.v1.Action
-	(*Parameter)(nil),          // 4: opentalon.plugin.v1.Parameter
-	(*StateGetRequest)(nil),    // 5: opentalon.plugin.v1.StateGetRequest
-	(*StateGetResponse)(nil),   // 6: opentalon.plugin.v1.StateGetResponse
-	(*StateSetRequest)(nil),    // 7: opentalon.plugin.v1.StateSetRequest
-	(*StateDeleteRequest)(nil), // 8: opentalon.plugin.v1.StateDeleteRequest
-	(*StateKeysRequest)(nil),   // 9: opentalon.plugin.v1.StateKeysRequest
-	(*StateKeysResponse)(nil),  // 10: opentalon.plugin.v1.StateKeysResponse
-	nil,                        // 11: opentalon.plugin.v1.ToolCallRequest.ArgsEntry
-	(*emptypb.Empty)(nil),      // 12: google.protobuf.Empty
+	(*File)(nil),               // 2: opentalon.plugin.v1.File
+	(*PluginCapabilities)(nil), // 3: opentalon.plugin.v1.PluginCapabilities
+	(*Action)(nil),             // 4: opentalon.plugin.v1.Action
+	(*Parameter)(nil),          // 5: opentalon.plugin.v1.Parameter
+	(*StateGetRequest)(nil),    // 6: opentalon.plugin.v1.StateGetRequest
+	(*StateGetResponse)(nil),   // 7: opentalon.plugin.v1.StateGetResponse
+	(*StateSetRequest)(nil),    // 8: opentalon.plugin.v1.StateSetRequest
+	(*StateDeleteRequest)(nil), // 9: opentalon.plugin.v1.StateDeleteRequest
+	(*StateKeysRequest)(nil),   // 10: opentalon.plugin.v1.StateKeysRequest
+	(*StateKeysResponse)(nil),  // 11: opentalon.plugin.v1.StateKeysResponse
+	nil,                        // 12: opentalon.plugin.v1.ToolCallRequest.ArgsEntry
+	(*emptypb.Empty)(nil),      // 13: google.protobuf.Empty
 }
 var file_plugin_proto_depIdxs = []int32{
-	11, // 0: opentalon.plugin.v1.ToolCallRequest.args:type_name -> opentalon.plugin.v1.ToolCallRequest.ArgsEntry
-	3,  // 1: opentalon.plugin.v1.PluginCapabilities.actions:type_name -> opentalon.plugin.v1.Action
-	4,  // 2: opentalon.plugin.v1.Action.parameters:type_name -> opentalon.plugin.v1.Parameter
-	0,  // 3: opentalon.plugin.v1.PluginService.Execute:input_type -> opentalon.plugin.v1.ToolCallRequest
-	12, // 4: opentalon.plugin.v1.PluginService.Capabilities:input_type -> google.protobuf.Empty
-	5,  // 5: opentalon.plugin.v1.PluginState.Get:input_type -> opentalon.plugin.v1.StateGetRequest
-	7,  // 6: opentalon.plugin.v1.PluginState.Set:input_type -> opentalon.plugin.v1.StateSetRequest
-	8,  // 7: opentalon.plugin.v1.PluginState.Delete:input_type -> opentalon.plugin.v1.StateDeleteRequest
-	9,  // 8: opentalon.plugin.v1.PluginState.Keys:input_type -> opentalon.plugin.v1.StateKeysRequest
-	1,  // 9: opentalon.plugin.v1.PluginService.Execute:output_type -> opentalon.plugin.v1.ToolResultResponse
-	2,  // 10: opentalon.plugin.v1.PluginService.Capabilities:output_type -> opentalon.plugin.v1.PluginCapabilities
-	6,  // 11: opentalon.plugin.v1.PluginState.Get:output_type -> opentalon.plugin.v1.StateGetResponse
-	12, // 12: opentalon.plugin.v1.PluginState.Set:output_type -> google.protobuf.Empty
-	12, // 13: opentalon.plugin.v1.PluginState.Delete:output_type -> google.protobuf.Empty
-	10, // 14: opentalon.plugin.v1.PluginState.Keys:output_type -> opentalon.plugin.v1.StateKeysResponse
-	9,  // [9:15] is the sub-list for method output_type
-	3,  // [3:9] is the sub-list for method input_type
-	3,  // [3:3] is the sub-list for extension type_name
-	3,  // [3:3] is the sub-list for extension extendee
-	0,  // [0:3] is the sub-list for field type_name
+	12, // 0: opentalon.plugin.v1.ToolCallRequest.args:type_name -> opentalon.plugin.v1.ToolCallRequest.ArgsEntry
+	2,  // 1: opentalon.plugin.v1.ToolResultResponse.files:type_name -> opentalon.plugin.v1.File
+	4,  // 2: opentalon.plugin.v1.PluginCapabilities.actions:type_name -> opentalon.plugin.v1.Action
+	5,  // 3: opentalon.plugin.v1.Action.parameters:type_name -> opentalon.plugin.v1.Parameter
+	0,  // 4: opentalon.plugin.v1.PluginService.Execute:input_type -> opentalon.plugin.v1.ToolCallRequest
+	13, // 5: opentalon.plugin.v1.PluginService.Capabilities:input_type -> google.protobuf.Empty
+	6,  // 6: opentalon.plugin.v1.PluginState.Get:input_type -> opentalon.plugin.v1.StateGetRequest
+	8,  // 7: opentalon.plugin.v1.PluginState.Set:input_type -> opentalon.plugin.v1.StateSetRequest
+	9,  // 8: opentalon.plugin.v1.PluginState.Delete:input_type -> opentalon.plugin.v1.StateDeleteRequest
+	10, // 9: opentalon.plugin.v1.PluginState.Keys:input_type -> opentalon.plugin.v1.StateKeysRequest
+	1,  // 10: opentalon.plugin.v1.PluginService.Execute:output_type -> opentalon.plugin.v1.ToolResultResponse
+	3,  // 11: opentalon.plugin.v1.PluginService.Capabilities:output_type -> opentalon.plugin.v1.PluginCapabilities
+	7,  // 12: opentalon.plugin.v1.PluginState.Get:output_type -> opentalon.plugin.v1.StateGetResponse
+	13, // 13: opentalon.plugin.v1.PluginState.Set:output_type -> google.protobuf.Empty
+	13, // 14: opentalon.plugin.v1.PluginState.Delete:output_type -> google.protobuf.Empty
+	11, // 15: opentalon.plugin.v1.PluginState.Keys:output_type -> opentalon.plugin.v1.StateKeysResponse
+	10, // [10:16] is the sub-list for method output_type
+	4,  // [4:10] is the sub-list for method input_type
+	4,  // [4:4] is the sub-list for extension type_name
+	4,  // [4:4] is the sub-list for extension extendee
+	0,  // [0:4] is the sub-list for field type_name
 }
 
 func init() { file_plugin_proto_init() }
@@ -767,7 +847,7 @@ func file_plugin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_plugin_proto_rawDesc), len(file_plugin_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   12,
+			NumMessages:   13,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

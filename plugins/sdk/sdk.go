@@ -34,6 +34,29 @@ type Plugin interface {
 	Execute(ctx context.Context, call Call) (string, error)
 }
 
+// FilePlugin is an optional Plugin capability: an action that makes
+// files (a chart, a report). When a plugin has it, ExecuteFiles is called
+// instead of Execute.
+type FilePlugin interface {
+	ExecuteFiles(ctx context.Context, call Call) (Result, error)
+}
+
+// Result is the answer of ExecuteFiles: the text the LLM reads and the
+// files sent to the user with the answer (the LLM is told their names).
+type Result struct {
+	Text  string
+	Files []File
+}
+
+// File is one file a result carries.
+type File struct {
+	// Name is what the user sees ("chart.png"); a path is cut to its base.
+	Name string
+	// MIME is the media type ("image/png"); Data the content.
+	MIME string
+	Data []byte
+}
+
 // Capabilities is the plugin's declaration.
 type Capabilities struct {
 	Name        string // letters, digits, '-', '_'
@@ -132,8 +155,18 @@ func (s *server) Execute(ctx context.Context, req *pluginpb.ToolCallRequest) (re
 	if args == nil {
 		args = map[string]string{}
 	}
-	out, xerr := s.p.Execute(ctx, Call{ID: req.GetId(), Action: req.GetAction(), Args: args})
-	resp.Content = out
+	call := Call{ID: req.GetId(), Action: req.GetAction(), Args: args}
+	var xerr error
+	if fp, ok := s.p.(FilePlugin); ok {
+		var res Result
+		res, xerr = fp.ExecuteFiles(ctx, call)
+		resp.Content = res.Text
+		for _, f := range res.Files {
+			resp.Files = append(resp.Files, &pluginpb.File{Name: f.Name, MimeType: f.MIME, Data: f.Data})
+		}
+	} else {
+		resp.Content, xerr = s.p.Execute(ctx, call)
+	}
 	if xerr != nil {
 		resp.Error = xerr.Error()
 	}
