@@ -18,6 +18,22 @@ type Turn struct {
 	Retry bool
 	// Metadata is what hooks attached to the message.
 	Metadata map[string]string
+	// Attachments are the images of the message (in the media store),
+	// for a model that can see them.
+	Attachments []Attachment
+	// Stream, when set, is shown the answer while it is written.
+	Stream Stream
+}
+
+// Stream receives an answer while the agent writes it. Its methods are
+// called on the agent's goroutine, one at a time, and return at once (the
+// platform calls happen elsewhere).
+type Stream interface {
+	// Delta adds text to the answer being written.
+	Delta(text string)
+	// Status shows a short line while tools run ("running calc…"); the
+	// next Delta starts the answer's text afresh.
+	Status(line string)
 }
 
 // Answer is the Agent's result: the reply text and the new history
@@ -33,6 +49,9 @@ type Answer struct {
 	// Metadata is what the pre-hooks attached to the turn; the gateway
 	// stores it with the reply.
 	Metadata map[string]string
+	// Files are the files the tools made during the turn (Data set); they
+	// are stored and sent with the answer.
+	Files []Attachment
 }
 
 // Agent answers a turn: the orchestrator.
@@ -78,6 +97,17 @@ type Hooks interface {
 	// Post may rewrite the answer before it is stored and sent; in holds
 	// the text and metadata the agent answered.
 	Post(ctx context.Context, in HookInput, answer string) (string, error)
+}
+
+// StreamSafety is an optional Hooks capability. A post-hook that must see
+// the whole answer before the user sees any of it (a redaction hook) is
+// not stream-safe: the answers of the conversations it applies to are
+// then sent only once the post-hooks ran. Hooks without this method are
+// stream-safe.
+type StreamSafety interface {
+	// StreamSafe reports whether the answer to in may be shown while it
+	// is written.
+	StreamSafe(in HookInput) bool
 }
 
 // SignalSink receives quality signals (the router's learning).

@@ -2,6 +2,7 @@ package core
 
 import (
 	"context"
+	"io"
 	"time"
 )
 
@@ -74,3 +75,110 @@ type CredentialChecker interface {
 	// bot's name), or an error naming the config key to fix.
 	CheckCredential(ctx context.Context) (string, error)
 }
+
+// StreamMode is how a channel shows an answer while it is written
+// (channels.<x>.streaming).
+type StreamMode string
+
+// Stream modes.
+const (
+	// StreamOff sends the answer once it is complete.
+	StreamOff StreamMode = "off"
+	// StreamEdit sends the first chunk as a message and edits it as the
+	// text grows.
+	StreamEdit StreamMode = "edit"
+	// StreamNative uses the platform's own streaming API (Telegram's
+	// drafts, Slack's streaming messages), falling back to edit.
+	StreamNative StreamMode = "native"
+)
+
+// StreamPolicy is how answers to one conversation are streamed.
+type StreamPolicy struct {
+	Mode StreamMode
+	// FirstDelay is how long the first text waits before it is shown, so
+	// a quick answer still arrives as one message.
+	FirstDelay time.Duration
+	// Interval is the least time between two updates of a message (the
+	// channel's own pacing still applies to each call).
+	Interval time.Duration
+}
+
+// DraftPart is one message of an answer being written: the Markdown it
+// holds so far and that text formatted for display (unclosed code fences
+// and entities closed).
+type DraftPart struct {
+	Raw  string
+	Part string
+}
+
+// Streamer is an optional Channel capability: answers are shown while
+// they are written, by editing a message (StreamEdit).
+type Streamer interface {
+	// Streaming says how an answer to the conversation of to is streamed;
+	// Mode StreamOff means not at all.
+	Streaming(to Outbound) StreamPolicy
+	// Draft splits an answer being written into the messages it fills,
+	// each within the platform's size limit. Cutting the text longer only
+	// adds to the last part or adds parts.
+	Draft(text string) []DraftPart
+	// Edit replaces the text of a message the bot sent (id as Send
+	// returned it) with part.
+	Edit(ctx context.Context, to Outbound, id, part string) error
+}
+
+// ErrNoNativeStream is what a NativeStreamer returns when the platform
+// refuses its own streaming for a conversation; the stream then edits.
+var ErrNoNativeStream = &Error{Kind: KindBadRequest, Msg: "the platform does not stream natively here"}
+
+// NativeStreamer is an optional Channel capability: the platform's own
+// streaming API (StreamNative).
+type NativeStreamer interface {
+	// ShowDraft shows message d natively: d.Raw has grown from d.Shown,
+	// the Markdown shown before (empty on the first call, when d.ID is ""
+	// too). It returns the id of the message, "" while the draft is none
+	// (Telegram's drafts are not messages until they end).
+	ShowDraft(ctx context.Context, to Outbound, d NativeDraft) (string, error)
+	// EndDraft ends message d: it shows part and is an ordinary message
+	// from then on, whose id is returned.
+	EndDraft(ctx context.Context, to Outbound, d NativeDraft, part string) (string, error)
+}
+
+// NativeDraft is one message of a natively streamed answer.
+type NativeDraft struct {
+	// Seq tells the answer's messages apart (0, 1, …); Key is the same for
+	// every message of one answer.
+	Seq int
+	Key int64
+	// ID is the message's id so far ("" = none yet).
+	ID string
+	// Shown is the Markdown shown before this call; Raw and Part the
+	// Markdown now and its display form.
+	Shown, Raw, Part string
+}
+
+// Deleter is an optional Channel capability: remove a message the bot
+// sent (a streamed message the final text does not need).
+type Deleter interface {
+	Delete(ctx context.Context, to Outbound, id string) error
+}
+
+// Uploader is an optional Channel capability: send a file.
+type Uploader interface {
+	// MaxUpload is the largest file the platform takes from the bot, in
+	// bytes, for f's kind.
+	MaxUpload(f Attachment) int64
+	// Upload sends f (Data set) to the conversation of to and returns the
+	// platform id of the message that carries it.
+	Upload(ctx context.Context, to Outbound, f Attachment) (string, error)
+}
+
+// Fetcher is an optional Channel capability: download a file a message
+// carries, from the platform's own file host only.
+type Fetcher interface {
+	// Fetch writes the content of f to w. More than limit bytes is an
+	// error (ErrTooLarge), and the download stops there.
+	Fetch(ctx context.Context, f InboundFile, w io.Writer, limit int64) error
+}
+
+// ErrTooLarge is the error of a download past its size limit.
+var ErrTooLarge = &Error{Kind: KindInvalid, Msg: "the file is larger than media.max_bytes"}

@@ -4,18 +4,31 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 )
 
 // saveReply stores the answer to a queue item, formatted for the channel,
-// with the turn's history entries in one transaction.
+// with the turn's history entries in one transaction. The files the
+// tools made are stored first (in the media store) and checked against
+// the platform's upload limit: one too large is named in the text
+// instead.
 func (g *Gateway) saveReply(ctx context.Context, ch Channel, requestID, sessionID int64, conv ConversationKey, ans *Answer) (*Reply, error) {
+	files, notes, err := g.keepFiles(ctx, ch, ans.Files)
+	if err != nil {
+		return nil, err
+	}
+	text := ans.Text
+	if notes != "" {
+		text += "\n\n" + notes
+	}
 	r := &Reply{
 		RequestID:    requestID,
 		SessionID:    sessionID,
 		Conversation: conv,
-		Text:         ans.Text,
-		Parts:        ch.Format(ans.Text),
+		Text:         text,
+		Parts:        ch.Format(text),
+		Files:        files,
 		Model:        ans.Model,
 		TaskType:     ans.TaskType,
 		Reason:       ans.Reason,
@@ -23,36 +36,177 @@ func (g *Gateway) saveReply(ctx context.Context, ch Channel, requestID, sessionI
 		Metadata:     ans.Metadata,
 		CreatedAt:    g.now(),
 	}
-	r.Sent = make([]string, len(r.Parts))
-	var err error
+	r.Sent = make([]string, len(r.Parts)+len(files))
+	r.Draft = make([]bool, len(r.Sent))
 	if r.ID, err = g.store.SaveReply(ctx, r, ans.Messages); err != nil {
 		return nil, err
 	}
 	return r, nil
 }
 
-// deliver sends the parts of r not sent yet, recording each as it goes.
-// The channel's Send paces itself; it is called outside the workers.
-func (g *Gateway) deliver(ctx context.Context, ch Channel, in Inbound, r *Reply) error {
-	t0 := g.now()
-	defer func() { g.obs.Stage(r.Conversation.Channel, StageDelivery, g.now().Sub(t0)) }()
-	for i, part := range r.Parts {
-		if i < len(r.Sent) && r.Sent[i] != "" {
+// keepFiles stores the files of an answer and keeps those the channel
+// can send; notes names the others for the user.
+func (g *Gateway) keepFiles(ctx context.Context, ch Channel, in []Attachment) (out []Attachment, notes string, err error) {
+	if len(in) == 0 {
+		return nil, "", nil
+	}
+	up, _ := ch.(Uploader)
+	var lines []string
+	for _, f := range in {
+		if f.Size == 0 {
+			f.Size = int64(len(f.Data))
+		}
+		switch {
+		case up == nil:
+			lines = append(lines, fmt.Sprintf("(%s was made, but files cannot be sent here.)", f.Name))
+			continue
+		case f.Size > up.MaxUpload(f):
+			lines = append(lines, fmt.Sprintf("(%s is %s, more than the %s %s takes from a bot, so it was not sent.)",
+				f.Name, byteSize(f.Size), byteSize(up.MaxUpload(f)), ch.Name()))
 			continue
 		}
-		to := Outbound{Conversation: r.Conversation, ReplyTo: in.MessageID, Meta: in.Meta, Part: i, Parts: len(r.Parts)}
-		id, err := ch.Send(ctx, to, part)
+		if f.SHA256 == "" {
+			if f.SHA256, err = g.store.PutMedia(ctx, f.Data, f.MIME); err != nil {
+				return nil, "", fmt.Errorf("store the file %s: %w", f.Name, err)
+			}
+		}
+		out = append(out, f)
+	}
+	return out, strings.Join(lines, "\n"), nil
+}
+
+// byteSize renders n bytes for a user ("20 MB").
+func byteSize(n int64) string {
+	switch {
+	case n >= 1<<20:
+		return fmt.Sprintf("%.0f MB", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.0f KB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%d bytes", n)
+}
+
+// shownParts is what a stream left on screen: the display form of each
+// message it opened, and its native streams still open.
+type shownParts struct {
+	shown map[int]string
+	open  map[int]NativeDraft
+}
+
+// deliver sends the parts and files of r not sent yet, recording each as
+// it goes. A message a stream opened is edited to its final part (left
+// alone when it shows it already); one the final text does not need is
+// deleted. The channel's Send paces itself; it is called outside the
+// workers.
+func (g *Gateway) deliver(ctx context.Context, ch Channel, in Inbound, r *Reply, sp *shownParts) error {
+	t0 := g.now()
+	defer func() { g.obs.Stage(r.Conversation.Channel, StageDelivery, g.now().Sub(t0)) }()
+	sctx := context.WithoutCancel(ctx)
+	n := len(r.Parts)
+	total := n + len(r.Files)
+	for i, part := range r.Parts {
+		id, draft := r.sent(i)
+		if id != "" && !draft {
+			continue
+		}
+		to := Outbound{Conversation: r.Conversation, ReplyTo: in.MessageID, Meta: in.Meta, Part: i, Parts: total}
+		var err error
+		if id == "" {
+			id, err = ch.Send(ctx, to, part)
+		} else {
+			id, err = g.finalize(ctx, ch, to, id, part, i, sp)
+		}
 		if err != nil {
-			return fmt.Errorf("send part %d/%d: %w", i+1, len(r.Parts), err)
+			return fmt.Errorf("send part %d/%d: %w", i+1, n, err)
 		}
 		if id == "" {
 			id = "-"
 		}
-		if err := g.store.MarkSent(context.WithoutCancel(ctx), r.ID, i, id); err != nil {
+		if err := g.store.MarkSent(sctx, r.ID, i, id); err != nil {
+			return err
+		}
+	}
+	// Messages a stream opened beyond the final parts.
+	for i := n; i < len(r.Sent); i++ {
+		id, draft := r.sent(i)
+		if id == "" || !draft {
+			continue
+		}
+		if d, ok := ch.(Deleter); ok {
+			if err := d.Delete(ctx, Outbound{Conversation: r.Conversation, Meta: in.Meta, Part: i}, id); err != nil && ErrorKind(err) != KindBadRequest {
+				return fmt.Errorf("delete streamed message %d: %w", i+1, err)
+			}
+		}
+		if err := g.store.ForgetPart(sctx, r.ID, i); err != nil {
+			return err
+		}
+		r.Sent[i], r.Draft[i] = "", false
+	}
+	for j, f := range r.Files {
+		i := n + j
+		if id, draft := r.sent(i); id != "" && !draft {
+			continue
+		}
+		up, ok := ch.(Uploader)
+		if !ok {
+			break
+		}
+		if f.Data == nil {
+			data, err := g.store.ReadMedia(ctx, f.SHA256)
+			if err != nil {
+				g.log.Warn("a file of the answer is gone from the media store; it is not sent", "file", f.Name, "err", err)
+				continue
+			}
+			f.Data = data
+		}
+		to := Outbound{Conversation: r.Conversation, ReplyTo: in.MessageID, Meta: in.Meta, Part: i, Parts: total}
+		id, err := up.Upload(ctx, to, f)
+		if err != nil {
+			return fmt.Errorf("send file %s: %w", f.Name, err)
+		}
+		if id == "" {
+			id = "-"
+		}
+		if err := g.store.MarkSent(sctx, r.ID, i, id); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// sent returns the id of part i's message and whether it shows a draft.
+func (r *Reply) sent(i int) (string, bool) {
+	if i >= len(r.Sent) {
+		return "", false
+	}
+	return r.Sent[i], i < len(r.Draft) && r.Draft[i]
+}
+
+// finalize makes message id, which a stream opened for part i, show
+// part: a native stream still open is ended with it; an edit is skipped
+// when the message shows part already. A message that cannot be edited
+// any more (deleted meanwhile) is replaced by a new one.
+func (g *Gateway) finalize(ctx context.Context, ch Channel, to Outbound, id, part string, i int, sp *shownParts) (string, error) {
+	if sp != nil {
+		if d, ok := sp.open[i]; ok {
+			if ns, ok := ch.(NativeStreamer); ok {
+				return ns.EndDraft(ctx, to, d, part)
+			}
+		}
+		if shown, ok := sp.shown[i]; ok && shown == part {
+			return id, nil
+		}
+	}
+	st, ok := ch.(Streamer)
+	if !ok {
+		return ch.Send(ctx, to, part)
+	}
+	err := st.Edit(ctx, to, id, part)
+	if ErrorKind(err) == KindBadRequest {
+		g.log.Warn("a streamed message could not be edited to the final text; sending the part anew", "conv", to.Conversation.String(), "err", err)
+		return ch.Send(ctx, to, part)
+	}
+	return id, err
 }
 
 // UserMessage is the short text a user sees when their request failed.

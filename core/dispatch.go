@@ -274,7 +274,11 @@ func (g *Gateway) giveUp(ctx context.Context, it QueueItem, cause error, log *sl
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	if r, err := g.store.ReplyForRequest(ctx, it.ID, it.Conversation); err == nil && r != nil {
-		if err := g.deliver(ctx, ch, *it.Message, r); err != nil {
+		if r.Streaming {
+			// The messages a stream opened show the apology instead.
+			r.Parts = ch.Format(UserMessage(cause))
+		}
+		if err := g.deliver(ctx, ch, *it.Message, r, nil); err != nil {
 			log.Error("deliver the rest of the stored reply", "err", err)
 		}
 		return
@@ -326,18 +330,22 @@ func (g *Gateway) handle(ctx context.Context, it QueueItem, log *slog.Logger, re
 
 // handleMessage answers one message: a reply stored by an earlier attempt
 // is only delivered again; otherwise the pipeline produces the answer,
-// which is stored, the worker slot released, and the answer sent.
+// which is stored, the worker slot released, and the answer sent. An
+// answer the channel streams is shown while it is written; the final
+// delivery then edits the messages the stream opened.
 func (g *Gateway) handleMessage(ctx context.Context, it QueueItem, log *slog.Logger, release func()) error {
 	in := *it.Message
 	ch, ok := g.channels[in.Conversation.Channel]
 	if !ok {
 		return Errorf(KindInvalid, "channel %q is not enabled; enable channels.%s in the config to answer its queued messages", in.Conversation.Channel, in.Conversation.Channel)
 	}
-	if r, err := g.store.ReplyForRequest(ctx, it.ID, it.Conversation); err != nil {
+	prev, err := g.store.ReplyForRequest(ctx, it.ID, it.Conversation)
+	if err != nil {
 		return err
-	} else if r != nil {
+	}
+	if prev != nil && !prev.Streaming {
 		release()
-		return g.deliver(ctx, ch, in, r)
+		return g.deliver(ctx, ch, in, prev, nil)
 	}
 	if ind, ok := ch.(Indicator); ok {
 		stop := ind.Working(ctx, in)
@@ -347,14 +355,45 @@ func (g *Gateway) handleMessage(ctx context.Context, it QueueItem, log *slog.Log
 	if err != nil {
 		return err
 	}
-	ans, err := g.answerMessage(ctx, CommandRequest{RequestID: it.ID, In: in, Session: sess}, log)
+	to := Outbound{Conversation: in.Conversation, ReplyTo: in.MessageID, Meta: in.Meta}
+	st := g.streamFor(ctx, ch, to, it.ID, sess.ID, prev, log)
+	ans, err := g.answerMessage(ctx, CommandRequest{RequestID: it.ID, In: in, Session: sess}, answering{stream: st}, log)
+	if err != nil {
+		st.stop()
+		return err
+	}
+	return g.finishAnswer(ctx, ch, in, it.ID, sess.ID, ans, st, release)
+}
+
+// streamFor prepares the stream of an answer (nil when the channel does
+// not stream it); draft is the streaming reply an earlier attempt left.
+func (g *Gateway) streamFor(ctx context.Context, ch Channel, to Outbound, requestID, sessionID int64, draft *Reply, log *slog.Logger) *stream {
+	r := draft
+	if r == nil {
+		r = &Reply{RequestID: requestID, SessionID: sessionID, Conversation: to.Conversation, Streaming: true, CreatedAt: g.now()}
+	}
+	s := g.newStream(ctx, ch, to, r, log)
+	if s == nil && draft != nil {
+		// Not streamed this time: the earlier messages are still edited.
+		s = &stream{reply: draft, slots: slotsOf(draft)}
+	}
+	return s
+}
+
+// finishAnswer stores the answer, frees the worker slot and sends it: the
+// messages a stream opened are edited to the final text.
+func (g *Gateway) finishAnswer(ctx context.Context, ch Channel, in Inbound, requestID, sessionID int64, ans *Answer, st *stream, release func()) error {
+	shown, open := st.stop()
+	r, err := g.saveReply(ctx, ch, requestID, sessionID, in.Conversation, ans)
 	if err != nil {
 		return err
 	}
-	r, err := g.saveReply(ctx, ch, it.ID, sess.ID, in.Conversation, ans)
-	if err != nil {
-		return err
+	if st.opened() {
+		// The stream's messages are recorded with the reply.
+		if r, err = g.store.ReplyForRequest(ctx, requestID, in.Conversation); err != nil {
+			return err
+		}
 	}
 	release()
-	return g.deliver(ctx, ch, in, r)
+	return g.deliver(ctx, ch, in, r, &shownParts{shown: shown, open: open})
 }

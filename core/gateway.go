@@ -42,6 +42,9 @@ type Options struct {
 	// required when a channel pairs (AccessPairing); it adds /pair.
 	Access   map[string]AccessPolicy
 	Pairings PairingStore
+	// Media reads the files messages carry (nil = files are not read, and
+	// a message of only files is told so).
+	Media MediaReader
 	// Observer is told about each event's way, for metrics (nil = none).
 	Observer Observer
 	Now      func() time.Time

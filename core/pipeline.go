@@ -3,7 +3,9 @@ package core
 import (
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
+	"strings"
 )
 
 // Interceptor looks at each message before the commands and the agent
@@ -50,6 +52,17 @@ type TurnOverride struct {
 	// Finish, when set, sees the agent's answer before the post-hooks: it
 	// learns which model answered and may add a note to the text.
 	Finish func(*Answer)
+	// Attachments are the images of the message (from its files); Echo is
+	// shown ahead of the answer (a voice note's transcript).
+	Attachments []Attachment
+	Echo        string
+}
+
+// answering is what the pipeline knows of the item being answered
+// besides the request: the stream its answer may be shown on (nil = not
+// streamed).
+type answering struct {
+	stream *stream
 }
 
 // droppedError ends a request a pre-hook dropped: it is recorded as done
@@ -66,7 +79,7 @@ func (e *droppedError) Error() string {
 // answerMessage produces the answer to a message: an interceptor's
 // decision, a command's reply, or the message itself through the turn
 // pipeline.
-func (g *Gateway) answerMessage(ctx context.Context, req CommandRequest, log *slog.Logger) (*Answer, error) {
+func (g *Gateway) answerMessage(ctx context.Context, req CommandRequest, a answering, log *slog.Logger) (*Answer, error) {
 	req.Admin = g.isAdmin(req.In)
 	for _, ic := range g.interceptors {
 		d, err := ic.Intercept(ctx, req)
@@ -74,7 +87,7 @@ func (g *Gateway) answerMessage(ctx context.Context, req CommandRequest, log *sl
 			return nil, err
 		}
 		if d.Taken() {
-			return g.decide(ctx, req, d, log)
+			return g.decide(ctx, req, d, a, log)
 		}
 	}
 	if name, args, ok := ParseCommand(req.In.Text); ok {
@@ -92,13 +105,53 @@ func (g *Gateway) answerMessage(ctx context.Context, req CommandRequest, log *sl
 		}
 		return &Answer{Text: text}, nil
 	}
-	return g.runTurn(ctx, req, TurnOverride{Text: req.In.Text}, log)
+	t := TurnOverride{Text: req.In.Text}
+	if len(req.In.Files) > 0 {
+		mi, err := g.readMedia(ctx, req.In)
+		if err != nil {
+			return nil, err
+		}
+		if mi.Reply != "" {
+			return &Answer{Text: mi.Reply}, nil
+		}
+		t.Text = joinText(t.Text, mi.Text)
+		t.Attachments, t.Echo = mi.Attachments, mi.Echo
+	}
+	return g.runTurn(ctx, req, t, a, log)
+}
+
+// readMedia reads the files of in through the channel's Fetch.
+func (g *Gateway) readMedia(ctx context.Context, in Inbound) (MediaInput, error) {
+	if g.opts.Media == nil {
+		if in.Text == "" {
+			return MediaInput{Reply: "I cannot read files here, only text messages."}, nil
+		}
+		return MediaInput{}, nil
+	}
+	fetch := func(context.Context, InboundFile, io.Writer, int64) error {
+		return Errorf(KindInvalid, "the %s channel cannot download files", in.Conversation.Channel)
+	}
+	if f, ok := g.channels[in.Conversation.Channel].(Fetcher); ok {
+		fetch = f.Fetch
+	}
+	return g.opts.Media.Read(ctx, in, fetch)
+}
+
+// joinText puts the text a message's files add after its own.
+func joinText(own, added string) string {
+	switch {
+	case added == "":
+		return own
+	case own == "":
+		return added
+	}
+	return own + "\n\n" + added
 }
 
 // decide turns an interceptor's decision into the answer.
-func (g *Gateway) decide(ctx context.Context, req CommandRequest, d Decision, log *slog.Logger) (*Answer, error) {
+func (g *Gateway) decide(ctx context.Context, req CommandRequest, d Decision, a answering, log *slog.Logger) (*Answer, error) {
 	if d.Turn != nil {
-		return g.runTurn(ctx, req, *d.Turn, log)
+		return g.runTurn(ctx, req, *d.Turn, a, log)
 	}
 	return &Answer{Text: d.Reply}, nil
 }
@@ -106,7 +159,7 @@ func (g *Gateway) decide(ctx context.Context, req CommandRequest, d Decision, lo
 // runTurn is the one path of every answer the agent gives: pre-hooks →
 // agent → post-hooks. A pre-hook may drop the turn (a *droppedError) or
 // answer it itself.
-func (g *Gateway) runTurn(ctx context.Context, req CommandRequest, t TurnOverride, log *slog.Logger) (*Answer, error) {
+func (g *Gateway) runTurn(ctx context.Context, req CommandRequest, t TurnOverride, a answering, log *slog.Logger) (*Answer, error) {
 	hin := HookInput{In: req.In, Session: req.Session, Text: t.Text}
 	h := g.opts.Hooks
 	channel := req.In.Conversation.Channel
@@ -127,16 +180,25 @@ func (g *Gateway) runTurn(ctx context.Context, req CommandRequest, t TurnOverrid
 		}
 		hin.Text, hin.Metadata = pre.Text, pre.Metadata
 	}
-	t0 := g.now()
-	ans, err := g.agent.Answer(ctx, Turn{
+	turn := Turn{
 		RequestID: req.RequestID, Session: req.Session, In: req.In, Text: hin.Text,
 		Model: t.Model, Exclude: t.Exclude, Retry: t.Retry, Metadata: hin.Metadata,
-	})
+		Attachments: t.Attachments,
+	}
+	if a.stream != nil && streamSafe(h, hin) {
+		a.stream.setPrefix(echoLine(t.Echo))
+		turn.Stream = a.stream
+	}
+	t0 := g.now()
+	ans, err := g.agent.Answer(ctx, turn)
 	g.obs.Stage(channel, StageAgent, g.now().Sub(t0))
 	if err != nil {
 		return nil, err
 	}
 	ans.Metadata = hin.Metadata
+	if t.Echo != "" {
+		ans.Text = echoLine(t.Echo) + "\n\n" + ans.Text
+	}
 	if t.Finish != nil {
 		t.Finish(&ans)
 	}
@@ -150,4 +212,21 @@ func (g *Gateway) runTurn(ctx context.Context, req CommandRequest, t TurnOverrid
 		}
 	}
 	return &ans, nil
+}
+
+// streamSafe says whether the hooks let the answer to in be shown while
+// it is written.
+func streamSafe(h Hooks, in HookInput) bool {
+	if s, ok := h.(StreamSafety); ok {
+		return s.StreamSafe(in)
+	}
+	return true
+}
+
+// echoLine is how a transcript is shown ahead of the answer.
+func echoLine(transcript string) string {
+	if transcript == "" {
+		return ""
+	}
+	return "🎤 _" + strings.TrimSpace(transcript) + "_"
 }

@@ -24,7 +24,7 @@ func (g *Gateway) handleReaction(ctx context.Context, it QueueItem, log *slog.Lo
 			return err
 		}
 		release()
-		return g.deliver(ctx, ch, to, prev)
+		return g.deliver(ctx, ch, to, prev, nil)
 	}
 	judged, err := g.store.ReplyByPlatformID(ctx, re.Conversation.Channel, re.MessageID)
 	if err != nil || judged == nil {
@@ -63,7 +63,7 @@ func (g *Gateway) handleReaction(ctx context.Context, it QueueItem, log *slog.Lo
 		if err != nil || !d.Taken() {
 			return err
 		}
-		ans, err := g.decide(ctx, CommandRequest{RequestID: it.ID, In: to, Session: sess}, d, log)
+		ans, err := g.decide(ctx, CommandRequest{RequestID: it.ID, In: to, Session: sess}, d, answering{}, log)
 		if err != nil {
 			return err
 		}
@@ -72,7 +72,7 @@ func (g *Gateway) handleReaction(ctx context.Context, it QueueItem, log *slog.Lo
 			return err
 		}
 		release()
-		return g.deliver(ctx, ch, to, r)
+		return g.deliver(ctx, ch, to, r, nil)
 	}
 	return nil
 }

@@ -94,9 +94,20 @@ type SessionStore interface {
 // ReplyStore keeps answers and their delivery.
 type ReplyStore interface {
 	// SaveReply atomically appends msgs to the reply's session, adds the
-	// reply's usage to the session and stores the reply. It returns the
-	// reply id. Saving a second reply for one request returns the first.
+	// reply's usage to the session and stores the reply (its text, parts
+	// and files). It returns the reply id. Saving a second reply for one
+	// request returns the first, unless that one is a streaming draft:
+	// the draft is then filled in (its messages stay recorded).
 	SaveReply(ctx context.Context, r *Reply, msgs []ChatMessage) (int64, error)
+	// BeginReply stores the draft of a reply being streamed (its request,
+	// session and conversation; no text yet) and returns its id; the reply
+	// that already exists for the request is returned instead.
+	BeginReply(ctx context.Context, r *Reply) (int64, error)
+	// MarkDraft records the platform id of a message that shows part of a
+	// streamed draft (to be edited to its final part).
+	MarkDraft(ctx context.Context, replyID int64, part int, platformID string) error
+	// ForgetPart removes the record of a part whose message was deleted.
+	ForgetPart(ctx context.Context, replyID int64, part int) error
 	// ReplyForRequest returns the reply stored for a request of conv, if
 	// any; a reply of another conversation is never returned.
 	ReplyForRequest(ctx context.Context, requestID int64, conv ConversationKey) (*Reply, error)
@@ -106,9 +117,19 @@ type ReplyStore interface {
 	ReplyByPlatformID(ctx context.Context, channel, platformID string) (*Reply, error)
 }
 
+// MediaStore keeps file content by its SHA-256 (<data_dir>/media).
+type MediaStore interface {
+	// PutMedia stores data and returns its hex digest.
+	PutMedia(ctx context.Context, data []byte, mime string) (string, error)
+	// ReadMedia returns the content stored under a digest; an error of
+	// kind KindNotFound when it is gone (past media.retention).
+	ReadMedia(ctx context.Context, sha string) ([]byte, error)
+}
+
 // Store is what the Gateway needs from persistence.
 type Store interface {
 	QueueStore
 	SessionStore
 	ReplyStore
+	MediaStore
 }

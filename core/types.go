@@ -57,8 +57,61 @@ type Inbound struct {
 	ReplyTo string
 	// Meta carries platform details the adapter needs to answer later
 	// (it is stored with the request and handed back in Outbound).
-	Meta       map[string]string `json:",omitempty"`
+	Meta map[string]string `json:",omitempty"`
+	// Files are the files the message carries (photos, documents, voice
+	// notes), as the platform names them; nothing is downloaded yet.
+	Files      []InboundFile `json:",omitempty"`
 	ReceivedAt time.Time
+}
+
+// MediaKind says what a file is to the gateway.
+type MediaKind string
+
+// Media kinds.
+const (
+	MediaImage    MediaKind = "image"
+	MediaAudio    MediaKind = "audio"
+	MediaDocument MediaKind = "document"
+)
+
+// KindOfMIME is the media kind of a MIME type: image/*, audio/* (and
+// Ogg voice notes), else a document.
+func KindOfMIME(mime string) MediaKind {
+	switch {
+	case strings.HasPrefix(mime, "image/"):
+		return MediaImage
+	case strings.HasPrefix(mime, "audio/"), mime == "application/ogg", mime == "video/ogg":
+		return MediaAudio
+	}
+	return MediaDocument
+}
+
+// InboundFile is a file a message carries, as its platform names it. The
+// channel's Fetch downloads it.
+type InboundFile struct {
+	// ID is what the channel downloads the file by (Telegram's file_id, a
+	// Slack or Discord file URL); with the channel's name it keys the
+	// media cache, so a retried message is not downloaded again.
+	ID   string
+	Kind MediaKind
+	Name string `json:",omitempty"`
+	MIME string `json:",omitempty"`
+	// Size is the size the platform declares (0 = not said).
+	Size int64 `json:",omitempty"`
+}
+
+// Attachment is a file kept in the media store (<data_dir>/media) by
+// the SHA-256 of its content: an image a user sent, a file a tool made.
+type Attachment struct {
+	Kind MediaKind `json:"kind"`
+	Name string    `json:"name,omitempty"`
+	MIME string    `json:"mime"`
+	Size int64     `json:"size"`
+	// SHA256 is the hex digest of the content: its name in the store.
+	SHA256 string `json:"sha256,omitempty"`
+	// Data is the content while it is used (an LLM call, an upload); it is
+	// never stored in the database.
+	Data []byte `json:"-"`
 }
 
 // Polarity is the judgement a signal carries.
@@ -128,6 +181,9 @@ type ChatMessage struct {
 	ToolCalls []ToolCall `json:"tool_calls,omitempty"`
 	// ToolCallID links a tool message to the call it answers.
 	ToolCallID string `json:"tool_call_id,omitempty"`
+	// Attachments are the images a user message shows the model; the
+	// history keeps their references, the bytes stay in the media store.
+	Attachments []Attachment `json:"attachments,omitempty"`
 }
 
 // ToolCall is the LLM's request to run one plugin action.
@@ -143,6 +199,9 @@ type ToolResult struct {
 	CallID  string `json:"call_id"`
 	Content string `json:"content"`
 	Error   string `json:"error,omitempty"`
+	// Files are the files the call made (a chart, a report); they are
+	// sent with the answer.
+	Files []Attachment `json:"-"`
 }
 
 // ToolParam describes one argument of a tool.
@@ -212,8 +271,18 @@ type Reply struct {
 	Text         string
 	Parts        []string
 	// Sent holds the platform message id of each part sent so far ("" =
-	// not yet sent).
-	Sent     []string
+	// not yet sent). It may be longer than Parts: the messages a stream
+	// opened that the final text no longer needs.
+	Sent []string
+	// Draft says, for each entry of Sent, that the message shows streamed
+	// text and still has to be edited to its final part.
+	Draft []bool
+	// Streaming says the reply is being streamed: its text is not known
+	// yet, only the messages the stream opened (Sent, all Draft).
+	Streaming bool
+	// Files are sent after the parts; file i is delivery part
+	// len(Parts)+i.
+	Files    []Attachment
 	Model    string
 	TaskType string
 	// Reason says why the model was chosen (for /status and /model).

@@ -26,16 +26,27 @@ func (db *DB) SaveReply(ctx context.Context, r *core.Reply, msgs []core.ChatMess
 		}
 		meta = string(b)
 	}
+	files := "[]"
+	if len(r.Files) > 0 {
+		b, err := json.Marshal(r.Files)
+		if err != nil {
+			return 0, err
+		}
+		files = string(b)
+	}
 	var id int64
 	err = db.tx(ctx, func(tx *txn) error {
+		draft := false
 		if r.RequestID != 0 {
-			err := tx.QueryRowContext(ctx, `SELECT id FROM replies WHERE request_id = ?`, r.RequestID).Scan(&id)
-			if err == nil {
+			var streaming int
+			err := tx.QueryRowContext(ctx, `SELECT id, streaming FROM replies WHERE request_id = ?`, r.RequestID).Scan(&id, &streaming)
+			if err == nil && streaming == 0 {
 				return nil
 			}
-			if !errors.Is(err, sql.ErrNoRows) {
+			if err != nil && !errors.Is(err, sql.ErrNoRows) {
 				return err
 			}
+			draft = err == nil
 		}
 		now := db.ms()
 		if err := insertMessages(ctx, tx, r.SessionID, r.RequestID, now, msgs); err != nil {
@@ -54,9 +65,16 @@ func (db *DB) SaveReply(ctx context.Context, r *core.Reply, msgs []core.ChatMess
 		if created.IsZero() {
 			created = db.now()
 		}
-		res, err := tx.ExecContext(ctx, `INSERT INTO replies (request_id, session_id, conversation, text, parts, model, task_type, reason,
-			input_tokens, output_tokens, cost_usd, metadata, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-			req, r.SessionID, r.Conversation.String(), r.Text, string(parts), r.Model, r.TaskType, r.Reason,
+		if draft {
+			// The stream's row is filled in; its messages stay recorded.
+			_, err := tx.ExecContext(ctx, `UPDATE replies SET streaming = 0, text = ?, parts = ?, files = ?, model = ?, task_type = ?, reason = ?,
+				input_tokens = ?, output_tokens = ?, cost_usd = ?, metadata = ? WHERE id = ?`,
+				r.Text, string(parts), files, r.Model, r.TaskType, r.Reason, u.InputTokens, u.OutputTokens, u.CostUSD, meta, id)
+			return err
+		}
+		res, err := tx.ExecContext(ctx, `INSERT INTO replies (request_id, session_id, conversation, text, parts, files, model, task_type, reason,
+			input_tokens, output_tokens, cost_usd, metadata, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			req, r.SessionID, r.Conversation.String(), r.Text, string(parts), files, r.Model, r.TaskType, r.Reason,
 			u.InputTokens, u.OutputTokens, u.CostUSD, meta, created.UnixMilli())
 		if err != nil {
 			return err
@@ -70,15 +88,15 @@ func (db *DB) SaveReply(ctx context.Context, r *core.Reply, msgs []core.ChatMess
 	return id, nil
 }
 
-const replyCols = `id, COALESCE(request_id, 0), COALESCE(session_id, 0), conversation, text, parts, model, task_type, reason, input_tokens, output_tokens, cost_usd, metadata, created_at`
+const replyCols = `id, COALESCE(request_id, 0), COALESCE(session_id, 0), conversation, text, parts, files, streaming, model, task_type, reason, input_tokens, output_tokens, cost_usd, metadata, created_at`
 
 // reply loads one reply and its deliveries; nil when there is none.
 func (db *DB) reply(ctx context.Context, where string, args ...any) (*core.Reply, error) {
 	var r core.Reply
-	var conv, parts, meta string
+	var conv, parts, files, meta string
 	var created int64
 	err := db.r.QueryRowContext(ctx, `SELECT `+replyCols+` FROM replies WHERE `+where, args...).Scan(
-		&r.ID, &r.RequestID, &r.SessionID, &conv, &r.Text, &parts, &r.Model, &r.TaskType, &r.Reason,
+		&r.ID, &r.RequestID, &r.SessionID, &conv, &r.Text, &parts, &files, &r.Streaming, &r.Model, &r.TaskType, &r.Reason,
 		&r.Usage.InputTokens, &r.Usage.OutputTokens, &r.Usage.CostUSD, &meta, &created)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, nil
@@ -96,8 +114,14 @@ func (db *DB) reply(ctx context.Context, where string, args ...any) (*core.Reply
 			return nil, fmt.Errorf("reply %d: decode metadata: %w", r.ID, err)
 		}
 	}
-	r.Sent = make([]string, len(r.Parts))
-	rows, err := db.r.QueryContext(ctx, `SELECT part, platform_id FROM deliveries WHERE reply_id = ?`, r.ID)
+	if files != "[]" && files != "" {
+		if err := json.Unmarshal([]byte(files), &r.Files); err != nil {
+			return nil, fmt.Errorf("reply %d: decode files: %w", r.ID, err)
+		}
+	}
+	r.Sent = make([]string, len(r.Parts)+len(r.Files))
+	r.Draft = make([]bool, len(r.Sent))
+	rows, err := db.r.QueryContext(ctx, `SELECT part, platform_id, draft FROM deliveries WHERE reply_id = ?`, r.ID)
 	if err != nil {
 		return nil, err
 	}
@@ -105,12 +129,18 @@ func (db *DB) reply(ctx context.Context, where string, args ...any) (*core.Reply
 	for rows.Next() {
 		var part int
 		var pid string
-		if err := rows.Scan(&part, &pid); err != nil {
+		var draft bool
+		if err := rows.Scan(&part, &pid, &draft); err != nil {
 			return nil, err
 		}
-		if part >= 0 && part < len(r.Sent) {
-			r.Sent[part] = pid
+		if part < 0 || part > maxParts {
+			continue
 		}
+		for len(r.Sent) <= part {
+			// A streamed message beyond the final parts.
+			r.Sent, r.Draft = append(r.Sent, ""), append(r.Draft, false)
+		}
+		r.Sent[part], r.Draft[part] = pid, draft
 	}
 	return &r, rows.Err()
 }
@@ -164,18 +194,66 @@ func (db *DB) ReplyByPlatformID(ctx context.Context, channel, platformID string)
 	return db.Reply(ctx, id)
 }
 
+// maxParts bounds the part index of a delivery row read back.
+const maxParts = 1 << 16
+
 // MarkSent implements core.ReplyStore.
 func (db *DB) MarkSent(ctx context.Context, replyID int64, part int, platformID string) error {
+	return db.markPart(ctx, replyID, part, platformID, false)
+}
+
+// MarkDraft implements core.ReplyStore.
+func (db *DB) MarkDraft(ctx context.Context, replyID int64, part int, platformID string) error {
+	return db.markPart(ctx, replyID, part, platformID, true)
+}
+
+func (db *DB) markPart(ctx context.Context, replyID int64, part int, platformID string, draft bool) error {
 	var conv string
 	if err := db.r.QueryRowContext(ctx, `SELECT conversation FROM replies WHERE id = ?`, replyID).Scan(&conv); err != nil {
 		return fmt.Errorf("mark reply %d part %d sent: %w", replyID, part, err)
 	}
 	channel, _, _ := strings.Cut(conv, ":")
-	_, err := db.w.ExecContext(ctx, `INSERT INTO deliveries (reply_id, part, channel, platform_id, sent_at) VALUES (?, ?, ?, ?, ?)
-		ON CONFLICT (reply_id, part) DO UPDATE SET platform_id = excluded.platform_id, sent_at = excluded.sent_at`,
-		replyID, part, channel, platformID, db.ms())
+	_, err := db.w.ExecContext(ctx, `INSERT INTO deliveries (reply_id, part, channel, platform_id, sent_at, draft) VALUES (?, ?, ?, ?, ?, ?)
+		ON CONFLICT (reply_id, part) DO UPDATE SET platform_id = excluded.platform_id, sent_at = excluded.sent_at, draft = excluded.draft`,
+		replyID, part, channel, platformID, db.ms(), draft)
 	if err != nil {
 		return fmt.Errorf("mark reply %d part %d sent: %w", replyID, part, err)
 	}
 	return nil
+}
+
+// ForgetPart implements core.ReplyStore.
+func (db *DB) ForgetPart(ctx context.Context, replyID int64, part int) error {
+	if _, err := db.w.ExecContext(ctx, `DELETE FROM deliveries WHERE reply_id = ? AND part = ?`, replyID, part); err != nil {
+		return fmt.Errorf("forget reply %d part %d: %w", replyID, part, err)
+	}
+	return nil
+}
+
+// BeginReply implements core.ReplyStore.
+func (db *DB) BeginReply(ctx context.Context, r *core.Reply) (int64, error) {
+	if r.RequestID == 0 {
+		return 0, fmt.Errorf("begin reply: a streamed reply needs its request")
+	}
+	created := r.CreatedAt
+	if created.IsZero() {
+		created = db.now()
+	}
+	var sess any
+	if r.SessionID != 0 {
+		sess = r.SessionID
+	}
+	var id int64
+	err := db.tx(ctx, func(tx *txn) error {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO replies (request_id, session_id, conversation, text, parts, streaming, created_at)
+			VALUES (?, ?, ?, '', '[]', 1, ?) ON CONFLICT (request_id) DO NOTHING`,
+			r.RequestID, sess, r.Conversation.String(), created.UnixMilli()); err != nil {
+			return err
+		}
+		return tx.QueryRowContext(ctx, `SELECT id FROM replies WHERE request_id = ?`, r.RequestID).Scan(&id)
+	})
+	if err != nil {
+		return 0, fmt.Errorf("begin reply to request %d: %w", r.RequestID, err)
+	}
+	return id, nil
 }

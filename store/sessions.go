@@ -159,10 +159,10 @@ func (db *DB) History(ctx context.Context, sessionID int64, limit int) ([]core.C
 	// The limit is part of the query text: SQLite plans with a bound LIMIT
 	// value, so rebinding it re-prepares the statement on every call
 	// (callers use a handful of limits, each prepared once).
-	rows, err := db.r.QueryContext(ctx, `SELECT role, content, tool_calls, tool_call_id FROM (
-		SELECT id, role, content, tool_calls, tool_call_id FROM messages WHERE session_id = ? AND summary = 1
+	rows, err := db.r.QueryContext(ctx, `SELECT role, content, tool_calls, tool_call_id, attachments FROM (
+		SELECT id, role, content, tool_calls, tool_call_id, attachments FROM messages WHERE session_id = ? AND summary = 1
 		UNION ALL
-		SELECT * FROM (SELECT id, role, content, tool_calls, tool_call_id FROM messages
+		SELECT * FROM (SELECT id, role, content, tool_calls, tool_call_id, attachments FROM messages
 			WHERE session_id = ? AND summary = 0 ORDER BY id DESC LIMIT `+strconv.Itoa(limit)+`)
 		) ORDER BY id`, sessionID, sessionID)
 	if err != nil {
@@ -173,13 +173,18 @@ func (db *DB) History(ctx context.Context, sessionID int64, limit int) ([]core.C
 	for rows.Next() {
 		var m core.ChatMessage
 		var role string
-		var calls sql.NullString
-		if err := rows.Scan(&role, &m.Content, &calls, &m.ToolCallID); err != nil {
+		var calls, atts sql.NullString
+		if err := rows.Scan(&role, &m.Content, &calls, &m.ToolCallID, &atts); err != nil {
 			return nil, err
 		}
 		m.Role = core.Role(role)
 		if err := decodeCalls(calls, &m); err != nil {
 			return nil, fmt.Errorf("history of session %d: %w", sessionID, err)
+		}
+		if atts.Valid && atts.String != "" {
+			if err := json.Unmarshal([]byte(atts.String), &m.Attachments); err != nil {
+				return nil, fmt.Errorf("history of session %d: decode attachments: %w", sessionID, err)
+			}
 		}
 		out = append(out, m)
 	}
@@ -199,9 +204,9 @@ func insertMessages(ctx context.Context, tx *txn, sessionID, requestID int64, at
 	if len(msgs) == 0 {
 		return nil
 	}
-	const insert = `INSERT INTO messages (session_id, request_id, role, content, tool_calls, tool_call_id, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)`
+	const insert = `INSERT INTO messages (session_id, request_id, role, content, tool_calls, tool_call_id, attachments, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`
 	for _, m := range msgs {
-		var calls any
+		var calls, atts any
 		if len(m.ToolCalls) > 0 {
 			b, err := json.Marshal(m.ToolCalls)
 			if err != nil {
@@ -209,11 +214,18 @@ func insertMessages(ctx context.Context, tx *txn, sessionID, requestID int64, at
 			}
 			calls = string(b)
 		}
+		if len(m.Attachments) > 0 {
+			b, err := json.Marshal(m.Attachments)
+			if err != nil {
+				return err
+			}
+			atts = string(b)
+		}
 		var req any
 		if requestID != 0 {
 			req = requestID
 		}
-		if _, err := tx.ExecContext(ctx, insert, sessionID, req, string(m.Role), m.Content, calls, m.ToolCallID, at); err != nil {
+		if _, err := tx.ExecContext(ctx, insert, sessionID, req, string(m.Role), m.Content, calls, m.ToolCallID, atts, at); err != nil {
 			return err
 		}
 	}

@@ -1,0 +1,213 @@
+package store
+
+import (
+	"context"
+	"crypto/sha256"
+	"database/sql"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/opentalon/opentalon/core"
+)
+
+// MediaDir is the folder of the media store inside the data directory.
+const MediaDir = "media"
+
+// mediaDir is where this database's media files live.
+func (db *DB) mediaDir() string { return filepath.Join(filepath.Dir(db.path), MediaDir) }
+
+// validSHA accepts a lowercase hex SHA-256 only: it names a file.
+func validSHA(sha string) bool {
+	if len(sha) != 64 {
+		return false
+	}
+	for _, c := range sha {
+		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// MediaFile is a stored file as the media table knows it.
+type MediaFile struct {
+	SHA256 string
+	MIME   string
+	Size   int64
+	// Text is what was read from it (a document's text, a transcript);
+	// HasText says it was read.
+	Text    string
+	HasText bool
+}
+
+// PutMedia implements core.MediaStore.
+func (db *DB) PutMedia(ctx context.Context, data []byte, mime string) (string, error) {
+	sum := sha256.Sum256(data)
+	sha := hex.EncodeToString(sum[:])
+	if err := db.writeMediaFile(sha, func(f *os.File) error { _, err := f.Write(data); return err }); err != nil {
+		return "", err
+	}
+	return sha, db.recordMedia(ctx, sha, mime, int64(len(data)), "")
+}
+
+// StoreMedia stores what r yields, at most limit bytes (more is
+// core.ErrTooLarge, and reading stops there), and records source (the
+// platform's name of the file) as that content. It returns the stored
+// file.
+func (db *DB) StoreMedia(ctx context.Context, source, mime string, r io.Reader, limit int64) (MediaFile, error) {
+	if err := os.MkdirAll(db.mediaDir(), 0o700); err != nil {
+		return MediaFile{}, fmt.Errorf("create the media store %s: %w", db.mediaDir(), err)
+	}
+	tmp, err := os.CreateTemp(db.mediaDir(), ".incoming-*")
+	if err != nil {
+		return MediaFile{}, fmt.Errorf("media store: %w", err)
+	}
+	defer os.Remove(tmp.Name())
+	h := sha256.New()
+	n, err := io.Copy(io.MultiWriter(tmp, h), io.LimitReader(r, limit+1))
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return MediaFile{}, err
+	}
+	if n > limit {
+		return MediaFile{}, core.ErrTooLarge
+	}
+	sha := hex.EncodeToString(h.Sum(nil))
+	if err := os.Rename(tmp.Name(), filepath.Join(db.mediaDir(), sha)); err != nil {
+		return MediaFile{}, fmt.Errorf("media store: %w", err)
+	}
+	if err := db.recordMedia(ctx, sha, mime, n, source); err != nil {
+		return MediaFile{}, err
+	}
+	return MediaFile{SHA256: sha, MIME: mime, Size: n}, nil
+}
+
+// writeMediaFile writes the file of sha unless it is there already.
+func (db *DB) writeMediaFile(sha string, write func(*os.File) error) error {
+	dir := db.mediaDir()
+	if _, err := os.Stat(filepath.Join(dir, sha)); err == nil {
+		return nil
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("create the media store %s: %w", dir, err)
+	}
+	tmp, err := os.CreateTemp(dir, ".incoming-*")
+	if err != nil {
+		return fmt.Errorf("media store: %w", err)
+	}
+	defer os.Remove(tmp.Name())
+	err = write(tmp)
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("media store: %w", err)
+	}
+	return os.Rename(tmp.Name(), filepath.Join(dir, sha))
+}
+
+// recordMedia upserts the row of a stored file and, when source is set,
+// what it is the content of.
+func (db *DB) recordMedia(ctx context.Context, sha, mime string, size int64, source string) error {
+	now := db.ms()
+	return db.tx(ctx, func(tx *txn) error {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO media (sha256, mime, size, created_at, used_at) VALUES (?, ?, ?, ?, ?)
+			ON CONFLICT (sha256) DO UPDATE SET used_at = excluded.used_at`, sha, mime, size, now, now); err != nil {
+			return fmt.Errorf("record media %s: %w", sha, err)
+		}
+		if source == "" {
+			return nil
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO media_sources (source, sha256, created_at) VALUES (?, ?, ?)
+			ON CONFLICT (source) DO UPDATE SET sha256 = excluded.sha256`, source, sha, now); err != nil {
+			return fmt.Errorf("record media source: %w", err)
+		}
+		return nil
+	})
+}
+
+// MediaBySource returns the stored content of a platform file; ok is
+// false when it was never stored (or its file is gone).
+func (db *DB) MediaBySource(ctx context.Context, source string) (MediaFile, bool, error) {
+	var f MediaFile
+	var text sql.NullString
+	err := db.r.QueryRowContext(ctx, `SELECT m.sha256, m.mime, m.size, m.text FROM media_sources s JOIN media m ON m.sha256 = s.sha256
+		WHERE s.source = ?`, source).Scan(&f.SHA256, &f.MIME, &f.Size, &text)
+	if errors.Is(err, sql.ErrNoRows) {
+		return MediaFile{}, false, nil
+	}
+	if err != nil {
+		return MediaFile{}, false, fmt.Errorf("media of %s: %w", source, err)
+	}
+	if _, err := os.Stat(filepath.Join(db.mediaDir(), f.SHA256)); err != nil {
+		return MediaFile{}, false, nil
+	}
+	f.Text, f.HasText = text.String, text.Valid
+	return f, true, nil
+}
+
+// SetMediaText keeps what was read from a stored file.
+func (db *DB) SetMediaText(ctx context.Context, sha, text string) error {
+	if _, err := db.w.ExecContext(ctx, `UPDATE media SET text = ? WHERE sha256 = ?`, text, sha); err != nil {
+		return fmt.Errorf("media %s: keep its text: %w", sha, err)
+	}
+	return nil
+}
+
+// ReadMedia implements core.MediaStore.
+func (db *DB) ReadMedia(ctx context.Context, sha string) ([]byte, error) {
+	if !validSHA(sha) {
+		return nil, core.Errorf(core.KindInvalid, "media: %q is not a SHA-256 digest", sha)
+	}
+	b, err := os.ReadFile(filepath.Join(db.mediaDir(), sha))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, &core.Error{Kind: core.KindNotFound, Msg: "the file is no longer kept (media.retention)", Err: err}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("media %s: %w", sha, err)
+	}
+	if _, err := db.w.ExecContext(ctx, `UPDATE media SET used_at = ? WHERE sha256 = ?`, db.ms(), sha); err != nil {
+		db.log.Warn("media: mark a file used", "sha256", sha, "err", err)
+	}
+	return b, nil
+}
+
+// SweepMedia removes the files not used since before, with their rows;
+// it returns how many it removed.
+func (db *DB) SweepMedia(ctx context.Context, before time.Time) (int, error) {
+	rows, err := db.r.QueryContext(ctx, `SELECT sha256 FROM media WHERE used_at < ?`, before.UnixMilli())
+	if err != nil {
+		return 0, fmt.Errorf("sweep media: %w", err)
+	}
+	var old []string
+	for rows.Next() {
+		var sha string
+		if err := rows.Scan(&sha); err != nil {
+			rows.Close()
+			return 0, err
+		}
+		old = append(old, sha)
+	}
+	rows.Close()
+	n := 0
+	for _, sha := range old {
+		if validSHA(sha) {
+			if err := os.Remove(filepath.Join(db.mediaDir(), sha)); err != nil && !errors.Is(err, os.ErrNotExist) {
+				db.log.Warn("media: remove an old file", "sha256", sha, "err", err)
+				continue
+			}
+		}
+		if _, err := db.w.ExecContext(ctx, `DELETE FROM media WHERE sha256 = ? AND used_at < ?`, sha, before.UnixMilli()); err != nil {
+			return n, fmt.Errorf("sweep media: %w", err)
+		}
+		n++
+	}
+	return n, nil
+}
