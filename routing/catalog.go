@@ -26,6 +26,43 @@ type Model struct {
 	MaxOutputTokens int
 	// Local marks a model served on this machine (the local semaphore).
 	Local bool
+	// Capabilities are what the model takes besides text
+	// (models.catalog.<ref>.capabilities: CapVision, CapAudio, CapTools).
+	// A model that declares none is taken to call tools and nothing else.
+	Capabilities []string
+}
+
+// Capabilities a catalog entry may declare.
+const (
+	// CapVision: the model takes images.
+	CapVision = "vision"
+	// CapAudio: the model takes audio.
+	CapAudio = "audio"
+	// CapTools: the model calls tools.
+	CapTools = "tools"
+)
+
+// Can says whether the model has capability c.
+func (m Model) Can(c string) bool {
+	if len(m.Capabilities) == 0 {
+		return c == CapTools
+	}
+	for _, x := range m.Capabilities {
+		if x == c {
+			return true
+		}
+	}
+	return false
+}
+
+// canAll says whether the model has every capability of cs.
+func (m Model) canAll(cs []string) bool {
+	for _, c := range cs {
+		if !m.Can(c) {
+			return false
+		}
+	}
+	return true
 }
 
 // Provider returns the provider id of the reference.

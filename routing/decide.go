@@ -54,15 +54,35 @@ func (r *Router) decide(ctx context.Context, c Call, task string, sample bool) (
 	if c.Session != nil && conv == (core.ConversationKey{}) {
 		conv = c.Session.Conversation
 	}
+	unable := ""
+	if len(c.Needs) > 0 {
+		capable := 0
+		for _, m := range r.cat.byWeight {
+			if !m.canAll(c.Needs) {
+				excluded[m.Ref] = true
+			} else {
+				capable++
+			}
+		}
+		if capable == 0 {
+			return d, core.Errorf(core.KindInvalid, "no model in models.catalog has the capabilities %v this message needs; add them to a model's capabilities", c.Needs)
+		}
+	}
 	switch {
 	case c.Model != "":
 		m, ok := r.cat.resolve(c.Model)
 		if !ok {
 			return d, core.Errorf(core.KindInvalid, "unknown model %q; use a provider/model ref or alias from models.catalog%s", c.Model, suggest(r.cat.closeMatches(c.Model)))
 		}
+		if !m.canAll(c.Needs) {
+			unable = m.Ref
+			break
+		}
 		d = decision{m: m, reason: ReasonRequest, strict: true}
 	case c.Session != nil && c.Session.ModelPin != "":
-		if m, ok := r.cat.resolve(c.Session.ModelPin); ok {
+		if m, ok := r.cat.resolve(c.Session.ModelPin); ok && !m.canAll(c.Needs) {
+			unable = m.Ref
+		} else if ok {
 			d = decision{m: m, reason: ReasonPin + " (/model auto unpins)", strict: true}
 		} else {
 			r.log.Warn("ignoring a conversation pin to a model no longer in the catalog", "model", c.Session.ModelPin, "conv", conv.String())
@@ -72,6 +92,9 @@ func (r *Router) decide(ctx context.Context, c Call, task string, sample bool) (
 		// Only chat answers are judged by users, so only they may probe.
 		probe := sample && (c.Purpose == "" || c.Purpose == "chat")
 		d = r.choose(conv, task, excluded, c.Exclude, sample, probe)
+		if unable != "" {
+			d.reason += fmt.Sprintf(" (%s lacks %v)", unable, c.Needs)
+		}
 	}
 	chosen := d.m.Ref
 	if err := r.applyBudget(ctx, conv, &d, excluded); err != nil {

@@ -128,6 +128,10 @@ type Call struct {
 	TaskType string
 	// Req is the request; its Model is filled in by the router.
 	Req provider.Request
+	// Needs are the capabilities the answering model must have (CapVision
+	// for a message with an image): only such models are chosen, a pin
+	// or per-request model without them included.
+	Needs []string
 	// OnText, when set, streams the answer's text deltas.
 	OnText func(string)
 	// Choice, when set, is a decision Choose made for this call: Chat
@@ -332,6 +336,16 @@ func (r *Router) Models() []Model { return append([]Model(nil), r.cat.byWeight..
 
 // Resolve turns a ref or alias into a catalog model.
 func (r *Router) Resolve(name string) (Model, bool) { return r.cat.resolve(name) }
+
+// Can says whether some catalog model has capability c.
+func (r *Router) Can(c string) bool {
+	for _, m := range r.cat.byWeight {
+		if m.Can(c) {
+			return true
+		}
+	}
+	return false
+}
 
 // ContextWindow returns a model's context window (0 = unknown).
 func (r *Router) ContextWindow(ref string) int {

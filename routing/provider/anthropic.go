@@ -2,6 +2,7 @@ package provider
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"io"
@@ -65,6 +66,13 @@ type (
 		Input     json.RawMessage `json:"input,omitempty"`       // tool_use
 		ToolUseID string          `json:"tool_use_id,omitempty"` // tool_result
 		Content   string          `json:"content,omitempty"`     // tool_result
+		Source    *anSource       `json:"source,omitempty"`      // image
+	}
+	// anSource is an image block's inline data.
+	anSource struct {
+		Type      string `json:"type"` // "base64"
+		MediaType string `json:"media_type"`
+		Data      string `json:"data"`
 	}
 	anTool struct {
 		Name        string     `json:"name"`
@@ -154,8 +162,15 @@ func (p *Anthropic) request(req *Request, stream bool) *anRequest {
 				mergeable = false
 			}
 		default:
-			if m.Content != "" {
-				w.Messages = append(w.Messages, anMessage{Role: string(m.Role), Content: []anBlock{{Type: "text", Text: m.Content}}})
+			var bs []anBlock
+			for _, a := range images(m) {
+				bs = append(bs, anBlock{Type: "image", Source: &anSource{Type: "base64", MediaType: a.MIME, Data: base64.StdEncoding.EncodeToString(a.Data)}})
+			}
+			if text := withPlaceholders(m); text != "" {
+				bs = append(bs, anBlock{Type: "text", Text: text})
+			}
+			if len(bs) > 0 {
+				w.Messages = append(w.Messages, anMessage{Role: string(m.Role), Content: bs})
 				mergeable = false
 			}
 		}

@@ -143,6 +143,11 @@ func (c *client) post(ctx context.Context, path string, body any, secret string,
 	if err != nil {
 		return nil, fmt.Errorf("provider %s: encoding request: %w", c.id, err)
 	}
+	return c.postBody(ctx, path, "application/json", payload, secret, defaults, auth)
+}
+
+// postBody is post with a body already encoded as contentType.
+func (c *client) postBody(ctx context.Context, path, contentType string, payload []byte, secret string, defaults map[string]string, auth func(http.Header)) (*call, error) {
 	cl := &call{parent: ctx, start: c.now()}
 	if c.timeout > 0 {
 		cl.ctx, cl.cancel = context.WithTimeout(ctx, c.timeout)
@@ -154,7 +159,7 @@ func (c *client) post(ctx context.Context, path string, body any, secret string,
 		cl.cancel()
 		return nil, fmt.Errorf("provider %s: bad base_url (models.providers.%s.base_url): %w", c.id, c.id, err)
 	}
-	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Content-Type", contentType)
 	for k, v := range defaults {
 		req.Header.Set(k, v)
 	}

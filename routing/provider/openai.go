@@ -58,10 +58,21 @@ type (
 		IncludeUsage bool `json:"include_usage"`
 	}
 	oaMessage struct {
-		Role       string       `json:"role"`
-		Content    *string      `json:"content"` // null on a tool-call-only assistant turn
+		Role string `json:"role"`
+		// Content is a *string (null on a tool-call-only assistant turn)
+		// or, for a user message with images, []oaPart.
+		Content    any          `json:"content"`
 		ToolCalls  []oaToolCall `json:"tool_calls,omitempty"`
 		ToolCallID string       `json:"tool_call_id,omitempty"`
+	}
+	// oaPart is one part of a user message: text or an image.
+	oaPart struct {
+		Type     string      `json:"type"`
+		Text     string      `json:"text,omitempty"`
+		ImageURL *oaImageURL `json:"image_url,omitempty"`
+	}
+	oaImageURL struct {
+		URL string `json:"url"`
 	}
 	oaToolCall struct {
 		Index    *int       `json:"index,omitempty"` // in stream deltas only
@@ -128,7 +139,14 @@ func (p *OpenAI) request(req *Request, stream bool) *oaRequest {
 		w.Messages = append(w.Messages, oaMessage{Role: "system", Content: strPtr(req.System)})
 	}
 	for _, m := range req.Messages {
-		om := oaMessage{Role: string(m.Role), Content: strPtr(m.Content), ToolCallID: m.ToolCallID}
+		om := oaMessage{Role: string(m.Role), Content: strPtr(withPlaceholders(m)), ToolCallID: m.ToolCallID}
+		if imgs := images(m); len(imgs) > 0 {
+			parts := []oaPart{{Type: "text", Text: withPlaceholders(m)}}
+			for _, a := range imgs {
+				parts = append(parts, oaPart{Type: "image_url", ImageURL: &oaImageURL{URL: dataURL(a)}})
+			}
+			om.Content = parts
+		}
 		if m.Role == core.RoleAssistant && len(m.ToolCalls) > 0 {
 			if m.Content == "" {
 				om.Content = nil
