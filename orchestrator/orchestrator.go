@@ -56,7 +56,10 @@ type Options struct {
 	Tools ToolRunner
 	// MaxHistory bounds the history entries loaded (default 200).
 	MaxHistory int
-	Logger     *slog.Logger
+	// Media reads the images a turn shows the model (store.DB); without
+	// it images reach the model as a placeholder line only.
+	Media core.MediaStore
+	Logger *slog.Logger
 }
 
 // Compaction configures how a too long history is condensed.
@@ -125,6 +128,8 @@ type turn struct {
 	st    core.SessionState
 	// ran lists the tool calls run, in order, with whether they succeeded.
 	ran []ranCall
+	// files are the files the tools made, sent with the answer.
+	files []core.Attachment
 }
 
 type ranCall struct {
@@ -155,6 +160,12 @@ func (o *Orchestrator) Answer(ctx context.Context, t core.Turn) (core.Answer, er
 		Exclude:      t.Exclude,
 		Req:          provider.Request{Messages: hist},
 	}
+	if hasImages(hist) {
+		call.Needs = []string{routing.CapVision}
+	}
+	if t.Stream != nil {
+		call.OnText = t.Stream.Delta
+	}
 	window, task, err := o.choose(ctx, &call, t)
 	if err != nil {
 		return core.Answer{}, err
@@ -174,7 +185,7 @@ func (o *Orchestrator) Answer(ctx context.Context, t core.Turn) (core.Answer, er
 			hist, _ = withTurn(stored, t)
 		}
 	}
-	msgs := Trim(hist, budget, len(call.Req.System))
+	msgs := o.loadImages(ctx, Trim(hist, budget, len(call.Req.System)))
 	res, steps, gaveUp, err := o.loop(ctx, tn, call, msgs)
 	if err != nil {
 		return core.Answer{}, err
@@ -186,7 +197,7 @@ func (o *Orchestrator) Answer(ctx context.Context, t core.Turn) (core.Answer, er
 	if !gaveUp {
 		o.recordWorkflow(ctx, tn, res.TaskType)
 	}
-	ans := core.Answer{Model: res.Model, TaskType: res.TaskType, Reason: res.Reason, Usage: res.Usage, Text: res.Text}
+	ans := core.Answer{Model: res.Model, TaskType: res.TaskType, Reason: res.Reason, Usage: res.Usage, Text: res.Text, Files: tn.files}
 	added = append(added, steps...)
 	ans.Messages = append(added, core.ChatMessage{Role: core.RoleAssistant, Content: res.Text})
 	if compacted && o.o.Compaction.Notify && tn.st.Compactions == 1 {
@@ -204,7 +215,7 @@ func withTurn(stored []core.ChatMessage, t core.Turn) (hist, added []core.ChatMe
 		// Re-answer the last question: drop what answered it before.
 		return dropAfterLastUser(hist), nil
 	}
-	user := core.ChatMessage{Role: core.RoleUser, Content: t.Text}
+	user := core.ChatMessage{Role: core.RoleUser, Content: t.Text, Attachments: refs(t.Attachments)}
 	return append(hist, user), []core.ChatMessage{user}
 }
 
@@ -244,7 +255,7 @@ func dropAfterLastUser(h []core.ChatMessage) []core.ChatMessage {
 // EstimateTokens is a cheap token estimate: about four bytes per token,
 // plus a small overhead per message.
 func EstimateTokens(m core.ChatMessage) int {
-	n := len(m.Content)/4 + 4
+	n := len(m.Content)/4 + 4 + len(m.Attachments)*imageTokens
 	for _, c := range m.ToolCalls {
 		n += (len(c.Plugin) + len(c.Action) + 16) / 4
 		for k, v := range c.Args {
@@ -253,6 +264,10 @@ func EstimateTokens(m core.ChatMessage) int {
 	}
 	return n
 }
+
+// imageTokens is what one image is counted as in the token estimate (a
+// typical tile count of the vision APIs).
+const imageTokens = 800
 
 func estimateAll(h []core.ChatMessage) int {
 	n := 0

@@ -91,8 +91,14 @@ func (o *Orchestrator) loop(ctx context.Context, tn *turn, call routing.Call, ms
 		budget steps
 	)
 	budget.left.Store(int64(o.o.MaxSteps))
+	// A model whose catalog entry declares capabilities without tools
+	// is offered none.
+	noTools := call.Choice != nil && !call.Choice.Model.Can(routing.CapTools)
 	for step := 1; budget.take(); step++ {
 		tools := o.offered(tn)
+		if noTools {
+			tools = nil
+		}
 		call.Req.Messages = msgs
 		call.Req.Tools = tools
 		res, err = o.o.LLM.Chat(ctx, call)
@@ -129,10 +135,14 @@ func (o *Orchestrator) loop(ctx context.Context, tn *turn, call routing.Call, ms
 		asked := core.ChatMessage{Role: core.RoleAssistant, Content: res.Text, ToolCalls: calls}
 		msgs = append(msgs, asked)
 		added = append(added, asked)
+		if tn.t.Stream != nil {
+			tn.t.Stream.Status(statusLine(calls))
+		}
 		for i, r := range o.runTools(ctx, tn, call, calls, &budget) {
 			tm := core.ChatMessage{Role: core.RoleTool, ToolCallID: calls[i].ID, Content: guard.ForLLM(r)}
 			msgs = append(msgs, tm)
 			added = append(added, tm)
+			tn.files = append(tn.files, r.Files...)
 		}
 		o.log.Debug("tool step done", "step", step, "calls", len(calls))
 	}
@@ -141,6 +151,24 @@ func (o *Orchestrator) loop(ctx context.Context, tn *turn, call routing.Call, ms
 	res.Response = &provider.Response{Text: fmt.Sprintf("I stopped after %d steps without reaching a final answer: the task needed more tool calls than allowed (orchestrator.max_steps = %d). Here is how far I got; ask me to continue or narrow the request.%s",
 		o.o.MaxSteps, o.o.MaxSteps, lastToolSummary(added)), Usage: usage, Model: res.Model}
 	return res, added, true, nil
+}
+
+// statusLine is what a streamed answer shows while tools run: "running
+// calc…", the plugins (or built-in tools) by name.
+func statusLine(calls []core.ToolCall) string {
+	var names []string
+	seen := map[string]bool{}
+	for _, c := range calls {
+		n := c.Plugin
+		if n == "" {
+			n = c.Action
+		}
+		if !seen[n] && len(names) < 3 {
+			seen[n] = true
+			names = append(names, n)
+		}
+	}
+	return "running " + strings.Join(names, ", ") + "…"
 }
 
 // lastToolSummary names the tools called, for the honest give-up message.
