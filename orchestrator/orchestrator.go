@@ -58,7 +58,7 @@ type Options struct {
 	MaxHistory int
 	// Media reads the images a turn shows the model (store.DB); without
 	// it images reach the model as a placeholder line only.
-	Media core.MediaStore
+	Media  core.MediaStore
 	Logger *slog.Logger
 }
 
