@@ -156,9 +156,10 @@ func (r *run) inbound(ctx context.Context, m *discordgo.Message) (core.Inbound, 
 	if m.Type != discordgo.MessageTypeDefault && m.Type != discordgo.MessageTypeReply {
 		return core.Inbound{}, false, nil // joins, pins, thread notices
 	}
-	if strings.TrimSpace(m.Content) == "" {
-		// Attachments only, or a guild message without the Message
-		// Content intent.
+	files := attachments(m.Attachments)
+	if strings.TrimSpace(m.Content) == "" && (len(files) == 0 || m.GuildID != "") {
+		// A guild message without the Message Content intent, or
+		// attachments alone in a guild (no mention can address them).
 		return core.Inbound{}, false, nil
 	}
 	private := m.GuildID == ""
@@ -192,7 +193,7 @@ func (r *run) inbound(ctx context.Context, m *discordgo.Message) (core.Inbound, 
 		b.log.Debug("message from a user or channel not in allow_users/allow_chats ignored", "guild", m.GuildID, "channel", m.ChannelID, "user", m.Author.ID)
 		return core.Inbound{}, false, nil
 	}
-	if strings.TrimSpace(text) == "" {
+	if strings.TrimSpace(text) == "" && len(files) == 0 {
 		text = "@" + me.Username // only a mention: keep it rather than send nothing
 	}
 	in := core.Inbound{
@@ -203,6 +204,7 @@ func (r *run) inbound(ctx context.Context, m *discordgo.Message) (core.Inbound, 
 		Text:         text,
 		Mentioned:    addr.Addressed(),
 		Private:      private,
+		Files:        files,
 		ReceivedAt:   m.Timestamp,
 	}
 	if m.MessageReference != nil {

@@ -36,6 +36,8 @@ type message struct {
 	ts, threadTS         string
 	// mention: an app_mention event (the bot is mentioned).
 	mention bool
+	// files are the files the message shares.
+	files []core.InboundFile
 }
 
 // handleEvent turns one Events API event into a call on sink. A nil
@@ -54,8 +56,12 @@ func (b *Bot) handleEvent(ctx context.Context, sink core.Sink, eventID string, i
 			b.log.Debug("message subtype ignored", "subtype", ev.SubType)
 			return nil
 		}
-		return b.accept(ctx, sink, message{channel: ev.Channel, channelType: ev.ChannelType, user: ev.User, botID: ev.BotID,
-			text: ev.Text, ts: ev.TimeStamp, threadTS: ev.ThreadTimeStamp})
+		m := message{channel: ev.Channel, channelType: ev.ChannelType, user: ev.User, botID: ev.BotID,
+			text: ev.Text, ts: ev.TimeStamp, threadTS: ev.ThreadTimeStamp}
+		if ev.Message != nil {
+			m.files = inboundFiles(ev.Message.Files)
+		}
+		return b.accept(ctx, sink, m)
 	case *slackevents.ReactionAddedEvent:
 		return b.react(ctx, sink, eventID, ev.User, ev.Reaction, ev.ItemUser, ev.Item, ev.EventTimestamp, true)
 	case *slackevents.ReactionRemovedEvent:
@@ -80,7 +86,7 @@ func (b *Bot) accept(ctx context.Context, sink core.Sink, m message) error {
 // inbound normalizes a message; ok=false means it is not for the bot.
 func (b *Bot) inbound(ctx context.Context, m message) (core.Inbound, bool) {
 	me := b.identity()
-	if m.user == "" || m.botID != "" || m.user == me.UserID || strings.TrimSpace(m.text) == "" {
+	if m.user == "" || m.botID != "" || m.user == me.UserID || strings.TrimSpace(m.text) == "" && len(m.files) == 0 {
 		return core.Inbound{}, false // other bots, ourselves, nothing to answer
 	}
 	if !b.users.Allows(m.user) || !b.chats.Allows(m.channel) {
@@ -103,7 +109,7 @@ func (b *Bot) inbound(ctx context.Context, m message) (core.Inbound, bool) {
 	}
 	resolve := func(id string) string { return b.userName(ctx, id) }
 	text := strings.TrimSpace(textfmt.FromSlack(stripMention(m.text, me.UserID), resolve))
-	if text == "" {
+	if text == "" && len(m.files) == 0 {
 		text = textfmt.FromSlack(m.text, resolve) // only a mention: keep it rather than send nothing
 	}
 	conv := core.ConversationKey{Channel: Name, Chat: m.channel}
@@ -138,7 +144,8 @@ func (b *Bot) inbound(ctx context.Context, m message) (core.Inbound, bool) {
 		Text:         text,
 		Mentioned:    addr.Addressed(),
 		Private:      private,
-		Meta:         map[string]string{metaReplyTS: replyTS, metaChannelType: channelType},
+		Meta:         map[string]string{metaReplyTS: replyTS, metaChannelType: channelType, metaUser: m.user},
+		Files:        m.files,
 		ReceivedAt:   parseTS(m.ts),
 	}, true
 }

@@ -62,7 +62,8 @@ func (b *Bot) inbound(m *models.Message) (core.Inbound, bool) {
 	if text == "" {
 		text, ents = m.Caption, m.CaptionEntities
 	}
-	if strings.TrimSpace(text) == "" {
+	fs := files(m)
+	if strings.TrimSpace(text) == "" && len(fs) == 0 {
 		return core.Inbound{}, false
 	}
 	if !b.allowed(m.From, m.Chat.ID) {
@@ -76,6 +77,7 @@ func (b *Bot) inbound(m *models.Message) (core.Inbound, bool) {
 		UserID:       strconv.FormatInt(m.From.ID, 10),
 		UserName:     displayName(m.From),
 		Meta:         map[string]string{"chat_type": string(m.Chat.Type)},
+		Files:        fs,
 		ReceivedAt:   time.Unix(int64(m.Date), 0),
 	}
 	if m.ReplyToMessage != nil {
@@ -105,7 +107,7 @@ func (b *Bot) inbound(m *models.Message) (core.Inbound, bool) {
 		return core.Inbound{}, false
 	}
 	in.Text = stripCommandSuffix(stripMention(text, me.Username))
-	if strings.TrimSpace(in.Text) == "" {
+	if strings.TrimSpace(in.Text) == "" && len(fs) == 0 {
 		in.Text = text // only a mention: keep it rather than send nothing
 	}
 	return in, true

@@ -20,6 +20,8 @@ type Msg struct {
 	// ID is set by Message; a Msg with an ID already set is dispatched
 	// again as it is (Redeliver).
 	ID string
+	// Attachments are the files the message carries.
+	Attachments []Attachment
 }
 
 // Message dispatches MESSAGE_CREATE for m and returns the message id.
@@ -38,6 +40,7 @@ func (s *Server) Message(tb testing.TB, m Msg) string {
 			refMsg = map[string]any{"id": r.ID, "channel_id": r.ChannelID, "content": r.Content, "author": r.Author, "type": 0}
 		}
 	}
+	atts := s.attachmentsJSON(m.Attachments)
 	s.mu.Unlock()
 	mentions := []User{}
 	mentions = append(mentions, m.Mentions...)
@@ -48,7 +51,7 @@ func (s *Server) Message(tb testing.TB, m Msg) string {
 	d := map[string]any{
 		"id": m.ID, "channel_id": m.Channel, "author": m.Author, "content": m.Content, "type": typ,
 		"timestamp": time.Now().UTC().Format(time.RFC3339Nano), "mentions": mentions, "mention_roles": []string{},
-		"attachments": []any{}, "embeds": []any{}, "tts": false, "mention_everyone": false, "pinned": false,
+		"attachments": atts, "embeds": []any{}, "tts": false, "mention_everyone": false, "pinned": false,
 	}
 	if m.Guild != "" {
 		d["guild_id"] = m.Guild

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"mime"
 	"net/http"
 	"strings"
 	"time"
@@ -76,7 +77,13 @@ func (s *Server) store(channelID string, body outgoing, via, interactionID strin
 
 func (s *Server) postMessage(w http.ResponseWriter, r *http.Request) {
 	var body outgoing
-	if err := decode(r, &body); err != nil {
+	var ups []Upload
+	if ct, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); ct == "multipart/form-data" {
+		var ok bool
+		if body, ups, ok = s.multipartMessage(w, r); !ok {
+			return
+		}
+	} else if err := decode(r, &body); err != nil {
 		reply(w, 400, apiError{Message: "400: Bad Request", Code: 50109})
 		return
 	}
@@ -86,6 +93,18 @@ func (s *Server) postMessage(w http.ResponseWriter, r *http.Request) {
 	s.mu.Unlock()
 	if !known {
 		reply(w, 404, apiError{Message: "Unknown Channel", Code: 10003})
+		return
+	}
+	if len(ups) > 0 {
+		m := s.store(id, body, "channel", "")
+		s.mu.Lock()
+		for _, u := range ups {
+			u.MessageID, u.ChannelID = m["id"].(string), id
+			s.media.uploads = append(s.media.uploads, u)
+		}
+		s.notify()
+		s.mu.Unlock()
+		reply(w, 200, m)
 		return
 	}
 	if !checkContent(w, body.Content) {

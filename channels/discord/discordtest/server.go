@@ -133,6 +133,7 @@ type Server struct {
 	commands     map[string]map[string]json.RawMessage // scope ("" global, else guild id) → name → command
 	cmdWrites    int
 	onSent       func(Sent)
+	media        mediaState
 	realGateway  bool
 	changed      chan struct{}
 }
@@ -355,6 +356,9 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("GET "+api+"/channels/{id}", s.authed(s.getChannel))
 	mux.HandleFunc("POST "+api+"/channels/{id}/messages", s.authed(s.postMessage))
 	mux.HandleFunc("POST "+api+"/channels/{id}/typing", s.authed(s.postTyping))
+	mux.HandleFunc("PATCH "+api+"/channels/{id}/messages/{mid}", s.authed(s.editMessage))
+	mux.HandleFunc("DELETE "+api+"/channels/{id}/messages/{mid}", s.authed(s.deleteMessage))
+	mux.HandleFunc("GET /attachments/{aid}/{name}", s.serveAttachment)
 	mux.HandleFunc("PUT "+api+"/channels/{id}/messages/{mid}/reactions/{emoji}/{who}", s.authed(s.reaction(false)))
 	mux.HandleFunc("DELETE "+api+"/channels/{id}/messages/{mid}/reactions/{emoji}/{who}", s.authed(s.reaction(true)))
 	for _, scope := range []string{api + "/applications/{app}/commands", api + "/applications/{app}/guilds/{guild}/commands"} {

@@ -106,6 +106,7 @@ type Server struct {
 	nextTS     int
 	nextID     int
 	sock       socketState
+	media      mediaState
 	changed    chan struct{}
 }
 
@@ -137,6 +138,8 @@ func New(t testing.TB, botToken, appToken string, opts ...Options) *Server {
 	mux.HandleFunc("/api/", s.serveAPI)
 	mux.HandleFunc("/link/", s.serveLink)
 	mux.HandleFunc("/respond/", s.serveResponse)
+	mux.HandleFunc("/api/upload/", s.serveUpload)
+	mux.HandleFunc("/files-pri/", s.serveFile)
 	s.srv = httptest.NewServer(mux)
 	s.URL = s.srv.URL + "/api/"
 	t.Cleanup(s.Close)
@@ -370,7 +373,9 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, map[string]any{"ok": true, "user": map[string]any{"id": params.Get("user"), "name": name, "real_name": strings.ToUpper(name[:1]) + name[1:],
 			"profile": map[string]any{"display_name": name, "real_name": strings.ToUpper(name[:1]) + name[1:]}}})
 	default:
-		writeJSON(w, map[string]any{"ok": false, "error": "unknown_method"})
+		if !s.mediaAPI(w, method, params) {
+			writeJSON(w, map[string]any{"ok": false, "error": "unknown_method"})
+		}
 	}
 }
 
@@ -388,6 +393,7 @@ func (s *Server) postMessage(w http.ResponseWriter, params url.Values) {
 	ts := s.newTS()
 	p := Post{Channel: channel, TS: ts, ThreadTS: params.Get("thread_ts"), Text: text, At: time.Now()}
 	s.posts = append(s.posts, p)
+	s.shown(channel, ts, text)
 	s.messages = append(s.messages, Message{Channel: channel, TS: ts, ThreadTS: p.ThreadTS, User: BotUserID, BotID: BotID, Text: text, Type: "message"})
 	s.notify()
 	s.mu.Unlock()

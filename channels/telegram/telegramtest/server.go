@@ -62,6 +62,7 @@ type Server struct {
 	calls      []Call
 	sent       []Sent
 	failures   map[string][]Failure
+	media      mediaState
 	webhookURL string
 	webhookSec string
 	changed    chan struct{} // closed and replaced on every state change
@@ -204,6 +205,10 @@ func (s *Server) describe() string {
 }
 
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
+	if strings.HasPrefix(r.URL.Path, "/file/") {
+		s.serveFile(w, r)
+		return
+	}
 	prefix := "/bot" + s.Token + "/"
 	if r.Method != http.MethodPost && r.Method != http.MethodGet {
 		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
@@ -239,6 +244,16 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		s.getUpdates(w, r, params)
 	case "sendMessage":
 		s.sendMessage(w, params)
+	case "editMessageText":
+		s.editMessageText(w, params)
+	case "deleteMessage":
+		s.deleteMessage(w, params)
+	case "sendMessageDraft":
+		s.sendMessageDraft(w, params)
+	case "sendPhoto", "sendDocument":
+		s.sendFile(w, r, method, params)
+	case "getFile":
+		s.getFile(w, params)
 	case "setMessageReaction", "sendChatAction", "setMyCommands", "deleteMyCommands":
 		writeOK(w, true)
 	case "setWebhook":
@@ -354,6 +369,7 @@ func (s *Server) sendMessage(w http.ResponseWriter, p map[string]string) {
 	s.nextMsg++
 	m := Sent{MessageID: s.nextMsg, ChatID: chatID, ThreadID: thread, Text: text, ParseMode: p["parse_mode"], ReplyTo: rp.MessageID, At: time.Now()}
 	s.sent = append(s.sent, m)
+	s.media.shown(chatID, m.MessageID, text)
 	s.notify()
 	bot := s.Bot
 	s.mu.Unlock()

@@ -1,0 +1,118 @@
+package discord
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"time"
+
+	"github.com/bwmarrin/discordgo"
+
+	"github.com/opentalon/opentalon/channels/textfmt"
+	"github.com/opentalon/opentalon/channels/toolkit"
+	"github.com/opentalon/opentalon/core"
+)
+
+var (
+	_ core.Streamer = (*Bot)(nil)
+	_ core.Deleter  = (*Bot)(nil)
+	_ core.Uploader = (*Bot)(nil)
+	_ core.Fetcher  = (*Bot)(nil)
+)
+
+// editInterval is the least time between two edits of a streamed
+// message: Discord allows about five message edits per five seconds in a
+// channel; discordgo waits out its rate limit buckets on top.
+const editInterval = time.Second
+
+// maxUpload is what Discord takes from a bot in a channel without boosts
+// (10 MiB per file).
+const maxUpload = 10 << 20
+
+// The hosts Discord serves attachments from.
+var cdnHosts = []string{"cdn.discordapp.com", "media.discordapp.net"}
+
+// Streaming implements core.Streamer: channels.discord.streaming; Discord
+// has no streaming API of its own, so native edits. An application
+// command's answer (a deferred interaction response) is not streamed.
+func (b *Bot) Streaming(to core.Outbound) core.StreamPolicy {
+	if to.Meta[metaInteraction] != "" {
+		return core.StreamPolicy{Mode: core.StreamOff}
+	}
+	return toolkit.StreamPolicy(b.cfg.Streaming, false, editInterval)
+}
+
+// Draft implements core.Streamer.
+func (b *Bot) Draft(text string) []core.DraftPart {
+	return textfmt.Draft(text, MaxMessage, textfmt.ToDiscord)
+}
+
+// Edit implements core.Streamer: PATCH the bot's message.
+func (b *Bot) Edit(ctx context.Context, to core.Outbound, id, part string) error {
+	ch := target(to.Conversation)
+	return b.retry(ctx, "edit a message", func(ctx context.Context) error {
+		_, err := b.rest.ChannelMessageEditComplex(&discordgo.MessageEdit{ID: id, Channel: ch, Content: &part, AllowedMentions: noPings(false)}, discordgo.WithContext(ctx))
+		if err != nil {
+			return b.classify("PATCH /channels/{id}/messages/{id}", err)
+		}
+		return nil
+	})
+}
+
+// Delete implements core.Deleter.
+func (b *Bot) Delete(ctx context.Context, to core.Outbound, id string) error {
+	ch := target(to.Conversation)
+	return b.retry(ctx, "delete a message", func(ctx context.Context) error {
+		if err := b.rest.ChannelMessageDelete(ch, id, discordgo.WithContext(ctx)); err != nil {
+			return b.classify("DELETE /channels/{id}/messages/{id}", err)
+		}
+		return nil
+	})
+}
+
+// MaxUpload implements core.Uploader.
+func (b *Bot) MaxUpload(core.Attachment) int64 { return maxUpload }
+
+// Upload implements core.Uploader: a message with the file attached
+// (multipart), replying to the user's message when it is the answer's
+// first part.
+func (b *Bot) Upload(ctx context.Context, to core.Outbound, f core.Attachment) (string, error) {
+	ch := target(to.Conversation)
+	var sent *discordgo.Message
+	err := b.retry(ctx, "send a file", func(ctx context.Context) error {
+		msg := &discordgo.MessageSend{AllowedMentions: noPings(false),
+			Files: []*discordgo.File{{Name: f.Name, ContentType: f.MIME, Reader: bytes.NewReader(f.Data)}}}
+		if to.Part == 0 && to.ReplyTo != "" && to.Meta[metaInteraction] == "" {
+			no := false
+			msg.Reference = &discordgo.MessageReference{MessageID: to.ReplyTo, ChannelID: ch, FailIfNotExists: &no}
+		}
+		m, err := b.rest.ChannelMessageSendComplex(ch, msg, discordgo.WithContext(ctx))
+		if err != nil {
+			return b.classify("POST /channels/{id}/messages (file)", err)
+		}
+		sent = m
+		return nil
+	})
+	if err != nil {
+		return "", err
+	}
+	return sent.ID, nil
+}
+
+// Fetch implements core.Fetcher: the attachment's URL, from Discord's CDN
+// (or the api_url host) only.
+func (b *Bot) Fetch(ctx context.Context, f core.InboundFile, w io.Writer, limit int64) error {
+	return b.scrub(toolkit.Fetch(ctx, toolkit.Download{Client: b.http, URL: f.ID, Hosts: append([]string{b.root.Host}, cdnHosts...)}, w, limit))
+}
+
+// attachments turns a message's attachments into core's files.
+func attachments(as []*discordgo.MessageAttachment) []core.InboundFile {
+	var out []core.InboundFile
+	for _, a := range as {
+		if a == nil || a.URL == "" {
+			continue
+		}
+		out = append(out, core.InboundFile{ID: a.URL, Kind: core.KindOfMIME(a.ContentType), Name: a.Filename, MIME: a.ContentType, Size: int64(a.Size)})
+	}
+	return out
+}

@@ -1,0 +1,58 @@
+package textfmt
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestCloseMarkdown(t *testing.T) {
+	cases := map[string]string{
+		"plain":                      "plain",
+		"Hello **bold":               "Hello **bold**",
+		"Hello **bold** and **more":  "Hello **bold** and **more**",
+		"a `code":                    "a `code`",
+		"trailing **":                "trailing ",
+		"code:\n```go\nfunc x() {\n": "code:\n```go\nfunc x() {\n```",
+		"code:\n```go\nx\n```\ndone":  "code:\n```go\nx\n```\ndone",
+		"p1 **a\n\np2":               "p1 **a\n\np2",
+	}
+	for in, want := range cases {
+		if got := CloseMarkdown(in); got != want {
+			t.Errorf("CloseMarkdown(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+func TestDraftGrowsAndStaysValid(t *testing.T) {
+	var full strings.Builder
+	full.WriteString("Intro **bold** text.\n\n```go\n")
+	for i := 0; i < 400; i++ {
+		full.WriteString("fmt.Println(\"line\")\n")
+	}
+	full.WriteString("```\nThe end.")
+	text := full.String()
+	prevParts := 0
+	var prevFirst string
+	for n := 10; n <= len(text); n += 97 {
+		parts := Draft(text[:n], 4096, ToTelegramHTML)
+		if len(parts) < prevParts {
+			t.Fatalf("at %d bytes: %d parts, fewer than the %d before", n, len(parts), prevParts)
+		}
+		for i, p := range parts {
+			if err := ValidateTelegramHTML(p.Part); err != nil {
+				t.Fatalf("at %d bytes, part %d is not valid Telegram HTML: %v\n%s", n, i, err, p.Part)
+			}
+			if Len(HTMLToPlain(p.Part)) > 4096 {
+				t.Fatalf("at %d bytes, part %d is over 4096 characters", n, i)
+			}
+		}
+		if len(parts) > 1 && prevParts > 1 && parts[0].Raw != prevFirst {
+			t.Fatalf("at %d bytes the filled first part changed", n)
+		}
+		prevParts = len(parts)
+		prevFirst = parts[0].Raw
+	}
+	if prevParts < 2 {
+		t.Fatalf("a %d-byte draft fits one part; the test wants a continuation", len(text))
+	}
+}
