@@ -33,7 +33,7 @@ func Default() *Config {
 		}},
 		LLM: LLM{MaxConcurrentLocal: 1, MaxConcurrentCloud: 4},
 		Channels: Channels{
-			Console: Console{Enabled: true},
+			Console: Console{Enabled: true, Streaming: StreamingOff},
 			Telegram: Telegram{
 				APIURL:        "https://api.telegram.org",
 				Mode:          ModePolling,
@@ -76,6 +76,8 @@ func Default() *Config {
 		},
 		Orchestrator: Orchestrator{MaxSteps: 10},
 		Server:       Server{Listen: "127.0.0.1:7070", Metrics: true},
+		Media: Media{MaxBytes: 20 << 20, DownloadTimeout: Duration(time.Minute), Retention: Duration(30 * 24 * time.Hour),
+			DocumentTokens: 8000},
 	}
 }
 
@@ -96,6 +98,7 @@ func commonDefaults(ack string, positive, negative []string) ChannelCommon {
 	return ChannelCommon{
 		Trigger:     TriggerMention,
 		Access:      AccessOpen,
+		Streaming:   StreamingEdit,
 		AckReaction: ack,
 		Reactions:   Reactions{Positive: positive, Negative: negative},
 	}

@@ -32,7 +32,7 @@ func TestSlackDecoding(t *testing.T) {
 		ChannelCommon: ChannelCommon{
 			AllowUsers: []string{"U111"}, AllowChats: []string{"C222"}, Trigger: TriggerMention,
 			Reactions: Reactions{Positive: []string{"+1", "heart", "tada", "fire"}, Negative: []string{"-1", "thumbsdown", "poop"}},
-			Model:     "big", Access: AccessOpen,
+			Model:     "big", Access: AccessOpen, Streaming: StreamingEdit,
 		},
 	}
 	if got := cfg.Channels.Slack; !reflect.DeepEqual(got, want) {

@@ -32,7 +32,7 @@ func TestTelegramDecoding(t *testing.T) {
 		GroupTrigger: TriggerAll,
 		ChannelCommon: ChannelCommon{
 			AllowUsers: []string{"12345", "@bob"}, AllowChats: []string{"-100200300"},
-			Trigger: TriggerAll, AckReaction: "", Access: AccessOpen,
+			Trigger: TriggerAll, AckReaction: "", Access: AccessOpen, Streaming: StreamingEdit,
 			Reactions: Reactions{Positive: []string{"👍"}, Negative: []string{"👎", "😡"}},
 			Model:     "big", Models: map[string]string{"-100200300": "fake/big", "42": "small"},
 		},

@@ -15,6 +15,33 @@ type Config struct {
 	Plugins      Plugins      `yaml:"plugins"`
 	Orchestrator Orchestrator `yaml:"orchestrator"`
 	Server       Server       `yaml:"server"`
+	Media        Media        `yaml:"media"`
+}
+
+// Media configures the files users send: limits, the media store and
+// voice transcription.
+type Media struct {
+	// MaxBytes bounds one file users send; a larger one is refused before
+	// it is downloaded.
+	MaxBytes int64 `yaml:"max_bytes"`
+	// DownloadTimeout bounds one download from the platform.
+	DownloadTimeout Duration `yaml:"download_timeout"`
+	// Retention is how long a file unused is kept in <data_dir>/media.
+	Retention Duration `yaml:"retention"`
+	// DocumentTokens bounds the text one document adds to a turn.
+	DocumentTokens int `yaml:"document_tokens"`
+	// Transcription turns voice notes and audio into text.
+	Transcription Transcription `yaml:"transcription"`
+}
+
+// Transcription configures speech to text.
+type Transcription struct {
+	// Model is a "<provider>/<model>" reference whose provider serves an
+	// OpenAI-compatible /audio/transcriptions endpoint; "" = voice notes
+	// are not understood.
+	Model string `yaml:"model"`
+	// Echo shows the transcript to the user ahead of the answer.
+	Echo bool `yaml:"echo"`
 }
 
 // State says where durable state lives.
@@ -135,7 +162,17 @@ type CatalogEntry struct {
 	// MaxOutputTokens caps each answer of the model (the request's
 	// max_tokens); 0 takes the provider model's max_tokens, else 4096.
 	MaxOutputTokens int `yaml:"max_output_tokens"`
+	// Capabilities are what the model takes besides text: vision (images),
+	// audio, tools. Left out, the model is taken to call tools only.
+	Capabilities []string `yaml:"capabilities"`
 }
+
+// Model capabilities of models.catalog.<ref>.capabilities.
+const (
+	CapabilityVision = "vision"
+	CapabilityAudio  = "audio"
+	CapabilityTools  = "tools"
+)
 
 // Routing picks models.
 type Routing struct {
@@ -245,7 +282,17 @@ func (c *Channels) Sections() []ChannelSection {
 // Console is the stdin/stdout channel; on by default.
 type Console struct {
 	Enabled bool `yaml:"enabled"`
+	// Streaming is accepted for symmetry with the other channels; the
+	// console prints each answer once, whatever it says (default off).
+	Streaming string `yaml:"streaming"`
 }
+
+// Streaming values (channels.<x>.streaming).
+const (
+	StreamingOff    = "off"
+	StreamingEdit   = "edit"
+	StreamingNative = "native"
+)
 
 // Telegram mode values.
 const (
@@ -288,6 +335,9 @@ type ChannelCommon struct {
 	Admins []string `yaml:"admins"`
 	// Access is AccessOpen, AccessAllowlist or AccessPairing.
 	Access string `yaml:"access"`
+	// Streaming is StreamingOff, StreamingEdit (default) or
+	// StreamingNative: how an answer is shown while it is written.
+	Streaming string `yaml:"streaming"`
 }
 
 // Access values: who may talk to the bot on a channel (admins always may).

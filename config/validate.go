@@ -20,6 +20,7 @@ func validate(c *Config, ps *problems) {
 	validateChannels(c, ps)
 	validatePlugins(c, ps)
 	validateMemory(c, ps)
+	validateMedia(c, ps)
 	for _, r := range c.ModelRefs() {
 		checkRef(c, ps, r.Path, r.Ref)
 	}
@@ -166,6 +167,11 @@ func validateCatalog(c *Config, ps *problems) {
 		} else if e.ContextWindow > 0 && e.MaxOutputTokens >= e.ContextWindow {
 			ps.at(path+".max_output_tokens", "%d does not leave room for the prompt in context_window %d; lower it", e.MaxOutputTokens, e.ContextWindow)
 		}
+		for i, cap := range e.Capabilities {
+			if !slices.Contains(capabilities, cap) {
+				ps.at(fmt.Sprintf("%s.capabilities[%d]", path, i), "unknown capability %q%s; use vision, audio or tools", cap, didYouMean(cap, capabilities))
+			}
+		}
 		if e.Alias == "" {
 			continue
 		}
@@ -269,6 +275,9 @@ func validateChannels(c *Config, ps *problems) {
 			validateCommon(ps, "channels."+sec.Name, *sec.Common)
 		}
 	}
+	if s := c.Channels.Console.Streaming; s != "" && !slices.Contains(streamingModes, s) {
+		ps.at("channels.console.streaming", "unknown value %q%s; use off, edit or native (the console prints each answer once either way)", s, didYouMean(s, streamingModes))
+	}
 	t := c.Channels.Telegram
 	if t.Enabled {
 		const p = "channels.telegram"
@@ -343,8 +352,46 @@ func snowflake(s string) bool {
 	return true
 }
 
+// streamingModes are the values of channels.<x>.streaming.
+var streamingModes = []string{StreamingOff, StreamingEdit, StreamingNative}
+
+// capabilities are the values of models.catalog.<ref>.capabilities.
+var capabilities = []string{CapabilityVision, CapabilityAudio, CapabilityTools}
+
+// validateMedia checks the media block.
+func validateMedia(c *Config, ps *problems) {
+	m := c.Media
+	if m.MaxBytes <= 0 {
+		ps.at("media.max_bytes", "must be positive (got %d); the default is 20971520 (20 MB)", m.MaxBytes)
+	}
+	if m.DownloadTimeout.D() <= 0 {
+		ps.at("media.download_timeout", "must be positive, e.g. 60s")
+	}
+	if m.Retention.D() < 0 {
+		ps.at("media.retention", "must not be negative (0 keeps files forever)")
+	}
+	if m.DocumentTokens <= 0 {
+		ps.at("media.document_tokens", "must be positive (got %d), e.g. 8000", m.DocumentTokens)
+	}
+	if ref := m.Transcription.Model; ref != "" {
+		prov, model, ok := strings.Cut(ref, "/")
+		p, known := c.Models.Providers[prov]
+		switch {
+		case !ok || prov == "" || model == "":
+			ps.at("media.transcription.model", "%q is not \"<provider>/<model>\", e.g. \"openai/whisper-1\"", ref)
+		case !known:
+			ps.at("media.transcription.model", "provider %q is not in models.providers%s; add models.providers.%s with the transcription server's base_url", prov, didYouMean(prov, c.providerIDs()), prov)
+		case p.API != APIOpenAICompletions:
+			ps.at("media.transcription.model", "provider %q has api %s; transcription needs an OpenAI-compatible server (api: %s) with /audio/transcriptions", prov, p.API, APIOpenAICompletions)
+		}
+	}
+}
+
 // validateCommon checks the common block of an enabled channel at path.
 func validateCommon(ps *problems, path string, cc ChannelCommon) {
+	if !slices.Contains(streamingModes, cc.Streaming) {
+		ps.at(path+".streaming", "unknown value %q%s; use off, edit (show the answer while it is written by editing a message) or native (the platform's own streaming, falling back to edit)", cc.Streaming, didYouMean(cc.Streaming, streamingModes))
+	}
 	if !slices.Contains(triggers, cc.Trigger) {
 		ps.at(path+".trigger", "unknown value %q%s; use mention (answer in groups when addressed) or all", cc.Trigger, didYouMean(cc.Trigger, triggers))
 	}

@@ -221,6 +221,20 @@ func (e *Engine) Post(ctx context.Context, in core.HookInput, answer string) (st
 	return answer, nil
 }
 
+var _ core.StreamSafety = (*Engine)(nil)
+
+// StreamSafe implements core.StreamSafety: answers are not streamed
+// while a script with a post_hook sets stream_safe = false (a redaction
+// hook must see the answer before the user does).
+func (e *Engine) StreamSafe(core.HookInput) bool {
+	for _, s := range e.current() {
+		if s.unsafe && s.has(HookPost) {
+			return false
+		}
+	}
+	return true
+}
+
 // Result is what one hook run decided.
 type Result struct {
 	Message  string

@@ -39,6 +39,9 @@ type script struct {
 	sum   [sha256.Size]byte
 	proto *glua.FunctionProto
 	hooks map[string]bool
+	// unsafe: the script set stream_safe = false: its post_hook must see
+	// an answer before the user sees any of it.
+	unsafe bool
 
 	pool     chan *vm
 	failures atomic.Int32
@@ -287,6 +290,7 @@ func (e *Engine) probe(ctx context.Context, v *vm, s *script) (map[string]bool, 
 			}
 		}
 		s.hooks = hooks
+		s.unsafe = env.RawGetString("stream_safe") == glua.LFalse
 		return nil
 	})
 	return s.hooks, err

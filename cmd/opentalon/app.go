@@ -108,6 +108,7 @@ func BuildApp(ctx context.Context, cfg *config.Config, o AppOptions) (_ *App, er
 		RequestTimeout: cfg.Queue.RequestTimeout.D(),
 		Access:         accessPolicies(cfg),
 		Pairings:       a.db,
+		Media:          buildMedia(cfg, a.db, a.router, o.Logger),
 		Observer:       a.coreObserver(),
 		Now:            o.Now,
 		Logger:         o.Logger,
@@ -159,6 +160,7 @@ func (a *App) Run(ctx context.Context) error {
 	}
 	ttl := a.cfg.State.SessionTTL.D()
 	defer startSessionSweeper(ctx, a.db, ttl, sweepEvery(ttl), a.log)()
+	defer startMediaSweeper(ctx, a.db, a.cfg.Media.Retention.D(), a.log)()
 	if consoleOnly(a.cfg) {
 		go a.stopWhenDrained(ctx, cancel)
 	}

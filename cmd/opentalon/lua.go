@@ -48,8 +48,19 @@ func (a *App) buildHooks(ctx context.Context) (core.Hooks, error) {
 
 // hookChain runs several Hooks in order: each pre-hook sees the text and
 // metadata the previous one left, and the first drop or direct answer
-// ends the chain; each post-hook sees the previous one's answer.
+// ends the chain; each post-hook sees the previous one's answer. It is
+// stream-safe when every hook of it is.
 type hookChain []core.Hooks
+
+// StreamSafe implements core.StreamSafety.
+func (c hookChain) StreamSafe(in core.HookInput) bool {
+	for _, h := range c {
+		if s, ok := h.(core.StreamSafety); ok && !s.StreamSafe(in) {
+			return false
+		}
+	}
+	return true
+}
 
 func (c hookChain) Pre(ctx context.Context, in core.HookInput) (core.PreResult, error) {
 	res := core.PreResult{Text: in.Text, Metadata: in.Metadata}

@@ -38,6 +38,7 @@ func (a *App) buildAgent(tools orchestrator.ToolRunner) (*orchestrator.Orchestra
 		Steps:      steps,
 		Rules:      cfg.Orchestrator.Rules,
 		MaxSteps:   cfg.Orchestrator.MaxSteps,
+		Media:      a.db,
 		Logger:     a.log,
 	}), nil
 }

@@ -68,7 +68,7 @@ func catalogFromConfig(cfg *config.Config) []routing.Model {
 		e := cfg.Models.Catalog[ref]
 		m, p := pm(ref)
 		rm := routing.Model{Ref: ref, Alias: e.Alias, Weight: e.Weight, CostIn: m.Cost.Input, CostOut: m.Cost.Output,
-			ContextWindow: m.ContextWindow, MaxOutputTokens: m.MaxTokens, Local: isLocal(p)}
+			ContextWindow: m.ContextWindow, MaxOutputTokens: m.MaxTokens, Local: isLocal(p), Capabilities: modelCapabilities(e, m)}
 		if e.MaxOutputTokens > 0 {
 			rm.MaxOutputTokens = e.MaxOutputTokens
 		}
@@ -89,7 +89,8 @@ func catalogFromConfig(cfg *config.Config) []routing.Model {
 				continue
 			}
 			seen[ref] = true
-			out = append(out, routing.Model{Ref: ref, CostIn: m.Cost.Input, CostOut: m.Cost.Output, ContextWindow: m.ContextWindow, MaxOutputTokens: m.MaxTokens, Local: isLocal(p)})
+			out = append(out, routing.Model{Ref: ref, CostIn: m.Cost.Input, CostOut: m.Cost.Output, ContextWindow: m.ContextWindow, MaxOutputTokens: m.MaxTokens, Local: isLocal(p),
+				Capabilities: modelCapabilities(config.CatalogEntry{}, m)})
 		}
 	}
 	// Model references the config names as "<provider>/<model>" without a

@@ -1,0 +1,79 @@
+package main
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/opentalon/opentalon/config"
+	"github.com/opentalon/opentalon/core"
+	"github.com/opentalon/opentalon/orchestrator/media"
+	"github.com/opentalon/opentalon/routing"
+	"github.com/opentalon/opentalon/store"
+)
+
+// buildMedia maps the media block onto the reader of the files users
+// send.
+func buildMedia(cfg *config.Config, db *store.DB, r *routing.Router, log *slog.Logger) core.MediaReader {
+	m := cfg.Media
+	return media.New(media.Options{
+		Store:              db,
+		Models:             r,
+		MaxBytes:           m.MaxBytes,
+		Timeout:            m.DownloadTimeout.D(),
+		DocumentTokens:     m.DocumentTokens,
+		TranscriptionModel: m.Transcription.Model,
+		Echo:               m.Transcription.Echo,
+		Logger:             log,
+	})
+}
+
+// startMediaSweeper removes the files of the media store unused for
+// media.retention, at start and then every hour; stop ends it.
+func startMediaSweeper(ctx context.Context, db *store.DB, retention time.Duration, log *slog.Logger) (stop func()) {
+	if retention <= 0 {
+		return func() {}
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		t := time.NewTicker(time.Hour)
+		defer t.Stop()
+		for {
+			n, err := db.SweepMedia(ctx, time.Now().Add(-retention))
+			switch {
+			case err != nil && ctx.Err() == nil:
+				log.Warn("remove old media files", "err", err)
+			case n > 0:
+				log.Info("removed media files unused past media.retention", "files", n, "media.retention", retention.String())
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return func() {
+		cancel()
+		wg.Wait()
+	}
+}
+
+// modelCapabilities are a catalog model's capabilities: the entry's own,
+// else vision when the provider's models list says it takes images
+// (input: [text, image]).
+func modelCapabilities(e config.CatalogEntry, pm config.ProviderModel) []string {
+	if len(e.Capabilities) > 0 {
+		return e.Capabilities
+	}
+	for _, in := range pm.Input {
+		if in == "image" {
+			return []string{config.CapabilityVision, config.CapabilityTools}
+		}
+	}
+	return nil
+}

@@ -1,0 +1,311 @@
+package media
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"path"
+	"strings"
+	"time"
+
+	"github.com/opentalon/opentalon/core"
+	"github.com/opentalon/opentalon/routing"
+	"github.com/opentalon/opentalon/store"
+)
+
+// Store is what the reader keeps files in (store.DB).
+type Store interface {
+	MediaBySource(ctx context.Context, source string) (store.MediaFile, bool, error)
+	StoreMedia(ctx context.Context, source, mime string, r io.Reader, limit int64) (store.MediaFile, error)
+	SetMediaText(ctx context.Context, sha, text string) error
+	ReadMedia(ctx context.Context, sha string) ([]byte, error)
+}
+
+// Models is what the reader asks of the router (routing.Router).
+type Models interface {
+	// Can says whether some catalog model has a capability ("vision").
+	Can(capability string) bool
+	// Transcribe turns audio into text with a model reference.
+	Transcribe(ctx context.Context, ref string, a core.Attachment, conv core.ConversationKey, user string) (string, error)
+}
+
+// Options configure a Reader (the media block of the config).
+type Options struct {
+	Store  Store
+	Models Models
+	// MaxBytes bounds one file (media.max_bytes; default 20 MB).
+	MaxBytes int64
+	// Timeout bounds one download (media.download_timeout; default 60s).
+	Timeout time.Duration
+	// DocumentTokens bounds the text one document adds to a turn
+	// (media.document_tokens; default 8000, about 32 KB of text).
+	DocumentTokens int
+	// TranscriptionModel is media.transcription.model ("" = voice notes
+	// are not understood); Echo is media.transcription.echo.
+	TranscriptionModel string
+	Echo               bool
+	Logger             *slog.Logger
+}
+
+// Reader implements core.MediaReader.
+type Reader struct {
+	o   Options
+	log *slog.Logger
+}
+
+var _ core.MediaReader = (*Reader)(nil)
+
+// DefaultMaxBytes is media.max_bytes's default.
+const DefaultMaxBytes = 20 << 20
+
+// New builds a Reader.
+func New(o Options) *Reader {
+	if o.MaxBytes <= 0 {
+		o.MaxBytes = DefaultMaxBytes
+	}
+	if o.Timeout <= 0 {
+		o.Timeout = 60 * time.Second
+	}
+	if o.DocumentTokens <= 0 {
+		o.DocumentTokens = 8000
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Reader{o: o, log: o.Logger.With("component", "media")}
+}
+
+// The sentences a user gets instead of an answer.
+const (
+	noVision     = "Sorry, none of my models can look at images, so I cannot see this picture."
+	noListening  = "Sorry, I cannot listen to voice messages here; please write your message instead."
+	imageFormats = "image/jpeg image/png image/gif image/webp"
+)
+
+// Read implements core.MediaReader: every refusal is decided before
+// anything is downloaded; then each file is fetched (or found in the
+// media store from an earlier attempt), and read.
+func (r *Reader) Read(ctx context.Context, in core.Inbound, fetch core.FetchFunc) (core.MediaInput, error) {
+	if reply := r.refuse(in); reply != "" {
+		return core.MediaInput{Reply: reply}, nil
+	}
+	var mi core.MediaInput
+	var texts []string
+	for _, f := range in.Files {
+		mf, err := r.get(ctx, in.Conversation.Channel, f, fetch)
+		if errors.Is(err, core.ErrTooLarge) {
+			return core.MediaInput{Reply: tooLarge(f, r.o.MaxBytes)}, nil
+		}
+		if err != nil {
+			return core.MediaInput{}, err
+		}
+		mime := f.MIME
+		if mime == "" || mime == "application/octet-stream" {
+			mime = mf.MIME
+		}
+		a := core.Attachment{Kind: f.Kind, Name: f.Name, MIME: mime, Size: mf.Size, SHA256: mf.SHA256}
+		switch f.Kind {
+		case core.MediaImage:
+			if !strings.Contains(imageFormats, a.MIME) {
+				return core.MediaInput{Reply: fmt.Sprintf("I cannot read this kind of image (%s); please send it as JPEG, PNG, GIF or WebP.", a.MIME)}, nil
+			}
+			mi.Attachments = append(mi.Attachments, a)
+		case core.MediaAudio:
+			text, err := r.transcribe(ctx, in, a, mf)
+			if err != nil {
+				return core.MediaInput{}, err
+			}
+			texts = append(texts, "(voice message, transcribed:) "+text)
+			if r.o.Echo {
+				mi.Echo = joinLines(mi.Echo, text)
+			}
+		default:
+			text, ok, err := r.document(ctx, a, mf)
+			if err != nil {
+				return core.MediaInput{}, err
+			}
+			if !ok {
+				return core.MediaInput{Reply: cannotRead(a)}, nil
+			}
+			texts = append(texts, text)
+		}
+	}
+	mi.Text = strings.Join(texts, "\n\n")
+	return mi, nil
+}
+
+// refuse decides, from what the platform says of the files, what cannot
+// be answered at all: a file over the limit, an image with no model that
+// sees, a voice note with no transcription, a document of a kind that
+// cannot be read.
+func (r *Reader) refuse(in core.Inbound) string {
+	for _, f := range in.Files {
+		switch {
+		case f.Size > r.o.MaxBytes:
+			return tooLarge(f, r.o.MaxBytes)
+		case f.Kind == core.MediaImage && !r.o.Models.Can(routing.CapVision):
+			r.log.Info("an image arrived but no model in models.catalog has capabilities: [vision]", "conv", in.Conversation.String())
+			return noVision
+		case f.Kind == core.MediaAudio && r.o.TranscriptionModel == "":
+			r.log.Info("a voice message arrived but media.transcription.model is not set", "conv", in.Conversation.String())
+			return noListening
+		case f.Kind == core.MediaDocument && f.MIME != "" && f.MIME != "application/octet-stream" && !readable(f.MIME, f.Name):
+			return cannotRead(core.Attachment{Name: f.Name, MIME: f.MIME})
+		}
+	}
+	return ""
+}
+
+// get returns the stored content of f, downloading it the first time.
+func (r *Reader) get(ctx context.Context, channel string, f core.InboundFile, fetch core.FetchFunc) (store.MediaFile, error) {
+	source := channel + ":" + f.ID
+	if mf, ok, err := r.o.Store.MediaBySource(ctx, source); err != nil || ok {
+		return mf, err
+	}
+	dctx, cancel := context.WithTimeout(ctx, r.o.Timeout)
+	defer cancel()
+	pr, pw := io.Pipe()
+	go func() {
+		pw.CloseWithError(fetch(dctx, f, pw, r.o.MaxBytes))
+	}()
+	mime := f.MIME
+	if mime == "" {
+		mime = "application/octet-stream"
+	}
+	mf, err := r.o.Store.StoreMedia(ctx, source, mime, sniffing{pr, &mime}, r.o.MaxBytes)
+	pr.CloseWithError(errors.New("media store stopped reading"))
+	if err != nil {
+		if errors.Is(err, core.ErrTooLarge) {
+			return mf, core.ErrTooLarge
+		}
+		if dctx.Err() != nil && ctx.Err() == nil {
+			return mf, &core.Error{Kind: core.KindTimeout, Msg: fmt.Sprintf("downloading %s took longer than media.download_timeout (%s)", displayName(f.Name), r.o.Timeout), Err: err}
+		}
+		return mf, fmt.Errorf("download %s: %w", displayName(f.Name), err)
+	}
+	mf.MIME = mime
+	return mf, nil
+}
+
+// sniffing reads through and, when the type is unknown, names it from
+// the first bytes.
+type sniffing struct {
+	r    io.Reader
+	mime *string
+}
+
+func (s sniffing) Read(p []byte) (int, error) {
+	n, err := s.r.Read(p)
+	if n > 0 && *s.mime == "application/octet-stream" {
+		m, _, _ := strings.Cut(http.DetectContentType(p[:n]), ";")
+		*s.mime = m
+	}
+	return n, err
+}
+
+// transcribe returns the transcript of a voice note, made once and kept.
+func (r *Reader) transcribe(ctx context.Context, in core.Inbound, a core.Attachment, mf store.MediaFile) (string, error) {
+	if mf.HasText {
+		return mf.Text, nil
+	}
+	data, err := r.o.Store.ReadMedia(ctx, a.SHA256)
+	if err != nil {
+		return "", err
+	}
+	a.Data = data
+	text, err := r.o.Models.Transcribe(ctx, r.o.TranscriptionModel, a, in.Conversation, in.UserID)
+	if err != nil {
+		return "", err
+	}
+	if err := r.o.Store.SetMediaText(ctx, a.SHA256, text); err != nil {
+		r.log.Warn("keep a transcript", "err", err)
+	}
+	return text, nil
+}
+
+// document returns the text a document adds to the turn, bounded by
+// DocumentTokens; ok is false for a kind that cannot be read.
+func (r *Reader) document(ctx context.Context, a core.Attachment, mf store.MediaFile) (string, bool, error) {
+	if !readable(a.MIME, a.Name) {
+		return "", false, nil
+	}
+	text, has := mf.Text, mf.HasText
+	if !has {
+		data, err := r.o.Store.ReadMedia(ctx, a.SHA256)
+		if err != nil {
+			return "", false, err
+		}
+		max := r.o.DocumentTokens * 4
+		if isPDF(a.MIME, a.Name) {
+			if text, err = pdfText(data, max+1); err != nil {
+				r.log.Info("a PDF could not be read", "name", a.Name, "err", err)
+				return "", false, nil
+			}
+		} else {
+			text = plainText(data)
+		}
+		if err := r.o.Store.SetMediaText(ctx, a.SHA256, text); err != nil {
+			r.log.Warn("keep a document's text", "err", err)
+		}
+	}
+	return bounded(displayName(a.Name), text, r.o.DocumentTokens*4), true, nil
+}
+
+// bounded frames a document's text for the model, cut at max bytes with
+// a note.
+func bounded(name, text string, max int) string {
+	cut := ""
+	if len(text) > max {
+		text = truncateUTF8(text, max)
+		cut = fmt.Sprintf("\n[… the rest of %s is left out: it is longer than media.document_tokens allows]", name)
+	}
+	return fmt.Sprintf("Attached file %q:\n<<<\n%s\n>>>%s", name, strings.TrimSpace(text), cut)
+}
+
+func joinLines(a, b string) string {
+	if a == "" {
+		return b
+	}
+	return a + "\n" + b
+}
+
+func displayName(name string) string {
+	if name == "" {
+		return "the file"
+	}
+	return path.Base(name)
+}
+
+func tooLarge(f core.InboundFile, max int64) string {
+	size := ""
+	if f.Size > 0 {
+		size = fmt.Sprintf(" (%s)", mb(f.Size))
+	}
+	return fmt.Sprintf("%s%s is larger than the %s I accept, so I did not download it. Please send a smaller file.",
+		upperFirst(displayName(f.Name)), size, mb(max))
+}
+
+func cannotRead(a core.Attachment) string {
+	kind := a.MIME
+	if kind == "" {
+		kind = "unknown type"
+	}
+	return fmt.Sprintf("I cannot read this kind of file (%s, %s): I read plain text, Markdown, code, CSV, JSON and PDF documents, images and voice messages.", displayName(a.Name), kind)
+}
+
+func mb(n int64) string {
+	if n >= 1<<20 {
+		return fmt.Sprintf("%d MB", (n+(1<<19))>>20)
+	}
+	return fmt.Sprintf("%d KB", (n+(1<<9))>>10)
+}
+
+func upperFirst(s string) string {
+	if s == "" || s[0] < 'a' || s[0] > 'z' {
+		return s
+	}
+	return strings.ToUpper(s[:1]) + s[1:]
+}
