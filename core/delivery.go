@@ -91,6 +91,9 @@ func byteSize(n int64) string {
 type shownParts struct {
 	shown map[int]string
 	open  map[int]NativeDraft
+	// notBefore is when the platform's interval since the stream's last
+	// update has passed: the final edit waits for it.
+	notBefore time.Time
 }
 
 // deliver sends the parts and files of r not sent yet, recording each as
@@ -195,6 +198,16 @@ func (g *Gateway) finalize(ctx context.Context, ch Channel, to Outbound, id, par
 		}
 		if shown, ok := sp.shown[i]; ok && shown == part {
 			return id, nil
+		}
+		if d := time.Until(sp.notBefore); d > 0 {
+			t := time.NewTimer(d)
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				t.Stop()
+				return "", ctx.Err()
+			}
+			sp.notBefore = time.Time{}
 		}
 	}
 	st, ok := ch.(Streamer)

@@ -383,7 +383,7 @@ func (g *Gateway) streamFor(ctx context.Context, ch Channel, to Outbound, reques
 // finishAnswer stores the answer, frees the worker slot and sends it: the
 // messages a stream opened are edited to the final text.
 func (g *Gateway) finishAnswer(ctx context.Context, ch Channel, in Inbound, requestID, sessionID int64, ans *Answer, st *stream, release func()) error {
-	shown, open := st.stop()
+	sp := st.stop()
 	r, err := g.saveReply(ctx, ch, requestID, sessionID, in.Conversation, ans)
 	if err != nil {
 		return err
@@ -395,5 +395,5 @@ func (g *Gateway) finishAnswer(ctx context.Context, ch Channel, in Inbound, requ
 		}
 	}
 	release()
-	return g.deliver(ctx, ch, in, r, &shownParts{shown: shown, open: open})
+	return g.deliver(ctx, ch, in, r, sp)
 }

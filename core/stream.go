@@ -44,7 +44,8 @@ type stream struct {
 
 	// The worker's own state; read by finish after the worker stopped.
 	slots []slot
-	shown int // the version shown last
+	shown int       // the version shown last
+	last  time.Time // when a message was last updated
 	dead  bool
 }
 
@@ -157,7 +158,9 @@ func (s *stream) run() {
 		if v != s.shown && strings.TrimSpace(text) != "" {
 			s.shown = v
 			t0 := time.Now()
-			if err := s.show(text); err != nil {
+			err := s.show(text)
+			s.last = time.Now()
+			if err != nil {
 				if s.ctx.Err() == nil {
 					s.log.Warn("streaming the answer failed; it is sent once complete", "err", err)
 				}
@@ -277,10 +280,23 @@ func (s *stream) record(i int, id string) error {
 }
 
 // finish stops the stream and waits for the update in flight. It returns
-// what each message shows (by part index) and the native streams the
-// platform still holds open, for the final delivery; nil when nothing
-// was shown.
-func (s *stream) finish() (shown map[int]string, open map[int]NativeDraft) {
+// what the messages show, for the final delivery; nil when nothing was
+// shown.
+func (s *stream) finish() *shownParts {
+	shown, open := s.finishSlots()
+	if shown == nil {
+		return nil
+	}
+	sp := &shownParts{shown: shown, open: open}
+	if !s.last.IsZero() {
+		sp.notBefore = s.last.Add(s.pol.Interval)
+	}
+	return sp
+}
+
+// finishSlots is finish's part: what each message shows (by part index)
+// and the native streams the platform still holds open.
+func (s *stream) finishSlots() (shown map[int]string, open map[int]NativeDraft) {
 	s.mu.Lock()
 	first := !s.closing
 	s.closing = true
@@ -311,9 +327,9 @@ func (s *stream) finish() (shown map[int]string, open map[int]NativeDraft) {
 }
 
 // stop is finish on a stream that may be nil (an answer not streamed).
-func (s *stream) stop() (shown map[int]string, open map[int]NativeDraft) {
+func (s *stream) stop() *shownParts {
 	if s == nil {
-		return nil, nil
+		return nil
 	}
 	return s.finish()
 }

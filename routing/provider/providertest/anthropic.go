@@ -1,10 +1,12 @@
 package providertest
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/opentalon/opentalon/core"
 )
@@ -39,6 +41,11 @@ type anBlock struct {
 	ToolUseID string          `json:"tool_use_id"`
 	Content   json.RawMessage `json:"content"` // tool_result: string or blocks
 	IsError   bool            `json:"is_error"`
+	Source    *struct {
+		Type      string `json:"type"`
+		MediaType string `json:"media_type"`
+		Data      string `json:"data"`
+	} `json:"source"` // image
 }
 
 type anTool struct {
@@ -94,6 +101,15 @@ func (anthropic) decode(r *Received) error {
 			case "tool_use":
 				p, a := splitName(b.Name)
 				cm.ToolCalls = append(cm.ToolCalls, core.ToolCall{ID: b.ID, Plugin: p, Action: a, Args: argsText(b.Input)})
+			case "image":
+				if b.Source == nil || b.Source.Type != "base64" {
+					return fmt.Errorf("image: source must be {type: base64, media_type, data}")
+				}
+				data, err := base64.StdEncoding.DecodeString(b.Source.Data)
+				if err != nil {
+					return fmt.Errorf("image: source.data: %w", err)
+				}
+				cm.Attachments = append(cm.Attachments, core.Attachment{Kind: core.MediaImage, MIME: b.Source.MediaType, Size: int64(len(data)), Data: data})
 			case "tool_result":
 				rb, err := blocks(b.Content)
 				if err != nil {
@@ -107,7 +123,7 @@ func (anthropic) decode(r *Received) error {
 			}
 		}
 		cm.Content = strings.Join(text, "")
-		if cm.Content != "" || len(cm.ToolCalls) > 0 {
+		if cm.Content != "" || len(cm.ToolCalls) > 0 || len(cm.Attachments) > 0 {
 			r.Messages = append(r.Messages, cm)
 		}
 	}
@@ -195,7 +211,10 @@ func (a anthropic) stream(w http.ResponseWriter, r *Received, s *Script, n int) 
 	if cs := chunks(s); len(cs) > 0 {
 		send("content_block_start", map[string]any{"type": "content_block_start", "index": idx, "content_block": map[string]any{"type": "text", "text": ""}})
 		send("ping", map[string]any{"type": "ping"})
-		for _, c := range cs {
+		for i, c := range cs {
+			if i > 0 && s.ChunkDelay > 0 {
+				time.Sleep(s.ChunkDelay)
+			}
 			send("content_block_delta", map[string]any{"type": "content_block_delta", "index": idx, "delta": map[string]any{"type": "text_delta", "text": c}})
 		}
 		send("content_block_stop", map[string]any{"type": "content_block_stop", "index": idx})

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/opentalon/opentalon/core"
 )
@@ -13,7 +14,9 @@ import (
 // openAI speaks the Chat Completions wire format.
 type openAI struct{}
 
-func (openAI) paths() []string  { return []string{"/v1/chat/completions", "/chat/completions"} }
+func (openAI) paths() []string {
+	return []string{"/v1/chat/completions", "/chat/completions", "/v1/audio/transcriptions", "/audio/transcriptions"}
+}
 func (openAI) basePath() string { return "/v1" }
 
 type oaRequest struct {
@@ -80,6 +83,9 @@ func contentText(raw json.RawMessage) (string, error) {
 }
 
 func (openAI) decode(r *Received) error {
+	if strings.HasSuffix(r.Path, "/audio/transcriptions") {
+		return decodeTranscription(r)
+	}
 	var q oaRequest
 	if err := json.Unmarshal(r.Body, &q); err != nil {
 		return err
@@ -98,6 +104,9 @@ func (openAI) decode(r *Received) error {
 			continue
 		}
 		cm := core.ChatMessage{Role: core.Role(m.Role), Content: text, ToolCallID: m.ToolCallID}
+		if cm.Attachments, err = imageParts(m.Content); err != nil {
+			return err
+		}
 		for _, c := range m.ToolCalls {
 			p, a := splitName(c.Function.Name)
 			cm.ToolCalls = append(cm.ToolCalls, core.ToolCall{ID: c.ID, Plugin: p, Action: a, Args: argsText(json.RawMessage(c.Function.Arguments))})
@@ -169,6 +178,10 @@ func (openAI) finish(s *Script) string {
 }
 
 func (o openAI) complete(w http.ResponseWriter, r *Received, s *Script, n int) {
+	if r.Audio != nil {
+		writeJSON(w, map[string]any{"text": s.Text})
+		return
+	}
 	msg := map[string]any{"role": "assistant", "content": nil}
 	text := s.Text
 	if s.Chunks != nil {
@@ -212,7 +225,10 @@ func (o openAI) stream(w http.ResponseWriter, r *Received, s *Script, n int) {
 	}
 	send(delta(map[string]any{"role": "assistant", "content": ""}, nil), nil)
 	var text strings.Builder
-	for _, c := range chunks(s) {
+	for i, c := range chunks(s) {
+		if i > 0 && s.ChunkDelay > 0 {
+			time.Sleep(s.ChunkDelay)
+		}
 		text.WriteString(c)
 		send(delta(map[string]any{"content": c}, nil), nil)
 	}

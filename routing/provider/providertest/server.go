@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/opentalon/opentalon/core"
 )
@@ -47,6 +48,11 @@ type Received struct {
 	// DecodeErr is set when the body was not valid JSON for the API; the
 	// server answers such requests with a 400 in the API's error shape.
 	DecodeErr error
+	// Audio is the file of a POST /audio/transcriptions (nil for a chat
+	// request), AudioName its file name; Model is the form's model. The
+	// answer is {"text": Script.Text}.
+	Audio     []byte
+	AudioName string
 }
 
 // LastUser returns the content of the last user-role message, "" if none.
@@ -80,6 +86,9 @@ type Script struct {
 	// Chunks splits the text into these stream deltas (default: at spaces).
 	// They are sent as given; Text is ignored when Chunks is set.
 	Chunks []string
+	// ChunkDelay is the pause between two stream deltas (a model that
+	// writes at a given speed).
+	ChunkDelay time.Duration
 
 	// Status, when not 0 or 200, answers with that HTTP status, Header and
 	// Body. An empty Body gets a realistic error JSON of the server's API.

@@ -1,0 +1,289 @@
+package main
+
+// Streaming replies through the whole App (issue 15): a fake LLM that
+// streams at a set speed, the fake Telegram Bot API, the real gateway and
+// store.
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/opentalon/opentalon/channels/telegram/telegramtest"
+	"github.com/opentalon/opentalon/channels/textfmt"
+	"github.com/opentalon/opentalon/core"
+	"github.com/opentalon/opentalon/routing/provider/providertest"
+)
+
+// words is n words of a streamed answer, as stream chunks ("w0", " w1",
+// …) padded to size bytes each.
+func words(n, size int) []string {
+	out := make([]string, n)
+	for i := range out {
+		w := fmt.Sprintf(" w%d", i)
+		if i == 0 {
+			w = "w0"
+		}
+		if len(w) < size {
+			w += strings.Repeat("x", size-len(w))
+		}
+		out[i] = w
+	}
+	return out
+}
+
+// streamingLLM answers every request with chunks, one every delay.
+func streamingLLM(t *testing.T, chunks []string, delay time.Duration) *providertest.Server {
+	llm := providertest.NewOpenAI(t)
+	llm.SetReply(func(providertest.Received) providertest.Script {
+		return providertest.Script{Chunks: chunks, ChunkDelay: delay}
+	})
+	return llm
+}
+
+// postHook appends a mark to every answer; safe says whether it lets
+// answers be streamed.
+type postHook struct {
+	mark string
+	safe bool
+}
+
+func (h postHook) Pre(_ context.Context, in core.HookInput) (core.PreResult, error) {
+	return core.PreResult{Text: in.Text, Metadata: in.Metadata}, nil
+}
+
+func (h postHook) Post(_ context.Context, _ core.HookInput, answer string) (string, error) {
+	return answer + h.mark, nil
+}
+
+func (h postHook) StreamSafe(core.HookInput) bool { return h.safe }
+
+// storedReply is the reply stored for the answer the bot sent as msg.
+func storedReply(t *testing.T, h *harness, chat int64, msg int) *core.Reply {
+	t.Helper()
+	r, err := h.app.db.ReplyByPlatformID(context.Background(), "telegram", fmt.Sprintf("%d:%d", chat, msg))
+	if err != nil || r == nil {
+		t.Fatalf("no reply stored for message %d:%d (%v)", chat, msg, err)
+	}
+	return r
+}
+
+// TestE2EStreamEditsOneMessageAtTelegramsRate: a long answer streamed over
+// about three seconds arrives as one message, edited while it grows, no
+// two updates of it within Telegram's second; the post-hook runs on the
+// final text and the last edit shows the hooked text, equal to the
+// stored reply.
+func TestE2EStreamEditsOneMessageAtTelegramsRate(t *testing.T) {
+	chunks := words(60, 4)
+	llm := streamingLLM(t, chunks, 50*time.Millisecond)
+	bot := telegramtest.New(t, tgToken)
+	h := startAppWith(t, loadConfigFile(t, writeConfig(t, telegramConfig(t.TempDir(), llm.BaseURL(), bot.URL))),
+		AppOptions{Hooks: postHook{mark: " [checked]", safe: true}})
+	alice := telegramtest.User(42, "alice")
+	bot.AddUpdate(bot.Private(alice, "tell me a long story"))
+
+	want := strings.Join(chunks, "") + " [checked]"
+	bot.WaitFor(t, "the hooked final text", 20*time.Second, func(sent []telegramtest.Sent, _ []telegramtest.Call) bool {
+		if len(sent) == 0 {
+			return false
+		}
+		text, _ := bot.Text(42, sent[0].MessageID)
+		return strings.HasSuffix(text, "[checked]")
+	})
+	sent := bot.Sent()
+	if len(sent) != 1 {
+		t.Fatalf("%d messages sent; want the answer as one message, edited", len(sent))
+	}
+	edits := bot.Edits()
+	if len(edits) < 2 {
+		t.Fatalf("%d edits; want the message edited while the answer grew", len(edits))
+	}
+	times := []time.Time{sent[0].At}
+	for _, e := range edits {
+		if e.MessageID != sent[0].MessageID {
+			t.Fatalf("edit of message %d; the answer is message %d", e.MessageID, sent[0].MessageID)
+		}
+		times = append(times, e.At)
+	}
+	for i := 1; i < len(times); i++ {
+		if gap := times[i].Sub(times[i-1]); gap < 900*time.Millisecond {
+			t.Errorf("update %d came %s after the one before; Telegram takes about one a second per chat", i, gap)
+		}
+	}
+	if strings.Contains(sent[0].Text, "[checked]") {
+		t.Errorf("the first chunk %q already has the post-hook's mark; hooks run on the final text", sent[0].Text)
+	}
+	r := storedReply(t, h, 42, sent[0].MessageID)
+	if r.Text != want {
+		t.Fatalf("stored reply %q; want the hooked answer %q", r.Text, want)
+	}
+	final, _ := bot.Text(42, sent[0].MessageID)
+	if parts := textfmt.SplitHTML(textfmt.ToTelegramHTML(r.Text), 4096); len(parts) != 1 || final != parts[0] {
+		t.Fatalf("the message reads %q; want the stored reply %q formatted", final, r.Text)
+	}
+}
+
+// TestE2EStreamContinuesInASecondMessage: an answer longer than one
+// Telegram message is streamed into a first message until it is full,
+// then into a second; their final texts are the stored reply's parts.
+func TestE2EStreamContinuesInASecondMessage(t *testing.T) {
+	chunks := words(60, 100) // 6,000 characters
+	llm := streamingLLM(t, chunks, 40*time.Millisecond)
+	bot := telegramtest.New(t, tgToken)
+	h := startApp(t, loadConfigFile(t, writeConfig(t, telegramConfig(t.TempDir(), llm.BaseURL(), bot.URL))))
+	alice := telegramtest.User(43, "alice")
+	bot.AddUpdate(bot.Private(alice, "a very long answer please"))
+
+	var r *core.Reply
+	bot.WaitFor(t, "the answer delivered in two messages", 30*time.Second, func(sent []telegramtest.Sent, _ []telegramtest.Call) bool {
+		if len(sent) < 2 {
+			return false
+		}
+		rr, err := h.app.db.ReplyByPlatformID(context.Background(), "telegram", fmt.Sprintf("43:%d", sent[0].MessageID))
+		if err != nil || rr == nil || rr.Streaming || len(rr.Sent) < 2 || rr.Sent[len(rr.Sent)-1] == "" || rr.Draft[len(rr.Draft)-1] {
+			return false
+		}
+		r = rr
+		return true
+	})
+	sent := bot.Sent()
+	if len(sent) != 2 || len(r.Parts) != 2 {
+		t.Fatalf("%d messages sent, %d parts stored; want the answer in two messages", len(sent), len(r.Parts))
+	}
+	if r.Text != strings.Join(chunks, "") {
+		t.Fatalf("stored reply is %d bytes; want the whole answer (%d)", len(r.Text), len(strings.Join(chunks, "")))
+	}
+	for i, s := range sent {
+		if got, _ := bot.Text(43, s.MessageID); got != r.Parts[i] {
+			t.Errorf("message %d reads %d characters; want part %d of the stored reply (%d)", i+1, len(got), i+1, len(r.Parts[i]))
+		}
+		if r.Sent[i] != fmt.Sprintf("43:%d", s.MessageID) {
+			t.Errorf("part %d recorded as %q; the message is %d", i+1, r.Sent[i], s.MessageID)
+		}
+	}
+	if sent[1].At.Before(sent[0].At.Add(time.Second)) {
+		t.Errorf("the second message came %s after the first; the first fills before the second starts", sent[1].At.Sub(sent[0].At))
+	}
+}
+
+// TestE2EStreamNotStreamSafeHookSendsOnce: with a post-hook that is not
+// stream-safe (a redaction hook), a slowly streamed answer is sent once,
+// complete and hooked: no message before it, no edit.
+func TestE2EStreamNotStreamSafeHookSendsOnce(t *testing.T) {
+	chunks := words(40, 4)
+	llm := streamingLLM(t, chunks, 50*time.Millisecond)
+	bot := telegramtest.New(t, tgToken)
+	startAppWith(t, loadConfigFile(t, writeConfig(t, telegramConfig(t.TempDir(), llm.BaseURL(), bot.URL))),
+		AppOptions{Hooks: postHook{mark: " [redacted]", safe: false}})
+	alice := telegramtest.User(44, "alice")
+	bot.AddUpdate(bot.Private(alice, "a secret story"))
+	sent := bot.WaitSent(t, 1, 20*time.Second)
+	if !strings.HasSuffix(sent[0].Text, "[redacted]") || !strings.HasPrefix(sent[0].Text, "w0") {
+		t.Fatalf("first message %q; want the whole answer as the hook left it", sent[0].Text)
+	}
+	time.Sleep(300 * time.Millisecond)
+	if n, e := len(bot.Sent()), len(bot.Edits()); n != 1 || e != 0 {
+		t.Fatalf("%d messages, %d edits; want one message and no edit", n, e)
+	}
+	if d := bot.Drafts(); len(d) != 0 {
+		t.Fatalf("%d drafts shown; want none", len(d))
+	}
+}
+
+// TestE2EStreamNativeDraftsInPrivateChat: channels.telegram.streaming:
+// native shows the answer with sendMessageDraft in a private chat, then
+// sends it as one message; a bot whose drafts Telegram refuses edits a
+// message instead.
+func TestE2EStreamNativeDraftsInPrivateChat(t *testing.T) {
+	chunks := words(30, 4)
+	llm := streamingLLM(t, chunks, 50*time.Millisecond)
+	bot := telegramtest.New(t, tgToken)
+	cfg := strings.Replace(telegramConfig(t.TempDir(), llm.BaseURL(), bot.URL), "    api_url:", "    streaming: native\n    api_url:", 1)
+	startApp(t, loadConfigFile(t, writeConfig(t, cfg)))
+	alice := telegramtest.User(45, "alice")
+	bot.AddUpdate(bot.Private(alice, "stream natively"))
+	sent := bot.WaitSent(t, 1, 20*time.Second)
+	drafts := bot.Drafts()
+	if len(drafts) < 1 {
+		t.Fatalf("no sendMessageDraft; want the answer shown as a draft while written")
+	}
+	if sent[0].Text != strings.Join(chunks, "") || len(bot.Edits()) != 0 {
+		t.Fatalf("sent %q with %d edits; want the whole answer sent once after the drafts", sent[0].Text, len(bot.Edits()))
+	}
+	for i := 1; i < len(drafts); i++ {
+		if !strings.HasPrefix(drafts[i].Text, drafts[i-1].Text) {
+			t.Fatalf("draft %d %q does not continue %q: a draft only grows", i, drafts[i].Text, drafts[i-1].Text)
+		}
+	}
+
+	bot.RefuseDrafts()
+	bot.AddUpdate(bot.Private(alice, "and again"))
+	bot.WaitFor(t, "the fallback's final edit", 20*time.Second, func(sent []telegramtest.Sent, _ []telegramtest.Call) bool {
+		if len(sent) < 2 {
+			return false
+		}
+		text, _ := bot.Text(45, sent[1].MessageID)
+		return text == strings.Join(chunks, "")
+	})
+	if n := len(bot.Sent()); n != 2 || len(bot.Edits()) == 0 {
+		t.Fatalf("%d messages, %d edits after drafts were refused; want one more message, edited", n, len(bot.Edits()))
+	}
+}
+
+// TestE2EStreamKillThenRestartEditsTheSameMessage: the binary is killed
+// while an answer streams; after the restart the answer is finished by
+// editing the message the stream opened to the stored final text, and no
+// second copy is sent.
+func TestE2EStreamKillThenRestartEditsTheSameMessage(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts and kills processes")
+	}
+	slow := words(200, 4) // 10 s at 50 ms a chunk: the kill comes first
+	fast := words(30, 4)
+	llm := providertest.NewOpenAI(t)
+	var answered atomic.Bool
+	llm.SetReply(func(providertest.Received) providertest.Script {
+		if !answered.Swap(true) {
+			return providertest.Script{Chunks: slow, ChunkDelay: 50 * time.Millisecond}
+		}
+		return providertest.Script{Chunks: fast}
+	})
+	bot := telegramtest.New(t, tgToken)
+	cfg := writeConfig(t, strings.Replace(telegramConfig(t.TempDir(), llm.BaseURL(), bot.URL), `listen: "127.0.0.1:0"`, `listen: ""`, 1))
+	p := startBinary(t, nil, "--config", cfg, "--log-level", "warn", "run")
+	alice := telegramtest.User(46, "alice")
+	bot.AddUpdate(bot.Private(alice, "stream then die"))
+	// The stream opened its message and edited it once: its id is stored.
+	bot.WaitFor(t, "the streamed message and an edit", 20*time.Second, func(sent []telegramtest.Sent, _ []telegramtest.Call) bool {
+		return len(sent) == 1 && len(bot.Edits()) >= 1
+	})
+	if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	p.exitCode(30 * time.Second)
+	opened := bot.Sent()[0]
+	if strings.HasSuffix(opened.Text, slow[len(slow)-1]) {
+		t.Fatalf("the whole answer was out before the kill; the test needs a kill mid-stream")
+	}
+
+	p = startBinary(t, nil, "--config", cfg, "--log-level", "warn", "run")
+	want := strings.Join(fast, "")
+	bot.WaitFor(t, "the opened message edited to the final text", 30*time.Second, func([]telegramtest.Sent, []telegramtest.Call) bool {
+		text, _ := bot.Text(46, opened.MessageID)
+		return text == want
+	})
+	time.Sleep(500 * time.Millisecond)
+	if n := len(bot.Sent()); n != 1 {
+		t.Fatalf("%d messages sent; want only the one the stream opened, edited after the restart", n)
+	}
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if code := p.exitCode(30 * time.Second); code != 0 {
+		t.Fatalf("exit code %d; stderr:\n%s", code, p.stderr.String())
+	}
+}
