@@ -13,7 +13,7 @@ func TestCloseMarkdown(t *testing.T) {
 		"a `code":                    "a `code`",
 		"trailing **":                "trailing ",
 		"code:\n```go\nfunc x() {\n": "code:\n```go\nfunc x() {\n```",
-		"code:\n```go\nx\n```\ndone":  "code:\n```go\nx\n```\ndone",
+		"code:\n```go\nx\n```\ndone": "code:\n```go\nx\n```\ndone",
 		"p1 **a\n\np2":               "p1 **a\n\np2",
 	}
 	for in, want := range cases {

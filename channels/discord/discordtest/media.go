@@ -6,6 +6,7 @@ import (
 	"mime"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -87,20 +88,11 @@ func (s *Server) Served(url string) int64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for id, n := range s.media.served {
-		if len(url) > 0 && contains(url, "/attachments/"+id+"/") {
+		if strings.Contains(url, "/attachments/"+id+"/") {
 			return n
 		}
 	}
 	return 0
-}
-
-func contains(s, sub string) bool {
-	for i := 0; i+len(sub) <= len(s); i++ {
-		if s[i:i+len(sub)] == sub {
-			return true
-		}
-	}
-	return false
 }
 
 func (s *Server) editMessage(w http.ResponseWriter, r *http.Request) {
@@ -227,4 +219,3 @@ func (s *Server) attachmentsJSON(as []Attachment) []any {
 	}
 	return out
 }
-

@@ -316,4 +316,3 @@ func (s *Server) WaitEdits(t testing.TB, n int, timeout time.Duration) []Edit {
 	s.WaitFor(t, fmt.Sprintf("%d edits", n), timeout, func([]Sent, []Call) bool { return len(s.Edits()) >= n })
 	return s.Edits()
 }
-
