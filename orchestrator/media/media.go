@@ -280,12 +280,14 @@ func displayName(name string) string {
 }
 
 func tooLarge(f core.InboundFile, max int64) string {
-	size := ""
-	if f.Size > 0 {
-		size = fmt.Sprintf(" (%s)", mb(f.Size))
+	what := "That file"
+	if f.Name != "" {
+		what = "The file " + path.Base(f.Name)
 	}
-	return fmt.Sprintf("%s%s is larger than the %s I accept, so I did not download it. Please send a smaller file.",
-		upperFirst(displayName(f.Name)), size, mb(max))
+	if f.Size > 0 {
+		what += fmt.Sprintf(" (%s)", mb(f.Size))
+	}
+	return fmt.Sprintf("%s is larger than the %s I accept, so I did not download it. Please send a smaller file.", what, mb(max))
 }
 
 func cannotRead(a core.Attachment) string {
@@ -301,11 +303,4 @@ func mb(n int64) string {
 		return fmt.Sprintf("%d MB", (n+(1<<19))>>20)
 	}
 	return fmt.Sprintf("%d KB", (n+(1<<9))>>10)
-}
-
-func upperFirst(s string) string {
-	if s == "" || s[0] < 'a' || s[0] > 'z' {
-		return s
-	}
-	return strings.ToUpper(s[:1]) + s[1:]
 }

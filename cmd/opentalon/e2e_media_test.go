@@ -1,0 +1,373 @@
+package main
+
+// Images, documents, voice notes and files made by tools through the whole
+// App (issue 15), against the fake platforms and the fake LLM.
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"image"
+	"image/color"
+	"image/jpeg"
+	"image/png"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/opentalon/opentalon/channels/discord/discordtest"
+	"github.com/opentalon/opentalon/channels/slack/slacktest"
+	"github.com/opentalon/opentalon/channels/telegram/telegramtest"
+	"github.com/opentalon/opentalon/core"
+	"github.com/opentalon/opentalon/plugins/sdk/plugintest"
+	"github.com/opentalon/opentalon/routing/provider/providertest"
+)
+
+// visionCatalog gives the fake model the vision capability.
+func visionCatalog(y string) string {
+	return strings.Replace(y, "fake/small: { alias: small, weight: 80, context_window: 8000 }",
+		"fake/small: { alias: small, weight: 80, context_window: 8000, capabilities: [vision, tools] }", 1)
+}
+
+// photo is a small JPEG.
+func photo(t *testing.T) []byte {
+	img := image.NewRGBA(image.Rect(0, 0, 64, 48))
+	for x := 0; x < 64; x++ {
+		img.Set(x, x%48, color.RGBA{R: 200, A: 255})
+	}
+	var b bytes.Buffer
+	if err := jpeg.Encode(&b, img, nil); err != nil {
+		t.Fatal(err)
+	}
+	return b.Bytes()
+}
+
+// lastUser is the last user message the LLM was shown.
+func lastUser(t *testing.T, llm *providertest.Server) core.ChatMessage {
+	t.Helper()
+	r, ok := llm.Last()
+	if !ok {
+		t.Fatal("the LLM was not called")
+	}
+	for i := len(r.Messages) - 1; i >= 0; i-- {
+		if r.Messages[i].Role == core.RoleUser {
+			return r.Messages[i]
+		}
+	}
+	t.Fatal("no user message in the LLM request")
+	return core.ChatMessage{}
+}
+
+// TestE2EPhotoReachesTheModelAsAnImage: a Telegram photo with a caption
+// reaches a vision model as an image part of the photo's type and size;
+// /retry shows it again from the media store without downloading it.
+func TestE2EPhotoReachesTheModelAsAnImage(t *testing.T) {
+	llm := providertest.NewOpenAI(t)
+	bot := telegramtest.New(t, tgToken)
+	startApp(t, loadConfigFile(t, writeConfig(t, visionCatalog(telegramConfig(t.TempDir(), llm.BaseURL(), bot.URL)))))
+	alice := telegramtest.User(50, "alice")
+	jpg := photo(t)
+	id := bot.AddFile(jpg)
+	bot.AddUpdate(bot.Photo(alice, id, len(jpg), "what is in this picture?"))
+	sent := bot.WaitSent(t, 1, 20*time.Second)
+	if !strings.Contains(sent[0].Text, "echo: what is in this picture?") {
+		t.Fatalf("answer %q; want the LLM's echo of the caption", sent[0].Text)
+	}
+	u := lastUser(t, llm)
+	if len(u.Attachments) != 1 {
+		t.Fatalf("the LLM got %d images; want the photo", len(u.Attachments))
+	}
+	if a := u.Attachments[0]; a.MIME != "image/jpeg" || a.Size != int64(len(jpg)) || !bytes.Equal(a.Data, jpg) {
+		t.Fatalf("image part %s of %d bytes; want the photo: image/jpeg, %d bytes", a.MIME, a.Size, len(jpg))
+	}
+	if r, _ := llm.Last(); !strings.Contains(string(r.Body), `"type":"image_url"`) {
+		t.Fatalf("request body has no image_url part")
+	}
+
+	bot.AddUpdate(bot.Private(alice, "/retry"))
+	bot.WaitSent(t, 2, 20*time.Second)
+	if u := lastUser(t, llm); len(u.Attachments) != 1 || !bytes.Equal(u.Attachments[0].Data, jpg) {
+		t.Fatalf("the re-answer showed the LLM %d images; want the photo again", len(u.Attachments))
+	}
+	if n := len(bot.Calls("getFile")); n != 1 {
+		t.Fatalf("getFile called %d times; the photo is kept in the media store and downloaded once", n)
+	}
+}
+
+// TestE2EImageWithoutVisionModel: with no model that sees, a photo is
+// answered with one sentence, without calling the LLM or downloading it.
+func TestE2EImageWithoutVisionModel(t *testing.T) {
+	llm := providertest.NewOpenAI(t)
+	bot := telegramtest.New(t, tgToken)
+	startApp(t, loadConfigFile(t, writeConfig(t, telegramConfig(t.TempDir(), llm.BaseURL(), bot.URL))))
+	jpg := photo(t)
+	id := bot.AddFile(jpg)
+	bot.AddUpdate(bot.Photo(telegramtest.User(51, "alice"), id, len(jpg), "look"))
+	sent := bot.WaitSent(t, 1, 20*time.Second)
+	if !strings.Contains(sent[0].Text, "none of my models can look at images") || strings.Count(sent[0].Text, ".") != 1 {
+		t.Fatalf("answer %q; want the one sentence that no model can see images", sent[0].Text)
+	}
+	if n := llm.Count(); n != 0 {
+		t.Fatalf("the LLM was called %d times; want none", n)
+	}
+	if n := len(bot.Calls("getFile")); n != 0 {
+		t.Fatalf("the photo was fetched (%d getFile calls); nothing needs it", n)
+	}
+}
+
+// TestE2EVoiceNoteTranscribedThenAnswered: a voice note goes to the
+// transcription endpoint (media.transcription.model), its transcript is
+// answered by the LLM and, with echo on, shown ahead of the answer.
+func TestE2EVoiceNoteTranscribedThenAnswered(t *testing.T) {
+	llm := providertest.NewOpenAI(t)
+	llm.SetReply(func(r providertest.Received) providertest.Script {
+		if r.Audio != nil {
+			return providertest.Script{Text: "turn on the kitchen lights"}
+		}
+		return providertest.Echo(r)
+	})
+	bot := telegramtest.New(t, tgToken)
+	cfg := telegramConfig(t.TempDir(), llm.BaseURL(), bot.URL) + "media:\n  transcription:\n    model: fake/whisper-1\n    echo: true\n"
+	startApp(t, loadConfigFile(t, writeConfig(t, cfg)))
+	voice := []byte("OggS\x00\x02fake-opus-voice-note-bytes")
+	id := bot.AddFile(voice)
+	bot.AddUpdate(bot.Voice(telegramtest.User(52, "alice"), id, len(voice)))
+	sent := bot.WaitSent(t, 1, 20*time.Second)
+
+	reqs := llm.Requests()
+	if len(reqs) != 2 {
+		t.Fatalf("%d LLM requests; want the transcription, then the answer", len(reqs))
+	}
+	if tr := reqs[0]; tr.Path != "/v1/audio/transcriptions" || tr.Model != "whisper-1" || !bytes.Equal(tr.Audio, voice) || tr.APIKey != "test-key" {
+		t.Fatalf("transcription request %s model %q with %d bytes; want the voice note's %d bytes to whisper-1", tr.Path, tr.Model, len(tr.Audio), len(voice))
+	}
+	if !strings.Contains(reqs[1].LastUser(), "turn on the kitchen lights") {
+		t.Fatalf("the LLM answered %q; want the transcript", reqs[1].LastUser())
+	}
+	if text := sent[0].Text; !strings.Contains(text, "turn on the kitchen lights") || !strings.Contains(text, "echo: ") {
+		t.Fatalf("answer %q; want the transcript shown ahead of the answer", text)
+	}
+}
+
+// TestE2EOversizedFileRefused: a document larger than media.max_bytes is
+// refused with a clear message naming it, before anything is downloaded,
+// whether the platform declares its size in the message or only in
+// getFile.
+func TestE2EOversizedFileRefused(t *testing.T) {
+	llm := providertest.NewOpenAI(t)
+	bot := telegramtest.New(t, tgToken)
+	cfg := telegramConfig(t.TempDir(), llm.BaseURL(), bot.URL) + "media:\n  max_bytes: 4096\n"
+	startApp(t, loadConfigFile(t, writeConfig(t, cfg)))
+	alice := telegramtest.User(53, "alice")
+	big := bytes.Repeat([]byte("all work and no play\n"), 1000) // 21 KB
+	id := bot.AddFile(big)
+
+	bot.AddUpdate(bot.Document(alice, id, "notes.txt", "text/plain", len(big), "summarize"))
+	sent := bot.WaitSent(t, 1, 20*time.Second)
+	if !strings.Contains(sent[0].Text, "notes.txt") || !strings.Contains(sent[0].Text, "larger than the 4 KB I accept") {
+		t.Fatalf("answer %q; want notes.txt refused as larger than the limit", sent[0].Text)
+	}
+	if n := len(bot.Calls("getFile")); n != 0 {
+		t.Fatalf("getFile called %d times for a file declared too large", n)
+	}
+
+	bot.AddUpdate(bot.Document(alice, id, "more.txt", "text/plain", 0, "and this one"))
+	sent = bot.WaitSent(t, 2, 20*time.Second)
+	if !strings.Contains(sent[1].Text, "more.txt") || !strings.Contains(sent[1].Text, "larger than") {
+		t.Fatalf("answer %q; want more.txt refused too", sent[1].Text)
+	}
+	if n := bot.Served(id); n != 0 {
+		t.Fatalf("%d bytes downloaded; nothing should be past the limit", n)
+	}
+	if n := llm.Count(); n != 0 {
+		t.Fatalf("the LLM was called %d times; want none", n)
+	}
+}
+
+// minimalPDF is a one-page PDF showing text (Helvetica), with a correct
+// cross-reference table.
+func minimalPDF(text string) []byte {
+	content := fmt.Sprintf("BT /F1 12 Tf 72 720 Td (%s) Tj ET", text)
+	objs := []string{
+		"<< /Type /Catalog /Pages 2 0 R >>",
+		"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
+		"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 4 0 R /Resources << /Font << /F1 5 0 R >> >> >>",
+		fmt.Sprintf("<< /Length %d >>\nstream\n%s\nendstream", len(content), content),
+		"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
+	}
+	var b bytes.Buffer
+	b.WriteString("%PDF-1.4\n")
+	offs := make([]int, len(objs))
+	for i, o := range objs {
+		offs[i] = b.Len()
+		fmt.Fprintf(&b, "%d 0 obj\n%s\nendobj\n", i+1, o)
+	}
+	xref := b.Len()
+	fmt.Fprintf(&b, "xref\n0 %d\n0000000000 65535 f \n", len(objs)+1)
+	for _, o := range offs {
+		fmt.Fprintf(&b, "%010d 00000 n \n", o)
+	}
+	fmt.Fprintf(&b, "trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n", len(objs)+1, xref)
+	return b.Bytes()
+}
+
+// TestE2EDocumentsBecomeContext: a PDF's text and a CSV reach the LLM as
+// context for the turn; a zip gets the clear "cannot read" reply.
+func TestE2EDocumentsBecomeContext(t *testing.T) {
+	llm := providertest.NewOpenAI(t)
+	bot := telegramtest.New(t, tgToken)
+	startApp(t, loadConfigFile(t, writeConfig(t, telegramConfig(t.TempDir(), llm.BaseURL(), bot.URL))))
+	alice := telegramtest.User(54, "alice")
+
+	pdf := minimalPDF("Quarterly revenue was 42 million")
+	bot.AddUpdate(bot.Document(alice, bot.AddFile(pdf), "report.pdf", "application/pdf", len(pdf), "what was the revenue?"))
+	bot.WaitSent(t, 1, 20*time.Second)
+	if u := lastUser(t, llm).Content; !strings.Contains(u, "what was the revenue?") || !strings.Contains(u, "Quarterly revenue was 42 million") || !strings.Contains(u, "report.pdf") {
+		t.Fatalf("the LLM saw %q; want the question and the PDF's text", u)
+	}
+
+	csv := []byte("city,temp\nOslo,3\nRome,19\n")
+	bot.AddUpdate(bot.Document(alice, bot.AddFile(csv), "temps.csv", "text/csv", len(csv), ""))
+	bot.WaitSent(t, 2, 20*time.Second)
+	if u := lastUser(t, llm).Content; !strings.Contains(u, "Rome,19") {
+		t.Fatalf("the LLM saw %q; want the CSV", u)
+	}
+
+	calls := llm.Count()
+	bot.AddUpdate(bot.Document(alice, bot.AddFile([]byte("PK\x03\x04zip")), "archive.zip", "application/zip", 7, ""))
+	sent := bot.WaitSent(t, 3, 20*time.Second)
+	if !strings.Contains(sent[2].Text, "cannot read this kind of file") || !strings.Contains(sent[2].Text, "archive.zip") {
+		t.Fatalf("answer %q; want the clear cannot-read reply", sent[2].Text)
+	}
+	if llm.Count() != calls {
+		t.Fatal("the zip reached the LLM")
+	}
+}
+
+// chartLLM asks for chart.bars when offered and no tool result is in yet,
+// then answers.
+func chartLLM(r providertest.Received) providertest.Script {
+	if last := r.Messages[len(r.Messages)-1]; last.Role == core.RoleTool {
+		return providertest.Script{Text: "Here is your chart."}
+	}
+	for _, tool := range r.Tools {
+		if tool.Plugin == "chart" && tool.Action == "bars" {
+			return providertest.Script{ToolCalls: []core.ToolCall{{Plugin: "chart", Action: "bars", Args: map[string]string{"values": "3,1,4,1,5"}}}}
+		}
+	}
+	return providertest.Echo(r)
+}
+
+// chartPluginDir builds the chart example plugin into a plugin_dir.
+func chartPluginDir(t *testing.T) string {
+	bin := plugintest.Build(t, "../../plugins/examples/chart")
+	dir := plugintest.Dir(t)
+	data, err := os.ReadFile(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "chart"), data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// checkChartUpload checks an uploaded file is the chart the plugin drew:
+// a 400×240 PNG whose SHA-256 is the one its reply recorded, the upload
+// being in the delivery log under its platform id.
+func checkChartUpload(t *testing.T, h *harness, channel, platformID string, data []byte, name string) {
+	t.Helper()
+	if name != "chart.png" {
+		t.Errorf("uploaded as %q; want chart.png", name)
+	}
+	img, err := png.Decode(bytes.NewReader(data))
+	if err != nil {
+		t.Fatalf("the upload is not a PNG: %v", err)
+	}
+	if b := img.Bounds(); b.Dx() != 400 || b.Dy() != 240 {
+		t.Fatalf("the upload is %v; want the 400x240 chart", b)
+	}
+	sum := sha256.Sum256(data)
+	var r *core.Reply
+	for deadline := time.Now().Add(10 * time.Second); r == nil && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		r, err = h.app.db.ReplyByPlatformID(context.Background(), channel, platformID)
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if r == nil {
+		t.Fatalf("the upload %s is not in the delivery log", platformID)
+	}
+	if len(r.Files) != 1 || r.Files[0].SHA256 != hex.EncodeToString(sum[:]) || r.Sent[len(r.Parts)] != platformID {
+		t.Fatalf("the reply's files %+v, sent %v; want the uploaded bytes' SHA-256 recorded as part %d", r.Files, r.Sent, len(r.Parts))
+	}
+	if !strings.Contains(r.Text, "Here is your chart.") {
+		t.Fatalf("reply %q; want the LLM's answer", r.Text)
+	}
+}
+
+// TestE2EPluginPNGUploadedOnEveryPlatform: a tool plugin returns a PNG;
+// it is uploaded with the answer on Telegram (sendPhoto), Slack (the
+// external upload flow) and Discord (an attachment), with the plugin's
+// bytes, and recorded in the delivery log.
+func TestE2EPluginPNGUploadedOnEveryPlatform(t *testing.T) {
+	dir := chartPluginDir(t)
+	plugins := "plugins:\n  tools:\n    plugin_dir: " + dir + "\n"
+
+	t.Run("telegram", func(t *testing.T) {
+		llm := providertest.NewOpenAI(t)
+		llm.SetReply(chartLLM)
+		bot := telegramtest.New(t, tgToken)
+		h := startApp(t, loadConfigFile(t, writeConfig(t, telegramConfig(t.TempDir(), llm.BaseURL(), bot.URL)+plugins)))
+		bot.AddUpdate(bot.Private(telegramtest.User(60, "alice"), "chart 3 1 4 1 5"))
+		bot.WaitFor(t, "the chart", 30*time.Second, func([]telegramtest.Sent, []telegramtest.Call) bool { return len(bot.Uploads()) == 1 })
+		up := bot.Uploads()[0]
+		if up.Method != "sendPhoto" || up.ChatID != 60 {
+			t.Fatalf("uploaded with %s to chat %d; want sendPhoto to chat 60", up.Method, up.ChatID)
+		}
+		checkChartUpload(t, h, "telegram", fmt.Sprintf("60:%d", up.MessageID), up.Data, up.Name)
+		if s := bot.Sent(); len(s) != 1 || !strings.Contains(s[0].Text, "Here is your chart.") {
+			t.Fatalf("text sent %+v; want the answer with the chart", s)
+		}
+	})
+
+	t.Run("slack", func(t *testing.T) {
+		llm := providertest.NewOpenAI(t)
+		llm.SetReply(chartLLM)
+		srv := slacktest.New(t, slackBotToken, slackAppToken)
+		h := startApp(t, loadConfigFile(t, writeConfig(t, slackConfig(t.TempDir(), llm.BaseURL(), srv.URL, "    mode: socket\n")+plugins)))
+		srv.WaitConnected(t, 1, 20*time.Second)
+		env := srv.Deliver(srv.Mention("alice", "C1", "chart 3 1 4 1 5", ""))
+		srv.WaitFor(t, "the chart", 30*time.Second, func() bool { return len(srv.Uploads()) == 1 })
+		up := srv.Uploads()[0]
+		if up.Channel != "C1" || up.Thread != env.TS {
+			t.Fatalf("shared in %s thread %q; want C1's thread %s", up.Channel, up.Thread, env.TS)
+		}
+		if n := len(srv.Calls("files.getUploadURLExternal")); n != 1 {
+			t.Fatalf("files.getUploadURLExternal called %d times", n)
+		}
+		checkChartUpload(t, h, "slack", "file:"+up.ID, up.Data, up.Name)
+	})
+
+	t.Run("discord", func(t *testing.T) {
+		llm := providertest.NewOpenAI(t)
+		llm.SetReply(chartLLM)
+		dc := discordtest.New(t, dcToken)
+		guild := dc.Guild()
+		ch := dc.TextChannel(guild)
+		h := startApp(t, loadConfigFile(t, writeConfig(t, discordConfig(t.TempDir(), llm.BaseURL(), dc.URL, "")+plugins)))
+		alice := dc.User("alice")
+		dc.Message(t, discordtest.Msg{Channel: ch, Guild: guild, Author: alice,
+			Content: discordtest.Mention(dc.Bot) + " chart 3 1 4 1 5", Mentions: []discordtest.User{dc.Bot}})
+		dc.WaitFor(t, "the chart", func() bool { return len(dc.Uploads()) == 1 })
+		up := dc.Uploads()[0]
+		if up.ChannelID != ch || up.ContentType != "image/png" {
+			t.Fatalf("attached in %s as %s; want channel %s, image/png", up.ChannelID, up.ContentType, ch)
+		}
+		checkChartUpload(t, h, "discord", up.MessageID, up.Data, up.Name)
+	})
+}
