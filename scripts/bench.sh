@@ -42,6 +42,9 @@ run ./channels/telegram 'InboundToReply$' 1x
 run ./channels/telegram 'InboundToReplyIdle' 500x
 echo "== discord MESSAGE_CREATE -> REST reply (gateway websocket + channel + gateway + SQLite, instant agent)"
 run ./channels/discord 'MessageToReply' 1x
+echo "== streaming: first visible text (50 tokens/s LLM), edits per minute on a 2,000-token answer per platform (about 3 minutes)"
+run ./cmd/opentalon 'StreamFirstText' 5x
+run ./cmd/opentalon 'StreamEditsPerMinute' 1x
 echo "== text formatting"
 run ./channels/textfmt 'Format' 1s
 echo "== config"
