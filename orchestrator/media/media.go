@@ -299,8 +299,11 @@ func cannotRead(a core.Attachment) string {
 }
 
 func mb(n int64) string {
-	if n >= 1<<20 {
+	switch {
+	case n >= 1<<20:
 		return fmt.Sprintf("%d MB", (n+(1<<19))>>20)
+	case n >= 1<<10:
+		return fmt.Sprintf("%d KB", (n+(1<<9))>>10)
 	}
-	return fmt.Sprintf("%d KB", (n+(1<<9))>>10)
+	return fmt.Sprintf("%d bytes", n)
 }

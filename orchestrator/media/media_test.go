@@ -1,0 +1,102 @@
+package media
+
+import (
+	"context"
+	"io"
+	"strings"
+	"testing"
+
+	"github.com/opentalon/opentalon/core"
+	"github.com/opentalon/opentalon/store"
+)
+
+type models struct{ vision bool }
+
+func (m models) Can(c string) bool { return m.vision && c == "vision" }
+func (models) Transcribe(context.Context, string, core.Attachment, core.ConversationKey, string) (string, error) {
+	return "transcript", nil
+}
+
+func newReader(t *testing.T, o Options) *Reader {
+	db, err := store.Open(context.Background(), t.TempDir(), store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	o.Store = db
+	if o.Models == nil {
+		o.Models = models{}
+	}
+	return New(o)
+}
+
+// serve is a FetchFunc handing out files by id, counting the fetches.
+func serve(files map[string]string, fetches *int) core.FetchFunc {
+	return func(_ context.Context, f core.InboundFile, w io.Writer, limit int64) error {
+		*fetches++
+		_, err := io.Copy(w, io.LimitReader(strings.NewReader(files[f.ID]), limit+1))
+		return err
+	}
+}
+
+func TestReaderDocuments(t *testing.T) {
+	r := newReader(t, Options{DocumentTokens: 10})
+	n := 0
+	fetch := serve(map[string]string{
+		"long":   strings.Repeat("word ", 100),
+		"broken": "%PDF-1.4\nnot really a pdf",
+		"code":   "package main\n",
+	}, &n)
+	in := core.Inbound{Conversation: core.ConversationKey{Channel: "telegram", Chat: "1"}, Text: "read",
+		Files: []core.InboundFile{{ID: "long", Kind: core.MediaDocument, Name: "long.txt", MIME: "text/plain"}}}
+	mi, err := r.Read(context.Background(), in, fetch)
+	if err != nil || mi.Reply != "" {
+		t.Fatalf("Read = %+v, %v", mi, err)
+	}
+	if !strings.Contains(mi.Text, `Attached file "long.txt"`) || !strings.Contains(mi.Text, "media.document_tokens") || len(mi.Text) > 400 {
+		t.Fatalf("text %q; want the document cut at 40 bytes with a note", mi.Text)
+	}
+	if _, err := r.Read(context.Background(), in, fetch); err != nil || n != 1 {
+		t.Fatalf("a second read fetched again (%d fetches, %v); the media store keeps it", n, err)
+	}
+
+	in.Files = []core.InboundFile{{ID: "broken", Kind: core.MediaDocument, Name: "x.pdf", MIME: "application/pdf"}}
+	if mi, _ := r.Read(context.Background(), in, fetch); !strings.Contains(mi.Reply, "cannot read this kind of file") {
+		t.Fatalf("a malformed PDF: %+v; want the cannot-read reply", mi)
+	}
+	// A type the platform does not know is read by its name.
+	in.Files = []core.InboundFile{{ID: "code", Kind: core.MediaDocument, Name: "main.go", MIME: "application/octet-stream"}}
+	if mi, _ := r.Read(context.Background(), in, fetch); !strings.Contains(mi.Text, "package main") {
+		t.Fatalf("main.go: %+v; want its text", mi)
+	}
+}
+
+func TestReaderRefusesBeforeFetching(t *testing.T) {
+	r := newReader(t, Options{MaxBytes: 100})
+	n := 0
+	fetch := serve(map[string]string{"a": "x"}, &n)
+	for _, f := range []core.InboundFile{
+		{ID: "a", Kind: core.MediaImage, MIME: "image/png"},                                 // no model sees
+		{ID: "a", Kind: core.MediaAudio, MIME: "audio/ogg"},                                 // no transcription
+		{ID: "a", Kind: core.MediaDocument, Name: "big.txt", MIME: "text/plain", Size: 101}, // over the limit
+		{ID: "a", Kind: core.MediaDocument, Name: "x.docx", MIME: "application/vnd.openxmlformats-officedocument.wordprocessingml.document"},
+	} {
+		mi, err := r.Read(context.Background(), core.Inbound{Files: []core.InboundFile{f}}, fetch)
+		if err != nil || mi.Reply == "" {
+			t.Errorf("%+v: %+v, %v; want a reply", f, mi, err)
+		}
+	}
+	if n != 0 {
+		t.Fatalf("%d fetches; every refusal comes before the download", n)
+	}
+}
+
+func TestReaderTooLargeWhileDownloading(t *testing.T) {
+	r := newReader(t, Options{MaxBytes: 10})
+	n := 0
+	mi, err := r.Read(context.Background(), core.Inbound{Files: []core.InboundFile{{ID: "a", Kind: core.MediaDocument, Name: "a.txt", MIME: "text/plain"}}},
+		serve(map[string]string{"a": strings.Repeat("y", 50)}, &n))
+	if err != nil || !strings.Contains(mi.Reply, "a.txt is larger than the 10 bytes I accept") {
+		t.Fatalf("Read = %+v, %v; want the too-large reply", mi, err)
+	}
+}
