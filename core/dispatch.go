@@ -178,6 +178,7 @@ func (g *Gateway) process(ctx context.Context, it QueueItem, release func()) {
 	ctx, cancel := context.WithTimeout(ctx, g.opts.RequestTimeout)
 	defer cancel()
 	log := g.log.With("request", it.ID, "conv", it.Conversation.String(), "kind", it.Kind)
+	log.Debug("processing request", "attempts", it.Attempts, "interruptions", it.Interruptions)
 	var err error
 	if it.Interruptions >= g.opts.MaxAttempts {
 		// Every attempt was cut short (a crash, a kill): the message may
@@ -200,6 +201,7 @@ func (g *Gateway) settle(ctx context.Context, it QueueItem, err error, log *slog
 	switch {
 	case err == nil:
 		outcome = OutcomeAnswered
+		log.Debug("request done")
 		g.record(sctx, log, "mark request done", func(c context.Context) error { return g.store.Finish(c, it.ID, StatusDone, "") })
 	case errors.As(err, &drop):
 		outcome = OutcomeDropped

@@ -43,6 +43,7 @@ func (g *Gateway) Accept(ctx context.Context, in Inbound) error {
 		g.log.Debug("duplicate message dropped", "conv", in.Conversation.String(), "message_id", in.MessageID)
 		return nil
 	}
+	g.log.Debug("message accepted", "conv", in.Conversation.String(), "message_id", in.MessageID)
 	g.obs.Accepted(in.Conversation.Channel)
 	g.poke()
 	return nil

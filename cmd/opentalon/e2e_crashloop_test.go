@@ -64,7 +64,7 @@ func TestE2ECrashLoopAnswersEveryMessageOnce(t *testing.T) {
 	var kills []time.Time
 	var logs []*lockedBuf // each run's stderr, for the failure report
 	for round := range rounds {
-		p := startBinary(t, nil, "--config", cfg, "--log-level", "warn", "run")
+		p := startBinary(t, nil, "--config", cfg, "--log-level", "debug", "run")
 		logs = append(logs, p.stderr)
 		for range batch {
 			i := len(msgs)
@@ -87,7 +87,7 @@ func TestE2ECrashLoopAnswersEveryMessageOnce(t *testing.T) {
 
 	// The last start runs until every message has its answer.
 	lastStart := time.Now()
-	p := startBinary(t, nil, "--config", cfg, "--log-level", "warn", "run")
+	p := startBinary(t, nil, "--config", cfg, "--log-level", "debug", "run")
 	logs = append(logs, p.stderr)
 	answered := func(sent []telegramtest.Sent) map[int]bool {
 		got := map[int]bool{}
@@ -98,9 +98,19 @@ func TestE2ECrashLoopAnswersEveryMessageOnce(t *testing.T) {
 		}
 		return got
 	}
-	bot.WaitFor(t, "an answer to every message", 4*time.Minute, func(sent []telegramtest.Sent, _ []telegramtest.Call) bool {
-		return len(answered(sent)) >= len(msgs)
-	})
+	for deadline := time.Now().Add(4 * time.Minute); len(answered(bot.Sent())) < len(msgs); time.Sleep(50 * time.Millisecond) {
+		if time.Now().Before(deadline) {
+			continue
+		}
+		got := answered(bot.Sent())
+		var report strings.Builder
+		for _, m := range msgs {
+			if !got[m.id] {
+				fmt.Fprintf(&report, "%q (chat %d, message %d) has no answer; its conversation's log:\n%s", m.text, m.chat, m.id, convLog(logs, m.chat))
+			}
+		}
+		t.Fatalf("after 4 minutes of the last run:\n%s", report.String())
+	}
 	t.Logf("the last run answered the rest in %s", time.Since(lastStart).Round(time.Millisecond))
 	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
