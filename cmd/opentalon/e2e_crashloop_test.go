@@ -61,7 +61,7 @@ func TestE2ECrashLoopAnswersEveryMessageOnce(t *testing.T) {
 	for i := range users {
 		users[i] = telegramtest.User(int64(3000+i), "")
 	}
-	var kills []time.Time
+	var kills []kill
 	var logs []*lockedBuf // each run's stderr, for the failure report
 	for round := range rounds {
 		p := startBinary(t, nil, "--config", cfg, "--log-level", "debug", "run")
@@ -76,13 +76,15 @@ func TestE2ECrashLoopAnswersEveryMessageOnce(t *testing.T) {
 		wait := time.Duration(200+rnd.IntN(1300)) * time.Millisecond
 		rndMu.Unlock()
 		time.Sleep(wait)
+		k := kill{signal: time.Now()}
 		if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil {
 			t.Fatal(err)
 		}
-		kills = append(kills, time.Now())
 		if code := p.exitCode(30 * time.Second); code != -1 {
 			t.Fatalf("round %d: exit code %d, want killed; stderr:\n%s", round, code, p.stderr.String())
 		}
+		k.dead = time.Now()
+		kills = append(kills, k)
 	}
 
 	// The last start runs until every message has its answer.
@@ -167,10 +169,20 @@ func convLog(logs []*lockedBuf, chat int64) string {
 	return b.String()
 }
 
-// killBetween reports whether a kill happened between a and b.
-func killBetween(kills []time.Time, a, b time.Time) bool {
+// kill is one SIGKILL: when it was sent and when the process was seen dead.
+type kill struct{ signal, dead time.Time }
+
+// inFlight bounds how long after a process died the fake server may still
+// handle a request the process had written before (the bytes wait in the
+// socket).
+const inFlight = time.Second
+
+// killBetween reports whether a kill fell between two sends at a and b:
+// sent before b, and the process not yet gone (within inFlight) at a — a
+// send the server saw at a may have left the process just before the kill.
+func killBetween(kills []kill, a, b time.Time) bool {
 	for _, k := range kills {
-		if !k.Before(a) && !k.After(b) {
+		if k.signal.Before(b) && k.dead.Add(inFlight).After(a) {
 			return true
 		}
 	}
