@@ -44,6 +44,16 @@ type Options struct {
 	Pairings PairingStore
 	// Observer is told about each event's way, for metrics (nil = none).
 	Observer Observer
+	// Firings runs the schedules' own work (nil = prompt firings only).
+	Firings FiringRunner
+	// Events receives the operator events the gateway emits (a request
+	// failed for good); nil = none.
+	Events OpsEvents
+	// Authorizer, when set, is asked about every user a channel's access
+	// rule admits, on the channels AuthChannels names (empty = every
+	// channel but the operator's console).
+	Authorizer   Authorizer
+	AuthChannels []string
 	Now      func() time.Time
 	Logger   *slog.Logger
 }
