@@ -54,8 +54,9 @@ type Options struct {
 	// channel but the operator's console).
 	Authorizer   Authorizer
 	AuthChannels []string
-	Now          func() time.Time
-	Logger       *slog.Logger
+
+	Now    func() time.Time
+	Logger *slog.Logger
 }
 
 // Gateway accepts events from channels into the durable queue and
