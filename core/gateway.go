@@ -44,6 +44,9 @@ type Options struct {
 	Pairings PairingStore
 	// Observer is told about each event's way, for metrics (nil = none).
 	Observer Observer
+	Now      func() time.Time
+	Logger   *slog.Logger
+
 	// Firings runs the schedules' own work (nil = prompt firings only).
 	Firings FiringRunner
 	// Events receives the operator events the gateway emits (a request
@@ -54,9 +57,6 @@ type Options struct {
 	// channel but the operator's console).
 	Authorizer   Authorizer
 	AuthChannels []string
-
-	Now    func() time.Time
-	Logger *slog.Logger
 }
 
 // Gateway accepts events from channels into the durable queue and
