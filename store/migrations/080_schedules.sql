@@ -1,9 +1,10 @@
 -- Scheduled tasks (config schedules:, /schedule in chat, plugins'
 -- declared schedules). A firing is queued with the dedupe key
 -- schedule:<id>:<firing time>, so it is answered once; next_fire is the
--- next firing time, last_fire the last one queued.
+-- next firing time, last_fire the last one queued. Ids are never reused,
+-- so a firing's dedupe key never matches another schedule's.
 CREATE TABLE schedules (
-    id          INTEGER PRIMARY KEY,
+    id          INTEGER PRIMARY KEY AUTOINCREMENT,
     source      TEXT    NOT NULL,
     key         TEXT    NOT NULL DEFAULT '',
     interval_ms INTEGER NOT NULL DEFAULT 0,
