@@ -79,6 +79,7 @@ func Default() *Config {
 		},
 		Orchestrator: Orchestrator{MaxSteps: 10},
 		Server:       Server{Listen: "127.0.0.1:7070", Metrics: true},
+
 		Notifications: Notifications{Window: Duration(10 * time.Minute), MaxPerWindow: 5, ChannelDownAfter: Duration(time.Minute)},
 	}
 }
