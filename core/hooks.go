@@ -42,6 +42,17 @@ type HookSource interface {
 type OrderedHooks struct {
 	sources []HookSource
 	log     *slog.Logger
+	obs     Observer
+}
+
+// Observe makes every skipped failure a HookFailed of o (metrics); call
+// it before the hooks are used.
+func (h *OrderedHooks) Observe(o Observer) { h.obs = o }
+
+func (h *OrderedHooks) failed(in HookInput, s Stage) {
+	if h.obs != nil {
+		h.obs.HookFailed(in.In.Conversation.Channel, s)
+	}
 }
 
 var _ Hooks = (*OrderedHooks)(nil)
@@ -119,6 +130,7 @@ func (h *OrderedHooks) Pre(ctx context.Context, in HookInput) (PreResult, error)
 				return false
 			}
 			h.log.Warn("pre-hook failed; the message goes on without its change", "hook", st.Name, "err", err, "conv", in.In.Conversation.String())
+			h.failed(in, StagePreHooks)
 			return true
 		}
 		if r.Drop || r.Reply != "" {
@@ -154,6 +166,7 @@ func (h *OrderedHooks) Post(ctx context.Context, in HookInput, answer string) (s
 				return false
 			}
 			h.log.Warn("post-hook failed; the answer goes on without its change", "hook", st.Name, "err", err, "conv", in.In.Conversation.String())
+			h.failed(in, StagePostHooks)
 			return true
 		}
 		if out != "" {
