@@ -159,7 +159,7 @@ func configSchedules(cfg *config.Config) []core.Schedule {
 	for _, s := range cfg.Schedules {
 		sc := core.Schedule{Interval: s.Interval.D(), Cron: s.Cron, Prompt: s.Prompt, Plugin: s.Plugin, Action: s.Action, Args: s.Args,
 			Conversation: core.ConversationKey{Channel: s.Channel, Chat: s.Chat, Thread: s.Thread},
-			Model: s.Model, Timezone: s.Timezone, Missed: s.Missed}
+			Model:        s.Model, Timezone: s.Timezone, Missed: s.Missed}
 		if sc.Cron != "" {
 			sc.Spec = "cron " + sc.Cron
 		} else {
