@@ -280,7 +280,7 @@ func TestE2EAuthProvider(t *testing.T) {
 	waitPlugins(t, h.app, "directory")
 
 	bot.AddUpdate(bot.Private(telegramtest.User(99, "mallory"), "let me in")) // denied
-	bot.AddUpdate(bot.Private(telegramtest.User(13, "flaky"), "hello?"))     // the provider fails: refused
+	bot.AddUpdate(bot.Private(telegramtest.User(13, "flaky"), "hello?"))      // the provider fails: refused
 	bot.AddUpdate(bot.Private(telegramtest.User(42, "alice"), "hello from alice"))
 	sent := bot.WaitSent(t, 1, 20*time.Second)
 	if sent[0].ChatID != 42 || !strings.Contains(sent[0].Text, "echo: hello from alice") {
