@@ -25,8 +25,8 @@ func (p pluginSteps) HookSteps() []core.HookStep { return p }
 
 func TestLuaStepsInterleaveWithPluginHooks(t *testing.T) {
 	te := startEngine(t, map[string]string{
-		"10_tag.lua":  `function pre_hook(ctx) ctx.message = ctx.message .. " +lua10"; ctx.metadata.first = "lua" return ctx end`,
-		"30_tag.lua":  `function pre_hook(ctx) ctx.message = ctx.message .. " +lua30" return ctx end
+		"10_tag.lua": `function pre_hook(ctx) ctx.message = ctx.message .. " +lua10"; ctx.metadata.first = "lua" return ctx end`,
+		"30_tag.lua": `function pre_hook(ctx) ctx.message = ctx.message .. " +lua30" return ctx end
 		                function post_hook(ctx) ctx.message = ctx.message .. " +post30" return ctx end`,
 		"plain.lua":   `function filter(ctx) if ctx.message:find("spam") then return { drop = true, reason = "spam" } end end`,
 		"nohooks.lua": `x = 1`,
