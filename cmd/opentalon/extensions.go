@@ -292,7 +292,7 @@ func (r firingRunner) runAction(ctx context.Context, f core.Firing) (string, err
 	return text, nil
 }
 
-// injector commits a message a plugin's route injected.
+// inject commits a message a plugin's route injected.
 func (a *App) inject(ctx context.Context, in plugins.Injection) error {
 	_, err := a.gateway.Inject(ctx, core.Inbound{
 		Conversation: core.ConversationKey{Channel: in.Channel, Chat: in.Chat, Thread: in.Thread},
