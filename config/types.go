@@ -15,6 +15,13 @@ type Config struct {
 	Plugins      Plugins      `yaml:"plugins"`
 	Orchestrator Orchestrator `yaml:"orchestrator"`
 	Server       Server       `yaml:"server"`
+	// Timezone is the IANA time zone of schedules that name none; ""
+	// is the machine's.
+	Timezone string `yaml:"timezone"`
+	// Schedules are scheduled tasks (see extensions.go).
+	Schedules []Schedule `yaml:"schedules"`
+	// Notifications sends operator events to sinks.
+	Notifications Notifications `yaml:"notifications"`
 }
 
 // State says where durable state lives.
@@ -86,6 +93,8 @@ type Models struct {
 const (
 	APIOpenAICompletions = "openai-completions"
 	APIAnthropicMessages = "anthropic-messages"
+	// APIPlugin is an LLM provider served by a gRPC plugin (Provider.Plugin).
+	APIPlugin = "plugin"
 )
 
 // Provider is one configured LLM endpoint.
@@ -103,6 +112,8 @@ type Provider struct {
 	// they often carry credentials.
 	Headers map[string]Secret `yaml:"headers"`
 	Models  []ProviderModel   `yaml:"models"`
+	// Plugin names the plugin that serves this provider (api: plugin).
+	Plugin string `yaml:"plugin"`
 }
 
 // ProviderModel describes one model a provider serves.
@@ -411,6 +422,10 @@ type Discord struct {
 type Plugins struct {
 	Tools Tools `yaml:"tools"`
 	Lua   Lua   `yaml:"lua"`
+	// Auth and Blobs name the plugins serving as auth provider and blob
+	// storage (see extensions.go).
+	Auth  PluginAuth  `yaml:"auth"`
+	Blobs PluginBlobs `yaml:"blobs"`
 }
 
 // Tools configures tier-1 gRPC plugins.
@@ -434,6 +449,9 @@ type Tools struct {
 	State           PluginStateLimits   `yaml:"state"`
 	Sandbox         PluginSandbox       `yaml:"sandbox"`
 	ProcessLimits   PluginProcessLimits `yaml:"process_limits"`
+	// Hooks and HTTP bound the plugins' hooks and HTTP routes.
+	Hooks PluginHooks `yaml:"hooks"`
+	HTTP  PluginHTTP  `yaml:"http"`
 }
 
 // PluginStateLimits bound each plugin's key-value state.

@@ -40,7 +40,7 @@ func (g *Gateway) deliver(ctx context.Context, ch Channel, in Inbound, r *Reply)
 		if i < len(r.Sent) && r.Sent[i] != "" {
 			continue
 		}
-		to := Outbound{Conversation: r.Conversation, ReplyTo: in.MessageID, Meta: in.Meta, Part: i, Parts: len(r.Parts)}
+		to := Outbound{Conversation: r.Conversation, ReplyTo: replyTo(in), Meta: in.Meta, Part: i, Parts: len(r.Parts)}
 		id, err := ch.Send(ctx, to, part)
 		if err != nil {
 			return fmt.Errorf("send part %d/%d: %w", i+1, len(r.Parts), err)

@@ -261,6 +261,7 @@ func (g *Gateway) wait(ctx context.Context, it QueueItem, cause error, log *slog
 func (g *Gateway) giveUp(ctx context.Context, it QueueItem, cause error, log *slog.Logger) {
 	log.Error("request failed", "attempts", it.Attempts+1, "interruptions", it.Interruptions, "err", cause)
 	g.record(ctx, log, "mark request failed", func(c context.Context) error { return g.store.Finish(c, it.ID, StatusFailed, cause.Error()) })
+	g.emitFailed(it, cause)
 	if it.Kind != EventMessage || it.Message == nil {
 		return
 	}
@@ -322,6 +323,8 @@ func (g *Gateway) handle(ctx context.Context, it QueueItem, log *slog.Logger, re
 		return g.handleMessage(ctx, it, log, release)
 	case EventReaction:
 		return g.handleReaction(ctx, it, log, release)
+	case EventScheduled:
+		return g.handleFiring(ctx, it, log, release)
 	}
 	return Errorf(KindInvalid, "unknown queue item kind %q", it.Kind)
 }
@@ -341,7 +344,7 @@ func (g *Gateway) handleMessage(ctx context.Context, it QueueItem, log *slog.Log
 		release()
 		return g.deliver(ctx, ch, in, r)
 	}
-	if ind, ok := ch.(Indicator); ok {
+	if ind, ok := ch.(Indicator); ok && in.Origin == "" {
 		stop := ind.Working(ctx, in)
 		defer stop()
 	}

@@ -59,6 +59,11 @@ type Inbound struct {
 	// (it is stored with the request and handed back in Outbound).
 	Meta       map[string]string `json:",omitempty"`
 	ReceivedAt time.Time
+	// Origin is "" for a message a platform delivered, else who put it
+	// into the conversation: OriginSchedule or OriginPlugin+"<name>".
+	// Such a message is never a reply to a platform message and its
+	// sender is never an admin.
+	Origin string `json:",omitempty"`
 }
 
 // Polarity is the judgement a signal carries.

@@ -38,6 +38,9 @@ echo "== guard (64 KB plugin result)"
 run ./guard 'Pipeline' 1s
 echo "== plugins (Execute round trip over gRPC)"
 run ./plugins 'ExecuteRoundTrip' 1s
+echo "== plugin extension points (one gRPC hook per message; an HTTP route round trip)"
+run ./plugins 'HookPerMessage|RouteRoundTrip' 1x
+run ./cmd/opentalon 'HookOverhead' 300x
 echo "== telegram inbound -> reply (channel + gateway + SQLite, instant agent)"
 run ./channels/telegram 'InboundToReply$' 1x
 run ./channels/telegram 'InboundToReplyIdle' 500x
