@@ -18,7 +18,7 @@ COPY go.mod go.sum ./
 RUN go mod download
 COPY . .
 ARG VERSION=dev
-RUN CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X main.Version=${VERSION}" -o /out/opentalon ./cmd/opentalon \
+RUN CGO_ENABLED=0 go build -trimpath -tags grpcnotrace -ldflags "-s -w -X main.Version=${VERSION}" -o /out/opentalon ./cmd/opentalon \
  && mkdir -p /out/data
 
 FROM scratch

@@ -66,7 +66,10 @@ func Default() *Config {
 				State:           PluginStateLimits{MaxKeys: 10000, MaxBytes: 16 << 20, WritesPerSecond: 20},
 				Sandbox:         PluginSandbox{Landlock: true},
 				ProcessLimits:   PluginProcessLimits{AddressSpaceMB: 4096, OpenFiles: 1024, Processes: 1024},
+				Hooks:           PluginHooks{Timeout: Duration(2 * time.Second)},
+				HTTP:            PluginHTTP{MaxBodyBytes: 1 << 20, Timeout: Duration(10 * time.Second)},
 			},
+			Auth: PluginAuth{CacheTTL: Duration(5 * time.Minute), Timeout: Duration(2 * time.Second)},
 			Lua: Lua{Limits: LuaLimits{
 				MemoryMB:          64,
 				TimeoutSeconds:    5,
@@ -78,6 +81,7 @@ func Default() *Config {
 		Server:       Server{Listen: "127.0.0.1:7070", Metrics: true},
 		Media: Media{MaxBytes: 20 << 20, DownloadTimeout: Duration(time.Minute), Retention: Duration(30 * 24 * time.Hour),
 			DocumentTokens: 8000},
+		Notifications: Notifications{Window: Duration(10 * time.Minute), MaxPerWindow: 5, ChannelDownAfter: Duration(time.Minute)},
 	}
 }
 

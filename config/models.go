@@ -96,6 +96,9 @@ func (c *Config) ModelRefs() []ModelRef {
 		}
 	}
 	add("plugins.lua.default_model", c.Plugins.Lua.DefaultModel)
+	for i, s := range c.Schedules {
+		add(fmt.Sprintf("schedules[%d].model", i), s.Model)
+	}
 	add("state.compaction.model", c.State.Compaction.Model)
 	return out
 }

@@ -15,7 +15,14 @@ type Config struct {
 	Plugins      Plugins      `yaml:"plugins"`
 	Orchestrator Orchestrator `yaml:"orchestrator"`
 	Server       Server       `yaml:"server"`
-	Media        Media        `yaml:"media"`
+	// Timezone is the IANA time zone of schedules that name none; ""
+	// is the machine's.
+	Timezone string `yaml:"timezone"`
+	// Schedules are scheduled tasks (see extensions.go).
+	Schedules []Schedule `yaml:"schedules"`
+	// Notifications sends operator events to sinks.
+	Notifications Notifications `yaml:"notifications"`
+	Media         Media         `yaml:"media"`
 }
 
 // Media configures the files users send: limits, the media store and
@@ -113,6 +120,8 @@ type Models struct {
 const (
 	APIOpenAICompletions = "openai-completions"
 	APIAnthropicMessages = "anthropic-messages"
+	// APIPlugin is an LLM provider served by a gRPC plugin (Provider.Plugin).
+	APIPlugin = "plugin"
 )
 
 // Provider is one configured LLM endpoint.
@@ -130,6 +139,8 @@ type Provider struct {
 	// they often carry credentials.
 	Headers map[string]Secret `yaml:"headers"`
 	Models  []ProviderModel   `yaml:"models"`
+	// Plugin names the plugin that serves this provider (api: plugin).
+	Plugin string `yaml:"plugin"`
 }
 
 // ProviderModel describes one model a provider serves.
@@ -461,6 +472,10 @@ type Discord struct {
 type Plugins struct {
 	Tools Tools `yaml:"tools"`
 	Lua   Lua   `yaml:"lua"`
+	// Auth and Blobs name the plugins serving as auth provider and blob
+	// storage (see extensions.go).
+	Auth  PluginAuth  `yaml:"auth"`
+	Blobs PluginBlobs `yaml:"blobs"`
 }
 
 // Tools configures tier-1 gRPC plugins.
@@ -484,6 +499,9 @@ type Tools struct {
 	State           PluginStateLimits   `yaml:"state"`
 	Sandbox         PluginSandbox       `yaml:"sandbox"`
 	ProcessLimits   PluginProcessLimits `yaml:"process_limits"`
+	// Hooks and HTTP bound the plugins' hooks and HTTP routes.
+	Hooks PluginHooks `yaml:"hooks"`
+	HTTP  PluginHTTP  `yaml:"http"`
 }
 
 // PluginStateLimits bound each plugin's key-value state.

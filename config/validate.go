@@ -21,6 +21,7 @@ func validate(c *Config, ps *problems) {
 	validatePlugins(c, ps)
 	validateMemory(c, ps)
 	validateMedia(c, ps)
+	validateExtensions(c, ps)
 	for _, r := range c.ModelRefs() {
 		checkRef(c, ps, r.Path, r.Ref)
 	}
@@ -81,7 +82,7 @@ func validateBasics(c *Config, ps *problems) {
 	}
 }
 
-var apis = []string{APIOpenAICompletions, APIAnthropicMessages}
+var apis = []string{APIOpenAICompletions, APIAnthropicMessages, APIPlugin}
 
 func validateProviders(c *Config, ps *problems) {
 	for _, id := range c.providerIDs() {
@@ -92,6 +93,10 @@ func validateProviders(c *Config, ps *problems) {
 		}
 		switch p.API {
 		case APIOpenAICompletions, APIAnthropicMessages:
+		case APIPlugin:
+			if p.Plugin == "" {
+				ps.at(path+".plugin", "missing; api: plugin needs the name of the plugin that serves the provider (its capabilities' name)")
+			}
 		case "":
 			ps.at(path+".api", "missing; set it to %s", strings.Join(apis, " or "))
 		default:

@@ -111,16 +111,83 @@ func NormalizePairingCode(s string) string {
 	}, strings.ToUpper(strings.TrimSpace(s)))
 }
 
-// isAdmin reports whether in's sender is an admin of its channel.
+// isAdmin reports whether in's sender is an admin of its channel (by
+// the config; see also the Authorizer's AuthAdmin). A message no platform
+// delivered has no admin sender.
 func (g *Gateway) isAdmin(in Inbound) bool {
+	if in.Origin != "" {
+		return false
+	}
 	p, ok := g.opts.Access[in.Conversation.Channel]
 	return ok && (p.Operator || in.UserID != "" && slices.Contains(p.Admins, in.UserID))
+}
+
+// AuthDecision is an auth provider's answer about one user.
+type AuthDecision int
+
+// Auth decisions. The zero value denies.
+const (
+	AuthDeny AuthDecision = iota
+	AuthAllow
+	// AuthAdmin allows and makes the user an admin of the channel.
+	AuthAdmin
+)
+
+func (d AuthDecision) String() string {
+	switch d {
+	case AuthAllow:
+		return "allow"
+	case AuthAdmin:
+		return "admin"
+	}
+	return "deny"
+}
+
+// Authorizer is an auth provider (a plugin implementing Authorize): it is
+// asked about each user the channel's own access rule admitted. An error
+// refuses the user (fail closed). Implementations cache their answers;
+// safe for concurrent use.
+type Authorizer interface {
+	Authorize(ctx context.Context, channel, chat, user string) (AuthDecision, error)
+}
+
+// authorizes reports whether the Authorizer applies to in.
+func (g *Gateway) authorizes(in Inbound) bool {
+	if g.opts.Authorizer == nil || in.Origin != "" {
+		return false
+	}
+	if p := g.opts.Access[in.Conversation.Channel]; p.Operator {
+		return false
+	}
+	return len(g.opts.AuthChannels) == 0 || slices.Contains(g.opts.AuthChannels, in.Conversation.Channel)
+}
+
+// authorized asks the Authorizer about in's sender: ok=false refuses the
+// message; an error is logged and refuses it (fail closed).
+func (g *Gateway) authorized(ctx context.Context, in Inbound) (ok, admin bool) {
+	d, err := g.opts.Authorizer.Authorize(ctx, in.Conversation.Channel, in.Conversation.Chat, in.UserID)
+	if err != nil {
+		g.log.Warn("the auth provider failed; the user is refused (fail closed)", "channel", in.Conversation.Channel, "user", in.UserID, "err", err)
+		return false, false
+	}
+	return d == AuthAllow || d == AuthAdmin, d == AuthAdmin
 }
 
 // admitted reports whether in's sender may talk to the bot on its
 // channel; for an unknown user in pairing mode it also returns their
 // pairing record (nil when they have none yet).
 func (g *Gateway) admitted(ctx context.Context, in Inbound) (bool, *Pairing, error) {
+	ok, rec, err := g.admittedByChannel(ctx, in)
+	if err != nil || !ok || !g.authorizes(in) || g.isAdmin(in) {
+		return ok, rec, err
+	}
+	// The channel admitted the user; the auth provider has the last word.
+	ok, _ = g.authorized(ctx, in)
+	return ok, nil, nil
+}
+
+// admittedByChannel is admitted by the channel's own access rule.
+func (g *Gateway) admittedByChannel(ctx context.Context, in Inbound) (bool, *Pairing, error) {
 	channel := in.Conversation.Channel
 	p, ok := g.opts.Access[channel]
 	if !ok || p.Mode == AccessOpen || p.Mode == "" || g.isAdmin(in) {
@@ -153,9 +220,19 @@ func (g *Gateway) admitted(ctx context.Context, in Inbound) (bool, *Pairing, err
 // the LLM. An unknown user in pairing mode is given a pairing code (at
 // most one notice a minute); everyone else refused is ignored.
 func (g *Gateway) admit(ctx context.Context, in Inbound) (bool, error) {
-	ok, rec, err := g.admitted(ctx, in)
-	if err != nil || ok {
-		return ok, err
+	ok, rec, err := g.admittedByChannel(ctx, in)
+	if err != nil {
+		return false, err
+	}
+	if ok {
+		if !g.authorizes(in) || g.isAdmin(in) {
+			return true, nil
+		}
+		if ok, _ = g.authorized(ctx, in); !ok {
+			g.obs.Finished(in.Conversation.Channel, EventMessage, OutcomeRefused)
+			g.log.Debug("message from a user the auth provider refused ignored", "channel", in.Conversation.Channel)
+		}
+		return ok, nil
 	}
 	g.obs.Finished(in.Conversation.Channel, EventMessage, OutcomeRefused)
 	if g.opts.Access[in.Conversation.Channel].Mode != AccessPairing || in.UserID == "" {

@@ -112,7 +112,7 @@ func (g *Gateway) deliver(ctx context.Context, ch Channel, in Inbound, r *Reply,
 		if id != "" && !draft {
 			continue
 		}
-		to := Outbound{Conversation: r.Conversation, ReplyTo: in.MessageID, Meta: in.Meta, Part: i, Parts: total}
+		to := Outbound{Conversation: r.Conversation, ReplyTo: replyTo(in), Meta: in.Meta, Part: i, Parts: total}
 		var err error
 		if id == "" {
 			id, err = ch.Send(ctx, to, part)
@@ -162,7 +162,7 @@ func (g *Gateway) deliver(ctx context.Context, ch Channel, in Inbound, r *Reply,
 			}
 			f.Data = data
 		}
-		to := Outbound{Conversation: r.Conversation, ReplyTo: in.MessageID, Meta: in.Meta, Part: i, Parts: total}
+		to := Outbound{Conversation: r.Conversation, ReplyTo: replyTo(in), Meta: in.Meta, Part: i, Parts: total}
 		id, err := up.Upload(ctx, to, f)
 		if err != nil {
 			return fmt.Errorf("send file %s: %w", f.Name, err)

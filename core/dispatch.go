@@ -178,6 +178,7 @@ func (g *Gateway) process(ctx context.Context, it QueueItem, release func()) {
 	ctx, cancel := context.WithTimeout(ctx, g.opts.RequestTimeout)
 	defer cancel()
 	log := g.log.With("request", it.ID, "conv", it.Conversation.String(), "kind", it.Kind)
+	log.Debug("processing request", "attempts", it.Attempts, "interruptions", it.Interruptions)
 	var err error
 	if it.Interruptions >= g.opts.MaxAttempts {
 		// Every attempt was cut short (a crash, a kill): the message may
@@ -200,6 +201,7 @@ func (g *Gateway) settle(ctx context.Context, it QueueItem, err error, log *slog
 	switch {
 	case err == nil:
 		outcome = OutcomeAnswered
+		log.Debug("request done")
 		g.record(sctx, log, "mark request done", func(c context.Context) error { return g.store.Finish(c, it.ID, StatusDone, "") })
 	case errors.As(err, &drop):
 		outcome = OutcomeDropped
@@ -259,6 +261,7 @@ func (g *Gateway) wait(ctx context.Context, it QueueItem, cause error, log *slog
 func (g *Gateway) giveUp(ctx context.Context, it QueueItem, cause error, log *slog.Logger) {
 	log.Error("request failed", "attempts", it.Attempts+1, "interruptions", it.Interruptions, "err", cause)
 	g.record(ctx, log, "mark request failed", func(c context.Context) error { return g.store.Finish(c, it.ID, StatusFailed, cause.Error()) })
+	g.emitFailed(it, cause)
 	if it.Kind != EventMessage || it.Message == nil {
 		return
 	}
@@ -324,6 +327,8 @@ func (g *Gateway) handle(ctx context.Context, it QueueItem, log *slog.Logger, re
 		return g.handleMessage(ctx, it, log, release)
 	case EventReaction:
 		return g.handleReaction(ctx, it, log, release)
+	case EventScheduled:
+		return g.handleFiring(ctx, it, log, release)
 	}
 	return Errorf(KindInvalid, "unknown queue item kind %q", it.Kind)
 }
@@ -347,7 +352,7 @@ func (g *Gateway) handleMessage(ctx context.Context, it QueueItem, log *slog.Log
 		release()
 		return g.deliver(ctx, ch, in, prev, nil)
 	}
-	if ind, ok := ch.(Indicator); ok {
+	if ind, ok := ch.(Indicator); ok && in.Origin == "" {
 		stop := ind.Working(ctx, in)
 		defer stop()
 	}

@@ -49,6 +49,17 @@ type Options struct {
 	Observer Observer
 	Now      func() time.Time
 	Logger   *slog.Logger
+
+	// Firings runs the schedules' own work (nil = prompt firings only).
+	Firings FiringRunner
+	// Events receives the operator events the gateway emits (a request
+	// failed for good); nil = none.
+	Events OpsEvents
+	// Authorizer, when set, is asked about every user a channel's access
+	// rule admits, on the channels AuthChannels names (empty = every
+	// channel but the operator's console).
+	Authorizer   Authorizer
+	AuthChannels []string
 }
 
 // Gateway accepts events from channels into the durable queue and

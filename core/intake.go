@@ -43,6 +43,7 @@ func (g *Gateway) Accept(ctx context.Context, in Inbound) error {
 		g.log.Debug("duplicate message dropped", "conv", in.Conversation.String(), "message_id", in.MessageID)
 		return nil
 	}
+	g.log.Debug("message accepted", "conv", in.Conversation.String(), "message_id", in.MessageID)
 	g.obs.Accepted(in.Conversation.Channel)
 	g.poke()
 	return nil
@@ -149,7 +150,7 @@ func (g *Gateway) notify(in Inbound, text string) {
 func (g *Gateway) sendText(ctx context.Context, ch Channel, in Inbound, text string) {
 	parts := ch.Format(text)
 	for i, part := range parts {
-		if _, err := ch.Send(ctx, Outbound{Conversation: in.Conversation, ReplyTo: in.MessageID, Meta: in.Meta, Part: i, Parts: len(parts)}, part); err != nil {
+		if _, err := ch.Send(ctx, Outbound{Conversation: in.Conversation, ReplyTo: replyTo(in), Meta: in.Meta, Part: i, Parts: len(parts)}, part); err != nil {
 			g.log.Warn("send a notice", "conv", in.Conversation.String(), "err", err)
 			return
 		}

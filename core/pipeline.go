@@ -81,6 +81,9 @@ func (e *droppedError) Error() string {
 // pipeline.
 func (g *Gateway) answerMessage(ctx context.Context, req CommandRequest, a answering, log *slog.Logger) (*Answer, error) {
 	req.Admin = g.isAdmin(req.In)
+	if !req.Admin && g.authorizes(req.In) {
+		_, req.Admin = g.authorized(ctx, req.In)
+	}
 	for _, ic := range g.interceptors {
 		d, err := ic.Intercept(ctx, req)
 		if err != nil {

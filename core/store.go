@@ -12,6 +12,8 @@ type EventKind string
 const (
 	EventMessage  EventKind = "message"
 	EventReaction EventKind = "reaction"
+	// EventScheduled is a schedule's firing (QueueItem.Firing).
+	EventScheduled EventKind = "schedule"
 )
 
 // QueueItem is one accepted event in the durable queue.
@@ -23,6 +25,7 @@ type QueueItem struct {
 	DedupeKey string
 	Message   *Inbound  `json:",omitempty"`
 	Reaction  *Reaction `json:",omitempty"`
+	Firing    *Firing   `json:",omitempty"`
 	// Attempts counts the attempts that ended in a failure; Interruptions
 	// the attempts cut short by a crash or kill (the poison-message guard).
 	Attempts      int

@@ -62,6 +62,11 @@ type Inbound struct {
 	// notes), as the platform names them; nothing is downloaded yet.
 	Files      []InboundFile `json:",omitempty"`
 	ReceivedAt time.Time
+	// Origin is "" for a message a platform delivered, else who put it
+	// into the conversation: OriginSchedule or OriginPlugin+"<name>".
+	// Such a message is never a reply to a platform message and its
+	// sender is never an admin.
+	Origin string `json:",omitempty"`
 }
 
 // MediaKind says what a file is to the gateway.

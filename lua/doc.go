@@ -1,9 +1,13 @@
 // Package lua runs OpenTalon's tier-2 plugins: operator-written Lua
 // scripts (gopher-lua) that filter, classify or rewrite messages before
-// the agent and answers after it. Engine implements core.Hooks.
+// the agent and answers after it. Engine implements core.Hooks, and
+// core.HookSource: in the gateway its scripts are steps interleaved with
+// the gRPC hook plugins' by order, a script's order being the number its
+// file name starts with (steps.go).
 //
 // Every *.lua file of plugins.lua.scripts_dir is compiled once and may
-// define filter(ctx), pre_hook(ctx) and post_hook(ctx); scripts run in
+// define filter(ctx), pre_hook(ctx), post_hook(ctx) and on_schedule(ctx)
+// (run at every firing of a schedule, OnSchedule); scripts run in
 // file-name order (engine.go, script.go). With plugins.lua.watch, fsnotify
 // reloads a created, changed, renamed or removed file; one that fails to
 // compile keeps its previous version (watch.go).
@@ -20,7 +24,8 @@
 // memory budget (watchdog.go), bounded string building (strlib.go), a
 // pattern matcher whose recursion follows the pattern and never the input
 // (pattern.go), registry and call-stack caps; three consecutive failures
-// disable a script until its file changes.
+// disable a script until its file changes, which is an operator event
+// (Options.Events).
 //
 // lua imports core only; store.DB implements its KV.
 package lua

@@ -17,6 +17,8 @@ const (
 	HookFilter = "filter"
 	HookPre    = "pre_hook"
 	HookPost   = "post_hook"
+	// HookSchedule runs at every firing of a schedule (OnSchedule).
+	HookSchedule = "on_schedule"
 )
 
 // maxFailures consecutive failed runs disable a script until its file
@@ -64,6 +66,8 @@ type Options struct {
 	// (default 1ms).
 	HeapPoll time.Duration
 	Logger   *slog.Logger
+	// Events is told when a script is disabled (nil = nobody).
+	Events core.OpsEvents
 }
 
 // Engine runs the Lua hooks: it implements core.Hooks. Lifecycle: New
@@ -74,6 +78,8 @@ type Engine struct {
 	log     *slog.Logger
 	dog     *watchdog
 	scripts atomic.Pointer[[]*script]
+	// steps caches the hook steps of the current scripts.
+	steps atomic.Pointer[stepCache]
 	// states counts the Lua states made (a pooled run makes none).
 	states atomic.Int64
 
@@ -179,25 +185,35 @@ func (e *Engine) current() []*script { return *e.scripts.Load() }
 func (e *Engine) Pre(ctx context.Context, in core.HookInput) (core.PreResult, error) {
 	res := core.PreResult{Text: in.Text, Metadata: cloneMeta(in.Metadata)}
 	for _, s := range e.current() {
-		for _, hook := range []string{HookFilter, HookPre} {
-			if !s.has(hook) {
-				continue
-			}
-			if err := ctx.Err(); err != nil {
-				return res, err
-			}
-			out, ok := e.runHook(ctx, s, hook, in, res.Text, res.Metadata)
-			if !ok {
-				continue
-			}
-			if out.drop {
-				e.log.Info("message dropped by a lua hook", "script", s.file, "hook", hook, "reason", out.reason, "conv", in.In.Conversation.String())
-				res.Drop, res.Reason, res.Reply = true, out.reason, e.o.DropNotice
-				return res, nil
-			}
-			if hook == HookPre {
-				res.Text, res.Metadata = out.message, out.metadata
-			}
+		var err error
+		if res, err = e.preScript(ctx, s, in, res); err != nil || res.Drop {
+			return res, err
+		}
+		in.Text, in.Metadata = res.Text, res.Metadata
+	}
+	return res, nil
+}
+
+// preScript runs one script's filter and then its pre_hook on res.
+func (e *Engine) preScript(ctx context.Context, s *script, in core.HookInput, res core.PreResult) (core.PreResult, error) {
+	for _, hook := range []string{HookFilter, HookPre} {
+		if !s.has(hook) {
+			continue
+		}
+		if err := ctx.Err(); err != nil {
+			return res, err
+		}
+		out, ok := e.runHook(ctx, s, hook, in, res.Text, res.Metadata)
+		if !ok {
+			continue
+		}
+		if out.drop {
+			e.log.Info("message dropped by a lua hook", "script", s.file, "hook", hook, "reason", out.reason, "conv", in.In.Conversation.String())
+			res.Drop, res.Reason, res.Reply = true, out.reason, e.o.DropNotice
+			return res, nil
+		}
+		if hook == HookPre {
+			res.Text, res.Metadata = out.message, out.metadata
 		}
 	}
 	return res, nil
@@ -241,6 +257,8 @@ type Result struct {
 	Metadata map[string]string
 	Drop     bool
 	Reason   string
+	// Reply is on_schedule's text to post instead of asking the LLM.
+	Reply string
 }
 
 // RunHook runs one hook of the script with that file name on text, as
@@ -257,7 +275,7 @@ func (e *Engine) RunHook(ctx context.Context, file, hook string, in core.HookInp
 		if err != nil {
 			return Result{}, err
 		}
-		return Result{Message: out.message, Metadata: out.metadata, Drop: out.drop, Reason: out.reason}, nil
+		return Result{Message: out.message, Metadata: out.metadata, Drop: out.drop, Reason: out.reason, Reply: out.reply}, nil
 	}
 	return Result{}, fmt.Errorf("no script %s is loaded", file)
 }
@@ -283,6 +301,11 @@ func (e *Engine) runHook(ctx context.Context, s *script, hook string, in core.Ho
 	e.log.Warn("lua hook failed; the message goes on without its change", "script", s.file, "hook", hook, "err", err, "consecutive_failures", n)
 	if n >= maxFailures && s.disabled.CompareAndSwap(false, true) {
 		e.log.Error("lua script disabled after consecutive failures; it runs again once its file changes", "script", s.file, "failures", n)
+		if e.o.Events != nil {
+			e.o.Events.Emit(core.OpsEvent{Kind: core.EventLuaScriptDisabled, Subject: s.file, At: time.Now(),
+				Message: fmt.Sprintf("lua script %s was disabled after %d failed runs in a row (last: %s); it runs again once its file changes", s.file, n, err),
+				Details: map[string]string{"script": s.file, "hook": hook}})
+		}
 	}
 	return outcome{}, false
 }

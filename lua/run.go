@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"strconv"
 
 	"github.com/opentalon/opentalon/core"
 	glua "github.com/yuin/gopher-lua"
@@ -71,6 +72,8 @@ type outcome struct {
 	metadata map[string]string
 	drop     bool
 	reason   string
+	// reply is on_schedule's text to post instead.
+	reply string
 }
 
 // invoke runs one hook of s with the limits: a fresh environment over the
@@ -174,6 +177,15 @@ func (v *vm) newCtx(r *run, text string, md map[string]string) *glua.LTable {
 	ct.RawSetString("kv_get", v.fnKVGet)
 	ct.RawSetString("kv_set", v.fnKVSet)
 	ct.RawSetString("llm", v.fnLLM)
+	if r.hook == HookSchedule {
+		c := r.in.In.Conversation
+		ct.RawSetString("chat", glua.LString(c.Chat))
+		ct.RawSetString("thread", glua.LString(c.Thread))
+		id, _ := strconv.ParseInt(r.in.In.Meta["schedule"], 10, 64)
+		at, _ := strconv.ParseInt(r.in.In.Meta["at"], 10, 64)
+		ct.RawSetString("schedule", glua.LNumber(id))
+		ct.RawSetString("at", glua.LNumber(at))
+	}
 	r.ctxTable = ct
 	return ct
 }
@@ -196,6 +208,9 @@ func readResult(r *run, ret glua.LValue, ct *glua.LTable) (outcome, error) {
 			return outcome{}, fmt.Errorf("filter returned a %s; return { drop = true, reason = \"...\" } to drop the message, or { drop = false }", ret.Type())
 		}
 		return outcome{}, fmt.Errorf("%s returned a %s; return ctx", r.hook, ret.Type())
+	}
+	if r.hook == HookSchedule {
+		return readSchedule(t)
 	}
 	var out outcome
 	if glua.LVAsBool(t.RawGetString("drop")) {
@@ -227,6 +242,35 @@ func readResult(r *run, ret glua.LValue, ct *glua.LTable) (outcome, error) {
 		return outcome{}, fmt.Errorf("%s: %w", r.hook, err)
 	}
 	out.metadata = md
+	return out, nil
+}
+
+// readSchedule reads on_schedule's result: a drop, a reply, or the
+// (possibly empty) message.
+func readSchedule(t *glua.LTable) (outcome, error) {
+	var out outcome
+	if glua.LVAsBool(t.RawGetString("drop")) {
+		out.drop = true
+		out.reason, _ = toString(t.RawGetString("reason"))
+		if out.reason == "" {
+			out.reason = "by on_schedule"
+		}
+		return out, nil
+	}
+	if v := t.RawGetString("reply"); v != glua.LNil {
+		reply, ok := toString(v)
+		if !ok {
+			return outcome{}, fmt.Errorf("on_schedule returned a reply that is a %s; it must be a string", v.Type())
+		}
+		out.reply = reply
+	}
+	if v := t.RawGetString("message"); v != glua.LNil {
+		msg, ok := toString(v)
+		if !ok {
+			return outcome{}, fmt.Errorf("on_schedule returned a ctx whose message is a %s; it must be a string", v.Type())
+		}
+		out.message = msg
+	}
 	return out, nil
 }
 

@@ -52,7 +52,7 @@ func (s *script) has(hook string) bool { return s.hooks[hook] }
 
 func (s *script) hookList() []string {
 	var out []string
-	for _, h := range []string{HookFilter, HookPre, HookPost} {
+	for _, h := range []string{HookFilter, HookPre, HookPost, HookSchedule} {
 		if s.hooks[h] {
 			out = append(out, h)
 		}
@@ -269,7 +269,7 @@ func (e *Engine) compile(ctx context.Context, f luaFile, src []byte) (*script, e
 	}
 	s.hooks = hooks
 	if len(hooks) == 0 {
-		e.log.Warn("lua script defines none of filter, pre_hook, post_hook; it does nothing", "script", file)
+		e.log.Warn("lua script defines none of filter, pre_hook, post_hook, on_schedule; it does nothing", "script", file)
 	}
 	s.put(v)
 	return s, nil
@@ -284,7 +284,7 @@ func (e *Engine) probe(ctx context.Context, v *vm, s *script) (map[string]bool, 
 			return err
 		}
 		hooks := map[string]bool{}
-		for _, h := range []string{HookFilter, HookPre, HookPost} {
+		for _, h := range []string{HookFilter, HookPre, HookPost, HookSchedule} {
 			if _, ok := env.RawGetString(h).(*glua.LFunction); ok {
 				hooks[h] = true
 			}

@@ -3,18 +3,97 @@ package plugins
 import (
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
+	"time"
 
 	"github.com/opentalon/opentalon/core"
 	pluginpb "github.com/opentalon/opentalon/proto"
 )
 
-// Capability is what a plugin declared at registration.
+// Capability is what a plugin declared at registration: its tools and
+// the other extension points it offers.
 type Capability struct {
 	Name        string
 	Description string
 	Actions     []Action
+	// Hooks, Routes and Schedules are the plugin's request/response
+	// hooks, HTTP routes and schedules; Services names the other services
+	// it serves (ServiceNotify, ServiceAuthorize, ServiceBlobs,
+	// ServiceProvider).
+	Hooks     []Hook
+	Routes    []Route
+	Schedules []ScheduleDecl
+	Services  []string
 }
+
+// Hook is one declared request (StagePre) or response (StagePost) hook.
+type Hook struct {
+	Stage string
+	// Order places it among every hook, Lua scripts included.
+	Order int
+	// Timeout shortens plugins.tools.hooks.timeout for it (0 = that).
+	Timeout time.Duration
+	// StreamUnsafe: the post hook must see the whole answer before the
+	// user does, so answers are not streamed while it is loaded.
+	StreamUnsafe bool
+}
+
+// Hook stages.
+const (
+	StagePre  = "pre"
+	StagePost = "post"
+)
+
+// Route is one declared HTTP route under /api/plugins/<name>/.
+type Route struct {
+	// Method is an HTTP method ("" = any).
+	Method string
+	// Path is below /api/plugins/<name>/; ending in "/" it also matches
+	// everything below it.
+	Path string
+	// Public serves it without server.api_key (the plugin verifies).
+	Public bool
+}
+
+// ScheduleDecl is one schedule a plugin declared; the plugin is called
+// back (OnSchedule) when it fires.
+type ScheduleDecl struct {
+	ID       string
+	Interval string
+	Cron     string
+	Channel  string
+	Chat     string
+	Thread   string
+	Timezone string
+	Missed   string
+}
+
+// Services a plugin may serve besides PluginService.
+const (
+	ServiceNotify    = "notify"
+	ServiceAuthorize = "authorize"
+	ServiceBlobs     = "blobs"
+	ServiceProvider  = "provider"
+)
+
+var knownServices = []string{ServiceNotify, ServiceAuthorize, ServiceBlobs, ServiceProvider}
+
+// Offers reports whether the plugin declared service.
+func (c Capability) Offers(service string) bool { return slices.Contains(c.Services, service) }
+
+// Bounds of the extension points one plugin declares.
+const (
+	MaxRoutes    = 32
+	MaxSchedules = 32
+	// ReservedRoutePlugin is the name whose routes the core serves
+	// itself (POST /api/plugins/llm/generate).
+	ReservedRoutePlugin = "llm"
+)
+
+var routePathRE = regexp.MustCompile(`^[A-Za-z0-9._~-]+(/[A-Za-z0-9._~-]+)*/?$`)
+
+var httpMethods = []string{"", "GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"}
 
 // Action is one thing a plugin can do.
 type Action struct {
@@ -88,6 +167,62 @@ func (c Capability) Validate() error {
 			}
 		}
 	}
+	return c.validateExtensions()
+}
+
+// validateExtensions checks the hooks, routes, schedules and services.
+func (c Capability) validateExtensions() error {
+	stages := map[string]bool{}
+	for _, h := range c.Hooks {
+		if h.Stage != StagePre && h.Stage != StagePost {
+			return fmt.Errorf("plugin %s: hook stage %q is not pre or post", c.Name, h.Stage)
+		}
+		if stages[h.Stage] {
+			return fmt.Errorf("plugin %s declares two %s hooks; one per stage", c.Name, h.Stage)
+		}
+		stages[h.Stage] = true
+		if h.Timeout < 0 {
+			return fmt.Errorf("plugin %s: %s hook timeout must not be negative", c.Name, h.Stage)
+		}
+	}
+	if len(c.Routes) > 0 && c.Name == ReservedRoutePlugin {
+		return fmt.Errorf("plugin %s declares HTTP routes, but /api/plugins/%s/ belongs to the core: rename the plugin", c.Name, c.Name)
+	}
+	if len(c.Routes) > MaxRoutes {
+		return fmt.Errorf("plugin %s declares %d routes; at most %d are accepted", c.Name, len(c.Routes), MaxRoutes)
+	}
+	for _, r := range c.Routes {
+		if !routePathRE.MatchString(r.Path) || strings.Contains("/"+r.Path+"/", "/../") || strings.Contains("/"+r.Path+"/", "/./") {
+			return fmt.Errorf("plugin %s: route path %q is invalid: use segments of letters, digits, '.', '_', '~', '-' separated by '/', without a leading '/'", c.Name, r.Path)
+		}
+		if !slices.Contains(httpMethods, r.Method) {
+			return fmt.Errorf("plugin %s: route %s: method %q is not one of %s", c.Name, r.Path, r.Method, strings.Join(httpMethods[1:], ", "))
+		}
+	}
+	if len(c.Schedules) > MaxSchedules {
+		return fmt.Errorf("plugin %s declares %d schedules; at most %d are accepted", c.Name, len(c.Schedules), MaxSchedules)
+	}
+	ids := map[string]bool{}
+	for _, s := range c.Schedules {
+		if !ValidName(s.ID) {
+			return fmt.Errorf("plugin %s: schedule id %q is invalid: use letters, digits, '-' or '_'", c.Name, s.ID)
+		}
+		if ids[s.ID] {
+			return fmt.Errorf("plugin %s declares schedule %s twice", c.Name, s.ID)
+		}
+		ids[s.ID] = true
+		if (s.Interval == "") == (s.Cron == "") {
+			return fmt.Errorf("plugin %s: schedule %s needs an interval or a cron expression (one of them)", c.Name, s.ID)
+		}
+		if s.Channel == "" || s.Chat == "" {
+			return fmt.Errorf("plugin %s: schedule %s needs the channel and chat its output goes to", c.Name, s.ID)
+		}
+	}
+	for _, sv := range c.Services {
+		if !slices.Contains(knownServices, sv) {
+			return fmt.Errorf("plugin %s: service %q is not one of %s", c.Name, sv, strings.Join(knownServices, ", "))
+		}
+	}
 	return nil
 }
 
@@ -123,5 +258,16 @@ func capabilityFromProto(pc *pluginpb.PluginCapabilities) Capability {
 		}
 		c.Actions = append(c.Actions, act)
 	}
+	for _, h := range pc.GetHooks() {
+		c.Hooks = append(c.Hooks, Hook{Stage: h.GetStage(), Order: int(h.GetOrder()), Timeout: time.Duration(h.GetTimeoutMs()) * time.Millisecond, StreamUnsafe: h.GetStreamUnsafe()})
+	}
+	for _, r := range pc.GetRoutes() {
+		c.Routes = append(c.Routes, Route{Method: strings.ToUpper(r.GetMethod()), Path: r.GetPath(), Public: r.GetPublic()})
+	}
+	for _, s := range pc.GetSchedules() {
+		c.Schedules = append(c.Schedules, ScheduleDecl{ID: s.GetId(), Interval: s.GetInterval(), Cron: s.GetCron(), Channel: s.GetChannel(),
+			Chat: s.GetChat(), Thread: s.GetThread(), Timezone: s.GetTimezone(), Missed: s.GetMissed()})
+	}
+	c.Services = append(c.Services, pc.GetServices()...)
 	return c
 }

@@ -5,6 +5,15 @@
 // plugin's connection, never named by the plugin; quotas and a write
 // rate limit), and the POST /api/plugins/llm/generate handler.
 //
+// Extensions (ext*.go) holds the extension points beyond tools that the
+// running plugins declared: their request and response hooks (a
+// core.HookSource whose output passes the guard's sanitizer before the
+// LLM sees it), their HTTP routes under /api/plugins/<name>/ (forwarded
+// over gRPC, with the API key, a body limit and a timeout, and the
+// messages a handler injects committed before the response), their
+// schedules, and the notify, authorize (Authorizer, cached, failing
+// closed), blob (Blobs) and LLM provider services.
+//
 // A plugin is untrusted code. Each runs in its own session with a
 // minimal environment and no_new_privs, in a private 0700 directory
 // holding its sockets and its TMPDIR; with a Sandbox also as the run_as
@@ -17,7 +26,8 @@
 //
 // It imports core, guard, store and proto. Plugins never see the
 // registry, other plugins or the orchestrator: the only surfaces they
-// get are the PluginService they serve and their own PluginState socket.
+// get are the services they serve on their own socket and their own
+// PluginState socket.
 //
 // Lifecycle: NewManager has no side effects; Start launches and registers
 // the plugins and supervises them until Close, which stops the whole

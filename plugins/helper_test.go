@@ -67,6 +67,8 @@ func runHelper(mode string) int {
 	case "silent":
 		time.Sleep(time.Hour)
 		return 0
+	case "ext":
+		return runExtHelper(name)
 	}
 	l, err := net.Listen("unix", os.Getenv(EnvPluginSocket))
 	if err != nil {

@@ -23,6 +23,9 @@ type Options struct {
 	Plugins []Spec
 	// Registry receives the plugins' capabilities (required).
 	Registry *Registry
+	// Extensions receives the plugins' extension points beyond tools
+	// (hooks, routes, schedules, services); nil = none are used.
+	Extensions *Extensions
 	// State backs the PluginState service (*store.DB).
 	State StateStore
 	// HealthInterval is plugins.tools.health_check_interval (default 30s).
@@ -256,6 +259,9 @@ func (m *Manager) launch(ctx context.Context, spec Spec) (*Process, error) {
 	m.mu.Lock()
 	m.running[p.Cap.Name] = p
 	m.mu.Unlock()
+	if m.o.Extensions != nil {
+		m.o.Extensions.Add(p.Cap, p.conn)
+	}
 	m.log.Info("plugin registered", "plugin", p.Cap.Name, "path", spec.Path, "sha256", p.Binary.SHA256, "actions", len(p.Cap.Actions))
 	m.o.OnEvent(p.Cap.Name, "registered")
 	return p, nil
@@ -331,6 +337,9 @@ func (m *Manager) stop(p *Process) {
 		return
 	}
 	m.o.Registry.Deregister(p.Cap.Name)
+	if m.o.Extensions != nil {
+		m.o.Extensions.Remove(p.Cap.Name, p.conn)
+	}
 	m.mu.Lock()
 	if m.running[p.Cap.Name] == p {
 		delete(m.running, p.Cap.Name)

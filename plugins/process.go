@@ -280,6 +280,10 @@ func (p *Process) Executor() Executor {
 	return &rpcExecutor{client: p.client, name: p.Cap.Name}
 }
 
+// Conn is the connection to the plugin's socket, on which it serves
+// PluginService and the extension services it declared.
+func (p *Process) Conn() grpc.ClientConnInterface { return p.conn }
+
 // Ping is the health check: a Capabilities call.
 func (p *Process) Ping(ctx context.Context) error {
 	select {

@@ -30,6 +30,57 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+type AuthorizeResponse_Decision int32
+
+const (
+	// DENY is the zero value: an empty answer refuses.
+	AuthorizeResponse_DENY  AuthorizeResponse_Decision = 0
+	AuthorizeResponse_ALLOW AuthorizeResponse_Decision = 1
+	// ADMIN allows and makes the user an admin of the channel.
+	AuthorizeResponse_ADMIN AuthorizeResponse_Decision = 2
+)
+
+// Enum value maps for AuthorizeResponse_Decision.
+var (
+	AuthorizeResponse_Decision_name = map[int32]string{
+		0: "DENY",
+		1: "ALLOW",
+		2: "ADMIN",
+	}
+	AuthorizeResponse_Decision_value = map[string]int32{
+		"DENY":  0,
+		"ALLOW": 1,
+		"ADMIN": 2,
+	}
+)
+
+func (x AuthorizeResponse_Decision) Enum() *AuthorizeResponse_Decision {
+	p := new(AuthorizeResponse_Decision)
+	*p = x
+	return p
+}
+
+func (x AuthorizeResponse_Decision) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (AuthorizeResponse_Decision) Descriptor() protoreflect.EnumDescriptor {
+	return file_plugin_proto_enumTypes[0].Descriptor()
+}
+
+func (AuthorizeResponse_Decision) Type() protoreflect.EnumType {
+	return &file_plugin_proto_enumTypes[0]
+}
+
+func (x AuthorizeResponse_Decision) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use AuthorizeResponse_Decision.Descriptor instead.
+func (AuthorizeResponse_Decision) EnumDescriptor() ([]byte, []int) {
+	return file_plugin_proto_rawDescGZIP(), []int{25, 0}
+}
+
 type ToolCallRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
@@ -235,9 +286,17 @@ func (x *File) GetData() []byte {
 type PluginCapabilities struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// name: letters, digits, dash and underscore only.
-	Name          string    `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
-	Description   string    `protobuf:"bytes,2,opt,name=description,proto3" json:"description,omitempty"`
-	Actions       []*Action `protobuf:"bytes,3,rep,name=actions,proto3" json:"actions,omitempty"`
+	Name        string    `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Description string    `protobuf:"bytes,2,opt,name=description,proto3" json:"description,omitempty"`
+	Actions     []*Action `protobuf:"bytes,3,rep,name=actions,proto3" json:"actions,omitempty"`
+	// The extension points the plugin offers besides its actions (all
+	// optional; see below): its hooks, HTTP routes and schedules, and the
+	// names of the other services it serves: "notify", "authorize",
+	// "blobs", "provider".
+	Hooks         []*HookDecl     `protobuf:"bytes,4,rep,name=hooks,proto3" json:"hooks,omitempty"`
+	Routes        []*RouteDecl    `protobuf:"bytes,5,rep,name=routes,proto3" json:"routes,omitempty"`
+	Schedules     []*ScheduleDecl `protobuf:"bytes,6,rep,name=schedules,proto3" json:"schedules,omitempty"`
+	Services      []string        `protobuf:"bytes,7,rep,name=services,proto3" json:"services,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -289,6 +348,34 @@ func (x *PluginCapabilities) GetDescription() string {
 func (x *PluginCapabilities) GetActions() []*Action {
 	if x != nil {
 		return x.Actions
+	}
+	return nil
+}
+
+func (x *PluginCapabilities) GetHooks() []*HookDecl {
+	if x != nil {
+		return x.Hooks
+	}
+	return nil
+}
+
+func (x *PluginCapabilities) GetRoutes() []*RouteDecl {
+	if x != nil {
+		return x.Routes
+	}
+	return nil
+}
+
+func (x *PluginCapabilities) GetSchedules() []*ScheduleDecl {
+	if x != nil {
+		return x.Schedules
+	}
+	return nil
+}
+
+func (x *PluginCapabilities) GetServices() []string {
+	if x != nil {
+		return x.Services
 	}
 	return nil
 }
@@ -721,6 +808,1854 @@ func (x *StateKeysResponse) GetKeys() []string {
 	return nil
 }
 
+// HookDecl declares one request or response hook.
+type HookDecl struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// stage is "pre" (before the LLM, on the message) or "post" (after it,
+	// on the answer).
+	Stage string `protobuf:"bytes,1,opt,name=stage,proto3" json:"stage,omitempty"`
+	// order places the hook among every hook, Lua scripts included: lowest
+	// first (a Lua script's order is the number its file name starts with).
+	Order int32 `protobuf:"varint,2,opt,name=order,proto3" json:"order,omitempty"`
+	// timeout_ms shortens the per-call timeout below
+	// plugins.tools.hooks.timeout (0 = that timeout).
+	TimeoutMs int32 `protobuf:"varint,3,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"`
+	// stream_unsafe marks a post hook that must see the whole answer before
+	// the user sees any of it (a redaction hook): while it is loaded,
+	// answers are not streamed, only sent once the post hooks ran.
+	StreamUnsafe  bool `protobuf:"varint,4,opt,name=stream_unsafe,json=streamUnsafe,proto3" json:"stream_unsafe,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HookDecl) Reset() {
+	*x = HookDecl{}
+	mi := &file_plugin_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HookDecl) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HookDecl) ProtoMessage() {}
+
+func (x *HookDecl) ProtoReflect() protoreflect.Message {
+	mi := &file_plugin_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HookDecl.ProtoReflect.Descriptor instead.
+func (*HookDecl) Descriptor() ([]byte, []int) {
+	return file_plugin_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *HookDecl) GetStage() string {
+	if x != nil {
+		return x.Stage
+	}
+	return ""
+}
+
+func (x *HookDecl) GetOrder() int32 {
+	if x != nil {
+		return x.Order
+	}
+	return 0
+}
+
+func (x *HookDecl) GetTimeoutMs() int32 {
+	if x != nil {
+		return x.TimeoutMs
+	}
+	return 0
+}
+
+func (x *HookDecl) GetStreamUnsafe() bool {
+	if x != nil {
+		return x.StreamUnsafe
+	}
+	return false
+}
+
+// RouteDecl declares one HTTP route served under /api/plugins/<name>/.
+type RouteDecl struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// method is an HTTP method such as "POST" ("" = any method).
+	Method string `protobuf:"bytes,1,opt,name=method,proto3" json:"method,omitempty"`
+	// path is below /api/plugins/<name>/, for example "github"; a path
+	// ending in "/" also matches everything below it.
+	Path string `protobuf:"bytes,2,opt,name=path,proto3" json:"path,omitempty"`
+	// public serves the route without server.api_key: the plugin verifies
+	// each request itself (an HMAC signature of the sender, for example).
+	Public        bool `protobuf:"varint,3,opt,name=public,proto3" json:"public,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RouteDecl) Reset() {
+	*x = RouteDecl{}
+	mi := &file_plugin_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RouteDecl) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RouteDecl) ProtoMessage() {}
+
+func (x *RouteDecl) ProtoReflect() protoreflect.Message {
+	mi := &file_plugin_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RouteDecl.ProtoReflect.Descriptor instead.
+func (*RouteDecl) Descriptor() ([]byte, []int) {
+	return file_plugin_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *RouteDecl) GetMethod() string {
+	if x != nil {
+		return x.Method
+	}
+	return ""
+}
+
+func (x *RouteDecl) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+func (x *RouteDecl) GetPublic() bool {
+	if x != nil {
+		return x.Public
+	}
+	return false
+}
+
+// ScheduleDecl declares a schedule the plugin is called on
+// (ScheduleService.OnSchedule) when it fires.
+type ScheduleDecl struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// id names the schedule within the plugin (letters, digits, - and _).
+	Id string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// interval (a Go duration such as "6h") or cron (five fields), not both.
+	Interval string `protobuf:"bytes,2,opt,name=interval,proto3" json:"interval,omitempty"`
+	Cron     string `protobuf:"bytes,3,opt,name=cron,proto3" json:"cron,omitempty"`
+	// channel, chat and thread are the conversation its output goes to.
+	Channel string `protobuf:"bytes,4,opt,name=channel,proto3" json:"channel,omitempty"`
+	Chat    string `protobuf:"bytes,5,opt,name=chat,proto3" json:"chat,omitempty"`
+	Thread  string `protobuf:"bytes,6,opt,name=thread,proto3" json:"thread,omitempty"`
+	// timezone is an IANA zone name ("" = the config's timezone).
+	Timezone string `protobuf:"bytes,7,opt,name=timezone,proto3" json:"timezone,omitempty"`
+	// missed is "skip" (default) or "once": what a firing that fell while
+	// the gateway was down becomes.
+	Missed        string `protobuf:"bytes,8,opt,name=missed,proto3" json:"missed,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ScheduleDecl) Reset() {
+	*x = ScheduleDecl{}
+	mi := &file_plugin_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ScheduleDecl) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ScheduleDecl) ProtoMessage() {}
+
+func (x *ScheduleDecl) ProtoReflect() protoreflect.Message {
+	mi := &file_plugin_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ScheduleDecl.ProtoReflect.Descriptor instead.
+func (*ScheduleDecl) Descriptor() ([]byte, []int) {
+	return file_plugin_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *ScheduleDecl) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *ScheduleDecl) GetInterval() string {
+	if x != nil {
+		return x.Interval
+	}
+	return ""
+}
+
+func (x *ScheduleDecl) GetCron() string {
+	if x != nil {
+		return x.Cron
+	}
+	return ""
+}
+
+func (x *ScheduleDecl) GetChannel() string {
+	if x != nil {
+		return x.Channel
+	}
+	return ""
+}
+
+func (x *ScheduleDecl) GetChat() string {
+	if x != nil {
+		return x.Chat
+	}
+	return ""
+}
+
+func (x *ScheduleDecl) GetThread() string {
+	if x != nil {
+		return x.Thread
+	}
+	return ""
+}
+
+func (x *ScheduleDecl) GetTimezone() string {
+	if x != nil {
+		return x.Timezone
+	}
+	return ""
+}
+
+func (x *ScheduleDecl) GetMissed() string {
+	if x != nil {
+		return x.Missed
+	}
+	return ""
+}
+
+type HookRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// text is the message to answer (PreHook) or the answer (PostHook).
+	Text string `protobuf:"bytes,1,opt,name=text,proto3" json:"text,omitempty"`
+	// metadata is what earlier hooks attached.
+	Metadata  map[string]string `protobuf:"bytes,2,rep,name=metadata,proto3" json:"metadata,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Channel   string            `protobuf:"bytes,3,opt,name=channel,proto3" json:"channel,omitempty"`
+	Chat      string            `protobuf:"bytes,4,opt,name=chat,proto3" json:"chat,omitempty"`
+	Thread    string            `protobuf:"bytes,5,opt,name=thread,proto3" json:"thread,omitempty"`
+	UserId    string            `protobuf:"bytes,6,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
+	UserName  string            `protobuf:"bytes,7,opt,name=user_name,json=userName,proto3" json:"user_name,omitempty"`
+	SessionId int64             `protobuf:"varint,8,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	// question is, for PostHook, the text the LLM answered.
+	Question      string `protobuf:"bytes,9,opt,name=question,proto3" json:"question,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HookRequest) Reset() {
+	*x = HookRequest{}
+	mi := &file_plugin_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HookRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HookRequest) ProtoMessage() {}
+
+func (x *HookRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_plugin_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HookRequest.ProtoReflect.Descriptor instead.
+func (*HookRequest) Descriptor() ([]byte, []int) {
+	return file_plugin_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *HookRequest) GetText() string {
+	if x != nil {
+		return x.Text
+	}
+	return ""
+}
+
+func (x *HookRequest) GetMetadata() map[string]string {
+	if x != nil {
+		return x.Metadata
+	}
+	return nil
+}
+
+func (x *HookRequest) GetChannel() string {
+	if x != nil {
+		return x.Channel
+	}
+	return ""
+}
+
+func (x *HookRequest) GetChat() string {
+	if x != nil {
+		return x.Chat
+	}
+	return ""
+}
+
+func (x *HookRequest) GetThread() string {
+	if x != nil {
+		return x.Thread
+	}
+	return ""
+}
+
+func (x *HookRequest) GetUserId() string {
+	if x != nil {
+		return x.UserId
+	}
+	return ""
+}
+
+func (x *HookRequest) GetUserName() string {
+	if x != nil {
+		return x.UserName
+	}
+	return ""
+}
+
+func (x *HookRequest) GetSessionId() int64 {
+	if x != nil {
+		return x.SessionId
+	}
+	return 0
+}
+
+func (x *HookRequest) GetQuestion() string {
+	if x != nil {
+		return x.Question
+	}
+	return ""
+}
+
+// HookResponse is a hook's decision. The zero response changes nothing.
+type HookResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// text replaces the message or the answer ("" = unchanged).
+	Text string `protobuf:"bytes,1,opt,name=text,proto3" json:"text,omitempty"`
+	// metadata is added to the message's metadata (keys replace).
+	Metadata map[string]string `protobuf:"bytes,2,rep,name=metadata,proto3" json:"metadata,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// drop stops the message before the LLM (PreHook only); reason is
+	// logged and recorded with the request.
+	Drop   bool   `protobuf:"varint,3,opt,name=drop,proto3" json:"drop,omitempty"`
+	Reason string `protobuf:"bytes,4,opt,name=reason,proto3" json:"reason,omitempty"`
+	// reply answers the message with this text; the LLM is not called
+	// (PreHook only).
+	Reply         string `protobuf:"bytes,5,opt,name=reply,proto3" json:"reply,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HookResponse) Reset() {
+	*x = HookResponse{}
+	mi := &file_plugin_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HookResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HookResponse) ProtoMessage() {}
+
+func (x *HookResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_plugin_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HookResponse.ProtoReflect.Descriptor instead.
+func (*HookResponse) Descriptor() ([]byte, []int) {
+	return file_plugin_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *HookResponse) GetText() string {
+	if x != nil {
+		return x.Text
+	}
+	return ""
+}
+
+func (x *HookResponse) GetMetadata() map[string]string {
+	if x != nil {
+		return x.Metadata
+	}
+	return nil
+}
+
+func (x *HookResponse) GetDrop() bool {
+	if x != nil {
+		return x.Drop
+	}
+	return false
+}
+
+func (x *HookResponse) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *HookResponse) GetReply() string {
+	if x != nil {
+		return x.Reply
+	}
+	return ""
+}
+
+type Header struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Value         string                 `protobuf:"bytes,2,opt,name=value,proto3" json:"value,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Header) Reset() {
+	*x = Header{}
+	mi := &file_plugin_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Header) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Header) ProtoMessage() {}
+
+func (x *Header) ProtoReflect() protoreflect.Message {
+	mi := &file_plugin_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Header.ProtoReflect.Descriptor instead.
+func (*Header) Descriptor() ([]byte, []int) {
+	return file_plugin_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *Header) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *Header) GetValue() string {
+	if x != nil {
+		return x.Value
+	}
+	return ""
+}
+
+type HTTPRequest struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Method string                 `protobuf:"bytes,1,opt,name=method,proto3" json:"method,omitempty"`
+	// path is the part below /api/plugins/<name>/ (no leading slash).
+	Path string `protobuf:"bytes,2,opt,name=path,proto3" json:"path,omitempty"`
+	// query is the raw query string, without "?".
+	Query         string    `protobuf:"bytes,3,opt,name=query,proto3" json:"query,omitempty"`
+	Headers       []*Header `protobuf:"bytes,4,rep,name=headers,proto3" json:"headers,omitempty"`
+	Body          []byte    `protobuf:"bytes,5,opt,name=body,proto3" json:"body,omitempty"`
+	RemoteAddr    string    `protobuf:"bytes,6,opt,name=remote_addr,json=remoteAddr,proto3" json:"remote_addr,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HTTPRequest) Reset() {
+	*x = HTTPRequest{}
+	mi := &file_plugin_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HTTPRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HTTPRequest) ProtoMessage() {}
+
+func (x *HTTPRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_plugin_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HTTPRequest.ProtoReflect.Descriptor instead.
+func (*HTTPRequest) Descriptor() ([]byte, []int) {
+	return file_plugin_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *HTTPRequest) GetMethod() string {
+	if x != nil {
+		return x.Method
+	}
+	return ""
+}
+
+func (x *HTTPRequest) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+func (x *HTTPRequest) GetQuery() string {
+	if x != nil {
+		return x.Query
+	}
+	return ""
+}
+
+func (x *HTTPRequest) GetHeaders() []*Header {
+	if x != nil {
+		return x.Headers
+	}
+	return nil
+}
+
+func (x *HTTPRequest) GetBody() []byte {
+	if x != nil {
+		return x.Body
+	}
+	return nil
+}
+
+func (x *HTTPRequest) GetRemoteAddr() string {
+	if x != nil {
+		return x.RemoteAddr
+	}
+	return ""
+}
+
+type HTTPResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// status is the HTTP status (0 = 200).
+	Status  int32     `protobuf:"varint,1,opt,name=status,proto3" json:"status,omitempty"`
+	Headers []*Header `protobuf:"bytes,2,rep,name=headers,proto3" json:"headers,omitempty"`
+	Body    []byte    `protobuf:"bytes,3,opt,name=body,proto3" json:"body,omitempty"`
+	// inject puts messages into conversations: each enters the durable
+	// queue like a platform message before the response is sent.
+	Inject        []*InjectMessage `protobuf:"bytes,4,rep,name=inject,proto3" json:"inject,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HTTPResponse) Reset() {
+	*x = HTTPResponse{}
+	mi := &file_plugin_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HTTPResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HTTPResponse) ProtoMessage() {}
+
+func (x *HTTPResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_plugin_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HTTPResponse.ProtoReflect.Descriptor instead.
+func (*HTTPResponse) Descriptor() ([]byte, []int) {
+	return file_plugin_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *HTTPResponse) GetStatus() int32 {
+	if x != nil {
+		return x.Status
+	}
+	return 0
+}
+
+func (x *HTTPResponse) GetHeaders() []*Header {
+	if x != nil {
+		return x.Headers
+	}
+	return nil
+}
+
+func (x *HTTPResponse) GetBody() []byte {
+	if x != nil {
+		return x.Body
+	}
+	return nil
+}
+
+func (x *HTTPResponse) GetInject() []*InjectMessage {
+	if x != nil {
+		return x.Inject
+	}
+	return nil
+}
+
+// InjectMessage is a message a plugin puts into a conversation.
+type InjectMessage struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Channel string                 `protobuf:"bytes,1,opt,name=channel,proto3" json:"channel,omitempty"`
+	Chat    string                 `protobuf:"bytes,2,opt,name=chat,proto3" json:"chat,omitempty"`
+	Thread  string                 `protobuf:"bytes,3,opt,name=thread,proto3" json:"thread,omitempty"`
+	Text    string                 `protobuf:"bytes,4,opt,name=text,proto3" json:"text,omitempty"`
+	// user_id and user_name say on whose behalf (shown to hooks and the
+	// LLM's history; never an admin).
+	UserId   string `protobuf:"bytes,5,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
+	UserName string `protobuf:"bytes,6,opt,name=user_name,json=userName,proto3" json:"user_name,omitempty"`
+	// id makes the injection idempotent: a second message with the same id
+	// (a webhook delivered twice) is dropped. "" = always a new message.
+	Id            string `protobuf:"bytes,7,opt,name=id,proto3" json:"id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *InjectMessage) Reset() {
+	*x = InjectMessage{}
+	mi := &file_plugin_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *InjectMessage) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*InjectMessage) ProtoMessage() {}
+
+func (x *InjectMessage) ProtoReflect() protoreflect.Message {
+	mi := &file_plugin_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use InjectMessage.ProtoReflect.Descriptor instead.
+func (*InjectMessage) Descriptor() ([]byte, []int) {
+	return file_plugin_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *InjectMessage) GetChannel() string {
+	if x != nil {
+		return x.Channel
+	}
+	return ""
+}
+
+func (x *InjectMessage) GetChat() string {
+	if x != nil {
+		return x.Chat
+	}
+	return ""
+}
+
+func (x *InjectMessage) GetThread() string {
+	if x != nil {
+		return x.Thread
+	}
+	return ""
+}
+
+func (x *InjectMessage) GetText() string {
+	if x != nil {
+		return x.Text
+	}
+	return ""
+}
+
+func (x *InjectMessage) GetUserId() string {
+	if x != nil {
+		return x.UserId
+	}
+	return ""
+}
+
+func (x *InjectMessage) GetUserName() string {
+	if x != nil {
+		return x.UserName
+	}
+	return ""
+}
+
+func (x *InjectMessage) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+type ScheduleFiring struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Id    string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// at_unix_ms is the firing time it stands for.
+	AtUnixMs      int64  `protobuf:"varint,2,opt,name=at_unix_ms,json=atUnixMs,proto3" json:"at_unix_ms,omitempty"`
+	Channel       string `protobuf:"bytes,3,opt,name=channel,proto3" json:"channel,omitempty"`
+	Chat          string `protobuf:"bytes,4,opt,name=chat,proto3" json:"chat,omitempty"`
+	Thread        string `protobuf:"bytes,5,opt,name=thread,proto3" json:"thread,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ScheduleFiring) Reset() {
+	*x = ScheduleFiring{}
+	mi := &file_plugin_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ScheduleFiring) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ScheduleFiring) ProtoMessage() {}
+
+func (x *ScheduleFiring) ProtoReflect() protoreflect.Message {
+	mi := &file_plugin_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ScheduleFiring.ProtoReflect.Descriptor instead.
+func (*ScheduleFiring) Descriptor() ([]byte, []int) {
+	return file_plugin_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *ScheduleFiring) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *ScheduleFiring) GetAtUnixMs() int64 {
+	if x != nil {
+		return x.AtUnixMs
+	}
+	return 0
+}
+
+func (x *ScheduleFiring) GetChannel() string {
+	if x != nil {
+		return x.Channel
+	}
+	return ""
+}
+
+func (x *ScheduleFiring) GetChat() string {
+	if x != nil {
+		return x.Chat
+	}
+	return ""
+}
+
+func (x *ScheduleFiring) GetThread() string {
+	if x != nil {
+		return x.Thread
+	}
+	return ""
+}
+
+// ScheduleResult says what to post: text as it is, or the LLM's answer
+// to prompt; skip posts nothing.
+type ScheduleResult struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Text          string                 `protobuf:"bytes,1,opt,name=text,proto3" json:"text,omitempty"`
+	Prompt        string                 `protobuf:"bytes,2,opt,name=prompt,proto3" json:"prompt,omitempty"`
+	Skip          bool                   `protobuf:"varint,3,opt,name=skip,proto3" json:"skip,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ScheduleResult) Reset() {
+	*x = ScheduleResult{}
+	mi := &file_plugin_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ScheduleResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ScheduleResult) ProtoMessage() {}
+
+func (x *ScheduleResult) ProtoReflect() protoreflect.Message {
+	mi := &file_plugin_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ScheduleResult.ProtoReflect.Descriptor instead.
+func (*ScheduleResult) Descriptor() ([]byte, []int) {
+	return file_plugin_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *ScheduleResult) GetText() string {
+	if x != nil {
+		return x.Text
+	}
+	return ""
+}
+
+func (x *ScheduleResult) GetPrompt() string {
+	if x != nil {
+		return x.Prompt
+	}
+	return ""
+}
+
+func (x *ScheduleResult) GetSkip() bool {
+	if x != nil {
+		return x.Skip
+	}
+	return false
+}
+
+type Notification struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// kind is request_failed, channel_down, provider_cooling,
+	// budget_warning, budget_exhausted, plugin_restart_loop or
+	// lua_script_disabled.
+	Kind string `protobuf:"bytes,1,opt,name=kind,proto3" json:"kind,omitempty"`
+	// subject is what it is about (a channel, a provider, a plugin).
+	Subject  string            `protobuf:"bytes,2,opt,name=subject,proto3" json:"subject,omitempty"`
+	Message  string            `protobuf:"bytes,3,opt,name=message,proto3" json:"message,omitempty"`
+	AtUnixMs int64             `protobuf:"varint,4,opt,name=at_unix_ms,json=atUnixMs,proto3" json:"at_unix_ms,omitempty"`
+	Details  map[string]string `protobuf:"bytes,5,rep,name=details,proto3" json:"details,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// suppressed counts the events of this kind held back since the last
+	// one sent (rate limit).
+	Suppressed    int32 `protobuf:"varint,6,opt,name=suppressed,proto3" json:"suppressed,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Notification) Reset() {
+	*x = Notification{}
+	mi := &file_plugin_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Notification) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Notification) ProtoMessage() {}
+
+func (x *Notification) ProtoReflect() protoreflect.Message {
+	mi := &file_plugin_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Notification.ProtoReflect.Descriptor instead.
+func (*Notification) Descriptor() ([]byte, []int) {
+	return file_plugin_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *Notification) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *Notification) GetSubject() string {
+	if x != nil {
+		return x.Subject
+	}
+	return ""
+}
+
+func (x *Notification) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+func (x *Notification) GetAtUnixMs() int64 {
+	if x != nil {
+		return x.AtUnixMs
+	}
+	return 0
+}
+
+func (x *Notification) GetDetails() map[string]string {
+	if x != nil {
+		return x.Details
+	}
+	return nil
+}
+
+func (x *Notification) GetSuppressed() int32 {
+	if x != nil {
+		return x.Suppressed
+	}
+	return 0
+}
+
+type AuthorizeRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Channel       string                 `protobuf:"bytes,1,opt,name=channel,proto3" json:"channel,omitempty"`
+	Chat          string                 `protobuf:"bytes,2,opt,name=chat,proto3" json:"chat,omitempty"`
+	UserId        string                 `protobuf:"bytes,3,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
+	UserName      string                 `protobuf:"bytes,4,opt,name=user_name,json=userName,proto3" json:"user_name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AuthorizeRequest) Reset() {
+	*x = AuthorizeRequest{}
+	mi := &file_plugin_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AuthorizeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AuthorizeRequest) ProtoMessage() {}
+
+func (x *AuthorizeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_plugin_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AuthorizeRequest.ProtoReflect.Descriptor instead.
+func (*AuthorizeRequest) Descriptor() ([]byte, []int) {
+	return file_plugin_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *AuthorizeRequest) GetChannel() string {
+	if x != nil {
+		return x.Channel
+	}
+	return ""
+}
+
+func (x *AuthorizeRequest) GetChat() string {
+	if x != nil {
+		return x.Chat
+	}
+	return ""
+}
+
+func (x *AuthorizeRequest) GetUserId() string {
+	if x != nil {
+		return x.UserId
+	}
+	return ""
+}
+
+func (x *AuthorizeRequest) GetUserName() string {
+	if x != nil {
+		return x.UserName
+	}
+	return ""
+}
+
+type AuthorizeResponse struct {
+	state         protoimpl.MessageState     `protogen:"open.v1"`
+	Decision      AuthorizeResponse_Decision `protobuf:"varint,1,opt,name=decision,proto3,enum=opentalon.plugin.v1.AuthorizeResponse_Decision" json:"decision,omitempty"`
+	Reason        string                     `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AuthorizeResponse) Reset() {
+	*x = AuthorizeResponse{}
+	mi := &file_plugin_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AuthorizeResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AuthorizeResponse) ProtoMessage() {}
+
+func (x *AuthorizeResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_plugin_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AuthorizeResponse.ProtoReflect.Descriptor instead.
+func (*AuthorizeResponse) Descriptor() ([]byte, []int) {
+	return file_plugin_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *AuthorizeResponse) GetDecision() AuthorizeResponse_Decision {
+	if x != nil {
+		return x.Decision
+	}
+	return AuthorizeResponse_DENY
+}
+
+func (x *AuthorizeResponse) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+type BlobPutRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Key           string                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	Data          []byte                 `protobuf:"bytes,2,opt,name=data,proto3" json:"data,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BlobPutRequest) Reset() {
+	*x = BlobPutRequest{}
+	mi := &file_plugin_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BlobPutRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BlobPutRequest) ProtoMessage() {}
+
+func (x *BlobPutRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_plugin_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BlobPutRequest.ProtoReflect.Descriptor instead.
+func (*BlobPutRequest) Descriptor() ([]byte, []int) {
+	return file_plugin_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *BlobPutRequest) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *BlobPutRequest) GetData() []byte {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
+type BlobGetRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Key           string                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BlobGetRequest) Reset() {
+	*x = BlobGetRequest{}
+	mi := &file_plugin_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BlobGetRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BlobGetRequest) ProtoMessage() {}
+
+func (x *BlobGetRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_plugin_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BlobGetRequest.ProtoReflect.Descriptor instead.
+func (*BlobGetRequest) Descriptor() ([]byte, []int) {
+	return file_plugin_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *BlobGetRequest) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+type BlobGetResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Data          []byte                 `protobuf:"bytes,1,opt,name=data,proto3" json:"data,omitempty"`
+	Found         bool                   `protobuf:"varint,2,opt,name=found,proto3" json:"found,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BlobGetResponse) Reset() {
+	*x = BlobGetResponse{}
+	mi := &file_plugin_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BlobGetResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BlobGetResponse) ProtoMessage() {}
+
+func (x *BlobGetResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_plugin_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BlobGetResponse.ProtoReflect.Descriptor instead.
+func (*BlobGetResponse) Descriptor() ([]byte, []int) {
+	return file_plugin_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *BlobGetResponse) GetData() []byte {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
+func (x *BlobGetResponse) GetFound() bool {
+	if x != nil {
+		return x.Found
+	}
+	return false
+}
+
+type BlobDeleteRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Key           string                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BlobDeleteRequest) Reset() {
+	*x = BlobDeleteRequest{}
+	mi := &file_plugin_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BlobDeleteRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BlobDeleteRequest) ProtoMessage() {}
+
+func (x *BlobDeleteRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_plugin_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BlobDeleteRequest.ProtoReflect.Descriptor instead.
+func (*BlobDeleteRequest) Descriptor() ([]byte, []int) {
+	return file_plugin_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *BlobDeleteRequest) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+type ChatMessage struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// role is system, user, assistant or tool.
+	Role          string         `protobuf:"bytes,1,opt,name=role,proto3" json:"role,omitempty"`
+	Content       string         `protobuf:"bytes,2,opt,name=content,proto3" json:"content,omitempty"`
+	ToolCalls     []*LLMToolCall `protobuf:"bytes,3,rep,name=tool_calls,json=toolCalls,proto3" json:"tool_calls,omitempty"`
+	ToolCallId    string         `protobuf:"bytes,4,opt,name=tool_call_id,json=toolCallId,proto3" json:"tool_call_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ChatMessage) Reset() {
+	*x = ChatMessage{}
+	mi := &file_plugin_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ChatMessage) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ChatMessage) ProtoMessage() {}
+
+func (x *ChatMessage) ProtoReflect() protoreflect.Message {
+	mi := &file_plugin_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ChatMessage.ProtoReflect.Descriptor instead.
+func (*ChatMessage) Descriptor() ([]byte, []int) {
+	return file_plugin_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *ChatMessage) GetRole() string {
+	if x != nil {
+		return x.Role
+	}
+	return ""
+}
+
+func (x *ChatMessage) GetContent() string {
+	if x != nil {
+		return x.Content
+	}
+	return ""
+}
+
+func (x *ChatMessage) GetToolCalls() []*LLMToolCall {
+	if x != nil {
+		return x.ToolCalls
+	}
+	return nil
+}
+
+func (x *ChatMessage) GetToolCallId() string {
+	if x != nil {
+		return x.ToolCallId
+	}
+	return ""
+}
+
+// LLMToolCall is the LLM's request to run one plugin action.
+type LLMToolCall struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	Plugin        string                 `protobuf:"bytes,2,opt,name=plugin,proto3" json:"plugin,omitempty"`
+	Action        string                 `protobuf:"bytes,3,opt,name=action,proto3" json:"action,omitempty"`
+	Args          map[string]string      `protobuf:"bytes,4,rep,name=args,proto3" json:"args,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LLMToolCall) Reset() {
+	*x = LLMToolCall{}
+	mi := &file_plugin_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LLMToolCall) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LLMToolCall) ProtoMessage() {}
+
+func (x *LLMToolCall) ProtoReflect() protoreflect.Message {
+	mi := &file_plugin_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LLMToolCall.ProtoReflect.Descriptor instead.
+func (*LLMToolCall) Descriptor() ([]byte, []int) {
+	return file_plugin_proto_rawDescGZIP(), []int{31}
+}
+
+func (x *LLMToolCall) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *LLMToolCall) GetPlugin() string {
+	if x != nil {
+		return x.Plugin
+	}
+	return ""
+}
+
+func (x *LLMToolCall) GetAction() string {
+	if x != nil {
+		return x.Action
+	}
+	return ""
+}
+
+func (x *LLMToolCall) GetArgs() map[string]string {
+	if x != nil {
+		return x.Args
+	}
+	return nil
+}
+
+// ToolSpec is one tool offered to the LLM.
+type ToolSpec struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Plugin        string                 `protobuf:"bytes,1,opt,name=plugin,proto3" json:"plugin,omitempty"`
+	Action        string                 `protobuf:"bytes,2,opt,name=action,proto3" json:"action,omitempty"`
+	Description   string                 `protobuf:"bytes,3,opt,name=description,proto3" json:"description,omitempty"`
+	Params        []*Parameter           `protobuf:"bytes,4,rep,name=params,proto3" json:"params,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ToolSpec) Reset() {
+	*x = ToolSpec{}
+	mi := &file_plugin_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ToolSpec) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ToolSpec) ProtoMessage() {}
+
+func (x *ToolSpec) ProtoReflect() protoreflect.Message {
+	mi := &file_plugin_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ToolSpec.ProtoReflect.Descriptor instead.
+func (*ToolSpec) Descriptor() ([]byte, []int) {
+	return file_plugin_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *ToolSpec) GetPlugin() string {
+	if x != nil {
+		return x.Plugin
+	}
+	return ""
+}
+
+func (x *ToolSpec) GetAction() string {
+	if x != nil {
+		return x.Action
+	}
+	return ""
+}
+
+func (x *ToolSpec) GetDescription() string {
+	if x != nil {
+		return x.Description
+	}
+	return ""
+}
+
+func (x *ToolSpec) GetParams() []*Parameter {
+	if x != nil {
+		return x.Params
+	}
+	return nil
+}
+
+type CompletionRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// model is the provider's own model id (without "<provider>/").
+	Model       string         `protobuf:"bytes,1,opt,name=model,proto3" json:"model,omitempty"`
+	System      string         `protobuf:"bytes,2,opt,name=system,proto3" json:"system,omitempty"`
+	Messages    []*ChatMessage `protobuf:"bytes,3,rep,name=messages,proto3" json:"messages,omitempty"`
+	Tools       []*ToolSpec    `protobuf:"bytes,4,rep,name=tools,proto3" json:"tools,omitempty"`
+	MaxTokens   int32          `protobuf:"varint,5,opt,name=max_tokens,json=maxTokens,proto3" json:"max_tokens,omitempty"`
+	Temperature *float64       `protobuf:"fixed64,6,opt,name=temperature,proto3,oneof" json:"temperature,omitempty"`
+	// api_key is the auth profile's credential (models.providers.<id>.api_key
+	// or the profiles file), "" when none is configured.
+	ApiKey        string `protobuf:"bytes,7,opt,name=api_key,json=apiKey,proto3" json:"api_key,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CompletionRequest) Reset() {
+	*x = CompletionRequest{}
+	mi := &file_plugin_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CompletionRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CompletionRequest) ProtoMessage() {}
+
+func (x *CompletionRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_plugin_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CompletionRequest.ProtoReflect.Descriptor instead.
+func (*CompletionRequest) Descriptor() ([]byte, []int) {
+	return file_plugin_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *CompletionRequest) GetModel() string {
+	if x != nil {
+		return x.Model
+	}
+	return ""
+}
+
+func (x *CompletionRequest) GetSystem() string {
+	if x != nil {
+		return x.System
+	}
+	return ""
+}
+
+func (x *CompletionRequest) GetMessages() []*ChatMessage {
+	if x != nil {
+		return x.Messages
+	}
+	return nil
+}
+
+func (x *CompletionRequest) GetTools() []*ToolSpec {
+	if x != nil {
+		return x.Tools
+	}
+	return nil
+}
+
+func (x *CompletionRequest) GetMaxTokens() int32 {
+	if x != nil {
+		return x.MaxTokens
+	}
+	return 0
+}
+
+func (x *CompletionRequest) GetTemperature() float64 {
+	if x != nil && x.Temperature != nil {
+		return *x.Temperature
+	}
+	return 0
+}
+
+func (x *CompletionRequest) GetApiKey() string {
+	if x != nil {
+		return x.ApiKey
+	}
+	return ""
+}
+
+type Usage struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	InputTokens   int64                  `protobuf:"varint,1,opt,name=input_tokens,json=inputTokens,proto3" json:"input_tokens,omitempty"`
+	OutputTokens  int64                  `protobuf:"varint,2,opt,name=output_tokens,json=outputTokens,proto3" json:"output_tokens,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Usage) Reset() {
+	*x = Usage{}
+	mi := &file_plugin_proto_msgTypes[34]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Usage) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Usage) ProtoMessage() {}
+
+func (x *Usage) ProtoReflect() protoreflect.Message {
+	mi := &file_plugin_proto_msgTypes[34]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Usage.ProtoReflect.Descriptor instead.
+func (*Usage) Descriptor() ([]byte, []int) {
+	return file_plugin_proto_rawDescGZIP(), []int{34}
+}
+
+func (x *Usage) GetInputTokens() int64 {
+	if x != nil {
+		return x.InputTokens
+	}
+	return 0
+}
+
+func (x *Usage) GetOutputTokens() int64 {
+	if x != nil {
+		return x.OutputTokens
+	}
+	return 0
+}
+
+// ProviderError is a failure the router decides on by kind.
+type ProviderError struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// kind is rate_limited, auth, billing, unavailable, timeout,
+	// context_too_long or bad_request.
+	Kind          string `protobuf:"bytes,1,opt,name=kind,proto3" json:"kind,omitempty"`
+	Message       string `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
+	RetryAfterMs  int64  `protobuf:"varint,3,opt,name=retry_after_ms,json=retryAfterMs,proto3" json:"retry_after_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ProviderError) Reset() {
+	*x = ProviderError{}
+	mi := &file_plugin_proto_msgTypes[35]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ProviderError) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ProviderError) ProtoMessage() {}
+
+func (x *ProviderError) ProtoReflect() protoreflect.Message {
+	mi := &file_plugin_proto_msgTypes[35]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ProviderError.ProtoReflect.Descriptor instead.
+func (*ProviderError) Descriptor() ([]byte, []int) {
+	return file_plugin_proto_rawDescGZIP(), []int{35}
+}
+
+func (x *ProviderError) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *ProviderError) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+func (x *ProviderError) GetRetryAfterMs() int64 {
+	if x != nil {
+		return x.RetryAfterMs
+	}
+	return 0
+}
+
+type CompletionResponse struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Text      string                 `protobuf:"bytes,1,opt,name=text,proto3" json:"text,omitempty"`
+	ToolCalls []*LLMToolCall         `protobuf:"bytes,2,rep,name=tool_calls,json=toolCalls,proto3" json:"tool_calls,omitempty"`
+	Usage     *Usage                 `protobuf:"bytes,3,opt,name=usage,proto3" json:"usage,omitempty"`
+	Model     string                 `protobuf:"bytes,4,opt,name=model,proto3" json:"model,omitempty"`
+	// stop_reason is stop, tool_calls, length or the provider's own word.
+	StopReason string `protobuf:"bytes,5,opt,name=stop_reason,json=stopReason,proto3" json:"stop_reason,omitempty"`
+	// error, when set, is the call's failure (the rest is ignored).
+	Error         *ProviderError `protobuf:"bytes,6,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CompletionResponse) Reset() {
+	*x = CompletionResponse{}
+	mi := &file_plugin_proto_msgTypes[36]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CompletionResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CompletionResponse) ProtoMessage() {}
+
+func (x *CompletionResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_plugin_proto_msgTypes[36]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CompletionResponse.ProtoReflect.Descriptor instead.
+func (*CompletionResponse) Descriptor() ([]byte, []int) {
+	return file_plugin_proto_rawDescGZIP(), []int{36}
+}
+
+func (x *CompletionResponse) GetText() string {
+	if x != nil {
+		return x.Text
+	}
+	return ""
+}
+
+func (x *CompletionResponse) GetToolCalls() []*LLMToolCall {
+	if x != nil {
+		return x.ToolCalls
+	}
+	return nil
+}
+
+func (x *CompletionResponse) GetUsage() *Usage {
+	if x != nil {
+		return x.Usage
+	}
+	return nil
+}
+
+func (x *CompletionResponse) GetModel() string {
+	if x != nil {
+		return x.Model
+	}
+	return ""
+}
+
+func (x *CompletionResponse) GetStopReason() string {
+	if x != nil {
+		return x.StopReason
+	}
+	return ""
+}
+
+func (x *CompletionResponse) GetError() *ProviderError {
+	if x != nil {
+		return x.Error
+	}
+	return nil
+}
+
+type CompletionChunk struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Text          string                 `protobuf:"bytes,1,opt,name=text,proto3" json:"text,omitempty"`
+	Done          *CompletionResponse    `protobuf:"bytes,2,opt,name=done,proto3" json:"done,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CompletionChunk) Reset() {
+	*x = CompletionChunk{}
+	mi := &file_plugin_proto_msgTypes[37]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CompletionChunk) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CompletionChunk) ProtoMessage() {}
+
+func (x *CompletionChunk) ProtoReflect() protoreflect.Message {
+	mi := &file_plugin_proto_msgTypes[37]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CompletionChunk.ProtoReflect.Descriptor instead.
+func (*CompletionChunk) Descriptor() ([]byte, []int) {
+	return file_plugin_proto_rawDescGZIP(), []int{37}
+}
+
+func (x *CompletionChunk) GetText() string {
+	if x != nil {
+		return x.Text
+	}
+	return ""
+}
+
+func (x *CompletionChunk) GetDone() *CompletionResponse {
+	if x != nil {
+		return x.Done
+	}
+	return nil
+}
+
 var File_plugin_proto protoreflect.FileDescriptor
 
 const file_plugin_proto_rawDesc = "" +
@@ -742,11 +2677,15 @@ const file_plugin_proto_rawDesc = "" +
 	"\x04File\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1b\n" +
 	"\tmime_type\x18\x02 \x01(\tR\bmimeType\x12\x12\n" +
-	"\x04data\x18\x03 \x01(\fR\x04data\"\x81\x01\n" +
+	"\x04data\x18\x03 \x01(\fR\x04data\"\xcb\x02\n" +
 	"\x12PluginCapabilities\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12 \n" +
 	"\vdescription\x18\x02 \x01(\tR\vdescription\x125\n" +
-	"\aactions\x18\x03 \x03(\v2\x1b.opentalon.plugin.v1.ActionR\aactions\"\xd1\x01\n" +
+	"\aactions\x18\x03 \x03(\v2\x1b.opentalon.plugin.v1.ActionR\aactions\x123\n" +
+	"\x05hooks\x18\x04 \x03(\v2\x1d.opentalon.plugin.v1.HookDeclR\x05hooks\x126\n" +
+	"\x06routes\x18\x05 \x03(\v2\x1e.opentalon.plugin.v1.RouteDeclR\x06routes\x12?\n" +
+	"\tschedules\x18\x06 \x03(\v2!.opentalon.plugin.v1.ScheduleDeclR\tschedules\x12\x1a\n" +
+	"\bservices\x18\a \x03(\tR\bservices\"\xd1\x01\n" +
 	"\x06Action\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12 \n" +
 	"\vdescription\x18\x02 \x01(\tR\vdescription\x12>\n" +
@@ -773,7 +2712,168 @@ const file_plugin_proto_rawDesc = "" +
 	"\x10StateKeysRequest\x12\x16\n" +
 	"\x06prefix\x18\x01 \x01(\tR\x06prefix\"'\n" +
 	"\x11StateKeysResponse\x12\x12\n" +
-	"\x04keys\x18\x01 \x03(\tR\x04keys2\xba\x01\n" +
+	"\x04keys\x18\x01 \x03(\tR\x04keys\"z\n" +
+	"\bHookDecl\x12\x14\n" +
+	"\x05stage\x18\x01 \x01(\tR\x05stage\x12\x14\n" +
+	"\x05order\x18\x02 \x01(\x05R\x05order\x12\x1d\n" +
+	"\n" +
+	"timeout_ms\x18\x03 \x01(\x05R\ttimeoutMs\x12#\n" +
+	"\rstream_unsafe\x18\x04 \x01(\bR\fstreamUnsafe\"O\n" +
+	"\tRouteDecl\x12\x16\n" +
+	"\x06method\x18\x01 \x01(\tR\x06method\x12\x12\n" +
+	"\x04path\x18\x02 \x01(\tR\x04path\x12\x16\n" +
+	"\x06public\x18\x03 \x01(\bR\x06public\"\xc8\x01\n" +
+	"\fScheduleDecl\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1a\n" +
+	"\binterval\x18\x02 \x01(\tR\binterval\x12\x12\n" +
+	"\x04cron\x18\x03 \x01(\tR\x04cron\x12\x18\n" +
+	"\achannel\x18\x04 \x01(\tR\achannel\x12\x12\n" +
+	"\x04chat\x18\x05 \x01(\tR\x04chat\x12\x16\n" +
+	"\x06thread\x18\x06 \x01(\tR\x06thread\x12\x1a\n" +
+	"\btimezone\x18\a \x01(\tR\btimezone\x12\x16\n" +
+	"\x06missed\x18\b \x01(\tR\x06missed\"\xe1\x02\n" +
+	"\vHookRequest\x12\x12\n" +
+	"\x04text\x18\x01 \x01(\tR\x04text\x12J\n" +
+	"\bmetadata\x18\x02 \x03(\v2..opentalon.plugin.v1.HookRequest.MetadataEntryR\bmetadata\x12\x18\n" +
+	"\achannel\x18\x03 \x01(\tR\achannel\x12\x12\n" +
+	"\x04chat\x18\x04 \x01(\tR\x04chat\x12\x16\n" +
+	"\x06thread\x18\x05 \x01(\tR\x06thread\x12\x17\n" +
+	"\auser_id\x18\x06 \x01(\tR\x06userId\x12\x1b\n" +
+	"\tuser_name\x18\a \x01(\tR\buserName\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\b \x01(\x03R\tsessionId\x12\x1a\n" +
+	"\bquestion\x18\t \x01(\tR\bquestion\x1a;\n" +
+	"\rMetadataEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xee\x01\n" +
+	"\fHookResponse\x12\x12\n" +
+	"\x04text\x18\x01 \x01(\tR\x04text\x12K\n" +
+	"\bmetadata\x18\x02 \x03(\v2/.opentalon.plugin.v1.HookResponse.MetadataEntryR\bmetadata\x12\x12\n" +
+	"\x04drop\x18\x03 \x01(\bR\x04drop\x12\x16\n" +
+	"\x06reason\x18\x04 \x01(\tR\x06reason\x12\x14\n" +
+	"\x05reply\x18\x05 \x01(\tR\x05reply\x1a;\n" +
+	"\rMetadataEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"2\n" +
+	"\x06Header\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value\"\xbb\x01\n" +
+	"\vHTTPRequest\x12\x16\n" +
+	"\x06method\x18\x01 \x01(\tR\x06method\x12\x12\n" +
+	"\x04path\x18\x02 \x01(\tR\x04path\x12\x14\n" +
+	"\x05query\x18\x03 \x01(\tR\x05query\x125\n" +
+	"\aheaders\x18\x04 \x03(\v2\x1b.opentalon.plugin.v1.HeaderR\aheaders\x12\x12\n" +
+	"\x04body\x18\x05 \x01(\fR\x04body\x12\x1f\n" +
+	"\vremote_addr\x18\x06 \x01(\tR\n" +
+	"remoteAddr\"\xad\x01\n" +
+	"\fHTTPResponse\x12\x16\n" +
+	"\x06status\x18\x01 \x01(\x05R\x06status\x125\n" +
+	"\aheaders\x18\x02 \x03(\v2\x1b.opentalon.plugin.v1.HeaderR\aheaders\x12\x12\n" +
+	"\x04body\x18\x03 \x01(\fR\x04body\x12:\n" +
+	"\x06inject\x18\x04 \x03(\v2\".opentalon.plugin.v1.InjectMessageR\x06inject\"\xaf\x01\n" +
+	"\rInjectMessage\x12\x18\n" +
+	"\achannel\x18\x01 \x01(\tR\achannel\x12\x12\n" +
+	"\x04chat\x18\x02 \x01(\tR\x04chat\x12\x16\n" +
+	"\x06thread\x18\x03 \x01(\tR\x06thread\x12\x12\n" +
+	"\x04text\x18\x04 \x01(\tR\x04text\x12\x17\n" +
+	"\auser_id\x18\x05 \x01(\tR\x06userId\x12\x1b\n" +
+	"\tuser_name\x18\x06 \x01(\tR\buserName\x12\x0e\n" +
+	"\x02id\x18\a \x01(\tR\x02id\"\x84\x01\n" +
+	"\x0eScheduleFiring\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1c\n" +
+	"\n" +
+	"at_unix_ms\x18\x02 \x01(\x03R\batUnixMs\x12\x18\n" +
+	"\achannel\x18\x03 \x01(\tR\achannel\x12\x12\n" +
+	"\x04chat\x18\x04 \x01(\tR\x04chat\x12\x16\n" +
+	"\x06thread\x18\x05 \x01(\tR\x06thread\"P\n" +
+	"\x0eScheduleResult\x12\x12\n" +
+	"\x04text\x18\x01 \x01(\tR\x04text\x12\x16\n" +
+	"\x06prompt\x18\x02 \x01(\tR\x06prompt\x12\x12\n" +
+	"\x04skip\x18\x03 \x01(\bR\x04skip\"\x9a\x02\n" +
+	"\fNotification\x12\x12\n" +
+	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x18\n" +
+	"\asubject\x18\x02 \x01(\tR\asubject\x12\x18\n" +
+	"\amessage\x18\x03 \x01(\tR\amessage\x12\x1c\n" +
+	"\n" +
+	"at_unix_ms\x18\x04 \x01(\x03R\batUnixMs\x12H\n" +
+	"\adetails\x18\x05 \x03(\v2..opentalon.plugin.v1.Notification.DetailsEntryR\adetails\x12\x1e\n" +
+	"\n" +
+	"suppressed\x18\x06 \x01(\x05R\n" +
+	"suppressed\x1a:\n" +
+	"\fDetailsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"v\n" +
+	"\x10AuthorizeRequest\x12\x18\n" +
+	"\achannel\x18\x01 \x01(\tR\achannel\x12\x12\n" +
+	"\x04chat\x18\x02 \x01(\tR\x04chat\x12\x17\n" +
+	"\auser_id\x18\x03 \x01(\tR\x06userId\x12\x1b\n" +
+	"\tuser_name\x18\x04 \x01(\tR\buserName\"\xa4\x01\n" +
+	"\x11AuthorizeResponse\x12K\n" +
+	"\bdecision\x18\x01 \x01(\x0e2/.opentalon.plugin.v1.AuthorizeResponse.DecisionR\bdecision\x12\x16\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason\"*\n" +
+	"\bDecision\x12\b\n" +
+	"\x04DENY\x10\x00\x12\t\n" +
+	"\x05ALLOW\x10\x01\x12\t\n" +
+	"\x05ADMIN\x10\x02\"6\n" +
+	"\x0eBlobPutRequest\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x12\n" +
+	"\x04data\x18\x02 \x01(\fR\x04data\"\"\n" +
+	"\x0eBlobGetRequest\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\";\n" +
+	"\x0fBlobGetResponse\x12\x12\n" +
+	"\x04data\x18\x01 \x01(\fR\x04data\x12\x14\n" +
+	"\x05found\x18\x02 \x01(\bR\x05found\"%\n" +
+	"\x11BlobDeleteRequest\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\"\x9e\x01\n" +
+	"\vChatMessage\x12\x12\n" +
+	"\x04role\x18\x01 \x01(\tR\x04role\x12\x18\n" +
+	"\acontent\x18\x02 \x01(\tR\acontent\x12?\n" +
+	"\n" +
+	"tool_calls\x18\x03 \x03(\v2 .opentalon.plugin.v1.LLMToolCallR\ttoolCalls\x12 \n" +
+	"\ftool_call_id\x18\x04 \x01(\tR\n" +
+	"toolCallId\"\xc6\x01\n" +
+	"\vLLMToolCall\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x16\n" +
+	"\x06plugin\x18\x02 \x01(\tR\x06plugin\x12\x16\n" +
+	"\x06action\x18\x03 \x01(\tR\x06action\x12>\n" +
+	"\x04args\x18\x04 \x03(\v2*.opentalon.plugin.v1.LLMToolCall.ArgsEntryR\x04args\x1a7\n" +
+	"\tArgsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x94\x01\n" +
+	"\bToolSpec\x12\x16\n" +
+	"\x06plugin\x18\x01 \x01(\tR\x06plugin\x12\x16\n" +
+	"\x06action\x18\x02 \x01(\tR\x06action\x12 \n" +
+	"\vdescription\x18\x03 \x01(\tR\vdescription\x126\n" +
+	"\x06params\x18\x04 \x03(\v2\x1e.opentalon.plugin.v1.ParameterR\x06params\"\xa3\x02\n" +
+	"\x11CompletionRequest\x12\x14\n" +
+	"\x05model\x18\x01 \x01(\tR\x05model\x12\x16\n" +
+	"\x06system\x18\x02 \x01(\tR\x06system\x12<\n" +
+	"\bmessages\x18\x03 \x03(\v2 .opentalon.plugin.v1.ChatMessageR\bmessages\x123\n" +
+	"\x05tools\x18\x04 \x03(\v2\x1d.opentalon.plugin.v1.ToolSpecR\x05tools\x12\x1d\n" +
+	"\n" +
+	"max_tokens\x18\x05 \x01(\x05R\tmaxTokens\x12%\n" +
+	"\vtemperature\x18\x06 \x01(\x01H\x00R\vtemperature\x88\x01\x01\x12\x17\n" +
+	"\aapi_key\x18\a \x01(\tR\x06apiKeyB\x0e\n" +
+	"\f_temperature\"O\n" +
+	"\x05Usage\x12!\n" +
+	"\finput_tokens\x18\x01 \x01(\x03R\vinputTokens\x12#\n" +
+	"\routput_tokens\x18\x02 \x01(\x03R\foutputTokens\"c\n" +
+	"\rProviderError\x12\x12\n" +
+	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x18\n" +
+	"\amessage\x18\x02 \x01(\tR\amessage\x12$\n" +
+	"\x0eretry_after_ms\x18\x03 \x01(\x03R\fretryAfterMs\"\x8c\x02\n" +
+	"\x12CompletionResponse\x12\x12\n" +
+	"\x04text\x18\x01 \x01(\tR\x04text\x12?\n" +
+	"\n" +
+	"tool_calls\x18\x02 \x03(\v2 .opentalon.plugin.v1.LLMToolCallR\ttoolCalls\x120\n" +
+	"\x05usage\x18\x03 \x01(\v2\x1a.opentalon.plugin.v1.UsageR\x05usage\x12\x14\n" +
+	"\x05model\x18\x04 \x01(\tR\x05model\x12\x1f\n" +
+	"\vstop_reason\x18\x05 \x01(\tR\n" +
+	"stopReason\x128\n" +
+	"\x05error\x18\x06 \x01(\v2\".opentalon.plugin.v1.ProviderErrorR\x05error\"b\n" +
+	"\x0fCompletionChunk\x12\x12\n" +
+	"\x04text\x18\x01 \x01(\tR\x04text\x12;\n" +
+	"\x04done\x18\x02 \x01(\v2'.opentalon.plugin.v1.CompletionResponseR\x04done2\xba\x01\n" +
 	"\rPluginService\x12X\n" +
 	"\aExecute\x12$.opentalon.plugin.v1.ToolCallRequest\x1a'.opentalon.plugin.v1.ToolResultResponse\x12O\n" +
 	"\fCapabilities\x12\x16.google.protobuf.Empty\x1a'.opentalon.plugin.v1.PluginCapabilities2\xc8\x02\n" +
@@ -781,7 +2881,27 @@ const file_plugin_proto_rawDesc = "" +
 	"\x03Get\x12$.opentalon.plugin.v1.StateGetRequest\x1a%.opentalon.plugin.v1.StateGetResponse\x12C\n" +
 	"\x03Set\x12$.opentalon.plugin.v1.StateSetRequest\x1a\x16.google.protobuf.Empty\x12I\n" +
 	"\x06Delete\x12'.opentalon.plugin.v1.StateDeleteRequest\x1a\x16.google.protobuf.Empty\x12U\n" +
-	"\x04Keys\x12%.opentalon.plugin.v1.StateKeysRequest\x1a&.opentalon.plugin.v1.StateKeysResponseB/Z-github.com/opentalon/opentalon/proto;pluginpbb\x06proto3"
+	"\x04Keys\x12%.opentalon.plugin.v1.StateKeysRequest\x1a&.opentalon.plugin.v1.StateKeysResponse2\xae\x01\n" +
+	"\vHookService\x12N\n" +
+	"\aPreHook\x12 .opentalon.plugin.v1.HookRequest\x1a!.opentalon.plugin.v1.HookResponse\x12O\n" +
+	"\bPostHook\x12 .opentalon.plugin.v1.HookRequest\x1a!.opentalon.plugin.v1.HookResponse2`\n" +
+	"\vHTTPService\x12Q\n" +
+	"\n" +
+	"HandleHTTP\x12 .opentalon.plugin.v1.HTTPRequest\x1a!.opentalon.plugin.v1.HTTPResponse2i\n" +
+	"\x0fScheduleService\x12V\n" +
+	"\n" +
+	"OnSchedule\x12#.opentalon.plugin.v1.ScheduleFiring\x1a#.opentalon.plugin.v1.ScheduleResult2T\n" +
+	"\rNotifyService\x12C\n" +
+	"\x06Notify\x12!.opentalon.plugin.v1.Notification\x1a\x16.google.protobuf.Empty2i\n" +
+	"\vAuthService\x12Z\n" +
+	"\tAuthorize\x12%.opentalon.plugin.v1.AuthorizeRequest\x1a&.opentalon.plugin.v1.AuthorizeResponse2\xed\x01\n" +
+	"\vBlobService\x12B\n" +
+	"\x03Put\x12#.opentalon.plugin.v1.BlobPutRequest\x1a\x16.google.protobuf.Empty\x12P\n" +
+	"\x03Get\x12#.opentalon.plugin.v1.BlobGetRequest\x1a$.opentalon.plugin.v1.BlobGetResponse\x12H\n" +
+	"\x06Delete\x12&.opentalon.plugin.v1.BlobDeleteRequest\x1a\x16.google.protobuf.Empty2\xc8\x01\n" +
+	"\x0fProviderService\x12[\n" +
+	"\bComplete\x12&.opentalon.plugin.v1.CompletionRequest\x1a'.opentalon.plugin.v1.CompletionResponse\x12X\n" +
+	"\x06Stream\x12&.opentalon.plugin.v1.CompletionRequest\x1a$.opentalon.plugin.v1.CompletionChunk0\x01B/Z-github.com/opentalon/opentalon/proto;pluginpbb\x06proto3"
 
 var (
 	file_plugin_proto_rawDescOnce sync.Once
@@ -795,45 +2915,118 @@ func file_plugin_proto_rawDescGZIP() []byte {
 	return file_plugin_proto_rawDescData
 }
 
-var file_plugin_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
+var file_plugin_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
+var file_plugin_proto_msgTypes = make([]protoimpl.MessageInfo, 43)
 var file_plugin_proto_goTypes = []any{
-	(*ToolCallRequest)(nil),    // 0: opentalon.plugin.v1.ToolCallRequest
-	(*ToolResultResponse)(nil), // 1: opentalon.plugin.v1.ToolResultResponse
-	(*File)(nil),               // 2: opentalon.plugin.v1.File
-	(*PluginCapabilities)(nil), // 3: opentalon.plugin.v1.PluginCapabilities
-	(*Action)(nil),             // 4: opentalon.plugin.v1.Action
-	(*Parameter)(nil),          // 5: opentalon.plugin.v1.Parameter
-	(*StateGetRequest)(nil),    // 6: opentalon.plugin.v1.StateGetRequest
-	(*StateGetResponse)(nil),   // 7: opentalon.plugin.v1.StateGetResponse
-	(*StateSetRequest)(nil),    // 8: opentalon.plugin.v1.StateSetRequest
-	(*StateDeleteRequest)(nil), // 9: opentalon.plugin.v1.StateDeleteRequest
-	(*StateKeysRequest)(nil),   // 10: opentalon.plugin.v1.StateKeysRequest
-	(*StateKeysResponse)(nil),  // 11: opentalon.plugin.v1.StateKeysResponse
-	nil,                        // 12: opentalon.plugin.v1.ToolCallRequest.ArgsEntry
-	(*emptypb.Empty)(nil),      // 13: google.protobuf.Empty
+	(AuthorizeResponse_Decision)(0), // 0: opentalon.plugin.v1.AuthorizeResponse.Decision
+	(*ToolCallRequest)(nil),         // 1: opentalon.plugin.v1.ToolCallRequest
+	(*ToolResultResponse)(nil),      // 2: opentalon.plugin.v1.ToolResultResponse
+	(*File)(nil),                    // 3: opentalon.plugin.v1.File
+	(*PluginCapabilities)(nil),      // 4: opentalon.plugin.v1.PluginCapabilities
+	(*Action)(nil),                  // 5: opentalon.plugin.v1.Action
+	(*Parameter)(nil),               // 6: opentalon.plugin.v1.Parameter
+	(*StateGetRequest)(nil),         // 7: opentalon.plugin.v1.StateGetRequest
+	(*StateGetResponse)(nil),        // 8: opentalon.plugin.v1.StateGetResponse
+	(*StateSetRequest)(nil),         // 9: opentalon.plugin.v1.StateSetRequest
+	(*StateDeleteRequest)(nil),      // 10: opentalon.plugin.v1.StateDeleteRequest
+	(*StateKeysRequest)(nil),        // 11: opentalon.plugin.v1.StateKeysRequest
+	(*StateKeysResponse)(nil),       // 12: opentalon.plugin.v1.StateKeysResponse
+	(*HookDecl)(nil),                // 13: opentalon.plugin.v1.HookDecl
+	(*RouteDecl)(nil),               // 14: opentalon.plugin.v1.RouteDecl
+	(*ScheduleDecl)(nil),            // 15: opentalon.plugin.v1.ScheduleDecl
+	(*HookRequest)(nil),             // 16: opentalon.plugin.v1.HookRequest
+	(*HookResponse)(nil),            // 17: opentalon.plugin.v1.HookResponse
+	(*Header)(nil),                  // 18: opentalon.plugin.v1.Header
+	(*HTTPRequest)(nil),             // 19: opentalon.plugin.v1.HTTPRequest
+	(*HTTPResponse)(nil),            // 20: opentalon.plugin.v1.HTTPResponse
+	(*InjectMessage)(nil),           // 21: opentalon.plugin.v1.InjectMessage
+	(*ScheduleFiring)(nil),          // 22: opentalon.plugin.v1.ScheduleFiring
+	(*ScheduleResult)(nil),          // 23: opentalon.plugin.v1.ScheduleResult
+	(*Notification)(nil),            // 24: opentalon.plugin.v1.Notification
+	(*AuthorizeRequest)(nil),        // 25: opentalon.plugin.v1.AuthorizeRequest
+	(*AuthorizeResponse)(nil),       // 26: opentalon.plugin.v1.AuthorizeResponse
+	(*BlobPutRequest)(nil),          // 27: opentalon.plugin.v1.BlobPutRequest
+	(*BlobGetRequest)(nil),          // 28: opentalon.plugin.v1.BlobGetRequest
+	(*BlobGetResponse)(nil),         // 29: opentalon.plugin.v1.BlobGetResponse
+	(*BlobDeleteRequest)(nil),       // 30: opentalon.plugin.v1.BlobDeleteRequest
+	(*ChatMessage)(nil),             // 31: opentalon.plugin.v1.ChatMessage
+	(*LLMToolCall)(nil),             // 32: opentalon.plugin.v1.LLMToolCall
+	(*ToolSpec)(nil),                // 33: opentalon.plugin.v1.ToolSpec
+	(*CompletionRequest)(nil),       // 34: opentalon.plugin.v1.CompletionRequest
+	(*Usage)(nil),                   // 35: opentalon.plugin.v1.Usage
+	(*ProviderError)(nil),           // 36: opentalon.plugin.v1.ProviderError
+	(*CompletionResponse)(nil),      // 37: opentalon.plugin.v1.CompletionResponse
+	(*CompletionChunk)(nil),         // 38: opentalon.plugin.v1.CompletionChunk
+	nil,                             // 39: opentalon.plugin.v1.ToolCallRequest.ArgsEntry
+	nil,                             // 40: opentalon.plugin.v1.HookRequest.MetadataEntry
+	nil,                             // 41: opentalon.plugin.v1.HookResponse.MetadataEntry
+	nil,                             // 42: opentalon.plugin.v1.Notification.DetailsEntry
+	nil,                             // 43: opentalon.plugin.v1.LLMToolCall.ArgsEntry
+	(*emptypb.Empty)(nil),           // 44: google.protobuf.Empty
 }
 var file_plugin_proto_depIdxs = []int32{
-	12, // 0: opentalon.plugin.v1.ToolCallRequest.args:type_name -> opentalon.plugin.v1.ToolCallRequest.ArgsEntry
-	2,  // 1: opentalon.plugin.v1.ToolResultResponse.files:type_name -> opentalon.plugin.v1.File
-	4,  // 2: opentalon.plugin.v1.PluginCapabilities.actions:type_name -> opentalon.plugin.v1.Action
-	5,  // 3: opentalon.plugin.v1.Action.parameters:type_name -> opentalon.plugin.v1.Parameter
-	0,  // 4: opentalon.plugin.v1.PluginService.Execute:input_type -> opentalon.plugin.v1.ToolCallRequest
-	13, // 5: opentalon.plugin.v1.PluginService.Capabilities:input_type -> google.protobuf.Empty
-	6,  // 6: opentalon.plugin.v1.PluginState.Get:input_type -> opentalon.plugin.v1.StateGetRequest
-	8,  // 7: opentalon.plugin.v1.PluginState.Set:input_type -> opentalon.plugin.v1.StateSetRequest
-	9,  // 8: opentalon.plugin.v1.PluginState.Delete:input_type -> opentalon.plugin.v1.StateDeleteRequest
-	10, // 9: opentalon.plugin.v1.PluginState.Keys:input_type -> opentalon.plugin.v1.StateKeysRequest
-	1,  // 10: opentalon.plugin.v1.PluginService.Execute:output_type -> opentalon.plugin.v1.ToolResultResponse
-	3,  // 11: opentalon.plugin.v1.PluginService.Capabilities:output_type -> opentalon.plugin.v1.PluginCapabilities
-	7,  // 12: opentalon.plugin.v1.PluginState.Get:output_type -> opentalon.plugin.v1.StateGetResponse
-	13, // 13: opentalon.plugin.v1.PluginState.Set:output_type -> google.protobuf.Empty
-	13, // 14: opentalon.plugin.v1.PluginState.Delete:output_type -> google.protobuf.Empty
-	11, // 15: opentalon.plugin.v1.PluginState.Keys:output_type -> opentalon.plugin.v1.StateKeysResponse
-	10, // [10:16] is the sub-list for method output_type
-	4,  // [4:10] is the sub-list for method input_type
-	4,  // [4:4] is the sub-list for extension type_name
-	4,  // [4:4] is the sub-list for extension extendee
-	0,  // [0:4] is the sub-list for field type_name
+	39, // 0: opentalon.plugin.v1.ToolCallRequest.args:type_name -> opentalon.plugin.v1.ToolCallRequest.ArgsEntry
+	3,  // 1: opentalon.plugin.v1.ToolResultResponse.files:type_name -> opentalon.plugin.v1.File
+	5,  // 2: opentalon.plugin.v1.PluginCapabilities.actions:type_name -> opentalon.plugin.v1.Action
+	13, // 3: opentalon.plugin.v1.PluginCapabilities.hooks:type_name -> opentalon.plugin.v1.HookDecl
+	14, // 4: opentalon.plugin.v1.PluginCapabilities.routes:type_name -> opentalon.plugin.v1.RouteDecl
+	15, // 5: opentalon.plugin.v1.PluginCapabilities.schedules:type_name -> opentalon.plugin.v1.ScheduleDecl
+	6,  // 6: opentalon.plugin.v1.Action.parameters:type_name -> opentalon.plugin.v1.Parameter
+	40, // 7: opentalon.plugin.v1.HookRequest.metadata:type_name -> opentalon.plugin.v1.HookRequest.MetadataEntry
+	41, // 8: opentalon.plugin.v1.HookResponse.metadata:type_name -> opentalon.plugin.v1.HookResponse.MetadataEntry
+	18, // 9: opentalon.plugin.v1.HTTPRequest.headers:type_name -> opentalon.plugin.v1.Header
+	18, // 10: opentalon.plugin.v1.HTTPResponse.headers:type_name -> opentalon.plugin.v1.Header
+	21, // 11: opentalon.plugin.v1.HTTPResponse.inject:type_name -> opentalon.plugin.v1.InjectMessage
+	42, // 12: opentalon.plugin.v1.Notification.details:type_name -> opentalon.plugin.v1.Notification.DetailsEntry
+	0,  // 13: opentalon.plugin.v1.AuthorizeResponse.decision:type_name -> opentalon.plugin.v1.AuthorizeResponse.Decision
+	32, // 14: opentalon.plugin.v1.ChatMessage.tool_calls:type_name -> opentalon.plugin.v1.LLMToolCall
+	43, // 15: opentalon.plugin.v1.LLMToolCall.args:type_name -> opentalon.plugin.v1.LLMToolCall.ArgsEntry
+	6,  // 16: opentalon.plugin.v1.ToolSpec.params:type_name -> opentalon.plugin.v1.Parameter
+	31, // 17: opentalon.plugin.v1.CompletionRequest.messages:type_name -> opentalon.plugin.v1.ChatMessage
+	33, // 18: opentalon.plugin.v1.CompletionRequest.tools:type_name -> opentalon.plugin.v1.ToolSpec
+	32, // 19: opentalon.plugin.v1.CompletionResponse.tool_calls:type_name -> opentalon.plugin.v1.LLMToolCall
+	35, // 20: opentalon.plugin.v1.CompletionResponse.usage:type_name -> opentalon.plugin.v1.Usage
+	36, // 21: opentalon.plugin.v1.CompletionResponse.error:type_name -> opentalon.plugin.v1.ProviderError
+	37, // 22: opentalon.plugin.v1.CompletionChunk.done:type_name -> opentalon.plugin.v1.CompletionResponse
+	1,  // 23: opentalon.plugin.v1.PluginService.Execute:input_type -> opentalon.plugin.v1.ToolCallRequest
+	44, // 24: opentalon.plugin.v1.PluginService.Capabilities:input_type -> google.protobuf.Empty
+	7,  // 25: opentalon.plugin.v1.PluginState.Get:input_type -> opentalon.plugin.v1.StateGetRequest
+	9,  // 26: opentalon.plugin.v1.PluginState.Set:input_type -> opentalon.plugin.v1.StateSetRequest
+	10, // 27: opentalon.plugin.v1.PluginState.Delete:input_type -> opentalon.plugin.v1.StateDeleteRequest
+	11, // 28: opentalon.plugin.v1.PluginState.Keys:input_type -> opentalon.plugin.v1.StateKeysRequest
+	16, // 29: opentalon.plugin.v1.HookService.PreHook:input_type -> opentalon.plugin.v1.HookRequest
+	16, // 30: opentalon.plugin.v1.HookService.PostHook:input_type -> opentalon.plugin.v1.HookRequest
+	19, // 31: opentalon.plugin.v1.HTTPService.HandleHTTP:input_type -> opentalon.plugin.v1.HTTPRequest
+	22, // 32: opentalon.plugin.v1.ScheduleService.OnSchedule:input_type -> opentalon.plugin.v1.ScheduleFiring
+	24, // 33: opentalon.plugin.v1.NotifyService.Notify:input_type -> opentalon.plugin.v1.Notification
+	25, // 34: opentalon.plugin.v1.AuthService.Authorize:input_type -> opentalon.plugin.v1.AuthorizeRequest
+	27, // 35: opentalon.plugin.v1.BlobService.Put:input_type -> opentalon.plugin.v1.BlobPutRequest
+	28, // 36: opentalon.plugin.v1.BlobService.Get:input_type -> opentalon.plugin.v1.BlobGetRequest
+	30, // 37: opentalon.plugin.v1.BlobService.Delete:input_type -> opentalon.plugin.v1.BlobDeleteRequest
+	34, // 38: opentalon.plugin.v1.ProviderService.Complete:input_type -> opentalon.plugin.v1.CompletionRequest
+	34, // 39: opentalon.plugin.v1.ProviderService.Stream:input_type -> opentalon.plugin.v1.CompletionRequest
+	2,  // 40: opentalon.plugin.v1.PluginService.Execute:output_type -> opentalon.plugin.v1.ToolResultResponse
+	4,  // 41: opentalon.plugin.v1.PluginService.Capabilities:output_type -> opentalon.plugin.v1.PluginCapabilities
+	8,  // 42: opentalon.plugin.v1.PluginState.Get:output_type -> opentalon.plugin.v1.StateGetResponse
+	44, // 43: opentalon.plugin.v1.PluginState.Set:output_type -> google.protobuf.Empty
+	44, // 44: opentalon.plugin.v1.PluginState.Delete:output_type -> google.protobuf.Empty
+	12, // 45: opentalon.plugin.v1.PluginState.Keys:output_type -> opentalon.plugin.v1.StateKeysResponse
+	17, // 46: opentalon.plugin.v1.HookService.PreHook:output_type -> opentalon.plugin.v1.HookResponse
+	17, // 47: opentalon.plugin.v1.HookService.PostHook:output_type -> opentalon.plugin.v1.HookResponse
+	20, // 48: opentalon.plugin.v1.HTTPService.HandleHTTP:output_type -> opentalon.plugin.v1.HTTPResponse
+	23, // 49: opentalon.plugin.v1.ScheduleService.OnSchedule:output_type -> opentalon.plugin.v1.ScheduleResult
+	44, // 50: opentalon.plugin.v1.NotifyService.Notify:output_type -> google.protobuf.Empty
+	26, // 51: opentalon.plugin.v1.AuthService.Authorize:output_type -> opentalon.plugin.v1.AuthorizeResponse
+	44, // 52: opentalon.plugin.v1.BlobService.Put:output_type -> google.protobuf.Empty
+	29, // 53: opentalon.plugin.v1.BlobService.Get:output_type -> opentalon.plugin.v1.BlobGetResponse
+	44, // 54: opentalon.plugin.v1.BlobService.Delete:output_type -> google.protobuf.Empty
+	37, // 55: opentalon.plugin.v1.ProviderService.Complete:output_type -> opentalon.plugin.v1.CompletionResponse
+	38, // 56: opentalon.plugin.v1.ProviderService.Stream:output_type -> opentalon.plugin.v1.CompletionChunk
+	40, // [40:57] is the sub-list for method output_type
+	23, // [23:40] is the sub-list for method input_type
+	23, // [23:23] is the sub-list for extension type_name
+	23, // [23:23] is the sub-list for extension extendee
+	0,  // [0:23] is the sub-list for field type_name
 }
 
 func init() { file_plugin_proto_init() }
@@ -841,18 +3034,20 @@ func file_plugin_proto_init() {
 	if File_plugin_proto != nil {
 		return
 	}
+	file_plugin_proto_msgTypes[33].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_plugin_proto_rawDesc), len(file_plugin_proto_rawDesc)),
-			NumEnums:      0,
-			NumMessages:   13,
+			NumEnums:      1,
+			NumMessages:   43,
 			NumExtensions: 0,
-			NumServices:   2,
+			NumServices:   9,
 		},
 		GoTypes:           file_plugin_proto_goTypes,
 		DependencyIndexes: file_plugin_proto_depIdxs,
+		EnumInfos:         file_plugin_proto_enumTypes,
 		MessageInfos:      file_plugin_proto_msgTypes,
 	}.Build()
 	File_plugin_proto = out.File

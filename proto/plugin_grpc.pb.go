@@ -402,3 +402,909 @@ var PluginState_ServiceDesc = grpc.ServiceDesc{
 	Streams:  []grpc.StreamDesc{},
 	Metadata: "plugin.proto",
 }
+
+const (
+	HookService_PreHook_FullMethodName  = "/opentalon.plugin.v1.HookService/PreHook"
+	HookService_PostHook_FullMethodName = "/opentalon.plugin.v1.HookService/PostHook"
+)
+
+// HookServiceClient is the client API for HookService service.
+//
+// For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
+//
+// HookService is served by a plugin that declares hooks.
+type HookServiceClient interface {
+	PreHook(ctx context.Context, in *HookRequest, opts ...grpc.CallOption) (*HookResponse, error)
+	PostHook(ctx context.Context, in *HookRequest, opts ...grpc.CallOption) (*HookResponse, error)
+}
+
+type hookServiceClient struct {
+	cc grpc.ClientConnInterface
+}
+
+func NewHookServiceClient(cc grpc.ClientConnInterface) HookServiceClient {
+	return &hookServiceClient{cc}
+}
+
+func (c *hookServiceClient) PreHook(ctx context.Context, in *HookRequest, opts ...grpc.CallOption) (*HookResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(HookResponse)
+	err := c.cc.Invoke(ctx, HookService_PreHook_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *hookServiceClient) PostHook(ctx context.Context, in *HookRequest, opts ...grpc.CallOption) (*HookResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(HookResponse)
+	err := c.cc.Invoke(ctx, HookService_PostHook_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// HookServiceServer is the server API for HookService service.
+// All implementations must embed UnimplementedHookServiceServer
+// for forward compatibility.
+//
+// HookService is served by a plugin that declares hooks.
+type HookServiceServer interface {
+	PreHook(context.Context, *HookRequest) (*HookResponse, error)
+	PostHook(context.Context, *HookRequest) (*HookResponse, error)
+	mustEmbedUnimplementedHookServiceServer()
+}
+
+// UnimplementedHookServiceServer must be embedded to have
+// forward compatible implementations.
+//
+// NOTE: this should be embedded by value instead of pointer to avoid a nil
+// pointer dereference when methods are called.
+type UnimplementedHookServiceServer struct{}
+
+func (UnimplementedHookServiceServer) PreHook(context.Context, *HookRequest) (*HookResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method PreHook not implemented")
+}
+func (UnimplementedHookServiceServer) PostHook(context.Context, *HookRequest) (*HookResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method PostHook not implemented")
+}
+func (UnimplementedHookServiceServer) mustEmbedUnimplementedHookServiceServer() {}
+func (UnimplementedHookServiceServer) testEmbeddedByValue()                     {}
+
+// UnsafeHookServiceServer may be embedded to opt out of forward compatibility for this service.
+// Use of this interface is not recommended, as added methods to HookServiceServer will
+// result in compilation errors.
+type UnsafeHookServiceServer interface {
+	mustEmbedUnimplementedHookServiceServer()
+}
+
+func RegisterHookServiceServer(s grpc.ServiceRegistrar, srv HookServiceServer) {
+	// If the following call panics, it indicates UnimplementedHookServiceServer was
+	// embedded by pointer and is nil.  This will cause panics if an
+	// unimplemented method is ever invoked, so we test this at initialization
+	// time to prevent it from happening at runtime later due to I/O.
+	if t, ok := srv.(interface{ testEmbeddedByValue() }); ok {
+		t.testEmbeddedByValue()
+	}
+	s.RegisterService(&HookService_ServiceDesc, srv)
+}
+
+func _HookService_PreHook_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(HookRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(HookServiceServer).PreHook(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: HookService_PreHook_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(HookServiceServer).PreHook(ctx, req.(*HookRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _HookService_PostHook_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(HookRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(HookServiceServer).PostHook(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: HookService_PostHook_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(HookServiceServer).PostHook(ctx, req.(*HookRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+// HookService_ServiceDesc is the grpc.ServiceDesc for HookService service.
+// It's only intended for direct use with grpc.RegisterService,
+// and not to be introspected or modified (even as a copy)
+var HookService_ServiceDesc = grpc.ServiceDesc{
+	ServiceName: "opentalon.plugin.v1.HookService",
+	HandlerType: (*HookServiceServer)(nil),
+	Methods: []grpc.MethodDesc{
+		{
+			MethodName: "PreHook",
+			Handler:    _HookService_PreHook_Handler,
+		},
+		{
+			MethodName: "PostHook",
+			Handler:    _HookService_PostHook_Handler,
+		},
+	},
+	Streams:  []grpc.StreamDesc{},
+	Metadata: "plugin.proto",
+}
+
+const (
+	HTTPService_HandleHTTP_FullMethodName = "/opentalon.plugin.v1.HTTPService/HandleHTTP"
+)
+
+// HTTPServiceClient is the client API for HTTPService service.
+//
+// For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
+//
+// HTTPService is served by a plugin that declares routes.
+type HTTPServiceClient interface {
+	HandleHTTP(ctx context.Context, in *HTTPRequest, opts ...grpc.CallOption) (*HTTPResponse, error)
+}
+
+type hTTPServiceClient struct {
+	cc grpc.ClientConnInterface
+}
+
+func NewHTTPServiceClient(cc grpc.ClientConnInterface) HTTPServiceClient {
+	return &hTTPServiceClient{cc}
+}
+
+func (c *hTTPServiceClient) HandleHTTP(ctx context.Context, in *HTTPRequest, opts ...grpc.CallOption) (*HTTPResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(HTTPResponse)
+	err := c.cc.Invoke(ctx, HTTPService_HandleHTTP_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// HTTPServiceServer is the server API for HTTPService service.
+// All implementations must embed UnimplementedHTTPServiceServer
+// for forward compatibility.
+//
+// HTTPService is served by a plugin that declares routes.
+type HTTPServiceServer interface {
+	HandleHTTP(context.Context, *HTTPRequest) (*HTTPResponse, error)
+	mustEmbedUnimplementedHTTPServiceServer()
+}
+
+// UnimplementedHTTPServiceServer must be embedded to have
+// forward compatible implementations.
+//
+// NOTE: this should be embedded by value instead of pointer to avoid a nil
+// pointer dereference when methods are called.
+type UnimplementedHTTPServiceServer struct{}
+
+func (UnimplementedHTTPServiceServer) HandleHTTP(context.Context, *HTTPRequest) (*HTTPResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method HandleHTTP not implemented")
+}
+func (UnimplementedHTTPServiceServer) mustEmbedUnimplementedHTTPServiceServer() {}
+func (UnimplementedHTTPServiceServer) testEmbeddedByValue()                     {}
+
+// UnsafeHTTPServiceServer may be embedded to opt out of forward compatibility for this service.
+// Use of this interface is not recommended, as added methods to HTTPServiceServer will
+// result in compilation errors.
+type UnsafeHTTPServiceServer interface {
+	mustEmbedUnimplementedHTTPServiceServer()
+}
+
+func RegisterHTTPServiceServer(s grpc.ServiceRegistrar, srv HTTPServiceServer) {
+	// If the following call panics, it indicates UnimplementedHTTPServiceServer was
+	// embedded by pointer and is nil.  This will cause panics if an
+	// unimplemented method is ever invoked, so we test this at initialization
+	// time to prevent it from happening at runtime later due to I/O.
+	if t, ok := srv.(interface{ testEmbeddedByValue() }); ok {
+		t.testEmbeddedByValue()
+	}
+	s.RegisterService(&HTTPService_ServiceDesc, srv)
+}
+
+func _HTTPService_HandleHTTP_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(HTTPRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(HTTPServiceServer).HandleHTTP(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: HTTPService_HandleHTTP_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(HTTPServiceServer).HandleHTTP(ctx, req.(*HTTPRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+// HTTPService_ServiceDesc is the grpc.ServiceDesc for HTTPService service.
+// It's only intended for direct use with grpc.RegisterService,
+// and not to be introspected or modified (even as a copy)
+var HTTPService_ServiceDesc = grpc.ServiceDesc{
+	ServiceName: "opentalon.plugin.v1.HTTPService",
+	HandlerType: (*HTTPServiceServer)(nil),
+	Methods: []grpc.MethodDesc{
+		{
+			MethodName: "HandleHTTP",
+			Handler:    _HTTPService_HandleHTTP_Handler,
+		},
+	},
+	Streams:  []grpc.StreamDesc{},
+	Metadata: "plugin.proto",
+}
+
+const (
+	ScheduleService_OnSchedule_FullMethodName = "/opentalon.plugin.v1.ScheduleService/OnSchedule"
+)
+
+// ScheduleServiceClient is the client API for ScheduleService service.
+//
+// For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
+//
+// ScheduleService is served by a plugin that declares schedules.
+type ScheduleServiceClient interface {
+	OnSchedule(ctx context.Context, in *ScheduleFiring, opts ...grpc.CallOption) (*ScheduleResult, error)
+}
+
+type scheduleServiceClient struct {
+	cc grpc.ClientConnInterface
+}
+
+func NewScheduleServiceClient(cc grpc.ClientConnInterface) ScheduleServiceClient {
+	return &scheduleServiceClient{cc}
+}
+
+func (c *scheduleServiceClient) OnSchedule(ctx context.Context, in *ScheduleFiring, opts ...grpc.CallOption) (*ScheduleResult, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ScheduleResult)
+	err := c.cc.Invoke(ctx, ScheduleService_OnSchedule_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// ScheduleServiceServer is the server API for ScheduleService service.
+// All implementations must embed UnimplementedScheduleServiceServer
+// for forward compatibility.
+//
+// ScheduleService is served by a plugin that declares schedules.
+type ScheduleServiceServer interface {
+	OnSchedule(context.Context, *ScheduleFiring) (*ScheduleResult, error)
+	mustEmbedUnimplementedScheduleServiceServer()
+}
+
+// UnimplementedScheduleServiceServer must be embedded to have
+// forward compatible implementations.
+//
+// NOTE: this should be embedded by value instead of pointer to avoid a nil
+// pointer dereference when methods are called.
+type UnimplementedScheduleServiceServer struct{}
+
+func (UnimplementedScheduleServiceServer) OnSchedule(context.Context, *ScheduleFiring) (*ScheduleResult, error) {
+	return nil, status.Error(codes.Unimplemented, "method OnSchedule not implemented")
+}
+func (UnimplementedScheduleServiceServer) mustEmbedUnimplementedScheduleServiceServer() {}
+func (UnimplementedScheduleServiceServer) testEmbeddedByValue()                         {}
+
+// UnsafeScheduleServiceServer may be embedded to opt out of forward compatibility for this service.
+// Use of this interface is not recommended, as added methods to ScheduleServiceServer will
+// result in compilation errors.
+type UnsafeScheduleServiceServer interface {
+	mustEmbedUnimplementedScheduleServiceServer()
+}
+
+func RegisterScheduleServiceServer(s grpc.ServiceRegistrar, srv ScheduleServiceServer) {
+	// If the following call panics, it indicates UnimplementedScheduleServiceServer was
+	// embedded by pointer and is nil.  This will cause panics if an
+	// unimplemented method is ever invoked, so we test this at initialization
+	// time to prevent it from happening at runtime later due to I/O.
+	if t, ok := srv.(interface{ testEmbeddedByValue() }); ok {
+		t.testEmbeddedByValue()
+	}
+	s.RegisterService(&ScheduleService_ServiceDesc, srv)
+}
+
+func _ScheduleService_OnSchedule_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ScheduleFiring)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ScheduleServiceServer).OnSchedule(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ScheduleService_OnSchedule_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ScheduleServiceServer).OnSchedule(ctx, req.(*ScheduleFiring))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+// ScheduleService_ServiceDesc is the grpc.ServiceDesc for ScheduleService service.
+// It's only intended for direct use with grpc.RegisterService,
+// and not to be introspected or modified (even as a copy)
+var ScheduleService_ServiceDesc = grpc.ServiceDesc{
+	ServiceName: "opentalon.plugin.v1.ScheduleService",
+	HandlerType: (*ScheduleServiceServer)(nil),
+	Methods: []grpc.MethodDesc{
+		{
+			MethodName: "OnSchedule",
+			Handler:    _ScheduleService_OnSchedule_Handler,
+		},
+	},
+	Streams:  []grpc.StreamDesc{},
+	Metadata: "plugin.proto",
+}
+
+const (
+	NotifyService_Notify_FullMethodName = "/opentalon.plugin.v1.NotifyService/Notify"
+)
+
+// NotifyServiceClient is the client API for NotifyService service.
+//
+// For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
+//
+// NotifyService is served by a plugin with "notify" in its services: a
+// notification sink for operator events.
+type NotifyServiceClient interface {
+	Notify(ctx context.Context, in *Notification, opts ...grpc.CallOption) (*emptypb.Empty, error)
+}
+
+type notifyServiceClient struct {
+	cc grpc.ClientConnInterface
+}
+
+func NewNotifyServiceClient(cc grpc.ClientConnInterface) NotifyServiceClient {
+	return &notifyServiceClient{cc}
+}
+
+func (c *notifyServiceClient) Notify(ctx context.Context, in *Notification, opts ...grpc.CallOption) (*emptypb.Empty, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(emptypb.Empty)
+	err := c.cc.Invoke(ctx, NotifyService_Notify_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// NotifyServiceServer is the server API for NotifyService service.
+// All implementations must embed UnimplementedNotifyServiceServer
+// for forward compatibility.
+//
+// NotifyService is served by a plugin with "notify" in its services: a
+// notification sink for operator events.
+type NotifyServiceServer interface {
+	Notify(context.Context, *Notification) (*emptypb.Empty, error)
+	mustEmbedUnimplementedNotifyServiceServer()
+}
+
+// UnimplementedNotifyServiceServer must be embedded to have
+// forward compatible implementations.
+//
+// NOTE: this should be embedded by value instead of pointer to avoid a nil
+// pointer dereference when methods are called.
+type UnimplementedNotifyServiceServer struct{}
+
+func (UnimplementedNotifyServiceServer) Notify(context.Context, *Notification) (*emptypb.Empty, error) {
+	return nil, status.Error(codes.Unimplemented, "method Notify not implemented")
+}
+func (UnimplementedNotifyServiceServer) mustEmbedUnimplementedNotifyServiceServer() {}
+func (UnimplementedNotifyServiceServer) testEmbeddedByValue()                       {}
+
+// UnsafeNotifyServiceServer may be embedded to opt out of forward compatibility for this service.
+// Use of this interface is not recommended, as added methods to NotifyServiceServer will
+// result in compilation errors.
+type UnsafeNotifyServiceServer interface {
+	mustEmbedUnimplementedNotifyServiceServer()
+}
+
+func RegisterNotifyServiceServer(s grpc.ServiceRegistrar, srv NotifyServiceServer) {
+	// If the following call panics, it indicates UnimplementedNotifyServiceServer was
+	// embedded by pointer and is nil.  This will cause panics if an
+	// unimplemented method is ever invoked, so we test this at initialization
+	// time to prevent it from happening at runtime later due to I/O.
+	if t, ok := srv.(interface{ testEmbeddedByValue() }); ok {
+		t.testEmbeddedByValue()
+	}
+	s.RegisterService(&NotifyService_ServiceDesc, srv)
+}
+
+func _NotifyService_Notify_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(Notification)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(NotifyServiceServer).Notify(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: NotifyService_Notify_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(NotifyServiceServer).Notify(ctx, req.(*Notification))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+// NotifyService_ServiceDesc is the grpc.ServiceDesc for NotifyService service.
+// It's only intended for direct use with grpc.RegisterService,
+// and not to be introspected or modified (even as a copy)
+var NotifyService_ServiceDesc = grpc.ServiceDesc{
+	ServiceName: "opentalon.plugin.v1.NotifyService",
+	HandlerType: (*NotifyServiceServer)(nil),
+	Methods: []grpc.MethodDesc{
+		{
+			MethodName: "Notify",
+			Handler:    _NotifyService_Notify_Handler,
+		},
+	},
+	Streams:  []grpc.StreamDesc{},
+	Metadata: "plugin.proto",
+}
+
+const (
+	AuthService_Authorize_FullMethodName = "/opentalon.plugin.v1.AuthService/Authorize"
+)
+
+// AuthServiceClient is the client API for AuthService service.
+//
+// For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
+//
+// AuthService is served by a plugin with "authorize" in its services.
+type AuthServiceClient interface {
+	Authorize(ctx context.Context, in *AuthorizeRequest, opts ...grpc.CallOption) (*AuthorizeResponse, error)
+}
+
+type authServiceClient struct {
+	cc grpc.ClientConnInterface
+}
+
+func NewAuthServiceClient(cc grpc.ClientConnInterface) AuthServiceClient {
+	return &authServiceClient{cc}
+}
+
+func (c *authServiceClient) Authorize(ctx context.Context, in *AuthorizeRequest, opts ...grpc.CallOption) (*AuthorizeResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(AuthorizeResponse)
+	err := c.cc.Invoke(ctx, AuthService_Authorize_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// AuthServiceServer is the server API for AuthService service.
+// All implementations must embed UnimplementedAuthServiceServer
+// for forward compatibility.
+//
+// AuthService is served by a plugin with "authorize" in its services.
+type AuthServiceServer interface {
+	Authorize(context.Context, *AuthorizeRequest) (*AuthorizeResponse, error)
+	mustEmbedUnimplementedAuthServiceServer()
+}
+
+// UnimplementedAuthServiceServer must be embedded to have
+// forward compatible implementations.
+//
+// NOTE: this should be embedded by value instead of pointer to avoid a nil
+// pointer dereference when methods are called.
+type UnimplementedAuthServiceServer struct{}
+
+func (UnimplementedAuthServiceServer) Authorize(context.Context, *AuthorizeRequest) (*AuthorizeResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Authorize not implemented")
+}
+func (UnimplementedAuthServiceServer) mustEmbedUnimplementedAuthServiceServer() {}
+func (UnimplementedAuthServiceServer) testEmbeddedByValue()                     {}
+
+// UnsafeAuthServiceServer may be embedded to opt out of forward compatibility for this service.
+// Use of this interface is not recommended, as added methods to AuthServiceServer will
+// result in compilation errors.
+type UnsafeAuthServiceServer interface {
+	mustEmbedUnimplementedAuthServiceServer()
+}
+
+func RegisterAuthServiceServer(s grpc.ServiceRegistrar, srv AuthServiceServer) {
+	// If the following call panics, it indicates UnimplementedAuthServiceServer was
+	// embedded by pointer and is nil.  This will cause panics if an
+	// unimplemented method is ever invoked, so we test this at initialization
+	// time to prevent it from happening at runtime later due to I/O.
+	if t, ok := srv.(interface{ testEmbeddedByValue() }); ok {
+		t.testEmbeddedByValue()
+	}
+	s.RegisterService(&AuthService_ServiceDesc, srv)
+}
+
+func _AuthService_Authorize_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(AuthorizeRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AuthServiceServer).Authorize(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AuthService_Authorize_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AuthServiceServer).Authorize(ctx, req.(*AuthorizeRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+// AuthService_ServiceDesc is the grpc.ServiceDesc for AuthService service.
+// It's only intended for direct use with grpc.RegisterService,
+// and not to be introspected or modified (even as a copy)
+var AuthService_ServiceDesc = grpc.ServiceDesc{
+	ServiceName: "opentalon.plugin.v1.AuthService",
+	HandlerType: (*AuthServiceServer)(nil),
+	Methods: []grpc.MethodDesc{
+		{
+			MethodName: "Authorize",
+			Handler:    _AuthService_Authorize_Handler,
+		},
+	},
+	Streams:  []grpc.StreamDesc{},
+	Metadata: "plugin.proto",
+}
+
+const (
+	BlobService_Put_FullMethodName    = "/opentalon.plugin.v1.BlobService/Put"
+	BlobService_Get_FullMethodName    = "/opentalon.plugin.v1.BlobService/Get"
+	BlobService_Delete_FullMethodName = "/opentalon.plugin.v1.BlobService/Delete"
+)
+
+// BlobServiceClient is the client API for BlobService service.
+//
+// For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
+//
+// BlobService is served by a plugin with "blobs" in its services: storage
+// for the files the gateway keeps.
+type BlobServiceClient interface {
+	Put(ctx context.Context, in *BlobPutRequest, opts ...grpc.CallOption) (*emptypb.Empty, error)
+	Get(ctx context.Context, in *BlobGetRequest, opts ...grpc.CallOption) (*BlobGetResponse, error)
+	Delete(ctx context.Context, in *BlobDeleteRequest, opts ...grpc.CallOption) (*emptypb.Empty, error)
+}
+
+type blobServiceClient struct {
+	cc grpc.ClientConnInterface
+}
+
+func NewBlobServiceClient(cc grpc.ClientConnInterface) BlobServiceClient {
+	return &blobServiceClient{cc}
+}
+
+func (c *blobServiceClient) Put(ctx context.Context, in *BlobPutRequest, opts ...grpc.CallOption) (*emptypb.Empty, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(emptypb.Empty)
+	err := c.cc.Invoke(ctx, BlobService_Put_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *blobServiceClient) Get(ctx context.Context, in *BlobGetRequest, opts ...grpc.CallOption) (*BlobGetResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(BlobGetResponse)
+	err := c.cc.Invoke(ctx, BlobService_Get_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *blobServiceClient) Delete(ctx context.Context, in *BlobDeleteRequest, opts ...grpc.CallOption) (*emptypb.Empty, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(emptypb.Empty)
+	err := c.cc.Invoke(ctx, BlobService_Delete_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// BlobServiceServer is the server API for BlobService service.
+// All implementations must embed UnimplementedBlobServiceServer
+// for forward compatibility.
+//
+// BlobService is served by a plugin with "blobs" in its services: storage
+// for the files the gateway keeps.
+type BlobServiceServer interface {
+	Put(context.Context, *BlobPutRequest) (*emptypb.Empty, error)
+	Get(context.Context, *BlobGetRequest) (*BlobGetResponse, error)
+	Delete(context.Context, *BlobDeleteRequest) (*emptypb.Empty, error)
+	mustEmbedUnimplementedBlobServiceServer()
+}
+
+// UnimplementedBlobServiceServer must be embedded to have
+// forward compatible implementations.
+//
+// NOTE: this should be embedded by value instead of pointer to avoid a nil
+// pointer dereference when methods are called.
+type UnimplementedBlobServiceServer struct{}
+
+func (UnimplementedBlobServiceServer) Put(context.Context, *BlobPutRequest) (*emptypb.Empty, error) {
+	return nil, status.Error(codes.Unimplemented, "method Put not implemented")
+}
+func (UnimplementedBlobServiceServer) Get(context.Context, *BlobGetRequest) (*BlobGetResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Get not implemented")
+}
+func (UnimplementedBlobServiceServer) Delete(context.Context, *BlobDeleteRequest) (*emptypb.Empty, error) {
+	return nil, status.Error(codes.Unimplemented, "method Delete not implemented")
+}
+func (UnimplementedBlobServiceServer) mustEmbedUnimplementedBlobServiceServer() {}
+func (UnimplementedBlobServiceServer) testEmbeddedByValue()                     {}
+
+// UnsafeBlobServiceServer may be embedded to opt out of forward compatibility for this service.
+// Use of this interface is not recommended, as added methods to BlobServiceServer will
+// result in compilation errors.
+type UnsafeBlobServiceServer interface {
+	mustEmbedUnimplementedBlobServiceServer()
+}
+
+func RegisterBlobServiceServer(s grpc.ServiceRegistrar, srv BlobServiceServer) {
+	// If the following call panics, it indicates UnimplementedBlobServiceServer was
+	// embedded by pointer and is nil.  This will cause panics if an
+	// unimplemented method is ever invoked, so we test this at initialization
+	// time to prevent it from happening at runtime later due to I/O.
+	if t, ok := srv.(interface{ testEmbeddedByValue() }); ok {
+		t.testEmbeddedByValue()
+	}
+	s.RegisterService(&BlobService_ServiceDesc, srv)
+}
+
+func _BlobService_Put_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(BlobPutRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(BlobServiceServer).Put(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: BlobService_Put_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(BlobServiceServer).Put(ctx, req.(*BlobPutRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _BlobService_Get_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(BlobGetRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(BlobServiceServer).Get(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: BlobService_Get_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(BlobServiceServer).Get(ctx, req.(*BlobGetRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _BlobService_Delete_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(BlobDeleteRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(BlobServiceServer).Delete(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: BlobService_Delete_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(BlobServiceServer).Delete(ctx, req.(*BlobDeleteRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+// BlobService_ServiceDesc is the grpc.ServiceDesc for BlobService service.
+// It's only intended for direct use with grpc.RegisterService,
+// and not to be introspected or modified (even as a copy)
+var BlobService_ServiceDesc = grpc.ServiceDesc{
+	ServiceName: "opentalon.plugin.v1.BlobService",
+	HandlerType: (*BlobServiceServer)(nil),
+	Methods: []grpc.MethodDesc{
+		{
+			MethodName: "Put",
+			Handler:    _BlobService_Put_Handler,
+		},
+		{
+			MethodName: "Get",
+			Handler:    _BlobService_Get_Handler,
+		},
+		{
+			MethodName: "Delete",
+			Handler:    _BlobService_Delete_Handler,
+		},
+	},
+	Streams:  []grpc.StreamDesc{},
+	Metadata: "plugin.proto",
+}
+
+const (
+	ProviderService_Complete_FullMethodName = "/opentalon.plugin.v1.ProviderService/Complete"
+	ProviderService_Stream_FullMethodName   = "/opentalon.plugin.v1.ProviderService/Stream"
+)
+
+// ProviderServiceClient is the client API for ProviderService service.
+//
+// For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
+//
+// ProviderService is served by a plugin with "provider" in its services:
+// an LLM provider (models.providers.<id>: { api: plugin, plugin: <name> }).
+type ProviderServiceClient interface {
+	Complete(ctx context.Context, in *CompletionRequest, opts ...grpc.CallOption) (*CompletionResponse, error)
+	// Stream sends text deltas, then one chunk with done set.
+	Stream(ctx context.Context, in *CompletionRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[CompletionChunk], error)
+}
+
+type providerServiceClient struct {
+	cc grpc.ClientConnInterface
+}
+
+func NewProviderServiceClient(cc grpc.ClientConnInterface) ProviderServiceClient {
+	return &providerServiceClient{cc}
+}
+
+func (c *providerServiceClient) Complete(ctx context.Context, in *CompletionRequest, opts ...grpc.CallOption) (*CompletionResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CompletionResponse)
+	err := c.cc.Invoke(ctx, ProviderService_Complete_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *providerServiceClient) Stream(ctx context.Context, in *CompletionRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[CompletionChunk], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &ProviderService_ServiceDesc.Streams[0], ProviderService_Stream_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[CompletionRequest, CompletionChunk]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type ProviderService_StreamClient = grpc.ServerStreamingClient[CompletionChunk]
+
+// ProviderServiceServer is the server API for ProviderService service.
+// All implementations must embed UnimplementedProviderServiceServer
+// for forward compatibility.
+//
+// ProviderService is served by a plugin with "provider" in its services:
+// an LLM provider (models.providers.<id>: { api: plugin, plugin: <name> }).
+type ProviderServiceServer interface {
+	Complete(context.Context, *CompletionRequest) (*CompletionResponse, error)
+	// Stream sends text deltas, then one chunk with done set.
+	Stream(*CompletionRequest, grpc.ServerStreamingServer[CompletionChunk]) error
+	mustEmbedUnimplementedProviderServiceServer()
+}
+
+// UnimplementedProviderServiceServer must be embedded to have
+// forward compatible implementations.
+//
+// NOTE: this should be embedded by value instead of pointer to avoid a nil
+// pointer dereference when methods are called.
+type UnimplementedProviderServiceServer struct{}
+
+func (UnimplementedProviderServiceServer) Complete(context.Context, *CompletionRequest) (*CompletionResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Complete not implemented")
+}
+func (UnimplementedProviderServiceServer) Stream(*CompletionRequest, grpc.ServerStreamingServer[CompletionChunk]) error {
+	return status.Error(codes.Unimplemented, "method Stream not implemented")
+}
+func (UnimplementedProviderServiceServer) mustEmbedUnimplementedProviderServiceServer() {}
+func (UnimplementedProviderServiceServer) testEmbeddedByValue()                         {}
+
+// UnsafeProviderServiceServer may be embedded to opt out of forward compatibility for this service.
+// Use of this interface is not recommended, as added methods to ProviderServiceServer will
+// result in compilation errors.
+type UnsafeProviderServiceServer interface {
+	mustEmbedUnimplementedProviderServiceServer()
+}
+
+func RegisterProviderServiceServer(s grpc.ServiceRegistrar, srv ProviderServiceServer) {
+	// If the following call panics, it indicates UnimplementedProviderServiceServer was
+	// embedded by pointer and is nil.  This will cause panics if an
+	// unimplemented method is ever invoked, so we test this at initialization
+	// time to prevent it from happening at runtime later due to I/O.
+	if t, ok := srv.(interface{ testEmbeddedByValue() }); ok {
+		t.testEmbeddedByValue()
+	}
+	s.RegisterService(&ProviderService_ServiceDesc, srv)
+}
+
+func _ProviderService_Complete_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CompletionRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ProviderServiceServer).Complete(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ProviderService_Complete_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ProviderServiceServer).Complete(ctx, req.(*CompletionRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ProviderService_Stream_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(CompletionRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(ProviderServiceServer).Stream(m, &grpc.GenericServerStream[CompletionRequest, CompletionChunk]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type ProviderService_StreamServer = grpc.ServerStreamingServer[CompletionChunk]
+
+// ProviderService_ServiceDesc is the grpc.ServiceDesc for ProviderService service.
+// It's only intended for direct use with grpc.RegisterService,
+// and not to be introspected or modified (even as a copy)
+var ProviderService_ServiceDesc = grpc.ServiceDesc{
+	ServiceName: "opentalon.plugin.v1.ProviderService",
+	HandlerType: (*ProviderServiceServer)(nil),
+	Methods: []grpc.MethodDesc{
+		{
+			MethodName: "Complete",
+			Handler:    _ProviderService_Complete_Handler,
+		},
+	},
+	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "Stream",
+			Handler:       _ProviderService_Stream_Handler,
+			ServerStreams: true,
+		},
+	},
+	Metadata: "plugin.proto",
+}

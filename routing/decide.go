@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/opentalon/opentalon/core"
@@ -340,6 +341,7 @@ func (r *Router) applyBudget(ctx context.Context, conv core.ConversationKey, d *
 			frac, key = f, fmt.Sprintf("routing.budget.chat_daily_usd ($%.2f)", r.o.ChatDailyUSD)
 		}
 	}
+	r.tellBudget(since, key, frac, conv)
 	switch {
 	case frac >= 1:
 		d.budgetSpent = true
@@ -365,6 +367,40 @@ func (r *Router) applyBudget(ctx context.Context, conv core.ConversationKey, d *
 		}
 	}
 	return nil
+}
+
+// tellBudget tells the operator events once per budget and UTC day that
+// the budget at key reached 80% and 100%.
+func (r *Router) tellBudget(day time.Time, key string, frac float64, conv core.ConversationKey) {
+	if r.o.Events == nil || frac < 0.8 {
+		return
+	}
+	if strings.Contains(key, "chat_daily_usd") {
+		key += " in " + conv.String()
+	}
+	level := 80
+	if frac >= 1 {
+		level = 100
+	}
+	id := day.Format("2006-01-02") + " " + key
+	r.mu.Lock()
+	told := r.budgetTold[id]
+	if level > told {
+		if len(r.budgetTold) > 1000 {
+			clear(r.budgetTold)
+		}
+		r.budgetTold[id] = level
+	}
+	r.mu.Unlock()
+	if level <= told {
+		return
+	}
+	kind, msg := core.EventBudgetWarning, fmt.Sprintf("%.0f%% of %s is spent today; the cheapest model answers from now on", 100*frac, key)
+	if level == 100 {
+		kind, msg = core.EventBudgetExhausted, fmt.Sprintf("%s is used up for today; only free models answer until 00:00 UTC", key)
+	}
+	r.o.Events.Emit(core.OpsEvent{Kind: kind, Subject: key, At: r.now(), Message: msg,
+		Details: map[string]string{"budget": key, "spent_fraction": fmt.Sprintf("%.2f", frac), "day": day.Format("2006-01-02")}})
 }
 
 // chain is the failover order: the chosen model, then routing.fallbacks

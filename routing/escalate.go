@@ -31,8 +31,10 @@ type Conversations interface {
 // as "no, try again") records a negative signal and asks the gateway to
 // answer the previous question again with the next model by weight, at
 // most MaxEscalations times per question. A rephrase records a negative
-// signal and lets the message be answered normally; any other message
-// records an implicit acceptance of the previous answer. It decides only:
+// signal and lets the message be answered normally, and so does the same
+// question asked again after a while (the user came back); thanks, or any
+// other message, record an implicit acceptance of the previous answer
+// (JudgeFollowUp; the router weighs each kind). It decides only:
 // the gateway runs the re-answer through the hooks and the agent. Its
 // state lives in the store: the models that answered the question being
 // escalated (written only while a chain exists), and the verdicts, which
@@ -84,17 +86,21 @@ func (e *Escalator) Intercept(ctx context.Context, req core.CommandRequest) (cor
 	}
 	sig := core.Signal{ReplyID: last.ID, Model: last.Model, TaskType: last.TaskType, UserID: req.In.UserID, Weight: 1, At: req.In.ReceivedAt, RequestID: req.RequestID}
 	var d core.Decision
-	switch {
-	case retry:
+	if retry {
 		sig.Kind, sig.Polarity = core.SignalRetry, core.Negative
-	case IsReject(text):
-		sig.Kind, sig.Polarity = core.SignalFollowUp, core.Negative
-	case IsRephrase(question, text):
-		sig.Kind, sig.Polarity = core.SignalRephrase, core.Negative
+	} else {
+		// The follow-up judges the answer: a rejection, the same question
+		// again (at once: a rephrase; after a while: the user came back),
+		// thanks, or moving on (implicit signals, weighted by the router).
+		sig.Kind, sig.Polarity = JudgeFollowUp(question, text, req.In.ReceivedAt.Sub(last.CreatedAt))
+	}
+	switch {
+	case sig.Kind == core.SignalRetry, sig.Kind == core.SignalFollowUp:
+	case sig.Polarity == core.Negative:
+		// Asked again: answered as a new message, the earlier answer judged.
 		e.judge(ctx, sig)
 		return d, nil
 	default:
-		sig.Kind, sig.Polarity = SignalAccepted, core.Positive
 		e.judge(ctx, sig)
 		if st.Question == "" && len(st.Models) == 0 {
 			return d, nil

@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/opentalon/opentalon/core"
 )
@@ -262,5 +263,41 @@ func TestEscalationStateSurvivesARestart(t *testing.T) {
 	}
 	if len(st.Signals()) != n {
 		t.Fatalf("a retried rejection recorded %d more signals", len(st.Signals())-n)
+	}
+}
+
+// TestEscalatorRecordsImplicitSignals: thanks is an acceptance of its
+// own kind; the same question asked again after a while is a return (a
+// rejection), at once a rephrase.
+func TestEscalatorRecordsImplicitSignals(t *testing.T) {
+	r, _, _, st, _ := newTestRouter(t, nil)
+	answered := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+	conv := &fakeConv{
+		sigs: st,
+		last: &core.Reply{ID: 10, Model: "p/cheap", TaskType: TaskCode, CreatedAt: answered},
+		hist: []core.ChatMessage{{Role: core.RoleUser, Content: "How do I reverse a list in Python?"}},
+	}
+	e := NewEscalator(r, conv, nil)
+	for i, tc := range []struct {
+		text  string
+		after time.Duration
+		kind  core.SignalKind
+		pol   core.Polarity
+	}{
+		{"thanks, that works!", time.Minute, SignalThanks, core.Positive},
+		{"How can I reverse a Python list?", 30 * time.Second, core.SignalRephrase, core.Negative},
+		{"How can I reverse a Python list?", time.Hour, SignalReturned, core.Negative},
+	} {
+		conv.last = &core.Reply{ID: int64(10 + i), Model: "p/cheap", TaskType: TaskCode, CreatedAt: answered}
+		n := len(st.Signals())
+		d, err := e.Intercept(context.Background(), core.CommandRequest{RequestID: int64(100 + i), Session: core.Session{ID: 1},
+			In: core.Inbound{Text: tc.text, ReceivedAt: answered.Add(tc.after)}})
+		if err != nil || d.Taken() {
+			t.Fatalf("%q: decision %+v, err %v", tc.text, d, err)
+		}
+		sigs := st.Signals()
+		if len(sigs) != n+1 || sigs[n].Kind != tc.kind || sigs[n].Polarity != tc.pol {
+			t.Fatalf("%q after %s: signals %+v, want %s %v", tc.text, tc.after, sigs[n:], tc.kind, tc.pol)
+		}
 	}
 }

@@ -267,9 +267,35 @@ func (r *Router) fail(ctx context.Context, p Profile, err error) {
 	st.CooldownUntil = now.Add(cd)
 	st.LastError = kind.String()
 	r.pstate[p.ID] = st
+	all, until := r.allCoolingLocked(p.Provider, now)
+	tell := all && !r.cooling[p.Provider] && r.o.Events != nil
+	if all {
+		r.cooling[p.Provider] = true
+	}
 	r.mu.Unlock()
 	r.log.Info("auth profile cooling down", "profile", p.ID, "for", cd, "kind", kind.String())
 	r.saveProfile(ctx, st)
+	if tell {
+		r.o.Events.Emit(core.OpsEvent{Kind: core.EventProviderCooling, Subject: p.Provider, At: now,
+			Message: fmt.Sprintf("every credential of provider %s is cooling down (last: %s); the first is free again at %s", p.Provider, kind, until.UTC().Format(time.RFC3339)),
+			Details: map[string]string{"provider": p.Provider, "kind": kind.String(), "until": until.UTC().Format(time.RFC3339)}})
+	}
+}
+
+// allCoolingLocked reports whether every profile of prov is cooling at
+// now, and when the first of them is free again. r.mu is held.
+func (r *Router) allCoolingLocked(prov string, now time.Time) (bool, time.Time) {
+	var soonest time.Time
+	for _, q := range r.profilesOf(prov) {
+		u := r.pstate[q.ID].CooldownUntil
+		if !u.After(now) {
+			return false, time.Time{}
+		}
+		if soonest.IsZero() || u.Before(soonest) {
+			soonest = u
+		}
+	}
+	return true, soonest
 }
 
 // profileSaveEvery is how often the use of a healthy profile is persisted:
@@ -283,6 +309,7 @@ const profileSaveEvery = 30 * time.Second
 func (r *Router) succeed(ctx context.Context, p Profile) {
 	r.mu.Lock()
 	delete(r.timedOut, p.ID)
+	delete(r.cooling, p.Provider)
 	st := r.pstate[p.ID]
 	healthy := st.Failures == 0 && st.BillingFailures == 0 && st.CooldownUntil.IsZero() && st.LastError == ""
 	st.Failures, st.BillingFailures, st.CooldownUntil, st.LastError = 0, 0, time.Time{}, ""

@@ -91,6 +91,9 @@ type Options struct {
 	Observer Observer
 	Now      func() time.Time
 	Log      *slog.Logger
+	// Events is told when every credential of a provider is cooling and
+	// when a daily budget reaches 80% and 100% (nil = nobody).
+	Events core.OpsEvents
 }
 
 // Observer is told what the router does, for metrics. Its methods are
@@ -196,6 +199,11 @@ type Router struct {
 	tokens       map[string]probeBudget
 	exploreDay   time.Time
 	exploreSpent float64
+	// cooling says, by provider, that "every credential cooling" was
+	// told and no credential has succeeded since; budgetTold is the
+	// highest budget level (80, 100) told per budget and UTC day.
+	cooling    map[string]bool
+	budgetTold map[string]int
 }
 
 // New checks o and builds a Router; it does no I/O.
@@ -279,7 +287,7 @@ func New(o Options) (*Router, error) {
 		local: make(chan struct{}, o.MaxLocal), cloud: make(chan struct{}, o.MaxCloud),
 		half: halfLifeOf(o.DecayDays), stale: staleHalfLifeOf(o.DecayDays), lambda: o.CostWeight, capEv: o.EvidenceCap,
 		aff: map[[2]string]core.Affinity{}, pstate: map[string]core.ProfileState{}, timedOut: map[string]string{}, savedAt: map[string]time.Time{},
-		arms: map[[2]string]*armState{}, tokens: map[string]probeBudget{},
+		arms: map[[2]string]*armState{}, tokens: map[string]probeBudget{}, cooling: map[string]bool{}, budgetTold: map[string]int{},
 		settleZ: o.SettleZ, chg: changeParams{shift: o.ChangeShift, drop: o.DropThreshold, rise: o.RiseThreshold, guard: DefaultChangeGuard}, probe: o.Probe.withDefaults(),
 	}
 	switch {

@@ -4,7 +4,8 @@
 #   scripts/bench.sh            # everything (about two minutes)
 #   scripts/bench.sh perf       # only the binary's targets (cmd/opentalon Perf*)
 #
-# The Perf* benchmarks build the stripped binary (go build -trimpath
+# The Perf* benchmarks build the stripped binary as a release is built
+# (go build -trimpath -tags grpcnotrace
 # -ldflags "-s -w") and run it against fake Telegram and LLM servers; they
 # need Linux (/proc). Targets: start-ms <= 15, idle-MiB <= 20,
 # cpu-before-llm-ms/msg <= 2, added-p50-ms <= 2, binary-MB <= 25.
@@ -37,6 +38,9 @@ echo "== guard (64 KB plugin result)"
 run ./guard 'Pipeline' 1s
 echo "== plugins (Execute round trip over gRPC)"
 run ./plugins 'ExecuteRoundTrip' 1s
+echo "== plugin extension points (one gRPC hook per message; an HTTP route round trip)"
+run ./plugins 'HookPerMessage|RouteRoundTrip' 1x
+run ./cmd/opentalon 'HookOverhead' 300x
 echo "== telegram inbound -> reply (channel + gateway + SQLite, instant agent)"
 run ./channels/telegram 'InboundToReply$' 1x
 run ./channels/telegram 'InboundToReplyIdle' 500x

@@ -11,8 +11,13 @@
 // state, compaction, expiry and export), replies.go (replies and their
 // deliveries), routing.go (signals, affinity, auth profile state and the
 // usage ledger), memories.go (long-term memories and workflows, searched
-// with FTS5), pluginstate.go (per-plugin key-value state) and luakv.go
-// (per-Lua-script key-value state).
+// with FTS5), pluginstate.go (per-plugin key-value state), luakv.go
+// (per-Lua-script key-value state) and schedules.go (scheduled tasks and
+// their firing state; a firing itself is a queue row).
+//
+// blobs.go is the default blob store: files under <data_dir>/blobs,
+// outside the database; blobtest is the conformance test every blob
+// store passes.
 //
 // store imports only core. The clock is injected.
 package store

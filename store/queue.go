@@ -18,6 +18,7 @@ var _ core.Store = (*DB)(nil)
 type payload struct {
 	Message  *core.Inbound  `json:"message,omitempty"`
 	Reaction *core.Reaction `json:"reaction,omitempty"`
+	Firing   *core.Firing   `json:"firing,omitempty"`
 }
 
 // Enqueue implements core.QueueStore.
@@ -25,7 +26,7 @@ func (db *DB) Enqueue(ctx context.Context, it core.QueueItem) (int64, bool, erro
 	if it.DedupeKey == "" {
 		return 0, false, core.Errorf(core.KindInvalid, "enqueue: empty dedupe key")
 	}
-	b, err := json.Marshal(payload{Message: it.Message, Reaction: it.Reaction})
+	b, err := json.Marshal(payload{Message: it.Message, Reaction: it.Reaction, Firing: it.Firing})
 	if err != nil {
 		return 0, false, fmt.Errorf("enqueue: encode event: %w", err)
 	}
@@ -266,7 +267,7 @@ func (db *DB) heads(ctx context.Context, n int, now time.Time) (items []core.Que
 			continue
 		}
 		it.Kind, it.Conversation = core.EventKind(kind), core.ParseConversationKey(conv)
-		it.Message, it.Reaction = p.Message, p.Reaction
+		it.Message, it.Reaction, it.Firing = p.Message, p.Reaction, p.Firing
 		it.NotBefore, it.CreatedAt = time.UnixMilli(notBefore), time.UnixMilli(created)
 		items = append(items, it)
 	}
@@ -284,6 +285,8 @@ func decodePayload(kind core.EventKind, raw string, p *payload) error {
 		return fmt.Errorf("a message row holds no message")
 	case kind == core.EventReaction && p.Reaction == nil:
 		return fmt.Errorf("a reaction row holds no reaction")
+	case kind == core.EventScheduled && p.Firing == nil:
+		return fmt.Errorf("a schedule row holds no firing")
 	}
 	return nil
 }
@@ -371,7 +374,7 @@ func (db *DB) QueueItem(ctx context.Context, id int64) (core.QueueItem, string, 
 		return it, status, fmt.Errorf("queue item %d: %w", id, err)
 	}
 	it.Kind, it.Conversation = core.EventKind(kind), core.ParseConversationKey(conv)
-	it.Message, it.Reaction = p.Message, p.Reaction
+	it.Message, it.Reaction, it.Firing = p.Message, p.Reaction, p.Firing
 	it.NotBefore, it.CreatedAt = time.UnixMilli(notBefore), time.UnixMilli(created)
 	return it, status, nil
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -32,52 +31,23 @@ const (
 // answered 200 once committed, fast, as Slack wants within 3 seconds.
 func (b *Bot) runEvents(ctx context.Context, sink core.Sink) error {
 	ev := b.cfg.Events
-	ln, err := net.Listen("tcp", ev.Listen)
-	if err != nil {
-		return core.Errorf(core.KindInvalid, "channels.slack.events.listen %q: %w", ev.Listen, err)
-	}
 	mux := http.NewServeMux()
 	mux.Handle(ev.Path, b.EventsHandler(ctx, sink))
-	srv := toolkit.NewServer(mux, toolkit.ServerLimits{
-		ReadHeader: 5 * time.Second, Read: 10 * time.Second, Write: 15 * time.Second, Idle: time.Minute, Body: maxEventBody,
-	})
-	serveErr := make(chan error, 1)
-	go func() { serveErr <- srv.Serve(ln) }()
-	b.mu.Lock()
-	b.events = ln.Addr()
-	b.mu.Unlock()
-	b.listenOnce.Do(func() { close(b.listening) })
-	defer func() {
-		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(sctx)
-	}()
-	b.health.Connected()
-	b.log.Info("Slack Events API endpoint listening", "listen", ln.Addr().String(), "path", ev.Path)
-	select {
-	case <-ctx.Done():
+	limits := toolkit.ServerLimits{ReadHeader: 5 * time.Second, Read: 10 * time.Second, Write: 15 * time.Second, Idle: time.Minute, Body: maxEventBody}
+	err := b.endpoint.Serve(ctx, "channels.slack.events.listen", ev.Listen, mux, limits, func(addr net.Addr) error {
+		b.health.Connected()
+		b.log.Info("Slack Events API endpoint listening", "listen", addr.String(), "path", ev.Path)
 		return nil
-	case err := <-serveErr:
-		if errors.Is(err, http.ErrServerClosed) {
-			return nil
-		}
+	})
+	if err != nil && core.ErrorKind(err) != core.KindInvalid {
 		b.health.Failed(err)
-		return fmt.Errorf("slack events server on %s: %w", ev.Listen, err)
 	}
+	return err
 }
 
 // EventsAddr waits until the Events API server listens and returns its
 // address (useful with events.listen "127.0.0.1:0").
-func (b *Bot) EventsAddr(ctx context.Context) (net.Addr, error) {
-	select {
-	case <-b.listening:
-		b.mu.Lock()
-		defer b.mu.Unlock()
-		return b.events, nil
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
-}
+func (b *Bot) EventsAddr(ctx context.Context) (net.Addr, error) { return b.endpoint.Addr(ctx) }
 
 // EventsHandler is the HTTP handler of the Events API endpoint: 401
 // without a valid, fresh signature (signing_secret), the challenge for

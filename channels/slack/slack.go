@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -80,17 +79,15 @@ type Bot struct {
 	// threads whose earlier messages the bot already has.
 	answered, notOurs, seen *toolkit.Recent
 
-	mu         sync.Mutex
-	me         identity
-	worked     bool             // auth.test accepted the bot token once
-	socketOK   bool             // Socket Mode connected once
-	credErr    map[string]error // config key → why Slack refuses it, for Healthy
-	names      map[string]string
-	responses  map[string]response // slash command message id → response_url
-	events     net.Addr
-	listening  chan struct{}
-	listenOnce sync.Once
-	closeOnce  sync.Once
+	mu        sync.Mutex
+	me        identity
+	worked    bool             // auth.test accepted the bot token once
+	socketOK  bool             // Socket Mode connected once
+	credErr   map[string]error // config key → why Slack refuses it, for Healthy
+	names     map[string]string
+	responses map[string]response // slash command message id → response_url
+	endpoint  toolkit.Endpoint    // the Events API endpoint (mode events)
+	closeOnce sync.Once
 }
 
 // identity is who the bot is in the workspace (auth.test).
@@ -163,7 +160,6 @@ func New(o Options) (*Bot, error) {
 		names:     map[string]string{},
 		credErr:   map[string]error{},
 		responses: map[string]response{},
-		listening: make(chan struct{}),
 	}
 	b.api = slack.New(cfg.BotToken.Value(),
 		slack.OptionAPIURL(cfg.APIURL),

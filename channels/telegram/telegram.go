@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -88,11 +87,10 @@ type Bot struct {
 	pace         toolkit.Pace
 	health       *toolkit.Health
 
-	mu          sync.Mutex
-	me          models.User
-	webhookAddr net.Addr
-	listening   chan struct{}
-	closeOnce   sync.Once
+	mu        sync.Mutex
+	me        models.User
+	webhook   toolkit.Endpoint
+	closeOnce sync.Once
 }
 
 var (
@@ -151,8 +149,7 @@ func New(o Options) (*Bot, error) {
 			Limiter: toolkit.NewLimiter(o.GlobalLimit, globalWindow, o.Now),
 			Sleep:   o.Sleep,
 		},
-		health:    toolkit.NewHealth(Name, o.UnhealthyAfter, o.Now),
-		listening: make(chan struct{}),
+		health: toolkit.NewHealth(Name, o.UnhealthyAfter, o.Now),
 	}
 	api, err := tgbot.New(b.token,
 		tgbot.WithServerURL(cfg.APIURL),

@@ -4,12 +4,10 @@ import (
 	"context"
 	"crypto/subtle"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
-	"time"
 
 	tgbot "github.com/go-telegram/bot"
 	"github.com/go-telegram/bot/models"
@@ -32,56 +30,26 @@ func (b *Bot) runWebhook(ctx context.Context, sink core.Sink) error {
 	if wh.URL == "" || wh.Listen == "" || !wh.Secret.IsSet() {
 		return core.Errorf(core.KindInvalid, "channels.telegram.mode is webhook but channels.telegram.webhook.url, .listen or .secret is empty; set all three (or use mode: polling)")
 	}
-	ln, err := net.Listen("tcp", wh.Listen)
-	if err != nil {
-		return core.Errorf(core.KindInvalid, "channels.telegram.webhook.listen %q: %w", wh.Listen, err)
-	}
 	// Updates are small; the limits keep idle or slow clients from holding
 	// connections (and file descriptors) open.
-	srv := toolkit.NewServer(b.WebhookHandler(ctx, sink), toolkit.ServerLimits{Body: maxUpdateBytes})
-	serveErr := make(chan error, 1)
-	go func() { serveErr <- srv.Serve(ln) }()
-	b.mu.Lock()
-	b.webhookAddr = ln.Addr()
-	b.mu.Unlock()
-	close(b.listening)
-	defer func() {
-		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(sctx)
-	}()
-	if _, err := b.api.SetWebhook(ctx, &tgbot.SetWebhookParams{URL: wh.URL, SecretToken: wh.Secret.Value(), AllowedUpdates: allowedUpdates}); err != nil {
-		if ctx.Err() != nil {
+	err := b.webhook.Serve(ctx, "channels.telegram.webhook.listen", wh.Listen, b.WebhookHandler(ctx, sink), toolkit.ServerLimits{Body: maxUpdateBytes},
+		func(addr net.Addr) error {
+			if _, err := b.api.SetWebhook(ctx, &tgbot.SetWebhookParams{URL: wh.URL, SecretToken: wh.Secret.Value(), AllowedUpdates: allowedUpdates}); err != nil {
+				return fmt.Errorf("telegram setWebhook %s (channels.telegram.webhook.url): %w", wh.URL, b.classify("setWebhook", err))
+			}
+			b.health.Connected()
+			b.log.Info("Telegram webhook registered", "url", wh.URL, "listen", addr.String())
 			return nil
-		}
-		return fmt.Errorf("telegram setWebhook %s (channels.telegram.webhook.url): %w", wh.URL, b.classify("setWebhook", err))
-	}
-	b.health.Connected()
-	b.log.Info("Telegram webhook registered", "url", wh.URL, "listen", ln.Addr().String())
-	select {
-	case <-ctx.Done():
-		return nil
-	case err := <-serveErr:
-		if errors.Is(err, http.ErrServerClosed) {
-			return nil
-		}
+		})
+	if err != nil && core.ErrorKind(err) != core.KindInvalid {
 		b.health.Failed(err)
-		return fmt.Errorf("telegram webhook server on %s: %w", wh.Listen, err)
 	}
+	return err
 }
 
 // WebhookAddr waits until the webhook server listens and returns its
 // address (useful with listen: "127.0.0.1:0").
-func (b *Bot) WebhookAddr(ctx context.Context) (net.Addr, error) {
-	select {
-	case <-b.listening:
-		b.mu.Lock()
-		defer b.mu.Unlock()
-		return b.webhookAddr, nil
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
-}
+func (b *Bot) WebhookAddr(ctx context.Context) (net.Addr, error) { return b.webhook.Addr(ctx) }
 
 // WebhookHandler is the HTTP handler for Telegram's webhook POSTs: 401
 // without the right secret token, 400 for an unreadable body, 500 when

@@ -18,7 +18,8 @@
 //   - Liveness: a watchdog that recycles a connection that went quiet;
 //     AckWatch: one whose heartbeats go unacknowledged;
 //   - Retry: a send retried with backoff, Retry-After honoured;
-//   - NewServer: an HTTP server whose clients cannot hold it open;
+//   - NewServer: an HTTP server whose clients cannot hold it open, and
+//     Endpoint: a platform's webhook served with it until the context ends;
 //   - Sleep: a context-aware wait.
 //
 // toolkit imports core and config only; platform packages import it.

@@ -380,3 +380,46 @@ func TestNewServerLimits(t *testing.T) {
 		t.Error("the server kept an idle connection open for 10s")
 	}
 }
+
+func TestEndpoint(t *testing.T) {
+	var e Endpoint
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	var startedAt net.Addr
+	go func() {
+		done <- e.Serve(ctx, "channels.x.listen", "127.0.0.1:0", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Write([]byte("hi"))
+		}), ServerLimits{}, func(addr net.Addr) error { startedAt = addr; return nil })
+	}()
+	addr, err := e.Addr(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.Get("http://" + addr.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	cancel()
+	if err := <-done; err != nil || startedAt == nil || startedAt.String() != addr.String() {
+		t.Fatalf("Serve = %v, started with %v, want nil after the context ended and started with %v", err, startedAt, addr)
+	}
+	// A busy address names the key; an error of started ends Serve.
+	var busy Endpoint
+	ln, lerr := net.Listen("tcp", "127.0.0.1:0")
+	if lerr != nil {
+		t.Fatal(lerr)
+	}
+	defer ln.Close()
+	err = busy.Serve(context.Background(), "channels.x.listen", ln.Addr().String(), http.NotFoundHandler(), ServerLimits{}, nil)
+	if core.ErrorKind(err) != core.KindInvalid || !strings.Contains(err.Error(), "channels.x.listen") {
+		t.Fatalf("busy address: %v", err)
+	}
+	var refused Endpoint
+	err = refused.Serve(context.Background(), "channels.x.listen", "127.0.0.1:0", http.NotFoundHandler(), ServerLimits{}, func(net.Addr) error {
+		return errors.New("the platform refused the webhook")
+	})
+	if err == nil || !strings.Contains(err.Error(), "refused the webhook") {
+		t.Fatalf("started error: %v", err)
+	}
+}

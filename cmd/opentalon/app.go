@@ -13,8 +13,10 @@ import (
 	"github.com/opentalon/opentalon/channels/toolkit"
 	"github.com/opentalon/opentalon/config"
 	"github.com/opentalon/opentalon/core"
+	"github.com/opentalon/opentalon/core/schedule"
 	"github.com/opentalon/opentalon/lua"
 	"github.com/opentalon/opentalon/metrics"
+	"github.com/opentalon/opentalon/metrics/notify"
 	"github.com/opentalon/opentalon/orchestrator"
 	"github.com/opentalon/opentalon/plugins"
 	"github.com/opentalon/opentalon/routing"
@@ -58,6 +60,16 @@ type App struct {
 	eof chan struct{}
 	// addr is the HTTP server's bound address once Run listens.
 	addr chan string
+
+	// The extension points beyond tools (extensions.go): the plugins'
+	// hooks, routes, schedules and services; the scheduler; the
+	// notification sinks (nil without sinks) and the plugin restart
+	// watch; the blob store.
+	ext         *plugins.Extensions
+	sched       *schedule.Scheduler
+	notifier    *notify.Notifier
+	pluginWatch *notify.PluginWatch
+	blobs       core.BlobStore
 }
 
 // BuildApp builds every part from cfg.
@@ -82,7 +94,12 @@ func BuildApp(ctx context.Context, cfg *config.Config, o AppOptions) (_ *App, er
 	a.closers = append(a.closers, a.db.Close)
 
 	a.metrics = a.buildMetrics()
-	if a.router, err = buildRouter(cfg, a.db, o.Now, o.Logger, a.routingObserver()); err != nil {
+	if err := a.buildExtensions(); err != nil {
+		return nil, err
+	}
+	a.buildNotifier()
+	a.buildBlobs()
+	if a.router, err = buildRouterWith(cfg, a.db, o.Now, o.Logger, a.routingObserver(), a.ext, a.events()); err != nil {
 		return nil, err
 	}
 	tools, err := a.buildTools()
@@ -112,7 +129,14 @@ func BuildApp(ctx context.Context, cfg *config.Config, o AppOptions) (_ *App, er
 		Observer:       a.coreObserver(),
 		Now:            o.Now,
 		Logger:         o.Logger,
+		Firings:        firingRunner{lua: a.lua, ext: a.ext, reg: a.registry},
+		Events:         a.events(),
+		Authorizer:     a.authorizer(),
+		AuthChannels:   cfg.Plugins.Auth.Channels,
 	})
+	if err := a.buildScheduler(); err != nil {
+		return nil, err
+	}
 	a.addRouting()
 	a.addMemory()
 	if err := a.addChannels(); err != nil {
@@ -155,7 +179,11 @@ func (a *App) Run(ctx context.Context) error {
 			a.server.Shutdown(sctx)
 		}()
 	}
+	a.startWatches(ctx)
 	if err := a.startPlugins(ctx, apiURL); err != nil {
+		return err
+	}
+	if err := a.startScheduler(ctx); err != nil {
 		return err
 	}
 	ttl := a.cfg.State.SessionTTL.D()
@@ -229,6 +257,7 @@ func (a *App) httpHandler() http.Handler {
 		w.Write([]byte("ready\n"))
 	})
 	a.mountPluginAPI(mux)
+	a.mountPluginRoutes(mux)
 	a.mountOps(mux)
 	return mux
 }

@@ -23,7 +23,9 @@ func TestMain(m *testing.M) {
 	if os.Getenv("OPENTALON_TEST_MAIN") == "1" {
 		os.Exit(Main(context.Background(), os.Args[1:], Stdio{In: os.Stdin, Out: os.Stdout, Err: os.Stderr}, os.LookupEnv))
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	removeBuilt()
+	os.Exit(code)
 }
 
 // testConfig is a config for a fake OpenAI-compatible server.

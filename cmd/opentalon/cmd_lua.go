@@ -16,7 +16,7 @@ import (
 	"github.com/opentalon/opentalon/store"
 )
 
-const luaUsage = `usage: opentalon lua test SCRIPT --message TEXT [--metadata k=v]... [--hook filter|pre_hook|post_hook] [--llm-fake REPLY]... [--channel NAME] [--user ID]`
+const luaUsage = `usage: opentalon lua test SCRIPT --message TEXT [--metadata k=v]... [--hook filter|pre_hook|post_hook|on_schedule] [--llm-fake REPLY]... [--channel NAME] [--user ID]`
 
 // listFlag is a flag that may be given several times.
 type listFlag []string
@@ -31,6 +31,8 @@ type luaTestOutput struct {
 	// Drop and Reason are the verdict (a filter's, or a pre_hook's).
 	Drop   bool   `json:"drop"`
 	Reason string `json:"reason,omitempty"`
+	// Reply is on_schedule's text to post instead of asking the LLM.
+	Reply string `json:"reply,omitempty"`
 	// Ctx is the ctx the hook left (for a filter, the one it was given).
 	Ctx      *luaTestCtx       `json:"ctx,omitempty"`
 	LLMCalls []luaTestLLMCall  `json:"llm_calls"`
@@ -67,7 +69,7 @@ func cmdLua(ctx context.Context, g *globalFlags, args []string, io Stdio, env co
 	rest, err := parseSub("lua test", g, args[1:], io, func(fs *flag.FlagSet) {
 		fs.StringVar(&message, "message", "", "the message (or, for post_hook, the answer) the hook sees")
 		fs.Var(&meta, "metadata", "ctx.metadata entry k=v (repeatable)")
-		fs.StringVar(&hook, "hook", "", "the hook to run: filter, pre_hook or post_hook (default: the first the script defines)")
+		fs.StringVar(&hook, "hook", "", "the hook to run: filter, pre_hook, post_hook or on_schedule (default: the first the script defines)")
 		fs.Var(&fakes, "llm-fake", "reply of ctx.llm instead of the configured providers (repeatable: one per call)")
 		fs.StringVar(&channel, "channel", "console", "ctx.channel")
 		fs.StringVar(&user, "user", "local", "ctx.user")
@@ -90,9 +92,9 @@ func cmdLua(ctx context.Context, g *globalFlags, args []string, io Stdio, env co
 		md[k] = v
 	}
 	switch hook {
-	case "", lua.HookFilter, lua.HookPre, lua.HookPost:
+	case "", lua.HookFilter, lua.HookPre, lua.HookPost, lua.HookSchedule:
 	default:
-		return usageError{fmt.Sprintf("lua test: --hook %q: use filter, pre_hook or post_hook", hook)}
+		return usageError{fmt.Sprintf("lua test: --hook %q: use filter, pre_hook, post_hook or on_schedule", hook)}
 	}
 
 	cfg, _, cfgErr := loadConfig(g, env)
@@ -138,7 +140,7 @@ func cmdLua(ctx context.Context, g *globalFlags, args []string, io Stdio, env co
 	s := eng.Scripts()[0]
 	if hook == "" {
 		if len(s.Hooks) == 0 {
-			return fmt.Errorf("%s defines none of filter, pre_hook, post_hook", rest[0])
+			return fmt.Errorf("%s defines none of filter, pre_hook, post_hook, on_schedule", rest[0])
 		}
 		hook = s.Hooks[0]
 	}
@@ -153,7 +155,7 @@ func cmdLua(ctx context.Context, g *globalFlags, args []string, io Stdio, env co
 	if runErr != nil {
 		out.Error = runErr.Error()
 	} else {
-		out.Drop, out.Reason = res.Drop, res.Reason
+		out.Drop, out.Reason, out.Reply = res.Drop, res.Reason, res.Reply
 		c := &luaTestCtx{Message: message, Metadata: md, SessionID: 1, Channel: channel, User: user}
 		if hook != lua.HookFilter && !res.Drop {
 			c.Message, c.Metadata = res.Message, res.Metadata

@@ -251,7 +251,7 @@ func (d *doctor) diskSpace(cfg *config.Config) {
 // providers sends each configured provider one tiny request with its
 // first credential.
 func (d *doctor) providers(ctx context.Context, cfg *config.Config, log *slog.Logger) {
-	clients, err := buildProviders(cfg, log, time.Now)
+	clients, err := buildProviders(cfg, log, time.Now, nil)
 	if err != nil {
 		d.fail("providers", "%v", err)
 		return
@@ -262,6 +262,10 @@ func (d *doctor) providers(ctx context.Context, cfg *config.Config, log *slog.Lo
 	}
 	for _, id := range slices.Sorted(maps.Keys(clients)) {
 		what := "provider " + id
+		if p := cfg.Models.Providers[id]; p.API == config.APIPlugin {
+			d.skip(what, "served by plugin %s, which only opentalon run starts", p.Plugin)
+			continue
+		}
 		model := doctorModel(cfg, id)
 		if model == "" {
 			d.skip(what, "no model of it in models.catalog or its models list to ask")

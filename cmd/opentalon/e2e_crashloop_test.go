@@ -61,10 +61,10 @@ func TestE2ECrashLoopAnswersEveryMessageOnce(t *testing.T) {
 	for i := range users {
 		users[i] = telegramtest.User(int64(3000+i), "")
 	}
-	var kills []time.Time
+	var kills []kill
 	var logs []*lockedBuf // each run's stderr, for the failure report
 	for round := range rounds {
-		p := startBinary(t, nil, "--config", cfg, "--log-level", "warn", "run")
+		p := startBinary(t, nil, "--config", cfg, "--log-level", "debug", "run")
 		logs = append(logs, p.stderr)
 		for range batch {
 			i := len(msgs)
@@ -76,18 +76,20 @@ func TestE2ECrashLoopAnswersEveryMessageOnce(t *testing.T) {
 		wait := time.Duration(200+rnd.IntN(1300)) * time.Millisecond
 		rndMu.Unlock()
 		time.Sleep(wait)
+		k := kill{signal: time.Now()}
 		if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil {
 			t.Fatal(err)
 		}
-		kills = append(kills, time.Now())
 		if code := p.exitCode(30 * time.Second); code != -1 {
 			t.Fatalf("round %d: exit code %d, want killed; stderr:\n%s", round, code, p.stderr.String())
 		}
+		k.dead = time.Now()
+		kills = append(kills, k)
 	}
 
 	// The last start runs until every message has its answer.
 	lastStart := time.Now()
-	p := startBinary(t, nil, "--config", cfg, "--log-level", "warn", "run")
+	p := startBinary(t, nil, "--config", cfg, "--log-level", "debug", "run")
 	logs = append(logs, p.stderr)
 	answered := func(sent []telegramtest.Sent) map[int]bool {
 		got := map[int]bool{}
@@ -98,9 +100,19 @@ func TestE2ECrashLoopAnswersEveryMessageOnce(t *testing.T) {
 		}
 		return got
 	}
-	bot.WaitFor(t, "an answer to every message", 4*time.Minute, func(sent []telegramtest.Sent, _ []telegramtest.Call) bool {
-		return len(answered(sent)) >= len(msgs)
-	})
+	for deadline := time.Now().Add(4 * time.Minute); len(answered(bot.Sent())) < len(msgs); time.Sleep(50 * time.Millisecond) {
+		if time.Now().Before(deadline) {
+			continue
+		}
+		got := answered(bot.Sent())
+		var report strings.Builder
+		for _, m := range msgs {
+			if !got[m.id] {
+				fmt.Fprintf(&report, "%q (chat %d, message %d) has no answer; its conversation's log:\n%s", m.text, m.chat, m.id, convLog(logs, m.chat))
+			}
+		}
+		t.Fatalf("after 4 minutes of the last run:\n%s", report.String())
+	}
 	t.Logf("the last run answered the rest in %s", time.Since(lastStart).Round(time.Millisecond))
 	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
@@ -157,10 +169,20 @@ func convLog(logs []*lockedBuf, chat int64) string {
 	return b.String()
 }
 
-// killBetween reports whether a kill happened between a and b.
-func killBetween(kills []time.Time, a, b time.Time) bool {
+// kill is one SIGKILL: when it was sent and when the process was seen dead.
+type kill struct{ signal, dead time.Time }
+
+// inFlight bounds how long after a process died the fake server may still
+// handle a request the process had written before (the bytes wait in the
+// socket).
+const inFlight = time.Second
+
+// killBetween reports whether a kill fell between two sends at a and b:
+// sent before b, and the process not yet gone (within inFlight) at a — a
+// send the server saw at a may have left the process just before the kill.
+func killBetween(kills []kill, a, b time.Time) bool {
 	for _, k := range kills {
-		if !k.Before(a) && !k.After(b) {
+		if k.signal.Before(b) && k.dead.Add(inFlight).After(a) {
 			return true
 		}
 	}

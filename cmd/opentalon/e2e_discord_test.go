@@ -59,11 +59,24 @@ func TestE2EDiscordThroughApp(t *testing.T) {
 
 	// The commands are registered in the allowed guild, routing's included,
 	// and /model is answered by core after a deferred response.
-	dc.WaitFor(t, "the guild's commands", func() bool { return len(dc.Commands(guild)) >= 6 })
-	for _, name := range []string{"model", "models", "new", "status", "help", "retry"} {
-		if _, ok := dc.Commands(guild)[name]; !ok {
-			t.Errorf("/%s is not registered in guild %s: %v", name, guild, dc.Commands(guild))
+	// They are registered one by one: wait for the whole list, then name
+	// what is missing.
+	wantCmds := []string{"model", "models", "new", "status", "help", "retry", "schedule", "schedules", "unschedule"}
+	registered := func() (missing []string) {
+		cmds := dc.Commands(guild)
+		for _, name := range wantCmds {
+			if _, ok := cmds[name]; !ok {
+				missing = append(missing, name)
+			}
 		}
+		return missing
+	}
+	cmdsBy := time.Now().Add(10 * time.Second)
+	for len(registered()) > 0 && time.Now().Before(cmdsBy) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if missing := registered(); len(missing) > 0 {
+		t.Errorf("commands %v are not registered in guild %s; registered: %d", missing, guild, len(dc.Commands(guild)))
 	}
 	calls := llm.Count()
 	iid := dc.Interaction(t, alice, guild, ch, "model", nil)

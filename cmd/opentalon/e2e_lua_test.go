@@ -322,7 +322,7 @@ func TestLuaTestCommand(t *testing.T) {
 			{"lua", "test", filepath.Join(seedDir, "filter.lua"), "--message", "x", "--metadata", "novalue"},
 			{"lua", "run"},
 		} {
-			if r := runMain(t, env, "", args...); r.code != 2 || !strings.Contains(r.stderr, "usage: opentalon lua test") && !strings.Contains(r.stderr, "key=value") && !strings.Contains(r.stderr, "use filter, pre_hook or post_hook") {
+			if r := runMain(t, env, "", args...); r.code != 2 || !strings.Contains(r.stderr, "usage: opentalon lua test") && !strings.Contains(r.stderr, "key=value") && !strings.Contains(r.stderr, "use filter, pre_hook, post_hook or on_schedule") {
 				t.Errorf("%v: exit %d stderr %s", args, r.code, r.stderr)
 			}
 		}

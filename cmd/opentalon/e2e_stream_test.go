@@ -7,6 +7,8 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -191,6 +193,32 @@ func TestE2EStreamNotStreamSafeHookSendsOnce(t *testing.T) {
 	}
 	if d := bot.Drafts(); len(d) != 0 {
 		t.Fatalf("%d drafts shown; want none", len(d))
+	}
+}
+
+// TestE2EStreamLuaScriptNotStreamSafe: a Lua post-hook that sets
+// stream_safe = false, loaded from plugins.lua.scripts_dir (so it runs
+// among the ordered hooks of every source), keeps answers from being
+// streamed: the hooked answer is sent once, with no edit and no draft.
+func TestE2EStreamLuaScriptNotStreamSafe(t *testing.T) {
+	chunks := words(40, 4)
+	llm := streamingLLM(t, chunks, 50*time.Millisecond)
+	bot := telegramtest.New(t, tgToken)
+	scripts := t.TempDir()
+	script := "stream_safe = false\nfunction post_hook(ctx)\n  ctx.message = ctx.message .. \" [checked]\"\n  return ctx\nend\n"
+	if err := os.WriteFile(filepath.Join(scripts, "10_redact.lua"), []byte(script), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg := telegramConfig(t.TempDir(), llm.BaseURL(), bot.URL) + fmt.Sprintf("plugins:\n  lua:\n    scripts_dir: %q\n", scripts)
+	startApp(t, loadConfigFile(t, writeConfig(t, cfg)))
+	bot.AddUpdate(bot.Private(telegramtest.User(47, "alice"), "a secret story"))
+	sent := bot.WaitSent(t, 1, 20*time.Second)
+	if want := strings.Join(chunks, "") + " [checked]"; sent[0].Text != want {
+		t.Fatalf("first message %q; want the whole answer as the script left it, %q", sent[0].Text, want)
+	}
+	time.Sleep(300 * time.Millisecond)
+	if n, e, d := len(bot.Sent()), len(bot.Edits()), len(bot.Drafts()); n != 1 || e != 0 || d != 0 {
+		t.Fatalf("%d messages, %d edits, %d drafts; want one message, no edit, no draft", n, e, d)
 	}
 }
 

@@ -28,28 +28,39 @@ func luaOptions(l config.Lua, gen core.Generator, kv lua.KV, log *slog.Logger) l
 }
 
 // buildHooks returns the hooks around every answer: the Lua engine when
-// plugins.lua.scripts_dir is set (started here, closed with the app),
-// then AppOptions.Hooks; nil when there are neither.
+// plugins.lua.scripts_dir is set (started here, closed with the app) and
+// the hook plugins' hooks when plugins run, interleaved by order (a
+// failing one is logged and skipped); then AppOptions.Hooks, whose errors
+// fail the request; nil when there are none.
 func (a *App) buildHooks(ctx context.Context) (core.Hooks, error) {
-	if a.cfg.Plugins.Lua.ScriptsDir == "" {
+	if a.cfg.Plugins.Lua.ScriptsDir != "" {
+		o := luaOptions(a.cfg.Plugins.Lua, a.router, a.db, a.log)
+		o.Events = a.events()
+		eng := lua.New(o)
+		if err := eng.Start(ctx); err != nil {
+			return nil, err
+		}
+		a.closers = append(a.closers, eng.Close)
+		a.lua = eng
+	}
+	sources := a.hookSources()
+	if len(sources) == 0 {
 		return a.opts.Hooks, nil
 	}
-	eng := lua.New(luaOptions(a.cfg.Plugins.Lua, a.router, a.db, a.log))
-	if err := eng.Start(ctx); err != nil {
-		return nil, err
+	ordered := core.NewOrderedHooks(a.log, sources...)
+	if a.metrics != nil {
+		ordered.Observe(a.metrics)
 	}
-	a.closers = append(a.closers, eng.Close)
-	a.lua = eng
 	if a.opts.Hooks == nil {
-		return eng, nil
+		return ordered, nil
 	}
-	return hookChain{eng, a.opts.Hooks}, nil
+	return hookChain{ordered, a.opts.Hooks}, nil
 }
 
 // hookChain runs several Hooks in order: each pre-hook sees the text and
 // metadata the previous one left, and the first drop or direct answer
-// ends the chain; each post-hook sees the previous one's answer. It is
-// stream-safe when every hook of it is.
+// ends the chain; each post-hook sees the previous one's answer. An
+// error ends the chain. It is stream-safe when every hook of it is.
 type hookChain []core.Hooks
 
 // StreamSafe implements core.StreamSafety.

@@ -3,7 +3,8 @@ package main
 // Performance benchmarks of the real binary against the project's targets:
 // start to first platform poll, idle RSS, CPU and added latency per
 // message, stripped binary size. Each benchmark builds the binary with
-// `go build -trimpath -ldflags "-s -w"` into b.TempDir() and runs it as a
+// `go build -trimpath -tags grpcnotrace -ldflags "-s -w"` (as
+// scripts/release.sh) into b.TempDir() and runs it as a
 // separate process against a fake Telegram Bot API (telegramtest) and a
 // fake OpenAI-compatible LLM (providertest), with the console off and
 // the durable SQLite queue in a temp data dir. They run only with -bench:
@@ -38,6 +39,10 @@ const perfToken = "4242:perf-token"
 // perfChats is the number of chats BenchmarkPerfMessage rotates over.
 const perfChats = 200
 
+// releaseTags are the build tags of a release (scripts/release.sh):
+// grpcnotrace leaves out gRPC's request tracing and what it pulls in.
+const releaseTags = "grpcnotrace"
+
 // buildStripped builds the opentalon binary the way a release is built and
 // returns its path. OPENTALON_PERF_SYMBOLS=1 keeps the symbols, for
 // profiling the gateway with `perf record -g -p <pid>`.
@@ -48,11 +53,11 @@ func buildStripped(b *testing.B) string {
 	if os.Getenv("OPENTALON_PERF_SYMBOLS") == "1" {
 		ldflags = ""
 	}
-	cmd := exec.Command("go", "build", "-trimpath", "-ldflags", ldflags, "-o", out, ".")
+	cmd := exec.Command("go", "build", "-trimpath", "-tags", releaseTags, "-ldflags", ldflags, "-o", out, ".")
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	if err := cmd.Run(); err != nil {
-		b.Fatalf("go build -trimpath -ldflags \"-s -w\": %v\n%s", err, stderr.String())
+		b.Fatalf("go build -trimpath -tags %s -ldflags \"-s -w\": %v\n%s", releaseTags, err, stderr.String())
 	}
 	return out
 }

@@ -50,11 +50,19 @@ func (a *App) startPlugins(ctx context.Context, apiURL string) error {
 		}
 	}
 	var onEvent func(plugin, event string)
-	if a.metrics != nil {
+	switch {
+	case a.metrics != nil && a.pluginWatch != nil:
+		onEvent = func(plugin, event string) {
+			a.metrics.PluginEvent(plugin, event)
+			a.pluginWatch.OnEvent(plugin, event)
+		}
+	case a.metrics != nil:
 		onEvent = a.metrics.PluginEvent
+	case a.pluginWatch != nil:
+		onEvent = a.pluginWatch.OnEvent
 	}
 	mgr := plugins.NewManager(plugins.Options{
-		Dir: tc.PluginDir, Plugins: specs, Registry: a.registry, State: a.db, Bindings: a.db,
+		Dir: tc.PluginDir, Plugins: specs, Registry: a.registry, Extensions: a.ext, State: a.db, Bindings: a.db,
 		HealthInterval: tc.HealthCheckInterval.D(), RestartOnFailure: tc.RestartOnFailure,
 		MaxRestarts: tc.MaxRestarts, Env: env, Logger: a.log, Now: a.opts.Now, OnEvent: onEvent,
 		Sandbox: &plugins.Sandbox{

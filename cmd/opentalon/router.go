@@ -17,13 +17,16 @@ import (
 
 	"github.com/opentalon/opentalon/config"
 	"github.com/opentalon/opentalon/core"
+	"github.com/opentalon/opentalon/plugins"
 	"github.com/opentalon/opentalon/routing"
 	"github.com/opentalon/opentalon/routing/provider"
 	"github.com/opentalon/opentalon/store"
 )
 
-// buildProviders makes one client per models.providers entry.
-func buildProviders(cfg *config.Config, log *slog.Logger, now func() time.Time) (map[string]provider.Provider, error) {
+// buildProviders makes one client per models.providers entry; an api:
+// plugin provider calls its plugin through ext (nil outside opentalon
+// run: such a provider is then unavailable).
+func buildProviders(cfg *config.Config, log *slog.Logger, now func() time.Time, ext *plugins.Extensions) (map[string]provider.Provider, error) {
 	out := map[string]provider.Provider{}
 	for id, p := range cfg.Models.Providers {
 		headers := map[string]string{}
@@ -40,6 +43,8 @@ func buildProviders(cfg *config.Config, log *slog.Logger, now func() time.Time) 
 			out[id] = provider.NewOpenAI(o)
 		case config.APIAnthropicMessages:
 			out[id] = provider.NewAnthropic(o)
+		case config.APIPlugin:
+			out[id] = pluginProvider{id: id, plugin: p.Plugin, timeout: timeout, ext: ext}
 		default:
 			return nil, fmt.Errorf("models.providers.%s.api: %q is not supported; use %s or %s", id, p.API, config.APIOpenAICompletions, config.APIAnthropicMessages)
 		}
@@ -133,7 +138,13 @@ func isLocal(p config.Provider) bool {
 
 // buildRouter maps the config onto routing.Options.
 func buildRouter(cfg *config.Config, db *store.DB, now func() time.Time, log *slog.Logger, obs routing.Observer) (*routing.Router, error) {
-	providers, err := buildProviders(cfg, log, now)
+	return buildRouterWith(cfg, db, now, log, obs, nil, nil)
+}
+
+// buildRouterWith is buildRouter with the running plugins (for api:
+// plugin providers) and the operator events.
+func buildRouterWith(cfg *config.Config, db *store.DB, now func() time.Time, log *slog.Logger, obs routing.Observer, ext *plugins.Extensions, events core.OpsEvents) (*routing.Router, error) {
+	providers, err := buildProviders(cfg, log, now, ext)
 	if err != nil {
 		return nil, err
 	}
@@ -183,6 +194,7 @@ func buildRouter(cfg *config.Config, db *store.DB, now func() time.Time, log *sl
 		Observer: obs,
 		Now:      now,
 		Log:      log,
+		Events:   events,
 	})
 }
 

@@ -24,7 +24,11 @@ const (
 )
 
 // Plugin is what a plugin author implements. Methods may be called
-// concurrently.
+// concurrently. Besides its actions a plugin may offer the other
+// extension points by implementing their interfaces (and declaring
+// hooks, routes and schedules in Capabilities): PreHooker, PostHooker,
+// http.Handler, Scheduler, Notifier, Authorizer, BlobStore, Provider.
+// A plugin with no actions returns "" from an Execute it never gets.
 type Plugin interface {
 	// Capabilities describes the plugin; it is also the health check, so
 	// it must be cheap.
@@ -62,6 +66,11 @@ type Capabilities struct {
 	Name        string // letters, digits, '-', '_'
 	Description string
 	Actions     []Action
+	// Hooks, Routes and Schedules declare the extension points the
+	// plugin implements besides its actions.
+	Hooks     []Hook
+	Routes    []Route
+	Schedules []Schedule
 }
 
 // Action is one thing the plugin can do.
@@ -112,10 +121,18 @@ func ServeContext(ctx context.Context, p Plugin) error {
 	return ServeListener(ctx, parentOnly{Listener: l, parent: os.Getppid()}, p)
 }
 
+// maxMessage bounds one gRPC message the plugin receives (a blob, a
+// request body): as large as the core sends.
+const maxMessage = 32 << 20
+
 // ServeListener serves p on l until ctx ends.
 func ServeListener(ctx context.Context, l net.Listener, p Plugin) error {
-	srv := grpc.NewServer()
+	if err := checkImplements(p, p.Capabilities()); err != nil {
+		return err
+	}
+	srv := grpc.NewServer(grpc.MaxRecvMsgSize(maxMessage), grpc.MaxSendMsgSize(maxMessage))
 	pluginpb.RegisterPluginServiceServer(srv, &server{p: p})
+	registerExtensions(srv, p)
 	go func() {
 		<-ctx.Done()
 		srv.GracefulStop()
@@ -132,16 +149,7 @@ type server struct {
 }
 
 func (s *server) Capabilities(context.Context, *emptypb.Empty) (*pluginpb.PluginCapabilities, error) {
-	c := s.p.Capabilities()
-	pc := &pluginpb.PluginCapabilities{Name: c.Name, Description: c.Description}
-	for _, a := range c.Actions {
-		pa := &pluginpb.Action{Name: a.Name, Description: a.Description, PostProcess: a.PostProcess, PostProcessPrompt: a.PostProcessPrompt}
-		for _, prm := range a.Params {
-			pa.Parameters = append(pa.Parameters, &pluginpb.Parameter{Name: prm.Name, Description: prm.Description, Type: prm.Type, Required: prm.Required})
-		}
-		pc.Actions = append(pc.Actions, pa)
-	}
-	return pc, nil
+	return capabilitiesProto(s.p, s.p.Capabilities()), nil
 }
 
 func (s *server) Execute(ctx context.Context, req *pluginpb.ToolCallRequest) (resp *pluginpb.ToolResultResponse, err error) {

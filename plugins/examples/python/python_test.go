@@ -2,10 +2,13 @@ package python
 
 import (
 	"context"
+	"net/http"
+	"net/http/httptest"
 	"os/exec"
 	"path/filepath"
 	"testing"
 
+	"github.com/opentalon/opentalon/core"
 	"github.com/opentalon/opentalon/plugins/sdk/plugintest"
 )
 
@@ -42,7 +45,7 @@ func TestPythonPlugin(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := plugintest.Start(t, python, plugintest.Options{Args: []string{script}, Env: []string{"PYTHONPATH=" + stubs}})
+	c := plugintest.Start(t, python, plugintest.Options{Args: []string{script}, Env: []string{"PYTHONPATH=" + stubs}, APIKey: "k"})
 	caps := c.Capabilities()
 	if caps.Name != "textstats" || len(caps.Actions) != 1 || !caps.Actions[0].Parameters[0].Required {
 		t.Fatalf("capabilities = %+v", caps)
@@ -60,5 +63,22 @@ func TestPythonPlugin(t *testing.T) {
 	}
 	if res := c.Call("count", nil); res.Error == "" {
 		t.Fatal("missing text: no error")
+	}
+	// The request hook, in another language, through the same contract.
+	if hooks := c.Capabilities().Hooks; len(hooks) != 1 || hooks[0].Stage != "pre" || hooks[0].Order != 50 {
+		t.Fatalf("hooks = %+v", hooks)
+	}
+	pre, err := c.PreHook(core.HookInput{Text: "three little words", Metadata: map[string]string{"lang": "en"}})
+	if err != nil || pre.Text != "three little words" || pre.Metadata["words"] != "3" || pre.Metadata["lang"] != "en" {
+		t.Fatalf("pre hook = %+v %v", pre, err)
+	}
+	// And the HTTP route, behind the API key.
+	r := httptest.NewRequest("GET", "/api/plugins/textstats/stats", nil)
+	if w := c.HTTP(r); w.Code != http.StatusUnauthorized {
+		t.Fatalf("stats without the key = %d", w.Code)
+	}
+	r.Header.Set("X-API-Key", "k")
+	if w := c.HTTP(r); w.Code != 200 || w.Body.String() != `{"calls": 2}` || w.Header().Get("Content-Type") != "application/json" {
+		t.Fatalf("stats = %d %q %v", w.Code, w.Body, w.Header())
 	}
 }

@@ -3,6 +3,8 @@ package plugintest
 import (
 	"context"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -58,6 +60,10 @@ type Options struct {
 	MaxResponseBytes int
 	// State backs the plugin's state (default: a fresh MemState).
 	State plugins.StateStore
+	// HookTimeout bounds a hook call (0 = the core's default, 2s);
+	// APIKey is the core's server.api_key for the plugin's routes.
+	HookTimeout time.Duration
+	APIKey      string
 }
 
 // Core is a running plugin and the pieces of the core around it.
@@ -70,6 +76,11 @@ type Core struct {
 	// was set).
 	State plugins.StateStore
 	ids   atomic.Int64
+	ext   *plugins.Extensions
+	http  http.Handler
+
+	mu       sync.Mutex
+	injected []plugins.Injection
 }
 
 // Start launches the plugin binary at path, performs the handshake and
@@ -90,7 +101,18 @@ func Start(t testing.TB, path string, o Options) *Core {
 	if err := reg.Register(p.Cap, p.Executor()); err != nil {
 		t.Fatalf("plugintest: %v", err)
 	}
-	return &Core{t: t, proc: p, reg: reg, guard: guard.New(reg, nil, nil), State: o.State}
+	c := &Core{t: t, proc: p, reg: reg, guard: guard.New(reg, nil, nil), State: o.State}
+	c.ext = plugins.NewExtensions(plugins.ExtOptions{HookTimeout: o.HookTimeout})
+	c.ext.Add(p.Cap, p.Conn())
+	mux := http.NewServeMux()
+	mux.Handle(plugins.RoutePattern, c.ext.HTTPHandler(plugins.HTTPOptions{APIKey: o.APIKey, Inject: func(_ context.Context, in plugins.Injection) error {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		c.injected = append(c.injected, in)
+		return nil
+	}}))
+	c.http = mux
+	return c
 }
 
 // Capabilities returns what the plugin declared.
@@ -226,3 +248,82 @@ func (s *MemState) Namespaces() []string {
 }
 
 var _ plugins.StateStore = (*MemState)(nil)
+
+// Extensions is the plugin's extension points as the core sees them.
+func (c *Core) Extensions() *plugins.Extensions { return c.ext }
+
+// PreHook runs the plugin's pre hook as the core's pipeline does (the
+// timeout, the sanitizer on what the LLM will see); the error is the
+// hook's failure, which the core would log and skip.
+func (c *Core) PreHook(in core.HookInput) (core.PreResult, error) {
+	for _, st := range c.ext.HookSteps() {
+		if st.Pre != nil {
+			return st.Pre(context.Background(), in)
+		}
+	}
+	c.t.Fatalf("plugintest: plugin %s declares no pre hook", c.proc.Cap.Name)
+	return core.PreResult{}, nil
+}
+
+// PostHook runs the plugin's post hook on answer.
+func (c *Core) PostHook(in core.HookInput, answer string) (string, error) {
+	for _, st := range c.ext.HookSteps() {
+		if st.Post != nil {
+			return st.Post(context.Background(), in, answer)
+		}
+	}
+	c.t.Fatalf("plugintest: plugin %s declares no post hook", c.proc.Cap.Name)
+	return "", nil
+}
+
+// HTTP serves r through the core's plugin route handler (r's path starts
+// with /api/plugins/<name>/) and returns the response; messages the
+// handler injected are kept for Injected.
+func (c *Core) HTTP(r *http.Request) *httptest.ResponseRecorder {
+	w := httptest.NewRecorder()
+	c.http.ServeHTTP(w, r)
+	return w
+}
+
+// Injected returns the messages the plugin's routes injected so far.
+func (c *Core) Injected() []plugins.Injection {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.injected)
+}
+
+// Fire calls the plugin back for a firing of its schedule id.
+func (c *Core) Fire(id string, at time.Time) (core.FiringResult, error) {
+	for _, s := range c.proc.Cap.Schedules {
+		if s.ID == id {
+			f := core.Firing{At: at, Conversation: core.ConversationKey{Channel: s.Channel, Chat: s.Chat, Thread: s.Thread}}
+			return c.ext.OnSchedule(context.Background(), c.proc.Cap.Name, id, f)
+		}
+	}
+	c.t.Fatalf("plugintest: plugin %s declares no schedule %q", c.proc.Cap.Name, id)
+	return core.FiringResult{}, nil
+}
+
+// Notify sends the plugin an operator event.
+func (c *Core) Notify(e core.OpsEvent) error {
+	return c.ext.Notify(context.Background(), c.proc.Cap.Name, e, 0)
+}
+
+// Authorize asks the plugin about a user (no cache).
+func (c *Core) Authorize(channel, chat, user string) (core.AuthDecision, error) {
+	a := &plugins.Authorizer{Ext: c.ext, Plugin: c.proc.Cap.Name, TTL: time.Nanosecond}
+	return a.Authorize(context.Background(), channel, chat, user)
+}
+
+// Blobs is the plugin as the core's blob store.
+func (c *Core) Blobs() core.BlobStore { return &plugins.Blobs{Ext: c.ext, Plugin: c.proc.Cap.Name} }
+
+// Complete asks the plugin, as an LLM provider, for an answer.
+func (c *Core) Complete(r plugins.ProviderRequest) (plugins.ProviderResponse, error) {
+	return c.ext.Complete(context.Background(), c.proc.Cap.Name, r)
+}
+
+// Stream asks the plugin for a streamed answer.
+func (c *Core) Stream(r plugins.ProviderRequest, onText func(string)) (plugins.ProviderResponse, error) {
+	return c.ext.Stream(context.Background(), c.proc.Cap.Name, r, onText)
+}

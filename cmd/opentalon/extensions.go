@@ -1,0 +1,323 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/opentalon/opentalon/config"
+	"github.com/opentalon/opentalon/core"
+	"github.com/opentalon/opentalon/core/schedule"
+	"github.com/opentalon/opentalon/guard"
+	"github.com/opentalon/opentalon/lua"
+	"github.com/opentalon/opentalon/metrics/notify"
+	"github.com/opentalon/opentalon/plugins"
+	"github.com/opentalon/opentalon/store"
+)
+
+// pluginsConfigured says plugins.tools starts any plugin process.
+func pluginsConfigured(cfg *config.Config) bool {
+	return cfg.Plugins.Tools.PluginDir != "" || len(cfg.Plugins.Tools.Plugins) > 0
+}
+
+// buildExtensions builds the registry of the plugins' extension points
+// beyond tools (hooks, routes, schedules, services); the plugins fill it
+// as they register.
+func (a *App) buildExtensions() error {
+	tc := a.cfg.Plugins.Tools
+	san, err := guard.NewSanitizer(tc.Sanitize.ExtraPatterns)
+	if err != nil {
+		return err
+	}
+	a.ext = plugins.NewExtensions(plugins.ExtOptions{
+		HookTimeout:  tc.Hooks.Timeout.D(),
+		MaxHookBytes: tc.Defaults.MaxResponseBytes,
+		Sanitizer:    san,
+		OnSchedules:  a.syncPluginSchedules,
+		Logger:       a.log,
+	})
+	return nil
+}
+
+// buildNotifier builds the notification sinks (notifications.sinks); nil
+// without sinks, and then no operator event is emitted anywhere.
+func (a *App) buildNotifier() {
+	n := a.cfg.Notifications
+	if len(n.Sinks) == 0 {
+		return
+	}
+	var routes []notify.Route
+	for _, s := range n.Sinks {
+		var sink notify.Sink
+		switch s.Type {
+		case config.SinkWebhook:
+			sink = notify.Webhook{URL: s.URL, Secret: s.Secret, Client: &http.Client{Timeout: 15 * time.Second}}
+		case config.SinkChat:
+			sink = notify.Chat{Conversation: core.ConversationKey{Channel: s.Channel, Chat: s.Chat, Thread: s.Thread}, Post: a.post}
+		case config.SinkPlugin:
+			name := s.Plugin
+			sink = notify.Func{Label: "plugin " + name, Fn: func(ctx context.Context, nt notify.Notification) error {
+				return a.ext.Notify(ctx, name, nt.OpsEvent, nt.Suppressed)
+			}}
+		}
+		routes = append(routes, notify.Route{Sink: sink, Events: s.Events})
+	}
+	a.notifier = notify.New(notify.Options{Routes: routes, Window: n.Window.D(), MaxPerWindow: n.MaxPerWindow, Now: a.opts.Now, Logger: a.log})
+	a.closers = append(a.closers, a.notifier.Close)
+	a.pluginWatch = &notify.PluginWatch{Events: a.notifier, Now: a.opts.Now}
+}
+
+// events is where operator events go: nil without a notifier.
+func (a *App) events() core.OpsEvents {
+	if a.notifier == nil {
+		return nil
+	}
+	return a.notifier
+}
+
+// post sends a text of the gateway's own to a conversation of any
+// channel (a chat sink).
+func (a *App) post(ctx context.Context, conv core.ConversationKey, text string) error {
+	for _, ch := range a.gateway.Channels() {
+		if ch.Name() != conv.Channel {
+			continue
+		}
+		parts := ch.Format(text)
+		for i, p := range parts {
+			if _, err := ch.Send(ctx, core.Outbound{Conversation: conv, Part: i, Parts: len(parts)}, p); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	return fmt.Errorf("channel %s is not enabled", conv.Channel)
+}
+
+// startWatches starts what turns states into operator events: the
+// channel monitor.
+func (a *App) startWatches(ctx context.Context) {
+	if a.notifier == nil {
+		return
+	}
+	a.notifier.Start(ctx)
+	m := &notify.Monitor{Statuses: a.monitorStatuses, DownAfter: a.cfg.Notifications.ChannelDownAfter.D(), Events: a.notifier, Now: a.opts.Now}
+	go m.Run(ctx)
+}
+
+// monitorStatuses is each channel's liveness, as the status page sees it.
+func (a *App) monitorStatuses() []notify.ChannelStatus {
+	var out []notify.ChannelStatus
+	for _, c := range a.statusChannels() {
+		out = append(out, notify.ChannelStatus{Name: c.Name, Up: c.Up, Err: c.Error})
+	}
+	return out
+}
+
+// authorizer is the auth provider plugin (plugins.auth.plugin), or nil.
+func (a *App) authorizer() core.Authorizer {
+	ac := a.cfg.Plugins.Auth
+	if ac.Plugin == "" {
+		return nil
+	}
+	return &plugins.Authorizer{Ext: a.ext, Plugin: ac.Plugin, TTL: ac.CacheTTL.D(), Timeout: ac.Timeout.D(), Now: a.opts.Now}
+}
+
+// buildBlobs is where the gateway keeps files: a blob storage plugin
+// (plugins.blobs.plugin) or <data_dir>/blobs.
+func (a *App) buildBlobs() {
+	if p := a.cfg.Plugins.Blobs.Plugin; p != "" {
+		a.blobs = &plugins.Blobs{Ext: a.ext, Plugin: p}
+		return
+	}
+	a.blobs = store.NewFileBlobs(filepath.Join(a.cfg.State.DataDir, store.BlobDir))
+}
+
+// Blobs is the store for the files the gateway keeps (media, exports).
+func (a *App) Blobs() core.BlobStore { return a.blobs }
+
+// buildScheduler builds the scheduler and adds /schedule, /schedules and
+// /unschedule; it runs in Run.
+func (a *App) buildScheduler() error {
+	loc, err := schedule.LoadZone(a.cfg.Timezone, time.Local)
+	if err != nil {
+		return fmt.Errorf("timezone: %w", err)
+	}
+	a.sched = schedule.New(schedule.Options{Store: a.db, Queue: a.gateway, Location: loc, Now: a.opts.Now, Logger: a.log})
+	for _, c := range a.sched.Commands() {
+		a.gateway.AddCommand(c)
+	}
+	return nil
+}
+
+// configSchedules maps schedules: onto the scheduler's records.
+func configSchedules(cfg *config.Config) []core.Schedule {
+	var out []core.Schedule
+	for _, s := range cfg.Schedules {
+		sc := core.Schedule{Interval: s.Interval.D(), Cron: s.Cron, Prompt: s.Prompt, Plugin: s.Plugin, Action: s.Action, Args: s.Args,
+			Conversation: core.ConversationKey{Channel: s.Channel, Chat: s.Chat, Thread: s.Thread},
+			Model:        s.Model, Timezone: s.Timezone, Missed: s.Missed}
+		if sc.Cron != "" {
+			sc.Spec = "cron " + sc.Cron
+		} else {
+			sc.Spec = "every " + sc.Interval.String()
+		}
+		out = append(out, sc)
+	}
+	return out
+}
+
+// startScheduler stores the config's schedules and fires every schedule
+// until ctx ends.
+func (a *App) startScheduler(ctx context.Context) error {
+	if err := a.sched.SyncConfig(ctx, configSchedules(a.cfg)); err != nil {
+		if ctx.Err() != nil {
+			return nil // stopped before it started
+		}
+		return fmt.Errorf("schedules: %w", err)
+	}
+	go func() {
+		if err := a.sched.Run(ctx); err != nil {
+			a.log.Error("scheduler stopped", "err", err)
+		}
+	}()
+	return nil
+}
+
+// syncPluginSchedules stores the schedules a plugin declared when it
+// registers; one whose conversation is on a channel that is not enabled,
+// or whose timing does not parse, is logged and left out.
+func (a *App) syncPluginSchedules(plugin string, decls []plugins.ScheduleDecl) {
+	var want []core.Schedule
+	enabled := map[string]bool{}
+	for _, ch := range a.gateway.Channels() {
+		enabled[ch.Name()] = true
+	}
+	for _, d := range decls {
+		sc := core.Schedule{Key: d.ID, Cron: d.Cron, Timezone: d.Timezone, Missed: d.Missed,
+			Conversation: core.ConversationKey{Channel: d.Channel, Chat: d.Chat, Thread: d.Thread}}
+		if d.Interval != "" {
+			iv, err := time.ParseDuration(d.Interval)
+			if err != nil || iv <= 0 {
+				a.log.Error("plugin schedule refused: its interval is not a positive Go duration", "plugin", plugin, "schedule", d.ID, "interval", d.Interval)
+				continue
+			}
+			sc.Interval, sc.Spec = iv, "every "+iv.String()
+		} else {
+			sc.Spec = "cron " + d.Cron
+		}
+		if d.Missed != "" && d.Missed != core.MissedSkip && d.Missed != core.MissedOnce {
+			a.log.Error("plugin schedule refused: missed must be skip or once", "plugin", plugin, "schedule", d.ID, "missed", d.Missed)
+			continue
+		}
+		if !enabled[d.Channel] {
+			a.log.Error("plugin schedule refused: its channel is not enabled", "plugin", plugin, "schedule", d.ID, "channel", d.Channel)
+			continue
+		}
+		want = append(want, sc)
+	}
+	if err := a.sched.SyncPlugin(context.Background(), plugin, want); err != nil {
+		a.log.Error("store a plugin's schedules", "plugin", plugin, "err", err)
+	}
+}
+
+// firingRunner does a firing's own work: the Lua scripts' on_schedule,
+// then a plugin action or a plugin's OnSchedule.
+type firingRunner struct {
+	lua *lua.Engine
+	ext *plugins.Extensions
+	reg *plugins.Registry
+}
+
+// RunFiring implements core.FiringRunner.
+func (r firingRunner) RunFiring(ctx context.Context, f core.Firing) (core.FiringResult, error) {
+	prompt := f.Prompt
+	if r.lua != nil && r.lua.HasSchedule() {
+		res, err := r.lua.OnSchedule(ctx, f, prompt)
+		if err != nil || res.Skip || res.Text != "" {
+			return res, err
+		}
+		prompt = res.Prompt
+	}
+	switch {
+	case f.Action != "":
+		text, err := r.runAction(ctx, f)
+		if err != nil {
+			return core.FiringResult{}, err
+		}
+		return core.FiringResult{Text: text}, nil
+	case strings.HasPrefix(f.Source, core.OriginPlugin):
+		return r.ext.OnSchedule(ctx, f.Plugin, f.Key, f)
+	}
+	return core.FiringResult{Prompt: prompt}, nil
+}
+
+// runAction runs a schedule's plugin action with the plugin's timeout and
+// returns its output as text to post: checked, cleaned and cut to the
+// plugin's max_response_bytes.
+func (r firingRunner) runAction(ctx context.Context, f core.Firing) (string, error) {
+	t, ok := r.reg.Resolve(f.Plugin, f.Action)
+	if !ok {
+		return "", &core.Error{Kind: core.KindUnavailable, Msg: fmt.Sprintf("plugin %s is not running or has no action %s", f.Plugin, f.Action)}
+	}
+	var missing []string
+	for _, p := range t.Spec.Params {
+		if p.Required && f.Args[p.Name] == "" {
+			missing = append(missing, p.Name)
+		}
+	}
+	if len(missing) > 0 {
+		return "", core.Errorf(core.KindInvalid, "schedule #%d: %s.%s needs args %s", f.ScheduleID, f.Plugin, f.Action, strings.Join(missing, ", "))
+	}
+	timeout := t.Timeout
+	if timeout <= 0 {
+		timeout = guard.DefaultTimeout
+	}
+	cctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	res, err := t.Exec.Execute(cctx, core.ToolCall{ID: fmt.Sprintf("schedule-%d-%d", f.ScheduleID, f.At.UnixMilli()), Plugin: f.Plugin, Action: f.Action, Args: f.Args})
+	if err != nil {
+		return "", &core.Error{Kind: core.KindUnavailable, Msg: fmt.Sprintf("plugin %s: %s failed", f.Plugin, f.Action), Err: err}
+	}
+	if res.Error != "" {
+		return "", &core.Error{Kind: core.KindUnavailable, Msg: fmt.Sprintf("plugin %s: %s: %s", f.Plugin, f.Action, guard.Clean(res.Error))}
+	}
+	if err := guard.CheckText(res.Content); err != nil {
+		return "", &core.Error{Kind: core.KindMalformed, Msg: fmt.Sprintf("plugin %s: %s returned output that %v", f.Plugin, f.Action, err)}
+	}
+	text, _ := guard.Truncate(guard.Clean(res.Content), max(t.MaxResponseBytes, 1))
+	return text, nil
+}
+
+// inject commits a message a plugin's route injected.
+func (a *App) inject(ctx context.Context, in plugins.Injection) error {
+	_, err := a.gateway.Inject(ctx, core.Inbound{
+		Conversation: core.ConversationKey{Channel: in.Channel, Chat: in.Chat, Thread: in.Thread},
+		MessageID:    in.ID, UserID: in.UserID, UserName: in.UserName, Text: in.Text,
+		Origin: core.OriginPlugin + in.Plugin,
+	})
+	return err
+}
+
+// mountPluginRoutes serves the plugins' routes under /api/plugins/<name>/.
+func (a *App) mountPluginRoutes(mux *http.ServeMux) {
+	h := a.cfg.Plugins.Tools.HTTP
+	mux.Handle(plugins.RoutePattern, a.ext.HTTPHandler(plugins.HTTPOptions{APIKey: a.cfg.Server.APIKey.Value(),
+		MaxBody: h.MaxBodyBytes, Timeout: h.Timeout.D(), Inject: a.inject, Logger: a.log}))
+}
+
+// hookSources are the hook sources interleaved by order: the Lua
+// scripts and the hook plugins.
+func (a *App) hookSources() []core.HookSource {
+	var out []core.HookSource
+	if a.lua != nil {
+		out = append(out, a.lua)
+	}
+	if pluginsConfigured(a.cfg) {
+		out = append(out, a.ext)
+	}
+	return slices.Clip(out)
+}

@@ -1,0 +1,102 @@
+package config
+
+import (
+	"testing"
+	"time"
+)
+
+// The schedules block exactly as the issue writes it, with the channels
+// it names enabled.
+const issueSchedules = `channels:
+  slack: { enabled: true, bot_token: xoxb-1, app_token: xapp-1 }
+  telegram: { enabled: true, token: "1:t" }
+schedules:
+  - cron: "0 9 * * 1-5"
+    prompt: "Summarize yesterday's open incidents in three bullet points."
+    channel: slack
+    chat: C0123456
+  - interval: 6h
+    prompt: "Any new releases of the tools we use?"
+    channel: telegram
+    chat: "-1001234567890"
+`
+
+func TestSchedulesLoad(t *testing.T) {
+	cfg, err := Load(writeConfig(t, minimal+issueSchedules+`timezone: Europe/Berlin
+notifications:
+  sinks:
+    - { type: webhook, url: "https://ops.example.com/h", secret: s3cret, events: [channel_down, budget_warning] }
+    - { type: chat, channel: telegram, chat: "42" }
+`), noEnv())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := cfg.Schedules
+	if len(s) != 2 || s[0].Cron != "0 9 * * 1-5" || s[0].Chat != "C0123456" || s[1].Interval.D() != 6*time.Hour || s[1].Chat != "-1001234567890" {
+		t.Fatalf("schedules = %+v", s)
+	}
+	n := cfg.Notifications
+	if n.Window.D() != 10*time.Minute || n.MaxPerWindow != 5 || n.ChannelDownAfter.D() != time.Minute || len(n.Sinks) != 2 || n.Sinks[0].Secret.Value() != "s3cret" {
+		t.Fatalf("notifications = %+v", n)
+	}
+	p := cfg.Plugins
+	if p.Tools.Hooks.Timeout.D() != 2*time.Second || p.Tools.HTTP.MaxBodyBytes != 1<<20 || p.Tools.HTTP.Timeout.D() != 10*time.Second || p.Auth.CacheTTL.D() != 5*time.Minute {
+		t.Fatalf("plugin defaults = %+v", p)
+	}
+}
+
+func TestExtensionProblems(t *testing.T) {
+	base := `models:
+  providers:
+    fake: { api: openai-completions, base_url: "http://127.0.0.1:9/v1" }
+    mine: { api: plugin }
+  catalog:
+    fake/small: { alias: small, weight: 90 }
+routing:
+  primary: fake/small
+`
+	_, err := Load(writeConfig(t, base+`channels:
+  slack: { enabled: true, bot_token: xoxb-1, app_token: xapp-1 }
+timezone: Mars/Olympus
+schedules:
+  - { cron: "0 9 * *", prompt: p, channel: slack, chat: C1 }
+  - { interval: 1h, cron: "* * * * *", prompt: p, channel: slack, chat: C1 }
+  - { prompt: p, channel: slack, chat: C1 }
+  - { interval: 1h, channel: slack, chat: C1 }
+  - { interval: 1h, prompt: p, plugin: calc, action: evaluate, channel: slack, chat: C1 }
+  - { interval: 1h, plugin: calc, channel: slack, chat: C1 }
+  - { interval: 1h, prompt: p, channel: telegram, chat: C1 }
+  - { interval: 1h, prompt: p, channel: slak, chat: C1 }
+  - { interval: 1h, prompt: p, channel: slack }
+  - { cron: "0 9 * * *", prompt: p, channel: slack, chat: C1, missed: twice, timezone: Nowhere/Land, model: nope }
+notifications:
+  window: 0
+  sinks:
+    - { type: webhok }
+    - { type: webhook }
+    - { type: chat, channel: discord, chat: "1" }
+    - { type: plugin, events: [chanel_down] }
+plugins:
+  tools:
+    hooks: { timeout: 0 }
+    http: { max_body_bytes: 0 }
+  auth: { plugin: "a b", channels: [slak] }
+`), noEnv())
+	ps := problemsOf(t, err)
+	got := map[string]bool{}
+	for _, p := range ps {
+		got[p.Path] = true
+	}
+	for _, want := range []string{
+		"timezone", "schedules[0].cron", "schedules[1]", "schedules[2]", "schedules[3]", "schedules[4]", "schedules[5].action",
+		"schedules[6].channel", "schedules[7].channel", "schedules[8].chat", "schedules[9].missed", "schedules[9].timezone", "schedules[9].model",
+		"notifications.window", "notifications.sinks[0].type", "notifications.sinks[1].url", "notifications.sinks[2].channel",
+		"notifications.sinks[3].plugin", "notifications.sinks[3].events[0]", "plugins.tools.hooks.timeout",
+		"plugins.tools.http.max_body_bytes", "plugins.auth.plugin", "plugins.auth.channels[0]", "models.providers.mine.plugin", "plugins.tools",
+	} {
+		if !got[want] {
+			t.Errorf("no problem at %s", want)
+		}
+	}
+	mustContain(t, err.Error(), `channel "telegram" is not enabled; enable channels.telegram`, `did you mean "slack"`, `did you mean "webhook"`, `did you mean "channel_down"`, "five fields")
+}

@@ -1,0 +1,51 @@
+package core
+
+import "time"
+
+// OpsEvent is something the operator should hear about, sent to the
+// notification sinks (notifications.sinks).
+type OpsEvent struct {
+	// Kind is one of the Event* kinds.
+	Kind string
+	// Subject is what the event is about (a channel, a provider, a
+	// plugin, a script): events of one kind and subject are deduplicated.
+	Subject string
+	// Message is one line for a human.
+	Message string
+	At      time.Time
+	// Details are extra fields (never a secret).
+	Details map[string]string
+}
+
+// Operator event kinds.
+const (
+	// EventRequestFailed: a request failed for good (its user got the
+	// apology). Subject: the channel.
+	EventRequestFailed = "request_failed"
+	// EventChannelDown: a channel has been down for longer than
+	// notifications.channel_down_after. Subject: the channel.
+	EventChannelDown = "channel_down"
+	// EventProviderCooling: every credential of a provider is cooling
+	// down. Subject: the provider.
+	EventProviderCooling = "provider_cooling"
+	// EventBudgetWarning and EventBudgetExhausted: a daily budget reached
+	// 80% and 100%. Subject: the budget's config key.
+	EventBudgetWarning   = "budget_warning"
+	EventBudgetExhausted = "budget_exhausted"
+	// EventPluginRestartLoop: a plugin keeps crashing (or was given up).
+	// Subject: the plugin.
+	EventPluginRestartLoop = "plugin_restart_loop"
+	// EventLuaScriptDisabled: a Lua script was disabled after failing in
+	// a row. Subject: the script's file.
+	EventLuaScriptDisabled = "lua_script_disabled"
+)
+
+// EventKinds lists every operator event kind.
+var EventKinds = []string{EventRequestFailed, EventChannelDown, EventProviderCooling, EventBudgetWarning,
+	EventBudgetExhausted, EventPluginRestartLoop, EventLuaScriptDisabled}
+
+// OpsEvents receives operator events. Emit must return at once (queue,
+// don't send) and is safe for concurrent use.
+type OpsEvents interface {
+	Emit(e OpsEvent)
+}

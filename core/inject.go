@@ -1,0 +1,87 @@
+package core
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// Origins of a message that no platform delivered (Inbound.Origin).
+const (
+	// OriginSchedule: a schedule's firing.
+	OriginSchedule = "schedule"
+	// OriginPlugin prefixes "plugin:<name>": a message a plugin injected
+	// (a plugin HTTP route's handler).
+	OriginPlugin = "plugin:"
+)
+
+// replyTo is the platform message an answer to in quotes: none for a
+// message no platform delivered.
+func replyTo(in Inbound) string {
+	if in.Origin != "" {
+		return ""
+	}
+	return in.MessageID
+}
+
+// Inject commits a message that no platform delivered (in.Origin set: a
+// plugin's) to its conversation's queue, where it is answered like a
+// platform message. The channel's access rules are not applied (the
+// operator installed the plugin) and its sender is never an admin. An
+// empty MessageID gets a random one; a MessageID already injected into
+// the channel is reported with dup=true and not queued again.
+func (g *Gateway) Inject(ctx context.Context, in Inbound) (dup bool, err error) {
+	if in.Origin == "" {
+		return false, Errorf(KindInvalid, "inject: the message has no origin")
+	}
+	if _, ok := g.channels[in.Conversation.Channel]; !ok {
+		return false, Errorf(KindInvalid, "inject: channel %q is not enabled (enabled: %s)", in.Conversation.Channel, strings.Join(g.channelNames(), ", "))
+	}
+	if in.Conversation.Chat == "" {
+		return false, Errorf(KindInvalid, "inject: no chat given for channel %s", in.Conversation.Channel)
+	}
+	if strings.TrimSpace(in.Text) == "" {
+		return false, Errorf(KindInvalid, "inject: the message text is empty")
+	}
+	if in.MessageID == "" {
+		b := make([]byte, 12)
+		rand.Read(b)
+		in.MessageID = hex.EncodeToString(b)
+	}
+	in.MessageID = in.Origin + ":" + in.MessageID
+	if in.ReceivedAt.IsZero() {
+		in.ReceivedAt = g.now()
+	}
+	in.Mentioned = true
+	item := QueueItem{
+		Kind:         EventMessage,
+		Conversation: in.Conversation,
+		DedupeKey:    in.Conversation.Channel + ":i:" + in.MessageID,
+		Message:      &in,
+		CreatedAt:    g.now(),
+		MaxPending:   g.opts.MaxPending,
+	}
+	_, dup, err = g.store.Enqueue(ctx, item)
+	if errors.Is(err, ErrConversationFull) {
+		return false, err
+	}
+	if err != nil {
+		return false, fmt.Errorf("inject into %s: %w", in.Conversation, err)
+	}
+	if !dup {
+		g.obs.Accepted(in.Conversation.Channel)
+		g.poke()
+	}
+	return dup, nil
+}
+
+func (g *Gateway) channelNames() []string {
+	var out []string
+	for _, ch := range g.Channels() {
+		out = append(out, ch.Name())
+	}
+	return out
+}

@@ -1,0 +1,368 @@
+package schedule
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"log/slog"
+	"maps"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/opentalon/opentalon/core"
+)
+
+// Store keeps the schedules (store.DB).
+type Store interface {
+	// Schedules returns every schedule.
+	Schedules(ctx context.Context) ([]core.Schedule, error)
+	// AddSchedule stores a new schedule and returns it with its id.
+	AddSchedule(ctx context.Context, s core.Schedule) (core.Schedule, error)
+	// SyncSchedules makes source's schedules exactly want, matched by
+	// Key; one whose Key and timing are unchanged keeps its firing state.
+	SyncSchedules(ctx context.Context, source string, want []core.Schedule) ([]core.Schedule, error)
+	// DeleteSchedule removes one (KindNotFound when unknown).
+	DeleteSchedule(ctx context.Context, id int64) error
+	// ScheduleFired records the last queued firing (zero = unchanged)
+	// and the next firing time.
+	ScheduleFired(ctx context.Context, id int64, last, next time.Time) error
+}
+
+// Queue takes firings (core.Gateway).
+type Queue interface {
+	// EnqueueFiring commits a firing; a firing already queued (same
+	// schedule and time) is reported with dup=true.
+	EnqueueFiring(ctx context.Context, f core.Firing) (dup bool, err error)
+}
+
+// Options configure a Scheduler.
+type Options struct {
+	Store Store
+	Queue Queue
+	// Location is the zone of a schedule that names none (the config's
+	// timezone; default the machine's).
+	Location *time.Location
+	// Now is the clock (default time.Now).
+	Now func() time.Time
+	// Tick bounds how long the scheduler goes without reading the clock
+	// (default 1s), so a clock that jumps is noticed.
+	Tick time.Duration
+	// MaxPerConversation bounds the schedules made in chat per
+	// conversation (default 20); MinInterval is their shortest interval
+	// (default 1m).
+	MaxPerConversation int
+	MinInterval        time.Duration
+	Logger             *slog.Logger
+}
+
+// Scheduler fires the schedules. Lifecycle: New (no side effects), Sync
+// the config's and plugins' schedules, Run until ctx ends. Safe for
+// concurrent use.
+type Scheduler struct {
+	o    Options
+	log  *slog.Logger
+	wake chan struct{}
+
+	mu      sync.Mutex
+	loaded  bool
+	entries map[int64]*entry
+}
+
+// entry is one schedule with its parsed timing. missed says its next
+// firing time had passed when it came from the store: the gateway was
+// down then, and the schedule's missed policy decides.
+type entry struct {
+	s      core.Schedule
+	when   When
+	missed bool
+}
+
+// New builds a Scheduler; it starts nothing.
+func New(o Options) *Scheduler {
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Location == nil {
+		o.Location = time.Local
+	}
+	if o.Tick <= 0 {
+		o.Tick = time.Second
+	}
+	if o.MaxPerConversation <= 0 {
+		o.MaxPerConversation = 20
+	}
+	if o.MinInterval <= 0 {
+		o.MinInterval = time.Minute
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Scheduler{o: o, log: o.Logger.With("component", "schedule"), wake: make(chan struct{}, 1), entries: map[int64]*entry{}}
+}
+
+func (s *Scheduler) poke() {
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+// load reads the stored schedules once.
+func (s *Scheduler) load(ctx context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.loaded {
+		return nil
+	}
+	all, err := s.o.Store.Schedules(ctx)
+	if err != nil {
+		return fmt.Errorf("load schedules: %w", err)
+	}
+	now := s.o.Now()
+	for _, sc := range all {
+		s.putLocked(ctx, sc, now)
+	}
+	s.loaded = true
+	return nil
+}
+
+// putLocked adds or replaces one schedule in memory; a stored schedule
+// whose next firing has passed is marked missed, one without a next
+// firing gets one.
+func (s *Scheduler) putLocked(ctx context.Context, sc core.Schedule, now time.Time) {
+	w, err := WhenOf(sc, s.o.Location)
+	if err != nil {
+		s.log.Error("schedule not loaded", "schedule", sc.ID, "source", sc.Source, "err", err)
+		delete(s.entries, sc.ID)
+		return
+	}
+	e := &entry{s: sc, when: w}
+	switch {
+	case sc.NextFire.IsZero():
+		e.s.NextFire = w.Next(now)
+		if err := s.o.Store.ScheduleFired(ctx, sc.ID, time.Time{}, e.s.NextFire); err != nil {
+			s.log.Warn("record the next firing of a schedule", "schedule", sc.ID, "err", err)
+		}
+	case !sc.NextFire.After(now):
+		e.missed = true
+	}
+	s.entries[sc.ID] = e
+}
+
+// configKey identifies a config schedule across restarts by its timing
+// and target, so editing its prompt keeps its firing state; n tells
+// apart entries that share both.
+func configKey(sc core.Schedule, n int) string {
+	h := sha256.Sum256([]byte(strings.Join([]string{sc.Interval.String(), sc.Cron, sc.Timezone,
+		sc.Conversation.Channel, sc.Conversation.Chat, sc.Conversation.Thread}, "\x00")))
+	return fmt.Sprintf("%s#%d", hex.EncodeToString(h[:8]), n)
+}
+
+// SyncConfig makes the config's schedules (schedules:) those stored;
+// each needs Interval or Cron and a target. A schedule whose timing and
+// target are unchanged keeps its firing state.
+func (s *Scheduler) SyncConfig(ctx context.Context, want []core.Schedule) error {
+	seen := map[string]int{}
+	for i := range want {
+		want[i].Source = core.ScheduleConfig
+		base := configKey(want[i], 0)
+		want[i].Key = configKey(want[i], seen[base])
+		seen[base]++
+	}
+	return s.sync(ctx, core.ScheduleConfig, want)
+}
+
+// SyncPlugin makes plugin's declared schedules those stored (Key = the
+// plugin's id for each); a declaration with a bad timing is logged and
+// left out.
+func (s *Scheduler) SyncPlugin(ctx context.Context, plugin string, want []core.Schedule) error {
+	var ok []core.Schedule
+	for _, sc := range want {
+		sc.Source, sc.Plugin = core.OriginPlugin+plugin, plugin
+		if _, err := WhenOf(sc, s.o.Location); err != nil {
+			s.log.Error("plugin schedule refused", "plugin", plugin, "schedule", sc.Key, "err", err)
+			continue
+		}
+		ok = append(ok, sc)
+	}
+	return s.sync(ctx, core.OriginPlugin+plugin, ok)
+}
+
+func (s *Scheduler) sync(ctx context.Context, source string, want []core.Schedule) error {
+	if err := s.load(ctx); err != nil {
+		return err
+	}
+	now := s.o.Now()
+	for i := range want {
+		want[i].CreatedAt = now
+		w, err := WhenOf(want[i], s.o.Location)
+		if err != nil {
+			return fmt.Errorf("schedule %s: %w", want[i].Key, err)
+		}
+		want[i].NextFire = w.Next(now)
+	}
+	got, err := s.o.Store.SyncSchedules(ctx, source, want)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	for id, e := range s.entries {
+		if e.s.Source == source {
+			delete(s.entries, id)
+		}
+	}
+	for _, sc := range got {
+		s.putLocked(ctx, sc, now)
+	}
+	s.mu.Unlock()
+	s.poke()
+	return nil
+}
+
+// Run fires the schedules until ctx ends.
+func (s *Scheduler) Run(ctx context.Context) error {
+	if err := s.load(ctx); err != nil {
+		return err
+	}
+	t := time.NewTimer(0)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		case <-s.wake:
+		}
+		s.fireDue(ctx)
+		wait := s.o.Tick
+		if next := s.nextDue(); !next.IsZero() {
+			wait = min(wait, max(next.Sub(s.o.Now()), time.Millisecond))
+		}
+		if !t.Stop() {
+			select {
+			case <-t.C:
+			default:
+			}
+		}
+		t.Reset(wait)
+	}
+}
+
+func (s *Scheduler) nextDue() time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var next time.Time
+	for _, e := range s.entries {
+		if n := e.s.NextFire; !n.IsZero() && (next.IsZero() || n.Before(next)) {
+			next = n
+		}
+	}
+	return next
+}
+
+// fireDue queues the firing of every schedule that is due.
+func (s *Scheduler) fireDue(ctx context.Context) {
+	now := s.o.Now()
+	s.mu.Lock()
+	var due []entry
+	for _, e := range s.entries {
+		if !e.s.NextFire.IsZero() && !e.s.NextFire.After(now) {
+			due = append(due, *e)
+		}
+	}
+	s.mu.Unlock()
+	sort.Slice(due, func(i, j int) bool { return due[i].s.ID < due[j].s.ID })
+	for _, e := range due {
+		s.fire(ctx, e, now)
+	}
+}
+
+func (s *Scheduler) fire(ctx context.Context, e entry, now time.Time) {
+	sc := e.s
+	at := sc.NextFire
+	log := s.log.With("schedule", sc.ID, "source", sc.Source, "conv", sc.Conversation.String())
+	var last time.Time
+	if e.missed && sc.Missed != core.MissedOnce {
+		log.Info("a firing fell while the gateway was down; skipped (missed: skip)", "at", at)
+	} else {
+		dup, err := s.o.Queue.EnqueueFiring(ctx, core.FiringOf(sc, at))
+		switch {
+		case err != nil && core.ErrorKind(err) != core.KindInvalid:
+			// The store is busy or failing: try again at the next tick.
+			log.Warn("queue a firing; trying again", "at", at, "err", err)
+			return
+		case err != nil:
+			log.Error("firing not queued", "at", at, "err", err)
+		default:
+			last = at
+			log.Info("schedule fired", "at", at, "missed", e.missed, "duplicate", dup)
+		}
+	}
+	next := e.when.Next(now)
+	if err := s.o.Store.ScheduleFired(ctx, sc.ID, last, next); err != nil {
+		log.Warn("record a firing", "err", err)
+	}
+	s.mu.Lock()
+	if cur, ok := s.entries[sc.ID]; ok && cur.s.NextFire.Equal(at) {
+		cur.s.NextFire, cur.missed = next, false
+		if !last.IsZero() {
+			cur.s.LastFire = last
+		}
+	}
+	s.mu.Unlock()
+}
+
+// Schedules returns the schedules in memory, by id.
+func (s *Scheduler) Schedules() []core.Schedule {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]core.Schedule, 0, len(s.entries))
+	for _, id := range slices.Sorted(maps.Keys(s.entries)) {
+		out = append(out, s.entries[id].s)
+	}
+	return out
+}
+
+// Add stores a new schedule made in chat and returns it with its id and
+// next firing.
+func (s *Scheduler) Add(ctx context.Context, sc core.Schedule) (core.Schedule, error) {
+	if err := s.load(ctx); err != nil {
+		return sc, err
+	}
+	now := s.o.Now()
+	sc.CreatedAt = now
+	w, err := WhenOf(sc, s.o.Location)
+	if err != nil {
+		return sc, core.Errorf(core.KindInvalid, "%s", err.Error())
+	}
+	if sc.NextFire = w.Next(now); sc.NextFire.IsZero() {
+		return sc, core.Errorf(core.KindInvalid, "%s never fires", sc.Spec)
+	}
+	sc, err = s.o.Store.AddSchedule(ctx, sc)
+	if err != nil {
+		return sc, err
+	}
+	s.mu.Lock()
+	s.entries[sc.ID] = &entry{s: sc, when: w}
+	s.mu.Unlock()
+	s.poke()
+	return sc, nil
+}
+
+// Remove deletes a schedule.
+func (s *Scheduler) Remove(ctx context.Context, id int64) error {
+	if err := s.o.Store.DeleteSchedule(ctx, id); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	delete(s.entries, id)
+	s.mu.Unlock()
+	return nil
+}
+
+// Location is the zone of a schedule that names none.
+func (s *Scheduler) Location() *time.Location { return s.o.Location }

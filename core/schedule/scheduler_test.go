@@ -1,0 +1,319 @@
+package schedule_test
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/opentalon/opentalon/core"
+	"github.com/opentalon/opentalon/core/schedule"
+	"github.com/opentalon/opentalon/store"
+)
+
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *clock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+func (c *clock) Set(t time.Time) {
+	c.mu.Lock()
+	c.t = t
+	c.mu.Unlock()
+}
+
+// queue records firings; a firing of a schedule whose prompt is "busy"
+// fails once with a transient error.
+type queue struct {
+	mu     sync.Mutex
+	got    []core.Firing
+	seen   map[string]bool
+	failed bool
+	fired  chan core.Firing
+}
+
+func newQueue() *queue { return &queue{seen: map[string]bool{}, fired: make(chan core.Firing, 100)} }
+
+func (q *queue) EnqueueFiring(_ context.Context, f core.Firing) (bool, error) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if f.Prompt == "busy" && !q.failed {
+		q.failed = true
+		return false, &core.Error{Kind: core.KindUnavailable, Msg: "database is locked"}
+	}
+	if f.Conversation.Channel == "disabled" {
+		return false, core.Errorf(core.KindInvalid, "channel disabled is not enabled")
+	}
+	key := f.At.String() + f.Key + string(rune(f.ScheduleID))
+	if q.seen[key] {
+		return true, nil
+	}
+	q.seen[key] = true
+	q.got = append(q.got, f)
+	q.fired <- f
+	return false, nil
+}
+
+func (q *queue) wait(t *testing.T) core.Firing {
+	t.Helper()
+	select {
+	case f := <-q.fired:
+		return f
+	case <-time.After(5 * time.Second):
+		t.Fatal("nothing fired")
+	}
+	return core.Firing{}
+}
+
+func (q *queue) none(t *testing.T, d time.Duration) {
+	t.Helper()
+	select {
+	case f := <-q.fired:
+		t.Fatalf("fired %+v; want nothing", f)
+	case <-time.After(d):
+	}
+}
+
+type rig struct {
+	db  *store.DB
+	clk *clock
+	q   *queue
+	s   *schedule.Scheduler
+	run context.CancelFunc
+	wg  sync.WaitGroup
+}
+
+func newRig(t *testing.T, dir string, clk *clock) *rig {
+	t.Helper()
+	db, err := store.Open(context.Background(), dir, store.Options{Now: clk.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &rig{db: db, clk: clk, q: newQueue()}
+	r.s = schedule.New(schedule.Options{Store: db, Queue: r.q, Location: time.UTC, Now: clk.Now, Tick: 5 * time.Millisecond})
+	t.Cleanup(r.stop)
+	return r
+}
+
+func (r *rig) start(t *testing.T) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	r.run = cancel
+	r.wg.Add(1)
+	go func() {
+		defer r.wg.Done()
+		if err := r.s.Run(ctx); err != nil {
+			t.Errorf("run: %v", err)
+		}
+	}()
+}
+
+func (r *rig) stop() {
+	if r.run != nil {
+		r.run()
+		r.wg.Wait()
+		r.run = nil
+	}
+	if r.db != nil {
+		r.db.Close()
+		r.db = nil
+	}
+}
+
+var conv = core.ConversationKey{Channel: "slack", Chat: "C0123456"}
+
+func digest(missed string) []core.Schedule {
+	return []core.Schedule{{Cron: "0 9 * * 1-5", Prompt: "Summarize yesterday's open incidents.", Conversation: conv, Missed: missed}}
+}
+
+func TestFiresAtTheClocksTimeOnce(t *testing.T) {
+	clk := &clock{t: time.Date(2026, 5, 1, 8, 0, 0, 0, time.UTC)} // a Friday
+	r := newRig(t, t.TempDir(), clk)
+	ctx := context.Background()
+	if err := r.s.SyncConfig(ctx, digest("")); err != nil {
+		t.Fatal(err)
+	}
+	r.start(t)
+	r.q.none(t, 50*time.Millisecond)
+	clk.Set(time.Date(2026, 5, 1, 9, 0, 0, 0, time.UTC))
+	f := r.q.wait(t)
+	if !f.At.Equal(clk.Now()) || f.Conversation != conv || f.Prompt != "Summarize yesterday's open incidents." || f.Source != core.ScheduleConfig {
+		t.Fatalf("firing = %+v", f)
+	}
+	r.q.none(t, 50*time.Millisecond)
+	// The next one is Monday (the weekend has none).
+	clk.Set(time.Date(2026, 5, 3, 23, 0, 0, 0, time.UTC))
+	r.q.none(t, 50*time.Millisecond)
+	clk.Set(time.Date(2026, 5, 4, 9, 0, 30, 0, time.UTC))
+	if f := r.q.wait(t); !f.At.Equal(time.Date(2026, 5, 4, 9, 0, 0, 0, time.UTC)) {
+		t.Fatalf("monday firing at %s", f.At)
+	}
+	stored, err := r.db.Schedules(ctx)
+	if err != nil || len(stored) != 1 || !stored[0].LastFire.Equal(time.Date(2026, 5, 4, 9, 0, 0, 0, time.UTC)) || !stored[0].NextFire.Equal(time.Date(2026, 5, 5, 9, 0, 0, 0, time.UTC)) {
+		t.Fatalf("stored = %+v, %v", stored, err)
+	}
+}
+
+func TestMissedFiringsAcrossARestart(t *testing.T) {
+	for _, tt := range []struct {
+		missed string
+		fires  bool
+	}{{core.MissedOnce, true}, {core.MissedSkip, false}, {"", false}} {
+		t.Run("missed="+tt.missed, func(t *testing.T) {
+			dir := t.TempDir()
+			clk := &clock{t: time.Date(2026, 5, 4, 8, 0, 0, 0, time.UTC)} // a Monday
+			r := newRig(t, dir, clk)
+			ctx := context.Background()
+			if err := r.s.SyncConfig(ctx, digest(tt.missed)); err != nil {
+				t.Fatal(err)
+			}
+			r.start(t)
+			r.q.none(t, 30*time.Millisecond)
+			r.stop()
+
+			// Down across Monday's, Tuesday's and Wednesday's firings.
+			clk.Set(time.Date(2026, 5, 6, 12, 0, 0, 0, time.UTC))
+			r2 := newRig(t, dir, clk)
+			if err := r2.s.SyncConfig(ctx, digest(tt.missed)); err != nil {
+				t.Fatal(err)
+			}
+			r2.start(t)
+			if tt.fires {
+				f := r2.q.wait(t)
+				if !f.At.Equal(time.Date(2026, 5, 4, 9, 0, 0, 0, time.UTC)) {
+					t.Fatalf("missed firing at %s; want the first one missed", f.At)
+				}
+			}
+			r2.q.none(t, 50*time.Millisecond)
+			clk.Set(time.Date(2026, 5, 7, 9, 0, 0, 0, time.UTC))
+			if f := r2.q.wait(t); !f.At.Equal(clk.Now()) {
+				t.Fatalf("thursday firing at %s", f.At)
+			}
+			r2.q.none(t, 30*time.Millisecond)
+		})
+	}
+}
+
+func TestTransientQueueFailureRetriesAndDisabledChannelSkips(t *testing.T) {
+	clk := &clock{t: time.Date(2026, 5, 1, 8, 0, 0, 0, time.UTC)}
+	r := newRig(t, t.TempDir(), clk)
+	ctx := context.Background()
+	if err := r.s.SyncConfig(ctx, []core.Schedule{
+		{Interval: time.Hour, Prompt: "busy", Conversation: conv},
+		{Interval: time.Hour, Prompt: "x", Conversation: core.ConversationKey{Channel: "disabled", Chat: "1"}},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	r.start(t)
+	clk.Set(time.Date(2026, 5, 1, 9, 0, 0, 0, time.UTC))
+	if f := r.q.wait(t); f.Prompt != "busy" || !f.At.Equal(clk.Now()) {
+		t.Fatalf("firing = %+v; want the busy schedule's 9:00 firing after its retry", f)
+	}
+	r.q.none(t, 50*time.Millisecond)
+	for _, s := range r.s.Schedules() {
+		if !s.NextFire.Equal(time.Date(2026, 5, 1, 10, 0, 0, 0, time.UTC)) {
+			t.Errorf("schedule %d next = %s; want 10:00 (the disabled channel's firing skipped, not stuck)", s.ID, s.NextFire)
+		}
+	}
+}
+
+func TestConfigSyncKeepsAnEditedPromptsState(t *testing.T) {
+	clk := &clock{t: time.Date(2026, 5, 1, 8, 0, 0, 0, time.UTC)}
+	r := newRig(t, t.TempDir(), clk)
+	ctx := context.Background()
+	if err := r.s.SyncConfig(ctx, []core.Schedule{{Interval: 6 * time.Hour, Prompt: "old", Conversation: conv}}); err != nil {
+		t.Fatal(err)
+	}
+	first := r.s.Schedules()[0]
+	clk.Set(clk.Now().Add(time.Hour))
+	if err := r.s.SyncConfig(ctx, []core.Schedule{{Interval: 6 * time.Hour, Prompt: "new", Conversation: conv}}); err != nil {
+		t.Fatal(err)
+	}
+	got := r.s.Schedules()
+	if len(got) != 1 || got[0].ID != first.ID || got[0].Prompt != "new" || !got[0].NextFire.Equal(first.NextFire) {
+		t.Fatalf("after editing the prompt: %+v; want the same schedule and next firing (%s)", got, first.NextFire)
+	}
+	if err := r.s.SyncConfig(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(r.s.Schedules()); n != 0 {
+		t.Fatalf("%d schedules after removing them from the config", n)
+	}
+	// A plugin's declarations: a bad one is left out.
+	if err := r.s.SyncPlugin(ctx, "digest", []core.Schedule{
+		{Key: "daily", Cron: "0 7 * * *", Conversation: conv},
+		{Key: "bad", Cron: "0 7 * *", Conversation: conv},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if got := r.s.Schedules(); len(got) != 1 || got[0].Source != "plugin:digest" || got[0].Plugin != "digest" || got[0].Key != "daily" {
+		t.Fatalf("plugin schedules = %+v", got)
+	}
+}
+
+func TestChatCommands(t *testing.T) {
+	clk := &clock{t: time.Date(2026, 5, 1, 8, 0, 0, 0, time.UTC)}
+	r := newRig(t, t.TempDir(), clk)
+	ctx := context.Background()
+	if err := r.s.SyncConfig(ctx, digest("")); err != nil {
+		t.Fatal(err)
+	}
+	cmds := map[string]core.CommandFunc{}
+	for _, c := range r.s.Commands() {
+		cmds[c.Name] = c.Run
+	}
+	run := func(name, user, args string, admin bool) string {
+		t.Helper()
+		out, err := cmds[name](ctx, core.CommandRequest{In: core.Inbound{Conversation: conv, UserID: user}, Args: args, Admin: admin})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	if out := run("schedule", "U1", "every fortnight summarize", false); !strings.HasPrefix(out, `I could not read that schedule: "fortnight" after every`) || !strings.Contains(out, schedule.Usage) {
+		t.Fatalf("bad spec answered %q; want the reason and the usage", out)
+	}
+	if out := run("schedule", "U1", "", false); out != schedule.Usage {
+		t.Fatalf("/schedule alone = %q; want the usage", out)
+	}
+	if out := run("schedule", "U1", "every 10s spam", false); !strings.Contains(out, "too often") {
+		t.Fatalf("every 10s = %q", out)
+	}
+	out := run("schedule", "U1", "every weekday at 9:30 standup notes", false)
+	if !strings.HasPrefix(out, "Scheduled #2: every weekday at 09:30 — next Fri 1 May 09:30 UTC.") {
+		t.Fatalf("/schedule = %q", out)
+	}
+	list := run("schedules", "U2", "", false)
+	for _, want := range []string{"#1 cron 0 9 * * 1-5", "from the config", "#2 every weekday at 09:30", "standup notes (by U1)"} {
+		if !strings.Contains(list, want) {
+			t.Errorf("/schedules = %q; want %q in it", list, want)
+		}
+	}
+	if out := run("unschedule", "U2", "2", false); !strings.Contains(out, "Only the creator of #2 or an admin") {
+		t.Fatalf("a stranger's /unschedule = %q", out)
+	}
+	if out := run("unschedule", "U2", "1", true); !strings.Contains(out, "config file") {
+		t.Fatalf("/unschedule of a config schedule = %q", out)
+	}
+	if out := run("unschedule", "U1", "#2", false); out != "Removed #2 (every weekday at 09:30)." {
+		t.Fatalf("creator's /unschedule = %q", out)
+	}
+	if out := run("unschedule", "U1", "2", false); !strings.Contains(out, "no schedule #2") {
+		t.Fatalf("second /unschedule = %q", out)
+	}
+	if out := run("unschedule", "U1", "x", false); !strings.HasPrefix(out, "Usage: /unschedule") {
+		t.Fatalf("/unschedule x = %q", out)
+	}
+	// An admin removes someone else's.
+	run("schedule", "U1", "every 2h drink water", false)
+	if out := run("unschedule", "ADM", "3", true); !strings.HasPrefix(out, "Removed #3") {
+		t.Fatalf("admin's /unschedule = %q", out)
+	}
+	// A plugin's injected message makes no schedule.
+	out, _ = cmds["schedule"](ctx, core.CommandRequest{In: core.Inbound{Conversation: conv, UserID: "bot", Origin: "plugin:x"}, Args: "every 2h x"})
+	if !strings.Contains(out, "people") {
+		t.Fatalf("injected /schedule = %q", out)
+	}
+}

@@ -1,0 +1,134 @@
+package plugins
+
+import (
+	"context"
+	"fmt"
+	"maps"
+
+	"github.com/opentalon/opentalon/core"
+	"github.com/opentalon/opentalon/guard"
+	pluginpb "github.com/opentalon/opentalon/proto"
+)
+
+// Bounds of the metadata a hook returns (as for Lua hooks).
+const (
+	maxHookMetaEntries = 256
+	maxHookMetaBytes   = 64 << 10
+)
+
+// hookStep makes one declared hook a step of the pipeline: a call with
+// the hook's timeout whose failure (an error, a timeout, output that is
+// not text) the pipeline logs and skips.
+func (x *Extensions) hookStep(p *extPlugin, h Hook) core.HookStep {
+	name := p.cap.Name
+	timeout := x.o.HookTimeout
+	if h.Timeout > 0 && h.Timeout < timeout {
+		timeout = h.Timeout
+	}
+	st := core.HookStep{Name: "plugin:" + name, Order: h.Order}
+	client := p.hooks
+	if h.Stage == StagePre {
+		st.Pre = func(ctx context.Context, in core.HookInput) (core.PreResult, error) {
+			ctx, cancel := context.WithTimeout(ctx, timeout)
+			defer cancel()
+			resp, err := client.PreHook(ctx, hookRequest(in, in.Text, ""))
+			if err != nil {
+				return core.PreResult{}, fmt.Errorf("%w (hook timeout %s)", callError(name, "pre hook", err), timeout)
+			}
+			return x.preResult(name, in, resp)
+		}
+		return st
+	}
+	st.StreamUnsafe = h.StreamUnsafe
+	st.Post = func(ctx context.Context, in core.HookInput, answer string) (string, error) {
+		ctx, cancel := context.WithTimeout(ctx, timeout)
+		defer cancel()
+		resp, err := client.PostHook(ctx, hookRequest(in, answer, in.Text))
+		if err != nil {
+			return "", fmt.Errorf("%w (hook timeout %s)", callError(name, "post hook", err), timeout)
+		}
+		if resp.GetDrop() || resp.GetReply() != "" {
+			x.log.Warn("a post hook cannot drop or answer; its drop or reply is ignored", "plugin", name)
+		}
+		if resp.GetText() == "" {
+			return answer, nil
+		}
+		return x.text(name, resp.GetText(), false)
+	}
+	return st
+}
+
+func hookRequest(in core.HookInput, text, question string) *pluginpb.HookRequest {
+	c := in.In.Conversation
+	return &pluginpb.HookRequest{Text: text, Metadata: in.Metadata, Channel: c.Channel, Chat: c.Chat, Thread: c.Thread,
+		UserId: in.In.UserID, UserName: in.In.UserName, SessionId: in.Session.ID, Question: question}
+}
+
+// text checks a hook's text and bounds it; forLLM also sanitizes it
+// (a pre-hook's text is what the LLM answers).
+func (x *Extensions) text(plugin, s string, forLLM bool) (string, error) {
+	if err := guard.CheckText(s); err != nil {
+		return "", fmt.Errorf("plugin %s: hook text %v", plugin, err)
+	}
+	s, cut := guard.Truncate(guard.Clean(s), x.o.MaxHookBytes)
+	if cut {
+		x.log.Warn("hook text cut to the size limit", "plugin", plugin, "bytes", x.o.MaxHookBytes)
+	}
+	if forLLM {
+		s = x.o.Sanitizer.Sanitize(s)
+	}
+	return s, nil
+}
+
+// preResult turns a pre hook's answer into the pipeline's contract:
+// its text and metadata pass the sanitizer before the LLM sees them.
+func (x *Extensions) preResult(plugin string, in core.HookInput, resp *pluginpb.HookResponse) (core.PreResult, error) {
+	res := core.PreResult{Text: in.Text, Metadata: in.Metadata}
+	if md := resp.GetMetadata(); len(md) > 0 {
+		out := make(map[string]string, len(in.Metadata)+len(md))
+		maps.Copy(out, in.Metadata)
+		size := 0
+		for k, v := range md {
+			ck, err := x.text(plugin, k, true)
+			if err != nil {
+				return res, err
+			}
+			cv, err := x.text(plugin, v, true)
+			if err != nil {
+				return res, err
+			}
+			out[ck] = cv
+		}
+		for k, v := range out {
+			size += len(k) + len(v)
+		}
+		if len(out) > maxHookMetaEntries || size > maxHookMetaBytes {
+			return res, fmt.Errorf("plugin %s: hook metadata holds more than %d entries or %d bytes", plugin, maxHookMetaEntries, maxHookMetaBytes)
+		}
+		res.Metadata = out
+	}
+	if resp.GetDrop() {
+		res.Drop, res.Reason = true, resp.GetReason()
+		if res.Reason == "" {
+			res.Reason = "by plugin " + plugin
+		}
+	}
+	if r := resp.GetReply(); r != "" {
+		reply, err := x.text(plugin, r, false)
+		if err != nil {
+			return res, err
+		}
+		res.Reply = reply
+		if res.Reason == "" {
+			res.Reason = "answered by plugin " + plugin
+		}
+	}
+	if t := resp.GetText(); t != "" && !res.Drop && res.Reply == "" {
+		text, err := x.text(plugin, t, true)
+		if err != nil {
+			return res, err
+		}
+		res.Text = text
+	}
+	return res, nil
+}

@@ -1,0 +1,201 @@
+package plugins
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/opentalon/opentalon/core"
+	pluginpb "github.com/opentalon/opentalon/proto"
+)
+
+// RoutePattern is the http.ServeMux pattern the plugin routes are served
+// under (see Extensions.HTTPHandler).
+const RoutePattern = "/api/plugins/{plugin}/{path...}"
+
+// Injection is a message a plugin's HTTP handler puts into a
+// conversation.
+type Injection struct {
+	Plugin   string
+	Channel  string
+	Chat     string
+	Thread   string
+	Text     string
+	UserID   string
+	UserName string
+	// ID makes the injection idempotent ("" = always new).
+	ID string
+}
+
+// HTTPOptions configure the plugin route handler.
+type HTTPOptions struct {
+	// APIKey is server.api_key: a route that is not public needs it (as
+	// X-API-Key or "Authorization: Bearer"); "" refuses those routes.
+	APIKey string
+	// MaxBody bounds a request body (plugins.tools.http.max_body_bytes,
+	// default 1 MiB); Timeout one call (plugins.tools.http.timeout,
+	// default 10s).
+	MaxBody int64
+	Timeout time.Duration
+	// Inject commits one message a handler injected (core.Gateway.Inject);
+	// nil refuses injections.
+	Inject func(ctx context.Context, in Injection) error
+	Logger *slog.Logger
+}
+
+// hopHeaders are not passed on in either direction; the API key never
+// reaches a plugin.
+var hopHeaders = map[string]bool{"Connection": true, "Keep-Alive": true, "Proxy-Connection": true, "Transfer-Encoding": true,
+	"Te": true, "Trailer": true, "Upgrade": true, "Content-Length": true, "Authorization": true, "X-Api-Key": true}
+
+// HTTPHandler serves the plugins' routes at RoutePattern: it finds the
+// route the plugin declared, checks the API key unless the route is
+// public, bounds the body and the time, forwards the request over gRPC
+// (HandleHTTP), commits the messages the plugin injects, and only then
+// answers with the plugin's response.
+func (x *Extensions) HTTPHandler(o HTTPOptions) http.Handler {
+	if o.MaxBody <= 0 {
+		o.MaxBody = 1 << 20
+	}
+	if o.Timeout <= 0 {
+		o.Timeout = 10 * time.Second
+	}
+	log := x.log
+	if o.Logger != nil {
+		log = o.Logger.With("component", "plugin-http")
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		name, path := r.PathValue("plugin"), r.PathValue("path")
+		p, ok := x.get(name)
+		if !ok || len(p.cap.Routes) == 0 {
+			httpError(w, http.StatusNotFound, fmt.Sprintf("no running plugin %q serves HTTP routes", name))
+			return
+		}
+		route, allowed := matchRoute(p.cap.Routes, r.Method, path)
+		if route == nil {
+			if len(allowed) > 0 {
+				w.Header().Set("Allow", strings.Join(allowed, ", "))
+				httpError(w, http.StatusMethodNotAllowed, fmt.Sprintf("plugin %s serves %s with %s", name, path, strings.Join(allowed, ", ")))
+				return
+			}
+			httpError(w, http.StatusNotFound, fmt.Sprintf("plugin %s has no route %q", name, path))
+			return
+		}
+		if !route.Public {
+			if o.APIKey == "" {
+				httpError(w, http.StatusUnauthorized, "this route needs server.api_key, which is not set: set it (e.g. api_key: \"${OPENTALON_API_KEY}\") to enable the plugins' routes")
+				return
+			}
+			if !keyMatches(r, o.APIKey) {
+				w.Header().Set("WWW-Authenticate", `Bearer realm="opentalon"`)
+				httpError(w, http.StatusUnauthorized, "missing or wrong API key: send server.api_key as the X-API-Key header or as Authorization: Bearer <key>")
+				return
+			}
+		}
+		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, o.MaxBody))
+		if err != nil {
+			var tooBig *http.MaxBytesError
+			if errors.As(err, &tooBig) {
+				httpError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("the body is larger than %d bytes (plugins.tools.http.max_body_bytes)", o.MaxBody))
+				return
+			}
+			httpError(w, http.StatusBadRequest, "reading the body: "+err.Error())
+			return
+		}
+		req := &pluginpb.HTTPRequest{Method: r.Method, Path: path, Query: r.URL.RawQuery, Body: body, RemoteAddr: r.RemoteAddr}
+		for k, vs := range r.Header {
+			if hopHeaders[http.CanonicalHeaderKey(k)] {
+				continue
+			}
+			for _, v := range vs {
+				req.Headers = append(req.Headers, &pluginpb.Header{Name: k, Value: v})
+			}
+		}
+		ctx, cancel := context.WithTimeout(r.Context(), o.Timeout)
+		defer cancel()
+		resp, err := p.http.HandleHTTP(ctx, req)
+		if err != nil {
+			if r.Context().Err() != nil {
+				return // the client went away
+			}
+			err = callError(name, "HandleHTTP", err)
+			log.Warn("plugin route failed", "plugin", name, "path", path, "err", err)
+			if core.ErrorKind(err) == core.KindTimeout {
+				httpError(w, http.StatusGatewayTimeout, fmt.Sprintf("plugin %s did not answer within %s (plugins.tools.http.timeout)", name, o.Timeout))
+				return
+			}
+			httpError(w, http.StatusBadGateway, fmt.Sprintf("plugin %s failed to answer; see the OpenTalon log", name))
+			return
+		}
+		for _, m := range resp.GetInject() {
+			if status, msg := inject(ctx, o, name, m); status != 0 {
+				log.Warn("a plugin's injected message was not queued", "plugin", name, "channel", m.GetChannel(), "err", msg)
+				httpError(w, status, msg)
+				return
+			}
+		}
+		status := int(resp.GetStatus())
+		if status == 0 {
+			status = http.StatusOK
+		}
+		if status < 100 || status > 599 {
+			log.Warn("plugin answered an invalid HTTP status", "plugin", name, "status", status)
+			httpError(w, http.StatusBadGateway, fmt.Sprintf("plugin %s answered the invalid status %d", name, status))
+			return
+		}
+		for _, h := range resp.GetHeaders() {
+			if k := http.CanonicalHeaderKey(h.GetName()); k != "" && !hopHeaders[k] {
+				w.Header().Add(k, h.GetValue())
+			}
+		}
+		w.WriteHeader(status)
+		w.Write(resp.GetBody())
+	})
+}
+
+// inject commits one injected message; it returns the HTTP status and
+// message of a refusal (0 when queued).
+func inject(ctx context.Context, o HTTPOptions, plugin string, m *pluginpb.InjectMessage) (int, string) {
+	if o.Inject == nil {
+		return http.StatusInternalServerError, "this gateway takes no injected messages"
+	}
+	err := o.Inject(ctx, Injection{Plugin: plugin, Channel: m.GetChannel(), Chat: m.GetChat(), Thread: m.GetThread(), Text: m.GetText(),
+		UserID: m.GetUserId(), UserName: m.GetUserName(), ID: m.GetId()})
+	switch {
+	case err == nil:
+		return 0, ""
+	case errors.Is(err, core.ErrConversationFull):
+		return http.StatusTooManyRequests, "the conversation has too many messages waiting; try again later"
+	case core.ErrorKind(err) == core.KindInvalid:
+		return http.StatusInternalServerError, fmt.Sprintf("plugin %s injected a message the gateway cannot take: %v", plugin, err)
+	}
+	return http.StatusServiceUnavailable, "the message could not be queued; try again"
+}
+
+// matchRoute finds the route for method and path; when only the method
+// differs it returns the methods that would match.
+func matchRoute(routes []Route, method, path string) (*Route, []string) {
+	var allowed []string
+	for i, rt := range routes {
+		if path != rt.Path && !(strings.HasSuffix(rt.Path, "/") && strings.HasPrefix(path, rt.Path)) {
+			continue
+		}
+		if rt.Method == "" || rt.Method == method || rt.Method == http.MethodGet && method == http.MethodHead {
+			return &routes[i], nil
+		}
+		allowed = append(allowed, rt.Method)
+	}
+	return nil, allowed
+}
+
+func httpError(w http.ResponseWriter, status int, msg string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(map[string]string{"error": msg})
+}
