@@ -126,7 +126,9 @@ func TestHooksAtRunsAPlainHooksAsOneStep(t *testing.T) {
 
 func TestOrderedHooksStreamSafe(t *testing.T) {
 	post := func(_ context.Context, _ core.HookInput, a string) (string, error) { return a, nil }
-	pre := func(_ context.Context, in core.HookInput) (core.PreResult, error) { return core.PreResult{Text: in.Text}, nil }
+	pre := func(_ context.Context, in core.HookInput) (core.PreResult, error) {
+		return core.PreResult{Text: in.Text}, nil
+	}
 	tests := []struct {
 		name  string
 		steps stepSource

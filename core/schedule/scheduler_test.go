@@ -150,9 +150,19 @@ func TestFiresAtTheClocksTimeOnce(t *testing.T) {
 	if f := r.q.wait(t); !f.At.Equal(time.Date(2026, 5, 4, 9, 0, 0, 0, time.UTC)) {
 		t.Fatalf("monday firing at %s", f.At)
 	}
-	stored, err := r.db.Schedules(ctx)
-	if err != nil || len(stored) != 1 || !stored[0].LastFire.Equal(time.Date(2026, 5, 4, 9, 0, 0, 0, time.UTC)) || !stored[0].NextFire.Equal(time.Date(2026, 5, 5, 9, 0, 0, 0, time.UTC)) {
-		t.Fatalf("stored = %+v, %v", stored, err)
+	// The firing is recorded after it is queued: wait for the record.
+	recorded := func() ([]core.Schedule, bool, error) {
+		stored, err := r.db.Schedules(ctx)
+		ok := err == nil && len(stored) == 1 && stored[0].LastFire.Equal(time.Date(2026, 5, 4, 9, 0, 0, 0, time.UTC)) &&
+			stored[0].NextFire.Equal(time.Date(2026, 5, 5, 9, 0, 0, 0, time.UTC))
+		return stored, ok, err
+	}
+	stored, ok, err := recorded()
+	for deadline := time.Now().Add(5 * time.Second); !ok && time.Now().Before(deadline); stored, ok, err = recorded() {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if !ok {
+		t.Fatalf("stored = %+v, %v; want last fire Monday 9:00 and next Tuesday 9:00", stored, err)
 	}
 }
 
