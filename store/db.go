@@ -50,6 +50,8 @@ type DB struct {
 	keep time.Duration
 	path string
 	log  *slog.Logger
+	// syncFile flushes a file to the disk (fsync); tests replace it.
+	syncFile func(path string) error
 }
 
 // Open opens (creating if needed) <dataDir>/opentalon.db and migrates it.
@@ -84,7 +86,7 @@ func OpenFile(ctx context.Context, path string, o Options) (*DB, error) {
 	w.SetMaxOpenConns(1)
 	w.SetConnMaxLifetime(0)
 	w.SetConnMaxIdleTime(0)
-	db := &DB{w: w, now: o.Now, ttl: o.SessionTTL, keep: o.QueueRetention, path: path, log: o.Logger}
+	db := &DB{w: w, now: o.Now, ttl: o.SessionTTL, keep: o.QueueRetention, path: path, log: o.Logger, syncFile: fsync}
 	if err := db.migrate(ctx); err != nil {
 		w.Close()
 		return nil, err

@@ -5,8 +5,9 @@
 // synchronous=NORMAL) through the DSN so every pooled connection has them,
 // keeps one writer connection with immediate transactions and a separate
 // read pool, and applies the embedded numbered migrations, each in its own
-// transaction. An enqueue commits with synchronous=FULL: the platform is
-// acknowledged after it, so it must survive a power loss too. One file per table group: queue.go (the request queue),
+// transaction. An enqueue's commit is flushed to the disk (the write-ahead
+// log is fsynced) before Enqueue returns: the platform is acknowledged
+// after it, so it must survive a power loss too. One file per table group: queue.go (the request queue),
 // sessions.go (sessions and their messages), lifecycle.go (session
 // state, compaction, expiry and export), replies.go (replies and their
 // deliveries), routing.go (signals, affinity, auth profile state and the
