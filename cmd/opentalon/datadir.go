@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
@@ -97,31 +96,17 @@ func (l *dataDirLock) release() error {
 // startPruner deletes finished queue rows past state.retention every
 // interval until the returned stop is called.
 func startPruner(db *store.DB, every time.Duration, log *slog.Logger) (stop func() error) {
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		t := time.NewTicker(every)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-				n, err := db.PruneQueue(ctx)
-				switch {
-				case err != nil && ctx.Err() == nil:
-					log.Warn("prune finished queue rows", "err", err)
-				case n > 0:
-					log.Info("pruned finished queue rows past state.retention", "rows", n)
-				}
-			}
+	stopRun := runEvery(context.Background(), every, false, func(ctx context.Context) {
+		n, err := db.PruneQueue(ctx)
+		switch {
+		case err != nil && ctx.Err() == nil:
+			log.Warn("prune finished queue rows", "err", err)
+		case n > 0:
+			log.Info("pruned finished queue rows past state.retention", "rows", n)
 		}
-	}()
+	})
 	return func() error {
-		cancel()
-		wg.Wait()
+		stopRun()
 		return nil
 	}
 }

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"log/slog"
-	"sync"
 	"time"
 
 	"github.com/opentalon/opentalon/config"
@@ -35,32 +34,15 @@ func startMediaSweeper(ctx context.Context, db *store.DB, retention time.Duratio
 	if retention <= 0 {
 		return func() {}
 	}
-	ctx, cancel := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		t := time.NewTicker(time.Hour)
-		defer t.Stop()
-		for {
-			n, err := db.SweepMedia(ctx, time.Now().Add(-retention))
-			switch {
-			case err != nil && ctx.Err() == nil:
-				log.Warn("remove old media files", "err", err)
-			case n > 0:
-				log.Info("removed media files unused past media.retention", "files", n, "media.retention", retention.String())
-			}
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-			}
+	return runEvery(ctx, time.Hour, true, func(ctx context.Context) {
+		n, err := db.SweepMedia(ctx, time.Now().Add(-retention))
+		switch {
+		case err != nil && ctx.Err() == nil:
+			log.Warn("remove old media files", "err", err)
+		case n > 0:
+			log.Info("removed media files unused past media.retention", "files", n, "media.retention", retention.String())
 		}
-	}()
-	return func() {
-		cancel()
-		wg.Wait()
-	}
+	})
 }
 
 // modelCapabilities are a catalog model's capabilities: the entry's own,

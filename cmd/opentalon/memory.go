@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"regexp"
-	"sync"
 	"time"
 
 	"github.com/opentalon/opentalon/config"
@@ -100,30 +99,13 @@ func startSessionSweeper(ctx context.Context, db *store.DB, ttl, every time.Dura
 	if ttl <= 0 {
 		return func() {}
 	}
-	ctx, cancel := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		t := time.NewTicker(every)
-		defer t.Stop()
-		for {
-			n, err := db.ExpireSessions(ctx)
-			switch {
-			case err != nil && ctx.Err() == nil:
-				log.Warn("delete expired sessions", "err", err)
-			case n > 0:
-				log.Info("deleted sessions idle past state.session_ttl", "sessions", n, "state.session_ttl", ttl.String())
-			}
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-			}
+	return runEvery(ctx, every, true, func(ctx context.Context) {
+		n, err := db.ExpireSessions(ctx)
+		switch {
+		case err != nil && ctx.Err() == nil:
+			log.Warn("delete expired sessions", "err", err)
+		case n > 0:
+			log.Info("deleted sessions idle past state.session_ttl", "sessions", n, "state.session_ttl", ttl.String())
 		}
-	}()
-	return func() {
-		cancel()
-		wg.Wait()
-	}
+	})
 }
