@@ -108,7 +108,7 @@ func New(o Options) *Metrics {
 	m.accepted = counter("messages_accepted_total", "Messages committed to the queue, by channel.", "channel")
 	m.answered = counter("messages_answered_total", "Messages answered (their reply sent), by channel.", "channel")
 	m.requests = counter("requests_total", "Attempts at queued events by outcome: answered, dropped (pre-hook), released (shutdown), waiting (cooling provider), retried, failed; and messages refused at intake (access; not queued).", "channel", "kind", "outcome")
-	m.hookFailures = counter("hook_failures_total", "Pre- and post-hook runs (Lua scripts, hook plugins) that returned an error, by stage.", "stage")
+	m.hookFailures = counter("hook_failures_total", "Pre- and post-hook runs (Lua scripts, hook plugins) that failed (an error, a timeout, output that is not text) and were skipped, by stage.", "stage")
 	m.llmCalls = counter("llm_calls_total", "LLM call attempts by model, provider and outcome (ok or the failure's kind).", "model", "provider", "outcome")
 	m.failovers = counter("llm_failovers_total", "Moves to another credential or model after a failed LLM call attempt.", "from", "to")
 	m.removals = counter("guard_removals_total", "What the guard removed from plugin results, by kind: truncated, sanitized, rejected.", "kind")
