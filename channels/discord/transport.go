@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/opentalon/opentalon/channels/toolkit"
 	"github.com/opentalon/opentalon/core"
 )
 
@@ -114,7 +115,7 @@ func newHTTPClient(root *url.URL, base *http.Client) *http.Client {
 	}
 	next := c.Transport
 	if next == nil {
-		next = http.DefaultTransport.(*http.Transport).Clone()
+		next = toolkit.NewTransport()
 	}
 	c.Transport = rewrite{root: root, next: next}
 	return c

@@ -128,7 +128,7 @@ func New(o Options) (*Bot, error) {
 		o.Sleep = toolkit.Sleep
 	}
 	if o.HTTPClient == nil {
-		o.HTTPClient = &http.Client{Timeout: 30 * time.Second}
+		o.HTTPClient = toolkit.NewHTTPClient(30 * time.Second)
 	}
 	if o.SendGap == 0 {
 		o.SendGap = time.Second

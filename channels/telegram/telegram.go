@@ -124,7 +124,7 @@ func New(o Options) (*Bot, error) {
 		o.PollTimeout = 50 * time.Second
 	}
 	if o.HTTPClient == nil {
-		o.HTTPClient = &http.Client{Timeout: o.PollTimeout + 15*time.Second}
+		o.HTTPClient = toolkit.NewHTTPClient(o.PollTimeout + 15*time.Second)
 	}
 	if o.TypingEvery <= 0 {
 		o.TypingEvery = 4 * time.Second

@@ -74,7 +74,11 @@ func newClient(o Options, defaultID, defaultBase string) client {
 	if c.base == "" {
 		c.base = defaultBase
 	}
-	hc := http.Client{}
+	// Without a client of the caller's: a transport of the provider's own
+	// that keeps idleConnsPerHost idle connections (Go's default of two
+	// re-dials, TLS included, whenever more calls than that were in
+	// flight at once).
+	hc := http.Client{Transport: newTransport()}
 	if c.hc != nil {
 		hc = *c.hc
 	}
@@ -258,4 +262,14 @@ func (c *client) complete(ctx context.Context, cl *call, model, secret string, p
 	}
 	c.done(ctx, cl, model, r, false)
 	return r, nil
+}
+
+// idleConnsPerHost is how many idle connections a provider's client keeps
+// to its endpoint: as many as calls commonly run at once.
+const idleConnsPerHost = 16
+
+func newTransport() *http.Transport {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.MaxIdleConnsPerHost = idleConnsPerHost
+	return t
 }
