@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/opentalon/opentalon/channels/discord/discordtest"
 	"github.com/opentalon/opentalon/channels/telegram/telegramtest"
 	"github.com/opentalon/opentalon/channels/textfmt"
 	"github.com/opentalon/opentalon/core"
@@ -313,5 +314,47 @@ func TestE2EStreamKillThenRestartEditsTheSameMessage(t *testing.T) {
 	}
 	if code := p.exitCode(30 * time.Second); code != 0 {
 		t.Fatalf("exit code %d; stderr:\n%s", code, p.stderr.String())
+	}
+}
+
+// TestE2EStreamInjectedMessageOnDiscord: a message a plugin route injected
+// (no platform message behind it) into a Discord channel is streamed like
+// any other: the streamed message quotes nothing (Discord refuses a
+// reference that is not a message id), it is edited while the answer
+// grows, and it ends as the stored reply.
+func TestE2EStreamInjectedMessageOnDiscord(t *testing.T) {
+	chunks := words(40, 4)
+	llm := streamingLLM(t, chunks, 50*time.Millisecond)
+	dc := discordtest.New(t, dcToken)
+	guild := dc.Guild()
+	ch := dc.TextChannel(guild)
+	h := startApp(t, loadConfigFile(t, writeConfig(t, discordConfig(t.TempDir(), llm.BaseURL(), dc.URL+"/api/v10", ""))))
+	in := core.Inbound{Conversation: core.ConversationKey{Channel: "discord", Chat: ch}, Origin: core.OriginPlugin + "webhook", Text: "summarise the push"}
+	if _, err := h.app.gateway.Inject(context.Background(), in); err != nil {
+		t.Fatal(err)
+	}
+	want := strings.Join(chunks, "")
+	var r *core.Reply
+	dc.WaitFor(t, "the answer stored and delivered", func() bool {
+		sent := dc.Sent()
+		if len(sent) == 0 {
+			return false
+		}
+		rr, err := h.app.db.ReplyByPlatformID(context.Background(), "discord", sent[0].ID)
+		if err != nil || rr == nil || rr.Streaming || rr.Sent[0] == "" || rr.Draft[0] {
+			return false
+		}
+		r = rr
+		return true
+	})
+	sent := dc.Sent()
+	if len(sent) != 1 || sent[0].ReplyTo != "" {
+		t.Fatalf("sent %+v; want one message quoting nothing", sent)
+	}
+	if len(dc.Edits()) == 0 {
+		t.Fatalf("the answer was not edited while it grew; want it streamed")
+	}
+	if got, _ := dc.Content(sent[0].ID); r.Text != want || got != r.Parts[0] {
+		t.Fatalf("message reads %q, stored %q; want both the whole answer %q", got, r.Text, want)
 	}
 }
