@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/opentalon/opentalon/channels/discord/discordtest"
+	"github.com/opentalon/opentalon/channels/slack/slacktest"
 	"github.com/opentalon/opentalon/channels/telegram/telegramtest"
 	"github.com/opentalon/opentalon/channels/textfmt"
 	"github.com/opentalon/opentalon/core"
@@ -356,5 +357,52 @@ func TestE2EStreamInjectedMessageOnDiscord(t *testing.T) {
 	}
 	if got, _ := dc.Content(sent[0].ID); r.Text != want || got != r.Parts[0] {
 		t.Fatalf("message reads %q, stored %q; want both the whole answer %q", got, r.Text, want)
+	}
+}
+
+// TestE2EStreamReactionWhileStreamingMapsToTheReply: in a Slack channel
+// the answer goes to the thread of the message (its own conversation),
+// while a reaction names only the channel, so a 👎 on the streamed
+// message can arrive while the answer is still being written. It still
+// becomes one negative signal for the model that answered, recorded
+// against the finished reply.
+func TestE2EStreamReactionWhileStreamingMapsToTheReply(t *testing.T) {
+	chunks := words(60, 4) // 3 s at 50 ms a chunk
+	llm := streamingLLM(t, chunks, 50*time.Millisecond)
+	srv := slacktest.New(t, slackBotToken, slackAppToken)
+	h := startApp(t, loadConfigFile(t, writeConfig(t, slackConfig(t.TempDir(), llm.BaseURL(), srv.URL, "    mode: socket\n"))))
+	srv.WaitConnected(t, 1, 20*time.Second)
+	srv.Deliver(srv.Mention("alice", "C1", "tell me a long story", ""))
+	opened := srv.WaitPosts(t, 1, 20*time.Second)[0]
+	if text, _ := srv.Text("C1", opened.TS); strings.HasSuffix(text, chunks[len(chunks)-1]) {
+		t.Fatalf("the whole answer was out before the reaction; the test needs a reaction mid-stream")
+	}
+	srv.Deliver(srv.Reaction("alice", "C1", opened.TS, "-1", true))
+
+	ctx := context.Background()
+	want := strings.Join(chunks, "")
+	var rep *core.Reply
+	srv.WaitFor(t, "the reply finished", 20*time.Second, func() bool {
+		r, err := h.app.db.ReplyByPlatformID(ctx, "slack", "C1:"+opened.TS)
+		if err != nil || r == nil || r.Streaming {
+			return false
+		}
+		rep = r
+		return true
+	})
+	if rep.Text != want {
+		t.Fatalf("stored reply %q; want %q", rep.Text, want)
+	}
+	var sigs []core.Signal
+	deadline := time.Now().Add(20 * time.Second)
+	for len(sigs) == 0 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+		var err error
+		if sigs, err = h.app.db.SignalsForReply(ctx, rep.ID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(sigs) != 1 || sigs[0].Polarity != core.Negative || sigs[0].Model != "fake/small" {
+		t.Fatalf("signals for reply %d = %+v; want one negative on fake/small", rep.ID, sigs)
 	}
 }
