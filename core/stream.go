@@ -59,6 +59,9 @@ type slot struct {
 	ended bool
 	// open: a native stream the platform still holds open (Slack).
 	open bool
+	// earlier: a message an earlier attempt opened. What it shows is not
+	// known, so nothing is appended to it: it is edited.
+	earlier bool
 }
 
 // newStream prepares the stream of an answer to the item whose reply is
@@ -229,7 +232,7 @@ func (s *stream) update(i int, sl *slot, p DraftPart, last bool) error {
 	to.Part = i
 	var id string
 	var err error
-	if s.nat != nil {
+	if s.nat != nil && !sl.earlier {
 		d := NativeDraft{Seq: i, Key: s.reply.RequestID, ID: sl.id, Shown: sl.raw, Raw: p.Raw, Part: p.Part}
 		if last {
 			id, err = s.nat.ShowDraft(ctx, to, d)
@@ -342,7 +345,7 @@ func slotsOf(r *Reply) []slot {
 			for len(out) < i {
 				out = append(out, slot{})
 			}
-			out = append(out, slot{id: id})
+			out = append(out, slot{id: id, earlier: true})
 		}
 	}
 	return out

@@ -406,3 +406,60 @@ func TestE2EStreamReactionWhileStreamingMapsToTheReply(t *testing.T) {
 		t.Fatalf("signals for reply %d = %+v; want one negative on fake/small", rep.ID, sigs)
 	}
 }
+
+// TestE2EStreamSlackNativeRetryDoesNotAppendTheAnswerAgain: an answer
+// streamed natively in a Slack thread is cut off (the request times out)
+// and answered again. The second attempt goes on in the message the
+// first one opened without appending the new answer to what the first
+// attempt's stream left there: the message never shows the answer's
+// start twice, and ends as the stored reply.
+func TestE2EStreamSlackNativeRetryDoesNotAppendTheAnswerAgain(t *testing.T) {
+	slow := words(200, 4) // 10 s: the request timeout comes first
+	again := words(30, 4)
+	llm := providertest.NewOpenAI(t)
+	var answered atomic.Bool
+	llm.SetReply(func(providertest.Received) providertest.Script {
+		if !answered.Swap(true) {
+			return providertest.Script{Chunks: slow, ChunkDelay: 50 * time.Millisecond}
+		}
+		return providertest.Script{Chunks: again, ChunkDelay: 60 * time.Millisecond}
+	})
+	srv := slacktest.New(t, slackBotToken, slackAppToken)
+	cfg := slackConfig(t.TempDir(), llm.BaseURL(), srv.URL, "    mode: socket\n    streaming: native\n") + "queue:\n  request_timeout: 3s\n"
+	h := startApp(t, loadConfigFile(t, writeConfig(t, cfg)))
+	srv.WaitConnected(t, 1, 20*time.Second)
+	srv.Deliver(srv.Mention("alice", "C1", "tell me a long story", ""))
+
+	want := strings.Join(again, "")
+	ctx := context.Background()
+	var rep *core.Reply
+	srv.WaitFor(t, "the answer of the second attempt", 30*time.Second, func() bool {
+		for _, c := range srv.Streams() {
+			if c.Method != "chat.startStream" {
+				continue
+			}
+			r, err := h.app.db.ReplyByPlatformID(ctx, "slack", "C1:"+c.TS)
+			if err != nil || r == nil || r.Streaming || r.Text != want {
+				return false
+			}
+			if text, _ := srv.Text("C1", c.TS); text != want {
+				return false
+			}
+			rep = r
+			return true
+		}
+		return false
+	})
+	starts := 0
+	for _, c := range srv.Streams() {
+		switch {
+		case c.Method == "chat.startStream":
+			starts++
+		case c.Method == "chat.appendStream" && strings.HasPrefix(c.MarkdownText, "w0"):
+			t.Fatalf("%s added %q to the message: the answer from its start again, after what the first attempt showed", c.Method, c.MarkdownText)
+		}
+	}
+	if starts != 1 || len(srv.Posts()) != 0 || rep.Sent[0] == "" {
+		t.Fatalf("%d streams started, %d messages posted; want the answer in the one message the first attempt opened", starts, len(srv.Posts()))
+	}
+}
