@@ -249,11 +249,7 @@ func (g *Gateway) wait(ctx context.Context, it QueueItem, cause error, log *slog
 			cancel()
 		}
 	}
-	if errors.Is(cause, errReplyStreaming) {
-		log.Debug("the reaction waits for the reply it judges to be finished", "until", due)
-	} else {
-		log.Warn("every model and credential is cooling; the request waits", "until", due, "err", cause)
-	}
+	log.Warn("every model and credential is cooling; the request waits", "until", due, "err", cause)
 	g.record(ctx, log, "defer request", func(c context.Context) error { return g.store.Defer(c, it.ID, due, cause.Error(), notify) })
 	return false
 }

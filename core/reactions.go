@@ -2,16 +2,8 @@ package core
 
 import (
 	"context"
-	"errors"
 	"log/slog"
-	"time"
 )
-
-// errReplyStreaming defers a reaction on a reply still being streamed;
-// streamingWait is how long it waits before it looks again.
-var errReplyStreaming = errors.New("the reply is still being streamed")
-
-const streamingWait = 2 * time.Second
 
 // handleReaction turns a reaction on one of the bot's replies into a
 // quality signal and lets the reaction interceptors decide whether to
@@ -37,17 +29,6 @@ func (g *Gateway) handleReaction(ctx context.Context, it QueueItem, log *slog.Lo
 	judged, err := g.store.ReplyByPlatformID(ctx, re.Conversation.Channel, re.MessageID)
 	if err != nil || judged == nil {
 		return err
-	}
-	if judged.Streaming {
-		// The answer is still being written (a reaction may name only the
-		// chat of a threaded answer, another conversation of the queue):
-		// the reaction waits for it, and is judged against the finished
-		// reply. A draft older than the longest wait was never finished.
-		if g.now().Add(streamingWait).Sub(judged.CreatedAt) > g.opts.MaxWait {
-			log.Info("a reaction on an answer that was never finished is ignored", "reply", judged.ID)
-			return nil
-		}
-		return &Error{Kind: KindUnavailable, Msg: "the reply reacted to is still being written", Err: errReplyStreaming, RetryAfter: streamingWait}
 	}
 	// The judged reply knows its conversation precisely (a platform may
 	// not say in which thread or topic a reaction was made).
