@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -361,11 +362,11 @@ func TestE2EStreamInjectedMessageOnDiscord(t *testing.T) {
 }
 
 // TestE2EStreamReactionWhileStreamingMapsToTheReply: in a Slack channel
-// the answer goes to the thread of the message (its own conversation),
-// while a reaction names only the channel, so a 👎 on the streamed
-// message can arrive while the answer is still being written. It still
-// becomes one negative signal for the model that answered, recorded
-// against the finished reply.
+// the answer goes to the thread of the message, while a reaction names
+// only the channel. A 👎 on the streamed message made while the answer is
+// still being written joins the answer's conversation (the draft reply
+// knows it), so it is judged once the answer is finished: one negative
+// signal for the model that answered, on the finished reply.
 func TestE2EStreamReactionWhileStreamingMapsToTheReply(t *testing.T) {
 	chunks := words(60, 4) // 3 s at 50 ms a chunk
 	llm := streamingLLM(t, chunks, 50*time.Millisecond)
@@ -377,9 +378,14 @@ func TestE2EStreamReactionWhileStreamingMapsToTheReply(t *testing.T) {
 	if text, _ := srv.Text("C1", opened.TS); strings.HasSuffix(text, chunks[len(chunks)-1]) {
 		t.Fatalf("the whole answer was out before the reaction; the test needs a reaction mid-stream")
 	}
+	ctx := context.Background()
+	// A user reacts once the message is there: after the stream recorded it.
+	srv.WaitFor(t, "the streamed message recorded", 20*time.Second, func() bool {
+		r, err := h.app.db.ReplyByPlatformID(ctx, "slack", "C1:"+opened.TS)
+		return err == nil && r != nil
+	})
 	srv.Deliver(srv.Reaction("alice", "C1", opened.TS, "-1", true))
 
-	ctx := context.Background()
 	want := strings.Join(chunks, "")
 	var rep *core.Reply
 	srv.WaitFor(t, "the reply finished", 20*time.Second, func() bool {
@@ -461,5 +467,81 @@ func TestE2EStreamSlackNativeRetryDoesNotAppendTheAnswerAgain(t *testing.T) {
 	}
 	if starts != 1 || len(srv.Posts()) != 0 || rep.Sent[0] == "" {
 		t.Fatalf("%d streams started, %d messages posted; want the answer in the one message the first attempt opened", starts, len(srv.Posts()))
+	}
+}
+
+// TestE2EStreamSlackNativeStatusLineIsReplacedByTheAnswer: in a Slack
+// thread streamed natively, the status line shown while a tool runs is
+// replaced by the answer while it is written, not only by the final
+// update.
+func TestE2EStreamSlackNativeStatusLineIsReplacedByTheAnswer(t *testing.T) {
+	answer := words(30, 4)
+	llm := providertest.NewOpenAI(t)
+	llm.SetReply(func(r providertest.Received) providertest.Script {
+		if last := r.Messages[len(r.Messages)-1]; last.Role != core.RoleTool {
+			return providertest.Script{ToolCalls: []core.ToolCall{{Action: "memory_save", Args: map[string]string{"content": "likes long stories"}}}}
+		}
+		// A second of silence (the status line shows), then the answer.
+		return providertest.Script{Chunks: append(make([]string, 10), answer...), ChunkDelay: 100 * time.Millisecond}
+	})
+	srv := slacktest.New(t, slackBotToken, slackAppToken)
+	h := startApp(t, loadConfigFile(t, writeConfig(t, slackConfig(t.TempDir(), llm.BaseURL(), srv.URL, "    mode: socket\n    streaming: native\n"))))
+	srv.WaitConnected(t, 1, 20*time.Second)
+	srv.Deliver(srv.Mention("alice", "C1", "remember that I like long stories, then tell one", ""))
+
+	want := strings.Join(answer, "")
+	ctx := context.Background()
+	srv.WaitFor(t, "the final answer", 30*time.Second, func() bool {
+		for _, c := range srv.Streams() {
+			if c.Method == "chat.startStream" {
+				r, err := h.app.db.ReplyByPlatformID(ctx, "slack", "C1:"+c.TS)
+				text, _ := srv.Text("C1", c.TS)
+				return err == nil && r != nil && !r.Streaming && r.Text == want && text == want
+			}
+		}
+		return false
+	})
+	calls := srv.Streams()
+	if calls[0].Method != "chat.startStream" || !strings.Contains(calls[0].MarkdownText, "memory_save") {
+		t.Fatalf("the stream started with %s %q; want the status line of the tool", calls[0].Method, calls[0].MarkdownText)
+	}
+	// What the message showed, step by step: the stream's start, each
+	// append, each chat.update.
+	type state struct {
+		at   time.Time
+		text string
+	}
+	var states []state
+	text := ""
+	for _, c := range calls {
+		if c.TS != calls[0].TS && c.Method != "chat.startStream" {
+			continue
+		}
+		switch c.Method {
+		case "chat.startStream":
+			text = c.MarkdownText
+		case "chat.appendStream":
+			text += c.MarkdownText
+		default:
+			continue
+		}
+		states = append(states, state{c.At, text})
+	}
+	for _, u := range srv.Updates() {
+		states = append(states, state{u.At, u.Text})
+	}
+	sort.SliceStable(states, func(i, j int) bool { return states[i].at.Before(states[j].at) })
+	written := false
+	for _, st := range states {
+		switch {
+		case st.text == calls[0].MarkdownText:
+		case strings.HasPrefix(want, st.text) && strings.HasPrefix(st.text, "w0"):
+			written = written || st.text != want
+		default:
+			t.Fatalf("the message showed %q: neither the status line nor the start of the answer %q", st.text, want)
+		}
+	}
+	if !written {
+		t.Fatalf("the message went from the status line to the final answer (%d states); want the answer shown while it is written", len(states))
 	}
 }
