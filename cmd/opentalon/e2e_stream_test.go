@@ -545,3 +545,38 @@ func TestE2EStreamSlackNativeStatusLineIsReplacedByTheAnswer(t *testing.T) {
 		t.Fatalf("the message went from the status line to the final answer (%d states); want the answer shown while it is written", len(states))
 	}
 }
+
+// panicHook's post-hook panics: the request fails for good.
+type panicHook struct{}
+
+func (panicHook) Pre(_ context.Context, in core.HookInput) (core.PreResult, error) {
+	return core.PreResult{Text: in.Text, Metadata: in.Metadata}, nil
+}
+
+func (panicHook) Post(context.Context, core.HookInput, string) (string, error) {
+	panic("post-hook bug")
+}
+
+// TestE2EStreamFailedRequestEndsWithTheApology: a request whose post-hook
+// panics after the answer was streamed fails for good; the streamed
+// message ends showing the apology, and the stream does not update it
+// again afterwards.
+func TestE2EStreamFailedRequestEndsWithTheApology(t *testing.T) {
+	chunks := words(40, 4)
+	llm := streamingLLM(t, chunks, 50*time.Millisecond)
+	bot := telegramtest.New(t, tgToken)
+	startAppWith(t, loadConfigFile(t, writeConfig(t, telegramConfig(t.TempDir(), llm.BaseURL(), bot.URL))), AppOptions{Hooks: panicHook{}})
+	bot.AddUpdate(bot.Private(telegramtest.User(48, "alice"), "a story"))
+	bot.WaitFor(t, "the apology", 20*time.Second, func(sent []telegramtest.Sent, _ []telegramtest.Call) bool {
+		if len(sent) == 0 {
+			return false
+		}
+		text, _ := bot.Text(48, sent[0].MessageID)
+		return strings.HasPrefix(text, "Sorry, I could not answer that")
+	})
+	time.Sleep(2500 * time.Millisecond) // more than two of Telegram's edit intervals
+	sent := bot.Sent()
+	if text, _ := bot.Text(48, sent[0].MessageID); len(sent) != 1 || !strings.HasPrefix(text, "Sorry, I could not answer that") {
+		t.Fatalf("%d messages; the streamed one reads %q; want it to end with the apology", len(sent), text)
+	}
+}
