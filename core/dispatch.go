@@ -360,7 +360,7 @@ func (g *Gateway) handleMessage(ctx context.Context, it QueueItem, log *slog.Log
 	if err != nil {
 		return err
 	}
-	to := Outbound{Conversation: in.Conversation, ReplyTo: in.MessageID, Meta: in.Meta}
+	to := Outbound{Conversation: in.Conversation, ReplyTo: replyTo(in), Meta: in.Meta}
 	st := g.streamFor(ctx, ch, to, it.ID, sess.ID, prev, log)
 	ans, err := g.answerMessage(ctx, CommandRequest{RequestID: it.ID, In: in, Session: sess}, answering{stream: st}, log)
 	if err != nil {

@@ -59,6 +59,11 @@ type slot struct {
 	ended bool
 	// open: a native stream the platform still holds open (Slack).
 	open bool
+	// edited: the message is edited, never streamed to natively: one an
+	// earlier attempt opened (what it shows is not known, so nothing is
+	// appended to it), or a native stream ended because its text went
+	// back (a status line replaced by the answer).
+	edited bool
 }
 
 // newStream prepares the stream of an answer to the item whose reply is
@@ -229,12 +234,18 @@ func (s *stream) update(i int, sl *slot, p DraftPart, last bool) error {
 	to.Part = i
 	var id string
 	var err error
-	if s.nat != nil {
+	if s.nat != nil && !sl.edited {
 		d := NativeDraft{Seq: i, Key: s.reply.RequestID, ID: sl.id, Shown: sl.raw, Raw: p.Raw, Part: p.Part}
-		if last {
+		switch {
+		case sl.open && !strings.HasPrefix(p.Raw, sl.raw):
+			// A native stream only grows: it is ended showing the new
+			// text, and the message edited from now on.
+			id, err = s.nat.EndDraft(ctx, to, d, p.Part)
+			sl.open, sl.edited, sl.ended = false, true, !last
+		case last:
 			id, err = s.nat.ShowDraft(ctx, to, d)
 			sl.open = id != ""
-		} else {
+		default:
 			id, err = s.nat.EndDraft(ctx, to, d, p.Part)
 			sl.ended, sl.open = true, false
 		}
@@ -342,7 +353,7 @@ func slotsOf(r *Reply) []slot {
 			for len(out) < i {
 				out = append(out, slot{})
 			}
-			out = append(out, slot{id: id})
+			out = append(out, slot{id: id, edited: true})
 		}
 	}
 	return out

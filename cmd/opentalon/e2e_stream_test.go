@@ -9,12 +9,15 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/opentalon/opentalon/channels/discord/discordtest"
+	"github.com/opentalon/opentalon/channels/slack/slacktest"
 	"github.com/opentalon/opentalon/channels/telegram/telegramtest"
 	"github.com/opentalon/opentalon/channels/textfmt"
 	"github.com/opentalon/opentalon/core"
@@ -313,5 +316,267 @@ func TestE2EStreamKillThenRestartEditsTheSameMessage(t *testing.T) {
 	}
 	if code := p.exitCode(30 * time.Second); code != 0 {
 		t.Fatalf("exit code %d; stderr:\n%s", code, p.stderr.String())
+	}
+}
+
+// TestE2EStreamInjectedMessageOnDiscord: a message a plugin route injected
+// (no platform message behind it) into a Discord channel is streamed like
+// any other: the streamed message quotes nothing (Discord refuses a
+// reference that is not a message id), it is edited while the answer
+// grows, and it ends as the stored reply.
+func TestE2EStreamInjectedMessageOnDiscord(t *testing.T) {
+	chunks := words(40, 4)
+	llm := streamingLLM(t, chunks, 50*time.Millisecond)
+	dc := discordtest.New(t, dcToken)
+	guild := dc.Guild()
+	ch := dc.TextChannel(guild)
+	h := startApp(t, loadConfigFile(t, writeConfig(t, discordConfig(t.TempDir(), llm.BaseURL(), dc.URL+"/api/v10", ""))))
+	in := core.Inbound{Conversation: core.ConversationKey{Channel: "discord", Chat: ch}, Origin: core.OriginPlugin + "webhook", Text: "summarise the push"}
+	if _, err := h.app.gateway.Inject(context.Background(), in); err != nil {
+		t.Fatal(err)
+	}
+	want := strings.Join(chunks, "")
+	var r *core.Reply
+	dc.WaitFor(t, "the answer stored and delivered", func() bool {
+		sent := dc.Sent()
+		if len(sent) == 0 {
+			return false
+		}
+		rr, err := h.app.db.ReplyByPlatformID(context.Background(), "discord", sent[0].ID)
+		if err != nil || rr == nil || rr.Streaming || rr.Sent[0] == "" || rr.Draft[0] {
+			return false
+		}
+		r = rr
+		return true
+	})
+	sent := dc.Sent()
+	if len(sent) != 1 || sent[0].ReplyTo != "" {
+		t.Fatalf("sent %+v; want one message quoting nothing", sent)
+	}
+	if len(dc.Edits()) == 0 {
+		t.Fatalf("the answer was not edited while it grew; want it streamed")
+	}
+	if got, _ := dc.Content(sent[0].ID); r.Text != want || got != r.Parts[0] {
+		t.Fatalf("message reads %q, stored %q; want both the whole answer %q", got, r.Text, want)
+	}
+}
+
+// TestE2EStreamReactionWhileStreamingMapsToTheReply: in a Slack channel
+// the answer goes to the thread of the message, while a reaction names
+// only the channel. A 👎 on the streamed message made while the answer is
+// still being written joins the answer's conversation (the draft reply
+// knows it), so it is judged once the answer is finished: one negative
+// signal for the model that answered, on the finished reply.
+func TestE2EStreamReactionWhileStreamingMapsToTheReply(t *testing.T) {
+	chunks := words(60, 4) // 3 s at 50 ms a chunk
+	llm := streamingLLM(t, chunks, 50*time.Millisecond)
+	srv := slacktest.New(t, slackBotToken, slackAppToken)
+	h := startApp(t, loadConfigFile(t, writeConfig(t, slackConfig(t.TempDir(), llm.BaseURL(), srv.URL, "    mode: socket\n"))))
+	srv.WaitConnected(t, 1, 20*time.Second)
+	srv.Deliver(srv.Mention("alice", "C1", "tell me a long story", ""))
+	opened := srv.WaitPosts(t, 1, 20*time.Second)[0]
+	if text, _ := srv.Text("C1", opened.TS); strings.HasSuffix(text, chunks[len(chunks)-1]) {
+		t.Fatalf("the whole answer was out before the reaction; the test needs a reaction mid-stream")
+	}
+	ctx := context.Background()
+	// A user reacts once the message is there: after the stream recorded it.
+	srv.WaitFor(t, "the streamed message recorded", 20*time.Second, func() bool {
+		r, err := h.app.db.ReplyByPlatformID(ctx, "slack", "C1:"+opened.TS)
+		return err == nil && r != nil
+	})
+	srv.Deliver(srv.Reaction("alice", "C1", opened.TS, "-1", true))
+
+	want := strings.Join(chunks, "")
+	var rep *core.Reply
+	srv.WaitFor(t, "the reply finished", 20*time.Second, func() bool {
+		r, err := h.app.db.ReplyByPlatformID(ctx, "slack", "C1:"+opened.TS)
+		if err != nil || r == nil || r.Streaming {
+			return false
+		}
+		rep = r
+		return true
+	})
+	if rep.Text != want {
+		t.Fatalf("stored reply %q; want %q", rep.Text, want)
+	}
+	var sigs []core.Signal
+	deadline := time.Now().Add(20 * time.Second)
+	for len(sigs) == 0 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+		var err error
+		if sigs, err = h.app.db.SignalsForReply(ctx, rep.ID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(sigs) != 1 || sigs[0].Polarity != core.Negative || sigs[0].Model != "fake/small" {
+		t.Fatalf("signals for reply %d = %+v; want one negative on fake/small", rep.ID, sigs)
+	}
+}
+
+// TestE2EStreamSlackNativeRetryDoesNotAppendTheAnswerAgain: an answer
+// streamed natively in a Slack thread is cut off (the request times out)
+// and answered again. The second attempt goes on in the message the
+// first one opened without appending the new answer to what the first
+// attempt's stream left there: the message never shows the answer's
+// start twice, and ends as the stored reply.
+func TestE2EStreamSlackNativeRetryDoesNotAppendTheAnswerAgain(t *testing.T) {
+	slow := words(200, 4) // 10 s: the request timeout comes first
+	again := words(30, 4)
+	llm := providertest.NewOpenAI(t)
+	var answered atomic.Bool
+	llm.SetReply(func(providertest.Received) providertest.Script {
+		if !answered.Swap(true) {
+			return providertest.Script{Chunks: slow, ChunkDelay: 50 * time.Millisecond}
+		}
+		return providertest.Script{Chunks: again, ChunkDelay: 60 * time.Millisecond}
+	})
+	srv := slacktest.New(t, slackBotToken, slackAppToken)
+	cfg := slackConfig(t.TempDir(), llm.BaseURL(), srv.URL, "    mode: socket\n    streaming: native\n") + "queue:\n  request_timeout: 3s\n"
+	h := startApp(t, loadConfigFile(t, writeConfig(t, cfg)))
+	srv.WaitConnected(t, 1, 20*time.Second)
+	srv.Deliver(srv.Mention("alice", "C1", "tell me a long story", ""))
+
+	want := strings.Join(again, "")
+	ctx := context.Background()
+	var rep *core.Reply
+	srv.WaitFor(t, "the answer of the second attempt", 30*time.Second, func() bool {
+		for _, c := range srv.Streams() {
+			if c.Method != "chat.startStream" {
+				continue
+			}
+			r, err := h.app.db.ReplyByPlatformID(ctx, "slack", "C1:"+c.TS)
+			if err != nil || r == nil || r.Streaming || r.Text != want {
+				return false
+			}
+			if text, _ := srv.Text("C1", c.TS); text != want {
+				return false
+			}
+			rep = r
+			return true
+		}
+		return false
+	})
+	starts := 0
+	for _, c := range srv.Streams() {
+		switch {
+		case c.Method == "chat.startStream":
+			starts++
+		case c.Method == "chat.appendStream" && strings.HasPrefix(c.MarkdownText, "w0"):
+			t.Fatalf("%s added %q to the message: the answer from its start again, after what the first attempt showed", c.Method, c.MarkdownText)
+		}
+	}
+	if starts != 1 || len(srv.Posts()) != 0 || rep.Sent[0] == "" {
+		t.Fatalf("%d streams started, %d messages posted; want the answer in the one message the first attempt opened", starts, len(srv.Posts()))
+	}
+}
+
+// TestE2EStreamSlackNativeStatusLineIsReplacedByTheAnswer: in a Slack
+// thread streamed natively, the status line shown while a tool runs is
+// replaced by the answer while it is written, not only by the final
+// update.
+func TestE2EStreamSlackNativeStatusLineIsReplacedByTheAnswer(t *testing.T) {
+	answer := words(30, 4)
+	llm := providertest.NewOpenAI(t)
+	llm.SetReply(func(r providertest.Received) providertest.Script {
+		if last := r.Messages[len(r.Messages)-1]; last.Role != core.RoleTool {
+			return providertest.Script{ToolCalls: []core.ToolCall{{Action: "memory_save", Args: map[string]string{"content": "likes long stories"}}}}
+		}
+		// A second of silence (the status line shows), then the answer.
+		return providertest.Script{Chunks: append(make([]string, 10), answer...), ChunkDelay: 100 * time.Millisecond}
+	})
+	srv := slacktest.New(t, slackBotToken, slackAppToken)
+	h := startApp(t, loadConfigFile(t, writeConfig(t, slackConfig(t.TempDir(), llm.BaseURL(), srv.URL, "    mode: socket\n    streaming: native\n"))))
+	srv.WaitConnected(t, 1, 20*time.Second)
+	srv.Deliver(srv.Mention("alice", "C1", "remember that I like long stories, then tell one", ""))
+
+	want := strings.Join(answer, "")
+	ctx := context.Background()
+	srv.WaitFor(t, "the final answer", 30*time.Second, func() bool {
+		for _, c := range srv.Streams() {
+			if c.Method == "chat.startStream" {
+				r, err := h.app.db.ReplyByPlatformID(ctx, "slack", "C1:"+c.TS)
+				text, _ := srv.Text("C1", c.TS)
+				return err == nil && r != nil && !r.Streaming && r.Text == want && text == want
+			}
+		}
+		return false
+	})
+	calls := srv.Streams()
+	if calls[0].Method != "chat.startStream" || !strings.Contains(calls[0].MarkdownText, "memory_save") {
+		t.Fatalf("the stream started with %s %q; want the status line of the tool", calls[0].Method, calls[0].MarkdownText)
+	}
+	// What the message showed, step by step: the stream's start, each
+	// append, each chat.update.
+	type state struct {
+		at   time.Time
+		text string
+	}
+	var states []state
+	text := ""
+	for _, c := range calls {
+		if c.TS != calls[0].TS && c.Method != "chat.startStream" {
+			continue
+		}
+		switch c.Method {
+		case "chat.startStream":
+			text = c.MarkdownText
+		case "chat.appendStream":
+			text += c.MarkdownText
+		default:
+			continue
+		}
+		states = append(states, state{c.At, text})
+	}
+	for _, u := range srv.Updates() {
+		states = append(states, state{u.At, u.Text})
+	}
+	sort.SliceStable(states, func(i, j int) bool { return states[i].at.Before(states[j].at) })
+	written := false
+	for _, st := range states {
+		switch {
+		case st.text == calls[0].MarkdownText:
+		case strings.HasPrefix(want, st.text) && strings.HasPrefix(st.text, "w0"):
+			written = written || st.text != want
+		default:
+			t.Fatalf("the message showed %q: neither the status line nor the start of the answer %q", st.text, want)
+		}
+	}
+	if !written {
+		t.Fatalf("the message went from the status line to the final answer (%d states); want the answer shown while it is written", len(states))
+	}
+}
+
+// panicHook's post-hook panics: the request fails for good.
+type panicHook struct{}
+
+func (panicHook) Pre(_ context.Context, in core.HookInput) (core.PreResult, error) {
+	return core.PreResult{Text: in.Text, Metadata: in.Metadata}, nil
+}
+
+func (panicHook) Post(context.Context, core.HookInput, string) (string, error) {
+	panic("post-hook bug")
+}
+
+// TestE2EStreamFailedRequestEndsWithTheApology: a request whose post-hook
+// panics after the answer was streamed fails for good; the streamed
+// message ends showing the apology, and the stream does not update it
+// again afterwards.
+func TestE2EStreamFailedRequestEndsWithTheApology(t *testing.T) {
+	chunks := words(40, 4)
+	llm := streamingLLM(t, chunks, 50*time.Millisecond)
+	bot := telegramtest.New(t, tgToken)
+	startAppWith(t, loadConfigFile(t, writeConfig(t, telegramConfig(t.TempDir(), llm.BaseURL(), bot.URL))), AppOptions{Hooks: panicHook{}})
+	bot.AddUpdate(bot.Private(telegramtest.User(48, "alice"), "a story"))
+	bot.WaitFor(t, "the apology", 20*time.Second, func(sent []telegramtest.Sent, _ []telegramtest.Call) bool {
+		if len(sent) == 0 {
+			return false
+		}
+		text, _ := bot.Text(48, sent[0].MessageID)
+		return strings.HasPrefix(text, "Sorry, I could not answer that")
+	})
+	time.Sleep(2500 * time.Millisecond) // more than two of Telegram's edit intervals
+	sent := bot.Sent()
+	if text, _ := bot.Text(48, sent[0].MessageID); len(sent) != 1 || !strings.HasPrefix(text, "Sorry, I could not answer that") {
+		t.Fatalf("%d messages; the streamed one reads %q; want it to end with the apology", len(sent), text)
 	}
 }

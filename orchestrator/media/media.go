@@ -1,6 +1,7 @@
 package media
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -175,7 +176,15 @@ func (r *Reader) get(ctx context.Context, channel string, f core.InboundFile, fe
 	if mime == "" {
 		mime = "application/octet-stream"
 	}
-	mf, err := r.o.Store.StoreMedia(ctx, source, mime, sniffing{pr, &mime}, r.o.MaxBytes)
+	// A type the platform does not name is read from the first bytes
+	// before the file is stored, so the store keeps it for a retry.
+	body := bufio.NewReaderSize(pr, sniffLen)
+	if mime == "application/octet-stream" {
+		if head, _ := body.Peek(sniffLen); len(head) > 0 {
+			mime, _, _ = strings.Cut(http.DetectContentType(head), ";")
+		}
+	}
+	mf, err := r.o.Store.StoreMedia(ctx, source, mime, body, r.o.MaxBytes)
 	pr.CloseWithError(errors.New("media store stopped reading"))
 	if err != nil {
 		if errors.Is(err, core.ErrTooLarge) {
@@ -190,21 +199,9 @@ func (r *Reader) get(ctx context.Context, channel string, f core.InboundFile, fe
 	return mf, nil
 }
 
-// sniffing reads through and, when the type is unknown, names it from
-// the first bytes.
-type sniffing struct {
-	r    io.Reader
-	mime *string
-}
-
-func (s sniffing) Read(p []byte) (int, error) {
-	n, err := s.r.Read(p)
-	if n > 0 && *s.mime == "application/octet-stream" {
-		m, _, _ := strings.Cut(http.DetectContentType(p[:n]), ";")
-		*s.mime = m
-	}
-	return n, err
-}
+// sniffLen is how many first bytes name a file's type
+// (http.DetectContentType reads at most 512).
+const sniffLen = 512
 
 // transcribe returns the transcript of a voice note, made once and kept.
 func (r *Reader) transcribe(ctx context.Context, in core.Inbound, a core.Attachment, mf store.MediaFile) (string, error) {

@@ -100,3 +100,24 @@ func TestReaderTooLargeWhileDownloading(t *testing.T) {
 		t.Fatalf("Read = %+v, %v; want the too-large reply", mi, err)
 	}
 }
+
+// TestReaderRetryKeepsTheSniffedType: a file whose type the platform does
+// not name is typed from its first bytes; a retry, which reads it from
+// the media store instead of downloading it again, sees the same type and
+// so gives the same answer.
+func TestReaderRetryKeepsTheSniffedType(t *testing.T) {
+	r := newReader(t, Options{})
+	n := 0
+	fetch := serve(map[string]string{"notes": "remember the milk\n"}, &n)
+	in := core.Inbound{Conversation: core.ConversationKey{Channel: "discord", Chat: "1"},
+		Files: []core.InboundFile{{ID: "notes", Kind: core.MediaDocument, Name: "NOTES"}}}
+	for attempt := 1; attempt <= 2; attempt++ {
+		mi, err := r.Read(context.Background(), in, fetch)
+		if err != nil || mi.Reply != "" || !strings.Contains(mi.Text, "remember the milk") {
+			t.Fatalf("attempt %d: Read = %+v, %v; want the file's text", attempt, mi, err)
+		}
+	}
+	if n != 1 {
+		t.Fatalf("%d downloads; the retry reads the media store", n)
+	}
+}

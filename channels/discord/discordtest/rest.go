@@ -95,6 +95,11 @@ func (s *Server) postMessage(w http.ResponseWriter, r *http.Request) {
 		reply(w, 404, apiError{Message: "Unknown Channel", Code: 10003})
 		return
 	}
+	if ref := body.Reference; ref != nil && !snowflake(ref.MessageID) {
+		// Discord validates the form before it looks the message up.
+		reply(w, 400, apiError{Message: fmt.Sprintf("Invalid Form Body: message_reference.message_id: Value %q is not snowflake.", ref.MessageID), Code: 50035})
+		return
+	}
 	if len(ups) > 0 {
 		m := s.store(id, body, "channel", "")
 		s.mu.Lock()
@@ -133,4 +138,17 @@ func (s *Server) reaction(remove bool) http.HandlerFunc {
 		s.mu.Unlock()
 		reply(w, http.StatusNoContent, nil)
 	}
+}
+
+// snowflake says whether id is a Discord id: a decimal number.
+func snowflake(id string) bool {
+	if id == "" || len(id) > 20 {
+		return false
+	}
+	for _, c := range id {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
 }
