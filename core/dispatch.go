@@ -362,9 +362,11 @@ func (g *Gateway) handleMessage(ctx context.Context, it QueueItem, log *slog.Log
 	}
 	to := Outbound{Conversation: in.Conversation, ReplyTo: replyTo(in), Meta: in.Meta}
 	st := g.streamFor(ctx, ch, to, it.ID, sess.ID, prev, log)
+	// Stopped however the request ends, a panic included: no update of
+	// the stream may come after the apology the failure edits in.
+	defer st.stop()
 	ans, err := g.answerMessage(ctx, CommandRequest{RequestID: it.ID, In: in, Session: sess}, answering{stream: st}, log)
 	if err != nil {
-		st.stop()
 		return err
 	}
 	return g.finishAnswer(ctx, ch, in, it.ID, sess.ID, ans, st, release)
