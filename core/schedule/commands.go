@@ -120,6 +120,10 @@ func origin(sc core.Schedule) string {
 }
 
 func (s *Scheduler) cmdUnschedule(ctx context.Context, req core.CommandRequest) (string, error) {
+	if req.In.Origin != "" {
+		// An injected message's user id is whatever its plugin says.
+		return "Schedules are removed by people in the chat.", nil
+	}
 	arg := strings.TrimPrefix(strings.TrimSpace(req.Args), "#")
 	id, err := strconv.ParseInt(arg, 10, 64)
 	if err != nil || id <= 0 {

@@ -327,3 +327,29 @@ func TestChatCommands(t *testing.T) {
 		t.Fatalf("injected /schedule = %q", out)
 	}
 }
+
+// An injected message (a plugin route's) carries whatever user id the
+// plugin gives it, so it must not pass as a schedule's creator.
+func TestInjectedUnscheduleIsRefused(t *testing.T) {
+	clk := &clock{t: time.Date(2026, 5, 1, 8, 0, 0, 0, time.UTC)}
+	r := newRig(t, t.TempDir(), clk)
+	ctx := context.Background()
+	cmds := map[string]core.CommandFunc{}
+	for _, c := range r.s.Commands() {
+		cmds[c.Name] = c.Run
+	}
+	sc, err := r.s.Add(ctx, core.Schedule{Source: core.ScheduleChat, Interval: time.Hour, Spec: "every 1h", Prompt: "p", Conversation: conv, Creator: "U1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := cmds["unschedule"](ctx, core.CommandRequest{In: core.Inbound{Conversation: conv, UserID: "U1", Origin: "plugin:relay"}, Args: "1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.HasPrefix(out, "Removed") || len(r.s.Schedules()) != 1 {
+		t.Fatalf("an injected /unschedule naming the creator removed #%d: %q", sc.ID, out)
+	}
+	if _, err := r.db.Schedule(ctx, sc.ID); err != nil {
+		t.Fatalf("schedule #%d gone from the store: %v", sc.ID, err)
+	}
+}
