@@ -337,3 +337,28 @@ func TestManagerFeedsExtensions(t *testing.T) {
 		t.Fatal("a stopped plugin's hooks are still in the pipeline")
 	}
 }
+
+// A path whose escaped dot segments climb out of the route it matched
+// is refused before it reaches the plugin: the plugin would otherwise
+// see (and may clean) a path outside the route, public or not, the core
+// checked.
+func TestPluginRouteRefusesDotSegments(t *testing.T) {
+	x, _ := launchExt(t, ExtOptions{})
+	mux := http.NewServeMux()
+	mux.Handle(RoutePattern, x.HTTPHandler(HTTPOptions{APIKey: "k3y"}))
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	for _, p := range []string{"files/..%2Fstatus", "files/%2e%2e/status", "files/a/%2E/b", "files%2F..%2Fstatus", "files/a%2F%2Fb"} {
+		req, _ := http.NewRequest("GET", srv.URL+"/api/plugins/ext/"+p, nil)
+		req.Header.Set("X-API-Key", "k3y")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusBadRequest || strings.HasPrefix(string(b), "file ") {
+			t.Errorf("GET %s = %d %q; want 400 and the plugin not called", p, resp.StatusCode, b)
+		}
+	}
+}

@@ -77,6 +77,10 @@ func (x *Extensions) HTTPHandler(o HTTPOptions) http.Handler {
 			httpError(w, http.StatusNotFound, fmt.Sprintf("no running plugin %q serves HTTP routes", name))
 			return
 		}
+		if !plainPath(path) {
+			httpError(w, http.StatusBadRequest, fmt.Sprintf("the path %q has an empty, \".\" or \"..\" segment (perhaps escaped); send the plain path", path))
+			return
+		}
 		route, allowed := matchRoute(p.cap.Routes, r.Method, path)
 		if route == nil {
 			if len(allowed) > 0 {
@@ -176,6 +180,22 @@ func inject(ctx context.Context, o HTTPOptions, plugin string, m *pluginpb.Injec
 		return http.StatusInternalServerError, fmt.Sprintf("plugin %s injected a message the gateway cannot take: %v", plugin, err)
 	}
 	return http.StatusServiceUnavailable, "the message could not be queued; try again"
+}
+
+// plainPath reports whether path (unescaped, below the plugin's name)
+// has no empty, "." or ".." segment but a trailing slash: the mux cleans
+// only the raw path, so an escaped "%2e%2e" or "%2F" would otherwise
+// reach the plugin as a path outside the route it matched.
+func plainPath(path string) bool {
+	if path == "" {
+		return true
+	}
+	for _, seg := range strings.Split(strings.TrimSuffix(path, "/"), "/") {
+		if seg == "" || seg == "." || seg == ".." {
+			return false
+		}
+	}
+	return true
 }
 
 // matchRoute finds the route for method and path; when only the method
