@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"reflect"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -360,5 +361,32 @@ func TestPluginRouteRefusesDotSegments(t *testing.T) {
 		if resp.StatusCode != http.StatusBadRequest || strings.HasPrefix(string(b), "file ") {
 			t.Errorf("GET %s = %d %q; want 400 and the plugin not called", p, resp.StatusCode, b)
 		}
+	}
+}
+
+// A finished stream leaves no goroutine behind, even when the caller's
+// context never ends.
+func TestProviderStreamLeavesNoGoroutine(t *testing.T) {
+	x, _ := launchExt(t, ExtOptions{})
+	req := ProviderRequest{Model: "m1", Messages: []core.ChatMessage{{Role: core.RoleUser, Content: "hi there"}}}
+	if _, err := x.Stream(context.Background(), "ext", req, nil); err != nil {
+		t.Fatal(err)
+	}
+	settle := func(limit int) int {
+		n := runtime.NumGoroutine()
+		for i := 0; i < 100 && n > limit; i++ {
+			time.Sleep(20 * time.Millisecond)
+			n = runtime.NumGoroutine()
+		}
+		return n
+	}
+	base := runtime.NumGoroutine()
+	for i := 0; i < 20; i++ {
+		if _, err := x.Stream(context.Background(), "ext", req, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := settle(base + 3); n > base+3 {
+		t.Fatalf("%d goroutines after 20 finished streams; %d before", n, base)
 	}
 }

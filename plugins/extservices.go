@@ -98,6 +98,10 @@ func (x *Extensions) Stream(ctx context.Context, name string, req ProviderReques
 	if err != nil {
 		return ProviderResponse{}, err
 	}
+	// The stream is left before its end (io.EOF) once the final answer
+	// came: only cancelling its context frees it.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	st, err := p.provider.Stream(ctx, completionRequest(req))
 	if err != nil {
 		return ProviderResponse{}, callError(name, "Stream", err)
