@@ -39,7 +39,8 @@ func (h *extHelper) Capabilities() sdk.Capabilities {
 		Actions: []sdk.Action{{Name: "seen", Description: "what the helper was told"}},
 		Hooks:   []sdk.Hook{{Stage: sdk.StagePre, Order: 20}, {Stage: sdk.StagePost, Order: 20}},
 		Routes: []sdk.Route{{Method: "POST", Path: "webhook", Public: true}, {Method: "GET", Path: "status"},
-			{Path: "files/"}, {Method: "GET", Path: "slow"}, {Method: "GET", Path: "badstatus"}},
+			{Path: "files/"}, {Method: "GET", Path: "slow"}, {Method: "GET", Path: "badstatus"},
+			{Method: "GET", Path: "pub/", Public: true}, {Method: "GET", Path: "pub/secret"}},
 		Schedules: []sdk.Schedule{{ID: "digest", Cron: "0 9 * * *", Channel: "console", Chat: "local"}},
 	}
 }

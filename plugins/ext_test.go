@@ -42,7 +42,7 @@ func TestExtensionDeclarations(t *testing.T) {
 		}
 	}})
 	c := p.Cap
-	if len(c.Hooks) != 2 || c.Hooks[0] != (Hook{Stage: StagePre, Order: 20}) || len(c.Routes) != 5 || !c.Routes[0].Public || c.Routes[1].Method != "GET" {
+	if len(c.Hooks) != 2 || c.Hooks[0] != (Hook{Stage: StagePre, Order: 20}) || len(c.Routes) != 7 || !c.Routes[0].Public || c.Routes[1].Method != "GET" {
 		t.Fatalf("capability = %+v", c)
 	}
 	for _, sv := range []string{ServiceNotify, ServiceAuthorize, ServiceBlobs, ServiceProvider} {
@@ -388,5 +388,38 @@ func TestProviderStreamLeavesNoGoroutine(t *testing.T) {
 	}
 	if n := settle(base + 3); n > base+3 {
 		t.Fatalf("%d goroutines after 20 finished streams; %d before", n, base)
+	}
+}
+
+// A route is matched by its most specific path whatever the order the
+// plugin declared them in: a private route below a public prefix keeps
+// needing the API key.
+func TestPluginRouteMostSpecificWins(t *testing.T) {
+	x, _ := launchExt(t, ExtOptions{})
+	mux := http.NewServeMux()
+	mux.Handle(RoutePattern, x.HTTPHandler(HTTPOptions{APIKey: "k3y"}))
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	get := func(path, key string) int {
+		t.Helper()
+		req, _ := http.NewRequest("GET", srv.URL+"/api/plugins/ext/"+path, nil)
+		if key != "" {
+			req.Header.Set("X-API-Key", key)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if code := get("pub/secret", ""); code != http.StatusUnauthorized {
+		t.Errorf("private pub/secret below the public pub/ without the key = %d; want 401", code)
+	}
+	if code := get("pub/secret", "k3y"); code != http.StatusOK {
+		t.Errorf("pub/secret with the key = %d; want 200", code)
+	}
+	if code := get("pub/other", ""); code != http.StatusOK {
+		t.Errorf("public pub/other = %d; want 200", code)
 	}
 }

@@ -198,18 +198,36 @@ func plainPath(path string) bool {
 	return true
 }
 
-// matchRoute finds the route for method and path; when only the method
-// differs it returns the methods that would match.
+// matchRoute finds the route for method and path: of the routes whose
+// method matches, the one with the most specific path (an exact path
+// before any subtree, a longer subtree before a shorter one), whatever
+// the order they were declared in, so a route below a public subtree
+// keeps its own access rule. When only the method differs it returns
+// the methods that would match.
 func matchRoute(routes []Route, method, path string) (*Route, []string) {
 	var allowed []string
+	var best *Route
+	bestLen := -1
 	for i, rt := range routes {
-		if path != rt.Path && !(strings.HasSuffix(rt.Path, "/") && strings.HasPrefix(path, rt.Path)) {
+		n := -1
+		switch {
+		case path == rt.Path:
+			n = len(rt.Path) + 1
+		case strings.HasSuffix(rt.Path, "/") && strings.HasPrefix(path, rt.Path):
+			n = len(rt.Path)
+		default:
 			continue
 		}
-		if rt.Method == "" || rt.Method == method || rt.Method == http.MethodGet && method == http.MethodHead {
-			return &routes[i], nil
+		if rt.Method != "" && rt.Method != method && !(rt.Method == http.MethodGet && method == http.MethodHead) {
+			allowed = append(allowed, rt.Method)
+			continue
 		}
-		allowed = append(allowed, rt.Method)
+		if n > bestLen {
+			best, bestLen = &routes[i], n
+		}
+	}
+	if best != nil {
+		return best, nil
 	}
 	return nil, allowed
 }
