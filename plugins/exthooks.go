@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"time"
 
 	"github.com/opentalon/opentalon/core"
 	"github.com/opentalon/opentalon/guard"
@@ -35,6 +36,9 @@ func (x *Extensions) hookStep(p *extPlugin, h Hook) core.HookStep {
 			if err != nil {
 				return core.PreResult{}, fmt.Errorf("%w (hook timeout %s)", callError(name, "pre hook", err), timeout)
 			}
+			if err := late(ctx, name, "pre hook", timeout); err != nil {
+				return core.PreResult{}, err
+			}
 			return x.preResult(name, in, resp)
 		}
 		return st
@@ -47,6 +51,9 @@ func (x *Extensions) hookStep(p *extPlugin, h Hook) core.HookStep {
 		if err != nil {
 			return "", fmt.Errorf("%w (hook timeout %s)", callError(name, "post hook", err), timeout)
 		}
+		if err := late(ctx, name, "post hook", timeout); err != nil {
+			return "", err
+		}
 		if resp.GetDrop() || resp.GetReply() != "" {
 			x.log.Warn("a post hook cannot drop or answer; its drop or reply is ignored", "plugin", name)
 		}
@@ -56,6 +63,18 @@ func (x *Extensions) hookStep(p *extPlugin, h Hook) core.HookStep {
 		return x.text(name, resp.GetText(), false)
 	}
 	return st
+}
+
+// late is the timeout error of a hook call whose answer came when its
+// deadline had passed: gRPC returns an answer that arrives together
+// with the deadline (a loaded machine notices its own deadline late),
+// and a hook that timed out is skipped whatever it answered.
+func late(ctx context.Context, plugin, what string, timeout time.Duration) error {
+	dl, ok := ctx.Deadline()
+	if ctx.Err() == nil && (!ok || time.Now().Before(dl)) {
+		return nil
+	}
+	return &core.Error{Kind: core.KindTimeout, Msg: fmt.Sprintf("plugin %s: %s answered after its timeout %s", plugin, what, timeout)}
 }
 
 func hookRequest(in core.HookInput, text, question string) *pluginpb.HookRequest {
