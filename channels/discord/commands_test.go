@@ -164,3 +164,24 @@ func TestCommandAnswerAfterTheTokenExpiredGoesToTheChannel(t *testing.T) {
 		t.Errorf("sent = %+v, want the deferred response edited, then the channel once the token expired", sent)
 	}
 }
+
+// TestCommandDeferredInTimeWhileChannelLookupsAreRateLimited: Discord
+// gives an interaction 3 seconds for its first response. The interaction
+// names its channel (and a thread's parent) itself, so no channel lookup,
+// which a rate limit can hold up for longer, stands before the deferred
+// response.
+func TestCommandDeferredInTimeWhileChannelLookupsAreRateLimited(t *testing.T) {
+	t.Parallel()
+	r := start(t, nil, nil)
+	thread := r.srv.Thread(r.guild, r.channel)
+	r.srv.RateLimit("GET", "/channels/", 3500*time.Millisecond, 1)
+	id := r.srv.Interaction(t, r.alice, r.guild, thread, "model", nil)
+	s := r.waitSent(t, 1)[0]
+	cbs := r.srv.Callbacks()
+	if len(cbs) != 1 || cbs[0].Interaction != id || cbs[0].Type != 5 {
+		t.Fatalf("callbacks = %+v, want the deferred response (type 5) to %s accepted within Discord's window", cbs, id)
+	}
+	if s.Via != "original" || s.Interaction != id {
+		t.Fatalf("answer = %+v, want the deferred response edited into core's answer", s)
+	}
+}

@@ -86,6 +86,15 @@ func (r *run) interaction(ctx context.Context, raw json.RawMessage) error {
 	if i.AppID == "" {
 		_, i.AppID, _ = b.identity()
 	}
+	// The interaction names its channel (a thread with its parent): no
+	// channel lookup, which a rate limit can hold up, stands before the
+	// deferred response Discord wants within 3 seconds.
+	var named struct {
+		Channel *discordgo.Channel `json:"channel"`
+	}
+	if json.Unmarshal(raw, &named) == nil && named.Channel != nil && named.Channel.ID == i.ChannelID && i.GuildID != "" {
+		b.chans.put(i.ChannelID, chanInfo{thread: named.Channel.IsThread(), parent: named.Channel.ParentID})
+	}
 	conv, parent := b.conversation(ctx, i.GuildID, i.ChannelID)
 	if !b.allowed(i.GuildID, i.ChannelID, parent, user) {
 		b.respondNow(ctx, &i, "This bot does not answer you here.")

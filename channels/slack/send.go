@@ -81,7 +81,9 @@ func (b *Bot) sendEphemeral(ctx context.Context, to core.Outbound, part string) 
 		if err == nil {
 			return fmt.Sprintf("ephemeral:%s:%d", to.ReplyTo, to.Part), nil
 		}
-		b.log.Warn("answering a slash command on its response_url failed; trying chat.postEphemeral", "err", b.scrubber.Error(err))
+		// The response_url is a credential for the channel: the error names it.
+		err = toolkit.NewScrubber(b.cfg.BotToken.Value(), b.cfg.AppToken.Value(), b.cfg.SigningSecret.Value(), url).Error(err)
+		b.log.Warn("answering a slash command on its response_url failed; trying chat.postEphemeral", "err", err)
 	}
 	ts, err := b.api.PostEphemeralContext(ctx, channel, to.Meta[metaUser], slack.MsgOptionText(part, false))
 	if err != nil {

@@ -2,8 +2,10 @@ package slack_test
 
 import (
 	"context"
+	"encoding/json"
 	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -311,4 +313,28 @@ func TestCannotConnectIsReported(t *testing.T) {
 	case <-time.After(wait):
 		t.Fatal("Run did not return")
 	}
+}
+
+// TestResponseURLNeverLogged: a slash command's response_url lets anyone
+// post to its channel for half an hour, so it is a credential: when
+// posting on it fails at the transport (the error names the URL), the log
+// says why without it, and the answer still reaches the user.
+func TestResponseURLNeverLogged(t *testing.T) {
+	drop := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		c, _, err := w.(http.Hijacker).Hijack()
+		if err == nil {
+			c.Close()
+		}
+	}))
+	defer drop.Close()
+	r := newRig(t, setup{})
+	env := r.srv.Slash("alice", "C1", "/model", "")
+	env.Command["response_url"] = drop.URL + "/commands/T0TEST/1/RESPONSESECRETx9"
+	env.Payload, _ = json.Marshal(env.Command)
+	r.srv.Deliver(env)
+	r.srv.WaitFor(t, "the ephemeral answer", wait, func() bool { return len(r.srv.Ephemerals()) == 1 })
+	if !strings.Contains(r.logs.String(), "response_url failed") {
+		t.Fatalf("the failed response_url was not logged:\n%s", r.logs.String())
+	}
+	// The rig's cleanup fails the test when "SECRET" reached the log.
 }

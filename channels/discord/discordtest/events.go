@@ -101,6 +101,7 @@ func (s *Server) Interaction(tb testing.TB, u User, guild, channel, name string,
 	tb.Helper()
 	s.mu.Lock()
 	in := &interaction{id: s.id(), token: "itoken-" + s.id(), channelID: channel, at: time.Now()}
+	c, known := s.channels[channel]
 	s.interactions[in.id] = in
 	cmdID := s.id()
 	s.mu.Unlock()
@@ -112,6 +113,9 @@ func (s *Server) Interaction(tb testing.TB, u User, guild, channel, name string,
 		"id": in.id, "application_id": s.AppID, "type": 2, "token": in.token, "version": 1, "channel_id": channel,
 		"data":   map[string]any{"id": cmdID, "name": name, "type": 1, "options": opts},
 		"locale": "en-US", "app_permissions": "0",
+	}
+	if known {
+		d["channel"] = c // the partial channel Discord sends with every interaction
 	}
 	if guild != "" {
 		d["guild_id"] = guild

@@ -93,6 +93,7 @@ type Reaction struct {
 type failure struct {
 	method, path string
 	status, left int
+	retryAfter   time.Duration // a 429's retry_after
 }
 
 // interaction is an interaction the fake dispatched.
@@ -278,6 +279,15 @@ func (s *Server) Fail(method, path string, status, n int) {
 	s.failures = append(s.failures, failure{method: method, path: path, status: status, left: n})
 }
 
+// RateLimit makes the next n REST calls of method whose path contains
+// path answer 429 with retry_after after, as Discord does when a route's
+// limit is used up (discordgo waits that long and tries again).
+func (s *Server) RateLimit(method, path string, after time.Duration, n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.failures = append(s.failures, failure{method: method, path: path, status: http.StatusTooManyRequests, left: n, retryAfter: after})
+}
+
 // ExpireInteraction makes the token of interaction id invalid, as Discord
 // does 15 minutes after the interaction.
 func (s *Server) ExpireInteraction(id string) {
@@ -372,8 +382,13 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("POST "+api+"/webhooks/{app}/{token}", s.followup)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !strings.HasPrefix(r.URL.Path, "/gateway") && r.URL.Path != "/" {
-			if st, ok := s.record(r); ok {
-				reply(w, st, apiError{Message: "injected failure", Code: 0})
+			if f, ok := s.record(r); ok {
+				if f.status == http.StatusTooManyRequests {
+					w.Header().Set("Retry-After", strconv.Itoa(int(f.retryAfter.Seconds()+0.999)))
+					reply(w, f.status, map[string]any{"message": "You are being rate limited.", "retry_after": f.retryAfter.Seconds(), "global": false})
+					return
+				}
+				reply(w, f.status, apiError{Message: "injected failure", Code: 0})
 				return
 			}
 		}
@@ -382,7 +397,7 @@ func (s *Server) routes() http.Handler {
 }
 
 // record logs a call and reports an injected failure for it.
-func (s *Server) record(r *http.Request) (int, bool) {
+func (s *Server) record(r *http.Request) (failure, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	defer s.notify()
@@ -391,10 +406,10 @@ func (s *Server) record(r *http.Request) (int, bool) {
 		f := &s.failures[i]
 		if f.left > 0 && f.method == r.Method && strings.Contains(r.URL.Path, f.path) {
 			f.left--
-			return f.status, true
+			return *f, true
 		}
 	}
-	return 0, false
+	return failure{}, false
 }
 
 type apiError struct {
