@@ -268,3 +268,36 @@ func TestPluginWatch(t *testing.T) {
 		t.Fatalf("events = %+v", evs)
 	}
 }
+
+// TestWebhookURLSecretsStayOutOfErrors: a token in the webhook URL's path
+// (Slack's and Discord's incoming webhooks), query or user info appears
+// neither in the sink's name (logged) nor in its errors.
+func TestWebhookURLSecretsStayOutOfErrors(t *testing.T) {
+	h, base := newHook(t, "")
+	h.status = http.StatusNotFound
+	refused := "http://127.0.0.1:1"
+	for _, u := range []string{
+		base + "/api/webhooks/123/PATHSECRET",
+		base + "/hook?token=QUERYSECRET",
+		strings.Replace(base, "http://", "http://user:USERSECRET@", 1) + "/x",
+		refused + "/api/webhooks/123/PATHSECRET",
+	} {
+		w := notify.Webhook{URL: u}
+		err := w.Send(context.Background(), notify.Notification{})
+		for _, s := range []string{w.Name(), errString(err)} {
+			if strings.Contains(s, "SECRET") {
+				t.Errorf("%q shows the URL's secret", s)
+			}
+		}
+		if err == nil || !strings.Contains(w.Name(), "127.0.0.1") {
+			t.Errorf("sink %q, error %v; want the host named and an error", w.Name(), err)
+		}
+	}
+}
+
+func errString(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}

@@ -49,14 +49,25 @@ type Webhook struct {
 	Client *http.Client
 }
 
-// Name implements Sink: the URL without its query or credentials.
+// Name implements Sink: the URL's scheme and host only. Its path, query
+// and user info may hold a token (Slack's and Discord's incoming webhooks
+// carry theirs in the path).
 func (w Webhook) Name() string {
 	u, err := url.Parse(w.URL)
 	if err != nil {
 		return "webhook"
 	}
-	u.User, u.RawQuery = nil, ""
-	return "webhook " + u.String()
+	return "webhook " + safeURL(u)
+}
+
+// safeURL is u without what may hold a secret: the scheme and host, and
+// "/…" for a path left out.
+func safeURL(u *url.URL) string {
+	s := u.Scheme + "://" + u.Host
+	if u.Path != "" && u.Path != "/" {
+		s += "/…"
+	}
+	return s
 }
 
 // Send implements Sink.
@@ -94,13 +105,12 @@ func (w Webhook) Send(ctx context.Context, n Notification) error {
 	return fmt.Errorf("%s answered %s", w.Name(), resp.Status)
 }
 
-// redactURL keeps a webhook URL's query (which may hold a token) out of
-// a transport error.
+// redactURL keeps a webhook URL's path, query and user info (which may
+// hold a token) out of a transport error.
 func redactURL(err error) error {
 	if ue, ok := err.(*url.Error); ok {
 		if u, perr := url.Parse(ue.URL); perr == nil {
-			u.User, u.RawQuery = nil, ""
-			ue.URL = u.String()
+			ue.URL = safeURL(u)
 		}
 	}
 	return err
