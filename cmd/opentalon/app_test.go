@@ -350,3 +350,24 @@ func TestBuildFailureIsAClearError(t *testing.T) {
 		t.Fatalf("BuildApp with a group-readable profiles file: %v; want the chmod fix", err)
 	}
 }
+
+// deliveredReply waits for the reply whose message the platform knows as
+// platformID to be in the delivery log: the fake platform sees a message
+// a moment before the gateway records that it was sent.
+func deliveredReply(t testing.TB, h *harness, channel, platformID string) *core.Reply {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		r, err := h.app.db.ReplyByPlatformID(context.Background(), channel, platformID)
+		if err != nil {
+			t.Fatalf("reply for %s message %s: %v", channel, platformID, err)
+		}
+		if r != nil {
+			return r
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no reply for %s message %s in the delivery log", channel, platformID)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

@@ -91,10 +91,8 @@ func TestE2EDiscordThroughApp(t *testing.T) {
 	// 👎 on the reply becomes a negative signal for its model.
 	dc.React(t, alice, guild, ch, reply.ID, "👎", true)
 	ctx := context.Background()
-	rep, err := h.app.db.ReplyByPlatformID(ctx, "discord", reply.ID)
-	if err != nil || rep == nil {
-		t.Fatalf("reply for discord message %s: %v %v", reply.ID, rep, err)
-	}
+	rep := deliveredReply(t, h, "discord", reply.ID)
+	var err error
 	var sigs []core.Signal
 	deadline := time.Now().Add(20 * time.Second)
 	for len(sigs) == 0 && time.Now().Before(deadline) {

@@ -5,7 +5,6 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -292,16 +291,7 @@ func checkChartUpload(t *testing.T, h *harness, channel, platformID string, data
 		t.Fatalf("the upload is %v; want the 400x240 chart", b)
 	}
 	sum := sha256.Sum256(data)
-	var r *core.Reply
-	for deadline := time.Now().Add(10 * time.Second); r == nil && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		r, err = h.app.db.ReplyByPlatformID(context.Background(), channel, platformID)
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	if r == nil {
-		t.Fatalf("the upload %s is not in the delivery log", platformID)
-	}
+	r := deliveredReply(t, h, channel, platformID)
 	if len(r.Files) != 1 || r.Files[0].SHA256 != hex.EncodeToString(sum[:]) || r.Sent[len(r.Parts)] != platformID {
 		t.Fatalf("the reply's files %+v, sent %v; want the uploaded bytes' SHA-256 recorded as part %d", r.Files, r.Sent, len(r.Parts))
 	}

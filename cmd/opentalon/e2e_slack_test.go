@@ -68,10 +68,8 @@ func TestE2ESlackSocketModeThroughApp(t *testing.T) {
 
 	// -1 on the bot's reply is a negative signal for its model.
 	srv.Deliver(srv.Reaction("alice", "C1", reply.TS, "-1", true))
-	rep, err := h.app.db.ReplyByPlatformID(ctx, "slack", "C1:"+reply.TS)
-	if err != nil || rep == nil {
-		t.Fatalf("reply for C1:%s: %v %v", reply.TS, rep, err)
-	}
+	rep := deliveredReply(t, h, "slack", "C1:"+reply.TS)
+	var err error
 	var sigs []core.Signal
 	deadline := time.Now().Add(20 * time.Second)
 	for len(sigs) == 0 && time.Now().Before(deadline) {

@@ -70,11 +70,7 @@ func (h postHook) StreamSafe(core.HookInput) bool { return h.safe }
 // storedReply is the reply stored for the answer the bot sent as msg.
 func storedReply(t *testing.T, h *harness, chat int64, msg int) *core.Reply {
 	t.Helper()
-	r, err := h.app.db.ReplyByPlatformID(context.Background(), "telegram", fmt.Sprintf("%d:%d", chat, msg))
-	if err != nil || r == nil {
-		t.Fatalf("no reply stored for message %d:%d (%v)", chat, msg, err)
-	}
-	return r
+	return deliveredReply(t, h, "telegram", fmt.Sprintf("%d:%d", chat, msg))
 }
 
 // TestE2EStreamEditsOneMessageAtTelegramsRate: a long answer streamed over

@@ -73,10 +73,8 @@ func TestE2ETelegramThroughApp(t *testing.T) {
 
 	// 👎 on the bot's reply becomes a negative signal for that reply's model.
 	bot.AddUpdate(telegramtest.Reaction(42, models.ChatTypePrivate, reply.MessageID, alice, nil, []string{"👎"}))
-	rep, err := h.app.db.ReplyByPlatformID(ctx, "telegram", fmt.Sprintf("42:%d", reply.MessageID))
-	if err != nil || rep == nil {
-		t.Fatalf("reply for telegram message %d: %v %v", reply.MessageID, rep, err)
-	}
+	rep := deliveredReply(t, h, "telegram", fmt.Sprintf("42:%d", reply.MessageID))
+	var err error
 	var sigs []core.Signal
 	deadline := time.Now().Add(20 * time.Second)
 	for len(sigs) == 0 && time.Now().Before(deadline) {
