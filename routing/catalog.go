@@ -146,6 +146,29 @@ func (c *catalog) relPrice(m Model) float64 {
 	return m.Price() / c.maxPrice
 }
 
+// CheapestModel is the catalog model with the lowest blended price among
+// those the router may choose on its own (weight above 0; every model
+// when none has a weight), the higher weight on a tie; "" for an empty
+// catalog. It is the default state.compaction.model: background work
+// nobody judges goes to the cheapest model.
+func (r *Router) CheapestModel() string { return r.cat.cheapest() }
+
+func (c *catalog) cheapest() string {
+	best, price, weighted := "", 0.0, false
+	for _, m := range c.byWeight {
+		weighted = weighted || m.Weight > 0
+	}
+	for _, m := range c.byWeight { // highest weight first: ties keep it
+		if weighted && m.Weight == 0 {
+			continue
+		}
+		if best == "" || m.Price() < price {
+			best, price = m.Ref, m.Price()
+		}
+	}
+	return best
+}
+
 // closeMatches returns up to three refs or aliases near name.
 func (c *catalog) closeMatches(name string) []string {
 	name = strings.ToLower(strings.TrimSpace(name))

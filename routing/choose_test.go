@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/opentalon/opentalon/core"
+	"github.com/opentalon/opentalon/routing/provider"
 )
 
 // TestChooseThenChat: Choose decides without calling a model, and Chat
@@ -47,5 +48,26 @@ func TestChooseThenChat(t *testing.T) {
 	c.Model = "nope"
 	if ch, err = r.Choose(context.Background(), c); core.ErrorKind(err) != core.KindInvalid || ch.TaskType != TaskCode {
 		t.Fatalf("unknown model: %+v, %v", ch, err)
+	}
+}
+
+func TestCheapestModel(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		cat  []Model
+		want string
+	}{
+		{"lowest blended price", []Model{{Ref: "p/a", Weight: 90, CostIn: 3, CostOut: 15}, {Ref: "p/b", Weight: 10, CostIn: 0.1, CostOut: 0.4}, {Ref: "p/c", Weight: 50, CostIn: 1, CostOut: 2}}, "p/b"},
+		{"weight 0 only when named", []Model{{Ref: "p/a", Weight: 90, CostIn: 3, CostOut: 15}, {Ref: "p/free", Weight: 0}}, "p/a"},
+		{"every model weight 0", []Model{{Ref: "p/a", CostIn: 3, CostOut: 15}, {Ref: "p/b", CostIn: 1, CostOut: 1}}, "p/b"},
+		{"a tie keeps the higher weight", []Model{{Ref: "p/a", Weight: 20, CostIn: 1, CostOut: 1}, {Ref: "p/b", Weight: 80, CostIn: 1, CostOut: 1}}, "p/b"},
+	} {
+		r, err := New(Options{Providers: map[string]provider.Provider{"p": &fakeProvider{id: "p"}}, Catalog: tc.cat, Store: NewMemStore()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := r.CheapestModel(); got != tc.want {
+			t.Errorf("%s: CheapestModel() = %q, want %q", tc.name, got, tc.want)
+		}
 	}
 }

@@ -290,7 +290,7 @@ func (r *Router) byAffinity(task string, excluded map[string]bool, sample, probe
 				continue
 			}
 			// Dearer models are sampled more narrowly (see dearer).
-			if u := c.faded.sample(r.o.Explore*zs[i]/dearer(c.rel, cs[g].rel)) - r.lambda*c.rel; u > bestU {
+			if u := c.faded.sample(r.explore*zs[i]/dearer(c.rel, cs[g].rel)) - r.lambda*c.rel; u > bestU {
 				best, bestU = i, u
 			}
 		}

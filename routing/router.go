@@ -2,7 +2,6 @@ package routing
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"math/rand/v2"
 	"sync"
@@ -12,89 +11,6 @@ import (
 	"github.com/opentalon/opentalon/core"
 	"github.com/opentalon/opentalon/routing/provider"
 )
-
-// Options configure a Router. Providers, Catalog and Store are required.
-type Options struct {
-	// Providers by provider id (models.providers.<id>).
-	Providers map[string]provider.Provider
-	// Catalog is every model the router may use (models.catalog, with cost
-	// and context window filled in from the provider's models list).
-	Catalog []Model
-	// Primary answers when nothing else decides (routing.primary; default
-	// the highest weight). Fallbacks are stage-2 failover (routing.fallbacks).
-	Primary   string
-	Fallbacks []string
-	// Pin maps a task type to a model (routing.pin).
-	Pin map[string]string
-	// Allowed restricts /model pins (routing.allowed; empty = any).
-	Allowed []string
-	// ChatModels maps channel → chat id → model (channels.<x>.models) and
-	// ChannelModels channel → model (channels.<x>.model).
-	ChatModels    map[string]map[string]string
-	ChannelModels map[string]string
-	// NoAffinity turns learning off (routing.affinity.enabled: false);
-	// DecayDays is routing.affinity.decay_days (default 30).
-	NoAffinity bool
-	DecayDays  float64
-	// EscalateOnReaction and MaxEscalations: routing.escalate_on_reaction
-	// and routing.max_escalations (default 2).
-	EscalateOnReaction bool
-	MaxEscalations     int
-	// DailyUSD and ChatDailyUSD are routing.budget (0 = no budget).
-	DailyUSD, ChatDailyUSD float64
-	// Profiles are the credentials per provider id (auth.profiles_file or
-	// models.providers.<id>.api_key as "<id>:default"). A provider with no
-	// profile is called without a key (a local server).
-	Profiles map[string][]Profile
-	// AuthOrder is auth.order: provider id → profile ids.
-	AuthOrder map[string][]string
-	Cooldowns Cooldowns
-	// MaxLocal and MaxCloud bound concurrent LLM calls (llm.*; 1 and 4).
-	MaxLocal, MaxCloud int
-	// Classifier tunes the task heuristics.
-	Classifier Classifier
-	// CostWeight is λ in the choice rule, utility = acceptance − λ ×
-	// relative price (routing.cost_weight; 0 = DefaultCostWeight, a
-	// negative value = 0: cost is ignored). EvidenceCap is the cap on
-	// decayed evidence per (task, model) (default 30).
-	CostWeight  float64
-	EvidenceCap float64
-	// Explore scales the posterior's spread when sampling (default 1;
-	// smaller explores less). StaleDays is the half-life of the confidence
-	// of a (task, model) pair without new signals (default decay_days/10).
-	Explore   float64
-	StaleDays float64
-	// Probe is the re-exploration budget (routing.explore).
-	Probe Probing
-	// SettleZ: a model is settled (no longer sampled) when its acceptance
-	// estimate plus SettleZ standard deviations, less its cost, is below
-	// the best model's expected utility (default DefaultSettleZ).
-	SettleZ float64
-	// ChangeShift, DropThreshold and RiseThreshold tune the change
-	// detector (0 = DefaultChangeShift, DefaultDropThreshold,
-	// DefaultRiseThreshold); NoChangeDetection turns it off (for
-	// comparisons in the simulator).
-	ChangeShift, DropThreshold, RiseThreshold float64
-	NoChangeDetection                         bool
-	// SignalWeights overrides the weight of signal kinds (implicit ones
-	// default to MovesOnWeight, ReturnedWeight, ThanksWeight; others 1).
-	SignalWeights map[core.SignalKind]float64
-	// Seed seeds the choice rule's sampling (0 = from the clock).
-	Seed uint64
-	// Reload is how often affinity is re-read from the store, to see a
-	// reset made by the CLI (default 1 minute; negative = never, for a
-	// store nothing else writes).
-	Reload time.Duration
-	Store  Store
-	// Observer is told of each LLM call attempt and failover, for metrics
-	// (nil = none).
-	Observer Observer
-	Now      func() time.Time
-	Log      *slog.Logger
-	// Events is told when every credential of a provider is cooling and
-	// when a daily budget reaches 80% and 100% (nil = nobody).
-	Events core.OpsEvents
-}
 
 // Observer is told what the router does, for metrics. Its methods are
 // called on the caller's goroutine and must return at once.
@@ -164,21 +80,16 @@ type Result struct {
 // Router chooses models, fails over and keeps the ledger. Safe for
 // concurrent use.
 type Router struct {
-	o       Options
-	cat     *catalog
-	log     *slog.Logger
-	now     func() time.Time
-	local   chan struct{}
-	cloud   chan struct{}
-	half    time.Duration
-	stale   time.Duration
-	lambda  float64
-	capEv   float64
-	settleZ float64
-	chg     changeParams
-	probe   Probing
-	randMu  sync.Mutex
-	rnd     *rand.Rand
+	o     Options
+	cat   *catalog
+	log   *slog.Logger
+	now   func() time.Time
+	local chan struct{}
+	cloud chan struct{}
+	// learning holds the learning parameters (see options.go).
+	learning
+	randMu sync.Mutex
+	rnd    *rand.Rand
 
 	mu       sync.Mutex
 	loaded   bool
@@ -204,125 +115,6 @@ type Router struct {
 	// highest budget level (80, 100) told per budget and UTC day.
 	cooling    map[string]bool
 	budgetTold map[string]int
-}
-
-// New checks o and builds a Router; it does no I/O.
-func New(o Options) (*Router, error) {
-	if o.Store == nil {
-		return nil, fmt.Errorf("routing: Options.Store is required")
-	}
-	if len(o.Catalog) == 0 {
-		return nil, fmt.Errorf("routing: no models: add at least one entry under models.catalog (provider/model: {weight: 50})")
-	}
-	cat, err := newCatalog(o.Catalog)
-	if err != nil {
-		return nil, err
-	}
-	for _, m := range cat.byWeight {
-		if _, ok := o.Providers[m.Provider()]; !ok {
-			return nil, fmt.Errorf("models.catalog.%s: provider %q is not configured; add it under models.providers", m.Ref, m.Provider())
-		}
-	}
-	check := func(key, ref string) error {
-		if ref == "" {
-			return nil
-		}
-		if _, ok := cat.resolve(ref); !ok {
-			return fmt.Errorf("%s: unknown model %q; use a provider/model ref or alias from models.catalog%s", key, ref, suggest(cat.closeMatches(ref)))
-		}
-		return nil
-	}
-	if err := check("routing.primary", o.Primary); err != nil {
-		return nil, err
-	}
-	for i, f := range o.Fallbacks {
-		if err := check(fmt.Sprintf("routing.fallbacks[%d]", i), f); err != nil {
-			return nil, err
-		}
-	}
-	for t, ref := range o.Pin {
-		if err := check("routing.pin."+t, ref); err != nil {
-			return nil, err
-		}
-	}
-	for i, ref := range o.Allowed {
-		if err := check(fmt.Sprintf("routing.allowed[%d]", i), ref); err != nil {
-			return nil, err
-		}
-	}
-	for ch, ref := range o.ChannelModels {
-		if err := check("channels."+ch+".model", ref); err != nil {
-			return nil, err
-		}
-	}
-	for ch, m := range o.ChatModels {
-		for chat, ref := range m {
-			if err := check(fmt.Sprintf("channels.%s.models[%q]", ch, chat), ref); err != nil {
-				return nil, err
-			}
-		}
-	}
-	if o.MaxLocal <= 0 {
-		o.MaxLocal = 1
-	}
-	if o.MaxCloud <= 0 {
-		o.MaxCloud = 4
-	}
-	if o.MaxEscalations <= 0 {
-		o.MaxEscalations = 2
-	}
-	if o.Now == nil {
-		o.Now = time.Now
-	}
-	if o.Log == nil {
-		o.Log = slog.New(slog.DiscardHandler)
-	}
-	if o.Observer == nil {
-		o.Observer = noObserver{}
-	}
-	o.Cooldowns = o.Cooldowns.withDefaults()
-	warnUnpriced(o, cat.byWeight)
-	r := &Router{
-		o: o, cat: cat, now: o.Now, log: o.Log.With("component", "routing"),
-		local: make(chan struct{}, o.MaxLocal), cloud: make(chan struct{}, o.MaxCloud),
-		half: halfLifeOf(o.DecayDays), stale: staleHalfLifeOf(o.DecayDays), lambda: o.CostWeight, capEv: o.EvidenceCap,
-		aff: map[[2]string]core.Affinity{}, pstate: map[string]core.ProfileState{}, timedOut: map[string]string{}, savedAt: map[string]time.Time{},
-		arms: map[[2]string]*armState{}, tokens: map[string]probeBudget{}, cooling: map[string]bool{}, budgetTold: map[string]int{},
-		settleZ: o.SettleZ, chg: changeParams{shift: o.ChangeShift, drop: o.DropThreshold, rise: o.RiseThreshold, guard: DefaultChangeGuard}, probe: o.Probe.withDefaults(),
-	}
-	switch {
-	case r.lambda < 0:
-		r.lambda = 0
-	case r.lambda == 0:
-		r.lambda = DefaultCostWeight
-	}
-	if r.settleZ <= 0 {
-		r.settleZ = DefaultSettleZ
-	}
-	if r.chg.shift <= 0 {
-		r.chg.shift = DefaultChangeShift
-	}
-	if r.chg.drop <= 0 {
-		r.chg.drop = DefaultDropThreshold
-	}
-	if r.chg.rise <= 0 {
-		r.chg.rise = DefaultRiseThreshold
-	}
-	if o.StaleDays > 0 {
-		r.stale = time.Duration(o.StaleDays * float64(24*time.Hour))
-	}
-	if r.o.Explore <= 0 {
-		r.o.Explore = DefaultExplore
-	}
-	if r.capEv <= 0 {
-		r.capEv = DefaultEvidenceCap
-	}
-	seed := o.Seed
-	if seed == 0 {
-		seed = uint64(time.Now().UnixNano())
-	}
-	r.rnd = rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
-	return r, nil
 }
 
 func suggest(ms []string) string {

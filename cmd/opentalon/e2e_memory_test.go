@@ -342,7 +342,7 @@ func TestCompactionModelDefaultsToTheCheapest(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := cheapestModel(r.Models()); got != "fake/cheap" {
+	if got := r.CheapestModel(); got != "fake/cheap" {
 		t.Fatalf("cheapest = %q", got)
 	}
 	// The config's built-in tool names are the orchestrator's.

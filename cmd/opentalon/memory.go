@@ -9,7 +9,6 @@ import (
 
 	"github.com/opentalon/opentalon/config"
 	"github.com/opentalon/opentalon/orchestrator"
-	"github.com/opentalon/opentalon/routing"
 	"github.com/opentalon/opentalon/store"
 )
 
@@ -23,7 +22,7 @@ func (a *App) buildAgent(tools orchestrator.ToolRunner) (*orchestrator.Orchestra
 	}
 	model := cfg.State.Compaction.Model
 	if model == "" {
-		model = cheapestModel(a.router.Models())
+		model = a.router.CheapestModel()
 	}
 	mem := cfg.State.Memory
 	return orchestrator.New(orchestrator.Options{
@@ -60,30 +59,6 @@ func compileSteps(in []config.Step) ([]orchestrator.Step, error) {
 		out = append(out, orchestrator.Step{Name: s.Name, When: re, Tools: s.Tools, Sequence: s.Sequence})
 	}
 	return out, nil
-}
-
-// cheapestModel is the default state.compaction.model: the catalog model
-// with the lowest blended price (among those the router may choose on
-// its own, weight above 0, when there are any), the higher weight on a
-// tie. "" lets the router choose.
-func cheapestModel(models []routing.Model) string {
-	var pool []routing.Model
-	for _, m := range models {
-		if m.Weight > 0 {
-			pool = append(pool, m)
-		}
-	}
-	if len(pool) == 0 {
-		pool = models
-	}
-	best := ""
-	price := 0.0
-	for _, m := range pool { // highest weight first
-		if best == "" || m.Price() < price {
-			best, price = m.Ref, m.Price()
-		}
-	}
-	return best
 }
 
 // sweepEvery is how often expired sessions are deleted: a tenth of
