@@ -18,8 +18,6 @@ const (
 	DefaultCostWeight = 0.15
 	// DefaultExplore scales the sampling spread.
 	DefaultExplore = 0.6
-	// priorStrength is the pseudo-count of the weight-based prior.
-	priorStrength = 2.0
 )
 
 // decayFactor is 2^(−dt/halfLife): a signal's weight halves every
@@ -81,22 +79,8 @@ func fold(a core.Affinity, s core.Signal, halfLife time.Duration, evidenceCap fl
 }
 
 // posterior is the acceptance estimate of a model for a task: a Beta
-// posterior whose prior mean leans on the catalog weight.
+// posterior, its prior from the catalog weight (see priorOf).
 type posterior struct{ alpha, beta float64 }
-
-// newPosterior builds the posterior from a row already decayed to now.
-// Its confidence also fades with the time since the pair's last signal
-// (half-life stale): the estimate stays, but a model nobody has tried for
-// a while is sampled more widely and so gets re-explored — that is how
-// an improvement of an unused model is found.
-func newPosterior(weight int, a core.Affinity, now time.Time, stale time.Duration) posterior {
-	m0 := 0.45 + 0.1*float64(weight)/100
-	f := 1.0
-	if !a.LastSignal.IsZero() {
-		f = decayFactor(now.Sub(a.LastSignal), stale)
-	}
-	return posterior{alpha: priorStrength*m0 + f*a.Pos, beta: priorStrength*(1-m0) + f*a.Neg}
-}
 
 func (p posterior) mean() float64 { return p.alpha / (p.alpha + p.beta) }
 

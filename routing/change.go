@@ -127,6 +127,24 @@ func (d *changeDetector) observe(ref, sd float64, positive bool, w float64, p ch
 	return dir, pos, neg
 }
 
-// rising reports whether the rise run currently leans toward a rise (the
-// probes of a settled arm continue while it does).
-func (d *changeDetector) rising() bool { return d.up.s > 0 }
+// dropLLR is the log-likelihood ratio one signal of weight w adds to a
+// drop run of an arm whose estimate is ref (standard deviation sd).
+func dropLLR(ref, sd float64, positive bool, w float64, p changeParams) float64 {
+	p0 := clampP(ref - p.guard*sd)
+	p1 := clampP(p0 - p.shift)
+	if p1 >= p0 {
+		return 0
+	}
+	if positive {
+		return w * math.Log(p1/p0)
+	}
+	return w * math.Log((1-p1)/(1-p0))
+}
+
+// rising reports whether the rise run leans toward a rise (a settled
+// arm is then re-checked by a probe sequence at once).
+func (d *changeDetector) rising() bool { return d.up.s >= risingLLR }
+
+// risingLLR is the rise run's log-likelihood ratio from which a settled
+// arm is re-checked at once (a quarter of the default rise threshold).
+const risingLLR = 1.0

@@ -118,22 +118,8 @@ func (r *Router) choose(conv core.ConversationKey, task string, excluded map[str
 		return decision{m: m, reason: reason}, true
 	}
 	if len(exclude) > 0 {
-		// Escalation: the next model by weight after the rejected one.
-		last, _ := r.cat.resolve(exclude[len(exclude)-1])
-		after := false
-		for _, m := range r.cat.byWeight {
-			if m.Ref == last.Ref {
-				after = true
-				continue
-			}
-			if after && !excluded[m.Ref] {
-				return decision{m: m, reason: fmt.Sprintf("%s: next by weight after %s", ReasonEscalate, last.Ref)}
-			}
-		}
-		for _, m := range r.cat.byWeight {
-			if !excluded[m.Ref] {
-				return decision{m: m, reason: fmt.Sprintf("%s: %s was rejected", ReasonEscalate, last.Ref)}
-			}
+		if d, ok := r.escalation(task, excluded, exclude); ok {
+			return d
 		}
 	}
 	if ref := r.o.ChatModels[conv.Channel][conv.Chat]; ref != "" {
@@ -169,140 +155,129 @@ func (r *Router) choose(conv core.ConversationKey, task string, excluded map[str
 	return decision{m: r.cat.byWeight[0], reason: fmt.Sprintf("%s (%d); every model was excluded", ReasonWeight, r.cat.byWeight[0].Weight)}
 }
 
+// minEscalationEvidence is the decayed evidence a model needs for the
+// task before escalation prefers it over the next model by weight.
+const minEscalationEvidence = 5
+
+// escalation chooses the re-answer after a rejection: the model with the
+// best mean utility for the task among those not yet tried that have
+// some evidence for it, when that beats the next model by weight after
+// the rejected one (wrapping to the highest-weight unused model), else
+// that next model. Without learning (or evidence) it is the order of the
+// weights.
+func (r *Router) escalation(task string, excluded map[string]bool, exclude []string) (decision, bool) {
+	last, _ := r.cat.resolve(exclude[len(exclude)-1])
+	next, wrapped := Model{}, false
+	after := false
+	for _, m := range r.cat.byWeight {
+		if m.Ref == last.Ref {
+			after = true
+			continue
+		}
+		if after && !excluded[m.Ref] {
+			next = m
+			break
+		}
+	}
+	if next.Ref == "" {
+		for _, m := range r.cat.byWeight {
+			if !excluded[m.Ref] {
+				next, wrapped = m, true
+				break
+			}
+		}
+	}
+	if next.Ref == "" {
+		return decision{}, false
+	}
+	if !r.o.NoAffinity {
+		var cbuf [16]armView
+		r.mu.Lock()
+		cs, _ := r.viewTask(task, excluded, r.now(), cbuf[:0])
+		r.mu.Unlock()
+		b, n := -1, -1
+		for i, c := range cs {
+			if c.m.Ref == next.Ref {
+				n = i
+			}
+			if c.evidence >= minEscalationEvidence && (b < 0 || c.u > cs[b].u) {
+				b = i
+			}
+		}
+		if b >= 0 && n >= 0 && b != n && cs[b].u > cs[n].u {
+			return decision{m: cs[b].m, reason: fmt.Sprintf("%s: best learned for %s after %s was rejected (%.0f%% accepted)", ReasonEscalate, task, last.Ref, 100*cs[b].full.mean())}, true
+		}
+	}
+	if wrapped {
+		return decision{m: next, reason: fmt.Sprintf("%s: %s was rejected", ReasonEscalate, last.Ref)}, true
+	}
+	return decision{m: next, reason: fmt.Sprintf("%s: next by weight after %s", ReasonEscalate, last.Ref)}, true
+}
+
 // byAffinity is the choice rule: Thompson sampling on each model's
-// decayed acceptance posterior, minus λ × its price relative to the most
-// expensive model; the highest utility wins. Models settled below the
-// best are not sampled; one of them may instead be probed (see
-// explore.go) when its evidence is stale and the budget allows. With no
+// acceptance posterior (its prior from the catalog weight plus its
+// decayed evidence), minus λ × its price relative to the most expensive
+// model; the highest utility wins. Models the stop rule rules out are
+// not sampled; one of them may instead be probed (see explore.go) when
+// an improvement would be worth checking and the budget allows. With no
 // signals for the task yet it declines, so the primary or highest weight
 // answers.
 func (r *Router) byAffinity(task string, excluded map[string]bool, sample, probe bool) (decision, bool) {
 	now := r.now()
-	type cand struct {
-		m Model
-		// full is the decayed posterior; faded also fades the confidence
-		// of evidence that is getting old (sampling only).
-		full, faded posterior
-		rel, u      float64
-		last        time.Time // newest evidence or probe
-		lastSignal  time.Time
-		rising      bool
-	}
-	var cbuf [16]cand
-	cs := cbuf[:0]
-	var total float64
+	var cbuf [16]armView
 	r.mu.Lock()
-	for _, m := range r.cat.byWeight {
-		if excluded[m.Ref] {
-			continue
-		}
-		k := [2]string{task, m.Ref}
-		a := decayTo(r.aff[k], now, r.half)
-		total += a.Pos + a.Neg
-		c := cand{m: m, full: newPosterior(m.Weight, a, now, 0), faded: newPosterior(m.Weight, a, now, r.stale), rel: r.cat.relPrice(m), last: a.LastSignal, lastSignal: a.LastSignal}
-		if st := r.arms[k]; st != nil {
-			if st.lastProbe.After(c.last) {
-				c.last = st.lastProbe
-			}
-			c.rising = st.det.rising()
-		}
-		c.u = c.full.mean() - r.lambda*c.rel
-		cs = append(cs, c)
-	}
+	cs, total := r.viewTask(task, excluded, now, cbuf[:0])
 	if total < 0.5 || len(cs) == 0 {
 		r.mu.Unlock()
 		return decision{}, false
 	}
-	g := 0
-	for i := range cs {
-		if cs[i].u > cs[g].u {
-			g = i
-		}
+	if sample {
+		r.countChoice(task, now)
 	}
-	ug := cs[g].u
-	// A model is settled when it is confidently below the best by more
-	// than its cost advantage. It stays settled against that best model
-	// while no new evidence about it arrives (the decay of its old
-	// evidence alone does not bring it back): only a probe's outcome, its
-	// change detector or a new best model reopen it.
-	var sbuf [16]bool
-	settled := sbuf[:len(cs)]
-	for i := range cs {
-		if i == g {
-			continue
-		}
-		c := &cs[i]
-		st := r.arm([2]string{task, c.m.Ref})
-		switch {
-		case st.settledVs == cs[g].m.Ref && !c.lastSignal.After(st.settledAt):
-			settled[i] = true
-		case 1-r.lambda*c.rel <= ug, // hopeless: below even if always accepted
-			c.full.alpha+c.full.beta-priorStrength >= minSettleEvidence && c.full.upper(r.settleZ/dearer(c.rel, cs[g].rel))-r.lambda*c.rel < ug:
-			settled[i] = true
-			st.settledVs, st.settledAt = cs[g].m.Ref, now
-		default:
-			st.settledVs = ""
-		}
-	}
+	g := r.incumbentOf(task, cs, len(excluded) == 0)
+	r.settle(task, cs, g, now)
 	if probe && !r.probe.Off {
-		due := -1
-		for i := range cs {
-			c := &cs[i]
-			if !settled[i] || 1-r.lambda*c.rel <= ug {
-				continue
-			}
-			wait := r.probe.StaleAfter
-			if c.rel > cs[g].rel {
-				wait *= dearerStale
-			}
-			if !c.rising && now.Sub(c.last) < wait {
-				continue
-			}
-			if due < 0 || c.rel < cs[due].rel || c.rel == cs[due].rel && c.last.Before(cs[due].last) {
-				due = i
-			}
-		}
-		rel := 0.0
-		if due >= 0 {
-			rel = cs[due].rel
-		}
-		if r.probeToken(task, now, due >= 0, rel, cs[g].rel) {
-			c := cs[due]
-			r.arm([2]string{task, c.m.Ref}).lastProbe = now
+		if d, ok := r.probeDecision(task, cs, g, now); ok {
 			r.mu.Unlock()
-			return decision{m: c.m, explore: Probed, reason: fmt.Sprintf("%s: re-checking %s for %s (%.0f%% accepted, newest evidence %s old)",
-				ReasonExplore, c.m.Ref, task, 100*c.full.mean(), now.Sub(c.last).Round(time.Minute))}, true
+			return d, true
 		}
 	}
 	r.mu.Unlock()
 	best := g
 	if sample {
-		var buf [16]float64
-		zs := buf[:0]
-		r.randMu.Lock()
-		for range cs {
-			zs = append(zs, r.rnd.NormFloat64())
-		}
-		r.randMu.Unlock()
-		bestU := math.Inf(-1)
-		for i, c := range cs {
-			if settled[i] {
-				continue
-			}
-			// Dearer models are sampled more narrowly (see dearer).
-			if u := c.faded.sample(r.explore*zs[i]/dearer(c.rel, cs[g].rel)) - r.lambda*c.rel; u > bestU {
-				best, bestU = i, u
-			}
-		}
+		best = r.sampleArm(cs, g)
 	}
 	c := cs[best]
 	d := decision{m: c.m}
 	if best != g {
 		d.explore = Sampled
 	}
-	n := c.full.alpha + c.full.beta - priorStrength
-	d.reason = fmt.Sprintf("%s for %s (%.0f%% accepted over %.1f decayed signals)", ReasonAffinity, task, 100*c.full.mean(), n)
+	d.reason = fmt.Sprintf("%s for %s (%.0f%% accepted over %.1f decayed signals)", ReasonAffinity, task, 100*c.full.mean(), c.evidence)
 	return d, true
+}
+
+// sampleArm draws a utility for every arm not settled and returns the
+// index of the highest: Thompson sampling, with the spread scaled by
+// routing's explore factor and narrowed for models dearer than the
+// incumbent g (see dearer).
+func (r *Router) sampleArm(cs []armView, g int) int {
+	var buf [16]float64
+	zs := buf[:0]
+	r.randMu.Lock()
+	for range cs {
+		zs = append(zs, r.rnd.NormFloat64())
+	}
+	r.randMu.Unlock()
+	best, bestU := g, math.Inf(-1)
+	for i, c := range cs {
+		if c.settled {
+			continue
+		}
+		if u := c.faded.sample(r.explore*zs[i]/dearer(c.rel, cs[g].rel)) - r.lambda*c.rel; u > bestU {
+			best, bestU = i, u
+		}
+	}
+	return best
 }
 
 // dearer is 1 + ln(rel/relBest) for a model dearer than the best, else 1:

@@ -16,11 +16,14 @@ type MemStore struct {
 	affinity map[[2]string]core.Affinity
 	profiles map[[2]string]core.ProfileState
 	usage    []core.UsageRecord
+	arms     map[[2]string]core.RouterArm
+	tasks    map[string]core.RouterTask
 }
 
 // NewMemStore returns an empty MemStore.
 func NewMemStore() *MemStore {
-	return &MemStore{affinity: map[[2]string]core.Affinity{}, profiles: map[[2]string]core.ProfileState{}}
+	return &MemStore{affinity: map[[2]string]core.Affinity{}, profiles: map[[2]string]core.ProfileState{},
+		arms: map[[2]string]core.RouterArm{}, tasks: map[string]core.RouterTask{}}
 }
 
 var _ Store = (*MemStore)(nil)
@@ -127,6 +130,63 @@ func (m *MemStore) SpentSince(_ context.Context, since time.Time, conversation s
 	var sum float64
 	for _, u := range m.usage {
 		if !u.At.Before(since) && (conversation == "" || u.Conversation == conversation) {
+			sum += u.CostUSD
+		}
+	}
+	return sum, nil
+}
+
+// LearningState implements LearningStore.
+func (m *MemStore) LearningState(context.Context) ([]core.RouterArm, []core.RouterTask, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	arms := make([]core.RouterArm, 0, len(m.arms))
+	for _, a := range m.arms {
+		arms = append(arms, a)
+	}
+	sort.Slice(arms, func(i, j int) bool {
+		if arms[i].Task != arms[j].Task {
+			return arms[i].Task < arms[j].Task
+		}
+		return arms[i].Model < arms[j].Model
+	})
+	tasks := make([]core.RouterTask, 0, len(m.tasks))
+	for _, t := range m.tasks {
+		tasks = append(tasks, t)
+	}
+	sort.Slice(tasks, func(i, j int) bool { return tasks[i].Task < tasks[j].Task })
+	return arms, tasks, nil
+}
+
+// AddSignalAndLearn implements LearningStore. Every signal is new to a
+// MemStore.
+func (m *MemStore) AddSignalAndLearn(ctx context.Context, s core.Signal, task, model string, fn func(core.Affinity) core.Affinity,
+	arms []core.RouterArm, tasks []core.RouterTask) (int64, error) {
+	id, _ := m.AddSignal(ctx, s)
+	m.UpdateAffinity(ctx, task, model, fn)
+	return id, m.SaveLearning(ctx, arms, tasks)
+}
+
+// SaveLearning implements LearningStore.
+func (m *MemStore) SaveLearning(_ context.Context, arms []core.RouterArm, tasks []core.RouterTask) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, a := range arms {
+		m.arms[[2]string{a.Task, a.Model}] = a
+	}
+	for _, t := range tasks {
+		m.tasks[t.Task] = t
+	}
+	return nil
+}
+
+// ExploreSpentSince implements LearningStore.
+func (m *MemStore) ExploreSpentSince(_ context.Context, since time.Time) (float64, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var sum float64
+	for _, u := range m.usage {
+		if !u.At.Before(since) && u.Purpose == PurposeExplore {
 			sum += u.CostUSD
 		}
 	}

@@ -69,12 +69,23 @@ type Options struct {
 	// estimate plus SettleZ standard deviations, less its cost, is below
 	// the best model's expected utility (default DefaultSettleZ).
 	SettleZ float64
+	// IncumbentZ: the incumbent (the model the choice rule currently
+	// thinks best) stays until another model's mean utility is above it
+	// by this many standard deviations of their difference (default
+	// DefaultIncumbentZ; negative = 0, no hysteresis).
+	IncumbentZ float64
+	// NoValueOfInformation turns the value-of-information test off: every
+	// model that could still win is sampled (for comparisons).
+	NoValueOfInformation bool
 	// ChangeShift, DropThreshold and RiseThreshold tune the change
 	// detector (0 = DefaultChangeShift, DefaultDropThreshold,
 	// DefaultRiseThreshold); NoChangeDetection turns it off (for
 	// comparisons in the simulator).
 	ChangeShift, DropThreshold, RiseThreshold float64
 	NoChangeDetection                         bool
+	// NoModelDetection turns off the model-wide drop detector (one model
+	// dropping on several task types at once), for comparisons.
+	NoModelDetection bool
 	// SignalWeights overrides the weight of signal kinds (implicit ones
 	// default to MovesOnWeight, ReturnedWeight, ThanksWeight; others 1).
 	SignalWeights map[core.SignalKind]float64
@@ -113,7 +124,7 @@ func New(o Options) (*Router, error) {
 		local: make(chan struct{}, o.MaxLocal), cloud: make(chan struct{}, o.MaxCloud),
 		learning: newLearning(o),
 		aff:      map[[2]string]core.Affinity{}, pstate: map[string]core.ProfileState{}, timedOut: map[string]string{}, savedAt: map[string]time.Time{},
-		arms: map[[2]string]*armState{}, tokens: map[string]probeBudget{}, cooling: map[string]bool{}, budgetTold: map[string]int{},
+		arms: map[[2]string]*armState{}, tasks: map[string]*taskState{}, cooling: map[string]bool{}, budgetTold: map[string]int{},
 		rnd: newRand(o.Seed),
 	}
 	return r, nil
@@ -211,8 +222,11 @@ type learning struct {
 	// settleZ is the confidence a settled model is ruled out with;
 	// explore the spread of the sampling.
 	settleZ, explore float64
-	chg              changeParams
-	probe            Probing
+	// incumbentZ is the hysteresis of the incumbent.
+	incumbentZ float64
+	noVOI      bool
+	chg        changeParams
+	probe      Probing
 }
 
 // newLearning applies the defaults of the learning options.
@@ -221,7 +235,7 @@ func newLearning(o Options) learning {
 		half: halfLifeOf(o.DecayDays), stale: staleHalfLifeOf(o.DecayDays),
 		lambda: o.CostWeight, capEv: o.EvidenceCap, settleZ: o.SettleZ, explore: o.Explore,
 		chg:   changeParams{shift: o.ChangeShift, drop: o.DropThreshold, rise: o.RiseThreshold, guard: DefaultChangeGuard},
-		probe: o.Probe.withDefaults(),
+		probe: o.Probe.withDefaults(), noVOI: o.NoValueOfInformation,
 	}
 	switch {
 	case l.lambda < 0:
@@ -233,6 +247,10 @@ func newLearning(o Options) learning {
 		l.stale = time.Duration(o.StaleDays * float64(24*time.Hour))
 	}
 	l.settleZ = orDefault(l.settleZ, DefaultSettleZ)
+	l.incumbentZ = orDefault(o.IncumbentZ, DefaultIncumbentZ)
+	if o.IncumbentZ < 0 {
+		l.incumbentZ = 0
+	}
 	l.explore = orDefault(l.explore, DefaultExplore)
 	l.capEv = orDefault(l.capEv, DefaultEvidenceCap)
 	l.chg.shift = orDefault(l.chg.shift, DefaultChangeShift)

@@ -91,11 +91,16 @@ type Router struct {
 	randMu sync.Mutex
 	rnd    *rand.Rand
 
-	mu       sync.Mutex
-	loaded   bool
-	loadedAt time.Time
-	aff      map[[2]string]core.Affinity
-	pstate   map[string]core.ProfileState // by profile id
+	// learnMu orders the recording of signals, so the learning state
+	// is written in the order it changed.
+	learnMu sync.Mutex
+
+	mu          sync.Mutex
+	loaded      bool
+	learnLoaded bool
+	loadedAt    time.Time
+	aff         map[[2]string]core.Affinity
+	pstate      map[string]core.ProfileState // by profile id
 	// timedOut is, by profile id, the request whose timeout is the
 	// profile's latest since its last success (see timeout).
 	timedOut map[string]string
@@ -103,13 +108,15 @@ type Router struct {
 	savedAt map[string]time.Time
 	// calls numbers calls outside a conversation, to tell them apart.
 	calls atomic.Uint64
-	// arms holds each (task, model)'s change detector and last probe;
-	// tokens the probe budget per task type; exploreSpent the probes'
-	// cost on exploreDay (UTC).
+	// arms holds each (task, model)'s learning state beside its
+	// affinity, tasks each task type's (see state.go); exploreSpent is
+	// the probes' cost on exploreDay (UTC).
 	arms         map[[2]string]*armState
-	tokens       map[string]probeBudget
+	tasks        map[string]*taskState
 	exploreDay   time.Time
 	exploreSpent float64
+	// lastTokens is the size of the last call (with a probe USD cap).
+	lastTokens [2]int
 	// cooling says, by provider, that "every credential cooling" was
 	// told and no credential has succeeded since; budgetTold is the
 	// highest budget level (80, 100) told per budget and UTC day.
@@ -179,6 +186,12 @@ func (r *Router) load(ctx context.Context) {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if first {
+		if ls, ok := r.o.Store.(LearningStore); ok && !r.learnLoaded {
+			r.loadLearning(ctx, ls)
+			r.learnLoaded = true
+		}
+	}
 	if affs != nil || err == nil {
 		r.aff = make(map[[2]string]core.Affinity, len(affs))
 		for _, a := range affs {
@@ -267,6 +280,9 @@ func (r *Router) ledger(ctx context.Context, c Call, m Model, resp *provider.Res
 	if c.probe == m.Ref {
 		u.Purpose = PurposeExplore
 		r.addExploreSpend(u.At, u.CostUSD)
+	}
+	if r.probe.DailyUSD > 0 {
+		r.noteTokens(u.InputTokens, u.OutputTokens)
 	}
 	if err := r.o.Store.AddUsage(context.WithoutCancel(ctx), u); err != nil {
 		r.log.Error("record usage", "model", m.Ref, "err", err)

@@ -45,10 +45,13 @@ type RouterTuning struct {
 	ChangeShift   float64 `yaml:"change_shift"`
 	DropThreshold float64 `yaml:"drop_threshold"`
 	RiseThreshold float64 `yaml:"rise_threshold"`
-	// NoChangeDetection and NoProbes turn the v2 mechanisms off, to
-	// measure what each brings.
-	NoChangeDetection bool `yaml:"no_change_detection"`
-	NoProbes          bool `yaml:"no_probes"`
+	// IncumbentZ is the incumbent's hysteresis (routing.Options).
+	IncumbentZ float64 `yaml:"incumbent_z"`
+	// NoChangeDetection, NoProbes and NoValueOfInformation turn
+	// mechanisms off, to measure what each brings.
+	NoChangeDetection    bool `yaml:"no_change_detection"`
+	NoProbes             bool `yaml:"no_probes"`
+	NoValueOfInformation bool `yaml:"no_value_of_information"`
 	// Probe budget: routing.explore.rate, .daily_usd and .stale_after
 	// (hours here).
 	ProbeRate       float64 `yaml:"probe_rate"`

@@ -6,6 +6,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -34,6 +35,23 @@ type world struct {
 	maxP   float64
 	tasks  []string
 	cum    []float64 // cumulative task shares
+	// trace, when set, is told of each request (for diagnostics).
+	trace       func(policy string, seed uint64, ev traceEvent)
+	traceSignal func(policy, task, model string, escalated, accepted bool, sig core.Signal)
+}
+
+// traceEvent is one simulated request as a diagnostic sees it.
+type traceEvent struct {
+	i          int
+	day        float64
+	task       string
+	model      string // the first answer's model
+	best       string // the oracle's model
+	regret     float64
+	explore    routing.Exploration
+	cost       float64 // of every answer to the request
+	escalation float64 // of the re-answers
+	router     *routing.Router
 }
 
 func newWorld(sc *Scenario) *world {
@@ -79,10 +97,14 @@ func (w *world) utility(task, model string, day float64) float64 {
 	return w.p(task, model, day) - w.lambda*rel
 }
 
-// oracle is the model with the best utility for task at day.
-func (w *world) oracle(task string, day float64) (string, float64) {
+// oracle is the model with the best utility for task at day, not
+// counting the models in except.
+func (w *world) oracle(task string, day float64, except ...string) (string, float64) {
 	best, bu := "", math.Inf(-1)
 	for _, m := range w.models {
+		if slices.Contains(except, m.Ref) {
+			continue
+		}
 		if u := w.utility(task, m.Ref, day); u > bu {
 			best, bu = m.Ref, u
 		}
@@ -170,7 +192,7 @@ func runSeed(ctx context.Context, w *world, policy string, seed uint64) (SeedRes
 		MaxCloud: 1 << 20, Reload: -1,
 		EvidenceCap: sc.Router.EvidenceCap, Explore: sc.Router.Explore, StaleDays: sc.Router.StaleDays,
 		SettleZ: sc.Router.SettleZ, ChangeShift: sc.Router.ChangeShift, DropThreshold: sc.Router.DropThreshold, RiseThreshold: sc.Router.RiseThreshold,
-		NoChangeDetection: sc.Router.NoChangeDetection,
+		NoChangeDetection: sc.Router.NoChangeDetection, IncumbentZ: sc.Router.IncumbentZ, NoValueOfInformation: sc.Router.NoValueOfInformation,
 		Probe: routing.Probing{Off: sc.Router.NoProbes, Rate: sc.Router.ProbeRate, Burst: sc.Router.ProbeBurst, DailyUSD: sc.Router.ProbeDailyUSD,
 			StaleAfter: time.Duration(sc.Router.ProbeStaleHours * float64(time.Hour))},
 	}
@@ -249,6 +271,8 @@ func runSeed(ctx context.Context, w *world, policy string, seed uint64) (SeedRes
 			}
 		}
 		tried := []string{out.Model}
+		ex := out.Exploration
+		costBefore := res.Cost
 		res.Cost += w.cost(task, out.Model)
 		accepted := users.Float64() < w.p(task, out.Model, day)
 		if accepted {
@@ -295,6 +319,9 @@ func runSeed(ctx context.Context, w *world, policy string, seed uint64) (SeedRes
 					}
 				}
 			}
+			if w.traceSignal != nil {
+				w.traceSignal(policy, out.TaskType, out.Model, len(tried) > 1, accepted, sig)
+			}
 			if sig.Kind != "" {
 				if err := r.RecordSignal(ctx, sig); err != nil {
 					return res, err
@@ -306,6 +333,10 @@ func runSeed(ctx context.Context, w *world, policy string, seed uint64) (SeedRes
 			esc := call
 			esc.Model = ""
 			esc.Exclude = tried
+			if policy == PolicyOracle {
+				// The oracle re-answers with the best model not yet tried.
+				esc.Model, _ = w.oracle(task, day, tried...)
+			}
 			out, err = r.Chat(ctx, esc)
 			if err != nil {
 				return res, fmt.Errorf("request %d escalation: %w", i, err)
@@ -317,6 +348,10 @@ func runSeed(ctx context.Context, w *world, policy string, seed uint64) (SeedRes
 		}
 		if accepted {
 			res.FinalAccepted++
+		}
+		if w.trace != nil {
+			w.trace(policy, seed, traceEvent{i: i, day: day, task: task, model: tried[0], best: best, regret: bestU - u, explore: ex,
+				cost: res.Cost - costBefore, escalation: res.Cost - costBefore - w.cost(task, tried[0]), router: r})
 		}
 	}
 	for i, rc := range rec {
