@@ -86,6 +86,7 @@ func (c *Config) ModelRefs() []ModelRef {
 	for i, ref := range r.Allowed {
 		add(fmt.Sprintf("routing.allowed[%d]", i), ref)
 	}
+	add("routing.judge.model", r.Judge.Model)
 	for _, sec := range c.Channels.Sections() {
 		if !sec.Enabled || sec.Common == nil {
 			continue

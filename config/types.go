@@ -203,6 +203,20 @@ type Routing struct {
 	// Explore budgets the probes that re-check models the router has
 	// settled against.
 	Explore Explore `yaml:"explore"`
+	// Judge is the optional LLM judge that grades a share of the answers
+	// (off without a model).
+	Judge Judge `yaml:"judge"`
+}
+
+// Judge is routing.judge: a small model grading a budgeted share of the
+// answers as good or bad, a signal for quiet users.
+type Judge struct {
+	// Model is the judge's model reference ("" = no judge).
+	Model string `yaml:"model"`
+	// Rate is the share of chat answers graded (0 = 0.05 with a model).
+	Rate float64 `yaml:"rate"`
+	// DailyUSD caps the judge's cost per UTC day; 0 means no cap.
+	DailyUSD float64 `yaml:"daily_usd"`
 }
 
 // Explore is the budget of re-exploration probes.

@@ -240,6 +240,12 @@ func validateRouting(c *Config, ps *problems) {
 	if r.Explore.Rate > 0 && r.Explore.StaleAfter.D() < time.Minute {
 		ps.at("routing.explore.stale_after", "must be at least 1m (got %s); 12h is the default", r.Explore.StaleAfter.D())
 	}
+	if r.Judge.Rate < 0 || r.Judge.Rate > 1 {
+		ps.at("routing.judge.rate", "must be between 0 and 1 (got %g); 0.05 is the default with a routing.judge.model", r.Judge.Rate)
+	}
+	if r.Judge.DailyUSD < 0 {
+		ps.at("routing.judge.daily_usd", "must not be negative (0 means no cap)")
+	}
 }
 
 func sortedKeys(m map[string]string) []string {

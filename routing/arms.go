@@ -77,14 +77,19 @@ const DefaultStopZ = 2.0
 // pessimistic utility, or when the difference of the utilities is below
 // zero by more than z standard deviations of the difference. Both sides'
 // uncertainty counts: an arm is never ruled out against an incumbent that
-// is itself unsure.
+// is itself unsure. A posterior of little evidence is skewed where the
+// normal approximation is not, so its spread counts z·(1 + 1/n) times (n
+// its prior strength plus evidence); TestStopRuleNeverStopsAnArmThatCould
+// StillWin checks the rule against the exact posteriors.
 func couldWin(c, g posterior, relC, relG, lambda, z float64) bool {
+	sc := c.sd() * z * (1 + 1/(c.alpha+c.beta))
+	sg := g.sd() * z * (1 + 1/(g.alpha+g.beta))
 	ug := g.mean() - lambda*relG
-	if 1-lambda*relC < ug-z*g.sd() {
+	if 1-lambda*relC < ug-sg {
 		return false
 	}
 	uc := c.mean() - lambda*relC
-	return uc-ug+z*math.Hypot(c.sd(), g.sd()) >= 0
+	return uc-ug+math.Hypot(sc, sg) >= 0
 }
 
 // psi is E[(X − z)⁺] for a standard normal X: φ(z) − z·Q(z).
@@ -118,6 +123,9 @@ type armView struct {
 	// full is the posterior; faded also fades the confidence of evidence
 	// that is getting old (for sampling only).
 	full, faded posterior
+	// checked fades the evidence by the time since the arm was last
+	// checked (experimental).
+	checked posterior
 	// rel is the relative price, u the mean utility.
 	rel, u float64
 	// evidence is the decayed evidence behind the estimate (no prior).
@@ -157,6 +165,11 @@ func (r *Router) viewTask(task string, excluded map[string]bool, now time.Time, 
 			c.rising = st.det.rising()
 		}
 		c.u = c.full.mean() - r.lambda*c.rel
+		c.checked = c.full
+		if r.fadeChecked > 0 {
+			f := decayFactor(now.Sub(c.last), time.Duration(r.fadeChecked*float64(r.stale)))
+			c.checked = posterior{alpha: p.strength*p.mean + f*a.Pos, beta: p.strength*(1-p.mean) + f*a.Neg}
+		}
 		total += c.evidence
 		cs = append(cs, c)
 	}
@@ -217,7 +230,7 @@ func (r *Router) settle(task string, cs []armView, g int, now time.Time) {
 		case !couldWin(c.full, cs[g].full, c.rel, cs[g].rel, r.lambda, r.settleZ):
 			c.settled, c.stopped = true, true
 			st.settledVs, st.settledAt, st.dirty = cs[g].m.Ref, now, true
-		case !r.noVOI && !worthExploring(c.full, cs[g].full, c.rel, cs[g].rel, r.lambda, h):
+		case !r.noVOI && !worthExploring(c.checked, cs[g].full, c.rel, cs[g].rel, r.lambda, h):
 			c.settled = true
 			st.settledVs, st.settledAt, st.dirty = cs[g].m.Ref, now, true
 		case st.settledVs != "":

@@ -45,6 +45,15 @@ func (r *Router) cmdModel(ctx context.Context, req core.CommandRequest, p Pinner
 	case arg == "":
 		model, reason := r.CurrentModel(ctx, s)
 		out := fmt.Sprintf("Model: %s (%s)", model, reason)
+		// Why the learned choice is what it is, for the task type of the
+		// conversation's last answer.
+		task := TaskChat
+		if last, err := conv.LastAnswer(ctx, s.ID); err == nil && last != nil && last.TaskType != "" {
+			task = last.TaskType
+		}
+		if !r.o.NoAffinity {
+			out += "\n" + r.Explain(ctx, task).String()
+		}
 		if s.ProfilePin != "" {
 			out += "\nAuth profile: " + s.ProfilePin + " (pinned)"
 		} else {

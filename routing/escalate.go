@@ -96,7 +96,7 @@ func (e *Escalator) Intercept(ctx context.Context, req core.CommandRequest) (cor
 	}
 	switch {
 	case sig.Kind == core.SignalRetry, sig.Kind == core.SignalFollowUp:
-	case sig.Polarity == core.Negative:
+	case sig.Polarity == core.Negative && sig.Kind != SignalAbandoned:
 		// Asked again: answered as a new message, the earlier answer judged.
 		e.judge(ctx, sig)
 		return d, nil
@@ -155,7 +155,10 @@ func (e *Escalator) judge(ctx context.Context, s core.Signal) {
 		return
 	}
 	for _, p := range prior {
-		if p.Kind != core.SignalExplicit && (p.Kind != core.SignalReaction || p.Polarity == core.Negative) {
+		// Only a verdict blocks another: /model choices, positive
+		// reactions and an abandonment noticed while the user was away
+		// do not.
+		if p.Kind != core.SignalExplicit && p.Kind != SignalAbandoned && (p.Kind != core.SignalReaction || p.Polarity == core.Negative) {
 			return
 		}
 	}

@@ -159,3 +159,34 @@ func (e Explanation) String() string {
 	}
 	return b.String()
 }
+
+// ExplainAll explains the learned choice of every task type that has
+// evidence, in the order of TaskTypes (other task types after, sorted).
+func (r *Router) ExplainAll(ctx context.Context) []Explanation {
+	r.load(ctx)
+	r.mu.Lock()
+	seen := map[string]bool{}
+	for k, a := range r.aff {
+		if a.Pos+a.Neg > 0 {
+			seen[k[0]] = true
+		}
+	}
+	r.mu.Unlock()
+	var tasks []string
+	for _, t := range TaskTypes {
+		if seen[t] {
+			tasks = append(tasks, t)
+			delete(seen, t)
+		}
+	}
+	rest := make([]string, 0, len(seen))
+	for t := range seen {
+		rest = append(rest, t)
+	}
+	sort.Strings(rest)
+	var out []Explanation
+	for _, t := range append(tasks, rest...) {
+		out = append(out, r.Explain(ctx, t))
+	}
+	return out
+}

@@ -65,6 +65,8 @@ type Options struct {
 	StaleDays float64
 	// Probe is the re-exploration budget (routing.explore).
 	Probe Probing
+	// Judge is the optional LLM judge of answers (routing.judge).
+	Judge Judging
 	// SettleZ: a model is settled (no longer sampled) when its acceptance
 	// estimate plus SettleZ standard deviations, less its cost, is below
 	// the best model's expected utility (default DefaultSettleZ).
@@ -77,6 +79,10 @@ type Options struct {
 	// NoValueOfInformation turns the value-of-information test off: every
 	// model that could still win is sampled (for comparisons).
 	NoValueOfInformation bool
+	// FadeChecked (experimental): the value of information of a settled
+	// arm fades its evidence with the time since it was last checked, at
+	// this many stale half-lives (0 = off).
+	FadeChecked float64
 	// ChangeShift, DropThreshold and RiseThreshold tune the change
 	// detector (0 = DefaultChangeShift, DefaultDropThreshold,
 	// DefaultRiseThreshold); NoChangeDetection turns it off (for
@@ -171,6 +177,7 @@ func (o Options) references() []keyedRef {
 	for _, t := range slices.Sorted(maps.Keys(o.Pin)) {
 		out = append(out, keyedRef{"routing.pin." + t, o.Pin[t]})
 	}
+	out = append(out, keyedRef{"routing.judge.model", o.Judge.Model})
 	for i, ref := range o.Allowed {
 		out = append(out, keyedRef{fmt.Sprintf("routing.allowed[%d]", i), ref})
 	}
@@ -208,6 +215,9 @@ func (o Options) withDefaults() Options {
 		o.Observer = noObserver{}
 	}
 	o.Cooldowns = o.Cooldowns.withDefaults()
+	if o.Judge.Model != "" && o.Judge.Rate <= 0 {
+		o.Judge.Rate = DefaultJudgeRate
+	}
 	return o
 }
 
@@ -223,10 +233,11 @@ type learning struct {
 	// explore the spread of the sampling.
 	settleZ, explore float64
 	// incumbentZ is the hysteresis of the incumbent.
-	incumbentZ float64
-	noVOI      bool
-	chg        changeParams
-	probe      Probing
+	incumbentZ  float64
+	noVOI       bool
+	fadeChecked float64
+	chg         changeParams
+	probe       Probing
 }
 
 // newLearning applies the defaults of the learning options.
@@ -235,7 +246,7 @@ func newLearning(o Options) learning {
 		half: halfLifeOf(o.DecayDays), stale: staleHalfLifeOf(o.DecayDays),
 		lambda: o.CostWeight, capEv: o.EvidenceCap, settleZ: o.SettleZ, explore: o.Explore,
 		chg:   changeParams{shift: o.ChangeShift, drop: o.DropThreshold, rise: o.RiseThreshold, guard: DefaultChangeGuard},
-		probe: o.Probe.withDefaults(), noVOI: o.NoValueOfInformation,
+		probe: o.Probe.withDefaults(), noVOI: o.NoValueOfInformation, fadeChecked: o.FadeChecked,
 	}
 	switch {
 	case l.lambda < 0:

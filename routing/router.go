@@ -117,6 +117,11 @@ type Router struct {
 	exploreSpent float64
 	// lastTokens is the size of the last call (with a probe USD cap).
 	lastTokens [2]int
+	// judging counts the judge's grades in flight; judgeSpent is the
+	// judge's cost on judgeDay (UTC).
+	judging    sync.WaitGroup
+	judgeDay   time.Time
+	judgeSpent float64
 	// cooling says, by provider, that "every credential cooling" was
 	// told and no credential has succeeded since; budgetTold is the
 	// highest budget level (80, 100) told per budget and UTC day.
@@ -226,6 +231,9 @@ func (r *Router) Chat(ctx context.Context, c Call) (Result, error) {
 	res.TaskType = task
 	if res.Model == d.m.Ref {
 		res.Exploration = d.explore
+	}
+	if err == nil {
+		r.maybeJudge(ctx, c, res)
 	}
 	return res, err
 }

@@ -39,7 +39,8 @@ func (r *Router) RecordSignal(ctx context.Context, s core.Signal) error {
 	// The stored weight is the one learned from: the caller's weight times
 	// the documented weight of the signal's kind.
 	s.Weight *= signalWeight(s.Kind, r.o.SignalWeights)
-	if s.Model == "" || s.TaskType == "" || s.Polarity == core.Neutral {
+	if s.Model == "" || s.TaskType == "" || s.Polarity == core.Neutral || s.Weight == 0 {
+		// Nothing to learn (a kind weighted 0 is recorded only).
 		if _, err := r.o.Store.AddSignal(ctx, s); err != nil {
 			return fmt.Errorf("record %s signal: %w", s.Kind, err)
 		}

@@ -160,3 +160,31 @@ func (db *DB) ResetLearning(ctx context.Context, task, model string) error {
 		return nil
 	})
 }
+
+// UnjudgedReplies returns up to limit answers (replies written by a model
+// for a task type) created in (after, before] that have no signal and no
+// later reply in their session within within: nothing followed them.
+// Only the fields the router needs are filled in (ID, RequestID,
+// SessionID, Model, TaskType, CreatedAt).
+func (db *DB) UnjudgedReplies(ctx context.Context, after, before time.Time, within time.Duration, limit int) ([]core.Reply, error) {
+	rows, err := db.r.QueryContext(ctx, `SELECT r.id, COALESCE(r.request_id, 0), r.session_id, r.model, r.task_type, r.created_at FROM replies r
+		WHERE r.created_at > ? AND r.created_at <= ? AND r.model != '' AND r.task_type != ''
+		AND NOT EXISTS (SELECT 1 FROM signals s WHERE s.reply_id = r.id)
+		AND NOT EXISTS (SELECT 1 FROM replies n WHERE n.session_id = r.session_id AND n.id > r.id AND n.created_at < r.created_at + ?)
+		ORDER BY r.id LIMIT ?`, after.UnixMilli(), before.UnixMilli(), within.Milliseconds(), limit)
+	if err != nil {
+		return nil, fmt.Errorf("unjudged replies: %w", err)
+	}
+	defer rows.Close()
+	var out []core.Reply
+	for rows.Next() {
+		var r core.Reply
+		var created int64
+		if err := rows.Scan(&r.ID, &r.RequestID, &r.SessionID, &r.Model, &r.TaskType, &created); err != nil {
+			return nil, fmt.Errorf("unjudged replies: %w", err)
+		}
+		r.CreatedAt = msTime(created)
+		out = append(out, r)
+	}
+	return out, rows.Err()
+}

@@ -112,3 +112,66 @@ func TestExploreSpentSince(t *testing.T) {
 		t.Fatalf("ExploreSpentSince = %v, %v; want 0.75", got, err)
 	}
 }
+
+func TestUnjudgedReplies(t *testing.T) {
+	ctx := context.Background()
+	clk := &clock{t: time.Date(2026, 3, 2, 10, 0, 0, 0, time.UTC)}
+	db := openTest(t, Options{Now: clk.Now})
+	conv := core.ConversationKey{Channel: "console", Chat: "a"}
+	s, err := db.ActiveSession(ctx, conv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := db.ActiveSession(ctx, core.ConversationKey{Channel: "console", Chat: "b"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := clk.Now()
+	save := func(sess core.Session, req int64, model string) int64 {
+		t.Helper()
+		id, err := db.SaveReply(ctx, &core.Reply{RequestID: req, SessionID: sess.ID, Conversation: sess.Conversation, Text: "x", Parts: []string{"x"}, Model: model, TaskType: "chat"}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return id
+	}
+	judged := save(s, 1, "p/a")   // gets a verdict
+	followed := save(s, 2, "p/a") // the user wrote again 10 minutes later
+	clk.Add(10 * time.Minute)
+	save(other, 5, "")             // a command's reply: not an answer, but the user was there
+	last := save(s, 3, "p/b")      // nothing followed
+	alone := save(other, 4, "p/a") // nothing followed, another session
+	if _, err := db.AddSignal(ctx, core.Signal{Kind: "accepted", Polarity: core.Positive, ReplyID: judged, Model: "p/a", TaskType: "chat", Weight: 1, At: clk.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	clk.Add(3 * time.Hour)
+	got, err := db.UnjudgedReplies(ctx, start.Add(-time.Minute), clk.Now().Add(-time.Hour), time.Hour, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []int64
+	for _, r := range got {
+		ids = append(ids, r.ID)
+		if r.Model == "" || r.TaskType != "chat" || r.CreatedAt.IsZero() || r.RequestID == 0 {
+			t.Errorf("reply %+v lacks fields", r)
+		}
+	}
+	if !reflect.DeepEqual(ids, []int64{last, alone}) {
+		t.Fatalf("unjudged = %v, want %v (judged %d, followed %d)", ids, []int64{last, alone}, judged, followed)
+	}
+	// The user's next message (a command's reply counts: they were
+	// there) within the hour means the answer was not left.
+	save(other, 6, "")
+	if got, _ := db.UnjudgedReplies(ctx, start.Add(-time.Minute), clk.Now().Add(-time.Hour), time.Hour, 10); len(got) != 2 {
+		t.Fatalf("a reply 3h later counts as leaving: %+v", got)
+	}
+	// A reply 3h later does not undo the leaving.
+	save(other, 6, "")
+	if got, _ := db.UnjudgedReplies(ctx, start.Add(-time.Minute), clk.Now().Add(-time.Hour), time.Hour, 10); len(got) != 2 {
+		t.Fatalf("a reply 3h later: %+v", got)
+	}
+	// Outside the window: none.
+	if got, _ := db.UnjudgedReplies(ctx, clk.Now().Add(-time.Hour), clk.Now(), time.Hour, 10); len(got) != 0 {
+		t.Fatalf("outside the window: %+v", got)
+	}
+}

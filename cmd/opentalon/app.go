@@ -189,6 +189,7 @@ func (a *App) Run(ctx context.Context) error {
 	ttl := a.cfg.State.SessionTTL.D()
 	defer startSessionSweeper(ctx, a.db, ttl, sweepEvery(ttl), a.log)()
 	defer startMediaSweeper(ctx, a.db, a.cfg.Media.Retention.D(), a.log)()
+	defer a.startRouterHousekeeping(ctx)()
 	if consoleOnly(a.cfg) {
 		go a.stopWhenDrained(ctx, cancel)
 	}

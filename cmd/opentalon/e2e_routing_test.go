@@ -113,6 +113,17 @@ func TestE2EModelCommandsThroughApp(t *testing.T) {
 	if sess, err := h.app.db.ActiveSession(ctx, core.ConversationKey{Channel: "console", Chat: "local"}); err != nil || sess.ModelPin != "" {
 		t.Fatalf("after /model auto the pin is %q (%v); want none", sess.ModelPin, err)
 	}
+	drain(h)
+	// /model explains the learned choice: acceptance and price, the
+	// evidence, the runner-up, settled or exploring.
+	h.send("/model")
+	got = h.readUntil("Learned choice")
+	if !regexp.MustCompile(`Learned choice for chat: fake/(small|big), \d+% accepted over [\d.]+ decayed signals at \$[\d.]+ per M tokens \(utility [\d.-]+\); (settled|exploring)\.`).MatchString(got) {
+		t.Fatalf("/model = %q; want the explanation of the learned choice", got)
+	}
+	if next := h.readUntil("Next:"); !strings.Contains(next, "fake/") {
+		t.Fatalf("/model = %q; want the runner-up", next)
+	}
 }
 
 // drain discards console lines that arrive within a short quiet period

@@ -2,6 +2,7 @@ package main
 
 import (
 	"cmp"
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -190,6 +191,7 @@ func buildRouterWith(cfg *config.Config, db *store.DB, now func() time.Time, log
 		CostWeight: cmp.Or(cfg.Routing.CostWeight, -1),
 		Probe: routing.Probing{Off: cfg.Routing.Explore.Rate == 0, Rate: cfg.Routing.Explore.Rate,
 			DailyUSD: cfg.Routing.Explore.DailyUSD, StaleAfter: cfg.Routing.Explore.StaleAfter.D()},
+		Judge:    routing.Judging{Model: cfg.Routing.Judge.Model, Rate: cfg.Routing.Judge.Rate, DailyUSD: cfg.Routing.Judge.DailyUSD},
 		Store:    db,
 		Observer: obs,
 		Now:      now,
@@ -205,4 +207,28 @@ func (a *App) addRouting() {
 		a.gateway.AddCommand(c)
 	}
 	a.gateway.AddInterceptor(routing.NewEscalator(a.router, a.db, a.log))
+}
+
+// startRouterHousekeeping has the router record, every 10 minutes, the
+// answers nothing followed (routing's abandonment sweep) and write its
+// learning state; stop waits for the judge's grades in flight and writes
+// the state once more, so a restart continues what the router was
+// noticing.
+func (a *App) startRouterHousekeeping(ctx context.Context) (stop func()) {
+	stopRun := runEvery(ctx, 10*time.Minute, false, func(ctx context.Context) {
+		if n, err := a.router.SweepAbandoned(ctx); err != nil && ctx.Err() == nil {
+			a.log.Warn("record answers left without a verdict", "err", err)
+		} else if n > 0 {
+			a.log.Debug("recorded answers left without a verdict", "answers", n)
+		}
+		if err := a.router.SaveState(ctx); err != nil && ctx.Err() == nil {
+			a.log.Warn("write the router's learning state", "err", err)
+		}
+	})
+	return func() {
+		stopRun()
+		if err := a.router.Drain(context.Background()); err != nil {
+			a.log.Warn("write the router's learning state at shutdown", "err", err)
+		}
+	}
 }

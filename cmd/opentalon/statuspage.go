@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"maps"
 	"net"
 	"net/http"
@@ -40,6 +41,7 @@ func (a *App) mountOps(mux *http.ServeMux) {
 			s := routing.ScoreOf(af, now, float64(a.cfg.Routing.Affinity.DecayDays))
 			return s.Score, s.Evidence
 		},
+		Choices: a.statusChoices,
 		Version: Version,
 		Started: a.opts.Now(),
 		APIKey:  a.cfg.Server.APIKey.Value(),
@@ -127,6 +129,16 @@ func (a *App) statusScripts() []status.Script {
 			sc.Error = "disabled after 3 failures in a row; fix " + s.File + " (saving it enables it again)"
 		}
 		out = append(out, sc)
+	}
+	return out
+}
+
+// statusChoices is the router's explanation of its choice for each task
+// type that has evidence.
+func (a *App) statusChoices(ctx context.Context) []status.Choice {
+	var out []status.Choice
+	for _, e := range a.router.ExplainAll(ctx) {
+		out = append(out, status.Choice{Task: e.Task, Model: e.Model, State: e.State, Why: e.String()})
 	}
 	return out
 }

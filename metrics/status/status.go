@@ -68,6 +68,9 @@ type Options struct {
 	// Score summarizes an affinity record as the router sees it now: the
 	// acceptance rate and the decayed evidence behind it.
 	Score func(a core.Affinity, now time.Time) (score, evidence float64)
+	// Choices says, per task type, which model the router chooses and
+	// why (nil = not shown).
+	Choices func(ctx context.Context) []Choice
 	// Version and Started are shown in the header.
 	Version string
 	Started time.Time
@@ -336,6 +339,18 @@ type Affinity struct {
 	Tasks  []string `json:"tasks"`
 	Models []string `json:"models"`
 	Cells  []Cell   `json:"cells"`
+	// Choices are the router's choice per task type with its reasons.
+	Choices []Choice `json:"choices"`
+}
+
+// Choice is the router's current choice for one task type and why it
+// made it (acceptance and price, evidence, last change detected,
+// exploring or settled), in the router's words.
+type Choice struct {
+	Task  string `json:"task"`
+	Model string `json:"model"`
+	State string `json:"state"`
+	Why   string `json:"why"`
 }
 
 // Cell is one (task type, model) pair.
@@ -356,7 +371,10 @@ func (p *Page) serveAffinity(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	now := p.o.Now()
-	out := Affinity{Tasks: []string{}, Models: []string{}, Cells: []Cell{}}
+	out := Affinity{Tasks: []string{}, Models: []string{}, Cells: []Cell{}, Choices: []Choice{}}
+	if p.o.Choices != nil {
+		out.Choices = append(out.Choices, p.o.Choices(r.Context())...)
+	}
 	for _, a := range rows {
 		score, ev := p.o.Score(a, now)
 		out.Cells = append(out.Cells, Cell{Task: a.Task, Model: a.Model, Score: score, Evidence: ev,

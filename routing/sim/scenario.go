@@ -30,6 +30,9 @@ type Scenario struct {
 	Changes    []Change                      `yaml:"changes"`
 	Users      Users                         `yaml:"users"`
 	Overrides  Overrides                     `yaml:"overrides"`
+	// Judge is the optional LLM judge (routing.judge), simulated: off
+	// without a rate.
+	Judge Judge `yaml:"judge"`
 	// Router tunes the learning router (0 = its defaults).
 	Router RouterTuning `yaml:"router"`
 }
@@ -47,6 +50,8 @@ type RouterTuning struct {
 	RiseThreshold float64 `yaml:"rise_threshold"`
 	// IncumbentZ is the incumbent's hysteresis (routing.Options).
 	IncumbentZ float64 `yaml:"incumbent_z"`
+	// FadeChecked, ProbeMaxSeq: experimental (routing.Options).
+	FadeChecked float64 `yaml:"fade_checked"`
 	// NoChangeDetection, NoProbes and NoValueOfInformation turn
 	// mechanisms off, to measure what each brings.
 	NoChangeDetection    bool `yaml:"no_change_detection"`
@@ -114,6 +119,16 @@ type Users struct {
 	Returns            float64 `yaml:"returns"`
 	Noise              float64 `yaml:"noise"`
 	EscalateOnReaction bool    `yaml:"escalate_on_reaction"`
+}
+
+// Judge simulates routing.judge: a share of the router's answers is
+// graded by a small model whose grade agrees with the user's verdict with
+// the given accuracy; each grade costs the judge model's price for the
+// task's tokens read and a few written.
+type Judge struct {
+	Rate     float64 `yaml:"rate"`
+	Accuracy float64 `yaml:"accuracy"`
+	Model    string  `yaml:"model"`
 }
 
 // Overrides: the share of requests where the user picks the model with
@@ -201,6 +216,14 @@ func (sc *Scenario) check() error {
 	}{{"thumbs_up", sc.Users.ThumbsUp}, {"thanks", sc.Users.Thanks}, {"moves_on", sc.Users.MovesOn}, {"returns", sc.Users.Returns}, {"noise", sc.Users.Noise}, {"overrides.rate", sc.Overrides.Rate}, {"router.probe_rate", sc.Router.ProbeRate}} {
 		if u.p < 0 || u.p > 1 {
 			return fmt.Errorf("users.%s must be a probability (0..1)", u.key)
+		}
+	}
+	if sc.Judge.Rate > 0 {
+		if !refs[sc.Judge.Model] {
+			return fmt.Errorf("judge.model: %q is not one of the models", sc.Judge.Model)
+		}
+		if sc.Judge.Rate > 1 || sc.Judge.Accuracy < 0.5 || sc.Judge.Accuracy > 1 {
+			return fmt.Errorf("judge: rate must be 0..1 and accuracy 0.5..1")
 		}
 	}
 	sort.SliceStable(sc.Changes, func(i, j int) bool { return sc.Changes[i].Day < sc.Changes[j].Day })

@@ -165,6 +165,8 @@ type SeedResult struct {
 	// (Probes of them were budgeted probes); ExploreCost is their cost.
 	Explored, Probes int
 	ExploreCost      float64
+	// Judged counts the answers routing.judge graded.
+	Judged int
 	// Regret[k] is the cumulative regret (Σ oracle utility − utility of
 	// the first answer) after request (k+1)·Requests/len(Regret).
 	Regret []float64
@@ -192,7 +194,7 @@ func runSeed(ctx context.Context, w *world, policy string, seed uint64) (SeedRes
 		MaxCloud: 1 << 20, Reload: -1,
 		EvidenceCap: sc.Router.EvidenceCap, Explore: sc.Router.Explore, StaleDays: sc.Router.StaleDays,
 		SettleZ: sc.Router.SettleZ, ChangeShift: sc.Router.ChangeShift, DropThreshold: sc.Router.DropThreshold, RiseThreshold: sc.Router.RiseThreshold,
-		NoChangeDetection: sc.Router.NoChangeDetection, IncumbentZ: sc.Router.IncumbentZ, NoValueOfInformation: sc.Router.NoValueOfInformation,
+		NoChangeDetection: sc.Router.NoChangeDetection, IncumbentZ: sc.Router.IncumbentZ, FadeChecked: sc.Router.FadeChecked, NoValueOfInformation: sc.Router.NoValueOfInformation,
 		Probe: routing.Probing{Off: sc.Router.NoProbes, Rate: sc.Router.ProbeRate, Burst: sc.Router.ProbeBurst, DailyUSD: sc.Router.ProbeDailyUSD,
 			StaleAfter: time.Duration(sc.Router.ProbeStaleHours * float64(time.Hour))},
 	}
@@ -318,6 +320,25 @@ func runSeed(ctx context.Context, w *world, policy string, seed uint64) (SeedRes
 						}
 					}
 				}
+			}
+			if policy == PolicyRouter && sc.Judge.Rate > 0 && users.Float64() < sc.Judge.Rate {
+				// routing.judge grades the answer.
+				grade := accepted == (users.Float64() < sc.Judge.Accuracy)
+				pol := core.Negative
+				if grade {
+					pol = core.Positive
+				}
+				t := sc.Tasks[task]
+				res.Cost += w.byRef[sc.Judge.Model].Cost(t.InputTokens+t.OutputTokens, 5)
+				res.Judged++
+				if err := r.RecordSignal(ctx, core.Signal{Kind: routing.SignalJudge, Polarity: pol, Model: out.Model, TaskType: out.TaskType, Weight: 1, At: now}); err != nil {
+					return res, err
+				}
+			}
+			if sig.Kind == "" && !escalate {
+				// Nothing followed the answer: Router.SweepAbandoned
+				// records that it was left.
+				sig.Kind, sig.Polarity = routing.SignalAbandoned, core.Negative
 			}
 			if w.traceSignal != nil {
 				w.traceSignal(policy, out.TaskType, out.Model, len(tried) > 1, accepted, sig)

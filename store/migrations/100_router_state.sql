@@ -45,3 +45,7 @@ CREATE TABLE router_tasks (
     incumbent    TEXT   NOT NULL DEFAULT '',
     updated_at   BIGINT NOT NULL DEFAULT 0
 );
+
+-- The sweep for answers nothing followed (Router.SweepAbandoned) reads
+-- replies by time.
+CREATE INDEX replies_created ON replies (created_at);

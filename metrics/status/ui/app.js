@@ -168,6 +168,16 @@ function renderAffinity(a) {
   box.replaceChildren(svg);
 }
 
+function renderChoices(a) {
+  const list = $("choices");
+  const cs = a.choices || [];
+  if (cs.length === 0) {
+    list.replaceChildren(el("li", { class: "empty-note" }, "No task type has a learned choice yet."));
+    return;
+  }
+  list.replaceChildren(...cs.map((c) => el("li", { "data-task": c.task }, el("strong", {}, c.task + ": "), c.why)));
+}
+
 async function refresh() {
   try {
     const [s, u, a] = await Promise.all([api("/api/status"), api(`/api/usage?range=${state.range}&by=${state.by}`), api("/api/affinity")]);
@@ -177,6 +187,7 @@ async function refresh() {
     renderStatus(s);
     renderUsage(u);
     renderAffinity(a);
+    renderChoices(a);
     if (document.body.dataset.loaded !== "true") {
       document.body.dataset.loaded = "true";
       performance.mark("opentalon-drawn"); // first full draw, for load timing
