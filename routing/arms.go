@@ -123,9 +123,6 @@ type armView struct {
 	// full is the posterior; faded also fades the confidence of evidence
 	// that is getting old (for sampling only).
 	full, faded posterior
-	// checked fades the evidence by the time since the arm was last
-	// checked (experimental).
-	checked posterior
 	// rel is the relative price, u the mean utility.
 	rel, u float64
 	// evidence is the decayed evidence behind the estimate (no prior).
@@ -165,11 +162,6 @@ func (r *Router) viewTask(task string, excluded map[string]bool, now time.Time, 
 			c.rising = st.det.rising()
 		}
 		c.u = c.full.mean() - r.lambda*c.rel
-		c.checked = c.full
-		if r.fadeChecked > 0 {
-			f := decayFactor(now.Sub(c.last), time.Duration(r.fadeChecked*float64(r.stale)))
-			c.checked = posterior{alpha: p.strength*p.mean + f*a.Pos, beta: p.strength*(1-p.mean) + f*a.Neg}
-		}
 		total += c.evidence
 		cs = append(cs, c)
 	}
@@ -230,7 +222,7 @@ func (r *Router) settle(task string, cs []armView, g int, now time.Time) {
 		case !couldWin(c.full, cs[g].full, c.rel, cs[g].rel, r.lambda, r.settleZ):
 			c.settled, c.stopped = true, true
 			st.settledVs, st.settledAt, st.dirty = cs[g].m.Ref, now, true
-		case !r.noVOI && !worthExploring(c.checked, cs[g].full, c.rel, cs[g].rel, r.lambda, h):
+		case !r.noVOI && !worthExploring(c.full, cs[g].full, c.rel, cs[g].rel, r.lambda, h):
 			c.settled = true
 			st.settledVs, st.settledAt, st.dirty = cs[g].m.Ref, now, true
 		case st.settledVs != "":

@@ -79,10 +79,6 @@ type Options struct {
 	// NoValueOfInformation turns the value-of-information test off: every
 	// model that could still win is sampled (for comparisons).
 	NoValueOfInformation bool
-	// FadeChecked (experimental): the value of information of a settled
-	// arm fades its evidence with the time since it was last checked, at
-	// this many stale half-lives (0 = off).
-	FadeChecked float64
 	// ChangeShift, DropThreshold and RiseThreshold tune the change
 	// detector (0 = DefaultChangeShift, DefaultDropThreshold,
 	// DefaultRiseThreshold); NoChangeDetection turns it off (for
@@ -233,11 +229,10 @@ type learning struct {
 	// explore the spread of the sampling.
 	settleZ, explore float64
 	// incumbentZ is the hysteresis of the incumbent.
-	incumbentZ  float64
-	noVOI       bool
-	fadeChecked float64
-	chg         changeParams
-	probe       Probing
+	incumbentZ float64
+	noVOI      bool
+	chg        changeParams
+	probe      Probing
 }
 
 // newLearning applies the defaults of the learning options.
@@ -246,7 +241,7 @@ func newLearning(o Options) learning {
 		half: halfLifeOf(o.DecayDays), stale: staleHalfLifeOf(o.DecayDays),
 		lambda: o.CostWeight, capEv: o.EvidenceCap, settleZ: o.SettleZ, explore: o.Explore,
 		chg:   changeParams{shift: o.ChangeShift, drop: o.DropThreshold, rise: o.RiseThreshold, guard: DefaultChangeGuard},
-		probe: o.Probe.withDefaults(), noVOI: o.NoValueOfInformation, fadeChecked: o.FadeChecked,
+		probe: o.Probe.withDefaults(), noVOI: o.NoValueOfInformation,
 	}
 	switch {
 	case l.lambda < 0:

@@ -201,12 +201,21 @@ func aggregate(sc *Scenario, results map[string][]SeedResult) *Report {
 	}
 	for _, c := range rep.Changes {
 		rep.Goals = append(rep.Goals, Goal{fmt.Sprintf("recovery after day-%g change (%s, %s)", c.Day, c.Task, c.Model),
-			fmt.Sprintf("median %g, p90 %g, worst %d requests", c.Median, c.P90, c.Worst), fmt.Sprintf("≤ %d (p90, every seed)", RecoveryGoal), c.Achieved})
+			fmt.Sprintf("median %s, p90 %s, worst %s requests", reqs(c.Median), reqs(c.P90), reqs(float64(c.Worst))), fmt.Sprintf("≤ %d (p90, every seed)", RecoveryGoal), c.Achieved})
 	}
 	return rep
 }
 
 func pct(x float64) string { return fmt.Sprintf("%.1f%%", 100*x) }
+
+// reqs prints a recovery in requests; a seed that never recovered
+// (math.MaxInt32 in the statistics) prints as "never".
+func reqs(v float64) string {
+	if v >= math.MaxInt32 {
+		return "never"
+	}
+	return fmt.Sprintf("%g", v)
+}
 
 // WriteText prints the report for people.
 func (rep *Report) WriteText(w io.Writer) error {
@@ -237,7 +246,7 @@ func (rep *Report) WriteText(w io.Writer) error {
 	}
 	b.WriteString("\nRecovery after changes (requests of the affected task until 16 of 20 choices are near-optimal):\n")
 	for _, c := range rep.Changes {
-		fmt.Fprintf(&b, "  day %-4g %-10s %-10s p→%.2f  median %-6g p90 %-6g worst %-6d not recovered %d  (%s)\n", c.Day, c.Task, c.Model, c.P, c.Median, c.P90, c.Worst, c.Never, c.Note)
+		fmt.Fprintf(&b, "  day %-4g %-10s %-10s p→%.2f  median %-6s p90 %-6s worst %-6s not recovered %d  (%s)\n", c.Day, c.Task, c.Model, c.P, reqs(c.Median), reqs(c.P90), reqs(float64(c.Worst)), c.Never, c.Note)
 	}
 	b.WriteString("\nGoals:\n")
 	for _, g := range rep.Goals {

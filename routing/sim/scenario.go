@@ -50,8 +50,6 @@ type RouterTuning struct {
 	RiseThreshold float64 `yaml:"rise_threshold"`
 	// IncumbentZ is the incumbent's hysteresis (routing.Options).
 	IncumbentZ float64 `yaml:"incumbent_z"`
-	// FadeChecked, ProbeMaxSeq: experimental (routing.Options).
-	FadeChecked float64 `yaml:"fade_checked"`
 	// NoChangeDetection, NoProbes and NoValueOfInformation turn
 	// mechanisms off, to measure what each brings.
 	NoChangeDetection    bool `yaml:"no_change_detection"`

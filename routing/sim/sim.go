@@ -35,23 +35,6 @@ type world struct {
 	maxP   float64
 	tasks  []string
 	cum    []float64 // cumulative task shares
-	// trace, when set, is told of each request (for diagnostics).
-	trace       func(policy string, seed uint64, ev traceEvent)
-	traceSignal func(policy, task, model string, escalated, accepted bool, sig core.Signal)
-}
-
-// traceEvent is one simulated request as a diagnostic sees it.
-type traceEvent struct {
-	i          int
-	day        float64
-	task       string
-	model      string // the first answer's model
-	best       string // the oracle's model
-	regret     float64
-	explore    routing.Exploration
-	cost       float64 // of every answer to the request
-	escalation float64 // of the re-answers
-	router     *routing.Router
 }
 
 func newWorld(sc *Scenario) *world {
@@ -194,7 +177,7 @@ func runSeed(ctx context.Context, w *world, policy string, seed uint64) (SeedRes
 		MaxCloud: 1 << 20, Reload: -1,
 		EvidenceCap: sc.Router.EvidenceCap, Explore: sc.Router.Explore, StaleDays: sc.Router.StaleDays,
 		SettleZ: sc.Router.SettleZ, ChangeShift: sc.Router.ChangeShift, DropThreshold: sc.Router.DropThreshold, RiseThreshold: sc.Router.RiseThreshold,
-		NoChangeDetection: sc.Router.NoChangeDetection, IncumbentZ: sc.Router.IncumbentZ, FadeChecked: sc.Router.FadeChecked, NoValueOfInformation: sc.Router.NoValueOfInformation,
+		NoChangeDetection: sc.Router.NoChangeDetection, IncumbentZ: sc.Router.IncumbentZ, NoValueOfInformation: sc.Router.NoValueOfInformation,
 		Probe: routing.Probing{Off: sc.Router.NoProbes, Rate: sc.Router.ProbeRate, Burst: sc.Router.ProbeBurst, DailyUSD: sc.Router.ProbeDailyUSD,
 			StaleAfter: time.Duration(sc.Router.ProbeStaleHours * float64(time.Hour))},
 	}
@@ -273,8 +256,6 @@ func runSeed(ctx context.Context, w *world, policy string, seed uint64) (SeedRes
 			}
 		}
 		tried := []string{out.Model}
-		ex := out.Exploration
-		costBefore := res.Cost
 		res.Cost += w.cost(task, out.Model)
 		accepted := users.Float64() < w.p(task, out.Model, day)
 		if accepted {
@@ -340,9 +321,6 @@ func runSeed(ctx context.Context, w *world, policy string, seed uint64) (SeedRes
 				// records that it was left.
 				sig.Kind, sig.Polarity = routing.SignalAbandoned, core.Negative
 			}
-			if w.traceSignal != nil {
-				w.traceSignal(policy, out.TaskType, out.Model, len(tried) > 1, accepted, sig)
-			}
 			if sig.Kind != "" {
 				if err := r.RecordSignal(ctx, sig); err != nil {
 					return res, err
@@ -369,10 +347,6 @@ func runSeed(ctx context.Context, w *world, policy string, seed uint64) (SeedRes
 		}
 		if accepted {
 			res.FinalAccepted++
-		}
-		if w.trace != nil {
-			w.trace(policy, seed, traceEvent{i: i, day: day, task: task, model: tried[0], best: best, regret: bestU - u, explore: ex,
-				cost: res.Cost - costBefore, escalation: res.Cost - costBefore - w.cost(task, tried[0]), router: r})
 		}
 	}
 	for i, rc := range rec {
