@@ -24,6 +24,11 @@
 // bound to its binary (path and SHA-256) the first time it registers;
 // plugin_dir and binaries others may write are refused (perms.go).
 //
+// The same isolation runs the core's own helpers on bytes it must not
+// parse in its process (a PDF a user sent): Isolation.RunConfined
+// (confined.go) starts one with bounded memory, CPU time, wall time and
+// output, and says which limit stopped it.
+//
 // It imports core, guard, store and proto. Plugins never see the
 // registry, other plugins or the orchestrator: the only surfaces they
 // get are the services they serve on their own socket and their own

@@ -18,8 +18,13 @@ import (
 )
 
 // TestMain lets the test binary play the opentalon binary for the crash
-// test (re-executed with OPENTALON_TEST_MAIN=1).
+// test (re-executed with OPENTALON_TEST_MAIN=1) and for the helpers the
+// gateway re-executes itself as.
 func TestMain(m *testing.M) {
+	// Re-executed as a confined helper (the PDF reader).
+	if code, ok := helperMain(os.Args[1:], Stdio{In: os.Stdin, Out: os.Stdout, Err: os.Stderr}); ok {
+		os.Exit(code)
+	}
 	if os.Getenv("OPENTALON_TEST_MAIN") == "1" {
 		os.Exit(Main(context.Background(), os.Args[1:], Stdio{In: os.Stdin, Out: os.Stdout, Err: os.Stderr}, os.LookupEnv))
 	}

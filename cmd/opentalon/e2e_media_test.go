@@ -22,6 +22,7 @@ import (
 	"github.com/opentalon/opentalon/channels/slack/slacktest"
 	"github.com/opentalon/opentalon/channels/telegram/telegramtest"
 	"github.com/opentalon/opentalon/core"
+	"github.com/opentalon/opentalon/orchestrator/media/mediatest"
 	"github.com/opentalon/opentalon/plugins/sdk/plugintest"
 	"github.com/opentalon/opentalon/routing/provider/providertest"
 )
@@ -244,6 +245,33 @@ func TestE2EDocumentsBecomeContext(t *testing.T) {
 	}
 	if llm.Count() != calls {
 		t.Fatal("the zip reached the LLM")
+	}
+}
+
+// TestE2EPDFBombIsRefused: a PDF of a few hundred KB whose page expands to
+// 256 MB (which read in-process allocated gigabytes and, a little larger,
+// ended the gateway with a fatal out-of-memory error) is answered with a
+// reason, read by the confined helper process; the gateway answers the
+// next message as usual.
+func TestE2EPDFBombIsRefused(t *testing.T) {
+	llm := providertest.NewOpenAI(t)
+	bot := telegramtest.New(t, tgToken)
+	startApp(t, loadConfigFile(t, writeConfig(t, telegramConfig(t.TempDir(), llm.BaseURL(), bot.URL))))
+	alice := telegramtest.User(55, "alice")
+
+	bomb := mediatest.PDF(mediatest.TextPage("Invoice 7"), mediatest.BombPage(256))
+	bot.AddUpdate(bot.Document(alice, bot.AddFile(bomb), "invoice.pdf", "application/pdf", len(bomb), "pay this"))
+	sent := bot.WaitSent(t, 1, 30*time.Second)
+	if !strings.Contains(sent[0].Text, "I could not read invoice.pdf") || !strings.Contains(sent[0].Text, "expand to more than 64 MB") {
+		t.Fatalf("answer %q; want the PDF refused with its reason", sent[0].Text)
+	}
+	if n := llm.Count(); n != 0 {
+		t.Fatalf("the LLM was called %d times; want none", n)
+	}
+	bot.AddUpdate(bot.Private(alice, "hello after the bomb"))
+	sent = bot.WaitSent(t, 2, 20*time.Second)
+	if !strings.Contains(sent[1].Text, "hello after the bomb") {
+		t.Fatalf("answer %q; want the next message answered", sent[1].Text)
 	}
 }
 

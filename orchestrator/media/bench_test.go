@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/opentalon/opentalon/core"
+	"github.com/opentalon/opentalon/orchestrator/media/mediatest"
 	"github.com/opentalon/opentalon/store"
 )
 
@@ -35,11 +36,11 @@ func BenchmarkReadDocument(b *testing.B) {
 			return strings.Repeat(line+"\n", 40000/len(line)) + fmt.Sprint(i)
 		}},
 		"pdf": {"report.pdf", "application/pdf", func(i int) string {
-			var pages []pdfPage
+			var pages []mediatest.Page
 			for range 10 {
-				pages = append(pages, textPage(lines...))
+				pages = append(pages, mediatest.TextPage(lines...))
 			}
-			return string(buildPDF(b, append(pages, textPage(fmt.Sprint(i)))...))
+			return string(mediatest.PDF(append(pages, mediatest.TextPage(fmt.Sprint(i)))...))
 		}},
 	}
 	for _, kind := range []string{"text", "pdf"} {
@@ -78,5 +79,5 @@ func newBenchReader(b *testing.B) *Reader {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { db.Close() })
-	return New(Options{Store: db, Models: models{}})
+	return New(Options{Store: db, Models: models{}, Extractor: testExtractor(b)})
 }

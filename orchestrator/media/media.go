@@ -48,13 +48,21 @@ type Options struct {
 	// are not understood); Echo is media.transcription.echo.
 	TranscriptionModel string
 	Echo               bool
-	Logger             *slog.Logger
+	// Extractor reads PDFs out of process (cmd/opentalon: PDFHelper);
+	// nil answers a PDF with a sentence saying it cannot be read here.
+	Extractor Extractor
+	// Extractions bounds the PDFs read at once (default 2): each reader
+	// process may take the helper's memory.
+	Extractions int
+	Logger      *slog.Logger
 }
 
 // Reader implements core.MediaReader.
 type Reader struct {
 	o   Options
 	log *slog.Logger
+	// extracting holds a token per PDF being read.
+	extracting chan struct{}
 }
 
 var _ core.MediaReader = (*Reader)(nil)
@@ -73,10 +81,13 @@ func New(o Options) *Reader {
 	if o.DocumentTokens <= 0 {
 		o.DocumentTokens = 8000
 	}
+	if o.Extractions <= 0 {
+		o.Extractions = 2
+	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Reader{o: o, log: o.Logger.With("component", "media")}
+	return &Reader{o: o, log: o.Logger.With("component", "media"), extracting: make(chan struct{}, o.Extractions)}
 }
 
 // The sentences a user gets instead of an answer.
@@ -124,12 +135,12 @@ func (r *Reader) Read(ctx context.Context, in core.Inbound, fetch core.FetchFunc
 				mi.Echo = joinLines(mi.Echo, text)
 			}
 		default:
-			text, ok, err := r.document(ctx, a, mf)
+			text, why, err := r.document(ctx, a, mf)
 			if err != nil {
 				return core.MediaInput{}, err
 			}
-			if !ok {
-				return core.MediaInput{Reply: cannotRead(a)}, nil
+			if why != "" {
+				return core.MediaInput{Reply: why}, nil
 			}
 			texts = append(texts, text)
 		}
@@ -224,31 +235,60 @@ func (r *Reader) transcribe(ctx context.Context, in core.Inbound, a core.Attachm
 }
 
 // document returns the text a document adds to the turn, bounded by
-// DocumentTokens; ok is false for a kind that cannot be read.
-func (r *Reader) document(ctx context.Context, a core.Attachment, mf store.MediaFile) (string, bool, error) {
+// DocumentTokens, or the sentence that answers a document that cannot be
+// read. The text kept with the file is bounded too (one byte more than
+// the turn takes, so the cut is known).
+func (r *Reader) document(ctx context.Context, a core.Attachment, mf store.MediaFile) (text, why string, err error) {
 	if !readable(a.MIME, a.Name) {
-		return "", false, nil
+		return "", cannotRead(a), nil
 	}
+	max := r.o.DocumentTokens * 4
 	text, has := mf.Text, mf.HasText
 	if !has {
 		data, err := r.o.Store.ReadMedia(ctx, a.SHA256)
 		if err != nil {
-			return "", false, err
+			return "", "", err
 		}
-		max := r.o.DocumentTokens * 4
 		if isPDF(a.MIME, a.Name) {
-			if text, err = pdfText(data, max+1); err != nil {
-				r.log.Info("a PDF could not be read", "name", a.Name, "err", err)
-				return "", false, nil
+			text, err = r.pdfText(ctx, data, max)
+			var u *Unreadable
+			switch {
+			case errors.As(err, &u):
+				r.log.Info("a PDF could not be read", "name", a.Name, "reason", u.Reason)
+				return "", fmt.Sprintf("I could not read %s: %s. Please send its text instead.", displayName(a.Name), u.Reason), nil
+			case err != nil && ctx.Err() != nil:
+				return "", "", err
+			case err != nil:
+				r.log.Error("reading a PDF failed on the gateway's side", "name", a.Name, "err", err)
+				return "", fmt.Sprintf("I could not read %s: reading PDFs failed on my side. Please send its text instead.", displayName(a.Name)), nil
 			}
 		} else {
-			text = plainText(data)
+			text = plainText(data, max)
 		}
 		if err := r.o.Store.SetMediaText(ctx, a.SHA256, text); err != nil {
 			r.log.Warn("keep a document's text", "err", err)
 		}
 	}
-	return bounded(displayName(a.Name), text, r.o.DocumentTokens*4), true, nil
+	return bounded(displayName(a.Name), text, max), "", nil
+}
+
+// pdfText reads a PDF's text through the Extractor, at most Extractions
+// at a time.
+func (r *Reader) pdfText(ctx context.Context, data []byte, max int) (string, error) {
+	if r.o.Extractor == nil {
+		return "", &Unreadable{"PDFs cannot be read here"}
+	}
+	select {
+	case r.extracting <- struct{}{}:
+		defer func() { <-r.extracting }()
+	case <-ctx.Done():
+		return "", ctx.Err()
+	}
+	text, err := r.o.Extractor.PDFText(ctx, data, max)
+	if err != nil {
+		return "", err
+	}
+	return truncateUTF8(strings.ToValidUTF8(text, "\uFFFD"), max+1), nil
 }
 
 // bounded frames a document's text for the model, cut at max bytes with
