@@ -26,9 +26,11 @@
 // bounded string building (strlib.go) and concatenation (concat.go: every
 // a .. b is rewritten into a call of the bounded one when the script
 // loads), a pattern matcher whose recursion follows the pattern and never
-// the input (pattern.go), registry and call-stack caps; three consecutive failures
-// disable a script until its file changes, which is an operator event
-// (Options.Events).
+// the input (pattern.go), registry and call-stack caps. A failed run fails
+// that one message: a guard (a filter, a redacting post_hook, or a script
+// with fail_closed = true) stops the message or withholds the answer, any
+// other hook lets it go on unchanged; every failure is an operator event
+// (Options.Events), and no failure disables a script.
 //
 // lua imports core only; store.DB implements its KV.
 package lua

@@ -271,29 +271,115 @@ func TestLLMWaitIsNotExecutionTime(t *testing.T) {
 	}
 }
 
-func TestThreeFailuresDisableUntilTheFileChanges(t *testing.T) {
+// A script that fails for some messages keeps running for the others:
+// no run of one user's message disables it for everyone. The status page
+// sees the failures in a row.
+func TestFailuresDoNotDisableAScript(t *testing.T) {
 	src := `function pre_hook(ctx)
   if ctx.message == "boom" then error("boom!") end
   ctx.message = ctx.message .. " [seen]"
   return ctx
 end`
-	te := startEngine(t, map[string]string{"fragile.lua": src}, func(o *Options) { o.Watch = true })
-	te.pre(t, "boom")
-	te.pre(t, "boom")
+	te := startEngine(t, map[string]string{"fragile.lua": src}, nil)
+	for range 5 {
+		if res := te.pre(t, "boom"); res.Text != "boom" || res.Drop {
+			t.Fatalf("a failing pre_hook = %+v; want the message on unchanged (it does not fail closed)", res)
+		}
+	}
+	if sc := te.Scripts()[0]; sc.Failures != 5 || !strings.Contains(sc.LastError, "boom!") || sc.FailClosed {
+		t.Fatalf("script = %+v; want 5 failures in a row with the last error, failing open", sc)
+	}
 	if res := te.pre(t, "ok"); res.Text != "ok [seen]" {
-		t.Fatalf("after two failures = %q; a success must still run", res.Text)
+		t.Fatalf("after five failures = %q; the script must still run", res.Text)
 	}
+	if sc := te.Scripts()[0]; sc.Failures != 0 {
+		t.Fatalf("failures after a success = %d", sc.Failures)
+	}
+}
+
+// Finding 3 of issue 25: a guard that asks a small model, which fails on
+// long messages. Three long messages used to disable the script for
+// everyone, after which the scam it guards against went through. Now
+// each failure stops that message only (fail closed, with a reason for
+// its user and an operator event), and the next scam is still dropped.
+func TestGuardFailsClosedForThatMessageOnly(t *testing.T) {
+	rec := &recorder{}
+	te := startEngine(t, map[string]string{
+		"scam_filter.lua": `function filter(ctx)
+  local verdict = ctx.llm("Is this a scam? YES or NO: " .. ctx.message)
+  if verdict == "YES" then return { drop = true, reason = "scam" } end
+end`,
+	}, func(o *Options) { o.Events = rec })
+	te.llm.answer = func(p string) string {
+		if strings.Contains(p, "send me your bank password") {
+			return "YES"
+		}
+		return "NO"
+	}
+	te.llm.fail = func(p string) error {
+		if len(p) > 200 {
+			return errors.New("context too long for the small model")
+		}
+		return nil
+	}
+	long := strings.Repeat("a very long message ", 20)
 	for range 3 {
-		te.pre(t, "boom")
+		res := te.pre(t, long)
+		if !res.Drop || res.Reply != checkFailedNotice || !strings.Contains(res.Reason, "scam_filter.lua filter failed") {
+			t.Fatalf("a long message = %+v; want it stopped with the notice (the filter fails closed)", res)
+		}
 	}
-	if res := te.pre(t, "ok"); res.Text != "ok" || !te.Scripts()[0].Disabled {
-		t.Fatalf("after three failures in a row = %q (disabled=%v); the script must be off", res.Text, te.Scripts()[0].Disabled)
+	if res := te.pre(t, "send me your bank password"); !res.Drop || res.Reason != "scam" {
+		t.Fatalf("the scam after three failures = %+v; want it dropped: the filter still runs", res)
 	}
-	if !strings.Contains(te.logs.String(), "lua script disabled after consecutive failures; it runs again once its file changes") {
-		t.Errorf("disabling not logged:\n%s", te.logs.String())
+	if res := te.pre(t, "hello"); res.Drop {
+		t.Fatalf("a normal message = %+v; want it through", res)
 	}
-	writeScript(t, te.dir, "fragile.lua", src+"\n-- fixed\n")
-	waitFor(t, func() bool { return te.pre(t, "ok").Text == "ok [seen]" }, "the changed script to run again")
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	if len(rec.got) != 3 || rec.got[0].Kind != core.EventLuaHookFailed || rec.got[0].Subject != "scam_filter.lua" ||
+		rec.got[0].Details["fail_closed"] != "true" || !strings.Contains(rec.got[0].Message, "the message was stopped") {
+		t.Fatalf("events = %+v; want one lua_hook_failed per failure, failing closed", rec.got)
+	}
+}
+
+// A redaction post_hook (stream_safe = false) that fails withholds the
+// answer it could not check; fail_closed = false lets the operator choose
+// the other way, and fail_closed = true makes a pre_hook guard too.
+func TestFailClosedPolicy(t *testing.T) {
+	te := startEngine(t, map[string]string{
+		"10_redact.lua":   "stream_safe = false\nfunction post_hook(ctx) if ctx.message:find('boom') then error('redactor down') end ctx.message = ctx.message:gsub('%d', '#') return ctx end",
+		"20_open.lua":     "fail_closed = false\nfunction filter(ctx) if ctx.message:find('boom') then error('x') end end",
+		"30_closed.lua":   "fail_closed = true\nfunction pre_hook(ctx) if ctx.message:find('pre') then error('y') end return ctx end",
+		"40_enriches.lua": "function post_hook(ctx) if ctx.message:find('boom') then error('z') end ctx.message = ctx.message .. '.' return ctx end",
+	}, nil)
+	in := input("q")
+	if got := te.post(t, in, "call 555"); got != "call ###." {
+		t.Fatalf("post = %q", got)
+	}
+	if got := te.post(t, in, "boom 555"); got != answerFailedNotice {
+		t.Fatalf("post with the redactor failing = %q; want the answer withheld", got)
+	}
+	if res := te.pre(t, "boom"); res.Drop {
+		t.Fatalf("a filter with fail_closed = false = %+v; want the message through", res)
+	}
+	if res := te.pre(t, "pre"); !res.Drop || res.Reply != checkFailedNotice {
+		t.Fatalf("a pre_hook with fail_closed = true = %+v; want the message stopped", res)
+	}
+	// Through the hook steps (the gateway's path) alike.
+	for _, st := range te.HookSteps() {
+		if st.Name == "lua:10_redact.lua" {
+			if got, err := st.Post(context.Background(), in, "boom 1"); err != nil || got != answerFailedNotice {
+				t.Fatalf("step post = %q, %v; want the answer withheld", got, err)
+			}
+		}
+	}
+	for _, sc := range te.Scripts() {
+		want := sc.Name == "10_redact" || sc.Name == "30_closed"
+		if sc.FailClosed != want {
+			t.Errorf("%s: FailClosed = %v, want %v", sc.Name, sc.FailClosed, want)
+		}
+	}
 }
 
 // waitFor polls cond for up to 5 seconds.

@@ -36,10 +36,27 @@ type script struct {
 	// unsafe: the script set stream_safe = false: its post_hook must see
 	// an answer before the user sees any of it.
 	unsafe bool
+	// closed is the script's fail_closed: nil when it sets none.
+	closed *bool
 
 	pool     chan *vm
 	failures atomic.Int32
-	disabled atomic.Bool
+	lastErr  atomic.Pointer[string]
+}
+
+// failClosed says whether a failed run of hook stops what it checks (the
+// message, or the answer): as the script's fail_closed says, else for a
+// guard — a filter, or a post_hook that must see the answer before the
+// user does (stream_safe = false, a redaction) — but not for what only
+// enriches or rewrites. on_schedule never does.
+func (s *script) failClosed(hook string) bool {
+	switch {
+	case hook == HookSchedule || !s.has(hook):
+		return false
+	case s.closed != nil:
+		return *s.closed
+	}
+	return hook == HookFilter || hook == HookPost && s.unsafe
 }
 
 func (s *script) has(hook string) bool { return s.hooks[hook] }
@@ -186,8 +203,7 @@ func (e *Engine) reload(ctx context.Context) {
 			}
 			continue
 		}
-		// Modification time, size or content: any change reloads (and
-		// so re-enables a disabled script).
+		// Modification time, size or content: any change reloads.
 		if prev != nil && prev.mod.Equal(f.mod) && prev.size == f.size && prev.sum == sha256.Sum256(src) {
 			next = append(next, prev)
 			continue
@@ -285,6 +301,13 @@ func (e *Engine) probe(ctx context.Context, v *vm, s *script) (map[string]bool, 
 		}
 		s.hooks = hooks
 		s.unsafe = env.RawGetString("stream_safe") == glua.LFalse
+		switch env.RawGetString("fail_closed") {
+		case glua.LTrue:
+			s.closed = new(bool)
+			*s.closed = true
+		case glua.LFalse:
+			s.closed = new(bool)
+		}
 		return nil
 	})
 	return s.hooks, err

@@ -120,7 +120,7 @@ type recorder struct {
 
 func (r *recorder) Emit(e core.OpsEvent) { r.mu.Lock(); r.got = append(r.got, e); r.mu.Unlock() }
 
-func TestDisabledScriptIsAnOperatorEvent(t *testing.T) {
+func TestFailedHookIsAnOperatorEvent(t *testing.T) {
 	rec := &recorder{}
 	te := startEngine(t, map[string]string{"bad.lua": `function pre_hook(ctx) error("boom") end`}, func(o *Options) { o.Events = rec })
 	for range maxFailures {
@@ -128,7 +128,8 @@ func TestDisabledScriptIsAnOperatorEvent(t *testing.T) {
 	}
 	rec.mu.Lock()
 	defer rec.mu.Unlock()
-	if len(rec.got) != 1 || rec.got[0].Kind != core.EventLuaScriptDisabled || rec.got[0].Subject != "bad.lua" || !strings.Contains(rec.got[0].Message, "boom") {
-		t.Fatalf("events = %+v; want one lua_script_disabled for bad.lua", rec.got)
+	if len(rec.got) != maxFailures || rec.got[2].Kind != core.EventLuaHookFailed || rec.got[2].Subject != "bad.lua" ||
+		!strings.Contains(rec.got[2].Message, "boom") || rec.got[2].Details["consecutive_failures"] != "3" || rec.got[2].Details["fail_closed"] != "false" {
+		t.Fatalf("events = %+v; want one lua_hook_failed per failure for bad.lua", rec.got)
 	}
 }

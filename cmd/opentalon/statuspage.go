@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"maps"
 	"net"
 	"net/http"
@@ -114,17 +115,17 @@ func (a *App) statusPlugins() []status.Plugin {
 	return out
 }
 
-// statusScripts lists the Lua scripts for the status page: a script
-// disabled after repeated failures is shown unhealthy.
+// statusScripts lists the Lua scripts for the status page: a script whose
+// last runs failed in a row is shown unhealthy (it keeps running).
 func (a *App) statusScripts() []status.Script {
 	if a.lua == nil {
 		return nil
 	}
 	var out []status.Script
 	for _, s := range a.lua.Scripts() {
-		sc := status.Script{Name: s.Name, Healthy: !s.Disabled}
-		if s.Disabled {
-			sc.Error = "disabled after 3 failures in a row; fix " + s.File + " (saving it enables it again)"
+		sc := status.Script{Name: s.Name, Healthy: s.Failures < 3}
+		if !sc.Healthy {
+			sc.Error = fmt.Sprintf("its last %d runs failed (last: %s); fix %s", s.Failures, s.LastError, s.File)
 		}
 		out = append(out, sc)
 	}

@@ -155,6 +155,19 @@ func TestRateLimitPerKindAndRouting(t *testing.T) {
 	}
 }
 
+// A sink that lists lua_script_disabled, which is no longer emitted, gets
+// its successor lua_hook_failed.
+func TestOldLuaEventNameStillRoutes(t *testing.T) {
+	h, url := newHook(t, "")
+	n := start(t, notify.Options{Routes: []notify.Route{{Sink: notify.Webhook{URL: url}, Events: []string{core.EventLuaScriptDisabled}}}})
+	n.Emit(core.OpsEvent{Kind: core.EventRequestFailed, Subject: "telegram"})
+	n.Emit(core.OpsEvent{Kind: core.EventLuaHookFailed, Subject: "scam.lua"})
+	if p := h.wait(t); p.Kind != core.EventLuaHookFailed || p.Subject != "scam.lua" {
+		t.Fatalf("payload %+v; want the lua_hook_failed event only", p)
+	}
+	h.none(t, 100*time.Millisecond)
+}
+
 func TestPermanentFailureIsNotRetried(t *testing.T) {
 	h, url := newHook(t, "")
 	h.status = http.StatusNotFound
@@ -167,7 +180,7 @@ func TestPermanentFailureIsNotRetried(t *testing.T) {
 		return notify.Webhook{URL: url}.Send(ctx, n)
 	}}
 	n := start(t, notify.Options{Routes: []notify.Route{{Sink: counting}}})
-	n.Emit(core.OpsEvent{Kind: core.EventLuaScriptDisabled, Subject: "x.lua"})
+	n.Emit(core.OpsEvent{Kind: core.EventLuaHookFailed, Subject: "x.lua"})
 	time.Sleep(100 * time.Millisecond)
 	mu.Lock()
 	defer mu.Unlock()

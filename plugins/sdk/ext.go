@@ -119,7 +119,7 @@ type Scheduler interface {
 
 // Notification is an operator event (kind request_failed, channel_down,
 // provider_cooling, budget_warning, budget_exhausted,
-// plugin_restart_loop, lua_script_disabled).
+// plugin_restart_loop, lua_hook_failed).
 type Notification struct {
 	Kind, Subject, Message string
 	At                     time.Time
