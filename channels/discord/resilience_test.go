@@ -2,7 +2,9 @@ package discord_test
 
 import (
 	"context"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -270,4 +272,38 @@ func TestGatewayBotMissingOrDownAtStart(t *testing.T) {
 			t.Error("Healthy = nil while discovery fails")
 		}
 	})
+}
+
+// A gateway that drops every connection soon after it opens is resumed
+// after growing waits, as one that refuses connections is, not at once
+// in a loop (same family as issue 25's Telegram poll without a floor).
+func TestConnectionsLostAtOnceBackOff(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	var waits []time.Duration
+	r := start(t, func(_ *config.Discord, o *discord.Options) {
+		o.Sleep = func(ctx context.Context, d time.Duration) error {
+			mu.Lock()
+			waits = append(waits, d)
+			mu.Unlock()
+			return quickSleep(ctx, d)
+		}
+	}, nil)
+	for range 4 {
+		r.srv.WaitFor(t, "connected", r.srv.Connected)
+		r.srv.Disconnect(discordtest.CloseUnknownError)
+	}
+	r.srv.WaitFor(t, "connected again", r.srv.Connected)
+	mu.Lock()
+	defer mu.Unlock()
+	var backoff []time.Duration
+	for _, d := range waits {
+		if d >= time.Second {
+			backoff = append(backoff, d)
+		}
+	}
+	want := []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 8 * time.Second}
+	if !slices.Equal(backoff, want) {
+		t.Fatalf("waits %v; want %v before the four resumes", backoff, want)
+	}
 }
