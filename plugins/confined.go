@@ -32,10 +32,10 @@ type ConfinedCmd struct {
 	// program needs about 128 MiB of it to start), CPUSeconds and Timeout
 	// (wall time) bound the run; Output bounds the standard output kept.
 	// Zero values take the defaults: 512 MiB, 10 s, 30 s and 1 MiB.
-	Memory       uint64
-	CPUSeconds   uint64
-	Timeout      time.Duration
-	Output       int
+	Memory     uint64
+	CPUSeconds uint64
+	Timeout    time.Duration
+	Output     int
 }
 
 // Which limit stopped a confined run (ConfinedError.Limit).

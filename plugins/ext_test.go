@@ -42,7 +42,7 @@ func TestExtensionDeclarations(t *testing.T) {
 		}
 	}})
 	c := p.Cap
-	if len(c.Hooks) != 2 || c.Hooks[0] != (Hook{Stage: StagePre, Order: 20}) || len(c.Routes) != 7 || !c.Routes[0].Public || c.Routes[1].Method != "GET" {
+	if len(c.Hooks) != 2 || c.Hooks[0] != (Hook{Stage: StagePre, Order: 20}) || len(c.Routes) != 8 || !c.Routes[0].Public || c.Routes[1].Method != "GET" {
 		t.Fatalf("capability = %+v", c)
 	}
 	for _, sv := range []string{ServiceNotify, ServiceAuthorize, ServiceBlobs, ServiceProvider} {
@@ -421,5 +421,66 @@ func TestPluginRouteMostSpecificWins(t *testing.T) {
 	}
 	if code := get("pub/other", ""); code != http.StatusOK {
 		t.Errorf("public pub/other = %d; want 200", code)
+	}
+}
+
+// Finding 6 of issue 25: with a public pub/ and a private GET pub/secret,
+// POST pub/secret matched the public route, GET pub/secret/ fell into the
+// public subtree, and GET pub/%252e%252e/secret reached the plugin as
+// /pub/../secret. Each now keeps the private route's rule or is refused,
+// and the plugin is told which declared route matched.
+func TestPluginRouteCannotBeReachedAroundItsRule(t *testing.T) {
+	x, _ := launchExt(t, ExtOptions{})
+	var queued []Injection
+	mux := http.NewServeMux()
+	mux.Handle(RoutePattern, x.HTTPHandler(HTTPOptions{APIKey: "k3y", Inject: func(_ context.Context, in Injection) error {
+		queued = append(queued, in)
+		return nil
+	}}))
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	do := func(method, path, key string) (int, string) {
+		t.Helper()
+		req, _ := http.NewRequest(method, srv.URL+"/api/plugins/ext/"+path, nil)
+		if key != "" {
+			req.Header.Set("X-API-Key", key)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode, string(b)
+	}
+	for _, tc := range []struct {
+		method, path, key string
+		code              int
+		body              string
+	}{
+		{"POST", "pub/secret", "", http.StatusMethodNotAllowed, "serves pub/secret with GET"},
+		{"POST", "pub/secret", "k3y", http.StatusMethodNotAllowed, "serves pub/secret with GET"},
+		{"GET", "pub/secret/", "", http.StatusUnauthorized, "API key"},
+		{"GET", "pub/secret/", "k3y", http.StatusOK, `route "GET" "pub/secret"`},
+		{"GET", "pub/%252e%252e/secret", "", http.StatusBadRequest, "escaped twice"},
+		{"GET", "pub/%2525", "", http.StatusBadRequest, "escaped twice"},
+		{"GET", "pub/other", "", http.StatusOK, `route "" "pub/"`},
+		{"POST", "pub/other", "", http.StatusOK, `route "" "pub/"`},
+		{"HEAD", "pub/secret", "k3y", http.StatusOK, ""},
+	} {
+		if code, body := do(tc.method, tc.path, tc.key); code != tc.code || !strings.Contains(body, tc.body) {
+			t.Errorf("%s %s (key %q) = %d %q; want %d with %q", tc.method, tc.path, tc.key, code, body, tc.code, tc.body)
+		}
+	}
+	// A plugin that injects and then fails (or answers an invalid status)
+	// gets nothing queued: its caller retries, and would queue it twice.
+	if code, _ := do("POST", "inject-error", ""); code != http.StatusBadGateway {
+		t.Errorf("inject-error = %d; want the plugin's 502", code)
+	}
+	if code, _ := do("GET", "badstatus", "k3y"); code != http.StatusBadGateway {
+		t.Errorf("badstatus = %d; want 502", code)
+	}
+	if len(queued) != 0 {
+		t.Fatalf("queued %+v; want nothing from a failed answer", queued)
 	}
 }

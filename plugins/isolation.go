@@ -39,8 +39,8 @@ type ProcessLimits struct {
 	// Data is RLIMIT_DATA in bytes: the private writable memory the
 	// process may map. Unlike the address space it leaves out what the
 	// Go runtime only reserves, so it bounds a Go program's heap.
-	Data uint64
-	OpenFiles    uint64 // RLIMIT_NOFILE
+	Data      uint64
+	OpenFiles uint64 // RLIMIT_NOFILE
 	// Processes is RLIMIT_NPROC: the kernel counts every process and
 	// thread of the plugin's user, so all plugins sharing a run_as user
 	// share it.
