@@ -326,7 +326,8 @@ const (
 // Its defaults are set per platform in Default.
 type ChannelCommon struct {
 	// AllowUsers are the user ids (or, where the platform has them,
-	// @usernames) that may talk to the bot; empty allows everyone.
+	// @usernames, checked against usernames only) that may talk to the
+	// bot; empty allows everyone.
 	AllowUsers []string `yaml:"allow_users"`
 	// AllowChats are the chat, channel or group ids the bot answers in;
 	// empty allows every chat.

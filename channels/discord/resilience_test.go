@@ -204,6 +204,30 @@ func TestSendRetriesThenReportsGivingUp(t *testing.T) {
 	}
 }
 
+// Issue 25, finding 7: a user whose username is an allowed user's id is
+// not that user (ids and usernames were checked against one list).
+func TestAllowUsersKeepsIDsAndNamesApart(t *testing.T) {
+	t.Parallel()
+	srv := discordtest.New(t, token)
+	o := options(t, srv, &syncBuffer{})
+	alice := srv.User("alice")
+	impostor := srv.User(alice.ID) // a username spelled like alice's id
+	o.Config.AllowUsers = []string{alice.ID}
+	bot, err := discord.New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sink := &fakeSink{}
+	runBot(t, bot, sink)
+	srv.Message(t, discordtest.Msg{Channel: srv.DM(impostor), Author: impostor, Content: "I am alice"})
+	want := srv.Message(t, discordtest.Msg{Channel: srv.DM(alice), Author: alice, Content: "it is me"})
+	srv.WaitFor(t, "alice's message accepted", func() bool { return len(sink.inbound()) >= 1 })
+	time.Sleep(50 * time.Millisecond)
+	if got := sink.inbound(); len(got) != 1 || got[0].MessageID != want {
+		t.Fatalf("accepted %+v; want only alice's message, not the impostor's", got)
+	}
+}
+
 func TestAllowGuildsAndUsers(t *testing.T) {
 	t.Parallel()
 	srv := discordtest.New(t, token)

@@ -89,7 +89,7 @@ func (b *Bot) inbound(ctx context.Context, m message) (core.Inbound, bool) {
 	if m.user == "" || m.botID != "" || m.user == me.UserID || strings.TrimSpace(m.text) == "" && len(m.files) == 0 {
 		return core.Inbound{}, false // other bots, ourselves, nothing to answer
 	}
-	if !b.users.Allows(m.user) || !b.chats.Allows(m.channel) {
+	if !b.users.Allows(m.user, "") || !b.chats.AllowsAny(m.channel) {
 		b.log.Debug("message from a user or channel not in allow_users/allow_chats ignored", "channel", m.channel, "user", m.user)
 		return core.Inbound{}, false
 	}
@@ -158,7 +158,7 @@ func (b *Bot) react(ctx context.Context, sink core.Sink, eventID, user, name, it
 	if item.Type != "message" || user == "" || user == me.UserID || (itemUser != "" && itemUser != me.UserID) {
 		return nil
 	}
-	if !b.users.Allows(user) || !b.chats.Allows(item.Channel) {
+	if !b.users.Allows(user, "") || !b.chats.AllowsAny(item.Channel) {
 		return nil
 	}
 	msg := platformID(item.Channel, item.Timestamp)
@@ -190,7 +190,7 @@ func (b *Bot) handleSlash(ctx context.Context, sink core.Sink, cmd slack.SlashCo
 		b.log.Warn("slash command without a user, a channel or a command dropped", "command", cmd.Command)
 		return nil
 	}
-	if !b.users.Allows(cmd.UserID) || !b.chats.Allows(cmd.ChannelID) {
+	if !b.users.Allows(cmd.UserID, "") || !b.chats.AllowsAny(cmd.ChannelID) {
 		b.log.Debug("slash command from a user or channel not in allow_users/allow_chats ignored", "channel", cmd.ChannelID, "user", cmd.UserID)
 		return nil
 	}

@@ -116,8 +116,11 @@ func TestInboundFilters(t *testing.T) {
 		{name: "allow_users by id", cfg: allowUsers("42"), msg: group("@talon_bot hi", nil), wantOK: true, wantText: "hi"},
 		{name: "allow_users by @username", cfg: allowUsers("@Alice"), msg: group("@talon_bot hi", nil), wantOK: true, wantText: "hi"},
 		{name: "allow_users excludes others", cfg: allowUsers("@carol", "99"), msg: group("@talon_bot hi", nil)},
-		{name: "allow_chats excludes others", cfg: func(b *Bot) { b.chats = toolkit.NewAccess([]string{"-1"}) }, msg: group("@talon_bot hi", nil)},
-		{name: "allow_chats includes", cfg: func(b *Bot) { b.chats = toolkit.NewAccess([]string{fmt.Sprint(groupID)}) }, msg: group("@talon_bot hi", nil), wantOK: true, wantText: "hi"},
+		// Issue 25, finding 7: ids and names are kept apart.
+		{name: "a username spelled like an allowed id is refused", cfg: allowUsers("42"),
+			msg: group("@talon_bot hi", func(m *models.Message) { m.From = &models.User{ID: 7, Username: "42"} })},
+		{name: "allow_chats excludes others", cfg: func(b *Bot) { b.chats = toolkit.NewAccess([]string{"-1"}, toolkit.Digits) }, msg: group("@talon_bot hi", nil)},
+		{name: "allow_chats includes", cfg: func(b *Bot) { b.chats = toolkit.NewAccess([]string{fmt.Sprint(groupID)}, toolkit.Digits) }, msg: group("@talon_bot hi", nil), wantOK: true, wantText: "hi"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -147,7 +150,7 @@ func TestInboundFilters(t *testing.T) {
 }
 
 func allowUsers(us ...string) func(*Bot) {
-	return func(b *Bot) { b.users = toolkit.NewAccess(us) }
+	return func(b *Bot) { b.users = toolkit.NewAccess(us, toolkit.Digits) }
 }
 
 func TestReactionsMapping(t *testing.T) {

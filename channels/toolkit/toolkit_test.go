@@ -21,23 +21,39 @@ import (
 
 func TestAccess(t *testing.T) {
 	tests := []struct {
-		list []string
-		ids  []string
-		want bool
+		list     []string
+		id, name string
+		want     bool
 	}{
-		{nil, []string{"42"}, true},
-		{[]string{"42"}, []string{"42"}, true},
-		{[]string{"42"}, []string{"43"}, false},
-		{[]string{"@Bob"}, []string{"7", "bob"}, true},
-		{[]string{"bob"}, []string{"7", "@BOB"}, true},
-		{[]string{"bob"}, []string{"7", ""}, false},
-		{[]string{" 42 "}, []string{"42"}, true},
-		{[]string{""}, []string{""}, true}, // only blanks: the list is empty
+		{nil, "42", "", true},
+		{[]string{"42"}, "42", "", true},
+		{[]string{"42"}, "43", "", false},
+		{[]string{"@Bob"}, "7", "bob", true},
+		{[]string{"bob"}, "7", "@BOB", true}, // a name without "@": not an id's shape
+		{[]string{"bob"}, "7", "", false},
+		{[]string{" 42 "}, "42", "", true},
+		{[]string{""}, "", "", true}, // only blanks: the list is empty
+		// Issue 25, finding 7: a username spelled like an allowed id is
+		// not that user, and an id is not a name.
+		{[]string{"42"}, "7", "42", false},
+		{[]string{"@42"}, "42", "", false},
+		{[]string{"@42"}, "7", "42", true},
 	}
 	for _, tt := range tests {
-		if got := NewAccess(tt.list).Allows(tt.ids...); got != tt.want {
-			t.Errorf("NewAccess(%q).Allows(%q) = %v, want %v", tt.list, tt.ids, got, tt.want)
+		if got := NewAccess(tt.list, Digits).Allows(tt.id, tt.name); got != tt.want {
+			t.Errorf("NewAccess(%q).Allows(%q, %q) = %v, want %v", tt.list, tt.id, tt.name, got, tt.want)
 		}
+	}
+	chats := NewAccess([]string{"-100", "@team"}, Digits)
+	if !chats.AllowsAny("5", "-100") || chats.AllowsAny("team") || chats.AllowsAny() {
+		t.Error("AllowsAny checks ids only")
+	}
+	if n := chats.Names(); len(n) != 1 || n[0] != "@team" {
+		t.Errorf("Names = %v", n)
+	}
+	// Without an id shape every entry without "@" is an id (Slack).
+	if NewAccess([]string{"UALICE"}, nil).Allows("U1", "UALICE") {
+		t.Error("a Slack name matched an id entry")
 	}
 }
 
