@@ -186,6 +186,15 @@ func (g *Gateway) admitted(ctx context.Context, in Inbound) (bool, *Pairing, err
 	return ok, nil, nil
 }
 
+var _ AccessChecker = (*Gateway)(nil)
+
+// MayTalk implements AccessChecker: the channel's access rule and the
+// auth provider, as at intake; a failure to decide refuses.
+func (g *Gateway) MayTalk(ctx context.Context, in Inbound) bool {
+	ok, _, err := g.admitted(ctx, in)
+	return err == nil && ok
+}
+
 // admittedByChannel is admitted by the channel's own access rule.
 func (g *Gateway) admittedByChannel(ctx context.Context, in Inbound) (bool, *Pairing, error) {
 	channel := in.Conversation.Channel

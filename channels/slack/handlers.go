@@ -73,7 +73,7 @@ func (b *Bot) handleEvent(ctx context.Context, sink core.Sink, eventID string, i
 }
 
 func (b *Bot) accept(ctx context.Context, sink core.Sink, m message) error {
-	in, ok := b.inbound(ctx, m)
+	in, ok := b.inbound(ctx, m, b.mayTalk(sink, m.channel))
 	if !ok {
 		return nil
 	}
@@ -83,8 +83,22 @@ func (b *Bot) accept(ctx context.Context, sink core.Sink, m message) error {
 	return nil
 }
 
+// mayTalk says whether a user of a channel may talk to the bot: the
+// channel's allow_users and, when the sink can tell, the gateway's access
+// rule (its modes, admins, pairings, auth provider).
+func (b *Bot) mayTalk(sink core.Sink, channel string) func(ctx context.Context, user string) bool {
+	ac, _ := sink.(core.AccessChecker)
+	return func(ctx context.Context, user string) bool {
+		if user == "" || !b.users.Allows(user, "") {
+			return false
+		}
+		return ac == nil || ac.MayTalk(ctx, core.Inbound{Conversation: core.ConversationKey{Channel: Name, Chat: channel}, UserID: user})
+	}
+}
+
 // inbound normalizes a message; ok=false means it is not for the bot.
-func (b *Bot) inbound(ctx context.Context, m message) (core.Inbound, bool) {
+// mayTalk judges the authors of a thread's earlier messages.
+func (b *Bot) inbound(ctx context.Context, m message, mayTalk func(context.Context, string) bool) (core.Inbound, bool) {
 	me := b.identity()
 	if m.user == "" || m.botID != "" || m.user == me.UserID || strings.TrimSpace(m.text) == "" && len(m.files) == 0 {
 		return core.Inbound{}, false // other bots, ourselves, nothing to answer
@@ -126,7 +140,7 @@ func (b *Bot) inbound(ctx context.Context, m message) (core.Inbound, bool) {
 	if !private {
 		if inThread {
 			if _, _, isCmd := core.ParseCommand(text); !isCmd {
-				text = b.withThreadContext(ctx, m, thread, text)
+				text = b.withThreadContext(ctx, m, thread, text, mayTalk)
 			}
 		} else {
 			b.seen.Add(threadKey(m.channel, m.ts)) // the bot sees this thread from its start

@@ -106,6 +106,8 @@ type setup struct {
 	fake   slacktest.Options
 	config func(*config.Slack)
 	opts   func(*slack.Options)
+	// gateway changes the gateway's options (its access rules).
+	gateway func(*core.Options)
 }
 
 func newRig(t testing.TB, s setup) *rig {
@@ -142,8 +144,12 @@ func newRigOn(t testing.TB, srv *slacktest.Server, s setup) *rig {
 		t.Fatal(err)
 	}
 	r := &rig{srv: srv, bot: bot, db: db, agent: &agent{}, signals: &signals{}, logs: logs, done: make(chan error, 1)}
-	r.gw = core.New(core.Options{Store: db, Agent: r.agent, Signals: r.signals, Workers: 4,
-		Backoff: func(int) time.Duration { return 10 * time.Millisecond }})
+	gopts := core.Options{Store: db, Agent: r.agent, Signals: r.signals, Workers: 4,
+		Backoff: func(int) time.Duration { return 10 * time.Millisecond }}
+	if s.gateway != nil {
+		s.gateway(&gopts)
+	}
+	r.gw = core.New(gopts)
 	r.gw.AddChannel(bot)
 	ctx, cancel := context.WithCancel(context.Background())
 	r.stop = cancel
