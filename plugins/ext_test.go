@@ -484,3 +484,48 @@ func TestPluginRouteCannotBeReachedAroundItsRule(t *testing.T) {
 		t.Fatalf("queued %+v; want nothing from a failed answer", queued)
 	}
 }
+
+// A plugin's own key opens its own private routes (and the LLM API), not
+// another plugin's; a revoked key (its process stopped) opens nothing.
+func TestPluginKeysOpenOnlyTheirOwnRoutes(t *testing.T) {
+	x, _ := launchExt(t, ExtOptions{})
+	creds := NewCredentials()
+	own, other := creds.issue(), creds.issue()
+	creds.bind(own, "ext")
+	creds.bind(other, "other")
+	mux := http.NewServeMux()
+	mux.Handle(RoutePattern, x.HTTPHandler(HTTPOptions{APIKey: "k3y", Plugins: creds}))
+	mux.Handle("POST "+GeneratePath, NewGenerateHandler(&fakeGen{}, Keys{Operator: "k3y", Plugins: creds}, nil))
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	do := func(method, path, key string) int {
+		t.Helper()
+		req, _ := http.NewRequest(method, srv.URL+path, strings.NewReader(`{"messages":[{"role":"user","content":"hi"}]}`))
+		req.Header.Set("Authorization", "Bearer "+key)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	for _, tc := range []struct {
+		method, path, key string
+		want              int
+	}{
+		{"GET", "/api/plugins/ext/status", own, http.StatusOK},
+		{"GET", "/api/plugins/ext/status", other, http.StatusUnauthorized},
+		{"GET", "/api/plugins/ext/status", "k3y", http.StatusOK},
+		{"POST", GeneratePath, own, http.StatusOK},
+		{"POST", GeneratePath, other, http.StatusOK},
+		{"POST", GeneratePath, "otp_guess", http.StatusUnauthorized},
+	} {
+		if got := do(tc.method, tc.path, tc.key); got != tc.want {
+			t.Errorf("%s %s with %.8s… = %d; want %d", tc.method, tc.path, tc.key, got, tc.want)
+		}
+	}
+	creds.revoke(own)
+	if got := do("GET", "/api/plugins/ext/status", own); got != http.StatusUnauthorized {
+		t.Errorf("a revoked key = %d; want 401", got)
+	}
+}

@@ -36,8 +36,11 @@ type Injection struct {
 // HTTPOptions configure the plugin route handler.
 type HTTPOptions struct {
 	// APIKey is server.api_key: a route that is not public needs it (as
-	// X-API-Key or "Authorization: Bearer"); "" refuses those routes.
-	APIKey string
+	// X-API-Key or "Authorization: Bearer"), or the credential of the
+	// plugin that declared the route (Plugins); with neither, those
+	// routes are refused.
+	APIKey  string
+	Plugins *Credentials
 	// MaxBody bounds a request body (plugins.tools.http.max_body_bytes,
 	// default 1 MiB); Timeout one call (plugins.tools.http.timeout,
 	// default 10s).
@@ -99,13 +102,16 @@ func (x *Extensions) HTTPHandler(o HTTPOptions) http.Handler {
 			return
 		}
 		if !route.Public {
-			if o.APIKey == "" {
+			keys := Keys{Operator: o.APIKey, Plugins: o.Plugins}
+			if !keys.any() {
 				httpError(w, http.StatusUnauthorized, "this route needs server.api_key, which is not set: set it (e.g. api_key: \"${OPENTALON_API_KEY}\") to enable the plugins' routes")
 				return
 			}
-			if !keyMatches(r, o.APIKey) {
+			// The operator's key opens every private route; a plugin's own
+			// credential opens only its own.
+			if caller, operator, ok := keys.caller(r); !ok || !operator && caller != name {
 				w.Header().Set("WWW-Authenticate", `Bearer realm="opentalon"`)
-				httpError(w, http.StatusUnauthorized, "missing or wrong API key: send server.api_key as the X-API-Key header or as Authorization: Bearer <key>")
+				httpError(w, http.StatusUnauthorized, "missing or wrong API key: send server.api_key as the X-API-Key header or as Authorization: Bearer <key> (a plugin's own key opens only its own routes)")
 				return
 			}
 		}

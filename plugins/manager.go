@@ -42,7 +42,10 @@ type Options struct {
 	// Sleep waits d or until ctx ends (tests make it instant).
 	Sleep func(ctx context.Context, d time.Duration) error
 	// Env is added to every plugin's environment (OPENTALON_API_URL, …).
-	Env          []string
+	Env []string
+	// Credentials, when set, gives each plugin process its own key to
+	// the core's HTTP API as OPENTALON_API_KEY (see Credentials).
+	Credentials  *Credentials
 	StartTimeout time.Duration
 	StopGrace    time.Duration
 	// Sandbox confines the plugin processes (plugins.tools.run_as,
@@ -244,8 +247,26 @@ func (m *Manager) supervise(ctx context.Context, spec Spec, started func()) {
 }
 
 func (m *Manager) launch(ctx context.Context, spec Spec) (*Process, error) {
+	env, key := m.o.Env, ""
+	if m.o.Credentials != nil {
+		key = m.o.Credentials.issue()
+		env = append(env[:len(env):len(env)], EnvAPIKey+"="+key)
+	}
+	p, err := m.launchWith(ctx, spec, env)
+	if key != "" {
+		if err != nil {
+			m.o.Credentials.revoke(key)
+		} else {
+			p.apiKey = key
+			m.o.Credentials.bind(key, p.Cap.Name)
+		}
+	}
+	return p, err
+}
+
+func (m *Manager) launchWith(ctx context.Context, spec Spec, env []string) (*Process, error) {
 	p, err := Launch(ctx, spec, LaunchOptions{
-		State: m.o.State, StateLimits: m.o.StateLimits, Env: m.o.Env, StartTimeout: m.o.StartTimeout, StopGrace: m.o.StopGrace,
+		State: m.o.State, StateLimits: m.o.StateLimits, Env: env, StartTimeout: m.o.StartTimeout, StopGrace: m.o.StopGrace,
 		Isolation: m.iso, SocketRoot: m.root, Now: m.o.Now, Logger: m.o.Logger,
 		Claim: func(name string, bin Binary) error { return m.claim(ctx, name, bin) },
 	})
@@ -346,6 +367,9 @@ func (m *Manager) stop(p *Process) {
 	}
 	m.mu.Unlock()
 	p.Close()
+	if p.apiKey != "" {
+		m.o.Credentials.revoke(p.apiKey)
+	}
 	m.o.OnEvent(p.Cap.Name, "deregistered")
 }
 

@@ -105,6 +105,7 @@ type Process struct {
 	tail    *lineTail
 
 	stopped   atomic.Bool // set by the manager's first stop
+	apiKey    string      // its own key to the core's API (Credentials)
 	closeOnce sync.Once
 	closeErr  error
 }

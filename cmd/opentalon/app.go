@@ -70,6 +70,8 @@ type App struct {
 	notifier    *notify.Notifier
 	pluginWatch *notify.PluginWatch
 	blobs       core.BlobStore
+	// pluginKeys are the plugins' own keys to the HTTP API.
+	pluginKeys *plugins.Credentials
 }
 
 // BuildApp builds every part from cfg.
@@ -80,7 +82,7 @@ func BuildApp(ctx context.Context, cfg *config.Config, o AppOptions) (_ *App, er
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	a := &App{cfg: cfg, opts: o, log: o.Logger, eof: make(chan struct{}), addr: make(chan string, 1)}
+	a := &App{cfg: cfg, opts: o, log: o.Logger, eof: make(chan struct{}), addr: make(chan string, 1), pluginKeys: plugins.NewCredentials()}
 	// A failed build closes what it opened.
 	defer func() {
 		if err != nil {

@@ -204,6 +204,45 @@ func TestE2EPluginRouteInjectsIntoAConversation(t *testing.T) {
 	}
 }
 
+// Finding 9 of issue 25: every plugin was started with server.api_key,
+// which opens every plugin's private routes, the status page and
+// /metrics. Now each gets a key of its own: it opens the plugin LLM API
+// and the plugin's own private routes, not another plugin's.
+func TestE2EPluginsHaveKeysOfTheirOwn(t *testing.T) {
+	pluginDir := plugintest.Dir(t)
+	installExt(t, pluginDir, "alpha", map[string]any{"routes": true, "probe": true})
+	installExt(t, pluginDir, "beta", map[string]any{"routes": true, "probe": true})
+	llm := providertest.NewOpenAI(t)
+	const apiKey = "server-KEY-9"
+	h, generate := startWithPluginAPI(t, llm.BaseURL(), apiKey, "plugins:\n  tools:\n    plugin_dir: "+pluginDir+"\n")
+	waitPlugins(t, h.app, "alpha", "beta")
+	base := strings.TrimSuffix(generate, "llm/generate")
+	get := func(url string) string {
+		t.Helper()
+		res, err := http.Get(url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		b, _ := io.ReadAll(res.Body)
+		return string(b)
+	}
+	sum := sha256.Sum256([]byte(apiKey))
+	server := hex.EncodeToString(sum[:])
+	keys := map[string]string{}
+	for _, tc := range []struct{ plugin, other string }{{"alpha", "beta"}, {"beta", "alpha"}} {
+		got := get(base + tc.plugin + "/probe?other=" + tc.other)
+		if !strings.HasPrefix(got, "own=200 other=401 llm=200 key=") {
+			t.Fatalf("%s's probe = %q; want its own route and the LLM API open to its key, %s's route closed", tc.plugin, got, tc.other)
+		}
+		key := strings.TrimPrefix(got, "own=200 other=401 llm=200 key=")
+		if key == server || key == keys[tc.other] {
+			t.Fatalf("%s was started with server.api_key or another plugin's key", tc.plugin)
+		}
+		keys[tc.plugin] = key
+	}
+}
+
 func TestE2EProviderPlugin(t *testing.T) {
 	pluginDir := plugintest.Dir(t)
 	installExt(t, pluginDir, "myllm", map[string]any{})

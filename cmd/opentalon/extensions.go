@@ -305,7 +305,8 @@ func (a *App) inject(ctx context.Context, in plugins.Injection) error {
 // mountPluginRoutes serves the plugins' routes under /api/plugins/<name>/.
 func (a *App) mountPluginRoutes(mux *http.ServeMux) {
 	h := a.cfg.Plugins.Tools.HTTP
-	mux.Handle(plugins.RoutePattern, a.ext.HTTPHandler(plugins.HTTPOptions{APIKey: a.cfg.Server.APIKey.Value(),
+	keys := a.pluginAPIKeys()
+	mux.Handle(plugins.RoutePattern, a.ext.HTTPHandler(plugins.HTTPOptions{APIKey: keys.Operator, Plugins: keys.Plugins,
 		MaxBody: h.MaxBodyBytes, Timeout: h.Timeout.D(), Inject: a.inject, Logger: a.log}))
 }
 
