@@ -45,6 +45,7 @@ func (a *App) mountOps(mux *http.ServeMux) {
 		Started: a.opts.Now(),
 		APIKey:  a.cfg.Server.APIKey.Value(),
 		Open:    loopbackOnly(a.cfg.Server.Listen),
+		Listen:  a.cfg.Server.Listen,
 		Now:     a.opts.Now,
 		Logger:  a.log,
 	})

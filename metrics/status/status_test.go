@@ -40,7 +40,12 @@ func serve(p *Page, path string, header map[string]string) *httptest.ResponseRec
 	mux := http.NewServeMux()
 	p.Mount(mux)
 	req := httptest.NewRequest("GET", path, nil)
+	req.Host = "127.0.0.1:7070"
 	for k, v := range header {
+		if k == "Host" {
+			req.Host = v
+			continue
+		}
 		req.Header.Set(k, v)
 	}
 	rec := httptest.NewRecorder()
@@ -51,7 +56,8 @@ func serve(p *Page, path string, header map[string]string) *httptest.ResponseRec
 func TestAPIKeyUnlessLoopback(t *testing.T) {
 	st := &fakeStore{}
 	now := func() time.Time { return time.Date(2025, 5, 1, 10, 0, 0, 0, time.UTC) }
-	open := New(Options{Store: st, Open: true, Now: now})
+	open := New(Options{Store: st, Open: true, Now: now, Listen: "127.0.0.2:7070"})
+	openKeyed := New(Options{Store: st, Open: true, APIKey: "s3cret", Now: now, Listen: "127.0.0.1:7070"})
 	keyed := New(Options{Store: st, APIKey: "s3cret", Now: now})
 	keyless := New(Options{Store: st, Now: now})
 	for _, tc := range []struct {
@@ -63,6 +69,14 @@ func TestAPIKeyUnlessLoopback(t *testing.T) {
 		body   string
 	}{
 		{"loopback needs no key", open, "/api/status", nil, 200, `"queued":2`},
+		// Issue 25, finding 10: without a key, only requests addressed to
+		// this machine (DNS rebinding gives a web page's own name).
+		{"localhost", open, "/api/status", map[string]string{"Host": "localhost:7070"}, 200, `"queued":2`},
+		{"[::1]", open, "/api/status", map[string]string{"Host": "[::1]:7070"}, 200, `"queued":2`},
+		{"the listen host", open, "/api/status", map[string]string{"Host": "127.0.0.2:7070"}, 200, `"queued":2`},
+		{"a foreign Host", open, "/api/status", map[string]string{"Host": "attacker.example:7070"}, 403, "addressed to this machine"},
+		{"a foreign Host with the key", openKeyed, "/api/status", map[string]string{"Host": "attacker.example:7070", "X-API-Key": "s3cret"}, 200, `"queued":2`},
+		{"its own Origin", open, "/api/status", map[string]string{"Origin": "http://127.0.0.1:7070"}, 200, `"queued":2`},
 		{"no key", keyed, "/api/status", nil, 401, "missing or wrong API key"},
 		{"wrong key", keyed, "/api/affinity", map[string]string{"Authorization": "Bearer nope"}, 401, "missing or wrong API key"},
 		{"bearer key", keyed, "/api/affinity", map[string]string{"Authorization": "Bearer s3cret"}, 200, `"tasks":["chat","code"]`},
@@ -78,6 +92,25 @@ func TestAPIKeyUnlessLoopback(t *testing.T) {
 				t.Fatalf("GET %s = %d %q; want %d with %q", tc.path, rec.Code, rec.Body.String(), tc.code, tc.body)
 			}
 		})
+	}
+	// A call that changes something from another web page is refused
+	// (the API has none yet; Protect guards what comes).
+	changed := 0
+	h := open.Protect(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { changed++ }))
+	for origin, want := range map[string]int{"http://attacker.example:7070": 403, "http://localhost:7070": 200, "": 200} {
+		req := httptest.NewRequest("POST", "/api/x", nil)
+		req.Host = "127.0.0.1:7070"
+		if origin != "" {
+			req.Header.Set("Origin", origin)
+		}
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		if rec.Code != want {
+			t.Errorf("POST from Origin %q = %d; want %d", origin, rec.Code, want)
+		}
+	}
+	if changed != 2 {
+		t.Errorf("the handler ran %d times; want 2", changed)
 	}
 	rec := serve(keyed, "/", map[string]string{"Accept-Encoding": "gzip"})
 	if rec.Header().Get("Content-Encoding") != "gzip" || !strings.Contains(rec.Header().Get("Content-Security-Policy"), "script-src 'sha256-") {
