@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"net/url"
 	"regexp"
 	"slices"
 	"strings"
@@ -105,7 +106,9 @@ func validateExtensions(c *Config, ps *problems) {
 			if s.URL == "" {
 				ps.at(p+".url", "missing; a webhook sink needs the URL it POSTs to")
 			} else {
-				checkURL(ps, p+".url", s.URL)
+				if u, err := url.Parse(string(s.URL)); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+					ps.at(p+".url", "%s is not an http(s) URL such as \"https://hooks.example.com/opentalon\"", s.URL)
+				}
 			}
 		case SinkChat:
 			channel(p+".channel", s.Channel)

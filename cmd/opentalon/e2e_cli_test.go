@@ -42,7 +42,10 @@ func modelReply(r providertest.Received) providertest.Script {
 
 func TestE2EConfigCheckRedactsSecrets(t *testing.T) {
 	llm := providertest.NewOpenAI(t)
-	y := strings.Replace(twoModelConfig(t.TempDir(), llm.BaseURL(), ""), `listen: ""`, `listen: "127.0.0.1:0"`+"\n  api_key: ${OPENTALON_API_KEY}", 1)
+	// A Slack incoming webhook carries its token in the path.
+	const hookToken = "XoXbHookTokenInThePath42"
+	y := strings.Replace(twoModelConfig(t.TempDir(), llm.BaseURL(), "notifications:\n  sinks:\n    - { type: webhook, url: \"https://hooks.slack.com/services/T0001/B0002/"+hookToken+"\" }\n"),
+		`listen: ""`, `listen: "127.0.0.1:0"`+"\n  api_key: ${OPENTALON_API_KEY}", 1)
 	path := writeConfig(t, y)
 	const serverKey = "server-KEY-from-env-99"
 	res := runMain(t, map[string]string{"OPENTALON_API_KEY": serverKey}, "", "config", "check", "--config", path)
@@ -50,12 +53,12 @@ func TestE2EConfigCheckRedactsSecrets(t *testing.T) {
 		t.Fatalf("config check exit %d; stderr %s", res.code, res.stderr)
 	}
 	all := res.stdout + res.stderr
-	for _, secret := range []string{cliAPIKey, serverKey} {
+	for _, secret := range []string{cliAPIKey, serverKey, hookToken, "T0001/B0002"} {
 		if strings.Contains(all, secret) {
 			t.Fatalf("config check printed the secret %q:\n%s", secret, all)
 		}
 	}
-	for _, want := range []string{"fake/small", "openai-completions", "api_key", "127.0.0.1:0"} {
+	for _, want := range []string{"fake/small", "openai-completions", "api_key", "127.0.0.1:0", "https://hooks.slack.com/…"} {
 		if !strings.Contains(res.stdout, want) {
 			t.Fatalf("config check output lacks %q:\n%s", want, res.stdout)
 		}

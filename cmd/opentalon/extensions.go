@@ -55,7 +55,7 @@ func (a *App) buildNotifier() {
 		var sink notify.Sink
 		switch s.Type {
 		case config.SinkWebhook:
-			sink = notify.Webhook{URL: s.URL, Secret: s.Secret, Client: &http.Client{Timeout: 15 * time.Second}}
+			sink = notify.Webhook{URL: string(s.URL), Secret: s.Secret, Client: &http.Client{Timeout: 15 * time.Second}}
 		case config.SinkChat:
 			sink = notify.Chat{Conversation: core.ConversationKey{Channel: s.Channel, Chat: s.Chat, Thread: s.Thread}, Post: a.post}
 		case config.SinkPlugin:
