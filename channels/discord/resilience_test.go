@@ -181,6 +181,51 @@ func TestReadyzDownWhileNotConnected(t *testing.T) {
 	r.waitSent(t, 1)
 }
 
+// Issue 25 (lower): a send whose answer was lost after Discord made the
+// message (a timeout, a 502) is tried again with the same nonce,
+// enforced, so it is not posted twice.
+func TestSendAfterALostAnswerPostsOnce(t *testing.T) {
+	t.Parallel()
+	r := start(t, nil, nil)
+	r.srv.WaitFor(t, "connected", r.srv.Connected)
+	r.srv.LoseResponses("POST", "/channels/"+r.channel+"/messages", 2)
+	to := core.Outbound{Conversation: core.ConversationKey{Channel: "discord", Chat: r.channel}}
+	id, err := r.bot.Send(context.Background(), to, "exactly once")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var same []discordtest.Sent
+	for _, s := range r.srv.Sent() {
+		if s.Content == "exactly once" {
+			same = append(same, s)
+		}
+	}
+	if len(same) != 1 || same[0].ID != id {
+		t.Fatalf("posted %d times (%+v), Send returned %s; want one message, its id returned", len(same), same, id)
+	}
+	// A file alike.
+	r.srv.LoseResponses("POST", "/channels/"+r.channel+"/messages", 1)
+	if _, err := r.bot.Upload(context.Background(), to, core.Attachment{Name: "a.txt", MIME: "text/plain", Data: []byte("hi")}); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(r.srv.Uploads()); n != 1 {
+		t.Fatalf("the file was posted %d times; want once", n)
+	}
+	// Two sends of the same text are two messages: each has its own nonce.
+	if _, err := r.bot.Send(context.Background(), to, "exactly once"); err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, s := range r.srv.Sent() {
+		if s.Content == "exactly once" {
+			n++
+		}
+	}
+	if n != 2 {
+		t.Fatalf("%d messages after a second send; want 2", n)
+	}
+}
+
 func TestSendRetriesThenReportsGivingUp(t *testing.T) {
 	t.Parallel()
 	r := start(t, nil, nil)
