@@ -38,10 +38,19 @@ func (o *Orchestrator) cmdCompact(ctx context.Context, req core.CommandRequest) 
 	return fmt.Sprintf("Compacted: %d earlier messages are now one summary; the latest exchange is kept as it was.", n), nil
 }
 
+// noOwner is the answer to a memory command from a message without a
+// memory identity.
+func noOwner(in core.Inbound) string {
+	if strings.HasPrefix(in.Origin, core.OriginPlugin) {
+		return "I keep memories per user, and a message a plugin put into this conversation speaks for no user."
+	}
+	return "I keep memories per user, and this message has no user."
+}
+
 func (o *Orchestrator) cmdMemory(ctx context.Context, req core.CommandRequest) (string, error) {
 	owner := Owner(req.In)
 	if owner == "" {
-		return "I keep memories per user, and this message has no user.", nil
+		return noOwner(req.In), nil
 	}
 	facts, err := o.o.Store.Memories(ctx, store.MemoryQuery{Owner: owner, NotTag: store.TagWorkflow, Limit: 50})
 	if err != nil {
@@ -92,7 +101,7 @@ func workflowIDs(ws []store.Memory) string {
 func (o *Orchestrator) cmdForget(ctx context.Context, req core.CommandRequest) (string, error) {
 	owner := Owner(req.In)
 	if owner == "" {
-		return "I keep memories per user, and this message has no user.", nil
+		return noOwner(req.In), nil
 	}
 	arg := strings.TrimSpace(req.Args)
 	switch {

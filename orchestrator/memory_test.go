@@ -357,6 +357,18 @@ func TestMemoryToolsAreScopedPerUser(t *testing.T) {
 	if out := run(ann, "memory", ""); !strings.Contains(out, "#1 Ann drinks oolong") || strings.Contains(out, "office") {
 		t.Fatalf("/memory of ann = %q", out)
 	}
+	// Issue 25 (lower): a message a plugin injected, naming ann as its
+	// user, has no memory identity: it can neither read nor forget hers.
+	injected := core.Inbound{Conversation: ann.conv, UserID: ann.user, Origin: core.OriginPlugin + "mallory"}
+	for _, name := range []string{"memory", "forget"} {
+		out, err := cmds[name].Run(ctx, core.CommandRequest{In: injected, Args: "all"})
+		if err != nil || !strings.Contains(out, "speaks for no user") {
+			t.Fatalf("/%s from an injected message = %q, %v; want a refusal", name, out, err)
+		}
+	}
+	if out := run(ann, "memory", ""); !strings.Contains(out, "#1 Ann drinks oolong") {
+		t.Fatalf("ann's memory after the injected /forget all = %q", out)
+	}
 	if out := run(bob, "memory", ""); !strings.Contains(out, "nothing about you") {
 		t.Fatalf("/memory of bob = %q", out)
 	}

@@ -36,9 +36,11 @@ type Store interface {
 var _ Store = (*store.DB)(nil)
 
 // Owner is the key memories of the message's author are kept under:
-// "<channel>:<user id>" ("" when the message has no user).
+// "<channel>:<user id>" ("" when the message has no user). A message a
+// plugin injected has none: its user id is whatever the plugin chose, so
+// it could otherwise read, fill or forget a real user's memories.
 func Owner(in core.Inbound) string {
-	if in.UserID == "" || in.Conversation.Channel == "" {
+	if in.UserID == "" || in.Conversation.Channel == "" || strings.HasPrefix(in.Origin, core.OriginPlugin) {
 		return ""
 	}
 	return in.Conversation.Channel + ":" + in.UserID
