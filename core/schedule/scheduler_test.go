@@ -353,3 +353,42 @@ func TestInjectedUnscheduleIsRefused(t *testing.T) {
 		t.Fatalf("schedule #%d gone from the store: %v", sc.ID, err)
 	}
 }
+
+// Issue 25 (lower): an admin is the admin of one channel; /schedules all
+// and /unschedule reach that channel's schedules, not another platform's.
+func TestAdminReachesOnlyTheirChannelsSchedules(t *testing.T) {
+	clk := &clock{t: time.Date(2026, 5, 1, 8, 0, 0, 0, time.UTC)}
+	r := newRig(t, t.TempDir(), clk)
+	ctx := context.Background()
+	cmds := map[string]core.CommandFunc{}
+	for _, c := range r.s.Commands() {
+		cmds[c.Name] = c.Run
+	}
+	tg := core.ConversationKey{Channel: "telegram", Chat: "-100"}
+	other := core.ConversationKey{Channel: "slack", Chat: "C0999"}
+	run := func(in core.ConversationKey, name, user, args string, admin bool) string {
+		t.Helper()
+		out, err := cmds[name](ctx, core.CommandRequest{In: core.Inbound{Conversation: in, UserID: user}, Args: args, Admin: admin})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	run(conv, "schedule", "U1", "every 2h slack secret report", false) // #1
+	run(other, "schedule", "U2", "every 3h other slack chat", false)   // #2
+	run(tg, "schedule", "T1", "every 4h telegram reminder", false)     // #3
+	list := run(tg, "schedules", "TADMIN", "all", true)
+	if !strings.Contains(list, "telegram reminder") || strings.Contains(list, "slack secret report") || strings.Contains(list, "other slack chat") {
+		t.Fatalf("a Telegram admin's /schedules all = %q; want Telegram's only", list)
+	}
+	if out := run(tg, "unschedule", "TADMIN", "1", true); !strings.Contains(out, "no schedule #1") {
+		t.Fatalf("a Telegram admin removing a Slack schedule = %q; want it refused", out)
+	}
+	// A Slack admin still reaches another Slack conversation's.
+	if out := run(conv, "unschedule", "SADMIN", "2", true); !strings.HasPrefix(out, "Removed #2") {
+		t.Fatalf("a Slack admin removing another Slack chat's schedule = %q", out)
+	}
+	if n := len(r.s.Schedules()); n != 2 {
+		t.Fatalf("%d schedules left; want 2", n)
+	}
+}
