@@ -189,10 +189,30 @@ func (g *Gateway) admitted(ctx context.Context, in Inbound) (bool, *Pairing, err
 var _ AccessChecker = (*Gateway)(nil)
 
 // MayTalk implements AccessChecker: the channel's access rule and the
-// auth provider, as at intake; a failure to decide refuses.
+// auth provider, as at intake; a failure to decide refuses. At intake the
+// platform adapter has applied allow_users before; nobody has here, so an
+// id not on a non-empty list is refused too, unless the list holds names
+// (which only the adapter can match to a user).
 func (g *Gateway) MayTalk(ctx context.Context, in Inbound) bool {
 	ok, _, err := g.admitted(ctx, in)
-	return err == nil && ok
+	if err != nil || !ok {
+		return false
+	}
+	p := g.opts.Access[in.Conversation.Channel]
+	if p.Mode == AccessPairing || p.Operator || len(p.Users) == 0 || g.isAdmin(in) {
+		return true
+	}
+	named := false
+	for _, u := range p.Users {
+		u = strings.TrimSpace(u)
+		if u != "" && strings.EqualFold(u, in.UserID) {
+			return true
+		}
+		// "@name", or a lower-case entry: a username (ids are digits, or
+		// Slack's upper-case letters and digits).
+		named = named || strings.HasPrefix(u, "@") || u != strings.ToUpper(u)
+	}
+	return named
 }
 
 // admittedByChannel is admitted by the channel's own access rule.

@@ -156,6 +156,13 @@ func (g *Gateway) handleFiring(ctx context.Context, it QueueItem, log *slog.Logg
 		release()
 		return g.deliver(ctx, ch, in, r, nil)
 	}
+	// A chat schedule runs for the user who made it: once they may no
+	// longer talk to the bot here (taken off the allowlist, a pairing
+	// denied, the auth provider's no), it does not fire.
+	if f.Source == ScheduleChat && f.Creator != "" && !g.MayTalk(ctx, Inbound{Conversation: conv, UserID: f.Creator}) {
+		log.Info("scheduled task skipped: its creator may no longer talk to the bot here", "schedule", f.ScheduleID, "creator", f.Creator)
+		return &droppedError{reason: fmt.Sprintf("schedule #%d skipped: its creator %s may no longer talk to the bot here", f.ScheduleID, f.Creator)}
+	}
 	res := FiringResult{Prompt: f.Prompt}
 	if g.opts.Firings != nil {
 		var err error

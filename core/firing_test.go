@@ -101,6 +101,9 @@ func newFiringRig(t *testing.T, o core.Options) *firingRig {
 	ag := &fakeAgent{}
 	ev := &events{}
 	o.Store, o.Agent, o.Events = db, ag, ev
+	if o.Pairings == nil {
+		o.Pairings = db
+	}
 	if o.MaxAttempts == 0 {
 		o.MaxAttempts = 1
 	}
@@ -290,4 +293,50 @@ func (a *authorizer) count() int {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return len(a.asked)
+}
+
+// Issue 25 (lower): a chat schedule fires only while its creator may talk
+// to the bot on its channel: taken off the allowlist, or with a pairing
+// denied, their schedules stop.
+func TestChatScheduleStopsWhenItsCreatorLostAccess(t *testing.T) {
+	r := newFiringRig(t, core.Options{Firings: firingRunner{}, Access: map[string]core.AccessPolicy{
+		"fake": {Mode: core.AccessAllowlist, Users: []string{"ALICE"}, Admins: []string{"ADMIN"}},
+	}})
+	conv := core.ConversationKey{Channel: "fake", Chat: "ops"}
+	ctx := context.Background()
+	at := time.Now()
+	for i, creator := range []string{"ALICE", "BOB", "ADMIN"} {
+		if _, err := r.g.EnqueueFiring(ctx, core.Firing{ScheduleID: int64(i + 1), At: at, Source: core.ScheduleChat, Conversation: conv, Prompt: "report of " + creator, Creator: creator}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := map[string]bool{r.ch.next(t).text: true, r.ch.next(t).text: true}
+	r.ch.none(t, 300*time.Millisecond)
+	if !got["answer to [scheduled] report of ALICE"] || !got["answer to [scheduled] report of ADMIN"] {
+		t.Fatalf("posted %v; want alice's and the admin's, not bob's (not on the allowlist)", got)
+	}
+}
+
+func TestChatScheduleStopsWhenItsCreatorsPairingIsDenied(t *testing.T) {
+	r := newFiringRig(t, core.Options{Firings: firingRunner{}, Access: map[string]core.AccessPolicy{"fake": {Mode: core.AccessPairing}}})
+	conv := core.ConversationKey{Channel: "fake", Chat: "dm"}
+	ctx := context.Background()
+	for _, u := range []string{"carol", "dave"} {
+		p, err := r.db.RequestPairing(ctx, core.Pairing{Channel: "fake", UserID: u, Conversation: conv, Code: core.NewPairingCode(), Status: core.PairingPending, RequestedAt: time.Now()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := r.db.DecidePairing(ctx, "fake", p.Code, u == "carol", "cli"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, u := range []string{"carol", "dave"} {
+		if _, err := r.g.EnqueueFiring(ctx, core.Firing{ScheduleID: int64(i + 1), At: time.Now(), Source: core.ScheduleChat, Conversation: conv, Prompt: "for " + u, Creator: u}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if p := r.ch.next(t); p.text != "answer to [scheduled] for carol" {
+		t.Fatalf("posted %q; want carol's (approved)", p.text)
+	}
+	r.ch.none(t, 300*time.Millisecond)
 }
