@@ -69,6 +69,21 @@ type Pairing struct {
 // holds the code; the caller draws another.
 var ErrPairingCodeTaken = errors.New("pairing code already in use")
 
+// PairingTTL is how long a pairing code may be approved. A user whose code
+// expired gets a new one when they write again.
+const PairingTTL = 24 * time.Hour
+
+// MaxPendingPairings bounds the pairing requests waiting on one channel:
+// past it, an unknown user gets no code, and adds no row, until some are
+// decided or expire.
+const MaxPendingPairings = 100
+
+// PairingExpired reports whether a pairing is a request whose code can no
+// longer be approved.
+func PairingExpired(p Pairing, now time.Time) bool {
+	return p.Status == PairingPending && now.Sub(p.RequestedAt) > PairingTTL
+}
+
 // PairingStore keeps pairing requests and decisions (store.DB). Safe for
 // concurrent use.
 type PairingStore interface {
@@ -85,6 +100,9 @@ type PairingStore interface {
 	// Pairings lists the records of a channel ("" = every channel), the
 	// pending ones first, newest first within a status.
 	Pairings(ctx context.Context, channel string) ([]Pairing, error)
+	// ExpirePairings removes the pending requests made before before
+	// (decided ones stay) and returns how many.
+	ExpirePairings(ctx context.Context, before time.Time) (int, error)
 }
 
 // pairingAlphabet has no 0/O or 1/I/L, so a code read aloud is typed right.
@@ -268,7 +286,32 @@ func (g *Gateway) admit(ctx context.Context, in Inbound) (bool, error) {
 		g.log.Debug("message from a user not allowed on this channel ignored", "channel", in.Conversation.Channel, "access", g.opts.Access[in.Conversation.Channel].Mode)
 		return false, nil
 	}
+	if rec != nil && PairingExpired(*rec, g.now()) {
+		// Its code can no longer be approved: it goes, with every other
+		// expired request, and the user gets a new one.
+		if _, err := g.opts.Pairings.ExpirePairings(ctx, g.now().Add(-PairingTTL)); err != nil {
+			return false, fmt.Errorf("expire pairing requests: %w", err)
+		}
+		rec = nil
+	}
 	if rec == nil {
+		all, err := g.opts.Pairings.Pairings(ctx, in.Conversation.Channel)
+		if err != nil {
+			return false, fmt.Errorf("count pairing requests: %w", err)
+		}
+		waiting := 0
+		for _, r := range all {
+			if r.Status == PairingPending && !PairingExpired(r, g.now()) {
+				waiting++
+			}
+		}
+		if waiting >= MaxPendingPairings {
+			if g.noticeDue("pairing-full:" + in.Conversation.Channel) {
+				g.log.Warn("too many pairing requests are waiting on this channel: an unknown user got no code; approve or deny some (/pair, opentalon pair list)",
+					"channel", in.Conversation.Channel, "waiting", waiting)
+			}
+			return false, nil
+		}
 		p := Pairing{Channel: in.Conversation.Channel, UserID: in.UserID, UserName: in.UserName,
 			Conversation: in.Conversation, Status: PairingPending, RequestedAt: g.now()}
 		for try := 0; ; try++ {
@@ -295,6 +338,31 @@ func (g *Gateway) admit(ctx context.Context, in Inbound) (bool, error) {
 	return false, nil
 }
 
+// pairingLister lists pairing records (PairingStore.Pairings).
+type pairingLister interface {
+	Pairings(ctx context.Context, channel string) ([]Pairing, error)
+}
+
+// pairingCodeExpired reports whether code is a request on channel ("" =
+// any) whose code expired.
+func pairingCodeExpired(ctx context.Context, ps pairingLister, channel, code string, now time.Time) (bool, error) {
+	recs, err := ps.Pairings(ctx, channel)
+	if err != nil {
+		return false, err
+	}
+	for _, r := range recs {
+		if r.Code == code {
+			return PairingExpired(r, now), nil
+		}
+	}
+	return false, nil
+}
+
+// PairingCodeExpired is pairingCodeExpired for `opentalon pair approve`.
+func PairingCodeExpired(ctx context.Context, ps pairingLister, code string, now time.Time) (bool, error) {
+	return pairingCodeExpired(ctx, ps, "", NormalizePairingCode(code), now)
+}
+
 // cmdPair is /pair: list, approve and deny the pairing requests of the
 // admin's channel.
 func (g *Gateway) cmdPair(ctx context.Context, req CommandRequest) (string, error) {
@@ -312,7 +380,7 @@ func (g *Gateway) cmdPair(ctx context.Context, req CommandRequest) (string, erro
 		}
 		var b strings.Builder
 		for _, r := range recs {
-			if r.Status == PairingPending {
+			if r.Status == PairingPending && !PairingExpired(r, g.now()) {
 				fmt.Fprintf(&b, "\n%s — %s (user %s), asked %s ago", r.Code, r.UserName, r.UserID, g.now().Sub(r.RequestedAt).Round(time.Second))
 			}
 		}
@@ -326,6 +394,13 @@ func (g *Gateway) cmdPair(ctx context.Context, req CommandRequest) (string, erro
 			return usage, nil
 		}
 		approve := strings.EqualFold(verb, "approve")
+		if approve {
+			if expired, err := pairingCodeExpired(ctx, g.opts.Pairings, channel, code, g.now()); err != nil {
+				return "", err
+			} else if expired {
+				return fmt.Sprintf("The code %s expired (a code is valid for %s); ask them to write to me again for a new one.", code, PairingTTL), nil
+			}
+		}
 		rec, err := g.opts.Pairings.DecidePairing(ctx, channel, code, approve, req.In.UserID)
 		if ErrorKind(err) == KindNotFound {
 			return fmt.Sprintf("There is no pairing request with the code %s on %s.", code, channel), nil

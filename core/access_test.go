@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -192,5 +193,50 @@ func TestObserverSeesEachStage(t *testing.T) {
 		if obs.stages[s] != want {
 			t.Errorf("stage %s observed %d times, want %d (all: %v)", s, obs.stages[s], want, obs.stages)
 		}
+	}
+}
+
+// Issue 25 (lower): a pairing code expires after PairingTTL (approving it
+// then is refused, and its user gets a new code when they write again),
+// and at most MaxPendingPairings requests wait on a channel: past that an
+// unknown user gets no code and adds no row.
+func TestPairingCodesExpireAndAreCapped(t *testing.T) {
+	r := newClockRig(t, &fakeAgent{}, core.Options{
+		Access: map[string]core.AccessPolicy{"fake": {Mode: core.AccessPairing, Admins: []string{"admin"}}}})
+	ctx := context.Background()
+	r.acceptFrom("stranger", "s", "1", "hello?")
+	old := codeRE.FindStringSubmatch(r.next())[1]
+
+	r.clock.advance(core.PairingTTL + time.Minute)
+	r.acceptFrom("admin", "a", "2", "/pair approve "+old)
+	if got := r.next(); !strings.Contains(got, "expired") {
+		t.Fatalf("approving an expired code answered %q", got)
+	}
+	r.acceptFrom("stranger", "s", "3", "still there?")
+	fresh := codeRE.FindStringSubmatch(r.next())
+	if fresh == nil || fresh[1] == old {
+		t.Fatalf("the stranger got %v after the code expired; want a new code", fresh)
+	}
+	recs, _ := r.db.Pairings(ctx, "fake")
+	if len(recs) != 1 || recs[0].Code != fresh[1] {
+		t.Fatalf("pairings = %+v; want the one fresh request", recs)
+	}
+
+	// The cap: MaxPendingPairings waiting, then nobody new gets a code.
+	for i := 1; i < core.MaxPendingPairings; i++ {
+		if _, err := r.db.RequestPairing(ctx, core.Pairing{Channel: "fake", UserID: "u" + strconv.Itoa(i), Code: core.NewPairingCode(), RequestedAt: r.clock.now()}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r.acceptFrom("one-too-many", "x", "4", "me too")
+	r.nothingSent(200 * time.Millisecond)
+	if p, _ := r.db.Pairing(ctx, "fake", "one-too-many"); p != nil {
+		t.Fatalf("a request past the cap was recorded: %+v", p)
+	}
+	// Once they expire, there is room again.
+	r.clock.advance(core.PairingTTL + time.Minute)
+	r.acceptFrom("one-too-many", "x", "5", "me too")
+	if codeRE.FindStringSubmatch(r.next()) == nil {
+		t.Fatal("no code once the old requests expired")
 	}
 }

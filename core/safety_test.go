@@ -58,6 +58,9 @@ func newClockRig(t *testing.T, ag core.Agent, o core.Options) *clockRig {
 	c := &clock{t: time.Now()}
 	db := openDB(t, store.Options{Now: c.now})
 	o.Store, o.Agent, o.Now = db, ag, c.now
+	if o.Pairings == nil {
+		o.Pairings = db
+	}
 	return &clockRig{rig: runOn(t, db, o), clock: c}
 }
 

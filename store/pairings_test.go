@@ -51,6 +51,21 @@ func TestPairings(t *testing.T) {
 			t.Fatalf("after approval Pairing = %+v", p)
 		}
 	})
+	t.Run("expire removes old pending requests only", func(t *testing.T) {
+		if _, err := db.RequestPairing(ctx, core.Pairing{Channel: "discord", UserID: "D1", Code: "DDDD5555", RequestedAt: clk.Now().Add(-48 * time.Hour)}); err != nil {
+			t.Fatal(err)
+		}
+		n, err := db.ExpirePairings(ctx, clk.Now().Add(-24*time.Hour))
+		if err != nil || n != 1 {
+			t.Fatalf("ExpirePairings = %d, %v; want the one old pending request", n, err)
+		}
+		if p, _ := db.Pairing(ctx, "discord", "D1"); p != nil {
+			t.Fatalf("expired request still there: %+v", p)
+		}
+		if p, _ := db.Pairing(ctx, "telegram", "42"); p == nil || p.Status != core.PairingApproved {
+			t.Fatalf("a decided request went too: %+v", p)
+		}
+	})
 	t.Run("list puts pending first", func(t *testing.T) {
 		if _, err := db.RequestPairing(ctx, core.Pairing{Channel: "slack", UserID: "U9", Code: "CCCC4444"}); err != nil {
 			t.Fatal(err)
