@@ -2,6 +2,7 @@ package textfmt
 
 import (
 	"fmt"
+	"runtime/metrics"
 	"strings"
 	"testing"
 )
@@ -103,4 +104,64 @@ func TestDeepNestingIsText(t *testing.T) {
 	if strings.Count(out, "<a href") != strings.Count(out, "</a>") {
 		t.Fatalf("unbalanced:\n%s", out)
 	}
+}
+
+// allocated is the bytes the process allocated while fn ran.
+func allocated(fn func()) uint64 {
+	s := []metrics.Sample{{Name: "/gc/heap/allocs:bytes"}}
+	metrics.Read(s)
+	before := s[0].Value.Uint64()
+	fn()
+	metrics.Read(s)
+	return s[0].Value.Uint64() - before
+}
+
+// pipelines are what the channels do with an answer (Format, Draft) and
+// with a Slack message (FromSlack).
+var pipelines = map[string]func(string) string{
+	"telegram":  func(s string) string { return strings.Join(SplitHTML(ToTelegramHTML(s), 4096), "") },
+	"slack":     func(s string) string { return strings.Join(SplitSlackMrkdwn(ToSlackMrkdwn(s), 4000), "") },
+	"discord":   func(s string) string { return strings.Join(SplitMarkdown(ToDiscord(s), 2000), "") },
+	"plain":     ToPlain,
+	"draft":     func(s string) string { return fmt.Sprint(len(Draft(s, 4096, ToTelegramHTML))) },
+	"fromslack": formatters["fromslack"],
+}
+
+// Issue 25: what the channels do with text a user or a model wrote
+// allocates a bounded amount: 1 MB of any adversarial input at most 64 MB
+// (an answer is cut at MaxAnswerBytes first).
+func TestFormattersAllocationBound(t *testing.T) {
+	if testing.Short() {
+		t.Skip("formats 1 MB inputs")
+	}
+	for f, format := range pipelines {
+		for name := range adversarial {
+			in := adversarialInput(name, 1<<20)
+			if alloc := allocated(func() { format(in) }); alloc > 64<<20 {
+				t.Errorf("%s/%s: 1 MB allocated %d MB; want at most 64", f, name, alloc>>20)
+			}
+		}
+	}
+}
+
+// FuzzPipelines runs arbitrary text through what the channels do with
+// it. Invariants: each allocates at most 64 times its input (plus 4 MB),
+// and the Telegram parts are valid Telegram HTML.
+func FuzzPipelines(f *testing.F) {
+	for name := range adversarial {
+		f.Add(adversarialInput(name, 256))
+	}
+	f.Add("**bold _it `code` it_** [link](https://a.example) > quote\n```go\nx\n```")
+	f.Fuzz(func(t *testing.T, in string) {
+		for name, p := range pipelines {
+			if alloc := allocated(func() { p(in) }); alloc > 64*uint64(len(in))+4<<20 {
+				t.Fatalf("%s: %d bytes allocated %d", name, len(in), alloc)
+			}
+		}
+		for _, part := range SplitHTML(ToTelegramHTML(in), 4096) {
+			if err := ValidateTelegramHTML(part); err != nil {
+				t.Fatalf("invalid Telegram HTML %q: %v", part, err)
+			}
+		}
+	})
 }

@@ -12,6 +12,7 @@ const DiscordLimit = 2000
 // space after the "@". Code blocks and code spans are left untouched, so
 // code can still be copied exactly.
 func ToDiscord(md string) string {
+	md = capAnswer(md)
 	if !strings.Contains(md, "@") {
 		return md
 	}

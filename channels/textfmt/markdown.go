@@ -3,6 +3,7 @@ package textfmt
 import (
 	"strings"
 	"unicode"
+	"unicode/utf8"
 )
 
 // maxHrefLen is the longest link target rendered as a link; longer ones
@@ -40,10 +41,31 @@ func render(md string, r renderer) string {
 	return out
 }
 
+// MaxAnswerBytes bounds the text an answer is formatted from: past it
+// the answer is cut, with a note (about 32 Telegram messages' worth). An
+// answer comes from a model (a provider may send megabytes), and its
+// formatting and splitting cost a multiple of its size.
+const MaxAnswerBytes = 128 << 10
+
+// answerCut is the note that ends an answer cut at MaxAnswerBytes.
+const answerCut = "\n\n[… the rest of the answer is left out: it is longer than 128 KB]"
+
+// capAnswer cuts md at MaxAnswerBytes (at a rune boundary), with a note.
+func capAnswer(md string) string {
+	if len(md) <= MaxAnswerBytes {
+		return md
+	}
+	n := MaxAnswerBytes
+	for n > 0 && !utf8.RuneStart(md[n]) {
+		n--
+	}
+	return md[:n] + answerCut
+}
+
 // renderWork is render, also returning the steps it took.
 func renderWork(md string, r renderer) (string, int) {
 	w := &work{}
-	md = strings.ReplaceAll(md, "\r\n", "\n")
+	md = strings.ReplaceAll(capAnswer(md), "\r\n", "\n")
 	lines := strings.Split(md, "\n")
 	var b strings.Builder
 	b.Grow(len(md) + len(md)/8)
