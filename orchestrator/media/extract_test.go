@@ -1,12 +1,15 @@
 package media
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"runtime/metrics"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/opentalon/opentalon/core"
 	"github.com/opentalon/opentalon/orchestrator/media/mediatest"
@@ -124,5 +127,63 @@ func TestPlainTextIsBounded(t *testing.T) {
 	}
 	if got := plainText([]byte("x\x00y"), 10); got != "xy" {
 		t.Fatalf("plainText = %q", got)
+	}
+}
+
+// FuzzPlainText: a document's text is valid UTF-8 without NUL, at most
+// max+1 bytes, and costs at most a few times what it returns.
+func FuzzPlainText(f *testing.F) {
+	f.Add([]byte("hello\x00world\xff\xfe"), 10)
+	f.Add([]byte(strings.Repeat("a\x00", 1000)), 100)
+	f.Add([]byte("\xe2\x82"), 1)
+	f.Fuzz(func(t *testing.T, data []byte, max int) {
+		if max < 1 || max > 1<<20 {
+			return
+		}
+		var text string
+		alloc := allocated(func() { text = plainText(data, max) })
+		if len(text) > max+1 || !utf8.ValidString(text) || strings.ContainsRune(text, 0) {
+			t.Fatalf("plainText(%d bytes, %d) = %d bytes %q", len(data), max, len(text), text)
+		}
+		if alloc > 8*uint64(max)+4096 {
+			t.Fatalf("plainText(%d bytes, %d) allocated %d", len(data), max, alloc)
+		}
+	})
+}
+
+// Corrupt and hostile PDFs are answered with a reason or read; the
+// reader never fails on the gateway's side, and the gateway's own process
+// allocates little whatever the file.
+func TestCorruptPDFsAreRefusedWithAReason(t *testing.T) {
+	ex := testExtractor(t)
+	good := mediatest.PDF(mediatest.TextPage("alpha beta"), mediatest.TextPage("gamma"))
+	xref := bytes.LastIndex(good, []byte("xref"))
+	cases := map[string][]byte{
+		"truncated":          good[:len(good)/2],
+		"no trailer":         good[:xref],
+		"empty":              {},
+		"not a pdf":          []byte("GIF89a\x01\x00"),
+		"huge page count":    bytes.Replace(good, []byte("/Count 2"), []byte("/Count 2000000000"), 1),
+		"huge length":        bytes.Replace(good, []byte("/Length "), []byte("/Length 99999999999"), 1),
+		"a page refers back": bytes.Replace(good, []byte("/Parent 2 0 R"), []byte("/Parent 5 0 R"), 1),
+		"unknown filter":     bytes.Replace(good, []byte("<< /Length"), []byte("<< /Filter /Nope /Length"), 1),
+	}
+	for i := 0; i < 8; i++ {
+		b := bytes.Clone(good)
+		for j := 0; j < 20; j++ {
+			b[(i*7919+j*104729)%len(b)] ^= byte(1 + j)
+		}
+		cases[fmt.Sprintf("bit flips %d", i)] = b
+	}
+	for name, pdf := range cases {
+		var err error
+		alloc := allocated(func() { _, err = ex.PDFText(context.Background(), pdf, 1000) })
+		var u *Unreadable
+		if err != nil && !errors.As(err, &u) {
+			t.Errorf("%s: %v; want the text or a reason for the user", name, err)
+		}
+		if alloc > 16<<20 {
+			t.Errorf("%s: the gateway allocated %d MB", name, alloc>>20)
+		}
 	}
 }
