@@ -145,7 +145,7 @@ func FuzzPlainText(f *testing.F) {
 		if len(text) > max+1 || !utf8.ValidString(text) || strings.ContainsRune(text, 0) {
 			t.Fatalf("plainText(%d bytes, %d) = %d bytes %q", len(data), max, len(text), text)
 		}
-		if alloc > 8*uint64(max)+4096 {
+		if alloc > 8*uint64(max)+64<<10 {
 			t.Fatalf("plainText(%d bytes, %d) allocated %d", len(data), max, alloc)
 		}
 	})
