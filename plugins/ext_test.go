@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/opentalon/opentalon/core"
+	"github.com/opentalon/opentalon/core/gateway"
 	"github.com/opentalon/opentalon/store/blobtest"
 )
 
@@ -93,7 +94,7 @@ func TestExtensionValidation(t *testing.T) {
 
 func TestPluginHooksInThePipeline(t *testing.T) {
 	x, _ := launchExt(t, ExtOptions{HookTimeout: 300 * time.Millisecond})
-	h := core.NewOrderedHooks(nil, x)
+	h := gateway.NewOrderedHooks(nil, x)
 	in := core.HookInput{In: core.Inbound{Conversation: core.ConversationKey{Channel: "slack", Chat: "C1"}, UserID: "U7"}, Session: core.Session{ID: 3}}
 	ctx := context.Background()
 	pre := func(text string) core.PreResult {

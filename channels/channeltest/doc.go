@@ -4,7 +4,7 @@
 // channel against a fake, make the fake deliver a message or a reaction,
 // tell whether the fake saw an event acknowledged) and calls Run.
 //
-// Run drives the adapter through a real core.Gateway over a real store
+// Run drives the adapter through a real gateway.Gateway over a real store
 // (the caller opens it, so this package needs only core and config) and
 // checks the contract of core.Channel: an event is acknowledged only after
 // its row is committed; the same event delivered twice makes one queue

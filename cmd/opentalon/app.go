@@ -13,6 +13,7 @@ import (
 	"github.com/opentalon/opentalon/channels/toolkit"
 	"github.com/opentalon/opentalon/config"
 	"github.com/opentalon/opentalon/core"
+	"github.com/opentalon/opentalon/core/gateway"
 	"github.com/opentalon/opentalon/core/schedule"
 	"github.com/opentalon/opentalon/lua"
 	"github.com/opentalon/opentalon/metrics"
@@ -52,7 +53,7 @@ type App struct {
 	// lua is the Lua hook engine (nil without plugins.lua.scripts_dir).
 	lua     *lua.Engine
 	agent   *orchestrator.Orchestrator
-	gateway *core.Gateway
+	gateway *gateway.Gateway
 	server  *http.Server
 	// closers run on Close in reverse order.
 	closers []func() error
@@ -113,7 +114,7 @@ func BuildApp(ctx context.Context, cfg *config.Config, o AppOptions) (_ *App, er
 	if err != nil {
 		return nil, err
 	}
-	a.gateway = core.New(core.Options{
+	a.gateway = gateway.New(gateway.Options{
 		Store:          a.db,
 		Agent:          a.agent,
 		Hooks:          hooks,

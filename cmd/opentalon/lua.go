@@ -7,6 +7,7 @@ import (
 
 	"github.com/opentalon/opentalon/config"
 	"github.com/opentalon/opentalon/core"
+	"github.com/opentalon/opentalon/core/gateway"
 	"github.com/opentalon/opentalon/lua"
 )
 
@@ -47,7 +48,7 @@ func (a *App) buildHooks(ctx context.Context) (core.Hooks, error) {
 	if len(sources) == 0 {
 		return a.opts.Hooks, nil
 	}
-	ordered := core.NewOrderedHooks(a.log, sources...)
+	ordered := gateway.NewOrderedHooks(a.log, sources...)
 	if a.metrics != nil {
 		ordered.Observe(a.metrics)
 	}

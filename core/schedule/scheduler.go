@@ -32,7 +32,7 @@ type Store interface {
 	ScheduleFired(ctx context.Context, id int64, last, next time.Time) error
 }
 
-// Queue takes firings (core.Gateway).
+// Queue takes firings (gateway.Gateway).
 type Queue interface {
 	// EnqueueFiring commits a firing; a firing already queued (same
 	// schedule and time) is reported with dup=true.

@@ -1,4 +1,4 @@
-package core_test
+package gateway_test
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/opentalon/opentalon/core"
+	"github.com/opentalon/opentalon/core/gateway"
 )
 
 // stepSource is a HookSource of fixed steps.
@@ -54,7 +55,7 @@ func TestOrderedHooksInterleaveByOrder(t *testing.T) {
 	tr := &tracer{}
 	lua := stepSource{tr.step("lua:a", 0, appendPre("+a"), appendPost("+a")), tr.step("lua:c", 20, appendPre("+c"), nil)}
 	grpc := stepSource{tr.step("plugin:b", 10, appendPre("+b"), appendPost("+b")), tr.step("plugin:z", 20, appendPre("+z"), nil)}
-	h := core.NewOrderedHooks(nil, lua, nil, grpc)
+	h := gateway.NewOrderedHooks(nil, lua, nil, grpc)
 	pre, err := h.Pre(context.Background(), core.HookInput{Text: "m"})
 	if err != nil {
 		t.Fatal(err)
@@ -78,7 +79,7 @@ func TestOrderedHooksSkipFailuresAndStopOnDrop(t *testing.T) {
 	dropping := func(string) (core.PreResult, error) {
 		return core.PreResult{Drop: true, Reason: "policy", Reply: "no"}, nil
 	}
-	h := core.NewOrderedHooks(nil, stepSource{
+	h := gateway.NewOrderedHooks(nil, stepSource{
 		tr.step("a", 1, failing, func(string) (string, error) { return "", errors.New("post crashed") }),
 		tr.step("b", 2, appendPre("+b"), appendPost("+b")),
 		tr.step("c", 3, dropping, nil),
@@ -103,7 +104,7 @@ func TestOrderedHooksSkipFailuresAndStopOnDrop(t *testing.T) {
 func TestOrderedHooksStopWhenTheRequestEnds(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	tr := &tracer{}
-	h := core.NewOrderedHooks(nil, stepSource{
+	h := gateway.NewOrderedHooks(nil, stepSource{
 		tr.step("a", 1, func(string) (core.PreResult, error) { cancel(); return core.PreResult{}, context.Canceled }, nil),
 		tr.step("b", 2, appendPre("+b"), nil),
 	})
@@ -117,7 +118,7 @@ func TestOrderedHooksStopWhenTheRequestEnds(t *testing.T) {
 
 func TestHooksAtRunsAPlainHooksAsOneStep(t *testing.T) {
 	tr := &tracer{}
-	h := core.NewOrderedHooks(nil, core.HooksAt("test", core.LastOrder, &tagHooks{}), stepSource{tr.step("p", 5, appendPre(" colour"), nil)})
+	h := gateway.NewOrderedHooks(nil, gateway.HooksAt("test", gateway.LastOrder, &tagHooks{}), stepSource{tr.step("p", 5, appendPre(" colour"), nil)})
 	pre, _ := h.Pre(context.Background(), core.HookInput{Text: "m"})
 	if pre.Text != "m color" || pre.Metadata["lang"] != "en" {
 		t.Fatalf("pre = %+v; want the plugin step first, then the plain hooks (colour→color, lang)", pre)
@@ -141,7 +142,7 @@ func TestOrderedHooksStreamSafe(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			h := core.NewOrderedHooks(nil, stepSource{{Name: "x", Order: 1, Post: post}}, tt.steps)
+			h := gateway.NewOrderedHooks(nil, stepSource{{Name: "x", Order: 1, Post: post}}, tt.steps)
 			if got := h.StreamSafe(core.HookInput{}); got != tt.want {
 				t.Fatalf("StreamSafe = %v; want %v", got, tt.want)
 			}

@@ -1,23 +1,25 @@
-package core
+package gateway
 
 import (
 	"context"
 	"log/slog"
+
+	"github.com/opentalon/opentalon/core"
 )
 
 // handleReaction turns a reaction on one of the bot's replies into a
 // quality signal and lets the reaction interceptors decide whether to
 // answer again; reactions on anything else are ignored.
-func (g *Gateway) handleReaction(ctx context.Context, it QueueItem, log *slog.Logger, release func()) error {
+func (g *Gateway) handleReaction(ctx context.Context, it core.QueueItem, log *slog.Logger, release func()) error {
 	re := it.Reaction
-	if re.Polarity == Neutral {
+	if re.Polarity == core.Neutral {
 		return nil
 	}
 	ch, ok := g.channels[re.Conversation.Channel]
 	if !ok {
 		return nil
 	}
-	to := Inbound{Conversation: re.Conversation, MessageID: re.MessageID, UserID: re.UserID, ReceivedAt: re.At}
+	to := core.Inbound{Conversation: re.Conversation, MessageID: re.MessageID, UserID: re.UserID, ReceivedAt: re.At}
 	// An answer stored by an earlier attempt is only delivered again.
 	if prev, err := g.store.ReplyForRequest(ctx, it.ID, it.Conversation); err != nil || prev != nil {
 		if err != nil {
@@ -40,18 +42,18 @@ func (g *Gateway) handleReaction(ctx context.Context, it QueueItem, log *slog.Lo
 	}
 	// Keyed by the queue item: a retried item records it once.
 	if g.opts.Signals != nil {
-		if err := g.opts.Signals.RecordSignal(ctx, Signal{
-			Kind: SignalReaction, Polarity: p, ReplyID: judged.ID, Model: judged.Model,
+		if err := g.opts.Signals.RecordSignal(ctx, core.Signal{
+			Kind: core.SignalReaction, Polarity: p, ReplyID: judged.ID, Model: judged.Model,
 			TaskType: judged.TaskType, UserID: re.UserID, Weight: 1, At: re.At, RequestID: it.ID,
 		}); err != nil {
 			return err
 		}
 	}
-	if p != Negative || !re.Added {
+	if p != core.Negative || !re.Added {
 		return nil
 	}
 	for _, ic := range g.interceptors {
-		ri, ok := ic.(ReactionInterceptor)
+		ri, ok := ic.(core.ReactionInterceptor)
 		if !ok {
 			continue
 		}
@@ -63,7 +65,7 @@ func (g *Gateway) handleReaction(ctx context.Context, it QueueItem, log *slog.Lo
 		if err != nil || !d.Taken() {
 			return err
 		}
-		ans, err := g.decide(ctx, CommandRequest{RequestID: it.ID, In: to, Session: sess}, d, answering{}, log)
+		ans, err := g.decide(ctx, core.CommandRequest{RequestID: it.ID, In: to, Session: sess}, d, answering{}, log)
 		if err != nil {
 			return err
 		}

@@ -1,17 +1,19 @@
-package core
+package gateway
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/opentalon/opentalon/core"
 )
 
 // ErrNotAccepting is returned by Accept while the gateway is not running.
-var ErrNotAccepting = &Error{Kind: KindUnavailable, Msg: "gateway is not accepting messages (starting or shutting down)"}
+var ErrNotAccepting = &core.Error{Kind: core.KindUnavailable, Msg: "gateway is not accepting messages (starting or shutting down)"}
 
-// Accept implements Sink.
-func (g *Gateway) Accept(ctx context.Context, in Inbound) error {
+// Accept implements core.Sink.
+func (g *Gateway) Accept(ctx context.Context, in core.Inbound) error {
 	if !g.isAccepting() {
 		return ErrNotAccepting
 	}
@@ -21,8 +23,8 @@ func (g *Gateway) Accept(ctx context.Context, in Inbound) error {
 	if ok, err := g.admit(ctx, in); err != nil || !ok {
 		return err // a refused message is answered (or ignored), not queued
 	}
-	item := QueueItem{
-		Kind:         EventMessage,
+	item := core.QueueItem{
+		Kind:         core.EventMessage,
 		Conversation: in.Conversation,
 		DedupeKey:    in.Conversation.Channel + ":m:" + in.MessageID,
 		Message:      &in,
@@ -30,7 +32,7 @@ func (g *Gateway) Accept(ctx context.Context, in Inbound) error {
 		MaxPending:   g.opts.MaxPending,
 	}
 	_, dup, err := g.store.Enqueue(ctx, item)
-	if errors.Is(err, ErrConversationFull) {
+	if errors.Is(err, core.ErrConversationFull) {
 		// Not queued on purpose: the platform may be acknowledged.
 		g.log.Warn("conversation has too many messages waiting; message not queued", "conv", in.Conversation.String(), "message_id", in.MessageID, "queue.max_pending", g.opts.MaxPending)
 		g.tellFull(in)
@@ -49,13 +51,13 @@ func (g *Gateway) Accept(ctx context.Context, in Inbound) error {
 	return nil
 }
 
-// Edit implements Sink.
-func (g *Gateway) Edit(ctx context.Context, in Inbound) (bool, error) {
+// Edit implements core.Sink.
+func (g *Gateway) Edit(ctx context.Context, in core.Inbound) (bool, error) {
 	return g.store.EditQueued(ctx, in.Conversation.Channel+":m:"+in.MessageID, in.Text)
 }
 
-// React implements Sink.
-func (g *Gateway) React(ctx context.Context, r Reaction) error {
+// React implements core.Sink.
+func (g *Gateway) React(ctx context.Context, r core.Reaction) error {
 	if !g.isAccepting() {
 		return ErrNotAccepting
 	}
@@ -63,7 +65,7 @@ func (g *Gateway) React(ctx context.Context, r Reaction) error {
 		r.At = g.now()
 	}
 	// A reaction of someone who may not talk to the bot judges nothing.
-	if ok, _, err := g.admitted(ctx, Inbound{Conversation: r.Conversation, UserID: r.UserID}); err != nil || !ok {
+	if ok, _, err := g.admitted(ctx, core.Inbound{Conversation: r.Conversation, UserID: r.UserID}); err != nil || !ok {
 		return err
 	}
 	// A platform may not say in which thread or topic a reaction was
@@ -72,8 +74,8 @@ func (g *Gateway) React(ctx context.Context, r Reaction) error {
 	if judged, err := g.store.ReplyByPlatformID(ctx, r.Conversation.Channel, r.MessageID); err == nil && judged != nil {
 		r.Conversation = judged.Conversation
 	}
-	item := QueueItem{
-		Kind:         EventReaction,
+	item := core.QueueItem{
+		Kind:         core.EventReaction,
 		Conversation: r.Conversation,
 		DedupeKey:    r.Conversation.Channel + ":r:" + r.EventID,
 		Reaction:     &r,
@@ -123,7 +125,7 @@ func (g *Gateway) noticeDue(key string) bool {
 
 // tellFull tells the user, best effort and at most once a minute per
 // conversation, that their message was not taken.
-func (g *Gateway) tellFull(in Inbound) {
+func (g *Gateway) tellFull(in core.Inbound) {
 	if g.noticeDue("full:" + in.Conversation.String()) {
 		g.notify(in, "I am still working on your earlier messages, so I did not take this one. Please send it again once I have answered them.")
 	}
@@ -131,7 +133,7 @@ func (g *Gateway) tellFull(in Inbound) {
 
 // notify sends a notice of the gateway's own in reply to in, best effort,
 // without holding up the caller.
-func (g *Gateway) notify(in Inbound, text string) {
+func (g *Gateway) notify(in core.Inbound, text string) {
 	ch, ok := g.channels[in.Conversation.Channel]
 	if !ok {
 		return
@@ -147,10 +149,10 @@ func (g *Gateway) notify(in Inbound, text string) {
 
 // sendText sends a short text of the gateway's own (a notice, an
 // apology) in reply to in, best effort.
-func (g *Gateway) sendText(ctx context.Context, ch Channel, in Inbound, text string) {
+func (g *Gateway) sendText(ctx context.Context, ch core.Channel, in core.Inbound, text string) {
 	parts := ch.Format(text)
 	for i, part := range parts {
-		if _, err := ch.Send(ctx, Outbound{Conversation: in.Conversation, ReplyTo: replyTo(in), Meta: in.Meta, Part: i, Parts: len(parts)}, part); err != nil {
+		if _, err := ch.Send(ctx, core.Outbound{Conversation: in.Conversation, ReplyTo: replyTo(in), Meta: in.Meta, Part: i, Parts: len(parts)}, part); err != nil {
 			g.log.Warn("send a notice", "conv", in.Conversation.String(), "err", err)
 			return
 		}
