@@ -17,80 +17,69 @@ func (g *Gateway) EnqueueFiring(ctx context.Context, f core.Firing) (dup bool, e
 	if _, ok := g.channels[f.Conversation.Channel]; !ok {
 		return false, core.Errorf(core.KindInvalid, "schedule #%d posts to channel %q, which is not enabled; enable channels.%s or change the schedule", f.ScheduleID, f.Conversation.Channel, f.Conversation.Channel)
 	}
-	item := core.QueueItem{
+	dup, err = g.enqueue(ctx, core.QueueItem{
 		Kind:         core.EventScheduled,
 		Conversation: f.Conversation,
 		DedupeKey:    fmt.Sprintf("schedule:%d:%d", f.ScheduleID, f.At.UnixMilli()),
 		Firing:       &f,
-		CreatedAt:    g.now(),
-	}
-	_, dup, err = g.store.Enqueue(ctx, item)
+	})
 	if err != nil {
 		return false, fmt.Errorf("queue schedule #%d: %w", f.ScheduleID, err)
-	}
-	if !dup {
-		g.poke()
 	}
 	return dup, nil
 }
 
-// handleFiring runs one firing: its own work (FiringRunner), then its
+// firingWork runs one firing: its own work (core.FiringRunner), then its
 // prompt through the one answer pipeline, or its text as it is; the
 // answer is stored and posted to the schedule's conversation like every
 // reply.
-func (g *Gateway) handleFiring(ctx context.Context, it core.QueueItem, log *slog.Logger, release func()) error {
+func (g *Gateway) firingWork(it core.QueueItem, log *slog.Logger) (*work, error) {
 	if it.Firing == nil {
-		return core.Errorf(core.KindInvalid, "a schedule row holds no firing")
+		return nil, core.Errorf(core.KindInvalid, "a schedule row holds no firing")
 	}
-	f := *it.Firing
+	f := it.Firing
 	conv := f.Conversation
 	ch, ok := g.channels[conv.Channel]
 	if !ok {
-		return core.Errorf(core.KindInvalid, "schedule #%d posts to channel %q, which is not enabled; enable channels.%s in the config", f.ScheduleID, conv.Channel, conv.Channel)
+		return nil, core.Errorf(core.KindInvalid, "schedule #%d posts to channel %q, which is not enabled; enable channels.%s in the config", f.ScheduleID, conv.Channel, conv.Channel)
 	}
-	in := f.Inbound(f.Prompt)
-	if r, err := g.store.ReplyForRequest(ctx, it.ID, conv); err != nil {
-		return err
-	} else if r != nil {
-		release()
-		return g.deliver(ctx, ch, in, r, nil)
-	}
+	return &work{id: it.ID, ch: ch, in: f.Inbound(f.Prompt), firing: f, log: log, produce: g.produceFiring}, nil
+}
+
+// produceFiring is the producer of a firing's answer.
+func (g *Gateway) produceFiring(ctx context.Context, w *work, _ *core.Reply) (*core.Answer, error) {
+	f := *w.firing
 	res := core.FiringResult{Prompt: f.Prompt}
 	if g.opts.Firings != nil {
 		var err error
 		if res, err = g.opts.Firings.RunFiring(ctx, f); err != nil {
-			return fmt.Errorf("schedule #%d: %w", f.ScheduleID, err)
+			return nil, fmt.Errorf("schedule #%d: %w", f.ScheduleID, err)
 		}
 	} else if f.Prompt == "" {
-		return core.Errorf(core.KindInvalid, "schedule #%d runs a plugin, and this gateway runs no plugins", f.ScheduleID)
+		return nil, core.Errorf(core.KindInvalid, "schedule #%d runs a plugin, and this gateway runs no plugins", f.ScheduleID)
 	}
-	sess, err := g.store.ActiveSession(ctx, conv)
+	sess, err := g.store.ActiveSession(ctx, f.Conversation)
 	if err != nil {
-		return err
+		return nil, err
 	}
+	w.session = sess.ID
 	var ans *core.Answer
 	switch {
 	case res.Skip:
-		return &droppedError{reason: "schedule skipped: " + res.Reason}
+		return nil, &droppedError{reason: "schedule skipped: " + res.Reason}
 	case res.Text != "":
 		ans = &core.Answer{Text: res.Text}
 	case res.Prompt != "":
+		in := w.in
 		in.Text = res.Prompt
-		a, err := g.runTurn(ctx, core.CommandRequest{RequestID: it.ID, In: in, Session: sess}, core.TurnOverride{Text: res.Prompt, Model: f.Model}, answering{}, log)
-		if err != nil {
-			return err
+		if ans, err = g.runTurn(ctx, core.CommandRequest{RequestID: w.id, In: in, Session: sess}, core.TurnOverride{Text: res.Prompt, Model: f.Model}, answering{}, w.log); err != nil {
+			return nil, err
 		}
-		ans = a
 	default:
-		return &droppedError{reason: "schedule produced nothing to post"}
+		return nil, &droppedError{reason: "schedule produced nothing to post"}
 	}
-	r, err := g.saveReply(ctx, ch, it.ID, sess.ID, conv, ans)
-	if err != nil {
-		return err
-	}
-	release()
-	log.Info("scheduled task answered", "schedule", f.ScheduleID, "at", f.At.Format(time.RFC3339))
-	return g.deliver(ctx, ch, in, r, nil)
+	w.log.Info("scheduled task answered", "schedule", f.ScheduleID, "at", f.At.Format(time.RFC3339))
+	return ans, nil
 }
 
 // emitFailed tells the operator events that a request failed for good.

@@ -68,12 +68,7 @@ type Options struct {
 // processes them: strictly in order within a conversation, concurrently
 // across conversations. Construct with New, add channels, commands and
 // interceptors, then Run.
-//
-// The gateway's files follow the path of an event: intake.go (accept and
-// commit), dispatch.go (claim, workers, outcome), pipeline.go
-// (interceptors, commands, hooks around the agent), delivery.go (store,
-// send, apologize), reactions.go (reactions on the bot's answers) and
-// supervise.go (the channels' lifecycles).
+// The package doc lists its files along the path of an event.
 type Gateway struct {
 	opts     Options
 	store    core.Store

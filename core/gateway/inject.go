@@ -49,24 +49,18 @@ func (g *Gateway) Inject(ctx context.Context, in core.Inbound) (dup bool, err er
 		in.ReceivedAt = g.now()
 	}
 	in.Mentioned = true
-	item := core.QueueItem{
+	dup, err = g.enqueue(ctx, core.QueueItem{
 		Kind:         core.EventMessage,
 		Conversation: in.Conversation,
 		DedupeKey:    in.Conversation.Channel + ":i:" + in.MessageID,
 		Message:      &in,
-		CreatedAt:    g.now(),
 		MaxPending:   g.opts.MaxPending,
-	}
-	_, dup, err = g.store.Enqueue(ctx, item)
+	})
 	if errors.Is(err, core.ErrConversationFull) {
 		return false, err
 	}
 	if err != nil {
 		return false, fmt.Errorf("inject into %s: %w", in.Conversation, err)
-	}
-	if !dup {
-		g.obs.Accepted(in.Conversation.Channel)
-		g.poke()
 	}
 	return dup, nil
 }

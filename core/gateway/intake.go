@@ -23,15 +23,13 @@ func (g *Gateway) Accept(ctx context.Context, in core.Inbound) error {
 	if ok, err := g.admit(ctx, in); err != nil || !ok {
 		return err // a refused message is answered (or ignored), not queued
 	}
-	item := core.QueueItem{
+	dup, err := g.enqueue(ctx, core.QueueItem{
 		Kind:         core.EventMessage,
 		Conversation: in.Conversation,
 		DedupeKey:    in.Conversation.Channel + ":m:" + in.MessageID,
 		Message:      &in,
-		CreatedAt:    g.now(),
 		MaxPending:   g.opts.MaxPending,
-	}
-	_, dup, err := g.store.Enqueue(ctx, item)
+	})
 	if errors.Is(err, core.ErrConversationFull) {
 		// Not queued on purpose: the platform may be acknowledged.
 		g.log.Warn("conversation has too many messages waiting; message not queued", "conv", in.Conversation.String(), "message_id", in.MessageID, "queue.max_pending", g.opts.MaxPending)
@@ -46,8 +44,6 @@ func (g *Gateway) Accept(ctx context.Context, in core.Inbound) error {
 		return nil
 	}
 	g.log.Debug("message accepted", "conv", in.Conversation.String(), "message_id", in.MessageID)
-	g.obs.Accepted(in.Conversation.Channel)
-	g.poke()
 	return nil
 }
 
@@ -74,21 +70,34 @@ func (g *Gateway) React(ctx context.Context, r core.Reaction) error {
 	if judged, err := g.store.ReplyByPlatformID(ctx, r.Conversation.Channel, r.MessageID); err == nil && judged != nil {
 		r.Conversation = judged.Conversation
 	}
-	item := core.QueueItem{
+	_, err := g.enqueue(ctx, core.QueueItem{
 		Kind:         core.EventReaction,
 		Conversation: r.Conversation,
 		DedupeKey:    r.Conversation.Channel + ":r:" + r.EventID,
 		Reaction:     &r,
-		CreatedAt:    g.now(),
-	}
-	_, dup, err := g.store.Enqueue(ctx, item)
+	})
 	if err != nil {
 		return fmt.Errorf("accept %s reaction: %w", r.Conversation.Channel, err)
 	}
-	if !dup {
-		g.poke()
-	}
 	return nil
+}
+
+// enqueue is the one way into the queue, for a platform's message or
+// reaction, an injected message and a schedule's firing alike: it commits
+// item (accepted now), counts a message as accepted and wakes the
+// dispatcher. A duplicate (same DedupeKey) is reported with dup=true and
+// changes nothing. The store's error is returned as it is
+// (core.ErrConversationFull for a message past QueueItem.MaxPending).
+func (g *Gateway) enqueue(ctx context.Context, item core.QueueItem) (dup bool, err error) {
+	item.CreatedAt = g.now()
+	if _, dup, err = g.store.Enqueue(ctx, item); err != nil || dup {
+		return dup, err
+	}
+	if item.Kind == core.EventMessage {
+		g.obs.Accepted(item.Conversation.Channel)
+	}
+	g.poke()
+	return false, nil
 }
 
 // poke wakes the dispatcher.

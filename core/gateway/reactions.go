@@ -7,36 +7,35 @@ import (
 	"github.com/opentalon/opentalon/core"
 )
 
-// handleReaction turns a reaction on one of the bot's replies into a
+// reactionWork turns a reaction on one of the bot's replies into a
 // quality signal and lets the reaction interceptors decide whether to
-// answer again; reactions on anything else are ignored.
-func (g *Gateway) handleReaction(ctx context.Context, it core.QueueItem, log *slog.Logger, release func()) error {
+// answer again; reactions on anything else are ignored (nil work).
+func (g *Gateway) reactionWork(it core.QueueItem, log *slog.Logger) (*work, error) {
 	re := it.Reaction
 	if re.Polarity == core.Neutral {
-		return nil
+		return nil, nil
 	}
 	ch, ok := g.channels[re.Conversation.Channel]
 	if !ok {
-		return nil
+		return nil, nil
 	}
 	to := core.Inbound{Conversation: re.Conversation, MessageID: re.MessageID, UserID: re.UserID, ReceivedAt: re.At}
-	// An answer stored by an earlier attempt is only delivered again.
-	if prev, err := g.store.ReplyForRequest(ctx, it.ID, it.Conversation); err != nil || prev != nil {
-		if err != nil {
-			return err
-		}
-		release()
-		return g.deliver(ctx, ch, to, prev, nil)
-	}
-	judged, err := g.store.ReplyByPlatformID(ctx, re.Conversation.Channel, re.MessageID)
+	return &work{id: it.ID, ch: ch, in: to, reaction: re, log: log, produce: g.produceReaction}, nil
+}
+
+// produceReaction is the producer of a reaction: it records the signal
+// and, for a rejection an interceptor takes, makes the new answer.
+func (g *Gateway) produceReaction(ctx context.Context, w *work, _ *core.Reply) (*core.Answer, error) {
+	r := w.reaction
+	judged, err := g.store.ReplyByPlatformID(ctx, r.Conversation.Channel, r.MessageID)
 	if err != nil || judged == nil {
-		return err
+		return nil, err
 	}
 	// The judged reply knows its conversation precisely (a platform may
 	// not say in which thread or topic a reaction was made).
-	to.Conversation = judged.Conversation
-	p := re.Polarity
-	if !re.Added {
+	w.in.Conversation = judged.Conversation
+	p := r.Polarity
+	if !r.Added {
 		// Taking a reaction back cancels its judgement.
 		p = -p
 	}
@@ -44,13 +43,13 @@ func (g *Gateway) handleReaction(ctx context.Context, it core.QueueItem, log *sl
 	if g.opts.Signals != nil {
 		if err := g.opts.Signals.RecordSignal(ctx, core.Signal{
 			Kind: core.SignalReaction, Polarity: p, ReplyID: judged.ID, Model: judged.Model,
-			TaskType: judged.TaskType, UserID: re.UserID, Weight: 1, At: re.At, RequestID: it.ID,
+			TaskType: judged.TaskType, UserID: r.UserID, Weight: 1, At: r.At, RequestID: w.id,
 		}); err != nil {
-			return err
+			return nil, err
 		}
 	}
-	if p != core.Negative || !re.Added {
-		return nil
+	if p != core.Negative || !r.Added {
+		return nil, nil
 	}
 	for _, ic := range g.interceptors {
 		ri, ok := ic.(core.ReactionInterceptor)
@@ -59,22 +58,14 @@ func (g *Gateway) handleReaction(ctx context.Context, it core.QueueItem, log *sl
 		}
 		sess, err := g.store.ActiveSession(ctx, judged.Conversation)
 		if err != nil || sess.ID != judged.SessionID {
-			return err // a reply of an ended session is not re-answered
+			return nil, err // a reply of an ended session is not re-answered
 		}
-		d, err := ri.InterceptReaction(ctx, *re, judged, sess)
+		d, err := ri.InterceptReaction(ctx, *r, judged, sess)
 		if err != nil || !d.Taken() {
-			return err
+			return nil, err
 		}
-		ans, err := g.decide(ctx, core.CommandRequest{RequestID: it.ID, In: to, Session: sess}, d, answering{}, log)
-		if err != nil {
-			return err
-		}
-		r, err := g.saveReply(ctx, ch, it.ID, sess.ID, to.Conversation, ans)
-		if err != nil {
-			return err
-		}
-		release()
-		return g.deliver(ctx, ch, to, r, nil)
+		w.session = sess.ID
+		return g.decide(ctx, core.CommandRequest{RequestID: w.id, In: w.in, Session: sess}, d, answering{}, w.log)
 	}
-	return nil
+	return nil, nil
 }
