@@ -24,11 +24,16 @@ type HookStep struct {
 	// before the user sees any of it (a redaction hook): while the step
 	// is there, answers are not streamed (see StreamSafety).
 	StreamUnsafe bool
+	// Required marks a step whose error fails the request, as the error
+	// of a core.Hooks run alone does; the error of any other step is
+	// logged and the step skipped.
+	Required bool
 }
 
 // HookSource is a set of hook steps that may change while the gateway
-// runs (a Lua script reloaded, a plugin restarted). Safe for concurrent
-// use.
+// runs (a Lua script reloaded, a plugin restarted). A source that also
+// implements StreamSafety is asked before an answer is streamed. Safe for
+// concurrent use.
 type HookSource interface {
 	// HookSteps returns the current steps sorted by Order (stable). It is
 	// called for every answer: return a cached slice, and never change a

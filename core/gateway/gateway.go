@@ -171,6 +171,12 @@ func (g *Gateway) Channels() []core.Channel {
 	return out
 }
 
+// HasChannel reports whether a channel of that name is registered.
+func (g *Gateway) HasChannel(name string) bool {
+	_, ok := g.channels[name]
+	return ok
+}
+
 // AddCommand registers an in-chat command, replacing one of the same
 // name; call before Run.
 func (g *Gateway) AddCommand(c core.Command) { g.commands.add(c) }

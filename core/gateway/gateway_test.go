@@ -326,3 +326,29 @@ func TestInterruptedTooOftenIsNotRetried(t *testing.T) {
 		t.Fatal("a message interrupted max_attempts times reached the agent again")
 	}
 }
+
+// TestPostSendsToAnEnabledChannel: Post (a chat sink's event) goes out
+// through the channel's own formatting, every part, and names a channel
+// that is not enabled.
+func TestPostSendsToAnEnabledChannel(t *testing.T) {
+	ch := &fakeChannel{notify: make(chan string, 10)}
+	g := gateway.New(gateway.Options{})
+	g.AddChannel(ch)
+	if !g.HasChannel("fake") || g.HasChannel("slack") {
+		t.Fatalf("HasChannel(fake, slack) = %v, %v; want true, false", g.HasChannel("fake"), g.HasChannel("slack"))
+	}
+	if err := g.Post(context.Background(), core.ConversationKey{Channel: "fake", Chat: "ops"}, "down|since 5m"); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(ch.sent, ","); got != "down,since 5m" {
+		t.Fatalf("sent %q; want both parts", got)
+	}
+	err := g.Post(context.Background(), core.ConversationKey{Channel: "slack", Chat: "ops"}, "x")
+	if err == nil || !strings.Contains(err.Error(), "slack is not enabled") {
+		t.Fatalf("post to slack: %v; want it named as not enabled", err)
+	}
+	ch.failSends = 1
+	if err := g.Post(context.Background(), core.ConversationKey{Channel: "fake", Chat: "ops"}, "a|b"); core.ErrorKind(err) != core.KindUnavailable {
+		t.Fatalf("post with a failing send: %v; want the channel's error", err)
+	}
+}

@@ -11,8 +11,10 @@ import (
 // OrderedHooks runs the steps of several sources as one core.Hooks,
 // interleaved by Order; at equal Order a source listed earlier runs
 // first. A step that fails is logged and skipped: the message goes on as
-// the previous step left it. Only the end of the request's context stops
-// the chain.
+// the previous step left it. Only the end of the request's context, or
+// the error of a Required step, stops the chain. It is the one hook
+// combinator: every source of hooks (Lua, hook plugins, a plain
+// core.Hooks through HooksAt) runs through it.
 type OrderedHooks struct {
 	sources []core.HookSource
 	log     *slog.Logger
@@ -34,9 +36,15 @@ var (
 	_ core.StreamSafety = (*OrderedHooks)(nil)
 )
 
-// StreamSafe implements core.StreamSafety: answers are not streamed while any
-// source has a post step marked StreamUnsafe.
-func (h *OrderedHooks) StreamSafe(core.HookInput) bool {
+// StreamSafe implements core.StreamSafety: answers are not streamed while
+// any source has a post step marked StreamUnsafe, or a source that is a
+// core.StreamSafety says in is not safe.
+func (h *OrderedHooks) StreamSafe(in core.HookInput) bool {
+	for _, s := range h.sources {
+		if ss, ok := s.(core.StreamSafety); ok && !ss.StreamSafe(in) {
+			return false
+		}
+	}
 	safe := true
 	h.each(func(st core.HookStep) bool {
 		if st.Post != nil && st.StreamUnsafe {
@@ -61,18 +69,32 @@ func NewOrderedHooks(log *slog.Logger, sources ...core.HookSource) *OrderedHooks
 	return h
 }
 
-// HooksAt makes a plain Hooks one step of a source, at order (tests run
-// their hooks last with math.MaxInt).
+// HooksAt makes a plain Hooks one Required step of a source, at order
+// (tests run their hooks last with LastOrder): its error fails the
+// request as it does when the Hooks run alone, and the source is a
+// core.StreamSafety when h is one.
 func HooksAt(name string, order int, h core.Hooks) core.HookSource {
-	return fixedSteps{{Name: name, Order: order, Pre: h.Pre, Post: h.Post}}
+	return plainHooks{steps: []core.HookStep{{Name: name, Order: order, Pre: h.Pre, Post: h.Post, Required: true}}, h: h}
 }
 
 // LastOrder is the order of a step that runs after every other.
 const LastOrder = math.MaxInt
 
-type fixedSteps []core.HookStep
+// plainHooks is a plain Hooks as a source of one step.
+type plainHooks struct {
+	steps []core.HookStep
+	h     core.Hooks
+}
 
-func (f fixedSteps) HookSteps() []core.HookStep { return f }
+func (p plainHooks) HookSteps() []core.HookStep { return p.steps }
+
+// StreamSafe implements core.StreamSafety: what h says, when it says.
+func (p plainHooks) StreamSafe(in core.HookInput) bool {
+	if s, ok := p.h.(core.StreamSafety); ok {
+		return s.StreamSafe(in)
+	}
+	return true
+}
 
 // each calls fn with every step in order, merging the sources' sorted
 // steps without allocating; fn returns false to stop.
@@ -103,20 +125,25 @@ func (h *OrderedHooks) each(fn func(core.HookStep) bool) {
 }
 
 // Pre implements core.Hooks: each pre step sees the text and metadata the
-// previous one left; the first drop or direct answer ends the chain.
+// previous one left; the first drop or direct answer ends the chain, and
+// so does the error of a Required step, which is returned.
 func (h *OrderedHooks) Pre(ctx context.Context, in core.HookInput) (core.PreResult, error) {
 	res := core.PreResult{Text: in.Text, Metadata: in.Metadata}
-	var ctxErr error
+	var stop error
 	h.each(func(st core.HookStep) bool {
 		if st.Pre == nil {
 			return true
 		}
-		if ctxErr = ctx.Err(); ctxErr != nil {
+		if stop = ctx.Err(); stop != nil {
 			return false
 		}
 		r, err := st.Pre(ctx, in)
 		if err != nil {
-			if ctxErr = ctx.Err(); ctxErr != nil {
+			if stop = ctx.Err(); stop != nil {
+				return false
+			}
+			if st.Required {
+				stop = err
 				return false
 			}
 			h.log.Warn("pre-hook failed; the message goes on without its change", "hook", st.Name, "err", err, "conv", in.In.Conversation.String())
@@ -136,23 +163,27 @@ func (h *OrderedHooks) Pre(ctx context.Context, in core.HookInput) (core.PreResu
 		in.Text, in.Metadata = res.Text, res.Metadata
 		return true
 	})
-	return res, ctxErr
+	return res, stop
 }
 
-// Post implements core.Hooks: each post step sees the answer the previous one
-// left.
+// Post implements core.Hooks: each post step sees the answer the previous
+// one left; the error of a Required step ends the chain and is returned.
 func (h *OrderedHooks) Post(ctx context.Context, in core.HookInput, answer string) (string, error) {
-	var ctxErr error
+	var stop error
 	h.each(func(st core.HookStep) bool {
 		if st.Post == nil {
 			return true
 		}
-		if ctxErr = ctx.Err(); ctxErr != nil {
+		if stop = ctx.Err(); stop != nil {
 			return false
 		}
 		out, err := st.Post(ctx, in, answer)
 		if err != nil {
-			if ctxErr = ctx.Err(); ctxErr != nil {
+			if stop = ctx.Err(); stop != nil {
+				return false
+			}
+			if st.Required {
+				stop = err
 				return false
 			}
 			h.log.Warn("post-hook failed; the answer goes on without its change", "hook", st.Name, "err", err, "conv", in.In.Conversation.String())
@@ -164,5 +195,5 @@ func (h *OrderedHooks) Post(ctx context.Context, in core.HookInput, answer strin
 		}
 		return true
 	})
-	return answer, ctxErr
+	return answer, stop
 }

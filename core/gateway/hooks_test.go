@@ -149,3 +149,55 @@ func TestOrderedHooksStreamSafe(t *testing.T) {
 		})
 	}
 }
+
+// plainHooks is a plain core.Hooks that fails on a text with "fail" in
+// it and whose stream safety is fixed.
+type plainHooks struct{ safe bool }
+
+func (plainHooks) Pre(_ context.Context, in core.HookInput) (core.PreResult, error) {
+	if strings.Contains(in.Text, "fail") {
+		return core.PreResult{}, errors.New("pre broke")
+	}
+	return core.PreResult{Text: in.Text + "+plain", Metadata: in.Metadata}, nil
+}
+
+func (plainHooks) Post(_ context.Context, _ core.HookInput, answer string) (string, error) {
+	if strings.Contains(answer, "fail") {
+		return "", errors.New("post broke")
+	}
+	return answer + "+plain", nil
+}
+
+func (h plainHooks) StreamSafe(core.HookInput) bool { return h.safe }
+
+// TestHooksAtErrorsFailTheRequest: a plain Hooks run through HooksAt
+// keeps what it does alone: its error ends the chain and is returned
+// (the request fails), where a failing step is skipped; and its stream
+// safety counts.
+func TestHooksAtErrorsFailTheRequest(t *testing.T) {
+	tr := &tracer{}
+	h := gateway.NewOrderedHooks(nil, gateway.HooksAt("app", 5, plainHooks{safe: true}),
+		stepSource{tr.step("before", 1, appendPre("+b"), appendPost("+b")), tr.step("after", 10, appendPre("+a"), appendPost("+a"))})
+	if pre, err := h.Pre(context.Background(), core.HookInput{Text: "m"}); err != nil || pre.Text != "m+b+plain+a" {
+		t.Fatalf("pre = %+v, %v; want every step applied in order", pre, err)
+	}
+	if out, err := h.Post(context.Background(), core.HookInput{}, "x"); err != nil || out != "x+b+plain+a" {
+		t.Fatalf("post = %q, %v; want every step applied in order", out, err)
+	}
+	tr.ran = nil
+	if _, err := h.Pre(context.Background(), core.HookInput{Text: "fail"}); err == nil || err.Error() != "pre broke" {
+		t.Fatalf("pre err = %v; want the plain hook's error returned", err)
+	}
+	if _, err := h.Post(context.Background(), core.HookInput{}, "fail"); err == nil || err.Error() != "post broke" {
+		t.Fatalf("post err = %v; want the plain hook's error returned", err)
+	}
+	if strings.Join(tr.ran, ",") != "pre:before,post:before" {
+		t.Fatalf("ran %v; want nothing after the failed plain hook", tr.ran)
+	}
+	if !h.StreamSafe(core.HookInput{}) {
+		t.Fatal("StreamSafe = false; the plain hooks say safe")
+	}
+	if gateway.NewOrderedHooks(nil, gateway.HooksAt("app", gateway.LastOrder, plainHooks{safe: false})).StreamSafe(core.HookInput{}) {
+		t.Fatal("StreamSafe = true; the plain hooks say unsafe")
+	}
+}

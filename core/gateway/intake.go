@@ -159,11 +159,31 @@ func (g *Gateway) notify(in core.Inbound, text string) {
 // sendText sends a short text of the gateway's own (a notice, an
 // apology) in reply to in, best effort.
 func (g *Gateway) sendText(ctx context.Context, ch core.Channel, in core.Inbound, text string) {
+	if err := send(ctx, ch, in, text); err != nil {
+		g.log.Warn("send a notice", "conv", in.Conversation.String(), "err", err)
+	}
+}
+
+// Post sends a text of the gateway's own to a conversation of one of its
+// channels (a chat notification sink's event), outside the queue: it is
+// not stored, and a failure is returned, not retried.
+func (g *Gateway) Post(ctx context.Context, conv core.ConversationKey, text string) error {
+	ch, ok := g.channels[conv.Channel]
+	if !ok {
+		return fmt.Errorf("channel %s is not enabled", conv.Channel)
+	}
+	return send(ctx, ch, core.Inbound{Conversation: conv}, text)
+}
+
+// send is the one way a text that is not a stored reply reaches a
+// channel: formatted and split for it, each part in order, in reply to in
+// (quoting nothing when in is no platform's message).
+func send(ctx context.Context, ch core.Channel, in core.Inbound, text string) error {
 	parts := ch.Format(text)
 	for i, part := range parts {
 		if _, err := ch.Send(ctx, core.Outbound{Conversation: in.Conversation, ReplyTo: replyTo(in), Meta: in.Meta, Part: i, Parts: len(parts)}, part); err != nil {
-			g.log.Warn("send a notice", "conv", in.Conversation.String(), "err", err)
-			return
+			return err
 		}
 	}
+	return nil
 }
