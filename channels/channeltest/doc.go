@@ -5,7 +5,8 @@
 // tell whether the fake saw an event acknowledged) and calls Run.
 //
 // Run drives the adapter through a real gateway.Gateway over a real store
-// (the caller opens it, so this package needs only core and config) and
+// (the caller opens it, so this package needs only core, core/gateway
+// and the shared channel packages) and
 // checks the contract of core.Channel: an event is acknowledged only after
 // its row is committed; the same event delivered twice makes one queue
 // row; a reaction on a bot message becomes the right polarity on the right
