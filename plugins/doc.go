@@ -11,8 +11,10 @@
 // LLM sees it), their HTTP routes under /api/plugins/<name>/ (forwarded
 // over gRPC, with the API key, a body limit and a timeout, and the
 // messages a handler injects committed before the response), their
-// schedules, and the notify, authorize (Authorizer, cached, failing
-// closed), blob (Blobs) and LLM provider services.
+// schedules (decoded by ScheduleDecl.Schedule; the scheduler checks
+// them), and the notify, authorize (Authorizer, cached, failing closed),
+// blob (Blobs) and LLM provider services. A schedule's plugin action runs
+// through Registry.RunScheduled (scheduled.go).
 //
 // A plugin is untrusted code. Each runs in its own session with a
 // minimal environment and no_new_privs, in a private 0700 directory
@@ -25,8 +27,8 @@
 // plugin_dir and binaries others may write are refused (perms.go).
 //
 // It imports core, guard and proto (the stores it uses are interfaces
-// here, over core's records). Plugins never see the
-// registry, other plugins or the orchestrator: the only surfaces they
+// here, over core's records). Plugins never see the registry, other
+// plugins or the orchestrator: the only surfaces they
 // get are the services they serve on their own socket and their own
 // PluginState socket.
 //

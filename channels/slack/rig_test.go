@@ -14,6 +14,7 @@ import (
 	"github.com/opentalon/opentalon/channels/slack/slacktest"
 	"github.com/opentalon/opentalon/config"
 	"github.com/opentalon/opentalon/core"
+	"github.com/opentalon/opentalon/core/gateway"
 	"github.com/opentalon/opentalon/store"
 )
 
@@ -92,7 +93,7 @@ func (l *logBuf) String() string {
 type rig struct {
 	srv     *slacktest.Server
 	bot     *slack.Bot
-	gw      *core.Gateway
+	gw      *gateway.Gateway
 	db      *store.DB
 	agent   *agent
 	signals *signals
@@ -142,7 +143,7 @@ func newRigOn(t testing.TB, srv *slacktest.Server, s setup) *rig {
 		t.Fatal(err)
 	}
 	r := &rig{srv: srv, bot: bot, db: db, agent: &agent{}, signals: &signals{}, logs: logs, done: make(chan error, 1)}
-	r.gw = core.New(core.Options{Store: db, Agent: r.agent, Signals: r.signals, Workers: 4,
+	r.gw = gateway.New(gateway.Options{Store: db, Agent: r.agent, Signals: r.signals, Workers: 4,
 		Backoff: func(int) time.Duration { return 10 * time.Millisecond }})
 	r.gw.AddChannel(bot)
 	ctx, cancel := context.WithCancel(context.Background())

@@ -13,6 +13,7 @@ import (
 	"github.com/opentalon/opentalon/channels/toolkit"
 	"github.com/opentalon/opentalon/config"
 	"github.com/opentalon/opentalon/core"
+	"github.com/opentalon/opentalon/core/gateway"
 	"github.com/opentalon/opentalon/core/schedule"
 	"github.com/opentalon/opentalon/lua"
 	"github.com/opentalon/opentalon/metrics"
@@ -32,13 +33,15 @@ type AppOptions struct {
 	// Now is the clock (default time.Now).
 	Now func() time.Time
 	// Hooks, when set, run around every answer (tests use them to watch
-	// the one answer pipeline), after the Lua hooks of
-	// plugins.lua.scripts_dir.
+	// the one answer pipeline), as the last step after the Lua scripts'
+	// and the hook plugins'; unlike theirs, its errors fail the request.
 	Hooks core.Hooks
 }
 
 // App is the whole gateway, built explicitly from a config. Lifecycle:
-// BuildApp (opens the database, starts nothing), Run, Close.
+// BuildApp (opens the database, starts nothing: the Lua engine, the
+// plugins, the scheduler, the sinks and the server start in Run), Run,
+// Close.
 type App struct {
 	cfg    *config.Config
 	opts   AppOptions
@@ -52,7 +55,7 @@ type App struct {
 	// lua is the Lua hook engine (nil without plugins.lua.scripts_dir).
 	lua     *lua.Engine
 	agent   *orchestrator.Orchestrator
-	gateway *core.Gateway
+	gateway *gateway.Gateway
 	server  *http.Server
 	// closers run on Close in reverse order.
 	closers []func() error
@@ -109,11 +112,8 @@ func BuildApp(ctx context.Context, cfg *config.Config, o AppOptions) (_ *App, er
 	if a.agent, err = a.buildAgent(tools); err != nil {
 		return nil, err
 	}
-	hooks, err := a.buildHooks(ctx)
-	if err != nil {
-		return nil, err
-	}
-	a.gateway = core.New(core.Options{
+	hooks := a.buildHooks() // builds the Lua engine the firing runner uses
+	a.gateway = gateway.New(gateway.Options{
 		Store:          a.db,
 		Agent:          a.agent,
 		Hooks:          hooks,
@@ -129,7 +129,7 @@ func BuildApp(ctx context.Context, cfg *config.Config, o AppOptions) (_ *App, er
 		Observer:       a.coreObserver(),
 		Now:            o.Now,
 		Logger:         o.Logger,
-		Firings:        firingRunner{lua: a.lua, ext: a.ext, reg: a.registry},
+		Firings:        a.firingRunner(),
 		Events:         a.events(),
 		Authorizer:     a.authorizer(),
 		AuthChannels:   cfg.Plugins.Auth.Channels,
@@ -158,6 +158,9 @@ func (a *App) Run(ctx context.Context) error {
 		<-ctx.Done()
 		a.log.Info("shutting down: no new messages; finishing in-flight requests", "queue.shutdown_grace", a.cfg.Queue.ShutdownGrace.D().String())
 	}()
+	if err := a.startLua(ctx); err != nil {
+		return err
+	}
 	errc := make(chan error, 1)
 	apiURL := ""
 	if a.server != nil {
