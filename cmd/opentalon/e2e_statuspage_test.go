@@ -24,6 +24,7 @@ import (
 	"github.com/go-telegram/bot/models"
 
 	"github.com/opentalon/opentalon/channels/telegram/telegramtest"
+	"github.com/opentalon/opentalon/core/testenv"
 	"github.com/opentalon/opentalon/routing/provider/providertest"
 )
 
@@ -47,7 +48,7 @@ func browser(tb testing.TB) (context.Context, context.CancelFunc) {
 	tb.Helper()
 	path := chromiumPath()
 	if path == "" {
-		tb.Skip("no chromium binary found (set OPENTALON_CHROMIUM, or apt-get install chromium; .ci/run installs it)")
+		testenv.Missing(tb, "a Chromium binary (chromium on $PATH, or $OPENTALON_CHROMIUM)", "chromium")
 	}
 	// A fresh profile, removed after the browser is gone: its helper
 	// processes may still write there for a moment after it exits.
