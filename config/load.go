@@ -46,6 +46,7 @@ func Parse(name string, data []byte, baseDir string, env Env) (*Config, error) {
 		if len(cfg.Models.Providers) == 0 && cfg.Routing.Primary == "" {
 			providerFromEnv(cfg, env) // a file without providers uses the environment's
 		}
+		applyEnvDefaults(cfg, ps, env)
 		cfg.resolvePaths(baseDir, homeDir(env))
 		applyAliases(cfg, ps)
 		validate(cfg, ps)
@@ -54,6 +55,33 @@ func Parse(name string, data []byte, baseDir string, env Env) (*Config, error) {
 		return nil, &core.Error{Kind: core.KindInvalid, Err: err}
 	}
 	return cfg, nil
+}
+
+// envDefaults are the keys whose default comes from the environment, as
+// in the embedded default and examples/config.yaml
+// ("${OPENTALON_DATA_DIR:-~/.opentalon}"): the Docker image and the
+// systemd unit set these variables, and a file that leaves the key out
+// must not fall back to a home directory the service cannot use.
+var envDefaults = []struct {
+	key, env string
+	set      func(*Config, string)
+}{
+	{"state.data_dir", "OPENTALON_DATA_DIR", func(c *Config, v string) { c.State.DataDir = v }},
+	{"server.listen", "OPENTALON_LISTEN", func(c *Config, v string) { c.Server.Listen = v }},
+	{"server.api_key", "OPENTALON_API_KEY", func(c *Config, v string) { c.Server.APIKey = Secret(v) }},
+}
+
+// applyEnvDefaults gives each key of envDefaults the file leaves out the
+// value of its environment variable, when that is set and not empty.
+func applyEnvDefaults(cfg *Config, ps *problems, env Env) {
+	for _, d := range envDefaults {
+		if _, given := ps.lines[d.key]; given {
+			continue
+		}
+		if v, ok := env(d.env); ok && v != "" {
+			d.set(cfg, v)
+		}
+	}
 }
 
 // decode parses, substitutes and decodes data over Default(). It returns a

@@ -291,13 +291,13 @@ func cmdRun(ctx context.Context, g *globalFlags, args []string, io Stdio, env co
 	}
 	cfg, src, err := loadConfig(g, env)
 	if err != nil {
-		return err
+		return operatorError{err}
 	}
 	log.Info("config loaded", "source", src)
 	app, err := buildRunApp(ctx, cfg, AppOptions{Stdin: io.In, Stdout: io.Out, Logger: log})
 	if err != nil {
-		return err
+		return asOperatorError(err)
 	}
 	defer app.Close()
-	return app.Run(ctx)
+	return asOperatorError(app.Run(ctx))
 }

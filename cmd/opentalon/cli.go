@@ -6,11 +6,14 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"runtime/debug"
 	"strings"
+	"syscall"
 
 	"github.com/opentalon/opentalon/config"
+	"github.com/opentalon/opentalon/core"
 	"github.com/opentalon/opentalon/store"
 )
 
@@ -132,9 +135,42 @@ func Main(ctx context.Context, args []string, io Stdio, lookup func(string) (str
 		if errors.As(runErr, &ue) {
 			return 2
 		}
+		var oe operatorError
+		if errors.As(runErr, &oe) {
+			fmt.Fprintf(io.Err, "opentalon: exit status %d: fix the configuration or credential named above, then start again; "+
+				"restarting cannot get past it, so a service manager should not restart on this status (deploy/opentalon.service lists it in RestartPreventExitStatus)\n", exitConfig)
+			return exitConfig
+		}
 		return 1
 	}
 	return 0
+}
+
+// exitConfig is the exit status of `run` for a problem only the operator
+// can fix — the config, a credential the platform refused, a data
+// directory it may not write (sysexits' EX_CONFIG). The systemd unit does
+// not restart on it, so a wrong token is not retried every 5 s forever.
+const exitConfig = 78
+
+// operatorError marks an error of `run` that restarting cannot get past
+// (Main exits with exitConfig).
+type operatorError struct{ err error }
+
+func (e operatorError) Error() string { return e.err.Error() }
+func (e operatorError) Unwrap() error { return e.err }
+
+// asOperatorError marks err as an operatorError when it is a config
+// problem (core.KindInvalid), a refused credential (core.KindAuth) or a
+// file the process may not write (the data directory).
+func asOperatorError(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case core.ErrorKind(err) == core.KindInvalid, core.ErrorKind(err) == core.KindAuth,
+		errors.Is(err, fs.ErrPermission), errors.Is(err, syscall.EROFS):
+		return operatorError{err}
+	}
+	return err
 }
 
 // extract takes the global flags out of args (for subcommands that parse
