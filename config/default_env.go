@@ -67,19 +67,21 @@ func providerFromEnv(cfg *Config, env Env) bool {
 	switch {
 	case nonEmpty(env, "ANTHROPIC_API_KEY") != "":
 		id = "anthropic"
-		p = Provider{API: APIAnthropicMessages, APIKey: Secret(nonEmpty(env, "ANTHROPIC_API_KEY")), BaseURL: nonEmpty(env, "ANTHROPIC_BASE_URL")}
+		p = Provider{API: APIAnthropicMessages, APIKey: Secret(nonEmpty(env, "ANTHROPIC_API_KEY")), BaseURL: nonEmpty(env, "ANTHROPIC_BASE_URL"),
+			KeyVar: "ANTHROPIC_API_KEY", URLVar: "ANTHROPIC_BASE_URL"}
 		if model == "" {
 			model = DefaultAnthropicModel
 		}
 	case nonEmpty(env, "OPENAI_API_KEY") != "":
 		id = "openai"
-		p = Provider{API: APIOpenAICompletions, APIKey: Secret(nonEmpty(env, "OPENAI_API_KEY")), BaseURL: baseURL, Local: isLoopback(baseURL)}
+		p = Provider{API: APIOpenAICompletions, APIKey: Secret(nonEmpty(env, "OPENAI_API_KEY")), BaseURL: baseURL, Local: isLoopback(baseURL),
+			KeyVar: "OPENAI_API_KEY", URLVar: "OPENAI_BASE_URL"}
 		if model == "" {
 			model = DefaultOpenAIModel
 		}
 	case baseURL != "":
 		id = "local"
-		p = Provider{API: APIOpenAICompletions, BaseURL: baseURL, Local: isLoopback(baseURL)}
+		p = Provider{API: APIOpenAICompletions, BaseURL: baseURL, Local: isLoopback(baseURL), URLVar: "OPENAI_BASE_URL"}
 		if model == "" {
 			model = DefaultLocalModel
 		}

@@ -25,10 +25,12 @@ import (
 
 // AppOptions are the process-level inputs of an App.
 type AppOptions struct {
-	// Stdin and Stdout feed the console channel.
-	Stdin  io.Reader
-	Stdout io.Writer
-	Logger *slog.Logger
+	// Stdin and Stdout feed the console channel; Interactive says they
+	// are a terminal (a prompt and a waiting line are shown).
+	Stdin       io.Reader
+	Stdout      io.Writer
+	Interactive bool
+	Logger      *slog.Logger
 	// Now is the clock (default time.Now).
 	Now func() time.Time
 	// Hooks, when set, run around every answer (tests use them to watch
@@ -279,25 +281,4 @@ func (a *App) ready(ctx context.Context) error {
 		}
 	}
 	return nil
-}
-
-func cmdRun(ctx context.Context, g *globalFlags, args []string, io Stdio, env config.Env, log *slog.Logger) error {
-	rest, err := parseSub("run", g, args, io, nil)
-	if err != nil {
-		return err
-	}
-	if len(rest) > 0 {
-		return usageError{fmt.Sprintf("run takes no arguments, got %q", rest)}
-	}
-	cfg, src, err := loadConfig(g, env)
-	if err != nil {
-		return operatorError{err}
-	}
-	log.Info("config loaded", "source", src)
-	app, err := buildRunApp(ctx, cfg, AppOptions{Stdin: io.In, Stdout: io.Out, Logger: log})
-	if err != nil {
-		return asOperatorError(err)
-	}
-	defer app.Close()
-	return asOperatorError(app.Run(ctx))
 }

@@ -292,6 +292,13 @@ func (d *doctor) providers(ctx context.Context, cfg *config.Config, log *slog.Lo
 		}
 		d.ok(what, "%s/%s answered in %s", id, model, time.Since(t0).Round(time.Millisecond))
 	}
+	// The catalog's models against each provider's list of the models it
+	// serves (the request above tried one of them only).
+	for _, p := range checkProviders(ctx, cfg, checkTimeout) {
+		if !p.Fatal {
+			d.warn("provider "+p.Provider, "%s", p.Msg)
+		}
+	}
 }
 
 // doctorModel is the model of provider id to ask: routing.primary when it
