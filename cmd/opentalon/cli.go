@@ -104,7 +104,7 @@ func Main(ctx context.Context, args []string, io Stdio, lookup func(string) (str
 	case "complete":
 		runErr = cmdComplete(ctx, &g, rest, io, env, log)
 	case "config":
-		runErr = cmdConfig(&g, rest, io, env)
+		runErr = cmdConfig(ctx, &g, rest, io, env)
 	case "usage", "affinity", "bench", "pair":
 		runErr = cmdRouting(ctx, cmd, &g, rest, io, env, log)
 	case "lua":
@@ -311,7 +311,7 @@ func versionString() string {
 	return v
 }
 
-func cmdConfig(g *globalFlags, args []string, io Stdio, env config.Env) error {
+func cmdConfig(ctx context.Context, g *globalFlags, args []string, io Stdio, env config.Env) error {
 	rest, err := parseSub("config", g, args, io, nil)
 	if err != nil {
 		return err
@@ -323,6 +323,19 @@ func cmdConfig(g *globalFlags, args []string, io Stdio, env config.Env) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(io.Out, "# config: %s — OK\n", src)
+	// Everything run checks before it serves, and the warnings it logs.
+	warnings, err := preflight(ctx, cfg)
+	for _, w := range warnings {
+		fmt.Fprintln(io.Err, "warning:", w)
+	}
+	if err != nil {
+		return err
+	}
+	switch len(warnings) {
+	case 0:
+		fmt.Fprintf(io.Out, "# config: %s — OK\n", src)
+	default:
+		fmt.Fprintf(io.Out, "# config: %s — OK, with %d warning(s) on stderr (opentalon run logs them at start)\n", src, len(warnings))
+	}
 	return cfg.Print(io.Out)
 }
