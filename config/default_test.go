@@ -210,3 +210,35 @@ func TestFileLeavesKeysToTheEnvironment(t *testing.T) {
 		t.Errorf("without the variables: data_dir %q listen %q api_key set %v", cfg.State.DataDir, cfg.Server.Listen, cfg.Server.APIKey.IsSet())
 	}
 }
+
+// A command that uses only some keys loads a config whatever is wrong
+// elsewhere, but not one whose own keys, or whose YAML, are wrong.
+func TestOpenForTheKeysACommandUses(t *testing.T) {
+	home := t.TempDir()
+	env := MapEnv(map[string]string{"HOME": home})
+	// No file, no provider variable: the default, without a provider.
+	cfg, src, err := OpenFor("", env, "state")
+	if err != nil || src.Kind != SourceDefault || cfg.State.DataDir != filepath.Join(home, ".opentalon") || len(cfg.Models.Providers) != 0 {
+		t.Fatalf("default without a provider: %v %v %+v", err, src, cfg)
+	}
+	if _, _, err := Open("", env); err == nil {
+		t.Fatal("Open accepted the default without a provider")
+	}
+	// A file whose channel needs a variable that is not set.
+	withToken := writeConfig(t, "state: { data_dir: /srv/ot }\nchannels:\n  telegram: { enabled: true, token: \"${TELEGRAM_BOT_TOKEN}\" }\n")
+	if cfg, _, err := OpenFor(withToken, env, "state"); err != nil || cfg.State.DataDir != "/srv/ot" {
+		t.Fatalf("a file with an unset token: %v", err)
+	}
+	if _, _, err := OpenFor(withToken, env, "state", "channels.telegram"); err == nil || !strings.Contains(err.Error(), "TELEGRAM_BOT_TOKEN") {
+		t.Fatalf("a command that uses the channel: %v", err)
+	}
+	for name, body := range map[string]string{
+		"own key wrong": "state: { retention: 1m }\n",
+		"unknown key":   "state: { data_dri: /srv/ot }\n",
+		"bad YAML":      "state: [\n",
+	} {
+		if _, _, err := OpenFor(writeConfig(t, body), env, "state"); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+}

@@ -41,6 +41,16 @@ func Load(path string, env Env) (*Config, error) {
 // Parse loads a config from data as Load does. name labels error messages;
 // baseDir resolves relative paths.
 func Parse(name string, data []byte, baseDir string, env Env) (*Config, error) {
+	cfg, ps := parse(name, data, baseDir, env)
+	if err := ps.err(); err != nil {
+		return nil, &core.Error{Kind: core.KindInvalid, Err: err}
+	}
+	return cfg, nil
+}
+
+// parse is Parse with the problems returned beside the config (nil only
+// when the YAML cannot be read at all).
+func parse(name string, data []byte, baseDir string, env Env) (*Config, *problems) {
 	cfg, ps := decode(name, data, env)
 	if cfg != nil {
 		if len(cfg.Models.Providers) == 0 && cfg.Routing.Primary == "" {
@@ -51,10 +61,7 @@ func Parse(name string, data []byte, baseDir string, env Env) (*Config, error) {
 		applyAliases(cfg, ps)
 		validate(cfg, ps)
 	}
-	if err := ps.err(); err != nil {
-		return nil, &core.Error{Kind: core.KindInvalid, Err: err}
-	}
-	return cfg, nil
+	return cfg, ps
 }
 
 // envDefaults are the keys whose default comes from the environment, as

@@ -275,10 +275,19 @@ func loadConfig(g *globalFlags, env config.Env) (*config.Config, string, error) 
 	return cfg, src.String(), nil
 }
 
+// loadConfigFor loads the config for a command that uses only the keys
+// under paths (config.OpenFor): what is wrong elsewhere, such as no LLM
+// provider, does not stop it.
+func loadConfigFor(g *globalFlags, env config.Env, paths ...string) (*config.Config, error) {
+	cfg, _, err := config.OpenFor(g.config, env, paths...)
+	return cfg, err
+}
+
 // openConfigStore loads the config and opens its database, for the
-// subcommands that work on the store without running the gateway.
-func openConfigStore(ctx context.Context, g *globalFlags, env config.Env, log *slog.Logger) (*config.Config, *store.DB, error) {
-	cfg, _, err := loadConfig(g, env)
+// subcommands that work on the store without running the gateway; they
+// use the keys under state and those under keys.
+func openConfigStore(ctx context.Context, g *globalFlags, env config.Env, log *slog.Logger, keys ...string) (*config.Config, *store.DB, error) {
+	cfg, err := loadConfigFor(g, env, append(keys, "state")...)
 	if err != nil {
 		return nil, nil, err
 	}
