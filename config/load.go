@@ -102,7 +102,8 @@ func decode(name string, data []byte, env Env) (*Config, *problems) {
 		if errors.Is(err, io.EOF) || len(bytes.TrimSpace(data)) == 0 {
 			return cfg, ps // an empty file is all defaults
 		}
-		ps.add(yamlLine(err.Error()), "", "%s", yamlMsg(err.Error()))
+		msg, line := explain(yamlMsg(err.Error()), yamlLine(err.Error()), data)
+		ps.add(line, "", "%s", msg)
 		return nil, ps
 	}
 	var extra yaml.Node
@@ -133,12 +134,14 @@ func decode(name string, data []byte, env Env) (*Config, *problems) {
 					continue // reported by the walker as a duplicate key
 				}
 				line := yamlLine(m)
-				ps.add(line, w.valueLines[line], "%s", yamlMsg(m))
+				msg, _ := explain(yamlMsg(m), line, data)
+				ps.add(line, w.valueLines[line], "%s", msg)
 			}
 		} else {
 			// A structural error (such as a duplicated key) stops the
 			// decoder; validating a half-decoded config would mislead.
-			ps.add(yamlLine(err.Error()), "", "%s", yamlMsg(err.Error()))
+			msg, line := explain(yamlMsg(err.Error()), yamlLine(err.Error()), data)
+			ps.add(line, "", "%s", msg)
 			return nil, ps
 		}
 	}
@@ -211,6 +214,9 @@ func (w *walker) walk(n *yaml.Node, def reflect.Value, path string, disabled boo
 		w.substitute(n, path, disabled)
 		return
 	}
+	// A list or a section where a value belongs is reported at its line
+	// (nodes deeper on the same line, walked later, name their own).
+	w.valueLines[n.Line] = path
 	if reflect.PointerTo(t).Implements(unmarshalerType) {
 		return // a custom scalar given a collection: decode reports it
 	}

@@ -78,18 +78,34 @@ func Main(ctx context.Context, args []string, io Stdio, lookup func(string) (str
 	var g globalFlags
 	fs := flag.NewFlagSet("opentalon", flag.ContinueOnError)
 	fs.SetOutput(io.Err)
-	fs.Usage = func() { fmt.Fprint(io.Err, usage) }
+	fs.Usage = func() {} // printed below: asked for, to stdout
 	g.register(fs)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprint(io.Out, usage)
 			return 0
 		}
+		fmt.Fprint(io.Err, "\n"+usage)
 		return 2
 	}
 	rest := fs.Args()
 	cmd := "run"
 	if len(rest) > 0 {
 		cmd, rest = rest[0], rest[1:]
+	}
+	// `opentalon CMD --help` and `opentalon help CMD`: the command's
+	// lines of the usage, on stdout (so `| less` shows them).
+	if cmd == "help" && len(rest) > 0 {
+		cmd, rest = rest[0], []string{"--help"}
+	}
+	if cmd != "help" && wantsHelp(rest) {
+		h, ok := commandHelp(cmd)
+		if !ok {
+			fmt.Fprintf(io.Err, "opentalon: unknown command %q\n\n%s", cmd, usage)
+			return 2
+		}
+		fmt.Fprint(io.Out, h)
+		return 0
 	}
 	env := config.Env(lookup)
 	log, err := newLogger(io.Err, g.logFormat, firstNonEmpty(g.logLevel, getenv(env, "OPENTALON_LOG_LEVEL")))
@@ -171,6 +187,46 @@ func asOperatorError(err error) error {
 		return operatorError{err}
 	}
 	return err
+}
+
+// wantsHelp reports whether args ask for help (-h, -help, --help before
+// a "--").
+func wantsHelp(args []string) bool {
+	for _, a := range args {
+		switch a {
+		case "--":
+			return false
+		case "-h", "-help", "--help":
+			return true
+		}
+	}
+	return false
+}
+
+// commandHelp is the usage's lines for cmd (with their continuation
+// lines) and the global flags; false for a command the usage lacks.
+func commandHelp(cmd string) (string, bool) {
+	head, flags, _ := strings.Cut(usage, "\nGlobal flags")
+	var b strings.Builder
+	b.WriteString("Usage:\n")
+	in := false
+	for _, l := range strings.Split(head, "\n") {
+		switch {
+		case strings.HasPrefix(l, "  opentalon "):
+			f := strings.Fields(l)
+			in = f[1] == cmd || cmd == "run" && f[1] == "[run]"
+		case !strings.HasPrefix(l, "    "):
+			in = false
+		}
+		if in {
+			b.WriteString(l + "\n")
+		}
+	}
+	if b.Len() == len("Usage:\n") {
+		return "", false
+	}
+	b.WriteString("\nGlobal flags" + flags)
+	return b.String(), true
 }
 
 // extract takes the global flags out of args (for subcommands that parse
