@@ -7,15 +7,15 @@ import (
 	"strings"
 )
 
-// The YAML parser's messages say what it met, not what to do. explain
-// turns the common ones into the problem and its fix; line is the line
-// the parser named (0 if none) and data the file.
-var (
-	unmarshalRe = regexp.MustCompile("^cannot unmarshal !!(\\w+)(?: `(.*)`)? into (.+)$")
-)
+// unmarshalRe reads the decoder's type errors: the YAML tag, the value,
+// the Go type.
+var unmarshalRe = regexp.MustCompile("^cannot unmarshal !!(\\w+)(?: `(.*)`)? into (.+)$")
 
-// It returns the message and the line to report: the parser names the
-// line before a tab that breaks the indentation.
+// explain turns the YAML parser's common messages, which say what it
+// met rather than what to do, into the problem and its fix; line is the
+// line the parser named (0 if none) and data the file. It returns the
+// message and the line to report: the parser names the line before a tab
+// that breaks the indentation.
 func explain(msg string, line int, data []byte) (string, int) {
 	if m := unmarshalRe.FindStringSubmatch(msg); m != nil {
 		return explainType(m[1], m[2], m[3]), line
