@@ -59,12 +59,25 @@ type Channel struct {
 	// prompt, or the waiting line; the cursor is at its end.
 	prompt  string
 	waiting bool
+	// last is when the last line was read (core.HealthReporter).
+	last time.Time
 }
 
 var (
-	_ core.Channel   = (*Channel)(nil)
-	_ core.Indicator = (*Channel)(nil)
+	_ core.Channel        = (*Channel)(nil)
+	_ core.Indicator      = (*Channel)(nil)
+	_ core.HealthReporter = (*Channel)(nil)
 )
+
+// Healthy implements core.HealthReporter: a console is always up.
+func (c *Channel) Healthy() error { return nil }
+
+// LastEvent implements core.HealthReporter: when the last line was read.
+func (c *Channel) LastEvent() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.last
+}
 
 // New builds a console channel; it reads nothing until Run.
 func New(o Options) *Channel {
@@ -136,6 +149,9 @@ func (c *Channel) Run(ctx context.Context, sink core.Sink) error {
 				<-ctx.Done()
 				return nil
 			}
+			c.mu.Lock()
+			c.last = c.o.Now()
+			c.mu.Unlock()
 			if strings.TrimSpace(text) == "" {
 				c.showPrompt(Prompt)
 				continue

@@ -49,6 +49,9 @@ type App struct {
 	router *routing.Router
 	// metrics is nil when server.metrics is off or the server is.
 	metrics *metrics.Metrics
+	// health keeps the recent LLM calls' outcomes per model, for the
+	// status page and /models.
+	health *metrics.Health
 	// registry holds the tools of the running plugins.
 	registry *plugins.Registry
 	// lua is the Lua hook engine (nil without plugins.lua.scripts_dir).
