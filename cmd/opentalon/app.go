@@ -168,7 +168,7 @@ func (a *App) Run(ctx context.Context) error {
 	if a.server != nil {
 		ln, err := net.Listen("tcp", a.cfg.Server.Listen)
 		if err != nil {
-			return fmt.Errorf("server.listen %s: %w (set server.listen to a free address, or \"\" to turn the server off)", a.cfg.Server.Listen, err)
+			return fmt.Errorf("server.listen %s: %w (set server.listen, or OPENTALON_LISTEN when the config leaves it out, to a free address; \"\" turns the server off)", a.cfg.Server.Listen, err)
 		}
 		a.log.Info("http server listening", "addr", ln.Addr().String())
 		a.addr <- ln.Addr().String()
