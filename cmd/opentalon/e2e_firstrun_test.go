@@ -120,3 +120,30 @@ server: { listen: "" }
 		t.Errorf("doctor warned of a model the provider lists:\n%s", res.stdout)
 	}
 }
+
+// doctor on the built-in default names the variables the provider came
+// from, not config keys the user does not have.
+func TestDoctorOnTheDefaultNamesTheVariables(t *testing.T) {
+	closed := httptest.NewServer(http.NotFoundHandler())
+	closedURL := closed.URL + "/v1"
+	closed.Close()
+	llm := providertest.NewOpenAI(t)
+	llm.RequireKey("sk-right")
+	for _, tc := range []struct {
+		env  map[string]string
+		want string
+	}{
+		{map[string]string{"OPENAI_BASE_URL": closedURL}, "cannot reach the server"},
+		{map[string]string{"OPENAI_BASE_URL": llm.BaseURL(), "OPENAI_API_KEY": "sk-wrong"}, "set OPENAI_API_KEY to a valid key"},
+	} {
+		env := map[string]string{"HOME": t.TempDir()}
+		for k, v := range tc.env {
+			env[k] = v
+		}
+		res := runMain(t, env, "", "doctor", "--offline=false")
+		line := regexp.MustCompile(`(?m)^FAIL\s+provider \w+: .*$`).FindString(res.stdout)
+		if res.code != 1 || !strings.Contains(line, tc.want) || !strings.Contains(line, "OPENAI_") || strings.Contains(line, "models.providers") {
+			t.Errorf("doctor with %v: exit %d, line %q\n%s", tc.env, res.code, line, res.stdout)
+		}
+	}
+}
