@@ -59,20 +59,18 @@ type Channel struct {
 	// prompt, or the waiting line; the cursor is at its end.
 	prompt  string
 	waiting bool
-	// last is when the last line was read (core.HealthReporter).
+	// last is when the last line was read.
 	last time.Time
 }
 
 var (
-	_ core.Channel        = (*Channel)(nil)
-	_ core.Indicator      = (*Channel)(nil)
-	_ core.HealthReporter = (*Channel)(nil)
+	_ core.Channel   = (*Channel)(nil)
+	_ core.Indicator = (*Channel)(nil)
 )
 
-// Healthy implements core.HealthReporter: a console is always up.
-func (c *Channel) Healthy() error { return nil }
-
-// LastEvent implements core.HealthReporter: when the last line was read.
+// LastEvent is when the last line was read, for the status page. (The
+// console is no core.HealthReporter: it is always up, and /status on the
+// console need not say that its user just typed.)
 func (c *Channel) LastEvent() time.Time {
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -158,11 +158,14 @@ func BuildApp(ctx context.Context, cfg *config.Config, o AppOptions) (_ *App, er
 // channel, until its input ended and every accepted message is answered.
 func (a *App) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
+	logged := make(chan struct{})
 	go func() {
+		defer close(logged)
 		<-ctx.Done()
 		a.log.Info("shutting down: no new messages; finishing in-flight requests", "queue.shutdown_grace", a.cfg.Queue.ShutdownGrace.D().String())
 	}()
+	// Run logs nothing after it returned (the caller may read the log).
+	defer func() { cancel(); <-logged }()
 	errc := make(chan error, 1)
 	apiURL := ""
 	if a.server != nil {

@@ -74,7 +74,11 @@ func (a *App) statusChannels() []status.Channel {
 			if err := hr.Healthy(); err != nil && c.Up {
 				c.Up, c.Error = false, err.Error()
 			}
-			if t := hr.LastEvent(); !t.IsZero() {
+		}
+		// The platforms' HealthReporter, and the console, which reports
+		// only when it last read a line.
+		if le, ok := chans[st.Name].(interface{ LastEvent() time.Time }); ok {
+			if t := le.LastEvent(); !t.IsZero() {
 				c.LastEvent = &t
 			}
 		}
