@@ -95,10 +95,11 @@ func TestConsoleOnATerminal(t *testing.T) {
 		return providertest.Echo(r)
 	})
 	home := t.TempDir()
+	port := freeLoopbackPort(t)
 	master, slave := openPTY(t)
 	cmd := exec.Command(os.Args[0])
 	cmd.Env = append(os.Environ(), "OPENTALON_E2E_MAIN=1", "HOME="+home, "OPENAI_BASE_URL="+llm.BaseURL(),
-		"OPENTALON_DATA_DIR=", "OPENTALON_CONFIG=", "OPENTALON_LISTEN=127.0.0.1:0", "OPENAI_API_KEY=", "ANTHROPIC_API_KEY=")
+		"OPENTALON_DATA_DIR=", "OPENTALON_CONFIG=", fmt.Sprintf("OPENTALON_LISTEN=127.0.0.1:%d", port), "OPENAI_API_KEY=", "ANTHROPIC_API_KEY=")
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = slave, slave, slave
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true}
 	if err := cmd.Start(); err != nil {
@@ -111,7 +112,8 @@ func TestConsoleOnATerminal(t *testing.T) {
 
 	logPath := filepath.Join(home, ".opentalon", "opentalon.log")
 	scr.waitFor(t, "the banner and the prompt", func(s string) bool {
-		return strings.Contains(s, "OpenTalon on the console · model local/llama3.2 · logs in "+logPath) && strings.HasSuffix(s, "› ")
+		return strings.Contains(s, fmt.Sprintf("OpenTalon on the console · model local/llama3.2 · logs in %s · status page http://127.0.0.1:%d/ · Ctrl-D quits", logPath, port)) &&
+			strings.HasSuffix(s, "› ")
 	})
 	master.WriteString("hello terminal\r")
 	scr.waitFor(t, "the answer and the prompt again", func(s string) bool {

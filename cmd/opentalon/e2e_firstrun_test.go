@@ -19,8 +19,9 @@ import (
 )
 
 // modelsFront is an OpenAI-compatible server that lists models on GET
-// /v1/models (refusing any key but key when key is set) and passes every
-// other request to the fake LLM behind it.
+// /v1/models (refusing any key but key when key is set; forbidding the
+// list to every key when key is "forbidden") and passes every other
+// request to the fake LLM behind it.
 func modelsFront(t *testing.T, llm *providertest.Server, key string, models ...string) string {
 	t.Helper()
 	back, _ := url.Parse(llm.URL)
@@ -28,6 +29,11 @@ func modelsFront(t *testing.T, llm *providertest.Server, key string, models ...s
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodGet || r.URL.Path != "/v1/models" {
 			proxy.ServeHTTP(w, r)
+			return
+		}
+		if key == "forbidden" { // a key restricted to chats, as OpenAI's may be
+			w.WriteHeader(http.StatusForbidden)
+			w.Write([]byte(`{"error":{"message":"You have insufficient permissions for this operation. Missing scopes: api.model.read."}}`))
 			return
 		}
 		if key != "" && r.Header.Get("Authorization") != "Bearer "+key {
@@ -71,6 +77,8 @@ func TestFirstRunProviderCheck(t *testing.T) {
 			[]string{"model local/llama3.3 is not among the models", "llama3.1:latest, qwen2.5:latest", "set OPENTALON_MODEL"}, nil},
 		{"model served as :latest", map[string]string{"OPENAI_BASE_URL": modelsFront(t, llm, "", "llama3.2:latest")}, 0, "echo: hello\n",
 			nil, []string{"WARN"}},
+		{"a key that may not list models", map[string]string{"OPENAI_API_KEY": "sk-restricted", "OPENAI_BASE_URL": modelsFront(t, llm, "forbidden")}, 0, "echo: hello\n",
+			nil, []string{"refused", "WARN"}},
 		{"base URL without /v1", map[string]string{"OPENAI_BASE_URL": strings.TrimSuffix(modelsFront(t, llm, "", "llama3.2"), "/v1")}, -1, "",
 			[]string{"usually ends in /v1"}, nil},
 	}

@@ -122,8 +122,12 @@ func checkProvider(ctx context.Context, cfg *config.Config, id string, p config.
 	}
 	defer resp.Body.Close()
 	switch {
-	case resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden:
+	case resp.StatusCode == http.StatusUnauthorized:
 		return []providerProblem{{Provider: id, Fatal: true, Refused: true, Msg: fmt.Sprintf("%s refused the credential (%s); %s", base, resp.Status, keyFix(id, p))}}
+	case resp.StatusCode == http.StatusForbidden:
+		// A key may answer chats without the right to list models (an
+		// OpenAI key restricted per endpoint): nothing to tell.
+		return nil
 	case resp.StatusCode == http.StatusNotFound && p.API == config.APIOpenAICompletions && !strings.HasSuffix(strings.TrimRight(base, "/"), "/v1"):
 		return []providerProblem{{Provider: id, Msg: fmt.Sprintf("%s has no %s (404): an OpenAI-compatible base URL usually ends in /v1 (http://localhost:11434/v1 for Ollama); %s", base, u, urlFix(id, p))}}
 	case resp.StatusCode != http.StatusOK:

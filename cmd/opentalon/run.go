@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
 
@@ -62,7 +63,14 @@ func cmdRun(ctx context.Context, g *globalFlags, args []string, io Stdio, env co
 	}
 	if interactive {
 		model, _ := cfg.ResolveModel(cfg.Routing.Primary)
-		fmt.Fprintf(io.Err, "OpenTalon on the console · model %s · logs in %s · Ctrl-D quits\n", model, logPath)
+		page := ""
+		if host, port, err := net.SplitHostPort(cfg.Server.Listen); err == nil && port != "0" {
+			if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
+				host = "127.0.0.1"
+			}
+			page = " · status page http://" + net.JoinHostPort(host, port) + "/"
+		}
+		fmt.Fprintf(io.Err, "OpenTalon on the console · model %s · logs in %s%s · Ctrl-D quits\n", model, logPath, page)
 	}
 	return asOperatorError(app.Run(ctx))
 }
