@@ -22,6 +22,9 @@ import (
 // providerCheckTimeout bounds the start-up check of the providers.
 const providerCheckTimeout = 5 * time.Second
 
+// checkClient asks once and keeps no connection open afterwards.
+var checkClient = &http.Client{Transport: &http.Transport{Proxy: http.ProxyFromEnvironment, DisableKeepAlives: true}}
+
 // providerProblem is what the check found wrong with one provider.
 type providerProblem struct {
 	Provider string
@@ -112,7 +115,7 @@ func checkProvider(ctx context.Context, cfg *config.Config, id string, p config.
 	if p.API == config.APIAnthropicMessages {
 		req.Header.Set("anthropic-version", "2023-06-01")
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := checkClient.Do(req)
 	if err != nil {
 		var ue *url.Error
 		if errors.As(err, &ue) {

@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -86,6 +87,14 @@ func cmdRun(ctx context.Context, g *globalFlags, args []string, io Stdio, env co
 func checkProvidersAtStart(ctx context.Context, cfg *config.Config, log *slog.Logger, stderr io.Writer, interactive bool) error {
 	if !consoleOnly(cfg) {
 		go func() {
+			// Once the gateway is up: the check does not slow its start.
+			t := time.NewTimer(time.Second)
+			defer t.Stop()
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
 			for _, p := range checkProviders(ctx, cfg, providerCheckTimeout) {
 				if ctx.Err() == nil {
 					log.Warn(p.String())
