@@ -405,7 +405,7 @@ plugins:
 	if code, out := run(img.health[1:]...); code != 0 || !strings.Contains(out, "healthy") {
 		t.Errorf("the image's HEALTHCHECK: exit %d %s", code, out)
 	}
-	if code, out := run("backup", "/data/backup.db"); code != 0 {
+	if code, out := run("backup", r.inside("/data/backup.db")); code != 0 {
 		t.Errorf("backup in the image: exit %d %s", code, out)
 	} else {
 		checkPrivate("/data/backup.db", 0o600)
