@@ -22,8 +22,6 @@ import (
 // providerCheckTimeout bounds the start-up check of the providers.
 const providerCheckTimeout = 5 * time.Second
 
-// checkClient asks once and keeps no connection open afterwards.
-var checkClient = &http.Client{Transport: &http.Transport{Proxy: http.ProxyFromEnvironment, DisableKeepAlives: true}}
 
 // providerProblem is what the check found wrong with one provider.
 type providerProblem struct {
@@ -51,6 +49,8 @@ func checkProviders(ctx context.Context, cfg *config.Config, timeout time.Durati
 	if cfg.Auth.ProfilesFile != "" {
 		profiles, _ = routing.LoadProfilesFile(cfg.Auth.ProfilesFile) // doctor reports a bad file
 	}
+	// One request per provider, no connection kept open afterwards.
+	client := &http.Client{Transport: &http.Transport{Proxy: http.ProxyFromEnvironment, DisableKeepAlives: true}}
 	var mu sync.Mutex
 	var out []providerProblem
 	var wg sync.WaitGroup
@@ -67,7 +67,7 @@ func checkProviders(ctx context.Context, cfg *config.Config, timeout time.Durati
 			continue
 		}
 		wg.Go(func() {
-			ps := checkProvider(ctx, cfg, id, p, key)
+			ps := checkProvider(ctx, client, cfg, id, p, key)
 			mu.Lock()
 			out = append(out, ps...)
 			mu.Unlock()
@@ -95,7 +95,7 @@ func cmpOr(s, def string) string {
 	return s
 }
 
-func checkProvider(ctx context.Context, cfg *config.Config, id string, p config.Provider, key string) []providerProblem {
+func checkProvider(ctx context.Context, client *http.Client, cfg *config.Config, id string, p config.Provider, key string) []providerProblem {
 	u := modelsURL(p)
 	base := cmpOr(p.BaseURL, strings.TrimSuffix(u, "/models"))
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
@@ -115,7 +115,7 @@ func checkProvider(ctx context.Context, cfg *config.Config, id string, p config.
 	if p.API == config.APIAnthropicMessages {
 		req.Header.Set("anthropic-version", "2023-06-01")
 	}
-	resp, err := checkClient.Do(req)
+	resp, err := client.Do(req)
 	if err != nil {
 		var ue *url.Error
 		if errors.As(err, &ue) {
