@@ -22,7 +22,6 @@ import (
 // providerCheckTimeout bounds the start-up check of the providers.
 const providerCheckTimeout = 5 * time.Second
 
-
 // providerProblem is what the check found wrong with one provider.
 type providerProblem struct {
 	Provider string
