@@ -18,7 +18,9 @@
 //
 // A plugin is untrusted code. Each runs in its own session with a
 // minimal environment and no_new_privs, in a private 0700 directory
-// holding its sockets and its TMPDIR; with a Sandbox also as the run_as
+// holding its sockets and its TMPDIR (below the data directory, where a
+// crashed process's leftovers are removed at the next start:
+// sockdir.go); with a Sandbox also as the run_as
 // user (when the core is root), in a Landlock domain of its own where
 // the kernel offers one (landlock.go), and under resource limits set
 // before its first instruction (launch.go). The core marks itself

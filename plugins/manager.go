@@ -41,6 +41,10 @@ type Options struct {
 	Backoff func(n int) time.Duration
 	// Sleep waits d or until ctx ends (tests make it instant).
 	Sleep func(ctx context.Context, d time.Duration) error
+	// SocketParent is where the directory holding the plugins' sockets
+	// and temporary files is made: the data directory ("" = the
+	// temporary directory).
+	SocketParent string
 	// Env is added to every plugin's environment (OPENTALON_API_URL, …).
 	Env          []string
 	StartTimeout time.Duration
@@ -75,7 +79,7 @@ type Manager struct {
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup
 	iso     *Isolation
-	root    string // the plugins' socket root
+	root    *socketRoot // the plugins' socket root
 }
 
 // BindingStore keeps the binding of plugin names to binaries; *store.DB
@@ -174,7 +178,7 @@ func (m *Manager) Start(ctx context.Context) error {
 		}
 		m.iso.Describe(m.log, HardenCore())
 	}
-	if m.root, err = SocketRoot(m.iso.credential() != nil); err != nil {
+	if m.root, err = newSocketRoot(m.o.SocketParent, m.iso.credential() != nil, m.log); err != nil {
 		return err
 	}
 	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
@@ -246,7 +250,7 @@ func (m *Manager) supervise(ctx context.Context, spec Spec, started func()) {
 func (m *Manager) launch(ctx context.Context, spec Spec) (*Process, error) {
 	p, err := Launch(ctx, spec, LaunchOptions{
 		State: m.o.State, StateLimits: m.o.StateLimits, Env: m.o.Env, StartTimeout: m.o.StartTimeout, StopGrace: m.o.StopGrace,
-		Isolation: m.iso, SocketRoot: m.root, Now: m.o.Now, Logger: m.o.Logger,
+		Isolation: m.iso, SocketRoot: m.root.dir, Now: m.o.Now, Logger: m.o.Logger,
 		Claim: func(name string, bin Binary) error { return m.claim(ctx, name, bin) },
 	})
 	if err != nil {
@@ -389,8 +393,8 @@ func (m *Manager) Close() error {
 		m.cancel()
 	}
 	m.wg.Wait()
-	if m.root != "" {
-		return os.RemoveAll(m.root)
+	if m.root != nil {
+		return m.root.remove()
 	}
 	return nil
 }

@@ -32,10 +32,11 @@ func channelBuilds() map[string]channelBuild {
 
 func buildConsole(a *App) (core.Channel, error) {
 	return console.New(console.Options{
-		In:    a.opts.Stdin,
-		Out:   a.opts.Stdout,
-		OnEOF: func() { close(a.eof) },
-		Now:   a.opts.Now,
+		In:          a.opts.Stdin,
+		Out:         a.opts.Stdout,
+		OnEOF:       func() { close(a.eof) },
+		Now:         a.opts.Now,
+		Interactive: a.opts.Interactive,
 	}), nil
 }
 

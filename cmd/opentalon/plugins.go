@@ -62,7 +62,7 @@ func (a *App) startPlugins(ctx context.Context, apiURL string) error {
 		onEvent = a.pluginWatch.OnEvent
 	}
 	mgr := plugins.NewManager(plugins.Options{
-		Dir: tc.PluginDir, Plugins: specs, Registry: a.registry, Extensions: a.ext, State: a.db, Bindings: a.db,
+		Dir: tc.PluginDir, Plugins: specs, SocketParent: a.cfg.State.DataDir, Registry: a.registry, Extensions: a.ext, State: a.db, Bindings: a.db,
 		HealthInterval: tc.HealthCheckInterval.D(), RestartOnFailure: tc.RestartOnFailure,
 		MaxRestarts: tc.MaxRestarts, Env: env, Logger: a.log, Now: a.opts.Now, OnEvent: onEvent,
 		Sandbox: &plugins.Sandbox{

@@ -190,7 +190,9 @@ func sent(r *core.Reply, i int) (string, bool) {
 // finalize makes message id, which a stream opened for part i, show
 // part: a native stream still open is ended with it; an edit is skipped
 // when the message shows part already. A message that cannot be edited
-// any more (deleted meanwhile) is replaced by a new one.
+// (deleted meanwhile, too old, the platform failing the edit) is replaced
+// by a new one, so the user never keeps a cut-off answer: the stale one
+// is deleted where the channel can.
 func (g *Gateway) finalize(ctx context.Context, ch core.Channel, to core.Outbound, id, part string, i int, sp *shownParts) (string, error) {
 	if sp != nil {
 		if d, ok := sp.open[i]; ok {
@@ -217,9 +219,18 @@ func (g *Gateway) finalize(ctx context.Context, ch core.Channel, to core.Outboun
 		return ch.Send(ctx, to, part)
 	}
 	err := st.Edit(ctx, to, id, part)
-	if core.ErrorKind(err) == core.KindBadRequest {
-		g.log.Warn("a streamed message could not be edited to the final text; sending the part anew", "conv", to.Conversation.String(), "err", err)
-		return ch.Send(ctx, to, part)
+	if err == nil || ctx.Err() != nil {
+		return id, err
 	}
-	return id, err
+	g.log.Warn("a streamed message could not be edited to the final text; sending the part anew", "conv", to.Conversation.String(), "kind", core.ErrorKind(err).String(), "err", err)
+	newID, err := ch.Send(ctx, to, part)
+	if err != nil {
+		return "", err
+	}
+	if d, ok := ch.(core.Deleter); ok {
+		if err := d.Delete(ctx, to, id); err != nil {
+			g.log.Debug("the cut-off streamed message stays", "conv", to.Conversation.String(), "err", err)
+		}
+	}
+	return newID, nil
 }
