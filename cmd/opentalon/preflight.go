@@ -35,8 +35,12 @@ func preflight(ctx context.Context, cfg *config.Config) (warnings []string, err 
 		return rec.list(), err
 	}
 	defer app.Close()
-	// What Run checks before it serves: the plugins it would start and
-	// their sandbox, and the config's schedules.
+	// What Run checks before it serves: the Lua scripts it loads, the
+	// plugins it would start and their sandbox, and the config's
+	// schedules.
+	if err := app.startLua(ctx); err != nil {
+		return rec.list(), err
+	}
 	tc := cfg.Plugins.Tools
 	if tc.PluginDir != "" || len(tc.Plugins) > 0 {
 		var specs []plugins.Spec
