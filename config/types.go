@@ -141,6 +141,12 @@ type Provider struct {
 	Models  []ProviderModel   `yaml:"models"`
 	// Plugin names the plugin that serves this provider (api: plugin).
 	Plugin string `yaml:"plugin"`
+	// KeyVar and URLVar name the environment variables a provider the
+	// config did not give was made from (ANTHROPIC_API_KEY,
+	// OPENAI_API_KEY, OPENAI_BASE_URL), so a message about its key or
+	// its URL names what the user set; "" for a configured provider.
+	KeyVar string `yaml:"-"`
+	URLVar string `yaml:"-"`
 }
 
 // ProviderModel describes one model a provider serves.

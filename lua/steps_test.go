@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/opentalon/opentalon/core"
+	"github.com/opentalon/opentalon/core/gateway"
 )
 
 func TestOrder(t *testing.T) {
@@ -47,7 +48,7 @@ func TestLuaStepsInterleaveWithPluginHooks(t *testing.T) {
 			return core.PreResult{Text: in.Text + " +grpc20", Metadata: map[string]string{"first": in.Metadata["first"], "grpc": "yes"}}, nil
 		},
 		Post: func(_ context.Context, _ core.HookInput, a string) (string, error) { return a + " +grpcpost", nil }}}
-	h := core.NewOrderedHooks(nil, te.Engine, grpc)
+	h := gateway.NewOrderedHooks(nil, te.Engine, grpc)
 	pre, err := h.Pre(context.Background(), input("hi"))
 	if err != nil || pre.Text != "hi +lua10 +grpc20 +lua30" || pre.Metadata["first"] != "lua" || pre.Metadata["grpc"] != "yes" {
 		t.Fatalf("pre = %+v %v", pre, err)

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/opentalon/opentalon/core"
+	"github.com/opentalon/opentalon/core/gateway"
 	"github.com/opentalon/opentalon/store/blobtest"
 )
 
@@ -35,8 +36,8 @@ func launchExt(t *testing.T, o ExtOptions) (*Extensions, *Process) {
 }
 
 func TestExtensionDeclarations(t *testing.T) {
-	var synced []ScheduleDecl
-	x, p := launchExt(t, ExtOptions{OnSchedules: func(plugin string, d []ScheduleDecl) {
+	var synced []core.Schedule
+	x, p := launchExt(t, ExtOptions{OnSchedules: func(plugin string, d []core.Schedule) {
 		if plugin == "ext" {
 			synced = d
 		}
@@ -50,7 +51,7 @@ func TestExtensionDeclarations(t *testing.T) {
 			t.Errorf("the SDK did not declare %s (services %v)", sv, c.Services)
 		}
 	}
-	if len(synced) != 1 || synced[0].ID != "digest" || synced[0].Cron != "0 9 * * *" || synced[0].Channel != "console" {
+	if len(synced) != 1 || synced[0].Key != "digest" || synced[0].Cron != "0 9 * * *" || synced[0].Spec != "cron 0 9 * * *" || synced[0].Conversation.Channel != "console" {
 		t.Fatalf("OnSchedules got %+v", synced)
 	}
 	if steps := x.HookSteps(); len(steps) != 2 || steps[0].Name != "plugin:ext" || steps[0].Order != 20 {
@@ -93,7 +94,7 @@ func TestExtensionValidation(t *testing.T) {
 
 func TestPluginHooksInThePipeline(t *testing.T) {
 	x, _ := launchExt(t, ExtOptions{HookTimeout: 300 * time.Millisecond})
-	h := core.NewOrderedHooks(nil, x)
+	h := gateway.NewOrderedHooks(nil, x)
 	in := core.HookInput{In: core.Inbound{Conversation: core.ConversationKey{Channel: "slack", Chat: "C1"}, UserID: "U7"}, Session: core.Session{ID: 3}}
 	ctx := context.Background()
 	pre := func(text string) core.PreResult {

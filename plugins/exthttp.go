@@ -46,7 +46,7 @@ type HTTPOptions struct {
 	// default 10s).
 	MaxBody int64
 	Timeout time.Duration
-	// Inject commits one message a handler injected (core.Gateway.Inject);
+	// Inject commits one message a handler injected (gateway.Gateway.Inject);
 	// nil refuses injections.
 	Inject func(ctx context.Context, in Injection) error
 	Logger *slog.Logger

@@ -11,7 +11,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/opentalon/opentalon/store"
+	"github.com/opentalon/opentalon/core"
 )
 
 // Options configure a Manager.
@@ -41,6 +41,10 @@ type Options struct {
 	Backoff func(n int) time.Duration
 	// Sleep waits d or until ctx ends (tests make it instant).
 	Sleep func(ctx context.Context, d time.Duration) error
+	// SocketParent is where the directory holding the plugins' sockets
+	// and temporary files is made: the data directory ("" = the
+	// temporary directory).
+	SocketParent string
 	// Env is added to every plugin's environment (OPENTALON_API_URL, …).
 	Env []string
 	// Credentials, when set, gives each plugin process its own key to
@@ -78,7 +82,7 @@ type Manager struct {
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup
 	iso     *Isolation
-	root    string // the plugins' socket root
+	root    *socketRoot // the plugins' socket root
 }
 
 // BindingStore keeps the binding of plugin names to binaries; *store.DB
@@ -86,7 +90,7 @@ type Manager struct {
 type BindingStore interface {
 	// PluginBind binds name to the binary unless name is bound already,
 	// and returns the binding in force.
-	PluginBind(ctx context.Context, name, path, sha256 string) (store.PluginBinding, error)
+	PluginBind(ctx context.Context, name, path, sha256 string) (core.PluginBinding, error)
 }
 
 // errRefused marks a plugin refused for good: restarting cannot help.
@@ -177,7 +181,7 @@ func (m *Manager) Start(ctx context.Context) error {
 		}
 		m.iso.Describe(m.log, HardenCore())
 	}
-	if m.root, err = SocketRoot(m.iso.credential() != nil); err != nil {
+	if m.root, err = newSocketRoot(m.o.SocketParent, m.iso.credential() != nil, m.log); err != nil {
 		return err
 	}
 	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
@@ -267,7 +271,7 @@ func (m *Manager) launch(ctx context.Context, spec Spec) (*Process, error) {
 func (m *Manager) launchWith(ctx context.Context, spec Spec, env []string) (*Process, error) {
 	p, err := Launch(ctx, spec, LaunchOptions{
 		State: m.o.State, StateLimits: m.o.StateLimits, Env: env, StartTimeout: m.o.StartTimeout, StopGrace: m.o.StopGrace,
-		Isolation: m.iso, SocketRoot: m.root, Now: m.o.Now, Logger: m.o.Logger,
+		Isolation: m.iso, SocketRoot: m.root.dir, Now: m.o.Now, Logger: m.o.Logger,
 		Claim: func(name string, bin Binary) error { return m.claim(ctx, name, bin) },
 	})
 	if err != nil {
@@ -413,8 +417,8 @@ func (m *Manager) Close() error {
 		m.cancel()
 	}
 	m.wg.Wait()
-	if m.root != "" {
-		return os.RemoveAll(m.root)
+	if m.root != nil {
+		return m.root.remove()
 	}
 	return nil
 }

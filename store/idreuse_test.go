@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/opentalon/opentalon/core"
+	"github.com/opentalon/opentalon/core/gateway"
 )
 
 // chats is a fake platform with many chats: the test hands it messages,
@@ -97,7 +98,7 @@ func (scripted) Answer(ctx context.Context, t core.Turn) (core.Answer, error) {
 // runGateway runs a gateway over db and ch until the returned stop is called.
 func runGateway(t *testing.T, db *DB, ch core.Channel, c *clock) (stop func()) {
 	t.Helper()
-	g := core.New(core.Options{Store: db, Agent: scripted{}, Workers: 2, MaxAttempts: 1, Now: c.Now})
+	g := gateway.New(gateway.Options{Store: db, Agent: scripted{}, Workers: 2, MaxAttempts: 1, Now: c.Now})
 	g.AddChannel(ch)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)

@@ -1,11 +1,15 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"log/slog"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -330,5 +334,35 @@ func BenchmarkClaimHeads(b *testing.B) {
 		if _, _, err := db.Claim(ctx, 4, time.Now()); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// The database file is private whatever the umask (it holds the
+// conversations), and so are the WAL and shared-memory files SQLite makes
+// beside it; creating it logs one line, not one per migration.
+func TestOpenCreatesAPrivateFileAndLogsOneLine(t *testing.T) {
+	old := syscall.Umask(0o022)
+	defer syscall.Umask(old)
+	dir := t.TempDir()
+	var logs bytes.Buffer
+	db, err := Open(context.Background(), dir, Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, _, err := db.Enqueue(context.Background(), msgItem(core.ConversationKey{Channel: "console", Chat: "x"}, "1", "hi")); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{FileName, FileName + "-wal", FileName + "-shm"} {
+		fi, err := os.Stat(filepath.Join(dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fi.Mode().Perm() != 0o600 {
+			t.Errorf("%s has mode %04o; want 0600", name, fi.Mode().Perm())
+		}
+	}
+	if n := strings.Count(logs.String(), "\n"); n != 1 || !strings.Contains(logs.String(), "created the database") {
+		t.Errorf("opening a new database logged %d lines; want one:\n%s", n, logs.String())
 	}
 }

@@ -196,9 +196,15 @@ func (b *Bot) react(ctx context.Context, sink core.Sink, eventID, user, name, it
 	return nil
 }
 
+// answerCommands are the slash commands whose answer is an answer of the
+// conversation, not a notice for the one user: /retry's re-answer is
+// posted like any reply, so it stays, and reactions on it teach the
+// router.
+var answerCommands = map[string]bool{"/retry": true}
+
 // handleSlash hands a slash command to core as the typed command would
 // be: "/model gpt" in the channel's conversation (the DM's, or the
-// channel's top level). Its answer is ephemeral.
+// channel's top level). Its answer is ephemeral, but for answerCommands.
 func (b *Bot) handleSlash(ctx context.Context, sink core.Sink, cmd slack.SlashCommand, envelopeID string) error {
 	if cmd.UserID == "" || cmd.ChannelID == "" || !strings.HasPrefix(cmd.Command, "/") {
 		b.log.Warn("slash command without a user, a channel or a command dropped", "command", cmd.Command)
@@ -222,6 +228,9 @@ func (b *Bot) handleSlash(ctx context.Context, sink core.Sink, cmd slack.SlashCo
 		Private:      strings.HasPrefix(cmd.ChannelID, "D") || cmd.ChannelName == "directmessage",
 		Meta:         map[string]string{metaKind: kindSlash, metaUser: cmd.UserID},
 		ReceivedAt:   b.now(),
+	}
+	if answerCommands[strings.ToLower(cmd.Command)] {
+		delete(in.Meta, metaKind)
 	}
 	if cmd.ResponseURL != "" {
 		b.rememberResponse(in.MessageID, cmd.ResponseURL)

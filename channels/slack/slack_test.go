@@ -12,6 +12,7 @@ import (
 	"github.com/opentalon/opentalon/channels/textfmt"
 	"github.com/opentalon/opentalon/config"
 	"github.com/opentalon/opentalon/core"
+	"github.com/opentalon/opentalon/core/gateway"
 )
 
 // TestMentionGetsAThreadedReply: an app_mention at the top of a channel is
@@ -109,7 +110,7 @@ func TestThreadFollowUps(t *testing.T) {
 func TestThreadContextLeavesOutsidersOut(t *testing.T) {
 	for name, s := range map[string]setup{
 		"allow_users": {config: func(c *config.Slack) { c.AllowUsers = []string{"UALICE", "UCAROL"} }},
-		"gateway pairing": {gateway: func(o *core.Options) {
+		"gateway pairing": {gatewayOptions: func(o *gateway.Options) {
 			o.Access = map[string]core.AccessPolicy{"slack": {Mode: core.AccessPairing, Users: []string{"UALICE", "UCAROL"}}}
 		}},
 	} {

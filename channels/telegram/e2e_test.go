@@ -1,7 +1,7 @@
 package telegram_test
 
 // End-to-end tests: the fake Bot API ↔ the Telegram channel (driven
-// through go-telegram/bot) ↔ the real core.Gateway ↔ a real SQLite store,
+// through go-telegram/bot) ↔ the real gateway.Gateway ↔ a real SQLite store,
 // with an instant fake agent in place of the LLM.
 
 import (
@@ -24,6 +24,7 @@ import (
 	"github.com/opentalon/opentalon/channels/toolkit"
 	"github.com/opentalon/opentalon/config"
 	"github.com/opentalon/opentalon/core"
+	"github.com/opentalon/opentalon/core/gateway"
 	"github.com/opentalon/opentalon/store"
 )
 
@@ -80,7 +81,7 @@ func (s *signals) RecordSignal(_ context.Context, sig core.Signal) error {
 type e2e struct {
 	srv     *telegramtest.Server
 	bot     *telegram.Bot
-	gw      *core.Gateway
+	gw      *gateway.Gateway
 	db      *store.DB
 	agent   *echoAgent
 	signals *signals
@@ -137,7 +138,7 @@ func startE2EWith(tb testing.TB, sleep func(context.Context, time.Duration) erro
 	}
 	agent := &echoAgent{}
 	sig := &signals{ch: make(chan struct{}, 100)}
-	gw := core.New(core.Options{Store: db, Agent: agent, Signals: sig, Workers: workers, Backoff: func(int) time.Duration { return 10 * time.Millisecond }})
+	gw := gateway.New(gateway.Options{Store: db, Agent: agent, Signals: sig, Workers: workers, Backoff: func(int) time.Duration { return 10 * time.Millisecond }})
 	var ch core.Channel = bot
 	if wrap != nil {
 		ch = wrap(bot)

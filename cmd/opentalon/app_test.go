@@ -14,6 +14,7 @@ import (
 
 	"github.com/opentalon/opentalon/config"
 	"github.com/opentalon/opentalon/core"
+	"github.com/opentalon/opentalon/core/gateway"
 	"github.com/opentalon/opentalon/routing/provider/providertest"
 )
 
@@ -216,7 +217,7 @@ func TestDuplicateMessageProcessedOnce(t *testing.T) {
 
 // waitAccepting waits until the gateway accepts events: it submits a
 // neutral reaction, which produces no output.
-func waitAccepting(t testing.TB, g *core.Gateway) {
+func waitAccepting(t testing.TB, g *gateway.Gateway) {
 	t.Helper()
 	probe := core.Reaction{Conversation: core.ConversationKey{Channel: "console", Chat: "probe"}, EventID: "probe", MessageID: "none", Emoji: "👀"}
 	for i := 0; ; i++ {

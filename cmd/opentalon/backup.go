@@ -27,7 +27,7 @@ func cmdBackup(ctx context.Context, g *globalFlags, args []string, io Stdio, env
 	if len(rest) != 1 {
 		return usageError{"usage: opentalon backup FILE (a new file to write the copy to)"}
 	}
-	cfg, _, err := loadConfig(g, env)
+	cfg, err := loadConfigFor(g, env, "state")
 	if err != nil {
 		return err
 	}
@@ -102,7 +102,7 @@ func cmdRestore(ctx context.Context, g *globalFlags, args []string, io Stdio, en
 	} else if !fi.Mode().IsRegular() {
 		return fmt.Errorf("restore: %s is not a file", src)
 	}
-	cfg, _, err := loadConfig(g, env)
+	cfg, err := loadConfigFor(g, env, "state")
 	if err != nil {
 		return err
 	}

@@ -101,8 +101,15 @@ type binProc struct {
 // binary running main()) with extraEnv added.
 func startBinary(t *testing.T, extraEnv []string, args ...string) *binProc {
 	t.Helper()
+	return startBinaryEnv(t, append(os.Environ(), extraEnv...), args...)
+}
+
+// startBinaryEnv runs `opentalon args...` as a child process with env as
+// its whole environment (a service manager's, a container's).
+func startBinaryEnv(t *testing.T, env []string, args ...string) *binProc {
+	t.Helper()
 	cmd := exec.Command(os.Args[0], args...)
-	cmd.Env = append(append(os.Environ(), "OPENTALON_E2E_MAIN=1"), extraEnv...)
+	cmd.Env = append(append([]string(nil), env...), "OPENTALON_E2E_MAIN=1")
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		t.Fatal(err)

@@ -4,10 +4,10 @@ import (
 	"context"
 	"net/http"
 
+	"github.com/opentalon/opentalon/core"
 	"github.com/opentalon/opentalon/guard"
 	"github.com/opentalon/opentalon/orchestrator"
 	"github.com/opentalon/opentalon/plugins"
-	"github.com/opentalon/opentalon/store"
 )
 
 // buildTools builds the tool registry and the guard pipeline every plugin
@@ -64,7 +64,7 @@ func (a *App) startPlugins(ctx context.Context, apiURL string) error {
 		onEvent = a.pluginWatch.OnEvent
 	}
 	mgr := plugins.NewManager(plugins.Options{
-		Dir: tc.PluginDir, Plugins: specs, Registry: a.registry, Extensions: a.ext, State: a.db, Bindings: a.db,
+		Dir: tc.PluginDir, Plugins: specs, SocketParent: a.cfg.State.DataDir, Registry: a.registry, Extensions: a.ext, State: a.db, Bindings: a.db,
 		HealthInterval: tc.HealthCheckInterval.D(), RestartOnFailure: tc.RestartOnFailure,
 		MaxRestarts: tc.MaxRestarts, Env: env, Credentials: creds, Logger: a.log, Now: a.opts.Now, OnEvent: onEvent,
 		Sandbox: &plugins.Sandbox{
@@ -73,7 +73,7 @@ func (a *App) startPlugins(ctx context.Context, apiURL string) error {
 				OpenFiles: uint64(tc.ProcessLimits.OpenFiles), Processes: uint64(tc.ProcessLimits.Processes)},
 		},
 		StateLimits: plugins.StateLimits{
-			Quota:           store.PluginStateQuota{MaxKeys: tc.State.MaxKeys, MaxBytes: tc.State.MaxBytes},
+			Quota:           core.PluginStateQuota{MaxKeys: tc.State.MaxKeys, MaxBytes: tc.State.MaxBytes},
 			WritesPerSecond: tc.State.WritesPerSecond,
 		},
 	})

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/opentalon/opentalon/core"
+	"github.com/opentalon/opentalon/metrics"
 	"github.com/opentalon/opentalon/metrics/status"
 	"github.com/opentalon/opentalon/routing"
 )
@@ -35,6 +36,7 @@ func (a *App) mountOps(mux *http.ServeMux) {
 		Store:       a.db,
 		Channels:    a.statusChannels,
 		Credentials: a.statusCredentials,
+		Models:      a.statusModels,
 		Plugins:     a.statusPlugins,
 		Scripts:     a.statusScripts,
 		Score: func(af core.Affinity, now time.Time) (float64, float64) {
@@ -73,7 +75,11 @@ func (a *App) statusChannels() []status.Channel {
 			if err := hr.Healthy(); err != nil && c.Up {
 				c.Up, c.Error = false, err.Error()
 			}
-			if t := hr.LastEvent(); !t.IsZero() {
+		}
+		// The platforms' HealthReporter, and the console, which reports
+		// only when it last read a line.
+		if le, ok := chans[st.Name].(interface{ LastEvent() time.Time }); ok {
+			if t := le.LastEvent(); !t.IsZero() {
 				c.LastEvent = &t
 			}
 		}
@@ -92,8 +98,25 @@ func (a *App) statusCredentials() []status.Credential {
 				t := p.CooldownUntil
 				c.CoolingUntil = &t
 			}
+			if h := a.health.Provider(prov); h.State() == "failing" {
+				c.Failing = fmt.Sprintf("%s in the last %d minutes", healthLine(h), int(metrics.HealthWindow.Minutes()))
+			}
 			out = append(out, c)
 		}
+	}
+	return out
+}
+
+// statusModels is each model's recent calls (metrics.Health).
+func (a *App) statusModels() []status.Model {
+	var out []status.Model
+	for _, m := range a.health.Models() {
+		sm := status.Model{Model: m.Model, Provider: m.Provider, Calls: m.Calls, State: m.State(), Failures: m.Failures}
+		if !m.LastFailure.IsZero() {
+			t := m.LastFailure
+			sm.LastFailure = &t
+		}
+		out = append(out, sm)
 	}
 	return out
 }

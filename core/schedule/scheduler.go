@@ -32,7 +32,7 @@ type Store interface {
 	ScheduleFired(ctx context.Context, id int64, last, next time.Time) error
 }
 
-// Queue takes firings (core.Gateway).
+// Queue takes firings (gateway.Gateway).
 type Queue interface {
 	// EnqueueFiring commits a firing; a firing already queued (same
 	// schedule and time) is reported with dup=true.
@@ -56,7 +56,11 @@ type Options struct {
 	// (default 1m).
 	MaxPerConversation int
 	MinInterval        time.Duration
-	Logger             *slog.Logger
+	// Enabled reports whether a channel is enabled (gateway.HasChannel);
+	// a plugin's schedule on another channel is refused. nil = every
+	// channel is.
+	Enabled func(channel string) bool
+	Logger  *slog.Logger
 }
 
 // Scheduler fires the schedules. Lifecycle: New (no side effects), Sync
@@ -177,19 +181,35 @@ func (s *Scheduler) SyncConfig(ctx context.Context, want []core.Schedule) error 
 }
 
 // SyncPlugin makes plugin's declared schedules those stored (Key = the
-// plugin's id for each); a declaration with a bad timing is logged and
-// left out.
+// plugin's id for each); a declaration that cannot run (see check) is
+// logged and left out.
 func (s *Scheduler) SyncPlugin(ctx context.Context, plugin string, want []core.Schedule) error {
 	var ok []core.Schedule
 	for _, sc := range want {
 		sc.Source, sc.Plugin = core.OriginPlugin+plugin, plugin
-		if _, err := WhenOf(sc, s.o.Location); err != nil {
+		if err := s.check(sc); err != nil {
 			s.log.Error("plugin schedule refused", "plugin", plugin, "schedule", sc.Key, "err", err)
 			continue
 		}
 		ok = append(ok, sc)
 	}
 	return s.sync(ctx, core.OriginPlugin+plugin, ok)
+}
+
+// check says why a schedule cannot run: its timing (a positive interval
+// or five cron fields, a known time zone), a missed policy other than
+// skip or once, a channel that is not enabled.
+func (s *Scheduler) check(sc core.Schedule) error {
+	if _, err := WhenOf(sc, s.o.Location); err != nil {
+		return err
+	}
+	if sc.Missed != "" && sc.Missed != core.MissedSkip && sc.Missed != core.MissedOnce {
+		return fmt.Errorf("missed is %q; use %s or %s", sc.Missed, core.MissedSkip, core.MissedOnce)
+	}
+	if ch := sc.Conversation.Channel; s.o.Enabled != nil && !s.o.Enabled(ch) {
+		return fmt.Errorf("its channel %q is not enabled", ch)
+	}
+	return nil
 }
 
 func (s *Scheduler) sync(ctx context.Context, source string, want []core.Schedule) error {

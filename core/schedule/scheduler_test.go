@@ -263,6 +263,35 @@ func TestConfigSyncKeepsAnEditedPromptsState(t *testing.T) {
 	}
 }
 
+// TestSyncPluginRefusesWhatCannotRun: one check refuses a plugin's
+// declaration that cannot run — its timing, its missed policy, its
+// channel — and keeps the others.
+func TestSyncPluginRefusesWhatCannotRun(t *testing.T) {
+	clk := &clock{t: time.Date(2026, 5, 1, 8, 0, 0, 0, time.UTC)}
+	db, err := store.Open(context.Background(), t.TempDir(), store.Options{Now: clk.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	s := schedule.New(schedule.Options{Store: db, Queue: newQueue(), Location: time.UTC, Now: clk.Now,
+		Enabled: func(ch string) bool { return ch == conv.Channel }})
+	other := core.ConversationKey{Channel: "discord", Chat: "1"}
+	err = s.SyncPlugin(context.Background(), "p", []core.Schedule{
+		{Key: "ok", Interval: time.Hour, Conversation: conv, Missed: core.MissedOnce},
+		{Key: "no-interval", Interval: -time.Hour, Conversation: conv},
+		{Key: "bad-cron", Cron: "0 7 * *", Conversation: conv},
+		{Key: "bad-zone", Cron: "0 7 * * *", Timezone: "Mars/Olympus", Conversation: conv},
+		{Key: "bad-missed", Interval: time.Hour, Missed: "twice", Conversation: conv},
+		{Key: "off-channel", Interval: time.Hour, Conversation: other},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := s.Schedules(); len(got) != 1 || got[0].Key != "ok" {
+		t.Fatalf("schedules = %+v; want only the one that can run", got)
+	}
+}
+
 func TestChatCommands(t *testing.T) {
 	clk := &clock{t: time.Date(2026, 5, 1, 8, 0, 0, 0, time.UTC)}
 	r := newRig(t, t.TempDir(), clk)

@@ -14,15 +14,14 @@ import (
 	"time"
 
 	"github.com/opentalon/opentalon/core"
-	"github.com/opentalon/opentalon/store"
 )
 
 // Store is what the page reads of the database (store.DB).
 type Store interface {
 	QueueCounts(ctx context.Context) (map[string]int, error)
 	OldestQueued(ctx context.Context) (time.Time, error)
-	RecentFailures(ctx context.Context, limit int) ([]store.QueueFailure, error)
-	UsageSeries(ctx context.Context, since time.Time, step time.Duration, by string) ([]store.UsagePoint, error)
+	RecentFailures(ctx context.Context, limit int) ([]core.QueueFailure, error)
+	UsageSeries(ctx context.Context, since time.Time, step time.Duration, by string) ([]core.UsagePoint, error)
 	Affinities(ctx context.Context) ([]core.Affinity, error)
 }
 
@@ -44,6 +43,21 @@ type Credential struct {
 	Uses         int64      `json:"uses"`
 	CoolingUntil *time.Time `json:"cooling_until,omitempty"`
 	LastError    string     `json:"last_error,omitempty"`
+	// Failing says every recent call of the provider failed although the
+	// credential is not cooling (a server that does not answer).
+	Failing string `json:"failing,omitempty"`
+}
+
+// Model is one model's recent calls (the last 15 minutes).
+type Model struct {
+	Model    string `json:"model"`
+	Provider string `json:"provider"`
+	Calls    int    `json:"calls"`
+	// State is ok, degraded (some calls failed) or failing (all did).
+	State string `json:"state"`
+	// Failures counts the failed calls by kind.
+	Failures    map[string]int `json:"failures"`
+	LastFailure *time.Time     `json:"last_failure,omitempty"`
 }
 
 // Plugin is one tool plugin's health.
@@ -66,6 +80,7 @@ type Options struct {
 	Store       Store
 	Channels    func() []Channel
 	Credentials func() []Credential
+	Models      func() []Model
 	Plugins     func() []Plugin
 	Scripts     func() []Script
 	// Score summarizes an affinity record as the router sees it now: the
@@ -222,6 +237,7 @@ type Status struct {
 	Channels    []Channel    `json:"channels"`
 	Queue       Queue        `json:"queue"`
 	Credentials []Credential `json:"credentials"`
+	Models      []Model      `json:"models"`
 	Plugins     []Plugin     `json:"plugins"`
 	Scripts     []Script     `json:"scripts"`
 }
@@ -252,7 +268,7 @@ func (p *Page) serveStatus(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	now := p.o.Now()
 	st := Status{Version: p.o.Version, Now: now, Started: p.o.Started,
-		Channels: []Channel{}, Credentials: []Credential{}, Plugins: []Plugin{}, Scripts: []Script{}}
+		Channels: []Channel{}, Credentials: []Credential{}, Models: []Model{}, Plugins: []Plugin{}, Scripts: []Script{}}
 	counts, err := p.o.Store.QueueCounts(ctx)
 	if err != nil {
 		p.fail(w, "queue counts", err)
@@ -280,6 +296,9 @@ func (p *Page) serveStatus(w http.ResponseWriter, r *http.Request) {
 	}
 	if p.o.Credentials != nil {
 		st.Credentials = append(st.Credentials, p.o.Credentials()...)
+	}
+	if p.o.Models != nil {
+		st.Models = append(st.Models, p.o.Models()...)
 	}
 	if p.o.Plugins != nil {
 		st.Plugins = append(st.Plugins, p.o.Plugins()...)

@@ -10,6 +10,6 @@
 // `opentalon helper pdf-text`), never in the gateway's; a document's text
 // is decoded and kept only as far as a turn takes it.
 //
-// It implements core.MediaReader; it imports core, store, routing (the
-// vision capability) and plugins (the isolation of the helper).
+// It implements core.MediaReader; it imports core, routing (the vision
+// capability) and plugins (the isolation of the PDF helper).
 package media

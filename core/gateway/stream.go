@@ -1,4 +1,4 @@
-package core
+package gateway
 
 import (
 	"context"
@@ -7,6 +7,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/opentalon/opentalon/core"
 )
 
 // stream shows one answer while the agent writes it: after the channel's
@@ -21,14 +23,14 @@ import (
 // restart finishes the answer by editing the same messages.
 type stream struct {
 	g   *Gateway
-	ch  Channel
-	st  Streamer
-	nat NativeStreamer // nil while editing
-	pol StreamPolicy
-	to  Outbound
+	ch  core.Channel
+	st  core.Streamer
+	nat core.NativeStreamer // nil while editing
+	pol core.StreamPolicy
+	to  core.Outbound
 	log *slog.Logger
 	// reply is the draft reply: its id is 0 until the first message.
-	reply *Reply
+	reply *core.Reply
 
 	mu      sync.Mutex
 	prefix  string // shown ahead of the text (a transcript's echo)
@@ -69,26 +71,26 @@ type slot struct {
 // newStream prepares the stream of an answer to the item whose reply is
 // r (a draft reply left by an earlier attempt, or a new one). It returns
 // nil when ch does not stream this conversation.
-func (g *Gateway) newStream(ctx context.Context, ch Channel, to Outbound, r *Reply, log *slog.Logger) *stream {
-	st, ok := ch.(Streamer)
+func (g *Gateway) newStream(ctx context.Context, ch core.Channel, to core.Outbound, r *core.Reply, log *slog.Logger) *stream {
+	st, ok := ch.(core.Streamer)
 	if !ok {
 		return nil
 	}
 	pol := st.Streaming(to)
-	if pol.Mode != StreamEdit && pol.Mode != StreamNative {
+	if pol.Mode != core.StreamEdit && pol.Mode != core.StreamNative {
 		return nil
 	}
 	s := &stream{g: g, ch: ch, st: st, pol: pol, to: to, reply: r, ctx: ctx, log: log,
 		wake: make(chan struct{}, 1), quit: make(chan struct{}), done: make(chan struct{})}
-	if pol.Mode == StreamNative {
-		s.nat, _ = ch.(NativeStreamer)
+	if pol.Mode == core.StreamNative {
+		s.nat, _ = ch.(core.NativeStreamer)
 	}
 	// The messages an earlier attempt opened are reused in order.
 	s.slots = slotsOf(r)
 	return s
 }
 
-// Delta implements Stream.
+// Delta implements core.Stream.
 func (s *stream) Delta(text string) {
 	if text == "" {
 		return
@@ -100,7 +102,7 @@ func (s *stream) Delta(text string) {
 	s.mu.Unlock()
 }
 
-// Status implements Stream.
+// Status implements core.Stream.
 func (s *stream) Status(line string) {
 	s.mu.Lock()
 	s.text, s.status = "", line
@@ -228,14 +230,14 @@ func (s *stream) show(text string) error {
 
 // update shows p in message i; a message that is not the last is
 // completed.
-func (s *stream) update(i int, sl *slot, p DraftPart, last bool) error {
+func (s *stream) update(i int, sl *slot, p core.DraftPart, last bool) error {
 	ctx := s.ctx
 	to := s.to
 	to.Part = i
 	var id string
 	var err error
 	if s.nat != nil && !sl.edited {
-		d := NativeDraft{Seq: i, Key: s.reply.RequestID, ID: sl.id, Shown: sl.raw, Raw: p.Raw, Part: p.Part}
+		d := core.NativeDraft{Seq: i, Key: s.reply.RequestID, ID: sl.id, Shown: sl.raw, Raw: p.Raw, Part: p.Part}
 		switch {
 		case sl.open && !strings.HasPrefix(p.Raw, sl.raw):
 			// A native stream only grows: it is ended showing the new
@@ -249,7 +251,7 @@ func (s *stream) update(i int, sl *slot, p DraftPart, last bool) error {
 			id, err = s.nat.EndDraft(ctx, to, d, p.Part)
 			sl.ended, sl.open = true, false
 		}
-		if errors.Is(err, ErrNoNativeStream) {
+		if errors.Is(err, core.ErrNoNativeStream) {
 			s.log.Info("the platform refused native streaming here; editing a message instead", "conv", to.Conversation.String())
 			s.nat = nil
 			sl.ended, sl.open = false, false
@@ -307,7 +309,7 @@ func (s *stream) finish() *shownParts {
 
 // finishSlots is finish's part: what each message shows (by part index)
 // and the native streams the platform still holds open.
-func (s *stream) finishSlots() (shown map[int]string, open map[int]NativeDraft) {
+func (s *stream) finishSlots() (shown map[int]string, open map[int]core.NativeDraft) {
 	s.mu.Lock()
 	first := !s.closing
 	s.closing = true
@@ -329,9 +331,9 @@ func (s *stream) finishSlots() (shown map[int]string, open map[int]NativeDraft) 
 		shown[i] = sl.part
 		if sl.open && s.nat != nil {
 			if open == nil {
-				open = map[int]NativeDraft{}
+				open = map[int]core.NativeDraft{}
 			}
-			open[i] = NativeDraft{Seq: i, Key: s.reply.RequestID, ID: sl.id, Shown: sl.raw, Raw: sl.raw, Part: sl.part}
+			open[i] = core.NativeDraft{Seq: i, Key: s.reply.RequestID, ID: sl.id, Shown: sl.raw, Raw: sl.raw, Part: sl.part}
 		}
 	}
 	return shown, open
@@ -346,7 +348,7 @@ func (s *stream) stop() *shownParts {
 }
 
 // slotsOf lists the messages a draft reply's stream opened.
-func slotsOf(r *Reply) []slot {
+func slotsOf(r *core.Reply) []slot {
 	var out []slot
 	for i, id := range r.Sent {
 		if id != "" && i < len(r.Draft) && r.Draft[i] {

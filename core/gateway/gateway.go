@@ -1,19 +1,21 @@
-package core
+package gateway
 
 import (
 	"log/slog"
 	"sort"
 	"sync"
 	"time"
+
+	"github.com/opentalon/opentalon/core"
 )
 
 // Options configure a Gateway.
 type Options struct {
-	Store Store
-	Agent Agent
+	Store core.Store
+	Agent core.Agent
 	// Hooks and Signals are optional.
-	Hooks   Hooks
-	Signals SignalSink
+	Hooks   core.Hooks
+	Signals core.SignalSink
 	// Workers bounds how many conversations are processed at once
 	// (default 4). 1 makes the queue single-consumer. Delivery of a stored
 	// reply does not hold a worker: it waits for the platform's pace
@@ -40,25 +42,25 @@ type Options struct {
 	// Access is each channel's access rule, by channel name; a channel
 	// without one is open. Pairings keeps the pairing requests and is
 	// required when a channel pairs (AccessPairing); it adds /pair.
-	Access   map[string]AccessPolicy
-	Pairings PairingStore
+	Access   map[string]core.AccessPolicy
+	Pairings core.PairingStore
 	// Media reads the files messages carry (nil = files are not read, and
 	// a message of only files is told so).
-	Media MediaReader
+	Media core.MediaReader
 	// Observer is told about each event's way, for metrics (nil = none).
-	Observer Observer
+	Observer core.Observer
 	Now      func() time.Time
 	Logger   *slog.Logger
 
 	// Firings runs the schedules' own work (nil = prompt firings only).
-	Firings FiringRunner
+	Firings core.FiringRunner
 	// Events receives the operator events the gateway emits (a request
 	// failed for good); nil = none.
-	Events OpsEvents
+	Events core.OpsEvents
 	// Authorizer, when set, is asked about every user a channel's access
 	// rule admits, on the channels AuthChannels names (empty = every
 	// channel but the operator's console).
-	Authorizer   Authorizer
+	Authorizer   core.Authorizer
 	AuthChannels []string
 }
 
@@ -66,22 +68,17 @@ type Options struct {
 // processes them: strictly in order within a conversation, concurrently
 // across conversations. Construct with New, add channels, commands and
 // interceptors, then Run.
-//
-// The gateway's files follow the path of an event: intake.go (accept and
-// commit), dispatch.go (claim, workers, outcome), pipeline.go
-// (interceptors, commands, hooks around the agent), delivery.go (store,
-// send, apologize), reactions.go (reactions on the bot's answers) and
-// supervise.go (the channels' lifecycles).
+// The package doc lists its files along the path of an event.
 type Gateway struct {
 	opts     Options
-	store    Store
-	agent    Agent
+	store    core.Store
+	agent    core.Agent
 	log      *slog.Logger
 	now      func() time.Time
-	channels map[string]Channel
+	channels map[string]core.Channel
 	commands commandSet
 	// interceptors see each message before commands and the agent.
-	interceptors []Interceptor
+	interceptors []core.Interceptor
 
 	wake chan struct{}
 	mu   sync.Mutex
@@ -93,7 +90,7 @@ type Gateway struct {
 	// (see noticeDue); side tracks such best-effort sends.
 	notices map[string]time.Time
 	side    sync.WaitGroup
-	obs     Observer
+	obs     core.Observer
 }
 
 // New builds a Gateway; it starts nothing.
@@ -142,7 +139,7 @@ func New(o Options) *Gateway {
 		agent:     o.Agent,
 		log:       o.Logger.With("component", "gateway"),
 		now:       o.Now,
-		channels:  map[string]Channel{},
+		channels:  map[string]core.Channel{},
 		wake:      make(chan struct{}, 1),
 		chanState: map[string]*channelState{},
 		notices:   map[string]time.Time{},
@@ -152,21 +149,21 @@ func New(o Options) *Gateway {
 		g.commands.add(c)
 	}
 	if o.Pairings != nil {
-		g.commands.add(Command{CommandInfo: CommandInfo{Name: "pair", Usage: "/pair [approve|deny CODE]", Description: "List, approve or deny pairing requests (admins)"},
+		g.commands.add(core.Command{CommandInfo: core.CommandInfo{Name: "pair", Usage: "/pair [approve|deny CODE]", Description: "List, approve or deny pairing requests (admins)"},
 			Run: g.cmdPair, Admin: true})
 	}
 	return g
 }
 
 // AddChannel registers a channel; call before Run.
-func (g *Gateway) AddChannel(ch Channel) {
+func (g *Gateway) AddChannel(ch core.Channel) {
 	g.channels[ch.Name()] = ch
 	g.chanState[ch.Name()] = &channelState{}
 }
 
 // Channels returns the registered channels, sorted by name.
-func (g *Gateway) Channels() []Channel {
-	out := make([]Channel, 0, len(g.channels))
+func (g *Gateway) Channels() []core.Channel {
+	out := make([]core.Channel, 0, len(g.channels))
 	for _, ch := range g.channels {
 		out = append(out, ch)
 	}
@@ -174,15 +171,21 @@ func (g *Gateway) Channels() []Channel {
 	return out
 }
 
+// HasChannel reports whether a channel of that name is registered.
+func (g *Gateway) HasChannel(name string) bool {
+	_, ok := g.channels[name]
+	return ok
+}
+
 // AddCommand registers an in-chat command, replacing one of the same
 // name; call before Run.
-func (g *Gateway) AddCommand(c Command) { g.commands.add(c) }
+func (g *Gateway) AddCommand(c core.Command) { g.commands.add(c) }
 
 // AddInterceptor registers an Interceptor; call before Run.
-func (g *Gateway) AddInterceptor(i Interceptor) { g.interceptors = append(g.interceptors, i) }
+func (g *Gateway) AddInterceptor(i core.Interceptor) { g.interceptors = append(g.interceptors, i) }
 
-// Commands implements Sink.
-func (g *Gateway) Commands() []CommandInfo { return g.commands.infos() }
+// Commands implements core.Sink.
+func (g *Gateway) Commands() []core.CommandInfo { return g.commands.infos() }
 
 func (g *Gateway) isAccepting() bool {
 	g.mu.Lock()
@@ -195,3 +198,11 @@ func (g *Gateway) setAccepting(v bool) {
 	g.accepting = v
 	g.mu.Unlock()
 }
+
+// noObserver is the Observer of a gateway built without one.
+type noObserver struct{}
+
+func (noObserver) Accepted(string)                               {}
+func (noObserver) Stage(string, core.Stage, time.Duration)       {}
+func (noObserver) Finished(string, core.EventKind, core.Outcome) {}
+func (noObserver) HookFailed(string, core.Stage)                 {}

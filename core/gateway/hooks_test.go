@@ -1,4 +1,4 @@
-package core_test
+package gateway_test
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/opentalon/opentalon/core"
+	"github.com/opentalon/opentalon/core/gateway"
 )
 
 // stepSource is a HookSource of fixed steps.
@@ -54,7 +55,7 @@ func TestOrderedHooksInterleaveByOrder(t *testing.T) {
 	tr := &tracer{}
 	lua := stepSource{tr.step("lua:a", 0, appendPre("+a"), appendPost("+a")), tr.step("lua:c", 20, appendPre("+c"), nil)}
 	grpc := stepSource{tr.step("plugin:b", 10, appendPre("+b"), appendPost("+b")), tr.step("plugin:z", 20, appendPre("+z"), nil)}
-	h := core.NewOrderedHooks(nil, lua, nil, grpc)
+	h := gateway.NewOrderedHooks(nil, lua, nil, grpc)
 	pre, err := h.Pre(context.Background(), core.HookInput{Text: "m"})
 	if err != nil {
 		t.Fatal(err)
@@ -78,7 +79,7 @@ func TestOrderedHooksSkipFailuresAndStopOnDrop(t *testing.T) {
 	dropping := func(string) (core.PreResult, error) {
 		return core.PreResult{Drop: true, Reason: "policy", Reply: "no"}, nil
 	}
-	h := core.NewOrderedHooks(nil, stepSource{
+	h := gateway.NewOrderedHooks(nil, stepSource{
 		tr.step("a", 1, failing, func(string) (string, error) { return "", errors.New("post crashed") }),
 		tr.step("b", 2, appendPre("+b"), appendPost("+b")),
 		tr.step("c", 3, dropping, nil),
@@ -103,7 +104,7 @@ func TestOrderedHooksSkipFailuresAndStopOnDrop(t *testing.T) {
 func TestOrderedHooksStopWhenTheRequestEnds(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	tr := &tracer{}
-	h := core.NewOrderedHooks(nil, stepSource{
+	h := gateway.NewOrderedHooks(nil, stepSource{
 		tr.step("a", 1, func(string) (core.PreResult, error) { cancel(); return core.PreResult{}, context.Canceled }, nil),
 		tr.step("b", 2, appendPre("+b"), nil),
 	})
@@ -117,7 +118,7 @@ func TestOrderedHooksStopWhenTheRequestEnds(t *testing.T) {
 
 func TestHooksAtRunsAPlainHooksAsOneStep(t *testing.T) {
 	tr := &tracer{}
-	h := core.NewOrderedHooks(nil, core.HooksAt("test", core.LastOrder, &tagHooks{}), stepSource{tr.step("p", 5, appendPre(" colour"), nil)})
+	h := gateway.NewOrderedHooks(nil, gateway.HooksAt("test", gateway.LastOrder, &tagHooks{}), stepSource{tr.step("p", 5, appendPre(" colour"), nil)})
 	pre, _ := h.Pre(context.Background(), core.HookInput{Text: "m"})
 	if pre.Text != "m color" || pre.Metadata["lang"] != "en" {
 		t.Fatalf("pre = %+v; want the plugin step first, then the plain hooks (colour→color, lang)", pre)
@@ -141,10 +142,62 @@ func TestOrderedHooksStreamSafe(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			h := core.NewOrderedHooks(nil, stepSource{{Name: "x", Order: 1, Post: post}}, tt.steps)
+			h := gateway.NewOrderedHooks(nil, stepSource{{Name: "x", Order: 1, Post: post}}, tt.steps)
 			if got := h.StreamSafe(core.HookInput{}); got != tt.want {
 				t.Fatalf("StreamSafe = %v; want %v", got, tt.want)
 			}
 		})
+	}
+}
+
+// plainHooks is a plain core.Hooks that fails on a text with "fail" in
+// it and whose stream safety is fixed.
+type plainHooks struct{ safe bool }
+
+func (plainHooks) Pre(_ context.Context, in core.HookInput) (core.PreResult, error) {
+	if strings.Contains(in.Text, "fail") {
+		return core.PreResult{}, errors.New("pre broke")
+	}
+	return core.PreResult{Text: in.Text + "+plain", Metadata: in.Metadata}, nil
+}
+
+func (plainHooks) Post(_ context.Context, _ core.HookInput, answer string) (string, error) {
+	if strings.Contains(answer, "fail") {
+		return "", errors.New("post broke")
+	}
+	return answer + "+plain", nil
+}
+
+func (h plainHooks) StreamSafe(core.HookInput) bool { return h.safe }
+
+// TestHooksAtErrorsFailTheRequest: a plain Hooks run through HooksAt
+// keeps what it does alone: its error ends the chain and is returned
+// (the request fails), where a failing step is skipped; and its stream
+// safety counts.
+func TestHooksAtErrorsFailTheRequest(t *testing.T) {
+	tr := &tracer{}
+	h := gateway.NewOrderedHooks(nil, gateway.HooksAt("app", 5, plainHooks{safe: true}),
+		stepSource{tr.step("before", 1, appendPre("+b"), appendPost("+b")), tr.step("after", 10, appendPre("+a"), appendPost("+a"))})
+	if pre, err := h.Pre(context.Background(), core.HookInput{Text: "m"}); err != nil || pre.Text != "m+b+plain+a" {
+		t.Fatalf("pre = %+v, %v; want every step applied in order", pre, err)
+	}
+	if out, err := h.Post(context.Background(), core.HookInput{}, "x"); err != nil || out != "x+b+plain+a" {
+		t.Fatalf("post = %q, %v; want every step applied in order", out, err)
+	}
+	tr.ran = nil
+	if _, err := h.Pre(context.Background(), core.HookInput{Text: "fail"}); err == nil || err.Error() != "pre broke" {
+		t.Fatalf("pre err = %v; want the plain hook's error returned", err)
+	}
+	if _, err := h.Post(context.Background(), core.HookInput{}, "fail"); err == nil || err.Error() != "post broke" {
+		t.Fatalf("post err = %v; want the plain hook's error returned", err)
+	}
+	if strings.Join(tr.ran, ",") != "pre:before,post:before" {
+		t.Fatalf("ran %v; want nothing after the failed plain hook", tr.ran)
+	}
+	if !h.StreamSafe(core.HookInput{}) {
+		t.Fatal("StreamSafe = false; the plain hooks say safe")
+	}
+	if gateway.NewOrderedHooks(nil, gateway.HooksAt("app", gateway.LastOrder, plainHooks{safe: false})).StreamSafe(core.HookInput{}) {
+		t.Fatal("StreamSafe = true; the plain hooks say unsafe")
 	}
 }

@@ -1,4 +1,4 @@
-package core_test
+package gateway_test
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/opentalon/opentalon/core"
+	"github.com/opentalon/opentalon/core/gateway"
 	"github.com/opentalon/opentalon/store"
 )
 
@@ -89,13 +90,13 @@ func (e *events) all() []core.OpsEvent {
 
 type firingRig struct {
 	db *store.DB
-	g  *core.Gateway
+	g  *gateway.Gateway
 	ch *outChannel
 	ag *fakeAgent
 	ev *events
 }
 
-func newFiringRig(t *testing.T, o core.Options) *firingRig {
+func newFiringRig(t *testing.T, o gateway.Options) *firingRig {
 	t.Helper()
 	db := openDB(t, store.Options{})
 	ag := &fakeAgent{}
@@ -107,7 +108,7 @@ func newFiringRig(t *testing.T, o core.Options) *firingRig {
 	if o.MaxAttempts == 0 {
 		o.MaxAttempts = 1
 	}
-	g := core.New(o)
+	g := gateway.New(o)
 	ch := newOutChannel()
 	g.AddChannel(ch)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -119,7 +120,7 @@ func newFiringRig(t *testing.T, o core.Options) *firingRig {
 
 func TestFiringIsAnsweredOnceInItsConversation(t *testing.T) {
 	h := &tagHooks{}
-	r := newFiringRig(t, core.Options{Firings: firingRunner{}, Hooks: h})
+	r := newFiringRig(t, gateway.Options{Firings: firingRunner{}, Hooks: h})
 	conv := core.ConversationKey{Channel: "fake", Chat: "ops", Thread: "t1"}
 	at := time.Date(2026, 5, 4, 9, 0, 0, 0, time.UTC)
 	f := core.Firing{ScheduleID: 7, At: at, Conversation: conv, Prompt: "summarize the colour of incidents", Creator: "alice"}
@@ -143,7 +144,7 @@ func TestFiringIsAnsweredOnceInItsConversation(t *testing.T) {
 }
 
 func TestFiringTextSkipAndFailure(t *testing.T) {
-	r := newFiringRig(t, core.Options{Firings: firingRunner{}})
+	r := newFiringRig(t, gateway.Options{Firings: firingRunner{}})
 	conv := core.ConversationKey{Channel: "fake", Chat: "ops"}
 	at := time.Now()
 	ctx := context.Background()
@@ -178,7 +179,7 @@ func TestFiringTextSkipAndFailure(t *testing.T) {
 }
 
 func TestInjectedMessageIsAnsweredWithoutReplyAndNeverAdmin(t *testing.T) {
-	r := newFiringRig(t, core.Options{Access: map[string]core.AccessPolicy{"fake": {Mode: core.AccessAllowlist, Admins: []string{"boss"}, Users: []string{"boss"}}}})
+	r := newFiringRig(t, gateway.Options{Access: map[string]core.AccessPolicy{"fake": {Mode: core.AccessAllowlist, Admins: []string{"boss"}, Users: []string{"boss"}}}})
 	r.g.AddCommand(core.Command{CommandInfo: core.CommandInfo{Name: "wipe"}, Admin: true, Run: func(context.Context, core.CommandRequest) (string, error) { return "wiped", nil }})
 	waitAccepting(t, r.g)
 	ctx := context.Background()
@@ -236,7 +237,7 @@ func (a *authorizer) Authorize(_ context.Context, channel, chat, user string) (c
 
 func TestAuthorizerDecidesAfterTheChannelRule(t *testing.T) {
 	az := &authorizer{}
-	r := newFiringRig(t, core.Options{Authorizer: az, Access: map[string]core.AccessPolicy{"fake": {Mode: core.AccessOpen, Admins: []string{"cfgadmin"}}}})
+	r := newFiringRig(t, gateway.Options{Authorizer: az, Access: map[string]core.AccessPolicy{"fake": {Mode: core.AccessOpen, Admins: []string{"cfgadmin"}}}})
 	r.g.AddCommand(core.Command{CommandInfo: core.CommandInfo{Name: "wipe"}, Admin: true, Run: func(context.Context, core.CommandRequest) (string, error) { return "wiped", nil }})
 	waitAccepting(t, r.g)
 	send := func(user, text string) {
@@ -271,11 +272,11 @@ func TestAuthorizerDecidesAfterTheChannelRule(t *testing.T) {
 	}
 }
 
-func waitAccepting(t *testing.T, g *core.Gateway) {
+func waitAccepting(t *testing.T, g *gateway.Gateway) {
 	t.Helper()
 	for range 1000 {
 		err := g.Accept(context.Background(), core.Inbound{Conversation: core.ConversationKey{Channel: "probe", Chat: "p"}, MessageID: "probe", Text: "x"})
-		if !errors.Is(err, core.ErrNotAccepting) {
+		if !errors.Is(err, gateway.ErrNotAccepting) {
 			return
 		}
 		time.Sleep(2 * time.Millisecond)
@@ -299,7 +300,7 @@ func (a *authorizer) count() int {
 // to the bot on its channel: taken off the allowlist, or with a pairing
 // denied, their schedules stop.
 func TestChatScheduleStopsWhenItsCreatorLostAccess(t *testing.T) {
-	r := newFiringRig(t, core.Options{Firings: firingRunner{}, Access: map[string]core.AccessPolicy{
+	r := newFiringRig(t, gateway.Options{Firings: firingRunner{}, Access: map[string]core.AccessPolicy{
 		"fake": {Mode: core.AccessAllowlist, Users: []string{"ALICE"}, Admins: []string{"ADMIN"}},
 	}})
 	conv := core.ConversationKey{Channel: "fake", Chat: "ops"}
@@ -318,7 +319,7 @@ func TestChatScheduleStopsWhenItsCreatorLostAccess(t *testing.T) {
 }
 
 func TestChatScheduleStopsWhenItsCreatorsPairingIsDenied(t *testing.T) {
-	r := newFiringRig(t, core.Options{Firings: firingRunner{}, Access: map[string]core.AccessPolicy{"fake": {Mode: core.AccessPairing}}})
+	r := newFiringRig(t, gateway.Options{Firings: firingRunner{}, Access: map[string]core.AccessPolicy{"fake": {Mode: core.AccessPairing}}})
 	conv := core.ConversationKey{Channel: "fake", Chat: "dm"}
 	ctx := context.Background()
 	for _, u := range []string{"carol", "dave"} {

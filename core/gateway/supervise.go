@@ -1,10 +1,12 @@
-package core
+package gateway
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/opentalon/opentalon/core"
 )
 
 // channelState is what the gateway knows of a channel's lifecycle.
@@ -51,7 +53,7 @@ func (g *Gateway) ChannelStates() []ChannelState {
 // config cannot work) is fatal: it is sent on fatal and the gateway stops.
 // Any other stop is logged and the channel restarted with backoff, while
 // the other channels keep answering.
-func (g *Gateway) supervise(ctx context.Context, ch Channel, fatal chan<- error) {
+func (g *Gateway) supervise(ctx context.Context, ch core.Channel, fatal chan<- error) {
 	name := ch.Name()
 	failures := 0
 	for {
@@ -63,7 +65,7 @@ func (g *Gateway) supervise(ctx context.Context, ch Channel, fatal chan<- error)
 		if err == nil {
 			err = errors.New("Run returned while the gateway was running")
 		}
-		if k := ErrorKind(err); k == KindAuth || k == KindInvalid {
+		if k := core.ErrorKind(err); k == core.KindAuth || k == core.KindInvalid {
 			fatal <- fmt.Errorf("channel %s: %w", name, err)
 			return
 		}

@@ -1,4 +1,4 @@
-package core
+package gateway
 
 import (
 	"context"
@@ -9,6 +9,8 @@ import (
 	"runtime/debug"
 	"sync"
 	"time"
+
+	"github.com/opentalon/opentalon/core"
 )
 
 // Run re-queues what a crash left running, starts the channels and
@@ -76,7 +78,7 @@ loop:
 			for _, it := range items {
 				if it.NotBefore.IsZero() && it.Attempts == 0 {
 					// A first claim: the time it waited since it was accepted.
-					g.obs.Stage(it.Conversation.Channel, StageQueue, g.now().Sub(it.CreatedAt))
+					g.obs.Stage(it.Conversation.Channel, core.StageQueue, g.now().Sub(it.CreatedAt))
 				}
 				inflight++
 				mineMu.Lock()
@@ -174,7 +176,7 @@ const maxQuietWait = 30 * time.Second
 
 // process runs one queue item to its end state. release frees the item's
 // worker slot; it is called once the reply is stored (or at the end).
-func (g *Gateway) process(ctx context.Context, it QueueItem, release func()) {
+func (g *Gateway) process(ctx context.Context, it core.QueueItem, release func()) {
 	ctx, cancel := context.WithTimeout(ctx, g.opts.RequestTimeout)
 	defer cancel()
 	log := g.log.With("request", it.ID, "conv", it.Conversation.String(), "kind", it.Kind)
@@ -183,7 +185,7 @@ func (g *Gateway) process(ctx context.Context, it QueueItem, release func()) {
 	if it.Interruptions >= g.opts.MaxAttempts {
 		// Every attempt was cut short (a crash, a kill): the message may
 		// be what crashes the process, so it is not tried again.
-		err = &Error{Kind: KindInvalid, Msg: fmt.Sprintf("gave up after %d interrupted attempts", it.Interruptions)}
+		err = &core.Error{Kind: core.KindInvalid, Msg: fmt.Sprintf("gave up after %d interrupted attempts", it.Interruptions)}
 	} else {
 		err = g.handle(ctx, it, log, release)
 	}
@@ -192,33 +194,33 @@ func (g *Gateway) process(ctx context.Context, it QueueItem, release func()) {
 
 // settle records an item's outcome: done, dropped, released at shutdown,
 // waiting for a cooling provider, retried, or failed.
-func (g *Gateway) settle(ctx context.Context, it QueueItem, err error, log *slog.Logger) {
+func (g *Gateway) settle(ctx context.Context, it core.QueueItem, err error, log *slog.Logger) {
 	// Store writes use a context that survives cancellation so the
 	// outcome is recorded even during shutdown.
 	sctx := context.WithoutCancel(ctx)
 	var drop *droppedError
-	outcome := OutcomeFailed
+	outcome := core.OutcomeFailed
 	switch {
 	case err == nil:
-		outcome = OutcomeAnswered
+		outcome = core.OutcomeAnswered
 		log.Debug("request done")
-		g.record(sctx, log, "mark request done", func(c context.Context) error { return g.store.Finish(c, it.ID, StatusDone, "") })
+		g.record(sctx, log, "mark request done", func(c context.Context) error { return g.store.Finish(c, it.ID, core.StatusDone, "") })
 	case errors.As(err, &drop):
-		outcome = OutcomeDropped
+		outcome = core.OutcomeDropped
 		log.Info("message dropped by a pre-hook", "reason", drop.reason)
-		g.record(sctx, log, "mark request done", func(c context.Context) error { return g.store.Finish(c, it.ID, StatusDone, err.Error()) })
+		g.record(sctx, log, "mark request done", func(c context.Context) error { return g.store.Finish(c, it.ID, core.StatusDone, err.Error()) })
 	case errors.Is(ctx.Err(), context.Canceled) && !errors.Is(err, context.DeadlineExceeded):
 		// Shutdown: back to the queue as it was; a deploy is no attempt.
-		outcome = OutcomeReleased
+		outcome = core.OutcomeReleased
 		log.Info("request interrupted by shutdown; it is answered after the next start")
 		g.record(sctx, log, "release request", func(c context.Context) error { return g.store.Release(c, it.ID) })
-	case Transient(err) && RetryAfter(err) > 0:
-		outcome = OutcomeWaiting
+	case core.Transient(err) && core.RetryAfter(err) > 0:
+		outcome = core.OutcomeWaiting
 		if g.wait(sctx, it, err, log) {
-			outcome = OutcomeFailed
+			outcome = core.OutcomeFailed
 		}
-	case Transient(err) && it.Attempts+1 < g.opts.MaxAttempts:
-		outcome = OutcomeRetried
+	case core.Transient(err) && it.Attempts+1 < g.opts.MaxAttempts:
+		outcome = core.OutcomeRetried
 		wait := g.opts.Backoff(it.Attempts + 1)
 		log.Warn("request failed; will retry", "attempt", it.Attempts+1, "in", wait, "err", err)
 		g.record(sctx, log, "re-queue request", func(c context.Context) error { return g.store.Retry(c, it.ID, g.now().Add(wait), err.Error()) })
@@ -233,19 +235,19 @@ func (g *Gateway) settle(ctx context.Context, it QueueItem, err error, log *slog
 // past MaxWait since the message arrived gives it up. The user is told
 // once when the wait is long.
 // It reports whether it gave the item up.
-func (g *Gateway) wait(ctx context.Context, it QueueItem, cause error, log *slog.Logger) (gaveUp bool) {
-	d := RetryAfter(cause)
+func (g *Gateway) wait(ctx context.Context, it core.QueueItem, cause error, log *slog.Logger) (gaveUp bool) {
+	d := core.RetryAfter(cause)
 	due := g.now().Add(d)
 	if due.Sub(it.CreatedAt) > g.opts.MaxWait {
 		log.Warn("request waited too long for a cooling provider", "queue.max_wait", g.opts.MaxWait, "err", cause)
 		g.giveUp(ctx, it, cause, log)
 		return true
 	}
-	notify := d > maxQuietWait && !it.Notified && it.Kind == EventMessage
+	notify := d > maxQuietWait && !it.Notified && it.Kind == core.EventMessage
 	if notify {
 		if ch, ok := g.channels[it.Conversation.Channel]; ok {
 			tctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-			g.sendText(tctx, ch, *it.Message, DelayMessage(cause))
+			g.sendText(tctx, ch, *it.Message, core.DelayMessage(cause))
 			cancel()
 		}
 	}
@@ -258,11 +260,11 @@ func (g *Gateway) wait(ctx context.Context, it QueueItem, cause error, log *slog
 // user is told within a panic guard, so nothing here can make the item run
 // again. An answer stored by an earlier attempt is delivered (its unsent
 // parts) instead of an apology.
-func (g *Gateway) giveUp(ctx context.Context, it QueueItem, cause error, log *slog.Logger) {
+func (g *Gateway) giveUp(ctx context.Context, it core.QueueItem, cause error, log *slog.Logger) {
 	log.Error("request failed", "attempts", it.Attempts+1, "interruptions", it.Interruptions, "err", cause)
-	g.record(ctx, log, "mark request failed", func(c context.Context) error { return g.store.Finish(c, it.ID, StatusFailed, cause.Error()) })
+	g.record(ctx, log, "mark request failed", func(c context.Context) error { return g.store.Finish(c, it.ID, core.StatusFailed, cause.Error()) })
 	g.emitFailed(it, cause)
-	if it.Kind != EventMessage || it.Message == nil {
+	if it.Kind != core.EventMessage || it.Message == nil {
 		return
 	}
 	ch, ok := g.channels[it.Conversation.Channel]
@@ -279,14 +281,14 @@ func (g *Gateway) giveUp(ctx context.Context, it QueueItem, cause error, log *sl
 	if r, err := g.store.ReplyForRequest(ctx, it.ID, it.Conversation); err == nil && r != nil {
 		if r.Streaming {
 			// The messages a stream opened show the apology instead.
-			r.Parts = ch.Format(UserMessage(cause))
+			r.Parts = ch.Format(core.UserMessage(cause))
 		}
 		if err := g.deliver(ctx, ch, *it.Message, r, nil); err != nil {
 			log.Error("deliver the rest of the stored reply", "err", err)
 		}
 		return
 	}
-	g.sendText(ctx, ch, *it.Message, UserMessage(cause))
+	g.sendText(ctx, ch, *it.Message, core.UserMessage(cause))
 }
 
 // recordTries bounds the attempts to write an item's outcome; past them
@@ -315,92 +317,12 @@ func (g *Gateway) record(ctx context.Context, log *slog.Logger, what string, wri
 
 // handle runs one item; a panic in a channel, hook or the agent becomes a
 // permanent failure of that item instead of a crash of the gateway.
-func (g *Gateway) handle(ctx context.Context, it QueueItem, log *slog.Logger, release func()) (err error) {
+func (g *Gateway) handle(ctx context.Context, it core.QueueItem, log *slog.Logger, release func()) (err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			log.Error("panic while processing a request", "panic", p, "stack", string(debug.Stack()))
-			err = &Error{Kind: KindInvalid, Msg: "an internal error occurred (logged)", Err: fmt.Errorf("panic: %v", p)}
+			err = &core.Error{Kind: core.KindInvalid, Msg: "an internal error occurred (logged)", Err: fmt.Errorf("panic: %v", p)}
 		}
 	}()
-	switch it.Kind {
-	case EventMessage:
-		return g.handleMessage(ctx, it, log, release)
-	case EventReaction:
-		return g.handleReaction(ctx, it, log, release)
-	case EventScheduled:
-		return g.handleFiring(ctx, it, log, release)
-	}
-	return Errorf(KindInvalid, "unknown queue item kind %q", it.Kind)
-}
-
-// handleMessage answers one message: a reply stored by an earlier attempt
-// is only delivered again; otherwise the pipeline produces the answer,
-// which is stored, the worker slot released, and the answer sent. An
-// answer the channel streams is shown while it is written; the final
-// delivery then edits the messages the stream opened.
-func (g *Gateway) handleMessage(ctx context.Context, it QueueItem, log *slog.Logger, release func()) error {
-	in := *it.Message
-	ch, ok := g.channels[in.Conversation.Channel]
-	if !ok {
-		return Errorf(KindInvalid, "channel %q is not enabled; enable channels.%s in the config to answer its queued messages", in.Conversation.Channel, in.Conversation.Channel)
-	}
-	prev, err := g.store.ReplyForRequest(ctx, it.ID, it.Conversation)
-	if err != nil {
-		return err
-	}
-	if prev != nil && !prev.Streaming {
-		release()
-		return g.deliver(ctx, ch, in, prev, nil)
-	}
-	if ind, ok := ch.(Indicator); ok && in.Origin == "" {
-		stop := ind.Working(ctx, in)
-		defer stop()
-	}
-	sess, err := g.store.ActiveSession(ctx, in.Conversation)
-	if err != nil {
-		return err
-	}
-	to := Outbound{Conversation: in.Conversation, ReplyTo: replyTo(in), Meta: in.Meta}
-	st := g.streamFor(ctx, ch, to, it.ID, sess.ID, prev, log)
-	// Stopped however the request ends, a panic included: no update of
-	// the stream may come after the apology the failure edits in.
-	defer st.stop()
-	ans, err := g.answerMessage(ctx, CommandRequest{RequestID: it.ID, In: in, Session: sess}, answering{stream: st}, log)
-	if err != nil {
-		return err
-	}
-	return g.finishAnswer(ctx, ch, in, it.ID, sess.ID, ans, st, release)
-}
-
-// streamFor prepares the stream of an answer (nil when the channel does
-// not stream it); draft is the streaming reply an earlier attempt left.
-func (g *Gateway) streamFor(ctx context.Context, ch Channel, to Outbound, requestID, sessionID int64, draft *Reply, log *slog.Logger) *stream {
-	r := draft
-	if r == nil {
-		r = &Reply{RequestID: requestID, SessionID: sessionID, Conversation: to.Conversation, Streaming: true, CreatedAt: g.now()}
-	}
-	s := g.newStream(ctx, ch, to, r, log)
-	if s == nil && draft != nil {
-		// Not streamed this time: the earlier messages are still edited.
-		s = &stream{reply: draft, slots: slotsOf(draft)}
-	}
-	return s
-}
-
-// finishAnswer stores the answer, frees the worker slot and sends it: the
-// messages a stream opened are edited to the final text.
-func (g *Gateway) finishAnswer(ctx context.Context, ch Channel, in Inbound, requestID, sessionID int64, ans *Answer, st *stream, release func()) error {
-	sp := st.stop()
-	r, err := g.saveReply(ctx, ch, requestID, sessionID, in.Conversation, ans)
-	if err != nil {
-		return err
-	}
-	if st.opened() {
-		// The stream's messages are recorded with the reply.
-		if r, err = g.store.ReplyForRequest(ctx, requestID, in.Conversation); err != nil {
-			return err
-		}
-	}
-	release()
-	return g.deliver(ctx, ch, in, r, sp)
+	return g.serve(ctx, it, log, release)
 }

@@ -1,4 +1,4 @@
-package core_test
+package gateway_test
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/opentalon/opentalon/core"
+	"github.com/opentalon/opentalon/core/gateway"
 	"github.com/opentalon/opentalon/store"
 )
 
@@ -75,20 +76,20 @@ func (s *signals) RecordSignal(_ context.Context, sig core.Signal) error {
 type rig struct {
 	t  *testing.T
 	db *store.DB
-	g  *core.Gateway
+	g  *gateway.Gateway
 	ch *fakeChannel
 
 	sig  *signals
 	stop func()
 }
 
-func newRig(t *testing.T, ag *fakeAgent, ch *fakeChannel, setup func(*core.Gateway)) *rig {
+func newRig(t *testing.T, ag *fakeAgent, ch *fakeChannel, setup func(*gateway.Gateway)) *rig {
 	t.Helper()
 	return newRigWith(t, ag, ch, nil, setup)
 }
 
 // newRigWith is newRig with any agent and the given hooks.
-func newRigWith(t *testing.T, ag core.Agent, ch *fakeChannel, hooks core.Hooks, setup func(*core.Gateway)) *rig {
+func newRigWith(t *testing.T, ag core.Agent, ch *fakeChannel, hooks core.Hooks, setup func(*gateway.Gateway)) *rig {
 	t.Helper()
 	db, err := store.Open(context.Background(), t.TempDir(), store.Options{})
 	if err != nil {
@@ -99,7 +100,7 @@ func newRigWith(t *testing.T, ag core.Agent, ch *fakeChannel, hooks core.Hooks, 
 		ch.notify = make(chan string, 100)
 	}
 	sig := &signals{}
-	g := core.New(core.Options{Store: db, Agent: ag, Hooks: hooks, Signals: sig, Workers: 2, MaxAttempts: 3,
+	g := gateway.New(gateway.Options{Store: db, Agent: ag, Hooks: hooks, Signals: sig, Workers: 2, MaxAttempts: 3,
 		Backoff: func(int) time.Duration { return time.Millisecond }})
 	g.AddChannel(ch)
 	if setup != nil {
@@ -136,10 +137,10 @@ func openDB(t *testing.T, o store.Options) *store.DB {
 
 // runOn runs a gateway built from o with one fake channel until the test
 // ends; db is the store under o.Store (which may wrap it).
-func runOn(t *testing.T, db *store.DB, o core.Options) *rig {
+func runOn(t *testing.T, db *store.DB, o gateway.Options) *rig {
 	t.Helper()
 	ch := &fakeChannel{notify: make(chan string, 100)}
-	g := core.New(o)
+	g := gateway.New(o)
 	g.AddChannel(ch)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -156,7 +157,7 @@ func (r *rig) accept(id, text string) {
 		if err == nil {
 			return
 		}
-		if !errors.Is(err, core.ErrNotAccepting) || i > 1000 {
+		if !errors.Is(err, gateway.ErrNotAccepting) || i > 1000 {
 			r.t.Fatal(err)
 		}
 		time.Sleep(2 * time.Millisecond)
@@ -256,7 +257,7 @@ func (escalate) InterceptReaction(_ context.Context, re core.Reaction, judged *c
 }
 
 func TestReactionBecomesSignalAndMayBeAnswered(t *testing.T) {
-	r := newRig(t, &fakeAgent{}, &fakeChannel{}, func(g *core.Gateway) { g.AddInterceptor(escalate{}) })
+	r := newRig(t, &fakeAgent{}, &fakeChannel{}, func(g *gateway.Gateway) { g.AddInterceptor(escalate{}) })
 	r.accept("1", "q")
 	r.expect("answer to q")
 	conv := core.ConversationKey{Channel: "fake", Chat: "c"}
@@ -272,27 +273,6 @@ func TestReactionBecomesSignalAndMayBeAnswered(t *testing.T) {
 	defer r.sig.mu.Unlock()
 	if len(r.sig.got) != 1 || r.sig.got[0].Polarity != core.Negative || r.sig.got[0].Model != "fake/m" {
 		t.Fatalf("signals = %+v; want one negative signal for the judged reply", r.sig.got)
-	}
-}
-
-func TestParseCommand(t *testing.T) {
-	tests := []struct {
-		in, name, args string
-		ok             bool
-	}{
-		{"/help", "help", "", true},
-		{"/model@talon_bot fast", "model", "fast", true},
-		{"  /Model  gpt ", "model", "gpt", true},
-		{"/etc/hosts is a file", "", "", false},
-		{"hello /help", "", "", false},
-		{"/", "", "", false},
-		{"/1abc", "", "", false},
-	}
-	for _, tc := range tests {
-		name, args, ok := core.ParseCommand(tc.in)
-		if name != tc.name || args != tc.args || ok != tc.ok {
-			t.Errorf("ParseCommand(%q) = %q %q %v; want %q %q %v", tc.in, name, args, ok, tc.name, tc.args, tc.ok)
-		}
 	}
 }
 
@@ -327,7 +307,7 @@ func TestInterruptedTooOftenIsNotRetried(t *testing.T) {
 		db.RequeueRunning(ctx)
 	}
 	ch := &fakeChannel{notify: make(chan string, 10)}
-	g := core.New(core.Options{Store: db, Agent: ag, MaxAttempts: 3})
+	g := gateway.New(gateway.Options{Store: db, Agent: ag, MaxAttempts: 3})
 	g.AddChannel(ch)
 	runCtx, cancel := context.WithCancel(ctx)
 	done := make(chan error)
@@ -344,5 +324,31 @@ func TestInterruptedTooOftenIsNotRetried(t *testing.T) {
 	<-done
 	if ag.calls != 0 {
 		t.Fatal("a message interrupted max_attempts times reached the agent again")
+	}
+}
+
+// TestPostSendsToAnEnabledChannel: Post (a chat sink's event) goes out
+// through the channel's own formatting, every part, and names a channel
+// that is not enabled.
+func TestPostSendsToAnEnabledChannel(t *testing.T) {
+	ch := &fakeChannel{notify: make(chan string, 10)}
+	g := gateway.New(gateway.Options{})
+	g.AddChannel(ch)
+	if !g.HasChannel("fake") || g.HasChannel("slack") {
+		t.Fatalf("HasChannel(fake, slack) = %v, %v; want true, false", g.HasChannel("fake"), g.HasChannel("slack"))
+	}
+	if err := g.Post(context.Background(), core.ConversationKey{Channel: "fake", Chat: "ops"}, "down|since 5m"); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(ch.sent, ","); got != "down,since 5m" {
+		t.Fatalf("sent %q; want both parts", got)
+	}
+	err := g.Post(context.Background(), core.ConversationKey{Channel: "slack", Chat: "ops"}, "x")
+	if err == nil || !strings.Contains(err.Error(), "slack is not enabled") {
+		t.Fatalf("post to slack: %v; want it named as not enabled", err)
+	}
+	ch.failSends = 1
+	if err := g.Post(context.Background(), core.ConversationKey{Channel: "fake", Chat: "ops"}, "a|b"); core.ErrorKind(err) != core.KindUnavailable {
+		t.Fatalf("post with a failing send: %v; want the channel's error", err)
 	}
 }

@@ -1,4 +1,4 @@
-package core_test
+package gateway_test
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/opentalon/opentalon/core"
+	"github.com/opentalon/opentalon/core/gateway"
 	"github.com/opentalon/opentalon/store"
 )
 
@@ -23,7 +24,7 @@ func (r *rig) acceptFrom(user, chat, id, text string) {
 		if err == nil {
 			return
 		}
-		if !errors.Is(err, core.ErrNotAccepting) || i > 1000 {
+		if !errors.Is(err, gateway.ErrNotAccepting) || i > 1000 {
 			r.t.Fatal(err)
 		}
 		time.Sleep(2 * time.Millisecond)
@@ -56,7 +57,7 @@ var codeRE = regexp.MustCompile(`pairing code is ([A-Z0-9]{8})`)
 func TestPairingKeepsStrangersFromTheAgent(t *testing.T) {
 	db := openDB(t, store.Options{})
 	ag := &fakeAgent{}
-	r := runOn(t, db, core.Options{Store: db, Agent: ag, Pairings: db,
+	r := runOn(t, db, gateway.Options{Store: db, Agent: ag, Pairings: db,
 		Access: map[string]core.AccessPolicy{"fake": {Mode: core.AccessPairing, Admins: []string{"admin"}, Users: []string{"friend"}}}})
 
 	// An unknown user gets a code; nothing is queued, nothing reaches the agent.
@@ -101,7 +102,7 @@ func TestPairingKeepsStrangersFromTheAgent(t *testing.T) {
 func TestDeniedAndAllowlistedOutUsersAreIgnored(t *testing.T) {
 	db := openDB(t, store.Options{})
 	ag := &fakeAgent{}
-	r := runOn(t, db, core.Options{Store: db, Agent: ag, Pairings: db,
+	r := runOn(t, db, gateway.Options{Store: db, Agent: ag, Pairings: db,
 		Access: map[string]core.AccessPolicy{"fake": {Mode: core.AccessPairing, Admins: []string{"admin"}}}})
 	r.acceptFrom("pest", "p", "1", "hi")
 	code := codeRE.FindStringSubmatch(r.next())[1]
@@ -113,7 +114,7 @@ func TestDeniedAndAllowlistedOutUsersAreIgnored(t *testing.T) {
 	r.nothingSent(150 * time.Millisecond)
 
 	db2 := openDB(t, store.Options{})
-	r2 := runOn(t, db2, core.Options{Store: db2, Agent: ag,
+	r2 := runOn(t, db2, gateway.Options{Store: db2, Agent: ag,
 		Access: map[string]core.AccessPolicy{"fake": {Mode: core.AccessAllowlist, Admins: []string{"admin"}}}})
 	r2.acceptFrom("someone", "x", "1", "hi")
 	r2.nothingSent(150 * time.Millisecond)
@@ -124,7 +125,7 @@ func TestDeniedAndAllowlistedOutUsersAreIgnored(t *testing.T) {
 func TestAdminOnlyCommandRefusedInOneSentence(t *testing.T) {
 	db := openDB(t, store.Options{})
 	ran := false
-	r := runOn(t, db, core.Options{Store: db, Agent: &fakeAgent{},
+	r := runOn(t, db, gateway.Options{Store: db, Agent: &fakeAgent{},
 		Access: map[string]core.AccessPolicy{"fake": {Mode: core.AccessOpen, Admins: []string{"boss"}}}})
 	r.g.AddCommand(core.Command{CommandInfo: core.CommandInfo{Name: "budget"}, Admin: true,
 		Run: func(context.Context, core.CommandRequest) (string, error) { ran = true; return "budget set", nil }})
@@ -166,7 +167,7 @@ func (o *countingObserver) HookFailed(string, core.Stage) { o.mu.Lock(); o.hooks
 func TestObserverSeesEachStage(t *testing.T) {
 	db := openDB(t, store.Options{})
 	obs := &countingObserver{accepted: map[string]int{}, stages: map[core.Stage]int{}, outcomes: map[core.Outcome]int{}}
-	r := runOn(t, db, core.Options{Store: db, Agent: &fakeAgent{fail: 1, kind: core.KindUnavailable}, Hooks: &tagHooks{},
+	r := runOn(t, db, gateway.Options{Store: db, Agent: &fakeAgent{fail: 1, kind: core.KindUnavailable}, Hooks: &tagHooks{},
 		Observer: obs, Backoff: func(int) time.Duration { return time.Millisecond }})
 	r.accept("1", "q")
 	r.next()
@@ -201,7 +202,7 @@ func TestObserverSeesEachStage(t *testing.T) {
 // and at most MaxPendingPairings requests wait on a channel: past that an
 // unknown user gets no code and adds no row.
 func TestPairingCodesExpireAndAreCapped(t *testing.T) {
-	r := newClockRig(t, &fakeAgent{}, core.Options{
+	r := newClockRig(t, &fakeAgent{}, gateway.Options{
 		Access: map[string]core.AccessPolicy{"fake": {Mode: core.AccessPairing, Admins: []string{"admin"}}}})
 	ctx := context.Background()
 	r.acceptFrom("stranger", "s", "1", "hello?")

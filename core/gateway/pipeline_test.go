@@ -1,4 +1,4 @@
-package core_test
+package gateway_test
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/opentalon/opentalon/core"
+	"github.com/opentalon/opentalon/core/gateway"
 	"github.com/opentalon/opentalon/store"
 )
 
@@ -61,7 +62,7 @@ func TestEveryAnswerPassesTheHooks(t *testing.T) {
 	ag := &fakeAgent{}
 	var turns []core.Turn
 	ag.text = func(q string) string { return "answer to " + q }
-	r := newRigWith(t, &recordingAgent{fakeAgent: ag, turns: &turns}, &fakeChannel{}, h, func(g *core.Gateway) { g.AddInterceptor(retryer{}) })
+	r := newRigWith(t, &recordingAgent{fakeAgent: ag, turns: &turns}, &fakeChannel{}, h, func(g *gateway.Gateway) { g.AddInterceptor(retryer{}) })
 	r.accept("1", "q")
 	r.expect("answer to q [checked]")
 	r.accept("2", "again")
@@ -142,7 +143,7 @@ func TestPacedDeliveryDoesNotHoldAWorker(t *testing.T) {
 	asked := make(chan string, 10)
 	ag := &fakeAgent{text: func(q string) string { asked <- q; return "answer to " + q }}
 	ch := &slowChannel{fakeChannel: fakeChannel{notify: make(chan string, 10)}, release: make(chan struct{})}
-	g := core.New(core.Options{Store: db, Agent: ag, Workers: 1})
+	g := gateway.New(gateway.Options{Store: db, Agent: ag, Workers: 1})
 	g.AddChannel(ch)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error)
@@ -213,7 +214,7 @@ func TestFailingChannelIsRestartedAndReported(t *testing.T) {
 	defer db.Close()
 	fl := &flaky{name: "flaky", kind: core.KindUnavailable, runs: make(chan struct{}, 100), ok: make(chan struct{})}
 	good := &fakeChannel{notify: make(chan string, 10)}
-	g := core.New(core.Options{Store: db, Agent: &fakeAgent{}, ChannelBackoff: func(int) time.Duration { return 5 * time.Millisecond }})
+	g := gateway.New(gateway.Options{Store: db, Agent: &fakeAgent{}, ChannelBackoff: func(int) time.Duration { return 5 * time.Millisecond }})
 	g.AddChannel(fl)
 	g.AddChannel(good)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -226,7 +227,7 @@ func TestFailingChannelIsRestartedAndReported(t *testing.T) {
 			t.Fatal("the failing channel was not restarted")
 		}
 	}
-	var st core.ChannelState
+	var st gateway.ChannelState
 	for _, s := range g.ChannelStates() {
 		if s.Name == "flaky" {
 			st = s
@@ -253,7 +254,7 @@ func TestRefusedCredentialStopsTheGateway(t *testing.T) {
 	}
 	defer db.Close()
 	fl := &flaky{name: "flaky", kind: core.KindAuth, runs: make(chan struct{}, 100), ok: make(chan struct{})}
-	g := core.New(core.Options{Store: db, Agent: &fakeAgent{}})
+	g := gateway.New(gateway.Options{Store: db, Agent: &fakeAgent{}})
 	g.AddChannel(fl)
 	done := make(chan error, 1)
 	go func() { done <- g.Run(context.Background(), time.Second) }()

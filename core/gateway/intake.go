@@ -1,17 +1,19 @@
-package core
+package gateway
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/opentalon/opentalon/core"
 )
 
 // ErrNotAccepting is returned by Accept while the gateway is not running.
-var ErrNotAccepting = &Error{Kind: KindUnavailable, Msg: "gateway is not accepting messages (starting or shutting down)"}
+var ErrNotAccepting = &core.Error{Kind: core.KindUnavailable, Msg: "gateway is not accepting messages (starting or shutting down)"}
 
-// Accept implements Sink.
-func (g *Gateway) Accept(ctx context.Context, in Inbound) error {
+// Accept implements core.Sink.
+func (g *Gateway) Accept(ctx context.Context, in core.Inbound) error {
 	if !g.isAccepting() {
 		return ErrNotAccepting
 	}
@@ -21,16 +23,14 @@ func (g *Gateway) Accept(ctx context.Context, in Inbound) error {
 	if ok, err := g.admit(ctx, in); err != nil || !ok {
 		return err // a refused message is answered (or ignored), not queued
 	}
-	item := QueueItem{
-		Kind:         EventMessage,
+	dup, err := g.enqueue(ctx, core.QueueItem{
+		Kind:         core.EventMessage,
 		Conversation: in.Conversation,
 		DedupeKey:    in.Conversation.Channel + ":m:" + in.MessageID,
 		Message:      &in,
-		CreatedAt:    g.now(),
 		MaxPending:   g.opts.MaxPending,
-	}
-	_, dup, err := g.store.Enqueue(ctx, item)
-	if errors.Is(err, ErrConversationFull) {
+	})
+	if errors.Is(err, core.ErrConversationFull) {
 		// Not queued on purpose: the platform may be acknowledged.
 		g.log.Warn("conversation has too many messages waiting; message not queued", "conv", in.Conversation.String(), "message_id", in.MessageID, "queue.max_pending", g.opts.MaxPending)
 		g.tellFull(in)
@@ -44,18 +44,16 @@ func (g *Gateway) Accept(ctx context.Context, in Inbound) error {
 		return nil
 	}
 	g.log.Debug("message accepted", "conv", in.Conversation.String(), "message_id", in.MessageID)
-	g.obs.Accepted(in.Conversation.Channel)
-	g.poke()
 	return nil
 }
 
-// Edit implements Sink.
-func (g *Gateway) Edit(ctx context.Context, in Inbound) (bool, error) {
+// Edit implements core.Sink.
+func (g *Gateway) Edit(ctx context.Context, in core.Inbound) (bool, error) {
 	return g.store.EditQueued(ctx, in.Conversation.Channel+":m:"+in.MessageID, in.Text)
 }
 
-// React implements Sink.
-func (g *Gateway) React(ctx context.Context, r Reaction) error {
+// React implements core.Sink.
+func (g *Gateway) React(ctx context.Context, r core.Reaction) error {
 	if !g.isAccepting() {
 		return ErrNotAccepting
 	}
@@ -63,7 +61,7 @@ func (g *Gateway) React(ctx context.Context, r Reaction) error {
 		r.At = g.now()
 	}
 	// A reaction of someone who may not talk to the bot judges nothing.
-	if ok, _, err := g.admitted(ctx, Inbound{Conversation: r.Conversation, UserID: r.UserID}); err != nil || !ok {
+	if ok, _, err := g.admitted(ctx, core.Inbound{Conversation: r.Conversation, UserID: r.UserID}); err != nil || !ok {
 		return err
 	}
 	// A platform may not say in which thread or topic a reaction was
@@ -72,21 +70,34 @@ func (g *Gateway) React(ctx context.Context, r Reaction) error {
 	if judged, err := g.store.ReplyByPlatformID(ctx, r.Conversation.Channel, r.MessageID); err == nil && judged != nil {
 		r.Conversation = judged.Conversation
 	}
-	item := QueueItem{
-		Kind:         EventReaction,
+	_, err := g.enqueue(ctx, core.QueueItem{
+		Kind:         core.EventReaction,
 		Conversation: r.Conversation,
 		DedupeKey:    r.Conversation.Channel + ":r:" + r.EventID,
 		Reaction:     &r,
-		CreatedAt:    g.now(),
-	}
-	_, dup, err := g.store.Enqueue(ctx, item)
+	})
 	if err != nil {
 		return fmt.Errorf("accept %s reaction: %w", r.Conversation.Channel, err)
 	}
-	if !dup {
-		g.poke()
-	}
 	return nil
+}
+
+// enqueue is the one way into the queue, for a platform's message or
+// reaction, an injected message and a schedule's firing alike: it commits
+// item (accepted now), counts a message as accepted and wakes the
+// dispatcher. A duplicate (same DedupeKey) is reported with dup=true and
+// changes nothing. The store's error is returned as it is
+// (core.ErrConversationFull for a message past QueueItem.MaxPending).
+func (g *Gateway) enqueue(ctx context.Context, item core.QueueItem) (dup bool, err error) {
+	item.CreatedAt = g.now()
+	if _, dup, err = g.store.Enqueue(ctx, item); err != nil || dup {
+		return dup, err
+	}
+	if item.Kind == core.EventMessage {
+		g.obs.Accepted(item.Conversation.Channel)
+	}
+	g.poke()
+	return false, nil
 }
 
 // poke wakes the dispatcher.
@@ -123,7 +134,7 @@ func (g *Gateway) noticeDue(key string) bool {
 
 // tellFull tells the user, best effort and at most once a minute per
 // conversation, that their message was not taken.
-func (g *Gateway) tellFull(in Inbound) {
+func (g *Gateway) tellFull(in core.Inbound) {
 	if g.noticeDue("full:" + in.Conversation.String()) {
 		g.notify(in, "I am still working on your earlier messages, so I did not take this one. Please send it again once I have answered them.")
 	}
@@ -131,7 +142,7 @@ func (g *Gateway) tellFull(in Inbound) {
 
 // notify sends a notice of the gateway's own in reply to in, best effort,
 // without holding up the caller.
-func (g *Gateway) notify(in Inbound, text string) {
+func (g *Gateway) notify(in core.Inbound, text string) {
 	ch, ok := g.channels[in.Conversation.Channel]
 	if !ok {
 		return
@@ -147,12 +158,32 @@ func (g *Gateway) notify(in Inbound, text string) {
 
 // sendText sends a short text of the gateway's own (a notice, an
 // apology) in reply to in, best effort.
-func (g *Gateway) sendText(ctx context.Context, ch Channel, in Inbound, text string) {
+func (g *Gateway) sendText(ctx context.Context, ch core.Channel, in core.Inbound, text string) {
+	if err := send(ctx, ch, in, text); err != nil {
+		g.log.Warn("send a notice", "conv", in.Conversation.String(), "err", err)
+	}
+}
+
+// Post sends a text of the gateway's own to a conversation of one of its
+// channels (a chat notification sink's event), outside the queue: it is
+// not stored, and a failure is returned, not retried.
+func (g *Gateway) Post(ctx context.Context, conv core.ConversationKey, text string) error {
+	ch, ok := g.channels[conv.Channel]
+	if !ok {
+		return fmt.Errorf("channel %s is not enabled", conv.Channel)
+	}
+	return send(ctx, ch, core.Inbound{Conversation: conv}, text)
+}
+
+// send is the one way a text that is not a stored reply reaches a
+// channel: formatted and split for it, each part in order, in reply to in
+// (quoting nothing when in is no platform's message).
+func send(ctx context.Context, ch core.Channel, in core.Inbound, text string) error {
 	parts := ch.Format(text)
 	for i, part := range parts {
-		if _, err := ch.Send(ctx, Outbound{Conversation: in.Conversation, ReplyTo: replyTo(in), Meta: in.Meta, Part: i, Parts: len(parts)}, part); err != nil {
-			g.log.Warn("send a notice", "conv", in.Conversation.String(), "err", err)
-			return
+		if _, err := ch.Send(ctx, core.Outbound{Conversation: in.Conversation, ReplyTo: replyTo(in), Meta: in.Meta, Part: i, Parts: len(parts)}, part); err != nil {
+			return err
 		}
 	}
+	return nil
 }

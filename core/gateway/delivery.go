@@ -1,11 +1,12 @@
-package core
+package gateway
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/opentalon/opentalon/core"
 )
 
 // saveReply stores the answer to a queue item, formatted for the channel,
@@ -13,7 +14,7 @@ import (
 // tools made are stored first (in the media store) and checked against
 // the platform's upload limit: one too large is named in the text
 // instead.
-func (g *Gateway) saveReply(ctx context.Context, ch Channel, requestID, sessionID int64, conv ConversationKey, ans *Answer) (*Reply, error) {
+func (g *Gateway) saveReply(ctx context.Context, ch core.Channel, requestID, sessionID int64, conv core.ConversationKey, ans *core.Answer) (*core.Reply, error) {
 	files, notes, err := g.keepFiles(ctx, ch, ans.Files)
 	if err != nil {
 		return nil, err
@@ -22,7 +23,7 @@ func (g *Gateway) saveReply(ctx context.Context, ch Channel, requestID, sessionI
 	if notes != "" {
 		text += "\n\n" + notes
 	}
-	r := &Reply{
+	r := &core.Reply{
 		RequestID:    requestID,
 		SessionID:    sessionID,
 		Conversation: conv,
@@ -46,11 +47,11 @@ func (g *Gateway) saveReply(ctx context.Context, ch Channel, requestID, sessionI
 
 // keepFiles stores the files of an answer and keeps those the channel
 // can send; notes names the others for the user.
-func (g *Gateway) keepFiles(ctx context.Context, ch Channel, in []Attachment) (out []Attachment, notes string, err error) {
+func (g *Gateway) keepFiles(ctx context.Context, ch core.Channel, in []core.Attachment) (out []core.Attachment, notes string, err error) {
 	if len(in) == 0 {
 		return nil, "", nil
 	}
-	up, _ := ch.(Uploader)
+	up, _ := ch.(core.Uploader)
 	var lines []string
 	for _, f := range in {
 		if f.Size == 0 {
@@ -90,7 +91,7 @@ func byteSize(n int64) string {
 // message it opened, and its native streams still open.
 type shownParts struct {
 	shown map[int]string
-	open  map[int]NativeDraft
+	open  map[int]core.NativeDraft
 	// notBefore is when the platform's interval since the stream's last
 	// update has passed: the final edit waits for it.
 	notBefore time.Time
@@ -101,18 +102,18 @@ type shownParts struct {
 // alone when it shows it already); one the final text does not need is
 // deleted. The channel's Send paces itself; it is called outside the
 // workers.
-func (g *Gateway) deliver(ctx context.Context, ch Channel, in Inbound, r *Reply, sp *shownParts) error {
+func (g *Gateway) deliver(ctx context.Context, ch core.Channel, in core.Inbound, r *core.Reply, sp *shownParts) error {
 	t0 := g.now()
-	defer func() { g.obs.Stage(r.Conversation.Channel, StageDelivery, g.now().Sub(t0)) }()
+	defer func() { g.obs.Stage(r.Conversation.Channel, core.StageDelivery, g.now().Sub(t0)) }()
 	sctx := context.WithoutCancel(ctx)
 	n := len(r.Parts)
 	total := n + len(r.Files)
 	for i, part := range r.Parts {
-		id, draft := r.sent(i)
+		id, draft := sent(r, i)
 		if id != "" && !draft {
 			continue
 		}
-		to := Outbound{Conversation: r.Conversation, ReplyTo: replyTo(in), Meta: in.Meta, Part: i, Parts: total}
+		to := core.Outbound{Conversation: r.Conversation, ReplyTo: replyTo(in), Meta: in.Meta, Part: i, Parts: total}
 		var err error
 		if id == "" {
 			id, err = ch.Send(ctx, to, part)
@@ -131,12 +132,12 @@ func (g *Gateway) deliver(ctx context.Context, ch Channel, in Inbound, r *Reply,
 	}
 	// Messages a stream opened beyond the final parts.
 	for i := n; i < len(r.Sent); i++ {
-		id, draft := r.sent(i)
+		id, draft := sent(r, i)
 		if id == "" || !draft {
 			continue
 		}
-		if d, ok := ch.(Deleter); ok {
-			if err := d.Delete(ctx, Outbound{Conversation: r.Conversation, Meta: in.Meta, Part: i}, id); err != nil && ErrorKind(err) != KindBadRequest {
+		if d, ok := ch.(core.Deleter); ok {
+			if err := d.Delete(ctx, core.Outbound{Conversation: r.Conversation, Meta: in.Meta, Part: i}, id); err != nil && core.ErrorKind(err) != core.KindBadRequest {
 				return fmt.Errorf("delete streamed message %d: %w", i+1, err)
 			}
 		}
@@ -147,10 +148,10 @@ func (g *Gateway) deliver(ctx context.Context, ch Channel, in Inbound, r *Reply,
 	}
 	for j, f := range r.Files {
 		i := n + j
-		if id, draft := r.sent(i); id != "" && !draft {
+		if id, draft := sent(r, i); id != "" && !draft {
 			continue
 		}
-		up, ok := ch.(Uploader)
+		up, ok := ch.(core.Uploader)
 		if !ok {
 			break
 		}
@@ -162,7 +163,7 @@ func (g *Gateway) deliver(ctx context.Context, ch Channel, in Inbound, r *Reply,
 			}
 			f.Data = data
 		}
-		to := Outbound{Conversation: r.Conversation, ReplyTo: replyTo(in), Meta: in.Meta, Part: i, Parts: total}
+		to := core.Outbound{Conversation: r.Conversation, ReplyTo: replyTo(in), Meta: in.Meta, Part: i, Parts: total}
 		id, err := up.Upload(ctx, to, f)
 		if err != nil {
 			return fmt.Errorf("send file %s: %w", f.Name, err)
@@ -177,8 +178,9 @@ func (g *Gateway) deliver(ctx context.Context, ch Channel, in Inbound, r *Reply,
 	return nil
 }
 
-// sent returns the id of part i's message and whether it shows a draft.
-func (r *Reply) sent(i int) (string, bool) {
+// sent returns the id of r's part i's message and whether it shows a
+// draft.
+func sent(r *core.Reply, i int) (string, bool) {
 	if i >= len(r.Sent) {
 		return "", false
 	}
@@ -188,11 +190,13 @@ func (r *Reply) sent(i int) (string, bool) {
 // finalize makes message id, which a stream opened for part i, show
 // part: a native stream still open is ended with it; an edit is skipped
 // when the message shows part already. A message that cannot be edited
-// any more (deleted meanwhile) is replaced by a new one.
-func (g *Gateway) finalize(ctx context.Context, ch Channel, to Outbound, id, part string, i int, sp *shownParts) (string, error) {
+// (deleted meanwhile, too old, the platform failing the edit) is replaced
+// by a new one, so the user never keeps a cut-off answer: the stale one
+// is deleted where the channel can.
+func (g *Gateway) finalize(ctx context.Context, ch core.Channel, to core.Outbound, id, part string, i int, sp *shownParts) (string, error) {
 	if sp != nil {
 		if d, ok := sp.open[i]; ok {
-			if ns, ok := ch.(NativeStreamer); ok {
+			if ns, ok := ch.(core.NativeStreamer); ok {
 				return ns.EndDraft(ctx, to, d, part)
 			}
 		}
@@ -210,64 +214,23 @@ func (g *Gateway) finalize(ctx context.Context, ch Channel, to Outbound, id, par
 			sp.notBefore = time.Time{}
 		}
 	}
-	st, ok := ch.(Streamer)
+	st, ok := ch.(core.Streamer)
 	if !ok {
 		return ch.Send(ctx, to, part)
 	}
 	err := st.Edit(ctx, to, id, part)
-	if ErrorKind(err) == KindBadRequest {
-		g.log.Warn("a streamed message could not be edited to the final text; sending the part anew", "conv", to.Conversation.String(), "err", err)
-		return ch.Send(ctx, to, part)
+	if err == nil || ctx.Err() != nil {
+		return id, err
 	}
-	return id, err
-}
-
-// UserMessage is the short text a user sees when their request failed.
-func UserMessage(err error) string {
-	const pre = "Sorry, I could not answer that: "
-	again := "Please try again later."
-	if d := RetryAfter(err); d > 0 {
-		again = fmt.Sprintf("Please try again in %s.", d.Round(time.Second))
+	g.log.Warn("a streamed message could not be edited to the final text; sending the part anew", "conv", to.Conversation.String(), "kind", core.ErrorKind(err).String(), "err", err)
+	newID, err := ch.Send(ctx, to, part)
+	if err != nil {
+		return "", err
 	}
-	switch ErrorKind(err) {
-	case KindRateLimited:
-		if RetryAfter(err) == 0 {
-			again = "Please try again in a minute."
+	if d, ok := ch.(core.Deleter); ok {
+		if err := d.Delete(ctx, to, id); err != nil {
+			g.log.Debug("the cut-off streamed message stays", "conv", to.Conversation.String(), "err", err)
 		}
-		return pre + "the AI provider is rate limiting me. " + again
-	case KindAuth:
-		return pre + "the AI provider refused my credentials. The operator has been told (see the log)."
-	case KindBilling:
-		return pre + "the AI provider's quota or credit is used up. The operator has been told (see the log)."
-	case KindTimeout:
-		return pre + "the AI provider did not answer in time. " + again
-	case KindUnavailable:
-		return pre + "the AI provider is not answering right now. " + again
-	case KindContextTooLong:
-		return pre + "the conversation is too long for the model. Send /new to start a fresh one."
-	case KindMalformed:
-		return pre + "the AI provider sent an answer I could not read. The error is logged; please try again."
-	case KindInvalid, KindBadRequest:
-		var e *Error
-		if errors.As(err, &e) && e.Msg != "" {
-			return pre + e.Msg // the cause stays in the log
-		}
-		return pre + "the request was not valid."
 	}
-	return pre + "something went wrong on my side. The error is logged; please try again."
-}
-
-// DelayMessage is what a user is told once when their answer waits for a
-// cooling provider: why, and about when it comes.
-func DelayMessage(err error) string {
-	why := "the AI provider is busy"
-	switch ErrorKind(err) {
-	case KindRateLimited:
-		why = "the AI provider is rate limiting me"
-	case KindTimeout:
-		why = "the AI provider is answering too slowly"
-	case KindUnavailable:
-		why = "the AI provider is not answering right now"
-	}
-	return fmt.Sprintf("⏳ Your answer is delayed: %s. I will answer in about %s.", why, RetryAfter(err).Round(time.Second))
+	return newID, nil
 }

@@ -1,14 +1,14 @@
-package core_test
+package gateway_test
 
 import (
 	"context"
 	"errors"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/opentalon/opentalon/core"
+	"github.com/opentalon/opentalon/core/gateway"
 	"github.com/opentalon/opentalon/store"
 )
 
@@ -53,7 +53,7 @@ type clockRig struct {
 	clock *clock
 }
 
-func newClockRig(t *testing.T, ag core.Agent, o core.Options) *clockRig {
+func newClockRig(t *testing.T, ag core.Agent, o gateway.Options) *clockRig {
 	t.Helper()
 	c := &clock{t: time.Now()}
 	db := openDB(t, store.Options{Now: c.now})
@@ -91,7 +91,7 @@ func (r *clockRig) advance(d time.Duration, poke string) {
 // without using up attempts; the user is told once, then answered.
 func TestCoolingProviderMakesTheMessageWait(t *testing.T) {
 	ag := &cooling{failures: 3}
-	r := newClockRig(t, ag, core.Options{})
+	r := newClockRig(t, ag, gateway.Options{})
 	r.accept("1", "hi")
 	r.expect("⏳ Your answer is delayed: the AI provider is rate limiting me. I will answer in about 2m0s.")
 	for i := range 2 {
@@ -112,7 +112,7 @@ func TestCoolingProviderMakesTheMessageWait(t *testing.T) {
 // queue.max_wait gets the apology saying when to try again.
 func TestWaitingPastMaxWaitGivesUp(t *testing.T) {
 	ag := &cooling{failures: 100}
-	r := newClockRig(t, ag, core.Options{MaxWait: 3 * time.Minute})
+	r := newClockRig(t, ag, gateway.Options{MaxWait: 3 * time.Minute})
 	r.accept("1", "hi")
 	r.expect("⏳ Your answer is delayed: the AI provider is rate limiting me. I will answer in about 2m0s.")
 	r.advance(2*time.Minute+time.Second, "pa")
@@ -166,7 +166,7 @@ func (s *failingStore) Finish(ctx context.Context, id int64, status, cause strin
 // next message is answered.
 func TestFailedStatusWriteDoesNotWedgeTheConversation(t *testing.T) {
 	db := openDB(t, store.Options{})
-	r := runOn(t, db, core.Options{Store: &failingStore{DB: db, fail: 3}, Agent: &fakeAgent{}})
+	r := runOn(t, db, gateway.Options{Store: &failingStore{DB: db, fail: 3}, Agent: &fakeAgent{}})
 	r.accept("1", "first")
 	r.expect("answer to first")
 	r.accept("2", "second")
@@ -181,7 +181,7 @@ func TestFailedStatusWriteDoesNotWedgeTheConversation(t *testing.T) {
 func TestOrphanedRunningRowIsRequeued(t *testing.T) {
 	c := &clock{t: time.Now()}
 	db := openDB(t, store.Options{Now: c.now})
-	r := runOn(t, db, core.Options{Store: db, Agent: &fakeAgent{}, Now: c.now})
+	r := runOn(t, db, gateway.Options{Store: db, Agent: &fakeAgent{}, Now: c.now})
 	ctx := context.Background()
 	r.accept("0", "warm up")
 	r.expect("answer to warm up")
@@ -211,7 +211,7 @@ func TestTooManyPendingMessagesAreRefused(t *testing.T) {
 		}
 		return "answer to " + q
 	}}
-	r := runOn(t, db, core.Options{Store: db, Agent: ag, MaxPending: 3})
+	r := runOn(t, db, gateway.Options{Store: db, Agent: ag, MaxPending: 3})
 	ctx := context.Background()
 	r.accept("1", "slow")
 	for i := 2; i <= 5; i++ {
@@ -240,7 +240,7 @@ func TestShutdownIsNoAttempt(t *testing.T) {
 	ag := &ctxAgent{started: started}
 	for round := range 4 {
 		ch := &fakeChannel{notify: make(chan string, 10)}
-		g := core.New(core.Options{Store: db, Agent: ag, MaxAttempts: 3})
+		g := gateway.New(gateway.Options{Store: db, Agent: ag, MaxAttempts: 3})
 		g.AddChannel(ch)
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan error, 1)
@@ -275,24 +275,6 @@ func (a *ctxAgent) Answer(ctx context.Context, _ core.Turn) (core.Answer, error)
 	return core.Answer{}, ctx.Err()
 }
 
-func TestUserMessagesNameTheCause(t *testing.T) {
-	for _, tt := range []struct {
-		err  error
-		want string
-	}{
-		{&core.Error{Kind: core.KindTimeout, RetryAfter: 5 * time.Minute}, "did not answer in time. Please try again in 5m0s."},
-		{&core.Error{Kind: core.KindRateLimited, RetryAfter: time.Minute}, "rate limiting me. Please try again in 1m0s."},
-		{&core.Error{Kind: core.KindUnavailable}, "not answering right now. Please try again later."},
-	} {
-		if got := core.UserMessage(tt.err); !strings.Contains(got, tt.want) {
-			t.Errorf("UserMessage(%v) = %q, want %q", tt.err, got, tt.want)
-		}
-	}
-	if got := core.DelayMessage(&core.Error{Kind: core.KindTimeout, RetryAfter: time.Minute}); !strings.Contains(got, "answering too slowly") {
-		t.Errorf("DelayMessage = %q", got)
-	}
-}
-
 // flakyLookup fails ReplyByPlatformID while failing is set.
 type flakyLookup struct {
 	*store.DB
@@ -320,7 +302,7 @@ func TestReactionSignalSurvivesATransientFailure(t *testing.T) {
 	db := openDB(t, store.Options{})
 	fl := &flakyLookup{DB: db}
 	sig := &signals{}
-	r := runOn(t, db, core.Options{Store: fl, Agent: &fakeAgent{}, Signals: sig, Backoff: func(int) time.Duration { return time.Millisecond }})
+	r := runOn(t, db, gateway.Options{Store: fl, Agent: &fakeAgent{}, Signals: sig, Backoff: func(int) time.Duration { return time.Millisecond }})
 	ctx, g := context.Background(), r.g
 	r.accept("1", "q")
 	r.expect("answer to q")
@@ -371,7 +353,7 @@ func waitSent(t *testing.T, db *store.DB, id int64) {
 // conversation of the reply it judges, so its re-answer is ordered with
 // that topic's messages.
 func TestReactionJoinsItsTopicsConversation(t *testing.T) {
-	r := newRig(t, &fakeAgent{}, &fakeChannel{}, func(g *core.Gateway) { g.AddInterceptor(escalate{}) })
+	r := newRig(t, &fakeAgent{}, &fakeChannel{}, func(g *gateway.Gateway) { g.AddInterceptor(escalate{}) })
 	topic := core.ConversationKey{Channel: "fake", Chat: "c", Thread: "7"}
 	in := core.Inbound{Conversation: topic, MessageID: "m1", UserID: "u", Text: "q"}
 	for r.g.Accept(context.Background(), in) != nil {

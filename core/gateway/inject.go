@@ -1,4 +1,4 @@
-package core
+package gateway
 
 import (
 	"context"
@@ -7,20 +7,13 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-)
 
-// Origins of a message that no platform delivered (Inbound.Origin).
-const (
-	// OriginSchedule: a schedule's firing.
-	OriginSchedule = "schedule"
-	// OriginPlugin prefixes "plugin:<name>": a message a plugin injected
-	// (a plugin HTTP route's handler).
-	OriginPlugin = "plugin:"
+	"github.com/opentalon/opentalon/core"
 )
 
 // replyTo is the platform message an answer to in quotes: none for a
 // message no platform delivered.
-func replyTo(in Inbound) string {
+func replyTo(in core.Inbound) string {
 	if in.Origin != "" {
 		return ""
 	}
@@ -33,18 +26,18 @@ func replyTo(in Inbound) string {
 // operator installed the plugin) and its sender is never an admin. An
 // empty MessageID gets a random one; a MessageID already injected into
 // the channel is reported with dup=true and not queued again.
-func (g *Gateway) Inject(ctx context.Context, in Inbound) (dup bool, err error) {
+func (g *Gateway) Inject(ctx context.Context, in core.Inbound) (dup bool, err error) {
 	if in.Origin == "" {
-		return false, Errorf(KindInvalid, "inject: the message has no origin")
+		return false, core.Errorf(core.KindInvalid, "inject: the message has no origin")
 	}
 	if _, ok := g.channels[in.Conversation.Channel]; !ok {
-		return false, Errorf(KindInvalid, "inject: channel %q is not enabled (enabled: %s)", in.Conversation.Channel, strings.Join(g.channelNames(), ", "))
+		return false, core.Errorf(core.KindInvalid, "inject: channel %q is not enabled (enabled: %s)", in.Conversation.Channel, strings.Join(g.channelNames(), ", "))
 	}
 	if in.Conversation.Chat == "" {
-		return false, Errorf(KindInvalid, "inject: no chat given for channel %s", in.Conversation.Channel)
+		return false, core.Errorf(core.KindInvalid, "inject: no chat given for channel %s", in.Conversation.Channel)
 	}
 	if strings.TrimSpace(in.Text) == "" {
-		return false, Errorf(KindInvalid, "inject: the message text is empty")
+		return false, core.Errorf(core.KindInvalid, "inject: the message text is empty")
 	}
 	if in.MessageID == "" {
 		b := make([]byte, 12)
@@ -56,24 +49,18 @@ func (g *Gateway) Inject(ctx context.Context, in Inbound) (dup bool, err error) 
 		in.ReceivedAt = g.now()
 	}
 	in.Mentioned = true
-	item := QueueItem{
-		Kind:         EventMessage,
+	dup, err = g.enqueue(ctx, core.QueueItem{
+		Kind:         core.EventMessage,
 		Conversation: in.Conversation,
 		DedupeKey:    in.Conversation.Channel + ":i:" + in.MessageID,
 		Message:      &in,
-		CreatedAt:    g.now(),
 		MaxPending:   g.opts.MaxPending,
-	}
-	_, dup, err = g.store.Enqueue(ctx, item)
-	if errors.Is(err, ErrConversationFull) {
+	})
+	if errors.Is(err, core.ErrConversationFull) {
 		return false, err
 	}
 	if err != nil {
 		return false, fmt.Errorf("inject into %s: %w", in.Conversation, err)
-	}
-	if !dup {
-		g.obs.Accepted(in.Conversation.Channel)
-		g.poke()
 	}
 	return dup, nil
 }
