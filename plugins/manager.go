@@ -256,23 +256,33 @@ func (m *Manager) launch(ctx context.Context, spec Spec) (*Process, error) {
 		key = m.o.Credentials.issue()
 		env = append(env[:len(env):len(env)], EnvAPIKey+"="+key)
 	}
-	p, err := m.launchWith(ctx, spec, env)
+	p, err := m.launchWith(ctx, spec, env, key)
 	if key != "" {
 		if err != nil {
 			m.o.Credentials.revoke(key)
 		} else {
 			p.apiKey = key
-			m.o.Credentials.bind(key, p.Cap.Name)
 		}
 	}
 	return p, err
 }
 
-func (m *Manager) launchWith(ctx context.Context, spec Spec, env []string) (*Process, error) {
+// launchWith starts one plugin process; key (if any) is bound to the
+// name the plugin declares as soon as it is claimed, before the plugin is
+// registered, so its routes never answer before its own key opens them.
+func (m *Manager) launchWith(ctx context.Context, spec Spec, env []string, key string) (*Process, error) {
 	p, err := Launch(ctx, spec, LaunchOptions{
 		State: m.o.State, StateLimits: m.o.StateLimits, Env: env, StartTimeout: m.o.StartTimeout, StopGrace: m.o.StopGrace,
 		Isolation: m.iso, SocketRoot: m.root.dir, Now: m.o.Now, Logger: m.o.Logger,
-		Claim: func(name string, bin Binary) error { return m.claim(ctx, name, bin) },
+		Claim: func(name string, bin Binary) error {
+			if err := m.claim(ctx, name, bin); err != nil {
+				return err
+			}
+			if key != "" {
+				m.o.Credentials.bind(key, name)
+			}
+			return nil
+		},
 	})
 	if err != nil {
 		return p, err
