@@ -58,7 +58,7 @@ func (g *Gateway) Run(ctx context.Context, grace time.Duration) error {
 	var mineMu sync.Mutex
 	mine := map[int64]bool{}
 	nextSweep := g.now().Add(sweepEvery)
-	timer := time.NewTimer(time.Hour)
+	timer := g.clock.NewTimer(time.Hour)
 	defer timer.Stop()
 	// claim says the loop should look at the queue; saturated that the
 	// last claim filled every free slot (a freed slot may then find work
@@ -123,7 +123,7 @@ loop:
 			claim = saturated
 			continue
 		case <-g.wake:
-		case <-timer.C:
+		case <-timer.C():
 		}
 		claim = true
 	}
@@ -133,6 +133,8 @@ loop:
 	chWG.Wait()
 	finished := make(chan struct{})
 	go func() { wg.Wait(); close(finished) }()
+	// The grace is wall time: a test's fake clock must not keep a
+	// shutdown waiting for ever.
 	select {
 	case <-finished:
 	case <-time.After(grace):
@@ -309,8 +311,7 @@ func (g *Gateway) record(ctx context.Context, log *slog.Logger, what string, wri
 			return
 		}
 		log.Warn(what+"; retrying", "err", err, "in", wait)
-		t := time.NewTimer(wait)
-		<-t.C
+		_ = g.clock.Sleep(ctx, wait)
 		wait *= 2
 	}
 }

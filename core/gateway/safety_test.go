@@ -8,22 +8,10 @@ import (
 	"time"
 
 	"github.com/opentalon/opentalon/core"
+	"github.com/opentalon/opentalon/core/clock"
 	"github.com/opentalon/opentalon/core/gateway"
 	"github.com/opentalon/opentalon/store"
 )
-
-// clock is a fake clock shared by the gateway and the store.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
-func (c *clock) advance(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
 
 // cooling fails the question "hi" while every model cools (a long
 // Retry-After) the first failures times, then answers; it answers other
@@ -47,36 +35,43 @@ func (a *cooling) Answer(ctx context.Context, t core.Turn) (core.Answer, error) 
 	return core.Answer{Text: "answer to " + t.Text, Model: "fake/m"}, nil
 }
 
-// clockRig runs a gateway over a store on the fake clock.
+// clockRig runs a gateway over a store on one fake clock.
 type clockRig struct {
 	*rig
-	clock *clock
+	clock *clock.Fake
 }
 
 func newClockRig(t *testing.T, ag core.Agent, o gateway.Options) *clockRig {
 	t.Helper()
-	c := &clock{t: time.Now()}
-	db := openDB(t, store.Options{Now: c.now})
-	o.Store, o.Agent, o.Now = db, ag, c.now
+	c := clock.NewFake(time.Now())
+	db := openDB(t, store.Options{Now: c.Now})
+	o.Store, o.Agent, o.Clock = db, ag, c
 	return &clockRig{rig: runOn(t, db, o), clock: c}
 }
 
-// advance waits until request 1 rests in the queue (its outcome
-// recorded), moves the clock and wakes the dispatcher (a message in
-// another conversation).
+// advance waits until request 1's attempt at the current time is over
+// (it rests in the queue, due later), moves the clock and sends a
+// message in another conversation. Waiting only for it not to run is
+// not enough: a poke's answer may come before the dispatcher claims
+// request 1 for that round, and request 1 would then be tried after the
+// clock moved on and wait for a time the test never reaches.
 func (r *clockRig) advance(d time.Duration, poke string) {
-	deadline := time.Now().Add(10 * time.Second)
+	r.t.Helper()
+	deadline := time.Now().Add(time.Minute)
 	for {
-		st, _, _, _ := r.db.QueueStatus(context.Background(), 1)
-		if st != core.StatusRunning {
+		it, st, err := r.db.QueueItem(context.Background(), 1)
+		if err != nil {
+			r.t.Fatal(err)
+		}
+		if st == core.StatusQueued && it.NotBefore.After(r.clock.Now()) {
 			break
 		}
 		if time.Now().After(deadline) {
-			r.t.Fatal("request 1 stays running")
+			r.t.Fatalf("request 1 is %s, due %v at %v; want it waiting for a later time", st, it.NotBefore, r.clock.Now())
 		}
 		time.Sleep(time.Millisecond)
 	}
-	r.clock.advance(d)
+	r.clock.Advance(d)
 	in := core.Inbound{Conversation: core.ConversationKey{Channel: "fake", Chat: "poke-" + poke}, MessageID: poke, Text: "poke"}
 	if err := r.g.Accept(context.Background(), in); err != nil {
 		r.t.Fatal(err)
@@ -176,9 +171,9 @@ func TestFailedStatusWriteDoesNotWedgeTheConversation(t *testing.T) {
 // TestOrphanedRunningRowIsRequeued: a row left running that no request of
 // this run works on is put back by the sweep and answered.
 func TestOrphanedRunningRowIsRequeued(t *testing.T) {
-	c := &clock{t: time.Now()}
-	db := openDB(t, store.Options{Now: c.now})
-	r := runOn(t, db, gateway.Options{Store: db, Agent: &fakeAgent{}, Now: c.now})
+	c := clock.NewFake(time.Now())
+	db := openDB(t, store.Options{Now: c.Now})
+	r := runOn(t, db, gateway.Options{Store: db, Agent: &fakeAgent{}, Clock: c})
 	ctx := context.Background()
 	r.accept("0", "warm up")
 	r.expect("answer to warm up")
@@ -189,10 +184,10 @@ func TestOrphanedRunningRowIsRequeued(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Claimed by nobody in this run: mark it running behind the gateway's back.
-	if _, _, err := db.Claim(ctx, 1, c.now()); err != nil {
+	if _, _, err := db.Claim(ctx, 1, c.Now()); err != nil {
 		t.Fatal(err)
 	}
-	c.advance(31 * time.Second)
+	c.Advance(31 * time.Second) // past the sweep's time
 	r.accept("1", "poke")
 	r.expectAny("answer to poke", "answer to orphan")
 	r.expectAny("answer to poke", "answer to orphan")
