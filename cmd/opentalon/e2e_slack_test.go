@@ -66,9 +66,14 @@ func TestE2ESlackSocketModeThroughApp(t *testing.T) {
 		t.Fatalf("the slash command reached the LLM: %d calls, want %d", n, calls)
 	}
 
-	// -1 on the bot's reply is a negative signal for its model.
-	srv.Deliver(srv.Reaction("alice", "C1", reply.TS, "-1", true))
+	// -1 on the bot's reply is a negative signal for its model. A user
+	// reacts once the reply is there: after its delivery was recorded. (A
+	// Slack reaction names the channel only; until the record exists it
+	// cannot be mapped to the reply in the thread, so a reaction sent the
+	// moment the fake saw the post was judged against nothing and the
+	// test waited 20 s for a signal that never came.)
 	rep := deliveredReply(t, h, "slack", "C1:"+reply.TS)
+	srv.Deliver(srv.Reaction("alice", "C1", reply.TS, "-1", true))
 	var err error
 	var sigs []core.Signal
 	deadline := time.Now().Add(20 * time.Second)
