@@ -258,14 +258,22 @@ func (g *Gateway) wait(ctx context.Context, it core.QueueItem, cause error, log 
 	return false
 }
 
-// giveUp fails an item for good. The outcome is recorded first, then the
-// user is told within a panic guard, so nothing here can make the item run
-// again. An answer stored by an earlier attempt is delivered (its unsent
-// parts) instead of an apology.
+// giveUp fails an item for good. The user is told first, within a panic
+// guard (a panic there cannot make the item run again), and the outcome
+// is recorded after: a process killed in between leaves the item
+// running, so the next start tells the user (at worst twice). Recorded
+// first, such a kill lost the message's only answer. An answer stored by
+// an earlier attempt is delivered (its unsent parts) instead of an
+// apology.
 func (g *Gateway) giveUp(ctx context.Context, it core.QueueItem, cause error, log *slog.Logger) {
 	log.Error("request failed", "attempts", it.Attempts+1, "interruptions", it.Interruptions, "err", cause)
+	g.tellFailed(ctx, it, cause, log)
 	g.record(ctx, log, "mark request failed", func(c context.Context) error { return g.store.Finish(c, it.ID, core.StatusFailed, cause.Error()) })
 	g.emitFailed(it, cause)
+}
+
+// tellFailed tells the sender of a message that failed for good.
+func (g *Gateway) tellFailed(ctx context.Context, it core.QueueItem, cause error, log *slog.Logger) {
 	if it.Kind != core.EventMessage || it.Message == nil {
 		return
 	}

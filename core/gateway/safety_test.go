@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -363,5 +364,83 @@ func TestReactionJoinsItsTopicsConversation(t *testing.T) {
 	}
 	if it.Kind != core.EventReaction || it.Conversation != topic {
 		t.Fatalf("the reaction was queued as %s in %v, want the topic %v", it.Kind, it.Conversation, topic)
+	}
+}
+
+// dying is the store of a process that is killed: once dead, it claims
+// nothing and its writes go nowhere.
+type dying struct {
+	*store.DB
+	dead atomic.Bool
+}
+
+func (s *dying) Claim(ctx context.Context, n int, now time.Time) ([]core.QueueItem, time.Time, error) {
+	if s.dead.Load() {
+		return nil, time.Time{}, errors.New("the process was killed")
+	}
+	return s.DB.Claim(ctx, n, now)
+}
+
+func (s *dying) Finish(ctx context.Context, id int64, status, cause string) error {
+	if s.dead.Load() {
+		return nil
+	}
+	return s.DB.Finish(ctx, id, status, cause)
+}
+
+// stuck is a channel whose sends hang until release is closed (then
+// fail): the process is killed while it tells the user.
+type stuck struct {
+	fakeChannel
+	sending chan struct{}
+	release chan struct{}
+}
+
+func (c *stuck) Send(ctx context.Context, _ core.Outbound, _ string) (string, error) {
+	select {
+	case c.sending <- struct{}{}:
+	default:
+	}
+	<-c.release
+	return "", errors.New("the process was killed")
+}
+
+// TestKillWhileTellingAFailureTellsItAfterTheRestart: a process killed
+// while it tells the user that their message failed for good must not
+// have recorded the failure yet: the next start tells them. (Recorded
+// first, the message was failed and never answered: the crash-loop e2e
+// test's "m76 has no answer".)
+func TestKillWhileTellingAFailureTellsItAfterTheRestart(t *testing.T) {
+	db := openDB(t, store.Options{})
+	ag := &fakeAgent{fail: 100, kind: core.KindInvalid}
+	first := &dying{DB: db}
+	ch := &stuck{fakeChannel: fakeChannel{notify: make(chan string, 10)}, sending: make(chan struct{}, 1), release: make(chan struct{})}
+	g := gateway.New(gateway.Options{Store: first, Agent: ag})
+	g.AddChannel(ch)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- g.Run(ctx, 5*time.Second) }()
+	t.Cleanup(func() { close(ch.release); cancel(); <-done })
+	in := core.Inbound{Conversation: core.ConversationKey{Channel: "fake", Chat: "c"}, MessageID: "1", UserID: "u", Text: "hello"}
+	for g.Accept(context.Background(), in) != nil {
+		time.Sleep(time.Millisecond)
+	}
+	select {
+	case <-ch.sending:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the failure was never told")
+	}
+	first.dead.Store(true) // killed while telling
+
+	r := runOn(t, db, gateway.Options{Store: db, Agent: ag})
+	r.expect("Sorry, I could not answer that: llm failed")
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(time.Millisecond) {
+		st, _, _, _ := db.QueueStatus(context.Background(), 1)
+		if st == core.StatusFailed {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("request 1 is %s after the restart told the user; want failed", st)
+		}
 	}
 }
