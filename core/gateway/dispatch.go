@@ -260,15 +260,26 @@ func (g *Gateway) wait(ctx context.Context, it core.QueueItem, cause error, log 
 
 // giveUp fails an item for good. The user is told first, within a panic
 // guard (a panic there cannot make the item run again), and the outcome
-// is recorded after: a process killed in between leaves the item
-// running, so the next start tells the user (at worst twice). Recorded
-// first, such a kill lost the message's only answer. An answer stored by
+// recorded after: a process killed in between leaves the item running,
+// so the next start tells the user (at worst twice); recorded first, such
+// a kill lost the message's only answer. But when an earlier give-up of
+// the item was itself cut short (interruptions past max_attempts: it may
+// be the telling that kills the process), the outcome is recorded first,
+// so a crash while telling cannot loop on the item. An answer stored by
 // an earlier attempt is delivered (its unsent parts) instead of an
 // apology.
 func (g *Gateway) giveUp(ctx context.Context, it core.QueueItem, cause error, log *slog.Logger) {
 	log.Error("request failed", "attempts", it.Attempts+1, "interruptions", it.Interruptions, "err", cause)
-	g.tellFailed(ctx, it, cause, log)
-	g.record(ctx, log, "mark request failed", func(c context.Context) error { return g.store.Finish(c, it.ID, core.StatusFailed, cause.Error()) })
+	fail := func() {
+		g.record(ctx, log, "mark request failed", func(c context.Context) error { return g.store.Finish(c, it.ID, core.StatusFailed, cause.Error()) })
+	}
+	if it.Interruptions > g.opts.MaxAttempts {
+		fail()
+		g.tellFailed(ctx, it, cause, log)
+	} else {
+		g.tellFailed(ctx, it, cause, log)
+		fail()
+	}
 	g.emitFailed(it, cause)
 }
 

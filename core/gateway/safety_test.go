@@ -444,3 +444,37 @@ func TestKillWhileTellingAFailureTellsItAfterTheRestart(t *testing.T) {
 		}
 	}
 }
+
+// TestGiveUpCutShortTwiceIsRecordedBeforeTelling: an item whose give-up
+// was already cut short (interrupted past max_attempts) is failed before
+// the user is told, so a telling that kills the process cannot loop.
+func TestGiveUpCutShortTwiceIsRecordedBeforeTelling(t *testing.T) {
+	db := openDB(t, store.Options{})
+	ctx := context.Background()
+	conv := core.ConversationKey{Channel: "fake", Chat: "c"}
+	in := core.Inbound{Conversation: conv, MessageID: "poison", UserID: "u", Text: "crashes the process"}
+	if _, _, err := db.Enqueue(ctx, core.QueueItem{Kind: core.EventMessage, Conversation: conv, DedupeKey: "fake:m:poison", Message: &in}); err != nil {
+		t.Fatal(err)
+	}
+	// Four starts that each died while the message ran: the last one
+	// while it gave up.
+	for range 4 {
+		db.Claim(ctx, 1, time.Now())
+		db.RequeueRunning(ctx)
+	}
+	ch := &stuck{fakeChannel: fakeChannel{notify: make(chan string, 10)}, sending: make(chan struct{}, 1), release: make(chan struct{})}
+	g := gateway.New(gateway.Options{Store: db, Agent: &fakeAgent{}, MaxAttempts: 3})
+	g.AddChannel(ch)
+	runCtx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- g.Run(runCtx, 5*time.Second) }()
+	t.Cleanup(func() { close(ch.release); cancel(); <-done })
+	select {
+	case <-ch.sending:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the user was never told")
+	}
+	if st, _, _, _ := db.QueueStatus(ctx, 1); st != core.StatusFailed {
+		t.Fatalf("request 1 is %s while the user is told; want failed first", st)
+	}
+}
