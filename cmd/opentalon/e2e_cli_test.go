@@ -41,6 +41,7 @@ func modelReply(r providertest.Received) providertest.Script {
 }
 
 func TestE2EConfigCheckRedactsSecrets(t *testing.T) {
+	t.Parallel()
 	llm := providertest.NewOpenAI(t)
 	y := strings.Replace(twoModelConfig(t.TempDir(), llm.BaseURL(), ""), `listen: ""`, `listen: "127.0.0.1:0"`+"\n  api_key: ${OPENTALON_API_KEY}", 1)
 	path := writeConfig(t, y)
@@ -63,6 +64,7 @@ func TestE2EConfigCheckRedactsSecrets(t *testing.T) {
 }
 
 func TestE2EConfigErrorsNameFileLineAndFix(t *testing.T) {
+	t.Parallel()
 	llm := providertest.NewOpenAI(t)
 	tests := []struct {
 		name string
@@ -103,6 +105,7 @@ func TestE2EConfigErrorsNameFileLineAndFix(t *testing.T) {
 }
 
 func TestE2ECompleteVersionUsageAffinity(t *testing.T) {
+	t.Parallel()
 	llm := providertest.NewOpenAI(t)
 	llm.SetReply(modelReply)
 	path := writeConfig(t, twoModelConfig(t.TempDir(), llm.BaseURL(), ""))

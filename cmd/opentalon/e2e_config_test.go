@@ -23,6 +23,7 @@ import (
 )
 
 func TestE2EDefaultConfigFromEnvironment(t *testing.T) {
+	t.Parallel()
 	llm := providertest.NewOpenAI(t)
 	home := t.TempDir()
 
@@ -73,6 +74,7 @@ func TestE2EDefaultConfigFromEnvironment(t *testing.T) {
 }
 
 func TestE2ETelegramWebhookAndPerChatModel(t *testing.T) {
+	t.Parallel()
 	llm := providertest.NewOpenAI(t)
 	llm.SetReply(modelReply)
 	bot := telegramtest.New(t, tgToken)

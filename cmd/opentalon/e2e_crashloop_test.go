@@ -25,6 +25,7 @@ import (
 )
 
 func TestE2ECrashLoopAnswersEveryMessageOnce(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("starts and kills processes")
 	}
@@ -61,10 +62,16 @@ func TestE2ECrashLoopAnswersEveryMessageOnce(t *testing.T) {
 	for i := range users {
 		users[i] = telegramtest.User(int64(3000+i), "")
 	}
+	// The binary is built without the race detector: its runs do the
+	// work of 200 messages, and under -race on a loaded machine the kills
+	// landed before a run had even started polling. (Every other e2e test
+	// runs the same code in-process under -race.)
+	bin := releaseBinary(t)
 	var kills []kill
 	var logs []*lockedBuf // each run's stderr, for the failure report
 	for round := range rounds {
-		p := startBinary(t, nil, "--config", cfg, "--log-level", "debug", "run")
+		polls := len(bot.Calls("getUpdates"))
+		p := startBinaryAt(t, bin, nil, "--config", cfg, "--log-level", "debug", "run")
 		logs = append(logs, p.stderr)
 		for range batch {
 			i := len(msgs)
@@ -72,6 +79,17 @@ func TestE2ECrashLoopAnswersEveryMessageOnce(t *testing.T) {
 			bot.AddUpdate(u)
 			msgs = append(msgs, msg{chat: u.Message.Chat.ID, id: u.Message.ID, text: u.Message.Text})
 		}
+		// The kill comes at a random point of a run that answers: once it
+		// polls.
+		bot.WaitFor(t, fmt.Sprintf("run %d polling", round), 30*time.Second, func(_ []telegramtest.Sent, calls []telegramtest.Call) bool {
+			n := 0
+			for _, c := range calls {
+				if c.Method == "getUpdates" {
+					n++
+				}
+			}
+			return n > polls
+		})
 		rndMu.Lock()
 		wait := time.Duration(200+rnd.IntN(1300)) * time.Millisecond
 		rndMu.Unlock()
@@ -89,7 +107,7 @@ func TestE2ECrashLoopAnswersEveryMessageOnce(t *testing.T) {
 
 	// The last start runs until every message has its answer.
 	lastStart := time.Now()
-	p := startBinary(t, nil, "--config", cfg, "--log-level", "debug", "run")
+	p := startBinaryAt(t, bin, nil, "--config", cfg, "--log-level", "debug", "run")
 	logs = append(logs, p.stderr)
 	// reads is what a sent message reads now: a streamed answer's first
 	// text may be a part of it, and an apology after a stream is edited

@@ -38,6 +38,7 @@ func slackConfig(dataDir, llmURL, apiURL, extra string) string {
 }
 
 func TestE2ESlackSocketModeThroughApp(t *testing.T) {
+	t.Parallel()
 	llm := providertest.NewOpenAI(t)
 	srv := slacktest.New(t, slackBotToken, slackAppToken)
 	h := startApp(t, loadConfigFile(t, writeConfig(t, slackConfig(t.TempDir(), llm.BaseURL(), srv.URL, "    mode: socket\n    reply_in_thread: auto\n"))))
@@ -92,6 +93,7 @@ func TestE2ESlackSocketModeThroughApp(t *testing.T) {
 }
 
 func TestE2ESlackEventsModeThroughApp(t *testing.T) {
+	t.Parallel()
 	llm := providertest.NewOpenAI(t)
 	srv := slacktest.New(t, slackBotToken, slackAppToken)
 	extra := "    mode: events\n    signing_secret: sign-SECRET\n    events: { listen: \"127.0.0.1:0\", path: /hooks/slack }\n    reply_in_thread: never\n"
@@ -127,6 +129,7 @@ func TestE2ESlackEventsModeThroughApp(t *testing.T) {
 // TestE2ESlackRefusedTokenStopsStartUp: a bot token Slack refuses at start
 // ends the run with the key to fix.
 func TestE2ESlackRefusedTokenStopsStartUp(t *testing.T) {
+	t.Parallel()
 	llm := providertest.NewOpenAI(t)
 	srv := slacktest.New(t, slackBotToken, slackAppToken)
 	srv.Revoke(slackBotToken, "invalid_auth")
@@ -146,6 +149,7 @@ func TestE2ESlackRefusedTokenStopsStartUp(t *testing.T) {
 // TestE2ESlackConfigCheckNamesMissingTokens: config check tells which token
 // the chosen mode is missing.
 func TestE2ESlackConfigCheckNamesMissingTokens(t *testing.T) {
+	t.Parallel()
 	llm := providertest.NewOpenAI(t)
 	for _, tt := range []struct{ mode, want, not string }{
 		{"socket", "channels.slack.app_token: missing; mode socket needs an app-level token (xapp-", "channels.slack.signing_secret"},

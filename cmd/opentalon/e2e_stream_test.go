@@ -431,7 +431,10 @@ func TestE2EStreamReactionWhileStreamingMapsToTheReply(t *testing.T) {
 // start twice, and ends as the stored reply.
 func TestE2EStreamSlackNativeRetryDoesNotAppendTheAnswerAgain(t *testing.T) {
 	t.Parallel()
-	slow := words(200, 4) // 10 s: the request timeout comes first
+	// The first answer takes 15 s: the request timeout (6 s) comes first.
+	// The second streams for about 2 s; the timeout leaves a loaded
+	// machine room for it (with 3 s, the retries timed out too).
+	slow := words(300, 4)
 	again := words(30, 4)
 	llm := providertest.NewOpenAI(t)
 	var answered atomic.Bool
@@ -442,7 +445,7 @@ func TestE2EStreamSlackNativeRetryDoesNotAppendTheAnswerAgain(t *testing.T) {
 		return providertest.Script{Chunks: again, ChunkDelay: 60 * time.Millisecond}
 	})
 	srv := slacktest.New(t, slackBotToken, slackAppToken)
-	cfg := slackConfig(t.TempDir(), llm.BaseURL(), srv.URL, "    mode: socket\n    streaming: native\n") + "queue:\n  request_timeout: 3s\n"
+	cfg := slackConfig(t.TempDir(), llm.BaseURL(), srv.URL, "    mode: socket\n    streaming: native\n") + "queue:\n  request_timeout: 6s\n"
 	h := startApp(t, loadConfigFile(t, writeConfig(t, cfg)))
 	srv.WaitConnected(t, 1, 20*time.Second)
 	srv.Deliver(srv.Mention("alice", "C1", "tell me a long story", ""))
