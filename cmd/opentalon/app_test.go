@@ -153,11 +153,17 @@ func (h *harness) expect(want string) {
 // next returns the next output line.
 func (h *harness) next() string {
 	h.t.Helper()
+	return h.nextWithin(20 * time.Second)
+}
+
+// nextWithin returns the next output line, waiting up to d for it.
+func (h *harness) nextWithin(d time.Duration) string {
+	h.t.Helper()
 	select {
 	case got := <-h.lines:
 		return got
-	case <-time.After(20 * time.Second):
-		h.t.Fatal("no console line")
+	case <-time.After(d):
+		h.t.Fatalf("no console line within %s", d)
 	}
 	return ""
 }
