@@ -89,6 +89,14 @@ func TestLoadDefaultDataDirFromEnv(t *testing.T) {
 	if cfg.State.DataDir != "/srv/ot" {
 		t.Errorf("data_dir = %q, want /srv/ot", cfg.State.DataDir)
 	}
+	if cfg.Server.Listen != "127.0.0.1:7070" {
+		t.Errorf("server.listen without $OPENTALON_LISTEN = %q, want 127.0.0.1:7070", cfg.Server.Listen)
+	}
+	// The e2e test of the default config listens on a free port this way.
+	cfg, err = LoadDefault(MapEnv(map[string]string{"OPENAI_API_KEY": "k", "OPENTALON_LISTEN": "127.0.0.1:0"}))
+	if err != nil || cfg.Server.Listen != "127.0.0.1:0" {
+		t.Fatalf("server.listen from $OPENTALON_LISTEN = %q, %v; want 127.0.0.1:0", cfg.Server.Listen, err)
+	}
 }
 
 func TestLoadDefaultWithoutProvider(t *testing.T) {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/opentalon/opentalon/core"
+	"github.com/opentalon/opentalon/core/clock"
 )
 
 func saveMem(t *testing.T, db *DB, m core.Memory) int64 {
@@ -120,7 +121,7 @@ func TestMemoriesAreScopedPerUser(t *testing.T) {
 
 func TestWorkflowOutcomeFollowsSignals(t *testing.T) {
 	ctx := context.Background()
-	clk := &clock{t: time.Unix(1_000_000, 0)}
+	clk := clock.NewFake(time.Unix(1_000_000, 0))
 	db := openTest(t, Options{Now: clk.Now})
 	conv := core.ConversationKey{Channel: "telegram", Chat: "1"}
 	s, _ := db.ActiveSession(ctx, conv)

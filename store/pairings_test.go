@@ -7,11 +7,12 @@ import (
 	"time"
 
 	"github.com/opentalon/opentalon/core"
+	"github.com/opentalon/opentalon/core/clock"
 )
 
 func TestPairings(t *testing.T) {
 	ctx := context.Background()
-	clk := &clock{t: time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)}
+	clk := clock.NewFake(time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC))
 	db := openTest(t, Options{Now: clk.Now})
 	conv := core.ConversationKey{Channel: "telegram", Chat: "42"}
 
@@ -42,7 +43,7 @@ func TestPairings(t *testing.T) {
 		}
 	})
 	t.Run("approve", func(t *testing.T) {
-		clk.Add(time.Minute)
+		clk.Advance(time.Minute)
 		p, err := db.DecidePairing(ctx, "telegram", "AAAA2222", true, "7")
 		if err != nil || p.Status != core.PairingApproved || p.DecidedBy != "7" || !p.DecidedAt.Equal(clk.Now()) {
 			t.Fatalf("approve = %+v, %v", p, err)

@@ -9,10 +9,11 @@ import (
 	"time"
 
 	"github.com/opentalon/opentalon/core"
+	"github.com/opentalon/opentalon/core/clock"
 )
 
 func TestPluginState(t *testing.T) {
-	c := &clock{t: time.Unix(1_700_000_000, 0)}
+	c := clock.NewFake(time.Unix(1_700_000_000, 0))
 	db := openTest(t, Options{Now: c.Now})
 	ctx := context.Background()
 
@@ -165,14 +166,14 @@ func TestPluginStatePutQuota(t *testing.T) {
 }
 
 func TestPluginBinding(t *testing.T) {
-	c := &clock{t: time.Unix(1_700_000_000, 0)}
+	c := clock.NewFake(time.Unix(1_700_000_000, 0))
 	db := openTest(t, Options{Now: c.Now})
 	ctx := context.Background()
 	b, err := db.PluginBind(ctx, "notes", "/opt/p/notes", "aaaa")
-	if err != nil || b.Path != "/opt/p/notes" || b.SHA256 != "aaaa" || !b.BoundAt.Equal(c.t) {
+	if err != nil || b.Path != "/opt/p/notes" || b.SHA256 != "aaaa" || !b.BoundAt.Equal(c.Now()) {
 		t.Fatalf("first bind = %+v, %v", b, err)
 	}
-	c.t = c.t.Add(time.Hour)
+	c.Advance(time.Hour)
 	b, err = db.PluginBind(ctx, "notes", "/tmp/impostor", "bbbb")
 	if err != nil || b.Path != "/opt/p/notes" || b.SHA256 != "aaaa" {
 		t.Fatalf("second bind must return the first binding, got %+v, %v", b, err)

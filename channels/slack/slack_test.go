@@ -191,6 +191,10 @@ func TestSlashCommandAnsweredByCore(t *testing.T) {
 	if texts := r.agent.texts(); len(texts) != 0 {
 		t.Fatalf("commands reached the LLM: %q", texts)
 	}
+	// The ack reaction is added by the typed command's indicator, which
+	// is stopped (and so done with reactions.add) only after the answer
+	// was posted: count once both commands are done.
+	eventually(t, "both commands done", func() bool { return r.doneRows(t) == 2 })
 	if n := len(r.srv.Calls("reactions.add")); n != 1 {
 		t.Errorf("reactions.add called %d times; the slash command has no message to react to", n)
 	}

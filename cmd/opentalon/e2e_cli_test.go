@@ -41,6 +41,7 @@ func modelReply(r providertest.Received) providertest.Script {
 }
 
 func TestE2EConfigCheckRedactsSecrets(t *testing.T) {
+	t.Parallel()
 	llm := providertest.NewOpenAI(t)
 	// A Slack incoming webhook carries its token in the path.
 	const hookToken = "XoXbHookTokenInThePath42"
@@ -66,6 +67,7 @@ func TestE2EConfigCheckRedactsSecrets(t *testing.T) {
 }
 
 func TestE2EConfigErrorsNameFileLineAndFix(t *testing.T) {
+	t.Parallel()
 	llm := providertest.NewOpenAI(t)
 	tests := []struct {
 		name string
@@ -106,6 +108,7 @@ func TestE2EConfigErrorsNameFileLineAndFix(t *testing.T) {
 }
 
 func TestE2ECompleteVersionUsageAffinity(t *testing.T) {
+	t.Parallel()
 	llm := providertest.NewOpenAI(t)
 	llm.SetReply(modelReply)
 	path := writeConfig(t, twoModelConfig(t.TempDir(), llm.BaseURL(), ""))

@@ -66,6 +66,7 @@ func lastUser(t *testing.T, llm *providertest.Server) core.ChatMessage {
 // reaches a vision model as an image part of the photo's type and size;
 // /retry shows it again from the media store without downloading it.
 func TestE2EPhotoReachesTheModelAsAnImage(t *testing.T) {
+	t.Parallel()
 	llm := providertest.NewOpenAI(t)
 	bot := telegramtest.New(t, tgToken)
 	startApp(t, loadConfigFile(t, writeConfig(t, visionCatalog(telegramConfig(t.TempDir(), llm.BaseURL(), bot.URL)))))
@@ -101,6 +102,7 @@ func TestE2EPhotoReachesTheModelAsAnImage(t *testing.T) {
 // TestE2EImageWithoutVisionModel: with no model that sees, a photo is
 // answered with one sentence, without calling the LLM or downloading it.
 func TestE2EImageWithoutVisionModel(t *testing.T) {
+	t.Parallel()
 	llm := providertest.NewOpenAI(t)
 	bot := telegramtest.New(t, tgToken)
 	startApp(t, loadConfigFile(t, writeConfig(t, telegramConfig(t.TempDir(), llm.BaseURL(), bot.URL))))
@@ -123,6 +125,7 @@ func TestE2EImageWithoutVisionModel(t *testing.T) {
 // transcription endpoint (media.transcription.model), its transcript is
 // answered by the LLM and, with echo on, shown ahead of the answer.
 func TestE2EVoiceNoteTranscribedThenAnswered(t *testing.T) {
+	t.Parallel()
 	llm := providertest.NewOpenAI(t)
 	llm.SetReply(func(r providertest.Received) providertest.Script {
 		if r.Audio != nil {
@@ -158,6 +161,7 @@ func TestE2EVoiceNoteTranscribedThenAnswered(t *testing.T) {
 // whether the platform declares its size in the message or only in
 // getFile.
 func TestE2EOversizedFileRefused(t *testing.T) {
+	t.Parallel()
 	llm := providertest.NewOpenAI(t)
 	bot := telegramtest.New(t, tgToken)
 	cfg := telegramConfig(t.TempDir(), llm.BaseURL(), bot.URL) + "media:\n  max_bytes: 4096\n"
@@ -218,6 +222,7 @@ func minimalPDF(text string) []byte {
 // TestE2EDocumentsBecomeContext: a PDF's text and a CSV reach the LLM as
 // context for the turn; a zip gets the clear "cannot read" reply.
 func TestE2EDocumentsBecomeContext(t *testing.T) {
+	t.Parallel()
 	llm := providertest.NewOpenAI(t)
 	bot := telegramtest.New(t, tgToken)
 	startApp(t, loadConfigFile(t, writeConfig(t, telegramConfig(t.TempDir(), llm.BaseURL(), bot.URL))))
@@ -291,7 +296,7 @@ func chartLLM(r providertest.Received) providertest.Script {
 
 // chartPluginDir builds the chart example plugin into a plugin_dir.
 func chartPluginDir(t *testing.T) string {
-	bin := plugintest.Build(t, "../../plugins/examples/chart")
+	bin := pluginBinary(t, "../../plugins/examples/chart")
 	dir := plugintest.Dir(t)
 	data, err := os.ReadFile(bin)
 	if err != nil {
@@ -333,6 +338,7 @@ func checkChartUpload(t *testing.T, h *harness, channel, platformID string, data
 // external upload flow) and Discord (an attachment), with the plugin's
 // bytes, and recorded in the delivery log.
 func TestE2EPluginPNGUploadedOnEveryPlatform(t *testing.T) {
+	t.Parallel()
 	dir := chartPluginDir(t)
 	plugins := "plugins:\n  tools:\n    plugin_dir: " + dir + "\n"
 

@@ -14,6 +14,7 @@ import (
 // machine's platform and checks the binary: static, and `version` prints
 // the version given.
 func TestReleaseScriptEmbedsTheVersion(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds a release binary")
 	}

@@ -26,6 +26,7 @@ import (
 	"github.com/go-telegram/bot/models"
 
 	"github.com/opentalon/opentalon/channels/telegram/telegramtest"
+	"github.com/opentalon/opentalon/core/clock"
 	"github.com/opentalon/opentalon/core/testenv"
 	"github.com/opentalon/opentalon/routing/provider/providertest"
 )
@@ -131,29 +132,23 @@ func (c *consoleErrors) list() []string {
 	return append([]string(nil), c.errs...)
 }
 
-// offsetClock is the wall clock moved forward by what the test adds.
-type offsetClock struct{ off atomic.Int64 }
-
-func (c *offsetClock) now() time.Time          { return time.Now().Add(time.Duration(c.off.Load())) }
-func (c *offsetClock) advance(d time.Duration) { c.off.Add(int64(d)) }
-
 // statusRig is the App on the fake Telegram with a few real requests
 // answered and one judged, so the usage and the affinity have data.
 type statusRig struct {
 	h    *harness
 	bot  *telegramtest.Server
 	addr string
-	clk  *offsetClock
+	clk  *clock.Fake
 }
 
 func startStatusRig(tb testing.TB) *statusRig {
 	tb.Helper()
 	llm := providertest.NewOpenAI(tb)
 	bot := telegramtest.New(tb, tgToken)
-	clk := &offsetClock{}
+	clk := clock.NewFake(time.Now())
 	// Priced, so the cost chart has bars too.
 	y := strings.Replace(telegramConfig(tb.TempDir(), llm.BaseURL(), bot.URL), "context_window: 8000 }", "context_window: 8000, cost: { input: 300, output: 1200 } }", 1)
-	h := startAppWith(tb, loadConfigFile(tb, writeConfig(tb, y)), AppOptions{Now: clk.now})
+	h := startAppWith(tb, loadConfigFile(tb, writeConfig(tb, y)), AppOptions{Now: clk.Now})
 	addr := waitAddr(tb, h.app)
 	alice := telegramtest.User(42, "alice")
 	for i := range 3 {
@@ -188,6 +183,7 @@ func screenshotPath(t *testing.T, name string) string {
 }
 
 func TestStatusPageInChromium(t *testing.T) {
+	t.Parallel()
 	ctx, _ := browser(t)
 	r := startStatusRig(t)
 	var errs consoleErrors
@@ -246,7 +242,7 @@ func TestStatusPageInChromium(t *testing.T) {
 	var down int
 	deadline := time.Now().Add(30 * time.Second)
 	for down == 0 && time.Now().Before(deadline) {
-		r.clk.advance(30 * time.Second) // past the channel's grace for a failing poll
+		r.clk.Advance(30 * time.Second) // past the channel's grace for a failing poll
 		if err := chromedp.Run(ctx,
 			chromedp.Reload(),
 			chromedp.WaitVisible(`body[data-loaded="true"]`, chromedp.ByQuery),
@@ -327,6 +323,7 @@ func BenchmarkStatusPageFirstLoad(b *testing.B) {
 // The JSON API the page reads, as documented in docs/status.md, is what
 // other dashboards get too.
 func TestStatusAPIShapes(t *testing.T) {
+	t.Parallel()
 	r := startStatusRig(t)
 	get := func(path string, v any) {
 		t.Helper()

@@ -67,6 +67,14 @@ func (f *Fake) advanceTo(target time.Time) {
 			w.when = w.when.Add(w.period)
 			f.push(w)
 		}
+		if w.fn == nil {
+			// A channel send that cannot block, or a sleeper's wake-up:
+			// done under the lock, so a Stop or Reset that follows sees
+			// the time it left (and drains it).
+			w.fire(now)
+			f.mu.Unlock()
+			continue
+		}
 		f.mu.Unlock()
 		w.fire(now)
 	}
@@ -211,27 +219,48 @@ func (w *waiter) fire(now time.Time) {
 	}
 }
 
+// drain drops a time fired but not received.
+func (w *waiter) drain() {
+	if w.ch == nil {
+		return
+	}
+	select {
+	case <-w.ch:
+	default:
+	}
+}
+
 type fakeTimer struct {
 	f *Fake
 	w *waiter
 }
 
 func (t *fakeTimer) C() <-chan time.Time { return t.w.ch }
-func (t *fakeTimer) Stop() bool          { return t.f.remove(t.w) }
+
+// Stop and Reset drop a firing not yet received, as time.Timer's do
+// since Go 1.23: no stale time is read after they return.
+func (t *fakeTimer) Stop() bool {
+	active := t.f.remove(t.w)
+	t.w.drain()
+	return active
+}
+
 func (t *fakeTimer) Reset(d time.Duration) bool {
 	active := t.f.remove(t.w)
+	t.w.drain()
 	t.f.schedule(t.w, d)
 	return active
 }
 
 type fakeTicker struct{ fakeTimer }
 
-func (t *fakeTicker) Stop() { t.f.remove(t.w) }
+func (t *fakeTicker) Stop() { t.f.remove(t.w); t.w.drain() }
 func (t *fakeTicker) Reset(d time.Duration) {
 	if d <= 0 {
 		panic("clock: non-positive interval for Ticker.Reset")
 	}
 	t.f.remove(t.w)
+	t.w.drain()
 	t.f.mu.Lock()
 	t.w.period = d
 	t.f.mu.Unlock()

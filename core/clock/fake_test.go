@@ -170,3 +170,34 @@ func TestRealSleepHonoursContext(t *testing.T) {
 		t.Error("Or(nil) is not the real clock")
 	}
 }
+
+func TestStopAndResetDropAFiringNotReceived(t *testing.T) {
+	c := clock.NewFake(t0)
+	tm := c.NewTimer(time.Second)
+	c.Advance(time.Second) // fired; nobody read it
+	if tm.Reset(time.Minute) {
+		t.Error("Reset of a fired timer = true")
+	}
+	select {
+	case at := <-tm.C():
+		t.Fatalf("read the stale firing at %v after Reset", at)
+	default:
+	}
+	c.Advance(time.Minute)
+	c.Advance(time.Second)
+	tm.Stop()
+	select {
+	case at := <-tm.C():
+		t.Fatalf("read the firing at %v after Stop", at)
+	default:
+	}
+
+	tk := c.NewTicker(time.Second)
+	c.Advance(time.Second)
+	tk.Reset(time.Minute)
+	select {
+	case at := <-tk.C():
+		t.Fatalf("read the stale tick at %v after Ticker.Reset", at)
+	default:
+	}
+}

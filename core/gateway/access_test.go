@@ -208,7 +208,7 @@ func TestPairingCodesExpireAndAreCapped(t *testing.T) {
 	r.acceptFrom("stranger", "s", "1", "hello?")
 	old := codeRE.FindStringSubmatch(r.next())[1]
 
-	r.clock.advance(core.PairingTTL + time.Minute)
+	r.clock.Advance(core.PairingTTL + time.Minute)
 	r.acceptFrom("admin", "a", "2", "/pair approve "+old)
 	if got := r.next(); !strings.Contains(got, "expired") {
 		t.Fatalf("approving an expired code answered %q", got)
@@ -225,7 +225,7 @@ func TestPairingCodesExpireAndAreCapped(t *testing.T) {
 
 	// The cap: MaxPendingPairings waiting, then nobody new gets a code.
 	for i := 1; i < core.MaxPendingPairings; i++ {
-		if _, err := r.db.RequestPairing(ctx, core.Pairing{Channel: "fake", UserID: "u" + strconv.Itoa(i), Code: core.NewPairingCode(), RequestedAt: r.clock.now()}); err != nil {
+		if _, err := r.db.RequestPairing(ctx, core.Pairing{Channel: "fake", UserID: "u" + strconv.Itoa(i), Code: core.NewPairingCode(), RequestedAt: r.clock.Now()}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -235,7 +235,7 @@ func TestPairingCodesExpireAndAreCapped(t *testing.T) {
 		t.Fatalf("a request past the cap was recorded: %+v", p)
 	}
 	// Once they expire, there is room again.
-	r.clock.advance(core.PairingTTL + time.Minute)
+	r.clock.Advance(core.PairingTTL + time.Minute)
 	r.acceptFrom("one-too-many", "x", "5", "me too")
 	if codeRE.FindStringSubmatch(r.next()) == nil {
 		t.Fatal("no code once the old requests expired")

@@ -203,13 +203,9 @@ func (g *Gateway) finalize(ctx context.Context, ch core.Channel, to core.Outboun
 		if shown, ok := sp.shown[i]; ok && shown == part {
 			return id, nil
 		}
-		if d := time.Until(sp.notBefore); d > 0 {
-			t := time.NewTimer(d)
-			select {
-			case <-t.C:
-			case <-ctx.Done():
-				t.Stop()
-				return "", ctx.Err()
+		if d := sp.notBefore.Sub(g.clock.Now()); d > 0 {
+			if err := g.clock.Sleep(ctx, d); err != nil {
+				return "", err
 			}
 			sp.notBefore = time.Time{}
 		}

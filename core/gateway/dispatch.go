@@ -58,7 +58,7 @@ func (g *Gateway) Run(ctx context.Context, grace time.Duration) error {
 	var mineMu sync.Mutex
 	mine := map[int64]bool{}
 	nextSweep := g.now().Add(sweepEvery)
-	timer := time.NewTimer(time.Hour)
+	timer := g.clock.NewTimer(time.Hour)
 	defer timer.Stop()
 	// claim says the loop should look at the queue; saturated that the
 	// last claim filled every free slot (a freed slot may then find work
@@ -123,7 +123,7 @@ loop:
 			claim = saturated
 			continue
 		case <-g.wake:
-		case <-timer.C:
+		case <-timer.C():
 		}
 		claim = true
 	}
@@ -133,6 +133,8 @@ loop:
 	chWG.Wait()
 	finished := make(chan struct{})
 	go func() { wg.Wait(); close(finished) }()
+	// The grace is wall time: a test's fake clock must not keep a
+	// shutdown waiting for ever.
 	select {
 	case <-finished:
 	case <-time.After(grace):
@@ -256,14 +258,33 @@ func (g *Gateway) wait(ctx context.Context, it core.QueueItem, cause error, log 
 	return false
 }
 
-// giveUp fails an item for good. The outcome is recorded first, then the
-// user is told within a panic guard, so nothing here can make the item run
-// again. An answer stored by an earlier attempt is delivered (its unsent
-// parts) instead of an apology.
+// giveUp fails an item for good. The user is told first, within a panic
+// guard (a panic there cannot make the item run again), and the outcome
+// recorded after: a process killed in between leaves the item running,
+// so the next start tells the user (at worst twice); recorded first, such
+// a kill lost the message's only answer. But when an earlier give-up of
+// the item was itself cut short (interruptions past max_attempts: it may
+// be the telling that kills the process), the outcome is recorded first,
+// so a crash while telling cannot loop on the item. An answer stored by
+// an earlier attempt is delivered (its unsent parts) instead of an
+// apology.
 func (g *Gateway) giveUp(ctx context.Context, it core.QueueItem, cause error, log *slog.Logger) {
 	log.Error("request failed", "attempts", it.Attempts+1, "interruptions", it.Interruptions, "err", cause)
-	g.record(ctx, log, "mark request failed", func(c context.Context) error { return g.store.Finish(c, it.ID, core.StatusFailed, cause.Error()) })
+	fail := func() {
+		g.record(ctx, log, "mark request failed", func(c context.Context) error { return g.store.Finish(c, it.ID, core.StatusFailed, cause.Error()) })
+	}
+	if it.Interruptions > g.opts.MaxAttempts {
+		fail()
+		g.tellFailed(ctx, it, cause, log)
+	} else {
+		g.tellFailed(ctx, it, cause, log)
+		fail()
+	}
 	g.emitFailed(it, cause)
+}
+
+// tellFailed tells the sender of a message that failed for good.
+func (g *Gateway) tellFailed(ctx context.Context, it core.QueueItem, cause error, log *slog.Logger) {
 	if it.Kind != core.EventMessage || it.Message == nil {
 		return
 	}
@@ -309,8 +330,7 @@ func (g *Gateway) record(ctx context.Context, log *slog.Logger, what string, wri
 			return
 		}
 		log.Warn(what+"; retrying", "err", err, "in", wait)
-		t := time.NewTimer(wait)
-		<-t.C
+		_ = g.clock.Sleep(ctx, wait)
 		wait *= 2
 	}
 }

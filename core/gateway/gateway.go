@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/opentalon/opentalon/core"
+	"github.com/opentalon/opentalon/core/clock"
 )
 
 // Options configure a Gateway.
@@ -49,8 +50,14 @@ type Options struct {
 	Media core.MediaReader
 	// Observer is told about each event's way, for metrics (nil = none).
 	Observer core.Observer
-	Now      func() time.Time
-	Logger   *slog.Logger
+	// Clock is what the gateway waits on: the dispatcher's next look at
+	// the queue, the retry of an outcome's write, a stream's updates, a
+	// channel's restart backoff (nil = the system clock). The shutdown
+	// grace of Run is wall time whatever the clock.
+	Clock clock.Clock
+	// Now reads the time (nil = Clock.Now).
+	Now    func() time.Time
+	Logger *slog.Logger
 
 	// Firings runs the schedules' own work (nil = prompt firings only).
 	Firings core.FiringRunner
@@ -75,6 +82,7 @@ type Gateway struct {
 	agent    core.Agent
 	log      *slog.Logger
 	now      func() time.Time
+	clock    clock.Clock
 	channels map[string]core.Channel
 	commands commandSet
 	// interceptors see each message before commands and the agent.
@@ -124,8 +132,9 @@ func New(o Options) *Gateway {
 			return min(time.Second<<min(n, 6), time.Minute)
 		}
 	}
+	o.Clock = clock.Or(o.Clock)
 	if o.Now == nil {
-		o.Now = time.Now
+		o.Now = o.Clock.Now
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
@@ -139,6 +148,7 @@ func New(o Options) *Gateway {
 		agent:     o.Agent,
 		log:       o.Logger.With("component", "gateway"),
 		now:       o.Now,
+		clock:     o.Clock,
 		channels:  map[string]core.Channel{},
 		wake:      make(chan struct{}, 1),
 		chanState: map[string]*channelState{},

@@ -171,7 +171,7 @@ func (r *rig) expect(want string) {
 		if got != want {
 			r.t.Fatalf("sent %q, want %q", got, want)
 		}
-	case <-time.After(10 * time.Second):
+	case <-time.After(30 * time.Second):
 		r.t.Fatalf("nothing sent; want %q", want)
 	}
 }

@@ -180,7 +180,7 @@ func (r *rig) expectAny(want ...string) {
 			}
 		}
 		r.t.Fatalf("sent %q, want one of %q", got, want)
-	case <-time.After(10 * time.Second):
+	case <-time.After(30 * time.Second):
 		r.t.Fatalf("nothing sent; want one of %q", want)
 	}
 }

@@ -4,26 +4,15 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/opentalon/opentalon/core"
+	"github.com/opentalon/opentalon/core/clock"
 	"github.com/opentalon/opentalon/core/gateway"
 	"github.com/opentalon/opentalon/store"
 )
-
-// clock is a fake clock shared by the gateway and the store.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
-func (c *clock) advance(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
 
 // cooling fails the question "hi" while every model cools (a long
 // Retry-After) the first failures times, then answers; it answers other
@@ -47,39 +36,46 @@ func (a *cooling) Answer(ctx context.Context, t core.Turn) (core.Answer, error) 
 	return core.Answer{Text: "answer to " + t.Text, Model: "fake/m"}, nil
 }
 
-// clockRig runs a gateway over a store on the fake clock.
+// clockRig runs a gateway over a store on one fake clock.
 type clockRig struct {
 	*rig
-	clock *clock
+	clock *clock.Fake
 }
 
 func newClockRig(t *testing.T, ag core.Agent, o gateway.Options) *clockRig {
 	t.Helper()
-	c := &clock{t: time.Now()}
-	db := openDB(t, store.Options{Now: c.now})
-	o.Store, o.Agent, o.Now = db, ag, c.now
+	c := clock.NewFake(time.Now())
+	db := openDB(t, store.Options{Now: c.Now})
+	o.Store, o.Agent, o.Clock = db, ag, c
 	if o.Pairings == nil {
 		o.Pairings = db
 	}
 	return &clockRig{rig: runOn(t, db, o), clock: c}
 }
 
-// advance waits until request 1 rests in the queue (its outcome
-// recorded), moves the clock and wakes the dispatcher (a message in
-// another conversation).
+// advance waits until request 1's attempt at the current time is over
+// (it rests in the queue, due later), moves the clock and sends a
+// message in another conversation. Waiting only for it not to run is
+// not enough: a poke's answer may come before the dispatcher claims
+// request 1 for that round, and request 1 would then be tried after the
+// clock moved on and wait for a time the test never reaches.
 func (r *clockRig) advance(d time.Duration, poke string) {
-	deadline := time.Now().Add(10 * time.Second)
+	r.t.Helper()
+	deadline := time.Now().Add(time.Minute)
 	for {
-		st, _, _, _ := r.db.QueueStatus(context.Background(), 1)
-		if st != core.StatusRunning {
+		it, st, err := r.db.QueueItem(context.Background(), 1)
+		if err != nil {
+			r.t.Fatal(err)
+		}
+		if st == core.StatusQueued && it.NotBefore.After(r.clock.Now()) {
 			break
 		}
 		if time.Now().After(deadline) {
-			r.t.Fatal("request 1 stays running")
+			r.t.Fatalf("request 1 is %s, due %v at %v; want it waiting for a later time", st, it.NotBefore, r.clock.Now())
 		}
 		time.Sleep(time.Millisecond)
 	}
-	r.clock.advance(d)
+	r.clock.Advance(d)
 	in := core.Inbound{Conversation: core.ConversationKey{Channel: "fake", Chat: "poke-" + poke}, MessageID: poke, Text: "poke"}
 	if err := r.g.Accept(context.Background(), in); err != nil {
 		r.t.Fatal(err)
@@ -179,9 +175,9 @@ func TestFailedStatusWriteDoesNotWedgeTheConversation(t *testing.T) {
 // TestOrphanedRunningRowIsRequeued: a row left running that no request of
 // this run works on is put back by the sweep and answered.
 func TestOrphanedRunningRowIsRequeued(t *testing.T) {
-	c := &clock{t: time.Now()}
-	db := openDB(t, store.Options{Now: c.now})
-	r := runOn(t, db, gateway.Options{Store: db, Agent: &fakeAgent{}, Now: c.now})
+	c := clock.NewFake(time.Now())
+	db := openDB(t, store.Options{Now: c.Now})
+	r := runOn(t, db, gateway.Options{Store: db, Agent: &fakeAgent{}, Clock: c})
 	ctx := context.Background()
 	r.accept("0", "warm up")
 	r.expect("answer to warm up")
@@ -192,10 +188,10 @@ func TestOrphanedRunningRowIsRequeued(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Claimed by nobody in this run: mark it running behind the gateway's back.
-	if _, _, err := db.Claim(ctx, 1, c.now()); err != nil {
+	if _, _, err := db.Claim(ctx, 1, c.Now()); err != nil {
 		t.Fatal(err)
 	}
-	c.advance(31 * time.Second)
+	c.Advance(31 * time.Second) // past the sweep's time
 	r.accept("1", "poke")
 	r.expectAny("answer to poke", "answer to orphan")
 	r.expectAny("answer to poke", "answer to orphan")
@@ -371,5 +367,117 @@ func TestReactionJoinsItsTopicsConversation(t *testing.T) {
 	}
 	if it.Kind != core.EventReaction || it.Conversation != topic {
 		t.Fatalf("the reaction was queued as %s in %v, want the topic %v", it.Kind, it.Conversation, topic)
+	}
+}
+
+// dying is the store of a process that is killed: once dead, it claims
+// nothing and its writes go nowhere.
+type dying struct {
+	*store.DB
+	dead atomic.Bool
+}
+
+func (s *dying) Claim(ctx context.Context, n int, now time.Time) ([]core.QueueItem, time.Time, error) {
+	if s.dead.Load() {
+		return nil, time.Time{}, errors.New("the process was killed")
+	}
+	return s.DB.Claim(ctx, n, now)
+}
+
+func (s *dying) Finish(ctx context.Context, id int64, status, cause string) error {
+	if s.dead.Load() {
+		return nil
+	}
+	return s.DB.Finish(ctx, id, status, cause)
+}
+
+// stuck is a channel whose sends hang until release is closed (then
+// fail): the process is killed while it tells the user.
+type stuck struct {
+	fakeChannel
+	sending chan struct{}
+	release chan struct{}
+}
+
+func (c *stuck) Send(ctx context.Context, _ core.Outbound, _ string) (string, error) {
+	select {
+	case c.sending <- struct{}{}:
+	default:
+	}
+	<-c.release
+	return "", errors.New("the process was killed")
+}
+
+// TestKillWhileTellingAFailureTellsItAfterTheRestart: a process killed
+// while it tells the user that their message failed for good must not
+// have recorded the failure yet: the next start tells them. (Recorded
+// first, the message was failed and never answered: the crash-loop e2e
+// test's "m76 has no answer".)
+func TestKillWhileTellingAFailureTellsItAfterTheRestart(t *testing.T) {
+	db := openDB(t, store.Options{})
+	ag := &fakeAgent{fail: 100, kind: core.KindInvalid}
+	first := &dying{DB: db}
+	ch := &stuck{fakeChannel: fakeChannel{notify: make(chan string, 10)}, sending: make(chan struct{}, 1), release: make(chan struct{})}
+	g := gateway.New(gateway.Options{Store: first, Agent: ag})
+	g.AddChannel(ch)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- g.Run(ctx, 5*time.Second) }()
+	t.Cleanup(func() { close(ch.release); cancel(); <-done })
+	in := core.Inbound{Conversation: core.ConversationKey{Channel: "fake", Chat: "c"}, MessageID: "1", UserID: "u", Text: "hello"}
+	for g.Accept(context.Background(), in) != nil {
+		time.Sleep(time.Millisecond)
+	}
+	select {
+	case <-ch.sending:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the failure was never told")
+	}
+	first.dead.Store(true) // killed while telling
+
+	r := runOn(t, db, gateway.Options{Store: db, Agent: ag})
+	r.expect("Sorry, I could not answer that: llm failed")
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(time.Millisecond) {
+		st, _, _, _ := db.QueueStatus(context.Background(), 1)
+		if st == core.StatusFailed {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("request 1 is %s after the restart told the user; want failed", st)
+		}
+	}
+}
+
+// TestGiveUpCutShortTwiceIsRecordedBeforeTelling: an item whose give-up
+// was already cut short (interrupted past max_attempts) is failed before
+// the user is told, so a telling that kills the process cannot loop.
+func TestGiveUpCutShortTwiceIsRecordedBeforeTelling(t *testing.T) {
+	db := openDB(t, store.Options{})
+	ctx := context.Background()
+	conv := core.ConversationKey{Channel: "fake", Chat: "c"}
+	in := core.Inbound{Conversation: conv, MessageID: "poison", UserID: "u", Text: "crashes the process"}
+	if _, _, err := db.Enqueue(ctx, core.QueueItem{Kind: core.EventMessage, Conversation: conv, DedupeKey: "fake:m:poison", Message: &in}); err != nil {
+		t.Fatal(err)
+	}
+	// Four starts that each died while the message ran: the last one
+	// while it gave up.
+	for range 4 {
+		db.Claim(ctx, 1, time.Now())
+		db.RequeueRunning(ctx)
+	}
+	ch := &stuck{fakeChannel: fakeChannel{notify: make(chan string, 10)}, sending: make(chan struct{}, 1), release: make(chan struct{})}
+	g := gateway.New(gateway.Options{Store: db, Agent: &fakeAgent{}, MaxAttempts: 3})
+	g.AddChannel(ch)
+	runCtx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- g.Run(runCtx, 5*time.Second) }()
+	t.Cleanup(func() { close(ch.release); cancel(); <-done })
+	select {
+	case <-ch.sending:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the user was never told")
+	}
+	if st, _, _, _ := db.QueueStatus(ctx, 1); st != core.StatusFailed {
+		t.Fatalf("request 1 is %s while the user is told; want failed first", st)
 	}
 }

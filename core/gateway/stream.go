@@ -164,9 +164,9 @@ func (s *stream) run() {
 		}
 		if v != s.shown && strings.TrimSpace(text) != "" {
 			s.shown = v
-			t0 := time.Now()
+			t0 := s.g.clock.Now()
 			err := s.show(text)
-			s.last = time.Now()
+			s.last = s.g.clock.Now()
 			if err != nil {
 				if s.ctx.Err() == nil {
 					s.log.Warn("streaming the answer failed; it is sent once complete", "err", err)
@@ -174,7 +174,7 @@ func (s *stream) run() {
 				s.dead = true
 				return
 			}
-			if !s.sleep(s.pol.Interval - time.Since(t0)) {
+			if !s.sleep(s.pol.Interval - s.g.clock.Now().Sub(t0)) {
 				return
 			}
 			continue
@@ -193,10 +193,10 @@ func (s *stream) run() {
 // closing or ctx ended meanwhile.
 func (s *stream) sleep(d time.Duration) bool {
 	if d > 0 {
-		t := time.NewTimer(d)
+		t := s.g.clock.NewTimer(d)
 		defer t.Stop()
 		select {
-		case <-t.C:
+		case <-t.C():
 		case <-s.quit:
 			return false
 		case <-s.ctx.Done():

@@ -80,12 +80,8 @@ func (g *Gateway) supervise(ctx context.Context, ch core.Channel, fatal chan<- e
 		st.restarts++
 		g.mu.Unlock()
 		g.log.Error("channel stopped; restarting it while the other channels go on", "channel", name, "in", wait, "restarts", st.restarts, "err", err)
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if g.clock.Sleep(ctx, wait) != nil {
 			return
-		case <-t.C:
 		}
 		g.mu.Lock()
 		st.restarted = g.now()

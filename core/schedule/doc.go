@@ -12,5 +12,5 @@
 // prompt. It adds /schedule, /schedules and /unschedule to the gateway's
 // commands.
 //
-// schedule imports only core; the clock is injected.
+// schedule imports only core (and core/clock); the clock is injected.
 package schedule

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/opentalon/opentalon/core"
+	"github.com/opentalon/opentalon/core/clock"
 )
 
 // Store keeps the schedules (store.DB).
@@ -46,7 +47,9 @@ type Options struct {
 	// Location is the zone of a schedule that names none (the config's
 	// timezone; default the machine's).
 	Location *time.Location
-	// Now is the clock (default time.Now).
+	// Clock is what the scheduler waits on (nil = the system clock).
+	Clock clock.Clock
+	// Now reads the time (nil = Clock.Now).
 	Now func() time.Time
 	// Tick bounds how long the scheduler goes without reading the clock
 	// (default 1s), so a clock that jumps is noticed.
@@ -87,8 +90,9 @@ type entry struct {
 
 // New builds a Scheduler; it starts nothing.
 func New(o Options) *Scheduler {
+	o.Clock = clock.Or(o.Clock)
 	if o.Now == nil {
-		o.Now = time.Now
+		o.Now = o.Clock.Now
 	}
 	if o.Location == nil {
 		o.Location = time.Local
@@ -248,13 +252,13 @@ func (s *Scheduler) Run(ctx context.Context) error {
 	if err := s.load(ctx); err != nil {
 		return err
 	}
-	t := time.NewTimer(0)
+	t := s.o.Clock.NewTimer(0)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-t.C:
+		case <-t.C():
 		case <-s.wake:
 		}
 		s.fireDue(ctx)
@@ -264,7 +268,7 @@ func (s *Scheduler) Run(ctx context.Context) error {
 		}
 		if !t.Stop() {
 			select {
-			case <-t.C:
+			case <-t.C():
 			default:
 			}
 		}

@@ -8,21 +8,10 @@ import (
 	"time"
 
 	"github.com/opentalon/opentalon/core"
+	"github.com/opentalon/opentalon/core/clock"
 	"github.com/opentalon/opentalon/core/schedule"
 	"github.com/opentalon/opentalon/store"
 )
-
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
-func (c *clock) Set(t time.Time) {
-	c.mu.Lock()
-	c.t = t
-	c.mu.Unlock()
-}
 
 // queue records firings; a firing of a schedule whose prompt is "busy"
 // fails once with a transient error.
@@ -78,21 +67,21 @@ func (q *queue) none(t *testing.T, d time.Duration) {
 
 type rig struct {
 	db  *store.DB
-	clk *clock
+	clk *clock.Fake
 	q   *queue
 	s   *schedule.Scheduler
 	run context.CancelFunc
 	wg  sync.WaitGroup
 }
 
-func newRig(t *testing.T, dir string, clk *clock) *rig {
+func newRig(t *testing.T, dir string, clk *clock.Fake) *rig {
 	t.Helper()
 	db, err := store.Open(context.Background(), dir, store.Options{Now: clk.Now})
 	if err != nil {
 		t.Fatal(err)
 	}
 	r := &rig{db: db, clk: clk, q: newQueue()}
-	r.s = schedule.New(schedule.Options{Store: db, Queue: r.q, Location: time.UTC, Now: clk.Now, Tick: 5 * time.Millisecond})
+	r.s = schedule.New(schedule.Options{Store: db, Queue: r.q, Location: time.UTC, Clock: clk, Tick: 5 * time.Millisecond})
 	t.Cleanup(r.stop)
 	return r
 }
@@ -129,7 +118,7 @@ func digest(missed string) []core.Schedule {
 }
 
 func TestFiresAtTheClocksTimeOnce(t *testing.T) {
-	clk := &clock{t: time.Date(2026, 5, 1, 8, 0, 0, 0, time.UTC)} // a Friday
+	clk := clock.NewFake(time.Date(2026, 5, 1, 8, 0, 0, 0, time.UTC)) // a Friday
 	r := newRig(t, t.TempDir(), clk)
 	ctx := context.Background()
 	if err := r.s.SyncConfig(ctx, digest("")); err != nil {
@@ -173,7 +162,7 @@ func TestMissedFiringsAcrossARestart(t *testing.T) {
 	}{{core.MissedOnce, true}, {core.MissedSkip, false}, {"", false}} {
 		t.Run("missed="+tt.missed, func(t *testing.T) {
 			dir := t.TempDir()
-			clk := &clock{t: time.Date(2026, 5, 4, 8, 0, 0, 0, time.UTC)} // a Monday
+			clk := clock.NewFake(time.Date(2026, 5, 4, 8, 0, 0, 0, time.UTC)) // a Monday
 			r := newRig(t, dir, clk)
 			ctx := context.Background()
 			if err := r.s.SyncConfig(ctx, digest(tt.missed)); err != nil {
@@ -207,7 +196,7 @@ func TestMissedFiringsAcrossARestart(t *testing.T) {
 }
 
 func TestTransientQueueFailureRetriesAndDisabledChannelSkips(t *testing.T) {
-	clk := &clock{t: time.Date(2026, 5, 1, 8, 0, 0, 0, time.UTC)}
+	clk := clock.NewFake(time.Date(2026, 5, 1, 8, 0, 0, 0, time.UTC))
 	r := newRig(t, t.TempDir(), clk)
 	ctx := context.Background()
 	if err := r.s.SyncConfig(ctx, []core.Schedule{
@@ -230,7 +219,7 @@ func TestTransientQueueFailureRetriesAndDisabledChannelSkips(t *testing.T) {
 }
 
 func TestConfigSyncKeepsAnEditedPromptsState(t *testing.T) {
-	clk := &clock{t: time.Date(2026, 5, 1, 8, 0, 0, 0, time.UTC)}
+	clk := clock.NewFake(time.Date(2026, 5, 1, 8, 0, 0, 0, time.UTC))
 	r := newRig(t, t.TempDir(), clk)
 	ctx := context.Background()
 	if err := r.s.SyncConfig(ctx, []core.Schedule{{Interval: 6 * time.Hour, Prompt: "old", Conversation: conv}}); err != nil {
@@ -267,7 +256,7 @@ func TestConfigSyncKeepsAnEditedPromptsState(t *testing.T) {
 // declaration that cannot run — its timing, its missed policy, its
 // channel — and keeps the others.
 func TestSyncPluginRefusesWhatCannotRun(t *testing.T) {
-	clk := &clock{t: time.Date(2026, 5, 1, 8, 0, 0, 0, time.UTC)}
+	clk := clock.NewFake(time.Date(2026, 5, 1, 8, 0, 0, 0, time.UTC))
 	db, err := store.Open(context.Background(), t.TempDir(), store.Options{Now: clk.Now})
 	if err != nil {
 		t.Fatal(err)
@@ -293,7 +282,7 @@ func TestSyncPluginRefusesWhatCannotRun(t *testing.T) {
 }
 
 func TestChatCommands(t *testing.T) {
-	clk := &clock{t: time.Date(2026, 5, 1, 8, 0, 0, 0, time.UTC)}
+	clk := clock.NewFake(time.Date(2026, 5, 1, 8, 0, 0, 0, time.UTC))
 	r := newRig(t, t.TempDir(), clk)
 	ctx := context.Background()
 	if err := r.s.SyncConfig(ctx, digest("")); err != nil {
@@ -360,7 +349,7 @@ func TestChatCommands(t *testing.T) {
 // An injected message (a plugin route's) carries whatever user id the
 // plugin gives it, so it must not pass as a schedule's creator.
 func TestInjectedUnscheduleIsRefused(t *testing.T) {
-	clk := &clock{t: time.Date(2026, 5, 1, 8, 0, 0, 0, time.UTC)}
+	clk := clock.NewFake(time.Date(2026, 5, 1, 8, 0, 0, 0, time.UTC))
 	r := newRig(t, t.TempDir(), clk)
 	ctx := context.Background()
 	cmds := map[string]core.CommandFunc{}
@@ -386,7 +375,7 @@ func TestInjectedUnscheduleIsRefused(t *testing.T) {
 // Issue 25 (lower): an admin is the admin of one channel; /schedules all
 // and /unschedule reach that channel's schedules, not another platform's.
 func TestAdminReachesOnlyTheirChannelsSchedules(t *testing.T) {
-	clk := &clock{t: time.Date(2026, 5, 1, 8, 0, 0, 0, time.UTC)}
+	clk := clock.NewFake(time.Date(2026, 5, 1, 8, 0, 0, 0, time.UTC))
 	r := newRig(t, t.TempDir(), clk)
 	ctx := context.Background()
 	cmds := map[string]core.CommandFunc{}

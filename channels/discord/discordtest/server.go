@@ -193,10 +193,10 @@ func (s *Server) notify() {
 }
 
 // WaitFor polls cond (called without the server's lock) until it holds,
-// waking on every change of the fake; it fails the test after 10s.
+// waking on every change of the fake; it fails the test after 30s.
 func (s *Server) WaitFor(tb testing.TB, what string, cond func() bool) {
 	tb.Helper()
-	deadline := time.NewTimer(10 * time.Second)
+	deadline := time.NewTimer(30 * time.Second)
 	defer deadline.Stop()
 	for {
 		s.mu.Lock()
