@@ -1,5 +1,7 @@
 # OpenTalon as a small static image: the binary, CA certificates and an
-# empty /data, run as a non-root user. Build:
+# empty, private /data (mode 0700: the database, and the plugins' sockets
+# and temporary files, since the image has no /tmp), run as a non-root
+# user. Build:
 #
 #   docker build --build-arg VERSION=v1.2.0 -t opentalon .
 #
@@ -19,17 +21,17 @@ RUN go mod download
 COPY . .
 ARG VERSION=dev
 RUN CGO_ENABLED=0 go build -trimpath -tags grpcnotrace -ldflags "-s -w -X main.Version=${VERSION}" -o /out/opentalon ./cmd/opentalon \
- && mkdir -p /out/data
+ && install -d -m 0700 /out/data
 
 FROM scratch
 COPY --from=build /etc/ssl/certs/ca-certificates.crt /etc/ssl/certs/ca-certificates.crt
 COPY --from=build /out/opentalon /opentalon
 COPY --from=build --chown=65532:65532 /out/data /data
 USER 65532:65532
-# state.data_dir and server.listen of the built-in default (and of any
-# config that uses ${OPENTALON_DATA_DIR} and ${OPENTALON_LISTEN}); a
-# server beyond loopback serves the status page and /metrics only with
-# server.api_key (OPENTALON_API_KEY in the built-in default).
+# state.data_dir and server.listen of any config that leaves them out
+# (the built-in default included); a server beyond loopback serves the
+# status page and /metrics only with server.api_key, which
+# OPENTALON_API_KEY gives the same way.
 ENV HOME=/data OPENTALON_DATA_DIR=/data OPENTALON_LISTEN=0.0.0.0:7070
 VOLUME ["/data"]
 EXPOSE 7070

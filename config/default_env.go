@@ -37,20 +37,28 @@ const errNoProvider = "no LLM provider configured and no config file found. Do o
 // OPENTALON_MODEL picks the model. With none of them set it returns a
 // core.KindInvalid error naming the variables and config keys to set.
 func LoadDefault(env Env) (*Config, error) {
-	cfg, ps := decode("(embedded default)", defaultYAML, env)
-	if err := ps.err(); err != nil {
-		return nil, &core.Error{Kind: core.KindInvalid, Err: err}
-	}
-	if !providerFromEnv(cfg, env) {
+	cfg, ps, ok := loadDefault(env)
+	if !ok {
 		return nil, core.Errorf(core.KindInvalid, "%s", errNoProvider)
 	}
-	wd, _ := os.Getwd()
-	cfg.resolvePaths(wd, homeDir(env))
-	validate(cfg, ps)
 	if err := ps.err(); err != nil {
 		return nil, &core.Error{Kind: core.KindInvalid, Err: err}
 	}
 	return cfg, nil
+}
+
+// loadDefault builds the embedded default with its problems; ok is false
+// when the environment names no provider (the config then has none).
+func loadDefault(env Env) (cfg *Config, ps *problems, ok bool) {
+	cfg, ps = decode("(embedded default)", defaultYAML, env)
+	if cfg == nil {
+		return nil, ps, true
+	}
+	ok = providerFromEnv(cfg, env)
+	wd, _ := os.Getwd()
+	cfg.resolvePaths(wd, homeDir(env))
+	validate(cfg, ps)
+	return cfg, ps, ok
 }
 
 func nonEmpty(env Env, name string) string {
@@ -67,19 +75,21 @@ func providerFromEnv(cfg *Config, env Env) bool {
 	switch {
 	case nonEmpty(env, "ANTHROPIC_API_KEY") != "":
 		id = "anthropic"
-		p = Provider{API: APIAnthropicMessages, APIKey: Secret(nonEmpty(env, "ANTHROPIC_API_KEY")), BaseURL: nonEmpty(env, "ANTHROPIC_BASE_URL")}
+		p = Provider{API: APIAnthropicMessages, APIKey: Secret(nonEmpty(env, "ANTHROPIC_API_KEY")), BaseURL: nonEmpty(env, "ANTHROPIC_BASE_URL"),
+			KeyVar: "ANTHROPIC_API_KEY", URLVar: "ANTHROPIC_BASE_URL"}
 		if model == "" {
 			model = DefaultAnthropicModel
 		}
 	case nonEmpty(env, "OPENAI_API_KEY") != "":
 		id = "openai"
-		p = Provider{API: APIOpenAICompletions, APIKey: Secret(nonEmpty(env, "OPENAI_API_KEY")), BaseURL: baseURL, Local: isLoopback(baseURL)}
+		p = Provider{API: APIOpenAICompletions, APIKey: Secret(nonEmpty(env, "OPENAI_API_KEY")), BaseURL: baseURL, Local: isLoopback(baseURL),
+			KeyVar: "OPENAI_API_KEY", URLVar: "OPENAI_BASE_URL"}
 		if model == "" {
 			model = DefaultOpenAIModel
 		}
 	case baseURL != "":
 		id = "local"
-		p = Provider{API: APIOpenAICompletions, BaseURL: baseURL, Local: isLoopback(baseURL)}
+		p = Provider{API: APIOpenAICompletions, BaseURL: baseURL, Local: isLoopback(baseURL), URLVar: "OPENAI_BASE_URL"}
 		if model == "" {
 			model = DefaultLocalModel
 		}

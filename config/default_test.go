@@ -89,6 +89,14 @@ func TestLoadDefaultDataDirFromEnv(t *testing.T) {
 	if cfg.State.DataDir != "/srv/ot" {
 		t.Errorf("data_dir = %q, want /srv/ot", cfg.State.DataDir)
 	}
+	if cfg.Server.Listen != "127.0.0.1:7070" {
+		t.Errorf("server.listen without $OPENTALON_LISTEN = %q, want 127.0.0.1:7070", cfg.Server.Listen)
+	}
+	// The e2e test of the default config listens on a free port this way.
+	cfg, err = LoadDefault(MapEnv(map[string]string{"OPENAI_API_KEY": "k", "OPENTALON_LISTEN": "127.0.0.1:0"}))
+	if err != nil || cfg.Server.Listen != "127.0.0.1:0" {
+		t.Fatalf("server.listen from $OPENTALON_LISTEN = %q, %v; want 127.0.0.1:0", cfg.Server.Listen, err)
+	}
 }
 
 func TestLoadDefaultWithoutProvider(t *testing.T) {
@@ -167,5 +175,78 @@ func TestOpen(t *testing.T) {
 	cfg, src, err = Open(path, noEnv())
 	if err != nil || src.Kind != SourceFlag || cfg.Routing.Primary != "fake/small" {
 		t.Fatalf("Open(flag) = %v %v %v", src, err, cfg)
+	}
+}
+
+// A file that leaves state.data_dir, server.listen or server.api_key out
+// takes them from OPENTALON_DATA_DIR, OPENTALON_LISTEN and
+// OPENTALON_API_KEY (the Docker image and the systemd unit set them); a
+// file that gives them keeps its own values.
+func TestFileLeavesKeysToTheEnvironment(t *testing.T) {
+	env := MapEnv(map[string]string{"HOME": "/home/tester", "OPENTALON_DATA_DIR": "/var/lib/opentalon",
+		"OPENTALON_LISTEN": "0.0.0.0:7070", "OPENTALON_API_KEY": "k-from-env"})
+	tests := []struct {
+		name, body              string
+		dataDir, listen, apiKey string
+	}{
+		{"left out", minimal, "/var/lib/opentalon", "0.0.0.0:7070", "k-from-env"},
+		{"given", minimal + "state: { data_dir: ./data }\nserver: { listen: \"127.0.0.1:9000\", api_key: own }\n", "", "127.0.0.1:9000", "own"},
+		{"given empty", minimal + "server: { listen: \"\", api_key: \"${UNSET_KEY:-}\" }\n", "/var/lib/opentalon", "", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := writeConfig(t, tt.body)
+			cfg, err := Load(p, env)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := tt.dataDir
+			if want == "" {
+				want = filepath.Join(filepath.Dir(p), "data")
+			}
+			if cfg.State.DataDir != want || cfg.Server.Listen != tt.listen || cfg.Server.APIKey.Value() != tt.apiKey {
+				t.Errorf("data_dir %q listen %q api_key %q; want %q %q %q", cfg.State.DataDir, cfg.Server.Listen, cfg.Server.APIKey.Value(), want, tt.listen, tt.apiKey)
+			}
+		})
+	}
+	// Without the variables the built-in defaults stay.
+	cfg, err := Load(writeConfig(t, minimal), noEnv())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.State.DataDir != "/home/tester/.opentalon" || cfg.Server.Listen != "127.0.0.1:7070" || cfg.Server.APIKey.IsSet() {
+		t.Errorf("without the variables: data_dir %q listen %q api_key set %v", cfg.State.DataDir, cfg.Server.Listen, cfg.Server.APIKey.IsSet())
+	}
+}
+
+// A command that uses only some keys loads a config whatever is wrong
+// elsewhere, but not one whose own keys, or whose YAML, are wrong.
+func TestOpenForTheKeysACommandUses(t *testing.T) {
+	home := t.TempDir()
+	env := MapEnv(map[string]string{"HOME": home})
+	// No file, no provider variable: the default, without a provider.
+	cfg, src, err := OpenFor("", env, "state")
+	if err != nil || src.Kind != SourceDefault || cfg.State.DataDir != filepath.Join(home, ".opentalon") || len(cfg.Models.Providers) != 0 {
+		t.Fatalf("default without a provider: %v %v %+v", err, src, cfg)
+	}
+	if _, _, err := Open("", env); err == nil {
+		t.Fatal("Open accepted the default without a provider")
+	}
+	// A file whose channel needs a variable that is not set.
+	withToken := writeConfig(t, "state: { data_dir: /srv/ot }\nchannels:\n  telegram: { enabled: true, token: \"${TELEGRAM_BOT_TOKEN}\" }\n")
+	if cfg, _, err := OpenFor(withToken, env, "state"); err != nil || cfg.State.DataDir != "/srv/ot" {
+		t.Fatalf("a file with an unset token: %v", err)
+	}
+	if _, _, err := OpenFor(withToken, env, "state", "channels.telegram"); err == nil || !strings.Contains(err.Error(), "TELEGRAM_BOT_TOKEN") {
+		t.Fatalf("a command that uses the channel: %v", err)
+	}
+	for name, body := range map[string]string{
+		"own key wrong": "state: { retention: 1m }\n",
+		"unknown key":   "state: { data_dri: /srv/ot }\n",
+		"bad YAML":      "state: [\n",
+	} {
+		if _, _, err := OpenFor(writeConfig(t, body), env, "state"); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
 	}
 }

@@ -8,6 +8,11 @@
 // whose String, LogValue and YAML form are redacted; call Secret.Value to get
 // the real string at the point of use.
 //
-// config imports only the standard library, gopkg.in/yaml.v3 and core; any
-// package may import it.
+// The checks are split by what they check: validate.go (the core blocks
+// and the channels), validate_ext.go (schedules, notifications, the
+// plugin extension blocks).
+//
+// config imports only the standard library, gopkg.in/yaml.v3, core and
+// core/schedule (a cron expression is read by the scheduler's parser);
+// any package may import it.
 package config

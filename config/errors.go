@@ -85,7 +85,20 @@ func (ps *problems) err() error {
 	if len(ps.list) == 0 {
 		return nil
 	}
-	list := append([]Problem(nil), ps.list...)
+	// A key whose variable is not set is not also reported missing: the
+	// one problem says what to set.
+	unset := map[string]bool{}
+	for _, p := range ps.list {
+		if p.Path != "" && strings.HasPrefix(p.Msg, "environment variable ") {
+			unset[p.Path] = true
+		}
+	}
+	var list []Problem
+	for _, p := range ps.list {
+		if !unset[p.Path] || !strings.HasPrefix(p.Msg, "missing") {
+			list = append(list, p)
+		}
+	}
 	sort.SliceStable(list, func(i, j int) bool {
 		return sortLine(list[i].Line) < sortLine(list[j].Line)
 	})

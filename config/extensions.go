@@ -55,9 +55,11 @@ const (
 type Sink struct {
 	// Type is SinkWebhook, SinkChat or SinkPlugin.
 	Type string `yaml:"type"`
-	// URL and Secret: a webhook's endpoint and HMAC-SHA256 key.
-	URL    string `yaml:"url"`
-	Secret Secret `yaml:"secret"`
+	// URL and Secret: a webhook's endpoint and HMAC-SHA256 key. The URL
+	// is printed as its scheme and host only: Slack's and Discord's
+	// incoming webhooks carry their token in the path.
+	URL    CredentialURL `yaml:"url"`
+	Secret Secret        `yaml:"secret"`
 	// Channel, Chat and Thread: a chat sink's conversation.
 	Channel string `yaml:"channel"`
 	Chat    string `yaml:"chat"`

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"strings"
 	"testing"
 	"time"
 )
@@ -99,4 +100,31 @@ plugins:
 		}
 	}
 	mustContain(t, err.Error(), `channel "telegram" is not enabled; enable channels.telegram`, `did you mean "slack"`, `did you mean "webhook"`, `did you mean "channel_down"`, "five fields")
+}
+
+// Issue 25 (lower): a webhook sink's URL may carry its token in the path
+// (Slack's and Discord's incoming webhooks): it prints, logs and shows in
+// errors as its scheme and host only.
+func TestWebhookURLIsRedacted(t *testing.T) {
+	for raw, want := range map[string]string{
+		"https://hooks.slack.com/services/T1/B2/SECRET": "https://hooks.slack.com/…",
+		"https://discord.com/api/webhooks/1/SECRET":     "https://discord.com/…",
+		"https://ops.example.com/":                      "https://ops.example.com",
+		"https://ops.example.com?token=SECRET":          "https://ops.example.com/…",
+		"https://user:SECRET@ops.example.com":           "https://ops.example.com",
+		"htps//hooks.slack.com/services/T1/B2/SECRET":   "[a URL, redacted]",
+		"": "",
+	} {
+		if got := CredentialURL(raw).String(); got != want {
+			t.Errorf("CredentialURL(%q) = %q; want %q", raw, got, want)
+		}
+	}
+	_, err := Load(writeConfig(t, minimal+`
+notifications:
+  sinks:
+    - { type: webhook, url: "ftp://hooks.slack.com/services/T1/B2/SECRET" }
+`), noEnv())
+	if err == nil || strings.Contains(err.Error(), "SECRET") || !strings.Contains(err.Error(), "notifications.sinks[0].url") {
+		t.Fatalf("err = %v; want the bad URL named without its token", err)
+	}
 }

@@ -41,19 +41,54 @@ func Load(path string, env Env) (*Config, error) {
 // Parse loads a config from data as Load does. name labels error messages;
 // baseDir resolves relative paths.
 func Parse(name string, data []byte, baseDir string, env Env) (*Config, error) {
+	cfg, ps := parse(name, data, baseDir, env)
+	if err := ps.err(); err != nil {
+		return nil, &core.Error{Kind: core.KindInvalid, Err: err}
+	}
+	return cfg, nil
+}
+
+// parse is Parse with the problems returned beside the config (nil only
+// when the YAML cannot be read at all).
+func parse(name string, data []byte, baseDir string, env Env) (*Config, *problems) {
 	cfg, ps := decode(name, data, env)
 	if cfg != nil {
 		if len(cfg.Models.Providers) == 0 && cfg.Routing.Primary == "" {
 			providerFromEnv(cfg, env) // a file without providers uses the environment's
 		}
+		applyEnvDefaults(cfg, ps, env)
 		cfg.resolvePaths(baseDir, homeDir(env))
 		applyAliases(cfg, ps)
 		validate(cfg, ps)
 	}
-	if err := ps.err(); err != nil {
-		return nil, &core.Error{Kind: core.KindInvalid, Err: err}
+	return cfg, ps
+}
+
+// envDefaults are the keys whose default comes from the environment, as
+// in the embedded default and examples/config.yaml
+// ("${OPENTALON_DATA_DIR:-~/.opentalon}"): the Docker image and the
+// systemd unit set these variables, and a file that leaves the key out
+// must not fall back to a home directory the service cannot use.
+var envDefaults = []struct {
+	key, env string
+	set      func(*Config, string)
+}{
+	{"state.data_dir", "OPENTALON_DATA_DIR", func(c *Config, v string) { c.State.DataDir = v }},
+	{"server.listen", "OPENTALON_LISTEN", func(c *Config, v string) { c.Server.Listen = v }},
+	{"server.api_key", "OPENTALON_API_KEY", func(c *Config, v string) { c.Server.APIKey = Secret(v) }},
+}
+
+// applyEnvDefaults gives each key of envDefaults the file leaves out the
+// value of its environment variable, when that is set and not empty.
+func applyEnvDefaults(cfg *Config, ps *problems, env Env) {
+	for _, d := range envDefaults {
+		if _, given := ps.lines[d.key]; given {
+			continue
+		}
+		if v, ok := env(d.env); ok && v != "" {
+			d.set(cfg, v)
+		}
 	}
-	return cfg, nil
 }
 
 // decode parses, substitutes and decodes data over Default(). It returns a
@@ -67,7 +102,8 @@ func decode(name string, data []byte, env Env) (*Config, *problems) {
 		if errors.Is(err, io.EOF) || len(bytes.TrimSpace(data)) == 0 {
 			return cfg, ps // an empty file is all defaults
 		}
-		ps.add(yamlLine(err.Error()), "", "%s", yamlMsg(err.Error()))
+		msg, line := explain(yamlMsg(err.Error()), yamlLine(err.Error()), data)
+		ps.add(line, "", "%s", msg)
 		return nil, ps
 	}
 	var extra yaml.Node
@@ -98,12 +134,14 @@ func decode(name string, data []byte, env Env) (*Config, *problems) {
 					continue // reported by the walker as a duplicate key
 				}
 				line := yamlLine(m)
-				ps.add(line, w.valueLines[line], "%s", yamlMsg(m))
+				msg, _ := explain(yamlMsg(m), line, data)
+				ps.add(line, w.valueLines[line], "%s", msg)
 			}
 		} else {
 			// A structural error (such as a duplicated key) stops the
 			// decoder; validating a half-decoded config would mislead.
-			ps.add(yamlLine(err.Error()), "", "%s", yamlMsg(err.Error()))
+			msg, line := explain(yamlMsg(err.Error()), yamlLine(err.Error()), data)
+			ps.add(line, "", "%s", msg)
 			return nil, ps
 		}
 	}
@@ -176,6 +214,9 @@ func (w *walker) walk(n *yaml.Node, def reflect.Value, path string, disabled boo
 		w.substitute(n, path, disabled)
 		return
 	}
+	// A list or a section where a value belongs is reported at its line
+	// (nodes deeper on the same line, walked later, name their own).
+	w.valueLines[n.Line] = path
 	if reflect.PointerTo(t).Implements(unmarshalerType) {
 		return // a custom scalar given a collection: decode reports it
 	}

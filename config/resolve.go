@@ -6,6 +6,9 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
+
+	"github.com/opentalon/opentalon/core"
 )
 
 // SourceKind says where the config came from.
@@ -89,4 +92,54 @@ func Open(flagPath string, env Env) (*Config, Source, error) {
 	}
 	cfg, err := FromSource(src, env)
 	return cfg, src, err
+}
+
+// OpenFor is Open for a command that uses only the config keys under the
+// given paths (such as "state" or "server.listen"), as the commands that
+// work on the database do: what is wrong elsewhere — no LLM provider
+// configured, a variable a channel's token needs left unset — does not
+// stop it. A problem that names no key (the YAML does not parse, an
+// unknown key, which may be a misspelled one the command needs) still
+// does.
+func OpenFor(flagPath string, env Env, paths ...string) (*Config, Source, error) {
+	src, err := Resolve(flagPath, env, homeDir(env))
+	if err != nil {
+		return nil, Source{}, err
+	}
+	var cfg *Config
+	var ps *problems
+	if src.Kind == SourceDefault {
+		cfg, ps, _ = loadDefault(env)
+	} else {
+		data, err := os.ReadFile(src.Path)
+		if err != nil {
+			return nil, src, fmt.Errorf("read config %s: %w", src.Path, err)
+		}
+		abs, err := filepath.Abs(src.Path)
+		if err != nil {
+			return nil, src, fmt.Errorf("config %s: %w", src.Path, err)
+		}
+		cfg, ps = parse(src.Path, data, filepath.Dir(abs), env)
+	}
+	kept := ps.list[:0]
+	for _, p := range ps.list {
+		if p.Path == "" || underAny(p.Path, paths) {
+			kept = append(kept, p)
+		}
+	}
+	ps.list = kept
+	if err := ps.err(); err != nil {
+		return nil, src, &core.Error{Kind: core.KindInvalid, Err: err}
+	}
+	return cfg, src, nil
+}
+
+// underAny reports whether key path p is one of paths or below one.
+func underAny(p string, paths []string) bool {
+	for _, q := range paths {
+		if p == q || strings.HasPrefix(p, q+".") || strings.HasPrefix(p, q+"[") {
+			return true
+		}
+	}
+	return false
 }

@@ -141,6 +141,12 @@ type Provider struct {
 	Models  []ProviderModel   `yaml:"models"`
 	// Plugin names the plugin that serves this provider (api: plugin).
 	Plugin string `yaml:"plugin"`
+	// KeyVar and URLVar name the environment variables a provider the
+	// config did not give was made from (ANTHROPIC_API_KEY,
+	// OPENAI_API_KEY, OPENAI_BASE_URL), so a message about its key or
+	// its URL names what the user set; "" for a configured provider.
+	KeyVar string `yaml:"-"`
+	URLVar string `yaml:"-"`
 }
 
 // ProviderModel describes one model a provider serves.
@@ -340,7 +346,8 @@ const (
 // Its defaults are set per platform in Default.
 type ChannelCommon struct {
 	// AllowUsers are the user ids (or, where the platform has them,
-	// @usernames) that may talk to the bot; empty allows everyone.
+	// @usernames, checked against usernames only) that may talk to the
+	// bot; empty allows everyone.
 	AllowUsers []string `yaml:"allow_users"`
 	// AllowChats are the chat, channel or group ids the bot answers in;
 	// empty allows every chat.

@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"net/url"
 	"regexp"
 	"slices"
 	"strings"
@@ -16,31 +17,54 @@ var pluginNameRE = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
 
 func validPluginName(s string) bool { return pluginNameRE.MatchString(s) && !strings.Contains(s, "__") }
 
-// validateExtensions checks timezone, schedules, notifications and the
+// validateExtensions checks the blocks of the extension points, each by
+// its own function: timezone and schedules, notifications, and the
 // plugin extension blocks (plugins.tools.hooks, .http, plugins.auth,
-// plugins.blobs).
+// plugins.blobs, api: plugin providers).
 func validateExtensions(c *Config, ps *problems) {
+	chans := channelsOf(c)
+	validateSchedules(c, ps, chans)
+	validateNotifications(c, ps, chans)
+	validatePluginBlocks(c, ps, chans)
+}
+
+// channelSet is the config's channel names and which are enabled, for
+// the blocks that name a channel.
+type channelSet struct {
+	names   []string
+	enabled map[string]bool
+}
+
+func channelsOf(c *Config) channelSet {
+	cs := channelSet{enabled: map[string]bool{}}
+	for _, sec := range c.Channels.Sections() {
+		cs.names = append(cs.names, sec.Name)
+		if sec.Enabled {
+			cs.enabled[sec.Name] = true
+		}
+	}
+	return cs
+}
+
+// check reports a channel at path that is missing, unknown or not
+// enabled.
+func (cs channelSet) check(ps *problems, path, ch string) {
+	switch {
+	case ch == "":
+		ps.at(path, "missing; name the channel (%s)", strings.Join(cs.names, ", "))
+	case !slices.Contains(cs.names, ch):
+		ps.at(path, "unknown channel %q%s; use one of %s", ch, didYouMean(ch, cs.names), strings.Join(cs.names, ", "))
+	case !cs.enabled[ch]:
+		ps.at(path, "channel %q is not enabled; enable channels.%s or name another channel", ch, ch)
+	}
+}
+
+// validateSchedules checks timezone and schedules: each one's timing,
+// what it does, where its output goes, its zone and missed policy.
+func validateSchedules(c *Config, ps *problems, chans channelSet) {
 	if c.Timezone != "" {
 		if _, err := time.LoadLocation(c.Timezone); err != nil {
 			ps.at("timezone", "%q is not a known time zone: use an IANA name such as \"Europe/Berlin\" or \"UTC\" (\"\" = the machine's)", c.Timezone)
-		}
-	}
-	enabled := map[string]bool{}
-	var names []string
-	for _, sec := range c.Channels.Sections() {
-		names = append(names, sec.Name)
-		if sec.Enabled {
-			enabled[sec.Name] = true
-		}
-	}
-	channel := func(path, ch string) {
-		switch {
-		case ch == "":
-			ps.at(path, "missing; name the channel (%s)", strings.Join(names, ", "))
-		case !slices.Contains(names, ch):
-			ps.at(path, "unknown channel %q%s; use one of %s", ch, didYouMean(ch, names), strings.Join(names, ", "))
-		case !enabled[ch]:
-			ps.at(path, "channel %q is not enabled; enable channels.%s or name another channel", ch, ch)
 		}
 	}
 	for i, s := range c.Schedules {
@@ -70,7 +94,7 @@ func validateExtensions(c *Config, ps *problems) {
 		if len(s.Args) > 0 && s.Plugin == "" {
 			ps.at(p+".args", "only a plugin action takes args")
 		}
-		channel(p+".channel", s.Channel)
+		chans.check(ps, p+".channel", s.Channel)
 		if strings.TrimSpace(s.Chat) == "" {
 			ps.at(p+".chat", "missing; the chat id the output goes to (a Slack channel id, a Telegram chat id, …)")
 		}
@@ -89,6 +113,11 @@ func validateExtensions(c *Config, ps *problems) {
 			ps.at(p+".model", "only a prompt is answered by a model")
 		}
 	}
+}
+
+// validateNotifications checks notifications: its window and limits,
+// and each sink by its type.
+func validateNotifications(c *Config, ps *problems, chans channelSet) {
 	n := c.Notifications
 	if n.Window <= 0 {
 		ps.at("notifications.window", "must be a positive duration such as \"10m\"")
@@ -105,10 +134,12 @@ func validateExtensions(c *Config, ps *problems) {
 			if s.URL == "" {
 				ps.at(p+".url", "missing; a webhook sink needs the URL it POSTs to")
 			} else {
-				checkURL(ps, p+".url", s.URL)
+				if u, err := url.Parse(string(s.URL)); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+					ps.at(p+".url", "%s is not an http(s) URL such as \"https://hooks.example.com/opentalon\"", s.URL)
+				}
 			}
 		case SinkChat:
-			channel(p+".channel", s.Channel)
+			chans.check(ps, p+".channel", s.Channel)
 			if strings.TrimSpace(s.Chat) == "" {
 				ps.at(p+".chat", "missing; the chat id the events go to (your own DM with the bot, for example)")
 			}
@@ -127,6 +158,12 @@ func validateExtensions(c *Config, ps *problems) {
 			}
 		}
 	}
+}
+
+// validatePluginBlocks checks the plugin extension blocks: the hook and
+// HTTP route limits, plugins.auth, plugins.blobs, the plugin names of
+// api: plugin providers, and that a plugin named anywhere is started.
+func validatePluginBlocks(c *Config, ps *problems, chans channelSet) {
 	t := c.Plugins.Tools
 	if t.Hooks.Timeout <= 0 {
 		ps.at("plugins.tools.hooks.timeout", "must be a positive duration such as \"2s\"")
@@ -148,8 +185,8 @@ func validateExtensions(c *Config, ps *problems) {
 		ps.at("plugins.auth.timeout", "must be a positive duration such as \"2s\"")
 	}
 	for i, ch := range a.Channels {
-		if !slices.Contains(names, ch) {
-			ps.at(fmt.Sprintf("plugins.auth.channels[%d]", i), "unknown channel %q%s; use one of %s", ch, didYouMean(ch, names), strings.Join(names, ", "))
+		if !slices.Contains(chans.names, ch) {
+			ps.at(fmt.Sprintf("plugins.auth.channels[%d]", i), "unknown channel %q%s; use one of %s", ch, didYouMean(ch, chans.names), strings.Join(chans.names, ", "))
 		}
 	}
 	if b := c.Plugins.Blobs.Plugin; b != "" && !validPluginName(b) {

@@ -2,6 +2,9 @@ package config
 
 import (
 	"fmt"
+	"log/slog"
+	"net/url"
+	"strings"
 	"time"
 
 	"github.com/opentalon/opentalon/core"
@@ -48,3 +51,31 @@ func (d Duration) MarshalYAML() (any, error) { return d.String(), nil }
 // Secret holds a credential; it is core.Secret, redacted wherever it is
 // printed, logged or encoded.
 type Secret = core.Secret
+
+// CredentialURL is a URL that may carry a credential in its path, query
+// or user info (Slack's and Discord's incoming webhooks carry their token
+// in the path): it prints, logs and encodes as its scheme and host only.
+// Use string(u) for the URL itself.
+type CredentialURL string
+
+// String is the URL without what may be a credential.
+func (u CredentialURL) String() string {
+	if u == "" {
+		return ""
+	}
+	p, err := url.Parse(string(u))
+	if err != nil || p.Host == "" {
+		return "[a URL, redacted]"
+	}
+	out := p.Scheme + "://" + p.Host
+	if strings.Trim(p.Path, "/") != "" || p.RawQuery != "" || p.Fragment != "" {
+		out += "/…"
+	}
+	return out
+}
+
+// MarshalYAML writes the redacted form (opentalon config check).
+func (u CredentialURL) MarshalYAML() (any, error) { return u.String(), nil }
+
+// LogValue implements slog.LogValuer with the redacted form.
+func (u CredentialURL) LogValue() slog.Value { return slog.StringValue(u.String()) }

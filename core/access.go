@@ -4,8 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"errors"
-	"fmt"
-	"slices"
 	"strings"
 	"time"
 )
@@ -69,6 +67,42 @@ type Pairing struct {
 // holds the code; the caller draws another.
 var ErrPairingCodeTaken = errors.New("pairing code already in use")
 
+// PairingTTL is how long a pairing code may be approved. A user whose code
+// expired gets a new one when they write again.
+const PairingTTL = 24 * time.Hour
+
+// MaxPendingPairings bounds the pairing requests waiting on one channel:
+// past it, an unknown user gets no code, and adds no row, until some are
+// decided or expire.
+const MaxPendingPairings = 100
+
+// PairingExpired reports whether a pairing is a request whose code can no
+// longer be approved.
+func PairingExpired(p Pairing, now time.Time) bool {
+	return p.Status == PairingPending && now.Sub(p.RequestedAt) > PairingTTL
+}
+
+// PairingLister lists pairing records (PairingStore.Pairings).
+type PairingLister interface {
+	Pairings(ctx context.Context, channel string) ([]Pairing, error)
+}
+
+// PairingCodeExpired reports whether code is a request on channel ("" =
+// any channel) whose code expired.
+func PairingCodeExpired(ctx context.Context, ps PairingLister, channel, code string, now time.Time) (bool, error) {
+	recs, err := ps.Pairings(ctx, channel)
+	if err != nil {
+		return false, err
+	}
+	code = NormalizePairingCode(code)
+	for _, r := range recs {
+		if r.Code == code {
+			return PairingExpired(r, now), nil
+		}
+	}
+	return false, nil
+}
+
 // PairingStore keeps pairing requests and decisions (store.DB). Safe for
 // concurrent use.
 type PairingStore interface {
@@ -85,6 +119,9 @@ type PairingStore interface {
 	// Pairings lists the records of a channel ("" = every channel), the
 	// pending ones first, newest first within a status.
 	Pairings(ctx context.Context, channel string) ([]Pairing, error)
+	// ExpirePairings removes the pending requests made before before
+	// (decided ones stay) and returns how many.
+	ExpirePairings(ctx context.Context, before time.Time) (int, error)
 }
 
 // pairingAlphabet has no 0/O or 1/I/L, so a code read aloud is typed right.
@@ -109,17 +146,6 @@ func NormalizePairingCode(s string) string {
 		}
 		return r
 	}, strings.ToUpper(strings.TrimSpace(s)))
-}
-
-// isAdmin reports whether in's sender is an admin of its channel (by
-// the config; see also the Authorizer's AuthAdmin). A message no platform
-// delivered has no admin sender.
-func (g *Gateway) isAdmin(in Inbound) bool {
-	if in.Origin != "" {
-		return false
-	}
-	p, ok := g.opts.Access[in.Conversation.Channel]
-	return ok && (p.Operator || in.UserID != "" && slices.Contains(p.Admins, in.UserID))
 }
 
 // AuthDecision is an auth provider's answer about one user.
@@ -149,166 +175,4 @@ func (d AuthDecision) String() string {
 // safe for concurrent use.
 type Authorizer interface {
 	Authorize(ctx context.Context, channel, chat, user string) (AuthDecision, error)
-}
-
-// authorizes reports whether the Authorizer applies to in.
-func (g *Gateway) authorizes(in Inbound) bool {
-	if g.opts.Authorizer == nil || in.Origin != "" {
-		return false
-	}
-	if p := g.opts.Access[in.Conversation.Channel]; p.Operator {
-		return false
-	}
-	return len(g.opts.AuthChannels) == 0 || slices.Contains(g.opts.AuthChannels, in.Conversation.Channel)
-}
-
-// authorized asks the Authorizer about in's sender: ok=false refuses the
-// message; an error is logged and refuses it (fail closed).
-func (g *Gateway) authorized(ctx context.Context, in Inbound) (ok, admin bool) {
-	d, err := g.opts.Authorizer.Authorize(ctx, in.Conversation.Channel, in.Conversation.Chat, in.UserID)
-	if err != nil {
-		g.log.Warn("the auth provider failed; the user is refused (fail closed)", "channel", in.Conversation.Channel, "user", in.UserID, "err", err)
-		return false, false
-	}
-	return d == AuthAllow || d == AuthAdmin, d == AuthAdmin
-}
-
-// admitted reports whether in's sender may talk to the bot on its
-// channel; for an unknown user in pairing mode it also returns their
-// pairing record (nil when they have none yet).
-func (g *Gateway) admitted(ctx context.Context, in Inbound) (bool, *Pairing, error) {
-	ok, rec, err := g.admittedByChannel(ctx, in)
-	if err != nil || !ok || !g.authorizes(in) || g.isAdmin(in) {
-		return ok, rec, err
-	}
-	// The channel admitted the user; the auth provider has the last word.
-	ok, _ = g.authorized(ctx, in)
-	return ok, nil, nil
-}
-
-// admittedByChannel is admitted by the channel's own access rule.
-func (g *Gateway) admittedByChannel(ctx context.Context, in Inbound) (bool, *Pairing, error) {
-	channel := in.Conversation.Channel
-	p, ok := g.opts.Access[channel]
-	if !ok || p.Mode == AccessOpen || p.Mode == "" || g.isAdmin(in) {
-		return true, nil, nil
-	}
-	switch p.Mode {
-	case AccessAllowlist:
-		return len(p.Users) > 0, nil, nil
-	case AccessPairing:
-		if in.UserID == "" {
-			return false, nil, nil
-		}
-		if slices.Contains(p.Users, in.UserID) {
-			return true, nil, nil
-		}
-		if g.opts.Pairings == nil {
-			return false, nil, Errorf(KindInvalid, "channel %s pairs users but the gateway has no pairing store", channel)
-		}
-		rec, err := g.opts.Pairings.Pairing(ctx, channel, in.UserID)
-		if err != nil {
-			return false, nil, fmt.Errorf("look up the pairing of %s user %s: %w", channel, in.UserID, err)
-		}
-		return rec != nil && rec.Status == PairingApproved, rec, nil
-	}
-	return false, nil, nil
-}
-
-// admit decides at intake whether a message may go on: nothing from a
-// user who may not talk to the bot is queued, so nothing of it reaches
-// the LLM. An unknown user in pairing mode is given a pairing code (at
-// most one notice a minute); everyone else refused is ignored.
-func (g *Gateway) admit(ctx context.Context, in Inbound) (bool, error) {
-	ok, rec, err := g.admittedByChannel(ctx, in)
-	if err != nil {
-		return false, err
-	}
-	if ok {
-		if !g.authorizes(in) || g.isAdmin(in) {
-			return true, nil
-		}
-		if ok, _ = g.authorized(ctx, in); !ok {
-			g.obs.Finished(in.Conversation.Channel, EventMessage, OutcomeRefused)
-			g.log.Debug("message from a user the auth provider refused ignored", "channel", in.Conversation.Channel)
-		}
-		return ok, nil
-	}
-	g.obs.Finished(in.Conversation.Channel, EventMessage, OutcomeRefused)
-	if g.opts.Access[in.Conversation.Channel].Mode != AccessPairing || in.UserID == "" {
-		g.log.Debug("message from a user not allowed on this channel ignored", "channel", in.Conversation.Channel, "access", g.opts.Access[in.Conversation.Channel].Mode)
-		return false, nil
-	}
-	if rec == nil {
-		p := Pairing{Channel: in.Conversation.Channel, UserID: in.UserID, UserName: in.UserName,
-			Conversation: in.Conversation, Status: PairingPending, RequestedAt: g.now()}
-		for try := 0; ; try++ {
-			p.Code = NewPairingCode()
-			got, err := g.opts.Pairings.RequestPairing(ctx, p)
-			if errors.Is(err, ErrPairingCodeTaken) && try < 3 {
-				continue
-			}
-			if err != nil {
-				return false, fmt.Errorf("record a pairing request: %w", err)
-			}
-			rec = &got
-			break
-		}
-		g.log.Info("pairing requested; approve with /pair approve CODE or opentalon pair approve CODE",
-			"channel", rec.Channel, "code", rec.Code, "user", rec.UserName)
-	}
-	if rec.Status != PairingPending {
-		return false, nil // denied: nothing is sent
-	}
-	if g.noticeDue("pair:" + in.Conversation.Channel + ":" + in.UserID) {
-		g.notify(in, fmt.Sprintf("🔒 I answer only people an admin of this bot has approved. Your pairing code is %s: ask an admin to send /pair approve %s.", rec.Code, rec.Code))
-	}
-	return false, nil
-}
-
-// cmdPair is /pair: list, approve and deny the pairing requests of the
-// admin's channel.
-func (g *Gateway) cmdPair(ctx context.Context, req CommandRequest) (string, error) {
-	const usage = "Usage: /pair to list the pending requests, /pair approve CODE, /pair deny CODE."
-	if g.opts.Pairings == nil {
-		return "Pairing is not available: the gateway has no pairing store.", nil
-	}
-	channel := req.In.Conversation.Channel
-	verb, code, _ := strings.Cut(strings.TrimSpace(req.Args), " ")
-	switch strings.ToLower(verb) {
-	case "", "list":
-		recs, err := g.opts.Pairings.Pairings(ctx, channel)
-		if err != nil {
-			return "", err
-		}
-		var b strings.Builder
-		for _, r := range recs {
-			if r.Status == PairingPending {
-				fmt.Fprintf(&b, "\n%s — %s (user %s), asked %s ago", r.Code, r.UserName, r.UserID, g.now().Sub(r.RequestedAt).Round(time.Second))
-			}
-		}
-		if b.Len() == 0 {
-			return "No pairing requests are waiting on " + channel + ".", nil
-		}
-		return "Waiting for approval (/pair approve CODE):" + b.String(), nil
-	case "approve", "deny":
-		code = NormalizePairingCode(code)
-		if code == "" {
-			return usage, nil
-		}
-		approve := strings.EqualFold(verb, "approve")
-		rec, err := g.opts.Pairings.DecidePairing(ctx, channel, code, approve, req.In.UserID)
-		if ErrorKind(err) == KindNotFound {
-			return fmt.Sprintf("There is no pairing request with the code %s on %s.", code, channel), nil
-		}
-		if err != nil {
-			return "", err
-		}
-		if !approve {
-			return fmt.Sprintf("Denied %s (user %s): I will not answer them.", rec.UserName, rec.UserID), nil
-		}
-		g.notify(Inbound{Conversation: rec.Conversation, UserID: rec.UserID}, "✅ An admin approved you: I will answer your messages from now on.")
-		return fmt.Sprintf("Approved %s (user %s): I answer them from now on.", rec.UserName, rec.UserID), nil
-	}
-	return usage, nil
 }

@@ -5,9 +5,12 @@ import (
 	"strings"
 )
 
-// BlobStore keeps the files the gateway keeps (media, exports) by key:
-// files under <data_dir>/blobs by default, or a plugin (plugins.blobs).
-// The database itself always stays built in. Safe for concurrent use.
+// BlobStore keeps files by key outside the database: files under
+// <data_dir>/blobs by default, or a plugin (plugins.blobs). It is built
+// (the App's Blobs) and its contract tested, but no part of the gateway
+// writes to it yet: the files messages carry live in the media store
+// (MediaStore). The database itself always stays built in. Safe for
+// concurrent use.
 type BlobStore interface {
 	// Put stores data under key, replacing what was there.
 	Put(ctx context.Context, key string, data []byte) error

@@ -51,6 +51,16 @@ type Sink interface {
 	Commands() []CommandInfo
 }
 
+// AccessChecker is an optional capability of a Sink (the Gateway): it
+// says whether the sender of in may talk to the bot on its channel, by
+// the rules Accept applies, with no side effect (no pairing code is
+// given). A channel asks it about what it brings to the LLM besides the
+// message itself (the earlier messages of a Slack thread), so nothing of
+// a user who may not talk reaches the LLM that way either.
+type AccessChecker interface {
+	MayTalk(ctx context.Context, in Inbound) bool
+}
+
 // Indicator is an optional Channel capability: show that the bot is
 // working on a message (typing indicator, an "eyes" reaction). The
 // returned stop function is called once the reply is sent or failed.

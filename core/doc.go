@@ -1,22 +1,20 @@
-// Package core is OpenTalon's vocabulary and its heart.
+// Package core is OpenTalon's vocabulary: the words every other package
+// speaks and the small interfaces they implement for one another.
 //
-// It owns the types every other package speaks (inbound messages,
-// reactions, conversation keys, chat messages, tool calls and results,
-// replies, quality signals, error kinds), the small interfaces it needs
-// from the rest of the system (Channel, Agent, Hooks, Store), and the
-// Gateway: the durable, per-conversation ordered request pipeline that
-// turns an accepted platform event into a delivered reply. The Gateway
-// decides at intake who may talk to the bot (access.go: open, allowlist,
-// pairing, admins, and an auth provider's Authorizer after them) and
-// tells an Observer what happens on the way (observe.go), for metrics.
+// The words: inbound messages and their files, reactions, conversation
+// keys, chat messages, tool calls and results, turns and answers,
+// replies, quality signals, sessions, queue items, schedules and their
+// firings, access modes and pairings, operator events, error kinds (with
+// the sentence a user is told for each, usertext.go) and Secret; and the
+// records a store keeps for its consumers (records.go, memories.go,
+// MediaFile), so no consumer depends on a store's own types.
 //
-// Besides platform messages the queue carries a schedule's firings
-// (firing.go: EventScheduled, answered once in the schedule's
-// conversation) and messages a plugin injected (inject.go). Hooks from
-// several sources (Lua scripts, gRPC hook plugins) run interleaved by
-// their order (hooks.go: OrderedHooks). events.go names the operator
-// events sent to the notification sinks; blobs.go the blob store the
-// gateway keeps files in.
+// The interfaces: Channel and its optional capabilities, Sink, Agent,
+// Hooks and HookSource, Interceptor, Generator, Store (what the gateway
+// needs from persistence), PairingStore, MediaReader, Authorizer,
+// FiringRunner, BlobStore, Observer and OpsEvents.
 //
-// core imports nothing internal; every other package may import it.
+// The machine that turns an accepted event into a delivered reply — the
+// Gateway — is core/gateway; scheduled tasks are core/schedule. core
+// imports nothing internal; every other package may import it.
 package core

@@ -35,14 +35,19 @@ const (
 	// EventPluginRestartLoop: a plugin keeps crashing (or was given up).
 	// Subject: the plugin.
 	EventPluginRestartLoop = "plugin_restart_loop"
-	// EventLuaScriptDisabled: a Lua script was disabled after failing in
-	// a row. Subject: the script's file.
+	// EventLuaHookFailed: a run of a Lua hook failed; Details say whether
+	// the script failed closed (the message or answer was stopped) or
+	// open. Subject: the script's file.
+	EventLuaHookFailed = "lua_hook_failed"
+	// EventLuaScriptDisabled is no longer emitted (a failing script is no
+	// longer disabled for everyone); a sink listing it receives
+	// EventLuaHookFailed.
 	EventLuaScriptDisabled = "lua_script_disabled"
 )
 
 // EventKinds lists every operator event kind.
 var EventKinds = []string{EventRequestFailed, EventChannelDown, EventProviderCooling, EventBudgetWarning,
-	EventBudgetExhausted, EventPluginRestartLoop, EventLuaScriptDisabled}
+	EventBudgetExhausted, EventPluginRestartLoop, EventLuaHookFailed, EventLuaScriptDisabled}
 
 // OpsEvents receives operator events. Emit must return at once (queue,
 // don't send) and is safe for concurrent use.

@@ -5,7 +5,7 @@ import "time"
 // Observer is told what happens to each event on its way through the
 // gateway, for metrics. Its methods are called on the event's own
 // goroutine, concurrently for different events, and must return at once
-// (count, don't do I/O). Options.Observer nil observes nothing.
+// (count, don't do I/O). gateway.Options.Observer nil observes nothing.
 //
 // Labels passed to it are bounded: channel names, stages and outcomes,
 // never a chat or user id.
@@ -62,11 +62,3 @@ const (
 	// OutcomeFailed: failed for good; the user got the reason.
 	OutcomeFailed Outcome = "failed"
 )
-
-// noObserver is the Observer of a gateway built without one.
-type noObserver struct{}
-
-func (noObserver) Accepted(string)                     {}
-func (noObserver) Stage(string, Stage, time.Duration)  {}
-func (noObserver) Finished(string, EventKind, Outcome) {}
-func (noObserver) HookFailed(string, Stage)            {}

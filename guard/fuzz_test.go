@@ -13,7 +13,8 @@ import (
 // otherwise what the LLM gets is valid UTF-8 without NUL, C0, bidi
 // override or tag characters, holds exactly one [plugin_output] block,
 // no forbidden shape survives in the normalized view of the block, and
-// a benign corpus text comes through unchanged. The seed corpus is
+// a benign corpus text comes through unchanged, and the check allocates
+// at most 64 times the output (plus 4 MB). The seed corpus is
 // testdata/fuzz/FuzzCheck plus testdata/corpus.json.
 func FuzzCheck(f *testing.F) {
 	c := loadCorpus(f)
@@ -32,7 +33,10 @@ func FuzzCheck(f *testing.F) {
 	p := New(fakeResolver{}, s, nil)
 	call := core.ToolCall{ID: "c", Plugin: "p", Action: "a"}
 	f.Fuzz(func(t *testing.T, content string) {
-		res := p.Check(call, core.ToolResult{CallID: "c", Content: content}, 1<<20)
+		var res core.ToolResult
+		if alloc := allocated(func() { res = p.Check(call, core.ToolResult{CallID: "c", Content: content}, 1<<20) }); alloc > 64*uint64(len(content))+4<<20 {
+			t.Fatalf("%d bytes of output allocated %d", len(content), alloc)
+		}
 		textErr := CheckText(content)
 		if res.Error == GenericError {
 			if textErr == nil {

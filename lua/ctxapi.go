@@ -64,7 +64,7 @@ func (v *vm) logf(L *glua.LState, level, msg string) {
 	case "error":
 		lv = slog.LevelError
 	}
-	v.cur.logger().Log(L.Context(), lv, msg)
+	v.cur.logger().Log(v.cur.ctx, lv, msg)
 }
 
 func (v *vm) kv(L *glua.LState, fn string) (KV, string) {
@@ -81,7 +81,7 @@ func (v *vm) kv(L *glua.LState, fn string) (KV, string) {
 
 func (v *vm) ctxKVGet(L *glua.LState) int {
 	kv, key := v.kv(L, "kv_get")
-	val, ok, err := kv.LuaKVGet(L.Context(), v.cur.s.name, key)
+	val, ok, err := kv.LuaKVGet(v.cur.ctx, v.cur.s.name, key)
 	if err != nil {
 		L.RaiseError("ctx.kv_get: %v", err)
 	}
@@ -98,7 +98,7 @@ func (v *vm) ctxKVSet(L *glua.LState) int {
 	val := L.Get(v.args(L) + 1)
 	var err error
 	if val == glua.LNil {
-		err = kv.LuaKVDelete(L.Context(), v.cur.s.name, key)
+		err = kv.LuaKVDelete(v.cur.ctx, v.cur.s.name, key)
 	} else {
 		s, ok := toString(val)
 		if !ok {
@@ -107,7 +107,7 @@ func (v *vm) ctxKVSet(L *glua.LState) int {
 		if len(s) > maxKVValue {
 			L.RaiseError("ctx.kv_set: the value has %d bytes; at most %d are stored", len(s), maxKVValue)
 		}
-		err = kv.LuaKVSet(L.Context(), v.cur.s.name, key, s)
+		err = kv.LuaKVSet(v.cur.ctx, v.cur.s.name, key, s)
 	}
 	if err != nil {
 		L.RaiseError("ctx.kv_set: %v", err)

@@ -20,12 +20,17 @@
 //
 // The sandbox (sandbox.go) opens no library but whitelisted functions of
 // string, table, math and os.time behind read-only tables. Limits: an
-// execution timeout through the state's context, a heap watchdog for the
-// memory budget (watchdog.go), bounded string building (strlib.go), a
-// pattern matcher whose recursion follows the pattern and never the input
-// (pattern.go), registry and call-stack caps; three consecutive failures
-// disable a script until its file changes, which is an operator event
-// (Options.Events).
+// execution timeout through the state's context, the memory budget
+// checked by the run itself every few instructions and before a string is
+// built (memory.go) with a heap watchdog as the backstop (watchdog.go),
+// bounded string building (strlib.go) and concatenation (concat.go: every
+// a .. b is rewritten into a call of the bounded one when the script
+// loads), a pattern matcher whose recursion follows the pattern and never
+// the input (pattern.go), registry and call-stack caps. A failed run fails
+// that one message: a guard (a filter, a redacting post_hook, or a script
+// with fail_closed = true) stops the message or withholds the answer, any
+// other hook lets it go on unchanged; every failure is an operator event
+// (Options.Events), and no failure disables a script.
 //
 // lua imports core only; store.DB implements its KV.
 package lua

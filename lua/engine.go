@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -21,9 +22,17 @@ const (
 	HookSchedule = "on_schedule"
 )
 
-// maxFailures consecutive failed runs disable a script until its file
-// changes.
+// maxFailures consecutive failed runs make a script unhealthy on the
+// status page (it keeps running: one user's messages must not switch a
+// script off for everyone).
 const maxFailures = 3
+
+// What the user gets when a script that fails closed could not check
+// their message, or the answer.
+const (
+	checkFailedNotice  = "Sorry, I could not check your message just now, so I did not answer it. Please try again in a moment."
+	answerFailedNotice = "Sorry, I could not check my answer before sending it, so I did not send it. Please try again in a moment."
+)
 
 // ErrTimeout and ErrMemory are the causes of a run stopped by a limit;
 // a run's error wraps one of them.
@@ -66,7 +75,7 @@ type Options struct {
 	// (default 1ms).
 	HeapPoll time.Duration
 	Logger   *slog.Logger
-	// Events is told when a script is disabled (nil = nobody).
+	// Events is told when a hook run fails (nil = nobody).
 	Events core.OpsEvents
 }
 
@@ -162,15 +171,29 @@ type Script struct {
 	Name string
 	File string
 	// Hooks are the hooks it defines, in the order they run.
-	Hooks    []string
-	Disabled bool
+	Hooks []string
+	// FailClosed says a failed run of one of its hooks stops the message
+	// or the answer (its filter, a redacting post_hook, or any hook with
+	// fail_closed = true).
+	FailClosed bool
+	// Failures counts its runs that failed in a row; LastError is the
+	// last one's error.
+	Failures  int
+	LastError string
 }
 
 // Scripts lists the loaded scripts in the order they run.
 func (e *Engine) Scripts() []Script {
 	var out []Script
 	for _, s := range e.current() {
-		out = append(out, Script{Name: s.name, File: s.file, Hooks: s.hookList(), Disabled: s.disabled.Load()})
+		sc := Script{Name: s.name, File: s.file, Hooks: s.hookList(), Failures: int(s.failures.Load())}
+		for _, h := range sc.Hooks {
+			sc.FailClosed = sc.FailClosed || s.failClosed(h)
+		}
+		if e := s.lastErr.Load(); e != nil && sc.Failures > 0 {
+			sc.LastError = *e
+		}
+		out = append(out, sc)
 	}
 	return out
 }
@@ -181,7 +204,7 @@ func (e *Engine) current() []*script { return *e.scripts.Load() }
 // and then its pre_hook. A filter's drop ends the turn (with
 // DropNotice as the reply when set); a pre_hook's message and metadata go
 // on to the next script and then to the agent. A failed run leaves the
-// message as it was.
+// message as it was, or, for a script that fails closed, stops it.
 func (e *Engine) Pre(ctx context.Context, in core.HookInput) (core.PreResult, error) {
 	res := core.PreResult{Text: in.Text, Metadata: cloneMeta(in.Metadata)}
 	for _, s := range e.current() {
@@ -203,8 +226,13 @@ func (e *Engine) preScript(ctx context.Context, s *script, in core.HookInput, re
 		if err := ctx.Err(); err != nil {
 			return res, err
 		}
-		out, ok := e.runHook(ctx, s, hook, in, res.Text, res.Metadata)
-		if !ok {
+		out, err := e.runHook(ctx, s, hook, in, res.Text, res.Metadata)
+		if err != nil {
+			if ctx.Err() == nil && s.failClosed(hook) {
+				e.log.Warn("message stopped: a lua hook that fails closed failed", "script", s.file, "hook", hook, "conv", in.In.Conversation.String())
+				res.Drop, res.Reason, res.Reply = true, fmt.Sprintf("%s %s failed (it fails closed): %v", s.file, hook, err), checkFailedNotice
+				return res, nil
+			}
 			continue
 		}
 		if out.drop {
@@ -230,11 +258,31 @@ func (e *Engine) Post(ctx context.Context, in core.HookInput, answer string) (st
 		if err := ctx.Err(); err != nil {
 			return answer, err
 		}
-		if out, ok := e.runHook(ctx, s, HookPost, in, answer, md); ok {
-			answer, md = out.message, out.metadata
+		out, next := e.postScript(ctx, s, in, answer, md)
+		if next == answerFailedNotice && next != answer {
+			return next, nil // withheld: no later hook rewrites the notice
+		}
+		answer = next
+		if out.metadata != nil {
+			md = out.metadata
 		}
 	}
 	return answer, nil
+}
+
+// postScript runs one script's post_hook on answer and returns the answer
+// it leaves: its own on success, the same on a failure, or, for a script
+// that fails closed, a notice instead of the answer it could not check.
+func (e *Engine) postScript(ctx context.Context, s *script, in core.HookInput, answer string, md map[string]string) (outcome, string) {
+	out, err := e.runHook(ctx, s, HookPost, in, answer, md)
+	switch {
+	case err == nil:
+		return out, out.message
+	case ctx.Err() == nil && s.failClosed(HookPost):
+		e.log.Warn("answer withheld: a lua post_hook that fails closed failed", "script", s.file, "conv", in.In.Conversation.String())
+		return outcome{}, answerFailedNotice
+	}
+	return outcome{}, answer
 }
 
 var _ core.StreamSafety = (*Engine)(nil)
@@ -280,34 +328,39 @@ func (e *Engine) RunHook(ctx context.Context, file, hook string, in core.HookInp
 	return Result{}, fmt.Errorf("no script %s is loaded", file)
 }
 
-// runHook runs one hook and counts the script's failures; ok=false means
-// the message goes on without this hook's change.
-func (e *Engine) runHook(ctx context.Context, s *script, hook string, in core.HookInput, text string, md map[string]string) (outcome, bool) {
-	if s.disabled.Load() {
-		return outcome{}, false
-	}
+// runHook runs one hook; a failure is logged, counted and told to the
+// operator (Events), and returned. A failure is the message's alone: the
+// script runs again for the next one, whatever failed before.
+func (e *Engine) runHook(ctx context.Context, s *script, hook string, in core.HookInput, text string, md map[string]string) (outcome, error) {
 	out, err := e.invoke(ctx, s, hook, in, text, md)
 	if err == nil {
 		s.failures.Store(0)
-		return out, true
+		return out, nil
 	}
 	if ctx.Err() != nil {
 		// The request itself ended (shutdown, its own timeout): not the
 		// script's failure.
 		e.log.Debug("lua hook interrupted", "script", s.file, "hook", hook, "err", err)
-		return outcome{}, false
+		return outcome{}, err
 	}
 	n := s.failures.Add(1)
-	e.log.Warn("lua hook failed; the message goes on without its change", "script", s.file, "hook", hook, "err", err, "consecutive_failures", n)
-	if n >= maxFailures && s.disabled.CompareAndSwap(false, true) {
-		e.log.Error("lua script disabled after consecutive failures; it runs again once its file changes", "script", s.file, "failures", n)
-		if e.o.Events != nil {
-			e.o.Events.Emit(core.OpsEvent{Kind: core.EventLuaScriptDisabled, Subject: s.file, At: time.Now(),
-				Message: fmt.Sprintf("lua script %s was disabled after %d failed runs in a row (last: %s); it runs again once its file changes", s.file, n, err),
-				Details: map[string]string{"script": s.file, "hook": hook}})
-		}
+	msg := err.Error()
+	s.lastErr.Store(&msg)
+	closed := s.failClosed(hook)
+	effect := "the message goes on without its change"
+	switch {
+	case closed && hook == HookPost:
+		effect = "the answer was withheld (the script fails closed)"
+	case closed:
+		effect = "the message was stopped (the script fails closed)"
 	}
-	return outcome{}, false
+	e.log.Warn("lua hook failed; "+effect, "script", s.file, "hook", hook, "err", err, "consecutive_failures", n)
+	if e.o.Events != nil {
+		e.o.Events.Emit(core.OpsEvent{Kind: core.EventLuaHookFailed, Subject: s.file, At: time.Now(),
+			Message: fmt.Sprintf("lua script %s: %s failed (%s); %s", s.file, hook, err, effect),
+			Details: map[string]string{"script": s.file, "hook": hook, "fail_closed": strconv.FormatBool(closed), "consecutive_failures": strconv.Itoa(int(n))}})
+	}
+	return outcome{}, err
 }
 
 func cloneMeta(m map[string]string) map[string]string {

@@ -18,15 +18,22 @@ import (
 type fakeLLM struct {
 	mu     sync.Mutex
 	answer func(prompt string) string
-	delay  time.Duration
-	reqs   []core.GenerateRequest
+	// fail, when set, fails the calls it returns an error for.
+	fail  func(prompt string) error
+	delay time.Duration
+	reqs  []core.GenerateRequest
 }
 
 func (f *fakeLLM) Generate(ctx context.Context, r core.GenerateRequest) (core.Generated, error) {
 	f.mu.Lock()
 	f.reqs = append(f.reqs, r)
-	answer, delay := f.answer, f.delay
+	answer, delay, fail := f.answer, f.delay, f.fail
 	f.mu.Unlock()
+	if fail != nil {
+		if err := fail(r.Messages[len(r.Messages)-1].Content); err != nil {
+			return core.Generated{}, err
+		}
+	}
 	if delay > 0 {
 		select {
 		case <-time.After(delay):

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
+	"runtime/metrics"
 	"strings"
 	"testing"
 	"time"
@@ -49,7 +51,6 @@ func TestInfiniteRecursionStops(t *testing.T) {
 func TestMemoryBombsStop(t *testing.T) {
 	bombs := map[string]string{
 		"table_bomb.lua":  `function pre_hook(ctx) local t = {} local i = 0 while true do i = i + 1 t[i] = {i, i} end end`,
-		"string_bomb.lua": `function pre_hook(ctx) local s = "x" while true do s = s .. s end end`,
 		"rep_bomb.lua":    `function pre_hook(ctx) local t = {} for i = 1, 1e9 do t[i] = string.rep(tostring(i), 100000) end end`,
 		"concat_bomb.lua": `function pre_hook(ctx) local t = {} local s = string.rep("y", 1000000) while true do t[#t+1] = s .. #t end end`,
 	}
@@ -126,20 +127,45 @@ func TestStringBuildersAreBounded(t *testing.T) {
 	}
 }
 
-// A concatenation of more values than maxConcatOperands in one
-// expression does not load.
-func TestWideConcatenationRefused(t *testing.T) {
-	dir := t.TempDir()
-	writeScript(t, dir, "wide.lua", "function pre_hook(ctx)\n  local a = 'x'\n  ctx.message = a..a..a..a..a..a..a..a..a..a..a..a..a..a..a..a..a..a..a..a\n  return ctx\nend\n")
-	e := New(Options{Dir: dir})
-	err := e.Start(context.Background())
-	if err == nil || !strings.Contains(err.Error(), "wide.lua:3: one concatenation joins 20 values; split it into parts of at most 16") {
-		t.Fatalf("start = %v, want the wide concatenation refused with its line", err)
+// The concatenation operator is the bounded one (concat.go): it joins as
+// the VM would — numbers, metamethods from the right, one value of a call
+// or of ... —, reports errors on the line of the expression, refuses a
+// result past the string limit, and no script can reach or replace it.
+func TestConcatenation(t *testing.T) {
+	te := startEngine(t, map[string]string{"cat.lua": `
+local mt = {__concat = function(a, b)
+  local l = type(a) == "table" and a.name or a
+  local r = type(b) == "table" and b.name or b
+  return "<" .. l .. "+" .. r .. ">"
+end}
+local function two() return "x", "y" end
+local function va(...) return "[" .. ... .. "]" end
+function pre_hook(ctx)
+  local obj = setmetatable({name = "o"}, mt)
+  local wide = "a"
+  for i = 1, 40 do wide = wide .. "b" .. "c" .. "d" .. "e" .. "f" .. "g" .. "h" .. "i" .. "j" .. "k" .. "l" .. "m" .. "n" .. "o" .. "p" .. "q" .. "r" end
+  ctx.message = table.concat({
+    1 .. 2, 1.5 .. "", "a" .. obj .. "b", obj .. obj, two() .. "!", va("p", "q"), #wide,
+    tostring(rawget(_G, "(concat)")), tostring(pcall(function() return nil .. "x" end)),
+  }, " ")
+  return ctx
+end`,
+		"line.lua":   "function pre_hook(ctx)\n  local a = 'x'\n\n  return a .. {}\nend\n",
+		"big.lua":    `function pre_hook(ctx) local s = string.rep("x", 1024 * 1024) return s .. s .. s .. s .. s end`,
+		"shadow.lua": `local cat = function() return "hijacked" end _G["(concat)"] = cat function pre_hook(ctx) ctx.message = "a" .. "b" return ctx end`,
+	}, func(o *Options) { o.MemoryMB = 16 })
+	res, err := te.runErr(t, "cat.lua", "x")
+	if want := "12 1.5 a<o+b> <o+o> x! [p] 681 nil false"; err != nil || res.Message != want {
+		t.Fatalf("cat.lua = %q, %v; want %q", res.Message, err, want)
 	}
-	e.Close()
-	ok := startEngine(t, map[string]string{"ok.lua": "function pre_hook(ctx) local a = 'x' ctx.message = a..a..a..a..a..a..a..a..a..a..a..a..a..a..a..a return ctx end"}, nil)
-	if res := ok.pre(t, "q"); res.Text != strings.Repeat("x", 16) {
-		t.Fatalf("16 values = %q", res.Text)
+	if _, err := te.runErr(t, "line.lua", "x"); err == nil || !strings.Contains(err.Error(), "line.lua:4:") || !strings.Contains(err.Error(), "cannot perform concat operation between string and table") {
+		t.Fatalf("line.lua: %v; want the error on line 4", err)
+	}
+	if _, err := te.runErr(t, "big.lua", "x"); err == nil || !strings.Contains(err.Error(), "a concatenation of 5242880 bytes exceeds the string limit of 4194304 bytes") {
+		t.Fatalf("big.lua: %v; want the string limit", err)
+	}
+	if res, err := te.runErr(t, "shadow.lua", "x"); err != nil || res.Message != "ab" {
+		t.Fatalf("shadow.lua = %q, %v; want the real concatenation", res.Message, err)
 	}
 }
 
@@ -245,29 +271,115 @@ func TestLLMWaitIsNotExecutionTime(t *testing.T) {
 	}
 }
 
-func TestThreeFailuresDisableUntilTheFileChanges(t *testing.T) {
+// A script that fails for some messages keeps running for the others:
+// no run of one user's message disables it for everyone. The status page
+// sees the failures in a row.
+func TestFailuresDoNotDisableAScript(t *testing.T) {
 	src := `function pre_hook(ctx)
   if ctx.message == "boom" then error("boom!") end
   ctx.message = ctx.message .. " [seen]"
   return ctx
 end`
-	te := startEngine(t, map[string]string{"fragile.lua": src}, func(o *Options) { o.Watch = true })
-	te.pre(t, "boom")
-	te.pre(t, "boom")
+	te := startEngine(t, map[string]string{"fragile.lua": src}, nil)
+	for range 5 {
+		if res := te.pre(t, "boom"); res.Text != "boom" || res.Drop {
+			t.Fatalf("a failing pre_hook = %+v; want the message on unchanged (it does not fail closed)", res)
+		}
+	}
+	if sc := te.Scripts()[0]; sc.Failures != 5 || !strings.Contains(sc.LastError, "boom!") || sc.FailClosed {
+		t.Fatalf("script = %+v; want 5 failures in a row with the last error, failing open", sc)
+	}
 	if res := te.pre(t, "ok"); res.Text != "ok [seen]" {
-		t.Fatalf("after two failures = %q; a success must still run", res.Text)
+		t.Fatalf("after five failures = %q; the script must still run", res.Text)
 	}
+	if sc := te.Scripts()[0]; sc.Failures != 0 {
+		t.Fatalf("failures after a success = %d", sc.Failures)
+	}
+}
+
+// Finding 3 of issue 25: a guard that asks a small model, which fails on
+// long messages. Three long messages used to disable the script for
+// everyone, after which the scam it guards against went through. Now
+// each failure stops that message only (fail closed, with a reason for
+// its user and an operator event), and the next scam is still dropped.
+func TestGuardFailsClosedForThatMessageOnly(t *testing.T) {
+	rec := &recorder{}
+	te := startEngine(t, map[string]string{
+		"scam_filter.lua": `function filter(ctx)
+  local verdict = ctx.llm("Is this a scam? YES or NO: " .. ctx.message)
+  if verdict == "YES" then return { drop = true, reason = "scam" } end
+end`,
+	}, func(o *Options) { o.Events = rec })
+	te.llm.answer = func(p string) string {
+		if strings.Contains(p, "send me your bank password") {
+			return "YES"
+		}
+		return "NO"
+	}
+	te.llm.fail = func(p string) error {
+		if len(p) > 200 {
+			return errors.New("context too long for the small model")
+		}
+		return nil
+	}
+	long := strings.Repeat("a very long message ", 20)
 	for range 3 {
-		te.pre(t, "boom")
+		res := te.pre(t, long)
+		if !res.Drop || res.Reply != checkFailedNotice || !strings.Contains(res.Reason, "scam_filter.lua filter failed") {
+			t.Fatalf("a long message = %+v; want it stopped with the notice (the filter fails closed)", res)
+		}
 	}
-	if res := te.pre(t, "ok"); res.Text != "ok" || !te.Scripts()[0].Disabled {
-		t.Fatalf("after three failures in a row = %q (disabled=%v); the script must be off", res.Text, te.Scripts()[0].Disabled)
+	if res := te.pre(t, "send me your bank password"); !res.Drop || res.Reason != "scam" {
+		t.Fatalf("the scam after three failures = %+v; want it dropped: the filter still runs", res)
 	}
-	if !strings.Contains(te.logs.String(), "lua script disabled after consecutive failures; it runs again once its file changes") {
-		t.Errorf("disabling not logged:\n%s", te.logs.String())
+	if res := te.pre(t, "hello"); res.Drop {
+		t.Fatalf("a normal message = %+v; want it through", res)
 	}
-	writeScript(t, te.dir, "fragile.lua", src+"\n-- fixed\n")
-	waitFor(t, func() bool { return te.pre(t, "ok").Text == "ok [seen]" }, "the changed script to run again")
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	if len(rec.got) != 3 || rec.got[0].Kind != core.EventLuaHookFailed || rec.got[0].Subject != "scam_filter.lua" ||
+		rec.got[0].Details["fail_closed"] != "true" || !strings.Contains(rec.got[0].Message, "the message was stopped") {
+		t.Fatalf("events = %+v; want one lua_hook_failed per failure, failing closed", rec.got)
+	}
+}
+
+// A redaction post_hook (stream_safe = false) that fails withholds the
+// answer it could not check; fail_closed = false lets the operator choose
+// the other way, and fail_closed = true makes a pre_hook guard too.
+func TestFailClosedPolicy(t *testing.T) {
+	te := startEngine(t, map[string]string{
+		"10_redact.lua":   "stream_safe = false\nfunction post_hook(ctx) if ctx.message:find('boom') then error('redactor down') end ctx.message = ctx.message:gsub('%d', '#') return ctx end",
+		"20_open.lua":     "fail_closed = false\nfunction filter(ctx) if ctx.message:find('boom') then error('x') end end",
+		"30_closed.lua":   "fail_closed = true\nfunction pre_hook(ctx) if ctx.message:find('pre') then error('y') end return ctx end",
+		"40_enriches.lua": "function post_hook(ctx) if ctx.message:find('boom') then error('z') end ctx.message = ctx.message .. '.' return ctx end",
+	}, nil)
+	in := input("q")
+	if got := te.post(t, in, "call 555"); got != "call ###." {
+		t.Fatalf("post = %q", got)
+	}
+	if got := te.post(t, in, "boom 555"); got != answerFailedNotice {
+		t.Fatalf("post with the redactor failing = %q; want the answer withheld", got)
+	}
+	if res := te.pre(t, "boom"); res.Drop {
+		t.Fatalf("a filter with fail_closed = false = %+v; want the message through", res)
+	}
+	if res := te.pre(t, "pre"); !res.Drop || res.Reply != checkFailedNotice {
+		t.Fatalf("a pre_hook with fail_closed = true = %+v; want the message stopped", res)
+	}
+	// Through the hook steps (the gateway's path) alike.
+	for _, st := range te.HookSteps() {
+		if st.Name == "lua:10_redact.lua" {
+			if got, err := st.Post(context.Background(), in, "boom 1"); err != nil || got != answerFailedNotice {
+				t.Fatalf("step post = %q, %v; want the answer withheld", got, err)
+			}
+		}
+	}
+	for _, sc := range te.Scripts() {
+		want := sc.Name == "10_redact" || sc.Name == "30_closed"
+		if sc.FailClosed != want {
+			t.Errorf("%s: FailClosed = %v, want %v", sc.Name, sc.FailClosed, want)
+		}
+	}
 }
 
 // waitFor polls cond for up to 5 seconds.
@@ -308,4 +420,76 @@ func TestOthersRunWhileOneLoops(t *testing.T) {
 	if res := <-done; res.Text != "loop [b]" {
 		t.Fatalf("the looping message = %+v, want it to go on to the next script", res)
 	}
+}
+
+// memory_mb bounds what a script can allocate whatever its allocation
+// pattern, and however late the watchdog's ticker is: here it ticks every
+// 200 ms (a starved goroutine on a loaded machine; bombs of a held-out
+// corpus grew the process to 1.2 GB and 540 MB), so only the run's own
+// checks can stop them in time; with the ticker alone the table_concat
+// bomb allocated 1.3 GB, and the llm_pause one was never stopped. Each bomb must fail that one hook call with the
+// memory limit (or, for a string, the string limit) having allocated at
+// most a few budgets, and the next call must work.
+func TestMemoryLimitHoldsWhateverThePattern(t *testing.T) {
+	const budgetMB = 16
+	bombs := map[string]string{
+		"tables.lua":        `function pre_hook(ctx) local t = {} local i = 0 while true do i = i + 1 t[i] = {i, i} end end`,
+		"tail_tables.lua":   `local function grow(n, acc) return grow(n + 1, {acc, n, {}}) end function pre_hook(ctx) return grow(1, {}) end`,
+		"closures.lua":      `function pre_hook(ctx) local t = {} local i = 0 while true do i = i + 1 local j = i t[i] = function() return j end end end`,
+		"tail_closures.lua": `local function grow(n, acc) return grow(n + 1, function() return acc, n end) end function pre_hook(ctx) return grow(1, nil) end`,
+		"hash.lua":          `function pre_hook(ctx) local t = {} local i = 0 while true do i = i + 1 t["k" .. i] = i end end`,
+		"doubling.lua":      `function pre_hook(ctx) local s = "x" while true do s = s .. s end end`,
+		"concat.lua":        `function pre_hook(ctx) local t = {} local s = string.rep("y", 1000000) while true do t[#t+1] = s .. #t end end`,
+		"rep.lua":           `function pre_hook(ctx) local t = {} for i = 1, 1e9 do t[i] = string.rep(tostring(i % 10), 1000000) end end`,
+		"table_concat.lua":  `function pre_hook(ctx) local t, parts = {}, {} for i = 1, 100 do parts[i] = string.rep("z", 10000) end while true do t[#t+1] = table.concat(parts) end end`,
+		"upper.lua":         `function pre_hook(ctx) local s = string.rep("a", 1000000) local t = {} while true do t[#t+1] = s:upper() end end`,
+		"gsub.lua":          `function pre_hook(ctx) local s = string.rep("a", 100000) local t = {} while true do t[#t+1] = s:gsub("a", "bb") end end`,
+		"coroutines.lua":    `function pre_hook(ctx) local cos = {} while true do local co = coroutine.create(function() local t = {} while true do t[#t+1] = {} end end) cos[#cos+1] = co coroutine.resume(co) end end`,
+		// Between its ctx.llm calls the script's memory stays counted.
+		"llm_pause.lua": `function pre_hook(ctx) local t = {} for round = 1, 4 do for i = 1, 60000 do t[#t+1] = {i} end if round < 4 then ctx.llm("go on") end end return ctx end`,
+	}
+	te := startEngine(t, map[string]string{"ok.lua": `function pre_hook(ctx) ctx.message = ctx.message .. "!" return ctx end`}, func(o *Options) {
+		o.MemoryMB = budgetMB
+		o.HeapPoll = 200 * time.Millisecond
+		o.Timeout = 20 * time.Second
+	})
+	for file, src := range bombs {
+		writeScript(t, te.dir, file, src)
+	}
+	te.reload(context.Background())
+	for file := range bombs {
+		t.Run(file, func(t *testing.T) {
+			runtime.GC()
+			var err error
+			alloc := allocatedBy(func() { _, err = te.runErr(t, file, "x") })
+			switch {
+			case err == nil:
+				t.Fatalf("%s ended without an error; want the memory limit", file)
+			case file == "coroutines.lua":
+				// There is no coroutine library in the sandbox.
+			case file == "doubling.lua":
+				if !strings.Contains(err.Error(), "string limit") {
+					t.Fatalf("%s: %v; want the string limit", file, err)
+				}
+			case !errors.Is(err, ErrMemory):
+				t.Fatalf("%s: %v; want the memory limit", file, err)
+			}
+			if alloc > 4*budgetMB<<20 {
+				t.Fatalf("%s allocated %d MB before it was stopped; memory_mb is %d", file, alloc>>20, budgetMB)
+			}
+			if res, err := te.runErr(t, "ok.lua", "fine"); err != nil || res.Message != "fine!" {
+				t.Fatalf("after %s: %q, %v; want the next hook call to work", file, res.Message, err)
+			}
+		})
+	}
+}
+
+// allocatedBy is the bytes the process allocated while fn ran.
+func allocatedBy(fn func()) uint64 {
+	s := []metrics.Sample{{Name: "/gc/heap/allocs:bytes"}}
+	metrics.Read(s)
+	before := s[0].Value.Uint64()
+	fn()
+	metrics.Read(s)
+	return s[0].Value.Uint64() - before
 }

@@ -56,6 +56,9 @@ type run struct {
 	llmCalls int
 	// watch holds the run's limits; they pause while ctx.llm waits.
 	watch *watch
+	// reserved is what the sandbox's functions built since the last look
+	// at the heap (reserve).
+	reserved int
 }
 
 // logger is the run's logger, under the script's and the hook's name.
@@ -103,7 +106,7 @@ func (e *Engine) limited(ctx context.Context, v *vm, r *run, fn func() error) er
 	defer cancel(nil)
 	r.ctx = rctx
 	r.watch = e.dog.add(e.o.Timeout, cancel)
-	v.L.SetContext(rctx)
+	v.L.SetContext(&runCtx{Context: rctx, check: r.checkMemory})
 	v.cur = r
 	err := fn()
 	e.dog.remove(r.watch)

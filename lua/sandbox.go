@@ -109,6 +109,9 @@ func (v *vm) newSandbox() {
 	} {
 		str.RawSetString(name, L.NewFunction(fn))
 	}
+	for _, name := range []string{"lower", "upper", "reverse"} {
+		str.RawSetString(name, L.NewFunction(v.reserving(strLib.RawGetString(name).(*glua.LFunction).GFunction)))
+	}
 	tab := pick(L, tabLib, tableNames)
 	tab.RawSetString("concat", L.NewFunction(v.tableConcat))
 	os := L.NewTable()
@@ -123,6 +126,7 @@ func (v *vm) newSandbox() {
 	base.RawSetString("_VERSION", glua.LString(glua.LuaVersion))
 	base.RawSetString("setmetatable", L.NewFunction(setMetatable(origSetMT)))
 	base.RawSetString("print", L.NewFunction(v.print))
+	base.RawSetString(concatName, L.NewFunction(v.concat))
 	v.libs = v.libs[:0]
 	for name, lib := range map[string]*glua.LTable{"string": str, "table": tab, "math": pick(L, mathLib, mathNames), "os": os} {
 		p := readOnly(L, name, lib)

@@ -1,6 +1,7 @@
 package lua
 
 import (
+	"errors"
 	"maps"
 	"strings"
 	"testing"
@@ -113,6 +114,16 @@ func TestSeedComplianceCheck(t *testing.T) {
 	if !strings.Contains(te.logs.String(), "PII detected in response, redacting") {
 		t.Errorf("no warning logged:\n%s", te.logs.String())
 	}
+	// A redaction must see the answer before the user does, and fails
+	// closed: with the small model down the answer is withheld.
+	if te.StreamSafe(input("q")) {
+		t.Error("compliance_check.lua lets answers stream; it must set stream_safe = false")
+	}
+	te.llm.fail = func(string) error { return errors.New("small model down") }
+	if got := te.post(t, input("q"), "Write to jane@example.com for details."); got != answerFailedNotice {
+		t.Fatalf("answer with the checker down = %q, want it withheld", got)
+	}
+	te.llm.fail = nil
 	if got := te.post(t, input("q"), "The sky is blue."); got != "The sky is blue." {
 		t.Fatalf("clean answer changed to %q", got)
 	}

@@ -51,9 +51,7 @@ func (e *Engine) HookSteps() []core.HookStep {
 		if s.has(HookPost) {
 			st.StreamUnsafe = s.unsafe
 			st.Post = func(ctx context.Context, in core.HookInput, answer string) (string, error) {
-				if out, ok := e.runHook(ctx, s, HookPost, in, answer, cloneMeta(in.Metadata)); ok {
-					return out.message, nil
-				}
+				_, answer = e.postScript(ctx, s, in, answer, cloneMeta(in.Metadata))
 				return answer, ctx.Err()
 			}
 		}
@@ -94,8 +92,8 @@ func (e *Engine) OnSchedule(ctx context.Context, f core.Firing, prompt string) (
 		if err := ctx.Err(); err != nil {
 			return res, err
 		}
-		out, ok := e.runHook(ctx, s, HookSchedule, in, res.Prompt, map[string]string{})
-		if !ok {
+		out, err := e.runHook(ctx, s, HookSchedule, in, res.Prompt, map[string]string{})
+		if err != nil {
 			continue
 		}
 		switch {

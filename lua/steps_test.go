@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/opentalon/opentalon/core"
+	"github.com/opentalon/opentalon/core/gateway"
 )
 
 func TestOrder(t *testing.T) {
@@ -47,7 +48,7 @@ func TestLuaStepsInterleaveWithPluginHooks(t *testing.T) {
 			return core.PreResult{Text: in.Text + " +grpc20", Metadata: map[string]string{"first": in.Metadata["first"], "grpc": "yes"}}, nil
 		},
 		Post: func(_ context.Context, _ core.HookInput, a string) (string, error) { return a + " +grpcpost", nil }}}
-	h := core.NewOrderedHooks(nil, te.Engine, grpc)
+	h := gateway.NewOrderedHooks(nil, te.Engine, grpc)
 	pre, err := h.Pre(context.Background(), input("hi"))
 	if err != nil || pre.Text != "hi +lua10 +grpc20 +lua30" || pre.Metadata["first"] != "lua" || pre.Metadata["grpc"] != "yes" {
 		t.Fatalf("pre = %+v %v", pre, err)
@@ -120,7 +121,7 @@ type recorder struct {
 
 func (r *recorder) Emit(e core.OpsEvent) { r.mu.Lock(); r.got = append(r.got, e); r.mu.Unlock() }
 
-func TestDisabledScriptIsAnOperatorEvent(t *testing.T) {
+func TestFailedHookIsAnOperatorEvent(t *testing.T) {
 	rec := &recorder{}
 	te := startEngine(t, map[string]string{"bad.lua": `function pre_hook(ctx) error("boom") end`}, func(o *Options) { o.Events = rec })
 	for range maxFailures {
@@ -128,7 +129,8 @@ func TestDisabledScriptIsAnOperatorEvent(t *testing.T) {
 	}
 	rec.mu.Lock()
 	defer rec.mu.Unlock()
-	if len(rec.got) != 1 || rec.got[0].Kind != core.EventLuaScriptDisabled || rec.got[0].Subject != "bad.lua" || !strings.Contains(rec.got[0].Message, "boom") {
-		t.Fatalf("events = %+v; want one lua_script_disabled for bad.lua", rec.got)
+	if len(rec.got) != maxFailures || rec.got[2].Kind != core.EventLuaHookFailed || rec.got[2].Subject != "bad.lua" ||
+		!strings.Contains(rec.got[2].Message, "boom") || rec.got[2].Details["consecutive_failures"] != "3" || rec.got[2].Details["fail_closed"] != "false" {
+		t.Fatalf("events = %+v; want one lua_hook_failed per failure for bad.lua", rec.got)
 	}
 }

@@ -9,9 +9,10 @@ import (
 
 // The bounded string functions. string.find, match, gmatch and gsub use
 // the matcher of pattern.go; string.rep, string.format, gsub and
-// table.concat refuse to build a string longer than the run's string
-// limit (a quarter of plugins.lua.limits.memory_mb), so one call cannot
-// allocate past the memory budget.
+// table.concat (and the concatenation operator, concat.go) refuse to
+// build a string longer than the run's string limit (a quarter of
+// plugins.lua.limits.memory_mb), and reserve what they build (memory.go),
+// so one call cannot allocate past the memory budget.
 
 // newMatcher makes the matcher of one call, bound to the run's context.
 func newMatcher(L *glua.LState, src, pat string) *matcher {
@@ -131,12 +132,14 @@ type gsubBuf struct {
 	b   strings.Builder
 	max int
 	L   *glua.LState
+	v   *vm
 }
 
 func (g *gsubBuf) add(s string) {
 	if g.b.Len()+len(s) > g.max {
 		g.L.RaiseError("string.gsub: the result would be longer than %d bytes (the string limit of plugins.lua.limits.memory_mb)", g.max)
 	}
+	g.v.reserve(g.L, len(s))
 	g.b.WriteString(s)
 }
 
@@ -154,9 +157,11 @@ func (v *vm) strGsub(L *glua.LState) int {
 	if s, ok := repl.(glua.LString); ok && pat != "" && noSpecials(pat) && !strings.Contains(string(s), "%") {
 		// A plain pattern and replacement: one pass of strings.Replace.
 		n := min(strings.Count(src, pat), max(maxN, 0))
-		if len(src)+n*(len(s)-len(pat)) > v.maxString {
+		size := len(src) + n*(len(s)-len(pat))
+		if size > v.maxString {
 			L.RaiseError("string.gsub: the result would be longer than %d bytes (the string limit of plugins.lua.limits.memory_mb)", v.maxString)
 		}
+		v.reserve(L, size)
 		L.Push(glua.LString(strings.Replace(src, pat, string(s), n)))
 		L.Push(glua.LNumber(n))
 		return 2
@@ -167,7 +172,7 @@ func (v *vm) strGsub(L *glua.LState) int {
 		pat = pat[1:]
 	}
 	m := newMatcher(L, src, pat)
-	out := &gsubBuf{max: v.maxString, L: L}
+	out := &gsubBuf{max: v.maxString, L: L, v: v}
 	s, n := 0, 0
 loop:
 	for n < maxN {
@@ -262,6 +267,7 @@ func (v *vm) strRep(L *glua.LState) int {
 	if n > v.maxString/len(s) {
 		L.RaiseError("string.rep: %d copies of %d bytes exceed the string limit of %d bytes (plugins.lua.limits.memory_mb)", n, len(s), v.maxString)
 	}
+	v.reserve(L, n*len(s))
 	L.Push(glua.LString(strings.Repeat(s, n)))
 	return 1
 }
@@ -313,6 +319,7 @@ func (v *vm) strFormat(L *glua.LState) int {
 	if size > v.maxString {
 		L.RaiseError("string.format: the result could be longer than the string limit of %d bytes (plugins.lua.limits.memory_mb)", v.maxString)
 	}
+	v.reserve(L, size)
 	return v.format(L)
 }
 
@@ -334,6 +341,7 @@ func (v *vm) tableConcat(L *glua.LState) int {
 		if b.Len()+len(s)+len(sep) > v.maxString {
 			L.RaiseError("table.concat: the result would be longer than the string limit of %d bytes (plugins.lua.limits.memory_mb)", v.maxString)
 		}
+		v.reserve(L, len(s)+len(sep))
 		b.WriteString(s)
 		if k < j {
 			b.WriteString(sep)

@@ -17,9 +17,11 @@ import (
 // A run's heap limit is the heap at its start, plus what the garbage
 // collector would let the heap grow to anyway (at most one budget more),
 // plus the budget: ordinary garbage from the rest of the gateway does not
-// trip it, while a table or string bomb does within one tick of crossing
-// it. The heap is the process's, so a run that starts while another one
-// bombs may be stopped with it.
+// trip it, while a table or string bomb does. The ticker is the backstop:
+// a run also checks its limit itself, every few instructions and before
+// the sandbox builds a string (memory.go), so the limit holds however
+// late the ticker runs. The heap is the process's, so a run that starts
+// while another one bombs may be stopped with it.
 type watchdog struct {
 	budget uint64
 	every  time.Duration
@@ -28,15 +30,17 @@ type watchdog struct {
 	samples []metrics.Sample
 	watches map[*watch]struct{}
 	running bool
-	// heap and goal are the last reading, taken at read.
-	heap, goal uint64
-	read       time.Time
 }
 
 // watch is one run under the watchdog; its fields are guarded by the
-// watchdog's mutex.
+// watchdog's mutex, but limit, which only the run's goroutine changes,
+// may be read by it without.
 type watch struct {
 	limit uint64
+	// paused is the heap when the run began to wait for ctx.llm.
+	paused uint64
+	// samples is the run's own reading of the heap (over).
+	samples []metrics.Sample
 	// left is the execution time left when the current stretch began at
 	// since (zero while paused).
 	left  time.Duration
@@ -49,45 +53,57 @@ func newWatchdog(budget uint64, every time.Duration) *watchdog {
 	return &watchdog{
 		budget:  budget,
 		every:   every,
-		samples: []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}, {Name: "/gc/heap/goal:bytes"}},
+		samples: []metrics.Sample{{Name: heapObjects}},
 		watches: map[*watch]struct{}{},
 	}
 }
 
-// readHeap reads the bytes of heap objects (live and not yet swept) and
-// the heap goal of the next collection; d.mu is held. A reading younger
-// than one tick is reused while the loop runs.
-func (d *watchdog) readHeap(now time.Time) {
-	if d.running && now.Sub(d.read) < d.every {
-		return
+// heapObjects is the metric of the heap a run's limit is set against:
+// the bytes of heap objects, live and not yet swept.
+const heapObjects = "/memory/classes/heap/objects:bytes"
+
+// heapNow reads the heap for w, at once (the run's goroutine only).
+func (w *watch) heapNow() uint64 {
+	metrics.Read(w.samples)
+	if v := w.samples[0].Value; v.Kind() == metrics.KindUint64 {
+		return v.Uint64()
 	}
-	metrics.Read(d.samples)
-	if v := d.samples[0].Value; v.Kind() == metrics.KindUint64 {
-		d.heap = v.Uint64()
-	}
-	if v := d.samples[1].Value; v.Kind() == metrics.KindUint64 {
-		d.goal = v.Uint64()
-	}
-	d.read = now
+	return 0
 }
 
-// setLimit sets w's heap limit from the current heap; d.mu is held.
-func (d *watchdog) setLimit(w *watch, now time.Time) {
-	d.readHeap(now)
-	slack := uint64(0)
-	if d.goal > d.heap {
-		slack = min(d.goal-d.heap, d.budget)
+// over reports whether the heap, with extra bytes more, is past w's
+// limit; the run's goroutine calls it.
+func (d *watchdog) over(w *watch, extra uint64) bool {
+	return w.heapNow()+extra > w.limit
+}
+
+// setLimit sets w's heap limit from the heap now (never the ticker's
+// last reading: taken while another run grew the heap, it would raise the
+// limit by that run's growth).
+func (d *watchdog) setLimit(w *watch) {
+	s := []metrics.Sample{{Name: heapObjects}, {Name: "/gc/heap/goal:bytes"}}
+	metrics.Read(s)
+	var heap, goal uint64
+	if v := s[0].Value; v.Kind() == metrics.KindUint64 {
+		heap = v.Uint64()
 	}
-	w.limit = d.heap + slack + d.budget
+	if v := s[1].Value; v.Kind() == metrics.KindUint64 {
+		goal = v.Uint64()
+	}
+	slack := uint64(0)
+	if goal > heap {
+		slack = min(goal-heap, d.budget)
+	}
+	w.limit = heap + slack + d.budget
 }
 
 // add watches a run that may execute for timeout.
 func (d *watchdog) add(timeout time.Duration, stop context.CancelCauseFunc) *watch {
 	now := time.Now()
-	w := &watch{left: timeout, since: now, stop: stop}
+	w := &watch{left: timeout, since: now, stop: stop, samples: []metrics.Sample{{Name: heapObjects}}}
+	d.setLimit(w)
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	d.setLimit(w, now)
 	d.watches[w] = struct{}{}
 	if !d.running {
 		d.running = true
@@ -98,21 +114,27 @@ func (d *watchdog) add(timeout time.Duration, stop context.CancelCauseFunc) *wat
 
 // pause stops w's clock and memory watch (the run waits for ctx.llm).
 func (d *watchdog) pause(w *watch) {
+	heap := w.heapNow()
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if !w.since.IsZero() {
 		w.left -= time.Since(w.since)
 		w.since = time.Time{}
 	}
+	w.paused = heap
 }
 
-// resume restarts w's clock, and its memory watch from the current heap.
+// resume restarts w's clock and its memory watch. What the heap grew by
+// meanwhile is others' (the run was waiting): the limit moves up by it,
+// and what the run had used before stays used.
 func (d *watchdog) resume(w *watch) {
-	now := time.Now()
+	heap := w.heapNow()
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	w.since = now
-	d.setLimit(w, now)
+	w.since = time.Now()
+	if heap > w.paused {
+		w.limit += heap - w.paused
+	}
 }
 
 // remove ends a watch (a no-op when it already fired).
@@ -133,9 +155,8 @@ func (d *watchdog) loop() {
 			d.mu.Unlock()
 			return
 		}
-		d.running = false // force a fresh reading
-		d.readHeap(now)
-		d.running = true
+		metrics.Read(d.samples)
+		heap := d.samples[0].Value.Uint64()
 		for w := range d.watches {
 			if w.since.IsZero() {
 				continue // paused
@@ -144,7 +165,7 @@ func (d *watchdog) loop() {
 			case now.Sub(w.since) >= w.left:
 				delete(d.watches, w)
 				w.stop(ErrTimeout)
-			case d.heap > w.limit:
+			case heap > w.limit:
 				delete(d.watches, w)
 				w.stop(ErrMemory)
 			}

@@ -7,7 +7,6 @@ import (
 	"strings"
 
 	"github.com/opentalon/opentalon/core"
-	"github.com/opentalon/opentalon/store"
 )
 
 // Commands returns /compact, /memory and /forget for Gateway.AddCommand:
@@ -38,16 +37,25 @@ func (o *Orchestrator) cmdCompact(ctx context.Context, req core.CommandRequest) 
 	return fmt.Sprintf("Compacted: %d earlier messages are now one summary; the latest exchange is kept as it was.", n), nil
 }
 
+// noOwner is the answer to a memory command from a message without a
+// memory identity.
+func noOwner(in core.Inbound) string {
+	if strings.HasPrefix(in.Origin, core.OriginPlugin) {
+		return "I keep memories per user, and a message a plugin put into this conversation speaks for no user."
+	}
+	return "I keep memories per user, and this message has no user."
+}
+
 func (o *Orchestrator) cmdMemory(ctx context.Context, req core.CommandRequest) (string, error) {
 	owner := Owner(req.In)
 	if owner == "" {
-		return "I keep memories per user, and this message has no user.", nil
+		return noOwner(req.In), nil
 	}
-	facts, err := o.o.Store.Memories(ctx, store.MemoryQuery{Owner: owner, NotTag: store.TagWorkflow, Limit: 50})
+	facts, err := o.o.Store.Memories(ctx, core.MemoryQuery{Owner: owner, NotTag: core.TagWorkflow, Limit: 50})
 	if err != nil {
 		return "", err
 	}
-	flows, err := o.o.Store.Memories(ctx, store.MemoryQuery{Owner: owner, Tag: store.TagWorkflow, Limit: 1000})
+	flows, err := o.o.Store.Memories(ctx, core.MemoryQuery{Owner: owner, Tag: core.TagWorkflow, Limit: 1000})
 	if err != nil {
 		return "", err
 	}
@@ -66,7 +74,7 @@ func (o *Orchestrator) cmdMemory(ctx context.Context, req core.CommandRequest) (
 	if len(flows) > 0 {
 		ok := 0
 		for _, w := range flows {
-			if w.Outcome == store.OutcomeSuccess {
+			if w.Outcome == core.WorkflowSucceeded {
 				ok++
 			}
 		}
@@ -78,7 +86,7 @@ func (o *Orchestrator) cmdMemory(ctx context.Context, req core.CommandRequest) (
 	return strings.TrimSpace(b.String()), nil
 }
 
-func workflowIDs(ws []store.Memory) string {
+func workflowIDs(ws []core.Memory) string {
 	ids := make([]string, 0, min(len(ws), 10))
 	for _, w := range ws[:min(len(ws), 10)] {
 		ids = append(ids, "#"+strconv.FormatInt(w.ID, 10))
@@ -92,7 +100,7 @@ func workflowIDs(ws []store.Memory) string {
 func (o *Orchestrator) cmdForget(ctx context.Context, req core.CommandRequest) (string, error) {
 	owner := Owner(req.In)
 	if owner == "" {
-		return "I keep memories per user, and this message has no user.", nil
+		return noOwner(req.In), nil
 	}
 	arg := strings.TrimSpace(req.Args)
 	switch {

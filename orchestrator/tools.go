@@ -177,7 +177,7 @@ func lastToolSummary(added []core.ChatMessage) string {
 	var names []string
 	for _, m := range added {
 		for _, c := range m.ToolCalls {
-			n := c.Plugin + "." + c.Action
+			n := ToolName(c.Plugin, c.Action)
 			if !seen[n] {
 				seen[n] = true
 				names = append(names, n)

@@ -69,6 +69,24 @@ type ScheduleDecl struct {
 	Missed   string
 }
 
+// Schedule is the declaration as a schedule of its plugin (Key is its
+// ID; the scheduler sets the source and checks that it can run). An
+// interval that is not a Go duration ("1h", "90m") is an error.
+func (d ScheduleDecl) Schedule() (core.Schedule, error) {
+	sc := core.Schedule{Key: d.ID, Cron: d.Cron, Timezone: d.Timezone, Missed: d.Missed,
+		Conversation: core.ConversationKey{Channel: d.Channel, Chat: d.Chat, Thread: d.Thread}}
+	if d.Interval == "" {
+		sc.Spec = "cron " + d.Cron
+		return sc, nil
+	}
+	iv, err := time.ParseDuration(d.Interval)
+	if err != nil {
+		return core.Schedule{}, fmt.Errorf("interval %q is not a Go duration such as \"1h\" or \"90m\"", d.Interval)
+	}
+	sc.Interval, sc.Spec = iv, "every "+iv.String()
+	return sc, nil
+}
+
 // Services a plugin may serve besides PluginService.
 const (
 	ServiceNotify    = "notify"

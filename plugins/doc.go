@@ -11,12 +11,16 @@
 // LLM sees it), their HTTP routes under /api/plugins/<name>/ (forwarded
 // over gRPC, with the API key, a body limit and a timeout, and the
 // messages a handler injects committed before the response), their
-// schedules, and the notify, authorize (Authorizer, cached, failing
-// closed), blob (Blobs) and LLM provider services.
+// schedules (decoded by ScheduleDecl.Schedule; the scheduler checks
+// them), and the notify, authorize (Authorizer, cached, failing closed),
+// blob (Blobs) and LLM provider services. A schedule's plugin action runs
+// through Registry.RunScheduled (scheduled.go).
 //
 // A plugin is untrusted code. Each runs in its own session with a
 // minimal environment and no_new_privs, in a private 0700 directory
-// holding its sockets and its TMPDIR; with a Sandbox also as the run_as
+// holding its sockets and its TMPDIR (below the data directory, where a
+// crashed process's leftovers are removed at the next start:
+// sockdir.go); with a Sandbox also as the run_as
 // user (when the core is root), in a Landlock domain of its own where
 // the kernel offers one (landlock.go), and under resource limits set
 // before its first instruction (launch.go). The core marks itself
@@ -24,8 +28,14 @@
 // bound to its binary (path and SHA-256) the first time it registers;
 // plugin_dir and binaries others may write are refused (perms.go).
 //
-// It imports core, guard, store and proto. Plugins never see the
-// registry, other plugins or the orchestrator: the only surfaces they
+// The same isolation runs the core's own helpers on bytes it must not
+// parse in its process (a PDF a user sent): Isolation.RunConfined
+// (confined.go) starts one with bounded memory, CPU time, wall time and
+// output, and says which limit stopped it.
+//
+// It imports core, guard and proto (the stores it uses are interfaces
+// here, over core's records). Plugins never see the registry, other
+// plugins or the orchestrator: the only surfaces they
 // get are the services they serve on their own socket and their own
 // PluginState socket.
 //

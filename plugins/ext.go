@@ -29,8 +29,10 @@ type ExtOptions struct {
 	// (plugins.tools.sanitize); nil = the built-in shapes.
 	Sanitizer *guard.Sanitizer
 	// OnSchedules, when set, is called with a plugin's declared schedules
-	// each time it registers (and an empty list when it declares none).
-	OnSchedules func(plugin string, decls []ScheduleDecl)
+	// each time it registers (and an empty list when it declares none);
+	// a declaration that does not decode (ScheduleDecl.Schedule) is logged
+	// and left out.
+	OnSchedules func(plugin string, want []core.Schedule)
 	Logger      *slog.Logger
 }
 
@@ -98,7 +100,16 @@ func (x *Extensions) Add(c Capability, conn grpc.ClientConnInterface) {
 		x.log.Info("plugin extension points", "plugin", c.Name, "hooks", len(c.Hooks), "routes", len(c.Routes), "schedules", len(c.Schedules), "services", c.Services)
 	}
 	if x.o.OnSchedules != nil {
-		x.o.OnSchedules(c.Name, c.Schedules)
+		var want []core.Schedule
+		for _, d := range c.Schedules {
+			sc, err := d.Schedule()
+			if err != nil {
+				x.log.Error("plugin schedule refused", "plugin", c.Name, "schedule", d.ID, "err", err)
+				continue
+			}
+			want = append(want, sc)
+		}
+		x.o.OnSchedules(c.Name, want)
 	}
 }
 

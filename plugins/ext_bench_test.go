@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/opentalon/opentalon/core"
+	"github.com/opentalon/opentalon/core/gateway"
 )
 
 // percentiles reports p50 and p99 of lat in µs.
@@ -39,7 +40,7 @@ func BenchmarkHookPerMessage(b *testing.B) {
 	for _, tc := range []struct {
 		name  string
 		hooks core.Hooks
-	}{{"none", core.NewOrderedHooks(nil)}, {"grpc", core.NewOrderedHooks(nil, x)}} {
+	}{{"none", gateway.NewOrderedHooks(nil)}, {"grpc", gateway.NewOrderedHooks(nil, x)}} {
 		b.Run(tc.name, func(b *testing.B) {
 			const n = 5000
 			ctx := context.Background()

@@ -40,7 +40,7 @@ func (h *extHelper) Capabilities() sdk.Capabilities {
 		Hooks:   []sdk.Hook{{Stage: sdk.StagePre, Order: 20}, {Stage: sdk.StagePost, Order: 20}},
 		Routes: []sdk.Route{{Method: "POST", Path: "webhook", Public: true}, {Method: "GET", Path: "status"},
 			{Path: "files/"}, {Method: "GET", Path: "slow"}, {Method: "GET", Path: "badstatus"},
-			{Method: "GET", Path: "pub/", Public: true}, {Method: "GET", Path: "pub/secret"}},
+			{Path: "pub/", Public: true}, {Method: "GET", Path: "pub/secret"}, {Method: "POST", Path: "inject-error", Public: true}},
 		Schedules: []sdk.Schedule{{ID: "digest", Cron: "0 9 * * *", Channel: "console", Chat: "local"}},
 	}
 }
@@ -96,8 +96,18 @@ func (h *extHelper) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case "/slow":
 		time.Sleep(2 * time.Second)
 	case "/badstatus":
+		_ = sdk.Inject(r, sdk.Message{Channel: "console", Chat: "local", Text: "from badstatus"})
 		w.WriteHeader(42)
+	case "/inject-error":
+		// Injects, then fails: the caller will retry.
+		_ = sdk.Inject(r, sdk.Message{Channel: "console", Chat: "local", Text: "half done"})
+		http.Error(w, "downstream failed", http.StatusBadGateway)
 	default:
+		if strings.HasPrefix(r.URL.Path, "/pub/") {
+			rt, _ := sdk.MatchedRoute(r)
+			fmt.Fprintf(w, "route %q %q", rt.Method, rt.Path)
+			return
+		}
 		fmt.Fprintf(w, "file %s %s %d bytes", r.Method, strings.TrimPrefix(r.URL.Path, "/files/"), len(body))
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/opentalon/opentalon/core"
+	"github.com/opentalon/opentalon/core/gateway"
 	"github.com/opentalon/opentalon/store/blobtest"
 )
 
@@ -35,14 +36,14 @@ func launchExt(t *testing.T, o ExtOptions) (*Extensions, *Process) {
 }
 
 func TestExtensionDeclarations(t *testing.T) {
-	var synced []ScheduleDecl
-	x, p := launchExt(t, ExtOptions{OnSchedules: func(plugin string, d []ScheduleDecl) {
+	var synced []core.Schedule
+	x, p := launchExt(t, ExtOptions{OnSchedules: func(plugin string, d []core.Schedule) {
 		if plugin == "ext" {
 			synced = d
 		}
 	}})
 	c := p.Cap
-	if len(c.Hooks) != 2 || c.Hooks[0] != (Hook{Stage: StagePre, Order: 20}) || len(c.Routes) != 7 || !c.Routes[0].Public || c.Routes[1].Method != "GET" {
+	if len(c.Hooks) != 2 || c.Hooks[0] != (Hook{Stage: StagePre, Order: 20}) || len(c.Routes) != 8 || !c.Routes[0].Public || c.Routes[1].Method != "GET" {
 		t.Fatalf("capability = %+v", c)
 	}
 	for _, sv := range []string{ServiceNotify, ServiceAuthorize, ServiceBlobs, ServiceProvider} {
@@ -50,7 +51,7 @@ func TestExtensionDeclarations(t *testing.T) {
 			t.Errorf("the SDK did not declare %s (services %v)", sv, c.Services)
 		}
 	}
-	if len(synced) != 1 || synced[0].ID != "digest" || synced[0].Cron != "0 9 * * *" || synced[0].Channel != "console" {
+	if len(synced) != 1 || synced[0].Key != "digest" || synced[0].Cron != "0 9 * * *" || synced[0].Spec != "cron 0 9 * * *" || synced[0].Conversation.Channel != "console" {
 		t.Fatalf("OnSchedules got %+v", synced)
 	}
 	if steps := x.HookSteps(); len(steps) != 2 || steps[0].Name != "plugin:ext" || steps[0].Order != 20 {
@@ -93,7 +94,7 @@ func TestExtensionValidation(t *testing.T) {
 
 func TestPluginHooksInThePipeline(t *testing.T) {
 	x, _ := launchExt(t, ExtOptions{HookTimeout: 300 * time.Millisecond})
-	h := core.NewOrderedHooks(nil, x)
+	h := gateway.NewOrderedHooks(nil, x)
 	in := core.HookInput{In: core.Inbound{Conversation: core.ConversationKey{Channel: "slack", Chat: "C1"}, UserID: "U7"}, Session: core.Session{ID: 3}}
 	ctx := context.Background()
 	pre := func(text string) core.PreResult {
@@ -421,5 +422,111 @@ func TestPluginRouteMostSpecificWins(t *testing.T) {
 	}
 	if code := get("pub/other", ""); code != http.StatusOK {
 		t.Errorf("public pub/other = %d; want 200", code)
+	}
+}
+
+// Finding 6 of issue 25: with a public pub/ and a private GET pub/secret,
+// POST pub/secret matched the public route, GET pub/secret/ fell into the
+// public subtree, and GET pub/%252e%252e/secret reached the plugin as
+// /pub/../secret. Each now keeps the private route's rule or is refused,
+// and the plugin is told which declared route matched.
+func TestPluginRouteCannotBeReachedAroundItsRule(t *testing.T) {
+	x, _ := launchExt(t, ExtOptions{})
+	var queued []Injection
+	mux := http.NewServeMux()
+	mux.Handle(RoutePattern, x.HTTPHandler(HTTPOptions{APIKey: "k3y", Inject: func(_ context.Context, in Injection) error {
+		queued = append(queued, in)
+		return nil
+	}}))
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	do := func(method, path, key string) (int, string) {
+		t.Helper()
+		req, _ := http.NewRequest(method, srv.URL+"/api/plugins/ext/"+path, nil)
+		if key != "" {
+			req.Header.Set("X-API-Key", key)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode, string(b)
+	}
+	for _, tc := range []struct {
+		method, path, key string
+		code              int
+		body              string
+	}{
+		{"POST", "pub/secret", "", http.StatusMethodNotAllowed, "serves pub/secret with GET"},
+		{"POST", "pub/secret", "k3y", http.StatusMethodNotAllowed, "serves pub/secret with GET"},
+		{"GET", "pub/secret/", "", http.StatusUnauthorized, "API key"},
+		{"GET", "pub/secret/", "k3y", http.StatusOK, `route "GET" "pub/secret"`},
+		{"GET", "pub/%252e%252e/secret", "", http.StatusBadRequest, "escaped twice"},
+		{"GET", "pub/%2525", "", http.StatusBadRequest, "escaped twice"},
+		{"GET", "pub/other", "", http.StatusOK, `route "" "pub/"`},
+		{"POST", "pub/other", "", http.StatusOK, `route "" "pub/"`},
+		{"HEAD", "pub/secret", "k3y", http.StatusOK, ""},
+	} {
+		if code, body := do(tc.method, tc.path, tc.key); code != tc.code || !strings.Contains(body, tc.body) {
+			t.Errorf("%s %s (key %q) = %d %q; want %d with %q", tc.method, tc.path, tc.key, code, body, tc.code, tc.body)
+		}
+	}
+	// A plugin that injects and then fails (or answers an invalid status)
+	// gets nothing queued: its caller retries, and would queue it twice.
+	if code, _ := do("POST", "inject-error", ""); code != http.StatusBadGateway {
+		t.Errorf("inject-error = %d; want the plugin's 502", code)
+	}
+	if code, _ := do("GET", "badstatus", "k3y"); code != http.StatusBadGateway {
+		t.Errorf("badstatus = %d; want 502", code)
+	}
+	if len(queued) != 0 {
+		t.Fatalf("queued %+v; want nothing from a failed answer", queued)
+	}
+}
+
+// A plugin's own key opens its own private routes (and the LLM API), not
+// another plugin's; a revoked key (its process stopped) opens nothing.
+func TestPluginKeysOpenOnlyTheirOwnRoutes(t *testing.T) {
+	x, _ := launchExt(t, ExtOptions{})
+	creds := NewCredentials()
+	own, other := creds.issue(), creds.issue()
+	creds.bind(own, "ext")
+	creds.bind(other, "other")
+	mux := http.NewServeMux()
+	mux.Handle(RoutePattern, x.HTTPHandler(HTTPOptions{APIKey: "k3y", Plugins: creds}))
+	mux.Handle("POST "+GeneratePath, NewGenerateHandler(&fakeGen{}, Keys{Operator: "k3y", Plugins: creds}, nil))
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	do := func(method, path, key string) int {
+		t.Helper()
+		req, _ := http.NewRequest(method, srv.URL+path, strings.NewReader(`{"messages":[{"role":"user","content":"hi"}]}`))
+		req.Header.Set("Authorization", "Bearer "+key)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	for _, tc := range []struct {
+		method, path, key string
+		want              int
+	}{
+		{"GET", "/api/plugins/ext/status", own, http.StatusOK},
+		{"GET", "/api/plugins/ext/status", other, http.StatusUnauthorized},
+		{"GET", "/api/plugins/ext/status", "k3y", http.StatusOK},
+		{"POST", GeneratePath, own, http.StatusOK},
+		{"POST", GeneratePath, other, http.StatusOK},
+		{"POST", GeneratePath, "otp_guess", http.StatusUnauthorized},
+	} {
+		if got := do(tc.method, tc.path, tc.key); got != tc.want {
+			t.Errorf("%s %s with %.8s… = %d; want %d", tc.method, tc.path, tc.key, got, tc.want)
+		}
+	}
+	creds.revoke(own)
+	if got := do("GET", "/api/plugins/ext/status", own); got != http.StatusUnauthorized {
+		t.Errorf("a revoked key = %d; want 401", got)
 	}
 }

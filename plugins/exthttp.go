@@ -36,14 +36,17 @@ type Injection struct {
 // HTTPOptions configure the plugin route handler.
 type HTTPOptions struct {
 	// APIKey is server.api_key: a route that is not public needs it (as
-	// X-API-Key or "Authorization: Bearer"); "" refuses those routes.
-	APIKey string
+	// X-API-Key or "Authorization: Bearer"), or the credential of the
+	// plugin that declared the route (Plugins); with neither, those
+	// routes are refused.
+	APIKey  string
+	Plugins *Credentials
 	// MaxBody bounds a request body (plugins.tools.http.max_body_bytes,
 	// default 1 MiB); Timeout one call (plugins.tools.http.timeout,
 	// default 10s).
 	MaxBody int64
 	Timeout time.Duration
-	// Inject commits one message a handler injected (core.Gateway.Inject);
+	// Inject commits one message a handler injected (gateway.Gateway.Inject);
 	// nil refuses injections.
 	Inject func(ctx context.Context, in Injection) error
 	Logger *slog.Logger
@@ -57,8 +60,9 @@ var hopHeaders = map[string]bool{"Connection": true, "Keep-Alive": true, "Proxy-
 // HTTPHandler serves the plugins' routes at RoutePattern: it finds the
 // route the plugin declared, checks the API key unless the route is
 // public, bounds the body and the time, forwards the request over gRPC
-// (HandleHTTP), commits the messages the plugin injects, and only then
-// answers with the plugin's response.
+// (HandleHTTP) with the route it matched, commits the messages the plugin
+// injects when it answers a success, and only then answers with the
+// plugin's response.
 func (x *Extensions) HTTPHandler(o HTTPOptions) http.Handler {
 	if o.MaxBody <= 0 {
 		o.MaxBody = 1 << 20
@@ -81,6 +85,12 @@ func (x *Extensions) HTTPHandler(o HTTPOptions) http.Handler {
 			httpError(w, http.StatusBadRequest, fmt.Sprintf("the path %q has an empty, \".\" or \"..\" segment (perhaps escaped); send the plain path", path))
 			return
 		}
+		if strings.Contains(path, "%") {
+			// Escaped twice: the plugin would unescape it again, into a
+			// path the core did not check (%252e%252e is ..).
+			httpError(w, http.StatusBadRequest, fmt.Sprintf("the path %q still holds a %% once decoded (escaped twice); send it escaped once", path))
+			return
+		}
 		route, allowed := matchRoute(p.cap.Routes, r.Method, path)
 		if route == nil {
 			if len(allowed) > 0 {
@@ -92,13 +102,16 @@ func (x *Extensions) HTTPHandler(o HTTPOptions) http.Handler {
 			return
 		}
 		if !route.Public {
-			if o.APIKey == "" {
+			keys := Keys{Operator: o.APIKey, Plugins: o.Plugins}
+			if !keys.any() {
 				httpError(w, http.StatusUnauthorized, "this route needs server.api_key, which is not set: set it (e.g. api_key: \"${OPENTALON_API_KEY}\") to enable the plugins' routes")
 				return
 			}
-			if !keyMatches(r, o.APIKey) {
+			// The operator's key opens every private route; a plugin's own
+			// credential opens only its own.
+			if caller, operator, ok := keys.caller(r); !ok || !operator && caller != name {
 				w.Header().Set("WWW-Authenticate", `Bearer realm="opentalon"`)
-				httpError(w, http.StatusUnauthorized, "missing or wrong API key: send server.api_key as the X-API-Key header or as Authorization: Bearer <key>")
+				httpError(w, http.StatusUnauthorized, "missing or wrong API key: send server.api_key as the X-API-Key header or as Authorization: Bearer <key> (a plugin's own key opens only its own routes)")
 				return
 			}
 		}
@@ -112,7 +125,8 @@ func (x *Extensions) HTTPHandler(o HTTPOptions) http.Handler {
 			httpError(w, http.StatusBadRequest, "reading the body: "+err.Error())
 			return
 		}
-		req := &pluginpb.HTTPRequest{Method: r.Method, Path: path, Query: r.URL.RawQuery, Body: body, RemoteAddr: r.RemoteAddr}
+		req := &pluginpb.HTTPRequest{Method: r.Method, Path: path, Query: r.URL.RawQuery, Body: body, RemoteAddr: r.RemoteAddr,
+			RouteMethod: route.Method, RoutePath: route.Path}
 		for k, vs := range r.Header {
 			if hopHeaders[http.CanonicalHeaderKey(k)] {
 				continue
@@ -137,13 +151,6 @@ func (x *Extensions) HTTPHandler(o HTTPOptions) http.Handler {
 			httpError(w, http.StatusBadGateway, fmt.Sprintf("plugin %s failed to answer; see the OpenTalon log", name))
 			return
 		}
-		for _, m := range resp.GetInject() {
-			if status, msg := inject(ctx, o, name, m); status != 0 {
-				log.Warn("a plugin's injected message was not queued", "plugin", name, "channel", m.GetChannel(), "err", msg)
-				httpError(w, status, msg)
-				return
-			}
-		}
 		status := int(resp.GetStatus())
 		if status == 0 {
 			status = http.StatusOK
@@ -152,6 +159,19 @@ func (x *Extensions) HTTPHandler(o HTTPOptions) http.Handler {
 			log.Warn("plugin answered an invalid HTTP status", "plugin", name, "status", status)
 			httpError(w, http.StatusBadGateway, fmt.Sprintf("plugin %s answered the invalid status %d", name, status))
 			return
+		}
+		// Injections go with a success only: the caller retries an error,
+		// and would queue them again.
+		if inj := resp.GetInject(); len(inj) > 0 && status >= 400 {
+			log.Warn("a plugin answered an error with messages to inject; they were not queued", "plugin", name, "status", status, "messages", len(inj))
+		} else {
+			for i, m := range inj {
+				if status, msg := inject(ctx, o, name, m); status != 0 {
+					log.Warn("a plugin's injected message was not queued", "plugin", name, "channel", m.GetChannel(), "queued_before", i, "err", msg)
+					httpError(w, status, msg)
+					return
+				}
+			}
 		}
 		for _, h := range resp.GetHeaders() {
 			if k := http.CanonicalHeaderKey(h.GetName()); k != "" && !hopHeaders[k] {
@@ -198,38 +218,48 @@ func plainPath(path string) bool {
 	return true
 }
 
-// matchRoute finds the route for method and path: of the routes whose
-// method matches, the one with the most specific path (an exact path
-// before any subtree, a longer subtree before a shorter one), whatever
-// the order they were declared in, so a route below a public subtree
-// keeps its own access rule. When only the method differs it returns
-// the methods that would match.
+// matchRoute finds the route for method and path: the route with the
+// most specific path (an exact path before the same path with a trailing
+// slash, before a subtree; a longer subtree before a shorter one),
+// whatever the order they were declared in, so a route below a public
+// subtree keeps its own access rule. When that path's routes declare
+// other methods only, it returns none and those methods (405): a method
+// a private route does not declare never falls through to a public
+// subtree above it.
 func matchRoute(routes []Route, method, path string) (*Route, []string) {
-	var allowed []string
-	var best *Route
-	bestLen := -1
-	for i, rt := range routes {
-		n := -1
-		switch {
-		case path == rt.Path:
-			n = len(rt.Path) + 1
-		case strings.HasSuffix(rt.Path, "/") && strings.HasPrefix(path, rt.Path):
-			n = len(rt.Path)
-		default:
-			continue
-		}
-		if rt.Method != "" && rt.Method != method && !(rt.Method == http.MethodGet && method == http.MethodHead) {
-			allowed = append(allowed, rt.Method)
-			continue
-		}
-		if n > bestLen {
-			best, bestLen = &routes[i], n
-		}
+	best := -1
+	for _, rt := range routes {
+		best = max(best, pathScore(rt.Path, path))
 	}
-	if best != nil {
-		return best, nil
+	if best < 0 {
+		return nil, nil
+	}
+	var allowed []string
+	for i, rt := range routes {
+		if pathScore(rt.Path, path) != best {
+			continue
+		}
+		if rt.Method == "" || rt.Method == method || rt.Method == http.MethodGet && method == http.MethodHead {
+			return &routes[i], nil
+		}
+		allowed = append(allowed, rt.Method)
 	}
 	return nil, allowed
+}
+
+// pathScore says how specifically a route's path matches path (higher is
+// more specific), or -1 when it does not match.
+func pathScore(route, path string) int {
+	subtree := strings.HasSuffix(route, "/")
+	switch {
+	case path == route:
+		return 2*len(route) + 2
+	case !subtree && path == route+"/":
+		return 2*len(route) + 1
+	case subtree && strings.HasPrefix(path, route):
+		return 2 * len(route)
+	}
+	return -1
 }
 
 func httpError(w http.ResponseWriter, status int, msg string) {

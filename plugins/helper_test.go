@@ -70,6 +70,9 @@ func runHelper(mode string) int {
 	case "ext":
 		return runExtHelper(name)
 	}
+	if strings.HasPrefix(mode, "confined-") {
+		return runConfinedHelper(strings.TrimPrefix(mode, "confined-"))
+	}
 	l, err := net.Listen("unix", os.Getenv(EnvPluginSocket))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "helper:", err)

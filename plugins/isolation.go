@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/user"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"syscall"
 
@@ -35,11 +36,21 @@ type Sandbox struct {
 // the limit the core has.
 type ProcessLimits struct {
 	AddressSpace uint64 // bytes (RLIMIT_AS)
-	OpenFiles    uint64 // RLIMIT_NOFILE
+	// Data is RLIMIT_DATA in bytes: the private writable memory the
+	// process may map. Unlike the address space it leaves out what the
+	// Go runtime only reserves, so it bounds a Go program's heap.
+	Data      uint64
+	OpenFiles uint64 // RLIMIT_NOFILE
 	// Processes is RLIMIT_NPROC: the kernel counts every process and
 	// thread of the plugin's user, so all plugins sharing a run_as user
 	// share it.
 	Processes uint64
+	// CPUSeconds is RLIMIT_CPU (soft and hard): the kernel kills the
+	// process with SIGKILL once it has used that much CPU time.
+	CPUSeconds uint64
+	// NoFileWrites sets RLIMIT_FSIZE to 0: writing to a file kills the
+	// process (pipes and sockets are not files).
+	NoFileWrites bool
 }
 
 // DefaultRunAs is the dedicated user docs/plugins.md tells how to create.
@@ -61,6 +72,8 @@ type Isolation struct {
 	// right after the start.
 	ptraceOff atomic.Bool
 	warnings  []string
+	// warnOnce logs once that a confined helper runs as the core's user.
+	warnOnce sync.Once
 }
 
 // NewIsolation resolves sb: the run_as user (only when the core runs as

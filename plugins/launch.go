@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -38,39 +39,57 @@ func identify(path string) (Binary, error) {
 	return Binary{Path: abs, SHA256: hex.EncodeToString(h.Sum(nil))}, nil
 }
 
-// start starts the plugin from a goroutine locked to an OS thread of its
-// own, and returns once the plugin runs (or failed to start). That
-// thread takes no_new_privs and the plugin's Landlock domain, which the
-// plugin inherits, and stays until the plugin has exited: the kernel
-// sends the plugin's PDEATHSIG when the thread that started it ends.
-// The thread is never unlocked, so it dies with the goroutine instead
-// of running other goroutines while confined. It is never the main
-// thread: the kernel judges /proc/<core pid> by that one.
+// start starts the plugin confined (startConfined) and records it; done
+// is closed once it has exited.
 func (p *Process) start(newCmd func() *exec.Cmd, iso *Isolation, rules []landlockRule) error {
-	started := make(chan error, 1)
+	cmd, err := startConfined(newCmd, iso, iso.credential(), iso.limits(), rules, p.log, func(err error) {
+		p.waitErr = err
+		close(p.done)
+	})
+	if err != nil {
+		return err
+	}
+	p.cmd, p.pgid = cmd, cmd.Process.Pid
+	return nil
+}
+
+// startConfined starts a process from a goroutine locked to an OS thread
+// of its own, and returns once it runs (or failed to start); exited is
+// called with its exit status when it has ended. That thread takes
+// no_new_privs and the Landlock domain of rules, which the process
+// inherits, and stays until the process has exited: the kernel sends the
+// process's PDEATHSIG when the thread that started it ends. The thread is
+// never unlocked, so it dies with the goroutine instead of running other
+// goroutines while confined. It is never the main thread: the kernel
+// judges /proc/<core pid> by that one. lim are set before the process
+// runs its first instruction (see exec).
+func startConfined(newCmd func() *exec.Cmd, iso *Isolation, cred *syscall.Credential, lim ProcessLimits, rules []landlockRule, log *slog.Logger, exited func(error)) (*exec.Cmd, error) {
+	type result struct {
+		cmd *exec.Cmd
+		err error
+	}
+	started := make(chan result, 1)
 	run := func() {
 		abi := 0
 		if iso.landlock() {
 			abi = iso.landlockABI
 		}
 		if err := restrictThread(abi, rules); err != nil {
-			started <- err
+			started <- result{err: err}
 			return
 		}
-		cmd, early, err := p.exec(newCmd, iso)
+		cmd, early, err := execLimited(newCmd, iso, cred, lim, log)
 		if err != nil {
-			started <- err
+			started <- result{err: err}
 			return
 		}
-		p.cmd, p.pgid = cmd, cmd.Process.Pid
-		started <- nil
+		started <- result{cmd: cmd}
 		if early != nil {
 			_ = cmd.Wait()
-			p.waitErr = early
+			exited(early)
 		} else {
-			p.waitErr = cmd.Wait()
+			exited(cmd.Wait())
 		}
-		close(p.done)
 	}
 	go func() {
 		runtime.LockOSThread()
@@ -89,18 +108,19 @@ func (p *Process) start(newCmd func() *exec.Cmd, iso *Isolation, rules []landloc
 		<-locked
 		runtime.UnlockOSThread()
 	}()
-	return <-started
+	r := <-started
+	return r.cmd, r.err
 }
 
-// exec starts the command with the isolation's resource limits in place
-// before the plugin runs its first instruction: the child stops at exec
+// execLimited starts the command with the resource limits lim in place
+// before the process runs its first instruction: the child stops at exec
 // under ptrace, the limits are set with prlimit, then it is let go.
 // Where ptrace is not permitted (some containers), the limits are set
 // right after the start instead, and that is logged once. early is set
-// when the plugin ended before it ran. exec runs on the locked launch
-// thread, which it may switch to the plugin's user.
-func (p *Process) exec(newCmd func() *exec.Cmd, iso *Isolation) (cmd *exec.Cmd, early error, err error) {
-	lim := iso.limits()
+// when the process ended before it ran. execLimited runs on the locked
+// launch thread, which it may switch to cred, the process's user (nil:
+// the core's).
+func execLimited(newCmd func() *exec.Cmd, iso *Isolation, cred *syscall.Credential, lim ProcessLimits, log *slog.Logger) (cmd *exec.Cmd, early error, err error) {
 	trace := iso != nil && !iso.ptraceOff.Load()
 	cmd = newCmd()
 	cmd.SysProcAttr.Ptrace = trace
@@ -109,7 +129,7 @@ func (p *Process) exec(newCmd func() *exec.Cmd, iso *Isolation) (cmd *exec.Cmd, 
 			return nil, nil, err
 		}
 		iso.ptraceOff.Store(true)
-		p.log.Warn("ptrace is not permitted here: plugin resource limits are set just after each plugin starts instead of before", "err", err)
+		log.Warn("ptrace is not permitted here: plugin resource limits are set just after each plugin starts instead of before", "err", err)
 		trace = false
 		cmd = newCmd()
 		if err := cmd.Start(); err != nil {
@@ -131,16 +151,16 @@ func (p *Process) exec(newCmd func() *exec.Cmd, iso *Isolation) (cmd *exec.Cmd, 
 			return cmd, fmt.Errorf("the plugin ended before it ran (%s)", waitString(ws)), nil
 		}
 	}
-	if iso != nil {
-		if c := iso.credential(); c != nil {
-			// prlimit on a process of another user needs that user or
-			// CAP_SYS_RESOURCE (often dropped in containers): become the
-			// plugin's user on this thread only. The thread ends with the
-			// plugin and runs nothing else.
-			if err := becomeOnThread(c.Uid, c.Gid); err != nil {
-				return fail(err)
-			}
+	if cred != nil {
+		// prlimit on a process of another user needs that user or
+		// CAP_SYS_RESOURCE (often dropped in containers): become the
+		// process's user on this thread only. The thread ends with the
+		// process and runs nothing else.
+		if err := becomeOnThread(cred.Uid, cred.Gid); err != nil {
+			return fail(err)
 		}
+	}
+	if iso != nil || lim != (ProcessLimits{}) {
 		if err := setLimits(pid, lim); err != nil {
 			return fail(err)
 		}
@@ -186,6 +206,8 @@ func setLimits(pid int, lim ProcessLimits) error {
 		{unix.RLIMIT_AS, lim.AddressSpace, "address space (plugins.tools.process_limits.address_space_mb)"},
 		{unix.RLIMIT_NOFILE, lim.OpenFiles, "open files (plugins.tools.process_limits.open_files)"},
 		{unix.RLIMIT_NPROC, lim.Processes, "processes (plugins.tools.process_limits.processes)"},
+		{unix.RLIMIT_DATA, lim.Data, "data"},
+		{unix.RLIMIT_CPU, lim.CPUSeconds, "CPU time"},
 	} {
 		if l.v == 0 {
 			continue
@@ -197,6 +219,11 @@ func setLimits(pid int, lim ProcessLimits) error {
 		v := min(l.v, cur.Max)
 		if err := unix.Prlimit(pid, l.res, &unix.Rlimit{Cur: v, Max: v}, nil); err != nil {
 			return fmt.Errorf("set the %s limit of the plugin to %d: %w", l.name, v, err)
+		}
+	}
+	if lim.NoFileWrites {
+		if err := unix.Prlimit(pid, unix.RLIMIT_FSIZE, &unix.Rlimit{}, nil); err != nil {
+			return fmt.Errorf("forbid the process to write files: %w", err)
 		}
 	}
 	if err := unix.Prlimit(pid, unix.RLIMIT_CORE, &unix.Rlimit{}, nil); err != nil {

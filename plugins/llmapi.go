@@ -2,13 +2,11 @@ package plugins
 
 import (
 	"context"
-	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
-	"strings"
 
 	"github.com/opentalon/opentalon/core"
 )
@@ -37,11 +35,11 @@ type GenerateResponse struct {
 // maxGenerateBody caps the request body.
 const maxGenerateBody = 4 << 20
 
-// NewGenerateHandler serves POST /api/plugins/llm/generate. apiKey is
-// server.api_key: requests must present it as X-API-Key or
-// "Authorization: Bearer <key>"; an empty apiKey refuses every request
-// (the endpoint is never open).
-func NewGenerateHandler(gen core.Generator, apiKey string, log *slog.Logger) http.Handler {
+// NewGenerateHandler serves POST /api/plugins/llm/generate. Requests must
+// present a key of keys (server.api_key, or a plugin's own credential) as
+// X-API-Key or "Authorization: Bearer <key>"; with no key configured every
+// request is refused (the endpoint is never open).
+func NewGenerateHandler(gen core.Generator, keys Keys, log *slog.Logger) http.Handler {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
@@ -52,13 +50,14 @@ func NewGenerateHandler(gen core.Generator, apiKey string, log *slog.Logger) htt
 			writeGenerate(w, http.StatusMethodNotAllowed, GenerateResponse{Error: "use POST " + GeneratePath})
 			return
 		}
-		if apiKey == "" {
+		if !keys.any() {
 			writeGenerate(w, http.StatusUnauthorized, GenerateResponse{Error: "the plugin LLM API is disabled: set server.api_key (e.g. api_key: \"${OPENTALON_API_KEY}\") to enable it"})
 			return
 		}
-		if !keyMatches(r, apiKey) {
+		plugin, _, ok := keys.caller(r)
+		if !ok {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="opentalon"`)
-			writeGenerate(w, http.StatusUnauthorized, GenerateResponse{Error: "missing or wrong API key: send server.api_key as the X-API-Key header or as Authorization: Bearer <key>"})
+			writeGenerate(w, http.StatusUnauthorized, GenerateResponse{Error: "missing or wrong API key: a plugin sends the OPENTALON_API_KEY it was started with (the operator server.api_key) as the X-API-Key header or as Authorization: Bearer <key>"})
 			return
 		}
 		var req GenerateRequest
@@ -91,7 +90,7 @@ func NewGenerateHandler(gen core.Generator, apiKey string, log *slog.Logger) htt
 			if errors.Is(r.Context().Err(), context.Canceled) {
 				return
 			}
-			log.Warn("plugin LLM call failed", "model", model, "err", err)
+			log.Warn("plugin LLM call failed", "plugin", plugin, "model", model, "err", err)
 			writeGenerate(w, status, GenerateResponse{Error: publicError(err)})
 			return
 		}
@@ -124,16 +123,6 @@ func publicError(err error) string {
 		return ce.Msg
 	}
 	return "the LLM call failed; see the OpenTalon log"
-}
-
-func keyMatches(r *http.Request, key string) bool {
-	got := r.Header.Get("X-API-Key")
-	if got == "" {
-		if auth := r.Header.Get("Authorization"); len(auth) > 7 && strings.EqualFold(auth[:7], "bearer ") {
-			got = strings.TrimSpace(auth[7:])
-		}
-	}
-	return got != "" && subtle.ConstantTimeCompare([]byte(got), []byte(key)) == 1
 }
 
 func writeGenerate(w http.ResponseWriter, status int, body GenerateResponse) {

@@ -55,7 +55,7 @@ func TestGenerateHandler(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			gen := &fakeGen{err: tt.genErr}
-			srv := httptest.NewServer(NewGenerateHandler(gen, tt.apiKey, nil))
+			srv := httptest.NewServer(NewGenerateHandler(gen, Keys{Operator: tt.apiKey}, nil))
 			defer srv.Close()
 			req, _ := http.NewRequest(tt.method, srv.URL+GeneratePath, strings.NewReader(tt.body))
 			for k, v := range tt.header {

@@ -11,7 +11,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/opentalon/opentalon/store"
+	"github.com/opentalon/opentalon/core"
 )
 
 // Options configure a Manager.
@@ -41,8 +41,15 @@ type Options struct {
 	Backoff func(n int) time.Duration
 	// Sleep waits d or until ctx ends (tests make it instant).
 	Sleep func(ctx context.Context, d time.Duration) error
+	// SocketParent is where the directory holding the plugins' sockets
+	// and temporary files is made: the data directory ("" = the
+	// temporary directory).
+	SocketParent string
 	// Env is added to every plugin's environment (OPENTALON_API_URL, …).
-	Env          []string
+	Env []string
+	// Credentials, when set, gives each plugin process its own key to
+	// the core's HTTP API as OPENTALON_API_KEY (see Credentials).
+	Credentials  *Credentials
 	StartTimeout time.Duration
 	StopGrace    time.Duration
 	// Sandbox confines the plugin processes (plugins.tools.run_as,
@@ -75,7 +82,7 @@ type Manager struct {
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup
 	iso     *Isolation
-	root    string // the plugins' socket root
+	root    *socketRoot // the plugins' socket root
 }
 
 // BindingStore keeps the binding of plugin names to binaries; *store.DB
@@ -83,7 +90,7 @@ type Manager struct {
 type BindingStore interface {
 	// PluginBind binds name to the binary unless name is bound already,
 	// and returns the binding in force.
-	PluginBind(ctx context.Context, name, path, sha256 string) (store.PluginBinding, error)
+	PluginBind(ctx context.Context, name, path, sha256 string) (core.PluginBinding, error)
 }
 
 // errRefused marks a plugin refused for good: restarting cannot help.
@@ -174,7 +181,7 @@ func (m *Manager) Start(ctx context.Context) error {
 		}
 		m.iso.Describe(m.log, HardenCore())
 	}
-	if m.root, err = SocketRoot(m.iso.credential() != nil); err != nil {
+	if m.root, err = newSocketRoot(m.o.SocketParent, m.iso.credential() != nil, m.log); err != nil {
 		return err
 	}
 	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
@@ -244,10 +251,38 @@ func (m *Manager) supervise(ctx context.Context, spec Spec, started func()) {
 }
 
 func (m *Manager) launch(ctx context.Context, spec Spec) (*Process, error) {
+	env, key := m.o.Env, ""
+	if m.o.Credentials != nil {
+		key = m.o.Credentials.issue()
+		env = append(env[:len(env):len(env)], EnvAPIKey+"="+key)
+	}
+	p, err := m.launchWith(ctx, spec, env, key)
+	if key != "" {
+		if err != nil {
+			m.o.Credentials.revoke(key)
+		} else {
+			p.apiKey = key
+		}
+	}
+	return p, err
+}
+
+// launchWith starts one plugin process; key (if any) is bound to the
+// name the plugin declares as soon as it is claimed, before the plugin is
+// registered, so its routes never answer before its own key opens them.
+func (m *Manager) launchWith(ctx context.Context, spec Spec, env []string, key string) (*Process, error) {
 	p, err := Launch(ctx, spec, LaunchOptions{
-		State: m.o.State, StateLimits: m.o.StateLimits, Env: m.o.Env, StartTimeout: m.o.StartTimeout, StopGrace: m.o.StopGrace,
-		Isolation: m.iso, SocketRoot: m.root, Now: m.o.Now, Logger: m.o.Logger,
-		Claim: func(name string, bin Binary) error { return m.claim(ctx, name, bin) },
+		State: m.o.State, StateLimits: m.o.StateLimits, Env: env, StartTimeout: m.o.StartTimeout, StopGrace: m.o.StopGrace,
+		Isolation: m.iso, SocketRoot: m.root.dir, Now: m.o.Now, Logger: m.o.Logger,
+		Claim: func(name string, bin Binary) error {
+			if err := m.claim(ctx, name, bin); err != nil {
+				return err
+			}
+			if key != "" {
+				m.o.Credentials.bind(key, name)
+			}
+			return nil
+		},
 	})
 	if err != nil {
 		return p, err
@@ -346,6 +381,9 @@ func (m *Manager) stop(p *Process) {
 	}
 	m.mu.Unlock()
 	p.Close()
+	if p.apiKey != "" {
+		m.o.Credentials.revoke(p.apiKey)
+	}
 	m.o.OnEvent(p.Cap.Name, "deregistered")
 }
 
@@ -389,8 +427,8 @@ func (m *Manager) Close() error {
 		m.cancel()
 	}
 	m.wg.Wait()
-	if m.root != "" {
-		return os.RemoveAll(m.root)
+	if m.root != nil {
+		return m.root.remove()
 	}
 	return nil
 }

@@ -18,8 +18,8 @@ import (
 
 	"google.golang.org/grpc"
 
+	"github.com/opentalon/opentalon/core"
 	pluginpb "github.com/opentalon/opentalon/proto"
-	"github.com/opentalon/opentalon/store"
 )
 
 // Handshake environment variables (see docs/plugins.md).
@@ -103,8 +103,12 @@ type Process struct {
 	done    chan struct{}
 	waitErr error
 	tail    *lineTail
+	// relogged is closed once the plugin's output reached its end (every
+	// holder of the pipe exited).
+	relogged chan struct{}
 
 	stopped   atomic.Bool // set by the manager's first stop
+	apiKey    string      // its own key to the core's API (Credentials)
 	closeOnce sync.Once
 	closeErr  error
 }
@@ -143,7 +147,7 @@ func Launch(ctx context.Context, spec Spec, o LaunchOptions) (p *Process, err er
 	if err != nil {
 		return nil, err
 	}
-	p = &Process{Spec: spec, Binary: bin, grace: o.StopGrace, log: log, done: make(chan struct{}), tail: &lineTail{max: 5}}
+	p = &Process{Spec: spec, Binary: bin, grace: o.StopGrace, log: log, done: make(chan struct{}), tail: &lineTail{max: 5}, relogged: make(chan struct{})}
 	p.outLog.Store(log)
 	defer func() {
 		if err != nil {
@@ -266,6 +270,13 @@ func (p *Process) handshake(ctx context.Context, timeout time.Duration, sock str
 		}
 		select {
 		case <-p.done:
+			// The exit may be seen before its last words were read from
+			// the pipe: wait for them (bounded: a child of the plugin may
+			// keep the pipe open).
+			select {
+			case <-p.relogged:
+			case <-time.After(2 * time.Second):
+			}
 			return Capability{}, fmt.Errorf("plugin %s exited during start-up (%v) before serving %s; last output: %s", p.Spec.Path, p.waitErr, EnvPluginSocket, p.tail.String())
 		case <-ctx.Done():
 			return Capability{}, fmt.Errorf("plugin %s did not answer Capabilities on %s within %s: it must serve PluginService on the unix socket named by %s (docs/plugins.md)", p.Spec.Path, sock, timeout, EnvPluginSocket)
@@ -344,6 +355,7 @@ func (p *Process) Close() error {
 }
 
 func (p *Process) relog(r *os.File) {
+	defer close(p.relogged)
 	defer r.Close()
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64*1024), 1<<20)
@@ -450,7 +462,7 @@ var errNoState = errors.New("no plugin state store configured")
 func (noState) PluginStateGet(context.Context, string, string) (string, bool, error) {
 	return "", false, errNoState
 }
-func (noState) PluginStatePut(context.Context, string, string, string, store.PluginStateQuota) error {
+func (noState) PluginStatePut(context.Context, string, string, string, core.PluginStateQuota) error {
 	return errNoState
 }
 func (noState) PluginStateDelete(context.Context, string, string) error { return errNoState }

@@ -1312,10 +1312,16 @@ type HTTPRequest struct {
 	// path is the part below /api/plugins/<name>/ (no leading slash).
 	Path string `protobuf:"bytes,2,opt,name=path,proto3" json:"path,omitempty"`
 	// query is the raw query string, without "?".
-	Query         string    `protobuf:"bytes,3,opt,name=query,proto3" json:"query,omitempty"`
-	Headers       []*Header `protobuf:"bytes,4,rep,name=headers,proto3" json:"headers,omitempty"`
-	Body          []byte    `protobuf:"bytes,5,opt,name=body,proto3" json:"body,omitempty"`
-	RemoteAddr    string    `protobuf:"bytes,6,opt,name=remote_addr,json=remoteAddr,proto3" json:"remote_addr,omitempty"`
+	Query      string    `protobuf:"bytes,3,opt,name=query,proto3" json:"query,omitempty"`
+	Headers    []*Header `protobuf:"bytes,4,rep,name=headers,proto3" json:"headers,omitempty"`
+	Body       []byte    `protobuf:"bytes,5,opt,name=body,proto3" json:"body,omitempty"`
+	RemoteAddr string    `protobuf:"bytes,6,opt,name=remote_addr,json=remoteAddr,proto3" json:"remote_addr,omitempty"`
+	// route_method and route_path are the declared route the request
+	// matched (its method, "" = any; its path as declared, ending in "/"
+	// for a subtree): the core checked that route's access rule, so a
+	// plugin serves the request by its route, not by matching path again.
+	RouteMethod   string `protobuf:"bytes,7,opt,name=route_method,json=routeMethod,proto3" json:"route_method,omitempty"`
+	RoutePath     string `protobuf:"bytes,8,opt,name=route_path,json=routePath,proto3" json:"route_path,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1392,6 +1398,20 @@ func (x *HTTPRequest) GetRemoteAddr() string {
 	return ""
 }
 
+func (x *HTTPRequest) GetRouteMethod() string {
+	if x != nil {
+		return x.RouteMethod
+	}
+	return ""
+}
+
+func (x *HTTPRequest) GetRoutePath() string {
+	if x != nil {
+		return x.RoutePath
+	}
+	return ""
+}
+
 type HTTPResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// status is the HTTP status (0 = 200).
@@ -1399,7 +1419,9 @@ type HTTPResponse struct {
 	Headers []*Header `protobuf:"bytes,2,rep,name=headers,proto3" json:"headers,omitempty"`
 	Body    []byte    `protobuf:"bytes,3,opt,name=body,proto3" json:"body,omitempty"`
 	// inject puts messages into conversations: each enters the durable
-	// queue like a platform message before the response is sent.
+	// queue like a platform message before the response is sent, and only
+	// when status is below 400 (a caller retries an error, which would
+	// queue them again). Give each an id to make a retry idempotent.
 	Inject        []*InjectMessage `protobuf:"bytes,4,rep,name=inject,proto3" json:"inject,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1703,7 +1725,7 @@ type Notification struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// kind is request_failed, channel_down, provider_cooling,
 	// budget_warning, budget_exhausted, plugin_restart_loop or
-	// lua_script_disabled.
+	// lua_hook_failed.
 	Kind string `protobuf:"bytes,1,opt,name=kind,proto3" json:"kind,omitempty"`
 	// subject is what it is about (a channel, a provider, a plugin).
 	Subject  string            `protobuf:"bytes,2,opt,name=subject,proto3" json:"subject,omitempty"`
@@ -2757,7 +2779,7 @@ const file_plugin_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"2\n" +
 	"\x06Header\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value\"\xbb\x01\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value\"\xfd\x01\n" +
 	"\vHTTPRequest\x12\x16\n" +
 	"\x06method\x18\x01 \x01(\tR\x06method\x12\x12\n" +
 	"\x04path\x18\x02 \x01(\tR\x04path\x12\x14\n" +
@@ -2765,7 +2787,10 @@ const file_plugin_proto_rawDesc = "" +
 	"\aheaders\x18\x04 \x03(\v2\x1b.opentalon.plugin.v1.HeaderR\aheaders\x12\x12\n" +
 	"\x04body\x18\x05 \x01(\fR\x04body\x12\x1f\n" +
 	"\vremote_addr\x18\x06 \x01(\tR\n" +
-	"remoteAddr\"\xad\x01\n" +
+	"remoteAddr\x12!\n" +
+	"\froute_method\x18\a \x01(\tR\vrouteMethod\x12\x1d\n" +
+	"\n" +
+	"route_path\x18\b \x01(\tR\troutePath\"\xad\x01\n" +
 	"\fHTTPResponse\x12\x16\n" +
 	"\x06status\x18\x01 \x01(\x05R\x06status\x125\n" +
 	"\aheaders\x18\x02 \x03(\v2\x1b.opentalon.plugin.v1.HeaderR\aheaders\x12\x12\n" +

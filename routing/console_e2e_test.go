@@ -10,6 +10,7 @@ import (
 
 	"github.com/opentalon/opentalon/channels/console"
 	"github.com/opentalon/opentalon/core"
+	"github.com/opentalon/opentalon/core/gateway"
 	"github.com/opentalon/opentalon/routing"
 	"github.com/opentalon/opentalon/routing/provider"
 	"github.com/opentalon/opentalon/routing/provider/providertest"
@@ -74,7 +75,7 @@ func TestModelCommandsThroughConsole(t *testing.T) {
 	agent := historyAgent{r: r, db: db}
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
-	g := core.New(core.Options{Store: db, Agent: agent, Signals: r, Workers: 1})
+	g := gateway.New(gateway.Options{Store: db, Agent: agent, Signals: r, Workers: 1})
 	g.AddChannel(console.New(console.Options{In: inR, Out: outW}))
 	for _, c := range r.Commands(db, db) {
 		g.AddCommand(c)

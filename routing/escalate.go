@@ -208,8 +208,13 @@ func (e *Escalator) escalate(st *core.EscalationState, s core.Session, last *cor
 		Text: question, Retry: true, Exclude: slices.Clone(st.Models),
 		Finish: func(ans *core.Answer) {
 			note := fmt.Sprintf("↻ Answered again by %s (%s was rejected).", ans.Model, last.Model)
-			if pinned {
+			switch {
+			case pinned:
 				note = fmt.Sprintf("↻ Answered again by your pinned model %s (send /model auto to let me escalate to another model).", ans.Model)
+			case ans.Model == last.Model:
+				// No other model could answer: the catalog has one, or
+				// the others are excluded or cooling down.
+				note = fmt.Sprintf("↻ Answered again by %s, the only model available now (add models to models.catalog to let /retry try another).", ans.Model)
 			}
 			ans.Text = note + "\n\n" + ans.Text
 		},

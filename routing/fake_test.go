@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/opentalon/opentalon/core"
+	"github.com/opentalon/opentalon/core/clock"
 	"github.com/opentalon/opentalon/routing/provider"
 )
 
@@ -67,17 +68,10 @@ func (f *fakeProvider) Calls() []fakeCall {
 	return append([]fakeCall(nil), f.calls...)
 }
 
-// fakeClock is a settable clock.
-type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
+// fakeClock is the repository's one fake clock (core/clock).
+type fakeClock = clock.Fake
 
-func newClock() *fakeClock { return &fakeClock{t: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)} }
-
-func (c *fakeClock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
-
-func (c *fakeClock) Advance(d time.Duration) { c.mu.Lock(); c.t = c.t.Add(d); c.mu.Unlock() }
+func newClock() *fakeClock { return clock.NewFake(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)) }
 
 func userMsg(s string) provider.Request {
 	return provider.Request{Messages: []core.ChatMessage{{Role: core.RoleUser, Content: s}}}

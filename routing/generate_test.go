@@ -40,7 +40,7 @@ func TestGenerateEndpoint(t *testing.T) {
 				Catalog:   []routing.Model{{Ref: "fake/m", Alias: "small", Weight: 50, Local: tt.local}},
 				MaxCloud:  2, MaxLocal: 1,
 			})
-			api := httptest.NewServer(plugins.NewGenerateHandler(router, key, nil))
+			api := httptest.NewServer(plugins.NewGenerateHandler(router, plugins.Keys{Operator: key}, nil))
 			defer api.Close()
 
 			post := func(k string, body string) (int, plugins.GenerateResponse) {

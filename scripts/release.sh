@@ -2,7 +2,7 @@
 # release.sh builds the release binaries: static (CGO_ENABLED=0; the
 # SQLite driver is pure Go), stripped, with the version embedded
 # (`opentalon version` prints it), for linux/amd64 and linux/arm64, and
-# a SHA256SUMS file beside them.
+# a SHA256SUMS-<version> file beside them.
 #
 #   scripts/release.sh v1.2.0     # dist/opentalon-v1.2.0-linux-amd64, ...-arm64
 #   scripts/release.sh            # version from `git describe`

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/opentalon/opentalon/core"
+	"github.com/opentalon/opentalon/core/clock"
 )
 
 // TestUndecodableRowDoesNotStallClaim: a row whose payload cannot be
@@ -66,7 +67,7 @@ func TestUndecodableRowDoesNotStallClaim(t *testing.T) {
 // retention go; queued and running rows and the replies stay.
 func TestPruneQueueKeepsUnfinishedAndRecentRows(t *testing.T) {
 	ctx := context.Background()
-	c := &clock{t: time.Unix(1_700_000_000, 0)}
+	c := clock.NewFake(time.Unix(1_700_000_000, 0))
 	db := openTest(t, Options{Now: c.Now, QueueRetention: 48 * time.Hour})
 	conv := func(s string) core.ConversationKey { return core.ConversationKey{Channel: "telegram", Chat: s} }
 	ids := map[string]int64{}
@@ -92,7 +93,7 @@ func TestPruneQueueKeepsUnfinishedAndRecentRows(t *testing.T) {
 	if _, err := db.SaveReply(ctx, &core.Reply{RequestID: ids["old-done"], SessionID: s.ID, Conversation: conv("old-done"), Text: "a", Parts: []string{"a"}}, nil); err != nil {
 		t.Fatal(err)
 	}
-	c.Add(72 * time.Hour)
+	c.Advance(72 * time.Hour)
 	for _, it := range items {
 		if it.Message.Text == "new-done" {
 			db.Finish(ctx, it.ID, core.StatusDone, "")

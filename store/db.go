@@ -73,6 +73,13 @@ func OpenFile(ctx context.Context, path string, o Options) (*DB, error) {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
+	// SQLite would create the file with the umask's mode (often 0644) and
+	// give its -wal and -shm files the same; it holds the conversations.
+	if f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600); err == nil {
+		f.Close()
+	} else if !errors.Is(err, fs.ErrExist) {
+		return nil, fmt.Errorf("create database %s (state.data_dir): %w", path, err)
+	}
 	pragmas := url.Values{}
 	for _, p := range []string{"busy_timeout(10000)", "journal_mode(WAL)", "foreign_keys(1)", "synchronous(NORMAL)"} {
 		pragmas.Add("_pragma", p)
@@ -190,6 +197,7 @@ func (db *DB) migrate(ctx context.Context) error {
 		applied[v] = true
 	}
 	rows.Close()
+	var names []string
 	for _, m := range ms {
 		if applied[m.version] {
 			continue
@@ -203,7 +211,15 @@ func (db *DB) migrate(ctx context.Context) error {
 		}); err != nil {
 			return fmt.Errorf("apply migration %s to %s: %w", m.name, db.path, err)
 		}
-		db.log.Info("applied database migration", "migration", m.name)
+		db.log.Debug("applied database migration", "migration", m.name)
+		names = append(names, m.name)
+	}
+	switch {
+	case len(names) == 0:
+	case have == 0:
+		db.log.Info("created the database", "path", db.path, "schema_version", latest)
+	default:
+		db.log.Info("migrated the database", "path", db.path, "from_version", have, "to_version", latest, "migrations", len(names))
 	}
 	return nil
 }

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/opentalon/opentalon/core"
+	"github.com/opentalon/opentalon/core/clock"
+	"github.com/opentalon/opentalon/core/gateway"
 )
 
 // chats is a fake platform with many chats: the test hands it messages,
@@ -95,9 +97,9 @@ func (scripted) Answer(ctx context.Context, t core.Turn) (core.Answer, error) {
 }
 
 // runGateway runs a gateway over db and ch until the returned stop is called.
-func runGateway(t *testing.T, db *DB, ch core.Channel, c *clock) (stop func()) {
+func runGateway(t *testing.T, db *DB, ch core.Channel, c *clock.Fake) (stop func()) {
 	t.Helper()
-	g := core.New(core.Options{Store: db, Agent: scripted{}, Workers: 2, MaxAttempts: 1, Now: c.Now})
+	g := gateway.New(gateway.Options{Store: db, Agent: scripted{}, Workers: 2, MaxAttempts: 1, Clock: c})
 	g.AddChannel(ch)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -116,7 +118,7 @@ func runGateway(t *testing.T, db *DB, ch core.Channel, c *clock) (stop func()) {
 func TestOldReplyNeverAnswersANewMessage(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	c := &clock{t: time.Unix(1_700_000_000, 0)}
+	c := clock.NewFake(time.Unix(1_700_000_000, 0))
 
 	week := 7 * 24 * time.Hour
 	db, err := Open(ctx, dir, Options{Now: c.Now, QueueRetention: week})
@@ -143,7 +145,7 @@ func TestOldReplyNeverAnswersANewMessage(t *testing.T) {
 	stop()
 	db.Close()
 
-	c.Add(8 * 24 * time.Hour)
+	c.Advance(8 * 24 * time.Hour)
 	db, err = Open(ctx, dir, Options{Now: c.Now, QueueRetention: week})
 	if err != nil {
 		t.Fatal(err)

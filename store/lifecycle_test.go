@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/opentalon/opentalon/core"
+	"github.com/opentalon/opentalon/core/clock"
 )
 
 // addTurn stores a question and its answer in sess as a reply to request.
@@ -24,7 +25,7 @@ func addTurn(t *testing.T, db *DB, sess core.Session, request int64, q, a string
 
 func TestExpireSessionsWithFakeClock(t *testing.T) {
 	ctx := context.Background()
-	clk := &clock{t: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
+	clk := clock.NewFake(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
 	db := openTest(t, Options{Now: clk.Now, SessionTTL: 24 * time.Hour})
 	idle := core.ConversationKey{Channel: "telegram", Chat: "idle"}
 	busy := core.ConversationKey{Channel: "telegram", Chat: "busy"}
@@ -47,7 +48,7 @@ func TestExpireSessionsWithFakeClock(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	clk.Add(23 * time.Hour)
+	clk.Advance(23 * time.Hour)
 	current, _ := db.ActiveSession(ctx, busy) // used again: its idle clock restarts
 	addTurn(t, db, current, 0, "q2", "a2")
 	if n, err := db.ExpireSessions(ctx); err != nil || n != 0 {
@@ -57,7 +58,7 @@ func TestExpireSessionsWithFakeClock(t *testing.T) {
 		t.Fatalf("busy sessions after /new = %+v; want the ended one readable and the active one", recs)
 	}
 
-	clk.Add(2 * time.Hour) // idle and the ended session: 25h without use
+	clk.Advance(2 * time.Hour) // idle and the ended session: 25h without use
 	n, err := db.ExpireSessions(ctx)
 	if err != nil || n != 2 {
 		t.Fatalf("after 25h: expired %d (%v), want 2 (the idle session and the ended one)", n, err)
@@ -91,7 +92,7 @@ func TestExpireSessionsWithFakeClock(t *testing.T) {
 	addTurn(t, db, fresh, 0, "q3", "a3")
 
 	// A conversation with a request running is not swept under it.
-	clk.Add(48 * time.Hour)
+	clk.Advance(48 * time.Hour)
 	if _, _, err := db.Enqueue(ctx, msgItem(busy, "77", "slow one")); err != nil {
 		t.Fatal(err)
 	}
@@ -123,10 +124,10 @@ func TestExpireSessionsWithFakeClock(t *testing.T) {
 
 func TestExpireSessionsOffWithoutTTL(t *testing.T) {
 	ctx := context.Background()
-	clk := &clock{t: time.Unix(1_000_000, 0)}
+	clk := clock.NewFake(time.Unix(1_000_000, 0))
 	db := openTest(t, Options{Now: clk.Now})
 	s, _ := db.ActiveSession(ctx, core.ConversationKey{Channel: "c", Chat: "1"})
-	clk.Add(10 * 365 * 24 * time.Hour)
+	clk.Advance(10 * 365 * 24 * time.Hour)
 	if n, err := db.ExpireSessions(ctx); n != 0 || err != nil {
 		t.Fatalf("expired %d (%v) with state.session_ttl 0", n, err)
 	}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/opentalon/opentalon/core"
+	"github.com/opentalon/opentalon/core/clock"
 )
 
 func TestStreamingReplyIsFilledIn(t *testing.T) {
@@ -95,7 +96,7 @@ func TestHistoryKeepsAttachmentReferences(t *testing.T) {
 }
 
 func TestMediaStore(t *testing.T) {
-	c := &clock{t: time.Unix(1_800_000_000, 0)}
+	c := clock.NewFake(time.Unix(1_800_000_000, 0))
 	db := openTest(t, Options{Now: c.Now})
 	ctx := context.Background()
 	data := bytes.Repeat([]byte("x"), 1000)
@@ -130,7 +131,7 @@ func TestMediaStore(t *testing.T) {
 		t.Fatalf("%d files in the media store; want only the stored one (no temporary left)", len(entries))
 	}
 
-	c.Add(48 * time.Hour)
+	c.Advance(48 * time.Hour)
 	if n, err := db.SweepMedia(ctx, c.Now().Add(-24*time.Hour)); err != nil || n != 1 {
 		t.Fatalf("SweepMedia = %d (%v); want the unused file removed", n, err)
 	}

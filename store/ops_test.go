@@ -9,11 +9,12 @@ import (
 	"time"
 
 	"github.com/opentalon/opentalon/core"
+	"github.com/opentalon/opentalon/core/clock"
 )
 
 func TestOperatorReads(t *testing.T) {
 	ctx := context.Background()
-	clk := &clock{t: time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)}
+	clk := clock.NewFake(time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC))
 	db := openTest(t, Options{Now: clk.Now})
 
 	t.Run("oldest queued", func(t *testing.T) {

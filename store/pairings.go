@@ -117,3 +117,14 @@ func (db *DB) Pairings(ctx context.Context, channel string) ([]core.Pairing, err
 	}
 	return out, rows.Err()
 }
+
+// ExpirePairings implements core.PairingStore: the pending requests made
+// before before are removed (their codes can no longer be approved).
+func (db *DB) ExpirePairings(ctx context.Context, before time.Time) (int, error) {
+	res, err := db.w.ExecContext(ctx, `DELETE FROM pairings WHERE status = 'pending' AND requested_at < ?`, before.UnixMilli())
+	if err != nil {
+		return 0, fmt.Errorf("expire pairing requests: %w", err)
+	}
+	n, _ := res.RowsAffected()
+	return int(n), nil
+}

@@ -7,11 +7,12 @@ import (
 	"time"
 
 	"github.com/opentalon/opentalon/core"
+	"github.com/opentalon/opentalon/core/clock"
 )
 
 func TestPairings(t *testing.T) {
 	ctx := context.Background()
-	clk := &clock{t: time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)}
+	clk := clock.NewFake(time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC))
 	db := openTest(t, Options{Now: clk.Now})
 	conv := core.ConversationKey{Channel: "telegram", Chat: "42"}
 
@@ -42,13 +43,28 @@ func TestPairings(t *testing.T) {
 		}
 	})
 	t.Run("approve", func(t *testing.T) {
-		clk.Add(time.Minute)
+		clk.Advance(time.Minute)
 		p, err := db.DecidePairing(ctx, "telegram", "AAAA2222", true, "7")
 		if err != nil || p.Status != core.PairingApproved || p.DecidedBy != "7" || !p.DecidedAt.Equal(clk.Now()) {
 			t.Fatalf("approve = %+v, %v", p, err)
 		}
 		if p, _ := db.Pairing(ctx, "telegram", "42"); p == nil || p.Status != core.PairingApproved {
 			t.Fatalf("after approval Pairing = %+v", p)
+		}
+	})
+	t.Run("expire removes old pending requests only", func(t *testing.T) {
+		if _, err := db.RequestPairing(ctx, core.Pairing{Channel: "discord", UserID: "D1", Code: "DDDD5555", RequestedAt: clk.Now().Add(-48 * time.Hour)}); err != nil {
+			t.Fatal(err)
+		}
+		n, err := db.ExpirePairings(ctx, clk.Now().Add(-24*time.Hour))
+		if err != nil || n != 1 {
+			t.Fatalf("ExpirePairings = %d, %v; want the one old pending request", n, err)
+		}
+		if p, _ := db.Pairing(ctx, "discord", "D1"); p != nil {
+			t.Fatalf("expired request still there: %+v", p)
+		}
+		if p, _ := db.Pairing(ctx, "telegram", "42"); p == nil || p.Status != core.PairingApproved {
+			t.Fatalf("a decided request went too: %+v", p)
 		}
 	})
 	t.Run("list puts pending first", func(t *testing.T) {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/opentalon/opentalon/core"
+	"github.com/opentalon/opentalon/core/clock"
 )
 
 func TestLearningStateRoundTrip(t *testing.T) {
@@ -115,7 +116,7 @@ func TestExploreSpentSince(t *testing.T) {
 
 func TestUnjudgedReplies(t *testing.T) {
 	ctx := context.Background()
-	clk := &clock{t: time.Date(2026, 3, 2, 10, 0, 0, 0, time.UTC)}
+	clk := clock.NewFake(time.Date(2026, 3, 2, 10, 0, 0, 0, time.UTC))
 	db := openTest(t, Options{Now: clk.Now})
 	conv := core.ConversationKey{Channel: "console", Chat: "a"}
 	s, err := db.ActiveSession(ctx, conv)
@@ -137,14 +138,14 @@ func TestUnjudgedReplies(t *testing.T) {
 	}
 	judged := save(s, 1, "p/a")   // gets a verdict
 	followed := save(s, 2, "p/a") // the user wrote again 10 minutes later
-	clk.Add(10 * time.Minute)
+	clk.Advance(10 * time.Minute)
 	save(other, 5, "")             // a command's reply: not an answer, but the user was there
 	last := save(s, 3, "p/b")      // nothing followed
 	alone := save(other, 4, "p/a") // nothing followed, another session
 	if _, err := db.AddSignal(ctx, core.Signal{Kind: "accepted", Polarity: core.Positive, ReplyID: judged, Model: "p/a", TaskType: "chat", Weight: 1, At: clk.Now()}); err != nil {
 		t.Fatal(err)
 	}
-	clk.Add(3 * time.Hour)
+	clk.Advance(3 * time.Hour)
 	got, err := db.UnjudgedReplies(ctx, start.Add(-time.Minute), clk.Now().Add(-time.Hour), time.Hour, 10)
 	if err != nil {
 		t.Fatal(err)

@@ -6,10 +6,11 @@ import (
 	"time"
 
 	"github.com/opentalon/opentalon/core"
+	"github.com/opentalon/opentalon/core/clock"
 )
 
 func TestSchedulesAddFireDelete(t *testing.T) {
-	clk := &clock{t: time.Date(2026, 5, 1, 8, 0, 0, 0, time.UTC)}
+	clk := clock.NewFake(time.Date(2026, 5, 1, 8, 0, 0, 0, time.UTC))
 	db := openTest(t, Options{Now: clk.Now})
 	ctx := context.Background()
 	conv := core.ConversationKey{Channel: "slack", Chat: "C1:odd", Thread: "171.2"}

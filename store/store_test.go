@@ -1,29 +1,20 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"log/slog"
+	"os"
 	"path/filepath"
 	"strings"
-	"sync"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/opentalon/opentalon/core"
+	"github.com/opentalon/opentalon/core/clock"
 )
-
-// clock is a settable fake clock.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
-func (c *clock) Add(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
 
 func openTest(t testing.TB, o Options) *DB {
 	t.Helper()
@@ -58,7 +49,7 @@ func TestQueueDedupe(t *testing.T) {
 }
 
 func TestClaimOrdersPerConversation(t *testing.T) {
-	c := &clock{t: time.Unix(1_700_000_000, 0)}
+	c := clock.NewFake(time.Unix(1_700_000_000, 0))
 	db := openTest(t, Options{Now: c.Now})
 	ctx := context.Background()
 	a := core.ConversationKey{Channel: "console", Chat: "a"}
@@ -106,7 +97,7 @@ func texts(items []core.QueueItem) string {
 }
 
 func TestClaimLimitAndRetryDelay(t *testing.T) {
-	c := &clock{t: time.Unix(1_700_000_000, 0)}
+	c := clock.NewFake(time.Unix(1_700_000_000, 0))
 	db := openTest(t, Options{Now: c.Now})
 	ctx := context.Background()
 	for i := range 3 {
@@ -125,7 +116,7 @@ func TestClaimLimitAndRetryDelay(t *testing.T) {
 	if texts(got) != "m2" || !next.Equal(time.UnixMilli(due.UnixMilli())) {
 		t.Fatalf("claim = %s next=%v; want m2 and next=%v", texts(got), next, due)
 	}
-	c.Add(10 * time.Second)
+	c.Advance(10 * time.Second)
 	got, _, _ = db.Claim(ctx, 5, c.Now())
 	if len(got) != 1 || got[0].ID != items[0].ID || got[0].Attempts != 1 {
 		t.Fatalf("after the delay: %+v, want the retried item with 1 attempt", got)
@@ -168,7 +159,7 @@ func TestRequeueRunningAndEdit(t *testing.T) {
 }
 
 func TestSessionsAndHistory(t *testing.T) {
-	c := &clock{t: time.Unix(1_700_000_000, 0)}
+	c := clock.NewFake(time.Unix(1_700_000_000, 0))
 	db := openTest(t, Options{Now: c.Now, SessionTTL: time.Hour})
 	ctx := context.Background()
 	conv := core.ConversationKey{Channel: "console", Chat: "local"}
@@ -212,7 +203,7 @@ func TestSessionsAndHistory(t *testing.T) {
 	if n, _ := db.MessageCount(ctx, fresh.ID); n != 0 {
 		t.Fatalf("fresh session has %d messages", n)
 	}
-	c.Add(2 * time.Hour)
+	c.Advance(2 * time.Hour)
 	if expired, _ := db.ActiveSession(ctx, conv); expired.ID == fresh.ID {
 		t.Fatal("session idle past the TTL was reused")
 	}
@@ -330,5 +321,35 @@ func BenchmarkClaimHeads(b *testing.B) {
 		if _, _, err := db.Claim(ctx, 4, time.Now()); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// The database file is private whatever the umask (it holds the
+// conversations), and so are the WAL and shared-memory files SQLite makes
+// beside it; creating it logs one line, not one per migration.
+func TestOpenCreatesAPrivateFileAndLogsOneLine(t *testing.T) {
+	old := syscall.Umask(0o022)
+	defer syscall.Umask(old)
+	dir := t.TempDir()
+	var logs bytes.Buffer
+	db, err := Open(context.Background(), dir, Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, _, err := db.Enqueue(context.Background(), msgItem(core.ConversationKey{Channel: "console", Chat: "x"}, "1", "hi")); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{FileName, FileName + "-wal", FileName + "-shm"} {
+		fi, err := os.Stat(filepath.Join(dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fi.Mode().Perm() != 0o600 {
+			t.Errorf("%s has mode %04o; want 0600", name, fi.Mode().Perm())
+		}
+	}
+	if n := strings.Count(logs.String(), "\n"); n != 1 || !strings.Contains(logs.String(), "created the database") {
+		t.Errorf("opening a new database logged %d lines; want one:\n%s", n, logs.String())
 	}
 }

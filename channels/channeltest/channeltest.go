@@ -10,6 +10,7 @@ import (
 
 	"github.com/opentalon/opentalon/channels/textfmt"
 	"github.com/opentalon/opentalon/core"
+	"github.com/opentalon/opentalon/core/gateway"
 )
 
 // Event is a platform event a fake delivered, as its Instance knows it.
@@ -92,7 +93,7 @@ type rig struct {
 	store   Store
 	ch      *recorder
 	signals *signalLog
-	gw      *core.Gateway
+	gw      *gateway.Gateway
 	sink    *gateSink
 }
 
@@ -229,7 +230,7 @@ func start(t *testing.T, p Platform, o Options, allowUsers []string, failFirst b
 	r := &rig{inst: inst, store: o.OpenStore(t), signals: &signalLog{}}
 	r.sink = &gateSink{calls: map[string]int{}, failFirst: failFirst}
 	r.ch = &recorder{Channel: inst.Channel(), gate: r.sink}
-	r.gw = core.New(core.Options{Store: r.store, Agent: echo{limit: inst.Limit()}, Signals: r.signals, Workers: 4,
+	r.gw = gateway.New(gateway.Options{Store: r.store, Agent: echo{limit: inst.Limit()}, Signals: r.signals, Workers: 4,
 		Backoff: func(int) time.Duration { return 10 * time.Millisecond }})
 	r.gw.AddChannel(r.ch)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -434,7 +435,7 @@ func runStopsAndCloses(t *testing.T, p Platform) {
 	inst := p.Start(t, nil)
 	ch := inst.Channel()
 	ctx, cancel := context.WithCancel(context.Background())
-	g := core.New(core.Options{}) // a sink that accepts nothing: Run must not need it to stop
+	g := gateway.New(gateway.Options{}) // a sink that accepts nothing: Run must not need it to stop
 	done := make(chan error, 1)
 	go func() { done <- ch.Run(ctx, g) }()
 	time.Sleep(50 * time.Millisecond) // let it connect

@@ -4,8 +4,9 @@
 // channel against a fake, make the fake deliver a message or a reaction,
 // tell whether the fake saw an event acknowledged) and calls Run.
 //
-// Run drives the adapter through a real core.Gateway over a real store
-// (the caller opens it, so this package needs only core and config) and
+// Run drives the adapter through a real gateway.Gateway over a real store
+// (the caller opens it, so this package needs only core, core/gateway
+// and the shared channel packages) and
 // checks the contract of core.Channel: an event is acknowledged only after
 // its row is committed; the same event delivered twice makes one queue
 // row; a reaction on a bot message becomes the right polarity on the right

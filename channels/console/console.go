@@ -28,17 +28,54 @@ type Options struct {
 	OnEOF func()
 	// Now is the clock (default time.Now).
 	Now func() time.Time
+	// Interactive is set when In and Out are a terminal: a prompt shows
+	// where to type, and a line counts the seconds while an answer is
+	// being written. Pipes (scripts, tests) get the answers only.
+	Interactive bool
+	// Tick is how often the waiting line is redrawn (default 1s).
+	Tick time.Duration
 }
+
+// Prompts of an interactive console: for a new message, and for the
+// next line of a message continued with a backslash.
+const (
+	Prompt         = "› "
+	PromptContinue = "· "
+)
+
+// thinking is the waiting line's text; the seconds follow it.
+const thinking = "  thinking… "
+
+// clearLine returns the cursor to the start of the line and erases it.
+const clearLine = "\r\x1b[K"
 
 // Channel is the console adapter.
 type Channel struct {
 	o     Options
-	mu    sync.Mutex // serializes writes to Out
+	mu    sync.Mutex // serializes writes to Out and guards the screen state below
 	sent  int64
 	start string
+	// What the last line of the terminal shows (Interactive only): the
+	// prompt, or the waiting line; the cursor is at its end.
+	prompt  string
+	waiting bool
+	// last is when the last line was read.
+	last time.Time
 }
 
-var _ core.Channel = (*Channel)(nil)
+var (
+	_ core.Channel   = (*Channel)(nil)
+	_ core.Indicator = (*Channel)(nil)
+)
+
+// LastEvent is when the last line was read, for the status page. (The
+// console is no core.HealthReporter: it is always up, and /status on the
+// console need not say that its user just typed.)
+func (c *Channel) LastEvent() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.last
+}
 
 // New builds a console channel; it reads nothing until Run.
 func New(o Options) *Channel {
@@ -50,6 +87,9 @@ func New(o Options) *Channel {
 	}
 	if o.Now == nil {
 		o.Now = time.Now
+	}
+	if o.Tick <= 0 {
+		o.Tick = time.Second
 	}
 	// Message ids must stay unique across restarts of the same database:
 	// the start time makes them so.
@@ -64,18 +104,23 @@ func (c *Channel) Name() string { return Name }
 // next one, so multi-line messages can be typed.
 func (c *Channel) Run(ctx context.Context, sink core.Sink) error {
 	lines := make(chan string)
+	c.showPrompt(Prompt)
 	go func() {
 		defer close(lines)
 		rd := bufio.NewReader(c.o.In)
 		var pending strings.Builder
 		for {
 			line, err := rd.ReadString('\n')
+			if err == nil {
+				c.typed()
+			}
 			if line == "" && err != nil {
 				return // the input ended (or failed: nothing more to read)
 			}
 			line = strings.TrimRight(line, "\r\n")
 			if strings.HasSuffix(line, `\`) {
 				pending.WriteString(strings.TrimSuffix(line, `\`) + "\n")
+				c.showPrompt(PromptContinue)
 				continue
 			}
 			pending.WriteString(line)
@@ -95,13 +140,18 @@ func (c *Channel) Run(ctx context.Context, sink core.Sink) error {
 			return nil
 		case text, ok := <-lines:
 			if !ok {
+				c.endPrompt()
 				if c.o.OnEOF != nil {
 					c.o.OnEOF()
 				}
 				<-ctx.Done()
 				return nil
 			}
+			c.mu.Lock()
+			c.last = c.o.Now()
+			c.mu.Unlock()
 			if strings.TrimSpace(text) == "" {
+				c.showPrompt(Prompt)
 				continue
 			}
 			seq++
@@ -143,6 +193,104 @@ func (c *Channel) Send(_ context.Context, _ core.Outbound, part string) (string,
 func (c *Channel) write(s string) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	_, err := io.WriteString(c.o.Out, s+"\n")
+	// A message takes the place of the prompt or the waiting line; a
+	// prompt shows again below it.
+	prompt := c.prompt
+	if prompt != "" || c.waiting {
+		s = clearLine + s
+		c.waiting = false
+	}
+	_, err := io.WriteString(c.o.Out, s+"\n"+prompt)
 	return err
+}
+
+// endPrompt ends the prompt's line when the input ends (Ctrl-D).
+func (c *Channel) endPrompt() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.prompt != "" {
+		io.WriteString(c.o.Out, "\n")
+		c.prompt = ""
+	}
+}
+
+// showPrompt shows p where the next line is typed (Interactive only).
+func (c *Channel) showPrompt(p string) {
+	if !c.o.Interactive {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.prompt == p {
+		return
+	}
+	pre := ""
+	if c.prompt != "" || c.waiting {
+		pre = clearLine
+	}
+	io.WriteString(c.o.Out, pre+p)
+	c.prompt, c.waiting = p, false
+}
+
+// typed notes that a line was entered: the terminal's echo moved the
+// cursor to a new line, below the prompt.
+func (c *Channel) typed() {
+	c.mu.Lock()
+	c.prompt = ""
+	c.mu.Unlock()
+}
+
+// Working implements core.Indicator: on a terminal, a line counts the
+// seconds until the answer replaces it; then the prompt comes back.
+func (c *Channel) Working(ctx context.Context, _ core.Inbound) (stop func()) {
+	if !c.o.Interactive {
+		return func() {}
+	}
+	started := c.o.Now()
+	shown := ""
+	draw := func() {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if c.prompt != "" && c.prompt != Prompt {
+			return // a continued message is being typed
+		}
+		line := thinking + strconv.Itoa(int(c.o.Now().Sub(started).Seconds())) + "s"
+		if c.waiting && line == shown {
+			return
+		}
+		io.WriteString(c.o.Out, clearLine+line)
+		c.prompt, c.waiting, shown = "", true, line
+	}
+	draw()
+	done := make(chan struct{})
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		t := time.NewTicker(c.o.Tick)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				draw()
+			}
+		}
+	}()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			close(done)
+			<-finished
+			c.mu.Lock()
+			if c.waiting {
+				io.WriteString(c.o.Out, clearLine)
+				c.waiting = false
+			}
+			c.mu.Unlock()
+			c.showPrompt(Prompt)
+		})
+	}
 }

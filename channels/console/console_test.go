@@ -3,6 +3,7 @@ package console
 import (
 	"bytes"
 	"context"
+	"io"
 	"strings"
 	"sync"
 	"testing"
@@ -85,5 +86,101 @@ func TestLongLineDoesNotEndInput(t *testing.T) {
 	defer s.mu.Unlock()
 	if len(s.got) != 2 || len(s.got[0].Text) != len(long) || s.got[1].Text != "after" {
 		t.Fatalf("accepted %d messages; want the 2 MiB line and the one after it", len(s.got))
+	}
+}
+
+// lockedBuffer is Out shared by the channel's goroutines and the test.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// waitFor waits until out holds want.
+func waitFor(t *testing.T, out *lockedBuffer, want string) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for out.String() != want {
+		if time.Now().After(deadline) {
+			t.Fatalf("terminal shows %q; want %q", out.String(), want)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// On a terminal: a prompt, a waiting line that counts the seconds and
+// gives way to the answer, the prompt again, a continuation prompt, and
+// the prompt's line ended at Ctrl-D. Through pipes none of it.
+func TestInteractivePromptAndWaitingLine(t *testing.T) {
+	in, typing := io.Pipe()
+	out := &lockedBuffer{}
+	now := time.Unix(1000, 0)
+	var clk sync.Mutex
+	eof := make(chan struct{})
+	ch := New(Options{In: in, Out: out, Interactive: true, Tick: 10 * time.Millisecond, OnEOF: func() { close(eof) },
+		Now: func() time.Time { clk.Lock(); defer clk.Unlock(); return now }})
+	s := &sink{}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go ch.Run(ctx, s)
+	waitFor(t, out, "› ")
+
+	io.WriteString(typing, "hello\n") // the terminal echoes it and moves to a new line
+	for len(s.accepted()) == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	stop := ch.Working(ctx, s.accepted()[0])
+	waitFor(t, out, "› \r\x1b[K  thinking… 0s")
+	clk.Lock()
+	now = now.Add(3 * time.Second)
+	clk.Unlock()
+	waitFor(t, out, "› \r\x1b[K  thinking… 0s\r\x1b[K  thinking… 3s")
+	// The gateway sends the answer, then stops the indicator.
+	if _, err := ch.Send(ctx, core.Outbound{}, "Hi there."); err != nil {
+		t.Fatal(err)
+	}
+	stop()
+	want := "› \r\x1b[K  thinking… 0s\r\x1b[K  thinking… 3s\r\x1b[KHi there.\n› "
+	waitFor(t, out, want)
+
+	// A message that arrives while the prompt shows replaces it, and the
+	// prompt comes back below it.
+	ch.Send(ctx, core.Outbound{}, "Your answer is delayed.")
+	want += "\r\x1b[KYour answer is delayed.\n› "
+	waitFor(t, out, want)
+
+	io.WriteString(typing, "first\\\n")
+	want += "· "
+	waitFor(t, out, want)
+	typing.Close()
+	<-eof
+	waitFor(t, out, want+"\n")
+}
+
+func (s *sink) accepted() []core.Inbound {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]core.Inbound(nil), s.got...)
+}
+
+func TestPipedConsoleShowsAnswersOnly(t *testing.T) {
+	var out bytes.Buffer
+	ch := New(Options{In: strings.NewReader("hi\n"), Out: &out})
+	stop := ch.Working(context.Background(), core.Inbound{})
+	ch.Send(context.Background(), core.Outbound{}, "answer")
+	stop()
+	if out.String() != "answer\n" {
+		t.Fatalf("piped console wrote %q; want the answer only", out.String())
 	}
 }

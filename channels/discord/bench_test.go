@@ -10,7 +10,7 @@ import (
 	"github.com/opentalon/opentalon/channels/discord"
 	"github.com/opentalon/opentalon/channels/discord/discordtest"
 	"github.com/opentalon/opentalon/config"
-	"github.com/opentalon/opentalon/core"
+	"github.com/opentalon/opentalon/core/gateway"
 	"github.com/opentalon/opentalon/store"
 )
 
@@ -42,7 +42,7 @@ func benchReplies(b *testing.B, channels, perChannel int) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	gw := core.New(core.Options{Store: db, Agent: &echoAgent{}, Workers: 4})
+	gw := gateway.New(gateway.Options{Store: db, Agent: &echoAgent{}, Workers: 4})
 	gw.AddChannel(bot)
 	done := make(chan error, 1)
 	go func() { done <- gw.Run(ctx, 5*time.Second) }()

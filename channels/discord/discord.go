@@ -137,9 +137,9 @@ func New(o Options) (*Bot, error) {
 		log:          o.Logger.With("component", "channel", "channel", Name),
 		http:         newHTTPClient(root, o.HTTPClient),
 		scrubber:     toolkit.NewScrubber(token),
-		users:        toolkit.NewAccess(cfg.PlatformUsers()),
-		chats:        toolkit.NewAccess(cfg.AllowChats),
-		guilds:       toolkit.NewAccess(cfg.AllowGuilds),
+		users:        toolkit.NewAccess(cfg.PlatformUsers(), toolkit.Digits),
+		chats:        toolkit.NewAccess(cfg.AllowChats, toolkit.Digits),
+		guilds:       toolkit.NewAccess(cfg.AllowGuilds, toolkit.Digits),
 		trigger:      toolkit.Trigger(cfg.Trigger),
 		reactions:    toolkit.NewReactions(cfg.Reactions),
 		health:       toolkit.NewHealth(Name, 0, o.Now),
@@ -148,6 +148,7 @@ func New(o Options) (*Bot, error) {
 		interactions: newInteractionTokens(),
 		reacting:     map[string]bool{},
 	}
+	toolkit.WarnNames(b.log, "channels.discord.allow_users", b.users)
 	b.rest = b.newSession()
 	return b, nil
 }

@@ -139,6 +139,10 @@ func (r *run) connect(ctx context.Context) error {
 	}
 	failures := 0
 	connected := false // connected at least once in this Run
+	// short counts the connections in a row that were lost within
+	// stableConnection: a gateway that accepts and drops at once is
+	// retried with the same backoff as one that refuses.
+	short := 0
 	for {
 		if g == nil {
 			g = r.newGatewaySession(intents)
@@ -204,14 +208,29 @@ func (r *run) connect(ctx context.Context) error {
 		}
 		failures, connected = 0, true
 		b.health.Connected()
+		up := b.now()
 		r.waitLost(ctx, g)
 		if ctx.Err() != nil {
 			return nil
 		}
 		b.health.Down(errors.New("discord: the gateway connection was lost; reconnecting"))
+		if lived := b.now().Sub(up); lived < stableConnection {
+			short++
+			wait := min(time.Second<<min(short-1, 6), time.Minute)
+			b.log.Warn("the Discord gateway connection was lost soon after it opened; resuming the session after a wait", "lived", lived.Round(time.Millisecond), "in", wait, "in_a_row", short)
+			if b.sleep(ctx, wait) != nil {
+				return nil
+			}
+			continue
+		}
+		short = 0
 		b.log.Warn("the Discord gateway connection was lost; resuming the session")
 	}
 }
+
+// stableConnection is how long a gateway connection must last for the
+// next one to be opened at once when it is lost.
+const stableConnection = 30 * time.Second
 
 // open runs the library's handshake, bounded by ctx and openTimeout: the
 // tracker drops the connection to end a handshake that hangs.

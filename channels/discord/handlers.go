@@ -163,7 +163,7 @@ func (r *run) inbound(ctx context.Context, m *discordgo.Message) (core.Inbound, 
 		return core.Inbound{}, false, nil
 	}
 	private := m.GuildID == ""
-	if !private && !b.guilds.Allows(m.GuildID) {
+	if !private && !b.guilds.AllowsAny(m.GuildID) {
 		b.log.Debug("message from a guild not in allow_guilds ignored", "guild", m.GuildID)
 		return core.Inbound{}, false, nil
 	}
@@ -217,12 +217,12 @@ func (r *run) inbound(ctx context.Context, m *discordgo.Message) (core.Inbound, 
 }
 
 // allowed applies allow_guilds (guild messages only), allow_chats (the
-// channel, or a thread or its parent) and allow_users (id or username).
+// channel, or a thread or its parent) and allow_users (ids, and usernames written @name).
 func (b *Bot) allowed(guild, channel, parent string, u *discordgo.User) bool {
-	if guild != "" && !b.guilds.Allows(guild) {
+	if guild != "" && !b.guilds.AllowsAny(guild) {
 		return false
 	}
-	return b.chats.Allows(channel, parent) && b.users.Allows(u.ID, u.Username)
+	return b.chats.AllowsAny(channel, parent) && b.users.Allows(u.ID, u.Username)
 }
 
 // stripMention removes the bot's mentions (<@id>, <@!id>) from text and

@@ -1,7 +1,7 @@
 package discord_test
 
 // The tests drive the channel through discordgo against discordtest (REST
-// and a gateway websocket on 127.0.0.1), with the real core.Gateway and a
+// and a gateway websocket on 127.0.0.1), with the real gateway.Gateway and a
 // real SQLite store and an instant fake agent in place of the LLM. Every
 // test runs in parallel: discordgo waits a second when it closes a
 // gateway connection.
@@ -19,6 +19,7 @@ import (
 	"github.com/opentalon/opentalon/channels/discord/discordtest"
 	"github.com/opentalon/opentalon/config"
 	"github.com/opentalon/opentalon/core"
+	"github.com/opentalon/opentalon/core/gateway"
 	"github.com/opentalon/opentalon/store"
 )
 
@@ -125,7 +126,7 @@ func options(t *testing.T, srv *discordtest.Server, logs *syncBuffer) discord.Op
 type rig struct {
 	srv     *discordtest.Server
 	bot     *discord.Bot
-	gw      *core.Gateway
+	gw      *gateway.Gateway
 	db      *store.DB
 	agent   *echoAgent
 	signals *signals
@@ -160,7 +161,7 @@ func start(t *testing.T, edit func(*config.Discord, *discord.Options), setup fun
 	}
 	agent := &echoAgent{}
 	sig := &signals{}
-	gw := core.New(core.Options{Store: db, Agent: agent, Signals: sig, Workers: 8, Backoff: func(int) time.Duration { return 10 * time.Millisecond }})
+	gw := gateway.New(gateway.Options{Store: db, Agent: agent, Signals: sig, Workers: 8, Backoff: func(int) time.Duration { return 10 * time.Millisecond }})
 	gw.AddChannel(bot)
 	done := make(chan error, 1)
 	go func() { done <- gw.Run(ctx, 5*time.Second) }()

@@ -2,7 +2,9 @@ package discord_test
 
 import (
 	"context"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -179,6 +181,51 @@ func TestReadyzDownWhileNotConnected(t *testing.T) {
 	r.waitSent(t, 1)
 }
 
+// Issue 25 (lower): a send whose answer was lost after Discord made the
+// message (a timeout, a 502) is tried again with the same nonce,
+// enforced, so it is not posted twice.
+func TestSendAfterALostAnswerPostsOnce(t *testing.T) {
+	t.Parallel()
+	r := start(t, nil, nil)
+	r.srv.WaitFor(t, "connected", r.srv.Connected)
+	r.srv.LoseResponses("POST", "/channels/"+r.channel+"/messages", 2)
+	to := core.Outbound{Conversation: core.ConversationKey{Channel: "discord", Chat: r.channel}}
+	id, err := r.bot.Send(context.Background(), to, "exactly once")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var same []discordtest.Sent
+	for _, s := range r.srv.Sent() {
+		if s.Content == "exactly once" {
+			same = append(same, s)
+		}
+	}
+	if len(same) != 1 || same[0].ID != id {
+		t.Fatalf("posted %d times (%+v), Send returned %s; want one message, its id returned", len(same), same, id)
+	}
+	// A file alike.
+	r.srv.LoseResponses("POST", "/channels/"+r.channel+"/messages", 1)
+	if _, err := r.bot.Upload(context.Background(), to, core.Attachment{Name: "a.txt", MIME: "text/plain", Data: []byte("hi")}); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(r.srv.Uploads()); n != 1 {
+		t.Fatalf("the file was posted %d times; want once", n)
+	}
+	// Two sends of the same text are two messages: each has its own nonce.
+	if _, err := r.bot.Send(context.Background(), to, "exactly once"); err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, s := range r.srv.Sent() {
+		if s.Content == "exactly once" {
+			n++
+		}
+	}
+	if n != 2 {
+		t.Fatalf("%d messages after a second send; want 2", n)
+	}
+}
+
 func TestSendRetriesThenReportsGivingUp(t *testing.T) {
 	t.Parallel()
 	r := start(t, nil, nil)
@@ -199,6 +246,30 @@ func TestSendRetriesThenReportsGivingUp(t *testing.T) {
 	_, err = r.bot.Send(context.Background(), core.Outbound{Conversation: core.ConversationKey{Channel: "discord", Chat: "404404"}}, "to nowhere")
 	if core.ErrorKind(err) != core.KindBadRequest {
 		t.Errorf("Send to an unknown channel = %v, want a bad request, not retried", err)
+	}
+}
+
+// Issue 25, finding 7: a user whose username is an allowed user's id is
+// not that user (ids and usernames were checked against one list).
+func TestAllowUsersKeepsIDsAndNamesApart(t *testing.T) {
+	t.Parallel()
+	srv := discordtest.New(t, token)
+	o := options(t, srv, &syncBuffer{})
+	alice := srv.User("alice")
+	impostor := srv.User(alice.ID) // a username spelled like alice's id
+	o.Config.AllowUsers = []string{alice.ID}
+	bot, err := discord.New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sink := &fakeSink{}
+	runBot(t, bot, sink)
+	srv.Message(t, discordtest.Msg{Channel: srv.DM(impostor), Author: impostor, Content: "I am alice"})
+	want := srv.Message(t, discordtest.Msg{Channel: srv.DM(alice), Author: alice, Content: "it is me"})
+	srv.WaitFor(t, "alice's message accepted", func() bool { return len(sink.inbound()) >= 1 })
+	time.Sleep(50 * time.Millisecond)
+	if got := sink.inbound(); len(got) != 1 || got[0].MessageID != want {
+		t.Fatalf("accepted %+v; want only alice's message, not the impostor's", got)
 	}
 }
 
@@ -270,4 +341,38 @@ func TestGatewayBotMissingOrDownAtStart(t *testing.T) {
 			t.Error("Healthy = nil while discovery fails")
 		}
 	})
+}
+
+// A gateway that drops every connection soon after it opens is resumed
+// after growing waits, as one that refuses connections is, not at once
+// in a loop (same family as issue 25's Telegram poll without a floor).
+func TestConnectionsLostAtOnceBackOff(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	var waits []time.Duration
+	r := start(t, func(_ *config.Discord, o *discord.Options) {
+		o.Sleep = func(ctx context.Context, d time.Duration) error {
+			mu.Lock()
+			waits = append(waits, d)
+			mu.Unlock()
+			return quickSleep(ctx, d)
+		}
+	}, nil)
+	for range 4 {
+		r.srv.WaitFor(t, "connected", r.srv.Connected)
+		r.srv.Disconnect(discordtest.CloseUnknownError)
+	}
+	r.srv.WaitFor(t, "connected again", r.srv.Connected)
+	mu.Lock()
+	defer mu.Unlock()
+	var backoff []time.Duration
+	for _, d := range waits {
+		if d >= time.Second {
+			backoff = append(backoff, d)
+		}
+	}
+	want := []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 8 * time.Second}
+	if !slices.Equal(backoff, want) {
+		t.Fatalf("waits %v; want %v before the four resumes", backoff, want)
+	}
 }

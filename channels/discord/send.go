@@ -2,7 +2,11 @@ package discord
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"sync"
 	"time"
@@ -56,19 +60,44 @@ func (b *Bot) Send(ctx context.Context, to core.Outbound, part string) (string, 
 		msg.Reference = &discordgo.MessageReference{MessageID: to.ReplyTo, ChannelID: ch, FailIfNotExists: &no}
 		msg.AllowedMentions = noPings(true)
 	}
+	// Every attempt of this send carries one nonce, enforced: a retry
+	// after an answer that got lost (a timeout, a 502 that discordgo
+	// retries itself) gets the message the first attempt made instead of
+	// posting it twice.
+	body := nonceSend{MessageSend: msg, Nonce: newNonce(), EnforceNonce: true}
+	endpoint := discordgo.EndpointChannelMessages(ch)
 	var sent *discordgo.Message
 	err := b.retry(ctx, "send a message", func(ctx context.Context) error {
-		m, err := b.rest.ChannelMessageSendComplex(ch, msg, discordgo.WithContext(ctx))
+		raw, err := b.rest.RequestWithBucketID(http.MethodPost, endpoint, body, endpoint, discordgo.WithContext(ctx))
 		if err != nil {
 			return b.classify("POST /channels/{id}/messages", err)
 		}
-		sent = m
+		var m discordgo.Message
+		if err := json.Unmarshal(raw, &m); err != nil {
+			return fmt.Errorf("POST /channels/{id}/messages: unreadable answer: %w", err)
+		}
+		sent = &m
 		return nil
 	})
 	if err != nil {
 		return "", err
 	}
 	return sent.ID, nil
+}
+
+// nonceSend is a message with the nonce Discord deduplicates a repeated
+// send by (discordgo v0.29's MessageSend has no field for it).
+type nonceSend struct {
+	*discordgo.MessageSend
+	Nonce        string `json:"nonce"`
+	EnforceNonce bool   `json:"enforce_nonce"`
+}
+
+// newNonce is a random nonce of 24 characters (Discord takes at most 25).
+func newNonce() string {
+	var b [18]byte
+	_, _ = rand.Read(b[:])
+	return base64.RawURLEncoding.EncodeToString(b[:])
 }
 
 // sendInteraction posts part of an answer to an application command:

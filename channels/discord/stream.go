@@ -3,7 +3,10 @@ package discord
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"fmt"
 	"io"
+	"net/http"
 	"time"
 
 	"github.com/bwmarrin/discordgo"
@@ -78,19 +81,30 @@ func (b *Bot) MaxUpload(core.Attachment) int64 { return maxUpload }
 // first part.
 func (b *Bot) Upload(ctx context.Context, to core.Outbound, f core.Attachment) (string, error) {
 	ch := target(to.Conversation)
+	msg := &discordgo.MessageSend{AllowedMentions: noPings(false)}
+	if to.Part == 0 && to.ReplyTo != "" && to.Meta[metaInteraction] == "" {
+		no := false
+		msg.Reference = &discordgo.MessageReference{MessageID: to.ReplyTo, ChannelID: ch, FailIfNotExists: &no}
+	}
+	// One nonce for every attempt, as Send does.
+	body := nonceSend{MessageSend: msg, Nonce: newNonce(), EnforceNonce: true}
+	endpoint := discordgo.EndpointChannelMessages(ch)
 	var sent *discordgo.Message
 	err := b.retry(ctx, "send a file", func(ctx context.Context) error {
-		msg := &discordgo.MessageSend{AllowedMentions: noPings(false),
-			Files: []*discordgo.File{{Name: f.Name, ContentType: f.MIME, Reader: bytes.NewReader(f.Data)}}}
-		if to.Part == 0 && to.ReplyTo != "" && to.Meta[metaInteraction] == "" {
-			no := false
-			msg.Reference = &discordgo.MessageReference{MessageID: to.ReplyTo, ChannelID: ch, FailIfNotExists: &no}
+		files := []*discordgo.File{{Name: f.Name, ContentType: f.MIME, Reader: bytes.NewReader(f.Data)}}
+		contentType, payload, err := discordgo.MultipartBodyWithJSON(body, files)
+		if err != nil {
+			return err
 		}
-		m, err := b.rest.ChannelMessageSendComplex(ch, msg, discordgo.WithContext(ctx))
+		raw, err := b.rest.RequestRaw(http.MethodPost, endpoint, contentType, payload, endpoint, 0, discordgo.WithContext(ctx))
 		if err != nil {
 			return b.classify("POST /channels/{id}/messages (file)", err)
 		}
-		sent = m
+		var m discordgo.Message
+		if err := json.Unmarshal(raw, &m); err != nil {
+			return fmt.Errorf("POST /channels/{id}/messages (file): unreadable answer: %w", err)
+		}
+		sent = &m
 		return nil
 	})
 	if err != nil {

@@ -73,7 +73,7 @@ func (b *Bot) handleEvent(ctx context.Context, sink core.Sink, eventID string, i
 }
 
 func (b *Bot) accept(ctx context.Context, sink core.Sink, m message) error {
-	in, ok := b.inbound(ctx, m)
+	in, ok := b.inbound(ctx, m, b.mayTalk(sink, m.channel))
 	if !ok {
 		return nil
 	}
@@ -83,13 +83,27 @@ func (b *Bot) accept(ctx context.Context, sink core.Sink, m message) error {
 	return nil
 }
 
+// mayTalk says whether a user of a channel may talk to the bot: the
+// channel's allow_users and, when the sink can tell, the gateway's access
+// rule (its modes, admins, pairings, auth provider).
+func (b *Bot) mayTalk(sink core.Sink, channel string) func(ctx context.Context, user string) bool {
+	ac, _ := sink.(core.AccessChecker)
+	return func(ctx context.Context, user string) bool {
+		if user == "" || !b.users.Allows(user, "") {
+			return false
+		}
+		return ac == nil || ac.MayTalk(ctx, core.Inbound{Conversation: core.ConversationKey{Channel: Name, Chat: channel}, UserID: user})
+	}
+}
+
 // inbound normalizes a message; ok=false means it is not for the bot.
-func (b *Bot) inbound(ctx context.Context, m message) (core.Inbound, bool) {
+// mayTalk judges the authors of a thread's earlier messages.
+func (b *Bot) inbound(ctx context.Context, m message, mayTalk func(context.Context, string) bool) (core.Inbound, bool) {
 	me := b.identity()
 	if m.user == "" || m.botID != "" || m.user == me.UserID || strings.TrimSpace(m.text) == "" && len(m.files) == 0 {
 		return core.Inbound{}, false // other bots, ourselves, nothing to answer
 	}
-	if !b.users.Allows(m.user) || !b.chats.Allows(m.channel) {
+	if !b.users.Allows(m.user, "") || !b.chats.AllowsAny(m.channel) {
 		b.log.Debug("message from a user or channel not in allow_users/allow_chats ignored", "channel", m.channel, "user", m.user)
 		return core.Inbound{}, false
 	}
@@ -126,7 +140,7 @@ func (b *Bot) inbound(ctx context.Context, m message) (core.Inbound, bool) {
 	if !private {
 		if inThread {
 			if _, _, isCmd := core.ParseCommand(text); !isCmd {
-				text = b.withThreadContext(ctx, m, thread, text)
+				text = b.withThreadContext(ctx, m, thread, text, mayTalk)
 			}
 		} else {
 			b.seen.Add(threadKey(m.channel, m.ts)) // the bot sees this thread from its start
@@ -158,7 +172,7 @@ func (b *Bot) react(ctx context.Context, sink core.Sink, eventID, user, name, it
 	if item.Type != "message" || user == "" || user == me.UserID || (itemUser != "" && itemUser != me.UserID) {
 		return nil
 	}
-	if !b.users.Allows(user) || !b.chats.Allows(item.Channel) {
+	if !b.users.Allows(user, "") || !b.chats.AllowsAny(item.Channel) {
 		return nil
 	}
 	msg := platformID(item.Channel, item.Timestamp)
@@ -182,15 +196,21 @@ func (b *Bot) react(ctx context.Context, sink core.Sink, eventID, user, name, it
 	return nil
 }
 
+// answerCommands are the slash commands whose answer is an answer of the
+// conversation, not a notice for the one user: /retry's re-answer is
+// posted like any reply, so it stays, and reactions on it teach the
+// router.
+var answerCommands = map[string]bool{"/retry": true}
+
 // handleSlash hands a slash command to core as the typed command would
 // be: "/model gpt" in the channel's conversation (the DM's, or the
-// channel's top level). Its answer is ephemeral.
+// channel's top level). Its answer is ephemeral, but for answerCommands.
 func (b *Bot) handleSlash(ctx context.Context, sink core.Sink, cmd slack.SlashCommand, envelopeID string) error {
 	if cmd.UserID == "" || cmd.ChannelID == "" || !strings.HasPrefix(cmd.Command, "/") {
 		b.log.Warn("slash command without a user, a channel or a command dropped", "command", cmd.Command)
 		return nil
 	}
-	if !b.users.Allows(cmd.UserID) || !b.chats.Allows(cmd.ChannelID) {
+	if !b.users.Allows(cmd.UserID, "") || !b.chats.AllowsAny(cmd.ChannelID) {
 		b.log.Debug("slash command from a user or channel not in allow_users/allow_chats ignored", "channel", cmd.ChannelID, "user", cmd.UserID)
 		return nil
 	}
@@ -208,6 +228,9 @@ func (b *Bot) handleSlash(ctx context.Context, sink core.Sink, cmd slack.SlashCo
 		Private:      strings.HasPrefix(cmd.ChannelID, "D") || cmd.ChannelName == "directmessage",
 		Meta:         map[string]string{metaKind: kindSlash, metaUser: cmd.UserID},
 		ReceivedAt:   b.now(),
+	}
+	if answerCommands[strings.ToLower(cmd.Command)] {
+		delete(in.Meta, metaKind)
 	}
 	if cmd.ResponseURL != "" {
 		b.rememberResponse(in.MessageID, cmd.ResponseURL)

@@ -14,6 +14,7 @@ import (
 	"github.com/opentalon/opentalon/channels/slack/slacktest"
 	"github.com/opentalon/opentalon/config"
 	"github.com/opentalon/opentalon/core"
+	"github.com/opentalon/opentalon/core/gateway"
 	"github.com/opentalon/opentalon/store"
 )
 
@@ -92,7 +93,7 @@ func (l *logBuf) String() string {
 type rig struct {
 	srv     *slacktest.Server
 	bot     *slack.Bot
-	gw      *core.Gateway
+	gw      *gateway.Gateway
 	db      *store.DB
 	agent   *agent
 	signals *signals
@@ -106,6 +107,8 @@ type setup struct {
 	fake   slacktest.Options
 	config func(*config.Slack)
 	opts   func(*slack.Options)
+	// gatewayOptions changes the gateway's options (its access rules).
+	gatewayOptions func(*gateway.Options)
 }
 
 func newRig(t testing.TB, s setup) *rig {
@@ -142,8 +145,12 @@ func newRigOn(t testing.TB, srv *slacktest.Server, s setup) *rig {
 		t.Fatal(err)
 	}
 	r := &rig{srv: srv, bot: bot, db: db, agent: &agent{}, signals: &signals{}, logs: logs, done: make(chan error, 1)}
-	r.gw = core.New(core.Options{Store: db, Agent: r.agent, Signals: r.signals, Workers: 4,
-		Backoff: func(int) time.Duration { return 10 * time.Millisecond }})
+	gopts := gateway.Options{Store: db, Agent: r.agent, Signals: r.signals, Workers: 4,
+		Backoff: func(int) time.Duration { return 10 * time.Millisecond }}
+	if s.gatewayOptions != nil {
+		s.gatewayOptions(&gopts)
+	}
+	r.gw = gateway.New(gopts)
 	r.gw.AddChannel(bot)
 	ctx, cancel := context.WithCancel(context.Background())
 	r.stop = cancel

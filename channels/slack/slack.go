@@ -143,8 +143,8 @@ func New(o Options) (*Bot, error) {
 		o: o, cfg: cfg, now: o.Now, sleep: o.Sleep, http: o.HTTPClient,
 		log:       o.Logger.With("component", "channel", "channel", Name),
 		scrubber:  toolkit.NewScrubber(cfg.BotToken.Value(), cfg.AppToken.Value(), cfg.SigningSecret.Value()),
-		users:     toolkit.NewAccess(cfg.PlatformUsers()),
-		chats:     toolkit.NewAccess(cfg.AllowChats),
+		users:     toolkit.NewAccess(cfg.PlatformUsers(), nil),
+		chats:     toolkit.NewAccess(cfg.AllowChats, nil),
 		trigger:   toolkit.Trigger(cfg.Trigger),
 		reactions: toolkit.NewReactions(cfg.Reactions),
 		pace: toolkit.Pace{

@@ -1,13 +1,14 @@
 package telegram_test
 
 // End-to-end tests: the fake Bot API ↔ the Telegram channel (driven
-// through go-telegram/bot) ↔ the real core.Gateway ↔ a real SQLite store,
+// through go-telegram/bot) ↔ the real gateway.Gateway ↔ a real SQLite store,
 // with an instant fake agent in place of the LLM.
 
 import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"reflect"
 	"sort"
 	"strings"
@@ -24,6 +25,8 @@ import (
 	"github.com/opentalon/opentalon/channels/toolkit"
 	"github.com/opentalon/opentalon/config"
 	"github.com/opentalon/opentalon/core"
+	"github.com/opentalon/opentalon/core/clock"
+	"github.com/opentalon/opentalon/core/gateway"
 	"github.com/opentalon/opentalon/store"
 )
 
@@ -80,7 +83,7 @@ func (s *signals) RecordSignal(_ context.Context, sig core.Signal) error {
 type e2e struct {
 	srv     *telegramtest.Server
 	bot     *telegram.Bot
-	gw      *core.Gateway
+	gw      *gateway.Gateway
 	db      *store.DB
 	agent   *echoAgent
 	signals *signals
@@ -114,17 +117,21 @@ func instantSleep(ctx context.Context, d time.Duration) error {
 // channel registered with the gateway.
 func startE2E(tb testing.TB, wrap func(*telegram.Bot) core.Channel) *e2e {
 	tb.Helper()
-	return startE2EWith(tb, instantSleep, wrap)
+	return startE2EWith(tb, instantSleep, nil, wrap)
 }
 
 // startE2EWith is startE2E with the bot's sleep (nil: real waits); with
-// any sleep but instantSleep the platform's default pacing holds.
-func startE2EWith(tb testing.TB, sleep func(context.Context, time.Duration) error, wrap func(*telegram.Bot) core.Channel) *e2e {
+// any sleep but instantSleep the platform's default pacing holds. set,
+// when not nil, changes the bot's options last.
+func startE2EWith(tb testing.TB, sleep func(context.Context, time.Duration) error, set func(*telegram.Options), wrap func(*telegram.Bot) core.Channel) *e2e {
 	tb.Helper()
 	srv := telegramtest.New(tb, token)
 	o := botOptions(srv, sleep)
 	if sleep == nil || reflect.ValueOf(sleep).Pointer() != reflect.ValueOf(instantSleep).Pointer() {
 		o.SendGap = 0 // the default pacing
+	}
+	if set != nil {
+		set(&o)
 	}
 	bot, err := telegram.New(o)
 	if err != nil {
@@ -137,7 +144,7 @@ func startE2EWith(tb testing.TB, sleep func(context.Context, time.Duration) erro
 	}
 	agent := &echoAgent{}
 	sig := &signals{ch: make(chan struct{}, 100)}
-	gw := core.New(core.Options{Store: db, Agent: agent, Signals: sig, Workers: workers, Backoff: func(int) time.Duration { return 10 * time.Millisecond }})
+	gw := gateway.New(gateway.Options{Store: db, Agent: agent, Signals: sig, Workers: workers, Backoff: func(int) time.Duration { return 10 * time.Millisecond }})
 	var ch core.Channel = bot
 	if wrap != nil {
 		ch = wrap(bot)
@@ -431,33 +438,37 @@ func BenchmarkInboundToReply(b *testing.B) {
 	b.ReportMetric(float64(len(lat))/float64(b.N), "replies/op")
 }
 
-// TestE2EBurstStaysUnderTheGlobalLimit: 50 chats write at once. Every
-// question reaches the agent while the replies past Telegram's limit wait
-// for it (a paced send holds no queue worker), and no second at the fake
-// Bot API holds more than 30 messages.
+// TestE2EBurstStaysUnderTheGlobalLimit: 50 chats ask at once. Replies
+// that wait for the limit across chats do not hold the queue workers
+// (every question reaches the agent while they wait), and the Bot API
+// gets at most 30 messages in any second.
+//
+// The bot runs on a fake clock: its waits block until the test moves the
+// clock, so the replies past the limit wait (and the test checks the
+// agent's progress meanwhile) however slow the machine is, and each
+// sendMessage is stamped with the clock's time as it leaves, so the check
+// reads the limiter's absolute schedule. (A fake sleep that held the
+// waits on a gate and then slept their length turned that schedule into
+// waits counted from the gate: under load the sends bunched up.)
 func TestE2EBurstStaysUnderTheGlobalLimit(t *testing.T) {
 	const chats = 50
-	// Waits for the limit block until the gate opens, then take their
-	// real time: the agent's progress is checked while sends are held.
-	gate := make(chan struct{})
+	clk := clock.NewFake(time.Unix(1_700_000_000, 0))
 	var held atomic.Int32
 	sleep := func(ctx context.Context, d time.Duration) error {
-		if d <= 0 {
-			return ctx.Err()
+		if d > 0 {
+			held.Add(1)
 		}
-		held.Add(1)
-		select {
-		case <-gate:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-		return toolkit.Sleep(ctx, d)
+		return clk.Sleep(ctx, d)
 	}
-	e := startE2EWith(t, sleep, nil)
+	stamps := &stamper{now: clk.Now, method: "/sendMessage", next: toolkit.NewTransport()}
+	e := startE2EWith(t, sleep, func(o *telegram.Options) {
+		o.Now = clk.Now
+		o.HTTPClient = &http.Client{Timeout: time.Minute, Transport: stamps}
+	}, nil)
 	for i := range chats {
 		e.srv.AddUpdate(e.srv.Private(telegramtest.User(int64(2000+i), ""), fmt.Sprintf("burst %d", i)))
 	}
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(time.Minute)
 	for len(e.agent.seen()) < chats {
 		if time.Now().After(deadline) {
 			t.Fatalf("only %d of %d questions reached the agent while %d replies waited for the limit: paced sends hold the queue workers",
@@ -465,19 +476,52 @@ func TestE2EBurstStaysUnderTheGlobalLimit(t *testing.T) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	close(gate)
-	sent := e.srv.WaitSent(t, chats, 30*time.Second)
-	at := make([]time.Time, len(sent))
-	for i, s := range sent {
-		at[i] = s.At
+	if held.Load() == 0 {
+		t.Fatal("no reply waited for the limit across chats: 50 replies at once must")
+	}
+	// Time goes on until every reply is out.
+	for deadline := time.Now().Add(time.Minute); len(e.srv.Sent()) < chats; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d replies sent at %v", len(e.srv.Sent()), chats, clk.Now())
+		}
+		clk.Advance(50 * time.Millisecond)
+	}
+	at := stamps.times()
+	if len(at) < chats {
+		t.Fatalf("%d sendMessage calls stamped; want %d", len(at), chats)
 	}
 	sort.Slice(at, func(i, j int) bool { return at[i].Before(at[j]) })
 	for i := range at {
 		n := sort.Search(len(at), func(j int) bool { return !at[j].Before(at[i].Add(time.Second)) }) - i
 		if n > 30 {
-			t.Fatalf("%d messages reached the Bot API within one second from %s; Telegram allows 30", n, at[i].Format("15:04:05.000"))
+			t.Fatalf("%d messages reached the Bot API within one second from +%v; Telegram allows 30", n, at[i].Sub(at[0]))
 		}
 	}
+}
+
+// stamper is the bot's HTTP transport: it records the clock's time of
+// each call of method as the call leaves.
+type stamper struct {
+	now    func() time.Time
+	method string
+	next   http.RoundTripper
+	mu     sync.Mutex
+	at     []time.Time
+}
+
+func (s *stamper) RoundTrip(r *http.Request) (*http.Response, error) {
+	if strings.HasSuffix(r.URL.Path, s.method) {
+		s.mu.Lock()
+		s.at = append(s.at, s.now())
+		s.mu.Unlock()
+	}
+	return s.next.RoundTrip(r)
+}
+
+func (s *stamper) times() []time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]time.Time(nil), s.at...)
 }
 
 // BenchmarkInboundToReplyIdle measures one message at a time (no queueing

@@ -122,7 +122,7 @@ func displayName(u *models.User) string {
 
 // allowed applies allow_users (ids or @usernames) and allow_chats.
 func (b *Bot) allowed(u *models.User, chat int64) bool {
-	return b.users.Allows(strconv.FormatInt(u.ID, 10), u.Username) && b.chats.Allows(strconv.FormatInt(chat, 10))
+	return b.users.Allows(strconv.FormatInt(u.ID, 10), u.Username) && b.chats.AllowsAny(strconv.FormatInt(chat, 10))
 }
 
 // entityText returns the text an entity covers (offsets are UTF-16).

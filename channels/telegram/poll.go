@@ -38,6 +38,12 @@ func (e *apiError) Is(target error) bool {
 	return target == errConflict && e.Code == http.StatusConflict
 }
 
+// minEmptyPoll is the least time between two getUpdates that brought
+// nothing: a server that answers at once instead of holding the long poll
+// (a proxy, a self-hosted Bot API server, a poll timeout under a second)
+// made the loop ask about 2,600 times a second.
+const minEmptyPoll = time.Second
+
 // poll long-polls getUpdates until ctx ends.
 func (b *Bot) poll(ctx context.Context, sink core.Sink) error {
 	var offset int64
@@ -50,6 +56,7 @@ func (b *Bot) poll(ctx context.Context, sink core.Sink) error {
 				return nil
 			}
 		}
+		asked := b.now()
 		updates, err := b.getUpdates(ctx, offset)
 		if err != nil {
 			if ctx.Err() != nil {
@@ -88,6 +95,9 @@ func (b *Bot) poll(ctx context.Context, sink core.Sink) error {
 			b.log.Info("getUpdates works again after a conflict", "attempts", conflicts)
 		}
 		conflicts, backoff = 0, 0
+		if len(updates) == 0 {
+			backoff = minEmptyPoll - b.now().Sub(asked)
+		}
 		b.health.Connected()
 		for i := range updates {
 			u := &updates[i]

@@ -140,8 +140,8 @@ func New(o Options) (*Bot, error) {
 		log:       o.Logger.With("component", "channel", "channel", Name),
 		token:     cfg.Token.Value(),
 		scrubber:  toolkit.NewScrubber(cfg.Token.Value()),
-		users:     toolkit.NewAccess(cfg.PlatformUsers()),
-		chats:     toolkit.NewAccess(cfg.AllowChats),
+		users:     toolkit.NewAccess(cfg.PlatformUsers(), toolkit.Digits),
+		chats:     toolkit.NewAccess(cfg.AllowChats, toolkit.Digits),
 		trigger:   toolkit.Trigger(cfg.Trigger),
 		reactions: toolkit.NewReactions(cfg.Reactions),
 		pace: toolkit.Pace{
@@ -151,6 +151,7 @@ func New(o Options) (*Bot, error) {
 		},
 		health: toolkit.NewHealth(Name, o.UnhealthyAfter, o.Now),
 	}
+	toolkit.WarnNames(b.log, "channels.telegram.allow_users", b.users)
 	api, err := tgbot.New(b.token,
 		tgbot.WithServerURL(cfg.APIURL),
 		tgbot.WithSkipGetMe(),

@@ -18,6 +18,7 @@ import (
 	"github.com/opentalon/opentalon/channels/toolkit"
 	"github.com/opentalon/opentalon/config"
 	"github.com/opentalon/opentalon/core"
+	"github.com/opentalon/opentalon/core/clock"
 )
 
 var (
@@ -116,8 +117,11 @@ func TestInboundFilters(t *testing.T) {
 		{name: "allow_users by id", cfg: allowUsers("42"), msg: group("@talon_bot hi", nil), wantOK: true, wantText: "hi"},
 		{name: "allow_users by @username", cfg: allowUsers("@Alice"), msg: group("@talon_bot hi", nil), wantOK: true, wantText: "hi"},
 		{name: "allow_users excludes others", cfg: allowUsers("@carol", "99"), msg: group("@talon_bot hi", nil)},
-		{name: "allow_chats excludes others", cfg: func(b *Bot) { b.chats = toolkit.NewAccess([]string{"-1"}) }, msg: group("@talon_bot hi", nil)},
-		{name: "allow_chats includes", cfg: func(b *Bot) { b.chats = toolkit.NewAccess([]string{fmt.Sprint(groupID)}) }, msg: group("@talon_bot hi", nil), wantOK: true, wantText: "hi"},
+		// Issue 25, finding 7: ids and names are kept apart.
+		{name: "a username spelled like an allowed id is refused", cfg: allowUsers("42"),
+			msg: group("@talon_bot hi", func(m *models.Message) { m.From = &models.User{ID: 7, Username: "42"} })},
+		{name: "allow_chats excludes others", cfg: func(b *Bot) { b.chats = toolkit.NewAccess([]string{"-1"}, toolkit.Digits) }, msg: group("@talon_bot hi", nil)},
+		{name: "allow_chats includes", cfg: func(b *Bot) { b.chats = toolkit.NewAccess([]string{fmt.Sprint(groupID)}, toolkit.Digits) }, msg: group("@talon_bot hi", nil), wantOK: true, wantText: "hi"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -147,7 +151,7 @@ func TestInboundFilters(t *testing.T) {
 }
 
 func allowUsers(us ...string) func(*Bot) {
-	return func(b *Bot) { b.users = toolkit.NewAccess(us) }
+	return func(b *Bot) { b.users = toolkit.NewAccess(us, toolkit.Digits) }
 }
 
 func TestReactionsMapping(t *testing.T) {
@@ -499,30 +503,17 @@ func TestFormatLongReplyGivesValidParts(t *testing.T) {
 	}
 }
 
-// fakeClock is advanced by the bot's sleeps, so pacing is measured in the
-// time the bot asked to wait.
-type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *fakeClock) now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
-func (c *fakeClock) advance(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
-
 // TestPacingOfQuestionsRepliesAndLongRuns drives Send as the gateway does:
 // three quick questions in a private chat are answered at once, a 5-part
 // reply is paced, and a long run of quick questions settles at about one
 // message a second; a group settles at about 20 a minute.
 func TestPacingOfQuestionsRepliesAndLongRuns(t *testing.T) {
-	clock := &fakeClock{t: time.Unix(1_700_000_000, 0)}
+	clk := clock.NewFake(time.Unix(1_700_000_000, 0))
 	h := newHarness(t, func(_ *config.Telegram, o *Options) {
 		o.SendGap = 0 // the default: a burst of 3, then 1s
-		o.Now = clock.now
-		o.Sleep = func(ctx context.Context, d time.Duration) error { clock.advance(d); return ctx.Err() }
+		// The bot's sleeps move the clock, so pacing is measured in the
+		// time the bot asked to wait.
+		o.Now, o.Sleep = clk.Now, clk.AutoSleep
 	})
 	ctx := context.Background()
 	send := func(chat string, group bool, part, parts int) time.Time {
@@ -534,18 +525,18 @@ func TestPacingOfQuestionsRepliesAndLongRuns(t *testing.T) {
 		if _, err := h.bot.Send(ctx, core.Outbound{Conversation: core.ConversationKey{Channel: Name, Chat: chat}, Meta: meta, Part: part, Parts: parts}, "hi"); err != nil {
 			t.Fatal(err)
 		}
-		return clock.now()
+		return clk.Now()
 	}
 	// Three quick questions, each asked 300ms after the previous answer.
-	start := clock.now()
+	start := clk.Now()
 	for i := range 3 {
 		if at := send("42", false, 0, 1); at.Sub(start) > time.Duration(i)*300*time.Millisecond {
 			t.Fatalf("answer %d went out %s after the first question; no pacing delay expected", i+1, at.Sub(start))
 		}
-		clock.advance(300 * time.Millisecond)
+		clk.Advance(300 * time.Millisecond)
 	}
 	// A 5-part reply in another chat: three at once, then paced.
-	start = clock.now()
+	start = clk.Now()
 	var at []time.Duration
 	for i := range 5 {
 		at = append(at, send("43", false, i, 5).Sub(start))
@@ -554,20 +545,20 @@ func TestPacingOfQuestionsRepliesAndLongRuns(t *testing.T) {
 		t.Fatalf("5-part reply sent at %v; want three at once, then about one a second", at)
 	}
 	// A long run of quick questions settles at about one a second.
-	start = clock.now()
+	start = clk.Now()
 	for range 60 {
 		send("44", false, 0, 1)
-		clock.advance(100 * time.Millisecond)
+		clk.Advance(100 * time.Millisecond)
 	}
-	if rate := 60 / clock.now().Sub(start).Seconds(); rate < 0.9 || rate > 1.15 {
+	if rate := 60 / clk.Now().Sub(start).Seconds(); rate < 0.9 || rate > 1.15 {
 		t.Fatalf("a long run went out at %.2f messages/s; want about 1", rate)
 	}
 	// A group: about 20 a minute.
-	start = clock.now()
+	start = clk.Now()
 	for range 40 {
 		send("-100", true, 0, 1)
 	}
-	if perMin := 40 / clock.now().Sub(start).Minutes(); perMin < 18 || perMin > 22 {
+	if perMin := 40 / clk.Now().Sub(start).Minutes(); perMin < 18 || perMin > 22 {
 		t.Fatalf("a group got %.1f messages a minute; want about 20", perMin)
 	}
 }

@@ -12,6 +12,7 @@ const DiscordLimit = 2000
 // space after the "@". Code blocks and code spans are left untouched, so
 // code can still be copied exactly.
 func ToDiscord(md string) string {
+	md = capAnswer(md)
 	if !strings.Contains(md, "@") {
 		return md
 	}
@@ -38,24 +39,32 @@ func ToDiscord(md string) string {
 
 // escapeOutsideSpans writes line with mass mentions escaped outside its
 // code spans (a run of backticks up to the next run of the same length).
+// The line's backtick runs are indexed once, so a line of unclosed runs
+// costs its length, not its length times its runs.
 func escapeOutsideSpans(b *strings.Builder, line string) {
-	for line != "" {
-		i := strings.IndexByte(line, '`')
+	var runs map[int][]int
+	pos := 0
+	for pos < len(line) {
+		i := strings.IndexByte(line[pos:], '`')
 		if i < 0 {
-			b.WriteString(escapeMassMentions(line))
+			b.WriteString(escapeMassMentions(line[pos:]))
 			return
 		}
-		b.WriteString(escapeMassMentions(line[:i]))
+		i += pos
+		b.WriteString(escapeMassMentions(line[pos:i]))
 		n := run(line, i, '`')
-		end := findRun(line, i+n, '`', n)
+		if runs == nil {
+			runs = backtickRuns(line, nil)
+		}
+		end := nextRun(runs[n], i+n)
 		if end < 0 {
 			// An unclosed run is literal text.
 			b.WriteString(line[i : i+n])
-			line = line[i+n:]
+			pos = i + n
 			continue
 		}
 		b.WriteString(line[i : end+n])
-		line = line[end+n:]
+		pos = end + n
 	}
 }
 

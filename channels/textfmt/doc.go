@@ -7,5 +7,10 @@
 // mrkdwn.go holds Slack's side: Markdown to mrkdwn, its splitter, and
 // Slack message text (mentions, links, entities) back to plain text.
 //
+// Whatever the text holds, the work is bounded: inline Markdown renders
+// in linear time (inline.go), and an answer is cut at MaxAnswerBytes
+// (128 KB, with a note) before it is formatted, so formatting and
+// splitting one allocate a bounded amount (1 MB in: at most 64 MB).
+//
 // It imports nothing internal; any package under channels/ may use it.
 package textfmt

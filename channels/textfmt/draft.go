@@ -12,7 +12,7 @@ import (
 // what the cut left open (CloseMarkdown). A longer cut of the same text
 // only grows the last part or adds parts.
 func Draft(md string, limit int, format func(string) string) []core.DraftPart {
-	raws := SplitMarkdown(md, limit)
+	raws := SplitMarkdown(capAnswer(md), limit)
 	out := make([]core.DraftPart, 0, len(raws))
 	for _, raw := range raws {
 		if strings.TrimSpace(raw) == "" {

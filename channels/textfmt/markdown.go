@@ -19,7 +19,9 @@ type renderer interface {
 	link(b *strings.Builder, label func(), url string)
 	codeSpan(b *strings.Builder, code string)
 	codeBlock(b *strings.Builder, lang, code string)
-	quote(b *strings.Builder, body func())
+	// quote writes a block quote whose body writes itself into the
+	// builder it is given.
+	quote(b *strings.Builder, body func(*strings.Builder))
 	bullet() string
 }
 
@@ -35,7 +37,35 @@ func ToTelegramHTML(md string) string { return render(md, htmlRenderer{}) }
 func ToPlain(md string) string { return render(md, plainRenderer{}) }
 
 func render(md string, r renderer) string {
-	md = strings.ReplaceAll(md, "\r\n", "\n")
+	out, _ := renderWork(md, r)
+	return out
+}
+
+// MaxAnswerBytes bounds the text an answer is formatted from: past it
+// the answer is cut, with a note (about 32 Telegram messages' worth). An
+// answer comes from a model (a provider may send megabytes), and its
+// formatting and splitting cost a multiple of its size.
+const MaxAnswerBytes = 128 << 10
+
+// answerCut is the note that ends an answer cut at MaxAnswerBytes.
+const answerCut = "\n\n[… the rest of the answer is left out: it is longer than 128 KB]"
+
+// capAnswer cuts md at MaxAnswerBytes (at a rune boundary), with a note.
+func capAnswer(md string) string {
+	if len(md) <= MaxAnswerBytes {
+		return md
+	}
+	n := MaxAnswerBytes
+	for n > 0 && !utf8.RuneStart(md[n]) {
+		n--
+	}
+	return md[:n] + answerCut
+}
+
+// renderWork is render, also returning the steps it took.
+func renderWork(md string, r renderer) (string, int) {
+	w := &work{}
+	md = strings.ReplaceAll(capAnswer(md), "\r\n", "\n")
 	lines := strings.Split(md, "\n")
 	var b strings.Builder
 	b.Grow(len(md) + len(md)/8)
@@ -77,19 +107,19 @@ func render(md string, r renderer) string {
 				body = append(body, t)
 			}
 			nl()
-			r.quote(&b, func() {
+			r.quote(&b, func(qb *strings.Builder) {
 				for k, l := range body {
 					if k > 0 {
-						b.WriteByte('\n')
+						qb.WriteByte('\n')
 					}
-					renderLine(&b, r, l)
+					renderLine(qb, r, l, w)
 				}
 			})
 			i = j - 1
 		case heading(trimmed) != "":
 			nl()
 			r.open(&b, "b")
-			inline(&b, r, heading(trimmed))
+			inline(&b, r, heading(trimmed), w)
 			r.close(&b, "b")
 		case isRule(trimmed):
 			nl()
@@ -97,20 +127,20 @@ func render(md string, r renderer) string {
 		default:
 			nl()
 			r.text(&b, indent)
-			renderLine(&b, r, trimmed)
+			renderLine(&b, r, trimmed, w)
 		}
 	}
-	return b.String()
+	return b.String(), w.steps
 }
 
 // renderLine renders one non-block line: a list item or inline text.
-func renderLine(b *strings.Builder, r renderer, line string) {
+func renderLine(b *strings.Builder, r renderer, line string, w *work) {
 	if rest, ok := bulletItem(line); ok {
 		r.text(b, r.bullet())
-		inline(b, r, rest)
+		inline(b, r, rest, w)
 		return
 	}
-	inline(b, r, line)
+	inline(b, r, line, w)
 }
 
 func isFence(t string) bool { return strings.HasPrefix(t, "```") || strings.HasPrefix(t, "~~~") }
@@ -174,216 +204,6 @@ func bulletItem(line string) (string, bool) {
 	return "", false
 }
 
-// inline renders s with inline formatting. Every construct is matched
-// opener-to-closer and its inside rendered recursively, so the output's
-// tags are balanced by construction.
-func inline(b *strings.Builder, r renderer, s string) {
-	lit := 0 // start of pending literal text
-	flush := func(end int) {
-		if end > lit {
-			r.text(b, s[lit:end])
-		}
-	}
-	for i := 0; i < len(s); {
-		c := s[i]
-		switch c {
-		case '\\':
-			if i+1 < len(s) && strings.IndexByte("\\`*_~[]()#>-+!|.", s[i+1]) >= 0 {
-				flush(i)
-				r.text(b, s[i+1:i+2])
-				i += 2
-				lit = i
-				continue
-			}
-		case '`':
-			n := run(s, i, '`')
-			if end := findRun(s, i+n, '`', n); end >= 0 {
-				flush(i)
-				code := s[i+n : end]
-				if len(code) > 2 && code[0] == ' ' && code[len(code)-1] == ' ' {
-					code = code[1 : len(code)-1]
-				}
-				r.codeSpan(b, code)
-				i = end + n
-				lit = i
-				continue
-			}
-			i += n
-			continue
-		case '[':
-			if label, url, end, ok := linkAt(s, i); ok {
-				flush(i)
-				if strings.TrimSpace(label) == "" {
-					label = url
-				}
-				if len(url) > maxHrefLen {
-					inline(b, r, label)
-					r.text(b, " ("+url+")")
-				} else {
-					r.link(b, func() { inline(b, r, label) }, url)
-				}
-				i = end
-				lit = i
-				continue
-			}
-		case '<':
-			if end := strings.IndexByte(s[i:], '>'); end > 0 {
-				u := s[i+1 : i+end]
-				if safeURL(u) && !strings.ContainsAny(u, " <") && len(u) <= maxHrefLen {
-					flush(i)
-					r.link(b, func() { r.text(b, u) }, u)
-					i += end + 1
-					lit = i
-					continue
-				}
-			}
-		case '*', '_', '~':
-			if tag, inner, end, ok := emphasisAt(s, i); ok {
-				flush(i)
-				r.open(b, tag)
-				inline(b, r, inner)
-				r.close(b, tag)
-				i = end
-				lit = i
-				continue
-			}
-			i += run(s, i, c)
-			continue
-		}
-		_, size := utf8.DecodeRuneInString(s[i:])
-		i += size
-	}
-	flush(len(s))
-}
-
-func run(s string, i int, c byte) int {
-	n := 0
-	for i+n < len(s) && s[i+n] == c {
-		n++
-	}
-	return n
-}
-
-// findRun finds a run of exactly n c's at or after from.
-func findRun(s string, from int, c byte, n int) int {
-	for i := from; i < len(s); {
-		if s[i] == c {
-			m := run(s, i, c)
-			if m == n {
-				return i
-			}
-			i += m
-			continue
-		}
-		i++
-	}
-	return -1
-}
-
-// emphasisAt matches **x**, __x__, *x*, _x_ and ~~x~~ starting at i.
-func emphasisAt(s string, i int) (tag, inner string, end int, ok bool) {
-	c := s[i]
-	n := run(s, i, c)
-	var width int
-	switch {
-	case c == '~' && n == 2:
-		tag, width = "s", 2
-	case c == '~':
-		return "", "", 0, false
-	case n == 2:
-		tag, width = "b", 2
-	case n == 1:
-		tag, width = "i", 1
-	case n >= 3:
-		// ***x*** is bold around italic: take the outer ** here.
-		tag, width = "b", 2
-	default:
-		return "", "", 0, false
-	}
-	if c == '_' && i > 0 && isWordByte(s[i-1]) {
-		return "", "", 0, false // snake_case
-	}
-	start := i + width
-	if start >= len(s) || s[start] == ' ' || s[start] == '\n' {
-		return "", "", 0, false
-	}
-	for j := start; j < len(s); {
-		switch s[j] {
-		case '`':
-			m := run(s, j, '`')
-			if e := findRun(s, j+m, '`', m); e >= 0 {
-				j = e + m
-				continue
-			}
-			j += m
-			continue
-		case '\\':
-			j += 2
-			continue
-		case c:
-			m := run(s, j, c)
-			closeAt := -1
-			switch {
-			case m == width:
-				closeAt = j
-			case m > width && (width == 2 || m == 3):
-				// "***" closing "**" after an inner "*": the closer is the last two.
-				closeAt = j + m - width
-			}
-			if closeAt > start && s[closeAt-1] != ' ' && s[closeAt-1] != '\n' {
-				after := closeAt + width
-				if c == '_' && after < len(s) && isWordByte(s[after]) {
-					j += m
-					continue
-				}
-				return tag, s[start:closeAt], after, true
-			}
-			j += m
-			continue
-		}
-		j++
-	}
-	return "", "", 0, false
-}
-
-func isWordByte(c byte) bool {
-	return c == '_' || c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= 0x80
-}
-
-// linkAt matches [label](url) starting at i.
-func linkAt(s string, i int) (label, url string, end int, ok bool) {
-	depth := 0
-	j := i
-	for ; j < len(s); j++ {
-		switch s[j] {
-		case '[':
-			depth++
-		case ']':
-			depth--
-		case '\n':
-			return "", "", 0, false
-		}
-		if depth == 0 {
-			break
-		}
-	}
-	if j >= len(s) || j+1 >= len(s) || s[j+1] != '(' {
-		return "", "", 0, false
-	}
-	close := strings.IndexByte(s[j+2:], ')')
-	if close < 0 {
-		return "", "", 0, false
-	}
-	url = strings.TrimSpace(s[j+2 : j+2+close])
-	if t, _, found := strings.Cut(url, " "); found {
-		url = t // drop a "title"
-	}
-	if !safeURL(url) {
-		return "", "", 0, false
-	}
-	return s[i+1 : j], url, j + 2 + close + 1, true
-}
-
 func safeURL(u string) bool {
 	l := strings.ToLower(u)
 	for _, p := range []string{"http://", "https://", "tg://", "mailto:"} {
@@ -427,9 +247,9 @@ func (htmlRenderer) codeBlock(b *strings.Builder, lang, code string) {
 	escapeTo(b, code)
 	b.WriteString("</pre>")
 }
-func (htmlRenderer) quote(b *strings.Builder, body func()) {
+func (htmlRenderer) quote(b *strings.Builder, body func(*strings.Builder)) {
 	b.WriteString("<blockquote>")
-	body()
+	body(b)
 	b.WriteString("</blockquote>")
 }
 func (htmlRenderer) bullet() string { return "• " }
@@ -473,19 +293,23 @@ func (plainRenderer) link(b *strings.Builder, label func(), url string) {
 	}
 }
 func (plainRenderer) codeBlock(b *strings.Builder, _, code string) { b.WriteString(code) }
-func (plainRenderer) quote(b *strings.Builder, body func()) {
-	start := b.Len()
-	body()
-	q := b.String()[start:]
+func (plainRenderer) quote(b *strings.Builder, body func(*strings.Builder)) {
 	// Prefix each quoted line with a bar so the quote stays visible.
-	s := b.String()[:start]
-	b.Reset()
-	b.WriteString(s)
-	for i, l := range strings.Split(q, "\n") {
+	prefixLines(b, body, "│ ")
+}
+
+// prefixLines writes what body writes with prefix before each line. The
+// body is written apart, so a quote costs its own size, not the size of
+// what came before it.
+func prefixLines(b *strings.Builder, body func(*strings.Builder), prefix string) {
+	var q strings.Builder
+	body(&q)
+	for i, l := range strings.Split(q.String(), "\n") {
 		if i > 0 {
 			b.WriteByte('\n')
 		}
-		b.WriteString("│ " + l)
+		b.WriteString(prefix)
+		b.WriteString(l)
 	}
 }
 func (plainRenderer) bullet() string { return "• " }

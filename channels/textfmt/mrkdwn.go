@@ -64,19 +64,8 @@ func (r *mrkdwnRenderer) codeBlock(b *strings.Builder, _, code string) {
 	b.WriteString("\n```")
 }
 
-func (r *mrkdwnRenderer) quote(b *strings.Builder, body func()) {
-	start := b.Len()
-	body()
-	q := b.String()[start:]
-	s := b.String()[:start]
-	b.Reset()
-	b.WriteString(s)
-	for i, l := range strings.Split(q, "\n") {
-		if i > 0 {
-			b.WriteByte('\n')
-		}
-		b.WriteString("> " + l)
-	}
+func (r *mrkdwnRenderer) quote(b *strings.Builder, body func(*strings.Builder)) {
+	prefixLines(b, body, "> ")
 }
 
 func (r *mrkdwnRenderer) bullet() string { return "• " }
@@ -216,6 +205,9 @@ func ValidateSlackMrkdwn(s string) error {
 // &amp; &lt; &gt; their characters.
 func FromSlack(text string, user func(id string) string) string {
 	var b strings.Builder
+	// gt is the first '>' after the last '<' looked at (-1: none left,
+	// -2: not looked for yet): each '<' does not scan the rest again.
+	gt := -2
 	for i := 0; i < len(text); {
 		c := text[i]
 		if c == '&' {
@@ -226,9 +218,15 @@ func FromSlack(text string, user func(id string) string) string {
 			}
 		}
 		if c == '<' {
-			if end := strings.IndexByte(text[i+1:], '>'); end >= 0 && isSlackReference(text[i+1:i+1+end]) {
-				b.WriteString(slackReference(text[i+1:i+1+end], user))
-				i += end + 2
+			if gt == -2 || gt >= 0 && gt <= i {
+				gt = strings.IndexByte(text[i+1:], '>')
+				if gt >= 0 {
+					gt += i + 1
+				}
+			}
+			if gt > i && isSlackReference(text[i+1:gt]) {
+				b.WriteString(slackReference(text[i+1:gt], user))
+				i = gt + 1
 				continue
 			}
 		}
@@ -241,8 +239,12 @@ func FromSlack(text string, user func(id string) string) string {
 // isSlackReference reports whether the inside of <…> is a reference: a
 // target without spaces, then an optional |label, on one line.
 func isSlackReference(ref string) bool {
+	// The quick refusal first: a '<' after many others is found at once.
+	if strings.ContainsAny(ref, "<\n") {
+		return false
+	}
 	target, _, _ := strings.Cut(ref, "|")
-	return target != "" && !strings.ContainsAny(target, " \t") && !strings.ContainsAny(ref, "<\n")
+	return target != "" && !strings.ContainsAny(target, " \t")
 }
 
 // slackReference renders the inside of one <…> reference.

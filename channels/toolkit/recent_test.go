@@ -58,23 +58,23 @@ func TestRecentConcurrent(t *testing.T) {
 
 func TestLivenessExpires(t *testing.T) {
 	c := newClock()
-	l := NewLiveness(2*time.Minute, c.now)
-	c.advance(time.Minute)
+	l := NewLiveness(2*time.Minute, c.Now)
+	c.Advance(time.Minute)
 	l.Beat()
-	c.advance(90 * time.Second)
+	c.Advance(90 * time.Second)
 	if l.Expired() || l.Quiet() != 90*time.Second {
 		t.Fatalf("90s after a beat: expired=%v quiet=%v; want not expired", l.Expired(), l.Quiet())
 	}
-	c.advance(30 * time.Second)
+	c.Advance(30 * time.Second)
 	if !l.Expired() {
 		t.Fatal("2m without a beat must expire")
 	}
 	// The report starts a new period for the new connection.
-	c.advance(time.Minute)
+	c.Advance(time.Minute)
 	if l.Expired() {
 		t.Fatal("a minute into the new period must not expire")
 	}
-	c.advance(time.Minute)
+	c.Advance(time.Minute)
 	if !l.Expired() {
 		t.Fatal("a whole quiet period after the report must expire again")
 	}

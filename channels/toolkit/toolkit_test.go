@@ -17,27 +17,44 @@ import (
 
 	"github.com/opentalon/opentalon/config"
 	"github.com/opentalon/opentalon/core"
+	"github.com/opentalon/opentalon/core/clock"
 )
 
 func TestAccess(t *testing.T) {
 	tests := []struct {
-		list []string
-		ids  []string
-		want bool
+		list     []string
+		id, name string
+		want     bool
 	}{
-		{nil, []string{"42"}, true},
-		{[]string{"42"}, []string{"42"}, true},
-		{[]string{"42"}, []string{"43"}, false},
-		{[]string{"@Bob"}, []string{"7", "bob"}, true},
-		{[]string{"bob"}, []string{"7", "@BOB"}, true},
-		{[]string{"bob"}, []string{"7", ""}, false},
-		{[]string{" 42 "}, []string{"42"}, true},
-		{[]string{""}, []string{""}, true}, // only blanks: the list is empty
+		{nil, "42", "", true},
+		{[]string{"42"}, "42", "", true},
+		{[]string{"42"}, "43", "", false},
+		{[]string{"@Bob"}, "7", "bob", true},
+		{[]string{"bob"}, "7", "@BOB", true}, // a name without "@": not an id's shape
+		{[]string{"bob"}, "7", "", false},
+		{[]string{" 42 "}, "42", "", true},
+		{[]string{""}, "", "", true}, // only blanks: the list is empty
+		// Issue 25, finding 7: a username spelled like an allowed id is
+		// not that user, and an id is not a name.
+		{[]string{"42"}, "7", "42", false},
+		{[]string{"@42"}, "42", "", false},
+		{[]string{"@42"}, "7", "42", true},
 	}
 	for _, tt := range tests {
-		if got := NewAccess(tt.list).Allows(tt.ids...); got != tt.want {
-			t.Errorf("NewAccess(%q).Allows(%q) = %v, want %v", tt.list, tt.ids, got, tt.want)
+		if got := NewAccess(tt.list, Digits).Allows(tt.id, tt.name); got != tt.want {
+			t.Errorf("NewAccess(%q).Allows(%q, %q) = %v, want %v", tt.list, tt.id, tt.name, got, tt.want)
 		}
+	}
+	chats := NewAccess([]string{"-100", "@team"}, Digits)
+	if !chats.AllowsAny("5", "-100") || chats.AllowsAny("team") || chats.AllowsAny() {
+		t.Error("AllowsAny checks ids only")
+	}
+	if n := chats.Names(); len(n) != 1 || n[0] != "@team" {
+		t.Errorf("Names = %v", n)
+	}
+	// Without an id shape every entry without "@" is an id (Slack).
+	if NewAccess([]string{"UALICE"}, nil).Allows("U1", "UALICE") {
+		t.Error("a Slack name matched an id entry")
 	}
 }
 
@@ -106,27 +123,11 @@ func TestReactionsPolarityAndEvents(t *testing.T) {
 	}
 }
 
-// clock is a fake clock advanced by the fake sleep.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func newClock() *clock { return &clock{t: time.Unix(1_700_000_000, 0)} }
-func (c *clock) now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-func (c *clock) advance(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
+func newClock() *clock.Fake { return clock.NewFake(time.Unix(1_700_000_000, 0)) }
 
 func TestPacerBurstThenGap(t *testing.T) {
 	c := newClock()
-	p := NewPacer(PacerOptions{Gap: time.Second, Now: c.now})
+	p := NewPacer(PacerOptions{Gap: time.Second, Now: c.Now})
 	var waits []time.Duration
 	for range 6 {
 		waits = append(waits, p.Reserve("chat", false))
@@ -147,7 +148,7 @@ func TestPacerBurstThenGap(t *testing.T) {
 		t.Errorf("group waits = %v", gw)
 	}
 	// After a quiet spell the bucket is full again.
-	c.advance(time.Minute)
+	c.Advance(time.Minute)
 	if w := p.Reserve("chat", false); w != 0 {
 		t.Errorf("after a minute the chat waits %v", w)
 	}
@@ -161,16 +162,16 @@ func TestPacerBurstThenGap(t *testing.T) {
 // delayed at first, and a long run of them settles at one per gap.
 func TestPacerQuickQuestionsAndLongRun(t *testing.T) {
 	c := newClock()
-	p := NewPacer(PacerOptions{Gap: time.Second, Now: c.now})
+	p := NewPacer(PacerOptions{Gap: time.Second, Now: c.Now})
 	var sent []time.Time
 	for i := range 30 {
 		w := p.Reserve("chat", false)
 		if i < 3 && w != 0 {
 			t.Fatalf("quick question %d waited %v", i+1, w)
 		}
-		c.advance(w)
-		sent = append(sent, c.now())
-		c.advance(300 * time.Millisecond) // the user reads and asks again
+		c.Advance(w)
+		sent = append(sent, c.Now())
+		c.Advance(300 * time.Millisecond) // the user reads and asks again
 	}
 	rate := float64(len(sent)-11) / sent[len(sent)-1].Sub(sent[10]).Seconds()
 	if rate < 0.9 || rate > 1.1 {
@@ -195,14 +196,14 @@ func TestLimiterNeverExceedsNPerWindow(t *testing.T) {
 	for seed := range uint64(20) {
 		rnd := rand.New(rand.NewPCG(seed, 1))
 		c := newClock()
-		l := NewLimiter(30, time.Second, c.now)
+		l := NewLimiter(30, time.Second, c.Now)
 		var at []time.Time
 		for range 500 {
 			// Callers arrive at random moments, often in bursts.
 			if rnd.IntN(4) == 0 {
-				c.advance(time.Duration(rnd.IntN(200)) * time.Millisecond)
+				c.Advance(time.Duration(rnd.IntN(200)) * time.Millisecond)
 			}
-			at = append(at, c.now().Add(l.Reserve()))
+			at = append(at, c.Now().Add(l.Reserve()))
 		}
 		sortTimes(at)
 		if n := maxInWindow(at, time.Second); n > 30 {
@@ -216,7 +217,7 @@ func TestLimiterNeverExceedsNPerWindow(t *testing.T) {
 
 func TestLimiterBurstOf50(t *testing.T) {
 	c := newClock()
-	l := NewLimiter(30, time.Second, c.now)
+	l := NewLimiter(30, time.Second, c.Now)
 	var waits []time.Duration
 	for range 50 {
 		waits = append(waits, l.Reserve())
@@ -244,12 +245,11 @@ func TestPaceWaitsForBoth(t *testing.T) {
 	c := newClock()
 	var slept []time.Duration
 	pace := Pace{
-		Pacer:   NewPacer(PacerOptions{Gap: time.Second, Burst: 1, Now: c.now}),
-		Limiter: NewLimiter(2, time.Second, c.now),
+		Pacer:   NewPacer(PacerOptions{Gap: time.Second, Burst: 1, Now: c.Now}),
+		Limiter: NewLimiter(2, time.Second, c.Now),
 		Sleep: func(ctx context.Context, d time.Duration) error {
 			slept = append(slept, d)
-			c.advance(d)
-			return ctx.Err()
+			return c.AutoSleep(ctx, d)
 		},
 	}
 	ctx := context.Background()
@@ -298,7 +298,7 @@ func TestWorkingTypingAckUnack(t *testing.T) {
 
 func TestHealth(t *testing.T) {
 	c := newClock()
-	h := NewHealth("tg", time.Minute, c.now)
+	h := NewHealth("tg", time.Minute, c.Now)
 	if err := h.Healthy(); err == nil || !strings.Contains(err.Error(), "not started") {
 		t.Errorf("before start: %v", err)
 	}
@@ -306,21 +306,21 @@ func TestHealth(t *testing.T) {
 	if err := h.Healthy(); err != nil {
 		t.Errorf("just started: %v", err)
 	}
-	c.advance(2 * time.Minute)
+	c.Advance(2 * time.Minute)
 	if err := h.Healthy(); err == nil || !strings.Contains(err.Error(), "not connected yet") {
 		t.Errorf("never connected for 2m: %v", err)
 	}
 	h.Connected()
 	h.Event()
-	if err := h.Healthy(); err != nil || !h.LastEvent().Equal(c.now()) {
+	if err := h.Healthy(); err != nil || !h.LastEvent().Equal(c.Now()) {
 		t.Errorf("connected: %v, last event %v", err, h.LastEvent())
 	}
 	h.Failed(errors.New("409 conflict"))
-	c.advance(30 * time.Second)
+	c.Advance(30 * time.Second)
 	if err := h.Healthy(); err != nil {
 		t.Errorf("within the grace period: %v", err)
 	}
-	c.advance(31 * time.Second)
+	c.Advance(31 * time.Second)
 	if err := h.Healthy(); err == nil || !strings.Contains(err.Error(), "409 conflict") {
 		t.Errorf("past the grace period: %v", err)
 	}

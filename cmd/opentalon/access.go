@@ -94,6 +94,13 @@ func runPair(ctx context.Context, db pairStore, now time.Time, args []string, st
 			return usageError{pairUsage}
 		}
 		approve := args[0] == "approve"
+		if approve {
+			if expired, err := core.PairingCodeExpired(ctx, db, "", args[1], now); err != nil {
+				return err
+			} else if expired {
+				return fmt.Errorf("the code %s expired (a code is valid for %s): the user gets a new one when they write to the bot again", core.NormalizePairingCode(args[1]), core.PairingTTL)
+			}
+		}
 		rec, err := db.DecidePairing(ctx, "", core.NormalizePairingCode(args[1]), approve, "cli")
 		if err != nil {
 			return err

@@ -13,6 +13,7 @@ import (
 	"github.com/opentalon/opentalon/channels/toolkit"
 	"github.com/opentalon/opentalon/config"
 	"github.com/opentalon/opentalon/core"
+	"github.com/opentalon/opentalon/core/gateway"
 	"github.com/opentalon/opentalon/core/schedule"
 	"github.com/opentalon/opentalon/lua"
 	"github.com/opentalon/opentalon/metrics"
@@ -25,20 +26,24 @@ import (
 
 // AppOptions are the process-level inputs of an App.
 type AppOptions struct {
-	// Stdin and Stdout feed the console channel.
-	Stdin  io.Reader
-	Stdout io.Writer
-	Logger *slog.Logger
+	// Stdin and Stdout feed the console channel; Interactive says they
+	// are a terminal (a prompt and a waiting line are shown).
+	Stdin       io.Reader
+	Stdout      io.Writer
+	Interactive bool
+	Logger      *slog.Logger
 	// Now is the clock (default time.Now).
 	Now func() time.Time
 	// Hooks, when set, run around every answer (tests use them to watch
-	// the one answer pipeline), after the Lua hooks of
-	// plugins.lua.scripts_dir.
+	// the one answer pipeline), as the last step after the Lua scripts'
+	// and the hook plugins'; unlike theirs, its errors fail the request.
 	Hooks core.Hooks
 }
 
 // App is the whole gateway, built explicitly from a config. Lifecycle:
-// BuildApp (opens the database, starts nothing), Run, Close.
+// BuildApp (opens the database, starts nothing: the Lua engine, the
+// plugins, the scheduler, the sinks and the server start in Run), Run,
+// Close.
 type App struct {
 	cfg    *config.Config
 	opts   AppOptions
@@ -47,12 +52,15 @@ type App struct {
 	router *routing.Router
 	// metrics is nil when server.metrics is off or the server is.
 	metrics *metrics.Metrics
+	// health keeps the recent LLM calls' outcomes per model, for the
+	// status page and /models.
+	health *metrics.Health
 	// registry holds the tools of the running plugins.
 	registry *plugins.Registry
 	// lua is the Lua hook engine (nil without plugins.lua.scripts_dir).
 	lua     *lua.Engine
 	agent   *orchestrator.Orchestrator
-	gateway *core.Gateway
+	gateway *gateway.Gateway
 	server  *http.Server
 	// closers run on Close in reverse order.
 	closers []func() error
@@ -70,6 +78,8 @@ type App struct {
 	notifier    *notify.Notifier
 	pluginWatch *notify.PluginWatch
 	blobs       core.BlobStore
+	// pluginKeys are the plugins' own keys to the HTTP API.
+	pluginKeys *plugins.Credentials
 }
 
 // BuildApp builds every part from cfg.
@@ -80,7 +90,7 @@ func BuildApp(ctx context.Context, cfg *config.Config, o AppOptions) (_ *App, er
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	a := &App{cfg: cfg, opts: o, log: o.Logger, eof: make(chan struct{}), addr: make(chan string, 1)}
+	a := &App{cfg: cfg, opts: o, log: o.Logger, eof: make(chan struct{}), addr: make(chan string, 1), pluginKeys: plugins.NewCredentials()}
 	// A failed build closes what it opened.
 	defer func() {
 		if err != nil {
@@ -109,11 +119,8 @@ func BuildApp(ctx context.Context, cfg *config.Config, o AppOptions) (_ *App, er
 	if a.agent, err = a.buildAgent(tools); err != nil {
 		return nil, err
 	}
-	hooks, err := a.buildHooks(ctx)
-	if err != nil {
-		return nil, err
-	}
-	a.gateway = core.New(core.Options{
+	hooks := a.buildHooks() // builds the Lua engine the firing runner uses
+	a.gateway = gateway.New(gateway.Options{
 		Store:          a.db,
 		Agent:          a.agent,
 		Hooks:          hooks,
@@ -129,7 +136,7 @@ func BuildApp(ctx context.Context, cfg *config.Config, o AppOptions) (_ *App, er
 		Observer:       a.coreObserver(),
 		Now:            o.Now,
 		Logger:         o.Logger,
-		Firings:        firingRunner{lua: a.lua, ext: a.ext, reg: a.registry},
+		Firings:        a.firingRunner(),
 		Events:         a.events(),
 		Authorizer:     a.authorizer(),
 		AuthChannels:   cfg.Plugins.Auth.Channels,
@@ -153,17 +160,23 @@ func BuildApp(ctx context.Context, cfg *config.Config, o AppOptions) (_ *App, er
 // channel, until its input ended and every accepted message is answered.
 func (a *App) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
+	logged := make(chan struct{})
 	go func() {
+		defer close(logged)
 		<-ctx.Done()
 		a.log.Info("shutting down: no new messages; finishing in-flight requests", "queue.shutdown_grace", a.cfg.Queue.ShutdownGrace.D().String())
 	}()
+	// Run logs nothing after it returned (the caller may read the log).
+	defer func() { cancel(); <-logged }()
+	if err := a.startLua(ctx); err != nil {
+		return err
+	}
 	errc := make(chan error, 1)
 	apiURL := ""
 	if a.server != nil {
 		ln, err := net.Listen("tcp", a.cfg.Server.Listen)
 		if err != nil {
-			return fmt.Errorf("server.listen %s: %w (set server.listen to a free address, or \"\" to turn the server off)", a.cfg.Server.Listen, err)
+			return fmt.Errorf("server.listen %s: %w (set server.listen, or OPENTALON_LISTEN when the config leaves it out, to a free address; \"\" turns the server off)", a.cfg.Server.Listen, err)
 		}
 		a.log.Info("http server listening", "addr", ln.Addr().String())
 		a.addr <- ln.Addr().String()
@@ -280,25 +293,4 @@ func (a *App) ready(ctx context.Context) error {
 		}
 	}
 	return nil
-}
-
-func cmdRun(ctx context.Context, g *globalFlags, args []string, io Stdio, env config.Env, log *slog.Logger) error {
-	rest, err := parseSub("run", g, args, io, nil)
-	if err != nil {
-		return err
-	}
-	if len(rest) > 0 {
-		return usageError{fmt.Sprintf("run takes no arguments, got %q", rest)}
-	}
-	cfg, src, err := loadConfig(g, env)
-	if err != nil {
-		return err
-	}
-	log.Info("config loaded", "source", src)
-	app, err := buildRunApp(ctx, cfg, AppOptions{Stdin: io.In, Stdout: io.Out, Logger: log})
-	if err != nil {
-		return err
-	}
-	defer app.Close()
-	return app.Run(ctx)
 }

@@ -3,10 +3,14 @@ package main
 import (
 	"bufio"
 	"context"
+	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -14,14 +18,30 @@ import (
 
 	"github.com/opentalon/opentalon/config"
 	"github.com/opentalon/opentalon/core"
+	"github.com/opentalon/opentalon/core/gateway"
 	"github.com/opentalon/opentalon/routing/provider/providertest"
+	"github.com/opentalon/opentalon/store"
 )
 
 // TestMain lets the test binary play the opentalon binary for the crash
-// test (re-executed with OPENTALON_TEST_MAIN=1).
+// test (re-executed with OPENTALON_TEST_MAIN=1) and for the helpers the
+// gateway re-executes itself as.
 func TestMain(m *testing.M) {
+	// Re-executed as a confined helper (the PDF reader).
+	if code, ok := helperMain(os.Args[1:], Stdio{In: os.Stdin, Out: os.Stdout, Err: os.Stderr}); ok {
+		os.Exit(code)
+	}
 	if os.Getenv("OPENTALON_TEST_MAIN") == "1" {
 		os.Exit(Main(context.Background(), os.Args[1:], Stdio{In: os.Stdin, Out: os.Stdout, Err: os.Stderr}, os.LookupEnv))
+	}
+	// The tests here wait on fake platforms, child processes and timers
+	// far more than on the CPU: run more of them at once than -parallel's
+	// default (GOMAXPROCS), unless -parallel was given.
+	flag.Parse()
+	given := false
+	flag.Visit(func(f *flag.Flag) { given = given || f.Name == "test.parallel" })
+	if !given {
+		_ = flag.Set("test.parallel", strconv.Itoa(max(8, 4*runtime.GOMAXPROCS(0))))
 	}
 	code := m.Run()
 	removeBuilt()
@@ -78,6 +98,17 @@ func startAppWith(t testing.TB, cfg *config.Config, o AppOptions) *harness {
 	outR, outW := io.Pipe()
 	ctx, cancel := context.WithCancel(context.Background())
 	o.Stdin, o.Stdout = inR, outW
+	if o.Logger == nil {
+		// The app's log is shown when the test fails.
+		logs := &lockedBuf{}
+		o.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
+		t.Cleanup(func() {
+			if t.Failed() {
+				t.Logf("the app's log:\n%s", logs.String())
+			}
+		})
+	}
+	seedDB(t, cfg.State.DataDir)
 	app, err := BuildApp(ctx, cfg, o)
 	if err != nil {
 		cancel()
@@ -127,11 +158,17 @@ func (h *harness) expect(want string) {
 // next returns the next output line.
 func (h *harness) next() string {
 	h.t.Helper()
+	return h.nextWithin(20 * time.Second)
+}
+
+// nextWithin returns the next output line, waiting up to d for it.
+func (h *harness) nextWithin(d time.Duration) string {
+	h.t.Helper()
 	select {
 	case got := <-h.lines:
 		return got
-	case <-time.After(20 * time.Second):
-		h.t.Fatal("no console line")
+	case <-time.After(d):
+		h.t.Fatalf("no console line within %s", d)
 	}
 	return ""
 }
@@ -150,6 +187,7 @@ func (h *harness) shutdown() {
 }
 
 func TestConsoleEndToEnd(t *testing.T) {
+	t.Parallel()
 	fake := providertest.NewOpenAI(t)
 	dir := t.TempDir()
 	cfg := parseConfig(t, testConfig(dir, fake.BaseURL(), ""))
@@ -191,6 +229,7 @@ func TestConsoleEndToEnd(t *testing.T) {
 }
 
 func TestDuplicateMessageProcessedOnce(t *testing.T) {
+	t.Parallel()
 	fake := providertest.NewOpenAI(t)
 	h := startApp(t, parseConfig(t, testConfig(t.TempDir(), fake.BaseURL(), "")))
 	in := core.Inbound{Conversation: core.ConversationKey{Channel: "console", Chat: "local"}, MessageID: "dup-1", UserID: "u", Text: "once please"}
@@ -211,7 +250,7 @@ func TestDuplicateMessageProcessedOnce(t *testing.T) {
 
 // waitAccepting waits until the gateway accepts events: it submits a
 // neutral reaction, which produces no output.
-func waitAccepting(t testing.TB, g *core.Gateway) {
+func waitAccepting(t testing.TB, g *gateway.Gateway) {
 	t.Helper()
 	probe := core.Reaction{Conversation: core.ConversationKey{Channel: "console", Chat: "probe"}, EventID: "probe", MessageID: "none", Emoji: "👀"}
 	for i := 0; ; i++ {
@@ -227,6 +266,7 @@ func waitAccepting(t testing.TB, g *core.Gateway) {
 }
 
 func TestConversationsRunConcurrentlyAndInOrder(t *testing.T) {
+	t.Parallel()
 	fake := providertest.NewOpenAI(t)
 	gate := make(chan struct{})
 	var once sync.Once
@@ -271,6 +311,7 @@ func TestConversationsRunConcurrentlyAndInOrder(t *testing.T) {
 }
 
 func TestMalformedLLMAnswerIsReported(t *testing.T) {
+	t.Parallel()
 	fake := providertest.NewOpenAI(t)
 	fake.Enqueue(providertest.Script{Body: "this is not json"})
 	dir := t.TempDir()
@@ -288,6 +329,7 @@ func TestMalformedLLMAnswerIsReported(t *testing.T) {
 }
 
 func TestHealthAndReady(t *testing.T) {
+	t.Parallel()
 	fake := providertest.NewOpenAI(t)
 	cfg := parseConfig(t, strings.Replace(testConfig(t.TempDir(), fake.BaseURL(), ""), `listen: ""`, `listen: "127.0.0.1:0"`, 1))
 	h := startApp(t, cfg)
@@ -308,6 +350,7 @@ func TestHealthAndReady(t *testing.T) {
 // TestCrashRestartAnswersOnce kills the gateway process while the LLM
 // holds the request; after a restart the message is answered exactly once.
 func TestCrashRestartAnswersOnce(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("starts processes")
 	}
@@ -339,6 +382,7 @@ func TestCrashRestartAnswersOnce(t *testing.T) {
 }
 
 func TestBuildFailureIsAClearError(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	pf := filepath.Join(dir, "profiles.json")
 	if err := os.WriteFile(pf, []byte(`{"fake":[{"id":"fake:a","type":"api_key","key":"k"}]}`), 0o644); err != nil {
@@ -356,7 +400,7 @@ func TestBuildFailureIsAClearError(t *testing.T) {
 // a moment before the gateway records that it was sent.
 func deliveredReply(t testing.TB, h *harness, channel, platformID string) *core.Reply {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for {
 		r, err := h.app.db.ReplyByPlatformID(context.Background(), channel, platformID)
 		if err != nil {
@@ -369,5 +413,57 @@ func deliveredReply(t testing.TB, h *harness, channel, platformID string) *core.
 			t.Fatalf("no reply for %s message %s in the delivery log", channel, platformID)
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// migrated is a database with every migration applied, made once per
+// test binary: an app a test starts gets a copy of it in its data dir
+// instead of migrating a fresh one, which under -race costs about half a
+// second of CPU per app (the store's own tests migrate from scratch).
+var migrated struct {
+	once sync.Once
+	path string
+	err  error
+}
+
+// seedDB copies the migrated database into dataDir unless a database is
+// there already.
+func seedDB(t testing.TB, dataDir string) {
+	t.Helper()
+	dst := filepath.Join(dataDir, store.FileName)
+	if _, err := os.Stat(dst); err == nil {
+		return
+	}
+	migrated.once.Do(func() {
+		var dir string
+		if dir, migrated.err = sharedDir(); migrated.err != nil {
+			return
+		}
+		dir = filepath.Join(dir, "db")
+		db, err := store.Open(context.Background(), dir, store.Options{})
+		if err != nil {
+			migrated.err = err
+			return
+		}
+		if migrated.err = db.Close(); migrated.err != nil {
+			return
+		}
+		migrated.path = filepath.Join(dir, store.FileName)
+		if _, err := os.Stat(migrated.path + "-wal"); err == nil {
+			migrated.err = fmt.Errorf("the migrated database kept its WAL after Close; copying the file alone would lose it")
+		}
+	})
+	if migrated.err != nil {
+		t.Fatalf("migrated database: %v", migrated.err)
+	}
+	data, err := os.ReadFile(migrated.path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(dataDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(dst, data, 0o600); err != nil {
+		t.Fatal(err)
 	}
 }

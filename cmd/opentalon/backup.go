@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/opentalon/opentalon/config"
+	"github.com/opentalon/opentalon/core"
 	"github.com/opentalon/opentalon/store"
 )
 
@@ -26,7 +27,7 @@ func cmdBackup(ctx context.Context, g *globalFlags, args []string, io Stdio, env
 	if len(rest) != 1 {
 		return usageError{"usage: opentalon backup FILE (a new file to write the copy to)"}
 	}
-	cfg, _, err := loadConfig(g, env)
+	cfg, err := loadConfigFor(g, env, "state")
 	if err != nil {
 		return err
 	}
@@ -40,7 +41,7 @@ func cmdBackup(ctx context.Context, g *globalFlags, args []string, io Stdio, env
 	}
 	defer db.Close()
 	t0 := time.Now()
-	if err := db.Backup(ctx, rest[0]); err != nil {
+	if err := backupPrivately(ctx, db, rest[0]); err != nil {
 		return err
 	}
 	size := int64(0)
@@ -48,6 +49,38 @@ func cmdBackup(ctx context.Context, g *globalFlags, args []string, io Stdio, env
 		size = fi.Size()
 	}
 	fmt.Fprintf(io.Out, "backed up %s to %s (%s in %s)\n", path, rest[0], humanBytes(size), time.Since(t0).Round(time.Millisecond))
+	return nil
+}
+
+// backupPrivately writes the backup of db to dst without it ever being
+// readable by others: SQLite creates the file VACUUM INTO writes with the
+// umask's mode (0644 on most systems) and the store makes it 0600 only at
+// the end, so the copy (every conversation) was readable meanwhile. The
+// copy is written in a directory only this user may enter, made next to
+// dst, and linked to dst once it is 0600.
+func backupPrivately(ctx context.Context, db *store.DB, dst string) error {
+	abs, err := filepath.Abs(dst)
+	if err != nil {
+		return fmt.Errorf("backup to %s: %w", dst, err)
+	}
+	if _, err := os.Lstat(abs); err == nil {
+		return core.Errorf(core.KindInvalid, "backup: %s already exists; name a new file", abs)
+	}
+	dir, err := os.MkdirTemp(filepath.Dir(abs), ".opentalon-backup-")
+	if err != nil {
+		return fmt.Errorf("backup to %s: %w", abs, err)
+	}
+	defer os.RemoveAll(dir)
+	tmp := filepath.Join(dir, "backup.db")
+	if err := db.Backup(ctx, tmp); err != nil {
+		return err
+	}
+	if err := os.Link(tmp, abs); err != nil {
+		if errors.Is(err, fs.ErrExist) {
+			return core.Errorf(core.KindInvalid, "backup: %s already exists; name a new file", abs)
+		}
+		return fmt.Errorf("backup to %s: %w", abs, err)
+	}
 	return nil
 }
 
@@ -69,7 +102,7 @@ func cmdRestore(ctx context.Context, g *globalFlags, args []string, io Stdio, en
 	} else if !fi.Mode().IsRegular() {
 		return fmt.Errorf("restore: %s is not a file", src)
 	}
-	cfg, _, err := loadConfig(g, env)
+	cfg, err := loadConfigFor(g, env, "state")
 	if err != nil {
 		return err
 	}

@@ -18,7 +18,9 @@ type channelBuild func(a *App) (core.Channel, error)
 
 // channelBuilds is the one list of the channels this binary has, by the
 // name of their block under channels (config.Channels.Sections). Adding a
-// platform is its package plus one entry here.
+// platform is its package, its config block (type, field, name,
+// Sections entry, defaults, checks) and one entry here; see
+// docs/architecture.md.
 func channelBuilds() map[string]channelBuild {
 	return map[string]channelBuild{
 		config.ChannelConsole:  buildConsole,
@@ -30,10 +32,11 @@ func channelBuilds() map[string]channelBuild {
 
 func buildConsole(a *App) (core.Channel, error) {
 	return console.New(console.Options{
-		In:    a.opts.Stdin,
-		Out:   a.opts.Stdout,
-		OnEOF: func() { close(a.eof) },
-		Now:   a.opts.Now,
+		In:          a.opts.Stdin,
+		Out:         a.opts.Stdout,
+		OnEOF:       func() { close(a.eof) },
+		Now:         a.opts.Now,
+		Interactive: a.opts.Interactive,
 	}), nil
 }
 

@@ -11,6 +11,7 @@ import (
 )
 
 func TestChannelWiringFromOneList(t *testing.T) {
+	t.Parallel()
 	on := func(edit func(*config.Channels)) *config.Config {
 		cfg := config.Default()
 		edit(&cfg.Channels)
@@ -69,7 +70,9 @@ func TestChannelWiringFromOneList(t *testing.T) {
 // TestHTTPServerLimits (issue 9, finding 13): the local API server
 // bounds reads, writes, idle keep-alive connections and bodies.
 func TestHTTPServerLimits(t *testing.T) {
+	t.Parallel()
 	cfg := parseConfig(t, strings.Replace(testConfig(t.TempDir(), "http://127.0.0.1:1", ""), `listen: ""`, `listen: "127.0.0.1:0"`, 1))
+	seedDB(t, cfg.State.DataDir)
 	app, err := BuildApp(context.Background(), cfg, AppOptions{Stdin: strings.NewReader(""), Stdout: io.Discard})
 	if err != nil {
 		t.Fatal(err)

@@ -6,11 +6,14 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"runtime/debug"
 	"strings"
+	"syscall"
 
 	"github.com/opentalon/opentalon/config"
+	"github.com/opentalon/opentalon/core"
 	"github.com/opentalon/opentalon/store"
 )
 
@@ -75,18 +78,34 @@ func Main(ctx context.Context, args []string, io Stdio, lookup func(string) (str
 	var g globalFlags
 	fs := flag.NewFlagSet("opentalon", flag.ContinueOnError)
 	fs.SetOutput(io.Err)
-	fs.Usage = func() { fmt.Fprint(io.Err, usage) }
+	fs.Usage = func() {} // printed below: asked for, to stdout
 	g.register(fs)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprint(io.Out, usage)
 			return 0
 		}
+		fmt.Fprint(io.Err, "\n"+usage)
 		return 2
 	}
 	rest := fs.Args()
 	cmd := "run"
 	if len(rest) > 0 {
 		cmd, rest = rest[0], rest[1:]
+	}
+	// `opentalon CMD --help` and `opentalon help CMD`: the command's
+	// lines of the usage, on stdout (so `| less` shows them).
+	if cmd == "help" && len(rest) > 0 {
+		cmd, rest = rest[0], []string{"--help"}
+	}
+	if cmd != "help" && wantsHelp(rest) {
+		h, ok := commandHelp(cmd)
+		if !ok {
+			fmt.Fprintf(io.Err, "opentalon: unknown command %q\n\n%s", cmd, usage)
+			return 2
+		}
+		fmt.Fprint(io.Out, h)
+		return 0
 	}
 	env := config.Env(lookup)
 	log, err := newLogger(io.Err, g.logFormat, firstNonEmpty(g.logLevel, getenv(env, "OPENTALON_LOG_LEVEL")))
@@ -101,7 +120,7 @@ func Main(ctx context.Context, args []string, io Stdio, lookup func(string) (str
 	case "complete":
 		runErr = cmdComplete(ctx, &g, rest, io, env, log)
 	case "config":
-		runErr = cmdConfig(&g, rest, io, env)
+		runErr = cmdConfig(ctx, &g, rest, io, env)
 	case "usage", "affinity", "bench", "pair":
 		runErr = cmdRouting(ctx, cmd, &g, rest, io, env, log)
 	case "lua":
@@ -132,9 +151,82 @@ func Main(ctx context.Context, args []string, io Stdio, lookup func(string) (str
 		if errors.As(runErr, &ue) {
 			return 2
 		}
+		var oe operatorError
+		if errors.As(runErr, &oe) {
+			fmt.Fprintf(io.Err, "opentalon: exit status %d: fix the configuration or credential named above, then start again; "+
+				"restarting cannot get past it, so a service manager should not restart on this status (deploy/opentalon.service lists it in RestartPreventExitStatus)\n", exitConfig)
+			return exitConfig
+		}
 		return 1
 	}
 	return 0
+}
+
+// exitConfig is the exit status of `run` for a problem only the operator
+// can fix — the config, a credential the platform refused, a data
+// directory it may not write (sysexits' EX_CONFIG). The systemd unit does
+// not restart on it, so a wrong token is not retried every 5 s forever.
+const exitConfig = 78
+
+// operatorError marks an error of `run` that restarting cannot get past
+// (Main exits with exitConfig).
+type operatorError struct{ err error }
+
+func (e operatorError) Error() string { return e.err.Error() }
+func (e operatorError) Unwrap() error { return e.err }
+
+// asOperatorError marks err as an operatorError when it is a config
+// problem (core.KindInvalid), a refused credential (core.KindAuth) or a
+// file the process may not write (the data directory).
+func asOperatorError(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case core.ErrorKind(err) == core.KindInvalid, core.ErrorKind(err) == core.KindAuth,
+		errors.Is(err, fs.ErrPermission), errors.Is(err, syscall.EROFS):
+		return operatorError{err}
+	}
+	return err
+}
+
+// wantsHelp reports whether args ask for help (-h, -help, --help before
+// a "--").
+func wantsHelp(args []string) bool {
+	for _, a := range args {
+		switch a {
+		case "--":
+			return false
+		case "-h", "-help", "--help":
+			return true
+		}
+	}
+	return false
+}
+
+// commandHelp is the usage's lines for cmd (with their continuation
+// lines) and the global flags; false for a command the usage lacks.
+func commandHelp(cmd string) (string, bool) {
+	head, flags, _ := strings.Cut(usage, "\nGlobal flags")
+	var b strings.Builder
+	b.WriteString("Usage:\n")
+	in := false
+	for _, l := range strings.Split(head, "\n") {
+		switch {
+		case strings.HasPrefix(l, "  opentalon "):
+			f := strings.Fields(l)
+			in = f[1] == cmd || cmd == "run" && f[1] == "[run]"
+		case !strings.HasPrefix(l, "    "):
+			in = false
+		}
+		if in {
+			b.WriteString(l + "\n")
+		}
+	}
+	if b.Len() == len("Usage:\n") {
+		return "", false
+	}
+	b.WriteString("\nGlobal flags" + flags)
+	return b.String(), true
 }
 
 // extract takes the global flags out of args (for subcommands that parse
@@ -239,10 +331,19 @@ func loadConfig(g *globalFlags, env config.Env) (*config.Config, string, error) 
 	return cfg, src.String(), nil
 }
 
+// loadConfigFor loads the config for a command that uses only the keys
+// under paths (config.OpenFor): what is wrong elsewhere, such as no LLM
+// provider, does not stop it.
+func loadConfigFor(g *globalFlags, env config.Env, paths ...string) (*config.Config, error) {
+	cfg, _, err := config.OpenFor(g.config, env, paths...)
+	return cfg, err
+}
+
 // openConfigStore loads the config and opens its database, for the
-// subcommands that work on the store without running the gateway.
-func openConfigStore(ctx context.Context, g *globalFlags, env config.Env, log *slog.Logger) (*config.Config, *store.DB, error) {
-	cfg, _, err := loadConfig(g, env)
+// subcommands that work on the store without running the gateway; they
+// use the keys under state and those under keys.
+func openConfigStore(ctx context.Context, g *globalFlags, env config.Env, log *slog.Logger, keys ...string) (*config.Config, *store.DB, error) {
+	cfg, err := loadConfigFor(g, env, append(keys, "state")...)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -275,7 +376,7 @@ func versionString() string {
 	return v
 }
 
-func cmdConfig(g *globalFlags, args []string, io Stdio, env config.Env) error {
+func cmdConfig(ctx context.Context, g *globalFlags, args []string, io Stdio, env config.Env) error {
 	rest, err := parseSub("config", g, args, io, nil)
 	if err != nil {
 		return err
@@ -287,6 +388,19 @@ func cmdConfig(g *globalFlags, args []string, io Stdio, env config.Env) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(io.Out, "# config: %s — OK\n", src)
+	// Everything run checks before it serves, and the warnings it logs.
+	warnings, err := preflight(ctx, cfg)
+	for _, w := range warnings {
+		fmt.Fprintln(io.Err, "warning:", w)
+	}
+	if err != nil {
+		return err
+	}
+	switch len(warnings) {
+	case 0:
+		fmt.Fprintf(io.Out, "# config: %s — OK\n", src)
+	default:
+		fmt.Fprintf(io.Out, "# config: %s — OK, with %d warning(s) on stderr (opentalon run logs them at start)\n", src, len(warnings))
+	}
 	return cfg.Print(io.Out)
 }

@@ -24,6 +24,7 @@ func routingTestDB(t *testing.T) *store.DB {
 }
 
 func TestRunAffinity(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	db := routingTestDB(t)
 	at := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
@@ -65,6 +66,7 @@ func TestRunAffinity(t *testing.T) {
 }
 
 func TestRunUsage(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	db := routingTestDB(t)
 	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)

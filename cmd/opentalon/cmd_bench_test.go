@@ -27,6 +27,7 @@ users:
 `
 
 func TestRunBenchRoute(t *testing.T) {
+	t.Parallel()
 	file := filepath.Join(t.TempDir(), "s.yaml")
 	os.WriteFile(file, []byte(tinyScenario), 0o600)
 	var out bytes.Buffer

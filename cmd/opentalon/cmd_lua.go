@@ -97,22 +97,20 @@ func cmdLua(ctx context.Context, g *globalFlags, args []string, io Stdio, env co
 		return usageError{fmt.Sprintf("lua test: --hook %q: use filter, pre_hook, post_hook or on_schedule", hook)}
 	}
 
-	cfg, _, cfgErr := loadConfig(g, env)
-	if cfgErr != nil {
-		// A script that makes no ctx.llm call needs no provider: the
-		// default limits do, unless a config was named explicitly.
-		if g.config != "" {
-			return cfgErr
-		}
-		cfg = config.Default()
+	// The script's limits; a script that makes no ctx.llm call needs
+	// nothing else of the config (no provider).
+	cfg, err := loadConfigFor(g, env, "plugins.lua")
+	if err != nil {
+		return err
 	}
 	var gen core.Generator
 	if len(fakes) > 0 {
 		gen = &fakeReplies{replies: fakes}
 	} else {
 		lazy := &lazyRouter{build: func() (core.Generator, func(), error) {
-			if cfgErr != nil {
-				return nil, nil, fmt.Errorf("ctx.llm needs a configured provider (or --llm-fake REPLY): %w", cfgErr)
+			cfg, _, err := loadConfig(g, env)
+			if err != nil {
+				return nil, nil, fmt.Errorf("ctx.llm needs a configured provider (or --llm-fake REPLY): %w", err)
 			}
 			db, err := store.Open(ctx, cfg.State.DataDir, store.Options{Logger: log})
 			if err != nil {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -9,12 +10,12 @@ import (
 	"time"
 
 	"github.com/opentalon/opentalon/config"
-	"github.com/opentalon/opentalon/store"
+	"github.com/opentalon/opentalon/core"
 )
 
 // pluginBindings is what `opentalon plugins` needs; *store.DB has it.
 type pluginBindings interface {
-	PluginBindings(ctx context.Context) ([]store.PluginBinding, error)
+	PluginBindings(ctx context.Context) ([]core.PluginBinding, error)
 	PluginUnbind(ctx context.Context, name string) (bool, error)
 }
 
@@ -22,17 +23,20 @@ const pluginsUsage = "usage: opentalon plugins list | opentalon plugins unbind N
 
 // cmdPlugins runs `opentalon plugins list|unbind NAME` on the database of
 // the config's state.data_dir.
-func cmdPlugins(ctx context.Context, g *globalFlags, args []string, io Stdio, env config.Env, log *slog.Logger) error {
+func cmdPlugins(ctx context.Context, g *globalFlags, args []string, stdio Stdio, env config.Env, log *slog.Logger) error {
 	args = g.extract(args)
 	if len(args) == 0 {
 		return usageError{pluginsUsage}
+	}
+	if err := runPlugins(ctx, argsOnly{}, args, io.Discard); !errors.Is(err, errArgsOK) {
+		return err
 	}
 	_, db, err := openConfigStore(ctx, g, env, log)
 	if err != nil {
 		return err
 	}
 	defer db.Close()
-	return runPlugins(ctx, db, args, io.Out)
+	return runPlugins(ctx, db, args, stdio.Out)
 }
 
 // runPlugins lists the bindings of plugin names to binaries, or removes

@@ -9,6 +9,7 @@ import (
 )
 
 func TestRunPlugins(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	db := routingTestDB(t)
 	var out bytes.Buffer

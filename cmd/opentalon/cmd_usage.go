@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -85,21 +86,60 @@ func runUsage(ctx context.Context, db usageStore, now time.Time, args []string, 
 
 // cmdRouting runs `usage`, `affinity`, `pair` and `bench`; each parses its own
 // flags, so only the global flags are taken out here.
-func cmdRouting(ctx context.Context, cmd string, g *globalFlags, args []string, io Stdio, env config.Env, log *slog.Logger) error {
+func cmdRouting(ctx context.Context, cmd string, g *globalFlags, args []string, stdio Stdio, env config.Env, log *slog.Logger) error {
 	args = g.extract(args)
 	if cmd == "bench" {
-		return runBenchRoute(ctx, args, io.Out)
+		return runBenchRoute(ctx, args, stdio.Out)
 	}
-	cfg, db, err := openConfigStore(ctx, g, env, log)
+	run := func(db routingStore, decayDays float64, out io.Writer) error {
+		switch cmd {
+		case "usage":
+			return runUsage(ctx, db, time.Now(), args, out)
+		case "pair":
+			return runPair(ctx, db, time.Now(), args, out)
+		}
+		return runAffinity(ctx, db, decayDays, time.Now(), args, out)
+	}
+	// The command line first: its mistakes are not hidden behind the
+	// config's or the database's.
+	if err := run(argsOnly{}, 30, io.Discard); !errors.Is(err, errArgsOK) {
+		return err
+	}
+	// The database and the one key affinity reads; nothing else of the
+	// config (no LLM provider) is needed.
+	cfg, db, err := openConfigStore(ctx, g, env, log, "routing.affinity")
 	if err != nil {
 		return err
 	}
 	defer db.Close()
-	switch cmd {
-	case "usage":
-		return runUsage(ctx, db, time.Now(), args, io.Out)
-	case "pair":
-		return runPair(ctx, db, time.Now(), args, io.Out)
-	}
-	return runAffinity(ctx, db, float64(cfg.Routing.Affinity.DecayDays), time.Now(), args, io.Out)
+	return run(db, float64(cfg.Routing.Affinity.DecayDays), stdio.Out)
 }
+
+// routingStore is what usage, pair and affinity need; *store.DB has it.
+type routingStore interface {
+	usageStore
+	pairStore
+	affinityStore
+}
+
+// argsOnly is a store at which a command stops at its first query with
+// errArgsOK: a command run against it checks its command line only.
+type argsOnly struct{}
+
+var errArgsOK = errors.New("the command line is accepted")
+
+func (argsOnly) UsageTotals(context.Context, time.Time, string, string) ([]core.UsageTotal, error) {
+	return nil, errArgsOK
+}
+func (argsOnly) Pairings(context.Context, string) ([]core.Pairing, error) { return nil, errArgsOK }
+func (argsOnly) DecidePairing(context.Context, string, string, bool, string) (core.Pairing, error) {
+	return core.Pairing{}, errArgsOK
+}
+func (argsOnly) Affinities(context.Context) ([]core.Affinity, error) { return nil, errArgsOK }
+func (argsOnly) ResetAffinity(context.Context, string, string) (int64, error) {
+	return 0, errArgsOK
+}
+func (argsOnly) PluginBindings(context.Context) ([]core.PluginBinding, error) {
+	return nil, errArgsOK
+}
+func (argsOnly) PluginUnbind(context.Context, string) (bool, error) { return false, errArgsOK }

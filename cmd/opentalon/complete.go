@@ -12,6 +12,7 @@ import (
 	"github.com/opentalon/opentalon/orchestrator"
 	"github.com/opentalon/opentalon/routing"
 	"github.com/opentalon/opentalon/routing/provider"
+	"github.com/opentalon/opentalon/store"
 )
 
 // cmdComplete answers one prompt and exits (the per-request model override
@@ -30,7 +31,11 @@ func cmdComplete(ctx context.Context, g *globalFlags, args []string, io Stdio, e
 	if prompt == "" {
 		return usageError{`usage: opentalon complete [--model REF] "prompt"`}
 	}
-	cfg, db, err := openConfigStore(ctx, g, env, log)
+	cfg, _, err := loadConfig(g, env) // the whole config: it asks a model
+	if err != nil {
+		return err
+	}
+	db, err := store.Open(ctx, cfg.State.DataDir, store.Options{Logger: log})
 	if err != nil {
 		return err
 	}

@@ -5,41 +5,29 @@ import (
 	"context"
 	"io"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/opentalon/opentalon/core"
+	"github.com/opentalon/opentalon/core/clock"
 	"github.com/opentalon/opentalon/routing/provider/providertest"
 )
-
-// fakeClock is a settable clock.
-type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *fakeClock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
-func (c *fakeClock) Add(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
 
 // TestFinishedRowsArePrunedWhileRunning: finished queue rows past
 // state.retention are deleted while the gateway runs, not only at start.
 func TestFinishedRowsArePrunedWhileRunning(t *testing.T) {
+	t.Parallel()
 	llm := providertest.NewOpenAI(t)
 	dir := t.TempDir()
 	cfg := parseConfig(t, testConfig(dir, llm.BaseURL(), ""))
 	if cfg.State.Retention.D() != 7*24*time.Hour {
 		t.Fatalf("default retention %s", cfg.State.Retention)
 	}
-	clock := &fakeClock{t: time.Now()}
+	clk := clock.NewFake(time.Now())
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
 	ctx, cancel := context.WithCancel(context.Background())
-	app, err := buildLockedApp(ctx, cfg, AppOptions{Stdin: inR, Stdout: outW, Now: clock.Now}, 10*time.Millisecond)
+	app, err := buildLockedApp(ctx, cfg, AppOptions{Stdin: inR, Stdout: outW, Now: clk.Now}, 10*time.Millisecond)
 	if err != nil {
 		cancel()
 		t.Fatal(err)
@@ -82,7 +70,7 @@ func TestFinishedRowsArePrunedWhileRunning(t *testing.T) {
 	if n := count(core.StatusDone); n != 1 {
 		t.Fatalf("a row finished within the retention was pruned (done rows %d)", n)
 	}
-	clock.Add(8 * 24 * time.Hour)
+	clk.Advance(8 * 24 * time.Hour)
 	waitFor("the week-old row is pruned while running", func() bool { return count(core.StatusDone) == 0 })
 
 	io.WriteString(inW, "second\n")

@@ -284,13 +284,25 @@ func (d *doctor) providers(ctx context.Context, cfg *config.Config, log *slog.Lo
 		cancel()
 		if err != nil {
 			msg := err.Error()
-			if !strings.Contains(msg, "models.providers."+id) {
+			switch pc := cfg.Models.Providers[id]; {
+			case pc.KeyVar != "" || pc.URLVar != "":
+				// Made from the environment: the fix is a variable, not
+				// a config key the user does not have.
+				msg = envProviderFailure(id, pc, err)
+			case !strings.Contains(msg, "models.providers."+id):
 				msg += "; " + providerFix(id, err)
 			}
 			d.fail(what, "%s/%s: %s", id, model, msg)
 			continue
 		}
 		d.ok(what, "%s/%s answered in %s", id, model, time.Since(t0).Round(time.Millisecond))
+	}
+	// The catalog's models against each provider's list of the models it
+	// serves (the request above tried one of them only).
+	for _, p := range checkProviders(ctx, cfg, checkTimeout) {
+		if !p.Fatal {
+			d.warn("provider "+p.Provider, "%s", p.Msg)
+		}
 	}
 }
 
@@ -312,6 +324,25 @@ func doctorModel(cfg *config.Config, id string) string {
 		return ms[0].ID
 	}
 	return ""
+}
+
+// envProviderFailure says what failed of a provider made from the
+// environment and which variable fixes it.
+func envProviderFailure(id string, p config.Provider, err error) string {
+	cause := err
+	var ce *core.Error
+	if errors.As(err, &ce) && ce.Err != nil {
+		cause = ce.Err
+	}
+	switch core.ErrorKind(err) {
+	case core.KindAuth:
+		return fmt.Sprintf("the key was refused (%v); %s", cause, keyFix(id, p))
+	case core.KindUnavailable, core.KindTimeout:
+		return fmt.Sprintf("cannot reach the server (%v); %s", cause, urlFix(id, p))
+	case core.KindNotFound, core.KindBadRequest:
+		return fmt.Sprintf("%v; the model may not exist there: set OPENTALON_MODEL to one it serves", cause)
+	}
+	return fmt.Sprintf("%v; %s", cause, providerFix(id, err))
 }
 
 func providerFix(id string, err error) string {

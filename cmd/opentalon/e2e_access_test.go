@@ -17,6 +17,7 @@ import (
 var pairCodeRE = regexp.MustCompile(`pairing code is ([A-Z0-9]{8})`)
 
 func TestE2EPairingOnTelegram(t *testing.T) {
+	t.Parallel()
 	llm := providertest.NewOpenAI(t)
 	bot := telegramtest.New(t, tgToken)
 	y := strings.Replace(telegramConfig(t.TempDir(), llm.BaseURL(), bot.URL), "    api_url:",

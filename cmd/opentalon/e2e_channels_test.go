@@ -25,6 +25,7 @@ func consoleAndTelegram(dataDir, llmURL, botURL string) string {
 // Telegram on, the end of the console's input ends nothing: Telegram keeps
 // answering.
 func TestE2EConsoleEOFDoesNotStopOtherChannels(t *testing.T) {
+	t.Parallel()
 	llm := providertest.NewOpenAI(t)
 	bot := telegramtest.New(t, tgToken)
 	h := startApp(t, loadConfigFile(t, writeConfig(t, consoleAndTelegram(t.TempDir(), llm.BaseURL(), bot.URL))))
@@ -50,6 +51,7 @@ func TestE2EConsoleEOFDoesNotStopOtherChannels(t *testing.T) {
 // TestE2EDisabledChannelModelDoesNotFailStartUp: the model of a disabled
 // channel is neither checked nor handed to the router.
 func TestE2EDisabledChannelModelDoesNotFailStartUp(t *testing.T) {
+	t.Parallel()
 	llm := providertest.NewOpenAI(t)
 	y := testConfig(t.TempDir(), llm.BaseURL(), `channels:
   telegram:
@@ -66,6 +68,7 @@ func TestE2EDisabledChannelModelDoesNotFailStartUp(t *testing.T) {
 // (getMe answers 500) and is retried with backoff; meanwhile /readyz
 // names it and the console answers; once getMe works it connects.
 func TestE2EFailingChannelRestartedAndReported(t *testing.T) {
+	t.Parallel()
 	llm := providertest.NewOpenAI(t)
 	bot := telegramtest.New(t, tgToken)
 	for range 2 {
@@ -102,6 +105,7 @@ func TestE2EFailingChannelRestartedAndReported(t *testing.T) {
 // TestOpenChannelWarnsAtStart (issue 9, finding 12): a platform channel
 // with no allowlist is named once in a start-up warning.
 func TestOpenChannelWarnsAtStart(t *testing.T) {
+	t.Parallel()
 	var logs lockedBuf
 	log := slog.New(slog.NewTextHandler(&logs, nil))
 	for _, tt := range []struct {
@@ -114,7 +118,9 @@ func TestOpenChannelWarnsAtStart(t *testing.T) {
 	} {
 		logs.Reset()
 		y := strings.Replace(telegramConfig(t.TempDir(), "http://127.0.0.1:1", "http://127.0.0.1:1"), "    api_url:", tt.extra+"    api_url:", 1)
-		app, err := BuildApp(context.Background(), loadConfigFile(t, writeConfig(t, y)), AppOptions{Logger: log, Stdin: strings.NewReader(""), Stdout: io.Discard})
+		cfg := loadConfigFile(t, writeConfig(t, y))
+		seedDB(t, cfg.State.DataDir)
+		app, err := BuildApp(context.Background(), cfg, AppOptions{Logger: log, Stdin: strings.NewReader(""), Stdout: io.Discard})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -41,8 +41,12 @@ func modelReply(r providertest.Received) providertest.Script {
 }
 
 func TestE2EConfigCheckRedactsSecrets(t *testing.T) {
+	t.Parallel()
 	llm := providertest.NewOpenAI(t)
-	y := strings.Replace(twoModelConfig(t.TempDir(), llm.BaseURL(), ""), `listen: ""`, `listen: "127.0.0.1:0"`+"\n  api_key: ${OPENTALON_API_KEY}", 1)
+	// A Slack incoming webhook carries its token in the path.
+	const hookToken = "XoXbHookTokenInThePath42"
+	y := strings.Replace(twoModelConfig(t.TempDir(), llm.BaseURL(), "notifications:\n  sinks:\n    - { type: webhook, url: \"https://hooks.slack.com/services/T0001/B0002/"+hookToken+"\" }\n"),
+		`listen: ""`, `listen: "127.0.0.1:0"`+"\n  api_key: ${OPENTALON_API_KEY}", 1)
 	path := writeConfig(t, y)
 	const serverKey = "server-KEY-from-env-99"
 	res := runMain(t, map[string]string{"OPENTALON_API_KEY": serverKey}, "", "config", "check", "--config", path)
@@ -50,12 +54,12 @@ func TestE2EConfigCheckRedactsSecrets(t *testing.T) {
 		t.Fatalf("config check exit %d; stderr %s", res.code, res.stderr)
 	}
 	all := res.stdout + res.stderr
-	for _, secret := range []string{cliAPIKey, serverKey} {
+	for _, secret := range []string{cliAPIKey, serverKey, hookToken, "T0001/B0002"} {
 		if strings.Contains(all, secret) {
 			t.Fatalf("config check printed the secret %q:\n%s", secret, all)
 		}
 	}
-	for _, want := range []string{"fake/small", "openai-completions", "api_key", "127.0.0.1:0"} {
+	for _, want := range []string{"fake/small", "openai-completions", "api_key", "127.0.0.1:0", "https://hooks.slack.com/…"} {
 		if !strings.Contains(res.stdout, want) {
 			t.Fatalf("config check output lacks %q:\n%s", want, res.stdout)
 		}
@@ -63,6 +67,7 @@ func TestE2EConfigCheckRedactsSecrets(t *testing.T) {
 }
 
 func TestE2EConfigErrorsNameFileLineAndFix(t *testing.T) {
+	t.Parallel()
 	llm := providertest.NewOpenAI(t)
 	tests := []struct {
 		name string
@@ -103,6 +108,7 @@ func TestE2EConfigErrorsNameFileLineAndFix(t *testing.T) {
 }
 
 func TestE2ECompleteVersionUsageAffinity(t *testing.T) {
+	t.Parallel()
 	llm := providertest.NewOpenAI(t)
 	llm.SetReply(modelReply)
 	path := writeConfig(t, twoModelConfig(t.TempDir(), llm.BaseURL(), ""))

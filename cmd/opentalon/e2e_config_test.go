@@ -23,6 +23,7 @@ import (
 )
 
 func TestE2EDefaultConfigFromEnvironment(t *testing.T) {
+	t.Parallel()
 	llm := providertest.NewOpenAI(t)
 	home := t.TempDir()
 
@@ -39,7 +40,9 @@ func TestE2EDefaultConfigFromEnvironment(t *testing.T) {
 
 	// OPENAI_BASE_URL alone (an OpenAI-compatible server, no key) is enough,
 	// for complete and for the console, with the data under ~/.opentalon.
-	env := map[string]string{"HOME": home, "OPENAI_BASE_URL": llm.BaseURL()}
+	// The default's server listens on $OPENTALON_LISTEN (127.0.0.1:7070
+	// when unset, which another process may hold): a free port here.
+	env := map[string]string{"HOME": home, "OPENAI_BASE_URL": llm.BaseURL(), "OPENTALON_LISTEN": "127.0.0.1:0"}
 	res = runMain(t, env, "", "complete", "hi there")
 	if res.code != 0 || strings.TrimSpace(res.stdout) != "echo: hi there" {
 		t.Fatalf("default config complete: exit %d, %q, %s", res.code, res.stdout, res.stderr)
@@ -71,6 +74,7 @@ func TestE2EDefaultConfigFromEnvironment(t *testing.T) {
 }
 
 func TestE2ETelegramWebhookAndPerChatModel(t *testing.T) {
+	t.Parallel()
 	llm := providertest.NewOpenAI(t)
 	llm.SetReply(modelReply)
 	bot := telegramtest.New(t, tgToken)

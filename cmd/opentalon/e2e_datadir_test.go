@@ -13,6 +13,7 @@ import (
 )
 
 func TestE2ESecondRunOnOneDataDirExits(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("starts processes")
 	}

@@ -134,7 +134,9 @@ func TestE2EDiscordRefusedTokenFailsStartNamingTheKey(t *testing.T) {
 	logs := &lockedBuf{}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	app, err := BuildApp(ctx, loadConfigFile(t, cfgPath), AppOptions{Stdin: strings.NewReader(""), Stdout: io.Discard,
+	cfg := loadConfigFile(t, cfgPath)
+	seedDB(t, cfg.State.DataDir)
+	app, err := BuildApp(ctx, cfg, AppOptions{Stdin: strings.NewReader(""), Stdout: io.Discard,
 		Logger: slog.New(slog.NewTextHandler(logs, nil))})
 	if err != nil {
 		t.Fatal(err)

@@ -24,43 +24,88 @@ import (
 
 	"github.com/opentalon/opentalon/channels/telegram/telegramtest"
 	"github.com/opentalon/opentalon/core"
+	"github.com/opentalon/opentalon/core/clock"
 	"github.com/opentalon/opentalon/metrics/notify"
 	"github.com/opentalon/opentalon/plugins/sdk/plugintest"
 	"github.com/opentalon/opentalon/routing/provider/providertest"
 )
 
-// extBuild builds testdata/extplugin once for the package's tests;
-// TestMain removes it.
-var extBuild struct {
-	once sync.Once
+// builds holds the plugin binaries the package's tests run, each built
+// once per test binary into one shared directory (TestMain removes it):
+// tests copy a binary into their own plugin_dir, or run it where it is.
+var builds struct {
+	mu   sync.Mutex
 	dir  string
+	bins map[string]*built
+}
+
+type built struct {
+	once sync.Once
 	bin  string
 	err  error
 }
 
-func removeBuilt() {
-	if extBuild.dir != "" {
-		os.RemoveAll(extBuild.dir)
+// sharedDir is the package's directory for what its tests share (plugin
+// binaries, the migrated database), made on first use; it is enterable by
+// every user, as a plugin_dir must be when the core runs as root and
+// starts plugins as another (plugins.tools.run_as).
+func sharedDir() (string, error) {
+	builds.mu.Lock()
+	defer builds.mu.Unlock()
+	if builds.dir == "" {
+		d, err := os.MkdirTemp("", "opentalon-test-")
+		if err != nil {
+			return "", err
+		}
+		if err := os.Chmod(d, 0o755); err != nil {
+			return "", err
+		}
+		builds.dir = d
 	}
+	return builds.dir, nil
+}
+
+func removeBuilt() {
+	if builds.dir != "" {
+		os.RemoveAll(builds.dir)
+	}
+}
+
+// pluginBinary returns the Go plugin package at dir (relative to this
+// package), built once.
+func pluginBinary(t testing.TB, dir string) string {
+	t.Helper()
+	builds.mu.Lock()
+	if builds.bins == nil {
+		builds.bins = map[string]*built{}
+	}
+	b, ok := builds.bins[dir]
+	if !ok {
+		b = &built{}
+		builds.bins[dir] = b
+	}
+	builds.mu.Unlock()
+	b.once.Do(func() {
+		var root string
+		if root, b.err = sharedDir(); b.err != nil {
+			return
+		}
+		b.bin = filepath.Join(root, filepath.Base(dir))
+		cmd := exec.Command("go", "build", "-o", b.bin, ".")
+		cmd.Dir = dir
+		if out, err := cmd.CombinedOutput(); err != nil {
+			b.err = fmt.Errorf("go build %s: %v\n%s", dir, err, out)
+		}
+	})
+	if b.err != nil {
+		t.Fatal(b.err)
+	}
+	return b.bin
 }
 
 func extBinary(t testing.TB) string {
 	t.Helper()
-	extBuild.once.Do(func() {
-		if extBuild.dir, extBuild.err = os.MkdirTemp("", "extplugin-"); extBuild.err != nil {
-			return
-		}
-		extBuild.bin = filepath.Join(extBuild.dir, "extplugin")
-		cmd := exec.Command("go", "build", "-o", extBuild.bin, ".")
-		cmd.Dir = "testdata/extplugin"
-		if out, err := cmd.CombinedOutput(); err != nil {
-			extBuild.err = fmt.Errorf("go build testdata/extplugin: %v\n%s", err, out)
-		}
-	})
-	if extBuild.err != nil {
-		t.Fatal(extBuild.err)
-	}
-	return extBuild.bin
+	return pluginBinary(t, "testdata/extplugin")
 }
 
 // installExt puts a copy of the plugin named name, configured by conf,
@@ -104,6 +149,7 @@ func waitPlugins(t testing.TB, a *App, names ...string) {
 }
 
 func TestE2EPluginHooks(t *testing.T) {
+	t.Parallel()
 	pluginDir := plugintest.Dir(t)
 	installExt(t, pluginDir, "review", map[string]any{"post_order": 20, "post_suffix": " — reviewed"})
 	installExt(t, pluginDir, "stuck", map[string]any{"pre_order": 5, "pre_hang": true})
@@ -148,6 +194,7 @@ func signed(secret, body string) string {
 }
 
 func TestE2EPluginRouteInjectsIntoAConversation(t *testing.T) {
+	t.Parallel()
 	pluginDir := plugintest.Dir(t)
 	installExt(t, pluginDir, "tracker", map[string]any{"routes": true, "secret": "whsec-1", "inject_channel": "telegram", "inject_chat": "-100555"})
 	llm := providertest.NewOpenAI(t)
@@ -204,7 +251,47 @@ func TestE2EPluginRouteInjectsIntoAConversation(t *testing.T) {
 	}
 }
 
+// Finding 9 of issue 25: every plugin was started with server.api_key,
+// which opens every plugin's private routes, the status page and
+// /metrics. Now each gets a key of its own: it opens the plugin LLM API
+// and the plugin's own private routes, not another plugin's.
+func TestE2EPluginsHaveKeysOfTheirOwn(t *testing.T) {
+	pluginDir := plugintest.Dir(t)
+	installExt(t, pluginDir, "alpha", map[string]any{"routes": true, "probe": true})
+	installExt(t, pluginDir, "beta", map[string]any{"routes": true, "probe": true})
+	llm := providertest.NewOpenAI(t)
+	const apiKey = "server-KEY-9"
+	h, generate := startWithPluginAPI(t, llm.BaseURL(), apiKey, "plugins:\n  tools:\n    plugin_dir: "+pluginDir+"\n")
+	waitPlugins(t, h.app, "alpha", "beta")
+	base := strings.TrimSuffix(generate, "llm/generate")
+	get := func(url string) string {
+		t.Helper()
+		res, err := http.Get(url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		b, _ := io.ReadAll(res.Body)
+		return string(b)
+	}
+	sum := sha256.Sum256([]byte(apiKey))
+	server := hex.EncodeToString(sum[:])
+	keys := map[string]string{}
+	for _, tc := range []struct{ plugin, other string }{{"alpha", "beta"}, {"beta", "alpha"}} {
+		got := get(base + tc.plugin + "/probe?other=" + tc.other)
+		if !strings.HasPrefix(got, "own=200 other=401 llm=200 key=") {
+			t.Fatalf("%s's probe = %q; want its own route and the LLM API open to its key, %s's route closed", tc.plugin, got, tc.other)
+		}
+		key := strings.TrimPrefix(got, "own=200 other=401 llm=200 key=")
+		if key == server || key == keys[tc.other] {
+			t.Fatalf("%s was started with server.api_key or another plugin's key", tc.plugin)
+		}
+		keys[tc.plugin] = key
+	}
+}
+
 func TestE2EProviderPlugin(t *testing.T) {
+	t.Parallel()
 	pluginDir := plugintest.Dir(t)
 	installExt(t, pluginDir, "myllm", map[string]any{})
 	llm := providertest.NewOpenAI(t)
@@ -266,6 +353,7 @@ plugins:
 }
 
 func TestE2EAuthProvider(t *testing.T) {
+	t.Parallel()
 	pluginDir := plugintest.Dir(t)
 	installExt(t, pluginDir, "directory", map[string]any{"auth": map[string]string{"42": "allow", "7": "admin", "13": "fail"}})
 	llm := providertest.NewOpenAI(t)
@@ -299,10 +387,11 @@ func TestE2EAuthProvider(t *testing.T) {
 }
 
 func TestE2EScheduleFiresAtTheClocksTime(t *testing.T) {
+	t.Parallel()
 	llm := providertest.NewOpenAI(t)
 	bot := telegramtest.New(t, tgToken)
 	dir := t.TempDir()
-	clk := &fakeClock{t: time.Date(2026, 5, 1, 8, 59, 30, 0, time.UTC)} // a Friday
+	clk := clock.NewFake(time.Date(2026, 5, 1, 8, 59, 30, 0, time.UTC)) // a Friday
 	cfg := telegramConfig(dir, llm.BaseURL(), bot.URL) + `timezone: UTC
 schedules:
   - cron: "0 9 * * 1-5"
@@ -316,11 +405,27 @@ schedules:
 	}
 	h := start()
 	waitAddr(t, h.app)
-	time.Sleep(1500 * time.Millisecond)
+	// The clock moves only once the scheduler has read it: its next
+	// firing is stored as 09:00 today. (Moved before that on a loaded
+	// machine, the first firing was computed from 09:00:00: Monday's.)
+	nineToday := time.Date(2026, 5, 1, 9, 0, 0, 0, time.UTC)
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		s, err := h.app.db.Schedules(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(s) == 1 && s[0].NextFire.Equal(nineToday) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("schedules %+v; want the next firing at %v", s, nineToday)
+		}
+	}
+	time.Sleep(1500 * time.Millisecond) // the scheduler's ticks at 08:59:30
 	if n := len(bot.Sent()); n != 0 {
 		t.Fatalf("%d messages before 09:00", n)
 	}
-	clk.Add(30 * time.Second) // 09:00:00
+	clk.Advance(30 * time.Second) // 09:00:00
 	sent := bot.WaitSent(t, 1, 20*time.Second)
 	if s := sent[0]; s.ChatID != -100777 || s.Text != "echo: Summarize yesterday's open incidents in three bullet points." || s.ReplyTo != 0 {
 		t.Fatalf("sent %+v; want the answer to the prompt in chat -100777", s)
@@ -333,7 +438,7 @@ schedules:
 
 	// Down across Monday's firing (09:00); back at 11:00: missed: once
 	// runs it once.
-	clk.Add(3*24*time.Hour + 2*time.Hour)
+	clk.Advance(3*24*time.Hour + 2*time.Hour)
 	h2 := start()
 	waitAddr(t, h2.app)
 	sent = bot.WaitSent(t, 2, 20*time.Second)
@@ -350,6 +455,7 @@ schedules:
 }
 
 func TestE2EScheduleCommand(t *testing.T) {
+	t.Parallel()
 	llm := providertest.NewOpenAI(t)
 	h := startApp(t, loadConfigFile(t, writeConfig(t, testConfig(t.TempDir(), llm.BaseURL(), ""))))
 	h.send("/schedule every fortnight say hi")
@@ -379,6 +485,7 @@ func TestE2EScheduleCommand(t *testing.T) {
 // at a platform that is down: the webhook sink gets one signed
 // channel_down, and no more within the window.
 func TestE2EChannelOutageWebhook(t *testing.T) {
+	t.Parallel()
 	llm := providertest.NewOpenAI(t)
 	bot := telegramtest.New(t, tgToken)
 	bot.Stop() // the platform is down from the start

@@ -16,6 +16,7 @@ import (
 )
 
 func TestE2EAuthProfilesFileRotatesAndIsGuarded(t *testing.T) {
+	t.Parallel()
 	llm := providertest.NewOpenAI(t)
 	llm.RequireKey("key-two-SECRET")
 	dir := t.TempDir()
@@ -61,6 +62,7 @@ func keysOf(rs []providertest.Received) []string {
 }
 
 func TestE2EFallbackModelWhenPrimaryRateLimited(t *testing.T) {
+	t.Parallel()
 	limited := providertest.NewOpenAI(t)
 	limited.SetReply(func(providertest.Received) providertest.Script {
 		return providertest.Script{Status: 429, Header: map[string]string{"Retry-After": "120"}}
@@ -93,6 +95,7 @@ server: { listen: "" }
 }
 
 func TestE2EPluginLLMAPIRespectsLocalSemaphore(t *testing.T) {
+	t.Parallel()
 	llm := providertest.NewOpenAI(t)
 	const key = "sema-SECRET"
 	h, url := startWithPluginAPI(t, llm.BaseURL(), key, "llm: { max_concurrent_local: 1, max_concurrent_cloud: 4 }\n")

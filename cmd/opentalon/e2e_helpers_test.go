@@ -7,6 +7,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -91,6 +92,18 @@ func (l *lockedBuf) Reset() {
 	l.b.Reset()
 }
 
+// childEnv is the environment of a re-executed test binary: this one's,
+// and unless GORACE is set, a race detector that does not sleep a second
+// at exit (it waits for other goroutines' reports; -race children exit
+// often here).
+func childEnv() []string {
+	env := os.Environ()
+	if _, ok := os.LookupEnv("GORACE"); !ok {
+		env = append(env, "GORACE=atexit_sleep_ms=0")
+	}
+	return env
+}
+
 // binProc is the test binary re-executed as opentalon with its stderr kept.
 type binProc struct {
 	*proc
@@ -101,8 +114,22 @@ type binProc struct {
 // binary running main()) with extraEnv added.
 func startBinary(t *testing.T, extraEnv []string, args ...string) *binProc {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], args...)
-	cmd.Env = append(append(os.Environ(), "OPENTALON_E2E_MAIN=1"), extraEnv...)
+	return startBinaryAt(t, os.Args[0], childEnv(), extraEnv, args...)
+}
+
+// startBinaryEnv runs `opentalon args...` as a child process with env as
+// its whole environment (a service manager's, a container's).
+func startBinaryEnv(t *testing.T, env []string, args ...string) *binProc {
+	t.Helper()
+	return startBinaryAt(t, os.Args[0], env, nil, args...)
+}
+
+// startBinaryAt runs the binary at bin (the test binary, or one
+// releaseBinary built) with env plus extraEnv as its environment.
+func startBinaryAt(t *testing.T, bin string, env, extraEnv []string, args ...string) *binProc {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
+	cmd.Env = append(append(append([]string(nil), env...), "OPENTALON_E2E_MAIN=1"), extraEnv...)
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -191,4 +218,37 @@ func postJSON(t testing.TB, url, body string, header map[string]string) (int, st
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, string(b)
+}
+
+// release is the opentalon binary built as scripts/release.sh builds it
+// (so its compiled packages are shared with the release test's build),
+// once per test binary.
+var release struct {
+	once sync.Once
+	bin  string
+	err  error
+}
+
+// releaseBinary returns the opentalon binary built without the race
+// detector, for a test whose child processes do much work: the crash
+// loop. (The same code runs under -race in-process in the other tests.)
+func releaseBinary(t testing.TB) string {
+	t.Helper()
+	release.once.Do(func() {
+		dir, err := sharedDir()
+		if err != nil {
+			release.err = err
+			return
+		}
+		release.bin = filepath.Join(dir, "opentalon")
+		cmd := exec.Command("go", "build", "-trimpath", "-tags", releaseTags, "-o", release.bin, ".")
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			release.err = fmt.Errorf("go build -trimpath -tags %s: %v\n%s", releaseTags, err, out)
+		}
+	})
+	if release.err != nil {
+		t.Fatal(release.err)
+	}
+	return release.bin
 }

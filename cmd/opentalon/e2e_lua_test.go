@@ -7,11 +7,13 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/opentalon/opentalon/config"
 	"github.com/opentalon/opentalon/core"
 	"github.com/opentalon/opentalon/routing/provider/providertest"
 )
@@ -45,6 +47,7 @@ func luaConfig(dataDir, baseURL, scriptsDir, extra string) string {
 // classifies (the metadata is stored with the reply), a post-hook
 // rewrites the answer the user receives.
 func TestLuaHooksInTheGateway(t *testing.T) {
+	t.Parallel()
 	fake := providertest.NewOpenAI(t)
 	scripts := seedScripts(t, "filter.lua", "expert_classify.lua", "vocabulary_guard.lua")
 	cfg := parseConfig(t, luaConfig(t.TempDir(), fake.BaseURL(), scripts, ""))
@@ -94,6 +97,7 @@ func TestLuaHooksInTheGateway(t *testing.T) {
 
 // plugins.lua.drop_notice answers a dropped message without the LLM.
 func TestLuaDropNotice(t *testing.T) {
+	t.Parallel()
 	fake := providertest.NewOpenAI(t)
 	scripts := seedScripts(t, "filter.lua")
 	cfg := parseConfig(t, luaConfig(t.TempDir(), fake.BaseURL(), scripts, `    drop_notice: "Sorry, that message was blocked."`))
@@ -108,6 +112,7 @@ func TestLuaDropNotice(t *testing.T) {
 // ctx.llm goes through the router to the configured provider (purpose
 // "lua" in the ledger); the main LLM sees the translated message.
 func TestLuaLLMThroughTheRouter(t *testing.T) {
+	t.Parallel()
 	fake := providertest.NewOpenAI(t)
 	fake.SetReply(func(r providertest.Received) providertest.Script {
 		q := r.LastUser()
@@ -161,6 +166,7 @@ func (h *tagAfter) Post(_ context.Context, in core.HookInput, answer string) (st
 
 // AppOptions.Hooks still run, after the Lua hooks.
 func TestLuaHooksChainWithAppHooks(t *testing.T) {
+	t.Parallel()
 	fake := providertest.NewOpenAI(t)
 	scripts := seedScripts(t, "expert_classify.lua", "vocabulary_guard.lua")
 	tag := &tagAfter{}
@@ -175,8 +181,16 @@ func TestLuaHooksChainWithAppHooks(t *testing.T) {
 }
 
 // A script stuck in a loop holds one worker until its timeout; the
-// gateway answers other conversations meanwhile.
+// gateway answers other conversations meanwhile. The loop's timeout
+// outlasts the test, so "meanwhile" is what the queue shows (the looping
+// message still running when the other answers came), not a race against
+// the timeout (2 s once passed on a loaded machine before the other
+// answers); the shutdown cuts the loop short. That a script past its
+// timeout is stopped (lua's TestTimeoutStopsALoop) and a failed hook skipped
+// (core/gateway's TestOrderedHooksSkipFailuresAndStopOnDrop) is tested
+// where it is done.
 func TestGatewayAnswersWhileAScriptLoops(t *testing.T) {
+	t.Parallel()
 	fake := providertest.NewOpenAI(t)
 	dir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(dir, "stuck.lua"), []byte(`function pre_hook(ctx)
@@ -186,25 +200,46 @@ func TestGatewayAnswersWhileAScriptLoops(t *testing.T) {
 end`), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	cfg := parseConfig(t, luaConfig(t.TempDir(), fake.BaseURL(), dir, "    limits: { timeout_seconds: 2 }"))
+	cfg := parseConfig(t, luaConfig(t.TempDir(), fake.BaseURL(), dir, "    limits: { timeout_seconds: 60 }"))
+	cfg.Queue.ShutdownGrace = config.Duration(time.Second)
 	h := startApp(t, cfg)
 	waitAccepting(t, h.app.gateway)
 	loop := core.Inbound{Conversation: core.ConversationKey{Channel: "console", Chat: "other"}, MessageID: "loop-1", UserID: "u", Text: "loop"}
 	if err := h.app.gateway.Accept(context.Background(), loop); err != nil {
 		t.Fatal(err)
 	}
+	looping := func() bool {
+		t.Helper()
+		ids, err := h.app.db.Running(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, id := range ids {
+			if it, _, err := h.app.db.QueueItem(context.Background(), id); err == nil && it.Message != nil && it.Message.MessageID == "loop-1" {
+				return true
+			}
+		}
+		return false
+	}
+	for deadline := time.Now().Add(20 * time.Second); !looping(); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the looping message never ran")
+		}
+	}
 	h.send("hello")
 	h.expect("echo: hello!")
 	h.send("still there?")
 	h.expect("echo: still there?!")
-	// The looping message is answered after its timeout, without the
-	// hook's change.
-	h.expect("echo: loop")
+	if !looping() {
+		t.Fatal("the looping message stopped running before the other answers came; want them while it loops")
+	}
+	h.shutdown()
 }
 
 // With plugins.lua.watch a changed script answers the next message, and
 // a broken edit keeps the previous version.
 func TestLuaReloadInTheGateway(t *testing.T) {
+	t.Parallel()
 	fake := providertest.NewOpenAI(t)
 	dir := t.TempDir()
 	script := filepath.Join(dir, "sign.lua")
@@ -239,6 +274,7 @@ func TestLuaReloadInTheGateway(t *testing.T) {
 // gateway answers other conversations meanwhile, and the bomb's own
 // message goes on without the hook's change.
 func TestGatewayAnswersWhileAScriptBombs(t *testing.T) {
+	t.Parallel()
 	fake := providertest.NewOpenAI(t)
 	dir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(dir, "greedy.lua"), []byte(`function pre_hook(ctx)
@@ -257,7 +293,9 @@ end`), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	logs := &lockedBuf{}
-	cfg := parseConfig(t, luaConfig(t.TempDir(), fake.BaseURL(), dir, "    limits: { memory_mb: 8, timeout_seconds: 60 }"))
+	// 2 MiB: the bomb's cost (a Lua loop under -race) grows with the
+	// limit, and the answers wait for it on a loaded machine.
+	cfg := parseConfig(t, luaConfig(t.TempDir(), fake.BaseURL(), dir, "    limits: { memory_mb: 2, timeout_seconds: 60 }"))
 	h := startAppWith(t, cfg, AppOptions{Logger: slog.New(slog.NewTextHandler(logs, nil))})
 	waitAccepting(t, h.app.gateway)
 	bomb := core.Inbound{Conversation: core.ConversationKey{Channel: "console", Chat: "other"}, MessageID: "bomb-1", UserID: "u", Text: "bomb"}
@@ -265,14 +303,21 @@ end`), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	h.send("hello")
-	h.expect("echo: hello!")
-	h.expect("echo: bomb")
+	// Both are answered, the bomb without its hook's change; which comes
+	// first depends on how fast the bomb fills its 2 MiB (answering
+	// meanwhile is TestGatewayAnswersWhileAScriptLoops's).
+	got := []string{h.nextWithin(time.Minute), h.nextWithin(time.Minute)}
+	slices.Sort(got)
+	if want := []string{"echo: bomb", "echo: hello!"}; !slices.Equal(got, want) {
+		t.Fatalf("answers %q; want %q", got, want)
+	}
 	if !strings.Contains(logs.String(), "plugins.lua.limits.memory_mb") {
 		t.Fatalf("the bomb's end was not logged as the memory limit:\n%s", logs.String())
 	}
 }
 
 func TestLuaTestCommand(t *testing.T) {
+	t.Parallel()
 	seedDir := filepath.Join("..", "..", "lua", "testdata", "seed")
 	env := map[string]string{"HOME": t.TempDir()}
 	decode := func(t *testing.T, out string) luaTestOutput {

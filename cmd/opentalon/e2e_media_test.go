@@ -22,6 +22,7 @@ import (
 	"github.com/opentalon/opentalon/channels/slack/slacktest"
 	"github.com/opentalon/opentalon/channels/telegram/telegramtest"
 	"github.com/opentalon/opentalon/core"
+	"github.com/opentalon/opentalon/orchestrator/media/mediatest"
 	"github.com/opentalon/opentalon/plugins/sdk/plugintest"
 	"github.com/opentalon/opentalon/routing/provider/providertest"
 )
@@ -65,6 +66,7 @@ func lastUser(t *testing.T, llm *providertest.Server) core.ChatMessage {
 // reaches a vision model as an image part of the photo's type and size;
 // /retry shows it again from the media store without downloading it.
 func TestE2EPhotoReachesTheModelAsAnImage(t *testing.T) {
+	t.Parallel()
 	llm := providertest.NewOpenAI(t)
 	bot := telegramtest.New(t, tgToken)
 	startApp(t, loadConfigFile(t, writeConfig(t, visionCatalog(telegramConfig(t.TempDir(), llm.BaseURL(), bot.URL)))))
@@ -100,6 +102,7 @@ func TestE2EPhotoReachesTheModelAsAnImage(t *testing.T) {
 // TestE2EImageWithoutVisionModel: with no model that sees, a photo is
 // answered with one sentence, without calling the LLM or downloading it.
 func TestE2EImageWithoutVisionModel(t *testing.T) {
+	t.Parallel()
 	llm := providertest.NewOpenAI(t)
 	bot := telegramtest.New(t, tgToken)
 	startApp(t, loadConfigFile(t, writeConfig(t, telegramConfig(t.TempDir(), llm.BaseURL(), bot.URL))))
@@ -122,6 +125,7 @@ func TestE2EImageWithoutVisionModel(t *testing.T) {
 // transcription endpoint (media.transcription.model), its transcript is
 // answered by the LLM and, with echo on, shown ahead of the answer.
 func TestE2EVoiceNoteTranscribedThenAnswered(t *testing.T) {
+	t.Parallel()
 	llm := providertest.NewOpenAI(t)
 	llm.SetReply(func(r providertest.Received) providertest.Script {
 		if r.Audio != nil {
@@ -157,6 +161,7 @@ func TestE2EVoiceNoteTranscribedThenAnswered(t *testing.T) {
 // whether the platform declares its size in the message or only in
 // getFile.
 func TestE2EOversizedFileRefused(t *testing.T) {
+	t.Parallel()
 	llm := providertest.NewOpenAI(t)
 	bot := telegramtest.New(t, tgToken)
 	cfg := telegramConfig(t.TempDir(), llm.BaseURL(), bot.URL) + "media:\n  max_bytes: 4096\n"
@@ -217,6 +222,7 @@ func minimalPDF(text string) []byte {
 // TestE2EDocumentsBecomeContext: a PDF's text and a CSV reach the LLM as
 // context for the turn; a zip gets the clear "cannot read" reply.
 func TestE2EDocumentsBecomeContext(t *testing.T) {
+	t.Parallel()
 	llm := providertest.NewOpenAI(t)
 	bot := telegramtest.New(t, tgToken)
 	startApp(t, loadConfigFile(t, writeConfig(t, telegramConfig(t.TempDir(), llm.BaseURL(), bot.URL))))
@@ -247,6 +253,33 @@ func TestE2EDocumentsBecomeContext(t *testing.T) {
 	}
 }
 
+// TestE2EPDFBombIsRefused: a PDF of a few hundred KB whose page expands to
+// 256 MB (which read in-process allocated gigabytes and, a little larger,
+// ended the gateway with a fatal out-of-memory error) is answered with a
+// reason, read by the confined helper process; the gateway answers the
+// next message as usual.
+func TestE2EPDFBombIsRefused(t *testing.T) {
+	llm := providertest.NewOpenAI(t)
+	bot := telegramtest.New(t, tgToken)
+	startApp(t, loadConfigFile(t, writeConfig(t, telegramConfig(t.TempDir(), llm.BaseURL(), bot.URL))))
+	alice := telegramtest.User(55, "alice")
+
+	bomb := mediatest.PDF(mediatest.TextPage("Invoice 7"), mediatest.BombPage(256))
+	bot.AddUpdate(bot.Document(alice, bot.AddFile(bomb), "invoice.pdf", "application/pdf", len(bomb), "pay this"))
+	sent := bot.WaitSent(t, 1, 30*time.Second)
+	if !strings.Contains(sent[0].Text, "I could not read invoice.pdf") || !strings.Contains(sent[0].Text, "expand to more than 64 MB") {
+		t.Fatalf("answer %q; want the PDF refused with its reason", sent[0].Text)
+	}
+	if n := llm.Count(); n != 0 {
+		t.Fatalf("the LLM was called %d times; want none", n)
+	}
+	bot.AddUpdate(bot.Private(alice, "hello after the bomb"))
+	sent = bot.WaitSent(t, 2, 20*time.Second)
+	if !strings.Contains(sent[1].Text, "hello after the bomb") {
+		t.Fatalf("answer %q; want the next message answered", sent[1].Text)
+	}
+}
+
 // chartLLM asks for chart.bars when offered and no tool result is in yet,
 // then answers.
 func chartLLM(r providertest.Received) providertest.Script {
@@ -263,7 +296,7 @@ func chartLLM(r providertest.Received) providertest.Script {
 
 // chartPluginDir builds the chart example plugin into a plugin_dir.
 func chartPluginDir(t *testing.T) string {
-	bin := plugintest.Build(t, "../../plugins/examples/chart")
+	bin := pluginBinary(t, "../../plugins/examples/chart")
 	dir := plugintest.Dir(t)
 	data, err := os.ReadFile(bin)
 	if err != nil {
@@ -305,6 +338,7 @@ func checkChartUpload(t *testing.T, h *harness, channel, platformID string, data
 // external upload flow) and Discord (an attachment), with the plugin's
 // bytes, and recorded in the delivery log.
 func TestE2EPluginPNGUploadedOnEveryPlatform(t *testing.T) {
+	t.Parallel()
 	dir := chartPluginDir(t)
 	plugins := "plugins:\n  tools:\n    plugin_dir: " + dir + "\n"
 

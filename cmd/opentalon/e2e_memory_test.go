@@ -20,6 +20,7 @@ import (
 
 	"github.com/opentalon/opentalon/config"
 	"github.com/opentalon/opentalon/core"
+	"github.com/opentalon/opentalon/core/clock"
 	"github.com/opentalon/opentalon/orchestrator"
 	"github.com/opentalon/opentalon/plugins/sdk/plugintest"
 	"github.com/opentalon/opentalon/routing/provider/providertest"
@@ -66,6 +67,7 @@ func memoryReply(r providertest.Received) providertest.Script {
 }
 
 func TestE2EMemoryCompactionAndExportThroughApp(t *testing.T) {
+	t.Parallel()
 	llm := providertest.NewOpenAI(t)
 	llm.SetReply(memoryReply)
 	dir := t.TempDir()
@@ -229,8 +231,9 @@ func calcTwiceReply(r providertest.Received) providertest.Script {
 }
 
 func TestE2EWorkflowRecalledAndRejectedThroughApp(t *testing.T) {
-	bin := plugintest.Build(t, "../../plugins/examples/calc")
-	pluginDir := t.TempDir()
+	t.Parallel()
+	bin := pluginBinary(t, "../../plugins/examples/calc")
+	pluginDir := plugintest.Dir(t) // reachable by plugins.tools.run_as when the tests run as root
 	data, err := os.ReadFile(bin)
 	if err != nil {
 		t.Fatal(err)
@@ -298,7 +301,8 @@ func TestE2EWorkflowRecalledAndRejectedThroughApp(t *testing.T) {
 }
 
 func TestSessionSweeperDeletesExpiredSessions(t *testing.T) {
-	clk := &fakeClock{t: time.Date(2026, 5, 1, 8, 0, 0, 0, time.UTC)}
+	t.Parallel()
+	clk := clock.NewFake(time.Date(2026, 5, 1, 8, 0, 0, 0, time.UTC))
 	ctx := context.Background()
 	db, err := store.Open(ctx, t.TempDir(), store.Options{Now: clk.Now, SessionTTL: time.Hour})
 	if err != nil {
@@ -306,7 +310,7 @@ func TestSessionSweeperDeletesExpiredSessions(t *testing.T) {
 	}
 	defer db.Close()
 	s, _ := db.ActiveSession(ctx, core.ConversationKey{Channel: "console", Chat: "local"})
-	clk.Add(61 * time.Minute)
+	clk.Advance(61 * time.Minute)
 	if _, err := db.ActiveSession(ctx, core.ConversationKey{Channel: "console", Chat: "other"}); err != nil {
 		t.Fatal(err)
 	}
@@ -331,6 +335,7 @@ func TestSessionSweeperDeletesExpiredSessions(t *testing.T) {
 }
 
 func TestCompactionModelDefaultsToTheCheapest(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	cfg := parseConfig(t, smallWindowConfig(dir, "http://127.0.0.1:1", ""))
 	db, err := store.Open(context.Background(), dir, store.Options{})

@@ -108,6 +108,7 @@ func (failingPostHook) Post(_ context.Context, in core.HookInput, answer string)
 }
 
 func TestE2EMetricsAfterTelegramTraffic(t *testing.T) {
+	t.Parallel()
 	llm := providertest.NewOpenAI(t)
 	bot := telegramtest.New(t, tgToken)
 	cfg := loadConfigFile(t, writeConfig(t, telegramConfig(t.TempDir(), llm.BaseURL(), bot.URL)))

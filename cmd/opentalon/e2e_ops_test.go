@@ -21,6 +21,7 @@ import (
 )
 
 func TestE2EDoctorNamesEachProblem(t *testing.T) {
+	t.Parallel()
 	llm := providertest.NewOpenAI(t)
 	llm.RequireKey("the-right-key")
 	bot := telegramtest.New(t, tgToken)
@@ -98,6 +99,7 @@ channels:
 }
 
 func TestE2EDoctorOnASoundSetup(t *testing.T) {
+	t.Parallel()
 	llm := providertest.NewOpenAI(t)
 	dir := t.TempDir()
 	path := writeConfig(t, testConfig(filepath.Join(dir, "data"), llm.BaseURL(), ""))
@@ -137,6 +139,7 @@ func messageTexts(t *testing.T, path string) map[string]bool {
 }
 
 func TestE2EBackupWhileAnsweringThenRestore(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("starts processes")
 	}
@@ -203,6 +206,7 @@ func TestE2EBackupWhileAnsweringThenRestore(t *testing.T) {
 }
 
 func TestE2EHealthcheck(t *testing.T) {
+	t.Parallel()
 	llm := providertest.NewOpenAI(t)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -13,6 +13,7 @@ import (
 // TestE2EThumbsDownEscalates: with routing.escalate_on_reaction on, a 👎 on
 // the latest answer has the next model by weight answer the question again.
 func TestE2EThumbsDownEscalates(t *testing.T) {
+	t.Parallel()
 	llm := providertest.NewOpenAI(t)
 	llm.SetReply(modelReply)
 	h := startApp(t, loadConfigFile(t, writeConfig(t, twoModelConfig(t.TempDir(), llm.BaseURL(), "routing:\n  escalate_on_reaction: true\n"))))
@@ -74,6 +75,7 @@ func (tagPost) Post(_ context.Context, _ core.HookInput, answer string) (string,
 // try again" escalation and a 👎 re-answer all reach the user through the
 // post-hooks.
 func TestE2EEveryAnswerPassesThePostHook(t *testing.T) {
+	t.Parallel()
 	llm := providertest.NewOpenAI(t)
 	llm.SetReply(modelReply)
 	// Learning off: every new question goes to the highest weight.

@@ -14,6 +14,7 @@ import (
 // machine's platform and checks the binary: static, and `version` prints
 // the version given.
 func TestReleaseScriptEmbedsTheVersion(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds a release binary")
 	}
@@ -40,5 +41,36 @@ func TestReleaseScriptEmbedsTheVersion(t *testing.T) {
 	}
 	if b, err := exec.Command("sh", "../../scripts/release.sh", "v1 evil").CombinedOutput(); err == nil || !strings.Contains(string(b), "may hold only") {
 		t.Errorf("a version with a space: %v %s", err, b)
+	}
+	// The README names the files the script writes, and git ignores them
+	// where it writes them by default (dist/).
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"dist/opentalon-v1.2.0-linux-amd64", "SHA256SUMS-v1.2.0"} {
+		if !strings.Contains(string(readme), name) {
+			t.Errorf("README.md does not name %s, which scripts/release.sh v1.2.0 writes", name)
+		}
+	}
+	if _, err := exec.LookPath("git"); err == nil {
+		if exec.Command("git", "rev-parse", "--is-inside-work-tree").Run() == nil {
+			for _, f := range []string{"dist/opentalon-v1.2.0-linux-amd64", "dist/SHA256SUMS-v1.2.0"} {
+				if err := exec.Command("git", "check-ignore", "-q", "../../"+f).Run(); err != nil {
+					t.Errorf("git does not ignore %s (.gitignore): %v", f, err)
+				}
+			}
+		}
+	}
+}
+
+// MemoryDenyWriteExecute applies to the plugins too, and breaks those in
+// languages that compile at run time, which docs/plugins.md promises.
+func TestSystemdUnitLetsJITPluginsRun(t *testing.T) {
+	u := readUnit(t)
+	for _, v := range u["MemoryDenyWriteExecute"] {
+		if v == "yes" || v == "true" || v == "1" {
+			t.Errorf("deploy/opentalon.service sets MemoryDenyWriteExecute=%s: plugins in Node.js or Java cannot run under it", v)
+		}
 	}
 }

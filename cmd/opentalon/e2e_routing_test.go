@@ -29,6 +29,7 @@ func (h *harness) readUntil(marker string) string {
 }
 
 func TestE2EModelCommandsThroughApp(t *testing.T) {
+	t.Parallel()
 	llm := providertest.NewOpenAI(t)
 	llm.SetReply(modelReply)
 	h := startApp(t, loadConfigFile(t, writeConfig(t, twoModelConfig(t.TempDir(), llm.BaseURL(), ""))))

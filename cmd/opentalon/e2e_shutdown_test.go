@@ -44,6 +44,7 @@ func queueCounts(t *testing.T, dir string) map[string]int {
 }
 
 func TestE2ESIGTERMFinishesInFlightAndKeepsQueued(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("starts processes")
 	}
@@ -88,6 +89,7 @@ func TestE2ESIGTERMFinishesInFlightAndKeepsQueued(t *testing.T) {
 }
 
 func TestE2EGraceOverLeavesRequestForNextStart(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("starts processes")
 	}
@@ -115,6 +117,7 @@ func TestE2EGraceOverLeavesRequestForNextStart(t *testing.T) {
 }
 
 func TestE2EStdinEOFExitsAfterAnswer(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("starts processes")
 	}
@@ -138,6 +141,7 @@ func TestE2EStdinEOFExitsAfterAnswer(t *testing.T) {
 }
 
 func TestE2ENoSecretsInDebugLogs(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("starts processes")
 	}

@@ -38,6 +38,7 @@ func slackConfig(dataDir, llmURL, apiURL, extra string) string {
 }
 
 func TestE2ESlackSocketModeThroughApp(t *testing.T) {
+	t.Parallel()
 	llm := providertest.NewOpenAI(t)
 	srv := slacktest.New(t, slackBotToken, slackAppToken)
 	h := startApp(t, loadConfigFile(t, writeConfig(t, slackConfig(t.TempDir(), llm.BaseURL(), srv.URL, "    mode: socket\n    reply_in_thread: auto\n"))))
@@ -66,9 +67,14 @@ func TestE2ESlackSocketModeThroughApp(t *testing.T) {
 		t.Fatalf("the slash command reached the LLM: %d calls, want %d", n, calls)
 	}
 
-	// -1 on the bot's reply is a negative signal for its model.
-	srv.Deliver(srv.Reaction("alice", "C1", reply.TS, "-1", true))
+	// -1 on the bot's reply is a negative signal for its model. A user
+	// reacts once the reply is there: after its delivery was recorded. (A
+	// Slack reaction names the channel only; until the record exists it
+	// cannot be mapped to the reply in the thread, so a reaction sent the
+	// moment the fake saw the post was judged against nothing and the
+	// test waited 20 s for a signal that never came.)
 	rep := deliveredReply(t, h, "slack", "C1:"+reply.TS)
+	srv.Deliver(srv.Reaction("alice", "C1", reply.TS, "-1", true))
 	var err error
 	var sigs []core.Signal
 	deadline := time.Now().Add(20 * time.Second)
@@ -87,6 +93,7 @@ func TestE2ESlackSocketModeThroughApp(t *testing.T) {
 }
 
 func TestE2ESlackEventsModeThroughApp(t *testing.T) {
+	t.Parallel()
 	llm := providertest.NewOpenAI(t)
 	srv := slacktest.New(t, slackBotToken, slackAppToken)
 	extra := "    mode: events\n    signing_secret: sign-SECRET\n    events: { listen: \"127.0.0.1:0\", path: /hooks/slack }\n    reply_in_thread: never\n"
@@ -122,6 +129,7 @@ func TestE2ESlackEventsModeThroughApp(t *testing.T) {
 // TestE2ESlackRefusedTokenStopsStartUp: a bot token Slack refuses at start
 // ends the run with the key to fix.
 func TestE2ESlackRefusedTokenStopsStartUp(t *testing.T) {
+	t.Parallel()
 	llm := providertest.NewOpenAI(t)
 	srv := slacktest.New(t, slackBotToken, slackAppToken)
 	srv.Revoke(slackBotToken, "invalid_auth")
@@ -141,6 +149,7 @@ func TestE2ESlackRefusedTokenStopsStartUp(t *testing.T) {
 // TestE2ESlackConfigCheckNamesMissingTokens: config check tells which token
 // the chosen mode is missing.
 func TestE2ESlackConfigCheckNamesMissingTokens(t *testing.T) {
+	t.Parallel()
 	llm := providertest.NewOpenAI(t)
 	for _, tt := range []struct{ mode, want, not string }{
 		{"socket", "channels.slack.app_token: missing; mode socket needs an app-level token (xapp-", "channels.slack.signing_secret"},

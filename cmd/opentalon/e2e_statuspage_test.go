@@ -8,6 +8,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -24,6 +26,8 @@ import (
 	"github.com/go-telegram/bot/models"
 
 	"github.com/opentalon/opentalon/channels/telegram/telegramtest"
+	"github.com/opentalon/opentalon/core/clock"
+	"github.com/opentalon/opentalon/core/testenv"
 	"github.com/opentalon/opentalon/routing/provider/providertest"
 )
 
@@ -47,7 +51,7 @@ func browser(tb testing.TB) (context.Context, context.CancelFunc) {
 	tb.Helper()
 	path := chromiumPath()
 	if path == "" {
-		tb.Skip("no chromium binary found (set OPENTALON_CHROMIUM, or apt-get install chromium; .ci/run installs it)")
+		testenv.Missing(tb, "a Chromium binary (chromium on $PATH, or $OPENTALON_CHROMIUM)", "chromium")
 	}
 	// A fresh profile, removed after the browser is gone: its helper
 	// processes may still write there for a moment after it exits.
@@ -128,29 +132,23 @@ func (c *consoleErrors) list() []string {
 	return append([]string(nil), c.errs...)
 }
 
-// offsetClock is the wall clock moved forward by what the test adds.
-type offsetClock struct{ off atomic.Int64 }
-
-func (c *offsetClock) now() time.Time          { return time.Now().Add(time.Duration(c.off.Load())) }
-func (c *offsetClock) advance(d time.Duration) { c.off.Add(int64(d)) }
-
 // statusRig is the App on the fake Telegram with a few real requests
 // answered and one judged, so the usage and the affinity have data.
 type statusRig struct {
 	h    *harness
 	bot  *telegramtest.Server
 	addr string
-	clk  *offsetClock
+	clk  *clock.Fake
 }
 
 func startStatusRig(tb testing.TB) *statusRig {
 	tb.Helper()
 	llm := providertest.NewOpenAI(tb)
 	bot := telegramtest.New(tb, tgToken)
-	clk := &offsetClock{}
+	clk := clock.NewFake(time.Now())
 	// Priced, so the cost chart has bars too.
 	y := strings.Replace(telegramConfig(tb.TempDir(), llm.BaseURL(), bot.URL), "context_window: 8000 }", "context_window: 8000, cost: { input: 300, output: 1200 } }", 1)
-	h := startAppWith(tb, loadConfigFile(tb, writeConfig(tb, y)), AppOptions{Now: clk.now})
+	h := startAppWith(tb, loadConfigFile(tb, writeConfig(tb, y)), AppOptions{Now: clk.Now})
 	addr := waitAddr(tb, h.app)
 	alice := telegramtest.User(42, "alice")
 	for i := range 3 {
@@ -185,6 +183,7 @@ func screenshotPath(t *testing.T, name string) string {
 }
 
 func TestStatusPageInChromium(t *testing.T) {
+	t.Parallel()
 	ctx, _ := browser(t)
 	r := startStatusRig(t)
 	var errs consoleErrors
@@ -243,7 +242,7 @@ func TestStatusPageInChromium(t *testing.T) {
 	var down int
 	deadline := time.Now().Add(30 * time.Second)
 	for down == 0 && time.Now().Before(deadline) {
-		r.clk.advance(30 * time.Second) // past the channel's grace for a failing poll
+		r.clk.Advance(30 * time.Second) // past the channel's grace for a failing poll
 		if err := chromedp.Run(ctx,
 			chromedp.Reload(),
 			chromedp.WaitVisible(`body[data-loaded="true"]`, chromedp.ByQuery),
@@ -324,6 +323,7 @@ func BenchmarkStatusPageFirstLoad(b *testing.B) {
 // The JSON API the page reads, as documented in docs/status.md, is what
 // other dashboards get too.
 func TestStatusAPIShapes(t *testing.T) {
+	t.Parallel()
 	r := startStatusRig(t)
 	get := func(path string, v any) {
 		t.Helper()
@@ -380,5 +380,114 @@ func TestStatusAPIShapes(t *testing.T) {
 	get("/api/affinity", &a)
 	if len(a.Cells) != 1 || a.Cells[0].Model != "fake/small" || a.Cells[0].Positives < 1 || a.Cells[0].Score <= 0.5 {
 		t.Errorf("/api/affinity = %+v", a)
+	}
+}
+
+// TestStatusPageShowsProviderHealth: a provider whose every call fails is
+// shown failing (its credential is not cooling, so it used to read
+// "ready"), with the failures by kind, on the page and in /models; the
+// cost axis is labelled in proportion; the console shows its last event.
+func TestStatusPageShowsProviderHealth(t *testing.T) {
+	ctx, _ := browser(t)
+	llm := providertest.NewOpenAI(t)
+	down := httptest.NewServer(http.NotFoundHandler())
+	downURL := down.URL + "/v1"
+	down.Close() // nothing answers there
+	y := fmt.Sprintf(`state: { data_dir: %q }
+models:
+  providers:
+    fake: { api: openai-completions, base_url: %q, api_key: k }
+    down: { api: openai-completions, base_url: %q, api_key: k }
+  catalog:
+    fake/small: { alias: small, weight: 80, cost: { input: 300, output: 1200 } }
+    down/big:   { alias: big, weight: 20 }
+routing: { primary: fake/small }
+queue: { max_attempts: 1 }
+server: { listen: "127.0.0.1:0" }
+`, t.TempDir(), llm.BaseURL(), downURL)
+	h := startApp(t, loadConfigFile(t, writeConfig(t, y)))
+	addr := waitAddr(t, h.app)
+	h.send("hello")
+	h.expect("echo: hello")
+	h.send("/model big")
+	h.next()
+	h.send("are you there?")
+	if got := h.next(); !strings.HasPrefix(got, "Sorry") {
+		t.Fatalf("a question to the pinned model on a dead server: %q", got)
+	}
+	h.send("/models")
+	var models []string
+	for l := h.next(); ; l = h.next() {
+		models = append(models, l)
+		if strings.HasPrefix(l, "  down/big") && strings.Contains(l, "all failed") {
+			break
+		}
+		if len(models) > 30 {
+			t.Fatalf("/models does not show down/big failing:\n%s", strings.Join(models, "\n"))
+		}
+	}
+	if last := models[len(models)-1]; !strings.Contains(last, "call, all failed (unavailable ×1)") {
+		t.Errorf("/models says %q; want the failure by kind", last)
+	}
+
+	var errs consoleErrors
+	errs.listen(ctx)
+	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	var credState, credText, modelState, modelText, consoleLast string
+	var ticks []string
+	var heights []float64
+	err := chromedp.Run(ctx,
+		runtime.Enable(), cdplog.Enable(),
+		chromedp.Navigate("http://"+addr+"/"),
+		chromedp.WaitVisible(`body[data-loaded="true"]`, chromedp.ByQuery),
+		chromedp.Evaluate(`document.querySelector('#credentials tr[data-profile="down:default"]').dataset.state`, &credState),
+		chromedp.Evaluate(`document.querySelector('#credentials tr[data-profile="down:default"]').textContent`, &credText),
+		chromedp.Evaluate(`document.querySelector('#models tr[data-model="down/big"]').dataset.state`, &modelState),
+		chromedp.Evaluate(`document.querySelector('#models tr[data-model="down/big"]').textContent`, &modelText),
+		chromedp.Evaluate(`document.querySelector('#channels tr[data-channel="console"] td:nth-child(3)').textContent`, &consoleLast),
+		chromedp.Evaluate(`[...document.querySelectorAll('#cost-chart text.tick')].map((e) => e.textContent)`, &ticks),
+		chromedp.Evaluate(`[...document.querySelectorAll('#cost-chart rect')].map((r) => +r.getAttribute('height'))`, &heights),
+	)
+	if err != nil {
+		t.Fatalf("load the page: %v (console: %v)", err, errs.list())
+	}
+	if credState != "failing" || !strings.Contains(credText, "all failed (unavailable ×1)") {
+		t.Errorf("down's credential reads %q (%s); want failing with the kind", credText, credState)
+	}
+	if modelState != "failing" || !strings.Contains(modelText, "unavailable ×1") {
+		t.Errorf("down/big reads %q (%s); want failing, unavailable ×1", modelText, modelState)
+	}
+	if !strings.HasSuffix(consoleLast, " ago") {
+		t.Errorf("the console's last event reads %q; want how long ago", consoleLast)
+	}
+	// Three labels 0, s, 2s: each in proportion to the height it marks.
+	if len(ticks) != 3 || ticks[0] != "$0" {
+		t.Fatalf("cost axis labels %q; want $0 and two more", ticks)
+	}
+	var v [3]float64
+	for i, tk := range ticks[1:] {
+		if _, err := fmt.Sscanf(tk, "$%g", &v[i+1]); err != nil {
+			t.Fatalf("cost axis label %q: %v", tk, err)
+		}
+	}
+	if v[1] <= 0 || v[2] != 2*v[1] {
+		t.Errorf("cost axis labels %q are not proportional (0, x, 2x)", ticks)
+	}
+	cost := 0.0
+	if rows, err := h.app.db.UsageTotals(context.Background(), time.Now().Add(-time.Hour), "model", ""); err == nil {
+		for _, r := range rows {
+			cost += r.CostUSD
+		}
+	}
+	if cost <= 0 || cost > v[2] || cost <= v[2]/4 {
+		t.Errorf("cost axis top %g for a spend of %g; want the top just above it", v[2], cost)
+	}
+	t.Logf("cost axis %q for a spend of %g", ticks, cost)
+	if len(heights) != 1 {
+		t.Errorf("cost bars %v; want one", heights)
+	}
+	if e := errs.list(); len(e) > 0 {
+		t.Errorf("the page logged errors:\n%s", strings.Join(e, "\n"))
 	}
 }

@@ -34,6 +34,7 @@ func telegramConfig(dataDir, llmURL, botURL string) string {
 }
 
 func TestE2ETelegramThroughApp(t *testing.T) {
+	t.Parallel()
 	llm := providertest.NewOpenAI(t)
 	bot := telegramtest.New(t, tgToken)
 	dir := t.TempDir()

@@ -33,7 +33,8 @@ func toolLLM(r providertest.Received) providertest.Script {
 }
 
 func TestE2EToolCallThroughApp(t *testing.T) {
-	bin := plugintest.Build(t, "../../plugins/examples/calc")
+	t.Parallel()
+	bin := pluginBinary(t, "../../plugins/examples/calc")
 	pluginDir := plugintest.Dir(t) // reachable by plugins.tools.run_as when the tests run as root
 	data, err := os.ReadFile(bin)
 	if err != nil {
@@ -91,6 +92,7 @@ func TestE2EToolCallThroughApp(t *testing.T) {
 }
 
 func TestE2EPluginLLMAPI(t *testing.T) {
+	t.Parallel()
 	llm := providertest.NewOpenAI(t)
 	const apiKey = "plugin-api-SECRET"
 	_, url := startWithPluginAPI(t, llm.BaseURL(), apiKey, "")
@@ -140,7 +142,8 @@ func TestE2EPluginLLMAPI(t *testing.T) {
 // plugins.tools.plugins (no plugin_dir): its state lands in the
 // plugin_state table under the plugin's own namespace.
 func TestE2EListedPluginKeepsStateInStore(t *testing.T) {
-	bin := plugintest.Build(t, "../../plugins/examples/notes")
+	t.Parallel()
+	bin := pluginBinary(t, "../../plugins/examples/notes")
 	llm := providertest.NewOpenAI(t)
 	llm.SetReply(func(r providertest.Received) providertest.Script {
 		last := r.Messages[len(r.Messages)-1]

@@ -6,14 +6,12 @@ import (
 	"net/http"
 	"path/filepath"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/opentalon/opentalon/config"
 	"github.com/opentalon/opentalon/core"
 	"github.com/opentalon/opentalon/core/schedule"
 	"github.com/opentalon/opentalon/guard"
-	"github.com/opentalon/opentalon/lua"
 	"github.com/opentalon/opentalon/metrics/notify"
 	"github.com/opentalon/opentalon/plugins"
 	"github.com/opentalon/opentalon/store"
@@ -55,9 +53,14 @@ func (a *App) buildNotifier() {
 		var sink notify.Sink
 		switch s.Type {
 		case config.SinkWebhook:
-			sink = notify.Webhook{URL: s.URL, Secret: s.Secret, Client: &http.Client{Timeout: 15 * time.Second}}
+			sink = notify.Webhook{URL: string(s.URL), Secret: s.Secret, Client: &http.Client{Timeout: 15 * time.Second}}
 		case config.SinkChat:
-			sink = notify.Chat{Conversation: core.ConversationKey{Channel: s.Channel, Chat: s.Chat, Thread: s.Thread}, Post: a.post}
+			// The gateway is built after the sinks: it is read when an
+			// event is posted.
+			sink = notify.Chat{Conversation: core.ConversationKey{Channel: s.Channel, Chat: s.Chat, Thread: s.Thread},
+				Post: func(ctx context.Context, conv core.ConversationKey, text string) error {
+					return a.gateway.Post(ctx, conv, text)
+				}}
 		case config.SinkPlugin:
 			name := s.Plugin
 			sink = notify.Func{Label: "plugin " + name, Fn: func(ctx context.Context, nt notify.Notification) error {
@@ -77,24 +80,6 @@ func (a *App) events() core.OpsEvents {
 		return nil
 	}
 	return a.notifier
-}
-
-// post sends a text of the gateway's own to a conversation of any
-// channel (a chat sink).
-func (a *App) post(ctx context.Context, conv core.ConversationKey, text string) error {
-	for _, ch := range a.gateway.Channels() {
-		if ch.Name() != conv.Channel {
-			continue
-		}
-		parts := ch.Format(text)
-		for i, p := range parts {
-			if _, err := ch.Send(ctx, core.Outbound{Conversation: conv, Part: i, Parts: len(parts)}, p); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
-	return fmt.Errorf("channel %s is not enabled", conv.Channel)
 }
 
 // startWatches starts what turns states into operator events: the
@@ -146,7 +131,7 @@ func (a *App) buildScheduler() error {
 	if err != nil {
 		return fmt.Errorf("timezone: %w", err)
 	}
-	a.sched = schedule.New(schedule.Options{Store: a.db, Queue: a.gateway, Location: loc, Now: a.opts.Now, Logger: a.log})
+	a.sched = schedule.New(schedule.Options{Store: a.db, Queue: a.gateway, Location: loc, Enabled: a.gateway.HasChannel, Now: a.opts.Now, Logger: a.log})
 	for _, c := range a.sched.Commands() {
 		a.gateway.AddCommand(c)
 	}
@@ -188,108 +173,22 @@ func (a *App) startScheduler(ctx context.Context) error {
 }
 
 // syncPluginSchedules stores the schedules a plugin declared when it
-// registers; one whose conversation is on a channel that is not enabled,
-// or whose timing does not parse, is logged and left out.
-func (a *App) syncPluginSchedules(plugin string, decls []plugins.ScheduleDecl) {
-	var want []core.Schedule
-	enabled := map[string]bool{}
-	for _, ch := range a.gateway.Channels() {
-		enabled[ch.Name()] = true
-	}
-	for _, d := range decls {
-		sc := core.Schedule{Key: d.ID, Cron: d.Cron, Timezone: d.Timezone, Missed: d.Missed,
-			Conversation: core.ConversationKey{Channel: d.Channel, Chat: d.Chat, Thread: d.Thread}}
-		if d.Interval != "" {
-			iv, err := time.ParseDuration(d.Interval)
-			if err != nil || iv <= 0 {
-				a.log.Error("plugin schedule refused: its interval is not a positive Go duration", "plugin", plugin, "schedule", d.ID, "interval", d.Interval)
-				continue
-			}
-			sc.Interval, sc.Spec = iv, "every "+iv.String()
-		} else {
-			sc.Spec = "cron " + d.Cron
-		}
-		if d.Missed != "" && d.Missed != core.MissedSkip && d.Missed != core.MissedOnce {
-			a.log.Error("plugin schedule refused: missed must be skip or once", "plugin", plugin, "schedule", d.ID, "missed", d.Missed)
-			continue
-		}
-		if !enabled[d.Channel] {
-			a.log.Error("plugin schedule refused: its channel is not enabled", "plugin", plugin, "schedule", d.ID, "channel", d.Channel)
-			continue
-		}
-		want = append(want, sc)
-	}
+// registers (the scheduler refuses, with a log line, those that cannot
+// run).
+func (a *App) syncPluginSchedules(plugin string, want []core.Schedule) {
 	if err := a.sched.SyncPlugin(context.Background(), plugin, want); err != nil {
 		a.log.Error("store a plugin's schedules", "plugin", plugin, "err", err)
 	}
 }
 
 // firingRunner does a firing's own work: the Lua scripts' on_schedule,
-// then a plugin action or a plugin's OnSchedule.
-type firingRunner struct {
-	lua *lua.Engine
-	ext *plugins.Extensions
-	reg *plugins.Registry
-}
-
-// RunFiring implements core.FiringRunner.
-func (r firingRunner) RunFiring(ctx context.Context, f core.Firing) (core.FiringResult, error) {
-	prompt := f.Prompt
-	if r.lua != nil && r.lua.HasSchedule() {
-		res, err := r.lua.OnSchedule(ctx, f, prompt)
-		if err != nil || res.Skip || res.Text != "" {
-			return res, err
-		}
-		prompt = res.Prompt
+// then a plugin action or a plugin's OnSchedule (core/schedule.Runner).
+func (a *App) firingRunner() schedule.Runner {
+	r := schedule.Runner{Actions: a.registry, Callbacks: a.ext}
+	if a.lua != nil {
+		r.Scripts = a.lua
 	}
-	switch {
-	case f.Action != "":
-		text, err := r.runAction(ctx, f)
-		if err != nil {
-			return core.FiringResult{}, err
-		}
-		return core.FiringResult{Text: text}, nil
-	case strings.HasPrefix(f.Source, core.OriginPlugin):
-		return r.ext.OnSchedule(ctx, f.Plugin, f.Key, f)
-	}
-	return core.FiringResult{Prompt: prompt}, nil
-}
-
-// runAction runs a schedule's plugin action with the plugin's timeout and
-// returns its output as text to post: checked, cleaned and cut to the
-// plugin's max_response_bytes.
-func (r firingRunner) runAction(ctx context.Context, f core.Firing) (string, error) {
-	t, ok := r.reg.Resolve(f.Plugin, f.Action)
-	if !ok {
-		return "", &core.Error{Kind: core.KindUnavailable, Msg: fmt.Sprintf("plugin %s is not running or has no action %s", f.Plugin, f.Action)}
-	}
-	var missing []string
-	for _, p := range t.Spec.Params {
-		if p.Required && f.Args[p.Name] == "" {
-			missing = append(missing, p.Name)
-		}
-	}
-	if len(missing) > 0 {
-		return "", core.Errorf(core.KindInvalid, "schedule #%d: %s.%s needs args %s", f.ScheduleID, f.Plugin, f.Action, strings.Join(missing, ", "))
-	}
-	timeout := t.Timeout
-	if timeout <= 0 {
-		timeout = guard.DefaultTimeout
-	}
-	cctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	res, err := t.Exec.Execute(cctx, core.ToolCall{ID: fmt.Sprintf("schedule-%d-%d", f.ScheduleID, f.At.UnixMilli()), Plugin: f.Plugin, Action: f.Action, Args: f.Args})
-	if err != nil {
-		return "", &core.Error{Kind: core.KindUnavailable, Msg: fmt.Sprintf("plugin %s: %s failed", f.Plugin, f.Action), Err: err}
-	}
-	if res.Error != "" {
-		return "", &core.Error{Kind: core.KindUnavailable, Msg: fmt.Sprintf("plugin %s: %s: %s", f.Plugin, f.Action, guard.Clean(res.Error))}
-	}
-	if err := guard.CheckText(res.Content); err != nil {
-		return "", &core.Error{Kind: core.KindMalformed, Msg: fmt.Sprintf("plugin %s: %s returned output that %v", f.Plugin, f.Action, err)}
-	}
-	text, _ := guard.Truncate(guard.Clean(res.Content), max(t.MaxResponseBytes, 1))
-	return text, nil
+	return r
 }
 
 // inject commits a message a plugin's route injected.
@@ -305,7 +204,8 @@ func (a *App) inject(ctx context.Context, in plugins.Injection) error {
 // mountPluginRoutes serves the plugins' routes under /api/plugins/<name>/.
 func (a *App) mountPluginRoutes(mux *http.ServeMux) {
 	h := a.cfg.Plugins.Tools.HTTP
-	mux.Handle(plugins.RoutePattern, a.ext.HTTPHandler(plugins.HTTPOptions{APIKey: a.cfg.Server.APIKey.Value(),
+	keys := a.pluginAPIKeys()
+	mux.Handle(plugins.RoutePattern, a.ext.HTTPHandler(plugins.HTTPOptions{APIKey: keys.Operator, Plugins: keys.Plugins,
 		MaxBody: h.MaxBodyBytes, Timeout: h.Timeout.D(), Inject: a.inject, Logger: a.log}))
 }
 

@@ -23,7 +23,7 @@ func cmdHealthcheck(ctx context.Context, g *globalFlags, args []string, stdio St
 	if len(rest) > 0 {
 		return usageError{"usage: opentalon healthcheck"}
 	}
-	cfg, _, err := loadConfig(g, env)
+	cfg, err := loadConfigFor(g, env, "server")
 	if err != nil {
 		return err
 	}

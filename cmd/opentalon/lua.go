@@ -7,6 +7,7 @@ import (
 
 	"github.com/opentalon/opentalon/config"
 	"github.com/opentalon/opentalon/core"
+	"github.com/opentalon/opentalon/core/gateway"
 	"github.com/opentalon/opentalon/lua"
 )
 
@@ -27,71 +28,39 @@ func luaOptions(l config.Lua, gen core.Generator, kv lua.KV, log *slog.Logger) l
 	}
 }
 
-// buildHooks returns the hooks around every answer: the Lua engine when
-// plugins.lua.scripts_dir is set (started here, closed with the app) and
-// the hook plugins' hooks when plugins run, interleaved by order (a
-// failing one is logged and skipped); then AppOptions.Hooks, whose errors
-// fail the request; nil when there are none.
-func (a *App) buildHooks(ctx context.Context) (core.Hooks, error) {
+// buildHooks returns the hooks around every answer, interleaved by
+// order (a failing one is logged and skipped): the Lua engine when
+// plugins.lua.scripts_dir is set (built here and started by Run, closed
+// with the app), the hook plugins' hooks when plugins run, then
+// AppOptions.Hooks, whose errors fail the request; nil when there are
+// none.
+func (a *App) buildHooks() core.Hooks {
 	if a.cfg.Plugins.Lua.ScriptsDir != "" {
 		o := luaOptions(a.cfg.Plugins.Lua, a.router, a.db, a.log)
 		o.Events = a.events()
-		eng := lua.New(o)
-		if err := eng.Start(ctx); err != nil {
-			return nil, err
-		}
-		a.closers = append(a.closers, eng.Close)
-		a.lua = eng
+		a.lua = lua.New(o)
+		a.closers = append(a.closers, a.lua.Close)
 	}
 	sources := a.hookSources()
-	if len(sources) == 0 {
-		return a.opts.Hooks, nil
+	if a.opts.Hooks != nil {
+		sources = append(sources, gateway.HooksAt("app", gateway.LastOrder, a.opts.Hooks))
 	}
-	ordered := core.NewOrderedHooks(a.log, sources...)
+	if len(sources) == 0 {
+		return nil
+	}
+	ordered := gateway.NewOrderedHooks(a.log, sources...)
 	if a.metrics != nil {
 		ordered.Observe(a.metrics)
 	}
-	if a.opts.Hooks == nil {
-		return ordered, nil
-	}
-	return hookChain{ordered, a.opts.Hooks}, nil
+	return ordered
 }
 
-// hookChain runs several Hooks in order: each pre-hook sees the text and
-// metadata the previous one left, and the first drop or direct answer
-// ends the chain; each post-hook sees the previous one's answer. An
-// error ends the chain. It is stream-safe when every hook of it is.
-type hookChain []core.Hooks
-
-// StreamSafe implements core.StreamSafety.
-func (c hookChain) StreamSafe(in core.HookInput) bool {
-	for _, h := range c {
-		if s, ok := h.(core.StreamSafety); ok && !s.StreamSafe(in) {
-			return false
-		}
+// startLua loads the Lua scripts (a script that does not compile fails
+// the start with its file and line) and, with plugins.lua.watch, follows
+// their changes until Close.
+func (a *App) startLua(ctx context.Context) error {
+	if a.lua == nil {
+		return nil
 	}
-	return true
-}
-
-func (c hookChain) Pre(ctx context.Context, in core.HookInput) (core.PreResult, error) {
-	res := core.PreResult{Text: in.Text, Metadata: in.Metadata}
-	for _, h := range c {
-		r, err := h.Pre(ctx, in)
-		if err != nil || r.Drop || r.Reply != "" {
-			return r, err
-		}
-		res = r
-		in.Text, in.Metadata = r.Text, r.Metadata
-	}
-	return res, nil
-}
-
-func (c hookChain) Post(ctx context.Context, in core.HookInput, answer string) (string, error) {
-	for _, h := range c {
-		var err error
-		if answer, err = h.Post(ctx, in, answer); err != nil {
-			return answer, err
-		}
-	}
-	return answer, nil
+	return a.lua.Start(ctx)
 }

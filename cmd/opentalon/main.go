@@ -11,6 +11,10 @@ import (
 )
 
 func main() {
+	stdio := Stdio{In: os.Stdin, Out: os.Stdout, Err: os.Stderr}
+	if code, ok := helperMain(os.Args[1:], stdio); ok {
+		os.Exit(code)
+	}
 	// The gateway waits on the network nearly all the time. With one P the
 	// scheduler stops waking spinning threads at every hand-off between
 	// goroutines, which was a fifth of the CPU spent per message (see
@@ -23,5 +27,5 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	// After the first signal a second one kills the process at once.
 	go func() { <-ctx.Done(); stop() }()
-	os.Exit(Main(ctx, os.Args[1:], Stdio{In: os.Stdin, Out: os.Stdout, Err: os.Stderr}, os.LookupEnv))
+	os.Exit(Main(ctx, os.Args[1:], stdio, os.LookupEnv))
 }

@@ -11,6 +11,7 @@ import (
 // is the max_tokens of every request to that model; a model without one
 // gets the default, at most half its context window.
 func TestMaxOutputTokensReachesTheWire(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		entry string
 		want  int

@@ -3,20 +3,25 @@ package main
 import (
 	"context"
 	"log/slog"
+	"os"
 	"time"
 
 	"github.com/opentalon/opentalon/config"
 	"github.com/opentalon/opentalon/core"
 	"github.com/opentalon/opentalon/orchestrator/media"
+	"github.com/opentalon/opentalon/plugins"
 	"github.com/opentalon/opentalon/routing"
 	"github.com/opentalon/opentalon/store"
 )
 
 // buildMedia maps the media block onto the reader of the files users
-// send.
+// send. PDFs are read by the binary itself, re-executed as a confined
+// helper with the plugins' isolation (plugins.tools.run_as and
+// plugins.tools.sandbox.landlock).
 func buildMedia(cfg *config.Config, db *store.DB, r *routing.Router, log *slog.Logger) core.MediaReader {
 	m := cfg.Media
 	return media.New(media.Options{
+		Extractor:          pdfExtractor(cfg, log),
 		Store:              db,
 		Models:             r,
 		MaxBytes:           m.MaxBytes,
@@ -26,6 +31,27 @@ func buildMedia(cfg *config.Config, db *store.DB, r *routing.Router, log *slog.L
 		Echo:               m.Transcription.Echo,
 		Logger:             log,
 	})
+}
+
+// pdfExtractor is the PDF reader process: this binary, confined.
+func pdfExtractor(cfg *config.Config, log *slog.Logger) media.Extractor {
+	exe, err := os.Executable()
+	if err != nil {
+		log.Warn("PDFs cannot be read: the path of this binary is unknown", "err", err)
+		return nil
+	}
+	tc := cfg.Plugins.Tools
+	sb := plugins.Sandbox{RunAs: tc.RunAs, Landlock: tc.Sandbox.Landlock}
+	iso, err := plugins.NewIsolation(sb)
+	if err != nil {
+		log.Warn("the PDF reader runs as the default user instead", "err", err)
+		sb.RunAs = ""
+		if iso, err = plugins.NewIsolation(sb); err != nil {
+			log.Warn("PDFs cannot be read", "err", err)
+			return nil
+		}
+	}
+	return media.PDFHelper{Isolation: iso, Path: exe, Logger: log.With("component", "media")}
 }
 
 // startMediaSweeper removes the files of the media store unused for

@@ -70,10 +70,28 @@ func (a *App) coreObserver() core.Observer {
 }
 
 func (a *App) routingObserver() routing.Observer {
-	if a.metrics == nil {
-		return nil
+	if a.health == nil {
+		a.health = metrics.NewHealth(a.opts.Now)
 	}
-	return a.metrics
+	if a.metrics == nil {
+		return a.health
+	}
+	return routingObservers{a.metrics, a.health}
+}
+
+// routingObservers tells each of several observers.
+type routingObservers []routing.Observer
+
+func (os routingObservers) LLMCall(model, provider, outcome string, d time.Duration) {
+	for _, o := range os {
+		o.LLMCall(model, provider, outcome, d)
+	}
+}
+
+func (os routingObservers) Failover(from, to string) {
+	for _, o := range os {
+		o.Failover(from, to)
+	}
 }
 
 // timedTools times each tool run for the metrics (stage "tools").

@@ -91,17 +91,17 @@ func perfConfig(b testing.TB, dataDir, tgURL, llmURL string) string {
 	return path
 }
 
-// gateway is one running opentalon process.
-type gateway struct {
+// binaryProcess is one running opentalon process.
+type binaryProcess struct {
 	cmd     *exec.Cmd
 	started time.Time
 	stderr  *syncBuffer
 	exited  chan struct{} // closed once the process has been reaped
 }
 
-func startGateway(b *testing.B, bin, cfgPath string) *gateway {
+func startGateway(b *testing.B, bin, cfgPath string) *binaryProcess {
 	b.Helper()
-	g := &gateway{cmd: exec.Command(bin, "--config", cfgPath, "run"), stderr: &syncBuffer{}, exited: make(chan struct{})}
+	g := &binaryProcess{cmd: exec.Command(bin, "--config", cfgPath, "run"), stderr: &syncBuffer{}, exited: make(chan struct{})}
 	g.cmd.Env = append(os.Environ(), "OPENTALON_LOG_LEVEL=info")
 	g.cmd.Stderr = g.stderr
 	g.started = time.Now()
@@ -116,7 +116,7 @@ func startGateway(b *testing.B, bin, cfgPath string) *gateway {
 }
 
 // stop ends the process with SIGTERM and waits for it.
-func (g *gateway) stop(b *testing.B) {
+func (g *binaryProcess) stop(b *testing.B) {
 	b.Helper()
 	g.cmd.Process.Signal(syscall.SIGTERM)
 	select {
@@ -129,11 +129,11 @@ func (g *gateway) stop(b *testing.B) {
 }
 
 // rssMiB reads VmRSS of the process.
-func (g *gateway) rssMiB(b *testing.B) float64 { return g.statusMiB(b, "VmRSS") }
+func (g *binaryProcess) rssMiB(b *testing.B) float64 { return g.statusMiB(b, "VmRSS") }
 
 // statusMiB reads a kB field of /proc/<pid>/status (VmRSS, RssAnon,
 // RssFile) in MiB.
-func (g *gateway) statusMiB(b *testing.B, field string) float64 {
+func (g *binaryProcess) statusMiB(b *testing.B, field string) float64 {
 	b.Helper()
 	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", g.cmd.Process.Pid))
 	if err != nil {
@@ -155,7 +155,7 @@ func (g *gateway) statusMiB(b *testing.B, field string) float64 {
 // cpuTime is the CPU time the process has used: the sum of its threads'
 // run times in /proc/<pid>/task/*/schedstat (nanoseconds), or, where
 // that is missing, utime+stime of /proc/<pid>/stat (10ms ticks).
-func (g *gateway) cpuTime(b *testing.B) time.Duration {
+func (g *binaryProcess) cpuTime(b *testing.B) time.Duration {
 	b.Helper()
 	pid := g.cmd.Process.Pid
 	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/schedstat", pid))
@@ -213,7 +213,7 @@ func (s *syncBuffer) String() string {
 }
 
 // firstPoll waits for the first getUpdates at tg and returns its arrival.
-func firstPoll(b *testing.B, tg *telegramtest.Server, g *gateway) time.Time {
+func firstPoll(b *testing.B, tg *telegramtest.Server, g *binaryProcess) time.Time {
 	b.Helper()
 	var at time.Time
 	tg.WaitFor(b, "the first getUpdates", 30*time.Second, func(_ []telegramtest.Sent, calls []telegramtest.Call) bool {
@@ -317,7 +317,7 @@ func BenchmarkPerfStart(b *testing.B) {
 type perfRun struct {
 	tg    *telegramtest.Server
 	llm   *providertest.Server
-	g     *gateway
+	g     *binaryProcess
 	users []*models.User
 	// sent counts the replies so far.
 	sent int

@@ -4,10 +4,10 @@ import (
 	"context"
 	"net/http"
 
+	"github.com/opentalon/opentalon/core"
 	"github.com/opentalon/opentalon/guard"
 	"github.com/opentalon/opentalon/orchestrator"
 	"github.com/opentalon/opentalon/plugins"
-	"github.com/opentalon/opentalon/store"
 )
 
 // buildTools builds the tool registry and the guard pipeline every plugin
@@ -43,10 +43,12 @@ func (a *App) startPlugins(ctx context.Context, apiURL string) error {
 		specs = append(specs, plugins.Spec{Path: p})
 	}
 	var env []string
+	var creds *plugins.Credentials
 	if apiURL != "" {
 		env = append(env, "OPENTALON_API_URL="+apiURL)
-		if k := a.cfg.Server.APIKey; k.IsSet() {
-			env = append(env, "OPENTALON_API_KEY="+k.Value())
+		if a.cfg.Server.APIKey.IsSet() {
+			// Each plugin gets a key of its own, never server.api_key.
+			creds = a.pluginKeys
 		}
 	}
 	var onEvent func(plugin, event string)
@@ -62,16 +64,16 @@ func (a *App) startPlugins(ctx context.Context, apiURL string) error {
 		onEvent = a.pluginWatch.OnEvent
 	}
 	mgr := plugins.NewManager(plugins.Options{
-		Dir: tc.PluginDir, Plugins: specs, Registry: a.registry, Extensions: a.ext, State: a.db, Bindings: a.db,
+		Dir: tc.PluginDir, Plugins: specs, SocketParent: a.cfg.State.DataDir, Registry: a.registry, Extensions: a.ext, State: a.db, Bindings: a.db,
 		HealthInterval: tc.HealthCheckInterval.D(), RestartOnFailure: tc.RestartOnFailure,
-		MaxRestarts: tc.MaxRestarts, Env: env, Logger: a.log, Now: a.opts.Now, OnEvent: onEvent,
+		MaxRestarts: tc.MaxRestarts, Env: env, Credentials: creds, Logger: a.log, Now: a.opts.Now, OnEvent: onEvent,
 		Sandbox: &plugins.Sandbox{
 			RunAs: tc.RunAs, Landlock: tc.Sandbox.Landlock, ReadPaths: tc.Sandbox.ReadPaths, WritePaths: tc.Sandbox.WritePaths,
 			Limits: plugins.ProcessLimits{AddressSpace: uint64(tc.ProcessLimits.AddressSpaceMB) << 20,
 				OpenFiles: uint64(tc.ProcessLimits.OpenFiles), Processes: uint64(tc.ProcessLimits.Processes)},
 		},
 		StateLimits: plugins.StateLimits{
-			Quota:           store.PluginStateQuota{MaxKeys: tc.State.MaxKeys, MaxBytes: tc.State.MaxBytes},
+			Quota:           core.PluginStateQuota{MaxKeys: tc.State.MaxKeys, MaxBytes: tc.State.MaxBytes},
 			WritesPerSecond: tc.State.WritesPerSecond,
 		},
 	})
@@ -83,7 +85,18 @@ func (a *App) startPlugins(ctx context.Context, apiURL string) error {
 	return nil
 }
 
-// mountPluginAPI serves POST /api/plugins/llm/generate (seed 003).
+// mountPluginAPI serves POST /api/plugins/llm/generate (seed 003) to the
+// operator's server.api_key and the plugins' own keys.
 func (a *App) mountPluginAPI(mux *http.ServeMux) {
-	mux.Handle("POST "+plugins.GeneratePath, plugins.NewGenerateHandler(a.router, a.cfg.Server.APIKey.Value(), a.log))
+	mux.Handle("POST "+plugins.GeneratePath, plugins.NewGenerateHandler(a.router, a.pluginAPIKeys(), a.log))
+}
+
+// pluginAPIKeys are the keys of the core's HTTP API: server.api_key and,
+// when it is set, each plugin's own.
+func (a *App) pluginAPIKeys() plugins.Keys {
+	k := plugins.Keys{Operator: a.cfg.Server.APIKey.Value()}
+	if a.cfg.Server.APIKey.IsSet() {
+		k.Plugins = a.pluginKeys
+	}
+	return k
 }

@@ -26,7 +26,7 @@ type proc struct {
 func startProcess(t *testing.T, cfgPath string) *proc {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "--config", cfgPath, "--log-level", "warn", "run")
-	cmd.Env = append(os.Environ(), "OPENTALON_TEST_MAIN=1")
+	cmd.Env = append(childEnv(), "OPENTALON_TEST_MAIN=1")
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		t.Fatal(err)

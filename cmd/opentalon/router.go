@@ -18,6 +18,7 @@ import (
 
 	"github.com/opentalon/opentalon/config"
 	"github.com/opentalon/opentalon/core"
+	"github.com/opentalon/opentalon/metrics"
 	"github.com/opentalon/opentalon/plugins"
 	"github.com/opentalon/opentalon/routing"
 	"github.com/opentalon/opentalon/routing/provider"
@@ -204,6 +205,9 @@ func buildRouterWith(cfg *config.Config, db *store.DB, now func() time.Time, log
 // interceptor (rejections re-answered by the next model).
 func (a *App) addRouting() {
 	for _, c := range a.router.Commands(a.db, a.db) {
+		if c.Name == "models" && a.health != nil {
+			c.Run = withHealth(c.Run, a.health)
+		}
 		a.gateway.AddCommand(c)
 	}
 	a.gateway.AddInterceptor(routing.NewEscalator(a.router, a.db, a.log))
@@ -231,4 +235,54 @@ func (a *App) startRouterHousekeeping(ctx context.Context) (stop func()) {
 			a.log.Warn("write the router's learning state at shutdown", "err", err)
 		}
 	}
+}
+
+// withHealth adds to /models how the recent calls of each model went
+// (metrics.Health): a provider that fails every call shows there even
+// while its credentials are not cooling.
+func withHealth(run core.CommandFunc, h *metrics.Health) core.CommandFunc {
+	return func(ctx context.Context, req core.CommandRequest) (string, error) {
+		out, err := run(ctx, req)
+		if err != nil {
+			return out, err
+		}
+		ms := h.Models()
+		if len(ms) == 0 {
+			return out, nil
+		}
+		var b strings.Builder
+		b.WriteString(out)
+		fmt.Fprintf(&b, "\nIn the last %d minutes:", int(metrics.HealthWindow.Minutes()))
+		for _, m := range ms {
+			fmt.Fprintf(&b, "\n  %s — %s", m.Model, healthLine(m))
+		}
+		return b.String(), nil
+	}
+}
+
+// healthLine says how a model's (or provider's) recent calls went:
+// "3 calls, all failed (unavailable ×3)".
+func healthLine(m metrics.ModelHealth) string {
+	calls := fmt.Sprintf("%d call", m.Calls)
+	if m.Calls != 1 {
+		calls += "s"
+	}
+	switch m.State() {
+	case "ok":
+		return calls + ", all answered"
+	case "failing":
+		return calls + ", all failed (" + failureKinds(m.Failures) + ")"
+	}
+	return fmt.Sprintf("%s, %d failed (%s)", calls, m.Failed(), failureKinds(m.Failures))
+}
+
+// failureKinds is "unavailable ×3, rate_limited ×1", the commonest first.
+func failureKinds(f map[string]int) string {
+	kinds := slices.Sorted(maps.Keys(f))
+	slices.SortStableFunc(kinds, func(a, b string) int { return f[b] - f[a] })
+	parts := make([]string, len(kinds))
+	for i, k := range kinds {
+		parts[i] = fmt.Sprintf("%s ×%d", k, f[k])
+	}
+	return strings.Join(parts, ", ")
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"maps"
 	"net"
 	"net/http"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"github.com/opentalon/opentalon/core"
+	"github.com/opentalon/opentalon/metrics"
 	"github.com/opentalon/opentalon/metrics/status"
 	"github.com/opentalon/opentalon/routing"
 )
@@ -35,6 +37,7 @@ func (a *App) mountOps(mux *http.ServeMux) {
 		Store:       a.db,
 		Channels:    a.statusChannels,
 		Credentials: a.statusCredentials,
+		Models:      a.statusModels,
 		Plugins:     a.statusPlugins,
 		Scripts:     a.statusScripts,
 		Score: func(af core.Affinity, now time.Time) (float64, float64) {
@@ -46,6 +49,7 @@ func (a *App) mountOps(mux *http.ServeMux) {
 		Started: a.opts.Now(),
 		APIKey:  a.cfg.Server.APIKey.Value(),
 		Open:    loopbackOnly(a.cfg.Server.Listen),
+		Listen:  a.cfg.Server.Listen,
 		Now:     a.opts.Now,
 		Logger:  a.log,
 	})
@@ -73,7 +77,11 @@ func (a *App) statusChannels() []status.Channel {
 			if err := hr.Healthy(); err != nil && c.Up {
 				c.Up, c.Error = false, err.Error()
 			}
-			if t := hr.LastEvent(); !t.IsZero() {
+		}
+		// The platforms' HealthReporter, and the console, which reports
+		// only when it last read a line.
+		if le, ok := chans[st.Name].(interface{ LastEvent() time.Time }); ok {
+			if t := le.LastEvent(); !t.IsZero() {
 				c.LastEvent = &t
 			}
 		}
@@ -92,8 +100,25 @@ func (a *App) statusCredentials() []status.Credential {
 				t := p.CooldownUntil
 				c.CoolingUntil = &t
 			}
+			if h := a.health.Provider(prov); h.State() == "failing" {
+				c.Failing = fmt.Sprintf("%s in the last %d minutes", healthLine(h), int(metrics.HealthWindow.Minutes()))
+			}
 			out = append(out, c)
 		}
+	}
+	return out
+}
+
+// statusModels is each model's recent calls (metrics.Health).
+func (a *App) statusModels() []status.Model {
+	var out []status.Model
+	for _, m := range a.health.Models() {
+		sm := status.Model{Model: m.Model, Provider: m.Provider, Calls: m.Calls, State: m.State(), Failures: m.Failures}
+		if !m.LastFailure.IsZero() {
+			t := m.LastFailure
+			sm.LastFailure = &t
+		}
+		out = append(out, sm)
 	}
 	return out
 }
@@ -116,17 +141,17 @@ func (a *App) statusPlugins() []status.Plugin {
 	return out
 }
 
-// statusScripts lists the Lua scripts for the status page: a script
-// disabled after repeated failures is shown unhealthy.
+// statusScripts lists the Lua scripts for the status page: a script whose
+// last runs failed in a row is shown unhealthy (it keeps running).
 func (a *App) statusScripts() []status.Script {
 	if a.lua == nil {
 		return nil
 	}
 	var out []status.Script
 	for _, s := range a.lua.Scripts() {
-		sc := status.Script{Name: s.Name, Healthy: !s.Disabled}
-		if s.Disabled {
-			sc.Error = "disabled after 3 failures in a row; fix " + s.File + " (saving it enables it again)"
+		sc := status.Script{Name: s.Name, Healthy: s.Failures < 3}
+		if !sc.Healthy {
+			sc.Error = fmt.Sprintf("its last %d runs failed (last: %s); fix %s", s.Failures, s.LastError, s.File)
 		}
 		out = append(out, sc)
 	}

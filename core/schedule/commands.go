@@ -67,11 +67,12 @@ func (s *Scheduler) when(t time.Time, zone string) string {
 func (s *Scheduler) cmdSchedules(_ context.Context, req core.CommandRequest) (string, error) {
 	all := strings.EqualFold(strings.TrimSpace(req.Args), "all")
 	if all && !req.Admin {
-		return "Only an admin can list every schedule; /schedules lists this conversation's.", nil
+		return "Only an admin can list every schedule of this channel; /schedules lists this conversation's.", nil
 	}
 	var b strings.Builder
 	for _, sc := range s.Schedules() {
-		if !all && sc.Conversation != req.In.Conversation {
+		// An admin is the admin of one channel: "all" is that channel's.
+		if !all && sc.Conversation != req.In.Conversation || all && sc.Conversation.Channel != req.In.Conversation.Channel {
 			continue
 		}
 		what := sc.Prompt
@@ -135,7 +136,9 @@ func (s *Scheduler) cmdUnschedule(ctx context.Context, req core.CommandRequest) 
 			sc = &x
 		}
 	}
-	if sc == nil || sc.Conversation != req.In.Conversation && !req.Admin {
+	// An admin reaches the schedules of the channel they are an admin of,
+	// not another platform's.
+	if sc == nil || sc.Conversation != req.In.Conversation && !(req.Admin && sc.Conversation.Channel == req.In.Conversation.Channel) {
 		return fmt.Sprintf("There is no schedule #%d in this conversation (/schedules lists them).", id), nil
 	}
 	switch {

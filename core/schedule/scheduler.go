@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/opentalon/opentalon/core"
+	"github.com/opentalon/opentalon/core/clock"
 )
 
 // Store keeps the schedules (store.DB).
@@ -32,7 +33,7 @@ type Store interface {
 	ScheduleFired(ctx context.Context, id int64, last, next time.Time) error
 }
 
-// Queue takes firings (core.Gateway).
+// Queue takes firings (gateway.Gateway).
 type Queue interface {
 	// EnqueueFiring commits a firing; a firing already queued (same
 	// schedule and time) is reported with dup=true.
@@ -46,7 +47,9 @@ type Options struct {
 	// Location is the zone of a schedule that names none (the config's
 	// timezone; default the machine's).
 	Location *time.Location
-	// Now is the clock (default time.Now).
+	// Clock is what the scheduler waits on (nil = the system clock).
+	Clock clock.Clock
+	// Now reads the time (nil = Clock.Now).
 	Now func() time.Time
 	// Tick bounds how long the scheduler goes without reading the clock
 	// (default 1s), so a clock that jumps is noticed.
@@ -56,7 +59,11 @@ type Options struct {
 	// (default 1m).
 	MaxPerConversation int
 	MinInterval        time.Duration
-	Logger             *slog.Logger
+	// Enabled reports whether a channel is enabled (gateway.HasChannel);
+	// a plugin's schedule on another channel is refused. nil = every
+	// channel is.
+	Enabled func(channel string) bool
+	Logger  *slog.Logger
 }
 
 // Scheduler fires the schedules. Lifecycle: New (no side effects), Sync
@@ -83,8 +90,9 @@ type entry struct {
 
 // New builds a Scheduler; it starts nothing.
 func New(o Options) *Scheduler {
+	o.Clock = clock.Or(o.Clock)
 	if o.Now == nil {
-		o.Now = time.Now
+		o.Now = o.Clock.Now
 	}
 	if o.Location == nil {
 		o.Location = time.Local
@@ -177,19 +185,35 @@ func (s *Scheduler) SyncConfig(ctx context.Context, want []core.Schedule) error 
 }
 
 // SyncPlugin makes plugin's declared schedules those stored (Key = the
-// plugin's id for each); a declaration with a bad timing is logged and
-// left out.
+// plugin's id for each); a declaration that cannot run (see check) is
+// logged and left out.
 func (s *Scheduler) SyncPlugin(ctx context.Context, plugin string, want []core.Schedule) error {
 	var ok []core.Schedule
 	for _, sc := range want {
 		sc.Source, sc.Plugin = core.OriginPlugin+plugin, plugin
-		if _, err := WhenOf(sc, s.o.Location); err != nil {
+		if err := s.check(sc); err != nil {
 			s.log.Error("plugin schedule refused", "plugin", plugin, "schedule", sc.Key, "err", err)
 			continue
 		}
 		ok = append(ok, sc)
 	}
 	return s.sync(ctx, core.OriginPlugin+plugin, ok)
+}
+
+// check says why a schedule cannot run: its timing (a positive interval
+// or five cron fields, a known time zone), a missed policy other than
+// skip or once, a channel that is not enabled.
+func (s *Scheduler) check(sc core.Schedule) error {
+	if _, err := WhenOf(sc, s.o.Location); err != nil {
+		return err
+	}
+	if sc.Missed != "" && sc.Missed != core.MissedSkip && sc.Missed != core.MissedOnce {
+		return fmt.Errorf("missed is %q; use %s or %s", sc.Missed, core.MissedSkip, core.MissedOnce)
+	}
+	if ch := sc.Conversation.Channel; s.o.Enabled != nil && !s.o.Enabled(ch) {
+		return fmt.Errorf("its channel %q is not enabled", ch)
+	}
+	return nil
 }
 
 func (s *Scheduler) sync(ctx context.Context, source string, want []core.Schedule) error {
@@ -228,13 +252,13 @@ func (s *Scheduler) Run(ctx context.Context) error {
 	if err := s.load(ctx); err != nil {
 		return err
 	}
-	t := time.NewTimer(0)
+	t := s.o.Clock.NewTimer(0)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-t.C:
+		case <-t.C():
 		case <-s.wake:
 		}
 		s.fireDue(ctx)
@@ -244,7 +268,7 @@ func (s *Scheduler) Run(ctx context.Context) error {
 		}
 		if !t.Stop() {
 			select {
-			case <-t.C:
+			case <-t.C():
 			default:
 			}
 		}

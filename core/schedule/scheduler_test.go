@@ -8,21 +8,10 @@ import (
 	"time"
 
 	"github.com/opentalon/opentalon/core"
+	"github.com/opentalon/opentalon/core/clock"
 	"github.com/opentalon/opentalon/core/schedule"
 	"github.com/opentalon/opentalon/store"
 )
-
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
-func (c *clock) Set(t time.Time) {
-	c.mu.Lock()
-	c.t = t
-	c.mu.Unlock()
-}
 
 // queue records firings; a firing of a schedule whose prompt is "busy"
 // fails once with a transient error.
@@ -78,21 +67,21 @@ func (q *queue) none(t *testing.T, d time.Duration) {
 
 type rig struct {
 	db  *store.DB
-	clk *clock
+	clk *clock.Fake
 	q   *queue
 	s   *schedule.Scheduler
 	run context.CancelFunc
 	wg  sync.WaitGroup
 }
 
-func newRig(t *testing.T, dir string, clk *clock) *rig {
+func newRig(t *testing.T, dir string, clk *clock.Fake) *rig {
 	t.Helper()
 	db, err := store.Open(context.Background(), dir, store.Options{Now: clk.Now})
 	if err != nil {
 		t.Fatal(err)
 	}
 	r := &rig{db: db, clk: clk, q: newQueue()}
-	r.s = schedule.New(schedule.Options{Store: db, Queue: r.q, Location: time.UTC, Now: clk.Now, Tick: 5 * time.Millisecond})
+	r.s = schedule.New(schedule.Options{Store: db, Queue: r.q, Location: time.UTC, Clock: clk, Tick: 5 * time.Millisecond})
 	t.Cleanup(r.stop)
 	return r
 }
@@ -129,7 +118,7 @@ func digest(missed string) []core.Schedule {
 }
 
 func TestFiresAtTheClocksTimeOnce(t *testing.T) {
-	clk := &clock{t: time.Date(2026, 5, 1, 8, 0, 0, 0, time.UTC)} // a Friday
+	clk := clock.NewFake(time.Date(2026, 5, 1, 8, 0, 0, 0, time.UTC)) // a Friday
 	r := newRig(t, t.TempDir(), clk)
 	ctx := context.Background()
 	if err := r.s.SyncConfig(ctx, digest("")); err != nil {
@@ -173,7 +162,7 @@ func TestMissedFiringsAcrossARestart(t *testing.T) {
 	}{{core.MissedOnce, true}, {core.MissedSkip, false}, {"", false}} {
 		t.Run("missed="+tt.missed, func(t *testing.T) {
 			dir := t.TempDir()
-			clk := &clock{t: time.Date(2026, 5, 4, 8, 0, 0, 0, time.UTC)} // a Monday
+			clk := clock.NewFake(time.Date(2026, 5, 4, 8, 0, 0, 0, time.UTC)) // a Monday
 			r := newRig(t, dir, clk)
 			ctx := context.Background()
 			if err := r.s.SyncConfig(ctx, digest(tt.missed)); err != nil {
@@ -207,7 +196,7 @@ func TestMissedFiringsAcrossARestart(t *testing.T) {
 }
 
 func TestTransientQueueFailureRetriesAndDisabledChannelSkips(t *testing.T) {
-	clk := &clock{t: time.Date(2026, 5, 1, 8, 0, 0, 0, time.UTC)}
+	clk := clock.NewFake(time.Date(2026, 5, 1, 8, 0, 0, 0, time.UTC))
 	r := newRig(t, t.TempDir(), clk)
 	ctx := context.Background()
 	if err := r.s.SyncConfig(ctx, []core.Schedule{
@@ -230,7 +219,7 @@ func TestTransientQueueFailureRetriesAndDisabledChannelSkips(t *testing.T) {
 }
 
 func TestConfigSyncKeepsAnEditedPromptsState(t *testing.T) {
-	clk := &clock{t: time.Date(2026, 5, 1, 8, 0, 0, 0, time.UTC)}
+	clk := clock.NewFake(time.Date(2026, 5, 1, 8, 0, 0, 0, time.UTC))
 	r := newRig(t, t.TempDir(), clk)
 	ctx := context.Background()
 	if err := r.s.SyncConfig(ctx, []core.Schedule{{Interval: 6 * time.Hour, Prompt: "old", Conversation: conv}}); err != nil {
@@ -263,8 +252,37 @@ func TestConfigSyncKeepsAnEditedPromptsState(t *testing.T) {
 	}
 }
 
+// TestSyncPluginRefusesWhatCannotRun: one check refuses a plugin's
+// declaration that cannot run — its timing, its missed policy, its
+// channel — and keeps the others.
+func TestSyncPluginRefusesWhatCannotRun(t *testing.T) {
+	clk := clock.NewFake(time.Date(2026, 5, 1, 8, 0, 0, 0, time.UTC))
+	db, err := store.Open(context.Background(), t.TempDir(), store.Options{Now: clk.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	s := schedule.New(schedule.Options{Store: db, Queue: newQueue(), Location: time.UTC, Now: clk.Now,
+		Enabled: func(ch string) bool { return ch == conv.Channel }})
+	other := core.ConversationKey{Channel: "discord", Chat: "1"}
+	err = s.SyncPlugin(context.Background(), "p", []core.Schedule{
+		{Key: "ok", Interval: time.Hour, Conversation: conv, Missed: core.MissedOnce},
+		{Key: "no-interval", Interval: -time.Hour, Conversation: conv},
+		{Key: "bad-cron", Cron: "0 7 * *", Conversation: conv},
+		{Key: "bad-zone", Cron: "0 7 * * *", Timezone: "Mars/Olympus", Conversation: conv},
+		{Key: "bad-missed", Interval: time.Hour, Missed: "twice", Conversation: conv},
+		{Key: "off-channel", Interval: time.Hour, Conversation: other},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := s.Schedules(); len(got) != 1 || got[0].Key != "ok" {
+		t.Fatalf("schedules = %+v; want only the one that can run", got)
+	}
+}
+
 func TestChatCommands(t *testing.T) {
-	clk := &clock{t: time.Date(2026, 5, 1, 8, 0, 0, 0, time.UTC)}
+	clk := clock.NewFake(time.Date(2026, 5, 1, 8, 0, 0, 0, time.UTC))
 	r := newRig(t, t.TempDir(), clk)
 	ctx := context.Background()
 	if err := r.s.SyncConfig(ctx, digest("")); err != nil {
@@ -331,7 +349,7 @@ func TestChatCommands(t *testing.T) {
 // An injected message (a plugin route's) carries whatever user id the
 // plugin gives it, so it must not pass as a schedule's creator.
 func TestInjectedUnscheduleIsRefused(t *testing.T) {
-	clk := &clock{t: time.Date(2026, 5, 1, 8, 0, 0, 0, time.UTC)}
+	clk := clock.NewFake(time.Date(2026, 5, 1, 8, 0, 0, 0, time.UTC))
 	r := newRig(t, t.TempDir(), clk)
 	ctx := context.Background()
 	cmds := map[string]core.CommandFunc{}
@@ -351,5 +369,44 @@ func TestInjectedUnscheduleIsRefused(t *testing.T) {
 	}
 	if _, err := r.db.Schedule(ctx, sc.ID); err != nil {
 		t.Fatalf("schedule #%d gone from the store: %v", sc.ID, err)
+	}
+}
+
+// Issue 25 (lower): an admin is the admin of one channel; /schedules all
+// and /unschedule reach that channel's schedules, not another platform's.
+func TestAdminReachesOnlyTheirChannelsSchedules(t *testing.T) {
+	clk := clock.NewFake(time.Date(2026, 5, 1, 8, 0, 0, 0, time.UTC))
+	r := newRig(t, t.TempDir(), clk)
+	ctx := context.Background()
+	cmds := map[string]core.CommandFunc{}
+	for _, c := range r.s.Commands() {
+		cmds[c.Name] = c.Run
+	}
+	tg := core.ConversationKey{Channel: "telegram", Chat: "-100"}
+	other := core.ConversationKey{Channel: "slack", Chat: "C0999"}
+	run := func(in core.ConversationKey, name, user, args string, admin bool) string {
+		t.Helper()
+		out, err := cmds[name](ctx, core.CommandRequest{In: core.Inbound{Conversation: in, UserID: user}, Args: args, Admin: admin})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	run(conv, "schedule", "U1", "every 2h slack secret report", false) // #1
+	run(other, "schedule", "U2", "every 3h other slack chat", false)   // #2
+	run(tg, "schedule", "T1", "every 4h telegram reminder", false)     // #3
+	list := run(tg, "schedules", "TADMIN", "all", true)
+	if !strings.Contains(list, "telegram reminder") || strings.Contains(list, "slack secret report") || strings.Contains(list, "other slack chat") {
+		t.Fatalf("a Telegram admin's /schedules all = %q; want Telegram's only", list)
+	}
+	if out := run(tg, "unschedule", "TADMIN", "1", true); !strings.Contains(out, "no schedule #1") {
+		t.Fatalf("a Telegram admin removing a Slack schedule = %q; want it refused", out)
+	}
+	// A Slack admin still reaches another Slack conversation's.
+	if out := run(conv, "unschedule", "SADMIN", "2", true); !strings.HasPrefix(out, "Removed #2") {
+		t.Fatalf("a Slack admin removing another Slack chat's schedule = %q", out)
+	}
+	if n := len(r.s.Schedules()); n != 2 {
+		t.Fatalf("%d schedules left; want 2", n)
 	}
 }

@@ -232,7 +232,7 @@ func atTime(ws []word, i int, dow, text string) (Spec, int, error) {
 	if i >= len(ws) {
 		return Spec{}, 0, errors.New("a time of day is missing after \"at\" (9:00, 17:30, 7am)")
 	}
-	h, m, err := clock(ws[i].text)
+	h, m, err := timeOfDay(ws[i].text)
 	if err != nil {
 		return Spec{}, 0, err
 	}
@@ -240,8 +240,8 @@ func atTime(ws []word, i int, dow, text string) (Spec, int, error) {
 	return Spec{Cron: expr, Text: fmt.Sprintf("%s at %02d:%02d", text, h, m)}, i + 1, nil
 }
 
-// clock reads 9:00, 09:30, 17:45, 9, 9am, 9:30pm.
-func clock(s string) (h, m int, err error) {
+// timeOfDay reads 9:00, 09:30, 17:45, 9, 9am, 9:30pm.
+func timeOfDay(s string) (h, m int, err error) {
 	t := strings.ToLower(strings.TrimSuffix(s, ","))
 	pm, am := strings.HasSuffix(t, "pm"), strings.HasSuffix(t, "am")
 	t = strings.TrimSuffix(strings.TrimSuffix(t, "pm"), "am")

@@ -1,7 +1,7 @@
 // Package notify sends operator events (core.OpsEvent: a request failed
 // for good, a channel down for longer than a minute, every credential of
 // a provider cooling, the budget at 80% and 100%, a plugin in a restart
-// loop, a Lua script disabled) to the configured sinks: a webhook (POST
+// loop, a Lua hook that failed) to the configured sinks: a webhook (POST
 // JSON signed with HMAC-SHA256), a chat conversation on any channel, or
 // a plugin implementing Notify. Events are deduplicated and rate-limited
 // per kind so an outage does not flood, and each sink is sent to in the

@@ -167,7 +167,7 @@ func (n *Notifier) Emit(e core.OpsEvent) {
 	n.mu.Unlock()
 	n.log.Info("operator event", "kind", e.Kind, "subject", e.Subject, "message", e.Message)
 	for _, w := range n.sinks {
-		if len(w.route.Events) > 0 && !slices.Contains(w.route.Events, e.Kind) {
+		if len(w.route.Events) > 0 && !subscribed(w.route.Events, e.Kind) {
 			continue
 		}
 		select {
@@ -176,6 +176,13 @@ func (n *Notifier) Emit(e core.OpsEvent) {
 			n.log.Warn("notification sink is behind; event dropped", "sink", w.route.Sink.Name(), "kind", e.Kind)
 		}
 	}
+}
+
+// subscribed reports whether a sink's events list takes kind; a list
+// naming lua_script_disabled, which is no longer emitted, takes its
+// successor lua_hook_failed.
+func subscribed(events []string, kind string) bool {
+	return slices.Contains(events, kind) || kind == core.EventLuaHookFailed && slices.Contains(events, core.EventLuaScriptDisabled)
 }
 
 // Start sends queued notifications until Close.

@@ -13,20 +13,9 @@ import (
 	"time"
 
 	"github.com/opentalon/opentalon/core"
+	"github.com/opentalon/opentalon/core/clock"
 	"github.com/opentalon/opentalon/metrics/notify"
 )
-
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
-func (c *clock) Add(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
 
 // hook is a webhook receiver that checks signatures; it answers the
 // first fail requests with 503.
@@ -102,7 +91,7 @@ func start(t *testing.T, o notify.Options) *notify.Notifier {
 func TestWebhookIsSignedRetriedAndDeduplicated(t *testing.T) {
 	h, url := newHook(t, "whsec-SECRET")
 	h.fail = 2
-	clk := &clock{t: time.Date(2026, 5, 1, 9, 0, 0, 0, time.UTC)}
+	clk := clock.NewFake(time.Date(2026, 5, 1, 9, 0, 0, 0, time.UTC))
 	n := start(t, notify.Options{Routes: []notify.Route{{Sink: notify.Webhook{URL: url, Secret: "whsec-SECRET"}}}, Now: clk.Now, Window: 10 * time.Minute})
 	ev := core.OpsEvent{Kind: core.EventChannelDown, Subject: "telegram", Message: "channel telegram has been down for 1m", Details: map[string]string{"channel": "telegram"}}
 	n.Emit(ev)
@@ -111,11 +100,11 @@ func TestWebhookIsSignedRetriedAndDeduplicated(t *testing.T) {
 		t.Fatalf("payload %+v, signature ok %v", p, h.sigOK)
 	}
 	// The same event again within the window: held back.
-	clk.Add(5 * time.Minute)
+	clk.Advance(5 * time.Minute)
 	n.Emit(ev)
 	h.none(t, 100*time.Millisecond)
 	// Past the window it goes again, saying one was held back.
-	clk.Add(6 * time.Minute)
+	clk.Advance(6 * time.Minute)
 	n.Emit(ev)
 	if p := h.wait(t); p.Suppressed != 1 {
 		t.Fatalf("second payload suppressed = %d; want 1", p.Suppressed)
@@ -125,7 +114,7 @@ func TestWebhookIsSignedRetriedAndDeduplicated(t *testing.T) {
 func TestRateLimitPerKindAndRouting(t *testing.T) {
 	all, allURL := newHook(t, "")
 	onlyBudget, budgetURL := newHook(t, "")
-	clk := &clock{t: time.Date(2026, 5, 1, 9, 0, 0, 0, time.UTC)}
+	clk := clock.NewFake(time.Date(2026, 5, 1, 9, 0, 0, 0, time.UTC))
 	n := start(t, notify.Options{Now: clk.Now, MaxPerWindow: 2, Routes: []notify.Route{
 		{Sink: notify.Webhook{URL: allURL}},
 		{Sink: notify.Webhook{URL: budgetURL}, Events: []string{core.EventBudgetWarning}},
@@ -148,11 +137,24 @@ func TestRateLimitPerKindAndRouting(t *testing.T) {
 	}
 	onlyBudget.none(t, 50*time.Millisecond)
 	// A new window: the next one reports the two held back.
-	clk.Add(11 * time.Minute)
+	clk.Advance(11 * time.Minute)
 	n.Emit(core.OpsEvent{Kind: core.EventRequestFailed, Subject: "e"})
 	if p := all.wait(t); p.Subject != "e" || p.Suppressed != 2 {
 		t.Fatalf("payload %+v; want e with 2 held back", p)
 	}
+}
+
+// A sink that lists lua_script_disabled, which is no longer emitted, gets
+// its successor lua_hook_failed.
+func TestOldLuaEventNameStillRoutes(t *testing.T) {
+	h, url := newHook(t, "")
+	n := start(t, notify.Options{Routes: []notify.Route{{Sink: notify.Webhook{URL: url}, Events: []string{core.EventLuaScriptDisabled}}}})
+	n.Emit(core.OpsEvent{Kind: core.EventRequestFailed, Subject: "telegram"})
+	n.Emit(core.OpsEvent{Kind: core.EventLuaHookFailed, Subject: "scam.lua"})
+	if p := h.wait(t); p.Kind != core.EventLuaHookFailed || p.Subject != "scam.lua" {
+		t.Fatalf("payload %+v; want the lua_hook_failed event only", p)
+	}
+	h.none(t, 100*time.Millisecond)
 }
 
 func TestPermanentFailureIsNotRetried(t *testing.T) {
@@ -167,7 +169,7 @@ func TestPermanentFailureIsNotRetried(t *testing.T) {
 		return notify.Webhook{URL: url}.Send(ctx, n)
 	}}
 	n := start(t, notify.Options{Routes: []notify.Route{{Sink: counting}}})
-	n.Emit(core.OpsEvent{Kind: core.EventLuaScriptDisabled, Subject: "x.lua"})
+	n.Emit(core.OpsEvent{Kind: core.EventLuaHookFailed, Subject: "x.lua"})
 	time.Sleep(100 * time.Millisecond)
 	mu.Lock()
 	defer mu.Unlock()
@@ -251,11 +253,11 @@ func TestMonitorReportsAChannelDownOncePerOutage(t *testing.T) {
 
 func TestPluginWatch(t *testing.T) {
 	rec := &recorder{}
-	clk := &clock{t: time.Date(2026, 5, 1, 9, 0, 0, 0, time.UTC)}
+	clk := clock.NewFake(time.Date(2026, 5, 1, 9, 0, 0, 0, time.UTC))
 	w := &notify.PluginWatch{Events: rec, Now: clk.Now}
 	w.OnEvent("calc", "registered")
 	w.OnEvent("calc", "deregistered")
-	clk.Add(20 * time.Minute)
+	clk.Advance(20 * time.Minute)
 	w.OnEvent("calc", "deregistered")
 	w.OnEvent("calc", "deregistered")
 	if n := len(rec.all()); n != 0 {

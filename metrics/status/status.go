@@ -4,22 +4,24 @@ import (
 	"context"
 	"crypto/subtle"
 	"encoding/json"
+	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/opentalon/opentalon/core"
-	"github.com/opentalon/opentalon/store"
 )
 
 // Store is what the page reads of the database (store.DB).
 type Store interface {
 	QueueCounts(ctx context.Context) (map[string]int, error)
 	OldestQueued(ctx context.Context) (time.Time, error)
-	RecentFailures(ctx context.Context, limit int) ([]store.QueueFailure, error)
-	UsageSeries(ctx context.Context, since time.Time, step time.Duration, by string) ([]store.UsagePoint, error)
+	RecentFailures(ctx context.Context, limit int) ([]core.QueueFailure, error)
+	UsageSeries(ctx context.Context, since time.Time, step time.Duration, by string) ([]core.UsagePoint, error)
 	Affinities(ctx context.Context) ([]core.Affinity, error)
 }
 
@@ -41,6 +43,21 @@ type Credential struct {
 	Uses         int64      `json:"uses"`
 	CoolingUntil *time.Time `json:"cooling_until,omitempty"`
 	LastError    string     `json:"last_error,omitempty"`
+	// Failing says every recent call of the provider failed although the
+	// credential is not cooling (a server that does not answer).
+	Failing string `json:"failing,omitempty"`
+}
+
+// Model is one model's recent calls (the last 15 minutes).
+type Model struct {
+	Model    string `json:"model"`
+	Provider string `json:"provider"`
+	Calls    int    `json:"calls"`
+	// State is ok, degraded (some calls failed) or failing (all did).
+	State string `json:"state"`
+	// Failures counts the failed calls by kind.
+	Failures    map[string]int `json:"failures"`
+	LastFailure *time.Time     `json:"last_failure,omitempty"`
 }
 
 // Plugin is one tool plugin's health.
@@ -63,6 +80,7 @@ type Options struct {
 	Store       Store
 	Channels    func() []Channel
 	Credentials func() []Credential
+	Models      func() []Model
 	Plugins     func() []Plugin
 	Scripts     func() []Script
 	// Score summarizes an affinity record as the router sees it now: the
@@ -75,9 +93,11 @@ type Options struct {
 	Version string
 	Started time.Time
 	// APIKey is server.api_key. Open says the server listens on loopback
-	// only: then no key is asked.
+	// only: then no key is asked of a request addressed to a loopback
+	// name or to Listen's host (server.listen).
 	APIKey string
 	Open   bool
+	Listen string
 	Now    func() time.Time
 	Logger *slog.Logger
 }
@@ -124,13 +144,30 @@ func (p *Page) Mount(mux *http.ServeMux) {
 	mux.Handle("GET /api/affinity", p.Protect(http.HandlerFunc(p.serveAffinity)))
 }
 
-// Protect lets a request through when the server listens on loopback
-// only, or when it presents server.api_key as "Authorization: Bearer
-// <key>" or X-API-Key; otherwise it answers 401 (or 403 when no key is
-// set on a server reachable from elsewhere).
+// Protect lets a request through when it presents server.api_key as
+// "Authorization: Bearer <key>" or X-API-Key, or, when the server listens
+// on loopback only, when it is addressed to this machine: its Host is a
+// loopback name (localhost, 127.0.0.1, [::1]) or server.listen's own
+// host, and a request that changes something comes from no other web
+// page (Origin). A web page the operator visits could otherwise read the
+// page through DNS rebinding: its own name, resolved to 127.0.0.1, is no
+// loopback name. Otherwise it answers 401 (or 403 when no key is set on a
+// server reachable from elsewhere, or for a foreign Host).
 func (p *Page) Protect(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if p.o.APIKey != "" && keyMatches(r, p.o.APIKey) {
+			h.ServeHTTP(w, r)
+			return
+		}
 		if p.o.Open {
+			if !p.localHost(r.Host) {
+				writeJSON(w, http.StatusForbidden, apiError{fmt.Sprintf("without a key the status API answers only requests addressed to this machine (Host localhost, 127.0.0.1, [::1] or %s), not %q; open it by that address, or send server.api_key", p.o.Listen, r.Host)})
+				return
+			}
+			if origin := r.Header.Get("Origin"); !safeMethod(r.Method) && origin != "" && !p.localOrigin(origin) {
+				writeJSON(w, http.StatusForbidden, apiError{fmt.Sprintf("a request from the web page %s may not change anything here", origin)})
+				return
+			}
 			h.ServeHTTP(w, r)
 			return
 		}
@@ -138,13 +175,42 @@ func (p *Page) Protect(h http.Handler) http.Handler {
 			writeJSON(w, http.StatusForbidden, apiError{"the server listens beyond loopback and server.api_key is not set: set server.api_key to use the status page and /metrics, or listen on 127.0.0.1 only"})
 			return
 		}
-		if !keyMatches(r, p.o.APIKey) {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="opentalon"`)
-			writeJSON(w, http.StatusUnauthorized, apiError{"missing or wrong API key: send server.api_key as Authorization: Bearer <key> or X-API-Key"})
-			return
-		}
-		h.ServeHTTP(w, r)
+		w.Header().Set("WWW-Authenticate", `Bearer realm="opentalon"`)
+		writeJSON(w, http.StatusUnauthorized, apiError{"missing or wrong API key: send server.api_key as Authorization: Bearer <key> or X-API-Key"})
 	})
+}
+
+// localHost reports whether a Host header names this machine: a loopback
+// name or address, or server.listen's own host.
+func (p *Page) localHost(hostport string) bool {
+	host := hostport
+	if h, _, err := net.SplitHostPort(hostport); err == nil {
+		host = h
+	}
+	host = strings.ToLower(strings.TrimSuffix(strings.Trim(host, "[]"), "."))
+	if host == "" {
+		return false
+	}
+	if host == "localhost" || strings.HasSuffix(host, ".localhost") {
+		return true
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
+		return true
+	}
+	if lh, _, err := net.SplitHostPort(p.o.Listen); err == nil && lh != "" {
+		return strings.EqualFold(strings.Trim(lh, "[]"), host)
+	}
+	return false
+}
+
+// localOrigin reports whether an Origin is a page served by this machine.
+func (p *Page) localOrigin(origin string) bool {
+	u, err := url.Parse(origin)
+	return err == nil && u.Host != "" && p.localHost(u.Host)
+}
+
+func safeMethod(m string) bool {
+	return m == http.MethodGet || m == http.MethodHead || m == http.MethodOptions
 }
 
 func keyMatches(r *http.Request, key string) bool {
@@ -174,6 +240,7 @@ type Status struct {
 	Channels    []Channel    `json:"channels"`
 	Queue       Queue        `json:"queue"`
 	Credentials []Credential `json:"credentials"`
+	Models      []Model      `json:"models"`
 	Plugins     []Plugin     `json:"plugins"`
 	Scripts     []Script     `json:"scripts"`
 }
@@ -204,7 +271,7 @@ func (p *Page) serveStatus(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	now := p.o.Now()
 	st := Status{Version: p.o.Version, Now: now, Started: p.o.Started,
-		Channels: []Channel{}, Credentials: []Credential{}, Plugins: []Plugin{}, Scripts: []Script{}}
+		Channels: []Channel{}, Credentials: []Credential{}, Models: []Model{}, Plugins: []Plugin{}, Scripts: []Script{}}
 	counts, err := p.o.Store.QueueCounts(ctx)
 	if err != nil {
 		p.fail(w, "queue counts", err)
@@ -232,6 +299,9 @@ func (p *Page) serveStatus(w http.ResponseWriter, r *http.Request) {
 	}
 	if p.o.Credentials != nil {
 		st.Credentials = append(st.Credentials, p.o.Credentials()...)
+	}
+	if p.o.Models != nil {
+		st.Models = append(st.Models, p.o.Models()...)
 	}
 	if p.o.Plugins != nil {
 		st.Plugins = append(st.Plugins, p.o.Plugins()...)

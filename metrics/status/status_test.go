@@ -10,11 +10,10 @@ import (
 	"time"
 
 	"github.com/opentalon/opentalon/core"
-	"github.com/opentalon/opentalon/store"
 )
 
 type fakeStore struct {
-	points []store.UsagePoint
+	points []core.UsagePoint
 	since  time.Time
 	step   time.Duration
 }
@@ -25,10 +24,10 @@ func (fakeStore) QueueCounts(context.Context) (map[string]int, error) {
 func (fakeStore) OldestQueued(context.Context) (time.Time, error) {
 	return time.Date(2025, 5, 1, 9, 59, 0, 0, time.UTC), nil
 }
-func (fakeStore) RecentFailures(context.Context, int) ([]store.QueueFailure, error) {
-	return []store.QueueFailure{{ID: 7, Channel: "telegram", Kind: "message", Reason: "gave up"}}, nil
+func (fakeStore) RecentFailures(context.Context, int) ([]core.QueueFailure, error) {
+	return []core.QueueFailure{{ID: 7, Channel: "telegram", Kind: "message", Reason: "gave up"}}, nil
 }
-func (f *fakeStore) UsageSeries(_ context.Context, since time.Time, step time.Duration, _ string) ([]store.UsagePoint, error) {
+func (f *fakeStore) UsageSeries(_ context.Context, since time.Time, step time.Duration, _ string) ([]core.UsagePoint, error) {
 	f.since, f.step = since, step
 	return f.points, nil
 }
@@ -40,7 +39,12 @@ func serve(p *Page, path string, header map[string]string) *httptest.ResponseRec
 	mux := http.NewServeMux()
 	p.Mount(mux)
 	req := httptest.NewRequest("GET", path, nil)
+	req.Host = "127.0.0.1:7070"
 	for k, v := range header {
+		if k == "Host" {
+			req.Host = v
+			continue
+		}
 		req.Header.Set(k, v)
 	}
 	rec := httptest.NewRecorder()
@@ -51,7 +55,8 @@ func serve(p *Page, path string, header map[string]string) *httptest.ResponseRec
 func TestAPIKeyUnlessLoopback(t *testing.T) {
 	st := &fakeStore{}
 	now := func() time.Time { return time.Date(2025, 5, 1, 10, 0, 0, 0, time.UTC) }
-	open := New(Options{Store: st, Open: true, Now: now})
+	open := New(Options{Store: st, Open: true, Now: now, Listen: "127.0.0.2:7070"})
+	openKeyed := New(Options{Store: st, Open: true, APIKey: "s3cret", Now: now, Listen: "127.0.0.1:7070"})
 	keyed := New(Options{Store: st, APIKey: "s3cret", Now: now})
 	keyless := New(Options{Store: st, Now: now})
 	for _, tc := range []struct {
@@ -63,6 +68,14 @@ func TestAPIKeyUnlessLoopback(t *testing.T) {
 		body   string
 	}{
 		{"loopback needs no key", open, "/api/status", nil, 200, `"queued":2`},
+		// Issue 25, finding 10: without a key, only requests addressed to
+		// this machine (DNS rebinding gives a web page's own name).
+		{"localhost", open, "/api/status", map[string]string{"Host": "localhost:7070"}, 200, `"queued":2`},
+		{"[::1]", open, "/api/status", map[string]string{"Host": "[::1]:7070"}, 200, `"queued":2`},
+		{"the listen host", open, "/api/status", map[string]string{"Host": "127.0.0.2:7070"}, 200, `"queued":2`},
+		{"a foreign Host", open, "/api/status", map[string]string{"Host": "attacker.example:7070"}, 403, "addressed to this machine"},
+		{"a foreign Host with the key", openKeyed, "/api/status", map[string]string{"Host": "attacker.example:7070", "X-API-Key": "s3cret"}, 200, `"queued":2`},
+		{"its own Origin", open, "/api/status", map[string]string{"Origin": "http://127.0.0.1:7070"}, 200, `"queued":2`},
 		{"no key", keyed, "/api/status", nil, 401, "missing or wrong API key"},
 		{"wrong key", keyed, "/api/affinity", map[string]string{"Authorization": "Bearer nope"}, 401, "missing or wrong API key"},
 		{"bearer key", keyed, "/api/affinity", map[string]string{"Authorization": "Bearer s3cret"}, 200, `"tasks":["chat","code"]`},
@@ -79,6 +92,25 @@ func TestAPIKeyUnlessLoopback(t *testing.T) {
 			}
 		})
 	}
+	// A call that changes something from another web page is refused
+	// (the API has none yet; Protect guards what comes).
+	changed := 0
+	h := open.Protect(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { changed++ }))
+	for origin, want := range map[string]int{"http://attacker.example:7070": 403, "http://localhost:7070": 200, "": 200} {
+		req := httptest.NewRequest("POST", "/api/x", nil)
+		req.Host = "127.0.0.1:7070"
+		if origin != "" {
+			req.Header.Set("Origin", origin)
+		}
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		if rec.Code != want {
+			t.Errorf("POST from Origin %q = %d; want %d", origin, rec.Code, want)
+		}
+	}
+	if changed != 2 {
+		t.Errorf("the handler ran %d times; want 2", changed)
+	}
 	rec := serve(keyed, "/", map[string]string{"Accept-Encoding": "gzip"})
 	if rec.Header().Get("Content-Encoding") != "gzip" || !strings.Contains(rec.Header().Get("Content-Security-Policy"), "script-src 'sha256-") {
 		t.Errorf("index headers = %v", rec.Header())
@@ -93,7 +125,7 @@ func TestUsageBuckets(t *testing.T) {
 	st := &fakeStore{}
 	p := New(Options{Store: st, Open: true, Now: func() time.Time { return now }})
 	from := time.Date(2025, 4, 24, 12, 0, 0, 0, time.UTC) // 28 six-hour buckets, the last holding now
-	st.points = []store.UsagePoint{
+	st.points = []core.UsagePoint{
 		{Bucket: from, Key: "p/a", Calls: 1, CostUSD: 0.5},
 		{Bucket: from.Add(27 * 6 * time.Hour), Key: "", Calls: 2, InputTokens: 10},
 		{Bucket: from.Add(27 * 6 * time.Hour), Key: "p/a", Calls: 1, CostUSD: 0.25},

@@ -5,8 +5,11 @@
 // downloaded again), and turns it into the turn's input: images for a
 // model that sees, the text of documents (plain text, Markdown, code,
 // CSV, JSON, PDF), the transcript of a voice note. What cannot be read
-// is answered with one clear sentence and no LLM call.
+// is answered with one clear sentence and no LLM call. PDFs are read in a
+// confined helper process (extract.go: the binary re-executed as
+// `opentalon helper pdf-text`), never in the gateway's; a document's text
+// is decoded and kept only as far as a turn takes it.
 //
-// It implements core.MediaReader; it imports core, store and routing
-// (the vision capability).
+// It implements core.MediaReader; it imports core, routing (the vision
+// capability) and plugins (the isolation of the PDF helper).
 package media

@@ -14,13 +14,12 @@ import (
 
 	"github.com/opentalon/opentalon/core"
 	"github.com/opentalon/opentalon/routing"
-	"github.com/opentalon/opentalon/store"
 )
 
 // Store is what the reader keeps files in (store.DB).
 type Store interface {
-	MediaBySource(ctx context.Context, source string) (store.MediaFile, bool, error)
-	StoreMedia(ctx context.Context, source, mime string, r io.Reader, limit int64) (store.MediaFile, error)
+	MediaBySource(ctx context.Context, source string) (core.MediaFile, bool, error)
+	StoreMedia(ctx context.Context, source, mime string, r io.Reader, limit int64) (core.MediaFile, error)
 	SetMediaText(ctx context.Context, sha, text string) error
 	ReadMedia(ctx context.Context, sha string) ([]byte, error)
 }
@@ -48,13 +47,21 @@ type Options struct {
 	// are not understood); Echo is media.transcription.echo.
 	TranscriptionModel string
 	Echo               bool
-	Logger             *slog.Logger
+	// Extractor reads PDFs out of process (cmd/opentalon: PDFHelper);
+	// nil answers a PDF with a sentence saying it cannot be read here.
+	Extractor Extractor
+	// Extractions bounds the PDFs read at once (default 2): each reader
+	// process may take the helper's memory.
+	Extractions int
+	Logger      *slog.Logger
 }
 
 // Reader implements core.MediaReader.
 type Reader struct {
 	o   Options
 	log *slog.Logger
+	// extracting holds a token per PDF being read.
+	extracting chan struct{}
 }
 
 var _ core.MediaReader = (*Reader)(nil)
@@ -73,10 +80,13 @@ func New(o Options) *Reader {
 	if o.DocumentTokens <= 0 {
 		o.DocumentTokens = 8000
 	}
+	if o.Extractions <= 0 {
+		o.Extractions = 2
+	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Reader{o: o, log: o.Logger.With("component", "media")}
+	return &Reader{o: o, log: o.Logger.With("component", "media"), extracting: make(chan struct{}, o.Extractions)}
 }
 
 // The sentences a user gets instead of an answer.
@@ -124,12 +134,12 @@ func (r *Reader) Read(ctx context.Context, in core.Inbound, fetch core.FetchFunc
 				mi.Echo = joinLines(mi.Echo, text)
 			}
 		default:
-			text, ok, err := r.document(ctx, a, mf)
+			text, why, err := r.document(ctx, a, mf)
 			if err != nil {
 				return core.MediaInput{}, err
 			}
-			if !ok {
-				return core.MediaInput{Reply: cannotRead(a)}, nil
+			if why != "" {
+				return core.MediaInput{Reply: why}, nil
 			}
 			texts = append(texts, text)
 		}
@@ -161,7 +171,7 @@ func (r *Reader) refuse(in core.Inbound) string {
 }
 
 // get returns the stored content of f, downloading it the first time.
-func (r *Reader) get(ctx context.Context, channel string, f core.InboundFile, fetch core.FetchFunc) (store.MediaFile, error) {
+func (r *Reader) get(ctx context.Context, channel string, f core.InboundFile, fetch core.FetchFunc) (core.MediaFile, error) {
 	source := channel + ":" + f.ID
 	if mf, ok, err := r.o.Store.MediaBySource(ctx, source); err != nil || ok {
 		return mf, err
@@ -204,7 +214,7 @@ func (r *Reader) get(ctx context.Context, channel string, f core.InboundFile, fe
 const sniffLen = 512
 
 // transcribe returns the transcript of a voice note, made once and kept.
-func (r *Reader) transcribe(ctx context.Context, in core.Inbound, a core.Attachment, mf store.MediaFile) (string, error) {
+func (r *Reader) transcribe(ctx context.Context, in core.Inbound, a core.Attachment, mf core.MediaFile) (string, error) {
 	if mf.HasText {
 		return mf.Text, nil
 	}
@@ -224,31 +234,60 @@ func (r *Reader) transcribe(ctx context.Context, in core.Inbound, a core.Attachm
 }
 
 // document returns the text a document adds to the turn, bounded by
-// DocumentTokens; ok is false for a kind that cannot be read.
-func (r *Reader) document(ctx context.Context, a core.Attachment, mf store.MediaFile) (string, bool, error) {
+// DocumentTokens, or the sentence that answers a document that cannot be
+// read. The text kept with the file is bounded too (one byte more than
+// the turn takes, so the cut is known).
+func (r *Reader) document(ctx context.Context, a core.Attachment, mf core.MediaFile) (text, why string, err error) {
 	if !readable(a.MIME, a.Name) {
-		return "", false, nil
+		return "", cannotRead(a), nil
 	}
+	max := r.o.DocumentTokens * 4
 	text, has := mf.Text, mf.HasText
 	if !has {
 		data, err := r.o.Store.ReadMedia(ctx, a.SHA256)
 		if err != nil {
-			return "", false, err
+			return "", "", err
 		}
-		max := r.o.DocumentTokens * 4
 		if isPDF(a.MIME, a.Name) {
-			if text, err = pdfText(data, max+1); err != nil {
-				r.log.Info("a PDF could not be read", "name", a.Name, "err", err)
-				return "", false, nil
+			text, err = r.pdfText(ctx, data, max)
+			var u *Unreadable
+			switch {
+			case errors.As(err, &u):
+				r.log.Info("a PDF could not be read", "name", a.Name, "reason", u.Reason)
+				return "", fmt.Sprintf("I could not read %s: %s. Please send its text instead.", displayName(a.Name), u.Reason), nil
+			case err != nil && ctx.Err() != nil:
+				return "", "", err
+			case err != nil:
+				r.log.Error("reading a PDF failed on the gateway's side", "name", a.Name, "err", err)
+				return "", fmt.Sprintf("I could not read %s: reading PDFs failed on my side. Please send its text instead.", displayName(a.Name)), nil
 			}
 		} else {
-			text = plainText(data)
+			text = plainText(data, max)
 		}
 		if err := r.o.Store.SetMediaText(ctx, a.SHA256, text); err != nil {
 			r.log.Warn("keep a document's text", "err", err)
 		}
 	}
-	return bounded(displayName(a.Name), text, r.o.DocumentTokens*4), true, nil
+	return bounded(displayName(a.Name), text, max), "", nil
+}
+
+// pdfText reads a PDF's text through the Extractor, at most Extractions
+// at a time.
+func (r *Reader) pdfText(ctx context.Context, data []byte, max int) (string, error) {
+	if r.o.Extractor == nil {
+		return "", &Unreadable{"PDFs cannot be read here"}
+	}
+	select {
+	case r.extracting <- struct{}{}:
+		defer func() { <-r.extracting }()
+	case <-ctx.Done():
+		return "", ctx.Err()
+	}
+	text, err := r.o.Extractor.PDFText(ctx, data, max)
+	if err != nil {
+		return "", err
+	}
+	return truncateUTF8(strings.ToValidUTF8(text, "\uFFFD"), max+1), nil
 }
 
 // bounded frames a document's text for the model, cut at max bytes with

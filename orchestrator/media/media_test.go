@@ -40,7 +40,7 @@ func serve(files map[string]string, fetches *int) core.FetchFunc {
 }
 
 func TestReaderDocuments(t *testing.T) {
-	r := newReader(t, Options{DocumentTokens: 10})
+	r := newReader(t, Options{DocumentTokens: 10, Extractor: testExtractor(t)})
 	n := 0
 	fetch := serve(map[string]string{
 		"long":   strings.Repeat("word ", 100),
@@ -61,8 +61,8 @@ func TestReaderDocuments(t *testing.T) {
 	}
 
 	in.Files = []core.InboundFile{{ID: "broken", Kind: core.MediaDocument, Name: "x.pdf", MIME: "application/pdf"}}
-	if mi, _ := r.Read(context.Background(), in, fetch); !strings.Contains(mi.Reply, "cannot read this kind of file") {
-		t.Fatalf("a malformed PDF: %+v; want the cannot-read reply", mi)
+	if mi, _ := r.Read(context.Background(), in, fetch); !strings.Contains(mi.Reply, "I could not read x.pdf: it is not a readable PDF") {
+		t.Fatalf("a malformed PDF: %+v; want the cannot-read reply with the reason", mi)
 	}
 	// A type the platform does not know is read by its name.
 	in.Files = []core.InboundFile{{ID: "code", Kind: core.MediaDocument, Name: "main.go", MIME: "application/octet-stream"}}

@@ -119,7 +119,7 @@ type Scheduler interface {
 
 // Notification is an operator event (kind request_failed, channel_down,
 // provider_cooling, budget_warning, budget_exhausted,
-// plugin_restart_loop, lua_script_disabled).
+// plugin_restart_loop, lua_hook_failed).
 type Notification struct {
 	Kind, Subject, Message string
 	At                     time.Time
@@ -258,10 +258,24 @@ type Message struct {
 
 type injectKey struct{}
 
+type routeKey struct{}
+
+// MatchedRoute is the declared route the core matched a request to (and
+// checked the access rule of): serve the request by it, not by matching
+// its path again, which may resolve differently (a trailing slash, a
+// subtree). ok is false outside a request served by the core.
+func MatchedRoute(r *http.Request) (route Route, ok bool) {
+	route, ok = r.Context().Value(routeKey{}).(Route)
+	return route, ok
+}
+
 // Inject puts a message into a conversation from an HTTP handler: the
 // core commits it to its durable queue before it sends the handler's
-// response, so a caller that got a 2xx knows the message is taken. It
-// fails outside a request served by the core.
+// response, so a caller that got a 2xx knows the message is taken. The
+// core queues a handler's messages only when it answers below 400 (an
+// error is retried by its caller, and would queue them twice); set ID so
+// a retried delivery is not queued again either. It fails outside a
+// request served by the core.
 func Inject(r *http.Request, m Message) error {
 	list, ok := r.Context().Value(injectKey{}).(*[]Message)
 	if !ok {

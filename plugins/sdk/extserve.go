@@ -118,6 +118,9 @@ func (w *recorder) Write(b []byte) (int, error) {
 func (s httpServer) HandleHTTP(ctx context.Context, r *pluginpb.HTTPRequest) (resp *pluginpb.HTTPResponse, err error) {
 	var injected []Message
 	ctx = context.WithValue(ctx, injectKey{}, &injected)
+	if rp := r.GetRoutePath(); rp != "" {
+		ctx = context.WithValue(ctx, routeKey{}, Route{Method: r.GetRouteMethod(), Path: rp})
+	}
 	target := "/" + r.GetPath()
 	if q := r.GetQuery(); q != "" {
 		target += "?" + q

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
-	"errors"
 	"io"
 	"net/http"
 	"strings"
@@ -275,7 +274,7 @@ func (p *Anthropic) readStream(cl *call, onText func(string), secret string) (*R
 			return nil, malformed(p.c.id, "event stream ended before message_stop", nil, secret)
 		}
 		if err != nil {
-			if errors.Is(err, errLineTooLong) {
+			if tooLong(err) {
 				return nil, malformed(p.c.id, "bad event stream", err, secret)
 			}
 			return nil, p.c.readErr(cl, err, secret)

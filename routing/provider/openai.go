@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/url"
@@ -272,7 +273,7 @@ func (p *OpenAI) readStream(cl *call, onText func(string), secret string) (*Resp
 			break
 		}
 		if err != nil {
-			if errors.Is(err, errLineTooLong) {
+			if tooLong(err) {
 				return nil, malformed(p.c.id, "bad event stream", err, secret)
 			}
 			return nil, p.c.readErr(cl, err, secret)
@@ -328,6 +329,9 @@ func (p *OpenAI) readStream(cl *call, onText func(string), secret string) (*Resp
 				pc.id = d.ID
 			}
 			if d.Function.Name != "" {
+				if len(pc.name)+len(d.Function.Name) > maxToolName {
+					return nil, malformed(p.c.id, fmt.Sprintf("a tool call's name is longer than %d bytes", maxToolName), nil, secret)
+				}
 				pc.name += d.Function.Name
 			}
 			pc.args.WriteString(d.Function.Arguments)

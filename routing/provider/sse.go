@@ -18,22 +18,51 @@ type sseEvent struct {
 	Data  string // data lines joined with "\n"
 }
 
-// sseReader reads server-sent events (the text/event-stream format).
+// sseReader reads server-sent events (the text/event-stream format), at
+// most maxBody bytes of them: a stream is an answer, bounded like a
+// complete one.
 type sseReader struct {
-	r *bufio.Reader
+	r     *bufio.Reader
+	count *countingReader
+	limit int64
 }
 
 func newSSEReader(r io.Reader) *sseReader {
-	return &sseReader{r: bufio.NewReaderSize(r, 32<<10)}
+	c := &countingReader{r: r}
+	return &sseReader{r: bufio.NewReaderSize(c, 32<<10), count: c, limit: maxBody}
 }
 
-// errLineTooLong marks a stream line over maxSSELine.
-var errLineTooLong = errors.New("event stream line too long")
+// countingReader counts the bytes read through it.
+type countingReader struct {
+	r io.Reader
+	n int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	return n, err
+}
+
+// errLineTooLong marks a stream line over maxSSELine, errStreamTooLong a
+// stream over maxBody.
+var (
+	errLineTooLong   = errors.New("event stream line too long")
+	errStreamTooLong = fmt.Errorf("answer larger than %d bytes", maxBody)
+)
+
+// tooLong reports an error of a stream that broke a size bound.
+func tooLong(err error) bool {
+	return errors.Is(err, errLineTooLong) || errors.Is(err, errStreamTooLong)
+}
 
 // readLine returns one line without its line ending.
 func (s *sseReader) readLine() (string, error) {
 	var b []byte
 	for {
+		if s.count.n > s.limit {
+			return "", errStreamTooLong
+		}
 		frag, isPrefix, err := s.r.ReadLine()
 		if err != nil {
 			if err == io.EOF && len(b) > 0 {

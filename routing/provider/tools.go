@@ -119,6 +119,9 @@ func toolCall(id, name string, raw []byte) (core.ToolCall, error) {
 }
 
 // pendingCall is a tool call being assembled from stream deltas.
+// maxToolName bounds a streamed tool call's name (its pieces are joined).
+const maxToolName = 256
+
 type pendingCall struct {
 	id, name string
 	args     strings.Builder

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/opentalon/opentalon/core"
+	"github.com/opentalon/opentalon/core/clock"
 	"github.com/opentalon/opentalon/routing"
 	"github.com/opentalon/opentalon/routing/provider"
 )
@@ -121,19 +122,6 @@ func (p simProvider) Stream(ctx context.Context, c provider.Credentials, req *pr
 	return p.Complete(ctx, c, req)
 }
 
-// clock is the simulation's settable clock.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
-func (c *clock) set(t time.Time) {
-	c.mu.Lock()
-	c.t = t
-	c.mu.Unlock()
-}
-
 // SeedResult is one policy's outcome on one seed.
 type SeedResult struct {
 	Requests      int
@@ -165,7 +153,7 @@ const regretPoints = 100
 // runSeed simulates one policy on one seed.
 func runSeed(ctx context.Context, w *world, policy string, seed uint64) (SeedResult, error) {
 	sc := w.sc
-	clk := &clock{t: simStart}
+	clk := clock.NewFake(simStart)
 	provs := map[string]provider.Provider{}
 	for _, m := range w.models {
 		id := m.Provider()
@@ -212,7 +200,7 @@ func runSeed(ctx context.Context, w *world, policy string, seed uint64) (SeedRes
 			return res, ctx.Err()
 		}
 		now := simStart.Add(time.Duration(i) * step)
-		clk.set(now)
+		clk.Set(now)
 		day := now.Sub(simStart).Hours() / 24
 		task := w.pickTask(traffic.Float64())
 		msgs := message(task, traffic)

@@ -31,6 +31,11 @@ type outgoing struct {
 		MessageID string `json:"message_id"`
 	} `json:"message_reference"`
 	Flags int `json:"flags"`
+	// Nonce and EnforceNonce: a second message with the nonce of a recent
+	// one in the same channel is not created again (Discord keeps them a
+	// few minutes); the first is answered.
+	Nonce        json.RawMessage `json:"nonce"`
+	EnforceNonce bool            `json:"enforce_nonce"`
 }
 
 func decode(r *http.Request, v any) error {
@@ -100,8 +105,24 @@ func (s *Server) postMessage(w http.ResponseWriter, r *http.Request) {
 		reply(w, 400, apiError{Message: fmt.Sprintf("Invalid Form Body: message_reference.message_id: Value %q is not snowflake.", ref.MessageID), Code: 50035})
 		return
 	}
+	key := ""
+	if body.EnforceNonce && len(body.Nonce) > 0 {
+		key = id + "|" + string(body.Nonce)
+		s.mu.Lock()
+		prev, seen := s.nonces[key]
+		s.mu.Unlock()
+		if seen {
+			reply(w, 200, prev)
+			return
+		}
+	}
 	if len(ups) > 0 {
 		m := s.store(id, body, "channel", "")
+		if key != "" {
+			s.mu.Lock()
+			s.nonces[key] = m
+			s.mu.Unlock()
+		}
 		s.mu.Lock()
 		for _, u := range ups {
 			u.MessageID, u.ChannelID = m["id"].(string), id
@@ -115,7 +136,13 @@ func (s *Server) postMessage(w http.ResponseWriter, r *http.Request) {
 	if !checkContent(w, body.Content) {
 		return
 	}
-	reply(w, 200, s.store(id, body, "channel", ""))
+	m := s.store(id, body, "channel", "")
+	if key != "" {
+		s.mu.Lock()
+		s.nonces[key] = m
+		s.mu.Unlock()
+	}
+	reply(w, 200, m)
 }
 
 func (s *Server) postTyping(w http.ResponseWriter, r *http.Request) {

@@ -94,6 +94,9 @@ type failure struct {
 	method, path string
 	status, left int
 	retryAfter   time.Duration // a 429's retry_after
+	// after: the call is served, and then its answer replaced by status
+	// (the response lost on the way back).
+	after bool
 }
 
 // interaction is an interaction the fake dispatched.
@@ -124,6 +127,7 @@ type Server struct {
 	channels     map[string]channel
 	dms          map[string]string // user id → DM channel id
 	messages     map[string]message
+	nonces       map[string]map[string]any // channel|nonce → the message sent
 	sent         []Sent
 	calls        []Call
 	callbacks    []Callback
@@ -149,6 +153,7 @@ func New(tb testing.TB, token string) *Server {
 		channels:     map[string]channel{},
 		dms:          map[string]string{},
 		messages:     map[string]message{},
+		nonces:       map[string]map[string]any{},
 		interactions: map[string]*interaction{},
 		commands:     map[string]map[string]json.RawMessage{},
 		changed:      make(chan struct{}),
@@ -188,10 +193,10 @@ func (s *Server) notify() {
 }
 
 // WaitFor polls cond (called without the server's lock) until it holds,
-// waking on every change of the fake; it fails the test after 10s.
+// waking on every change of the fake; it fails the test after 30s.
 func (s *Server) WaitFor(tb testing.TB, what string, cond func() bool) {
 	tb.Helper()
-	deadline := time.NewTimer(10 * time.Second)
+	deadline := time.NewTimer(30 * time.Second)
 	defer deadline.Stop()
 	for {
 		s.mu.Lock()
@@ -277,6 +282,16 @@ func (s *Server) Fail(method, path string, status, n int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.failures = append(s.failures, failure{method: method, path: path, status: status, left: n})
+}
+
+// LoseResponses makes the next n REST calls of method whose path contains
+// path take effect and then answer 502, as when the response is lost on
+// the way back (a proxy times out): a client that tries again may do the
+// same thing twice.
+func (s *Server) LoseResponses(method, path string, n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.failures = append(s.failures, failure{method: method, path: path, status: http.StatusBadGateway, left: n, after: true})
 }
 
 // RateLimit makes the next n REST calls of method whose path contains
@@ -383,6 +398,11 @@ func (s *Server) routes() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !strings.HasPrefix(r.URL.Path, "/gateway") && r.URL.Path != "/" {
 			if f, ok := s.record(r); ok {
+				if f.after {
+					mux.ServeHTTP(httptest.NewRecorder(), r)
+					reply(w, f.status, apiError{Message: "502: Bad Gateway", Code: 0})
+					return
+				}
 				if f.status == http.StatusTooManyRequests {
 					w.Header().Set("Retry-After", strconv.Itoa(int(f.retryAfter.Seconds()+0.999)))
 					reply(w, f.status, map[string]any{"message": "You are being rate limited.", "retry_after": f.retryAfter.Seconds(), "global": false})

@@ -64,6 +64,7 @@ type Message struct {
 	ThreadTS string `json:"thread_ts,omitempty"`
 	User     string `json:"user,omitempty"`
 	BotID    string `json:"bot_id,omitempty"`
+	Username string `json:"username,omitempty"`
 	Text     string `json:"text"`
 	Type     string `json:"type"`
 }
@@ -280,6 +281,16 @@ func (s *Server) Seed(channel, threadTS, user, text string) string {
 	defer s.mu.Unlock()
 	ts := s.newTS()
 	s.messages = append(s.messages, Message{Channel: channel, TS: ts, ThreadTS: threadTS, User: user, Text: text, Type: "message"})
+	return ts
+}
+
+// SeedBot stores a message another app posted (bot_id and username, no
+// user) and returns its ts.
+func (s *Server) SeedBot(channel, threadTS, botID, username, text string) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ts := s.newTS()
+	s.messages = append(s.messages, Message{Channel: channel, TS: ts, ThreadTS: threadTS, BotID: botID, Username: username, Text: text, Type: "message"})
 	return ts
 }
 

@@ -1,4 +1,6 @@
 -- compliance_check.lua: use small LLM to validate response
+stream_safe = false -- the user must not see an answer before it is checked
+
 function post_hook(ctx)
     local verdict = ctx.llm(
         "Does this response contain any PII (names, emails, phone numbers, "

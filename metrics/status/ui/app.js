@@ -68,11 +68,24 @@ function renderStatus(s) {
 
   fill($("credentials").tBodies[0], s.credentials.map((c) => {
     const cooling = c.cooling_until && Date.parse(c.cooling_until) > Date.parse(s.now);
-    return el("tr", {},
+    const state = cooling ? el("span", { class: "warn" }, "cooling " + since(s.now, c.cooling_until) + " more")
+      : c.failing ? el("span", { class: "bad" }, "failing") : el("span", { class: "good" }, "ready");
+    return el("tr", { "data-profile": c.profile, "data-state": cooling ? "cooling" : c.failing ? "failing" : "ready" },
       el("td", {}, c.profile), el("td", {}, String(c.uses)),
-      el("td", {}, cooling ? el("span", { class: "warn" }, "cooling " + since(s.now, c.cooling_until) + " more") : el("span", { class: "good" }, "ready"),
+      el("td", {}, state, c.failing ? el("div", { class: "muted" }, c.failing) : "",
         c.last_error ? el("div", { class: "muted" }, "last error: " + c.last_error) : ""));
   }), "No credentials configured.", 3);
+
+  const kinds = (f) => Object.entries(f).sort((a, b) => b[1] - a[1]).map(([k, n]) => k + " ×" + n).join(", ");
+  const modelState = { ok: ["good", "ok"], degraded: ["warn", "degraded"], failing: ["bad", "failing"] };
+  fill($("models").tBodies[0], s.models.map((m) => {
+    const [cls, word] = modelState[m.state] || ["muted", m.state];
+    return el("tr", { "data-model": m.model, "data-state": m.state },
+      el("td", {}, m.model), el("td", {}, String(m.calls)),
+      el("td", {}, el("span", { class: cls }, word),
+        Object.keys(m.failures).length ? el("div", { class: "muted" }, kinds(m.failures) +
+          (m.last_failure ? " · last " + since(m.last_failure, s.now) + " ago" : "")) : ""));
+  }), "No LLM calls in the last 15 minutes.", 3);
 
   const rows = s.plugins.map((p) => el("tr", {}, el("td", {}, p.name), el("td", {}, "plugin"),
     el("td", {}, badge(p.up, "running", "stopped"), p.restarts ? el("span", { class: "muted" }, " · " + p.restarts + " restarts") : "")))
@@ -81,20 +94,38 @@ function renderStatus(s) {
   fill($("plugins").tBodies[0], rows, "No plugins or Lua scripts loaded.", 3);
 }
 
+// niceStep is the smallest of 1, 2, 2.5 and 5 times a power of ten that
+// is at least x (x > 0).
+function niceStep(x) {
+  const p = Math.pow(10, Math.floor(Math.log10(x)));
+  for (const m of [1, 2, 2.5, 5, 10]) if (m * p >= x * (1 - 1e-9)) return m * p;
+  return 10 * p;
+}
+
+// decimals is how many decimals show step and its multiples exactly.
+function decimals(step) {
+  let d = 0;
+  while (d < 12 && Math.abs(Math.round(step * Math.pow(10, d)) - step * Math.pow(10, d)) > 1e-6) d++;
+  return d;
+}
+
 // bars draws a stacked bar chart: one bar per bucket, one colored part
-// per series.
-function bars(target, buckets, series, value, fmt, stepSeconds) {
+// per series. The axis has three ticks, 0, step and 2·step, with a
+// round step: the labels are proportional to the heights they mark.
+// tick formats an axis value given the decimals the step needs.
+function bars(target, buckets, series, value, fmt, stepSeconds, tick, minStep) {
   // Drawn at the container's own width, so text keeps its size on a phone.
   const W = Math.max(300, Math.round(target.clientWidth || 720)), H = 180, L = 56, B = 22, T = 8;
   const n = buckets.length;
   const totals = buckets.map((_, i) => series.reduce((sum, s) => sum + value(s)[i], 0));
-  const top = Math.max(...totals, 0) || 1;
+  const step = Math.max(niceStep((Math.max(...totals, 0) || minStep) / 2), minStep);
+  const top = 2 * step, dec = decimals(step);
   const svg = el("svg:svg", { viewBox: `0 0 ${W} ${H}`, role: "img", "aria-label": "chart" });
   const bw = (W - L) / n;
-  for (const f of [0, 0.5, 1]) {
-    const y = T + (H - B - T) * (1 - f);
+  for (const k of [0, 1, 2]) {
+    const y = T + (H - B - T) * (1 - k / 2);
     svg.append(el("svg:line", { x1: L, x2: W, y1: y, y2: y }));
-    svg.append(el("svg:text", { x: L - 4, y: y + 4, "text-anchor": "end" }, fmt(top * f)));
+    svg.append(el("svg:text", { x: L - 4, y: y + 4, "text-anchor": "end", class: "tick", "data-value": String(k * step) }, tick(k * step, dec)));
   }
   series.forEach((s, si) => {
     const v = value(s);
@@ -125,8 +156,10 @@ function renderUsage(u) {
     $("legend").replaceChildren();
     return;
   }
-  bars($("cost-chart"), u.buckets, u.series, (s) => s.cost_usd, usd, u.step_seconds);
-  bars($("token-chart"), u.buckets, u.series, (s) => s.input_tokens.map((v, i) => v + s.output_tokens[i]), tok, u.step_seconds);
+  const usdTick = (v, d) => v === 0 ? "$0" : "$" + v.toFixed(d);
+  const tokTick = (v) => v >= 1e6 ? +(v / 1e6).toFixed(3) + "M" : v >= 1e3 ? +(v / 1e3).toFixed(3) + "k" : String(v);
+  bars($("cost-chart"), u.buckets, u.series, (s) => s.cost_usd, usd, u.step_seconds, usdTick, 1e-6);
+  bars($("token-chart"), u.buckets, u.series, (s) => s.input_tokens.map((v, i) => v + s.output_tokens[i]), tok, u.step_seconds, tokTick, 1);
   $("legend").replaceChildren(...u.series.map((s, i) => {
     const cost = s.cost_usd.reduce((a, b) => a + b, 0), calls = s.calls.reduce((a, b) => a + b, 0);
     return el("span", {}, el("i", { class: "c" + (i % 8) }), `${s.key} — ${calls} calls, ${usd(cost)}`);

@@ -5,6 +5,8 @@ package main
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -32,6 +34,9 @@ type conf struct {
 	Secret        string `json:"secret"`
 	InjectChannel string `json:"inject_channel"`
 	InjectChat    string `json:"inject_chat"`
+	// Probe declares GET probe (public): the plugin calls the core's API
+	// with the key it was started with and reports what it got.
+	Probe bool `json:"probe"`
 	// Auth maps a user id to allow, admin, deny or fail.
 	Auth map[string]string `json:"auth"`
 	// Schedule declares one schedule answered with a text.
@@ -73,6 +78,9 @@ func (p *plugin) Capabilities() sdk.Capabilities {
 	if p.c.Routes {
 		c.Routes = []sdk.Route{{Method: "POST", Path: "webhook", Public: true}, {Method: "GET", Path: "status"}}
 	}
+	if p.c.Probe {
+		c.Routes = append(c.Routes, sdk.Route{Method: "GET", Path: "probe", Public: true})
+	}
 	if p.c.Schedule != nil {
 		c.Schedules = []sdk.Schedule{*p.c.Schedule}
 	}
@@ -112,9 +120,32 @@ func (p *plugin) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprint(w, "queued")
 	case "/status":
 		fmt.Fprint(w, "ok")
+	case "/probe":
+		p.probe(w, r.URL.Query().Get("other"))
 	default:
 		http.NotFound(w, r)
 	}
+}
+
+// probe calls the core's API with this plugin's key: its own private
+// route, another plugin's, and the LLM API; it reports each status and
+// the SHA-256 of the key.
+func (p *plugin) probe(w http.ResponseWriter, other string) {
+	key, api := os.Getenv(sdk.EnvAPIKey), os.Getenv(sdk.EnvAPIURL)
+	call := func(method, path, body string) int {
+		req, _ := http.NewRequest(method, api+path, strings.NewReader(body))
+		req.Header.Set("X-API-Key", key)
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return -1
+		}
+		res.Body.Close()
+		return res.StatusCode
+	}
+	sum := sha256.Sum256([]byte(key))
+	fmt.Fprintf(w, "own=%d other=%d llm=%d key=%s", call("GET", "/api/plugins/"+p.c.Name+"/status", ""),
+		call("GET", "/api/plugins/"+other+"/status", ""),
+		call("POST", "/api/plugins/llm/generate", `{"messages":[{"role":"user","content":"hi"}]}`), hex.EncodeToString(sum[:]))
 }
 
 func (p *plugin) Complete(_ context.Context, r sdk.CompletionRequest) (sdk.CompletionResponse, error) {

@@ -1,0 +1,5 @@
+//go:build !race
+
+package textfmt
+
+const raceEnabled = false

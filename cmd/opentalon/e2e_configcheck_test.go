@@ -1,0 +1,148 @@
+package main
+
+// `config check` and `run` agree (issue 26, item 6): on each config of a
+// table, config check refuses exactly what run refuses, with the same
+// message, and prints every warning run logs at start.
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/opentalon/opentalon/channels/telegram/telegramtest"
+	"github.com/opentalon/opentalon/routing/provider/providertest"
+)
+
+// runUntilServing runs `opentalon run` in-process with JSON logs until it
+// logs that it is running (then stops it) or exits; it returns the exit
+// code, the error line Main printed, and the messages of the warnings
+// and errors logged before it ran.
+func runUntilServing(t *testing.T, cfgPath string) (code int, errLine string, warnings []string) {
+	t.Helper()
+	errb := &lockedBuf{}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	done := make(chan int, 1)
+	go func() {
+		done <- Main(ctx, []string{"--config", cfgPath, "--log-format", "json", "run"},
+			Stdio{In: strings.NewReader(""), Out: &bytes.Buffer{}, Err: errb}, func(string) (string, bool) { return "", false })
+	}()
+	running := false
+	for {
+		select {
+		case code = <-done:
+		case <-time.After(10 * time.Millisecond):
+			if !running && strings.Contains(errb.String(), `"msg":"opentalon running"`) {
+				running = true
+				cancel()
+			}
+			continue
+		}
+		break
+	}
+	for _, line := range strings.Split(errb.String(), "\n") {
+		var rec struct {
+			Level, Msg string
+		}
+		if json.Unmarshal([]byte(line), &rec) == nil {
+			if rec.Msg == "opentalon running" {
+				break
+			}
+			if rec.Level == "WARN" || rec.Level == "ERROR" {
+				warnings = append(warnings, rec.Msg)
+			}
+			continue
+		}
+		if s, ok := strings.CutPrefix(line, "opentalon: "); ok && errLine == "" {
+			errLine = s
+		}
+	}
+	if running {
+		code = 0 // stopped by the test once it served
+	}
+	return code, errLine, warnings
+}
+
+func TestConfigCheckAgreesWithRun(t *testing.T) {
+	llm := providertest.NewOpenAI(t)
+	bot := telegramtest.New(t, tgToken)
+	tg := fmt.Sprintf("  telegram: { enabled: true, token: %q, api_url: %q", tgToken, bot.URL)
+	openDir := t.TempDir()
+	os.Chmod(openDir, 0o777)
+	luaDir := t.TempDir()
+	os.WriteFile(filepath.Join(luaDir, "10-broken.lua"), []byte("function pre_hook(ctx\n"), 0o644)
+	tests := []struct {
+		name, extra string
+		refused     string // a part of the error both print; "" = both accept
+		warns       []string
+	}{
+		{"console only", "", "", nil},
+		{"no channel enabled", "channels:\n  console: { enabled: false }\n", "no channel is enabled", nil},
+		{"listen beyond loopback without api_key", "listen: 0.0.0.0:0", "", []string{"server.listen is reachable beyond this machine"}},
+		{"a public bot open to everyone", "channels:\n  console: { enabled: false }\n" + tg + " }\n", "", []string{"channels.telegram is open to everyone"}},
+		{"pairing without admins", "channels:\n  console: { enabled: false }\n" + tg + ", access: pairing }\n", "", []string{"channels.telegram pairs users but has no admins"}},
+		{"an allowlisted bot", "channels:\n  console: { enabled: false }\n" + tg + ", allow_users: [\"42\"] }\n", "", nil},
+		{"an orchestration step that does not compile", "orchestrator:\n  steps:\n    - { name: s, when: \"(\", tools: [x.y] }\n", "orchestrator.steps[0].when", nil},
+		{"a plugin_dir that does not exist", "plugins:\n  tools: { plugin_dir: " + filepath.Join(openDir, "missing") + " }\n", "plugins.tools.plugin_dir", nil},
+		{"a plugin_dir others may write", "plugins:\n  tools: { plugin_dir: " + openDir + " }\n", "plugins.tools.plugin_dir", nil},
+		{"a Lua script that does not compile", "plugins:\n  lua: { scripts_dir: " + luaDir + " }\n", "10-broken.lua", nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			y := testConfig(t.TempDir(), llm.BaseURL(), tt.extra)
+			if listen, ok := strings.CutPrefix(tt.extra, "listen: "); ok {
+				y = strings.Replace(testConfig(t.TempDir(), llm.BaseURL(), ""), `listen: ""`, "listen: "+listen, 1)
+			}
+			path := writeConfig(t, y)
+			check := runMain(t, nil, "", "--config", path, "config", "check")
+			code, errLine, runWarns := runUntilServing(t, path)
+
+			if (check.code == 0) != (code == 0) {
+				t.Fatalf("config check exit %d, run exit %d; they must agree\nconfig check stderr:\n%s\nrun: %s", check.code, code, check.stderr, errLine)
+			}
+			if tt.refused != "" {
+				if code == 0 || !strings.Contains(errLine, tt.refused) {
+					t.Fatalf("run: exit %d %q; want a refusal naming %q", code, errLine, tt.refused)
+				}
+				if !strings.Contains(check.stderr, "opentalon: "+errLine) {
+					t.Errorf("config check does not print run's error %q:\n%s", errLine, check.stderr)
+				}
+				return
+			}
+			if code != 0 {
+				t.Fatalf("run refused: %s", errLine)
+			}
+			var checkWarns []string
+			for _, l := range strings.Split(check.stderr, "\n") {
+				if w, ok := strings.CutPrefix(l, "warning: "); ok {
+					checkWarns = append(checkWarns, w)
+				}
+			}
+			// Every warning of run is one of config check's (whose lines
+			// add the attributes), and as many.
+			for _, w := range runWarns {
+				if !slices.ContainsFunc(checkWarns, func(c string) bool { return strings.HasPrefix(c, w) }) {
+					t.Errorf("run warned %q; config check did not:\n%s", w, check.stderr)
+				}
+			}
+			if len(runWarns) != len(checkWarns) {
+				t.Errorf("run logged %d warnings %q; config check printed %d %q", len(runWarns), runWarns, len(checkWarns), checkWarns)
+			}
+			for _, w := range tt.warns {
+				if !slices.ContainsFunc(runWarns, func(r string) bool { return strings.HasPrefix(r, w) }) {
+					t.Errorf("run did not warn %q: %q", w, runWarns)
+				}
+			}
+			if len(checkWarns) > 0 && !strings.Contains(check.stdout, fmt.Sprintf("OK, with %d warning(s)", len(checkWarns))) {
+				t.Errorf("config check's header does not count the warnings:\n%s", check.stdout)
+			}
+		})
+	}
+}

@@ -1,0 +1,148 @@
+package main
+
+// The console on a real terminal (issue 26, item 10): the binary runs on
+// a pseudo-terminal as a newcomer runs it, and the test reads what the
+// screen gets.
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/opentalon/opentalon/routing/provider/providertest"
+)
+
+// openPTY opens a pseudo-terminal pair: the test holds the master, the
+// child gets the slave as its terminal.
+func openPTY(t *testing.T) (master, slave *os.File) {
+	t.Helper()
+	m, err := os.OpenFile("/dev/ptmx", os.O_RDWR|syscall.O_NOCTTY|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		t.Skipf("no pseudo-terminal here (/dev/ptmx: %v)", err)
+	}
+	if err := unix.IoctlSetPointerInt(int(m.Fd()), unix.TIOCSPTLCK, 0); err != nil {
+		t.Fatal(err)
+	}
+	n, err := unix.IoctlGetInt(int(m.Fd()), unix.TIOCGPTN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := os.OpenFile(fmt.Sprintf("/dev/pts/%d", n), os.O_RDWR|syscall.O_NOCTTY, 0)
+	if err != nil {
+		m.Close()
+		t.Skipf("no pseudo-terminal here (/dev/pts/%d: %v)", n, err)
+	}
+	t.Cleanup(func() { m.Close(); s.Close() })
+	return m, s
+}
+
+// screen collects what the terminal shows.
+type screen struct {
+	mu  sync.Mutex
+	b   bytes.Buffer
+	eof chan struct{}
+}
+
+func (s *screen) read(m *os.File) {
+	defer close(s.eof)
+	buf := make([]byte, 4096)
+	for {
+		n, err := m.Read(buf)
+		s.mu.Lock()
+		s.b.Write(buf[:n])
+		s.mu.Unlock()
+		if err != nil {
+			return // EIO once the child and its terminal are gone
+		}
+	}
+}
+
+func (s *screen) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func (s *screen) waitFor(t *testing.T, what string, ok func(string) bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !ok(s.String()) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the terminal never showed %s; it shows:\n%q", what, s.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func TestConsoleOnATerminal(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes")
+	}
+	llm := providertest.NewOpenAI(t)
+	// The model takes a while: the waiting line counts the seconds.
+	llm.SetReply(func(r providertest.Received) providertest.Script {
+		time.Sleep(1500 * time.Millisecond)
+		return providertest.Echo(r)
+	})
+	home := t.TempDir()
+	port := freeLoopbackPort(t)
+	master, slave := openPTY(t)
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(os.Environ(), "OPENTALON_E2E_MAIN=1", "HOME="+home, "OPENAI_BASE_URL="+llm.BaseURL(),
+		"OPENTALON_DATA_DIR=", "OPENTALON_CONFIG=", fmt.Sprintf("OPENTALON_LISTEN=127.0.0.1:%d", port), "OPENAI_API_KEY=", "ANTHROPIC_API_KEY=")
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = slave, slave, slave
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	slave.Close()
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	scr := &screen{eof: make(chan struct{})}
+	go scr.read(master)
+
+	logPath := filepath.Join(home, ".opentalon", "opentalon.log")
+	scr.waitFor(t, "the banner and the prompt", func(s string) bool {
+		return strings.Contains(s, fmt.Sprintf("OpenTalon on the console · model local/llama3.2 · logs in %s · status page http://127.0.0.1:%d/ · Ctrl-D quits", logPath, port)) &&
+			strings.HasSuffix(s, "› ")
+	})
+	master.WriteString("hello terminal\r")
+	scr.waitFor(t, "the answer and the prompt again", func(s string) bool {
+		return strings.Contains(s, "echo: hello terminal\r\n› ")
+	})
+	if !regexp.MustCompile(`thinking… 1s`).MatchString(scr.String()) {
+		t.Errorf("no waiting line counted the seconds while the model wrote:\n%q", scr.String())
+	}
+	master.Write([]byte{4}) // Ctrl-D
+	<-scr.eof
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("exit after Ctrl-D: %v\n%q", err, scr.String())
+	}
+	shown := scr.String()
+	for _, logged := range []string{"level=", "msg=", "migration", "config loaded"} {
+		if strings.Contains(shown, logged) {
+			t.Errorf("the terminal shows a log line (%q):\n%q", logged, shown)
+		}
+	}
+	b, err := os.ReadFile(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	logs := string(b)
+	if !strings.Contains(logs, "config loaded") || strings.Count(logs, "created the database") != 1 || strings.Contains(logs, "applied database migration") {
+		t.Errorf("log file %s; want the start-up lines, one line for the new database:\n%s", logPath, logs)
+	}
+	t.Logf("the terminal showed:\n%s", shown)
+	if fi, err := os.Stat(logPath); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Errorf("log file mode: %v %v; want 0600", fi.Mode(), err)
+	}
+}

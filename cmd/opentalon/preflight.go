@@ -1,0 +1,115 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+	"sync"
+
+	"github.com/opentalon/opentalon/config"
+	"github.com/opentalon/opentalon/plugins"
+)
+
+// preflight builds the gateway from cfg as `opentalon run` does and
+// returns what run would refuse (the error) and the warnings it would log
+// at start — without run's side effects: the database is a throwaway one
+// in a temporary directory, no channel connects, no plugin starts and
+// nothing reaches the network. `config check` is this, so it runs every
+// validation run runs; the checks that need the network (the providers'
+// model lists, the platforms' credentials) are doctor's.
+func preflight(ctx context.Context, cfg *config.Config) (warnings []string, err error) {
+	tmp, err := scratchDir(cfg.State.DataDir)
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(tmp)
+	rec := &warnRecorder{}
+	log := slog.New(rec)
+	c := *cfg
+	c.State.DataDir = tmp
+	app, err := BuildApp(ctx, &c, AppOptions{Stdin: strings.NewReader(""), Stdout: io.Discard, Logger: log})
+	if err != nil {
+		return rec.list(), err
+	}
+	defer app.Close()
+	// What Run checks before it serves: the Lua scripts it loads, the
+	// plugins it would start and their sandbox, and the config's
+	// schedules.
+	if err := app.startLua(ctx); err != nil {
+		return rec.list(), err
+	}
+	tc := cfg.Plugins.Tools
+	if tc.PluginDir != "" || len(tc.Plugins) > 0 {
+		var specs []plugins.Spec
+		for _, p := range tc.Plugins {
+			specs = append(specs, plugins.Spec{Path: p})
+		}
+		if _, err := plugins.Discover(tc.PluginDir, specs); err != nil {
+			return rec.list(), err
+		}
+		iso, err := plugins.NewIsolation(plugins.Sandbox{RunAs: tc.RunAs, Landlock: tc.Sandbox.Landlock,
+			ReadPaths: tc.Sandbox.ReadPaths, WritePaths: tc.Sandbox.WritePaths})
+		if err != nil {
+			return rec.list(), err
+		}
+		iso.Describe(log, nil)
+	}
+	if err := app.sched.SyncConfig(ctx, configSchedules(cfg)); err != nil {
+		return rec.list(), fmt.Errorf("schedules: %w", err)
+	}
+	return rec.list(), nil
+}
+
+// scratchDir makes a temporary directory for preflight's database: in the
+// temporary directory, else (a container without /tmp) beside the data.
+func scratchDir(dataDir string) (string, error) {
+	dir, err := os.MkdirTemp("", "opentalon-check-")
+	if err == nil {
+		return dir, nil
+	}
+	if fi, serr := os.Stat(dataDir); serr == nil && fi.IsDir() {
+		if dir, err2 := os.MkdirTemp(dataDir, ".check-"); err2 == nil {
+			return dir, nil
+		}
+	}
+	return "", fmt.Errorf("config check needs a scratch directory for a throwaway database: %w; set TMPDIR to a writable directory", err)
+}
+
+// warnRecorder is a slog.Handler that keeps the warnings and errors, each
+// as its message followed by its attributes.
+type warnRecorder struct {
+	mu   sync.Mutex
+	msgs []string
+}
+
+func (w *warnRecorder) Enabled(_ context.Context, l slog.Level) bool { return l >= slog.LevelWarn }
+
+func (w *warnRecorder) Handle(_ context.Context, r slog.Record) error {
+	var attrs []string
+	r.Attrs(func(a slog.Attr) bool {
+		if a.Key != "component" && a.Key != "channel" {
+			attrs = append(attrs, a.String())
+		}
+		return true
+	})
+	msg := r.Message
+	if len(attrs) > 0 {
+		msg += " (" + strings.Join(attrs, ", ") + ")"
+	}
+	w.mu.Lock()
+	w.msgs = append(w.msgs, msg)
+	w.mu.Unlock()
+	return nil
+}
+
+func (w *warnRecorder) WithAttrs([]slog.Attr) slog.Handler { return w }
+func (w *warnRecorder) WithGroup(string) slog.Handler      { return w }
+
+func (w *warnRecorder) list() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return append([]string(nil), w.msgs...)
+}

@@ -1,0 +1,162 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/opentalon/opentalon/config"
+	"github.com/opentalon/opentalon/core"
+)
+
+// logFileName is the log of an interactive console session, in the data
+// directory; logMaxBytes is the size past which a new session starts it
+// afresh (the previous one kept as opentalon.log.1).
+const (
+	logFileName = "opentalon.log"
+	logMaxBytes = 10 << 20
+)
+
+// cmdRun implements `opentalon run`, the gateway. When the console is the
+// only channel and talks to a terminal, the terminal shows the
+// conversation only: the log goes to <data_dir>/opentalon.log, named in
+// one line at the start.
+func cmdRun(ctx context.Context, g *globalFlags, args []string, io Stdio, env config.Env, log *slog.Logger) error {
+	rest, err := parseSub("run", g, args, io, nil)
+	if err != nil {
+		return err
+	}
+	if len(rest) > 0 {
+		return usageError{fmt.Sprintf("run takes no arguments, got %q", rest)}
+	}
+	cfg, src, err := loadConfig(g, env)
+	if err != nil {
+		return operatorError{err}
+	}
+	interactive := consoleOnly(cfg) && isTerminal(io.In) && isTerminal(io.Out)
+	logPath := ""
+	if interactive {
+		f, err := openLogFile(cfg.State.DataDir)
+		if err != nil {
+			return asOperatorError(err)
+		}
+		defer f.Close()
+		if log, err = newLogger(f, g.logFormat, firstNonEmpty(g.logLevel, getenv(env, "OPENTALON_LOG_LEVEL"))); err != nil {
+			return err
+		}
+		logPath = f.Name()
+	}
+	log.Info("config loaded", "source", src)
+	app, err := buildRunApp(ctx, cfg, AppOptions{Stdin: io.In, Stdout: io.Out, Interactive: interactive, Logger: log})
+	if err != nil {
+		return asOperatorError(err)
+	}
+	defer app.Close()
+	if err := checkProvidersAtStart(ctx, cfg, log, io.Err, interactive); err != nil {
+		return asOperatorError(err)
+	}
+	if interactive {
+		model, _ := cfg.ResolveModel(cfg.Routing.Primary)
+		page := ""
+		if host, port, err := net.SplitHostPort(cfg.Server.Listen); err == nil && port != "0" {
+			if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
+				host = "127.0.0.1"
+			}
+			page = " · status page http://" + net.JoinHostPort(host, port) + "/"
+		}
+		fmt.Fprintf(io.Err, "OpenTalon on the console · model %s · logs in %s%s · Ctrl-D quits\n", model, logPath, page)
+	}
+	return asOperatorError(app.Run(ctx))
+}
+
+// checkProvidersAtStart asks the providers whether they answer and serve
+// the catalog's models (checkProviders). With the console as the only
+// channel it waits for the answer: a provider that cannot be reached or
+// refuses the key ends the run at once with the variable or key to fix,
+// instead of a "Sorry" after the retries. With chat platforms the check
+// runs in the background and only logs, since messages wait in the queue
+// for a provider that comes back. Warnings also go to the terminal of an
+// interactive console, whose log is in a file.
+func checkProvidersAtStart(ctx context.Context, cfg *config.Config, log *slog.Logger, stderr io.Writer, interactive bool) error {
+	if !consoleOnly(cfg) {
+		go func() {
+			// Once the gateway is up: the check does not slow its start.
+			t := time.NewTimer(time.Second)
+			defer t.Stop()
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			for _, p := range checkProviders(ctx, cfg, providerCheckTimeout) {
+				if ctx.Err() == nil {
+					log.Warn(p.String())
+				}
+			}
+		}()
+		return nil
+	}
+	problems := checkProviders(ctx, cfg, providerCheckTimeout)
+	var fatal []providerProblem
+	for _, p := range problems {
+		if p.Fatal {
+			fatal = append(fatal, p)
+			continue
+		}
+		log.Warn(p.String())
+		if interactive {
+			fmt.Fprintln(stderr, "warning:", p.String())
+		}
+	}
+	// The console has nothing to answer with only when every provider
+	// fails: failover uses the others.
+	if len(fatal) > 0 && len(fatal) == len(cfg.Models.Providers) {
+		p := fatal[0]
+		kind := core.KindUnavailable
+		if p.Refused {
+			kind = core.KindAuth
+		}
+		return core.Errorf(kind, "%s", p.String())
+	}
+	for _, p := range fatal {
+		log.Warn(p.String())
+		if interactive {
+			fmt.Fprintln(stderr, "warning:", p.String())
+		}
+	}
+	return nil
+}
+
+// openLogFile opens <dir>/opentalon.log for appending (0600), starting it
+// afresh when it grew past logMaxBytes.
+func openLogFile(dir string) (*os.File, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("create data directory %s (state.data_dir): %w", dir, err)
+	}
+	path := filepath.Join(dir, logFileName)
+	if fi, err := os.Stat(path); err == nil && fi.Size() > logMaxBytes {
+		os.Rename(path, path+".1")
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("open the log file %s (state.data_dir): %w", path, err)
+	}
+	return f, nil
+}
+
+// isTerminal reports whether v is a file open on a terminal.
+func isTerminal(v any) bool {
+	f, ok := v.(interface{ Fd() uintptr })
+	if !ok {
+		return false
+	}
+	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
+	return err == nil
+}

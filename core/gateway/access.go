@@ -1,0 +1,246 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/opentalon/opentalon/core"
+)
+
+// isAdmin reports whether in's sender is an admin of its channel (by
+// the config; see also the Authorizer's AuthAdmin). A message no platform
+// delivered has no admin sender.
+func (g *Gateway) isAdmin(in core.Inbound) bool {
+	if in.Origin != "" {
+		return false
+	}
+	p, ok := g.opts.Access[in.Conversation.Channel]
+	return ok && (p.Operator || in.UserID != "" && slices.Contains(p.Admins, in.UserID))
+}
+
+// authorizes reports whether the Authorizer applies to in.
+func (g *Gateway) authorizes(in core.Inbound) bool {
+	if g.opts.Authorizer == nil || in.Origin != "" {
+		return false
+	}
+	if p := g.opts.Access[in.Conversation.Channel]; p.Operator {
+		return false
+	}
+	return len(g.opts.AuthChannels) == 0 || slices.Contains(g.opts.AuthChannels, in.Conversation.Channel)
+}
+
+// authorized asks the Authorizer about in's sender: ok=false refuses the
+// message; an error is logged and refuses it (fail closed).
+func (g *Gateway) authorized(ctx context.Context, in core.Inbound) (ok, admin bool) {
+	d, err := g.opts.Authorizer.Authorize(ctx, in.Conversation.Channel, in.Conversation.Chat, in.UserID)
+	if err != nil {
+		g.log.Warn("the auth provider failed; the user is refused (fail closed)", "channel", in.Conversation.Channel, "user", in.UserID, "err", err)
+		return false, false
+	}
+	return d == core.AuthAllow || d == core.AuthAdmin, d == core.AuthAdmin
+}
+
+// admitted reports whether in's sender may talk to the bot on its
+// channel; for an unknown user in pairing mode it also returns their
+// pairing record (nil when they have none yet).
+func (g *Gateway) admitted(ctx context.Context, in core.Inbound) (bool, *core.Pairing, error) {
+	ok, rec, err := g.admittedByChannel(ctx, in)
+	if err != nil || !ok || !g.authorizes(in) || g.isAdmin(in) {
+		return ok, rec, err
+	}
+	// The channel admitted the user; the auth provider has the last word.
+	ok, _ = g.authorized(ctx, in)
+	return ok, nil, nil
+}
+
+var _ core.AccessChecker = (*Gateway)(nil)
+
+// MayTalk implements core.AccessChecker: the channel's access rule and
+// the auth provider, as at intake; a failure to decide refuses. At intake
+// the platform adapter has applied allow_users before; nobody has here,
+// so an id not on a non-empty list is refused too, unless the list holds
+// names (which only the adapter can match to a user).
+func (g *Gateway) MayTalk(ctx context.Context, in core.Inbound) bool {
+	ok, _, err := g.admitted(ctx, in)
+	if err != nil || !ok {
+		return false
+	}
+	p := g.opts.Access[in.Conversation.Channel]
+	if p.Mode == core.AccessPairing || p.Operator || len(p.Users) == 0 || g.isAdmin(in) {
+		return true
+	}
+	named := false
+	for _, u := range p.Users {
+		u = strings.TrimSpace(u)
+		if u != "" && strings.EqualFold(u, in.UserID) {
+			return true
+		}
+		// "@name", or a lower-case entry: a username (ids are digits, or
+		// Slack's upper-case letters and digits).
+		named = named || strings.HasPrefix(u, "@") || u != strings.ToUpper(u)
+	}
+	return named
+}
+
+// admittedByChannel is admitted by the channel's own access rule.
+func (g *Gateway) admittedByChannel(ctx context.Context, in core.Inbound) (bool, *core.Pairing, error) {
+	channel := in.Conversation.Channel
+	p, ok := g.opts.Access[channel]
+	if !ok || p.Mode == core.AccessOpen || p.Mode == "" || g.isAdmin(in) {
+		return true, nil, nil
+	}
+	switch p.Mode {
+	case core.AccessAllowlist:
+		return len(p.Users) > 0, nil, nil
+	case core.AccessPairing:
+		if in.UserID == "" {
+			return false, nil, nil
+		}
+		if slices.Contains(p.Users, in.UserID) {
+			return true, nil, nil
+		}
+		if g.opts.Pairings == nil {
+			return false, nil, core.Errorf(core.KindInvalid, "channel %s pairs users but the gateway has no pairing store", channel)
+		}
+		rec, err := g.opts.Pairings.Pairing(ctx, channel, in.UserID)
+		if err != nil {
+			return false, nil, fmt.Errorf("look up the pairing of %s user %s: %w", channel, in.UserID, err)
+		}
+		return rec != nil && rec.Status == core.PairingApproved, rec, nil
+	}
+	return false, nil, nil
+}
+
+// admit decides at intake whether a message may go on: nothing from a
+// user who may not talk to the bot is queued, so nothing of it reaches
+// the LLM. An unknown user in pairing mode is given a pairing code (at
+// most one notice a minute); everyone else refused is ignored.
+func (g *Gateway) admit(ctx context.Context, in core.Inbound) (bool, error) {
+	ok, rec, err := g.admittedByChannel(ctx, in)
+	if err != nil {
+		return false, err
+	}
+	if ok {
+		if !g.authorizes(in) || g.isAdmin(in) {
+			return true, nil
+		}
+		if ok, _ = g.authorized(ctx, in); !ok {
+			g.obs.Finished(in.Conversation.Channel, core.EventMessage, core.OutcomeRefused)
+			g.log.Debug("message from a user the auth provider refused ignored", "channel", in.Conversation.Channel)
+		}
+		return ok, nil
+	}
+	g.obs.Finished(in.Conversation.Channel, core.EventMessage, core.OutcomeRefused)
+	if g.opts.Access[in.Conversation.Channel].Mode != core.AccessPairing || in.UserID == "" {
+		g.log.Debug("message from a user not allowed on this channel ignored", "channel", in.Conversation.Channel, "access", g.opts.Access[in.Conversation.Channel].Mode)
+		return false, nil
+	}
+	if rec != nil && core.PairingExpired(*rec, g.now()) {
+		// Its code can no longer be approved: it goes, with every other
+		// expired request, and the user gets a new one.
+		if _, err := g.opts.Pairings.ExpirePairings(ctx, g.now().Add(-core.PairingTTL)); err != nil {
+			return false, fmt.Errorf("expire pairing requests: %w", err)
+		}
+		rec = nil
+	}
+	if rec == nil {
+		all, err := g.opts.Pairings.Pairings(ctx, in.Conversation.Channel)
+		if err != nil {
+			return false, fmt.Errorf("count pairing requests: %w", err)
+		}
+		waiting := 0
+		for _, r := range all {
+			if r.Status == core.PairingPending && !core.PairingExpired(r, g.now()) {
+				waiting++
+			}
+		}
+		if waiting >= core.MaxPendingPairings {
+			if g.noticeDue("pairing-full:" + in.Conversation.Channel) {
+				g.log.Warn("too many pairing requests are waiting on this channel: an unknown user got no code; approve or deny some (/pair, opentalon pair list)",
+					"channel", in.Conversation.Channel, "waiting", waiting)
+			}
+			return false, nil
+		}
+		p := core.Pairing{Channel: in.Conversation.Channel, UserID: in.UserID, UserName: in.UserName,
+			Conversation: in.Conversation, Status: core.PairingPending, RequestedAt: g.now()}
+		for try := 0; ; try++ {
+			p.Code = core.NewPairingCode()
+			got, err := g.opts.Pairings.RequestPairing(ctx, p)
+			if errors.Is(err, core.ErrPairingCodeTaken) && try < 3 {
+				continue
+			}
+			if err != nil {
+				return false, fmt.Errorf("record a pairing request: %w", err)
+			}
+			rec = &got
+			break
+		}
+		g.log.Info("pairing requested; approve with /pair approve CODE or opentalon pair approve CODE",
+			"channel", rec.Channel, "code", rec.Code, "user", rec.UserName)
+	}
+	if rec.Status != core.PairingPending {
+		return false, nil // denied: nothing is sent
+	}
+	if g.noticeDue("pair:" + in.Conversation.Channel + ":" + in.UserID) {
+		g.notify(in, fmt.Sprintf("🔒 I answer only people an admin of this bot has approved. Your pairing code is %s: ask an admin to send /pair approve %s.", rec.Code, rec.Code))
+	}
+	return false, nil
+}
+
+// cmdPair is /pair: list, approve and deny the pairing requests of the
+// admin's channel.
+func (g *Gateway) cmdPair(ctx context.Context, req core.CommandRequest) (string, error) {
+	const usage = "Usage: /pair to list the pending requests, /pair approve CODE, /pair deny CODE."
+	if g.opts.Pairings == nil {
+		return "Pairing is not available: the gateway has no pairing store.", nil
+	}
+	channel := req.In.Conversation.Channel
+	verb, code, _ := strings.Cut(strings.TrimSpace(req.Args), " ")
+	switch strings.ToLower(verb) {
+	case "", "list":
+		recs, err := g.opts.Pairings.Pairings(ctx, channel)
+		if err != nil {
+			return "", err
+		}
+		var b strings.Builder
+		for _, r := range recs {
+			if r.Status == core.PairingPending && !core.PairingExpired(r, g.now()) {
+				fmt.Fprintf(&b, "\n%s — %s (user %s), asked %s ago", r.Code, r.UserName, r.UserID, g.now().Sub(r.RequestedAt).Round(time.Second))
+			}
+		}
+		if b.Len() == 0 {
+			return "No pairing requests are waiting on " + channel + ".", nil
+		}
+		return "Waiting for approval (/pair approve CODE):" + b.String(), nil
+	case "approve", "deny":
+		code = core.NormalizePairingCode(code)
+		if code == "" {
+			return usage, nil
+		}
+		approve := strings.EqualFold(verb, "approve")
+		if approve {
+			if expired, err := core.PairingCodeExpired(ctx, g.opts.Pairings, channel, code, g.now()); err != nil {
+				return "", err
+			} else if expired {
+				return fmt.Sprintf("The code %s expired (a code is valid for %s); ask them to write to me again for a new one.", code, core.PairingTTL), nil
+			}
+		}
+		rec, err := g.opts.Pairings.DecidePairing(ctx, channel, code, approve, req.In.UserID)
+		if core.ErrorKind(err) == core.KindNotFound {
+			return fmt.Sprintf("There is no pairing request with the code %s on %s.", code, channel), nil
+		}
+		if err != nil {
+			return "", err
+		}
+		if !approve {
+			return fmt.Sprintf("Denied %s (user %s): I will not answer them.", rec.UserName, rec.UserID), nil
+		}
+		g.notify(core.Inbound{Conversation: rec.Conversation, UserID: rec.UserID}, "✅ An admin approved you: I will answer your messages from now on.")
+		return fmt.Sprintf("Approved %s (user %s): I answer them from now on.", rec.UserName, rec.UserID), nil
+	}
+	return usage, nil
+}

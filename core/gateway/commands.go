@@ -1,0 +1,102 @@
+package gateway
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/opentalon/opentalon/core"
+)
+
+// commandSet is the registry of in-chat commands. It is built before the
+// gateway runs and read-only after.
+type commandSet struct {
+	byName map[string]core.Command
+}
+
+func (s *commandSet) add(c core.Command) {
+	if s.byName == nil {
+		s.byName = map[string]core.Command{}
+	}
+	s.byName[strings.ToLower(c.Name)] = c
+}
+
+func (s *commandSet) infos() []core.CommandInfo {
+	out := make([]core.CommandInfo, 0, len(s.byName))
+	for _, c := range s.byName {
+		if !c.Hidden {
+			out = append(out, c.CommandInfo)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+func (g *Gateway) builtinCommands() []core.Command {
+	return []core.Command{
+		{CommandInfo: core.CommandInfo{Name: "help", Usage: "/help", Description: "List the commands"}, Run: g.cmdHelp},
+		{CommandInfo: core.CommandInfo{Name: "start", Usage: "/start", Description: "Say hello"}, Run: g.cmdHelp, Hidden: true},
+		{CommandInfo: core.CommandInfo{Name: "new", Usage: "/new", Description: "Start a fresh conversation"}, Run: g.cmdNew},
+		{CommandInfo: core.CommandInfo{Name: "status", Usage: "/status", Description: "Model, messages and tokens of this conversation"}, Run: g.cmdStatus},
+		{CommandInfo: core.CommandInfo{Name: "model", Usage: "/model", Description: "Show the model in use"}, Run: g.cmdModel},
+	}
+}
+
+func (g *Gateway) cmdHelp(_ context.Context, _ core.CommandRequest) (string, error) {
+	var b strings.Builder
+	b.WriteString("I am an AI assistant. Write to me in plain words; these commands are answered directly:\n")
+	for _, c := range g.commands.infos() {
+		fmt.Fprintf(&b, "%s — %s\n", c.Usage, c.Description)
+	}
+	return strings.TrimRight(b.String(), "\n"), nil
+}
+
+func (g *Gateway) cmdNew(ctx context.Context, req core.CommandRequest) (string, error) {
+	if _, err := g.store.NewSession(ctx, req.In.Conversation); err != nil {
+		return "", err
+	}
+	return "Started a fresh conversation: earlier messages are no longer part of the context.", nil
+}
+
+func (g *Gateway) cmdModel(ctx context.Context, req core.CommandRequest) (string, error) {
+	if req.Args != "" {
+		return "Switching models is not available in this build: /model only shows the model in use.", nil
+	}
+	model, reason := g.currentModel(ctx, req.Session)
+	return fmt.Sprintf("Model: %s (%s)", model, reason), nil
+}
+
+func (g *Gateway) cmdStatus(ctx context.Context, req core.CommandRequest) (string, error) {
+	n, err := g.store.MessageCount(ctx, req.Session.ID)
+	if err != nil {
+		return "", err
+	}
+	model, reason := g.currentModel(ctx, req.Session)
+	u := req.Session.Usage
+	var b strings.Builder
+	fmt.Fprintf(&b, "Model: %s (%s)\n", model, reason)
+	fmt.Fprintf(&b, "Session: %d messages since %s\n", n, req.Session.CreatedAt.UTC().Format("2006-01-02 15:04 MST"))
+	fmt.Fprintf(&b, "Tokens: %d in, %d out", u.InputTokens, u.OutputTokens)
+	if u.CostUSD > 0 {
+		fmt.Fprintf(&b, " ($%.4f)", u.CostUSD)
+	}
+	if sr, ok := g.agent.(core.StatusReporter); ok {
+		for _, l := range sr.SessionStatus(ctx, req.Session) {
+			b.WriteString("\n" + l)
+		}
+	}
+	if ch, ok := g.channels[req.In.Conversation.Channel].(core.HealthReporter); ok {
+		if t := ch.LastEvent(); !t.IsZero() {
+			fmt.Fprintf(&b, "\n%s: last update %s ago", req.In.Conversation.Channel, g.now().Sub(t).Round(1e9))
+		}
+	}
+	return b.String(), nil
+}
+
+func (g *Gateway) currentModel(ctx context.Context, s core.Session) (model, reason string) {
+	if mr, ok := g.agent.(core.ModelReporter); ok {
+		return mr.CurrentModel(ctx, s)
+	}
+	return "unknown", "no router"
+}

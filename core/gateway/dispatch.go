@@ -1,0 +1,348 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"runtime/debug"
+	"sync"
+	"time"
+
+	"github.com/opentalon/opentalon/core"
+)
+
+// Run re-queues what a crash left running, starts the channels and
+// processes the queue until ctx is cancelled. Then it stops accepting,
+// lets in-flight requests finish within grace and returns; what is still
+// queued stays for the next start. It returns an error when a channel
+// cannot start (its credential was refused, its config cannot work); a
+// channel that fails otherwise is restarted while the others keep going.
+func (g *Gateway) Run(ctx context.Context, grace time.Duration) error {
+	n, err := g.store.RequeueRunning(ctx)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil // stopped before it started
+		}
+		return fmt.Errorf("requeue interrupted requests: %w", err)
+	}
+	if n > 0 {
+		g.log.Info("re-queued requests interrupted by a previous stop", "count", n)
+	}
+	g.setAccepting(true)
+
+	fatal := make(chan error, len(g.channels))
+	chCtx, stopChannels := context.WithCancel(ctx)
+	var chWG sync.WaitGroup
+	for _, ch := range g.channels {
+		chWG.Add(1)
+		go func() {
+			defer chWG.Done()
+			g.supervise(chCtx, ch, fatal)
+		}()
+	}
+
+	// Work runs on its own context so in-flight requests survive the
+	// shutdown signal until the grace period ends.
+	workCtx, cancelWork := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelWork()
+	var runErr error
+	var wg sync.WaitGroup
+	// A request sends on freed once its worker slot is free again: after
+	// its reply is stored (delivery goes on outside the slot) or at its end.
+	freed := make(chan struct{}, g.opts.Workers)
+	inflight := 0
+	// mine holds the ids of the items this run is working on, until their
+	// outcome is recorded; a running row outside it is an orphan.
+	var mineMu sync.Mutex
+	mine := map[int64]bool{}
+	nextSweep := g.now().Add(sweepEvery)
+	timer := g.clock.NewTimer(time.Hour)
+	defer timer.Stop()
+	// claim says the loop should look at the queue; saturated that the
+	// last claim filled every free slot (a freed slot may then find work
+	// at once). A slot freed otherwise finds nothing new: the item that
+	// freed it still holds its conversation, and it pokes when done.
+	claim, saturated := true, false
+	var next time.Time
+loop:
+	for {
+		if free := g.opts.Workers - inflight; free > 0 && claim {
+			items, nx, err := g.store.Claim(workCtx, free, g.now())
+			if err != nil {
+				g.log.Error("claim from queue", "err", err)
+				nx = g.now().Add(time.Second)
+			}
+			next, saturated = nx, len(items) == free
+			for _, it := range items {
+				if it.NotBefore.IsZero() && it.Attempts == 0 {
+					// A first claim: the time it waited since it was accepted.
+					g.obs.Stage(it.Conversation.Channel, core.StageQueue, g.now().Sub(it.CreatedAt))
+				}
+				inflight++
+				mineMu.Lock()
+				mine[it.ID] = true
+				mineMu.Unlock()
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					var once sync.Once
+					release := func() { once.Do(func() { freed <- struct{}{} }) }
+					defer release()
+					g.process(workCtx, it, release)
+					mineMu.Lock()
+					delete(mine, it.ID)
+					mineMu.Unlock()
+					// The conversation is free again (or its item waits for
+					// a retry): the dispatcher claims anew.
+					g.poke()
+				}()
+			}
+		}
+		if now := g.now(); !now.Before(nextSweep) {
+			nextSweep = now.Add(sweepEvery)
+			mineMu.Lock()
+			busy := maps.Clone(mine)
+			mineMu.Unlock()
+			g.sweep(workCtx, busy)
+		}
+		if next.IsZero() || nextSweep.Before(next) {
+			next = nextSweep
+		}
+		wait := max(next.Sub(g.now()), time.Millisecond)
+		timer.Reset(wait)
+		select {
+		case <-ctx.Done():
+			break loop
+		case err := <-fatal:
+			runErr = err
+			break loop
+		case <-freed:
+			inflight--
+			claim = saturated
+			continue
+		case <-g.wake:
+		case <-timer.C():
+		}
+		claim = true
+	}
+
+	g.setAccepting(false)
+	stopChannels()
+	chWG.Wait()
+	finished := make(chan struct{})
+	go func() { wg.Wait(); close(finished) }()
+	// The grace is wall time: a test's fake clock must not keep a
+	// shutdown waiting for ever.
+	select {
+	case <-finished:
+	case <-time.After(grace):
+		g.log.Warn("shutdown grace period over; unfinished requests stay queued for the next start", "in_flight", inflight)
+		cancelWork()
+		<-finished
+	}
+	g.side.Wait()
+	return runErr
+}
+
+// sweepEvery is how often the dispatcher looks for orphans: rows marked
+// running that no request of this run works on (their final status could
+// not be written).
+const sweepEvery = 30 * time.Second
+
+// sweep puts orphaned running rows back in the queue.
+func (g *Gateway) sweep(ctx context.Context, mine map[int64]bool) {
+	ids, err := g.store.Running(ctx)
+	if err != nil {
+		g.log.Warn("look for orphaned requests", "err", err)
+		return
+	}
+	for _, id := range ids {
+		if mine[id] {
+			continue
+		}
+		if err := g.store.Release(ctx, id); err != nil {
+			g.log.Warn("re-queue an orphaned request", "request", id, "err", err)
+			continue
+		}
+		g.log.Warn("re-queued a request whose outcome could not be recorded", "request", id)
+		g.poke()
+	}
+}
+
+// maxQuietWait is the longest wait for a cooling provider the gateway
+// sits out in silence; past it the user is told once that the answer is
+// delayed.
+const maxQuietWait = 30 * time.Second
+
+// process runs one queue item to its end state. release frees the item's
+// worker slot; it is called once the reply is stored (or at the end).
+func (g *Gateway) process(ctx context.Context, it core.QueueItem, release func()) {
+	ctx, cancel := context.WithTimeout(ctx, g.opts.RequestTimeout)
+	defer cancel()
+	log := g.log.With("request", it.ID, "conv", it.Conversation.String(), "kind", it.Kind)
+	log.Debug("processing request", "attempts", it.Attempts, "interruptions", it.Interruptions)
+	var err error
+	if it.Interruptions >= g.opts.MaxAttempts {
+		// Every attempt was cut short (a crash, a kill): the message may
+		// be what crashes the process, so it is not tried again.
+		err = &core.Error{Kind: core.KindInvalid, Msg: fmt.Sprintf("gave up after %d interrupted attempts", it.Interruptions)}
+	} else {
+		err = g.handle(ctx, it, log, release)
+	}
+	g.settle(ctx, it, err, log)
+}
+
+// settle records an item's outcome: done, dropped, released at shutdown,
+// waiting for a cooling provider, retried, or failed.
+func (g *Gateway) settle(ctx context.Context, it core.QueueItem, err error, log *slog.Logger) {
+	// Store writes use a context that survives cancellation so the
+	// outcome is recorded even during shutdown.
+	sctx := context.WithoutCancel(ctx)
+	var drop *droppedError
+	outcome := core.OutcomeFailed
+	switch {
+	case err == nil:
+		outcome = core.OutcomeAnswered
+		log.Debug("request done")
+		g.record(sctx, log, "mark request done", func(c context.Context) error { return g.store.Finish(c, it.ID, core.StatusDone, "") })
+	case errors.As(err, &drop):
+		outcome = core.OutcomeDropped
+		log.Info("message dropped by a pre-hook", "reason", drop.reason)
+		g.record(sctx, log, "mark request done", func(c context.Context) error { return g.store.Finish(c, it.ID, core.StatusDone, err.Error()) })
+	case errors.Is(ctx.Err(), context.Canceled) && !errors.Is(err, context.DeadlineExceeded):
+		// Shutdown: back to the queue as it was; a deploy is no attempt.
+		outcome = core.OutcomeReleased
+		log.Info("request interrupted by shutdown; it is answered after the next start")
+		g.record(sctx, log, "release request", func(c context.Context) error { return g.store.Release(c, it.ID) })
+	case core.Transient(err) && core.RetryAfter(err) > 0:
+		outcome = core.OutcomeWaiting
+		if g.wait(sctx, it, err, log) {
+			outcome = core.OutcomeFailed
+		}
+	case core.Transient(err) && it.Attempts+1 < g.opts.MaxAttempts:
+		outcome = core.OutcomeRetried
+		wait := g.opts.Backoff(it.Attempts + 1)
+		log.Warn("request failed; will retry", "attempt", it.Attempts+1, "in", wait, "err", err)
+		g.record(sctx, log, "re-queue request", func(c context.Context) error { return g.store.Retry(c, it.ID, g.now().Add(wait), err.Error()) })
+	default:
+		g.giveUp(sctx, it, err, log)
+	}
+	g.obs.Finished(it.Conversation.Channel, it.Kind, outcome)
+}
+
+// wait puts an item back until the provider it waits for is free (every
+// model and credential is cooling), without counting an attempt; a wait
+// past MaxWait since the message arrived gives it up. The user is told
+// once when the wait is long.
+// It reports whether it gave the item up.
+func (g *Gateway) wait(ctx context.Context, it core.QueueItem, cause error, log *slog.Logger) (gaveUp bool) {
+	d := core.RetryAfter(cause)
+	due := g.now().Add(d)
+	if due.Sub(it.CreatedAt) > g.opts.MaxWait {
+		log.Warn("request waited too long for a cooling provider", "queue.max_wait", g.opts.MaxWait, "err", cause)
+		g.giveUp(ctx, it, cause, log)
+		return true
+	}
+	notify := d > maxQuietWait && !it.Notified && it.Kind == core.EventMessage
+	if notify {
+		if ch, ok := g.channels[it.Conversation.Channel]; ok {
+			tctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+			g.sendText(tctx, ch, *it.Message, core.DelayMessage(cause))
+			cancel()
+		}
+	}
+	log.Warn("every model and credential is cooling; the request waits", "until", due, "err", cause)
+	g.record(ctx, log, "defer request", func(c context.Context) error { return g.store.Defer(c, it.ID, due, cause.Error(), notify) })
+	return false
+}
+
+// giveUp fails an item for good. The user is told first, within a panic
+// guard (a panic there cannot make the item run again), and the outcome
+// recorded after: a process killed in between leaves the item running,
+// so the next start tells the user (at worst twice); recorded first, such
+// a kill lost the message's only answer. But when an earlier give-up of
+// the item was itself cut short (interruptions past max_attempts: it may
+// be the telling that kills the process), the outcome is recorded first,
+// so a crash while telling cannot loop on the item. An answer stored by
+// an earlier attempt is delivered (its unsent parts) instead of an
+// apology.
+func (g *Gateway) giveUp(ctx context.Context, it core.QueueItem, cause error, log *slog.Logger) {
+	log.Error("request failed", "attempts", it.Attempts+1, "interruptions", it.Interruptions, "err", cause)
+	fail := func() {
+		g.record(ctx, log, "mark request failed", func(c context.Context) error { return g.store.Finish(c, it.ID, core.StatusFailed, cause.Error()) })
+	}
+	if it.Interruptions > g.opts.MaxAttempts {
+		fail()
+		g.tellFailed(ctx, it, cause, log)
+	} else {
+		g.tellFailed(ctx, it, cause, log)
+		fail()
+	}
+	g.emitFailed(it, cause)
+}
+
+// tellFailed tells the sender of a message that failed for good.
+func (g *Gateway) tellFailed(ctx context.Context, it core.QueueItem, cause error, log *slog.Logger) {
+	if it.Kind != core.EventMessage || it.Message == nil {
+		return
+	}
+	ch, ok := g.channels[it.Conversation.Channel]
+	if !ok {
+		return
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			log.Error("panic while telling the user their request failed", "panic", p, "stack", string(debug.Stack()))
+		}
+	}()
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if r, err := g.store.ReplyForRequest(ctx, it.ID, it.Conversation); err == nil && r != nil {
+		if r.Streaming {
+			// The messages a stream opened show the apology instead.
+			r.Parts = ch.Format(core.UserMessage(cause))
+		}
+		if err := g.deliver(ctx, ch, *it.Message, r, nil); err != nil {
+			log.Error("deliver the rest of the stored reply", "err", err)
+		}
+		return
+	}
+	g.sendText(ctx, ch, *it.Message, core.UserMessage(cause))
+}
+
+// recordTries bounds the attempts to write an item's outcome; past them
+// the row stays running and the dispatcher's sweep re-queues it.
+const recordTries = 6
+
+// record writes an item's outcome, retrying with backoff (a disk briefly
+// full, the database busy).
+func (g *Gateway) record(ctx context.Context, log *slog.Logger, what string, write func(context.Context) error) {
+	wait := 100 * time.Millisecond
+	for try := 1; ; try++ {
+		err := write(ctx)
+		if err == nil {
+			return
+		}
+		if try == recordTries {
+			log.Error(what+"; the request is re-queued by the next sweep", "err", err, "tries", try)
+			return
+		}
+		log.Warn(what+"; retrying", "err", err, "in", wait)
+		_ = g.clock.Sleep(ctx, wait)
+		wait *= 2
+	}
+}
+
+// handle runs one item; a panic in a channel, hook or the agent becomes a
+// permanent failure of that item instead of a crash of the gateway.
+func (g *Gateway) handle(ctx context.Context, it core.QueueItem, log *slog.Logger, release func()) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			log.Error("panic while processing a request", "panic", p, "stack", string(debug.Stack()))
+			err = &core.Error{Kind: core.KindInvalid, Msg: "an internal error occurred (logged)", Err: fmt.Errorf("panic: %v", p)}
+		}
+	}()
+	return g.serve(ctx, it, log, release)
+}

@@ -1,0 +1,189 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/opentalon/opentalon/core"
+)
+
+// ErrNotAccepting is returned by Accept while the gateway is not running.
+var ErrNotAccepting = &core.Error{Kind: core.KindUnavailable, Msg: "gateway is not accepting messages (starting or shutting down)"}
+
+// Accept implements core.Sink.
+func (g *Gateway) Accept(ctx context.Context, in core.Inbound) error {
+	if !g.isAccepting() {
+		return ErrNotAccepting
+	}
+	if in.ReceivedAt.IsZero() {
+		in.ReceivedAt = g.now()
+	}
+	if ok, err := g.admit(ctx, in); err != nil || !ok {
+		return err // a refused message is answered (or ignored), not queued
+	}
+	dup, err := g.enqueue(ctx, core.QueueItem{
+		Kind:         core.EventMessage,
+		Conversation: in.Conversation,
+		DedupeKey:    in.Conversation.Channel + ":m:" + in.MessageID,
+		Message:      &in,
+		MaxPending:   g.opts.MaxPending,
+	})
+	if errors.Is(err, core.ErrConversationFull) {
+		// Not queued on purpose: the platform may be acknowledged.
+		g.log.Warn("conversation has too many messages waiting; message not queued", "conv", in.Conversation.String(), "message_id", in.MessageID, "queue.max_pending", g.opts.MaxPending)
+		g.tellFull(in)
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("accept %s message %s: %w", in.Conversation.Channel, in.MessageID, err)
+	}
+	if dup {
+		g.log.Debug("duplicate message dropped", "conv", in.Conversation.String(), "message_id", in.MessageID)
+		return nil
+	}
+	g.log.Debug("message accepted", "conv", in.Conversation.String(), "message_id", in.MessageID)
+	return nil
+}
+
+// Edit implements core.Sink.
+func (g *Gateway) Edit(ctx context.Context, in core.Inbound) (bool, error) {
+	return g.store.EditQueued(ctx, in.Conversation.Channel+":m:"+in.MessageID, in.Text)
+}
+
+// React implements core.Sink.
+func (g *Gateway) React(ctx context.Context, r core.Reaction) error {
+	if !g.isAccepting() {
+		return ErrNotAccepting
+	}
+	if r.At.IsZero() {
+		r.At = g.now()
+	}
+	// A reaction of someone who may not talk to the bot judges nothing.
+	if ok, _, err := g.admitted(ctx, core.Inbound{Conversation: r.Conversation, UserID: r.UserID}); err != nil || !ok {
+		return err
+	}
+	// A platform may not say in which thread or topic a reaction was
+	// made: the judged reply knows, and the reaction joins that
+	// conversation's order (a re-answer never runs beside its next message).
+	if judged, err := g.store.ReplyByPlatformID(ctx, r.Conversation.Channel, r.MessageID); err == nil && judged != nil {
+		r.Conversation = judged.Conversation
+	}
+	_, err := g.enqueue(ctx, core.QueueItem{
+		Kind:         core.EventReaction,
+		Conversation: r.Conversation,
+		DedupeKey:    r.Conversation.Channel + ":r:" + r.EventID,
+		Reaction:     &r,
+	})
+	if err != nil {
+		return fmt.Errorf("accept %s reaction: %w", r.Conversation.Channel, err)
+	}
+	return nil
+}
+
+// enqueue is the one way into the queue, for a platform's message or
+// reaction, an injected message and a schedule's firing alike: it commits
+// item (accepted now), counts a message as accepted and wakes the
+// dispatcher. A duplicate (same DedupeKey) is reported with dup=true and
+// changes nothing. The store's error is returned as it is
+// (core.ErrConversationFull for a message past QueueItem.MaxPending).
+func (g *Gateway) enqueue(ctx context.Context, item core.QueueItem) (dup bool, err error) {
+	item.CreatedAt = g.now()
+	if _, dup, err = g.store.Enqueue(ctx, item); err != nil || dup {
+		return dup, err
+	}
+	if item.Kind == core.EventMessage {
+		g.obs.Accepted(item.Conversation.Channel)
+	}
+	g.poke()
+	return false, nil
+}
+
+// poke wakes the dispatcher.
+func (g *Gateway) poke() {
+	select {
+	case g.wake <- struct{}{}:
+	default:
+	}
+}
+
+// noticeEvery bounds how often one conversation or user is told the same
+// kind of notice (too many messages waiting, their pairing code).
+const noticeEvery = time.Minute
+
+// noticeDue reports whether the notice of key may be sent now, and if so
+// records that it is.
+func (g *Gateway) noticeDue(key string) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	now := g.now()
+	if last, told := g.notices[key]; told && now.Sub(last) < noticeEvery {
+		return false
+	}
+	g.notices[key] = now
+	if len(g.notices) > 10000 {
+		for k, t := range g.notices {
+			if now.Sub(t) >= noticeEvery {
+				delete(g.notices, k)
+			}
+		}
+	}
+	return true
+}
+
+// tellFull tells the user, best effort and at most once a minute per
+// conversation, that their message was not taken.
+func (g *Gateway) tellFull(in core.Inbound) {
+	if g.noticeDue("full:" + in.Conversation.String()) {
+		g.notify(in, "I am still working on your earlier messages, so I did not take this one. Please send it again once I have answered them.")
+	}
+}
+
+// notify sends a notice of the gateway's own in reply to in, best effort,
+// without holding up the caller.
+func (g *Gateway) notify(in core.Inbound, text string) {
+	ch, ok := g.channels[in.Conversation.Channel]
+	if !ok {
+		return
+	}
+	g.side.Add(1)
+	go func() {
+		defer g.side.Done()
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		g.sendText(ctx, ch, in, text)
+	}()
+}
+
+// sendText sends a short text of the gateway's own (a notice, an
+// apology) in reply to in, best effort.
+func (g *Gateway) sendText(ctx context.Context, ch core.Channel, in core.Inbound, text string) {
+	if err := send(ctx, ch, in, text); err != nil {
+		g.log.Warn("send a notice", "conv", in.Conversation.String(), "err", err)
+	}
+}
+
+// Post sends a text of the gateway's own to a conversation of one of its
+// channels (a chat notification sink's event), outside the queue: it is
+// not stored, and a failure is returned, not retried.
+func (g *Gateway) Post(ctx context.Context, conv core.ConversationKey, text string) error {
+	ch, ok := g.channels[conv.Channel]
+	if !ok {
+		return fmt.Errorf("channel %s is not enabled", conv.Channel)
+	}
+	return send(ctx, ch, core.Inbound{Conversation: conv}, text)
+}
+
+// send is the one way a text that is not a stored reply reaches a
+// channel: formatted and split for it, each part in order, in reply to in
+// (quoting nothing when in is no platform's message).
+func send(ctx context.Context, ch core.Channel, in core.Inbound, text string) error {
+	parts := ch.Format(text)
+	for i, part := range parts {
+		if _, err := ch.Send(ctx, core.Outbound{Conversation: in.Conversation, ReplyTo: replyTo(in), Meta: in.Meta, Part: i, Parts: len(parts)}, part); err != nil {
+			return err
+		}
+	}
+	return nil
+}

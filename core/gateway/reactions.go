@@ -1,0 +1,71 @@
+package gateway
+
+import (
+	"context"
+	"log/slog"
+
+	"github.com/opentalon/opentalon/core"
+)
+
+// reactionWork turns a reaction on one of the bot's replies into a
+// quality signal and lets the reaction interceptors decide whether to
+// answer again; reactions on anything else are ignored (nil work).
+func (g *Gateway) reactionWork(it core.QueueItem, log *slog.Logger) (*work, error) {
+	re := it.Reaction
+	if re.Polarity == core.Neutral {
+		return nil, nil
+	}
+	ch, ok := g.channels[re.Conversation.Channel]
+	if !ok {
+		return nil, nil
+	}
+	to := core.Inbound{Conversation: re.Conversation, MessageID: re.MessageID, UserID: re.UserID, ReceivedAt: re.At}
+	return &work{id: it.ID, ch: ch, in: to, reaction: re, log: log, produce: g.produceReaction}, nil
+}
+
+// produceReaction is the producer of a reaction: it records the signal
+// and, for a rejection an interceptor takes, makes the new answer.
+func (g *Gateway) produceReaction(ctx context.Context, w *work, _ *core.Reply) (*core.Answer, error) {
+	r := w.reaction
+	judged, err := g.store.ReplyByPlatformID(ctx, r.Conversation.Channel, r.MessageID)
+	if err != nil || judged == nil {
+		return nil, err
+	}
+	// The judged reply knows its conversation precisely (a platform may
+	// not say in which thread or topic a reaction was made).
+	w.in.Conversation = judged.Conversation
+	p := r.Polarity
+	if !r.Added {
+		// Taking a reaction back cancels its judgement.
+		p = -p
+	}
+	// Keyed by the queue item: a retried item records it once.
+	if g.opts.Signals != nil {
+		if err := g.opts.Signals.RecordSignal(ctx, core.Signal{
+			Kind: core.SignalReaction, Polarity: p, ReplyID: judged.ID, Model: judged.Model,
+			TaskType: judged.TaskType, UserID: r.UserID, Weight: 1, At: r.At, RequestID: w.id,
+		}); err != nil {
+			return nil, err
+		}
+	}
+	if p != core.Negative || !r.Added {
+		return nil, nil
+	}
+	for _, ic := range g.interceptors {
+		ri, ok := ic.(core.ReactionInterceptor)
+		if !ok {
+			continue
+		}
+		sess, err := g.store.ActiveSession(ctx, judged.Conversation)
+		if err != nil || sess.ID != judged.SessionID {
+			return nil, err // a reply of an ended session is not re-answered
+		}
+		d, err := ri.InterceptReaction(ctx, *r, judged, sess)
+		if err != nil || !d.Taken() {
+			return nil, err
+		}
+		w.session = sess.ID
+		return g.decide(ctx, core.CommandRequest{RequestID: w.id, In: w.in, Session: sess}, d, answering{}, w.log)
+	}
+	return nil, nil
+}

@@ -1,0 +1,483 @@
+package gateway_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/opentalon/opentalon/core"
+	"github.com/opentalon/opentalon/core/clock"
+	"github.com/opentalon/opentalon/core/gateway"
+	"github.com/opentalon/opentalon/store"
+)
+
+// cooling fails the question "hi" while every model cools (a long
+// Retry-After) the first failures times, then answers; it answers other
+// messages at once.
+type cooling struct {
+	fakeAgent
+	failures int
+}
+
+func (a *cooling) Answer(ctx context.Context, t core.Turn) (core.Answer, error) {
+	a.mu.Lock()
+	a.calls++
+	fail := t.Text == "hi" && a.failures > 0
+	if fail {
+		a.failures--
+	}
+	a.mu.Unlock()
+	if fail {
+		return core.Answer{}, &core.Error{Kind: core.KindRateLimited, Msg: "every model is cooling down", RetryAfter: 2 * time.Minute}
+	}
+	return core.Answer{Text: "answer to " + t.Text, Model: "fake/m"}, nil
+}
+
+// clockRig runs a gateway over a store on one fake clock.
+type clockRig struct {
+	*rig
+	clock *clock.Fake
+}
+
+func newClockRig(t *testing.T, ag core.Agent, o gateway.Options) *clockRig {
+	t.Helper()
+	c := clock.NewFake(time.Now())
+	db := openDB(t, store.Options{Now: c.Now})
+	o.Store, o.Agent, o.Clock = db, ag, c
+	if o.Pairings == nil {
+		o.Pairings = db
+	}
+	return &clockRig{rig: runOn(t, db, o), clock: c}
+}
+
+// advance waits until request 1's attempt at the current time is over
+// (it rests in the queue, due later), moves the clock and sends a
+// message in another conversation. Waiting only for it not to run is
+// not enough: a poke's answer may come before the dispatcher claims
+// request 1 for that round, and request 1 would then be tried after the
+// clock moved on and wait for a time the test never reaches.
+func (r *clockRig) advance(d time.Duration, poke string) {
+	r.t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		it, st, err := r.db.QueueItem(context.Background(), 1)
+		if err != nil {
+			r.t.Fatal(err)
+		}
+		if st == core.StatusQueued && it.NotBefore.After(r.clock.Now()) {
+			break
+		}
+		if time.Now().After(deadline) {
+			r.t.Fatalf("request 1 is %s, due %v at %v; want it waiting for a later time", st, it.NotBefore, r.clock.Now())
+		}
+		time.Sleep(time.Millisecond)
+	}
+	r.clock.Advance(d)
+	in := core.Inbound{Conversation: core.ConversationKey{Channel: "fake", Chat: "poke-" + poke}, MessageID: poke, Text: "poke"}
+	if err := r.g.Accept(context.Background(), in); err != nil {
+		r.t.Fatal(err)
+	}
+}
+
+// TestCoolingProviderMakesTheMessageWait (issue 9, finding 17): while
+// every credential and model cools, the message waits in the queue
+// without using up attempts; the user is told once, then answered.
+func TestCoolingProviderMakesTheMessageWait(t *testing.T) {
+	ag := &cooling{failures: 3}
+	r := newClockRig(t, ag, gateway.Options{})
+	r.accept("1", "hi")
+	r.expect("⏳ Your answer is delayed: the AI provider is rate limiting me. I will answer in about 2m0s.")
+	for i := range 2 {
+		r.advance(2*time.Minute+time.Second, "p"+string(rune('a'+i)))
+		r.expect("answer to poke")
+	}
+	// The retry after the third wait answers: as many cooling failures as
+	// max_attempts, none of them counted, and one notice only.
+	r.advance(2*time.Minute+time.Second, "pc")
+	r.expectAny("answer to poke", "answer to hi")
+	r.expectAny("answer to poke", "answer to hi")
+	if ag.calls != 4+3 {
+		t.Fatalf("agent called %d times, want 4 for hi and 3 pokes", ag.calls)
+	}
+}
+
+// TestWaitingPastMaxWaitGivesUp: a message that would wait longer than
+// queue.max_wait gets the apology saying when to try again.
+func TestWaitingPastMaxWaitGivesUp(t *testing.T) {
+	ag := &cooling{failures: 100}
+	r := newClockRig(t, ag, gateway.Options{MaxWait: 3 * time.Minute})
+	r.accept("1", "hi")
+	r.expect("⏳ Your answer is delayed: the AI provider is rate limiting me. I will answer in about 2m0s.")
+	r.advance(2*time.Minute+time.Second, "pa")
+	r.expectAny("answer to poke", "Sorry, I could not answer that: the AI provider is rate limiting me. Please try again in 2m0s.")
+	r.expectAny("answer to poke", "Sorry, I could not answer that: the AI provider is rate limiting me. Please try again in 2m0s.")
+}
+
+// TestGivingUpDeliversAStoredReply (finding 3): a request given up after a
+// reply was stored gets the reply's unsent parts, not an apology.
+func TestGivingUpDeliversAStoredReply(t *testing.T) {
+	ag := &fakeAgent{text: func(string) string { return "one|two" }}
+	// The second part fails three times: the first attempt and both
+	// retries; then the platform works again.
+	ch := &fakeChannel{failSends: 3}
+	r := newRig(t, ag, ch, nil)
+	r.accept("1", "q")
+	r.expect("one")
+	r.expect("two")
+	select {
+	case got := <-ch.notify:
+		t.Fatalf("sent %q after the stored reply; want no apology", got)
+	case <-time.After(200 * time.Millisecond):
+	}
+	if ag.calls != 1 {
+		t.Fatalf("agent called %d times", ag.calls)
+	}
+}
+
+// failingStore fails the first n writes of an item's outcome.
+type failingStore struct {
+	*store.DB
+	mu   sync.Mutex
+	fail int
+}
+
+func (s *failingStore) Finish(ctx context.Context, id int64, status, cause string) error {
+	s.mu.Lock()
+	fail := s.fail > 0
+	if fail {
+		s.fail--
+	}
+	s.mu.Unlock()
+	if fail {
+		return errors.New("database or disk is full")
+	}
+	return s.DB.Finish(ctx, id, status, cause)
+}
+
+// TestFailedStatusWriteDoesNotWedgeTheConversation (finding 4): a final
+// status write that fails for a while is retried, and the conversation's
+// next message is answered.
+func TestFailedStatusWriteDoesNotWedgeTheConversation(t *testing.T) {
+	db := openDB(t, store.Options{})
+	r := runOn(t, db, gateway.Options{Store: &failingStore{DB: db, fail: 3}, Agent: &fakeAgent{}})
+	r.accept("1", "first")
+	r.expect("answer to first")
+	r.accept("2", "second")
+	r.expect("answer to second")
+	if st, _, _, _ := db.QueueStatus(context.Background(), 1); st != core.StatusDone {
+		t.Fatalf("first request is %s, want done", st)
+	}
+}
+
+// TestOrphanedRunningRowIsRequeued: a row left running that no request of
+// this run works on is put back by the sweep and answered.
+func TestOrphanedRunningRowIsRequeued(t *testing.T) {
+	c := clock.NewFake(time.Now())
+	db := openDB(t, store.Options{Now: c.Now})
+	r := runOn(t, db, gateway.Options{Store: db, Agent: &fakeAgent{}, Clock: c})
+	ctx := context.Background()
+	r.accept("0", "warm up")
+	r.expect("answer to warm up")
+	// A row another writer left running (its outcome never written).
+	conv := core.ConversationKey{Channel: "fake", Chat: "orphan"}
+	in := core.Inbound{Conversation: conv, MessageID: "o1", Text: "orphan"}
+	if _, _, err := db.Enqueue(ctx, core.QueueItem{Kind: core.EventMessage, Conversation: conv, DedupeKey: "fake:m:o1", Message: &in}); err != nil {
+		t.Fatal(err)
+	}
+	// Claimed by nobody in this run: mark it running behind the gateway's back.
+	if _, _, err := db.Claim(ctx, 1, c.Now()); err != nil {
+		t.Fatal(err)
+	}
+	c.Advance(31 * time.Second) // past the sweep's time
+	r.accept("1", "poke")
+	r.expectAny("answer to poke", "answer to orphan")
+	r.expectAny("answer to poke", "answer to orphan")
+}
+
+// TestTooManyPendingMessagesAreRefused (finding 12).
+func TestTooManyPendingMessagesAreRefused(t *testing.T) {
+	db := openDB(t, store.Options{})
+	block := make(chan struct{})
+	ag := &fakeAgent{text: func(q string) string {
+		if q == "slow" {
+			<-block
+		}
+		return "answer to " + q
+	}}
+	r := runOn(t, db, gateway.Options{Store: db, Agent: ag, MaxPending: 3})
+	ctx := context.Background()
+	r.accept("1", "slow")
+	for i := 2; i <= 5; i++ {
+		r.accept(string(rune('0'+i)), "more")
+	}
+	r.expect("I am still working on your earlier messages, so I did not take this one. Please send it again once I have answered them.")
+	counts, _ := db.QueueCounts(ctx)
+	if n := counts[core.StatusQueued] + counts[core.StatusRunning]; n != 3 {
+		t.Fatalf("pending = %d (%v), want 3", n, counts)
+	}
+	close(block)
+	for range 3 {
+		r.expectAny("answer to slow", "answer to more")
+	}
+}
+
+// TestShutdownIsNoAttempt (finding 3): a request cut short by a graceful
+// shutdown is not counted as an attempt or an interruption.
+func TestShutdownIsNoAttempt(t *testing.T) {
+	db, err := store.Open(context.Background(), t.TempDir(), store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	started := make(chan struct{}, 10)
+	ag := &ctxAgent{started: started}
+	for round := range 4 {
+		ch := &fakeChannel{notify: make(chan string, 10)}
+		g := gateway.New(gateway.Options{Store: db, Agent: ag, MaxAttempts: 3})
+		g.AddChannel(ch)
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- g.Run(ctx, 50*time.Millisecond) }()
+		if round == 0 {
+			(&rig{t: t, g: g, ch: ch, db: db}).accept("1", "slow")
+		}
+		select {
+		case <-started:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("round %d: the request did not start", round)
+		}
+		cancel()
+		<-done
+	}
+	st, attempts, _, _ := db.QueueStatus(context.Background(), 1)
+	if st != core.StatusQueued || attempts != 0 {
+		t.Fatalf("after four shutdowns: status %s attempts %d; want queued with no attempt counted", st, attempts)
+	}
+	items, _, _ := db.Claim(context.Background(), 1, time.Now())
+	if len(items) != 1 || items[0].Interruptions != 0 {
+		t.Fatalf("claimed %+v; want the request with no interruption", items)
+	}
+}
+
+// ctxAgent blocks until its context ends.
+type ctxAgent struct{ started chan struct{} }
+
+func (a *ctxAgent) Answer(ctx context.Context, _ core.Turn) (core.Answer, error) {
+	a.started <- struct{}{}
+	<-ctx.Done()
+	return core.Answer{}, ctx.Err()
+}
+
+// flakyLookup fails ReplyByPlatformID while failing is set.
+type flakyLookup struct {
+	*store.DB
+	mu      sync.Mutex
+	failing int
+}
+
+func (s *flakyLookup) ReplyByPlatformID(ctx context.Context, channel, id string) (*core.Reply, error) {
+	s.mu.Lock()
+	fail := s.failing > 0
+	if fail {
+		s.failing--
+	}
+	s.mu.Unlock()
+	if fail {
+		return nil, &core.Error{Kind: core.KindUnavailable, Msg: "database is locked"}
+	}
+	return s.DB.ReplyByPlatformID(ctx, channel, id)
+}
+
+// TestReactionSignalSurvivesATransientFailure (finding 7): a reaction
+// whose first attempt fails before its signal is recorded still records
+// it on the retry, once.
+func TestReactionSignalSurvivesATransientFailure(t *testing.T) {
+	db := openDB(t, store.Options{})
+	fl := &flakyLookup{DB: db}
+	sig := &signals{}
+	r := runOn(t, db, gateway.Options{Store: fl, Agent: &fakeAgent{}, Signals: sig, Backoff: func(int) time.Duration { return time.Millisecond }})
+	ctx, g := context.Background(), r.g
+	r.accept("1", "q")
+	r.expect("answer to q")
+	waitSent(t, db, 1)
+	conv := core.ConversationKey{Channel: "fake", Chat: "c"}
+	if err := g.React(ctx, core.Reaction{Conversation: conv, EventID: "r1", MessageID: "p1", UserID: "u", Added: true, Polarity: core.Negative}); err != nil {
+		t.Fatal(err)
+	}
+	fl.mu.Lock()
+	fl.failing = 1 // the handler's lookup fails once
+	fl.mu.Unlock()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		sig.mu.Lock()
+		n := len(sig.got)
+		sig.mu.Unlock()
+		if n >= 1 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	time.Sleep(50 * time.Millisecond)
+	sig.mu.Lock()
+	defer sig.mu.Unlock()
+	if len(sig.got) != 1 || sig.got[0].RequestID == 0 || sig.got[0].Polarity != core.Negative {
+		t.Fatalf("signals = %+v; want the reaction's negative signal once, keyed by its request", sig.got)
+	}
+}
+
+// waitSent waits until reply id has its first part recorded.
+func waitSent(t *testing.T, db *store.DB, id int64) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		r, err := db.Reply(context.Background(), id)
+		if err == nil && r != nil && len(r.Sent) > 0 && r.Sent[0] != "" {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("reply %d never recorded as sent", id)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// TestReactionJoinsItsTopicsConversation (finding 15): a reaction whose
+// platform does not say in which topic it was made is queued in the
+// conversation of the reply it judges, so its re-answer is ordered with
+// that topic's messages.
+func TestReactionJoinsItsTopicsConversation(t *testing.T) {
+	r := newRig(t, &fakeAgent{}, &fakeChannel{}, func(g *gateway.Gateway) { g.AddInterceptor(escalate{}) })
+	topic := core.ConversationKey{Channel: "fake", Chat: "c", Thread: "7"}
+	in := core.Inbound{Conversation: topic, MessageID: "m1", UserID: "u", Text: "q"}
+	for r.g.Accept(context.Background(), in) != nil {
+		time.Sleep(time.Millisecond) // until the gateway runs
+	}
+	r.expect("answer to q")
+	waitSent(t, r.db, 1)
+	if err := r.g.React(context.Background(), core.Reaction{Conversation: core.ConversationKey{Channel: "fake", Chat: "c"}, EventID: "r1", MessageID: "p1", UserID: "u", Added: true, Polarity: core.Negative}); err != nil {
+		t.Fatal(err)
+	}
+	r.expect("better answer than answer to q")
+	it, _, err := r.db.QueueItem(context.Background(), 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if it.Kind != core.EventReaction || it.Conversation != topic {
+		t.Fatalf("the reaction was queued as %s in %v, want the topic %v", it.Kind, it.Conversation, topic)
+	}
+}
+
+// dying is the store of a process that is killed: once dead, it claims
+// nothing and its writes go nowhere.
+type dying struct {
+	*store.DB
+	dead atomic.Bool
+}
+
+func (s *dying) Claim(ctx context.Context, n int, now time.Time) ([]core.QueueItem, time.Time, error) {
+	if s.dead.Load() {
+		return nil, time.Time{}, errors.New("the process was killed")
+	}
+	return s.DB.Claim(ctx, n, now)
+}
+
+func (s *dying) Finish(ctx context.Context, id int64, status, cause string) error {
+	if s.dead.Load() {
+		return nil
+	}
+	return s.DB.Finish(ctx, id, status, cause)
+}
+
+// stuck is a channel whose sends hang until release is closed (then
+// fail): the process is killed while it tells the user.
+type stuck struct {
+	fakeChannel
+	sending chan struct{}
+	release chan struct{}
+}
+
+func (c *stuck) Send(ctx context.Context, _ core.Outbound, _ string) (string, error) {
+	select {
+	case c.sending <- struct{}{}:
+	default:
+	}
+	<-c.release
+	return "", errors.New("the process was killed")
+}
+
+// TestKillWhileTellingAFailureTellsItAfterTheRestart: a process killed
+// while it tells the user that their message failed for good must not
+// have recorded the failure yet: the next start tells them. (Recorded
+// first, the message was failed and never answered: the crash-loop e2e
+// test's "m76 has no answer".)
+func TestKillWhileTellingAFailureTellsItAfterTheRestart(t *testing.T) {
+	db := openDB(t, store.Options{})
+	ag := &fakeAgent{fail: 100, kind: core.KindInvalid}
+	first := &dying{DB: db}
+	ch := &stuck{fakeChannel: fakeChannel{notify: make(chan string, 10)}, sending: make(chan struct{}, 1), release: make(chan struct{})}
+	g := gateway.New(gateway.Options{Store: first, Agent: ag})
+	g.AddChannel(ch)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- g.Run(ctx, 5*time.Second) }()
+	t.Cleanup(func() { close(ch.release); cancel(); <-done })
+	in := core.Inbound{Conversation: core.ConversationKey{Channel: "fake", Chat: "c"}, MessageID: "1", UserID: "u", Text: "hello"}
+	for g.Accept(context.Background(), in) != nil {
+		time.Sleep(time.Millisecond)
+	}
+	select {
+	case <-ch.sending:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the failure was never told")
+	}
+	first.dead.Store(true) // killed while telling
+
+	r := runOn(t, db, gateway.Options{Store: db, Agent: ag})
+	r.expect("Sorry, I could not answer that: llm failed")
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(time.Millisecond) {
+		st, _, _, _ := db.QueueStatus(context.Background(), 1)
+		if st == core.StatusFailed {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("request 1 is %s after the restart told the user; want failed", st)
+		}
+	}
+}
+
+// TestGiveUpCutShortTwiceIsRecordedBeforeTelling: an item whose give-up
+// was already cut short (interrupted past max_attempts) is failed before
+// the user is told, so a telling that kills the process cannot loop.
+func TestGiveUpCutShortTwiceIsRecordedBeforeTelling(t *testing.T) {
+	db := openDB(t, store.Options{})
+	ctx := context.Background()
+	conv := core.ConversationKey{Channel: "fake", Chat: "c"}
+	in := core.Inbound{Conversation: conv, MessageID: "poison", UserID: "u", Text: "crashes the process"}
+	if _, _, err := db.Enqueue(ctx, core.QueueItem{Kind: core.EventMessage, Conversation: conv, DedupeKey: "fake:m:poison", Message: &in}); err != nil {
+		t.Fatal(err)
+	}
+	// Four starts that each died while the message ran: the last one
+	// while it gave up.
+	for range 4 {
+		db.Claim(ctx, 1, time.Now())
+		db.RequeueRunning(ctx)
+	}
+	ch := &stuck{fakeChannel: fakeChannel{notify: make(chan string, 10)}, sending: make(chan struct{}, 1), release: make(chan struct{})}
+	g := gateway.New(gateway.Options{Store: db, Agent: &fakeAgent{}, MaxAttempts: 3})
+	g.AddChannel(ch)
+	runCtx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- g.Run(runCtx, 5*time.Second) }()
+	t.Cleanup(func() { close(ch.release); cancel(); <-done })
+	select {
+	case <-ch.sending:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the user was never told")
+	}
+	if st, _, _, _ := db.QueueStatus(ctx, 1); st != core.StatusFailed {
+		t.Fatalf("request 1 is %s while the user is told; want failed first", st)
+	}
+}

@@ -1,0 +1,162 @@
+package gateway_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/opentalon/opentalon/core"
+	"github.com/opentalon/opentalon/core/clock"
+	"github.com/opentalon/opentalon/core/gateway"
+	"github.com/opentalon/opentalon/store"
+)
+
+// editing is a channel that streams by editing one message; it records
+// each Send and Edit with the clock's time as it is called.
+type editing struct {
+	clk   *clock.Fake
+	pol   core.StreamPolicy
+	mu    sync.Mutex
+	calls []string
+	seen  chan string
+}
+
+var _ core.Streamer = (*editing)(nil)
+
+func (c *editing) Name() string                               { return "fake" }
+func (c *editing) Run(ctx context.Context, _ core.Sink) error { <-ctx.Done(); return nil }
+func (c *editing) Format(text string) []string                { return []string{text} }
+func (c *editing) Close() error                               { return nil }
+func (c *editing) Streaming(core.Outbound) core.StreamPolicy  { return c.pol }
+func (c *editing) Draft(text string) []core.DraftPart {
+	return []core.DraftPart{{Raw: text, Part: text}}
+}
+
+func (c *editing) record(what string) {
+	c.mu.Lock()
+	c.calls = append(c.calls, what)
+	c.mu.Unlock()
+	c.seen <- what
+}
+
+func (c *editing) Send(_ context.Context, _ core.Outbound, part string) (string, error) {
+	c.record(fmt.Sprintf("+%v send %q", c.clk.Now().Sub(t0), part))
+	return "m1", nil
+}
+
+func (c *editing) Edit(_ context.Context, _ core.Outbound, id, part string) error {
+	c.record(fmt.Sprintf("+%v edit %s %q", c.clk.Now().Sub(t0), id, part))
+	return nil
+}
+
+// t0 is when the stream tests' clock starts.
+var t0 = time.Date(2026, 5, 1, 9, 0, 0, 0, time.UTC)
+
+// writer is an agent that writes its answer one delta at a time, as the
+// test hands them over; an empty delta ends the answer.
+type writer struct{ deltas chan string }
+
+func (w writer) Answer(ctx context.Context, t core.Turn) (core.Answer, error) {
+	var text strings.Builder
+	for {
+		select {
+		case d := <-w.deltas:
+			if d == "" {
+				return core.Answer{Text: text.String(), Model: "fake/m"}, nil
+			}
+			text.WriteString(d)
+			if t.Stream != nil {
+				t.Stream.Delta(d)
+			}
+		case <-ctx.Done():
+			return core.Answer{}, ctx.Err()
+		}
+	}
+}
+
+// TestStreamShowsTheAnswerAtMostOncePerInterval drives a stream on the
+// fake clock: the first text is shown after the first delay, each update
+// an interval after the one before, however fast the text grows, and the
+// final text an interval after the last update.
+func TestStreamShowsTheAnswerAtMostOncePerInterval(t *testing.T) {
+	clk := clock.NewFake(t0)
+	ch := &editing{clk: clk, pol: core.StreamPolicy{Mode: core.StreamEdit, FirstDelay: 500 * time.Millisecond, Interval: time.Second}, seen: make(chan string, 10)}
+	ag := writer{deltas: make(chan string)}
+	db := openDB(t, store.Options{Now: clk.Now})
+	g := gateway.New(gateway.Options{Store: db, Agent: ag, Clock: clk})
+	g.AddChannel(ch)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- g.Run(ctx, 5*time.Second) }()
+	t.Cleanup(func() { cancel(); <-done })
+	in := core.Inbound{Conversation: core.ConversationKey{Channel: "fake", Chat: "c"}, MessageID: "1", UserID: "u", Text: "tell me"}
+	for g.Accept(context.Background(), in) != nil {
+		time.Sleep(time.Millisecond)
+	}
+
+	wctx, wcancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer wcancel()
+	// sleeping waits until the stream (or the delivery) waits on the
+	// clock, besides the dispatcher's timer.
+	sleeping := func() {
+		t.Helper()
+		if err := clk.BlockUntil(wctx, 2); err != nil {
+			t.Fatalf("nothing waits on the clock: %v (calls %q)", err, ch.calls)
+		}
+	}
+	quiet := func() {
+		t.Helper()
+		select {
+		case c := <-ch.seen:
+			t.Fatalf("%s before its time", c)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	shown := func(want string) {
+		t.Helper()
+		select {
+		case got := <-ch.seen:
+			if got != want {
+				t.Fatalf("%s; want %s", got, want)
+			}
+		case <-wctx.Done():
+			t.Fatalf("nothing shown; want %s", want)
+		}
+	}
+	give := func(d string) {
+		t.Helper()
+		select {
+		case ag.deltas <- d:
+		case <-wctx.Done():
+			t.Fatalf("the agent did not take %q", d)
+		}
+	}
+
+	give("Once ")
+	sleeping()
+	clk.Advance(499 * time.Millisecond)
+	give("upon ") // more text during the first delay is shown with it
+	quiet()
+	clk.Advance(time.Millisecond)
+	shown(`+500ms send "Once upon "`)
+	sleeping()
+	give("a ")
+	give("time")
+	clk.Advance(999 * time.Millisecond)
+	quiet()
+	clk.Advance(time.Millisecond)
+	shown(`+1.5s edit m1 "Once upon a time"`)
+	// The answer is complete right after an update: the final text waits
+	// for the interval.
+	sleeping()
+	give(".")
+	give("")
+	sleeping()
+	clk.Advance(999 * time.Millisecond)
+	quiet()
+	clk.Advance(time.Millisecond)
+	shown(`+2.5s edit m1 "Once upon a time."`)
+}

@@ -1,0 +1,57 @@
+package core
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// UserMessage is the short text a user sees when their request failed.
+func UserMessage(err error) string {
+	const pre = "Sorry, I could not answer that: "
+	again := "Please try again later."
+	if d := RetryAfter(err); d > 0 {
+		again = fmt.Sprintf("Please try again in %s.", d.Round(time.Second))
+	}
+	switch ErrorKind(err) {
+	case KindRateLimited:
+		if RetryAfter(err) == 0 {
+			again = "Please try again in a minute."
+		}
+		return pre + "the AI provider is rate limiting me. " + again
+	case KindAuth:
+		return pre + "the AI provider refused my credentials. The operator has been told (see the log)."
+	case KindBilling:
+		return pre + "the AI provider's quota or credit is used up. The operator has been told (see the log)."
+	case KindTimeout:
+		return pre + "the AI provider did not answer in time. " + again
+	case KindUnavailable:
+		return pre + "the AI provider is not answering right now. " + again
+	case KindContextTooLong:
+		return pre + "the conversation is too long for the model. Send /new to start a fresh one."
+	case KindMalformed:
+		return pre + "the AI provider sent an answer I could not read. The error is logged; please try again."
+	case KindInvalid, KindBadRequest:
+		var e *Error
+		if errors.As(err, &e) && e.Msg != "" {
+			return pre + e.Msg // the cause stays in the log
+		}
+		return pre + "the request was not valid."
+	}
+	return pre + "something went wrong on my side. The error is logged; please try again."
+}
+
+// DelayMessage is what a user is told once when their answer waits for a
+// cooling provider: why, and about when it comes.
+func DelayMessage(err error) string {
+	why := "the AI provider is busy"
+	switch ErrorKind(err) {
+	case KindRateLimited:
+		why = "the AI provider is rate limiting me"
+	case KindTimeout:
+		why = "the AI provider is answering too slowly"
+	case KindUnavailable:
+		why = "the AI provider is not answering right now"
+	}
+	return fmt.Sprintf("⏳ Your answer is delayed: %s. I will answer in about %s.", why, RetryAfter(err).Round(time.Second))
+}

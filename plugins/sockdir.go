@@ -1,0 +1,119 @@
+package plugins
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+)
+
+// maxSocketParent is the longest parent directory the socket root is made
+// in: a unix socket path holds at most 107 bytes, and below the parent
+// come otp-<10>/p-<10>/plugin.sock.
+const maxSocketParent = 60
+
+// socketRootPrefix names the socket roots; rootLockName is the file in
+// each that its process holds an exclusive flock on while it runs.
+const (
+	socketRootPrefix = "otp-"
+	rootLockName     = ".lock"
+)
+
+// socketRoot is the directory the plugins' private directories (their
+// sockets and TMPDIR) are made in.
+type socketRoot struct {
+	dir string
+	// lock is flocked while the root is in use, so a later process can
+	// tell a root a crash left behind (nil in the temporary directory).
+	lock *os.File
+}
+
+// newSocketRoot makes the socket root. With parent (the data directory)
+// set, it is made there: the temporary directory may not exist (a
+// scratch container has no /tmp) and may be shared. Roots a crashed
+// process left in parent are removed first. Plugins that run as another
+// user cannot pass through a private data directory, so for them, or
+// when parent is too long for socket paths, the root is made in the
+// temporary directory.
+func newSocketRoot(parent string, otherUser bool, log *slog.Logger) (*socketRoot, error) {
+	if parent != "" && !otherUser && len(parent) <= maxSocketParent {
+		sweepSocketRoots(parent, log)
+		dir, err := os.MkdirTemp(parent, socketRootPrefix)
+		if err != nil {
+			return nil, fmt.Errorf("create the plugin socket directory in %s (state.data_dir): %w", parent, err)
+		}
+		r := &socketRoot{dir: dir}
+		if r.lock, err = lockRoot(dir); err != nil {
+			os.RemoveAll(dir)
+			return nil, err
+		}
+		return r, os.Chmod(dir, 0o700)
+	}
+	dir, err := SocketRoot(otherUser)
+	if err != nil {
+		why := "plugins.tools.run_as runs plugins as another user, who cannot pass through the private state.data_dir"
+		if !otherUser {
+			why = fmt.Sprintf("state.data_dir %s is too long for unix socket paths (over %d bytes)", parent, maxSocketParent)
+		}
+		return nil, fmt.Errorf("%w; %s, so the sockets go to the temporary directory: set TMPDIR to a short existing directory", err, why)
+	}
+	return &socketRoot{dir: dir}, nil
+}
+
+// lockRoot creates dir's lock file and holds an exclusive flock on it;
+// the kernel drops it when the process ends, however it ends.
+func lockRoot(dir string) (*os.File, error) {
+	f, err := os.OpenFile(filepath.Join(dir, rootLockName), os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("create the plugin socket directory: %w", err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("lock the plugin socket directory %s: %w", dir, err)
+	}
+	return f, nil
+}
+
+// sweepSocketRoots removes the socket roots in parent whose lock nobody
+// holds: a process that crashed left them, with its plugins' temporary
+// files.
+func sweepSocketRoots(parent string, log *slog.Logger) {
+	entries, err := os.ReadDir(parent)
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		if !e.IsDir() || !strings.HasPrefix(e.Name(), socketRootPrefix) {
+			continue
+		}
+		dir := filepath.Join(parent, e.Name())
+		f, err := os.OpenFile(filepath.Join(dir, rootLockName), os.O_RDWR, 0)
+		if err != nil {
+			if !errors.Is(err, fs.ErrNotExist) {
+				log.Warn("cannot check a plugin socket directory left behind", "dir", dir, "err", err)
+			}
+			continue
+		}
+		if syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB) == nil {
+			if err := os.RemoveAll(dir); err != nil {
+				log.Warn("remove a plugin socket directory a stopped process left", "dir", dir, "err", err)
+			} else {
+				log.Info("removed a plugin socket directory a stopped process left", "dir", dir)
+			}
+		}
+		f.Close()
+	}
+}
+
+// remove deletes the root and drops its lock.
+func (r *socketRoot) remove() error {
+	err := os.RemoveAll(r.dir)
+	if r.lock != nil {
+		r.lock.Close()
+	}
+	return err
+}

@@ -1,0 +1,71 @@
+package plugins
+
+import (
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestSocketRootInTheDataDirectory(t *testing.T) {
+	// No temporary directory, as in a scratch container.
+	t.Setenv("TMPDIR", filepath.Join(t.TempDir(), "missing"))
+	parent, err := os.MkdirTemp("/tmp", "otd-") // short enough for socket paths
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(parent) })
+	log := slog.New(slog.DiscardHandler)
+
+	live, err := newSocketRoot(parent, false, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if filepath.Dir(live.dir) != parent {
+		t.Fatalf("root %s; want it in %s", live.dir, parent)
+	}
+	if fi, err := os.Stat(live.dir); err != nil || fi.Mode().Perm() != 0o700 {
+		t.Fatalf("root %s: %v %v; want mode 0700", live.dir, fi.Mode(), err)
+	}
+	// A crashed process's root: its lock file is there, nobody holds it.
+	stale := filepath.Join(parent, socketRootPrefix+"stale")
+	if err := os.MkdirAll(filepath.Join(stale, "p-1", "tmp"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(stale, rootLockName), nil, 0o600)
+	os.WriteFile(filepath.Join(stale, "p-1", "tmp", "big"), []byte("left behind"), 0o600)
+	// Not a root: left alone.
+	other := filepath.Join(parent, "media")
+	os.Mkdir(other, 0o700)
+
+	next, err := newSocketRoot(parent, false, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(stale); !os.IsNotExist(err) {
+		t.Errorf("the stale root is still there: %v", err)
+	}
+	for _, keep := range []string{live.dir, other} {
+		if _, err := os.Stat(keep); err != nil {
+			t.Errorf("%s was removed: %v", keep, err)
+		}
+	}
+	if err := next.remove(); err != nil {
+		t.Fatal(err)
+	}
+	if err := live.remove(); err != nil {
+		t.Fatal(err)
+	}
+	if entries, _ := os.ReadDir(parent); len(entries) != 1 {
+		t.Errorf("after remove, %s holds %v; want only media", parent, entries)
+	}
+
+	// Plugins as another user cannot pass through the private data
+	// directory: the temporary directory is needed, and its absence is
+	// explained.
+	_, err = newSocketRoot(parent, true, log)
+	if err == nil || !strings.Contains(err.Error(), "TMPDIR") || !strings.Contains(err.Error(), "run_as") {
+		t.Fatalf("run_as without a temporary directory: %v", err)
+	}
+}
