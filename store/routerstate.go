@@ -148,17 +148,21 @@ func (db *DB) ExploreSpentSince(ctx context.Context, since time.Time) (float64, 
 // ResetLearning deletes the learning state of the arms matching task
 // and model ("" = any), as ResetAffinity does for their affinity.
 func (db *DB) ResetLearning(ctx context.Context, task, model string) error {
-	return db.tx(ctx, func(tx *txn) error {
-		if _, err := tx.ExecContext(ctx, `DELETE FROM router_arms WHERE (? = '' OR task_type = ?) AND (? = '' OR model = ?)`, task, task, model, model); err != nil {
-			return fmt.Errorf("reset router state: %w", err)
+	return db.tx(ctx, func(tx *txn) error { return resetLearning(ctx, tx, task, model) })
+}
+
+// resetLearning deletes the matching router_arms rows, and the
+// router_tasks rows when every model of a task goes.
+func resetLearning(ctx context.Context, tx *txn, task, model string) error {
+	if _, err := tx.ExecContext(ctx, `DELETE FROM router_arms WHERE (? = '' OR task_type = ?) AND (? = '' OR model = ?)`, task, task, model, model); err != nil {
+		return fmt.Errorf("reset router state: %w", err)
+	}
+	if model == "" {
+		if _, err := tx.ExecContext(ctx, `DELETE FROM router_tasks WHERE (? = '' OR task_type = ?)`, task, task); err != nil {
+			return fmt.Errorf("reset router task state: %w", err)
 		}
-		if model == "" {
-			if _, err := tx.ExecContext(ctx, `DELETE FROM router_tasks WHERE (? = '' OR task_type = ?)`, task, task); err != nil {
-				return fmt.Errorf("reset router task state: %w", err)
-			}
-		}
-		return nil
-	})
+	}
+	return nil
 }
 
 // UnjudgedReplies returns up to limit answers (replies written by a model

@@ -86,11 +86,19 @@ func TestLearningStateRoundTrip(t *testing.T) {
 		if len(arms) != 0 || len(tasks) != 1 {
 			t.Fatalf("after reset: %+v %+v", arms, tasks)
 		}
-		if err := db.ResetLearning(ctx, "code", ""); err != nil {
+	})
+	t.Run("affinity reset takes the learning state with it", func(t *testing.T) {
+		if err := db.SaveLearning(ctx, []core.RouterArm{arm}, nil); err != nil {
 			t.Fatal(err)
 		}
-		if _, tasks, _ := db.LearningState(ctx); len(tasks) != 0 {
-			t.Fatalf("task rows left: %+v", tasks)
+		if n, err := db.ResetAffinity(ctx, "code", ""); err != nil || n != 1 {
+			t.Fatalf("ResetAffinity = %d, %v; want the one code row", n, err)
+		}
+		if arms, tasks, _ := db.LearningState(ctx); len(arms) != 0 || len(tasks) != 0 {
+			t.Fatalf("learning state left after the affinity reset: %+v %+v", arms, tasks)
+		}
+		if all, _ := db.Affinities(ctx); len(all) != 0 {
+			t.Fatalf("affinity left: %+v", all)
 		}
 	})
 }

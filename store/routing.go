@@ -161,13 +161,23 @@ func (db *DB) Affinities(ctx context.Context) ([]core.Affinity, error) {
 }
 
 // ResetAffinity deletes the rows matching task and model ("" = any) and
-// reports how many went.
+// reports how many went. The router's learning state of the same arms
+// (router_arms, and router_tasks when every model of a task goes) goes
+// with them, in the same transaction: a detector run or a settled mark
+// left behind would otherwise judge the fresh evidence against the old.
 func (db *DB) ResetAffinity(ctx context.Context, task, model string) (int64, error) {
-	res, err := db.w.ExecContext(ctx, `DELETE FROM affinity WHERE (? = '' OR task_type = ?) AND (? = '' OR model = ?)`, task, task, model, model)
-	if err != nil {
-		return 0, fmt.Errorf("reset affinity: %w", err)
-	}
-	return res.RowsAffected()
+	var n int64
+	err := db.tx(ctx, func(tx *txn) error {
+		res, err := tx.ExecContext(ctx, `DELETE FROM affinity WHERE (? = '' OR task_type = ?) AND (? = '' OR model = ?)`, task, task, model, model)
+		if err != nil {
+			return fmt.Errorf("reset affinity: %w", err)
+		}
+		if n, err = res.RowsAffected(); err != nil {
+			return fmt.Errorf("reset affinity: %w", err)
+		}
+		return resetLearning(ctx, tx, task, model)
+	})
+	return n, err
 }
 
 // ProfileStates returns the state of every auth profile seen so far.
