@@ -38,11 +38,16 @@ const (
 	// EventLuaScriptDisabled: a Lua script was disabled after failing in
 	// a row. Subject: the script's file.
 	EventLuaScriptDisabled = "lua_script_disabled"
+	// EventModelRefused: a model refused a request (an HTTP 400 other
+	// than a too-long context: a parameter it does not take, an id its
+	// provider does not know); routing avoids it for a while. Subject:
+	// the model.
+	EventModelRefused = "model_refused"
 )
 
 // EventKinds lists every operator event kind.
 var EventKinds = []string{EventRequestFailed, EventChannelDown, EventProviderCooling, EventBudgetWarning,
-	EventBudgetExhausted, EventPluginRestartLoop, EventLuaScriptDisabled}
+	EventBudgetExhausted, EventPluginRestartLoop, EventLuaScriptDisabled, EventModelRefused}
 
 // OpsEvents receives operator events. Emit must return at once (queue,
 // don't send) and is safe for concurrent use.
