@@ -77,10 +77,12 @@ func (r *Router) run(ctx context.Context, c Call, d decision) (Result, error) {
 					tooLong = max(m.ContextWindow, 1)
 					continue models
 				case core.KindTimeout:
+					r.outage(m)
 					r.timeout(ctx, p, request, err)
 				case core.KindRateLimited, core.KindAuth, core.KindBilling:
 					r.fail(ctx, p, err)
 				default:
+					r.outage(m)
 					continue models
 				}
 			}
@@ -133,6 +135,11 @@ func (r *Router) exhausted(d decision, lastErr error) error {
 			e.Kind = cause
 		}
 	}
+	if e.RetryAfter == 0 && (e.Kind == core.KindUnavailable || e.Kind == core.KindTimeout) {
+		// An outage is waited out like a rate limit: the hint grows with
+		// the failures in a row, so the caller backs off.
+		e.RetryAfter = r.outageWait(d.chain)
+	}
 	wait := "later"
 	if e.RetryAfter > 0 {
 		wait = "in " + e.RetryAfter.Round(time.Second).String()
@@ -150,13 +157,53 @@ func (r *Router) exhausted(d decision, lastErr error) error {
 	return e
 }
 
-// refusal is a model's run of refused requests (an HTTP 400 other than a
-// too-long context): the choices that are not the user's avoid it until
-// until, a cooldown on the ladder of auth.cooldowns.
-type refusal struct {
-	n      int
-	until  time.Time
-	reason string
+// modelHealth is what a model's failures since its last success say: its
+// run of refused requests (an HTTP 400 other than a too-long context),
+// for which the router's own choices avoid it until avoid (a cooldown on
+// the ladder of auth.cooldowns), and its outages in a row (5xx, an
+// unreachable server, a timeout), which set how long a caller waits.
+type modelHealth struct {
+	refusals int
+	avoid    time.Time
+	reason   string
+	outages  int
+}
+
+// outageBase is the wait after an outage; each outage in a row doubles
+// it, up to auth.cooldowns.initial.
+const outageBase = 2 * time.Second
+
+// outage counts a failure of m that says its provider is down for now.
+func (r *Router) outage(m Model) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.health == nil {
+		r.health = map[string]modelHealth{}
+	}
+	h := r.health[m.Ref]
+	h.outages++
+	r.health[m.Ref] = h
+}
+
+// outageWait is how long a caller should wait before asking chain again
+// after outages: outageBase doubled per outage in a row of the chain's
+// model with the fewest (one answering model is enough), up to
+// auth.cooldowns.initial (at least outageBase).
+func (r *Router) outageWait(chain []Model) time.Duration {
+	r.mu.Lock()
+	n := 0
+	for i, m := range chain {
+		if k := r.health[m.Ref].outages; i == 0 || k < n {
+			n = k
+		}
+	}
+	r.mu.Unlock()
+	top := max(r.o.Cooldowns.Initial, outageBase)
+	d := outageBase
+	for i := 1; i < n && d < top; i++ {
+		d *= 2
+	}
+	return min(d, top)
 }
 
 // refuse counts a request m refused, so the router's own choices avoid m
@@ -172,19 +219,19 @@ func (r *Router) refuse(m Model, err error) {
 	}
 	r.mu.Lock()
 	now := r.now()
-	if r.refused == nil {
-		r.refused = map[string]refusal{}
+	if r.health == nil {
+		r.health = map[string]modelHealth{}
 	}
-	f := r.refused[m.Ref]
-	f.n++
-	f.until, f.reason = now.Add(r.o.Cooldowns.step(f.n)), reason
-	r.refused[m.Ref] = f
+	h := r.health[m.Ref]
+	h.refusals++
+	h.avoid, h.reason = now.Add(r.o.Cooldowns.step(h.refusals)), reason
+	r.health[m.Ref] = h
 	r.mu.Unlock()
-	r.log.Warn("model refused a request; routing avoids it for a while", "model", m.Ref, "until", f.until, "refusals", f.n, "err", err)
+	r.log.Warn("model refused a request; routing avoids it for a while", "model", m.Ref, "until", h.avoid, "refusals", h.refusals, "err", err)
 	if r.o.Events != nil {
 		r.o.Events.Emit(core.OpsEvent{Kind: core.EventModelRefused, Subject: m.Ref, At: now,
-			Message: fmt.Sprintf("model %s refused a request (HTTP 400: %s); routing avoids it until %s. Check its entry in models.catalog (the model id, max_output_tokens, capabilities) and the provider's documentation", m.Ref, reason, f.until.UTC().Format(time.RFC3339)),
-			Details: map[string]string{"model": m.Ref, "provider": m.Provider(), "reason": reason, "until": f.until.UTC().Format(time.RFC3339), "refusals": fmt.Sprint(f.n)}})
+			Message: fmt.Sprintf("model %s refused a request (HTTP 400: %s); routing avoids it until %s. Check its entry in models.catalog (the model id, max_output_tokens, capabilities) and the provider's documentation", m.Ref, reason, h.avoid.UTC().Format(time.RFC3339)),
+			Details: map[string]string{"model": m.Ref, "provider": m.Provider(), "reason": reason, "until": h.avoid.UTC().Format(time.RFC3339), "refusals": fmt.Sprint(h.refusals)}})
 	}
 }
 
@@ -193,13 +240,13 @@ func (r *Router) refuse(m Model, err error) {
 func (r *Router) avoidRefused(excluded map[string]bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if len(r.refused) == 0 {
+	if len(r.health) == 0 {
 		return
 	}
 	now := r.now()
 	var avoid []string
-	for ref, f := range r.refused {
-		if f.until.After(now) && !excluded[ref] {
+	for ref, h := range r.health {
+		if h.avoid.After(now) && !excluded[ref] {
 			avoid = append(avoid, ref)
 		}
 	}
@@ -225,11 +272,11 @@ func (r *Router) avoidRefused(excluded map[string]bool) {
 func (r *Router) Refused(ref string) (until time.Time, reason string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	f := r.refused[ref]
-	if !f.until.After(r.now()) {
+	h := r.health[ref]
+	if !h.avoid.After(r.now()) {
 		return time.Time{}, ""
 	}
-	return f.until, f.reason
+	return h.avoid, h.reason
 }
 
 // profilesOf returns a provider's profiles, or one keyless profile.
@@ -404,11 +451,11 @@ func (r *Router) allCoolingLocked(prov string, now time.Time) (bool, time.Time) 
 // persisted at once.
 const profileSaveEvery = 30 * time.Second
 
-// succeed resets a profile's failure state (and the refusals of m) and
-// persists it with the use nextProfile counted.
+// succeed resets a profile's failure state (and m's health) and persists
+// it with the use nextProfile counted.
 func (r *Router) succeed(ctx context.Context, m Model, p Profile) {
 	r.mu.Lock()
-	delete(r.refused, m.Ref)
+	delete(r.health, m.Ref)
 	delete(r.timedOut, p.ID)
 	delete(r.cooling, p.Provider)
 	st := r.pstate[p.ID]

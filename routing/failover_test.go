@@ -238,6 +238,48 @@ func TestShortRetryAfterClimbsTheLadder(t *testing.T) {
 	}
 }
 
+// TestOutageSaysWhenToComeBack (issue 25, finding 13): when every model
+// of the chain fails with a 5xx or a timeout, the error says when to try
+// again like a rate limit does — 2 s after the first outage, doubling per
+// outage in a row up to auth.cooldowns.initial — so the caller waits with
+// backoff instead of giving up; a success starts over.
+func TestOutageSaysWhenToComeBack(t *testing.T) {
+	for _, kind := range []core.Kind{core.KindUnavailable, core.KindTimeout} {
+		t.Run(kind.String(), func(t *testing.T) {
+			r, p, _, _, clk := newTestRouter(t, func(o *Options) { o.Cooldowns.Initial = 30 * time.Second })
+			down := true
+			p.fn = func(_ provider.Credentials, req *provider.Request) (*provider.Response, error) {
+				if down {
+					return nil, &core.Error{Kind: kind, Msg: "provider p: HTTP 500"}
+				}
+				return &provider.Response{Text: "ok"}, nil
+			}
+			// One conversation's request (its timeouts do not cool the
+			// credential every conversation shares).
+			conv := core.ConversationKey{Channel: "telegram", Chat: "1"}
+			call := Call{Session: &core.Session{ID: 1, Conversation: conv, ModelPin: "p/cheap"}, Conversation: conv, Req: userMsg("hi")}
+			for i, want := range []time.Duration{2 * time.Second, 4 * time.Second, 8 * time.Second, 16 * time.Second, 30 * time.Second, 30 * time.Second} {
+				_, err := r.Chat(context.Background(), call)
+				if core.ErrorKind(err) != kind || !core.Transient(err) {
+					t.Fatalf("outage %d: err = %v", i+1, err)
+				}
+				if got := core.RetryAfter(err); got != want {
+					t.Fatalf("outage %d in a row: retry after %v, want %v", i+1, got, want)
+				}
+				clk.Advance(want)
+			}
+			down = false
+			if _, err := r.Chat(context.Background(), call); err != nil {
+				t.Fatal(err)
+			}
+			down = true
+			if _, err := r.Chat(context.Background(), call); core.RetryAfter(err) != 2*time.Second {
+				t.Fatalf("after a success: retry after %v, want 2s", core.RetryAfter(err))
+			}
+		})
+	}
+}
+
 func TestFallbackWhenEveryProfileCools(t *testing.T) {
 	r, p, q, _, _ := newTestRouter(t, func(o *Options) {
 		threeProfiles(o)

@@ -205,9 +205,10 @@ type Router struct {
 	// highest budget level (80, 100) told per budget and UTC day.
 	cooling    map[string]bool
 	budgetTold map[string]int
-	// refused holds, by model ref, the models that refused a request
-	// (see refuse); made on first use.
-	refused map[string]refusal
+	// health holds, by model ref, the models that refused a request or
+	// failed with an outage since their last success (see refuse and
+	// outage); made on first use.
+	health map[string]modelHealth
 }
 
 // New checks o and builds a Router; it does no I/O.

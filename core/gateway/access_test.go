@@ -166,7 +166,7 @@ func (o *countingObserver) HookFailed(string, core.Stage) { o.mu.Lock(); o.hooks
 func TestObserverSeesEachStage(t *testing.T) {
 	db := openDB(t, store.Options{})
 	obs := &countingObserver{accepted: map[string]int{}, stages: map[core.Stage]int{}, outcomes: map[core.Outcome]int{}}
-	r := runOn(t, db, gateway.Options{Store: db, Agent: &fakeAgent{fail: 1, kind: core.KindUnknown}, Hooks: &tagHooks{},
+	r := runOn(t, db, gateway.Options{Store: db, Agent: &fakeAgent{fail: 1, kind: core.KindUnavailable}, Hooks: &tagHooks{},
 		Observer: obs, Backoff: func(int) time.Duration { return time.Millisecond }})
 	r.accept("1", "q")
 	r.next()

@@ -105,9 +105,10 @@ func (r *delayRig) sent(want int) []string {
 }
 
 // TestShortRetryAfterForeverTellsTheUserOnce (issue 25, finding 12): a
-// provider that keeps answering "retry after 1s" is not retried every
-// second in silence: the waits grow, and the user is told once, when the
-// delay passes a few seconds, before the answer.
+// provider that keeps answering "retry after 1s" is not asked every
+// second in silence: each wait is at least the first backoff step (the
+// router's cooldown ladder makes them grow), and the user is told once,
+// when the delay passes a few seconds, before the answer.
 func TestShortRetryAfterForeverTellsTheUserOnce(t *testing.T) {
 	ag := &failingAgent{err: &core.Error{Kind: core.KindRateLimited, Msg: "429", RetryAfter: time.Second}, failures: 6}
 	r := newDelayRig(t, ag, gateway.Options{})
@@ -119,15 +120,9 @@ func TestShortRetryAfterForeverTellsTheUserOnce(t *testing.T) {
 	if !strings.HasPrefix(got[0], "⏳ Your answer is delayed: the AI provider is rate limiting me.") || got[1] != "answer to hi" {
 		t.Fatalf("sent %q; want one delay notice, then the answer", got)
 	}
-	// The waits double from the first backoff step, whatever the short
-	// Retry-After says: 2s, 2s, 4s, 8s, 16s, 32s.
-	want := []time.Duration{2 * time.Second, 2 * time.Second, 4 * time.Second, 8 * time.Second, 16 * time.Second, 32 * time.Second}
-	if len(r.waits) != len(want) {
-		t.Fatalf("waits = %v, want %v", r.waits, want)
-	}
-	for i := range want {
-		if r.waits[i] != want[i] {
-			t.Fatalf("waits = %v, want %v", r.waits, want)
+	for _, w := range r.waits {
+		if w < 2*time.Second {
+			t.Fatalf("waits = %v; want none shorter than the first backoff step (2s)", r.waits)
 		}
 	}
 	select {
@@ -141,12 +136,13 @@ func TestShortRetryAfterForeverTellsTheUserOnce(t *testing.T) {
 
 // TestProviderOutageWaitsInsteadOfGivingUp (issue 25, finding 13): 5xx
 // and timeouts are waited out like rate limits — more failures in a row
-// than queue.max_attempts, with backoff and one delay notice, and then
-// the answer, not an apology; no attempt is counted.
+// than queue.max_attempts, each waiting the time the router says, with
+// one delay notice, and then the answer, not an apology; no attempt is
+// counted.
 func TestProviderOutageWaitsInsteadOfGivingUp(t *testing.T) {
 	for _, kind := range []core.Kind{core.KindUnavailable, core.KindTimeout} {
 		t.Run(kind.String(), func(t *testing.T) {
-			ag := &failingAgent{err: &core.Error{Kind: kind, Msg: "provider p: HTTP 500"}, failures: 5}
+			ag := &failingAgent{err: &core.Error{Kind: kind, Msg: "provider p: HTTP 500", RetryAfter: 4 * time.Second}, failures: 5}
 			r := newDelayRig(t, ag, gateway.Options{MaxAttempts: 3})
 			r.accept("1", "hi")
 			for range 5 {
@@ -158,6 +154,11 @@ func TestProviderOutageWaitsInsteadOfGivingUp(t *testing.T) {
 			}
 			if ag.calls != 6 {
 				t.Fatalf("agent asked %d times for hi, want 6", ag.calls)
+			}
+			for _, w := range r.waits {
+				if w != 4*time.Second {
+					t.Fatalf("waits = %v; want the 4s the error says each time", r.waits)
+				}
 			}
 			for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
 				st, attempts, _, _ := r.db.QueueStatus(context.Background(), 1)
@@ -175,21 +176,26 @@ func TestProviderOutageWaitsInsteadOfGivingUp(t *testing.T) {
 // TestOutageGivesUpAtMaxWait: a provider that never comes back gets the
 // message its last try when queue.max_wait ends, then the apology.
 func TestOutageGivesUpAtMaxWait(t *testing.T) {
-	ag := &failingAgent{err: &core.Error{Kind: core.KindUnavailable, Msg: "provider p: HTTP 503"}, failures: 1000}
+	ag := &failingAgent{err: &core.Error{Kind: core.KindUnavailable, Msg: "provider p: HTTP 503", RetryAfter: 16 * time.Second}, failures: 1000}
 	r := newDelayRig(t, ag, gateway.Options{MaxWait: time.Minute})
 	r.accept("1", "hi")
-	for range 6 { // 2s, 2s, 4s, 8s, 16s, then 28s to the minute
+	for range 4 { // 16s, 16s, 16s, then 12s to the minute
 		r.nextTry()
 	}
 	got := r.sent(2)
 	if !strings.HasPrefix(got[0], "⏳") || !strings.Contains(got[1], "Sorry, I could not answer that: the AI provider is not answering right now.") {
 		t.Fatalf("sent %q; want the notice, then the apology", got)
 	}
-	if last := r.waits[len(r.waits)-1]; last != 28*time.Second {
-		t.Fatalf("waits = %v; want the last try at max_wait (28s after the fifth)", r.waits)
+	if last := r.waits[len(r.waits)-1]; last != 12*time.Second {
+		t.Fatalf("waits = %v; want the last try at max_wait (12s after the third)", r.waits)
 	}
-	if st, _, _, _ := r.db.QueueStatus(context.Background(), 1); st != core.StatusFailed {
-		t.Fatalf("request is %s, want failed", st)
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+		if st, _, _, _ := r.db.QueueStatus(context.Background(), 1); st == core.StatusFailed {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("request 1 is not failed")
+		}
 	}
 }
 

@@ -174,9 +174,6 @@ func (g *Gateway) sweep(ctx context.Context, mine map[int64]bool) {
 // it is delayed and why — whatever the cause.
 const quietDelay = 5 * time.Second
 
-// maxBackoffStep is a step of Options.Backoff at its cap.
-const maxBackoffStep = 32
-
 // process runs one queue item to its end state. release frees the item's
 // worker slot; it is called once the reply is stored (or at the end).
 func (g *Gateway) process(ctx context.Context, it core.QueueItem, release func()) {
@@ -235,40 +232,23 @@ func (g *Gateway) settle(ctx context.Context, it core.QueueItem, err error, log 
 	g.obs.Finished(it.Conversation.Channel, it.Kind, outcome)
 }
 
-// waits says a failure is a provider's passing trouble — a rate limit,
-// an outage (5xx, unreachable), a timeout, or a wait the provider asked
-// for —, which the request sits out in the queue (see wait) rather than
-// using up its attempts. A failure to deliver a stored reply is retried
-// as attempts.
+// waits says a failure is a provider's passing trouble with a time to
+// come back — a rate limit or cooldown, an outage (5xx, unreachable, a
+// timeout: the router says when to ask again) —, which the request sits
+// out in the queue (see wait) rather than using up its attempts.
 func waits(err error) bool {
-	var d *deliveryError
-	if errors.As(err, &d) {
-		return false
-	}
-	switch core.ErrorKind(err) {
-	case core.KindRateLimited, core.KindUnavailable, core.KindTimeout:
-		return true
-	}
 	return core.Transient(err) && core.RetryAfter(err) > 0
 }
 
 // wait puts an item back, without counting an attempt, until the
-// provider it waits for may answer: after the provider's own wait (every
-// model and credential cooling) or, without one, a backoff as long as
-// the message has waited already (so the waits double) within the
-// steps of Options.Backoff. The last try is when queue.max_wait since the
-// message arrived ends; a failure then gives it up. The user is told once
-// when the answer is delayed by more than a few seconds.
+// provider it waits for may answer (the error's RetryAfter, at least the
+// first step of Options.Backoff). The last try is when queue.max_wait
+// since the message arrived ends; a failure then gives it up. The user
+// is told once when the answer is delayed by more than a few seconds.
 // It reports whether it gave the item up.
 func (g *Gateway) wait(ctx context.Context, it core.QueueItem, cause error, log *slog.Logger) (gaveUp bool) {
 	now := g.now()
-	backoff := g.opts.Backoff(1)
-	if !it.NotBefore.IsZero() || it.Attempts > 0 {
-		// Not the first failure: as long as it has waited, within the
-		// longest step.
-		backoff = min(max(now.Sub(it.CreatedAt), backoff), g.opts.Backoff(maxBackoffStep))
-	}
-	due := now.Add(max(core.RetryAfter(cause), backoff))
+	due := now.Add(max(core.RetryAfter(cause), g.opts.Backoff(1)))
 	if limit := it.CreatedAt.Add(g.opts.MaxWait); due.After(limit) {
 		if !now.Before(limit) {
 			log.Warn("request waited queue.max_wait for the provider; giving up", "queue.max_wait", g.opts.MaxWait, "err", cause)

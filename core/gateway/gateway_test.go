@@ -186,15 +186,13 @@ func TestTransientFailureIsRetried(t *testing.T) {
 	}
 }
 
-// TestGivesUpAfterMaxAttempts: a failure that is not a provider's
-// passing trouble is tried queue.max_attempts times.
 func TestGivesUpAfterMaxAttempts(t *testing.T) {
-	ag := &fakeAgent{fail: 100, kind: core.KindUnknown}
+	ag := &fakeAgent{fail: 100, kind: core.KindUnavailable}
 	r := newRig(t, ag, &fakeChannel{}, nil)
 	r.accept("1", "hello")
 	select {
 	case got := <-r.ch.notify:
-		if !strings.Contains(got, "something went wrong on my side") {
+		if !strings.Contains(got, "not answering right now") {
 			t.Fatalf("error reply = %q", got)
 		}
 	case <-time.After(10 * time.Second):

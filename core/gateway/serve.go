@@ -64,7 +64,7 @@ func (g *Gateway) serve(ctx context.Context, it core.QueueItem, log *slog.Logger
 	}
 	if prev != nil && !prev.Streaming {
 		release()
-		return delivering(g.deliver(ctx, w.ch, w.in, prev, nil))
+		return g.deliver(ctx, w.ch, w.in, prev, nil)
 	}
 	// Ended however the request ends, a panic included.
 	defer w.end()
@@ -84,22 +84,7 @@ func (g *Gateway) serve(ctx context.Context, it core.QueueItem, log *slog.Logger
 		}
 	}
 	release()
-	return delivering(g.deliver(ctx, w.ch, w.in, r, sp))
-}
-
-// deliveryError is a failure to send a stored reply: the answer exists,
-// the platform failed.
-type deliveryError struct{ err error }
-
-func (e *deliveryError) Error() string { return e.err.Error() }
-func (e *deliveryError) Unwrap() error { return e.err }
-
-// delivering marks err as a failure of delivery (nil stays nil).
-func delivering(err error) error {
-	if err == nil {
-		return nil
-	}
-	return &deliveryError{err}
+	return g.deliver(ctx, w.ch, w.in, r, sp)
 }
 
 // workOf is the work of one queue item by its kind; nil when there is
