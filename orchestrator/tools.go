@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -209,7 +210,8 @@ func lastToolSummary(added []core.ChatMessage) string {
 // that it already made, with the same arguments, in this answer.
 const repeatNote = "not run again: this exact call (same tool, same arguments) already ran in this answer; its result follows. Answer from it instead of calling the tool again"
 
-// callKey identifies a tool call by its tool and arguments (not its id).
+// callKey identifies a tool call by its tool and arguments (not its id):
+// each part prefixed with its length, so no two calls share a key.
 func callKey(c core.ToolCall) string {
 	keys := make([]string, 0, len(c.Args))
 	for k := range c.Args {
@@ -217,14 +219,16 @@ func callKey(c core.ToolCall) string {
 	}
 	sort.Strings(keys)
 	var b strings.Builder
-	b.WriteString(c.Plugin)
-	b.WriteByte(0)
-	b.WriteString(c.Action)
+	part := func(s string) {
+		b.WriteString(strconv.Itoa(len(s)))
+		b.WriteByte(':')
+		b.WriteString(s)
+	}
+	part(c.Plugin)
+	part(c.Action)
 	for _, k := range keys {
-		b.WriteByte(0)
-		b.WriteString(k)
-		b.WriteByte('=')
-		b.WriteString(c.Args[k])
+		part(k)
+		part(c.Args[k])
 	}
 	return b.String()
 }

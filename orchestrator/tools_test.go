@@ -561,3 +561,24 @@ func TestFailedToolCallMayBeRepeated(t *testing.T) {
 		t.Fatalf("the tool ran %d times, want 2 (the retry of a failure runs)", runs)
 	}
 }
+
+func TestCallKeyTellsCallsApart(t *testing.T) {
+	k := func(plugin, action string, args map[string]string) string {
+		return callKey(core.ToolCall{ID: "ignored", Plugin: plugin, Action: action, Args: args})
+	}
+	for _, tc := range []struct {
+		name string
+		a, b string
+		same bool
+	}{
+		{"argument order", k("p", "a", map[string]string{"x": "1", "y": "2"}), k("p", "a", map[string]string{"y": "2", "x": "1"}), true},
+		{"another value", k("p", "a", map[string]string{"x": "1"}), k("p", "a", map[string]string{"x": "2"}), false},
+		{"another action", k("p", "a", nil), k("p", "b", nil), false},
+		{"plugin and action run together", k("pa", "b", nil), k("p", "ab", nil), false},
+		{"a value that looks like two arguments", k("p", "a", map[string]string{"x": "1:y1:2"}), k("p", "a", map[string]string{"x": "1", "y": "2"}), false},
+	} {
+		if got := tc.a == tc.b; got != tc.same {
+			t.Errorf("%s: same = %v, want %v (%q vs %q)", tc.name, got, tc.same, tc.a, tc.b)
+		}
+	}
+}
