@@ -102,8 +102,9 @@ type Queue struct {
 	// MaxPending caps the unfinished messages of one conversation; beyond
 	// it a message is not queued and its sender is asked to wait.
 	MaxPending int `yaml:"max_pending"`
-	// MaxWait bounds how long a message waits while every model and
-	// credential is cooling before the user gets the apology.
+	// MaxWait bounds how long a message waits while the provider is in
+	// passing trouble (rate limits, 5xx, timeouts) before the user gets
+	// the apology.
 	MaxWait Duration `yaml:"max_wait"`
 }
 

@@ -171,10 +171,10 @@ func (g *Gateway) sweep(ctx context.Context, mine map[int64]bool) {
 	}
 }
 
-// maxQuietWait is the longest wait for a cooling provider the gateway
-// sits out in silence; past it the user is told once that the answer is
-// delayed.
-const maxQuietWait = 30 * time.Second
+// quietDelay is how late a failure may make an answer (counted from the
+// message's arrival to the next try) before the user is told, once, that
+// it is delayed and why — whatever the cause.
+const quietDelay = 5 * time.Second
 
 // process runs one queue item to its end state. release frees the item's
 // worker slot; it is called once the reply is stored (or at the end).
@@ -216,7 +216,7 @@ func (g *Gateway) settle(ctx context.Context, it core.QueueItem, err error, log 
 		outcome = core.OutcomeReleased
 		log.Info("request interrupted by shutdown; it is answered after the next start")
 		g.record(sctx, log, "release request", func(c context.Context) error { return g.store.Release(c, it.ID) })
-	case core.Transient(err) && core.RetryAfter(err) > 0:
+	case waits(err):
 		outcome = core.OutcomeWaiting
 		if g.wait(sctx, it, err, log) {
 			outcome = core.OutcomeFailed
@@ -224,38 +224,65 @@ func (g *Gateway) settle(ctx context.Context, it core.QueueItem, err error, log 
 	case core.Transient(err) && it.Attempts+1 < g.opts.MaxAttempts:
 		outcome = core.OutcomeRetried
 		wait := g.opts.Backoff(it.Attempts + 1)
+		due := g.now().Add(wait)
+		g.tellDelay(sctx, it, err, due)
 		log.Warn("request failed; will retry", "attempt", it.Attempts+1, "in", wait, "err", err)
-		g.record(sctx, log, "re-queue request", func(c context.Context) error { return g.store.Retry(c, it.ID, g.now().Add(wait), err.Error()) })
+		g.record(sctx, log, "re-queue request", func(c context.Context) error { return g.store.Retry(c, it.ID, due, err.Error()) })
 	default:
 		g.giveUp(sctx, it, err, log)
 	}
 	g.obs.Finished(it.Conversation.Channel, it.Kind, outcome)
 }
 
-// wait puts an item back until the provider it waits for is free (every
-// model and credential is cooling), without counting an attempt; a wait
-// past MaxWait since the message arrived gives it up. The user is told
-// once when the wait is long.
+// waits says a failure is a provider's passing trouble with a time to
+// come back — a rate limit or cooldown, an outage (5xx, unreachable, a
+// timeout: the router says when to ask again) —, which the request sits
+// out in the queue (see wait) rather than using up its attempts.
+func waits(err error) bool {
+	return core.Transient(err) && core.RetryAfter(err) > 0
+}
+
+// wait puts an item back, without counting an attempt, until the
+// provider it waits for may answer (the error's RetryAfter, at least the
+// first step of Options.Backoff). The last try is when queue.max_wait
+// since the message arrived ends; a failure then gives it up. The user
+// is told once when the answer is delayed by more than a few seconds.
 // It reports whether it gave the item up.
 func (g *Gateway) wait(ctx context.Context, it core.QueueItem, cause error, log *slog.Logger) (gaveUp bool) {
-	d := core.RetryAfter(cause)
-	due := g.now().Add(d)
-	if due.Sub(it.CreatedAt) > g.opts.MaxWait {
-		log.Warn("request waited too long for a cooling provider", "queue.max_wait", g.opts.MaxWait, "err", cause)
-		g.giveUp(ctx, it, cause, log)
-		return true
-	}
-	notify := d > maxQuietWait && !it.Notified && it.Kind == core.EventMessage
-	if notify {
-		if ch, ok := g.channels[it.Conversation.Channel]; ok {
-			tctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-			g.sendText(tctx, ch, *it.Message, core.DelayMessage(cause))
-			cancel()
+	now := g.now()
+	due := now.Add(max(core.RetryAfter(cause), g.opts.Backoff(1)))
+	if limit := it.CreatedAt.Add(g.opts.MaxWait); due.After(limit) {
+		if !now.Before(limit) {
+			log.Warn("request waited queue.max_wait for the provider; giving up", "queue.max_wait", g.opts.MaxWait, "err", cause)
+			g.giveUp(ctx, it, cause, log)
+			return true
 		}
+		due = limit
 	}
-	log.Warn("every model and credential is cooling; the request waits", "until", due, "err", cause)
-	g.record(ctx, log, "defer request", func(c context.Context) error { return g.store.Defer(c, it.ID, due, cause.Error(), notify) })
+	notified := g.tellDelay(ctx, it, cause, due)
+	log.Warn("the provider failed for now; the request waits", "until", due, "err", cause)
+	g.record(ctx, log, "defer request", func(c context.Context) error { return g.store.Defer(c, it.ID, due, cause.Error(), notified) })
 	return false
+}
+
+// tellDelay tells the user of a message, once, that its answer is delayed
+// when the failure that puts its next try at due makes it more than
+// quietDelay late since it arrived. Once: not when an earlier delay was
+// told (Notified) or already past quietDelay (NotBefore, the earlier
+// due). It reports whether it told.
+func (g *Gateway) tellDelay(ctx context.Context, it core.QueueItem, cause error, due time.Time) bool {
+	if it.Kind != core.EventMessage || it.Message == nil || it.Notified || due.Sub(it.CreatedAt) <= quietDelay ||
+		(!it.NotBefore.IsZero() && it.NotBefore.Sub(it.CreatedAt) > quietDelay) {
+		return false
+	}
+	ch, ok := g.channels[it.Conversation.Channel]
+	if !ok {
+		return false
+	}
+	tctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	g.sendText(tctx, ch, *it.Message, core.DelayMessage(cause, due.Sub(g.now())))
+	return true
 }
 
 // giveUp fails an item for good. The user is told first, within a panic

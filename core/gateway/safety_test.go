@@ -104,14 +104,17 @@ func TestCoolingProviderMakesTheMessageWait(t *testing.T) {
 	}
 }
 
-// TestWaitingPastMaxWaitGivesUp: a message that would wait longer than
-// queue.max_wait gets the apology saying when to try again.
+// TestWaitingPastMaxWaitGivesUp: a message whose provider is cooling past
+// queue.max_wait gets its last try when max_wait ends, then the apology
+// saying when to try again.
 func TestWaitingPastMaxWaitGivesUp(t *testing.T) {
 	ag := &cooling{failures: 100}
 	r := newClockRig(t, ag, gateway.Options{MaxWait: 3 * time.Minute})
 	r.accept("1", "hi")
 	r.expect("⏳ Your answer is delayed: the AI provider is rate limiting me. I will answer in about 2m0s.")
 	r.advance(2*time.Minute+time.Second, "pa")
+	r.expect("answer to poke")
+	r.advance(time.Minute, "pb")
 	r.expectAny("answer to poke", "Sorry, I could not answer that: the AI provider is rate limiting me. Please try again in 2m0s.")
 	r.expectAny("answer to poke", "Sorry, I could not answer that: the AI provider is rate limiting me. Please try again in 2m0s.")
 }
