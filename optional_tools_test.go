@@ -59,7 +59,7 @@ func TestReadmeTestCommandWithOnlyGo(t *testing.T) {
 		t.Fatalf("go test with only Go on PATH failed: %v\n%s", err, out)
 	}
 	for _, tt := range toolTests {
-		re := regexp.MustCompile(`(?m)^=== RUN\s+` + tt.test + `\n\s+\S+_test\.go:\d+: needs [^\n]*apt-get install [^\n]*\b` +
+		re := regexp.MustCompile(`(?m)^=== (?:RUN|CONT)\s+` + tt.test + `\n\s+\S+_test\.go:\d+: needs [^\n]*apt-get install [^\n]*\b` +
 			regexp.QuoteMeta(tt.debian) + `\b[^\n]*\n--- SKIP: ` + tt.test + ` `)
 		if !re.MatchString(out) {
 			t.Errorf("%s in %s: want a skip with one line naming apt-get install %s; output:\n%s", tt.test, tt.pkg, tt.debian, out)
