@@ -25,10 +25,10 @@ var allowed = map[string][]string{
 	"proto":        {},
 	"channels":     {"core", "config"},
 	"routing":      {"core", "store"},
-	"lua":          {"core", "store"},
-	"plugins":      {"core", "guard", "store", "proto"},
-	"orchestrator": {"core", "routing", "guard", "plugins", "store"},
-	"metrics":      {"core", "store"},
+	"lua":          {"core"},
+	"plugins":      {"core", "guard", "proto"},
+	"orchestrator": {"core", "routing", "guard", "plugins"},
+	"metrics":      {"core"},
 	"cmd":          {"*"},
 }
 

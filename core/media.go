@@ -35,3 +35,15 @@ type MediaInput struct {
 	// transcript, when media.transcription.echo is on).
 	Echo string
 }
+
+// MediaFile is a stored file as the media store knows it: what the media
+// reader (orchestrator/media) gets back when it stores or finds a file.
+type MediaFile struct {
+	SHA256 string
+	MIME   string
+	Size   int64
+	// Text is what was read from it (a document's text, a transcript);
+	// HasText says it was read.
+	Text    string
+	HasText bool
+}

@@ -1,10 +1,17 @@
 package core
 
-import "time"
+import (
+	"errors"
+	"time"
+)
 
-// The records below are what the router learns and spends; they are typed
-// here so the store implements the router's persistence without the
-// router depending on the store's own types.
+// The records a store keeps for the packages that consume it, typed here
+// so a store implements each consumer's own interface (routing.Store,
+// orchestrator.Store, media.Store, status.Store, plugins.StateStore and
+// BindingStore) without the consumer depending on any store's own types.
+// The memory records are in memories.go, MediaFile in media.go.
+
+// What the router learns and spends.
 
 // Affinity is the decayed record of quality signals for one (task type,
 // model) pair. Pos and Neg are decayed signal weights as of UpdatedAt;
@@ -60,4 +67,45 @@ type UsageTotal struct {
 type EscalationState struct {
 	Question string
 	Models   []string
+}
+
+// What operators read (the status page).
+
+// UsagePoint is the ledger of one group in one time bucket.
+type UsagePoint struct {
+	// Bucket is the start of the bucket.
+	Bucket       time.Time
+	Key          string
+	Calls        int
+	InputTokens  int64
+	OutputTokens int64
+	CostUSD      float64
+}
+
+// QueueFailure is a request that failed for good.
+type QueueFailure struct {
+	ID      int64
+	Channel string
+	Kind    string
+	Reason  string
+	At      time.Time
+}
+
+// What the plugin manager keeps.
+
+// PluginStateQuota bounds one plugin's namespace (plugins.tools.state);
+// 0 = no bound.
+type PluginStateQuota struct {
+	MaxKeys  int
+	MaxBytes int64 // keys and values together
+}
+
+// ErrPluginStateQuota is returned (wrapped) by a plugin state store's
+// PluginStatePut when a write would take a namespace past its quota.
+var ErrPluginStateQuota = errors.New("plugin state quota reached")
+
+// PluginBinding is the binary a plugin name belongs to.
+type PluginBinding struct {
+	Name, Path, SHA256 string
+	BoundAt            time.Time
 }

@@ -7,7 +7,6 @@ import (
 	"strings"
 
 	"github.com/opentalon/opentalon/core"
-	"github.com/opentalon/opentalon/store"
 )
 
 // Commands returns /compact, /memory and /forget for Gateway.AddCommand:
@@ -43,11 +42,11 @@ func (o *Orchestrator) cmdMemory(ctx context.Context, req core.CommandRequest) (
 	if owner == "" {
 		return "I keep memories per user, and this message has no user.", nil
 	}
-	facts, err := o.o.Store.Memories(ctx, store.MemoryQuery{Owner: owner, NotTag: store.TagWorkflow, Limit: 50})
+	facts, err := o.o.Store.Memories(ctx, core.MemoryQuery{Owner: owner, NotTag: core.TagWorkflow, Limit: 50})
 	if err != nil {
 		return "", err
 	}
-	flows, err := o.o.Store.Memories(ctx, store.MemoryQuery{Owner: owner, Tag: store.TagWorkflow, Limit: 1000})
+	flows, err := o.o.Store.Memories(ctx, core.MemoryQuery{Owner: owner, Tag: core.TagWorkflow, Limit: 1000})
 	if err != nil {
 		return "", err
 	}
@@ -66,7 +65,7 @@ func (o *Orchestrator) cmdMemory(ctx context.Context, req core.CommandRequest) (
 	if len(flows) > 0 {
 		ok := 0
 		for _, w := range flows {
-			if w.Outcome == store.OutcomeSuccess {
+			if w.Outcome == core.WorkflowSucceeded {
 				ok++
 			}
 		}
@@ -78,7 +77,7 @@ func (o *Orchestrator) cmdMemory(ctx context.Context, req core.CommandRequest) (
 	return strings.TrimSpace(b.String()), nil
 }
 
-func workflowIDs(ws []store.Memory) string {
+func workflowIDs(ws []core.Memory) string {
 	ids := make([]string, 0, min(len(ws), 10))
 	for _, w := range ws[:min(len(ws), 10)] {
 		ids = append(ids, "#"+strconv.FormatInt(w.ID, 10))

@@ -8,7 +8,6 @@ import (
 
 	"github.com/opentalon/opentalon/core"
 	"github.com/opentalon/opentalon/guard"
-	"github.com/opentalon/opentalon/store"
 )
 
 // The built-in memory tools: they run inside the core, never in a plugin,
@@ -74,7 +73,7 @@ func (o *Orchestrator) runBuiltin(ctx context.Context, tn *turn, c core.ToolCall
 	case ToolMemorySave:
 		content := strings.TrimSpace(c.Args["content"])
 		shared := strings.EqualFold(strings.TrimSpace(c.Args["shared"]), "true")
-		tags := store.NormalizeTags(c.Args["tags"])
+		tags := core.NormalizeTags(c.Args["tags"])
 		switch {
 		case content == "":
 			r.Error = "content is empty: pass the fact to remember in content"
@@ -82,10 +81,10 @@ func (o *Orchestrator) runBuiltin(ctx context.Context, tn *turn, c core.ToolCall
 			r.Error = fmt.Sprintf("content is %d bytes; keep a memory under %d bytes", len(content), maxMemoryBytes)
 		case shared && !tn.admin:
 			r.Error = "only an admin (state.memory.admins) may save a memory shared with every user; save it for this user instead"
-		case containsTag(tags, store.TagWorkflow):
+		case containsTag(tags, core.TagWorkflow):
 			r.Error = "the tag workflow is reserved for recorded workflows"
 		default:
-			id, err := o.o.Store.SaveMemory(ctx, store.Memory{Owner: tn.owner, Shared: shared, Content: content, Tags: tags})
+			id, err := o.o.Store.SaveMemory(ctx, core.Memory{Owner: tn.owner, Shared: shared, Content: content, Tags: tags})
 			if err != nil {
 				o.log.Error("memory_save", "err", err)
 				r.Error = "could not save the memory (logged)"
@@ -98,7 +97,7 @@ func (o *Orchestrator) runBuiltin(ctx context.Context, tn *turn, c core.ToolCall
 		}
 	case ToolMemorySearch:
 		q := strings.TrimSpace(c.Args["query"])
-		ms, err := o.o.Store.Memories(ctx, store.MemoryQuery{Owner: tn.owner, WithShared: true, Text: q, Tag: c.Args["tag"], NotTag: store.TagWorkflow, Limit: 10})
+		ms, err := o.o.Store.Memories(ctx, core.MemoryQuery{Owner: tn.owner, WithShared: true, Text: q, Tag: c.Args["tag"], NotTag: core.TagWorkflow, Limit: 10})
 		if err != nil {
 			o.log.Error("memory_search", "err", err)
 			r.Error = "could not search the memories (logged)"
@@ -143,7 +142,7 @@ func containsTag(tags []string, tag string) bool {
 }
 
 // memoryLine renders a memory for the LLM and for /memory.
-func memoryLine(m store.Memory) string {
+func memoryLine(m core.Memory) string {
 	l := fmt.Sprintf("#%d %s", m.ID, m.Content)
 	if len(m.Tags) > 0 {
 		l += " [" + strings.Join(m.Tags, ", ") + "]"
@@ -175,7 +174,7 @@ func (o *Orchestrator) recallMemories(ctx context.Context, tn *turn) string {
 	if o.o.Store == nil || tn.owner == "" || o.o.Memory.RecallTokens <= 0 {
 		return ""
 	}
-	base := store.MemoryQuery{Owner: tn.owner, WithShared: true, NotTag: store.TagWorkflow, Limit: 10}
+	base := core.MemoryQuery{Owner: tn.owner, WithShared: true, NotTag: core.TagWorkflow, Limit: 10}
 	prefs := base
 	prefs.Tag = "preference"
 	found, err := o.o.Store.Memories(ctx, prefs)

@@ -413,9 +413,9 @@ func (p planTools) CheckOutput(c core.ToolCall, text string) core.ToolResult {
 }
 func (p planTools) MaxCallsPerTurn() int { return 0 }
 
-func workflows(t *testing.T, db *store.DB, owner string) []store.Memory {
+func workflows(t *testing.T, db *store.DB, owner string) []core.Memory {
 	t.Helper()
-	ws, err := db.Memories(context.Background(), store.MemoryQuery{Owner: owner, Tag: store.TagWorkflow})
+	ws, err := db.Memories(context.Background(), core.MemoryQuery{Owner: owner, Tag: core.TagWorkflow})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -429,8 +429,8 @@ func TestWorkflowRecordedOnlyOnMultiStepSuccess(t *testing.T) {
 		o := New(Options{LLM: &chooserLLM{fn: scriptedPlanner}, Store: db, Tools: planTools{}, Memory: Memory{Workflows: 3}})
 		newSession(t, db, "1", "ann").ask(o, request)
 		ws := workflows(t, db, "telegram:ann")
-		if len(ws) != 1 || ws[0].Content != request || ws[0].Outcome != store.OutcomeSuccess || len(ws[0].Steps) != 3 ||
-			ws[0].Steps[0] != (store.WorkflowStep{Plugin: "gitlab", Action: "analyze_code", Order: 1}) || ws[0].Steps[2].Action != "create_pr" {
+		if len(ws) != 1 || ws[0].Content != request || ws[0].Outcome != core.WorkflowSucceeded || len(ws[0].Steps) != 3 ||
+			ws[0].Steps[0] != (core.WorkflowStep{Plugin: "gitlab", Action: "analyze_code", Order: 1}) || ws[0].Steps[2].Action != "create_pr" {
 			t.Fatalf("workflows = %+v", ws)
 		}
 	})
@@ -467,7 +467,7 @@ func TestWorkflowRecordedOnlyOnMultiStepSuccess(t *testing.T) {
 		if _, err := db.AddSignal(context.Background(), core.Signal{Kind: core.SignalFollowUp, Polarity: core.Negative, ReplyID: reply.ID, Model: reply.Model}); err != nil {
 			t.Fatal(err)
 		}
-		if ws := workflows(t, db, "telegram:ann"); len(ws) != 1 || ws[0].Outcome != store.OutcomeFailed {
+		if ws := workflows(t, db, "telegram:ann"); len(ws) != 1 || ws[0].Outcome != core.WorkflowFailed {
 			t.Fatalf("after a rejection: %+v", ws)
 		}
 		n := len(llm.chats())

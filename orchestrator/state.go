@@ -8,11 +8,10 @@ import (
 	"strings"
 
 	"github.com/opentalon/opentalon/core"
-	"github.com/opentalon/opentalon/store"
 )
 
 // Store is what the orchestrator keeps beyond the history; store.DB
-// implements it.
+// implements it (asserted in cmd/opentalon/stores.go).
 type Store interface {
 	History
 	// SetSessionState stores a session's orchestration state.
@@ -24,16 +23,14 @@ type Store interface {
 	CompactHistory(ctx context.Context, sessionID int64, keep int, summary string) (int, error)
 	// SaveMemory, SaveWorkflow, Memories, DeleteMemory and DeleteMemories
 	// keep long-term memory (store/memories.go).
-	SaveMemory(ctx context.Context, m store.Memory) (int64, error)
-	SaveWorkflow(ctx context.Context, w store.Memory) (int64, error)
-	Memories(ctx context.Context, q store.MemoryQuery) ([]store.Memory, error)
+	SaveMemory(ctx context.Context, m core.Memory) (int64, error)
+	SaveWorkflow(ctx context.Context, w core.Memory) (int64, error)
+	Memories(ctx context.Context, q core.MemoryQuery) ([]core.Memory, error)
 	// HasMemories reports whether owner has any memory, or any is shared.
 	HasMemories(ctx context.Context, owner string) (bool, error)
 	DeleteMemory(ctx context.Context, id int64, owner string, admin bool) (bool, error)
 	DeleteMemories(ctx context.Context, owner string) (int, error)
 }
-
-var _ Store = (*store.DB)(nil)
 
 // Owner is the key memories of the message's author are kept under:
 // "<channel>:<user id>" ("" when the message has no user).

@@ -7,7 +7,6 @@ import (
 
 	"github.com/opentalon/opentalon/core"
 	"github.com/opentalon/opentalon/guard"
-	"github.com/opentalon/opentalon/store"
 )
 
 // maxTriggerBytes bounds the request text kept as a workflow's trigger.
@@ -15,11 +14,11 @@ const maxTriggerBytes = 500
 
 // workflowSteps are the plugin actions of the turn that succeeded, in the
 // order they ran (built-in tools are not steps of a plan).
-func workflowSteps(ran []ranCall) []store.WorkflowStep {
-	var out []store.WorkflowStep
+func workflowSteps(ran []ranCall) []core.WorkflowStep {
+	var out []core.WorkflowStep
 	for _, r := range ran {
 		if r.ok && !isBuiltin(r.call) && r.call.Plugin != "" {
-			out = append(out, store.WorkflowStep{Plugin: r.call.Plugin, Action: r.call.Action, Order: len(out) + 1})
+			out = append(out, core.WorkflowStep{Plugin: r.call.Plugin, Action: r.call.Action, Order: len(out) + 1})
 		}
 	}
 	return out
@@ -40,7 +39,7 @@ func (o *Orchestrator) recordWorkflow(ctx context.Context, tn *turn, task string
 	if trigger == "" {
 		return
 	}
-	id, err := o.o.Store.SaveWorkflow(context.WithoutCancel(ctx), store.Memory{
+	id, err := o.o.Store.SaveWorkflow(context.WithoutCancel(ctx), core.Memory{
 		Owner: tn.owner, Content: shorten(trigger, maxTriggerBytes), Steps: steps, TaskType: task, RequestID: tn.t.RequestID,
 	})
 	if err != nil {
@@ -57,7 +56,7 @@ func (o *Orchestrator) recallWorkflows(ctx context.Context, tn *turn, task strin
 	if o.o.Store == nil || o.o.Memory.Workflows <= 0 || tn.owner == "" || strings.TrimSpace(tn.t.Text) == "" || len(offered) == 0 {
 		return ""
 	}
-	ws, err := o.o.Store.Memories(ctx, store.MemoryQuery{Owner: tn.owner, Tag: store.TagWorkflow, Outcome: store.OutcomeSuccess,
+	ws, err := o.o.Store.Memories(ctx, core.MemoryQuery{Owner: tn.owner, Tag: core.TagWorkflow, Outcome: core.WorkflowSucceeded,
 		Text: tn.t.Text, TaskType: task, Limit: 3 * o.o.Memory.Workflows})
 	if err != nil {
 		o.log.Warn("recall workflows", "err", err)

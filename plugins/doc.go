@@ -24,7 +24,8 @@
 // bound to its binary (path and SHA-256) the first time it registers;
 // plugin_dir and binaries others may write are refused (perms.go).
 //
-// It imports core, guard, store and proto. Plugins never see the
+// It imports core, guard and proto (the stores it uses are interfaces
+// here, over core's records). Plugins never see the
 // registry, other plugins or the orchestrator: the only surfaces they
 // get are the services they serve on their own socket and their own
 // PluginState socket.

@@ -374,7 +374,7 @@ func TestStateQuotasAndWriteRate(t *testing.T) {
 	now := time.Unix(1_700_000_000, 0)
 	clock := func() time.Time { return now }
 	r := startRig(t, nil, Options{Now: clock, StateLimits: StateLimits{
-		Quota: store.PluginStateQuota{MaxKeys: 3, MaxBytes: 64}, WritesPerSecond: 5}}, helperSpec(t, "evil", "evil"))
+		Quota: core.PluginStateQuota{MaxKeys: 3, MaxBytes: 64}, WritesPerSecond: 5}}, helperSpec(t, "evil", "evil"))
 	set := func(key, value string) core.ToolResult {
 		return r.call("state_set", map[string]string{"key": key, "value": value})
 	}

@@ -11,7 +11,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/opentalon/opentalon/store"
+	"github.com/opentalon/opentalon/core"
 )
 
 // Options configure a Manager.
@@ -83,7 +83,7 @@ type Manager struct {
 type BindingStore interface {
 	// PluginBind binds name to the binary unless name is bound already,
 	// and returns the binding in force.
-	PluginBind(ctx context.Context, name, path, sha256 string) (store.PluginBinding, error)
+	PluginBind(ctx context.Context, name, path, sha256 string) (core.PluginBinding, error)
 }
 
 // errRefused marks a plugin refused for good: restarting cannot help.

@@ -18,8 +18,8 @@ import (
 
 	"google.golang.org/grpc"
 
+	"github.com/opentalon/opentalon/core"
 	pluginpb "github.com/opentalon/opentalon/proto"
-	"github.com/opentalon/opentalon/store"
 )
 
 // Handshake environment variables (see docs/plugins.md).
@@ -450,7 +450,7 @@ var errNoState = errors.New("no plugin state store configured")
 func (noState) PluginStateGet(context.Context, string, string) (string, bool, error) {
 	return "", false, errNoState
 }
-func (noState) PluginStatePut(context.Context, string, string, string, store.PluginStateQuota) error {
+func (noState) PluginStatePut(context.Context, string, string, string, core.PluginStateQuota) error {
 	return errNoState
 }
 func (noState) PluginStateDelete(context.Context, string, string) error { return errNoState }

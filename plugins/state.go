@@ -16,8 +16,8 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/emptypb"
 
+	"github.com/opentalon/opentalon/core"
 	pluginpb "github.com/opentalon/opentalon/proto"
-	"github.com/opentalon/opentalon/store"
 )
 
 // StateStore persists plugin state; *store.DB implements it. pluginID is
@@ -25,8 +25,8 @@ import (
 type StateStore interface {
 	PluginStateGet(ctx context.Context, pluginID, key string) (value string, found bool, err error)
 	// PluginStatePut writes unless the namespace would pass q; it then
-	// returns an error wrapping store.ErrPluginStateQuota.
-	PluginStatePut(ctx context.Context, pluginID, key, value string, q store.PluginStateQuota) error
+	// returns an error wrapping core.ErrPluginStateQuota.
+	PluginStatePut(ctx context.Context, pluginID, key, value string, q core.PluginStateQuota) error
 	PluginStateDelete(ctx context.Context, pluginID, key string) error
 	PluginStateKeys(ctx context.Context, pluginID, prefix string) ([]string, error)
 }
@@ -41,7 +41,7 @@ const (
 // of its namespace, and how fast it may write so it cannot hold the
 // database's single writer.
 type StateLimits struct {
-	Quota store.PluginStateQuota
+	Quota core.PluginStateQuota
 	// WritesPerSecond bounds Set and Delete calls (0 = unbounded), with
 	// bursts of up to twice as many.
 	WritesPerSecond float64
@@ -131,7 +131,7 @@ func (s *stateServer) Set(ctx context.Context, req *pluginpb.StateSetRequest) (*
 		return nil, err
 	}
 	if err := s.store.PluginStatePut(ctx, ns, req.GetKey(), req.GetValue(), s.limits.Quota); err != nil {
-		if errors.Is(err, store.ErrPluginStateQuota) {
+		if errors.Is(err, core.ErrPluginStateQuota) {
 			s.log.Warn("plugin state quota reached", "err", err)
 			return nil, status.Errorf(codes.ResourceExhausted, "%v (plugins.tools.state.max_keys, plugins.tools.state.max_bytes); delete keys you no longer need", err)
 		}

@@ -20,5 +20,9 @@
 // outside the database; blobtest is the conformance test every blob
 // store passes.
 //
-// store imports only core. The clock is injected.
+// store imports only core. The records it returns to its consumers
+// (memories, media files, plugin state, operators' reads) are core's, so
+// a second store implementation needs nothing from this package;
+// cmd/opentalon/stores.go lists every interface the database serves.
+// The clock is injected.
 package store

@@ -34,17 +34,6 @@ func validSHA(sha string) bool {
 	return true
 }
 
-// MediaFile is a stored file as the media table knows it.
-type MediaFile struct {
-	SHA256 string
-	MIME   string
-	Size   int64
-	// Text is what was read from it (a document's text, a transcript);
-	// HasText says it was read.
-	Text    string
-	HasText bool
-}
-
 // PutMedia implements core.MediaStore.
 func (db *DB) PutMedia(ctx context.Context, data []byte, mime string) (string, error) {
 	sum := sha256.Sum256(data)
@@ -59,13 +48,13 @@ func (db *DB) PutMedia(ctx context.Context, data []byte, mime string) (string, e
 // core.ErrTooLarge, and reading stops there), and records source (the
 // platform's name of the file) as that content. It returns the stored
 // file.
-func (db *DB) StoreMedia(ctx context.Context, source, mime string, r io.Reader, limit int64) (MediaFile, error) {
+func (db *DB) StoreMedia(ctx context.Context, source, mime string, r io.Reader, limit int64) (core.MediaFile, error) {
 	if err := os.MkdirAll(db.mediaDir(), 0o700); err != nil {
-		return MediaFile{}, fmt.Errorf("create the media store %s: %w", db.mediaDir(), err)
+		return core.MediaFile{}, fmt.Errorf("create the media store %s: %w", db.mediaDir(), err)
 	}
 	tmp, err := os.CreateTemp(db.mediaDir(), ".incoming-*")
 	if err != nil {
-		return MediaFile{}, fmt.Errorf("media store: %w", err)
+		return core.MediaFile{}, fmt.Errorf("media store: %w", err)
 	}
 	defer os.Remove(tmp.Name())
 	h := sha256.New()
@@ -74,19 +63,19 @@ func (db *DB) StoreMedia(ctx context.Context, source, mime string, r io.Reader, 
 		err = cerr
 	}
 	if err != nil {
-		return MediaFile{}, err
+		return core.MediaFile{}, err
 	}
 	if n > limit {
-		return MediaFile{}, core.ErrTooLarge
+		return core.MediaFile{}, core.ErrTooLarge
 	}
 	sha := hex.EncodeToString(h.Sum(nil))
 	if err := os.Rename(tmp.Name(), filepath.Join(db.mediaDir(), sha)); err != nil {
-		return MediaFile{}, fmt.Errorf("media store: %w", err)
+		return core.MediaFile{}, fmt.Errorf("media store: %w", err)
 	}
 	if err := db.recordMedia(ctx, sha, mime, n, source); err != nil {
-		return MediaFile{}, err
+		return core.MediaFile{}, err
 	}
-	return MediaFile{SHA256: sha, MIME: mime, Size: n}, nil
+	return core.MediaFile{SHA256: sha, MIME: mime, Size: n}, nil
 }
 
 // writeMediaFile writes the file of sha unless it is there already.
@@ -135,19 +124,19 @@ func (db *DB) recordMedia(ctx context.Context, sha, mime string, size int64, sou
 
 // MediaBySource returns the stored content of a platform file; ok is
 // false when it was never stored (or its file is gone).
-func (db *DB) MediaBySource(ctx context.Context, source string) (MediaFile, bool, error) {
-	var f MediaFile
+func (db *DB) MediaBySource(ctx context.Context, source string) (core.MediaFile, bool, error) {
+	var f core.MediaFile
 	var text sql.NullString
 	err := db.r.QueryRowContext(ctx, `SELECT m.sha256, m.mime, m.size, m.text FROM media_sources s JOIN media m ON m.sha256 = s.sha256
 		WHERE s.source = ?`, source).Scan(&f.SHA256, &f.MIME, &f.Size, &text)
 	if errors.Is(err, sql.ErrNoRows) {
-		return MediaFile{}, false, nil
+		return core.MediaFile{}, false, nil
 	}
 	if err != nil {
-		return MediaFile{}, false, fmt.Errorf("media of %s: %w", source, err)
+		return core.MediaFile{}, false, fmt.Errorf("media of %s: %w", source, err)
 	}
 	if _, err := os.Stat(filepath.Join(db.mediaDir(), f.SHA256)); err != nil {
-		return MediaFile{}, false, nil
+		return core.MediaFile{}, false, nil
 	}
 	f.Text, f.HasText = text.String, text.Valid
 	return f, true, nil

@@ -15,91 +15,8 @@ import (
 	"github.com/opentalon/opentalon/core"
 )
 
-// TagWorkflow marks a workflow pattern among the memories.
-const TagWorkflow = "workflow"
-
-// Workflow outcomes.
-const (
-	OutcomeSuccess = "success"
-	OutcomeFailed  = "failed"
-)
-
-// Memory is one long-term memory: a fact saved about a user (or shared
-// with every user), or a workflow pattern (tag TagWorkflow: the request
-// that started it in Content, its plugin/action Steps and Outcome).
-type Memory struct {
-	ID int64
-	// Owner is "<channel>:<user id>" of the user the memory belongs to.
-	Owner string
-	// Shared memories are recalled for every user.
-	Shared    bool
-	Content   string
-	Tags      []string
-	Steps     []WorkflowStep
-	Outcome   string
-	TaskType  string
-	RequestID int64
-	CreatedAt time.Time
-	UpdatedAt time.Time
-	// Rank orders search results: lower is a better match (FTS5 bm25).
-	Rank float64
-}
-
-// HasTag reports whether the memory carries tag.
-func (m Memory) HasTag(tag string) bool {
-	for _, t := range m.Tags {
-		if t == tag {
-			return true
-		}
-	}
-	return false
-}
-
-// WorkflowStep is one plugin action of a workflow, in order from 1.
-type WorkflowStep struct {
-	Plugin string `json:"plugin" yaml:"plugin"`
-	Action string `json:"action" yaml:"action"`
-	Order  int    `json:"order" yaml:"order"`
-}
-
-// MemoryQuery selects memories. The zero value lists every memory.
-type MemoryQuery struct {
-	// Owner limits to one user's memories ("" = every user's).
-	Owner string
-	// WithShared adds the shared memories to Owner's.
-	WithShared bool
-	// Tag keeps memories with this tag; NotTag drops those with it.
-	Tag, NotTag string
-	// Outcome keeps workflows with this outcome.
-	Outcome string
-	// Text is a full-text query (words; results ranked by relevance).
-	// Empty lists newest first.
-	Text string
-	// TaskType ranks workflows of this task type higher in a search.
-	TaskType string
-	// Limit bounds the results (default 20).
-	Limit int
-}
-
-// NormalizeTags lower-cases tags, splits them at commas and spaces and
-// drops duplicates and empty ones.
-func NormalizeTags(tags ...string) []string {
-	var out []string
-	seen := map[string]bool{}
-	for _, t := range tags {
-		for _, f := range strings.FieldsFunc(strings.ToLower(t), func(r rune) bool { return r == ',' || unicode.IsSpace(r) }) {
-			f = strings.Trim(f, "#\"'[]")
-			if f != "" && !seen[f] {
-				seen[f] = true
-				out = append(out, f)
-			}
-		}
-	}
-	return out
-}
-
 // SaveMemory stores a new memory and returns its id.
-func (db *DB) SaveMemory(ctx context.Context, m Memory) (int64, error) {
+func (db *DB) SaveMemory(ctx context.Context, m core.Memory) (int64, error) {
 	if strings.TrimSpace(m.Owner) == "" || strings.TrimSpace(m.Content) == "" {
 		return 0, core.Errorf(core.KindInvalid, "a memory needs an owner and content")
 	}
@@ -117,7 +34,7 @@ func (db *DB) SaveMemory(ctx context.Context, m Memory) (int64, error) {
 		req = m.RequestID
 	}
 	res, err := db.w.ExecContext(ctx, `INSERT INTO memories (owner, shared, content, tags, steps, outcome, task_type, request_id, created_at, updated_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, m.Owner, m.Shared, m.Content, strings.Join(NormalizeTags(m.Tags...), " "),
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, m.Owner, m.Shared, m.Content, strings.Join(core.NormalizeTags(m.Tags...), " "),
 		steps, m.Outcome, m.TaskType, req, now, now)
 	if err != nil {
 		return 0, fmt.Errorf("save memory: %w", err)
@@ -128,7 +45,7 @@ func (db *DB) SaveMemory(ctx context.Context, m Memory) (int64, error) {
 // SaveWorkflow records a workflow pattern of w.Owner with outcome
 // success. The same steps for the same request text refresh the existing
 // pattern (its time, request and outcome) instead of adding another.
-func (db *DB) SaveWorkflow(ctx context.Context, w Memory) (int64, error) {
+func (db *DB) SaveWorkflow(ctx context.Context, w core.Memory) (int64, error) {
 	if len(w.Steps) == 0 {
 		return 0, core.Errorf(core.KindInvalid, "a workflow needs steps")
 	}
@@ -148,14 +65,14 @@ func (db *DB) SaveWorkflow(ctx context.Context, w Memory) (int64, error) {
 		switch {
 		case err == nil:
 			_, err = tx.ExecContext(ctx, `UPDATE memories SET outcome = ?, request_id = ?, task_type = ?, updated_at = ? WHERE id = ?`,
-				OutcomeSuccess, req, w.TaskType, now, id)
+				core.WorkflowSucceeded, req, w.TaskType, now, id)
 			return err
 		case !errors.Is(err, sql.ErrNoRows):
 			return err
 		}
-		tags := NormalizeTags(append([]string{TagWorkflow}, w.Tags...)...)
+		tags := core.NormalizeTags(append([]string{core.TagWorkflow}, w.Tags...)...)
 		res, err := tx.ExecContext(ctx, `INSERT INTO memories (owner, shared, content, tags, steps, outcome, task_type, request_id, created_at, updated_at)
-			VALUES (?, 0, ?, ?, ?, ?, ?, ?, ?, ?)`, w.Owner, w.Content, strings.Join(tags, " "), string(b), OutcomeSuccess, w.TaskType, req, now, now)
+			VALUES (?, 0, ?, ?, ?, ?, ?, ?, ?, ?)`, w.Owner, w.Content, strings.Join(tags, " "), string(b), core.WorkflowSucceeded, w.TaskType, req, now, now)
 		if err != nil {
 			return err
 		}
@@ -173,7 +90,7 @@ const memoryCols = `m.id, m.owner, m.shared, m.content, m.tags, m.steps, m.outco
 // Memories lists the memories q selects: ranked by relevance to q.Text
 // when it is set (FTS5 over content and tags), else newest first. A text
 // without searchable words matches nothing.
-func (db *DB) Memories(ctx context.Context, q MemoryQuery) ([]Memory, error) {
+func (db *DB) Memories(ctx context.Context, q core.MemoryQuery) ([]core.Memory, error) {
 	limit := q.Limit
 	if limit <= 0 {
 		limit = 20
@@ -238,7 +155,7 @@ func (db *DB) Memories(ctx context.Context, q MemoryQuery) ([]Memory, error) {
 }
 
 // Memory returns one memory by id (nil when there is none).
-func (db *DB) Memory(ctx context.Context, id int64) (*Memory, error) {
+func (db *DB) Memory(ctx context.Context, id int64) (*core.Memory, error) {
 	ms, err := db.memoriesWhere(ctx, `m.id = ?`, id)
 	if err != nil || len(ms) == 0 {
 		return nil, err
@@ -246,20 +163,20 @@ func (db *DB) Memory(ctx context.Context, id int64) (*Memory, error) {
 	return &ms[0], nil
 }
 
-func (db *DB) memoriesWhere(ctx context.Context, where string, args ...any) ([]Memory, error) {
+func (db *DB) memoriesWhere(ctx context.Context, where string, args ...any) ([]core.Memory, error) {
 	return db.queryMemories(ctx, `SELECT `+memoryCols+`, 0 FROM memories m WHERE `+where, args...)
 }
 
 // queryMemories runs a query selecting memoryCols and a rank.
-func (db *DB) queryMemories(ctx context.Context, query string, args ...any) ([]Memory, error) {
+func (db *DB) queryMemories(ctx context.Context, query string, args ...any) ([]core.Memory, error) {
 	rows, err := db.r.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, fmt.Errorf("memories: %w", err)
 	}
 	defer rows.Close()
-	var out []Memory
+	var out []core.Memory
 	for rows.Next() {
-		var m Memory
+		var m core.Memory
 		var tags, steps string
 		var created, updated int64
 		if err := rows.Scan(&m.ID, &m.Owner, &m.Shared, &m.Content, &tags, &steps, &m.Outcome, &m.TaskType, &m.RequestID, &created, &updated, &m.Rank); err != nil {
@@ -322,7 +239,7 @@ func (db *DB) HasMemories(ctx context.Context, owner string) (bool, error) {
 }
 
 // CountMemories counts the memories q selects (Text is ignored).
-func (db *DB) CountMemories(ctx context.Context, q MemoryQuery) (int, error) {
+func (db *DB) CountMemories(ctx context.Context, q core.MemoryQuery) (int, error) {
 	q.Text, q.Limit = "", 1<<30
 	ms, err := db.Memories(ctx, q)
 	return len(ms), err

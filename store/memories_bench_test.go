@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/opentalon/opentalon/core"
 )
 
 // benchWords are the most frequent words of the synthetic memories;
@@ -76,7 +78,7 @@ func BenchmarkMemorySearch100k(b *testing.B) {
 		b.Run(tc.name, func(b *testing.B) {
 			i := 0
 			for b.Loop() {
-				ms, err := db.Memories(ctx, MemoryQuery{Owner: tc.owner, WithShared: tc.owner != "", Text: queries[i%len(queries)], Limit: 10})
+				ms, err := db.Memories(ctx, core.MemoryQuery{Owner: tc.owner, WithShared: tc.owner != "", Text: queries[i%len(queries)], Limit: 10})
 				if err != nil {
 					b.Fatalf("search: %d results, %v", len(ms), err)
 				}

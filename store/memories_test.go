@@ -9,7 +9,7 @@ import (
 	"github.com/opentalon/opentalon/core"
 )
 
-func saveMem(t *testing.T, db *DB, m Memory) int64 {
+func saveMem(t *testing.T, db *DB, m core.Memory) int64 {
 	t.Helper()
 	id, err := db.SaveMemory(context.Background(), m)
 	if err != nil {
@@ -18,7 +18,7 @@ func saveMem(t *testing.T, db *DB, m Memory) int64 {
 	return id
 }
 
-func ids(ms []Memory) string {
+func ids(ms []core.Memory) string {
 	s := ""
 	for i, m := range ms {
 		if i > 0 {
@@ -33,10 +33,10 @@ func TestMemorySearchRanking(t *testing.T) {
 	ctx := context.Background()
 	db := openTest(t, Options{})
 	const ann = "telegram:1"
-	deploy := saveMem(t, db, Memory{Owner: ann, Content: "Deploys go to the staging cluster first, then production", Tags: []string{"fact"}})
-	both := saveMem(t, db, Memory{Owner: ann, Content: "The production cluster runs Kubernetes 1.31; production deploys need approval", Tags: []string{"fact"}})
-	coffee := saveMem(t, db, Memory{Owner: ann, Content: "Prefers espresso over filter coffee", Tags: []string{"preference"}})
-	stem := saveMem(t, db, Memory{Owner: ann, Content: "Was analyzing the billing reports last week"})
+	deploy := saveMem(t, db, core.Memory{Owner: ann, Content: "Deploys go to the staging cluster first, then production", Tags: []string{"fact"}})
+	both := saveMem(t, db, core.Memory{Owner: ann, Content: "The production cluster runs Kubernetes 1.31; production deploys need approval", Tags: []string{"fact"}})
+	coffee := saveMem(t, db, core.Memory{Owner: ann, Content: "Prefers espresso over filter coffee", Tags: []string{"preference"}})
+	stem := saveMem(t, db, core.Memory{Owner: ann, Content: "Was analyzing the billing reports last week"})
 
 	tests := []struct {
 		name, text, want string
@@ -51,7 +51,7 @@ func TestMemorySearchRanking(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := db.Memories(ctx, MemoryQuery{Owner: ann, Text: tc.text})
+			got, err := db.Memories(ctx, core.MemoryQuery{Owner: ann, Text: tc.text})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -71,9 +71,9 @@ func TestMemoriesAreScopedPerUser(t *testing.T) {
 	ctx := context.Background()
 	db := openTest(t, Options{})
 	ann, bob := "telegram:1", "telegram:2"
-	annFact := saveMem(t, db, Memory{Owner: ann, Content: "Ann's cat is called Miso", Tags: []string{"fact"}})
-	bobFact := saveMem(t, db, Memory{Owner: bob, Content: "Bob's cat is called Pixel", Tags: []string{"fact"}})
-	shared := saveMem(t, db, Memory{Owner: "console:local", Shared: true, Content: "The office cat is called Tiger"})
+	annFact := saveMem(t, db, core.Memory{Owner: ann, Content: "Ann's cat is called Miso", Tags: []string{"fact"}})
+	bobFact := saveMem(t, db, core.Memory{Owner: bob, Content: "Bob's cat is called Pixel", Tags: []string{"fact"}})
+	shared := saveMem(t, db, core.Memory{Owner: "console:local", Shared: true, Content: "The office cat is called Tiger"})
 
 	for _, tc := range []struct {
 		owner, want string
@@ -81,11 +81,11 @@ func TestMemoriesAreScopedPerUser(t *testing.T) {
 		{ann, fmt.Sprint(shared, ",", annFact)},
 		{bob, fmt.Sprint(shared, ",", bobFact)},
 	} {
-		got, err := db.Memories(ctx, MemoryQuery{Owner: tc.owner, WithShared: true})
+		got, err := db.Memories(ctx, core.MemoryQuery{Owner: tc.owner, WithShared: true})
 		if err != nil || ids(got) != tc.want {
 			t.Fatalf("list of %s = [%s] %v; want [%s]", tc.owner, ids(got), err, tc.want)
 		}
-		found, _ := db.Memories(ctx, MemoryQuery{Owner: tc.owner, WithShared: true, Text: "cat called"})
+		found, _ := db.Memories(ctx, core.MemoryQuery{Owner: tc.owner, WithShared: true, Text: "cat called"})
 		for _, m := range found {
 			if m.Owner != tc.owner && !m.Shared {
 				t.Fatalf("search for %s found %s's memory %v", tc.owner, m.Owner, m)
@@ -105,14 +105,14 @@ func TestMemoriesAreScopedPerUser(t *testing.T) {
 	if n, _ := db.DeleteMemories(ctx, bob); n != 1 {
 		t.Fatalf("forget all of bob deleted %d; want only bob's one", n)
 	}
-	if got, _ := db.Memories(ctx, MemoryQuery{}); ids(got) != fmt.Sprint(shared, ",", annFact) {
+	if got, _ := db.Memories(ctx, core.MemoryQuery{}); ids(got) != fmt.Sprint(shared, ",", annFact) {
 		t.Fatalf("after bob forgot everything: [%s]", ids(got))
 	}
 	if ok, _ := db.DeleteMemory(ctx, shared, bob, true); !ok {
 		t.Fatal("an admin could not delete a shared memory")
 	}
 	// Ids are never reused.
-	next := saveMem(t, db, Memory{Owner: bob, Content: "new"})
+	next := saveMem(t, db, core.Memory{Owner: bob, Content: "new"})
 	if next <= shared {
 		t.Fatalf("new id %d reuses a deleted one (last %d)", next, shared)
 	}
@@ -124,8 +124,8 @@ func TestWorkflowOutcomeFollowsSignals(t *testing.T) {
 	db := openTest(t, Options{Now: clk.Now})
 	conv := core.ConversationKey{Channel: "telegram", Chat: "1"}
 	s, _ := db.ActiveSession(ctx, conv)
-	steps := []WorkflowStep{{Plugin: "gitlab", Action: "analyze_code", Order: 1}, {Plugin: "jira", Action: "create_issue", Order: 2}}
-	wf, err := db.SaveWorkflow(ctx, Memory{Owner: "telegram:1", Content: "analyze the code and file an issue", Steps: steps, TaskType: "code", RequestID: 41})
+	steps := []core.WorkflowStep{{Plugin: "gitlab", Action: "analyze_code", Order: 1}, {Plugin: "jira", Action: "create_issue", Order: 2}}
+	wf, err := db.SaveWorkflow(ctx, core.Memory{Owner: "telegram:1", Content: "analyze the code and file an issue", Steps: steps, TaskType: "code", RequestID: 41})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -138,14 +138,14 @@ func TestWorkflowOutcomeFollowsSignals(t *testing.T) {
 		}
 		return m.Outcome
 	}
-	if got := outcome(); got != OutcomeSuccess {
+	if got := outcome(); got != core.WorkflowSucceeded {
 		t.Fatalf("new workflow outcome %q", got)
 	}
 	// A signal on another reply does not touch it; an implicit acceptance
 	// neither.
 	db.AddSignal(ctx, core.Signal{Kind: core.SignalReaction, Polarity: core.Negative, ReplyID: other.ID, At: clk.Now()})
 	db.AddSignal(ctx, core.Signal{Kind: "accepted", Polarity: core.Positive, ReplyID: reply.ID, At: clk.Now()})
-	if got := outcome(); got != OutcomeSuccess {
+	if got := outcome(); got != core.WorkflowSucceeded {
 		t.Fatalf("outcome after unrelated signals %q", got)
 	}
 	for _, tc := range []struct {
@@ -153,10 +153,10 @@ func TestWorkflowOutcomeFollowsSignals(t *testing.T) {
 		pol  core.Polarity
 		want string
 	}{
-		{core.SignalFollowUp, core.Negative, OutcomeFailed},  // "no, try again"
-		{core.SignalReaction, core.Positive, OutcomeSuccess}, // the 👎 taken back
-		{core.SignalReaction, core.Negative, OutcomeFailed},  // 👎
-		{"accepted", core.Positive, OutcomeFailed},           // moving on does not undo a rejection
+		{core.SignalFollowUp, core.Negative, core.WorkflowFailed},    // "no, try again"
+		{core.SignalReaction, core.Positive, core.WorkflowSucceeded}, // the 👎 taken back
+		{core.SignalReaction, core.Negative, core.WorkflowFailed},    // 👎
+		{"accepted", core.Positive, core.WorkflowFailed},             // moving on does not undo a rejection
 	} {
 		if _, err := db.AddSignal(ctx, core.Signal{Kind: tc.kind, Polarity: tc.pol, ReplyID: reply.ID, At: clk.Now()}); err != nil {
 			t.Fatal(err)
@@ -166,16 +166,16 @@ func TestWorkflowOutcomeFollowsSignals(t *testing.T) {
 		}
 	}
 	// Only successful workflows are found for recall.
-	if got, _ := db.Memories(ctx, MemoryQuery{Owner: "telegram:1", Tag: TagWorkflow, Outcome: OutcomeSuccess, Text: "analyze code"}); len(got) != 0 {
+	if got, _ := db.Memories(ctx, core.MemoryQuery{Owner: "telegram:1", Tag: core.TagWorkflow, Outcome: core.WorkflowSucceeded, Text: "analyze code"}); len(got) != 0 {
 		t.Fatalf("failed workflow recalled: %v", got)
 	}
 	// The same plan for the same request again refreshes it as a success.
-	again, err := db.SaveWorkflow(ctx, Memory{Owner: "telegram:1", Content: "analyze the code and file an issue", Steps: steps, RequestID: 43})
-	if err != nil || again != wf || outcome() != OutcomeSuccess {
+	again, err := db.SaveWorkflow(ctx, core.Memory{Owner: "telegram:1", Content: "analyze the code and file an issue", Steps: steps, RequestID: 43})
+	if err != nil || again != wf || outcome() != core.WorkflowSucceeded {
 		t.Fatalf("same workflow again: id %d (first %d), outcome %q, %v", again, wf, outcome(), err)
 	}
-	got, _ := db.Memories(ctx, MemoryQuery{Owner: "telegram:1", Tag: TagWorkflow})
-	if len(got) != 1 || len(got[0].Steps) != 2 || got[0].Steps[1].Action != "create_issue" || !got[0].HasTag(TagWorkflow) {
+	got, _ := db.Memories(ctx, core.MemoryQuery{Owner: "telegram:1", Tag: core.TagWorkflow})
+	if len(got) != 1 || len(got[0].Steps) != 2 || got[0].Steps[1].Action != "create_issue" || !got[0].HasTag(core.TagWorkflow) {
 		t.Fatalf("workflows = %+v", got)
 	}
 }
@@ -184,11 +184,11 @@ func TestWorkflowRankBoostsSameTaskType(t *testing.T) {
 	ctx := context.Background()
 	db := openTest(t, Options{})
 	owner := "telegram:1"
-	st := []WorkflowStep{{Plugin: "a", Action: "x", Order: 1}, {Plugin: "b", Action: "y", Order: 2}}
-	chat, _ := db.SaveWorkflow(ctx, Memory{Owner: owner, Content: "weekly report for the team", Steps: st, TaskType: "chat"})
-	code, _ := db.SaveWorkflow(ctx, Memory{Owner: owner, Content: "weekly report for the team please", Steps: st, TaskType: "code"})
+	st := []core.WorkflowStep{{Plugin: "a", Action: "x", Order: 1}, {Plugin: "b", Action: "y", Order: 2}}
+	chat, _ := db.SaveWorkflow(ctx, core.Memory{Owner: owner, Content: "weekly report for the team", Steps: st, TaskType: "chat"})
+	code, _ := db.SaveWorkflow(ctx, core.Memory{Owner: owner, Content: "weekly report for the team please", Steps: st, TaskType: "code"})
 	for task, first := range map[string]int64{"chat": chat, "code": code} {
-		got, err := db.Memories(ctx, MemoryQuery{Owner: owner, Tag: TagWorkflow, Text: "weekly report", TaskType: task})
+		got, err := db.Memories(ctx, core.MemoryQuery{Owner: owner, Tag: core.TagWorkflow, Text: "weekly report", TaskType: task})
 		if err != nil || len(got) != 2 || got[0].ID != first {
 			t.Fatalf("task %s: [%s] %v; want %d first", task, ids(got), err, first)
 		}

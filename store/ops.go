@@ -55,21 +55,10 @@ func (db *DB) UsageByModelAfter(ctx context.Context, after int64) ([]core.UsageT
 	return out, last, rows.Err()
 }
 
-// UsagePoint is the ledger of one group in one time bucket.
-type UsagePoint struct {
-	// Bucket is the start of the bucket.
-	Bucket       time.Time
-	Key          string
-	Calls        int
-	InputTokens  int64
-	OutputTokens int64
-	CostUSD      float64
-}
-
 // UsageSeries sums the ledger since since in buckets of width step, by
 // "model" or "channel" (the platform of the call's conversation; "" for a
 // call outside one).
-func (db *DB) UsageSeries(ctx context.Context, since time.Time, step time.Duration, by string) ([]UsagePoint, error) {
+func (db *DB) UsageSeries(ctx context.Context, since time.Time, step time.Duration, by string) ([]core.UsagePoint, error) {
 	var key string
 	switch by {
 	case "model":
@@ -89,9 +78,9 @@ func (db *DB) UsageSeries(ctx context.Context, since time.Time, step time.Durati
 		return nil, fmt.Errorf("usage series: %w", err)
 	}
 	defer rows.Close()
-	var out []UsagePoint
+	var out []core.UsagePoint
 	for rows.Next() {
-		var p UsagePoint
+		var p core.UsagePoint
 		var b int64
 		if err := rows.Scan(&b, &p.Key, &p.Calls, &p.InputTokens, &p.OutputTokens, &p.CostUSD); err != nil {
 			return nil, fmt.Errorf("usage series: %w", err)
@@ -102,26 +91,17 @@ func (db *DB) UsageSeries(ctx context.Context, since time.Time, step time.Durati
 	return out, rows.Err()
 }
 
-// QueueFailure is a request that failed for good.
-type QueueFailure struct {
-	ID      int64
-	Channel string
-	Kind    string
-	Reason  string
-	At      time.Time
-}
-
 // RecentFailures returns the latest failed queue rows, newest first.
-func (db *DB) RecentFailures(ctx context.Context, limit int) ([]QueueFailure, error) {
+func (db *DB) RecentFailures(ctx context.Context, limit int) ([]core.QueueFailure, error) {
 	rows, err := db.r.QueryContext(ctx, `SELECT id, conversation, kind, last_error, updated_at FROM queue
 		WHERE status = 'failed' ORDER BY updated_at DESC, id DESC LIMIT ?`, limit)
 	if err != nil {
 		return nil, fmt.Errorf("recent failures: %w", err)
 	}
 	defer rows.Close()
-	var out []QueueFailure
+	var out []core.QueueFailure
 	for rows.Next() {
-		var f QueueFailure
+		var f core.QueueFailure
 		var conv string
 		var at int64
 		if err := rows.Scan(&f.ID, &conv, &f.Kind, &f.Reason, &at); err != nil {

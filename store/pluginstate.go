@@ -95,22 +95,11 @@ func (db *DB) PluginStateKeys(ctx context.Context, pluginID, prefix string) ([]s
 	return keys, rows.Err()
 }
 
-// PluginStateQuota bounds one plugin's namespace (plugins.tools.state);
-// 0 = no bound.
-type PluginStateQuota struct {
-	MaxKeys  int
-	MaxBytes int64 // keys and values together
-}
-
-// ErrPluginStateQuota is returned (wrapped) by PluginStatePut when a write
-// would take a namespace past its quota.
-var ErrPluginStateQuota = errors.New("plugin state quota reached")
-
 // PluginStatePut stores value under key in pluginID's namespace unless
 // that takes the namespace past q: a new key past MaxKeys, or more bytes
 // past MaxBytes (a write that shrinks or keeps the size always passes).
 // The check and the write are one transaction.
-func (db *DB) PluginStatePut(ctx context.Context, pluginID, key, value string, q PluginStateQuota) error {
+func (db *DB) PluginStatePut(ctx context.Context, pluginID, key, value string, q core.PluginStateQuota) error {
 	if err := checkPluginKey(pluginID, key); err != nil {
 		return err
 	}
@@ -133,13 +122,13 @@ func (db *DB) PluginStatePut(ctx context.Context, pluginID, key, value string, q
 		if !exists {
 			size += int64(len(key))
 			if q.MaxKeys > 0 && keys+1 > int64(q.MaxKeys) {
-				return fmt.Errorf("%w: %s has %d keys, the limit is %d", ErrPluginStateQuota, pluginID, keys, q.MaxKeys)
+				return fmt.Errorf("%w: %s has %d keys, the limit is %d", core.ErrPluginStateQuota, pluginID, keys, q.MaxKeys)
 			}
 		} else {
 			size -= old
 		}
 		if q.MaxBytes > 0 && size > 0 && used+size > q.MaxBytes {
-			return fmt.Errorf("%w: %s uses %d bytes, this write adds %d, the limit is %d", ErrPluginStateQuota, pluginID, used, size, q.MaxBytes)
+			return fmt.Errorf("%w: %s uses %d bytes, this write adds %d, the limit is %d", core.ErrPluginStateQuota, pluginID, used, size, q.MaxBytes)
 		}
 		_, err = tx.ExecContext(ctx, `INSERT INTO plugin_state (plugin_id, key, value, updated_at) VALUES (?, ?, ?, ?)
 			ON CONFLICT (plugin_id, key) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at`,
@@ -164,20 +153,14 @@ func (db *DB) PluginStateUsage(ctx context.Context, pluginID string) (keys int, 
 	return keys, bytes, nil
 }
 
-// PluginBinding is the binary a plugin name belongs to.
-type PluginBinding struct {
-	Name, Path, SHA256 string
-	BoundAt            time.Time
-}
-
 // PluginBind binds name to the binary at path with the given content
 // hash unless name is bound already, and returns the binding in force:
 // the caller compares it with the binary that asked.
-func (db *DB) PluginBind(ctx context.Context, name, path, sha256 string) (PluginBinding, error) {
+func (db *DB) PluginBind(ctx context.Context, name, path, sha256 string) (core.PluginBinding, error) {
 	if name == "" || path == "" || sha256 == "" {
-		return PluginBinding{}, core.Errorf(core.KindInvalid, "plugin binding: empty name, path or hash")
+		return core.PluginBinding{}, core.Errorf(core.KindInvalid, "plugin binding: empty name, path or hash")
 	}
-	var b PluginBinding
+	var b core.PluginBinding
 	err := db.tx(ctx, func(tx *txn) error {
 		if _, err := tx.ExecContext(ctx, `INSERT INTO plugin_binding (name, path, sha256, bound_at) VALUES (?, ?, ?, ?) ON CONFLICT (name) DO NOTHING`,
 			name, path, sha256, db.ms()); err != nil {
@@ -191,21 +174,21 @@ func (db *DB) PluginBind(ctx context.Context, name, path, sha256 string) (Plugin
 		return nil
 	})
 	if err != nil {
-		return PluginBinding{}, fmt.Errorf("bind plugin name %s: %w", name, err)
+		return core.PluginBinding{}, fmt.Errorf("bind plugin name %s: %w", name, err)
 	}
 	return b, nil
 }
 
 // PluginBindings lists every binding, by name.
-func (db *DB) PluginBindings(ctx context.Context) ([]PluginBinding, error) {
+func (db *DB) PluginBindings(ctx context.Context) ([]core.PluginBinding, error) {
 	rows, err := db.r.QueryContext(ctx, `SELECT name, path, sha256, bound_at FROM plugin_binding ORDER BY name`)
 	if err != nil {
 		return nil, fmt.Errorf("list plugin bindings: %w", err)
 	}
 	defer rows.Close()
-	var out []PluginBinding
+	var out []core.PluginBinding
 	for rows.Next() {
-		var b PluginBinding
+		var b core.PluginBinding
 		var ms int64
 		if err := rows.Scan(&b.Name, &b.Path, &b.SHA256, &ms); err != nil {
 			return nil, fmt.Errorf("list plugin bindings: %w", err)

@@ -95,7 +95,7 @@ func TestPluginState(t *testing.T) {
 func TestPluginStatePutQuota(t *testing.T) {
 	db := openTest(t, Options{})
 	ctx := context.Background()
-	q := PluginStateQuota{MaxKeys: 3, MaxBytes: 40}
+	q := core.PluginStateQuota{MaxKeys: 3, MaxBytes: 40}
 	usage := func(plugin string) (int, int64) {
 		t.Helper()
 		k, b, err := db.PluginStateUsage(ctx, plugin)
@@ -114,7 +114,7 @@ func TestPluginStatePutQuota(t *testing.T) {
 	}
 	t.Run("a fourth key is refused", func(t *testing.T) {
 		err := db.PluginStatePut(ctx, "p", "d", "x", q)
-		if !errors.Is(err, ErrPluginStateQuota) || !strings.Contains(err.Error(), "the limit is 3") {
+		if !errors.Is(err, core.ErrPluginStateQuota) || !strings.Contains(err.Error(), "the limit is 3") {
 			t.Fatalf("err = %v", err)
 		}
 		if _, found, _ := db.PluginStateGet(ctx, "p", "d"); found {
@@ -128,7 +128,7 @@ func TestPluginStatePutQuota(t *testing.T) {
 	})
 	t.Run("growing past max_bytes is refused, shrinking is not", func(t *testing.T) {
 		err := db.PluginStatePut(ctx, "p", "b", strings.Repeat("x", 30), q)
-		if !errors.Is(err, ErrPluginStateQuota) {
+		if !errors.Is(err, core.ErrPluginStateQuota) {
 			t.Fatalf("err = %v", err)
 		}
 		if err := db.PluginStatePut(ctx, "p", "b", "", q); err != nil {
@@ -157,7 +157,7 @@ func TestPluginStatePutQuota(t *testing.T) {
 	})
 	t.Run("no quota", func(t *testing.T) {
 		for i := range 5 {
-			if err := db.PluginStatePut(ctx, "free", strings.Repeat("k", i+1), "v", PluginStateQuota{}); err != nil {
+			if err := db.PluginStatePut(ctx, "free", strings.Repeat("k", i+1), "v", core.PluginStateQuota{}); err != nil {
 				t.Fatal(err)
 			}
 		}

@@ -23,7 +23,7 @@ import (
 // memoryStore is what `opentalon memory` and `opentalon session` need;
 // *store.DB has it.
 type memoryStore interface {
-	Memories(ctx context.Context, q store.MemoryQuery) ([]store.Memory, error)
+	Memories(ctx context.Context, q core.MemoryQuery) ([]core.Memory, error)
 	DeleteMemory(ctx context.Context, id int64, owner string, admin bool) (bool, error)
 	DeleteMemories(ctx context.Context, owner string) (int, error)
 	ConversationSessions(ctx context.Context, conv core.ConversationKey) ([]store.SessionRecord, error)
@@ -113,7 +113,7 @@ func runMemory(ctx context.Context, db memoryStore, args []string, out io.Writer
 	}
 	switch sub {
 	case "list", "search":
-		q := store.MemoryQuery{Owner: f.user, WithShared: f.user != "", Tag: f.tag, Limit: f.limit}
+		q := core.MemoryQuery{Owner: f.user, WithShared: f.user != "", Tag: f.tag, Limit: f.limit}
 		if sub == "search" {
 			if len(pos) == 0 {
 				return usageError{"memory search: give the words to look for\n" + memoryUsage}
@@ -139,12 +139,12 @@ func runMemory(ctx context.Context, db memoryStore, args []string, out io.Writer
 		if len(pos) > 0 {
 			return usageError{fmt.Sprintf("memory export takes no words, got %q\n%s", pos, memoryUsage)}
 		}
-		ms, err := db.Memories(ctx, store.MemoryQuery{Owner: f.user, Tag: f.tag, Limit: 1 << 30})
+		ms, err := db.Memories(ctx, core.MemoryQuery{Owner: f.user, Tag: f.tag, Limit: 1 << 30})
 		if err != nil {
 			return err
 		}
 		var v any = exportMemories(ms)
-		if strings.EqualFold(f.tag, store.TagWorkflow) {
+		if strings.EqualFold(f.tag, core.TagWorkflow) {
 			v = exportWorkflows(ms)
 		}
 		return writeAs(out, f.format, v)
@@ -189,7 +189,7 @@ func deleteMemories(ctx context.Context, db memoryStore, f memoryFlags, ids []st
 	return nil
 }
 
-func printMemories(out io.Writer, ms []store.Memory) error {
+func printMemories(out io.Writer, ms []core.Memory) error {
 	if len(ms) == 0 {
 		fmt.Fprintln(out, "no memories")
 		return nil
@@ -202,7 +202,7 @@ func printMemories(out io.Writer, ms []store.Memory) error {
 			owner += " (shared)"
 		}
 		content := strings.ReplaceAll(m.Content, "\n", " ")
-		if m.HasTag(store.TagWorkflow) {
+		if m.HasTag(core.TagWorkflow) {
 			names := make([]string, len(m.Steps))
 			for i, s := range m.Steps {
 				names[i] = s.Plugin + "." + s.Action
@@ -219,17 +219,17 @@ func printMemories(out io.Writer, ms []store.Memory) error {
 
 // exportedMemory is a memory as `memory export` and `--json` write it.
 type exportedMemory struct {
-	ID        int64                `json:"id" yaml:"id"`
-	Owner     string               `json:"owner" yaml:"owner"`
-	Shared    bool                 `json:"shared,omitempty" yaml:"shared,omitempty"`
-	Content   string               `json:"content" yaml:"content"`
-	Tags      []string             `json:"tags,omitempty" yaml:"tags,omitempty"`
-	Steps     []store.WorkflowStep `json:"steps,omitempty" yaml:"steps,omitempty"`
-	Outcome   string               `json:"outcome,omitempty" yaml:"outcome,omitempty"`
-	CreatedAt string               `json:"created_at" yaml:"created_at"`
+	ID        int64               `json:"id" yaml:"id"`
+	Owner     string              `json:"owner" yaml:"owner"`
+	Shared    bool                `json:"shared,omitempty" yaml:"shared,omitempty"`
+	Content   string              `json:"content" yaml:"content"`
+	Tags      []string            `json:"tags,omitempty" yaml:"tags,omitempty"`
+	Steps     []core.WorkflowStep `json:"steps,omitempty" yaml:"steps,omitempty"`
+	Outcome   string              `json:"outcome,omitempty" yaml:"outcome,omitempty"`
+	CreatedAt string              `json:"created_at" yaml:"created_at"`
 }
 
-func exportMemories(ms []store.Memory) []exportedMemory {
+func exportMemories(ms []core.Memory) []exportedMemory {
 	out := make([]exportedMemory, 0, len(ms))
 	for _, m := range ms {
 		out = append(out, exportedMemory{ID: m.ID, Owner: m.Owner, Shared: m.Shared, Content: m.Content, Tags: m.Tags,
@@ -241,16 +241,16 @@ func exportMemories(ms []store.Memory) []exportedMemory {
 // exportedWorkflow is a workflow in the format of the design document:
 // trigger, ordered steps, outcome, timestamp.
 type exportedWorkflow struct {
-	Trigger   string               `json:"trigger" yaml:"trigger"`
-	Steps     []store.WorkflowStep `json:"steps" yaml:"steps"`
-	Outcome   string               `json:"outcome" yaml:"outcome"`
-	Timestamp string               `json:"timestamp" yaml:"timestamp"`
+	Trigger   string              `json:"trigger" yaml:"trigger"`
+	Steps     []core.WorkflowStep `json:"steps" yaml:"steps"`
+	Outcome   string              `json:"outcome" yaml:"outcome"`
+	Timestamp string              `json:"timestamp" yaml:"timestamp"`
 }
 
-func exportWorkflows(ms []store.Memory) []exportedWorkflow {
+func exportWorkflows(ms []core.Memory) []exportedWorkflow {
 	out := make([]exportedWorkflow, 0, len(ms))
 	for _, m := range ms {
-		if !m.HasTag(store.TagWorkflow) {
+		if !m.HasTag(core.TagWorkflow) {
 			continue
 		}
 		out = append(out, exportedWorkflow{Trigger: m.Content, Steps: m.Steps, Outcome: m.Outcome, Timestamp: m.UpdatedAt.UTC().Format(time.RFC3339)})

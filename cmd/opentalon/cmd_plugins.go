@@ -9,12 +9,12 @@ import (
 	"time"
 
 	"github.com/opentalon/opentalon/config"
-	"github.com/opentalon/opentalon/store"
+	"github.com/opentalon/opentalon/core"
 )
 
 // pluginBindings is what `opentalon plugins` needs; *store.DB has it.
 type pluginBindings interface {
-	PluginBindings(ctx context.Context) ([]store.PluginBinding, error)
+	PluginBindings(ctx context.Context) ([]core.PluginBinding, error)
 	PluginUnbind(ctx context.Context, name string) (bool, error)
 }
 

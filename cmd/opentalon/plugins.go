@@ -4,10 +4,10 @@ import (
 	"context"
 	"net/http"
 
+	"github.com/opentalon/opentalon/core"
 	"github.com/opentalon/opentalon/guard"
 	"github.com/opentalon/opentalon/orchestrator"
 	"github.com/opentalon/opentalon/plugins"
-	"github.com/opentalon/opentalon/store"
 )
 
 // buildTools builds the tool registry and the guard pipeline every plugin
@@ -71,7 +71,7 @@ func (a *App) startPlugins(ctx context.Context, apiURL string) error {
 				OpenFiles: uint64(tc.ProcessLimits.OpenFiles), Processes: uint64(tc.ProcessLimits.Processes)},
 		},
 		StateLimits: plugins.StateLimits{
-			Quota:           store.PluginStateQuota{MaxKeys: tc.State.MaxKeys, MaxBytes: tc.State.MaxBytes},
+			Quota:           core.PluginStateQuota{MaxKeys: tc.State.MaxKeys, MaxBytes: tc.State.MaxBytes},
 			WritesPerSecond: tc.State.WritesPerSecond,
 		},
 	})

@@ -8,5 +8,6 @@
 // offline). The JSON endpoints, and whatever else Protect wraps, need
 // server.api_key unless the server listens on loopback only.
 //
-// status imports core and store; cmd/opentalon wires it.
+// status imports core only (its Store speaks core's records);
+// cmd/opentalon wires it.
 package status

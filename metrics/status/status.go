@@ -11,15 +11,14 @@ import (
 	"time"
 
 	"github.com/opentalon/opentalon/core"
-	"github.com/opentalon/opentalon/store"
 )
 
 // Store is what the page reads of the database (store.DB).
 type Store interface {
 	QueueCounts(ctx context.Context) (map[string]int, error)
 	OldestQueued(ctx context.Context) (time.Time, error)
-	RecentFailures(ctx context.Context, limit int) ([]store.QueueFailure, error)
-	UsageSeries(ctx context.Context, since time.Time, step time.Duration, by string) ([]store.UsagePoint, error)
+	RecentFailures(ctx context.Context, limit int) ([]core.QueueFailure, error)
+	UsageSeries(ctx context.Context, since time.Time, step time.Duration, by string) ([]core.UsagePoint, error)
 	Affinities(ctx context.Context) ([]core.Affinity, error)
 }
 

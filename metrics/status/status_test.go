@@ -10,11 +10,10 @@ import (
 	"time"
 
 	"github.com/opentalon/opentalon/core"
-	"github.com/opentalon/opentalon/store"
 )
 
 type fakeStore struct {
-	points []store.UsagePoint
+	points []core.UsagePoint
 	since  time.Time
 	step   time.Duration
 }
@@ -25,10 +24,10 @@ func (fakeStore) QueueCounts(context.Context) (map[string]int, error) {
 func (fakeStore) OldestQueued(context.Context) (time.Time, error) {
 	return time.Date(2025, 5, 1, 9, 59, 0, 0, time.UTC), nil
 }
-func (fakeStore) RecentFailures(context.Context, int) ([]store.QueueFailure, error) {
-	return []store.QueueFailure{{ID: 7, Channel: "telegram", Kind: "message", Reason: "gave up"}}, nil
+func (fakeStore) RecentFailures(context.Context, int) ([]core.QueueFailure, error) {
+	return []core.QueueFailure{{ID: 7, Channel: "telegram", Kind: "message", Reason: "gave up"}}, nil
 }
-func (f *fakeStore) UsageSeries(_ context.Context, since time.Time, step time.Duration, _ string) ([]store.UsagePoint, error) {
+func (f *fakeStore) UsageSeries(_ context.Context, since time.Time, step time.Duration, _ string) ([]core.UsagePoint, error) {
 	f.since, f.step = since, step
 	return f.points, nil
 }
@@ -93,7 +92,7 @@ func TestUsageBuckets(t *testing.T) {
 	st := &fakeStore{}
 	p := New(Options{Store: st, Open: true, Now: func() time.Time { return now }})
 	from := time.Date(2025, 4, 24, 12, 0, 0, 0, time.UTC) // 28 six-hour buckets, the last holding now
-	st.points = []store.UsagePoint{
+	st.points = []core.UsagePoint{
 		{Bucket: from, Key: "p/a", Calls: 1, CostUSD: 0.5},
 		{Bucket: from.Add(27 * 6 * time.Hour), Key: "", Calls: 2, InputTokens: 10},
 		{Bucket: from.Add(27 * 6 * time.Hour), Key: "p/a", Calls: 1, CostUSD: 0.25},

@@ -7,6 +7,6 @@
 // CSV, JSON, PDF), the transcript of a voice note. What cannot be read
 // is answered with one clear sentence and no LLM call.
 //
-// It implements core.MediaReader; it imports core, store and routing
+// It implements core.MediaReader; it imports core and routing
 // (the vision capability).
 package media

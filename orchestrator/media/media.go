@@ -14,13 +14,12 @@ import (
 
 	"github.com/opentalon/opentalon/core"
 	"github.com/opentalon/opentalon/routing"
-	"github.com/opentalon/opentalon/store"
 )
 
 // Store is what the reader keeps files in (store.DB).
 type Store interface {
-	MediaBySource(ctx context.Context, source string) (store.MediaFile, bool, error)
-	StoreMedia(ctx context.Context, source, mime string, r io.Reader, limit int64) (store.MediaFile, error)
+	MediaBySource(ctx context.Context, source string) (core.MediaFile, bool, error)
+	StoreMedia(ctx context.Context, source, mime string, r io.Reader, limit int64) (core.MediaFile, error)
 	SetMediaText(ctx context.Context, sha, text string) error
 	ReadMedia(ctx context.Context, sha string) ([]byte, error)
 }
@@ -161,7 +160,7 @@ func (r *Reader) refuse(in core.Inbound) string {
 }
 
 // get returns the stored content of f, downloading it the first time.
-func (r *Reader) get(ctx context.Context, channel string, f core.InboundFile, fetch core.FetchFunc) (store.MediaFile, error) {
+func (r *Reader) get(ctx context.Context, channel string, f core.InboundFile, fetch core.FetchFunc) (core.MediaFile, error) {
 	source := channel + ":" + f.ID
 	if mf, ok, err := r.o.Store.MediaBySource(ctx, source); err != nil || ok {
 		return mf, err
@@ -204,7 +203,7 @@ func (r *Reader) get(ctx context.Context, channel string, f core.InboundFile, fe
 const sniffLen = 512
 
 // transcribe returns the transcript of a voice note, made once and kept.
-func (r *Reader) transcribe(ctx context.Context, in core.Inbound, a core.Attachment, mf store.MediaFile) (string, error) {
+func (r *Reader) transcribe(ctx context.Context, in core.Inbound, a core.Attachment, mf core.MediaFile) (string, error) {
 	if mf.HasText {
 		return mf.Text, nil
 	}
@@ -225,7 +224,7 @@ func (r *Reader) transcribe(ctx context.Context, in core.Inbound, a core.Attachm
 
 // document returns the text a document adds to the turn, bounded by
 // DocumentTokens; ok is false for a kind that cannot be read.
-func (r *Reader) document(ctx context.Context, a core.Attachment, mf store.MediaFile) (string, bool, error) {
+func (r *Reader) document(ctx context.Context, a core.Attachment, mf core.MediaFile) (string, bool, error) {
 	if !readable(a.MIME, a.Name) {
 		return "", false, nil
 	}

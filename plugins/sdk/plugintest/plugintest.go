@@ -19,7 +19,6 @@ import (
 	"github.com/opentalon/opentalon/core"
 	"github.com/opentalon/opentalon/guard"
 	"github.com/opentalon/opentalon/plugins"
-	"github.com/opentalon/opentalon/store"
 )
 
 // Build compiles the Go plugin package at dir (for example ".") into a
@@ -189,7 +188,7 @@ func (s *MemState) PluginStateSet(_ context.Context, pluginID, key, value string
 
 // PluginStatePut implements plugins.StateStore, with the quota checked
 // like the core's store does.
-func (s *MemState) PluginStatePut(ctx context.Context, pluginID, key, value string, q store.PluginStateQuota) error {
+func (s *MemState) PluginStatePut(ctx context.Context, pluginID, key, value string, q core.PluginStateQuota) error {
 	s.mu.Lock()
 	ns := s.m[pluginID]
 	old, exists := ns[key]
@@ -204,11 +203,11 @@ func (s *MemState) PluginStatePut(ctx context.Context, pluginID, key, value stri
 	} else {
 		size += int64(len(key))
 		if q.MaxKeys > 0 && len(ns)+1 > q.MaxKeys {
-			return fmt.Errorf("%w: %s has %d keys, the limit is %d", store.ErrPluginStateQuota, pluginID, len(ns), q.MaxKeys)
+			return fmt.Errorf("%w: %s has %d keys, the limit is %d", core.ErrPluginStateQuota, pluginID, len(ns), q.MaxKeys)
 		}
 	}
 	if q.MaxBytes > 0 && size > 0 && used+size > q.MaxBytes {
-		return fmt.Errorf("%w: %s uses %d bytes, this write adds %d, the limit is %d", store.ErrPluginStateQuota, pluginID, used, size, q.MaxBytes)
+		return fmt.Errorf("%w: %s uses %d bytes, this write adds %d, the limit is %d", core.ErrPluginStateQuota, pluginID, used, size, q.MaxBytes)
 	}
 	return s.PluginStateSet(ctx, pluginID, key, value)
 }
