@@ -149,16 +149,16 @@ const sweepEvery = 30 * time.Second
 
 // sweep puts orphaned running rows back in the queue.
 func (g *Gateway) sweep(ctx context.Context, mine map[int64]bool) {
-	ids, err := g.store.Running(ctx)
+	running, err := g.store.Running(ctx)
 	if err != nil {
 		g.log.Warn("look for orphaned requests", "err", err)
 		return
 	}
-	for _, id := range ids {
+	for id, lease := range running {
 		if mine[id] {
 			continue
 		}
-		if err := g.store.Release(ctx, id); err != nil {
+		if err := g.store.Release(ctx, id, lease); err != nil {
 			g.log.Warn("re-queue an orphaned request", "request", id, "err", err)
 			continue
 		}
@@ -202,16 +202,16 @@ func (g *Gateway) settle(ctx context.Context, it QueueItem, err error, log *slog
 	case err == nil:
 		outcome = OutcomeAnswered
 		log.Debug("request done")
-		g.record(sctx, log, "mark request done", func(c context.Context) error { return g.store.Finish(c, it.ID, StatusDone, "") })
+		g.record(sctx, log, "mark request done", func(c context.Context) error { return g.store.Finish(c, it.ID, it.Lease, StatusDone, "") })
 	case errors.As(err, &drop):
 		outcome = OutcomeDropped
 		log.Info("message dropped by a pre-hook", "reason", drop.reason)
-		g.record(sctx, log, "mark request done", func(c context.Context) error { return g.store.Finish(c, it.ID, StatusDone, err.Error()) })
+		g.record(sctx, log, "mark request done", func(c context.Context) error { return g.store.Finish(c, it.ID, it.Lease, StatusDone, err.Error()) })
 	case errors.Is(ctx.Err(), context.Canceled) && !errors.Is(err, context.DeadlineExceeded):
 		// Shutdown: back to the queue as it was; a deploy is no attempt.
 		outcome = OutcomeReleased
 		log.Info("request interrupted by shutdown; it is answered after the next start")
-		g.record(sctx, log, "release request", func(c context.Context) error { return g.store.Release(c, it.ID) })
+		g.record(sctx, log, "release request", func(c context.Context) error { return g.store.Release(c, it.ID, it.Lease) })
 	case Transient(err) && RetryAfter(err) > 0:
 		outcome = OutcomeWaiting
 		if g.wait(sctx, it, err, log) {
@@ -221,7 +221,9 @@ func (g *Gateway) settle(ctx context.Context, it QueueItem, err error, log *slog
 		outcome = OutcomeRetried
 		wait := g.opts.Backoff(it.Attempts + 1)
 		log.Warn("request failed; will retry", "attempt", it.Attempts+1, "in", wait, "err", err)
-		g.record(sctx, log, "re-queue request", func(c context.Context) error { return g.store.Retry(c, it.ID, g.now().Add(wait), err.Error()) })
+		g.record(sctx, log, "re-queue request", func(c context.Context) error {
+			return g.store.Retry(c, it.ID, it.Lease, g.now().Add(wait), err.Error())
+		})
 	default:
 		g.giveUp(sctx, it, err, log)
 	}
@@ -250,7 +252,7 @@ func (g *Gateway) wait(ctx context.Context, it QueueItem, cause error, log *slog
 		}
 	}
 	log.Warn("every model and credential is cooling; the request waits", "until", due, "err", cause)
-	g.record(ctx, log, "defer request", func(c context.Context) error { return g.store.Defer(c, it.ID, due, cause.Error(), notify) })
+	g.record(ctx, log, "defer request", func(c context.Context) error { return g.store.Defer(c, it.ID, it.Lease, due, cause.Error(), notify) })
 	return false
 }
 
@@ -260,7 +262,7 @@ func (g *Gateway) wait(ctx context.Context, it QueueItem, cause error, log *slog
 // parts) instead of an apology.
 func (g *Gateway) giveUp(ctx context.Context, it QueueItem, cause error, log *slog.Logger) {
 	log.Error("request failed", "attempts", it.Attempts+1, "interruptions", it.Interruptions, "err", cause)
-	g.record(ctx, log, "mark request failed", func(c context.Context) error { return g.store.Finish(c, it.ID, StatusFailed, cause.Error()) })
+	g.record(ctx, log, "mark request failed", func(c context.Context) error { return g.store.Finish(c, it.ID, it.Lease, StatusFailed, cause.Error()) })
 	g.emitFailed(it, cause)
 	if it.Kind != EventMessage || it.Message == nil {
 		return

@@ -145,7 +145,7 @@ type failingStore struct {
 	fail int
 }
 
-func (s *failingStore) Finish(ctx context.Context, id int64, status, cause string) error {
+func (s *failingStore) Finish(ctx context.Context, id, lease int64, status, cause string) error {
 	s.mu.Lock()
 	fail := s.fail > 0
 	if fail {
@@ -155,7 +155,7 @@ func (s *failingStore) Finish(ctx context.Context, id int64, status, cause strin
 	if fail {
 		return errors.New("database or disk is full")
 	}
-	return s.DB.Finish(ctx, id, status, cause)
+	return s.DB.Finish(ctx, id, lease, status, cause)
 }
 
 // TestFailedStatusWriteDoesNotWedgeTheConversation (finding 4): a final

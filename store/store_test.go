@@ -78,7 +78,8 @@ func TestClaimOrdersPerConversation(t *testing.T) {
 	if items, _, _ = db.Claim(ctx, 10, c.Now()); len(items) != 0 {
 		t.Fatalf("claim while both conversations run = %s, want nothing", texts(items))
 	}
-	if err := db.Finish(ctx, items0(t, db, a), core.StatusDone, ""); err != nil {
+	id, lease := items0(t, db, a)
+	if err := db.Finish(ctx, id, lease, core.StatusDone, ""); err != nil {
 		t.Fatal(err)
 	}
 	items, _, _ = db.Claim(ctx, 10, c.Now())
@@ -87,14 +88,14 @@ func TestClaimOrdersPerConversation(t *testing.T) {
 	}
 }
 
-// items0 returns the id of the running item of conv.
-func items0(t *testing.T, db *DB, conv core.ConversationKey) int64 {
+// items0 returns the id and lease of the running item of conv.
+func items0(t *testing.T, db *DB, conv core.ConversationKey) (int64, int64) {
 	t.Helper()
-	var id int64
-	if err := db.r.QueryRow(`SELECT id FROM queue WHERE conversation = ? AND status = 'running'`, conv.String()).Scan(&id); err != nil {
+	var id, lease int64
+	if err := db.r.QueryRow(`SELECT id, lease FROM queue WHERE conversation = ? AND status = 'running'`, conv.String()).Scan(&id, &lease); err != nil {
 		t.Fatal(err)
 	}
-	return id
+	return id, lease
 }
 
 func texts(items []core.QueueItem) string {
@@ -118,7 +119,7 @@ func TestClaimLimitAndRetryDelay(t *testing.T) {
 		t.Fatalf("claim 2 returned %d", len(items))
 	}
 	due := c.Now().Add(10 * time.Second)
-	if err := db.Retry(ctx, items[0].ID, due, "boom"); err != nil {
+	if err := db.Retry(ctx, items[0].ID, items[0].Lease, due, "boom"); err != nil {
 		t.Fatal(err)
 	}
 	got, next, _ := db.Claim(ctx, 5, c.Now())
@@ -157,12 +158,12 @@ func TestRequeueRunningAndEdit(t *testing.T) {
 	if len(again) != 1 || again[0].ID != items[0].ID || again[0].Message.Text != "first" || again[0].Attempts != 0 || again[0].Interruptions != 1 {
 		t.Fatalf("after requeue claim = %+v", again)
 	}
-	db.Finish(ctx, again[0].ID, core.StatusDone, "")
+	db.Finish(ctx, again[0].ID, again[0].Lease, core.StatusDone, "")
 	last, _, _ := db.Claim(ctx, 5, time.Now())
 	if texts(last) != "second, edited" {
 		t.Fatalf("edited text = %q", texts(last))
 	}
-	if err := db.Finish(ctx, last[0].ID, "bogus", ""); core.ErrorKind(err) != core.KindInvalid {
+	if err := db.Finish(ctx, last[0].ID, last[0].Lease, "bogus", ""); core.ErrorKind(err) != core.KindInvalid {
 		t.Fatalf("finish with bad status: %v", err)
 	}
 }
@@ -302,7 +303,7 @@ func BenchmarkQueue(b *testing.B) {
 		if err != nil || len(items) != 1 {
 			b.Fatalf("claim: %v %d", err, len(items))
 		}
-		if err := db.Finish(ctx, items[0].ID, core.StatusDone, ""); err != nil {
+		if err := db.Finish(ctx, items[0].ID, items[0].Lease, core.StatusDone, ""); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -18,6 +18,7 @@ func TestDSNIsAFreshDatabase(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer db.Close()
+		// The same table in each: they do not see each other's.
 		if _, err := db.ExecContext(ctx, `CREATE TABLE t (x INT)`); err != nil {
 			t.Fatalf("database %d: %v", i, err)
 		}
@@ -31,6 +32,10 @@ func TestDSNIsAFreshDatabase(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
+	var n int
+	if err := db.QueryRowContext(ctx, `SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = current_schema()`).Scan(&n); err != nil || n != 0 {
+		t.Fatalf("a fresh database has %d tables (%v)", n, err)
+	}
 	var sync, fsync string
 	if err := db.QueryRowContext(ctx, `SELECT current_setting('synchronous_commit'), current_setting('fsync')`).Scan(&sync, &fsync); err != nil {
 		t.Fatal(err)
