@@ -216,3 +216,15 @@ var Tables = []string{
 	"plugin_binding", "plugin_state", "lua_kv", "memories", "pairings", "schedules", "media", "media_sources",
 	"queue", "queue_heads",
 }
+
+// ServerVersion is the engine's version: the PostgreSQL server's, or
+// SQLite's library.
+func (db *DB) ServerVersion(ctx context.Context) (string, error) {
+	q := `SELECT sqlite_version()`
+	if db.d.concurrent {
+		q = `SELECT current_setting('server_version')`
+	}
+	var v string
+	err := db.r.QueryRowContext(ctx, q).Scan(&v)
+	return v, err
+}

@@ -87,7 +87,7 @@ func BuildApp(ctx context.Context, cfg *config.Config, o AppOptions) (_ *App, er
 			a.Close()
 		}
 	}()
-	a.db, err = store.Open(ctx, cfg.State.DataDir, store.Options{Now: o.Now, SessionTTL: cfg.State.SessionTTL.D(), QueueRetention: cfg.State.Retention.D(), Logger: o.Logger})
+	a.db, err = openStore(ctx, cfg, store.Options{Now: o.Now, SessionTTL: cfg.State.SessionTTL.D(), QueueRetention: cfg.State.Retention.D(), Logger: o.Logger})
 	if err != nil {
 		return nil, err
 	}
