@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"database/sql"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"net"
 	"net/url"
@@ -50,12 +49,25 @@ func AdminDSN(t testing.TB) string {
 	t.Helper()
 	server.once.Do(func() { server.dsn, server.missing, server.err = start() })
 	if server.err != nil {
-		if server.missing && os.Getenv("CI") != "true" {
-			t.Skipf("PostgreSQL tests skipped: %v; install it with: %s (or set %s)", server.err, InstallHint, EnvServer)
+		if skip, msg := verdict(server.err, server.missing, os.Getenv("CI")); skip {
+			t.Skip(msg)
+		} else {
+			t.Fatal(msg)
 		}
-		t.Fatalf("PostgreSQL for tests: %v", server.err)
 	}
 	return server.dsn
+}
+
+// verdict says whether a test without a server skips (the binaries are
+// missing, outside CI) or fails, and with which line.
+func verdict(err error, missing bool, ci string) (skip bool, msg string) {
+	if missing && ci != "true" {
+		return true, fmt.Sprintf("PostgreSQL tests skipped: %v; install it with: %s (or set %s)", err, InstallHint, EnvServer)
+	}
+	if missing {
+		return false, fmt.Sprintf("PostgreSQL for tests: %v; CI=true, so the PostgreSQL tests must run: install it with: %s", err, InstallHint)
+	}
+	return false, fmt.Sprintf("PostgreSQL for tests: %v", err)
 }
 
 // DSN returns the DSN of a fresh, empty database of its own, dropped
@@ -137,32 +149,42 @@ func start() (dsn string, missing bool, err error) {
 	if dsn := os.Getenv(EnvServer); dsn != "" {
 		return dsn, false, ping(dsn)
 	}
-	bin, err := binDir()
+	bin, err := binDir(os.Getenv("PATH"), "/usr/lib/postgresql")
 	if err != nil {
 		return "", true, err
 	}
 	return startPrivate(bin)
 }
 
-// binDir finds the directory of initdb and pg_ctl: on PATH, else the
-// newest /usr/lib/postgresql/<version>/bin (Debian keeps them there).
-func binDir() (string, error) {
-	if p, err := exec.LookPath("pg_ctl"); err == nil {
-		if _, err := exec.LookPath("initdb"); err == nil {
+// binDir finds the directory of initdb and pg_ctl: in path (a PATH),
+// else the newest <root>/<version>/bin (Debian keeps them in
+// /usr/lib/postgresql).
+func binDir(path, root string) (string, error) {
+	for _, dir := range filepath.SplitList(path) {
+		if dir == "" {
+			continue
+		}
+		p := filepath.Join(dir, "pg_ctl")
+		if isExec(p) && isExec(filepath.Join(dir, "initdb")) {
 			if r, err := filepath.EvalSymlinks(p); err == nil {
 				return filepath.Dir(r), nil
 			}
-			return filepath.Dir(p), nil
+			return dir, nil
 		}
 	}
-	dirs, _ := filepath.Glob("/usr/lib/postgresql/*/bin")
+	dirs, _ := filepath.Glob(filepath.Join(root, "*", "bin"))
 	sort.Slice(dirs, func(i, j int) bool { return version(dirs[i]) > version(dirs[j]) })
 	for _, d := range dirs {
-		if _, err := os.Stat(filepath.Join(d, "pg_ctl")); err == nil {
+		if isExec(filepath.Join(d, "pg_ctl")) {
 			return d, nil
 		}
 	}
-	return "", errors.New("no PostgreSQL server binaries (initdb, pg_ctl) on PATH or in /usr/lib/postgresql/*/bin")
+	return "", fmt.Errorf("no PostgreSQL server binaries (initdb, pg_ctl) on PATH or in %s/*/bin", root)
+}
+
+func isExec(p string) bool {
+	fi, err := os.Stat(p)
+	return err == nil && fi.Mode().IsRegular() && fi.Mode().Perm()&0o111 != 0
 }
 
 func version(binDir string) int {

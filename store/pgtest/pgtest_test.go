@@ -3,6 +3,10 @@ package pgtest
 import (
 	"context"
 	"database/sql"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -42,5 +46,32 @@ func TestDSNIsAFreshDatabase(t *testing.T) {
 	}
 	if sync != "on" || fsync != "on" {
 		t.Fatalf("durable database: synchronous_commit %s, fsync %s; want both on", sync, fsync)
+	}
+}
+
+func TestWithoutBinaries(t *testing.T) {
+	empty := t.TempDir()
+	_, err := binDir(empty, empty)
+	if err == nil {
+		t.Fatal("found binaries in an empty directory")
+	}
+	skip, msg := verdict(err, true, "")
+	if !skip || !strings.Contains(msg, "apt-get install postgresql") || strings.Contains(msg, "\n") {
+		t.Errorf("outside CI: skip %v, %q; want one line naming apt-get install postgresql", skip, msg)
+	}
+	if skip, msg := verdict(err, true, "true"); skip || !strings.Contains(msg, "CI=true") {
+		t.Errorf("under CI=true: skip %v, %q; want a failure", skip, msg)
+	}
+	if skip, _ := verdict(errors.New("initdb: disk full"), false, ""); skip {
+		t.Error("a server that fails to start is skipped; want a failure")
+	}
+	// Debian's layout: the newest version under the root.
+	for _, v := range []string{"13", "15"} {
+		dir := filepath.Join(empty, "pg", v, "bin")
+		os.MkdirAll(dir, 0o755)
+		os.WriteFile(filepath.Join(dir, "pg_ctl"), []byte("#!/bin/sh\n"), 0o755)
+	}
+	if got, err := binDir("", filepath.Join(empty, "pg")); err != nil || !strings.HasSuffix(got, "/15/bin") {
+		t.Errorf("binDir = %q, %v; want the newest version's", got, err)
 	}
 }
