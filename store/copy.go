@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -53,8 +54,9 @@ func (db *DB) CopyFrom(ctx context.Context, src *DB, done func(CopiedTable)) ([]
 			done(c)
 		}
 	}
-	// Nothing runs on the source: its claims are dead.
-	if _, err := db.w.DB.ExecContext(ctx, `UPDATE queue_heads SET due = 0 WHERE running = TRUE`); err != nil {
+	// Nothing runs on the source: its claims are dead (the trigger makes
+	// their heads due).
+	if _, err := db.w.DB.ExecContext(ctx, `UPDATE queue SET lease_until = 0 WHERE status = 'running'`); err != nil {
 		return out, fmt.Errorf("copy: take back the source's claims: %w", err)
 	}
 	if err := db.moveSequences(ctx, src); err != nil {
@@ -95,7 +97,13 @@ func (db *DB) copyTable(ctx context.Context, src *DB, table string) (CopiedTable
 		names[i], marks[i] = col.name, "$"+strconv.Itoa(i+1)
 	}
 	list := strings.Join(names, ", ")
-	srcRows, err := src.r.DB.QueryContext(ctx, `SELECT `+list+` FROM `+table)
+	order := ""
+	if slices.ContainsFunc(cols, func(c pgColumn) bool { return c.name == "id" }) {
+		// In id order: the queue's trigger makes the first unfinished
+		// item of a conversation its head.
+		order = " ORDER BY id"
+	}
+	srcRows, err := src.r.DB.QueryContext(ctx, `SELECT `+list+` FROM `+table+order)
 	if err != nil {
 		return c, fmt.Errorf("read the SQLite table (its columns must be %s): %w", list, err)
 	}

@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
+	"strconv"
 	"time"
 
 	"github.com/opentalon/opentalon/core"
@@ -19,18 +21,24 @@ import (
 // nothing when the claim no longer holds the item (core.ErrLeaseLost).
 //
 // queue_heads holds one row per conversation with unfinished work: its
-// oldest unfinished item (head), whether that runs, and due — when the
-// head may be claimed (its not_before) or, while it runs, when its lease
-// ends. A claim takes the due heads, oldest first: a queued head that is
-// due, or a running one whose lease ran out, which is taken back and
-// counted as an interruption (the poison-message guard reads it). Only a
-// head runs, so a conversation's items run one at a time, in id order,
-// whichever replica claims them. On PostgreSQL the heads are claimed with
-// FOR UPDATE SKIP LOCKED, so claimers never wait for one another; an
-// enqueue and a finish of one conversation take its advisory lock
-// (lockConversation); and every transaction that changes a head locks its
-// row before the item's row, the order the claim follows, so none of
-// them can deadlock.
+// oldest unfinished item (head) and when that may be claimed (due, its
+// not_before); whether it runs, and until when, is the item's own row.
+// Triggers on queue keep the table (migration 120), so every write to an
+// item is one statement and a claim or renewal writes the item only. A
+// claim takes the due heads, oldest first: a queued head that is due, or
+// a running one whose lease ran out, which is taken back and counted as
+// an interruption (the poison-message guard reads it). Only a head runs,
+// so a conversation's items run one at a time, in id order, whichever
+// replica claims them; a claim reads one row per busy conversation,
+// never every pending row.
+//
+// SQLite has one writer at a time, so each write is a statement on its
+// own. On PostgreSQL the heads are claimed with FOR UPDATE SKIP LOCKED, so
+// claimers never wait for one another; an enqueue and a finish take the
+// conversation's advisory lock (lockConversation: ids of one conversation
+// commit in order, and a head is never dropped under an enqueue); and a
+// transaction that writes an item first locks its head row, the order the
+// claim follows, so none of them can deadlock.
 
 // forever is the due time of a lease that does not expire (LeaseTTL 0).
 const forever = int64(1) << 62
@@ -49,76 +57,147 @@ const interruptedBy = "interrupted: its claim ran out (the process stopped or hu
 // Claim implements core.QueueStore: it claims up to n due heads (see
 // above) and returns them with their lease tokens; next is the earliest
 // time a head not due yet becomes due (a retry's or deferral's time, or a
-// running item's lease end), zero when none.
+// running item's lease end), zero when none or when n items were claimed.
 func (db *DB) Claim(ctx context.Context, n int, now time.Time) ([]core.QueueItem, time.Time, error) {
-	nowMS := now.UnixMilli()
 	if err := db.takeBackOnce(ctx); err != nil {
 		return nil, time.Time{}, fmt.Errorf("claim from queue: %w", err)
 	}
-	if n > 0 && !db.d.concurrent {
-		// Most calls find nothing due: SQLite looks on the read pool
-		// first, without taking the write lock.
-		var one int
-		if err := db.r.QueryRowContext(ctx, `SELECT 1 FROM queue_heads WHERE due <= ? LIMIT 1`, nowMS).Scan(&one); errors.Is(err, sql.ErrNoRows) {
-			n = 0
-		} else if err != nil {
-			return nil, time.Time{}, fmt.Errorf("claim from queue: %w", err)
-		}
-	}
 	var items []core.QueueItem
 	var bad []unreadable
-	if n > 0 {
-		err := db.txLocking(ctx, func(tx *txn) error {
-			items, bad = items[:0], bad[:0]
-			type head struct {
-				conv string
-				id   int64
+	var next int64
+	var err error
+	if db.d.concurrent {
+		items, bad, next, err = db.claimLocked(ctx, n, now)
+	} else {
+		items, bad, next, err = db.claimSerial(ctx, n, now)
+	}
+	if err != nil {
+		return nil, time.Time{}, fmt.Errorf("claim from queue: %w", err)
+	}
+	for _, b := range bad {
+		db.log.Error("queue row cannot be read; marked failed", "request", b.id, "err", b.err)
+	}
+	var nx time.Time
+	switch {
+	case len(bad) > 0:
+		// The next item of each such conversation is due at once.
+		nx = now
+	case next > 0 && next < forever:
+		nx = time.UnixMilli(next)
+	}
+	return items, nx, nil
+}
+
+// headsDue selects every head with the time it can be claimed: a queued
+// head at its not_before, a running one when its lease ends.
+const headsDue = `SELECT h.head, CASE WHEN q.status = 'running' THEN q.lease_until ELSE h.due END AS d
+	FROM queue_heads h JOIN queue q ON q.id = h.head`
+
+// claimSerial claims on SQLite: one read of the heads on the read pool
+// (most calls find nothing due, and take no write lock), then one
+// statement per item in an immediate transaction (measured faster than
+// the same statements each in an autocommit); each re-checks that the
+// item is still claimable, so a stale read claims nothing it should not.
+func (db *DB) claimSerial(ctx context.Context, n int, now time.Time) (items []core.QueueItem, bad []unreadable, next int64, err error) {
+	nowMS := now.UnixMilli()
+	rows, err := db.r.QueryContext(ctx, headsDue)
+	if err != nil {
+		return nil, nil, 0, err
+	}
+	var heads []int64
+	for rows.Next() {
+		var head, due int64
+		if err := rows.Scan(&head, &due); err != nil {
+			rows.Close()
+			return nil, nil, 0, err
+		}
+		switch {
+		case due <= nowMS:
+			heads = append(heads, head)
+		case due < forever && (next == 0 || due < next):
+			next = due
+		}
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, nil, 0, err
+	}
+	// The oldest heads first.
+	slices.Sort(heads)
+	if len(heads) > n {
+		heads = heads[:max(n, 0)]
+	}
+	if len(heads) == 0 {
+		return nil, nil, next, nil
+	}
+	until := db.leaseEnd(now)
+	err = db.tx(ctx, func(tx *txn) error {
+		items, bad = items[:0], bad[:0]
+		for _, id := range heads {
+			it, err := db.claimRow(ctx, tx, id, nowMS, until)
+			if err != nil {
+				var u unreadable
+				if errors.As(err, &u) {
+					if err := db.failUnreadable(ctx, tx, u); err != nil {
+						return err
+					}
+					bad = append(bad, u)
+					continue
+				}
+				if errors.Is(err, sql.ErrNoRows) {
+					continue // claimed or settled meanwhile
+				}
+				return err
 			}
-			var heads []head
-			rows, err := tx.QueryContext(ctx, `SELECT conversation, head FROM queue_heads WHERE due <= ? ORDER BY head LIMIT ?`+db.d.skipLocked, nowMS, n)
+			items = append(items, it)
+		}
+		return nil
+	})
+	return items, bad, next, err
+}
+
+// claimLocked claims on PostgreSQL: the due heads are locked FOR UPDATE
+// SKIP LOCKED (a head another claimer is claiming is skipped, never
+// waited for) and their items claimed in the same transaction.
+func (db *DB) claimLocked(ctx context.Context, n int, now time.Time) (items []core.QueueItem, bad []unreadable, next int64, err error) {
+	nowMS := now.UnixMilli()
+	if n > 0 {
+		err = db.txLocking(ctx, func(tx *txn) error {
+			items, bad = items[:0], bad[:0]
+			rows, err := tx.QueryContext(ctx, `SELECT h.head FROM queue_heads h JOIN queue q ON q.id = h.head
+				WHERE q.status = 'queued' AND h.due <= ? OR q.status = 'running' AND q.lease_until <= ?
+				ORDER BY h.head LIMIT `+strconv.Itoa(n)+` FOR UPDATE OF h SKIP LOCKED`, nowMS, nowMS)
 			if err != nil {
 				return err
 			}
+			var heads []int64
 			for rows.Next() {
-				var h head
-				if err := rows.Scan(&h.conv, &h.id); err != nil {
+				var id int64
+				if err := rows.Scan(&id); err != nil {
 					rows.Close()
 					return err
 				}
-				heads = append(heads, h)
+				heads = append(heads, id)
 			}
 			rows.Close()
 			if err := rows.Err(); err != nil {
 				return err
 			}
 			until := db.leaseEnd(now)
-			for _, h := range heads {
-				it, err := db.claimRow(ctx, tx, h.id, until)
-				if errors.Is(err, sql.ErrNoRows) {
-					// The head names an item already finished: move on.
-					if err := db.advanceHead(ctx, tx, h.conv); err != nil {
-						return err
-					}
-					continue
-				}
-				var u unreadable
-				if errors.As(err, &u) {
-					// One unreadable row must not stall the queue: it fails
-					// and the conversation moves on.
-					if _, err := tx.ExecContext(ctx, `UPDATE queue SET status = 'failed', attempts = attempts + 1, last_error = ?, holder = '', lease_until = 0, updated_at = ? WHERE id = ?`,
-						"the stored event cannot be read: "+u.err.Error(), db.ms(), u.id); err != nil {
-						return err
-					}
-					if err := db.advanceHead(ctx, tx, h.conv); err != nil {
-						return err
-					}
-					bad = append(bad, u)
-					continue
-				}
+			for _, id := range heads {
+				it, err := db.claimRow(ctx, tx, id, nowMS, until)
 				if err != nil {
-					return err
-				}
-				if _, err := tx.ExecContext(ctx, `UPDATE queue_heads SET running = TRUE, due = ? WHERE conversation = ?`, until, h.conv); err != nil {
+					var u unreadable
+					if errors.As(err, &u) {
+						if err := db.failUnreadable(ctx, tx, u); err != nil {
+							return err
+						}
+						bad = append(bad, u)
+						continue
+					}
+					if errors.Is(err, sql.ErrNoRows) {
+						continue
+					}
 					return err
 				}
 				items = append(items, it)
@@ -126,25 +205,15 @@ func (db *DB) Claim(ctx context.Context, n int, now time.Time) ([]core.QueueItem
 			return nil
 		})
 		if err != nil {
-			return nil, time.Time{}, fmt.Errorf("claim from queue: %w", err)
+			return nil, nil, 0, err
 		}
 	}
-	for _, b := range bad {
-		db.log.Error("queue row cannot be read; marked failed", "request", b.id, "err", b.err)
+	if len(items) < n || n == 0 {
+		if err := db.r.QueryRowContext(ctx, `SELECT COALESCE(MIN(d), 0) FROM (`+headsDue+`) x WHERE d > ? AND d < ?`, nowMS, forever).Scan(&next); err != nil {
+			return nil, nil, 0, err
+		}
 	}
-	var due sql.NullInt64
-	if err := db.r.QueryRowContext(ctx, `SELECT MIN(due) FROM queue_heads WHERE due > ? AND due < ?`, nowMS, forever).Scan(&due); err != nil {
-		return nil, time.Time{}, fmt.Errorf("claim from queue: %w", err)
-	}
-	var next time.Time
-	if due.Valid {
-		next = time.UnixMilli(due.Int64)
-	}
-	if len(bad) > 0 {
-		// The next item of each such conversation is due at once.
-		next = now
-	}
-	return items, next, nil
+	return items, bad, next, nil
 }
 
 // unreadable is a queue row whose event cannot be decoded.
@@ -155,20 +224,26 @@ type unreadable struct {
 
 func (u unreadable) Error() string { return fmt.Sprintf("queue row %d: %v", u.id, u.err) }
 
-// claimRow marks the head item id running under a new lease of this
-// holder until until and returns it. A row still running (its lease ran
-// out) is taken back: an interruption. sql.ErrNoRows: the item is
-// finished; an unreadable: its event cannot be decoded.
-func (db *DB) claimRow(ctx context.Context, tx *txn, id, until int64) (core.QueueItem, error) {
+// execer is a pool or a transaction.
+type execer interface {
+	ExecContext(ctx context.Context, q string, args ...any) (sql.Result, error)
+	QueryRowContext(ctx context.Context, q string, args ...any) *sql.Row
+}
+
+// claimRow marks item id running under a new lease of this holder until
+// until and returns it, if it is still claimable at now: queued and due,
+// or running under a lease that ran out (taken back: an interruption).
+// sql.ErrNoRows: it is not; an unreadable: its event cannot be decoded.
+func (db *DB) claimRow(ctx context.Context, x execer, id, now, until int64) (core.QueueItem, error) {
 	var it core.QueueItem
 	var kind, conv, raw string
 	var notBefore, created int64
-	err := tx.QueryRowContext(ctx, `UPDATE queue SET status = 'running', holder = ?, lease = lease + 1, lease_until = ?, updated_at = ?,
+	err := x.QueryRowContext(ctx, `UPDATE queue SET status = 'running', holder = ?, lease = lease + 1, lease_until = ?, updated_at = ?,
 		interruptions = interruptions + CASE WHEN status = 'running' THEN 1 ELSE 0 END,
 		last_error = CASE WHEN status = 'running' THEN ? ELSE last_error END
-		WHERE id = ? AND status IN ('queued', 'running')
+		WHERE id = ? AND (status = 'queued' AND not_before <= ? OR status = 'running' AND lease_until <= ?)
 		RETURNING id, kind, conversation, dedupe_key, payload, attempts, interruptions, notified, not_before, created_at, lease`,
-		db.holder, until, db.ms(), interruptedBy, id).
+		db.holder, until, db.ms(), interruptedBy, id, now, now).
 		Scan(&it.ID, &kind, &conv, &it.DedupeKey, &raw, &it.Attempts, &it.Interruptions, &it.Notified, &notBefore, &created, &it.Lease)
 	if err != nil {
 		return it, err
@@ -183,26 +258,18 @@ func (db *DB) claimRow(ctx context.Context, tx *txn, id, until int64) (core.Queu
 	return it, nil
 }
 
-// advanceHead makes the conversation's oldest unfinished item its head,
-// due at its not_before, or deletes the head when nothing is left.
-func (db *DB) advanceHead(ctx context.Context, tx *txn, conv string) error {
-	var id, notBefore int64
-	err := tx.QueryRowContext(ctx, `SELECT id, not_before FROM queue WHERE conversation = ? AND status IN ('queued', 'running') ORDER BY id LIMIT 1`, conv).Scan(&id, &notBefore)
-	if errors.Is(err, sql.ErrNoRows) {
-		_, err = tx.ExecContext(ctx, `DELETE FROM queue_heads WHERE conversation = ?`, conv)
-		return err
-	}
-	if err != nil {
-		return err
-	}
-	_, err = tx.ExecContext(ctx, `UPDATE queue_heads SET head = ?, running = FALSE, due = ? WHERE conversation = ?`, id, notBefore, conv)
+// failUnreadable fails an item whose event cannot be decoded: one such
+// row must not stall the queue, its conversation moves on.
+func (db *DB) failUnreadable(ctx context.Context, x execer, u unreadable) error {
+	_, err := x.ExecContext(ctx, `UPDATE queue SET status = 'failed', attempts = attempts + 1, last_error = ?, holder = '', lease_until = 0, updated_at = ? WHERE id = ?`,
+		"the stored event cannot be read: "+u.err.Error(), db.ms(), u.id)
 	return err
 }
 
-// takeBackOnce, on a sole claimer's first claim, makes every running
-// head due: their leases belong to processes that died (nothing else
-// claims while this one holds the data directory), so a restart answers
-// what a crash interrupted at once instead of after the lease.
+// takeBackOnce, on a sole claimer's first claim, ends every lease: they
+// belong to processes that died (nothing else claims while this one holds
+// the data directory), so a restart answers what a crash interrupted at
+// once instead of after the lease.
 func (db *DB) takeBackOnce(ctx context.Context) error {
 	if !db.sole {
 		return nil
@@ -212,7 +279,7 @@ func (db *DB) takeBackOnce(ctx context.Context) error {
 	if db.tookBack {
 		return nil
 	}
-	if _, err := db.w.ExecContext(ctx, `UPDATE queue_heads SET due = 0 WHERE running = TRUE`); err != nil {
+	if _, err := db.w.ExecContext(ctx, `UPDATE queue SET lease_until = 0 WHERE status = 'running'`); err != nil {
 		return err
 	}
 	db.tookBack = true
@@ -223,22 +290,79 @@ func (db *DB) takeBackOnce(ctx context.Context) error {
 // item by the lease TTL from now; core.ErrLeaseLost when the claim no
 // longer holds it.
 func (db *DB) Renew(ctx context.Context, id, lease int64) error {
-	until := db.leaseEnd(db.now())
+	if err := db.fenced(ctx, id, lease, false, `lease_until = ?`, db.leaseEnd(db.now())); err != nil {
+		return fmt.Errorf("renew the lease of queue item %d: %w", id, err)
+	}
+	return nil
+}
+
+// fenced applies set to item id if this holder's claim with token lease
+// still holds it, in one statement whose trigger moves the head along;
+// core.ErrLeaseLost when it does not. On PostgreSQL the statement runs in
+// a transaction that first takes the conversation's lock when the head
+// moves on (finish), then locks the head row: the order a claim follows.
+func (db *DB) fenced(ctx context.Context, id, lease int64, finish bool, set string, args ...any) error {
+	q := `UPDATE queue SET ` + set + `, updated_at = ? WHERE id = ? AND holder = ? AND lease = ? AND status = 'running'`
+	a := append(append([]any{}, args...), db.ms(), id, db.holder, lease)
+	if !db.d.concurrent {
+		return affected(db.w.ExecContext(ctx, q, a...))
+	}
 	err := db.txLocking(ctx, func(tx *txn) error {
 		var conv string
 		if err := tx.QueryRowContext(ctx, `SELECT conversation FROM queue WHERE id = ?`, id).Scan(&conv); err != nil {
 			return err
 		}
-		if err := affected(tx.ExecContext(ctx, `UPDATE queue_heads SET due = ? WHERE conversation = ? AND head = ? AND running = TRUE`, until, conv, id)); err != nil {
+		if finish {
+			if err := db.lockConversation(ctx, tx, conv); err != nil {
+				return err
+			}
+		}
+		var head int64
+		if err := tx.QueryRowContext(ctx, `SELECT head FROM queue_heads WHERE conversation = ?`+db.d.forUpdate, conv).Scan(&head); err != nil {
 			return err
 		}
-		return affected(tx.ExecContext(ctx, `UPDATE queue SET lease_until = ? WHERE id = ? AND holder = ? AND lease = ? AND status = 'running'`, until, id, db.holder, lease))
+		return affected(tx.ExecContext(ctx, q, a...))
 	})
 	if errors.Is(err, sql.ErrNoRows) {
+		// No such item, or its conversation has no head: nothing runs.
 		err = core.ErrLeaseLost
 	}
-	if err != nil {
-		return fmt.Errorf("renew the lease of queue item %d: %w", id, err)
+	return err
+}
+
+// Finish implements core.QueueStore.
+func (db *DB) Finish(ctx context.Context, id, lease int64, status, cause string) error {
+	if status != core.StatusDone && status != core.StatusFailed {
+		return core.Errorf(core.KindInvalid, "finish queue item %d: status %q is not done or failed", id, status)
+	}
+	if err := db.fenced(ctx, id, lease, true, `status = ?, attempts = attempts + 1, last_error = ?, holder = '', lease_until = 0`, status, cause); err != nil {
+		return fmt.Errorf("finish queue item %d: %w", id, err)
+	}
+	return nil
+}
+
+// Retry implements core.QueueStore.
+func (db *DB) Retry(ctx context.Context, id, lease int64, notBefore time.Time, cause string) error {
+	if err := db.fenced(ctx, id, lease, false, `status = 'queued', attempts = attempts + 1, not_before = ?, last_error = ?, holder = '', lease_until = 0`,
+		notBefore.UnixMilli(), cause); err != nil {
+		return fmt.Errorf("retry queue item %d: %w", id, err)
+	}
+	return nil
+}
+
+// Defer implements core.QueueStore.
+func (db *DB) Defer(ctx context.Context, id, lease int64, notBefore time.Time, cause string, notified bool) error {
+	if err := db.fenced(ctx, id, lease, false, `status = 'queued', not_before = ?, last_error = ?, notified = (notified OR ?), holder = '', lease_until = 0`,
+		notBefore.UnixMilli(), cause, notified); err != nil {
+		return fmt.Errorf("defer queue item %d: %w", id, err)
+	}
+	return nil
+}
+
+// Release implements core.QueueStore.
+func (db *DB) Release(ctx context.Context, id, lease int64) error {
+	if err := db.fenced(ctx, id, lease, false, `status = 'queued', holder = '', lease_until = 0`); err != nil {
+		return fmt.Errorf("release queue item %d: %w", id, err)
 	}
 	return nil
 }
@@ -252,80 +376,6 @@ func affected(res sql.Result, err error) error {
 		return err
 	} else if n == 0 {
 		return core.ErrLeaseLost
-	}
-	return nil
-}
-
-// settle ends a claim in one transaction: it releases the head (due at
-// due, or at the item's not_before when due < 0), applies set to the item
-// if the claim still holds it, and, when finish is set, moves the head to
-// the conversation's next item.
-func (db *DB) settle(ctx context.Context, id, lease int64, finish bool, due int64, set string, args ...any) error {
-	err := db.txLocking(ctx, func(tx *txn) error {
-		var conv string
-		var notBefore int64
-		if err := tx.QueryRowContext(ctx, `SELECT conversation, not_before FROM queue WHERE id = ?`, id).Scan(&conv, &notBefore); err != nil {
-			return err
-		}
-		if finish {
-			if err := db.lockConversation(ctx, tx, conv); err != nil {
-				return err
-			}
-		}
-		if due < 0 {
-			due = notBefore
-		}
-		if err := affected(tx.ExecContext(ctx, `UPDATE queue_heads SET running = FALSE, due = ? WHERE conversation = ? AND head = ? AND running = TRUE`, due, conv, id)); err != nil {
-			return err
-		}
-		a := append(append([]any{}, args...), db.ms(), id, db.holder, lease)
-		if err := affected(tx.ExecContext(ctx, `UPDATE queue SET `+set+`, holder = '', lease_until = 0, updated_at = ? WHERE id = ? AND holder = ? AND lease = ? AND status = 'running'`, a...)); err != nil {
-			return err
-		}
-		if finish {
-			return db.advanceHead(ctx, tx, conv)
-		}
-		return nil
-	})
-	if errors.Is(err, sql.ErrNoRows) {
-		err = core.ErrLeaseLost
-	}
-	return err
-}
-
-// Finish implements core.QueueStore.
-func (db *DB) Finish(ctx context.Context, id, lease int64, status, cause string) error {
-	if status != core.StatusDone && status != core.StatusFailed {
-		return core.Errorf(core.KindInvalid, "finish queue item %d: status %q is not done or failed", id, status)
-	}
-	if err := db.settle(ctx, id, lease, true, 0, `status = ?, attempts = attempts + 1, last_error = ?`, status, cause); err != nil {
-		return fmt.Errorf("finish queue item %d: %w", id, err)
-	}
-	return nil
-}
-
-// Retry implements core.QueueStore.
-func (db *DB) Retry(ctx context.Context, id, lease int64, notBefore time.Time, cause string) error {
-	nb := notBefore.UnixMilli()
-	if err := db.settle(ctx, id, lease, false, nb, `status = 'queued', attempts = attempts + 1, not_before = ?, last_error = ?`, nb, cause); err != nil {
-		return fmt.Errorf("retry queue item %d: %w", id, err)
-	}
-	return nil
-}
-
-// Defer implements core.QueueStore.
-func (db *DB) Defer(ctx context.Context, id, lease int64, notBefore time.Time, cause string, notified bool) error {
-	nb := notBefore.UnixMilli()
-	if err := db.settle(ctx, id, lease, false, nb, `status = 'queued', not_before = ?, last_error = ?, notified = (notified OR ?)`, nb, cause, notified); err != nil {
-		return fmt.Errorf("defer queue item %d: %w", id, err)
-	}
-	return nil
-}
-
-// Release implements core.QueueStore.
-func (db *DB) Release(ctx context.Context, id, lease int64) error {
-	if err := db.settle(ctx, id, lease, false, -1, `status = 'queued'`); err != nil {
-		return fmt.Errorf("release queue item %d: %w", id, err)
 	}
 	return nil
 }
@@ -346,8 +396,8 @@ type QueueHealth struct {
 // QueueHealth reads the state of the leased queue at now.
 func (db *DB) QueueHealth(ctx context.Context, now time.Time) (QueueHealth, error) {
 	var h QueueHealth
-	err := db.r.QueryRowContext(ctx, `SELECT COUNT(*), COUNT(CASE WHEN running = TRUE THEN 1 END), COUNT(CASE WHEN running = TRUE AND due <= ? THEN 1 END) FROM queue_heads`,
-		now.UnixMilli()).Scan(&h.Heads, &h.Running, &h.Expired)
+	err := db.r.QueryRowContext(ctx, `SELECT COUNT(*), COUNT(CASE WHEN q.status = 'running' THEN 1 END), COUNT(CASE WHEN q.status = 'running' AND q.lease_until <= ? THEN 1 END)
+		FROM queue_heads h JOIN queue q ON q.id = h.head`, now.UnixMilli()).Scan(&h.Heads, &h.Running, &h.Expired)
 	if err == nil {
 		err = db.r.QueryRowContext(ctx, `SELECT COUNT(DISTINCT holder) FROM queue WHERE status = 'running'`).Scan(&h.Holders)
 	}
@@ -359,41 +409,6 @@ func (db *DB) QueueHealth(ctx context.Context, now time.Time) (QueueHealth, erro
 		return h, fmt.Errorf("queue health: %w", err)
 	}
 	return h, nil
-}
-
-// RequeueRunning implements core.QueueStore: it makes every running
-// item due now (its next claim takes it back as an interruption) and
-// prunes finished rows past Options.QueueRetention. It returns how many
-// items were running.
-func (db *DB) RequeueRunning(ctx context.Context) (int, error) {
-	res, err := db.w.ExecContext(ctx, `UPDATE queue_heads SET due = 0 WHERE running = TRUE`)
-	if err != nil {
-		return 0, fmt.Errorf("requeue running: %w", err)
-	}
-	n, _ := res.RowsAffected()
-	if _, err := db.PruneQueue(ctx); err != nil {
-		return int(n), err
-	}
-	return int(n), nil
-}
-
-// Running implements core.QueueStore: the lease token of every running
-// item, by id.
-func (db *DB) Running(ctx context.Context) (map[int64]int64, error) {
-	rows, err := db.r.QueryContext(ctx, `SELECT id, lease FROM queue WHERE status = 'running' ORDER BY id`)
-	if err != nil {
-		return nil, fmt.Errorf("running queue items: %w", err)
-	}
-	defer rows.Close()
-	out := map[int64]int64{}
-	for rows.Next() {
-		var id, lease int64
-		if err := rows.Scan(&id, &lease); err != nil {
-			return nil, err
-		}
-		out[id] = lease
-	}
-	return out, rows.Err()
 }
 
 // MostRunningInOneConversation returns the conversation with the most

@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/opentalon/opentalon/core"
@@ -196,7 +197,7 @@ func (db *DB) checkTables(ctx context.Context) ([]string, error) {
 		return nil, err
 	}
 	var problems []string
-	for _, t := range Tables {
+	for _, t := range append(slices.Clone(Tables), "queue_heads", "plugin_state_usage", "schema_migrations") {
 		if !have[t] {
 			problems = append(problems, fmt.Sprintf("table %s is missing", t))
 			continue
@@ -209,12 +210,13 @@ func (db *DB) checkTables(ctx context.Context) ([]string, error) {
 	return problems, nil
 }
 
-// Tables are the tables of the schema, parents before the tables that
-// refer to them (the order `state migrate` copies them in).
+// Tables are the tables of the schema that hold data, parents before
+// the tables that refer to them (the order `state migrate` copies them
+// in). Triggers fill the others (queue_heads, plugin_state_usage).
 var Tables = []string{
 	"sessions", "messages", "replies", "deliveries", "usage", "signals", "affinity", "profiles", "escalations",
 	"plugin_binding", "plugin_state", "lua_kv", "memories", "pairings", "schedules", "media", "media_sources",
-	"queue", "queue_heads",
+	"queue",
 }
 
 // ServerVersion is the engine's version: the PostgreSQL server's, or

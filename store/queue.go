@@ -23,11 +23,12 @@ type payload struct {
 	Firing   *core.Firing   `json:"firing,omitempty"`
 }
 
-// Enqueue implements core.QueueStore. In one transaction it takes the
-// conversation's lock (PostgreSQL: so the ids of one conversation commit
-// in order), checks the pending cap, inserts the row and, when the
-// conversation had no unfinished work, makes it the conversation's head
-// (and, on PostgreSQL, notifies the other replicas).
+// Enqueue implements core.QueueStore. The row's trigger makes it its
+// conversation's head when the conversation had no unfinished work (and,
+// on PostgreSQL, notifies the other replicas). On SQLite it is one
+// statement that also checks the pending cap; on PostgreSQL a transaction
+// that first takes the conversation's lock, so the ids of one
+// conversation commit in order and the cap counts what is committed.
 func (db *DB) Enqueue(ctx context.Context, it core.QueueItem) (int64, bool, error) {
 	if it.DedupeKey == "" {
 		return 0, false, core.Errorf(core.KindInvalid, "enqueue: empty dedupe key")
@@ -41,68 +42,65 @@ func (db *DB) Enqueue(ctx context.Context, it core.QueueItem) (int64, bool, erro
 		created = db.now()
 	}
 	conv := it.Conversation.String()
+	row := []any{it.DedupeKey, string(it.Kind), conv, string(b), it.NotBefore.UnixMilli(), created.UnixMilli(), db.ms()}
 	var id int64
-	var dup, full bool
-	err = db.txLocking(ctx, func(tx *txn) error {
-		id, dup, full = 0, false, false
-		if err := db.lockConversation(ctx, tx, conv); err != nil {
-			return err
-		}
-		if it.MaxPending > 0 {
-			var n int
-			if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM queue WHERE conversation = ? AND status IN ('queued', 'running')`, conv).Scan(&n); err != nil {
+	if db.d.concurrent {
+		var full bool
+		err = db.txLocking(ctx, func(tx *txn) error {
+			id, full = 0, false
+			if err := db.lockConversation(ctx, tx, conv); err != nil {
 				return err
 			}
-			if n >= it.MaxPending {
-				// A redelivery of a queued message is a duplicate, not
-				// one too many.
-				var one int
-				switch err := tx.QueryRowContext(ctx, `SELECT 1 FROM queue WHERE dedupe_key = ?`, it.DedupeKey).Scan(&one); {
-				case err == nil:
-					dup = true
-				case errors.Is(err, sql.ErrNoRows):
-					full = true
-				default:
+			if it.MaxPending > 0 {
+				var n int
+				if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM queue WHERE conversation = ? AND status IN ('queued', 'running')`, conv).Scan(&n); err != nil {
 					return err
 				}
-				return nil
+				if full = n >= it.MaxPending; full {
+					return nil
+				}
+			}
+			err := tx.QueryRowContext(ctx, `INSERT INTO queue (dedupe_key, kind, conversation, payload, not_before, created_at, updated_at)
+				VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (dedupe_key) DO NOTHING RETURNING id`, row...).Scan(&id)
+			if errors.Is(err, sql.ErrNoRows) {
+				return nil // a duplicate
+			}
+			return err
+		})
+		if err == nil && full {
+			err = sql.ErrNoRows
+		}
+	} else {
+		// One statement inserts the row unless the conversation is full;
+		// the pending count reads the queue_pending index only.
+		err = db.w.QueryRowContext(ctx, `INSERT INTO queue (dedupe_key, kind, conversation, payload, not_before, created_at, updated_at)
+			SELECT ?, ?, ?, ?, ?, ?, ? WHERE ? <= 0 OR (SELECT COUNT(*) FROM queue WHERE conversation = ? AND status IN ('queued', 'running')) < ?
+			ON CONFLICT (dedupe_key) DO NOTHING RETURNING id`, append(row, it.MaxPending, conv, it.MaxPending)...).Scan(&id)
+		if err == nil {
+			if err := db.flush(); err != nil {
+				return 0, false, fmt.Errorf("enqueue: %w", err)
 			}
 		}
-		now := db.ms()
-		err := tx.QueryRowContext(ctx, `INSERT INTO queue (dedupe_key, kind, conversation, payload, not_before, created_at, updated_at)
-			VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (dedupe_key) DO NOTHING RETURNING id`,
-			it.DedupeKey, string(it.Kind), conv, string(b), it.NotBefore.UnixMilli(), created.UnixMilli(), now).Scan(&id)
-		if errors.Is(err, sql.ErrNoRows) {
-			dup = true
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		res, err := tx.ExecContext(ctx, `INSERT INTO queue_heads (conversation, head, running, due) VALUES (?, ?, FALSE, ?) ON CONFLICT (conversation) DO NOTHING`,
-			conv, id, it.NotBefore.UnixMilli())
-		if err != nil {
-			return err
-		}
-		if n, _ := res.RowsAffected(); n > 0 && db.d.concurrent {
-			// The conversation has new work: wake the other replicas
-			// (delivered at commit).
-			_, err = tx.ExecContext(ctx, `SELECT pg_notify('`+notifyChannel+`', '')`)
-		}
-		return err
-	})
-	switch {
-	case err != nil:
+	}
+	if id != 0 && err == nil {
+		return id, false, nil
+	}
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
 		return 0, false, fmt.Errorf("enqueue: %w", err)
-	case full:
-		return 0, false, core.ErrConversationFull
-	case dup:
+	}
+	// Not inserted: a duplicate, or the conversation is full.
+	if it.MaxPending <= 0 {
 		return 0, true, nil
 	}
-	if err := db.flush(); err != nil {
+	var one int
+	switch err := db.r.QueryRowContext(ctx, `SELECT 1 FROM queue WHERE dedupe_key = ?`, it.DedupeKey).Scan(&one); {
+	case err == nil:
+		return 0, true, nil
+	case errors.Is(err, sql.ErrNoRows):
+		return 0, false, core.ErrConversationFull
+	default:
 		return 0, false, fmt.Errorf("enqueue: %w", err)
 	}
-	return id, false, nil
 }
 
 // lockConversation serializes, on PostgreSQL, the transactions that add

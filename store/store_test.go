@@ -137,8 +137,14 @@ func TestClaimLimitAndRetryDelay(t *testing.T) {
 	}
 }
 
-func TestRequeueRunningAndEdit(t *testing.T) {
-	db := openTest(t, Options{})
+// TestRestartTakesBackAndEdit: a restarted sole claimer takes back what
+// the process before it left running, as an interruption.
+func TestRestartTakesBackAndEdit(t *testing.T) {
+	dir := t.TempDir()
+	db, err := Open(context.Background(), dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	ctx := context.Background()
 	conv := core.ConversationKey{Channel: "telegram", Chat: "5"}
 	db.Enqueue(ctx, msgItem(conv, "1", "first"))
@@ -150,10 +156,12 @@ func TestRequeueRunningAndEdit(t *testing.T) {
 	if ok, _ := db.EditQueued(ctx, "telegram:m:1", "too late"); ok {
 		t.Fatal("edit of a running message was applied")
 	}
-	n, err := db.RequeueRunning(ctx)
-	if err != nil || n != 1 {
-		t.Fatalf("requeue: n=%d err=%v", n, err)
+	db.Close() // the crash
+	db, err = Open(ctx, dir, Options{SoleClaimer: true})
+	if err != nil {
+		t.Fatal(err)
 	}
+	defer db.Close()
 	again, _, _ := db.Claim(ctx, 5, time.Now())
 	if len(again) != 1 || again[0].ID != items[0].ID || again[0].Message.Text != "first" || again[0].Attempts != 0 || again[0].Interruptions != 1 {
 		t.Fatalf("after requeue claim = %+v", again)
