@@ -73,14 +73,9 @@ type QueueStore interface {
 	Enqueue(ctx context.Context, item QueueItem) (id int64, dup bool, err error)
 	// EditQueued replaces the text of a still-queued message.
 	EditQueued(ctx context.Context, dedupeKey, text string) (bool, error)
-	// RequeueRunning puts items left running by a crash back in the
-	// queue, counting an interruption for each.
-	RequeueRunning(ctx context.Context) (int, error)
 	// Release puts a running item back in the queue as it was (a graceful
-	// shutdown, or an item whose outcome could not be recorded).
+	// shutdown).
 	Release(ctx context.Context, id, lease int64) error
-	// Running returns the lease token of every item marked running, by id.
-	Running(ctx context.Context) (map[int64]int64, error)
 	// Claim marks as running, under a lease of this claimer, and returns
 	// up to n items that are the oldest unfinished item of their
 	// conversation and due at now: queued and past their NotBefore, or
@@ -135,6 +130,14 @@ type ReplyStore interface {
 	MarkSent(ctx context.Context, replyID int64, part int, platformID string) error
 	// ReplyByPlatformID finds the reply one of whose parts has that id.
 	ReplyByPlatformID(ctx context.Context, channel, platformID string) (*Reply, error)
+}
+
+// QueueWaker is an optional capability of a QueueStore shared by several
+// gateways: the channel receives when another gateway may have given a
+// conversation new work (PostgreSQL's LISTEN/NOTIFY). The dispatcher's
+// timer stays the fallback.
+type QueueWaker interface {
+	QueueWake() <-chan struct{}
 }
 
 // MediaStore keeps file content by its SHA-256 (<data_dir>/media).

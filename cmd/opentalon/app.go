@@ -87,7 +87,11 @@ func BuildApp(ctx context.Context, cfg *config.Config, o AppOptions) (_ *App, er
 			a.Close()
 		}
 	}()
-	a.db, err = openStore(ctx, cfg, store.Options{Now: o.Now, SessionTTL: cfg.State.SessionTTL.D(), QueueRetention: cfg.State.Retention.D(), Logger: o.Logger})
+	// On SQLite this gateway is the only claimer of its database (run
+	// holds the data directory's lock): the leases of a process before it
+	// are dead, and taken back at its first claim.
+	a.db, err = openStore(ctx, cfg, store.Options{Now: o.Now, SessionTTL: cfg.State.SessionTTL.D(), QueueRetention: cfg.State.Retention.D(), Logger: o.Logger,
+		LeaseTTL: cfg.Queue.LeaseTTL.D(), SoleClaimer: cfg.State.Driver != config.DriverPostgres})
 	if err != nil {
 		return nil, err
 	}
@@ -123,6 +127,7 @@ func BuildApp(ctx context.Context, cfg *config.Config, o AppOptions) (_ *App, er
 		MaxPending:     cfg.Queue.MaxPending,
 		MaxWait:        cfg.Queue.MaxWait.D(),
 		RequestTimeout: cfg.Queue.RequestTimeout.D(),
+		LeaseTTL:       cfg.Queue.LeaseTTL.D(),
 		Access:         accessPolicies(cfg),
 		Pairings:       a.db,
 		Media:          buildMedia(cfg, a.db, a.router, o.Logger),
