@@ -199,7 +199,7 @@ func (a *App) Run(ctx context.Context) error {
 	}
 	gwDone := make(chan error, 1)
 	go func() { gwDone <- a.gateway.Run(ctx, a.cfg.Queue.ShutdownGrace.D()) }()
-	a.log.Info("opentalon running", "channels", len(a.gateway.Channels()), "db", a.db.Path())
+	a.log.Info("opentalon running", "channels", len(a.gateway.Channels()), "db", a.db.Name())
 	var err error
 	select {
 	case err = <-gwDone:
