@@ -7,7 +7,9 @@
 # The Perf* benchmarks build the stripped binary as a release is built
 # (go build -trimpath -tags grpcnotrace
 # -ldflags "-s -w") and run it against fake Telegram and LLM servers; they
-# need Linux (/proc). Targets: start-ms <= 15, idle-MiB <= 20,
+# need Linux (/proc). PerfEngines and the store's *Postgres benchmarks
+# start a private PostgreSQL (store/pgtest; skipped without its binaries).
+# Targets: start-ms <= 15, idle-MiB <= 20,
 # cpu-before-llm-ms/msg <= 2, added-p50-ms <= 2, binary-MB <= 25.
 # CGO_ENABLED=0 scripts/bench.sh builds a static binary (smaller RSS).
 # OPENTALON_PERF_METRICS=on|off runs the binary's server with the metrics
@@ -26,10 +28,13 @@ run ./cmd/opentalon 'PerfStart' 20x
 run ./cmd/opentalon 'PerfMessage$' 500x
 run ./cmd/opentalon 'PerfBeforeLLM' 500x
 run ./cmd/opentalon 'PerfBurst' 3x
+echo "== the same binary on SQLite and on a local PostgreSQL (durable commits), one replica"
+run ./cmd/opentalon 'PerfEngines' 300x
 [ "${1:-}" = perf ] && exit 0
 
-echo "== store queue (enqueue, claim, finish)"
+echo "== store queue (enqueue, claim, finish; SQLite, then a local PostgreSQL with durable commits)"
 run ./store 'Queue' 2000x
+run ./store 'ClaimHeads' 1s
 echo "== providers (fake OpenAI on 127.0.0.1)"
 run ./routing/provider '.' 1s
 echo "== routing decision and classifier"

@@ -38,9 +38,9 @@ func (db *DB) SaveReply(ctx context.Context, r *core.Reply, msgs []core.ChatMess
 	err = db.tx(ctx, func(tx *txn) error {
 		draft := false
 		if r.RequestID != 0 {
-			var streaming int
+			var streaming bool
 			err := tx.QueryRowContext(ctx, `SELECT id, streaming FROM replies WHERE request_id = ?`, r.RequestID).Scan(&id, &streaming)
-			if err == nil && streaming == 0 {
+			if err == nil && !streaming {
 				return nil
 			}
 			if err != nil && !errors.Is(err, sql.ErrNoRows) {
@@ -67,20 +67,15 @@ func (db *DB) SaveReply(ctx context.Context, r *core.Reply, msgs []core.ChatMess
 		}
 		if draft {
 			// The stream's row is filled in; its messages stay recorded.
-			_, err := tx.ExecContext(ctx, `UPDATE replies SET streaming = 0, text = ?, parts = ?, files = ?, model = ?, task_type = ?, reason = ?,
+			_, err := tx.ExecContext(ctx, `UPDATE replies SET streaming = FALSE, text = ?, parts = ?, files = ?, model = ?, task_type = ?, reason = ?,
 				input_tokens = ?, output_tokens = ?, cost_usd = ?, metadata = ? WHERE id = ?`,
 				r.Text, string(parts), files, r.Model, r.TaskType, r.Reason, u.InputTokens, u.OutputTokens, u.CostUSD, meta, id)
 			return err
 		}
-		res, err := tx.ExecContext(ctx, `INSERT INTO replies (request_id, session_id, conversation, text, parts, files, model, task_type, reason,
-			input_tokens, output_tokens, cost_usd, metadata, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		return tx.QueryRowContext(ctx, `INSERT INTO replies (request_id, session_id, conversation, text, parts, files, model, task_type, reason,
+			input_tokens, output_tokens, cost_usd, metadata, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`,
 			req, r.SessionID, r.Conversation.String(), r.Text, string(parts), files, r.Model, r.TaskType, r.Reason,
-			u.InputTokens, u.OutputTokens, u.CostUSD, meta, created.UnixMilli())
-		if err != nil {
-			return err
-		}
-		id, err = res.LastInsertId()
-		return err
+			u.InputTokens, u.OutputTokens, u.CostUSD, meta, created.UnixMilli()).Scan(&id)
 	})
 	if err != nil {
 		return 0, fmt.Errorf("save reply: %w", err)
@@ -246,7 +241,7 @@ func (db *DB) BeginReply(ctx context.Context, r *core.Reply) (int64, error) {
 	var id int64
 	err := db.tx(ctx, func(tx *txn) error {
 		if _, err := tx.ExecContext(ctx, `INSERT INTO replies (request_id, session_id, conversation, text, parts, streaming, created_at)
-			VALUES (?, ?, ?, '', '[]', 1, ?) ON CONFLICT (request_id) DO NOTHING`,
+			VALUES (?, ?, ?, '', '[]', TRUE, ?) ON CONFLICT (request_id) DO NOTHING`,
 			r.RequestID, sess, r.Conversation.String(), created.UnixMilli()); err != nil {
 			return err
 		}

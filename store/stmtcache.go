@@ -9,12 +9,16 @@ import (
 // SQLite spends most of a small query's time parsing and planning it.
 // pool and txn run every query through a prepared statement kept for the
 // life of the database, so each distinct query text is parsed once per
-// connection instead of once per call.
+// connection instead of once per call. They are also the one place where
+// a query's placeholders are rebound for the engine (dialect.rebind, once
+// per query text) and, on PostgreSQL, where text arguments are checked
+// before they reach a TEXT column (checkArgs).
 
 // pool is a connection pool with a cache of prepared statements, keyed by
 // query text. Safe for concurrent use.
 type pool struct {
 	*sql.DB
+	d *dialect
 
 	mu    sync.Mutex
 	stmts map[string]*sql.Stmt
@@ -24,8 +28,8 @@ type pool struct {
 	wanted map[string]bool
 }
 
-func newPool(db *sql.DB) *pool {
-	return &pool{DB: db, stmts: map[string]*sql.Stmt{}, wanted: map[string]bool{}}
+func newPool(db *sql.DB, d *dialect) *pool {
+	return &pool{DB: db, d: d, stmts: map[string]*sql.Stmt{}, wanted: map[string]bool{}}
 }
 
 // cached returns the prepared statement for q, or nil.
@@ -42,7 +46,7 @@ func (p *pool) stmt(ctx context.Context, q string) (*sql.Stmt, error) {
 	if s := p.cached(q); s != nil {
 		return s, nil
 	}
-	s, err := p.DB.PrepareContext(ctx, q)
+	s, err := p.DB.PrepareContext(ctx, p.d.rebind(q))
 	if err != nil {
 		return nil, err
 	}
@@ -59,6 +63,9 @@ func (p *pool) stmt(ctx context.Context, q string) (*sql.Stmt, error) {
 
 // ExecContext runs q through its prepared statement.
 func (p *pool) ExecContext(ctx context.Context, q string, args ...any) (sql.Result, error) {
+	if err := p.d.checkArgs(args); err != nil {
+		return nil, err
+	}
 	s, err := p.stmt(ctx, q)
 	if err != nil {
 		return nil, err
@@ -68,6 +75,9 @@ func (p *pool) ExecContext(ctx context.Context, q string, args ...any) (sql.Resu
 
 // QueryContext runs q through its prepared statement.
 func (p *pool) QueryContext(ctx context.Context, q string, args ...any) (*sql.Rows, error) {
+	if err := p.d.checkArgs(args); err != nil {
+		return nil, err
+	}
 	s, err := p.stmt(ctx, q)
 	if err != nil {
 		return nil, err
@@ -77,10 +87,13 @@ func (p *pool) QueryContext(ctx context.Context, q string, args ...any) (*sql.Ro
 
 // QueryRowContext runs q through its prepared statement.
 func (p *pool) QueryRowContext(ctx context.Context, q string, args ...any) *sql.Row {
+	if err := p.d.checkArgs(args); err != nil {
+		return p.DB.QueryRowContext(ctx, p.d.rebind(q), refused(args, err)...)
+	}
 	s, err := p.stmt(ctx, q)
 	if err != nil {
 		// Let database/sql report the same error through a *sql.Row.
-		return p.DB.QueryRowContext(ctx, q, args...)
+		return p.DB.QueryRowContext(ctx, p.d.rebind(q), args...)
 	}
 	return s.QueryRowContext(ctx, args...)
 }
@@ -148,24 +161,33 @@ func (t *txn) stmt(ctx context.Context, q string) *sql.Stmt {
 
 // ExecContext runs q in the transaction.
 func (t *txn) ExecContext(ctx context.Context, q string, args ...any) (sql.Result, error) {
+	if err := t.p.d.checkArgs(args); err != nil {
+		return nil, err
+	}
 	if s := t.stmt(ctx, q); s != nil {
 		return s.ExecContext(ctx, args...)
 	}
-	return t.Tx.ExecContext(ctx, q, args...)
+	return t.Tx.ExecContext(ctx, t.p.d.rebind(q), args...)
 }
 
 // QueryContext runs q in the transaction.
 func (t *txn) QueryContext(ctx context.Context, q string, args ...any) (*sql.Rows, error) {
+	if err := t.p.d.checkArgs(args); err != nil {
+		return nil, err
+	}
 	if s := t.stmt(ctx, q); s != nil {
 		return s.QueryContext(ctx, args...)
 	}
-	return t.Tx.QueryContext(ctx, q, args...)
+	return t.Tx.QueryContext(ctx, t.p.d.rebind(q), args...)
 }
 
 // QueryRowContext runs q in the transaction.
 func (t *txn) QueryRowContext(ctx context.Context, q string, args ...any) *sql.Row {
+	if err := t.p.d.checkArgs(args); err != nil {
+		return t.Tx.QueryRowContext(ctx, t.p.d.rebind(q), refused(args, err)...)
+	}
 	if s := t.stmt(ctx, q); s != nil {
 		return s.QueryRowContext(ctx, args...)
 	}
-	return t.Tx.QueryRowContext(ctx, q, args...)
+	return t.Tx.QueryRowContext(ctx, t.p.d.rebind(q), args...)
 }
