@@ -102,6 +102,9 @@ type DB struct {
 
 	// wake is the PostgreSQL notification listener (nil on SQLite).
 	wake *listener
+
+	// trips counts the statements and transactions the pools send.
+	trips tripCounter
 }
 
 // Open opens (creating if needed) <dataDir>/opentalon.db, or the
@@ -160,11 +163,11 @@ func OpenFile(ctx context.Context, path string, o Options) (*DB, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open database %s: %w", path, err)
 	}
-	w := newPool(wdb, sqliteDialect)
+	db := newDB(sqliteDialect, path, filepath.Dir(path), o)
+	w := newPool(wdb, sqliteDialect, &db.trips)
 	w.SetMaxOpenConns(1)
 	w.SetConnMaxLifetime(0)
 	w.SetConnMaxIdleTime(0)
-	db := newDB(sqliteDialect, path, filepath.Dir(path), o)
 	db.w, db.path = w, path
 	if err := db.migrate(ctx); err != nil {
 		w.Close()
@@ -177,7 +180,7 @@ func OpenFile(ctx context.Context, path string, o Options) (*DB, error) {
 	}
 	r.SetMaxOpenConns(o.ReadConns)
 	r.SetMaxIdleConns(o.ReadConns)
-	db.r = newPool(r, sqliteDialect)
+	db.r = newPool(r, sqliteDialect, &db.trips)
 	return db, nil
 }
 
