@@ -33,7 +33,7 @@ const (
 // tpRates are the offered rates tried, in messages per second. With one
 // message in flight per conversation and 2 s per answer, 1,000
 // conversations cannot carry more than 500 a second.
-var tpRates = []int{100, 200, 300, 400, 450}
+var tpRates = []int{25, 50, 100, 200, 300, 400, 450}
 
 // BenchmarkPerfThroughput runs the App in-process against the fake Bot
 // API (polling) and a fake LLM that answers after 2 s, with the
@@ -108,6 +108,7 @@ llm:
 			s := tp.offer(b, fmt.Sprintf("r%d", rate), rate, rate*int(tpStep/time.Second))
 			b.Logf("offered %d msg/s: answered %d/%d, in p50 %.1f ms p99 %.1f ms, out p50 %.1f ms p99 %.1f ms, cpu %.0f%%",
 				rate, s.answered, s.n, ms(s.inP50), ms(s.inP99), ms(s.outP50), ms(s.outP99), s.cpu)
+			b.ReportMetric(ms(s.inP99), fmt.Sprintf("r%d-in-p99-ms", rate))
 			if s.answered < s.n || s.inP99 > tpCarried {
 				saturates = rate
 				break
