@@ -20,19 +20,21 @@ import (
 )
 
 // The budget of one plain text message, from its enqueue to its finish.
-// The claim is counted (one write per claim, shared by the items one
-// claim takes). Today's trips: the enqueue [w]; the claim's read of the
-// heads and its transaction [w] (which also says no reply is stored
-// yet); the session; the escalator's one read of the last answer, its
+// The claim's transaction is counted (one write per claim, shared by the
+// items one claim takes); the dispatcher's reads of the queue heads are
+// not (it reads them when woken or when its timer fires, not once per
+// message: one before the claim, one after the finish). Today's trips:
+// the enqueue [w]; the claim's transaction [w] (which also says no reply
+// is stored yet); the session; the escalator's one read of the last answer, its
 // question, the escalation state and whether it was judged; the implicit
 // signal on the last answer with its affinity [w]; the history; whether
 // the user has memories; the usage ledger [w]; the reply with its
 // history entries and the session's tokens [w]; the finish with the sent
-// part's record [w]; the dispatcher's next claim (a read). The goal is 6
+// part's record [w]. The goal is 6
 // and 3 (issue 27): the usage row into the reply's transaction, the
 // memories check and the history in one read, the signal with the reply.
 const (
-	budgetCalls  = 12 // round trips: statements on their own, and transactions
+	budgetCalls  = 10 // round trips: statements on their own, and transactions
 	budgetWrites = 6  // write transactions among them
 )
 
@@ -75,10 +77,15 @@ func TestMessageRoundTripBudget(t *testing.T) {
 
 	var mu sync.Mutex
 	var trace []string
+	heads := int64(0) // the dispatcher's reads of the queue heads
 	db.TraceTrips(func(q string, inTx bool) {
 		mu.Lock()
 		defer mu.Unlock()
 		q = strings.Join(strings.Fields(q), " ")
+		if !inTx && strings.HasPrefix(q, "SELECT h.head,") {
+			heads++
+			q = "(not counted) " + q
+		}
 		if len(q) > 110 {
 			q = q[:110] + "…"
 		}
@@ -94,6 +101,8 @@ func TestMessageRoundTripBudget(t *testing.T) {
 
 	mu.Lock()
 	defer mu.Unlock()
+	got.Calls -= heads
+	got.Statements -= heads
 	t.Logf("one plain message: %d round trips, %d write transactions, %d statements:\n%s", got.Calls, got.Writes, got.Statements, strings.Join(trace, "\n"))
 	if got.Calls > budgetCalls || got.Writes > budgetWrites {
 		t.Errorf("one plain message took %d round trips (budget %d) and %d write transactions (budget %d); the statements are logged above — fold the new one into an existing trip, or raise the budget in budget_test.go on purpose",
