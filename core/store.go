@@ -38,6 +38,9 @@ type QueueItem struct {
 	// renewing, finishing, retrying, deferring or releasing it names the
 	// token, and a claimer whose lease was taken back changes nothing.
 	Lease int64 `json:"-"`
+	// NoReply is set by a claim that saw no reply stored for the item
+	// (so ReplyForRequest need not be asked); false says nothing.
+	NoReply bool `json:"-"`
 	// MaxPending, when > 0, makes Enqueue refuse a message with
 	// ErrConversationFull while its conversation already has that many
 	// unfinished items. It is not stored.
@@ -130,6 +133,22 @@ type ReplyStore interface {
 	MarkSent(ctx context.Context, replyID int64, part int, platformID string) error
 	// ReplyByPlatformID finds the reply one of whose parts has that id.
 	ReplyByPlatformID(ctx context.Context, channel, platformID string) (*Reply, error)
+}
+
+// SentFinisher is an optional capability of a Store: Finish together
+// with the record of the reply's last sent part (MarkSent), in one write
+// instead of two. The part is recorded even when the lease was lost (it
+// was sent); the error is then ErrLeaseLost.
+type SentFinisher interface {
+	FinishSent(ctx context.Context, id, lease int64, sent PartSent) error
+}
+
+// PartSent is the record of one sent part of a reply (ReplyStore.MarkSent).
+type PartSent struct {
+	ReplyID    int64
+	Part       int
+	Channel    string
+	PlatformID string
 }
 
 // QueueWaker is an optional capability of a QueueStore shared by several

@@ -102,6 +102,11 @@ type DB struct {
 
 	// wake is the PostgreSQL notification listener (nil on SQLite).
 	wake *listener
+
+	// trips counts the statements and transactions the pools send.
+	trips tripCounter
+	// group is the enqueue's group commit (flush).
+	group groupSync
 }
 
 // Open opens (creating if needed) <dataDir>/opentalon.db, or the
@@ -160,11 +165,11 @@ func OpenFile(ctx context.Context, path string, o Options) (*DB, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open database %s: %w", path, err)
 	}
-	w := newPool(wdb, sqliteDialect)
+	db := newDB(sqliteDialect, path, filepath.Dir(path), o)
+	w := newPool(wdb, sqliteDialect, &db.trips)
 	w.SetMaxOpenConns(1)
 	w.SetConnMaxLifetime(0)
 	w.SetConnMaxIdleTime(0)
-	db := newDB(sqliteDialect, path, filepath.Dir(path), o)
 	db.w, db.path = w, path
 	if err := db.migrate(ctx); err != nil {
 		w.Close()
@@ -177,7 +182,7 @@ func OpenFile(ctx context.Context, path string, o Options) (*DB, error) {
 	}
 	r.SetMaxOpenConns(o.ReadConns)
 	r.SetMaxIdleConns(o.ReadConns)
-	db.r = newPool(r, sqliteDialect)
+	db.r = newPool(r, sqliteDialect, &db.trips)
 	return db, nil
 }
 
@@ -282,12 +287,17 @@ func (db *DB) migrate(ctx context.Context) error {
 		}
 		defer conn.ExecContext(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock($1)`, int64(migrationLock))
 	}
-	if _, err := conn.ExecContext(ctx, migrationsTable[db.d.name]); err != nil {
-		return fmt.Errorf("open database %s: %w", db.name, err)
-	}
+	// An up-to-date database costs this one query; the table of applied
+	// migrations is created only when it is missing.
 	applied := map[int]bool{}
 	have := 0
 	rows, err := conn.QueryContext(ctx, `SELECT version FROM schema_migrations`)
+	if err != nil {
+		if _, cerr := conn.ExecContext(ctx, migrationsTable[db.d.name]); cerr != nil {
+			return fmt.Errorf("open database %s: %w", db.name, cerr)
+		}
+		rows, err = conn.QueryContext(ctx, `SELECT version FROM schema_migrations`)
+	}
 	if err != nil {
 		return fmt.Errorf("read schema version of %s: %w", db.name, err)
 	}
@@ -314,30 +324,51 @@ func (db *DB) migrate(ctx context.Context) error {
 		}
 		return fmt.Errorf("database %s has schema version %d but this opentalon knows only up to %d: it was written by a newer release; upgrade opentalon, or %s", db.name, have, latest, fix)
 	}
-	var names []string
+	var pending []migration
 	for _, m := range ms {
-		if applied[m.version] {
-			continue
+		if !applied[m.version] {
+			pending = append(pending, m)
 		}
+	}
+	// A fresh database gets its whole schema in one transaction (one
+	// commit instead of one per migration); an existing one each pending
+	// migration in its own, so a failure names the one that failed and
+	// keeps those before it.
+	batches := make([][]migration, 0, len(pending))
+	if have == 0 && len(pending) > 0 {
+		batches = append(batches, pending)
+	} else {
+		for _, m := range pending {
+			batches = append(batches, []migration{m})
+		}
+	}
+	var names []string
+	for _, batch := range batches {
+		var failed string
 		err := func() error {
 			tx, err := conn.BeginTx(ctx, nil)
 			if err != nil {
 				return err
 			}
 			defer tx.Rollback()
-			if _, err := tx.ExecContext(ctx, m.sql); err != nil {
-				return err
-			}
-			if _, err := tx.ExecContext(ctx, db.d.rebind(`INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)`), m.version, m.name, db.ms()); err != nil {
-				return err
+			for _, m := range batch {
+				failed = m.name
+				if _, err := tx.ExecContext(ctx, m.sql); err != nil {
+					return err
+				}
+				if _, err := tx.ExecContext(ctx, db.d.rebind(`INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)`), m.version, m.name, db.ms()); err != nil {
+					return err
+				}
 			}
 			return tx.Commit()
 		}()
 		if err != nil {
-			return fmt.Errorf("apply migration %s to %s: %w", m.name, db.name, err)
+			return fmt.Errorf("apply migration %s to %s: %w", failed, db.name, err)
 		}
-		db.log.Debug("applied database migration", "migration", m.name)
-		names = append(names, m.name)
+		for _, m := range batch {
+			db.log.Debug("applied database migration", "migration", m.name)
+			names = append(names, m.name)
+		}
 	}
 	switch {
 	case len(names) == 0:

@@ -248,9 +248,10 @@ func (db *DB) claimRow(ctx context.Context, x execer, id, now, until int64) (cor
 		interruptions = interruptions + CASE WHEN status = 'running' THEN 1 ELSE 0 END,
 		last_error = CASE WHEN status = 'running' THEN ? ELSE last_error END
 		WHERE id = ? AND (status = 'queued' AND not_before <= ? OR status = 'running' AND lease_until <= ?)
-		RETURNING id, kind, conversation, dedupe_key, payload, attempts, interruptions, notified, not_before, created_at, lease`,
+		RETURNING id, kind, conversation, dedupe_key, payload, attempts, interruptions, notified, not_before, created_at, lease,
+			NOT EXISTS (SELECT 1 FROM replies r WHERE r.request_id = queue.id)`,
 		db.holder, until, db.ms(), interruptedBy, id, now, now).
-		Scan(&it.ID, &kind, &conv, &it.DedupeKey, &raw, &it.Attempts, &it.Interruptions, &it.Notified, &notBefore, &created, &it.Lease)
+		Scan(&it.ID, &kind, &conv, &it.DedupeKey, &raw, &it.Attempts, &it.Interruptions, &it.Notified, &notBefore, &created, &it.Lease, &it.NoReply)
 	if err != nil {
 		return it, err
 	}
@@ -308,12 +309,43 @@ func (db *DB) Renew(ctx context.Context, id, lease int64) error {
 // a transaction that first takes the conversation's lock when the head
 // moves on (finish), then locks the head row: the order a claim follows.
 func (db *DB) fenced(ctx context.Context, id, lease int64, finish bool, set string, args ...any) error {
+	return db.fencedWith(ctx, id, lease, finish, nil, set, args...)
+}
+
+// fencedWith is fenced with before run first in the same transaction
+// (nil: none; then on SQLite the update is one statement on its own).
+// What before wrote is committed even when the lease was lost.
+func (db *DB) fencedWith(ctx context.Context, id, lease int64, finish bool, before func(*txn) error, set string, args ...any) error {
 	q := `UPDATE queue SET ` + set + `, updated_at = ? WHERE id = ? AND holder = ? AND lease = ? AND status = 'running'`
 	a := append(append([]any{}, args...), db.ms(), id, db.holder, lease)
 	if !db.d.concurrent {
-		return affected(db.w.ExecContext(ctx, q, a...))
+		if before == nil {
+			return affected(db.w.ExecContext(ctx, q, a...))
+		}
+		var lost error
+		err := db.txLocking(ctx, func(tx *txn) error {
+			if err := before(tx); err != nil {
+				return err
+			}
+			lost = affected(tx.ExecContext(ctx, q, a...))
+			if errors.Is(lost, core.ErrLeaseLost) {
+				return nil
+			}
+			return lost
+		})
+		if err != nil {
+			return err
+		}
+		return lost
 	}
+	var lost error
 	err := db.txLocking(ctx, func(tx *txn) error {
+		lost = nil
+		if before != nil {
+			if err := before(tx); err != nil {
+				return err
+			}
+		}
 		var conv string
 		if err := tx.QueryRowContext(ctx, `SELECT conversation FROM queue WHERE id = ?`, id).Scan(&conv); err != nil {
 			return err
@@ -325,13 +357,25 @@ func (db *DB) fenced(ctx context.Context, id, lease int64, finish bool, set stri
 		}
 		var head int64
 		if err := tx.QueryRowContext(ctx, `SELECT head FROM queue_heads WHERE conversation = ?`+db.d.forUpdate, conv).Scan(&head); err != nil {
+			if errors.Is(err, sql.ErrNoRows) && before != nil {
+				// Nothing runs; what before wrote stays.
+				lost = core.ErrLeaseLost
+				return nil
+			}
 			return err
 		}
-		return affected(tx.ExecContext(ctx, q, a...))
+		lost = affected(tx.ExecContext(ctx, q, a...))
+		if errors.Is(lost, core.ErrLeaseLost) && before != nil {
+			return nil
+		}
+		return lost
 	})
 	if errors.Is(err, sql.ErrNoRows) {
 		// No such item, or its conversation has no head: nothing runs.
 		err = core.ErrLeaseLost
+	}
+	if err == nil {
+		err = lost
 	}
 	return err
 }
@@ -343,6 +387,19 @@ func (db *DB) Finish(ctx context.Context, id, lease int64, status, cause string)
 	}
 	if err := db.fenced(ctx, id, lease, true, `status = ?, attempts = attempts + 1, last_error = ?, holder = '', lease_until = 0`, status, cause); err != nil {
 		return fmt.Errorf("finish queue item %d: %w", id, err)
+	}
+	return nil
+}
+
+// FinishSent implements core.SentFinisher: the item done, and the
+// reply's part recorded as sent, in one transaction.
+func (db *DB) FinishSent(ctx context.Context, id, lease int64, sent core.PartSent) error {
+	before := func(tx *txn) error {
+		_, err := tx.ExecContext(ctx, insertDelivery, sent.ReplyID, sent.Part, sent.Channel, sent.PlatformID, db.ms(), false)
+		return err
+	}
+	if err := db.fencedWith(ctx, id, lease, true, before, `status = ?, attempts = attempts + 1, last_error = ?, holder = '', lease_until = 0`, core.StatusDone, ""); err != nil {
+		return fmt.Errorf("finish queue item %d (reply %d part %d sent): %w", id, sent.ReplyID, sent.Part, err)
 	}
 	return nil
 }

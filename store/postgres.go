@@ -60,8 +60,8 @@ func openPostgres(ctx context.Context, dataDir string, o Options) (*DB, error) {
 		sdb.Close()
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
-	p := newPool(sdb, postgresDialect)
 	db := newDB(postgresDialect, name, dataDir, o)
+	p := newPool(sdb, postgresDialect, &db.trips)
 	db.w, db.r = p, p
 	if err := db.migrate(ctx); err != nil {
 		p.Close()

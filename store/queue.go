@@ -9,6 +9,8 @@ import (
 	"io/fs"
 	"os"
 	"strconv"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/opentalon/opentalon/core"
@@ -130,14 +132,35 @@ const convLockSpace = 0x6f74 // "ot"
 // durable as synchronous=FULL would, without switching the writer's
 // level around the transaction. A PostgreSQL commit is durable when it
 // returns (synchronous_commit on, the server's default).
+//
+// Concurrent flushes are one group commit: a flush that finds a sync
+// started after its own commit was made waits for that one instead of
+// syncing again.
 func (db *DB) flush() error {
 	if db.d.concurrent {
 		return nil
 	}
+	g := &db.group
+	mine := g.committed.Add(1)
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.synced >= mine {
+		return nil // a sync that began after this commit covered it
+	}
+	upto := g.committed.Load()
 	if err := db.syncWAL(); err != nil {
 		return fmt.Errorf("flush the write-ahead log to disk: %w", err)
 	}
+	g.synced = upto
 	return nil
+}
+
+// groupSync is the state of the enqueue's group commit: commits counted
+// as they are made, and how many of them the last sync covers.
+type groupSync struct {
+	committed atomic.Int64
+	mu        sync.Mutex
+	synced    int64
 }
 
 // syncWAL flushes the write-ahead log (the database file itself when

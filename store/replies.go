@@ -202,15 +202,17 @@ func (db *DB) MarkDraft(ctx context.Context, replyID int64, part int, platformID
 	return db.markPart(ctx, replyID, part, platformID, true)
 }
 
+// insertDelivery records a part sent (or a draft's message).
+const insertDelivery = `INSERT INTO deliveries (reply_id, part, channel, platform_id, sent_at, draft) VALUES (?, ?, ?, ?, ?, ?)
+		ON CONFLICT (reply_id, part) DO UPDATE SET platform_id = excluded.platform_id, sent_at = excluded.sent_at, draft = excluded.draft`
+
 func (db *DB) markPart(ctx context.Context, replyID int64, part int, platformID string, draft bool) error {
 	var conv string
 	if err := db.r.QueryRowContext(ctx, `SELECT conversation FROM replies WHERE id = ?`, replyID).Scan(&conv); err != nil {
 		return fmt.Errorf("mark reply %d part %d sent: %w", replyID, part, err)
 	}
 	channel, _, _ := strings.Cut(conv, ":")
-	_, err := db.w.ExecContext(ctx, `INSERT INTO deliveries (reply_id, part, channel, platform_id, sent_at, draft) VALUES (?, ?, ?, ?, ?, ?)
-		ON CONFLICT (reply_id, part) DO UPDATE SET platform_id = excluded.platform_id, sent_at = excluded.sent_at, draft = excluded.draft`,
-		replyID, part, channel, platformID, db.ms(), draft)
+	_, err := db.w.ExecContext(ctx, insertDelivery, replyID, part, channel, platformID, db.ms(), draft)
 	if err != nil {
 		return fmt.Errorf("mark reply %d part %d sent: %w", replyID, part, err)
 	}

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/opentalon/opentalon/channels/telegram"
 	"github.com/opentalon/opentalon/channels/toolkit"
 	"github.com/opentalon/opentalon/config"
 	"github.com/opentalon/opentalon/core"
@@ -38,6 +39,10 @@ type AppOptions struct {
 	// the one answer pipeline), as the last step after the Lua scripts'
 	// and the hook plugins'; unlike theirs, its errors fail the request.
 	Hooks core.Hooks
+	// Telegram, when set, adjusts the Telegram channel's options before
+	// it is built (benchmarks turn the platform's pacing off to measure
+	// the gateway's own capacity).
+	Telegram func(*telegram.Options)
 }
 
 // App is the whole gateway, built explicitly from a config. Lifecycle:

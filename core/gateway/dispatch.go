@@ -191,22 +191,38 @@ func (g *Gateway) process(ctx context.Context, it core.QueueItem, release func()
 	defer cancel()
 	log.Debug("processing request", "attempts", it.Attempts, "interruptions", it.Interruptions)
 	var err error
+	// held is the last sent part's record, written with the finish.
+	var held *core.PartSent
+	hold := &held
+	if _, ok := g.store.(core.SentFinisher); !ok {
+		hold = nil
+	}
 	if it.Interruptions >= g.opts.MaxAttempts {
 		// Every attempt was cut short (a crash, a kill): the message may
 		// be what crashes the process, so it is not tried again.
 		err = &core.Error{Kind: core.KindInvalid, Msg: fmt.Sprintf("gave up after %d interrupted attempts", it.Interruptions)}
 	} else {
-		err = g.handle(ctx, it, log, release)
+		err = g.handle(ctx, it, log, release, hold)
 	}
-	g.settle(ctx, it, err, log)
+	g.settle(ctx, it, err, log, held)
 }
 
 // settle records an item's outcome: done, dropped, released at shutdown,
 // waiting for a cooling provider, retried, or failed.
-func (g *Gateway) settle(ctx context.Context, it core.QueueItem, err error, log *slog.Logger) {
+//
+// held is the record of the answer's last sent part, to be written with
+// the finish (nil: none).
+func (g *Gateway) settle(ctx context.Context, it core.QueueItem, err error, log *slog.Logger, held *core.PartSent) {
 	// Store writes use a context that survives cancellation so the
 	// outcome is recorded even during shutdown.
 	sctx := context.WithoutCancel(ctx)
+	if held != nil && (err != nil || errors.Is(context.Cause(ctx), core.ErrLeaseLost)) {
+		// The part was sent, whatever happens to the item.
+		g.record(sctx, log, "record a sent part", func(c context.Context) error {
+			return g.store.MarkSent(c, held.ReplyID, held.Part, held.PlatformID)
+		})
+		held = nil
+	}
 	var drop *droppedError
 	outcome := core.OutcomeFailed
 	switch {
@@ -217,7 +233,12 @@ func (g *Gateway) settle(ctx context.Context, it core.QueueItem, err error, log 
 	case err == nil:
 		outcome = core.OutcomeAnswered
 		log.Debug("request done")
-		g.record(sctx, log, "mark request done", func(c context.Context) error { return g.store.Finish(c, it.ID, it.Lease, core.StatusDone, "") })
+		g.record(sctx, log, "mark request done", func(c context.Context) error {
+			if f, ok := g.store.(core.SentFinisher); ok && held != nil {
+				return f.FinishSent(c, it.ID, it.Lease, *held)
+			}
+			return g.store.Finish(c, it.ID, it.Lease, core.StatusDone, "")
+		})
 	case errors.As(err, &drop):
 		outcome = core.OutcomeDropped
 		log.Info("message dropped by a pre-hook", "reason", drop.reason)
@@ -344,7 +365,7 @@ func (g *Gateway) tellFailed(ctx context.Context, it core.QueueItem, cause error
 			// The messages a stream opened show the apology instead.
 			r.Parts = ch.Format(core.UserMessage(cause))
 		}
-		if err := g.deliver(ctx, ch, *it.Message, r, nil); err != nil {
+		if err := g.deliver(ctx, ch, *it.Message, r, nil, nil); err != nil {
 			log.Error("deliver the rest of the stored reply", "err", err)
 		}
 		return
@@ -383,12 +404,12 @@ func (g *Gateway) record(ctx context.Context, log *slog.Logger, what string, wri
 
 // handle runs one item; a panic in a channel, hook or the agent becomes a
 // permanent failure of that item instead of a crash of the gateway.
-func (g *Gateway) handle(ctx context.Context, it core.QueueItem, log *slog.Logger, release func()) (err error) {
+func (g *Gateway) handle(ctx context.Context, it core.QueueItem, log *slog.Logger, release func(), held **core.PartSent) (err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			log.Error("panic while processing a request", "panic", p, "stack", string(debug.Stack()))
 			err = &core.Error{Kind: core.KindInvalid, Msg: "an internal error occurred (logged)", Err: fmt.Errorf("panic: %v", p)}
 		}
 	}()
-	return g.serve(ctx, it, log, release)
+	return g.serve(ctx, it, log, release, held)
 }
