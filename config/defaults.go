@@ -10,7 +10,9 @@ func Default() *Config {
 	return &Config{
 		State: State{DataDir: DefaultDataDir, Retention: Duration(DefaultRetention), SessionTTL: Duration(DefaultSessionTTL),
 			Compaction: Compaction{Notify: true},
-			Memory:     Memory{Tools: true, RecallTokens: 400, Workflows: 3}},
+			Memory:     Memory{Tools: true, RecallTokens: 400, Workflows: 3},
+			Driver:     DriverSQLite,
+			Postgres:   Postgres{PoolSize: 10, StatementTimeout: Duration(30 * time.Second)}},
 		Queue: Queue{
 			Workers:        4,
 			MaxAttempts:    3,
@@ -18,6 +20,7 @@ func Default() *Config {
 			ShutdownGrace:  Duration(30 * time.Second),
 			MaxPending:     20,
 			MaxWait:        Duration(10 * time.Minute),
+			LeaseTTL:       Duration(30 * time.Second),
 		},
 		Routing: Routing{
 			MaxEscalations: 2,

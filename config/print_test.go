@@ -27,9 +27,10 @@ channels:
     webhook: { listen: "127.0.0.1:8443", url: "https://x.example/tg", secret: "wh-secret-value" }
   slack: { bot_token: "slack-secret-value" }
 server: { api_key: "srv-secret-value" }
+state: { driver: postgres, postgres: { dsn: "postgres://bot:pg-secret-value@db.example:5432/opentalon" } }
 `
 
-var secretValues = []string{"key-secret-value", "hdr-secret-value", "tg-secret-value", "wh-secret-value", "slack-secret-value", "srv-secret-value"}
+var secretValues = []string{"key-secret-value", "hdr-secret-value", "tg-secret-value", "wh-secret-value", "slack-secret-value", "srv-secret-value", "pg-secret-value"}
 
 func loadSecrets(t *testing.T) *Config {
 	t.Helper()
@@ -60,7 +61,7 @@ func TestPrintRedactsSecrets(t *testing.T) {
 	}
 	out := b.String()
 	noSecrets(t, "Print", out)
-	mustContain(t, out, "api_key: '***'", "token: '***'", "secret: '***'", "bot_token: '***'", "Authorization: '***'",
+	mustContain(t, out, "api_key: '***'", "token: '***'", "secret: '***'", "bot_token: '***'", "Authorization: '***'", "dsn: '***'",
 		"primary: fake/m", "request_timeout: 5m0s")
 	// The printed config is valid YAML of the same shape.
 	var back Config

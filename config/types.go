@@ -66,6 +66,31 @@ type State struct {
 	Compaction Compaction `yaml:"compaction"`
 	// Memory is long-term memory: facts and workflow patterns.
 	Memory Memory `yaml:"memory"`
+	// Driver is the database: DriverSQLite (<data_dir>/opentalon.db, the
+	// default) or DriverPostgres (state.postgres.dsn, which several
+	// replicas may share).
+	Driver string `yaml:"driver"`
+	// Postgres configures the PostgreSQL database of driver postgres.
+	Postgres Postgres `yaml:"postgres"`
+}
+
+// State drivers accepted in state.driver.
+const (
+	DriverSQLite   = "sqlite"
+	DriverPostgres = "postgres"
+)
+
+// Postgres is the PostgreSQL database of state.driver: postgres.
+type Postgres struct {
+	// DSN names the server, database, user and password
+	// (postgres://user:password@host:5432/opentalon, or the key=value
+	// form); a secret, usually "${OPENTALON_POSTGRES_DSN}".
+	DSN Secret `yaml:"dsn"`
+	// PoolSize bounds the connections one replica opens.
+	PoolSize int `yaml:"pool_size"`
+	// StatementTimeout cancels a statement that runs longer (0 = no
+	// limit).
+	StatementTimeout Duration `yaml:"statement_timeout"`
 }
 
 // Compaction configures how a history too long for the model's context
@@ -102,9 +127,15 @@ type Queue struct {
 	// MaxPending caps the unfinished messages of one conversation; beyond
 	// it a message is not queued and its sender is asked to wait.
 	MaxPending int `yaml:"max_pending"`
-	// MaxWait bounds how long a message waits while every model and
-	// credential is cooling before the user gets the apology.
+	// MaxWait bounds how long a message waits while the provider is in
+	// passing trouble (rate limits, 5xx, timeouts) before the user gets
+	// the apology.
 	MaxWait Duration `yaml:"max_wait"`
+	// LeaseTTL is how long a claim holds a queue item: the gateway renews
+	// it while it works; a claim not renewed for this long (its replica
+	// died or hangs) is taken back and the item run again, counted as an
+	// interruption.
+	LeaseTTL Duration `yaml:"lease_ttl"`
 }
 
 // Models holds the LLM providers and the model catalog.

@@ -40,6 +40,9 @@ func validateBasics(c *Config, ps *problems) {
 	if c.Queue.MaxWait <= 0 {
 		ps.at("queue.max_wait", "must be a positive duration such as \"10m\"")
 	}
+	if d := c.Queue.LeaseTTL.D(); d < time.Second {
+		ps.at("queue.lease_ttl", "must be at least \"1s\" (default 30s): the gateway renews a claim every third of it")
+	}
 	if c.Queue.RequestTimeout <= 0 {
 		ps.at("queue.request_timeout", "must be a positive duration such as \"5m\"")
 	}
@@ -49,6 +52,7 @@ func validateBasics(c *Config, ps *problems) {
 	if c.State.DataDir == "" {
 		ps.at("state.data_dir", "must not be empty; the default is %s", DefaultDataDir)
 	}
+	validateState(c, ps)
 	if r := c.State.Retention.D(); r > 0 && r < time.Hour {
 		ps.at("state.retention", "%s is shorter than an hour: a platform redelivering an event after that would get it answered twice; use at least \"1h\" (default %s), or 0 to keep finished rows forever", r, DefaultRetention)
 	}
@@ -490,4 +494,25 @@ func validatePlugins(c *Config, ps *problems) {
 	atLeast(ps, "plugins.lua.limits.timeout_seconds", l.Limits.TimeoutSeconds, 1)
 	atLeast(ps, "plugins.lua.limits.llm_timeout_seconds", l.Limits.LLMTimeoutSeconds, 1)
 	atLeast(ps, "plugins.lua.limits.llm_max_calls", l.Limits.LLMMaxCalls, 0)
+}
+
+// validateState checks state.driver and state.postgres. Whether the DSN
+// reaches a server is checked when the database is opened.
+func validateState(c *Config, ps *problems) {
+	pg := c.State.Postgres
+	switch c.State.Driver {
+	case DriverSQLite:
+	case DriverPostgres:
+		if !pg.DSN.IsSet() {
+			ps.at("state.postgres.dsn", "is required with state.driver: postgres; set it to the database's DSN, e.g. \"${OPENTALON_POSTGRES_DSN}\" with OPENTALON_POSTGRES_DSN=postgres://opentalon:PASSWORD@db.example:5432/opentalon")
+		}
+	default:
+		ps.at("state.driver", "%q is not a driver; use sqlite (one machine, the default) or postgres (a database several replicas share)%s", c.State.Driver, didYouMean(c.State.Driver, []string{DriverSQLite, DriverPostgres}))
+	}
+	atLeast(ps, "state.postgres.pool_size", pg.PoolSize, 1)
+	if pg.StatementTimeout < 0 {
+		ps.at("state.postgres.statement_timeout", "must not be negative (0 = no limit; default 30s)")
+	} else if d := pg.StatementTimeout.D(); d > 0 && d < time.Second {
+		ps.at("state.postgres.statement_timeout", "%s is below a second: ordinary statements would be cancelled; use at least \"1s\" (default 30s), or 0 for no limit", d)
+	}
 }

@@ -43,11 +43,16 @@ const (
 	// longer disabled for everyone); a sink listing it receives
 	// EventLuaHookFailed.
 	EventLuaScriptDisabled = "lua_script_disabled"
+	// EventModelRefused: a model refused a request (an HTTP 400 other
+	// than a too-long context: a parameter it does not take, an id its
+	// provider does not know); routing avoids it for a while. Subject:
+	// the model.
+	EventModelRefused = "model_refused"
 )
 
 // EventKinds lists every operator event kind.
 var EventKinds = []string{EventRequestFailed, EventChannelDown, EventProviderCooling, EventBudgetWarning,
-	EventBudgetExhausted, EventPluginRestartLoop, EventLuaHookFailed, EventLuaScriptDisabled}
+	EventBudgetExhausted, EventPluginRestartLoop, EventLuaHookFailed, EventLuaScriptDisabled, EventModelRefused}
 
 // OpsEvents receives operator events. Emit must return at once (queue,
 // don't send) and is safe for concurrent use.

@@ -69,6 +69,20 @@ type EscalationState struct {
 	Models   []string
 }
 
+// FollowUp is what judging a message as a verdict on the session's last
+// answer reads, in one round trip: that answer (Last; nil when the
+// session has none written by a model), the question it answered (the
+// session's newest user message), the session's escalation state, and
+// whether a verdict on the answer was recorded already (Judged: a signal
+// other than an explicit model choice, a positive reaction or an
+// abandonment).
+type FollowUp struct {
+	Last       *Reply
+	Question   string
+	Escalation EscalationState
+	Judged     bool
+}
+
 // What operators read (the status page).
 
 // UsagePoint is the ledger of one group in one time bucket.

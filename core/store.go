@@ -34,6 +34,13 @@ type QueueItem struct {
 	Notified  bool
 	NotBefore time.Time
 	CreatedAt time.Time
+	// Lease is the fencing token of the claim that returned the item:
+	// renewing, finishing, retrying, deferring or releasing it names the
+	// token, and a claimer whose lease was taken back changes nothing.
+	Lease int64 `json:"-"`
+	// NoReply is set by a claim that saw no reply stored for the item
+	// (so ReplyForRequest need not be asked); false says nothing.
+	NoReply bool `json:"-"`
 	// MaxPending, when > 0, makes Enqueue refuse a message with
 	// ErrConversationFull while its conversation already has that many
 	// unfinished items. It is not stored.
@@ -44,6 +51,12 @@ type QueueItem struct {
 // has QueueItem.MaxPending unfinished items.
 var ErrConversationFull = &Error{Kind: KindRateLimited, Msg: "this conversation already has too many messages waiting"}
 
+// ErrLeaseLost is returned by the queue's settling calls when the claim
+// they name no longer holds the item: its lease expired and another
+// claimer took it back (or it was settled already). Nothing was changed;
+// the work done under the lost lease must stop.
+var ErrLeaseLost = &Error{Kind: KindUnavailable, Msg: "the queue item's lease was lost: another claimer took it back"}
+
 // Queue statuses.
 const (
 	StatusQueued  = "queued"
@@ -53,34 +66,36 @@ const (
 )
 
 // QueueStore is the durable request queue. All methods are safe for
-// concurrent use; the Gateway is the only claimer.
+// concurrent use, by several claimers too (replicas over one database): a
+// claim is a lease the claimer renews while it works, and the calls that
+// settle an item name the claim's token (QueueItem.Lease); a claimer
+// whose lease was taken back gets ErrLeaseLost and changes nothing.
 type QueueStore interface {
 	// Enqueue commits item; a second item with the same DedupeKey is
 	// dropped and reported with dup=true.
 	Enqueue(ctx context.Context, item QueueItem) (id int64, dup bool, err error)
 	// EditQueued replaces the text of a still-queued message.
 	EditQueued(ctx context.Context, dedupeKey, text string) (bool, error)
-	// RequeueRunning puts items left running by a crash back in the
-	// queue, counting an interruption for each.
-	RequeueRunning(ctx context.Context) (int, error)
 	// Release puts a running item back in the queue as it was (a graceful
-	// shutdown, or an item whose outcome could not be recorded).
-	Release(ctx context.Context, id int64) error
-	// Running lists the ids of the items marked running.
-	Running(ctx context.Context) ([]int64, error)
-	// Claim marks as running and returns up to n items that are the oldest
-	// unfinished item of their conversation, have nothing of their
-	// conversation running, and are due at now. next is the earliest time
-	// a not-yet-due head becomes due (zero if none).
+	// shutdown).
+	Release(ctx context.Context, id, lease int64) error
+	// Claim marks as running, under a lease of this claimer, and returns
+	// up to n items that are the oldest unfinished item of their
+	// conversation and due at now: queued and past their NotBefore, or
+	// running under a lease that ran out (taken back: an interruption).
+	// next is the earliest time a head not yet due becomes due (zero if
+	// none).
 	Claim(ctx context.Context, n int, now time.Time) (items []QueueItem, next time.Time, err error)
+	// Renew extends the lease of a claimed item.
+	Renew(ctx context.Context, id, lease int64) error
 	// Retry puts a running item back with attempts+1, due at notBefore.
-	Retry(ctx context.Context, id int64, notBefore time.Time, cause string) error
+	Retry(ctx context.Context, id, lease int64, notBefore time.Time, cause string) error
 	// Defer puts a running item back due at notBefore without counting an
 	// attempt (it waits for a cooling provider); notified records that the
 	// user was told.
-	Defer(ctx context.Context, id int64, notBefore time.Time, cause string, notified bool) error
+	Defer(ctx context.Context, id, lease int64, notBefore time.Time, cause string, notified bool) error
 	// Finish ends an item with StatusDone or StatusFailed.
-	Finish(ctx context.Context, id int64, status, cause string) error
+	Finish(ctx context.Context, id, lease int64, status, cause string) error
 }
 
 // SessionStore keeps one active session per conversation.
@@ -118,6 +133,30 @@ type ReplyStore interface {
 	MarkSent(ctx context.Context, replyID int64, part int, platformID string) error
 	// ReplyByPlatformID finds the reply one of whose parts has that id.
 	ReplyByPlatformID(ctx context.Context, channel, platformID string) (*Reply, error)
+}
+
+// SentFinisher is an optional capability of a Store: Finish together
+// with the record of the reply's last sent part (MarkSent), in one write
+// instead of two. The part is recorded even when the lease was lost (it
+// was sent); the error is then ErrLeaseLost.
+type SentFinisher interface {
+	FinishSent(ctx context.Context, id, lease int64, sent PartSent) error
+}
+
+// PartSent is the record of one sent part of a reply (ReplyStore.MarkSent).
+type PartSent struct {
+	ReplyID    int64
+	Part       int
+	Channel    string
+	PlatformID string
+}
+
+// QueueWaker is an optional capability of a QueueStore shared by several
+// gateways: the channel receives when another gateway may have given a
+// conversation new work (PostgreSQL's LISTEN/NOTIFY). The dispatcher's
+// timer stays the fallback.
+type QueueWaker interface {
+	QueueWake() <-chan struct{}
 }
 
 // MediaStore keeps file content by its SHA-256 (<data_dir>/media).

@@ -308,6 +308,10 @@ const (
 	SignalFollowUp SignalKind = "followup"
 	SignalRephrase SignalKind = "rephrase"
 	SignalExplicit SignalKind = "explicit_model"
+	// SignalAbandoned: nothing followed the answer for a while (the
+	// router's sweep records it). Not a verdict: a later follow-up still
+	// judges the answer.
+	SignalAbandoned SignalKind = "abandoned"
 )
 
 // Signal is one judgement on a reply (and so on its model and task type).

@@ -41,9 +41,10 @@ func UserMessage(err error) string {
 	return pre + "something went wrong on my side. The error is logged; please try again."
 }
 
-// DelayMessage is what a user is told once when their answer waits for a
-// cooling provider: why, and about when it comes.
-func DelayMessage(err error) string {
+// DelayMessage is what a user is told once when a failure delays their
+// answer by more than a few seconds: why, and about when the next try is
+// (in wait).
+func DelayMessage(err error, wait time.Duration) string {
 	why := "the AI provider is busy"
 	switch ErrorKind(err) {
 	case KindRateLimited:
@@ -52,6 +53,8 @@ func DelayMessage(err error) string {
 		why = "the AI provider is answering too slowly"
 	case KindUnavailable:
 		why = "the AI provider is not answering right now"
+	case KindUnknown:
+		why = "something went wrong on my side"
 	}
-	return fmt.Sprintf("⏳ Your answer is delayed: %s. I will answer in about %s.", why, RetryAfter(err).Round(time.Second))
+	return fmt.Sprintf("⏳ Your answer is delayed: %s. I will answer in about %s.", why, max(wait, time.Second).Round(time.Second))
 }

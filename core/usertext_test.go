@@ -1,6 +1,7 @@
 package core_test
 
 import (
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -21,7 +22,17 @@ func TestUserMessagesNameTheCause(t *testing.T) {
 			t.Errorf("UserMessage(%v) = %q, want %q", tt.err, got, tt.want)
 		}
 	}
-	if got := core.DelayMessage(&core.Error{Kind: core.KindTimeout, RetryAfter: time.Minute}); !strings.Contains(got, "answering too slowly") {
-		t.Errorf("DelayMessage = %q", got)
+	for _, tt := range []struct {
+		err  error
+		wait time.Duration
+		want string
+	}{
+		{&core.Error{Kind: core.KindTimeout}, time.Minute, "answering too slowly. I will answer in about 1m0s."},
+		{&core.Error{Kind: core.KindUnavailable}, 8 * time.Second, "not answering right now. I will answer in about 8s."},
+		{errors.New("disk hiccup"), 300 * time.Millisecond, "something went wrong on my side. I will answer in about 1s."},
+	} {
+		if got := core.DelayMessage(tt.err, tt.wait); !strings.HasPrefix(got, "⏳ Your answer is delayed: ") || !strings.Contains(got, tt.want) {
+			t.Errorf("DelayMessage(%v, %v) = %q, want %q", tt.err, tt.wait, got, tt.want)
+		}
 	}
 }

@@ -130,6 +130,9 @@ type turn struct {
 	ran []ranCall
 	// files are the files the tools made, sent with the answer.
 	files []core.Attachment
+	// succeeded holds the result of each call that succeeded in this
+	// answer, by callKey: an identical call is not run again.
+	succeeded map[string]core.ToolResult
 }
 
 type ranCall struct {
@@ -187,6 +190,24 @@ func (o *Orchestrator) Answer(ctx context.Context, t core.Turn) (core.Answer, er
 	}
 	msgs := o.loadImages(ctx, Trim(hist, budget, len(call.Req.System)))
 	res, steps, gaveUp, err := o.loop(ctx, tn, call, msgs)
+	// The window is the catalog's word and the tokens an estimate: when
+	// the model (and every larger one routing could take) still finds the
+	// prompt too long before any tool ran, the history is condensed to
+	// half the prompt it refused, then a quarter, and asked again.
+	for try := 0; try < 2 && len(steps) == 0 && core.ErrorKind(err) == core.KindContextTooLong; try++ {
+		small := (len(call.Req.System)/4 + 8 + estimateAll(msgs)) / 2
+		o.log.Info("the model found the prompt too long; condensing the history", "session", t.Session.ID, "budget", small, "err", err)
+		if kept, ok := o.compact(ctx, tn, stored, small, len(call.Req.System)); ok {
+			stored, compacted = kept, true
+			hist, _ = withTurn(stored, t)
+		}
+		fewer := o.loadImages(ctx, Trim(hist, small, len(call.Req.System)))
+		if estimateAll(fewer) >= estimateAll(msgs) {
+			break // nothing left to condense: the turn itself is too long
+		}
+		msgs = fewer
+		res, steps, gaveUp, err = o.loop(ctx, tn, call, msgs)
+	}
 	if err != nil {
 		return core.Answer{}, err
 	}

@@ -3,6 +3,8 @@ package orchestrator
 import (
 	"context"
 	"fmt"
+	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -94,9 +96,12 @@ func (o *Orchestrator) loop(ctx context.Context, tn *turn, call routing.Call, ms
 	// A model whose catalog entry declares capabilities without tools
 	// is offered none.
 	noTools := call.Choice != nil && !call.Choice.Model.Can(routing.CapTools)
+	// looping: the model asked only for calls it had made already; the
+	// next call offers no tools, so it answers from the results it has.
+	looping := false
 	for step := 1; budget.take(); step++ {
 		tools := o.offered(tn)
-		if noTools {
+		if noTools || looping {
 			tools = nil
 		}
 		call.Req.Messages = msgs
@@ -111,6 +116,12 @@ func (o *Orchestrator) loop(ctx context.Context, tn *turn, call routing.Call, ms
 		usage.Add(res.Usage)
 		if reason != "" {
 			res.Reason = reason
+		}
+		if looping && strings.TrimSpace(res.Text) == "" {
+			res.Usage = usage
+			res.Response = &provider.Response{Text: "I stopped: the model kept asking for the same tool call (" + repeatedNames(added) + ") instead of answering from its result. Please rephrase or narrow the request.",
+				Usage: usage, Model: res.Model}
+			return res, added, true, nil
 		}
 		if len(res.ToolCalls) == 0 || len(tools) == 0 {
 			res.Usage = usage
@@ -138,13 +149,18 @@ func (o *Orchestrator) loop(ctx context.Context, tn *turn, call routing.Call, ms
 		if tn.t.Stream != nil {
 			tn.t.Stream.Status(statusLine(calls))
 		}
-		for i, r := range o.runTools(ctx, tn, call, calls, &budget) {
+		results, repeated, ran := o.runTools(ctx, tn, call, calls, &budget)
+		for i, r := range results {
 			tm := core.ChatMessage{Role: core.RoleTool, ToolCallID: calls[i].ID, Content: guard.ForLLM(r)}
 			msgs = append(msgs, tm)
 			added = append(added, tm)
 			tn.files = append(tn.files, r.Files...)
 		}
-		o.log.Debug("tool step done", "step", step, "calls", len(calls))
+		if repeated > 0 && ran == 0 {
+			looping = true
+			o.log.Warn("the model repeats tool calls it already made in this answer; asking it to answer from their results", "step", step, "repeated", repeated)
+		}
+		o.log.Debug("tool step done", "step", step, "calls", len(calls), "ran", ran, "repeated", repeated)
 	}
 	o.log.Warn("agent loop hit orchestrator.max_steps", "max_steps", o.o.MaxSteps)
 	res.Usage = usage
@@ -190,18 +206,64 @@ func lastToolSummary(added []core.ChatMessage) string {
 	return "\n\nTools used: " + strings.Join(names, ", ") + "."
 }
 
+// repeatNote is what the model reads instead of running a call again
+// that it already made, with the same arguments, in this answer.
+const repeatNote = "not run again: this exact call (same tool, same arguments) already ran in this answer; its result follows. Answer from it instead of calling the tool again"
+
+// callKey identifies a tool call by its tool and arguments (not its id):
+// each part prefixed with its length, so no two calls share a key.
+func callKey(c core.ToolCall) string {
+	keys := make([]string, 0, len(c.Args))
+	for k := range c.Args {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var b strings.Builder
+	part := func(s string) {
+		b.WriteString(strconv.Itoa(len(s)))
+		b.WriteByte(':')
+		b.WriteString(s)
+	}
+	part(c.Plugin)
+	part(c.Action)
+	for _, k := range keys {
+		part(k)
+		part(c.Args[k])
+	}
+	return b.String()
+}
+
+// repeatedNames names the tools of the calls in added, for the message
+// that stops a model repeating them.
+func repeatedNames(added []core.ChatMessage) string {
+	seen := map[string]bool{}
+	var names []string
+	for _, m := range added {
+		for _, c := range m.ToolCalls {
+			if n := ToolName(c.Plugin, c.Action); !seen[n] {
+				seen[n] = true
+				names = append(names, n)
+			}
+		}
+	}
+	return strings.Join(names, ", ")
+}
+
 // runTools runs the calls of one LLM turn, up to maxParallelTools at
 // once; results come back in call order. A call to a tool not offered
 // now (outside the active step, or out of its sequence) is refused with
 // an error result, and so are the calls past the tool runner's
-// MaxCallsPerTurn; built-in tools run here, plugin actions through the
-// guard. Afterwards the session state learns which tools ran.
-func (o *Orchestrator) runTools(ctx context.Context, tn *turn, parent routing.Call, calls []core.ToolCall, budget *steps) []core.ToolResult {
+// MaxCallsPerTurn; a call identical to one that already succeeded in this
+// answer (or earlier in the same step) is not run again: it gets that
+// result with a note (repeated counts them); built-in tools run here,
+// plugin actions through the guard (ran counts the calls run).
+// Afterwards the session state learns which tools ran.
+func (o *Orchestrator) runTools(ctx context.Context, tn *turn, parent routing.Call, calls []core.ToolCall, budget *steps) (out []core.ToolResult, repeated, ran int) {
 	limit := DefaultMaxCallsPerTurn
 	if o.o.Tools != nil && o.o.Tools.MaxCallsPerTurn() > 0 {
 		limit = o.o.Tools.MaxCallsPerTurn()
 	}
-	out := make([]core.ToolResult, len(calls))
+	out = make([]core.ToolResult, len(calls))
 	refused := o.refuse(tn, calls)
 	for i := range calls {
 		if i >= limit && refused[i] == "" {
@@ -211,6 +273,23 @@ func (o *Orchestrator) runTools(ctx context.Context, tn *turn, parent routing.Ca
 	if len(calls) > limit {
 		o.log.Warn("the LLM asked for more tool calls than plugins.tools.max_calls_per_turn", "asked", len(calls), "limit", limit)
 	}
+	// copyOf[i] is the index of an earlier call of this step that call i
+	// repeats (-1: none); keys are the calls' keys.
+	keys := make([]string, len(calls))
+	copyOf := make([]int, len(calls))
+	first := map[string]int{}
+	for i, c := range calls {
+		copyOf[i] = -1
+		if refused[i] != "" {
+			continue
+		}
+		keys[i] = callKey(c)
+		if j, ok := first[keys[i]]; ok {
+			copyOf[i] = j
+		} else {
+			first[keys[i]] = i
+		}
+	}
 	sem := make(chan struct{}, maxParallelTools)
 	var wg sync.WaitGroup
 	for i, c := range calls {
@@ -218,6 +297,16 @@ func (o *Orchestrator) runTools(ctx context.Context, tn *turn, parent routing.Ca
 			out[i] = core.ToolResult{CallID: c.ID, Error: refused[i]}
 			continue
 		}
+		if copyOf[i] >= 0 {
+			continue // filled in once the first has run
+		}
+		if r, ok := tn.succeeded[keys[i]]; ok {
+			out[i] = core.ToolResult{CallID: c.ID, Error: repeatNote, Content: r.Content}
+			refused[i] = repeatNote
+			repeated++
+			continue
+		}
+		ran++
 		wg.Add(1)
 		sem <- struct{}{}
 		go func() {
@@ -241,14 +330,29 @@ func (o *Orchestrator) runTools(ctx context.Context, tn *turn, parent routing.Ca
 	}
 	wg.Wait()
 	for i, c := range calls {
+		if j := copyOf[i]; j >= 0 {
+			if out[j].Error == "" {
+				out[i] = core.ToolResult{CallID: c.ID, Error: repeatNote, Content: out[j].Content}
+				repeated++
+			} else {
+				out[i] = core.ToolResult{CallID: c.ID, Error: out[j].Error, Content: out[j].Content}
+			}
+			continue
+		}
 		if refused[i] != "" {
 			continue
 		}
 		ok := out[i].Error == ""
 		tn.ran = append(tn.ran, ranCall{call: c, ok: ok})
 		o.used(&tn.st, c, ok)
+		if ok {
+			if tn.succeeded == nil {
+				tn.succeeded = map[string]core.ToolResult{}
+			}
+			tn.succeeded[keys[i]] = out[i]
+		}
 	}
-	return out
+	return out, repeated, ran
 }
 
 // postProcess runs the one extra LLM call of a post_process action: the

@@ -184,8 +184,10 @@ func lastIsTool(c routing.Call) bool {
 }
 
 func TestAgentLoopStopsAtMaxSteps(t *testing.T) {
-	llm := &scriptLLM{fn: func(routing.Call) *provider.Response {
-		return &provider.Response{ToolCalls: []core.ToolCall{{Plugin: "p", Action: "a"}}}
+	// Each step asks for the tool with new arguments (the same call
+	// again is not run: see TestRepeatedToolCallRunsOnce).
+	llm := &scriptLLM{fn: func(c routing.Call) *provider.Response {
+		return &provider.Response{ToolCalls: []core.ToolCall{{Plugin: "p", Action: "a", Args: map[string]string{"page": fmt.Sprint(len(c.Req.Messages))}}}}
 	}}
 	runs := 0
 	tools := fakeTools{run: func(_ context.Context, c core.ToolCall) core.ToolResult {
@@ -394,7 +396,7 @@ func TestToolCallsPerTurnAreLimited(t *testing.T) {
 				}
 				var calls []core.ToolCall
 				for i := range asked {
-					calls = append(calls, core.ToolCall{ID: fmt.Sprint("c", i), Plugin: "p", Action: "a"})
+					calls = append(calls, core.ToolCall{ID: fmt.Sprint("c", i), Plugin: "p", Action: "a", Args: map[string]string{"n": fmt.Sprint(i)}})
 				}
 				return &provider.Response{ToolCalls: calls}
 			}}
@@ -435,7 +437,7 @@ func TestPostProcessCountsAgainstMaxSteps(t *testing.T) {
 		if lastIsTool(c) {
 			return &provider.Response{Text: "final"}
 		}
-		return &provider.Response{ToolCalls: []core.ToolCall{{ID: "1", Plugin: "p", Action: "a"}, {ID: "2", Plugin: "p", Action: "a"}}}
+		return &provider.Response{ToolCalls: []core.ToolCall{{ID: "1", Plugin: "p", Action: "a", Args: map[string]string{"n": "1"}}, {ID: "2", Plugin: "p", Action: "a", Args: map[string]string{"n": "2"}}}}
 	}}
 	tools := fakeTools{
 		run: func(_ context.Context, c core.ToolCall) core.ToolResult {
@@ -467,5 +469,116 @@ func TestPostProcessCountsAgainstMaxSteps(t *testing.T) {
 	}
 	if len(llm.calls) != 2 || pp != 1 {
 		t.Fatalf("%d LLM calls (%d post_process) with max_steps 2; want 2 (1)", len(llm.calls), pp)
+	}
+}
+
+// TestRepeatedToolCallRunsOnce (issue 25, finding 15): a model that asks
+// for the same call (same tool, same arguments) again in one answer does
+// not run it again — it reads the first result with a note — and when a
+// step only repeats, the next call offers no tools, so it answers from
+// the results instead of looping until max_steps.
+func TestRepeatedToolCallRunsOnce(t *testing.T) {
+	save := core.ToolCall{Plugin: "p", Action: "a", Args: map[string]string{"text": "Ann likes tea", "scope": "user"}}
+	for _, tc := range []struct {
+		name string
+		// answers says whether the model answers in words once it is
+		// offered no tools (else it keeps asking, and is stopped).
+		answers bool
+	}{{"answers from the result", true}, {"keeps asking", false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			llm := &scriptLLM{fn: func(c routing.Call) *provider.Response {
+				if len(c.Req.Tools) == 0 && tc.answers {
+					return &provider.Response{Text: "Saved: Ann likes tea."}
+				}
+				// The same save every time, twice in the first answer;
+				// the arguments come in another order each time.
+				a, b := save, save
+				a.Args = map[string]string{"scope": "user", "text": "Ann likes tea"}
+				if len(c.Req.Messages) == 1 {
+					return &provider.Response{ToolCalls: []core.ToolCall{a, b}}
+				}
+				return &provider.Response{ToolCalls: []core.ToolCall{b}}
+			}}
+			var mu sync.Mutex
+			runs := 0
+			tools := fakeTools{run: func(_ context.Context, c core.ToolCall) core.ToolResult {
+				mu.Lock()
+				runs++
+				mu.Unlock()
+				return core.ToolResult{CallID: c.ID, Content: guard.Wrap("saved memory 7")}
+			}}
+			o := New(Options{LLM: llm, History: history{}, Tools: tools, MaxSteps: 10})
+			ans, err := o.Answer(context.Background(), core.Turn{Text: "remember that I like tea"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if runs != 1 {
+				t.Fatalf("the tool ran %d times, want once", runs)
+			}
+			// Ask (2 calls, 1 run), ask again (repeat), then no tools.
+			if len(llm.calls) != 3 {
+				t.Fatalf("%d LLM calls, want 3", len(llm.calls))
+			}
+			if len(llm.calls[2].Req.Tools) != 0 {
+				t.Fatalf("the call after a step of repeats offered %d tools, want none", len(llm.calls[2].Req.Tools))
+			}
+			second := llm.calls[1].Req.Messages
+			if last := second[len(second)-1]; last.Role != core.RoleTool || !strings.Contains(last.Content, "not run again") || !strings.Contains(last.Content, "saved memory 7") {
+				t.Fatalf("the repeat in the first step got %q; want the note and the first result", last.Content)
+			}
+			switch {
+			case tc.answers && ans.Text != "Saved: Ann likes tea.":
+				t.Fatalf("answer = %q", ans.Text)
+			case !tc.answers && (!strings.Contains(ans.Text, "kept asking for the same tool call") || !strings.Contains(ans.Text, "p.a")):
+				t.Fatalf("answer = %q; want the honest stop naming the tool", ans.Text)
+			}
+		})
+	}
+}
+
+// TestFailedToolCallMayBeRepeated: a call that failed may be made again
+// (the failure may have been passing); only a success is not repeated.
+func TestFailedToolCallMayBeRepeated(t *testing.T) {
+	llm := &scriptLLM{fn: func(c routing.Call) *provider.Response {
+		if len(c.Req.Messages) >= 5 {
+			return &provider.Response{Text: "done"}
+		}
+		return &provider.Response{ToolCalls: []core.ToolCall{{Plugin: "p", Action: "a", Args: map[string]string{"q": "x"}}}}
+	}}
+	runs := 0
+	tools := fakeTools{run: func(_ context.Context, c core.ToolCall) core.ToolResult {
+		runs++
+		if runs == 1 {
+			return core.ToolResult{CallID: c.ID, Error: "plugin p restarting"}
+		}
+		return core.ToolResult{CallID: c.ID, Content: guard.Wrap("ok")}
+	}}
+	o := New(Options{LLM: llm, History: history{}, Tools: tools})
+	if ans, err := o.Answer(context.Background(), core.Turn{Text: "go"}); err != nil || ans.Text != "done" {
+		t.Fatalf("answer %q, %v", ans.Text, err)
+	}
+	if runs != 2 {
+		t.Fatalf("the tool ran %d times, want 2 (the retry of a failure runs)", runs)
+	}
+}
+
+func TestCallKeyTellsCallsApart(t *testing.T) {
+	k := func(plugin, action string, args map[string]string) string {
+		return callKey(core.ToolCall{ID: "ignored", Plugin: plugin, Action: action, Args: args})
+	}
+	for _, tc := range []struct {
+		name string
+		a, b string
+		same bool
+	}{
+		{"argument order", k("p", "a", map[string]string{"x": "1", "y": "2"}), k("p", "a", map[string]string{"y": "2", "x": "1"}), true},
+		{"another value", k("p", "a", map[string]string{"x": "1"}), k("p", "a", map[string]string{"x": "2"}), false},
+		{"another action", k("p", "a", nil), k("p", "b", nil), false},
+		{"plugin and action run together", k("pa", "b", nil), k("p", "ab", nil), false},
+		{"a value that looks like two arguments", k("p", "a", map[string]string{"x": "1:y1:2"}), k("p", "a", map[string]string{"x": "1", "y": "2"}), false},
+	} {
+		if got := tc.a == tc.b; got != tc.same {
+			t.Errorf("%s: same = %v, want %v (%q vs %q)", tc.name, got, tc.same, tc.a, tc.b)
+		}
 	}
 }

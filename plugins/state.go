@@ -97,6 +97,11 @@ func checkKey(key string) error {
 }
 
 func (s *stateServer) internal(op string, err error) error {
+	if core.ErrorKind(err) == core.KindInvalid {
+		// The store refused what the plugin sent (a key PostgreSQL
+		// cannot hold): the plugin is told why.
+		return status.Errorf(codes.InvalidArgument, "plugin state %s: %v", op, err)
+	}
 	s.log.Error("plugin state "+op+" failed", "err", err)
 	return status.Errorf(codes.Internal, "plugin state %s failed", op)
 }

@@ -147,6 +147,9 @@ func (r *Router) cmdModels(ctx context.Context, req core.CommandRequest) (string
 		case cooling > 0:
 			fmt.Fprintf(&b, " — %d of %d credentials cooling down", cooling, total)
 		}
+		if until, _ := r.Refused(m.Ref); !until.IsZero() {
+			fmt.Fprintf(&b, " — refused a request; not chosen automatically until %s UTC", until.UTC().Format("15:04"))
+		}
 	}
 	b.WriteString("\n/model <name> pins one for this conversation.")
 	return b.String(), nil

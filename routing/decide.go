@@ -69,6 +69,9 @@ func (r *Router) decide(ctx context.Context, c Call, task string, sample bool) (
 			return d, core.Errorf(core.KindInvalid, "no model in models.catalog has the capabilities %v this message needs; add them to a model's capabilities", c.Needs)
 		}
 	}
+	// A model that refused a request lately is not the router's choice
+	// (a strict choice below still takes it).
+	r.avoidRefused(excluded)
 	switch {
 	case c.Model != "":
 		m, ok := r.cat.resolve(c.Model)

@@ -26,6 +26,53 @@ type Conversations interface {
 	SignalsForReply(ctx context.Context, replyID int64) ([]core.Signal, error)
 }
 
+// followUpReader is the optional Conversations capability that reads
+// what judging a message needs (the last answer, its question, the
+// escalation state, whether the answer was judged) in one round trip;
+// store.DB has it.
+type followUpReader interface {
+	FollowUp(ctx context.Context, sessionID int64) (core.FollowUp, error)
+}
+
+// followUp reads what judging a message of the session needs, in one
+// round trip when the store can.
+func (e *Escalator) followUp(ctx context.Context, sid int64) (core.FollowUp, error) {
+	if fr, ok := e.conv.(followUpReader); ok {
+		f, err := fr.FollowUp(ctx, sid)
+		if err != nil {
+			return f, fmt.Errorf("escalation: %w", err)
+		}
+		return f, nil
+	}
+	var f core.FollowUp
+	var err error
+	if f.Last, err = e.conv.LastAnswer(ctx, sid); err != nil {
+		return f, fmt.Errorf("escalation: last reply: %w", err)
+	}
+	if f.Last == nil || f.Last.Model == "" {
+		return f, nil
+	}
+	if f.Question, err = e.lastQuestion(ctx, sid); err != nil {
+		return f, err
+	}
+	if f.Escalation, err = e.conv.Escalation(ctx, sid); err != nil {
+		return f, fmt.Errorf("escalation: %w", err)
+	}
+	prior, err := e.conv.SignalsForReply(ctx, f.Last.ID)
+	if err != nil {
+		return f, fmt.Errorf("escalation: the signals of reply %d: %w", f.Last.ID, err)
+	}
+	for _, p := range prior {
+		// Only a verdict blocks another: /model choices, positive
+		// reactions and an abandonment noticed while the user was away
+		// do not.
+		if p.Kind != core.SignalExplicit && p.Kind != SignalAbandoned && (p.Kind != core.SignalReaction || p.Polarity == core.Negative) {
+			f.Judged = true
+		}
+	}
+	return f, nil
+}
+
 // Escalator is the core.Interceptor that watches each message for a
 // verdict on the previous answer. A rejection (/retry or a follow-up such
 // as "no, try again") records a negative signal and asks the gateway to
@@ -66,23 +113,16 @@ func (e *Escalator) Intercept(ctx context.Context, req core.CommandRequest) (cor
 		return core.Decision{}, nil
 	}
 	sid := req.Session.ID
-	last, err := e.conv.LastAnswer(ctx, sid)
+	f, err := e.followUp(ctx, sid)
 	if err != nil {
-		return core.Decision{}, fmt.Errorf("escalation: last reply: %w", err)
+		return core.Decision{}, err
 	}
+	last, question, st := f.Last, f.Question, f.Escalation
 	if last == nil || last.Model == "" {
 		if retry {
 			return core.Decision{Reply: "There is no answer to retry yet in this conversation."}, nil
 		}
 		return core.Decision{}, nil
-	}
-	question, err := e.lastQuestion(ctx, sid)
-	if err != nil {
-		return core.Decision{}, err
-	}
-	st, err := e.conv.Escalation(ctx, sid)
-	if err != nil {
-		return core.Decision{}, fmt.Errorf("escalation: %w", err)
 	}
 	sig := core.Signal{ReplyID: last.ID, Model: last.Model, TaskType: last.TaskType, UserID: req.In.UserID, Weight: 1, At: req.In.ReceivedAt, RequestID: req.RequestID}
 	var d core.Decision
@@ -98,17 +138,17 @@ func (e *Escalator) Intercept(ctx context.Context, req core.CommandRequest) (cor
 	case sig.Kind == core.SignalRetry, sig.Kind == core.SignalFollowUp:
 	case sig.Polarity == core.Negative && sig.Kind != SignalAbandoned:
 		// Asked again: answered as a new message, the earlier answer judged.
-		e.judge(ctx, sig)
+		e.judge(ctx, sig, f.Judged)
 		return d, nil
 	default:
-		e.judge(ctx, sig)
+		e.judge(ctx, sig, f.Judged)
 		if st.Question == "" && len(st.Models) == 0 {
 			return d, nil
 		}
 		// A new question ends the escalation chain.
 		return d, e.conv.SaveEscalation(ctx, sid, core.EscalationState{})
 	}
-	e.judge(ctx, sig)
+	e.judge(ctx, sig, f.Judged)
 	if question == "" {
 		d = core.Decision{Reply: "I cannot find the question to answer again; please ask it once more."}
 	} else {
@@ -148,19 +188,9 @@ var _ core.ReactionInterceptor = (*Escalator)(nil)
 // failed re-answer cannot count the rejected answer as accepted. A retried
 // message records nothing twice either: the store keys its signals by
 // request.
-func (e *Escalator) judge(ctx context.Context, s core.Signal) {
-	prior, err := e.conv.SignalsForReply(ctx, s.ReplyID)
-	if err != nil {
-		e.log.Error("read the signals of a reply", "reply", s.ReplyID, "err", err)
+func (e *Escalator) judge(ctx context.Context, s core.Signal, judged bool) {
+	if judged {
 		return
-	}
-	for _, p := range prior {
-		// Only a verdict blocks another: /model choices, positive
-		// reactions and an abandonment noticed while the user was away
-		// do not.
-		if p.Kind != core.SignalExplicit && p.Kind != SignalAbandoned && (p.Kind != core.SignalReaction || p.Polarity == core.Negative) {
-			return
-		}
 	}
 	if err := e.r.RecordSignal(ctx, s); err != nil {
 		e.log.Error("record signal", "kind", s.Kind, "err", err)

@@ -42,7 +42,7 @@ func (r *Router) run(ctx context.Context, c Call, d decision) (Result, error) {
 				r.o.Observer.LLMCall(m.Ref, m.Provider(), outcome(err), time.Since(t0))
 				failedOn = m.Ref
 				if err == nil {
-					r.succeed(ctx, p)
+					r.succeed(ctx, m, p)
 					r.ledger(ctx, c, m, resp)
 					return Result{Response: resp, Model: m.Ref, Reason: d.reason, Profile: p.ID}, nil
 				}
@@ -59,8 +59,17 @@ func (r *Router) run(ctx context.Context, c Call, d decision) (Result, error) {
 					return Result{Model: m.Ref, Reason: d.reason}, lastErr
 				}
 				switch kind {
-				case core.KindBadRequest, core.KindInvalid:
+				case core.KindInvalid:
 					return Result{Model: m.Ref, Reason: d.reason}, lastErr
+				case core.KindBadRequest:
+					// The model refused the request (a parameter it does
+					// not take, an id its provider does not know): another
+					// credential would not help, another model may.
+					r.refuse(m, err)
+					if d.strict {
+						return Result{Model: m.Ref, Reason: d.reason}, r.exhausted(d, lastErr)
+					}
+					continue models
 				case core.KindContextTooLong:
 					if d.strict {
 						return Result{Model: m.Ref, Reason: d.reason}, lastErr
@@ -68,10 +77,12 @@ func (r *Router) run(ctx context.Context, c Call, d decision) (Result, error) {
 					tooLong = max(m.ContextWindow, 1)
 					continue models
 				case core.KindTimeout:
+					r.outage(m)
 					r.timeout(ctx, p, request, err)
 				case core.KindRateLimited, core.KindAuth, core.KindBilling:
 					r.fail(ctx, p, err)
 				default:
+					r.outage(m)
 					continue models
 				}
 			}
@@ -124,16 +135,148 @@ func (r *Router) exhausted(d decision, lastErr error) error {
 			e.Kind = cause
 		}
 	}
+	if e.RetryAfter == 0 && (e.Kind == core.KindUnavailable || e.Kind == core.KindTimeout) {
+		// An outage is waited out like a rate limit: the hint grows with
+		// the failures in a row, so the caller backs off.
+		e.RetryAfter = r.outageWait(d.chain)
+	}
 	wait := "later"
 	if e.RetryAfter > 0 {
 		wait = "in " + e.RetryAfter.Round(time.Second).String()
 	}
-	if d.strict {
+	switch {
+	case e.Kind == core.KindBadRequest && d.strict:
+		e.Msg = fmt.Sprintf("the model pinned for this conversation (%s) refused the request, and a pinned model is never switched silently; the operator has been told. Send /model auto to let me choose, or /model to pin another", d.m.Ref)
+	case e.Kind == core.KindBadRequest:
+		e.Msg = fmt.Sprintf("the models that could answer refused the request (%s); the operator has been told", strings.Join(refs, ", "))
+	case d.strict:
 		e.Msg = fmt.Sprintf("the model pinned for this conversation (%s) is failing and a pinned model is never switched silently; try again %s, or send /model auto to let me choose", d.m.Ref, wait)
-	} else {
+	default:
 		e.Msg = fmt.Sprintf("every model in the failover chain failed or is cooling down (%s); try again %s", strings.Join(refs, ", "), wait)
 	}
 	return e
+}
+
+// modelHealth is what a model's failures since its last success say: its
+// run of refused requests (an HTTP 400 other than a too-long context),
+// for which the router's own choices avoid it until avoid (a cooldown on
+// the ladder of auth.cooldowns), and its outages in a row (5xx, an
+// unreachable server, a timeout), which set how long a caller waits.
+type modelHealth struct {
+	refusals int
+	avoid    time.Time
+	reason   string
+	outages  int
+}
+
+// outageBase is the wait after an outage; each outage in a row doubles
+// it, up to auth.cooldowns.initial.
+const outageBase = 2 * time.Second
+
+// outage counts a failure of m that says its provider is down for now.
+func (r *Router) outage(m Model) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.health == nil {
+		r.health = map[string]modelHealth{}
+	}
+	h := r.health[m.Ref]
+	h.outages++
+	r.health[m.Ref] = h
+}
+
+// outageWait is how long a caller should wait before asking chain again
+// after outages: outageBase doubled per outage in a row of the chain's
+// model with the fewest (one answering model is enough), up to
+// auth.cooldowns.initial (at least outageBase).
+func (r *Router) outageWait(chain []Model) time.Duration {
+	r.mu.Lock()
+	n := 0
+	for i, m := range chain {
+		if k := r.health[m.Ref].outages; i == 0 || k < n {
+			n = k
+		}
+	}
+	r.mu.Unlock()
+	top := max(r.o.Cooldowns.Initial, outageBase)
+	d := outageBase
+	for i := 1; i < n && d < top; i++ {
+		d *= 2
+	}
+	return min(d, top)
+}
+
+// refuse counts a request m refused, so the router's own choices avoid m
+// for a while (a /model pin or a per-request model still calls it), and
+// tells the operator: a refusal is a config problem (a parameter the
+// model does not take, a model id its provider does not know) that no
+// retry fixes.
+func (r *Router) refuse(m Model, err error) {
+	reason := err.Error()
+	var ce *core.Error
+	if errors.As(err, &ce) && ce.Err != nil {
+		reason = ce.Err.Error() // the provider's own words
+	}
+	r.mu.Lock()
+	now := r.now()
+	if r.health == nil {
+		r.health = map[string]modelHealth{}
+	}
+	h := r.health[m.Ref]
+	h.refusals++
+	h.avoid, h.reason = now.Add(r.o.Cooldowns.step(h.refusals)), reason
+	r.health[m.Ref] = h
+	r.mu.Unlock()
+	r.log.Warn("model refused a request; routing avoids it for a while", "model", m.Ref, "until", h.avoid, "refusals", h.refusals, "err", err)
+	if r.o.Events != nil {
+		r.o.Events.Emit(core.OpsEvent{Kind: core.EventModelRefused, Subject: m.Ref, At: now,
+			Message: fmt.Sprintf("model %s refused a request (HTTP 400: %s); routing avoids it until %s. Check its entry in models.catalog (the model id, max_output_tokens, capabilities) and the provider's documentation", m.Ref, reason, h.avoid.UTC().Format(time.RFC3339)),
+			Details: map[string]string{"model": m.Ref, "provider": m.Provider(), "reason": reason, "until": h.avoid.UTC().Format(time.RFC3339), "refusals": fmt.Sprint(h.refusals)}})
+	}
+}
+
+// avoidRefused adds to excluded the models that refused a request and are
+// still avoided, unless that would leave no model to choose.
+func (r *Router) avoidRefused(excluded map[string]bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.health) == 0 {
+		return
+	}
+	now := r.now()
+	var avoid []string
+	for ref, h := range r.health {
+		if h.avoid.After(now) && !excluded[ref] {
+			avoid = append(avoid, ref)
+		}
+	}
+	if len(avoid) == 0 {
+		return
+	}
+	left := 0
+	for _, m := range r.cat.byWeight {
+		if !excluded[m.Ref] {
+			left++
+		}
+	}
+	if left <= len(avoid) {
+		return
+	}
+	for _, ref := range avoid {
+		excluded[ref] = true
+	}
+}
+
+// Refused says until when the router's own choices avoid a model that
+// refused a request, and the provider's reason (zero when it does not).
+func (r *Router) Refused(ref string) (until time.Time, reason string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	h := r.health[ref]
+	if !h.avoid.After(r.now()) {
+		return time.Time{}, ""
+	}
+	return h.avoid, h.reason
 }
 
 // profilesOf returns a provider's profiles, or one keyless profile.
@@ -257,12 +400,16 @@ func (r *Router) fail(ctx context.Context, p Profile, err error) {
 		cd = r.o.Cooldowns.billingStep(st.BillingFailures)
 	} else {
 		st.Failures++
-		cd = r.o.Cooldowns.step(st.Failures)
-		// The server's own Retry-After, when it gives one, is the
-		// cooldown; the ladder is for failures without one.
+		// The server's own Retry-After, when it gives one, is where the
+		// ladder starts instead of Initial: the first failure rests what
+		// the server asked, and repeated ones back off from there (a
+		// server answering "retry after 1s" to every call is not called
+		// every second).
+		base := r.o.Cooldowns.Initial
 		if ra := core.RetryAfter(err); ra > 0 {
-			cd = ra
+			base = ra
 		}
+		cd = r.o.Cooldowns.ladder(base, st.Failures)
 	}
 	st.CooldownUntil = now.Add(cd)
 	st.LastError = kind.String()
@@ -304,10 +451,11 @@ func (r *Router) allCoolingLocked(prov string, now time.Time) (bool, time.Time) 
 // persisted at once.
 const profileSaveEvery = 30 * time.Second
 
-// succeed resets a profile's failure state and persists it with the use
-// nextProfile counted.
-func (r *Router) succeed(ctx context.Context, p Profile) {
+// succeed resets a profile's failure state (and m's health) and persists
+// it with the use nextProfile counted.
+func (r *Router) succeed(ctx context.Context, m Model, p Profile) {
 	r.mu.Lock()
+	delete(r.health, m.Ref)
 	delete(r.timedOut, p.ID)
 	delete(r.cooling, p.Provider)
 	st := r.pstate[p.ID]

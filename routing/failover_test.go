@@ -2,9 +2,11 @@ package routing
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -187,6 +189,97 @@ func TestRetryAfter(t *testing.T) {
 	}
 }
 
+// TestShortRetryAfterClimbsTheLadder (issue 25, finding 12): a server
+// that answers every call with 429 and "Retry-After: 1" is not called
+// every second: its Retry-After starts the cooldown ladder (× the
+// multiplier per failure in a row), and a success resets it.
+func TestShortRetryAfterClimbsTheLadder(t *testing.T) {
+	clk := newClock()
+	srv := providertest.NewOpenAI(t)
+	var limited atomic.Bool
+	limited.Store(true)
+	srv.SetReply(func(r providertest.Received) providertest.Script {
+		if limited.Load() {
+			return providertest.Script{Status: 429, Header: map[string]string{"Retry-After": "1"}, Body: `{"error":{"message":"slow down","type":"rate_limit"}}`}
+		}
+		return providertest.Echo(r)
+	})
+	prov := provider.NewOpenAI(provider.Options{ID: "p", BaseURL: srv.BaseURL(), Now: clk.Now})
+	r, err := New(Options{
+		Providers: map[string]provider.Provider{"p": prov},
+		Catalog:   []Model{{Ref: "p/m", Weight: 50}},
+		Profiles:  map[string][]Profile{"p": {{ID: "p:a", Provider: "p", Key: "sk-a"}}},
+		Store:     NewMemStore(), Now: clk.Now,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range []time.Duration{time.Second, 5 * time.Second, 25 * time.Second, 125 * time.Second, 625 * time.Second, 3125 * time.Second, time.Hour, time.Hour} {
+		_, err := r.Chat(context.Background(), Call{Req: userMsg("hi")})
+		if core.ErrorKind(err) != core.KindRateLimited {
+			t.Fatalf("call %d: err = %v", i, err)
+		}
+		if got := core.RetryAfter(err); got != want {
+			t.Fatalf("429 #%d in a row: retry after %v, want %v", i+1, got, want)
+		}
+		clk.Advance(want)
+	}
+	if n := srv.Count(); n != 8 {
+		t.Fatalf("requests = %d, want one per cooldown", n)
+	}
+	limited.Store(false)
+	if _, err := r.Chat(context.Background(), Call{Req: userMsg("hi")}); err != nil {
+		t.Fatal(err)
+	}
+	limited.Store(true)
+	_, err = r.Chat(context.Background(), Call{Req: userMsg("hi")})
+	if got := core.RetryAfter(err); got != time.Second {
+		t.Fatalf("after a success: retry after %v, want the server's 1s again", got)
+	}
+}
+
+// TestOutageSaysWhenToComeBack (issue 25, finding 13): when every model
+// of the chain fails with a 5xx or a timeout, the error says when to try
+// again like a rate limit does — 2 s after the first outage, doubling per
+// outage in a row up to auth.cooldowns.initial — so the caller waits with
+// backoff instead of giving up; a success starts over.
+func TestOutageSaysWhenToComeBack(t *testing.T) {
+	for _, kind := range []core.Kind{core.KindUnavailable, core.KindTimeout} {
+		t.Run(kind.String(), func(t *testing.T) {
+			r, p, _, _, clk := newTestRouter(t, func(o *Options) { o.Cooldowns.Initial = 30 * time.Second })
+			down := true
+			p.fn = func(_ provider.Credentials, req *provider.Request) (*provider.Response, error) {
+				if down {
+					return nil, &core.Error{Kind: kind, Msg: "provider p: HTTP 500"}
+				}
+				return &provider.Response{Text: "ok"}, nil
+			}
+			// One conversation's request (its timeouts do not cool the
+			// credential every conversation shares).
+			conv := core.ConversationKey{Channel: "telegram", Chat: "1"}
+			call := Call{Session: &core.Session{ID: 1, Conversation: conv, ModelPin: "p/cheap"}, Conversation: conv, Req: userMsg("hi")}
+			for i, want := range []time.Duration{2 * time.Second, 4 * time.Second, 8 * time.Second, 16 * time.Second, 30 * time.Second, 30 * time.Second} {
+				_, err := r.Chat(context.Background(), call)
+				if core.ErrorKind(err) != kind || !core.Transient(err) {
+					t.Fatalf("outage %d: err = %v", i+1, err)
+				}
+				if got := core.RetryAfter(err); got != want {
+					t.Fatalf("outage %d in a row: retry after %v, want %v", i+1, got, want)
+				}
+				clk.Advance(want)
+			}
+			down = false
+			if _, err := r.Chat(context.Background(), call); err != nil {
+				t.Fatal(err)
+			}
+			down = true
+			if _, err := r.Chat(context.Background(), call); core.RetryAfter(err) != 2*time.Second {
+				t.Fatalf("after a success: retry after %v, want 2s", core.RetryAfter(err))
+			}
+		})
+	}
+}
+
 func TestFallbackWhenEveryProfileCools(t *testing.T) {
 	r, p, q, _, _ := newTestRouter(t, func(o *Options) {
 		threeProfiles(o)
@@ -290,19 +383,118 @@ func TestStrictPin(t *testing.T) {
 	}
 }
 
-func TestNoRetryOnBadRequest(t *testing.T) {
-	r, p, q, _, _ := newTestRouter(t, func(o *Options) {
+// TestRefusedRequestFailsOverAndIsCounted (issue 25, finding 14): a 400
+// that is not about the context's length fails over to the next model
+// (never to another credential of the same model), counts against the
+// model — the router's own choices avoid it on the ladder of
+// auth.cooldowns, a success clears it — and the operator is told; a
+// pinned model that refuses gets the user a sentence, not the provider's
+// operator hint.
+func TestRefusedRequestFailsOverAndIsCounted(t *testing.T) {
+	ev := &events{}
+	r, p, q, _, clk := newTestRouter(t, func(o *Options) {
 		threeProfiles(o)
 		o.Fallbacks = []string{"q/other"}
+		o.Events = ev
 	})
-	p.fn = func(provider.Credentials, *provider.Request) (*provider.Response, error) {
+	refuses := true
+	p.fn = func(_ provider.Credentials, req *provider.Request) (*provider.Response, error) {
+		if req.Model == "cheap" && refuses {
+			return nil, &core.Error{Kind: core.KindBadRequest, Msg: "provider p: HTTP 400: request refused; check the model id in models.catalog and the request", Err: errors.New("invalid_request_error: unsupported parameter: temperature")}
+		}
+		return &provider.Response{Text: "ok from " + req.Model}, nil
+	}
+	res, err := r.Chat(context.Background(), Call{Req: userMsg("hi")})
+	if err != nil || res.Model != "q/other" {
+		t.Fatalf("refused request: answered by %q, %v; want the fallback q/other", res.Model, err)
+	}
+	if got := fmt.Sprint(keys(p.Calls())); got != "[key-a]" {
+		t.Fatalf("calls to the refusing model = %s; want one (no other credential)", got)
+	}
+	if got := ev.kinds(); len(got) != 1 || got[0] != core.EventModelRefused+"/p/cheap" {
+		t.Fatalf("operator events = %v; want one model_refused for p/cheap", got)
+	}
+	if ev.got[0].Details["reason"] != "invalid_request_error: unsupported parameter: temperature" {
+		t.Fatalf("event details = %v; want the provider's reason", ev.got[0].Details)
+	}
+	// The router's next choice avoids it: highest weight is now p/mid.
+	res, err = r.Chat(context.Background(), Call{Req: userMsg("hi")})
+	if err != nil || res.Model != "p/mid" {
+		t.Fatalf("next call: %q %v; want p/mid while p/cheap is avoided", res.Model, err)
+	}
+	if n := len(p.Calls()); n != 2 || len(q.Calls()) != 1 {
+		t.Fatalf("p calls = %d, q calls = %d; the avoided model was called again", n, len(q.Calls()))
+	}
+	if until, reason := r.Refused("p/cheap"); until.Sub(clk.Now()) != time.Minute || !strings.Contains(reason, "temperature") {
+		t.Fatalf("Refused = %v %q; want avoided for the first cooldown step (1m)", until.Sub(clk.Now()), reason)
+	}
+	// A second refusal after the first cooldown: avoided 5 minutes.
+	clk.Advance(time.Minute)
+	if res, err := r.Chat(context.Background(), Call{Req: userMsg("hi")}); err != nil || res.Model != "q/other" {
+		t.Fatalf("after the cooldown: %q %v", res.Model, err)
+	}
+	if until, _ := r.Refused("p/cheap"); until.Sub(clk.Now()) != 5*time.Minute {
+		t.Fatalf("second refusal avoided for %v, want 5m", until.Sub(clk.Now()))
+	}
+	// A pinned model is still called; its refusal is told in words for
+	// the user, without the operator's hint.
+	_, err = r.Chat(context.Background(), Call{Session: &core.Session{ID: 1, ModelPin: "p/cheap"}, Req: userMsg("hi")})
+	if core.ErrorKind(err) != core.KindBadRequest {
+		t.Fatalf("pinned: err = %v", err)
+	}
+	msg := core.UserMessage(err)
+	if strings.Contains(msg, "models.catalog") || !strings.Contains(msg, "refused") || !strings.Contains(msg, "/model auto") {
+		t.Fatalf("user message = %q; want the refusal and /model auto, not the operator hint", msg)
+	}
+	// A success clears the count.
+	refuses = false
+	if res, err := r.Chat(context.Background(), Call{Session: &core.Session{ID: 1, ModelPin: "p/cheap"}, Req: userMsg("hi")}); err != nil || res.Model != "p/cheap" {
+		t.Fatalf("pinned after the fix: %q %v", res.Model, err)
+	}
+	if until, _ := r.Refused("p/cheap"); !until.IsZero() {
+		t.Fatalf("still avoided until %v after a success", until)
+	}
+}
+
+// TestRefusingModelLosesTheLearnedChoice (issue 25, finding 14): a model
+// that is the learned choice (here: pinned with /model, explicit signals,
+// while the heavily weighted cheap model was rejected) keeps it after
+// /model auto; when it refuses every request, each message is still
+// answered (by another model), and the next ones go elsewhere.
+func TestRefusingModelLosesTheLearnedChoice(t *testing.T) {
+	r, p, q, _, clk := newTestRouter(t, nil)
+	ctx := context.Background()
+	// Router v3 starts from priors of the catalog weights, so one /model
+	// choice of a lightly weighted model does not outweigh the operator's
+	// weights: the learned choice is made with a few signals.
+	for range 4 {
+		for _, s := range []core.Signal{
+			{Kind: core.SignalExplicit, Polarity: core.Positive, Model: "q/other", TaskType: TaskChat, At: clk.Now()},
+			{Kind: core.SignalReaction, Polarity: core.Negative, Model: "p/cheap", TaskType: TaskChat, At: clk.Now()},
+		} {
+			if err := r.RecordSignal(ctx, s); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if e := r.Explain(ctx, TaskChat); e.Model != "q/other" {
+		t.Fatalf("the learned choice is %q; the test needs q/other", e.Model)
+	}
+	q.fn = func(provider.Credentials, *provider.Request) (*provider.Response, error) {
 		return nil, &core.Error{Kind: core.KindBadRequest, Msg: "400"}
 	}
-	if _, err := r.Chat(context.Background(), Call{Req: userMsg("hi")}); core.ErrorKind(err) != core.KindBadRequest {
-		t.Fatalf("err = %v", err)
+	for i := range 5 {
+		res, err := r.Chat(ctx, Call{Purpose: "chat", Req: userMsg("hello there")})
+		if err != nil || res.Model == "q/other" {
+			t.Fatalf("message %d: %q %v; want an answer from another model", i, res.Model, err)
+		}
+		clk.Advance(10 * time.Second)
 	}
-	if len(p.Calls()) != 1 || len(q.Calls()) != 0 {
-		t.Fatalf("calls p=%d q=%d", len(p.Calls()), len(q.Calls()))
+	if n := len(q.Calls()); n != 1 {
+		t.Fatalf("the refusing model was called %d times for 5 messages; want 1", n)
+	}
+	if len(p.Calls()) != 5 {
+		t.Fatalf("p calls = %d", len(p.Calls()))
 	}
 }
 

@@ -25,7 +25,7 @@ const (
 	// SignalAbandoned: nothing followed the answer for AbandonAfter (no
 	// verdict, no next message in its session): the user left. See
 	// AbandonedWeight.
-	SignalAbandoned core.SignalKind = "abandoned"
+	SignalAbandoned = core.SignalAbandoned
 )
 
 // AbandonAfter is how long nothing must follow an answer before

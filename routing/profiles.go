@@ -48,12 +48,18 @@ const billingInitial = 5 * time.Hour
 
 // step returns the cooldown after the n-th consecutive failure (n ≥ 1):
 // Initial × Multiplier^(n−1), capped at Max.
-func (c Cooldowns) step(n int) time.Duration {
-	d := float64(c.Initial)
-	for i := 1; i < n && d < float64(c.Max); i++ {
+func (c Cooldowns) step(n int) time.Duration { return c.ladder(c.Initial, n) }
+
+// ladder is the cooldown after the n-th consecutive failure when the
+// first one rests base: base × Multiplier^(n−1), capped at Max (a base
+// above Max, a server's own Retry-After, is kept as it is).
+func (c Cooldowns) ladder(base time.Duration, n int) time.Duration {
+	top := max(c.Max, base)
+	d := float64(base)
+	for i := 1; i < n && d < float64(top); i++ {
 		d *= c.Multiplier
 	}
-	return min(time.Duration(d), c.Max)
+	return min(time.Duration(d), top)
 }
 
 // billingStep is the billing lane: 5h doubling, capped at BillingMax.

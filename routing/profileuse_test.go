@@ -20,7 +20,8 @@ func TestProfileUsePersistedAfterAttempt(t *testing.T) {
 	}{
 		{name: "success", want: core.ProfileState{Uses: 1}},
 		{name: "rate limited", fail: &core.Error{Kind: core.KindRateLimited, Msg: "429"}, want: core.ProfileState{Uses: 1, Failures: 1, LastError: "rate_limited"}},
-		{name: "bad request", fail: &core.Error{Kind: core.KindBadRequest, Msg: "400"}, want: core.ProfileState{Uses: 1}},
+		// A refusal moves to the next model, here on the same profile.
+		{name: "bad request", fail: &core.Error{Kind: core.KindBadRequest, Msg: "400"}, want: core.ProfileState{Uses: 2}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -127,6 +128,10 @@ type Router struct {
 	// highest budget level (80, 100) told per budget and UTC day.
 	cooling    map[string]bool
 	budgetTold map[string]int
+	// health holds, by model ref, the models that refused a request or
+	// failed with an outage since their last success (see refuse and
+	// outage); made on first use.
+	health map[string]modelHealth
 }
 
 func suggest(ms []string) string {
@@ -228,6 +233,14 @@ func (r *Router) Chat(ctx context.Context, c Call) (Result, error) {
 		c.probe = d.m.Ref
 	}
 	res, err := r.run(ctx, c, d)
+	if err != nil && !d.strict && core.ErrorKind(err) == core.KindBadRequest && ctx.Err() == nil {
+		// Every model of the chain refused the request: they are avoided
+		// now, so a new choice takes another model when there is one.
+		if d2, err2 := r.decide(ctx, c, task, true); err2 == nil && !slices.ContainsFunc(d.chain, func(m Model) bool { return m.Ref == d2.m.Ref }) {
+			d = d2
+			res, err = r.run(ctx, c, d)
+		}
+	}
 	res.TaskType = task
 	if res.Model == d.m.Ref {
 		res.Exploration = d.explore

@@ -7,18 +7,63 @@
 # The Perf* benchmarks build the stripped binary as a release is built
 # (go build -trimpath -tags grpcnotrace
 # -ldflags "-s -w") and run it against fake Telegram and LLM servers; they
-# need Linux (/proc). Targets: start-ms <= 15, idle-MiB <= 20,
-# cpu-before-llm-ms/msg <= 2, added-p50-ms <= 2, binary-MB <= 25.
+# need Linux (/proc). PerfEngines and the store's *Postgres benchmarks
+# start a private PostgreSQL (store/pgtest; skipped without its binaries).
+# It ends with one table of the figures that have targets (issue 27) and
+# whether each is met. PerfThroughput (about two minutes) is the
+# throughput row; the round-trip row comes from TestMessageRoundTripBudget.
 # CGO_ENABLED=0 scripts/bench.sh builds a static binary (smaller RSS).
 # OPENTALON_PERF_METRICS=on|off runs the binary's server with the metrics
 # counted or not (unset: server off), to compare their cost per message.
 set -eu
 cd "$(dirname "$0")/.."
 
+OUT=$(mktemp)
+trap 'rm -f "$OUT"' EXIT
+
 run() {
 	# run PACKAGE PATTERN BENCHTIME
-	go test -run '^$' -bench "$2" -benchtime "$3" "$1" 2>&1 | grep -E '^(Benchmark|FAIL|---|panic)' || true
+	go test -run '^$' -bench "$2" -benchtime "$3" "$1" 2>&1 | grep -E '^(Benchmark|FAIL|---|panic)' | tee -a "$OUT" || true
 }
+
+# metric BENCHMARK-PREFIX UNIT: the value reported with UNIT on the first
+# line of that benchmark ("-" when it did not run).
+metric() {
+	awk -v b="$1" -v u="$2" 'index($1, b) == 1 { for (i = 2; i <= NF; i++) if ($i == u) { print $(i-1); exit } }' "$OUT" | grep . || echo -
+}
+
+# row NAME VALUE OP TARGET UNIT
+row() {
+	verdict=$(awk -v v="$2" -v op="$3" -v t="$4" 'BEGIN {
+		if (v == "-") { print "not run"; exit }
+		if (op == "") { print "(info)"; exit }
+		ok = (op == "<=") ? (v + 0 <= t + 0) : (v + 0 >= t + 0)
+		print ok ? "met" : "NOT met" }')
+	printf '| %-34s | %10s | %-12s | %-7s |\n' "$1" "$2" "$3 $4 $5" "$verdict"
+}
+
+table() {
+	echo
+	echo "== targets (issue 27)"
+	printf '| %-34s | %10s | %-12s | %-7s |\n' figure value target verdict
+	echo "| ---------------------------------- | ---------- | ------------ | ------- |"
+	row "start, existing database" "$(metric BenchmarkPerfStart/existing-db start-ms)" "<=" 15 ms
+	row "start, fresh database" "$(metric BenchmarkPerfStart/fresh-db start-ms)" "<=" 25 ms
+	row "idle RSS" "$(metric BenchmarkPerfStart/existing-db idle-MiB)" "<=" 16 MiB
+	row "  of it anonymous" "$(metric BenchmarkPerfStart/existing-db idle-anon-MiB)" "" "" MiB
+	row "  of it file-backed (the binary)" "$(metric BenchmarkPerfStart/existing-db idle-file-MiB)" "" "" MiB
+	row "CPU per message" "$(metric 'BenchmarkPerfMessage-' cpu-ms/msg)" "<=" 1.5 ms
+	row "added latency p50" "$(metric 'BenchmarkPerfMessage-' added-p50-ms)" "<=" 1 ms
+	row "stripped binary" "$(metric BenchmarkPerfBinarySize binary-MB)" "<=" 20 MB
+	row "store round trips per message" "$(metric TestMessageRoundTripBudget trips)" "<=" 6 ""
+	row "write transactions per message" "$(metric TestMessageRoundTripBudget writes)" "<=" 3 ""
+	row "throughput (SQLite, 2 s LLM)" "$(metric BenchmarkPerfThroughput capacity-msg/s)" ">=" 300 msg/s
+	row "added p99 at 80% of it" "$(metric BenchmarkPerfThroughput at80-in-p99-ms)" "<=" 50 ms
+}
+
+# The round trips of one plain message (the budget test logs them).
+go test -count=1 -run '^TestMessageRoundTripBudget$' -v ./cmd/opentalon 2>&1 |
+	sed -n 's/.*one plain message: \([0-9]*\) round trips, \([0-9]*\) write transactions.*/TestMessageRoundTripBudget \1 trips \2 writes/p' >>"$OUT"
 
 echo "== binary (cmd/opentalon)"
 run ./cmd/opentalon 'PerfBinarySize' 1x
@@ -26,10 +71,18 @@ run ./cmd/opentalon 'PerfStart' 20x
 run ./cmd/opentalon 'PerfMessage$' 500x
 run ./cmd/opentalon 'PerfBeforeLLM' 500x
 run ./cmd/opentalon 'PerfBurst' 3x
-[ "${1:-}" = perf ] && exit 0
+echo "== the same binary on SQLite and on a local PostgreSQL (durable commits), one replica"
+run ./cmd/opentalon 'PerfEngines' 300x
+echo "== throughput on SQLite (2 s LLM, 1,000 conversations, pacing off; about two minutes)"
+run ./cmd/opentalon 'PerfThroughput' 1x
+if [ "${1:-}" = perf ]; then
+	table
+	exit 0
+fi
 
-echo "== store queue (enqueue, claim, finish)"
+echo "== store queue (enqueue, claim, finish; SQLite, then a local PostgreSQL with durable commits)"
 run ./store 'Queue' 2000x
+run ./store 'ClaimHeads' 1s
 echo "== providers (fake OpenAI on 127.0.0.1)"
 run ./routing/provider '.' 1s
 echo "== routing decision and classifier"
@@ -57,3 +110,5 @@ echo "== metrics: what they add to one message (observer calls)"
 run ./metrics 'PerMessage' 200000x
 echo "== status page first load (headless Chromium; skipped without it)"
 run ./cmd/opentalon 'StatusPageFirstLoad' 20x
+
+table

@@ -43,7 +43,7 @@ func TestUndecodableRowDoesNotStallClaim(t *testing.T) {
 		}
 		for _, it := range items {
 			got = append(got, it.Message.Text)
-			db.Finish(ctx, it.ID, core.StatusDone, "")
+			db.Finish(ctx, it.ID, it.Lease, core.StatusDone, "")
 		}
 		if len(items) == 0 && next.IsZero() {
 			break
@@ -82,11 +82,11 @@ func TestPruneQueueKeepsUnfinishedAndRecentRows(t *testing.T) {
 	for _, it := range items {
 		switch it.Message.Text {
 		case "old-done":
-			db.Finish(ctx, it.ID, core.StatusDone, "")
+			db.Finish(ctx, it.ID, it.Lease, core.StatusDone, "")
 		case "old-failed":
-			db.Finish(ctx, it.ID, core.StatusFailed, "boom")
+			db.Finish(ctx, it.ID, it.Lease, core.StatusFailed, "boom")
 		case "old-queued":
-			db.Retry(ctx, it.ID, c.Now(), "later")
+			db.Retry(ctx, it.ID, it.Lease, c.Now(), "later")
 		}
 	}
 	s, _ := db.ActiveSession(ctx, conv("old-done"))
@@ -96,7 +96,7 @@ func TestPruneQueueKeepsUnfinishedAndRecentRows(t *testing.T) {
 	c.Advance(72 * time.Hour)
 	for _, it := range items {
 		if it.Message.Text == "new-done" {
-			db.Finish(ctx, it.ID, core.StatusDone, "")
+			db.Finish(ctx, it.ID, it.Lease, core.StatusDone, "")
 		}
 	}
 	n, err := db.PruneQueue(ctx)

@@ -2,24 +2,28 @@ package store
 
 import (
 	"context"
+	"crypto/rand"
 	"database/sql"
 	"embed"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io/fs"
 	"log/slog"
+	mrand "math/rand/v2"
 	"net/url"
 	"os"
 	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	_ "modernc.org/sqlite" // registers the "sqlite" driver
 )
 
-//go:embed migrations/*.sql
+//go:embed migrations/*.sql migrations_pg/*.sql
 var migrationFS embed.FS
 
 // FileName is the database file inside the data directory.
@@ -35,35 +39,90 @@ type Options struct {
 	// kept, and so how long a redelivered platform event is recognized
 	// as a duplicate (state.retention; 0 = forever).
 	QueueRetention time.Duration
-	// ReadConns bounds the read pool (default 4).
+	// ReadConns bounds the read pool (default 4; SQLite).
 	ReadConns int
 	Logger    *slog.Logger
+	// Postgres, when set, opens that PostgreSQL database instead of
+	// <dataDir>/opentalon.db (state.driver: postgres); the data directory
+	// still holds the media files.
+	Postgres *Postgres
+	// Holder names this claimer of the queue in the leases it takes (one
+	// per replica; default: a random id).
+	Holder string
+	// LeaseTTL is how long a claim holds a queue item unless renewed
+	// (queue.lease_ttl); 0 = until the claimer finishes it, for a sole
+	// claimer that never loses its leases to a crash (tests).
+	LeaseTTL time.Duration
+	// SoleClaimer says no other process claims from this database while
+	// this handle is open (SQLite under the data directory's lock): every
+	// lease this handle does not hold then belongs to a process that
+	// died, and its first claim takes them all back at once.
+	SoleClaimer bool
 }
 
-// DB is the open database: one writer connection with immediate
-// transactions and a read pool. Safe for concurrent use.
+// Postgres names a PostgreSQL database (state.postgres).
+type Postgres struct {
+	// DSN is state.postgres.dsn (a secret: never printed).
+	DSN string
+	// PoolSize bounds the connections (default 10).
+	PoolSize int
+	// StatementTimeout cancels a statement running longer (0 = none).
+	StatementTimeout time.Duration
+}
+
+// DB is the open database. On SQLite: one writer connection with
+// immediate transactions and a read pool; on PostgreSQL one pool for
+// both. Safe for concurrent use.
 type DB struct {
-	w    *pool
-	r    *pool
-	now  func() time.Time
-	ttl  time.Duration
-	keep time.Duration
+	w *pool
+	r *pool
+	d *dialect
+	// name says which database this is, in messages (the SQLite file, or
+	// the PostgreSQL database and server without credentials).
+	name string
+	// path is the SQLite file ("" on PostgreSQL).
 	path string
-	log  *slog.Logger
+	// dataDir holds the media files.
+	dataDir string
+	now     func() time.Time
+	ttl     time.Duration
+	keep    time.Duration
+	log     *slog.Logger
 	// syncFile flushes a file to the disk (fsync); tests replace it.
 	syncFile func(path string) error
+
+	// The queue's leases (queue.go).
+	holder   string
+	leaseTTL time.Duration
+	sole     bool
+	// tookBack says a sole claimer has taken back the leases of the
+	// processes before it.
+	tookBack   bool
+	tookBackMu sync.Mutex
+
+	// wake is the PostgreSQL notification listener (nil on SQLite).
+	wake *listener
+
+	// trips counts the statements and transactions the pools send.
+	trips tripCounter
+	// group is the enqueue's group commit (flush).
+	group groupSync
 }
 
-// Open opens (creating if needed) <dataDir>/opentalon.db and migrates it.
+// Open opens (creating if needed) <dataDir>/opentalon.db, or the
+// PostgreSQL database of o.Postgres, and migrates it.
 func Open(ctx context.Context, dataDir string, o Options) (*DB, error) {
 	if err := os.MkdirAll(dataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("create data directory %s (state.data_dir): %w", dataDir, err)
 	}
+	if o.Postgres != nil {
+		return openPostgres(ctx, dataDir, o)
+	}
 	return OpenFile(ctx, filepath.Join(dataDir, FileName), o)
 }
 
-// OpenFile opens the database at path and migrates it.
-func OpenFile(ctx context.Context, path string, o Options) (*DB, error) {
+// defaults fills the options left unset.
+func (o *Options) defaults() {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
@@ -73,6 +132,23 @@ func OpenFile(ctx context.Context, path string, o Options) (*DB, error) {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
+	if o.Holder == "" {
+		b := make([]byte, 6)
+		rand.Read(b)
+		host, _ := os.Hostname()
+		o.Holder = fmt.Sprintf("%s/%d/%s", host, os.Getpid(), hex.EncodeToString(b))
+	}
+}
+
+// newDB is the handle both engines share, before its pools.
+func newDB(d *dialect, name, dataDir string, o Options) *DB {
+	return &DB{d: d, name: name, dataDir: dataDir, now: o.Now, ttl: o.SessionTTL, keep: o.QueueRetention, log: o.Logger,
+		syncFile: fsync, holder: o.Holder, leaseTTL: o.LeaseTTL, sole: o.SoleClaimer}
+}
+
+// OpenFile opens the SQLite database at path and migrates it.
+func OpenFile(ctx context.Context, path string, o Options) (*DB, error) {
+	o.defaults()
 	// SQLite would create the file with the umask's mode (often 0644) and
 	// give its -wal and -shm files the same; it holds the conversations.
 	if f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600); err == nil {
@@ -89,11 +165,12 @@ func OpenFile(ctx context.Context, path string, o Options) (*DB, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open database %s: %w", path, err)
 	}
-	w := newPool(wdb)
+	db := newDB(sqliteDialect, path, filepath.Dir(path), o)
+	w := newPool(wdb, sqliteDialect, &db.trips)
 	w.SetMaxOpenConns(1)
 	w.SetConnMaxLifetime(0)
 	w.SetConnMaxIdleTime(0)
-	db := &DB{w: w, now: o.Now, ttl: o.SessionTTL, keep: o.QueueRetention, path: path, log: o.Logger, syncFile: fsync}
+	db.w, db.path = w, path
 	if err := db.migrate(ctx); err != nil {
 		w.Close()
 		return nil, err
@@ -105,20 +182,30 @@ func OpenFile(ctx context.Context, path string, o Options) (*DB, error) {
 	}
 	r.SetMaxOpenConns(o.ReadConns)
 	r.SetMaxIdleConns(o.ReadConns)
-	db.r = newPool(r)
+	db.r = newPool(r, sqliteDialect, &db.trips)
 	return db, nil
 }
 
-// Path is the database file.
+// Path is the SQLite database file ("" on PostgreSQL).
 func (db *DB) Path() string { return db.path }
+
+// Name says which database this is, without credentials: the SQLite
+// file, or the PostgreSQL database and its server.
+func (db *DB) Name() string { return db.name }
+
+// Driver is "sqlite" or "postgres".
+func (db *DB) Driver() string { return db.d.name }
 
 // Ping checks the database answers (for /readyz).
 func (db *DB) Ping(ctx context.Context) error { return db.r.PingContext(ctx) }
 
-// Close closes both pools.
+// Close closes the pools (and the PostgreSQL listener).
 func (db *DB) Close() error {
 	var errs []error
-	if db.r != nil {
+	if db.wake != nil {
+		db.wake.close()
+	}
+	if db.r != nil && db.r != db.w {
 		errs = append(errs, db.r.Close())
 	}
 	errs = append(errs, db.w.Close())
@@ -133,8 +220,10 @@ type migration struct {
 	sql     string
 }
 
-func loadMigrations() ([]migration, error) {
-	entries, err := fs.ReadDir(migrationFS, "migrations")
+// loadMigrations reads the migrations of one engine: dir is
+// "migrations" (SQLite) or "migrations_pg" (PostgreSQL).
+func loadMigrations(dir string) ([]migration, error) {
+	entries, err := fs.ReadDir(migrationFS, dir)
 	if err != nil {
 		return nil, err
 	}
@@ -145,7 +234,7 @@ func loadMigrations() ([]migration, error) {
 		if !ok || err != nil {
 			return nil, fmt.Errorf("migration file %s: name must start with a number and '_'", e.Name())
 		}
-		b, err := migrationFS.ReadFile("migrations/" + e.Name())
+		b, err := migrationFS.ReadFile(dir + "/" + e.Name())
 		if err != nil {
 			return nil, err
 		}
@@ -160,33 +249,57 @@ func loadMigrations() ([]migration, error) {
 	return ms, nil
 }
 
+// migrationsTable is the table of applied migrations, per engine.
+var migrationsTable = map[string]string{
+	"sqlite": `CREATE TABLE IF NOT EXISTS schema_migrations (
+		version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL)`,
+	"postgres": `CREATE TABLE IF NOT EXISTS schema_migrations (
+		version BIGINT PRIMARY KEY, name TEXT NOT NULL, applied_at BIGINT NOT NULL)`,
+}
+
+// migrationLock is the PostgreSQL advisory lock held while migrating:
+// of several replicas starting at once one migrates, the others wait for
+// it and then find nothing left to do.
+const migrationLock = 0x6f74_6d69_6772_6174 // "otmigrat"
+
 // migrate applies the embedded migrations not yet recorded, each in its
 // own transaction, and refuses a database written by a newer version.
+// It runs on one connection; on PostgreSQL that connection holds the
+// migration lock throughout.
 func (db *DB) migrate(ctx context.Context) error {
-	ms, err := loadMigrations()
+	dir := "migrations"
+	if db.d == postgresDialect {
+		dir = "migrations_pg"
+	}
+	ms, err := loadMigrations(dir)
 	if err != nil {
 		return err
 	}
-	// One-off queries bypass the statement cache (db.w.DB).
-	if _, err := db.w.DB.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
-		version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL)`); err != nil {
-		return fmt.Errorf("open database %s: %w", db.path, err)
+	// One-off queries bypass the statement cache (a connection of db.w.DB).
+	conn, err := db.w.DB.Conn(ctx)
+	if err != nil {
+		return fmt.Errorf("open database %s: %w", db.name, err)
 	}
-	var have int
-	if err := db.w.DB.QueryRowContext(ctx, `SELECT COALESCE(MAX(version), 0) FROM schema_migrations`).Scan(&have); err != nil {
-		return fmt.Errorf("read schema version of %s: %w", db.path, err)
+	defer conn.Close()
+	if db.d.concurrent {
+		if _, err := conn.ExecContext(ctx, `SELECT pg_advisory_lock($1)`, int64(migrationLock)); err != nil {
+			return fmt.Errorf("lock %s for its migrations: %w", db.name, err)
+		}
+		defer conn.ExecContext(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock($1)`, int64(migrationLock))
 	}
-	latest := 0
-	if len(ms) > 0 {
-		latest = ms[len(ms)-1].version
-	}
-	if have > latest {
-		return fmt.Errorf("database %s has schema version %d but this opentalon knows only up to %d: it was written by a newer release; upgrade opentalon, or set state.data_dir to another directory", db.path, have, latest)
-	}
+	// An up-to-date database costs this one query; the table of applied
+	// migrations is created only when it is missing.
 	applied := map[int]bool{}
-	rows, err := db.w.DB.QueryContext(ctx, `SELECT version FROM schema_migrations`)
+	have := 0
+	rows, err := conn.QueryContext(ctx, `SELECT version FROM schema_migrations`)
 	if err != nil {
-		return err
+		if _, cerr := conn.ExecContext(ctx, migrationsTable[db.d.name]); cerr != nil {
+			return fmt.Errorf("open database %s: %w", db.name, cerr)
+		}
+		rows, err = conn.QueryContext(ctx, `SELECT version FROM schema_migrations`)
+	}
+	if err != nil {
+		return fmt.Errorf("read schema version of %s: %w", db.name, err)
 	}
 	for rows.Next() {
 		var v int
@@ -194,25 +307,68 @@ func (db *DB) migrate(ctx context.Context) error {
 			rows.Close()
 			return err
 		}
-		applied[v] = true
+		applied[v], have = true, max(have, v)
 	}
 	rows.Close()
-	var names []string
-	for _, m := range ms {
-		if applied[m.version] {
-			continue
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	latest := 0
+	if len(ms) > 0 {
+		latest = ms[len(ms)-1].version
+	}
+	if have > latest {
+		fix := "set state.data_dir to another directory"
+		if db.d.concurrent {
+			fix = "point state.postgres.dsn at another database"
 		}
-		if err := db.tx(ctx, func(tx *txn) error {
-			if _, err := tx.Tx.ExecContext(ctx, m.sql); err != nil {
+		return fmt.Errorf("database %s has schema version %d but this opentalon knows only up to %d: it was written by a newer release; upgrade opentalon, or %s", db.name, have, latest, fix)
+	}
+	var pending []migration
+	for _, m := range ms {
+		if !applied[m.version] {
+			pending = append(pending, m)
+		}
+	}
+	// A fresh database gets its whole schema in one transaction (one
+	// commit instead of one per migration); an existing one each pending
+	// migration in its own, so a failure names the one that failed and
+	// keeps those before it.
+	batches := make([][]migration, 0, len(pending))
+	if have == 0 && len(pending) > 0 {
+		batches = append(batches, pending)
+	} else {
+		for _, m := range pending {
+			batches = append(batches, []migration{m})
+		}
+	}
+	var names []string
+	for _, batch := range batches {
+		var failed string
+		err := func() error {
+			tx, err := conn.BeginTx(ctx, nil)
+			if err != nil {
 				return err
 			}
-			_, err := tx.Tx.ExecContext(ctx, `INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)`, m.version, m.name, db.ms())
-			return err
-		}); err != nil {
-			return fmt.Errorf("apply migration %s to %s: %w", m.name, db.path, err)
+			defer tx.Rollback()
+			for _, m := range batch {
+				failed = m.name
+				if _, err := tx.ExecContext(ctx, m.sql); err != nil {
+					return err
+				}
+				if _, err := tx.ExecContext(ctx, db.d.rebind(`INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)`), m.version, m.name, db.ms()); err != nil {
+					return err
+				}
+			}
+			return tx.Commit()
+		}()
+		if err != nil {
+			return fmt.Errorf("apply migration %s to %s: %w", failed, db.name, err)
 		}
-		db.log.Debug("applied database migration", "migration", m.name)
-		names = append(names, m.name)
+		for _, m := range batch {
+			db.log.Debug("applied database migration", "migration", m.name)
+			names = append(names, m.name)
+		}
 	}
 	switch {
 	case len(names) == 0:
@@ -224,10 +380,62 @@ func (db *DB) migrate(ctx context.Context) error {
 	return nil
 }
 
-// tx runs fn in an immediate write transaction. Queries fn meets for the
-// first time are prepared for the next transactions once it ends.
+// SchemaVersion is the newest migration applied to the database.
+func (db *DB) SchemaVersion(ctx context.Context) (int, error) {
+	var v int
+	err := db.r.QueryRowContext(ctx, `SELECT COALESCE(MAX(version), 0) FROM schema_migrations`).Scan(&v)
+	return v, err
+}
+
+// txTries bounds the runs of a PostgreSQL transaction that keeps losing
+// conflicts to other writers.
+const txTries = 10
+
+// tx runs fn in a write transaction that reads, then writes what it read
+// decides. On SQLite it is an immediate transaction: one writer at a
+// time, so nothing changes between the read and the write. On PostgreSQL
+// it runs SERIALIZABLE: when another replica's transaction would make the
+// outcome differ from some serial order, the server aborts one of them
+// and fn runs again, at most txTries times. fn must therefore have no
+// effect outside the database and start from scratch each time (reset
+// what it collects). Queries fn meets for the first time are prepared for
+// the next transactions once it ends.
 func (db *DB) tx(ctx context.Context, fn func(*txn) error) error {
-	tx, err := db.w.BeginTx(ctx, nil)
+	return db.runTx(ctx, sql.LevelSerializable, fn)
+}
+
+// txLocking runs fn in a write transaction that orders itself against
+// others with explicit locks (the queue: a conversation's advisory lock,
+// its head row FOR UPDATE, claims with SKIP LOCKED): READ COMMITTED on
+// PostgreSQL, re-run on a deadlock; as tx on SQLite.
+func (db *DB) txLocking(ctx context.Context, fn func(*txn) error) error {
+	return db.runTx(ctx, sql.LevelReadCommitted, fn)
+}
+
+func (db *DB) runTx(ctx context.Context, level sql.IsolationLevel, fn func(*txn) error) error {
+	var opts *sql.TxOptions
+	if db.d.concurrent {
+		opts = &sql.TxOptions{Isolation: level}
+	}
+	for try := 1; ; try++ {
+		err := db.tx1(ctx, opts, fn)
+		if err == nil || !db.d.concurrent || !retryable(err) || try == txTries || ctx.Err() != nil {
+			return err
+		}
+		// Back off a little, at random, so the conflicting transactions
+		// do not meet again at once.
+		t := time.NewTimer(time.Duration(mrand.Int64N(int64(min(try*try, 50))*int64(time.Millisecond)) + 1))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		case <-t.C:
+		}
+	}
+}
+
+func (db *DB) tx1(ctx context.Context, opts *sql.TxOptions, fn func(*txn) error) error {
+	tx, err := db.w.BeginTx(ctx, opts)
 	if err != nil {
 		return err
 	}

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/opentalon/opentalon/core"
 )
@@ -46,4 +47,36 @@ func (db *DB) SaveEscalation(ctx context.Context, sessionID int64, st core.Escal
 		return fmt.Errorf("save escalation of session %d: %w", sessionID, err)
 	}
 	return nil
+}
+
+// FollowUp returns what the escalator reads to judge a message of the
+// session, in one statement (routing's followUpReader). Last carries the
+// answer's id, model, task type, session and creation time only.
+func (db *DB) FollowUp(ctx context.Context, sessionID int64) (core.FollowUp, error) {
+	var f core.FollowUp
+	var r core.Reply
+	var created int64
+	var models string
+	err := db.r.QueryRowContext(ctx, `SELECT r.id, r.model, r.task_type, r.created_at,
+		COALESCE((SELECT m.content FROM messages m WHERE m.session_id = r.session_id AND m.summary = FALSE AND m.role = 'user' ORDER BY m.id DESC LIMIT 1), ''),
+		COALESCE((SELECT e.question FROM escalations e WHERE e.session_id = r.session_id), ''),
+		COALESCE((SELECT e.models FROM escalations e WHERE e.session_id = r.session_id), ''),
+		EXISTS (SELECT 1 FROM signals s WHERE s.reply_id = r.id AND s.kind <> ? AND s.kind <> ? AND (s.kind <> ? OR s.polarity < 0))
+		FROM replies r WHERE r.session_id = ? AND r.model <> '' ORDER BY r.id DESC LIMIT 1`,
+		string(core.SignalExplicit), string(core.SignalAbandoned), string(core.SignalReaction), sessionID).
+		Scan(&r.ID, &r.Model, &r.TaskType, &created, &f.Question, &f.Escalation.Question, &models, &f.Judged)
+	if errors.Is(err, sql.ErrNoRows) {
+		return core.FollowUp{}, nil
+	}
+	if err != nil {
+		return f, fmt.Errorf("follow-up of session %d: %w", sessionID, err)
+	}
+	r.SessionID, r.CreatedAt = sessionID, time.UnixMilli(created)
+	f.Last = &r
+	if models != "" {
+		if err := json.Unmarshal([]byte(models), &f.Escalation.Models); err != nil {
+			return f, fmt.Errorf("escalation of session %d: models: %w", sessionID, err)
+		}
+	}
+	return f, nil
 }

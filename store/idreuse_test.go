@@ -183,7 +183,7 @@ func TestQueueMigrationKeepsRowsAndSkipsReferencedIDs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ms, err := loadMigrations()
+	ms, err := loadMigrations("migrations")
 	if err != nil {
 		t.Fatal(err)
 	}

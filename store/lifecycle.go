@@ -61,7 +61,7 @@ func (db *DB) CompactHistory(ctx context.Context, sessionID int64, keep int, sum
 		n = int(deleted)
 		// The summary takes the id of the newest message it replaces, so it
 		// sorts before every kept message.
-		_, err = tx.ExecContext(ctx, `INSERT INTO messages (id, session_id, role, content, summary, created_at) VALUES (?, ?, ?, ?, 1, ?)`,
+		_, err = tx.ExecContext(ctx, `INSERT INTO messages (id, session_id, role, content, summary, created_at) VALUES (?, ?, ?, ?, TRUE, ?)`,
 			cut, sessionID, string(core.RoleSystem), summary, db.ms())
 		return err
 	})
@@ -95,8 +95,8 @@ func (db *DB) ExpireSessions(ctx context.Context) (int, error) {
 			return err
 		}
 		n, _ = res.RowsAffected()
-		res, err = tx.ExecContext(ctx, `UPDATE sessions SET active = 0, ended_at = COALESCE(ended_at, ?), state = '{}'
-			WHERE id = ? AND (active = 1 OR state != '{}' OR EXISTS (SELECT 1 FROM messages WHERE session_id = sessions.id)) AND `+expired,
+		res, err = tx.ExecContext(ctx, `UPDATE sessions SET active = FALSE, ended_at = COALESCE(ended_at, ?), state = '{}'
+			WHERE id = ? AND (active = TRUE OR state != '{}' OR EXISTS (SELECT 1 FROM messages WHERE session_id = sessions.id)) AND `+expired,
 			db.ms(), newest, cutoff)
 		if err != nil {
 			return err

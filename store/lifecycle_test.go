@@ -229,7 +229,7 @@ func TestRepliesMigrationKeepsRows(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ms, _ := loadMigrations()
+	ms, _ := loadMigrations("migrations")
 	must := func(q string, args ...any) {
 		t.Helper()
 		if _, err := old.Exec(q, args...); err != nil {

@@ -46,7 +46,7 @@ func (db *DB) LuaKVSet(ctx context.Context, script, key, value string) error {
 	}
 	_, err := db.w.ExecContext(ctx, `INSERT INTO lua_kv (script, key, value, updated_at) VALUES (?, ?, ?, ?)
 		ON CONFLICT (script, key) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at`,
-		script, key, value, db.ms())
+		script, key, db.d.bytes(value), db.ms())
 	if err != nil {
 		return fmt.Errorf("write lua kv %s/%q: %w", script, key, err)
 	}

@@ -19,7 +19,7 @@ import (
 const MediaDir = "media"
 
 // mediaDir is where this database's media files live.
-func (db *DB) mediaDir() string { return filepath.Join(filepath.Dir(db.path), MediaDir) }
+func (db *DB) mediaDir() string { return filepath.Join(db.dataDir, MediaDir) }
 
 // validSHA accepts a lowercase hex SHA-256 only: it names a file.
 func validSHA(sha string) bool {

@@ -33,13 +33,14 @@ func (db *DB) SaveMemory(ctx context.Context, m core.Memory) (int64, error) {
 	if m.RequestID != 0 {
 		req = m.RequestID
 	}
-	res, err := db.w.ExecContext(ctx, `INSERT INTO memories (owner, shared, content, tags, steps, outcome, task_type, request_id, created_at, updated_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, m.Owner, m.Shared, m.Content, strings.Join(core.NormalizeTags(m.Tags...), " "),
-		steps, m.Outcome, m.TaskType, req, now, now)
+	var id int64
+	err := db.w.QueryRowContext(ctx, `INSERT INTO memories (owner, shared, content, tags, steps, outcome, task_type, request_id, created_at, updated_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`, m.Owner, m.Shared, m.Content, strings.Join(core.NormalizeTags(m.Tags...), " "),
+		steps, m.Outcome, m.TaskType, req, now, now).Scan(&id)
 	if err != nil {
 		return 0, fmt.Errorf("save memory: %w", err)
 	}
-	return res.LastInsertId()
+	return id, nil
 }
 
 // SaveWorkflow records a workflow pattern of w.Owner with outcome
@@ -71,13 +72,8 @@ func (db *DB) SaveWorkflow(ctx context.Context, w core.Memory) (int64, error) {
 			return err
 		}
 		tags := core.NormalizeTags(append([]string{core.TagWorkflow}, w.Tags...)...)
-		res, err := tx.ExecContext(ctx, `INSERT INTO memories (owner, shared, content, tags, steps, outcome, task_type, request_id, created_at, updated_at)
-			VALUES (?, 0, ?, ?, ?, ?, ?, ?, ?, ?)`, w.Owner, w.Content, strings.Join(tags, " "), string(b), core.WorkflowSucceeded, w.TaskType, req, now, now)
-		if err != nil {
-			return err
-		}
-		id, err = res.LastInsertId()
-		return err
+		return tx.QueryRowContext(ctx, `INSERT INTO memories (owner, shared, content, tags, steps, outcome, task_type, request_id, created_at, updated_at)
+			VALUES (?, FALSE, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`, w.Owner, w.Content, strings.Join(tags, " "), string(b), core.WorkflowSucceeded, w.TaskType, req, now, now).Scan(&id)
 	})
 	if err != nil {
 		return 0, fmt.Errorf("save workflow: %w", err)
@@ -99,20 +95,20 @@ func (db *DB) Memories(ctx context.Context, q core.MemoryQuery) ([]core.Memory, 
 	var args []any
 	if q.Owner != "" {
 		if q.WithShared {
-			where = append(where, "(m.owner = ? OR m.shared = 1)")
+			where = append(where, "(m.owner = ? OR m.shared = TRUE)")
 		} else {
 			where = append(where, "m.owner = ?")
 		}
 		args = append(args, q.Owner)
 	}
-	// instr, not LIKE: SQLite prepares a statement again whenever the
-	// pattern bound to a LIKE changes.
+	// A substring search (instr, strpos), not LIKE: SQLite prepares a
+	// statement again whenever the pattern bound to a LIKE changes.
 	if t := strings.ToLower(strings.TrimSpace(q.Tag)); t != "" {
-		where = append(where, "instr(' ' || m.tags || ' ', ?) > 0")
+		where = append(where, db.d.strpos+"(' ' || m.tags || ' ', ?) > 0")
 		args = append(args, " "+t+" ")
 	}
 	if t := strings.ToLower(strings.TrimSpace(q.NotTag)); t != "" {
-		where = append(where, "instr(' ' || m.tags || ' ', ?) = 0")
+		where = append(where, db.d.strpos+"(' ' || m.tags || ' ', ?) = 0")
 		args = append(args, " "+t+" ")
 	}
 	if q.Outcome != "" {
@@ -120,7 +116,22 @@ func (db *DB) Memories(ctx context.Context, q core.MemoryQuery) ([]core.Memory, 
 		args = append(args, q.Outcome)
 	}
 	var query string
-	if strings.TrimSpace(q.Text) != "" {
+	if strings.TrimSpace(q.Text) != "" && db.d.concurrent {
+		// PostgreSQL: the memories' tsvector (the English stemmer over
+		// content and tags); ts_rank grows with a better match, so its
+		// negative orders like bm25. The owner is a filter.
+		tsq := tsQuery(q.Text)
+		if tsq == "" {
+			return nil, nil
+		}
+		query = `SELECT ` + memoryCols + `, -ts_rank(m.search, tq) * (CASE WHEN ? <> '' AND m.task_type = ? THEN 1.5 ELSE 1.0 END) AS rank
+			FROM memories m, to_tsquery('english', ?) tq WHERE m.search @@ tq`
+		args = append([]any{q.TaskType, q.TaskType, tsq}, args...)
+		for _, w := range where {
+			query += " AND " + w
+		}
+		query += ` ORDER BY rank, m.id DESC LIMIT ` + strconv.Itoa(limit)
+	} else if strings.TrimSpace(q.Text) != "" {
 		match := MatchQuery(q.Text)
 		if match == "" {
 			return nil, nil
@@ -201,9 +212,9 @@ func (db *DB) DeleteMemory(ctx context.Context, id int64, owner string, admin bo
 	q, args := `DELETE FROM memories WHERE id = ?`, []any{id}
 	if owner != "" {
 		if admin {
-			q += ` AND (owner = ? OR shared = 1)`
+			q += ` AND (owner = ? OR shared = TRUE)`
 		} else {
-			q += ` AND owner = ? AND shared = 0`
+			q += ` AND owner = ? AND shared = FALSE`
 		}
 		args = append(args, owner)
 	}
@@ -218,7 +229,7 @@ func (db *DB) DeleteMemory(ctx context.Context, id int64, owner string, admin bo
 // DeleteMemories deletes every memory of owner (workflows included; the
 // shared ones it saved stay) and returns how many.
 func (db *DB) DeleteMemories(ctx context.Context, owner string) (int, error) {
-	res, err := db.w.ExecContext(ctx, `DELETE FROM memories WHERE owner = ? AND shared = 0`, owner)
+	res, err := db.w.ExecContext(ctx, `DELETE FROM memories WHERE owner = ? AND shared = FALSE`, owner)
 	if err != nil {
 		return 0, fmt.Errorf("delete memories of %s: %w", owner, err)
 	}
@@ -231,7 +242,7 @@ func (db *DB) DeleteMemories(ctx context.Context, owner string) (int, error) {
 // it before the searches, which most users (with no memories) can skip.
 func (db *DB) HasMemories(ctx context.Context, owner string) (bool, error) {
 	var has bool
-	err := db.r.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM memories WHERE owner = ?) OR EXISTS (SELECT 1 FROM memories WHERE shared = 1)`, owner).Scan(&has)
+	err := db.r.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM memories WHERE owner = ?) OR EXISTS (SELECT 1 FROM memories WHERE shared = TRUE)`, owner).Scan(&has)
 	if err != nil {
 		return false, fmt.Errorf("memories of %s: %w", owner, err)
 	}
@@ -264,6 +275,26 @@ func isStopWord(w string) bool {
 // ranks memories sharing more and rarer words first. It returns "" when
 // no word is left.
 func MatchQuery(text string) string {
+	terms := searchWords(text)
+	for i, w := range terms {
+		terms[i] = `"` + strings.ReplaceAll(w, `"`, `""`) + `"`
+	}
+	return strings.Join(terms, " OR ")
+}
+
+// tsQuery is MatchQuery for PostgreSQL: the same words, each a quoted
+// lexeme of to_tsquery, joined with | (or).
+func tsQuery(text string) string {
+	terms := searchWords(text)
+	for i, w := range terms {
+		terms[i] = "'" + w + "'"
+	}
+	return strings.Join(terms, " | ")
+}
+
+// searchWords are the words of a search: letters and digits only, lower
+// case, stop words, one-letter words and repeats left out, at most 32.
+func searchWords(text string) []string {
 	words := strings.FieldsFunc(strings.ToLower(text), func(r rune) bool {
 		return !unicode.IsLetter(r) && !unicode.IsDigit(r)
 	})
@@ -274,12 +305,12 @@ func MatchQuery(text string) string {
 			continue
 		}
 		seen[w] = true
-		terms = append(terms, `"`+strings.ReplaceAll(w, `"`, `""`)+`"`)
+		terms = append(terms, w)
 		if len(terms) == 32 {
 			break
 		}
 	}
-	return strings.Join(terms, " OR ")
+	return terms
 }
 
 // ownerToken is the owner's token in the scope column of memories_fts

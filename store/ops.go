@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/opentalon/opentalon/core"
@@ -64,7 +65,8 @@ func (db *DB) UsageSeries(ctx context.Context, since time.Time, step time.Durati
 	case "model":
 		key = "model"
 	case "channel":
-		key = "CASE WHEN instr(conversation, ':') > 0 THEN substr(conversation, 1, instr(conversation, ':') - 1) ELSE conversation END"
+		pos := db.d.strpos + "(conversation, ':')"
+		key = "CASE WHEN " + pos + " > 0 THEN substr(conversation, 1, " + pos + " - 1) ELSE conversation END"
 	default:
 		return nil, core.Errorf(core.KindInvalid, "usage series by %q: use model or channel", by)
 	}
@@ -113,9 +115,14 @@ func (db *DB) RecentFailures(ctx context.Context, limit int) ([]core.QueueFailur
 	return out, rows.Err()
 }
 
-// QuickCheck runs PRAGMA quick_check and returns what it found wrong
-// (nil when the database is sound).
+// QuickCheck checks the database and returns what it found wrong (nil
+// when it is sound): SQLite's PRAGMA quick_check; on PostgreSQL, whose
+// server keeps its own files sound, that every table of the schema is
+// there and readable.
 func (db *DB) QuickCheck(ctx context.Context) ([]string, error) {
+	if db.d.concurrent {
+		return db.checkTables(ctx)
+	}
 	rows, err := db.r.QueryContext(ctx, `PRAGMA quick_check`)
 	if err != nil {
 		return nil, fmt.Errorf("quick_check %s: %w", db.path, err)
@@ -134,10 +141,18 @@ func (db *DB) QuickCheck(ctx context.Context) ([]string, error) {
 	return problems, rows.Err()
 }
 
+// ErrBackupWithPgDump says a PostgreSQL database is backed up with the
+// server's own tool, not by opentalon.
+var ErrBackupWithPgDump = core.Errorf(core.KindInvalid, "a PostgreSQL database is backed up with pg_dump (pg_dump --format=custom --file=opentalon.dump \"$OPENTALON_POSTGRES_DSN\"; restore with pg_restore), or with the server's own backups; opentalon backup copies the SQLite file of state.driver: sqlite")
+
 // Backup writes a consistent copy of the database to path with VACUUM
 // INTO: one read transaction, so the copy is a snapshot even while the
-// gateway writes. path must not exist yet.
+// gateway writes. path must not exist yet. On PostgreSQL it returns
+// ErrBackupWithPgDump.
 func (db *DB) Backup(ctx context.Context, path string) error {
+	if db.d.concurrent {
+		return ErrBackupWithPgDump
+	}
 	abs, err := filepath.Abs(path)
 	if err != nil {
 		return fmt.Errorf("backup to %s: %w", path, err)
@@ -159,4 +174,59 @@ func (db *DB) Backup(ctx context.Context, path string) error {
 		return fmt.Errorf("backup %s to %s: %w", db.path, abs, err)
 	}
 	return os.Chmod(abs, 0o600)
+}
+
+// checkTables reads one row of every table the migrations created, so a
+// table dropped or unreadable (permissions) is named.
+func (db *DB) checkTables(ctx context.Context) ([]string, error) {
+	rows, err := db.r.QueryContext(ctx, `SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema() AND table_type = 'BASE TABLE' ORDER BY table_name`)
+	if err != nil {
+		return nil, fmt.Errorf("check %s: %w", db.name, err)
+	}
+	have := map[string]bool{}
+	for rows.Next() {
+		var t string
+		if err := rows.Scan(&t); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		have[t] = true
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	var problems []string
+	for _, t := range append(slices.Clone(Tables), "queue_heads", "plugin_state_usage", "schema_migrations") {
+		if !have[t] {
+			problems = append(problems, fmt.Sprintf("table %s is missing", t))
+			continue
+		}
+		var one int
+		if err := db.r.DB.QueryRowContext(ctx, `SELECT 1 FROM `+t+` LIMIT 1`).Scan(&one); err != nil && !errors.Is(err, sql.ErrNoRows) {
+			problems = append(problems, fmt.Sprintf("table %s cannot be read: %v", t, err))
+		}
+	}
+	return problems, nil
+}
+
+// Tables are the tables of the schema that hold data, parents before
+// the tables that refer to them (the order `state migrate` copies them
+// in). Triggers fill the others (queue_heads, plugin_state_usage).
+var Tables = []string{
+	"sessions", "messages", "replies", "deliveries", "usage", "signals", "affinity", "profiles", "escalations",
+	"plugin_binding", "plugin_state", "lua_kv", "memories", "pairings", "schedules", "media", "media_sources",
+	"queue",
+}
+
+// ServerVersion is the engine's version: the PostgreSQL server's, or
+// SQLite's library.
+func (db *DB) ServerVersion(ctx context.Context) (string, error) {
+	q := `SELECT sqlite_version()`
+	if db.d.concurrent {
+		q = `SELECT current_setting('server_version')`
+	}
+	var v string
+	err := db.r.QueryRowContext(ctx, q).Scan(&v)
+	return v, err
 }

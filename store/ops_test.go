@@ -80,7 +80,7 @@ func TestOperatorReads(t *testing.T) {
 	})
 	t.Run("recent failures", func(t *testing.T) {
 		items, _, _ := db.Claim(ctx, 10, clk.Now().Add(time.Hour))
-		if err := db.Finish(ctx, items[0].ID, core.StatusFailed, "the AI provider refused my credentials"); err != nil {
+		if err := db.Finish(ctx, items[0].ID, items[0].Lease, core.StatusFailed, "the AI provider refused my credentials"); err != nil {
 			t.Fatal(err)
 		}
 		fs, err := db.RecentFailures(ctx, 5)

@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/opentalon/opentalon/core"
@@ -55,7 +54,9 @@ func (db *DB) RequestPairing(ctx context.Context, p core.Pairing) (core.Pairing,
 		VALUES (?, ?, ?, ?, ?, 'pending', ?) ON CONFLICT (channel, user_id) DO NOTHING`,
 		p.Channel, p.UserID, p.UserName, p.Conversation.String(), p.Code, at.UnixMilli())
 	if err != nil {
-		if strings.Contains(err.Error(), "pairings.code") {
+		// The (channel, user) key cannot conflict (DO NOTHING): a refused
+		// row here is another user's code.
+		if uniqueViolation(err) {
 			return p, core.ErrPairingCodeTaken
 		}
 		return p, fmt.Errorf("record pairing request: %w", err)

@@ -48,7 +48,7 @@ func (db *DB) PluginStateSet(ctx context.Context, pluginID, key, value string) e
 	}
 	_, err := db.w.ExecContext(ctx, `INSERT INTO plugin_state (plugin_id, key, value, updated_at) VALUES (?, ?, ?, ?)
 		ON CONFLICT (plugin_id, key) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at`,
-		pluginID, key, value, db.ms())
+		pluginID, key, db.d.bytes(value), db.ms())
 	if err != nil {
 		return fmt.Errorf("write plugin state %s/%q: %w", pluginID, key, err)
 	}
@@ -111,7 +111,7 @@ func (db *DB) PluginStatePut(ctx context.Context, pluginID, key, value string, q
 		}
 		var old int64
 		exists := true
-		err = tx.QueryRowContext(ctx, `SELECT length(CAST(value AS BLOB)) FROM plugin_state WHERE plugin_id = ? AND key = ?`, pluginID, key).Scan(&old)
+		err = tx.QueryRowContext(ctx, `SELECT octet_length(value) FROM plugin_state WHERE plugin_id = ? AND key = ?`, pluginID, key).Scan(&old)
 		if errors.Is(err, sql.ErrNoRows) {
 			exists, err = false, nil
 		}
@@ -132,7 +132,7 @@ func (db *DB) PluginStatePut(ctx context.Context, pluginID, key, value string, q
 		}
 		_, err = tx.ExecContext(ctx, `INSERT INTO plugin_state (plugin_id, key, value, updated_at) VALUES (?, ?, ?, ?)
 			ON CONFLICT (plugin_id, key) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at`,
-			pluginID, key, value, db.ms())
+			pluginID, key, db.d.bytes(value), db.ms())
 		if err != nil {
 			return fmt.Errorf("write plugin state %s/%q: %w", pluginID, key, err)
 		}

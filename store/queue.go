@@ -8,7 +8,9 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"strings"
+	"strconv"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/opentalon/opentalon/core"
@@ -23,7 +25,12 @@ type payload struct {
 	Firing   *core.Firing   `json:"firing,omitempty"`
 }
 
-// Enqueue implements core.QueueStore.
+// Enqueue implements core.QueueStore. The row's trigger makes it its
+// conversation's head when the conversation had no unfinished work (and,
+// on PostgreSQL, notifies the other replicas). On SQLite it is one
+// statement that also checks the pending cap; on PostgreSQL a transaction
+// that first takes the conversation's lock, so the ids of one
+// conversation commit in order and the cap counts what is committed.
 func (db *DB) Enqueue(ctx context.Context, it core.QueueItem) (int64, bool, error) {
 	if it.DedupeKey == "" {
 		return 0, false, core.Errorf(core.KindInvalid, "enqueue: empty dedupe key")
@@ -36,55 +43,124 @@ func (db *DB) Enqueue(ctx context.Context, it core.QueueItem) (int64, bool, erro
 	if created.IsZero() {
 		created = db.now()
 	}
-	now := db.ms()
 	conv := it.Conversation.String()
-	// One statement inserts the row unless the conversation is full; the
-	// pending count reads the queue_pending index only.
-	res, err := db.durable(ctx, `INSERT INTO queue (dedupe_key, kind, conversation, payload, not_before, created_at, updated_at)
-		SELECT ?, ?, ?, ?, ?, ?, ? WHERE ? <= 0 OR (SELECT COUNT(*) FROM queue WHERE conversation = ? AND status IN ('queued', 'running')) < ?
-		ON CONFLICT (dedupe_key) DO NOTHING`,
-		it.DedupeKey, string(it.Kind), conv, string(b), it.NotBefore.UnixMilli(), created.UnixMilli(), now,
-		it.MaxPending, conv, it.MaxPending)
-	if err != nil {
+	row := []any{it.DedupeKey, string(it.Kind), conv, string(b), it.NotBefore.UnixMilli(), created.UnixMilli(), db.ms()}
+	var id int64
+	if db.d.concurrent {
+		var full bool
+		err = db.txLocking(ctx, func(tx *txn) error {
+			id, full = 0, false
+			if err := db.lockConversation(ctx, tx, conv); err != nil {
+				return err
+			}
+			if it.MaxPending > 0 {
+				var n int
+				if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM queue WHERE conversation = ? AND status IN ('queued', 'running')`, conv).Scan(&n); err != nil {
+					return err
+				}
+				if full = n >= it.MaxPending; full {
+					return nil
+				}
+			}
+			err := tx.QueryRowContext(ctx, `INSERT INTO queue (dedupe_key, kind, conversation, payload, not_before, created_at, updated_at)
+				VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (dedupe_key) DO NOTHING RETURNING id`, row...).Scan(&id)
+			if errors.Is(err, sql.ErrNoRows) {
+				return nil // a duplicate
+			}
+			return err
+		})
+		if err == nil && full {
+			err = sql.ErrNoRows
+		}
+	} else {
+		// One statement inserts the row unless the conversation is full;
+		// the pending count reads the queue_pending index only.
+		err = db.w.QueryRowContext(ctx, `INSERT INTO queue (dedupe_key, kind, conversation, payload, not_before, created_at, updated_at)
+			SELECT ?, ?, ?, ?, ?, ?, ? WHERE ? <= 0 OR (SELECT COUNT(*) FROM queue WHERE conversation = ? AND status IN ('queued', 'running')) < ?
+			ON CONFLICT (dedupe_key) DO NOTHING RETURNING id`, append(row, it.MaxPending, conv, it.MaxPending)...).Scan(&id)
+		if err == nil {
+			if err := db.flush(); err != nil {
+				return 0, false, fmt.Errorf("enqueue: %w", err)
+			}
+		}
+	}
+	if id != 0 && err == nil {
+		return id, false, nil
+	}
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
 		return 0, false, fmt.Errorf("enqueue: %w", err)
 	}
-	if n, _ := res.RowsAffected(); n == 0 {
-		if it.MaxPending <= 0 {
-			return 0, true, nil
-		}
-		// Not inserted: a duplicate, or the conversation is full.
-		var one int
-		switch err := db.r.QueryRowContext(ctx, `SELECT 1 FROM queue WHERE dedupe_key = ?`, it.DedupeKey).Scan(&one); {
-		case err == nil:
-			return 0, true, nil
-		case errors.Is(err, sql.ErrNoRows):
-			return 0, false, core.ErrConversationFull
-		default:
-			return 0, false, fmt.Errorf("enqueue: %w", err)
-		}
+	// Not inserted: a duplicate, or the conversation is full.
+	if it.MaxPending <= 0 {
+		return 0, true, nil
 	}
-	id, err := res.LastInsertId()
-	return id, false, err
+	var one int
+	switch err := db.r.QueryRowContext(ctx, `SELECT 1 FROM queue WHERE dedupe_key = ?`, it.DedupeKey).Scan(&one); {
+	case err == nil:
+		return 0, true, nil
+	case errors.Is(err, sql.ErrNoRows):
+		return 0, false, core.ErrConversationFull
+	default:
+		return 0, false, fmt.Errorf("enqueue: %w", err)
+	}
 }
 
-// durable runs one write whose commit reaches the disk before it returns.
-// The writer runs synchronous=NORMAL, which may lose the last commits on
-// a power loss or an OS crash (never on a crash of the process); the
+// lockConversation serializes, on PostgreSQL, the transactions that add
+// to a conversation or move its head (Enqueue, finishing an item): ids of
+// one conversation then commit in id order, and a head is never deleted
+// while an enqueue relies on it. The lock is a transaction-scoped
+// advisory lock on the conversation's hash (a collision only makes two
+// conversations wait for each other). SQLite has one writer at a time.
+func (db *DB) lockConversation(ctx context.Context, tx *txn, conv string) error {
+	if !db.d.concurrent {
+		return nil
+	}
+	_, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock(`+strconv.Itoa(convLockSpace)+`, hashtext(?))`, conv)
+	return err
+}
+
+// convLockSpace is the first key of the conversations' advisory locks
+// (the two-key space does not meet the migration lock's one-key space).
+const convLockSpace = 0x6f74 // "ot"
+
+// flush makes the commits so far reach the disk before it returns. The
+// SQLite writer runs synchronous=NORMAL, which may lose the last commits
+// on a power loss or an OS crash (never on a crash of the process); the
 // platform is acknowledged once Enqueue returns, so an accepted message
 // must survive either. In WAL mode a commit is frames appended to the
 // write-ahead log, so flushing that file after the commit makes it as
 // durable as synchronous=FULL would, without switching the writer's
-// level around the statement (two more statements, each parsed anew)
-// and with the statement's prepared form cached.
-func (db *DB) durable(ctx context.Context, q string, args ...any) (sql.Result, error) {
-	res, err := db.w.ExecContext(ctx, q, args...)
-	if err != nil {
-		return nil, err
+// level around the transaction. A PostgreSQL commit is durable when it
+// returns (synchronous_commit on, the server's default).
+//
+// Concurrent flushes are one group commit: a flush that finds a sync
+// started after its own commit was made waits for that one instead of
+// syncing again.
+func (db *DB) flush() error {
+	if db.d.concurrent {
+		return nil
 	}
+	g := &db.group
+	mine := g.committed.Add(1)
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.synced >= mine {
+		return nil // a sync that began after this commit covered it
+	}
+	upto := g.committed.Load()
 	if err := db.syncWAL(); err != nil {
-		return nil, fmt.Errorf("flush the write-ahead log to disk: %w", err)
+		return fmt.Errorf("flush the write-ahead log to disk: %w", err)
 	}
-	return res, nil
+	g.synced = upto
+	return nil
+}
+
+// groupSync is the state of the enqueue's group commit: commits counted
+// as they are made, and how many of them the last sync covers.
+type groupSync struct {
+	committed atomic.Int64
+	mu        sync.Mutex
+	synced    int64
 }
 
 // syncWAL flushes the write-ahead log (the database file itself when
@@ -144,23 +220,6 @@ func (db *DB) EditQueued(ctx context.Context, dedupeKey, text string) (bool, err
 	return edited, nil
 }
 
-// RequeueRunning implements core.QueueStore. An interrupted attempt counts
-// as an interruption, so a message that crashes the process cannot loop
-// forever; it is no failed attempt. It also prunes finished rows past
-// Options.QueueRetention.
-func (db *DB) RequeueRunning(ctx context.Context) (int, error) {
-	res, err := db.w.ExecContext(ctx, `UPDATE queue SET status = 'queued', interruptions = interruptions + 1,
-		last_error = 'interrupted by a stop', updated_at = ? WHERE status = 'running'`, db.ms())
-	if err != nil {
-		return 0, fmt.Errorf("requeue running: %w", err)
-	}
-	n, _ := res.RowsAffected()
-	if _, err := db.PruneQueue(ctx); err != nil {
-		return int(n), err
-	}
-	return int(n), nil
-}
-
 // PruneQueue deletes finished (done or failed) queue rows that ended
 // longer than Options.QueueRetention ago and returns how many; with no
 // retention it keeps everything. Replies, deliveries, history, signals
@@ -178,121 +237,6 @@ func (db *DB) PruneQueue(ctx context.Context) (int, error) {
 	return int(n), nil
 }
 
-// Claim implements core.QueueStore. The heads are read from the read
-// pool first: most calls find nothing to claim and then take no write
-// lock. The gateway's dispatcher is the only claimer, so the heads read
-// are still queued when the write marks them running (the write checks).
-func (db *DB) Claim(ctx context.Context, n int, now time.Time) ([]core.QueueItem, time.Time, error) {
-	items, next, bad, err := db.heads(ctx, n, now)
-	if err != nil {
-		return nil, time.Time{}, fmt.Errorf("claim from queue: %w", err)
-	}
-	if len(items) == 0 && len(bad) == 0 {
-		return nil, next, nil
-	}
-	claimed := map[int64]bool{}
-	err = db.tx(ctx, func(tx *txn) error {
-		clear(claimed)
-		for _, b := range bad {
-			if _, err := tx.ExecContext(ctx, `UPDATE queue SET status = 'failed', attempts = attempts + 1, last_error = ?, updated_at = ? WHERE id = ?`,
-				"the stored event cannot be read: "+b.err.Error(), db.ms(), b.id); err != nil {
-				return err
-			}
-		}
-		if len(items) == 0 {
-			return nil
-		}
-		ids := make([]string, len(items))
-		args := []any{db.ms()}
-		for i, it := range items {
-			ids[i] = "?"
-			args = append(args, it.ID)
-		}
-		rows, err := tx.QueryContext(ctx, `UPDATE queue SET status = 'running', updated_at = ? WHERE id IN (`+strings.Join(ids, ",")+`) AND status = 'queued' RETURNING id`, args...)
-		if err != nil {
-			return err
-		}
-		defer rows.Close()
-		for rows.Next() {
-			var id int64
-			if err := rows.Scan(&id); err != nil {
-				return err
-			}
-			claimed[id] = true
-		}
-		return rows.Err()
-	})
-	if err != nil {
-		return nil, time.Time{}, fmt.Errorf("claim from queue: %w", err)
-	}
-	for _, b := range bad {
-		db.log.Error("queue row cannot be read; marked failed", "request", b.id, "err", b.err)
-	}
-	if len(bad) > 0 {
-		// The next row of each such conversation is due at once.
-		next = now
-	}
-	out := items[:0]
-	for _, it := range items {
-		if claimed[it.ID] {
-			out = append(out, it)
-		}
-	}
-	return out, next, nil
-}
-
-// unreadable is a queue row whose event cannot be decoded.
-type unreadable struct {
-	id  int64
-	err error
-}
-
-// heads reads the head of each conversation, its oldest unfinished row,
-// and returns up to n that are queued and due at now, the earliest time
-// a head not yet due becomes due, and the heads that cannot be read. The
-// heads are read off the queue_pending index (it holds unfinished rows
-// only, by conversation), and only the rows of the queued heads (a
-// running head keeps its conversation busy).
-func (db *DB) heads(ctx context.Context, n int, now time.Time) (items []core.QueueItem, next time.Time, bad []unreadable, err error) {
-	rows, err := db.r.QueryContext(ctx, `SELECT id, kind, conversation, dedupe_key, payload, attempts, interruptions, notified, not_before, created_at
-		FROM queue WHERE id IN (SELECT MIN(id) FROM queue INDEXED BY queue_pending WHERE status IN ('queued', 'running') GROUP BY conversation)
-		AND status = 'queued' ORDER BY id`)
-	if err != nil {
-		return nil, time.Time{}, nil, err
-	}
-	defer rows.Close()
-	nowMS := now.UnixMilli()
-	for rows.Next() {
-		var it core.QueueItem
-		var kind, conv, raw string
-		var notBefore, created int64
-		if err := rows.Scan(&it.ID, &kind, &conv, &it.DedupeKey, &raw, &it.Attempts, &it.Interruptions, &it.Notified, &notBefore, &created); err != nil {
-			return nil, time.Time{}, nil, err
-		}
-		if notBefore > nowMS {
-			if t := time.UnixMilli(notBefore); next.IsZero() || t.Before(next) {
-				next = t
-			}
-			continue
-		}
-		if len(items) == n {
-			continue
-		}
-		var p payload
-		if err := decodePayload(core.EventKind(kind), raw, &p); err != nil {
-			// One unreadable row must not stall the queue: the caller
-			// fails it and claims the rest as usual.
-			bad = append(bad, unreadable{it.ID, err})
-			continue
-		}
-		it.Kind, it.Conversation = core.EventKind(kind), core.ParseConversationKey(conv)
-		it.Message, it.Reaction, it.Firing = p.Message, p.Reaction, p.Firing
-		it.NotBefore, it.CreatedAt = time.UnixMilli(notBefore), time.UnixMilli(created)
-		items = append(items, it)
-	}
-	return items, next, bad, rows.Err()
-}
-
 // decodePayload reads a queue row's event and checks it holds what its
 // kind needs.
 func decodePayload(kind core.EventKind, raw string, p *payload) error {
@@ -306,66 +250,6 @@ func decodePayload(kind core.EventKind, raw string, p *payload) error {
 		return fmt.Errorf("a reaction row holds no reaction")
 	case kind == core.EventScheduled && p.Firing == nil:
 		return fmt.Errorf("a schedule row holds no firing")
-	}
-	return nil
-}
-
-// Retry implements core.QueueStore.
-func (db *DB) Retry(ctx context.Context, id int64, notBefore time.Time, cause string) error {
-	_, err := db.w.ExecContext(ctx, `UPDATE queue SET status = 'queued', attempts = attempts + 1, not_before = ?, last_error = ?, updated_at = ? WHERE id = ?`,
-		notBefore.UnixMilli(), cause, db.ms(), id)
-	if err != nil {
-		return fmt.Errorf("retry queue item %d: %w", id, err)
-	}
-	return nil
-}
-
-// Defer implements core.QueueStore.
-func (db *DB) Defer(ctx context.Context, id int64, notBefore time.Time, cause string, notified bool) error {
-	_, err := db.w.ExecContext(ctx, `UPDATE queue SET status = 'queued', not_before = ?, last_error = ?, notified = (notified OR ?), updated_at = ? WHERE id = ?`,
-		notBefore.UnixMilli(), cause, notified, db.ms(), id)
-	if err != nil {
-		return fmt.Errorf("defer queue item %d: %w", id, err)
-	}
-	return nil
-}
-
-// Release implements core.QueueStore.
-func (db *DB) Release(ctx context.Context, id int64) error {
-	_, err := db.w.ExecContext(ctx, `UPDATE queue SET status = 'queued', updated_at = ? WHERE id = ? AND status = 'running'`, db.ms(), id)
-	if err != nil {
-		return fmt.Errorf("release queue item %d: %w", id, err)
-	}
-	return nil
-}
-
-// Running implements core.QueueStore.
-func (db *DB) Running(ctx context.Context) ([]int64, error) {
-	rows, err := db.r.QueryContext(ctx, `SELECT id FROM queue WHERE status = 'running' ORDER BY id`)
-	if err != nil {
-		return nil, fmt.Errorf("running queue items: %w", err)
-	}
-	defer rows.Close()
-	var ids []int64
-	for rows.Next() {
-		var id int64
-		if err := rows.Scan(&id); err != nil {
-			return nil, err
-		}
-		ids = append(ids, id)
-	}
-	return ids, rows.Err()
-}
-
-// Finish implements core.QueueStore.
-func (db *DB) Finish(ctx context.Context, id int64, status, cause string) error {
-	if status != core.StatusDone && status != core.StatusFailed {
-		return core.Errorf(core.KindInvalid, "finish queue item %d: status %q is not done or failed", id, status)
-	}
-	_, err := db.w.ExecContext(ctx, `UPDATE queue SET status = ?, attempts = attempts + 1, last_error = ?, updated_at = ? WHERE id = ?`,
-		status, cause, db.ms(), id)
-	if err != nil {
-		return fmt.Errorf("finish queue item %d: %w", id, err)
 	}
 	return nil
 }

@@ -38,9 +38,9 @@ func (db *DB) SaveReply(ctx context.Context, r *core.Reply, msgs []core.ChatMess
 	err = db.tx(ctx, func(tx *txn) error {
 		draft := false
 		if r.RequestID != 0 {
-			var streaming int
+			var streaming bool
 			err := tx.QueryRowContext(ctx, `SELECT id, streaming FROM replies WHERE request_id = ?`, r.RequestID).Scan(&id, &streaming)
-			if err == nil && streaming == 0 {
+			if err == nil && !streaming {
 				return nil
 			}
 			if err != nil && !errors.Is(err, sql.ErrNoRows) {
@@ -67,20 +67,15 @@ func (db *DB) SaveReply(ctx context.Context, r *core.Reply, msgs []core.ChatMess
 		}
 		if draft {
 			// The stream's row is filled in; its messages stay recorded.
-			_, err := tx.ExecContext(ctx, `UPDATE replies SET streaming = 0, text = ?, parts = ?, files = ?, model = ?, task_type = ?, reason = ?,
+			_, err := tx.ExecContext(ctx, `UPDATE replies SET streaming = FALSE, text = ?, parts = ?, files = ?, model = ?, task_type = ?, reason = ?,
 				input_tokens = ?, output_tokens = ?, cost_usd = ?, metadata = ? WHERE id = ?`,
 				r.Text, string(parts), files, r.Model, r.TaskType, r.Reason, u.InputTokens, u.OutputTokens, u.CostUSD, meta, id)
 			return err
 		}
-		res, err := tx.ExecContext(ctx, `INSERT INTO replies (request_id, session_id, conversation, text, parts, files, model, task_type, reason,
-			input_tokens, output_tokens, cost_usd, metadata, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		return tx.QueryRowContext(ctx, `INSERT INTO replies (request_id, session_id, conversation, text, parts, files, model, task_type, reason,
+			input_tokens, output_tokens, cost_usd, metadata, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`,
 			req, r.SessionID, r.Conversation.String(), r.Text, string(parts), files, r.Model, r.TaskType, r.Reason,
-			u.InputTokens, u.OutputTokens, u.CostUSD, meta, created.UnixMilli())
-		if err != nil {
-			return err
-		}
-		id, err = res.LastInsertId()
-		return err
+			u.InputTokens, u.OutputTokens, u.CostUSD, meta, created.UnixMilli()).Scan(&id)
 	})
 	if err != nil {
 		return 0, fmt.Errorf("save reply: %w", err)
@@ -207,15 +202,17 @@ func (db *DB) MarkDraft(ctx context.Context, replyID int64, part int, platformID
 	return db.markPart(ctx, replyID, part, platformID, true)
 }
 
+// insertDelivery records a part sent (or a draft's message).
+const insertDelivery = `INSERT INTO deliveries (reply_id, part, channel, platform_id, sent_at, draft) VALUES (?, ?, ?, ?, ?, ?)
+		ON CONFLICT (reply_id, part) DO UPDATE SET platform_id = excluded.platform_id, sent_at = excluded.sent_at, draft = excluded.draft`
+
 func (db *DB) markPart(ctx context.Context, replyID int64, part int, platformID string, draft bool) error {
 	var conv string
 	if err := db.r.QueryRowContext(ctx, `SELECT conversation FROM replies WHERE id = ?`, replyID).Scan(&conv); err != nil {
 		return fmt.Errorf("mark reply %d part %d sent: %w", replyID, part, err)
 	}
 	channel, _, _ := strings.Cut(conv, ":")
-	_, err := db.w.ExecContext(ctx, `INSERT INTO deliveries (reply_id, part, channel, platform_id, sent_at, draft) VALUES (?, ?, ?, ?, ?, ?)
-		ON CONFLICT (reply_id, part) DO UPDATE SET platform_id = excluded.platform_id, sent_at = excluded.sent_at, draft = excluded.draft`,
-		replyID, part, channel, platformID, db.ms(), draft)
+	_, err := db.w.ExecContext(ctx, insertDelivery, replyID, part, channel, platformID, db.ms(), draft)
 	if err != nil {
 		return fmt.Errorf("mark reply %d part %d sent: %w", replyID, part, err)
 	}
@@ -246,7 +243,7 @@ func (db *DB) BeginReply(ctx context.Context, r *core.Reply) (int64, error) {
 	var id int64
 	err := db.tx(ctx, func(tx *txn) error {
 		if _, err := tx.ExecContext(ctx, `INSERT INTO replies (request_id, session_id, conversation, text, parts, streaming, created_at)
-			VALUES (?, ?, ?, '', '[]', 1, ?) ON CONFLICT (request_id) DO NOTHING`,
+			VALUES (?, ?, ?, '', '[]', TRUE, ?) ON CONFLICT (request_id) DO NOTHING`,
 			r.RequestID, sess, r.Conversation.String(), created.UnixMilli()); err != nil {
 			return err
 		}

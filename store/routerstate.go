@@ -78,12 +78,12 @@ func (db *DB) AddSignalAndLearn(ctx context.Context, s core.Signal, task, model 
 	arms []core.RouterArm, tasks []core.RouterTask) (int64, error) {
 	var id int64
 	err := db.tx(ctx, func(tx *txn) error {
-		res, err := tx.ExecContext(ctx, insertSignal, db.signalArgs(s)...)
-		if err != nil {
+		var err error
+		if id, err = insertedID(tx.QueryRowContext(ctx, insertSignal, db.signalArgs(s)...)); err != nil {
 			return fmt.Errorf("add signal: %w", err)
 		}
-		if id, err = insertedID(res); err != nil || id == 0 {
-			return err
+		if id == 0 {
+			return nil
 		}
 		if err := updateAffinity(ctx, tx, task, model, fn); err != nil {
 			return err

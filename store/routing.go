@@ -29,7 +29,7 @@ func timeMS(t time.Time) int64 {
 // insertSignal records a signal once per (request, kind, reply): a
 // retried queue item inserts nothing the second time.
 const insertSignal = `INSERT INTO signals (at, kind, polarity, reply_id, model, task_type, user_id, weight, request_id)
-	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING RETURNING id`
 
 // signalArgs are the insertSignal arguments of s (its time defaults to now).
 func (db *DB) signalArgs(s core.Signal) []any {
@@ -50,20 +50,23 @@ func (db *DB) signalArgs(s core.Signal) []any {
 // AddSignal appends a quality signal and returns its id; 0 when the
 // signal's request already recorded it.
 func (db *DB) AddSignal(ctx context.Context, s core.Signal) (int64, error) {
-	res, err := db.w.ExecContext(ctx, insertSignal, db.signalArgs(s)...)
+	id, err := insertedID(db.w.QueryRowContext(ctx, insertSignal, db.signalArgs(s)...))
 	if err != nil {
 		return 0, fmt.Errorf("add signal: %w", err)
 	}
-	return insertedID(res)
+	return id, nil
 }
 
-// insertedID is the id of the row an INSERT ... ON CONFLICT DO NOTHING
-// inserted, 0 when it inserted none.
-func insertedID(res sql.Result) (int64, error) {
-	if n, err := res.RowsAffected(); err != nil || n == 0 {
+// insertedID is the id an INSERT ... ON CONFLICT DO NOTHING RETURNING id
+// returned, 0 when it inserted none.
+func insertedID(row *sql.Row) (int64, error) {
+	var id int64
+	if err := row.Scan(&id); errors.Is(err, sql.ErrNoRows) {
+		return 0, nil
+	} else if err != nil {
 		return 0, err
 	}
-	return res.LastInsertId()
+	return id, nil
 }
 
 // SignalsForReply returns the signals recorded on one reply, oldest first.
@@ -111,12 +114,12 @@ func (db *DB) UpdateAffinity(ctx context.Context, task, model string, fn func(co
 func (db *DB) AddSignalAndAffinity(ctx context.Context, s core.Signal, task, model string, fn func(core.Affinity) core.Affinity) (int64, error) {
 	var id int64
 	err := db.tx(ctx, func(tx *txn) error {
-		res, err := tx.ExecContext(ctx, insertSignal, db.signalArgs(s)...)
-		if err != nil {
+		var err error
+		if id, err = insertedID(tx.QueryRowContext(ctx, insertSignal, db.signalArgs(s)...)); err != nil {
 			return fmt.Errorf("add signal: %w", err)
 		}
-		if id, err = insertedID(res); err != nil || id == 0 {
-			return err
+		if id == 0 {
+			return nil
 		}
 		return updateAffinity(ctx, tx, task, model, fn)
 	})

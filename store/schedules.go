@@ -199,8 +199,12 @@ func (db *DB) DeleteSchedule(ctx context.Context, id int64) error {
 // ScheduleFired records a schedule's last queued firing (zero keeps the
 // stored one) and its next firing time.
 func (db *DB) ScheduleFired(ctx context.Context, id int64, last, next time.Time) error {
-	_, err := db.w.ExecContext(ctx, `UPDATE schedules SET last_fire = CASE WHEN ? > 0 THEN ? ELSE last_fire END, next_fire = ? WHERE id = ?`,
-		msOrZero(last), msOrZero(last), msOrZero(next), id)
+	var err error
+	if last.IsZero() {
+		_, err = db.w.ExecContext(ctx, `UPDATE schedules SET next_fire = ? WHERE id = ?`, msOrZero(next), id)
+	} else {
+		_, err = db.w.ExecContext(ctx, `UPDATE schedules SET last_fire = ?, next_fire = ? WHERE id = ?`, last.UnixMilli(), msOrZero(next), id)
+	}
 	if err != nil {
 		return fmt.Errorf("record firing of schedule %d: %w", id, err)
 	}

@@ -36,7 +36,7 @@ func (db *DB) ActiveSession(ctx context.Context, conv core.ConversationKey) (cor
 	// A session used a moment ago is returned from the read pool: its last
 	// access is touched at most every touchEvery (one write less on most
 	// messages of a lively conversation).
-	if s, err := scanSession(db.r.QueryRowContext(ctx, `SELECT `+sessionCols+` FROM sessions WHERE conversation = ? AND active = 1`, conv.String())); err == nil {
+	if s, err := scanSession(db.r.QueryRowContext(ctx, `SELECT `+sessionCols+` FROM sessions WHERE conversation = ? AND active = TRUE`, conv.String())); err == nil {
 		if age := db.now().Sub(s.LastAccess); age >= 0 && age < db.touchEvery() {
 			return s, nil
 		}
@@ -44,7 +44,7 @@ func (db *DB) ActiveSession(ctx context.Context, conv core.ConversationKey) (cor
 	var s core.Session
 	err := db.tx(ctx, func(tx *txn) error {
 		var err error
-		s, err = scanSession(tx.QueryRowContext(ctx, `SELECT `+sessionCols+` FROM sessions WHERE conversation = ? AND active = 1`, conv.String()))
+		s, err = scanSession(tx.QueryRowContext(ctx, `SELECT `+sessionCols+` FROM sessions WHERE conversation = ? AND active = TRUE`, conv.String()))
 		now := db.now()
 		switch {
 		case errors.Is(err, sql.ErrNoRows):
@@ -86,7 +86,7 @@ func (db *DB) NewSession(ctx context.Context, conv core.ConversationKey) (core.S
 	err := db.tx(ctx, func(tx *txn) error {
 		var modelPin, profilePin string
 		var id int64
-		err := tx.QueryRowContext(ctx, `SELECT id, model_pin, profile_pin FROM sessions WHERE conversation = ? AND active = 1`, conv.String()).Scan(&id, &modelPin, &profilePin)
+		err := tx.QueryRowContext(ctx, `SELECT id, model_pin, profile_pin FROM sessions WHERE conversation = ? AND active = TRUE`, conv.String()).Scan(&id, &modelPin, &profilePin)
 		if err != nil && !errors.Is(err, sql.ErrNoRows) {
 			return err
 		}
@@ -111,16 +111,13 @@ func (db *DB) NewSession(ctx context.Context, conv core.ConversationKey) (core.S
 
 func (db *DB) createSession(ctx context.Context, tx *txn, conv core.ConversationKey) (core.Session, error) {
 	now := db.now()
-	res, err := tx.ExecContext(ctx, `INSERT INTO sessions (conversation, created_at, last_access) VALUES (?, ?, ?)`, conv.String(), now.UnixMilli(), now.UnixMilli())
-	if err != nil {
-		return core.Session{}, err
-	}
-	id, err := res.LastInsertId()
+	var id int64
+	err := tx.QueryRowContext(ctx, `INSERT INTO sessions (conversation, created_at, last_access) VALUES (?, ?, ?) RETURNING id`, conv.String(), now.UnixMilli(), now.UnixMilli()).Scan(&id)
 	return core.Session{ID: id, Conversation: conv, CreatedAt: time.UnixMilli(now.UnixMilli()), LastAccess: time.UnixMilli(now.UnixMilli())}, err
 }
 
 func (db *DB) endSession(ctx context.Context, tx *txn, id int64) error {
-	_, err := tx.ExecContext(ctx, `UPDATE sessions SET active = 0, ended_at = ? WHERE id = ?`, db.ms(), id)
+	_, err := tx.ExecContext(ctx, `UPDATE sessions SET active = FALSE, ended_at = ? WHERE id = ?`, db.ms(), id)
 	return err
 }
 
@@ -160,11 +157,11 @@ func (db *DB) History(ctx context.Context, sessionID int64, limit int) ([]core.C
 	// value, so rebinding it re-prepares the statement on every call
 	// (callers use a handful of limits, each prepared once).
 	rows, err := db.r.QueryContext(ctx, `SELECT role, content, tool_calls, tool_call_id, attachments FROM (
-		SELECT id, role, content, tool_calls, tool_call_id, attachments FROM messages WHERE session_id = ? AND summary = 1
+		SELECT id, role, content, tool_calls, tool_call_id, attachments FROM messages WHERE session_id = ? AND summary = TRUE
 		UNION ALL
 		SELECT * FROM (SELECT id, role, content, tool_calls, tool_call_id, attachments FROM messages
-			WHERE session_id = ? AND summary = 0 ORDER BY id DESC LIMIT `+strconv.Itoa(limit)+`)
-		) ORDER BY id`, sessionID, sessionID)
+			WHERE session_id = ? AND summary = FALSE ORDER BY id DESC LIMIT `+strconv.Itoa(limit)+`) newest
+		) h ORDER BY id`, sessionID, sessionID)
 	if err != nil {
 		return nil, fmt.Errorf("history of session %d: %w", sessionID, err)
 	}

@@ -3,18 +3,24 @@ package store
 import (
 	"context"
 	"database/sql"
+	"strings"
 	"sync"
+	"sync/atomic"
 )
 
 // SQLite spends most of a small query's time parsing and planning it.
 // pool and txn run every query through a prepared statement kept for the
 // life of the database, so each distinct query text is parsed once per
-// connection instead of once per call.
+// connection instead of once per call. They are also the one place where
+// a query's placeholders are rebound for the engine (dialect.rebind, once
+// per query text) and, on PostgreSQL, where text arguments are checked
+// before they reach a TEXT column (checkArgs).
 
 // pool is a connection pool with a cache of prepared statements, keyed by
 // query text. Safe for concurrent use.
 type pool struct {
 	*sql.DB
+	d *dialect
 
 	mu    sync.Mutex
 	stmts map[string]*sql.Stmt
@@ -22,10 +28,13 @@ type pool struct {
 	// prepared on the pool then (the writer pool's only connection is
 	// held by the transaction), so they are prepared after it ends.
 	wanted map[string]bool
+
+	// trips counts what the pool sends (shared by a DB's pools).
+	trips *tripCounter
 }
 
-func newPool(db *sql.DB) *pool {
-	return &pool{DB: db, stmts: map[string]*sql.Stmt{}, wanted: map[string]bool{}}
+func newPool(db *sql.DB, d *dialect, trips *tripCounter) *pool {
+	return &pool{DB: db, d: d, stmts: map[string]*sql.Stmt{}, wanted: map[string]bool{}, trips: trips}
 }
 
 // cached returns the prepared statement for q, or nil.
@@ -42,7 +51,7 @@ func (p *pool) stmt(ctx context.Context, q string) (*sql.Stmt, error) {
 	if s := p.cached(q); s != nil {
 		return s, nil
 	}
-	s, err := p.DB.PrepareContext(ctx, q)
+	s, err := p.DB.PrepareContext(ctx, p.d.rebind(q))
 	if err != nil {
 		return nil, err
 	}
@@ -59,6 +68,10 @@ func (p *pool) stmt(ctx context.Context, q string) (*sql.Stmt, error) {
 
 // ExecContext runs q through its prepared statement.
 func (p *pool) ExecContext(ctx context.Context, q string, args ...any) (sql.Result, error) {
+	p.trips.statement(q, true)
+	if err := p.d.checkArgs(args); err != nil {
+		return nil, err
+	}
 	s, err := p.stmt(ctx, q)
 	if err != nil {
 		return nil, err
@@ -68,6 +81,10 @@ func (p *pool) ExecContext(ctx context.Context, q string, args ...any) (sql.Resu
 
 // QueryContext runs q through its prepared statement.
 func (p *pool) QueryContext(ctx context.Context, q string, args ...any) (*sql.Rows, error) {
+	p.trips.statement(q, true)
+	if err := p.d.checkArgs(args); err != nil {
+		return nil, err
+	}
 	s, err := p.stmt(ctx, q)
 	if err != nil {
 		return nil, err
@@ -77,10 +94,14 @@ func (p *pool) QueryContext(ctx context.Context, q string, args ...any) (*sql.Ro
 
 // QueryRowContext runs q through its prepared statement.
 func (p *pool) QueryRowContext(ctx context.Context, q string, args ...any) *sql.Row {
+	p.trips.statement(q, true)
+	if err := p.d.checkArgs(args); err != nil {
+		return p.DB.QueryRowContext(ctx, p.d.rebind(q), refused(args, err)...)
+	}
 	s, err := p.stmt(ctx, q)
 	if err != nil {
 		// Let database/sql report the same error through a *sql.Row.
-		return p.DB.QueryRowContext(ctx, q, args...)
+		return p.DB.QueryRowContext(ctx, p.d.rebind(q), args...)
 	}
 	return s.QueryRowContext(ctx, args...)
 }
@@ -91,6 +112,7 @@ func (p *pool) BeginTx(ctx context.Context, opts *sql.TxOptions) (*txn, error) {
 	if err != nil {
 		return nil, err
 	}
+	p.trips.begin()
 	return &txn{Tx: tx, p: p}, nil
 }
 
@@ -148,24 +170,116 @@ func (t *txn) stmt(ctx context.Context, q string) *sql.Stmt {
 
 // ExecContext runs q in the transaction.
 func (t *txn) ExecContext(ctx context.Context, q string, args ...any) (sql.Result, error) {
+	t.p.trips.statement(q, false)
+	if err := t.p.d.checkArgs(args); err != nil {
+		return nil, err
+	}
 	if s := t.stmt(ctx, q); s != nil {
 		return s.ExecContext(ctx, args...)
 	}
-	return t.Tx.ExecContext(ctx, q, args...)
+	return t.Tx.ExecContext(ctx, t.p.d.rebind(q), args...)
 }
 
 // QueryContext runs q in the transaction.
 func (t *txn) QueryContext(ctx context.Context, q string, args ...any) (*sql.Rows, error) {
+	t.p.trips.statement(q, false)
+	if err := t.p.d.checkArgs(args); err != nil {
+		return nil, err
+	}
 	if s := t.stmt(ctx, q); s != nil {
 		return s.QueryContext(ctx, args...)
 	}
-	return t.Tx.QueryContext(ctx, q, args...)
+	return t.Tx.QueryContext(ctx, t.p.d.rebind(q), args...)
 }
 
 // QueryRowContext runs q in the transaction.
 func (t *txn) QueryRowContext(ctx context.Context, q string, args ...any) *sql.Row {
+	t.p.trips.statement(q, false)
+	if err := t.p.d.checkArgs(args); err != nil {
+		return t.Tx.QueryRowContext(ctx, t.p.d.rebind(q), refused(args, err)...)
+	}
 	if s := t.stmt(ctx, q); s != nil {
 		return s.QueryRowContext(ctx, args...)
 	}
-	return t.Tx.QueryRowContext(ctx, q, args...)
+	return t.Tx.QueryRowContext(ctx, t.p.d.rebind(q), args...)
+}
+
+// Trips counts what a DB sent to its database since it was opened: the
+// cost of a piece of work in round trips, independent of the machine's
+// speed (tests hold the message path to a budget with it).
+type Trips struct {
+	// Calls are the store's round trips as its callers see them: each
+	// statement run on its own, and each transaction as one.
+	Calls int64
+	// Writes are the write transactions among Calls: a transaction, or a
+	// statement on its own that is not a SELECT.
+	Writes int64
+	// Statements counts every statement, inside transactions too (on
+	// PostgreSQL each is a network round trip, and a transaction adds
+	// its BEGIN and COMMIT).
+	Statements int64
+}
+
+// Sub is t minus an earlier count.
+func (t Trips) Sub(u Trips) Trips {
+	return Trips{Calls: t.Calls - u.Calls, Writes: t.Writes - u.Writes, Statements: t.Statements - u.Statements}
+}
+
+// tripCounter is the count of a DB's pools; trace, when set, receives
+// each statement's text (tests).
+type tripCounter struct {
+	calls, writes, statements atomic.Int64
+	trace                     atomic.Pointer[func(q string, inTx bool)]
+}
+
+// statement counts q, run on its own (alone) or in a transaction.
+func (c *tripCounter) statement(q string, alone bool) {
+	if c == nil {
+		return
+	}
+	c.statements.Add(1)
+	if alone {
+		c.calls.Add(1)
+		if !isRead(q) {
+			c.writes.Add(1)
+		}
+	}
+	if f := c.trace.Load(); f != nil {
+		(*f)(q, !alone)
+	}
+}
+
+// begin counts a transaction (every transaction of the store writes).
+func (c *tripCounter) begin() {
+	if c == nil {
+		return
+	}
+	c.calls.Add(1)
+	c.writes.Add(1)
+	if f := c.trace.Load(); f != nil {
+		(*f)("BEGIN", false)
+	}
+}
+
+// isRead says q only reads.
+func isRead(q string) bool {
+	q = strings.TrimLeft(q, " \t\n")
+	return len(q) >= 6 && strings.EqualFold(q[:6], "SELECT")
+}
+
+// Trips is what the database was sent since the DB was opened.
+func (db *DB) Trips() Trips {
+	c := &db.trips
+	return Trips{Calls: c.calls.Load(), Writes: c.writes.Load(), Statements: c.statements.Load()}
+}
+
+// TraceTrips has f called with the text of every statement the DB sends
+// (and "BEGIN" for each transaction) until it is called with nil; for
+// tests that explain a count.
+func (db *DB) TraceTrips(f func(q string, inTx bool)) {
+	if f == nil {
+		db.trips.trace.Store(nil)
+		return
+	}
+	db.trips.trace.Store(&f)
 }

@@ -69,7 +69,8 @@ func TestClaimOrdersPerConversation(t *testing.T) {
 	if items, _, _ = db.Claim(ctx, 10, c.Now()); len(items) != 0 {
 		t.Fatalf("claim while both conversations run = %s, want nothing", texts(items))
 	}
-	if err := db.Finish(ctx, items0(t, db, a), core.StatusDone, ""); err != nil {
+	id, lease := items0(t, db, a)
+	if err := db.Finish(ctx, id, lease, core.StatusDone, ""); err != nil {
 		t.Fatal(err)
 	}
 	items, _, _ = db.Claim(ctx, 10, c.Now())
@@ -78,14 +79,14 @@ func TestClaimOrdersPerConversation(t *testing.T) {
 	}
 }
 
-// items0 returns the id of the running item of conv.
-func items0(t *testing.T, db *DB, conv core.ConversationKey) int64 {
+// items0 returns the id and lease of the running item of conv.
+func items0(t *testing.T, db *DB, conv core.ConversationKey) (int64, int64) {
 	t.Helper()
-	var id int64
-	if err := db.r.QueryRow(`SELECT id FROM queue WHERE conversation = ? AND status = 'running'`, conv.String()).Scan(&id); err != nil {
+	var id, lease int64
+	if err := db.r.QueryRow(`SELECT id, lease FROM queue WHERE conversation = ? AND status = 'running'`, conv.String()).Scan(&id, &lease); err != nil {
 		t.Fatal(err)
 	}
-	return id
+	return id, lease
 }
 
 func texts(items []core.QueueItem) string {
@@ -109,7 +110,7 @@ func TestClaimLimitAndRetryDelay(t *testing.T) {
 		t.Fatalf("claim 2 returned %d", len(items))
 	}
 	due := c.Now().Add(10 * time.Second)
-	if err := db.Retry(ctx, items[0].ID, due, "boom"); err != nil {
+	if err := db.Retry(ctx, items[0].ID, items[0].Lease, due, "boom"); err != nil {
 		t.Fatal(err)
 	}
 	got, next, _ := db.Claim(ctx, 5, c.Now())
@@ -127,8 +128,14 @@ func TestClaimLimitAndRetryDelay(t *testing.T) {
 	}
 }
 
-func TestRequeueRunningAndEdit(t *testing.T) {
-	db := openTest(t, Options{})
+// TestRestartTakesBackAndEdit: a restarted sole claimer takes back what
+// the process before it left running, as an interruption.
+func TestRestartTakesBackAndEdit(t *testing.T) {
+	dir := t.TempDir()
+	db, err := Open(context.Background(), dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	ctx := context.Background()
 	conv := core.ConversationKey{Channel: "telegram", Chat: "5"}
 	db.Enqueue(ctx, msgItem(conv, "1", "first"))
@@ -140,20 +147,22 @@ func TestRequeueRunningAndEdit(t *testing.T) {
 	if ok, _ := db.EditQueued(ctx, "telegram:m:1", "too late"); ok {
 		t.Fatal("edit of a running message was applied")
 	}
-	n, err := db.RequeueRunning(ctx)
-	if err != nil || n != 1 {
-		t.Fatalf("requeue: n=%d err=%v", n, err)
+	db.Close() // the crash
+	db, err = Open(ctx, dir, Options{SoleClaimer: true})
+	if err != nil {
+		t.Fatal(err)
 	}
+	defer db.Close()
 	again, _, _ := db.Claim(ctx, 5, time.Now())
 	if len(again) != 1 || again[0].ID != items[0].ID || again[0].Message.Text != "first" || again[0].Attempts != 0 || again[0].Interruptions != 1 {
 		t.Fatalf("after requeue claim = %+v", again)
 	}
-	db.Finish(ctx, again[0].ID, core.StatusDone, "")
+	db.Finish(ctx, again[0].ID, again[0].Lease, core.StatusDone, "")
 	last, _, _ := db.Claim(ctx, 5, time.Now())
 	if texts(last) != "second, edited" {
 		t.Fatalf("edited text = %q", texts(last))
 	}
-	if err := db.Finish(ctx, last[0].ID, "bogus", ""); core.ErrorKind(err) != core.KindInvalid {
+	if err := db.Finish(ctx, last[0].ID, last[0].Lease, "bogus", ""); core.ErrorKind(err) != core.KindInvalid {
 		t.Fatalf("finish with bad status: %v", err)
 	}
 }
@@ -293,7 +302,7 @@ func BenchmarkQueue(b *testing.B) {
 		if err != nil || len(items) != 1 {
 			b.Fatalf("claim: %v %d", err, len(items))
 		}
-		if err := db.Finish(ctx, items[0].ID, core.StatusDone, ""); err != nil {
+		if err := db.Finish(ctx, items[0].ID, items[0].Lease, core.StatusDone, ""); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/opentalon/opentalon/channels/telegram"
 	"github.com/opentalon/opentalon/channels/toolkit"
 	"github.com/opentalon/opentalon/config"
 	"github.com/opentalon/opentalon/core"
@@ -38,6 +39,10 @@ type AppOptions struct {
 	// the one answer pipeline), as the last step after the Lua scripts'
 	// and the hook plugins'; unlike theirs, its errors fail the request.
 	Hooks core.Hooks
+	// Telegram, when set, adjusts the Telegram channel's options before
+	// it is built (benchmarks turn the platform's pacing off to measure
+	// the gateway's own capacity).
+	Telegram func(*telegram.Options)
 }
 
 // App is the whole gateway, built explicitly from a config. Lifecycle:
@@ -97,7 +102,11 @@ func BuildApp(ctx context.Context, cfg *config.Config, o AppOptions) (_ *App, er
 			a.Close()
 		}
 	}()
-	a.db, err = store.Open(ctx, cfg.State.DataDir, store.Options{Now: o.Now, SessionTTL: cfg.State.SessionTTL.D(), QueueRetention: cfg.State.Retention.D(), Logger: o.Logger})
+	// On SQLite this gateway is the only claimer of its database (run
+	// holds the data directory's lock): the leases of a process before it
+	// are dead, and taken back at its first claim.
+	a.db, err = openStore(ctx, cfg, store.Options{Now: o.Now, SessionTTL: cfg.State.SessionTTL.D(), QueueRetention: cfg.State.Retention.D(), Logger: o.Logger,
+		LeaseTTL: cfg.Queue.LeaseTTL.D(), SoleClaimer: cfg.State.Driver != config.DriverPostgres})
 	if err != nil {
 		return nil, err
 	}
@@ -130,6 +139,7 @@ func BuildApp(ctx context.Context, cfg *config.Config, o AppOptions) (_ *App, er
 		MaxPending:     cfg.Queue.MaxPending,
 		MaxWait:        cfg.Queue.MaxWait.D(),
 		RequestTimeout: cfg.Queue.RequestTimeout.D(),
+		LeaseTTL:       cfg.Queue.LeaseTTL.D(),
 		Access:         accessPolicies(cfg),
 		Pairings:       a.db,
 		Media:          buildMedia(cfg, a.db, a.router, o.Logger),
@@ -208,7 +218,7 @@ func (a *App) Run(ctx context.Context) error {
 	}
 	gwDone := make(chan error, 1)
 	go func() { gwDone <- a.gateway.Run(ctx, a.cfg.Queue.ShutdownGrace.D()) }()
-	a.log.Info("opentalon running", "channels", len(a.gateway.Channels()), "db", a.db.Path())
+	a.log.Info("opentalon running", "channels", len(a.gateway.Channels()), "db", a.db.Name())
 	var err error
 	select {
 	case err = <-gwDone:

@@ -69,7 +69,7 @@ server:
 
 func parseConfig(t testing.TB, yaml string) *config.Config {
 	t.Helper()
-	cfg, err := config.Parse("test.yaml", []byte(yaml), t.TempDir(), config.MapEnv(nil))
+	cfg, err := config.Parse("test.yaml", []byte(withTestStore(t, yaml)), t.TempDir(), config.MapEnv(nil))
 	if err != nil {
 		t.Fatalf("config: %v", err)
 	}

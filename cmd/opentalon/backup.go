@@ -31,6 +31,9 @@ func cmdBackup(ctx context.Context, g *globalFlags, args []string, io Stdio, env
 	if err != nil {
 		return err
 	}
+	if cfg.State.Driver == config.DriverPostgres {
+		return pgDump(ctx, cfg, rest[0], io, env)
+	}
 	path := filepath.Join(cfg.State.DataDir, store.FileName)
 	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("no database at %s (state.data_dir): nothing to back up", path)
@@ -105,6 +108,9 @@ func cmdRestore(ctx context.Context, g *globalFlags, args []string, io Stdio, en
 	cfg, err := loadConfigFor(g, env, "state")
 	if err != nil {
 		return err
+	}
+	if cfg.State.Driver == config.DriverPostgres {
+		return fmt.Errorf("restore replaces the SQLite file of state.driver: sqlite; a PostgreSQL database (state.driver: postgres) is restored with pg_restore --clean --dbname=DSN %s (stop the gateways first)", src)
 	}
 	dir := cfg.State.DataDir
 	lock, err := lockDataDir(dir)

@@ -41,7 +41,11 @@ func buildConsole(a *App) (core.Channel, error) {
 }
 
 func buildTelegram(a *App) (core.Channel, error) {
-	return telegram.New(telegram.Options{Config: a.cfg.Channels.Telegram, Logger: a.log, Now: a.opts.Now})
+	o := telegram.Options{Config: a.cfg.Channels.Telegram, Logger: a.log, Now: a.opts.Now}
+	if a.opts.Telegram != nil {
+		a.opts.Telegram(&o)
+	}
+	return telegram.New(o)
 }
 
 func buildSlack(a *App) (core.Channel, error) {

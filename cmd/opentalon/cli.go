@@ -61,8 +61,10 @@ Usage:
   opentalon plugins list | plugins unbind NAME   plugin names and the binaries they belong to
   opentalon pair list | pair approve CODE | pair deny CODE
   opentalon doctor [--channels] [--offline]  check the config, providers, database, permissions, disk
-  opentalon backup FILE                    copy the database consistently, also while the gateway runs
+  opentalon backup FILE                    copy the database consistently, also while the gateway runs (PostgreSQL: with pg_dump)
   opentalon restore FILE                   replace the database with a backup (the gateway must be stopped)
+  opentalon state migrate --from sqlite --to postgres
+                                           copy state.data_dir's database into state.postgres.dsn's (the gateway must be stopped)
   opentalon healthcheck                    exit 0 when the running gateway's /healthz answers (for containers)
   opentalon version
 
@@ -135,6 +137,8 @@ func Main(ctx context.Context, args []string, io Stdio, lookup func(string) (str
 		runErr = cmdBackup(ctx, &g, rest, io, env, log)
 	case "restore":
 		runErr = cmdRestore(ctx, &g, rest, io, env, log)
+	case "state":
+		runErr = cmdState(ctx, &g, rest, io, env, log)
 	case "healthcheck":
 		runErr = cmdHealthcheck(ctx, &g, rest, io, env, log)
 	case "version":
@@ -347,7 +351,7 @@ func openConfigStore(ctx context.Context, g *globalFlags, env config.Env, log *s
 	if err != nil {
 		return nil, nil, err
 	}
-	db, err := store.Open(ctx, cfg.State.DataDir, store.Options{Logger: log})
+	db, err := openStore(ctx, cfg, store.Options{Logger: log})
 	if err != nil {
 		return nil, nil, err
 	}

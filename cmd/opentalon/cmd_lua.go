@@ -112,7 +112,7 @@ func cmdLua(ctx context.Context, g *globalFlags, args []string, io Stdio, env co
 			if err != nil {
 				return nil, nil, fmt.Errorf("ctx.llm needs a configured provider (or --llm-fake REPLY): %w", err)
 			}
-			db, err := store.Open(ctx, cfg.State.DataDir, store.Options{Logger: log})
+			db, err := openStore(ctx, cfg, store.Options{Logger: log})
 			if err != nil {
 				return nil, nil, err
 			}

@@ -96,7 +96,7 @@ func (l *dataDirLock) release() error {
 // startPruner deletes finished queue rows past state.retention every
 // interval until the returned stop is called.
 func startPruner(db *store.DB, every time.Duration, log *slog.Logger) (stop func() error) {
-	stopRun := runEvery(context.Background(), every, false, func(ctx context.Context) {
+	stopRun := runEvery(context.Background(), every, true, func(ctx context.Context) {
 		n, err := db.PruneQueue(ctx)
 		switch {
 		case err != nil && ctx.Err() == nil:

@@ -141,6 +141,10 @@ func (d *doctor) dataDir(cfg *config.Config) {
 }
 
 func (d *doctor) database(ctx context.Context, cfg *config.Config) {
+	if cfg.State.Driver == config.DriverPostgres {
+		d.postgres(ctx, cfg)
+		return
+	}
 	path := filepath.Join(cfg.State.DataDir, store.FileName)
 	fi, err := os.Stat(path)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -407,4 +411,52 @@ func humanBytes(n int64) string {
 		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
 	}
 	return fmt.Sprintf("%d B", n)
+}
+
+// postgres checks the PostgreSQL database of state.driver: postgres:
+// that it answers (the DSN, the password, the database), the server's
+// version, the schema version and every table, and the leased queue
+// (its claims, leases past their end, work nothing would claim).
+func (d *doctor) postgres(ctx context.Context, cfg *config.Config) {
+	cctx, cancel := context.WithTimeout(ctx, checkTimeout)
+	defer cancel()
+	db, err := openStore(cctx, cfg, store.Options{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		d.fail("database", "%v", err)
+		return
+	}
+	defer db.Close()
+	server, err := db.ServerVersion(cctx)
+	if err != nil {
+		d.fail("database", "%s answers but its version cannot be read: %v", db.Name(), err)
+		return
+	}
+	version, _ := db.SchemaVersion(cctx)
+	probs, err := db.QuickCheck(cctx)
+	switch {
+	case err != nil:
+		d.fail("database", "%v", err)
+	case len(probs) > 0:
+		d.fail("database", "%s: %s; let a gateway of this version migrate it, or restore it with pg_restore", db.Name(), strings.Join(probs, "; "))
+	default:
+		d.ok("database", "%s answers (PostgreSQL %s), schema version %d, every table readable", db.Name(), server, version)
+	}
+	h, err := db.QueueHealth(cctx, time.Now())
+	if err != nil {
+		d.fail("queue", "%v", err)
+		return
+	}
+	conv, most, err := db.MostRunningInOneConversation(cctx)
+	switch {
+	case err != nil:
+		d.fail("queue", "%v", err)
+	case h.Orphans > 0:
+		d.fail("queue", "%d unfinished item(s) belong to no conversation head, so no replica would claim them (report this as a bug)", h.Orphans)
+	case most > 1:
+		d.fail("queue", "conversation %s has %d items running at once; per-conversation order is broken (report this as a bug)", conv, most)
+	case h.Expired > 0:
+		d.warn("queue", "%d claim(s) outlived their lease (queue.lease_ttl) and wait to be taken back: no gateway is claiming, or their replicas died; %d conversation(s) have work", h.Expired, h.Heads)
+	default:
+		d.ok("queue", "%d conversation(s) with work, %d running under leases of %d replica(s)", h.Heads, h.Running, h.Holders)
+	}
 }

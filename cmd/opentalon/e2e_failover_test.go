@@ -126,3 +126,53 @@ func TestE2EPluginLLMAPIRespectsLocalSemaphore(t *testing.T) {
 		t.Fatalf("LLM saw %d requests, at most %d at once; want 6, never more than llm.max_concurrent_local=1", n, m)
 	}
 }
+
+// TestE2ERefusingModelIsLeftForAnother (issue 25, finding 14): a model
+// that refuses every request with a 400 (a parameter it does not take)
+// gets a pinned user a sentence, not the operator's hint about
+// models.catalog; after /model auto the learned choice (the pin left a
+// signal for it) does not keep choosing it: every message is answered by
+// the other model, and the refusing one is asked again only after its
+// cooldown.
+func TestE2ERefusingModelIsLeftForAnother(t *testing.T) {
+	llm := providertest.NewOpenAI(t)
+	llm.SetReply(func(r providertest.Received) providertest.Script {
+		if r.Model == "big" {
+			return providertest.Script{Status: 400, Body: `{"error":{"message":"Unsupported parameter: 'max_tokens' is not supported with this model.","type":"invalid_request_error","param":"max_tokens","code":"unsupported_parameter"}}`}
+		}
+		return modelReply(r)
+	})
+	h := startApp(t, loadConfigFile(t, writeConfig(t, twoModelConfig(t.TempDir(), llm.BaseURL(), ""))))
+	h.send("hello there")
+	h.expect("answer from small")
+	h.send("/model big")
+	h.readUntil("Pinned fake/big")
+	drain(h)
+	h.send("what is the weather like?")
+	got := h.readUntil("Sorry")
+	if strings.Contains(got, "models.catalog") || !strings.Contains(got, "refused") || !strings.Contains(got, "/model auto") {
+		t.Fatalf("a pinned model's refusal told the user %q; want a sentence with /model auto, without the operator's hint", got)
+	}
+	drain(h)
+	h.send("/model auto")
+	drain(h)
+	before := 0
+	for _, r := range llm.Requests() {
+		if r.Model == "big" {
+			before++
+		}
+	}
+	for i := range 6 {
+		h.send(fmt.Sprintf("question number %d, please", i))
+		h.expect("answer from small")
+	}
+	after := 0
+	for _, r := range llm.Requests() {
+		if r.Model == "big" {
+			after++
+		}
+	}
+	if after-before > 1 {
+		t.Fatalf("the refusing model was asked %d more times for 6 messages; want at most once (then it is avoided)", after-before)
+	}
+}

@@ -34,7 +34,7 @@ func init() {
 func writeConfig(t testing.TB, yaml string) string {
 	t.Helper()
 	p := filepath.Join(t.TempDir(), "config.yaml")
-	if err := os.WriteFile(p, []byte(yaml), 0o600); err != nil {
+	if err := os.WriteFile(p, []byte(withTestStore(t, yaml)), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	return p

@@ -210,11 +210,11 @@ end`), 0o600); err != nil {
 	}
 	looping := func() bool {
 		t.Helper()
-		ids, err := h.app.db.Running(context.Background())
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, id := range ids {
+		for id := int64(1); id <= 20; id++ {
+			st, _, _, err := h.app.db.QueueStatus(context.Background(), id)
+			if err != nil || st != core.StatusRunning {
+				continue
+			}
 			if it, _, err := h.app.db.QueueItem(context.Background(), id); err == nil && it.Message != nil && it.Message.MessageID == "loop-1" {
 				return true
 			}

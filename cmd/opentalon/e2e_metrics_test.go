@@ -126,7 +126,8 @@ func TestE2EMetricsAfterTelegramTraffic(t *testing.T) {
 
 	// A 👍 on an answer is learned (the ledger and affinity have rows).
 	bot.AddUpdate(telegramtest.Reaction(chatID, models.ChatTypePrivate, sent[0].MessageID, alice, nil, []string{"👍"}))
-	// One LLM failure and one failing post-hook.
+	// One passing LLM failure (the request waits in the queue and is
+	// answered on its next try) and one failing post-hook.
 	llm.Enqueue(providertest.Script{Status: 503, Body: `{"error":{"message":"overloaded"}}`})
 	bot.AddUpdate(bot.Private(alice, "this one fails"))
 	bot.AddUpdate(bot.Private(alice, "break the hook"))
@@ -137,7 +138,8 @@ func TestE2EMetricsAfterTelegramTraffic(t *testing.T) {
 	for {
 		fams = scrape(t, addr, nil)
 		done := value(fams, "opentalon_requests_total", map[string]string{"kind": "reaction", "outcome": "answered"}) == 1 &&
-			value(fams, "opentalon_requests_total", map[string]string{"kind": "message", "outcome": "failed"}) == 2
+			value(fams, "opentalon_requests_total", map[string]string{"kind": "message", "outcome": "failed"}) == 1 &&
+			value(fams, "opentalon_messages_answered_total", map[string]string{"channel": "telegram"}) == 5
 		if done || time.Now().After(deadline) {
 			break
 		}
@@ -150,12 +152,13 @@ func TestE2EMetricsAfterTelegramTraffic(t *testing.T) {
 		want   float64
 	}{
 		{"opentalon_messages_accepted_total", tg, 6},
-		{"opentalon_messages_answered_total", tg, 4},
-		{"opentalon_requests_total", map[string]string{"channel": "telegram", "kind": "message", "outcome": "failed"}, 2},
-		{"opentalon_llm_calls_total", map[string]string{"model": "fake/small", "provider": "fake", "outcome": "ok"}, 5},
+		{"opentalon_messages_answered_total", tg, 5},
+		{"opentalon_requests_total", map[string]string{"channel": "telegram", "kind": "message", "outcome": "failed"}, 1},
+		{"opentalon_requests_total", map[string]string{"channel": "telegram", "kind": "message", "outcome": "waiting"}, 1},
+		{"opentalon_llm_calls_total", map[string]string{"model": "fake/small", "provider": "fake", "outcome": "ok"}, 6},
 		{"opentalon_llm_calls_total", map[string]string{"model": "fake/small", "provider": "fake", "outcome": "unavailable"}, 1},
 		{"opentalon_hook_failures_total", map[string]string{"stage": "post_hooks"}, 1},
-		{"opentalon_llm_ledger_calls_total", map[string]string{"model": "fake/small"}, 5},
+		{"opentalon_llm_ledger_calls_total", map[string]string{"model": "fake/small"}, 6},
 		{"opentalon_queue_depth", map[string]string{"status": "queued"}, 0},
 		{"opentalon_queue_oldest_age_seconds", nil, 0},
 		{"opentalon_channel_up", tg, 1},
@@ -172,7 +175,7 @@ func TestE2EMetricsAfterTelegramTraffic(t *testing.T) {
 		t.Errorf("seconds since telegram's last event = %v", v)
 	}
 	// The queue stage counts the reaction too.
-	for stage, want := range map[string]uint64{"queue": 7, "agent": 6, "llm": 6, "pre_hooks": 6, "post_hooks": 5, "delivery": 4} {
+	for stage, want := range map[string]uint64{"queue": 7, "agent": 7, "llm": 7, "pre_hooks": 7, "post_hooks": 6, "delivery": 5} {
 		if got := histCount(fams, stage); got != want {
 			t.Errorf("stage %s observed %d times, want %d", stage, got, want)
 		}
@@ -185,16 +188,16 @@ func TestE2EMetricsAfterTelegramTraffic(t *testing.T) {
 	var again map[string]*dto.MetricFamily
 	for {
 		again = scrape(t, addr, nil)
-		if value(again, "opentalon_messages_answered_total", tg) == 5 || time.Now().After(deadline) {
+		if value(again, "opentalon_messages_answered_total", tg) == 6 || time.Now().After(deadline) {
 			break
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	if got := value(again, "opentalon_messages_answered_total", tg); got != 5 {
-		t.Errorf("answered after one more message = %v, want 5", got)
+	if got := value(again, "opentalon_messages_answered_total", tg); got != 6 {
+		t.Errorf("answered after one more message = %v, want 6", got)
 	}
-	if got := value(again, "opentalon_llm_ledger_calls_total", map[string]string{"model": "fake/small"}); got != 6 {
-		t.Errorf("ledger calls after one more message = %v, want 6", got)
+	if got := value(again, "opentalon_llm_ledger_calls_total", map[string]string{"model": "fake/small"}); got != 7 {
+		t.Errorf("ledger calls after one more message = %v, want 7", got)
 	}
 
 	// No label carries a chat or user id.

@@ -402,7 +402,7 @@ models:
     fake/small: { alias: small, weight: 80, cost: { input: 300, output: 1200 } }
     down/big:   { alias: big, weight: 20 }
 routing: { primary: fake/small }
-queue: { max_attempts: 1 }
+queue: { max_attempts: 1, max_wait: 1s }
 server: { listen: "127.0.0.1:0" }
 `, t.TempDir(), llm.BaseURL(), downURL)
 	h := startApp(t, loadConfigFile(t, writeConfig(t, y)))
@@ -426,7 +426,7 @@ server: { listen: "127.0.0.1:0" }
 			t.Fatalf("/models does not show down/big failing:\n%s", strings.Join(models, "\n"))
 		}
 	}
-	if last := models[len(models)-1]; !strings.Contains(last, "call, all failed (unavailable ×1)") {
+	if last := models[len(models)-1]; !strings.Contains(last, "2 calls, all failed (unavailable ×2)") {
 		t.Errorf("/models says %q; want the failure by kind", last)
 	}
 
@@ -452,11 +452,11 @@ server: { listen: "127.0.0.1:0" }
 	if err != nil {
 		t.Fatalf("load the page: %v (console: %v)", err, errs.list())
 	}
-	if credState != "failing" || !strings.Contains(credText, "all failed (unavailable ×1)") {
+	if credState != "failing" || !strings.Contains(credText, "all failed (unavailable ×2)") {
 		t.Errorf("down's credential reads %q (%s); want failing with the kind", credText, credState)
 	}
-	if modelState != "failing" || !strings.Contains(modelText, "unavailable ×1") {
-		t.Errorf("down/big reads %q (%s); want failing, unavailable ×1", modelText, modelState)
+	if modelState != "failing" || !strings.Contains(modelText, "unavailable ×2") {
+		t.Errorf("down/big reads %q (%s); want failing, unavailable ×2 (the try and the one after its wait)", modelText, modelState)
 	}
 	if !strings.HasSuffix(consoleLast, " ago") {
 		t.Errorf("the console's last event reads %q; want how long ago", consoleLast)

@@ -479,8 +479,16 @@ func TestE2EStreamSlackNativeRetryDoesNotAppendTheAnswerAgain(t *testing.T) {
 			t.Fatalf("%s added %q to the message: the answer from its start again, after what the first attempt showed", c.Method, c.MarkdownText)
 		}
 	}
-	if starts != 1 || len(srv.Posts()) != 0 || rep.Sent[0] == "" {
-		t.Fatalf("%d streams started, %d messages posted; want the answer in the one message the first attempt opened", starts, len(srv.Posts()))
+	// Besides the stream, at most the notice that the answer is delayed
+	// (the retry comes more than a few seconds after the message).
+	var posts []string
+	for _, p := range srv.Posts() {
+		if !strings.HasPrefix(p.Text, "⏳") {
+			posts = append(posts, p.Text)
+		}
+	}
+	if starts != 1 || len(posts) != 0 || rep.Sent[0] == "" {
+		t.Fatalf("%d streams started, messages posted %q; want the answer in the one message the first attempt opened", starts, posts)
 	}
 }
 

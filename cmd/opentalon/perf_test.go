@@ -32,6 +32,7 @@ import (
 
 	"github.com/opentalon/opentalon/channels/telegram/telegramtest"
 	"github.com/opentalon/opentalon/routing/provider/providertest"
+	"github.com/opentalon/opentalon/store/pgtest"
 )
 
 const perfToken = "4242:perf-token"
@@ -65,6 +66,12 @@ func buildStripped(b *testing.B) string {
 // perfConfig writes a config with only the Telegram channel (polling the
 // fake at tgURL) and one OpenAI-compatible provider at llmURL.
 func perfConfig(b testing.TB, dataDir, tgURL, llmURL string) string {
+	return perfConfigOn(b, dataDir, tgURL, llmURL, "")
+}
+
+// perfConfigOn is perfConfig with the state on the PostgreSQL database
+// of dsn ("" = SQLite in dataDir).
+func perfConfigOn(b testing.TB, dataDir, tgURL, llmURL, dsn string) string {
 	b.Helper()
 	yaml := testConfig(dataDir, llmURL, fmt.Sprintf(`channels:
   console: { enabled: false }
@@ -83,6 +90,9 @@ func perfConfig(b testing.TB, dataDir, tgURL, llmURL string) string {
 	case "":
 	default:
 		b.Fatalf("OPENTALON_PERF_METRICS=%q: use on or off", m)
+	}
+	if dsn != "" {
+		yaml = strings.Replace(yaml, "state:\n", fmt.Sprintf("state:\n  driver: postgres\n  postgres: { dsn: %q }\n", dsn), 1)
 	}
 	path := filepath.Join(b.TempDir(), "config.yaml")
 	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
@@ -333,6 +343,13 @@ type perfRun struct {
 // connections.
 func startPerfRun(b *testing.B) *perfRun {
 	b.Helper()
+	return startPerfRunOn(b, "")
+}
+
+// startPerfRunOn is startPerfRun with the state on the PostgreSQL
+// database of dsn ("" = SQLite).
+func startPerfRunOn(b *testing.B, dsn string) *perfRun {
+	b.Helper()
 	bin := buildStripped(b)
 	r := &perfRun{llm: providertest.NewOpenAI(b), tg: telegramtest.New(b, perfToken), llmAt: map[string]time.Time{}}
 	r.llm.SetReply(func(rec providertest.Received) providertest.Script {
@@ -342,7 +359,7 @@ func startPerfRun(b *testing.B) *perfRun {
 		r.mu.Unlock()
 		return providertest.Echo(rec)
 	})
-	r.g = startGateway(b, bin, perfConfig(b, b.TempDir(), r.tg.URL, r.llm.BaseURL()))
+	r.g = startGateway(b, bin, perfConfigOn(b, b.TempDir(), r.tg.URL, r.llm.BaseURL(), dsn))
 	b.Cleanup(func() { r.g.stop(b) })
 	firstPoll(b, r.tg, r.g)
 	r.users = make([]*models.User, perfChats)
@@ -412,7 +429,30 @@ func (r *perfRun) reply(b *testing.B, text string) (sentAt, llmAt time.Time) {
 //     the reply arriving at the fake Bot API;
 //   - busy-MiB: RSS after the run.
 func BenchmarkPerfMessage(b *testing.B) {
-	r := startPerfRun(b)
+	measureMessages(b, startPerfRun(b))
+}
+
+// BenchmarkPerfEngines is BenchmarkPerfMessage on SQLite and on
+// PostgreSQL in the same run, one replica: PostgreSQL is a local server
+// (store/pgtest) with durable commits (fsync and synchronous_commit on),
+// so added-p50/p99-ms show what the shared database adds before the LLM
+// call.
+//
+//	go test -run '^$' -bench PerfEngines -benchtime 300x ./cmd/opentalon
+func BenchmarkPerfEngines(b *testing.B) {
+	for _, engine := range []string{"sqlite", "postgres"} {
+		b.Run(engine, func(b *testing.B) {
+			dsn := ""
+			if engine == "postgres" {
+				dsn = pgtest.DurableDSN(b)
+			}
+			measureMessages(b, startPerfRunOn(b, dsn))
+		})
+	}
+}
+
+// measureMessages is BenchmarkPerfMessage's loop and report on r.
+func measureMessages(b *testing.B, r *perfRun) {
 	var added, reply []time.Duration
 	n := 0
 	cpu0 := r.g.cpuTime(b)

@@ -102,10 +102,41 @@ type shownParts struct {
 // alone when it shows it already); one the final text does not need is
 // deleted. The channel's Send paces itself; it is called outside the
 // workers.
-func (g *Gateway) deliver(ctx context.Context, ch core.Channel, in core.Inbound, r *core.Reply, sp *shownParts) error {
+//
+// With hold set (a store that is a core.SentFinisher), the record of the
+// last part sent is left in *hold instead of written, for the item's
+// finish to write with it; on an error every record is written.
+func (g *Gateway) deliver(ctx context.Context, ch core.Channel, in core.Inbound, r *core.Reply, sp *shownParts, hold **core.PartSent) (err error) {
 	t0 := g.now()
 	defer func() { g.obs.Stage(r.Conversation.Channel, core.StageDelivery, g.now().Sub(t0)) }()
 	sctx := context.WithoutCancel(ctx)
+	// pending is the last part sent, not recorded yet: the next record
+	// writes it first, and the end writes it or hands it to hold.
+	var pending *core.PartSent
+	flush := func() error {
+		if pending == nil {
+			return nil
+		}
+		p := *pending
+		pending = nil
+		return g.store.MarkSent(sctx, p.ReplyID, p.Part, p.PlatformID)
+	}
+	markSent := func(i int, id string) error {
+		if err := flush(); err != nil {
+			return err
+		}
+		pending = &core.PartSent{ReplyID: r.ID, Part: i, Channel: r.Conversation.Channel, PlatformID: id}
+		return nil
+	}
+	defer func() {
+		if hold != nil && err == nil {
+			*hold = pending
+			return
+		}
+		if ferr := flush(); err == nil {
+			err = ferr
+		}
+	}()
 	n := len(r.Parts)
 	total := n + len(r.Files)
 	for i, part := range r.Parts {
@@ -126,7 +157,7 @@ func (g *Gateway) deliver(ctx context.Context, ch core.Channel, in core.Inbound,
 		if id == "" {
 			id = "-"
 		}
-		if err := g.store.MarkSent(sctx, r.ID, i, id); err != nil {
+		if err := markSent(i, id); err != nil {
 			return err
 		}
 	}
@@ -171,7 +202,7 @@ func (g *Gateway) deliver(ctx context.Context, ch core.Channel, in core.Inbound,
 		if id == "" {
 			id = "-"
 		}
-		if err := g.store.MarkSent(sctx, r.ID, i, id); err != nil {
+		if err := markSent(i, id); err != nil {
 			return err
 		}
 	}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"maps"
 	"runtime/debug"
 	"sync"
 	"time"
@@ -13,23 +12,20 @@ import (
 	"github.com/opentalon/opentalon/core"
 )
 
-// Run re-queues what a crash left running, starts the channels and
-// processes the queue until ctx is cancelled. Then it stops accepting,
-// lets in-flight requests finish within grace and returns; what is still
-// queued stays for the next start. It returns an error when a channel
-// cannot start (its credential was refused, its config cannot work); a
-// channel that fails otherwise is restarted while the others keep going.
+// Run starts the channels and processes the queue until ctx is
+// cancelled. Then it stops accepting, lets in-flight requests finish
+// within grace and returns; what is still queued stays for the next
+// start. It returns an error when a channel cannot start (its credential
+// was refused, its config cannot work); a channel that fails otherwise is
+// restarted while the others keep going.
+//
+// Every item is worked on under the store's lease, renewed while the work
+// goes on (Options.LeaseTTL); a lease that is lost (the store handed the
+// item to another claimer after it ran out) stops the work, and the
+// outcome is not written. What a crash left running is taken back by the
+// store once its lease ends (at once by a sole claimer), counted as an
+// interruption.
 func (g *Gateway) Run(ctx context.Context, grace time.Duration) error {
-	n, err := g.store.RequeueRunning(ctx)
-	if err != nil {
-		if ctx.Err() != nil {
-			return nil // stopped before it started
-		}
-		return fmt.Errorf("requeue interrupted requests: %w", err)
-	}
-	if n > 0 {
-		g.log.Info("re-queued requests interrupted by a previous stop", "count", n)
-	}
 	g.setAccepting(true)
 
 	fatal := make(chan error, len(g.channels))
@@ -43,6 +39,18 @@ func (g *Gateway) Run(ctx context.Context, grace time.Duration) error {
 		}()
 	}
 
+	// Another gateway over the same database enqueued: claim again.
+	// A gateway alone on its database looks at the queue when told (an
+	// enqueue, a freed conversation) or when a head becomes due; one of
+	// several also polls, in case a notification is lost.
+	var others <-chan struct{}
+	idle := time.Minute
+	if w, ok := g.store.(core.QueueWaker); ok {
+		if others = w.QueueWake(); others != nil {
+			idle = 2 * time.Second
+		}
+	}
+
 	// Work runs on its own context so in-flight requests survive the
 	// shutdown signal until the grace period ends.
 	workCtx, cancelWork := context.WithCancel(context.WithoutCancel(ctx))
@@ -53,11 +61,6 @@ func (g *Gateway) Run(ctx context.Context, grace time.Duration) error {
 	// its reply is stored (delivery goes on outside the slot) or at its end.
 	freed := make(chan struct{}, g.opts.Workers)
 	inflight := 0
-	// mine holds the ids of the items this run is working on, until their
-	// outcome is recorded; a running row outside it is an orphan.
-	var mineMu sync.Mutex
-	mine := map[int64]bool{}
-	nextSweep := g.now().Add(sweepEvery)
 	timer := g.clock.NewTimer(time.Hour)
 	defer timer.Stop()
 	// claim says the loop should look at the queue; saturated that the
@@ -76,14 +79,11 @@ loop:
 			}
 			next, saturated = nx, len(items) == free
 			for _, it := range items {
-				if it.NotBefore.IsZero() && it.Attempts == 0 {
+				if it.NotBefore.IsZero() && it.Attempts == 0 && it.Interruptions == 0 {
 					// A first claim: the time it waited since it was accepted.
 					g.obs.Stage(it.Conversation.Channel, core.StageQueue, g.now().Sub(it.CreatedAt))
 				}
 				inflight++
-				mineMu.Lock()
-				mine[it.ID] = true
-				mineMu.Unlock()
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
@@ -91,26 +91,16 @@ loop:
 					release := func() { once.Do(func() { freed <- struct{}{} }) }
 					defer release()
 					g.process(workCtx, it, release)
-					mineMu.Lock()
-					delete(mine, it.ID)
-					mineMu.Unlock()
 					// The conversation is free again (or its item waits for
 					// a retry): the dispatcher claims anew.
 					g.poke()
 				}()
 			}
 		}
-		if now := g.now(); !now.Before(nextSweep) {
-			nextSweep = now.Add(sweepEvery)
-			mineMu.Lock()
-			busy := maps.Clone(mine)
-			mineMu.Unlock()
-			g.sweep(workCtx, busy)
+		wait := idle
+		if !next.IsZero() {
+			wait = max(next.Sub(g.now()), time.Millisecond)
 		}
-		if next.IsZero() || nextSweep.Before(next) {
-			next = nextSweep
-		}
-		wait := max(next.Sub(g.now()), time.Millisecond)
 		timer.Reset(wait)
 		select {
 		case <-ctx.Done():
@@ -123,6 +113,7 @@ loop:
 			claim = saturated
 			continue
 		case <-g.wake:
+		case <-others:
 		case <-timer.C():
 		}
 		claim = true
@@ -146,77 +137,118 @@ loop:
 	return runErr
 }
 
-// sweepEvery is how often the dispatcher looks for orphans: rows marked
-// running that no request of this run works on (their final status could
-// not be written).
-const sweepEvery = 30 * time.Second
+// errLeaseLost ends the work on an item whose lease another claimer took.
+var errLeaseLost = fmt.Errorf("stopped: %w", core.ErrLeaseLost)
 
-// sweep puts orphaned running rows back in the queue.
-func (g *Gateway) sweep(ctx context.Context, mine map[int64]bool) {
-	ids, err := g.store.Running(ctx)
-	if err != nil {
-		g.log.Warn("look for orphaned requests", "err", err)
-		return
+// holdLease renews the lease of it every third of the lease TTL until
+// the returned stop is called; when the store says the lease is lost it
+// cancels the work (cancel) at once. Without a TTL it does nothing.
+func (g *Gateway) holdLease(ctx context.Context, it core.QueueItem, cancel context.CancelCauseFunc, log *slog.Logger) (stop func()) {
+	if g.opts.LeaseTTL <= 0 {
+		return func() {}
 	}
-	for _, id := range ids {
-		if mine[id] {
-			continue
+	done := make(chan struct{})
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		t := g.clock.NewTicker(g.opts.LeaseTTL / 3)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C():
+			}
+			err := g.store.Renew(context.WithoutCancel(ctx), it.ID, it.Lease)
+			switch {
+			case errors.Is(err, core.ErrLeaseLost):
+				log.Warn("the request's lease was taken back (it ran out); another claimer answers it, this work stops", "queue.lease_ttl", g.opts.LeaseTTL)
+				cancel(errLeaseLost)
+				return
+			case err != nil:
+				// The next renewal may succeed; the lease still runs.
+				log.Warn("renew the request's lease", "err", err)
+			}
 		}
-		if err := g.store.Release(ctx, id); err != nil {
-			g.log.Warn("re-queue an orphaned request", "request", id, "err", err)
-			continue
-		}
-		g.log.Warn("re-queued a request whose outcome could not be recorded", "request", id)
-		g.poke()
-	}
+	}()
+	return func() { close(done); <-finished }
 }
 
-// maxQuietWait is the longest wait for a cooling provider the gateway
-// sits out in silence; past it the user is told once that the answer is
-// delayed.
-const maxQuietWait = 30 * time.Second
+// quietDelay is how late a failure may make an answer (counted from the
+// message's arrival to the next try) before the user is told, once, that
+// it is delayed and why — whatever the cause.
+const quietDelay = 5 * time.Second
 
 // process runs one queue item to its end state. release frees the item's
 // worker slot; it is called once the reply is stored (or at the end).
 func (g *Gateway) process(ctx context.Context, it core.QueueItem, release func()) {
-	ctx, cancel := context.WithTimeout(ctx, g.opts.RequestTimeout)
-	defer cancel()
 	log := g.log.With("request", it.ID, "conv", it.Conversation.String(), "kind", it.Kind)
+	leased, lose := context.WithCancelCause(ctx)
+	defer lose(nil)
+	stopRenewing := g.holdLease(ctx, it, lose, log)
+	defer stopRenewing()
+	ctx, cancel := context.WithTimeout(leased, g.opts.RequestTimeout)
+	defer cancel()
 	log.Debug("processing request", "attempts", it.Attempts, "interruptions", it.Interruptions)
 	var err error
+	// held is the last sent part's record, written with the finish.
+	var held *core.PartSent
+	hold := &held
+	if _, ok := g.store.(core.SentFinisher); !ok {
+		hold = nil
+	}
 	if it.Interruptions >= g.opts.MaxAttempts {
 		// Every attempt was cut short (a crash, a kill): the message may
 		// be what crashes the process, so it is not tried again.
 		err = &core.Error{Kind: core.KindInvalid, Msg: fmt.Sprintf("gave up after %d interrupted attempts", it.Interruptions)}
 	} else {
-		err = g.handle(ctx, it, log, release)
+		err = g.handle(ctx, it, log, release, hold)
 	}
-	g.settle(ctx, it, err, log)
+	g.settle(ctx, it, err, log, held)
 }
 
 // settle records an item's outcome: done, dropped, released at shutdown,
 // waiting for a cooling provider, retried, or failed.
-func (g *Gateway) settle(ctx context.Context, it core.QueueItem, err error, log *slog.Logger) {
+//
+// held is the record of the answer's last sent part, to be written with
+// the finish (nil: none).
+func (g *Gateway) settle(ctx context.Context, it core.QueueItem, err error, log *slog.Logger, held *core.PartSent) {
 	// Store writes use a context that survives cancellation so the
 	// outcome is recorded even during shutdown.
 	sctx := context.WithoutCancel(ctx)
+	if held != nil && (err != nil || errors.Is(context.Cause(ctx), core.ErrLeaseLost)) {
+		// The part was sent, whatever happens to the item.
+		g.record(sctx, log, "record a sent part", func(c context.Context) error {
+			return g.store.MarkSent(c, held.ReplyID, held.Part, held.PlatformID)
+		})
+		held = nil
+	}
 	var drop *droppedError
 	outcome := core.OutcomeFailed
 	switch {
+	case errors.Is(context.Cause(ctx), core.ErrLeaseLost):
+		// Another claimer holds the item now: its outcome is theirs.
+		outcome = core.OutcomeReleased
+		log.Warn("request stopped: its lease was lost", "err", err)
 	case err == nil:
 		outcome = core.OutcomeAnswered
 		log.Debug("request done")
-		g.record(sctx, log, "mark request done", func(c context.Context) error { return g.store.Finish(c, it.ID, core.StatusDone, "") })
+		g.record(sctx, log, "mark request done", func(c context.Context) error {
+			if f, ok := g.store.(core.SentFinisher); ok && held != nil {
+				return f.FinishSent(c, it.ID, it.Lease, *held)
+			}
+			return g.store.Finish(c, it.ID, it.Lease, core.StatusDone, "")
+		})
 	case errors.As(err, &drop):
 		outcome = core.OutcomeDropped
 		log.Info("message dropped by a pre-hook", "reason", drop.reason)
-		g.record(sctx, log, "mark request done", func(c context.Context) error { return g.store.Finish(c, it.ID, core.StatusDone, err.Error()) })
+		g.record(sctx, log, "mark request done", func(c context.Context) error { return g.store.Finish(c, it.ID, it.Lease, core.StatusDone, err.Error()) })
 	case errors.Is(ctx.Err(), context.Canceled) && !errors.Is(err, context.DeadlineExceeded):
 		// Shutdown: back to the queue as it was; a deploy is no attempt.
 		outcome = core.OutcomeReleased
 		log.Info("request interrupted by shutdown; it is answered after the next start")
-		g.record(sctx, log, "release request", func(c context.Context) error { return g.store.Release(c, it.ID) })
-	case core.Transient(err) && core.RetryAfter(err) > 0:
+		g.record(sctx, log, "release request", func(c context.Context) error { return g.store.Release(c, it.ID, it.Lease) })
+	case waits(err):
 		outcome = core.OutcomeWaiting
 		if g.wait(sctx, it, err, log) {
 			outcome = core.OutcomeFailed
@@ -224,38 +256,65 @@ func (g *Gateway) settle(ctx context.Context, it core.QueueItem, err error, log 
 	case core.Transient(err) && it.Attempts+1 < g.opts.MaxAttempts:
 		outcome = core.OutcomeRetried
 		wait := g.opts.Backoff(it.Attempts + 1)
+		due := g.now().Add(wait)
+		g.tellDelay(sctx, it, err, due)
 		log.Warn("request failed; will retry", "attempt", it.Attempts+1, "in", wait, "err", err)
-		g.record(sctx, log, "re-queue request", func(c context.Context) error { return g.store.Retry(c, it.ID, g.now().Add(wait), err.Error()) })
+		g.record(sctx, log, "re-queue request", func(c context.Context) error { return g.store.Retry(c, it.ID, it.Lease, due, err.Error()) })
 	default:
 		g.giveUp(sctx, it, err, log)
 	}
 	g.obs.Finished(it.Conversation.Channel, it.Kind, outcome)
 }
 
-// wait puts an item back until the provider it waits for is free (every
-// model and credential is cooling), without counting an attempt; a wait
-// past MaxWait since the message arrived gives it up. The user is told
-// once when the wait is long.
+// waits says a failure is a provider's passing trouble with a time to
+// come back — a rate limit or cooldown, an outage (5xx, unreachable, a
+// timeout: the router says when to ask again) —, which the request sits
+// out in the queue (see wait) rather than using up its attempts.
+func waits(err error) bool {
+	return core.Transient(err) && core.RetryAfter(err) > 0
+}
+
+// wait puts an item back, without counting an attempt, until the
+// provider it waits for may answer (the error's RetryAfter, at least the
+// first step of Options.Backoff). The last try is when queue.max_wait
+// since the message arrived ends; a failure then gives it up. The user
+// is told once when the answer is delayed by more than a few seconds.
 // It reports whether it gave the item up.
 func (g *Gateway) wait(ctx context.Context, it core.QueueItem, cause error, log *slog.Logger) (gaveUp bool) {
-	d := core.RetryAfter(cause)
-	due := g.now().Add(d)
-	if due.Sub(it.CreatedAt) > g.opts.MaxWait {
-		log.Warn("request waited too long for a cooling provider", "queue.max_wait", g.opts.MaxWait, "err", cause)
-		g.giveUp(ctx, it, cause, log)
-		return true
-	}
-	notify := d > maxQuietWait && !it.Notified && it.Kind == core.EventMessage
-	if notify {
-		if ch, ok := g.channels[it.Conversation.Channel]; ok {
-			tctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-			g.sendText(tctx, ch, *it.Message, core.DelayMessage(cause))
-			cancel()
+	now := g.now()
+	due := now.Add(max(core.RetryAfter(cause), g.opts.Backoff(1)))
+	if limit := it.CreatedAt.Add(g.opts.MaxWait); due.After(limit) {
+		if !now.Before(limit) {
+			log.Warn("request waited queue.max_wait for the provider; giving up", "queue.max_wait", g.opts.MaxWait, "err", cause)
+			g.giveUp(ctx, it, cause, log)
+			return true
 		}
+		due = limit
 	}
-	log.Warn("every model and credential is cooling; the request waits", "until", due, "err", cause)
-	g.record(ctx, log, "defer request", func(c context.Context) error { return g.store.Defer(c, it.ID, due, cause.Error(), notify) })
+	notified := g.tellDelay(ctx, it, cause, due)
+	log.Warn("the provider failed for now; the request waits", "until", due, "err", cause)
+	g.record(ctx, log, "defer request", func(c context.Context) error { return g.store.Defer(c, it.ID, it.Lease, due, cause.Error(), notified) })
 	return false
+}
+
+// tellDelay tells the user of a message, once, that its answer is delayed
+// when the failure that puts its next try at due makes it more than
+// quietDelay late since it arrived. Once: not when an earlier delay was
+// told (Notified) or already past quietDelay (NotBefore, the earlier
+// due). It reports whether it told.
+func (g *Gateway) tellDelay(ctx context.Context, it core.QueueItem, cause error, due time.Time) bool {
+	if it.Kind != core.EventMessage || it.Message == nil || it.Notified || due.Sub(it.CreatedAt) <= quietDelay ||
+		(!it.NotBefore.IsZero() && it.NotBefore.Sub(it.CreatedAt) > quietDelay) {
+		return false
+	}
+	ch, ok := g.channels[it.Conversation.Channel]
+	if !ok {
+		return false
+	}
+	tctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	g.sendText(tctx, ch, *it.Message, core.DelayMessage(cause, due.Sub(g.now())))
+	return true
 }
 
 // giveUp fails an item for good. The user is told first, within a panic
@@ -271,7 +330,9 @@ func (g *Gateway) wait(ctx context.Context, it core.QueueItem, cause error, log 
 func (g *Gateway) giveUp(ctx context.Context, it core.QueueItem, cause error, log *slog.Logger) {
 	log.Error("request failed", "attempts", it.Attempts+1, "interruptions", it.Interruptions, "err", cause)
 	fail := func() {
-		g.record(ctx, log, "mark request failed", func(c context.Context) error { return g.store.Finish(c, it.ID, core.StatusFailed, cause.Error()) })
+		g.record(ctx, log, "mark request failed", func(c context.Context) error {
+			return g.store.Finish(c, it.ID, it.Lease, core.StatusFailed, cause.Error())
+		})
 	}
 	if it.Interruptions > g.opts.MaxAttempts {
 		fail()
@@ -304,7 +365,7 @@ func (g *Gateway) tellFailed(ctx context.Context, it core.QueueItem, cause error
 			// The messages a stream opened show the apology instead.
 			r.Parts = ch.Format(core.UserMessage(cause))
 		}
-		if err := g.deliver(ctx, ch, *it.Message, r, nil); err != nil {
+		if err := g.deliver(ctx, ch, *it.Message, r, nil, nil); err != nil {
 			log.Error("deliver the rest of the stored reply", "err", err)
 		}
 		return
@@ -313,11 +374,13 @@ func (g *Gateway) tellFailed(ctx context.Context, it core.QueueItem, cause error
 }
 
 // recordTries bounds the attempts to write an item's outcome; past them
-// the row stays running and the dispatcher's sweep re-queues it.
+// the item stays running until its lease runs out and the store hands it
+// out again.
 const recordTries = 6
 
 // record writes an item's outcome, retrying with backoff (a disk briefly
-// full, the database busy).
+// full, the database busy). A lost lease ends it: the item is another
+// claimer's now.
 func (g *Gateway) record(ctx context.Context, log *slog.Logger, what string, write func(context.Context) error) {
 	wait := 100 * time.Millisecond
 	for try := 1; ; try++ {
@@ -325,8 +388,12 @@ func (g *Gateway) record(ctx context.Context, log *slog.Logger, what string, wri
 		if err == nil {
 			return
 		}
+		if errors.Is(err, core.ErrLeaseLost) {
+			log.Warn(what+": the lease was lost; another claimer answers the request", "err", err)
+			return
+		}
 		if try == recordTries {
-			log.Error(what+"; the request is re-queued by the next sweep", "err", err, "tries", try)
+			log.Error(what+"; the request runs again once its lease runs out (queue.lease_ttl)", "err", err, "tries", try)
 			return
 		}
 		log.Warn(what+"; retrying", "err", err, "in", wait)
@@ -337,12 +404,12 @@ func (g *Gateway) record(ctx context.Context, log *slog.Logger, what string, wri
 
 // handle runs one item; a panic in a channel, hook or the agent becomes a
 // permanent failure of that item instead of a crash of the gateway.
-func (g *Gateway) handle(ctx context.Context, it core.QueueItem, log *slog.Logger, release func()) (err error) {
+func (g *Gateway) handle(ctx context.Context, it core.QueueItem, log *slog.Logger, release func(), held **core.PartSent) (err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			log.Error("panic while processing a request", "panic", p, "stack", string(debug.Stack()))
 			err = &core.Error{Kind: core.KindInvalid, Msg: "an internal error occurred (logged)", Err: fmt.Errorf("panic: %v", p)}
 		}
 	}()
-	return g.serve(ctx, it, log, release)
+	return g.serve(ctx, it, log, release, held)
 }

@@ -35,6 +35,11 @@ type Options struct {
 	MaxPending int
 	// RequestTimeout bounds one attempt (default 5 minutes).
 	RequestTimeout time.Duration
+	// LeaseTTL is how long the store's claim of an item lasts unless
+	// renewed (queue.lease_ttl; the store must use the same); the gateway
+	// renews the claims it works on every third of it. 0 = the store's
+	// claims do not expire, nothing is renewed.
+	LeaseTTL time.Duration
 	// Backoff gives the wait before attempt n+1 after n failed attempts.
 	Backoff func(attempt int) time.Duration
 	// ChannelBackoff gives the wait before restarting a channel whose Run

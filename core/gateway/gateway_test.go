@@ -292,20 +292,31 @@ func TestPanicFailsOnlyThatRequest(t *testing.T) {
 
 func TestInterruptedTooOftenIsNotRetried(t *testing.T) {
 	ag := &fakeAgent{}
-	db, err := store.Open(context.Background(), t.TempDir(), store.Options{})
+	dir := t.TempDir()
+	ctx := context.Background()
+	conv := core.ConversationKey{Channel: "fake", Chat: "c"}
+	in := core.Inbound{Conversation: conv, MessageID: "poison", Text: "crashes the process"}
+	// Three starts that each died while the message was running: each a
+	// process alone on the database, whose first claim takes back what
+	// the one before left.
+	for i := range 3 {
+		db, err := store.Open(ctx, dir, store.Options{SoleClaimer: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i == 0 {
+			db.Enqueue(ctx, core.QueueItem{Kind: core.EventMessage, Conversation: conv, DedupeKey: "fake:m:poison", Message: &in})
+		}
+		if items, _, err := db.Claim(ctx, 1, time.Now()); err != nil || len(items) != 1 || items[0].Interruptions != i {
+			t.Fatalf("start %d claimed %+v, %v", i, items, err)
+		}
+		db.Close()
+	}
+	db, err := store.Open(ctx, dir, store.Options{SoleClaimer: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	ctx := context.Background()
-	conv := core.ConversationKey{Channel: "fake", Chat: "c"}
-	in := core.Inbound{Conversation: conv, MessageID: "poison", Text: "crashes the process"}
-	db.Enqueue(ctx, core.QueueItem{Kind: core.EventMessage, Conversation: conv, DedupeKey: "fake:m:poison", Message: &in})
-	// Three starts that each died while the message was running.
-	for range 3 {
-		db.Claim(ctx, 1, time.Now())
-		db.RequeueRunning(ctx)
-	}
 	ch := &fakeChannel{notify: make(chan string, 10)}
 	g := gateway.New(gateway.Options{Store: db, Agent: ag, MaxAttempts: 3})
 	g.AddChannel(ch)

@@ -3,6 +3,7 @@ package gateway_test
 import (
 	"context"
 	"errors"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -104,14 +105,17 @@ func TestCoolingProviderMakesTheMessageWait(t *testing.T) {
 	}
 }
 
-// TestWaitingPastMaxWaitGivesUp: a message that would wait longer than
-// queue.max_wait gets the apology saying when to try again.
+// TestWaitingPastMaxWaitGivesUp: a message whose provider is cooling past
+// queue.max_wait gets its last try when max_wait ends, then the apology
+// saying when to try again.
 func TestWaitingPastMaxWaitGivesUp(t *testing.T) {
 	ag := &cooling{failures: 100}
 	r := newClockRig(t, ag, gateway.Options{MaxWait: 3 * time.Minute})
 	r.accept("1", "hi")
 	r.expect("⏳ Your answer is delayed: the AI provider is rate limiting me. I will answer in about 2m0s.")
 	r.advance(2*time.Minute+time.Second, "pa")
+	r.expect("answer to poke")
+	r.advance(time.Minute, "pb")
 	r.expectAny("answer to poke", "Sorry, I could not answer that: the AI provider is rate limiting me. Please try again in 2m0s.")
 	r.expectAny("answer to poke", "Sorry, I could not answer that: the AI provider is rate limiting me. Please try again in 2m0s.")
 }
@@ -144,7 +148,7 @@ type failingStore struct {
 	fail int
 }
 
-func (s *failingStore) Finish(ctx context.Context, id int64, status, cause string) error {
+func (s *failingStore) Finish(ctx context.Context, id, lease int64, status, cause string) error {
 	s.mu.Lock()
 	fail := s.fail > 0
 	if fail {
@@ -154,7 +158,7 @@ func (s *failingStore) Finish(ctx context.Context, id int64, status, cause strin
 	if fail {
 		return errors.New("database or disk is full")
 	}
-	return s.DB.Finish(ctx, id, status, cause)
+	return s.DB.Finish(ctx, id, lease, status, cause)
 }
 
 // TestFailedStatusWriteDoesNotWedgeTheConversation (finding 4): a final
@@ -172,32 +176,167 @@ func TestFailedStatusWriteDoesNotWedgeTheConversation(t *testing.T) {
 	}
 }
 
-// TestOrphanedRunningRowIsRequeued: a row left running that no request of
-// this run works on is put back by the sweep and answered.
-func TestOrphanedRunningRowIsRequeued(t *testing.T) {
+// TestExpiredLeaseIsTakenBack: a row left running under a lease that is
+// not renewed (its claimer died or hangs) is taken back once the lease
+// ends, and answered.
+func TestExpiredLeaseIsTakenBack(t *testing.T) {
 	c := clock.NewFake(time.Now())
-	db := openDB(t, store.Options{Now: c.Now})
-	r := runOn(t, db, gateway.Options{Store: db, Agent: &fakeAgent{}, Clock: c})
+	db := openDB(t, store.Options{Now: c.Now, LeaseTTL: 10 * time.Second})
 	ctx := context.Background()
-	r.accept("0", "warm up")
-	r.expect("answer to warm up")
-	// A row another writer left running (its outcome never written).
+	// A row another claimer took and never finished.
 	conv := core.ConversationKey{Channel: "fake", Chat: "orphan"}
 	in := core.Inbound{Conversation: conv, MessageID: "o1", Text: "orphan"}
-	if _, _, err := db.Enqueue(ctx, core.QueueItem{Kind: core.EventMessage, Conversation: conv, DedupeKey: "fake:m:o1", Message: &in}); err != nil {
+	orphan, _, err := db.Enqueue(ctx, core.QueueItem{Kind: core.EventMessage, Conversation: conv, DedupeKey: "fake:m:o1", Message: &in})
+	if err != nil {
 		t.Fatal(err)
 	}
-	// Claimed by nobody in this run: mark it running behind the gateway's back.
-	if _, _, err := db.Claim(ctx, 1, c.Now()); err != nil {
+	other, err := store.Open(ctx, filepath.Dir(db.Path()), store.Options{Now: c.Now, LeaseTTL: 10 * time.Second, Holder: "dead replica"})
+	if err != nil {
 		t.Fatal(err)
 	}
-	c.Advance(31 * time.Second) // past the sweep's time
+	defer other.Close()
+	if items, _, err := other.Claim(ctx, 1, c.Now()); err != nil || len(items) != 1 {
+		t.Fatalf("the other claimer: %+v, %v", items, err)
+	}
+	r := runOn(t, db, gateway.Options{Store: db, Agent: &fakeAgent{}, Clock: c, LeaseTTL: 10 * time.Second})
+	r.accept("0", "warm up")
+	r.expect("answer to warm up")
+	// Its lease must not run out under the clock's jump: wait until it is
+	// finished.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		if st, _, _, _ := db.QueueStatus(ctx, orphan+1); st == core.StatusDone {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the warm-up was not finished")
+		}
+	}
+	c.Advance(11 * time.Second)
 	r.accept("1", "poke")
 	r.expectAny("answer to poke", "answer to orphan")
 	r.expectAny("answer to poke", "answer to orphan")
+	var it core.QueueItem
+	var st string
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		if it, st, _ = db.QueueItem(ctx, orphan); st == core.StatusDone || time.Now().After(deadline) {
+			break
+		}
+	}
+	if st != core.StatusDone || it.Interruptions != 1 {
+		t.Fatalf("the orphan: %s with %d interruptions; want done, one interruption", st, it.Interruptions)
+	}
 }
 
-// TestTooManyPendingMessagesAreRefused (finding 12).
+// slowAgent answers after d, watching its context.
+type slowAgent struct {
+	d       time.Duration
+	mu      sync.Mutex
+	calls   int
+	stopped int // calls whose context ended first
+}
+
+func (a *slowAgent) Answer(ctx context.Context, t core.Turn) (core.Answer, error) {
+	a.mu.Lock()
+	a.calls++
+	a.mu.Unlock()
+	select {
+	case <-time.After(a.d):
+	case <-ctx.Done():
+		a.mu.Lock()
+		a.stopped++
+		a.mu.Unlock()
+		return core.Answer{}, ctx.Err()
+	}
+	text := "slow answer to " + t.Text
+	return core.Answer{Text: text, Model: "fake/m", Messages: []core.ChatMessage{{Role: core.RoleUser, Content: t.Text}, {Role: core.RoleAssistant, Content: text}}}, nil
+}
+
+// TestLeaseIsRenewedWhileWorking: an answer that takes several lease TTLs
+// keeps its claim (the gateway renews it), so it is answered once and not
+// taken back.
+func TestLeaseIsRenewedWhileWorking(t *testing.T) {
+	// The answer takes one and a half leases; a renewal every third of
+	// one leaves a slow machine more than a second of slack.
+	const ttl = 2 * time.Second
+	db := openDB(t, store.Options{LeaseTTL: ttl})
+	ag := &slowAgent{d: ttl * 3 / 2}
+	r := runOn(t, db, gateway.Options{Store: db, Agent: ag, LeaseTTL: ttl})
+	r.accept("1", "think hard")
+	// Past the first lease, a claim looks at the queue again (the next
+	// message): a lease that was not renewed would be taken back now.
+	time.Sleep(ttl + ttl/4)
+	r.accept("2", "next")
+	r.expect("slow answer to think hard")
+	r.expect("slow answer to next")
+	var it core.QueueItem
+	var st string
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		if it, st, _ = db.QueueItem(context.Background(), 1); st == core.StatusDone || time.Now().After(deadline) {
+			break
+		}
+	}
+	ag.mu.Lock()
+	defer ag.mu.Unlock()
+	if st != core.StatusDone || it.Interruptions != 0 || ag.calls != 2 {
+		t.Fatalf("status %s, interruptions %d, agent calls %d; want each message answered once, never taken back", st, it.Interruptions, ag.calls)
+	}
+}
+
+// lostLease is a store whose renewals find the lease gone.
+type lostLease struct {
+	*store.DB
+	mu       sync.Mutex
+	finished int
+}
+
+func (s *lostLease) Renew(context.Context, int64, int64) error { return core.ErrLeaseLost }
+
+func (s *lostLease) Finish(ctx context.Context, id, lease int64, status, cause string) error {
+	s.mu.Lock()
+	s.finished++
+	s.mu.Unlock()
+	return s.DB.Finish(ctx, id, lease, status, cause)
+}
+
+// TestLostLeaseStopsTheWork: when the store says the lease is gone,
+// the work stops at once and nothing of it is written or sent: the item
+// is another claimer's.
+func TestLostLeaseStopsTheWork(t *testing.T) {
+	const ttl = 300 * time.Millisecond
+	db := openDB(t, store.Options{LeaseTTL: time.Hour})
+	st := &lostLease{DB: db}
+	ag := &slowAgent{d: time.Minute}
+	r := runOn(t, db, gateway.Options{Store: st, Agent: ag, LeaseTTL: ttl})
+	r.accept("1", "think forever")
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		ag.mu.Lock()
+		called := ag.calls > 0
+		ag.mu.Unlock()
+		if called || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	select {
+	case got := <-r.ch.notify:
+		t.Fatalf("sent %q after losing the lease", got)
+	case <-time.After(4 * ttl):
+	}
+	st.mu.Lock()
+	finished := st.finished
+	st.mu.Unlock()
+	ag.mu.Lock()
+	stopped := ag.stopped
+	ag.mu.Unlock()
+	if stopped != 1 {
+		t.Fatalf("the agent was stopped %d times; want its work cancelled when the lease was lost", stopped)
+	}
+	if status, _, _, _ := db.QueueStatus(context.Background(), 1); status != core.StatusRunning || finished != 0 {
+		t.Fatalf("status %s, %d finish calls; want the item left to its new claimer", status, finished)
+	}
+}
+
 func TestTooManyPendingMessagesAreRefused(t *testing.T) {
 	db := openDB(t, store.Options{})
 	block := make(chan struct{})
@@ -384,11 +523,11 @@ func (s *dying) Claim(ctx context.Context, n int, now time.Time) ([]core.QueueIt
 	return s.DB.Claim(ctx, n, now)
 }
 
-func (s *dying) Finish(ctx context.Context, id int64, status, cause string) error {
+func (s *dying) Finish(ctx context.Context, id, lease int64, status, cause string) error {
 	if s.dead.Load() {
 		return nil
 	}
-	return s.DB.Finish(ctx, id, status, cause)
+	return s.DB.Finish(ctx, id, lease, status, cause)
 }
 
 // stuck is a channel whose sends hang until release is closed (then
@@ -414,7 +553,17 @@ func (c *stuck) Send(ctx context.Context, _ core.Outbound, _ string) (string, er
 // first, the message was failed and never answered: the crash-loop e2e
 // test's "m76 has no answer".)
 func TestKillWhileTellingAFailureTellsItAfterTheRestart(t *testing.T) {
-	db := openDB(t, store.Options{})
+	dir := t.TempDir()
+	openSole := func() *store.DB {
+		t.Helper()
+		db, err := store.Open(context.Background(), dir, store.Options{SoleClaimer: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { db.Close() })
+		return db
+	}
+	db := openSole()
 	ag := &fakeAgent{fail: 100, kind: core.KindInvalid}
 	first := &dying{DB: db}
 	ch := &stuck{fakeChannel: fakeChannel{notify: make(chan string, 10)}, sending: make(chan struct{}, 1), release: make(chan struct{})}
@@ -435,6 +584,8 @@ func TestKillWhileTellingAFailureTellsItAfterTheRestart(t *testing.T) {
 	}
 	first.dead.Store(true) // killed while telling
 
+	// The next start: a process alone on the database again.
+	db = openSole()
 	r := runOn(t, db, gateway.Options{Store: db, Agent: ag})
 	r.expect("Sorry, I could not answer that: llm failed")
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(time.Millisecond) {
@@ -452,19 +603,33 @@ func TestKillWhileTellingAFailureTellsItAfterTheRestart(t *testing.T) {
 // was already cut short (interrupted past max_attempts) is failed before
 // the user is told, so a telling that kills the process cannot loop.
 func TestGiveUpCutShortTwiceIsRecordedBeforeTelling(t *testing.T) {
-	db := openDB(t, store.Options{})
+	dir := t.TempDir()
 	ctx := context.Background()
 	conv := core.ConversationKey{Channel: "fake", Chat: "c"}
 	in := core.Inbound{Conversation: conv, MessageID: "poison", UserID: "u", Text: "crashes the process"}
-	if _, _, err := db.Enqueue(ctx, core.QueueItem{Kind: core.EventMessage, Conversation: conv, DedupeKey: "fake:m:poison", Message: &in}); err != nil {
+	// Four starts that each died while the message ran (the last one
+	// while it gave up): each a process alone on the database, whose
+	// first claim takes back what the one before left.
+	for i := range 4 {
+		db, err := store.Open(ctx, dir, store.Options{SoleClaimer: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i == 0 {
+			if _, _, err := db.Enqueue(ctx, core.QueueItem{Kind: core.EventMessage, Conversation: conv, DedupeKey: "fake:m:poison", Message: &in}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if items, _, err := db.Claim(ctx, 1, time.Now()); err != nil || len(items) != 1 {
+			t.Fatalf("start %d claimed %+v, %v", i, items, err)
+		}
+		db.Close()
+	}
+	db, err := store.Open(ctx, dir, store.Options{SoleClaimer: true})
+	if err != nil {
 		t.Fatal(err)
 	}
-	// Four starts that each died while the message ran: the last one
-	// while it gave up.
-	for range 4 {
-		db.Claim(ctx, 1, time.Now())
-		db.RequeueRunning(ctx)
-	}
+	t.Cleanup(func() { db.Close() })
 	ch := &stuck{fakeChannel: fakeChannel{notify: make(chan string, 10)}, sending: make(chan struct{}, 1), release: make(chan struct{})}
 	g := gateway.New(gateway.Options{Store: db, Agent: &fakeAgent{}, MaxAttempts: 3})
 	g.AddChannel(ch)

@@ -53,18 +53,25 @@ func (w *work) end() {
 // and the answer sent. An answer the channel streamed is stored with the
 // messages the stream opened, and the delivery edits them to the final
 // text.
-func (g *Gateway) serve(ctx context.Context, it core.QueueItem, log *slog.Logger, release func()) error {
+//
+// held receives the record of the last part sent when the store can
+// write it with the item's finish (core.SentFinisher).
+func (g *Gateway) serve(ctx context.Context, it core.QueueItem, log *slog.Logger, release func(), held **core.PartSent) error {
 	w, err := g.workOf(it, log)
 	if err != nil || w == nil {
 		return err
 	}
-	prev, err := g.store.ReplyForRequest(ctx, it.ID, it.Conversation)
-	if err != nil {
-		return err
+	var prev *core.Reply
+	if !it.NoReply {
+		// An earlier attempt may have stored the answer (the claim says
+		// when it did not).
+		if prev, err = g.store.ReplyForRequest(ctx, it.ID, it.Conversation); err != nil {
+			return err
+		}
 	}
 	if prev != nil && !prev.Streaming {
 		release()
-		return g.deliver(ctx, w.ch, w.in, prev, nil)
+		return g.deliver(ctx, w.ch, w.in, prev, nil, held)
 	}
 	// Ended however the request ends, a panic included.
 	defer w.end()
@@ -84,7 +91,7 @@ func (g *Gateway) serve(ctx context.Context, it core.QueueItem, log *slog.Logger
 		}
 	}
 	release()
-	return g.deliver(ctx, w.ch, w.in, r, sp)
+	return g.deliver(ctx, w.ch, w.in, r, sp, held)
 }
 
 // workOf is the work of one queue item by its kind; nil when there is

@@ -206,8 +206,22 @@ func TestTransientQueueFailureRetriesAndDisabledChannelSkips(t *testing.T) {
 		t.Fatal(err)
 	}
 	r.start(t)
-	clk.Set(time.Date(2026, 5, 1, 9, 0, 0, 0, time.UTC))
-	if f := r.q.wait(t); f.Prompt != "busy" || !f.At.Equal(clk.Now()) {
+	nine := time.Date(2026, 5, 1, 9, 0, 0, 0, time.UTC)
+	clk.Set(nine)
+	// The first try fails; the retry waits for the next tick of the
+	// clock, which the test moves on a millisecond at a time.
+	var f core.Firing
+	for deadline := time.Now().Add(10 * time.Second); f.Prompt == ""; {
+		select {
+		case f = <-r.q.fired:
+		case <-time.After(5 * time.Millisecond):
+			if time.Now().After(deadline) {
+				t.Fatal("nothing fired")
+			}
+			clk.Advance(time.Millisecond)
+		}
+	}
+	if f.Prompt != "busy" || !f.At.Equal(nine) {
 		t.Fatalf("firing = %+v; want the busy schedule's 9:00 firing after its retry", f)
 	}
 	r.q.none(t, 50*time.Millisecond)

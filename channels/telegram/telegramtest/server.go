@@ -169,6 +169,10 @@ func (s *Server) WaitFor(t testing.TB, what string, timeout time.Duration, cond 
 	t.Helper()
 	deadline := time.NewTimer(timeout)
 	defer deadline.Stop()
+	// cond may read state the server changes after it signals (the
+	// webhook it records after the call): look again now and then too.
+	poll := time.NewTicker(20 * time.Millisecond)
+	defer poll.Stop()
 	for {
 		s.mu.Lock()
 		sent, calls := append([]Sent(nil), s.sent...), append([]Call(nil), s.calls...)
@@ -179,6 +183,7 @@ func (s *Server) WaitFor(t testing.TB, what string, timeout time.Duration, cond 
 		}
 		select {
 		case <-ch:
+		case <-poll.C:
 		case <-deadline.C:
 			t.Fatalf("telegramtest: timed out after %s waiting for %s; calls: %s", timeout, what, s.describe())
 		}

@@ -1,0 +1,130 @@
+package main
+
+// The round-trip budget of a plain text message: what the whole App sends
+// to its database for one message in a conversation that has a session
+// already, counted by the store itself (store.DB.Trips). A change that
+// adds a round trip or a write transaction to the message path fails
+// here until the budget below is raised on purpose.
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/opentalon/opentalon/channels/telegram/telegramtest"
+	"github.com/opentalon/opentalon/routing/provider/providertest"
+	"github.com/opentalon/opentalon/store"
+)
+
+// The budget of one plain text message, from its enqueue to its finish.
+// The claim's transaction is counted (one write per claim, shared by the
+// items one claim takes); the dispatcher's reads of the queue heads are
+// not (it reads them when woken or when its timer fires, not once per
+// message: one before the claim, one after the finish). Today's trips:
+// the enqueue [w]; the claim's transaction [w] (which also says no reply
+// is stored yet); the session; the escalator's one read of the last answer, its
+// question, the escalation state and whether it was judged; the implicit
+// signal on the last answer with its affinity [w]; the history; whether
+// the user has memories; the usage ledger [w]; the reply with its
+// history entries and the session's tokens [w]; the finish with the sent
+// part's record [w]. The goal is 6
+// and 3 (issue 27): the usage row into the reply's transaction, the
+// memories check and the history in one read, the signal with the reply.
+const (
+	budgetCalls  = 10 // round trips: statements on their own, and transactions
+	budgetWrites = 6  // write transactions among them
+)
+
+func TestMessageRoundTripBudget(t *testing.T) {
+	t.Parallel()
+	llm := providertest.NewOpenAI(t)
+	bot := telegramtest.New(t, tgToken)
+	dir := t.TempDir()
+	cfg := parseConfig(t, testConfig(dir, llm.BaseURL(), fmt.Sprintf(`channels:
+  console: { enabled: false }
+  telegram:
+    enabled: true
+    token: %q
+    api_url: %q
+    ack_reaction: ""
+`, tgToken, bot.URL)))
+	h := startApp(t, cfg)
+	db := h.app.db
+	// A second handle on the same database watches the queue without
+	// counting on the App's.
+	watch, err := openStore(context.Background(), cfg, store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer watch.Close()
+
+	alice := telegramtest.User(42, "alice")
+	send := func(n int, text string) {
+		t.Helper()
+		bot.AddUpdate(bot.Private(alice, text))
+		if got := bot.WaitSent(t, n, 20*time.Second)[n-1].Text; !strings.Contains(got, "echo: "+text) {
+			t.Fatalf("reply %d = %q; want the echo of %q", n, got, text)
+		}
+		waitFinished(t, watch, n)
+	}
+	// The first message opens the session; the second has an answer
+	// before it to judge. The third is counted.
+	send(1, "hello")
+	send(2, "what is the capital of France?")
+
+	var mu sync.Mutex
+	var trace []string
+	heads := int64(0) // the dispatcher's reads of the queue heads
+	db.TraceTrips(func(q string, inTx bool) {
+		mu.Lock()
+		defer mu.Unlock()
+		q = strings.Join(strings.Fields(q), " ")
+		if !inTx && strings.HasPrefix(q, "SELECT h.head,") {
+			heads++
+			q = "(not counted) " + q
+		}
+		if len(q) > 110 {
+			q = q[:110] + "…"
+		}
+		if inTx {
+			q = "    " + q
+		}
+		trace = append(trace, q)
+	})
+	before := db.Trips()
+	send(3, "and of Spain?")
+	got := db.Trips().Sub(before)
+	db.TraceTrips(nil)
+
+	mu.Lock()
+	defer mu.Unlock()
+	got.Calls -= heads
+	got.Statements -= heads
+	t.Logf("one plain message: %d round trips, %d write transactions, %d statements:\n%s", got.Calls, got.Writes, got.Statements, strings.Join(trace, "\n"))
+	if got.Calls > budgetCalls || got.Writes > budgetWrites {
+		t.Errorf("one plain message took %d round trips (budget %d) and %d write transactions (budget %d); the statements are logged above — fold the new one into an existing trip, or raise the budget in budget_test.go on purpose",
+			got.Calls, budgetCalls, got.Writes, budgetWrites)
+	}
+}
+
+// waitFinished waits until n queue items are done and none is pending.
+func waitFinished(t *testing.T, db *store.DB, n int) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		c, err := db.QueueCounts(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c["done"] == n && c["queued"] == 0 && c["running"] == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("queue %v; want %d done", c, n)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}

@@ -1,0 +1,256 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/opentalon/opentalon/config"
+	"github.com/opentalon/opentalon/store"
+)
+
+// storeOptions adds cfg's database to o: the PostgreSQL database of
+// state.driver: postgres (the SQLite file in state.data_dir otherwise).
+func storeOptions(cfg *config.Config, o store.Options) store.Options {
+	if cfg.State.Driver == config.DriverPostgres {
+		pg := cfg.State.Postgres
+		o.Postgres = &store.Postgres{DSN: pg.DSN.Value(), PoolSize: pg.PoolSize, StatementTimeout: pg.StatementTimeout.D()}
+	}
+	return o
+}
+
+// openStore opens cfg's database (state.driver).
+func openStore(ctx context.Context, cfg *config.Config, o store.Options) (*store.DB, error) {
+	return store.Open(ctx, cfg.State.DataDir, storeOptions(cfg, o))
+}
+
+// pgDump backs up the PostgreSQL database of cfg with pg_dump (custom
+// format, restored with pg_restore) when pg_dump is installed, and says
+// how otherwise. The password reaches pg_dump in its environment, never
+// on its command line (which other users of the machine can read).
+func pgDump(ctx context.Context, cfg *config.Config, file string, io Stdio, env config.Env) error {
+	if _, err := os.Stat(file); err == nil {
+		return fmt.Errorf("backup: %s already exists; name a new file", file)
+	}
+	bin, err := lookPath("pg_dump", getenv(env, "PATH"))
+	if err != nil {
+		return fmt.Errorf("state.driver is postgres: a PostgreSQL database is backed up with pg_dump, which is not installed here (apt-get install postgresql-client); then run opentalon backup %s again, or pg_dump --format=custom --file=%s \"$OPENTALON_POSTGRES_DSN\" yourself, or rely on the server's own backups", file, file)
+	}
+	dsn, password := withoutPassword(cfg.State.Postgres.DSN.Value())
+	cmd := exec.CommandContext(ctx, bin, "--format=custom", "--no-owner", "--file="+file, "--dbname="+dsn)
+	cmd.Env = os.Environ()
+	if password != "" {
+		cmd.Env = append(cmd.Env, "PGPASSWORD="+password)
+	}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	t0 := time.Now()
+	if err := cmd.Run(); err != nil {
+		os.Remove(file)
+		msg := strings.TrimSpace(stderr.String())
+		if password != "" {
+			msg = strings.ReplaceAll(msg, password, "***")
+		}
+		return fmt.Errorf("pg_dump of state.postgres.dsn failed (%v): %s", err, msg)
+	}
+	size := int64(0)
+	if fi, err := os.Stat(file); err == nil {
+		size = fi.Size()
+		os.Chmod(file, 0o600)
+	}
+	fmt.Fprintf(io.Out, "backed up the PostgreSQL database with pg_dump to %s (%s in %s); restore it with pg_restore --dbname=DSN %s\n", file, humanBytes(size), time.Since(t0).Round(time.Millisecond), file)
+	return nil
+}
+
+// libpqParams are the URI parameters pg_dump (libpq) understands; pgx
+// accepts any run-time parameter there too (search_path=…), which libpq
+// takes only inside options as -c name=value.
+var libpqParams = map[string]bool{
+	"host": true, "hostaddr": true, "port": true, "dbname": true, "user": true, "passfile": true, "channel_binding": true,
+	"connect_timeout": true, "client_encoding": true, "options": true, "application_name": true, "fallback_application_name": true,
+	"keepalives": true, "keepalives_idle": true, "keepalives_interval": true, "keepalives_count": true, "tcp_user_timeout": true,
+	"gssencmode": true, "sslmode": true, "requiressl": true, "sslcompression": true, "sslcert": true, "sslkey": true,
+	"sslpassword": true, "sslrootcert": true, "sslcrl": true, "sslcrldir": true, "sslsni": true, "requirepeer": true,
+	"ssl_min_protocol_version": true, "ssl_max_protocol_version": true, "krbsrvname": true, "gsslib": true, "service": true,
+	"target_session_attrs": true, "load_balance_hosts": true,
+}
+
+// pgxOnly are parameters of pgx itself, meaningless to the server.
+func pgxOnly(name string) bool {
+	return strings.HasPrefix(name, "pool_") || name == "statement_cache_capacity" || name == "description_cache_capacity" ||
+		name == "default_query_exec_mode" || name == "prefer_simple_protocol" || name == "min_read_buffer_size"
+}
+
+// withoutPassword returns dsn as libpq reads it, without its password,
+// and the password.
+func withoutPassword(dsn string) (string, string) {
+	if u, err := url.Parse(dsn); err == nil && (u.Scheme == "postgres" || u.Scheme == "postgresql") {
+		pw, _ := u.User.Password()
+		if u.User != nil {
+			u.User = url.User(u.User.Username())
+		}
+		q := u.Query()
+		if p := q.Get("password"); p != "" {
+			pw = p
+		}
+		q.Del("password")
+		var opts []string
+		for name, vals := range q {
+			switch {
+			case libpqParams[name]:
+			case pgxOnly(name):
+				q.Del(name)
+			default:
+				for _, v := range vals {
+					opts = append(opts, "-c "+name+"="+v)
+				}
+				q.Del(name)
+			}
+		}
+		if len(opts) > 0 {
+			sort.Strings(opts)
+			q.Set("options", strings.TrimSpace(q.Get("options")+" "+strings.Join(opts, " ")))
+		}
+		// libpq decodes %20, not +, as a space (Encode writes a + as %2B).
+		u.RawQuery = strings.ReplaceAll(q.Encode(), "+", "%20")
+		return u.String(), pw
+	}
+	// The key=value form: values are bare or single-quoted with
+	// backslash escapes.
+	var kept []string
+	pw := ""
+	for rest := strings.TrimSpace(dsn); rest != ""; rest = strings.TrimLeft(rest, " \t\n") {
+		key, after, ok := strings.Cut(rest, "=")
+		if !ok {
+			return dsn, ""
+		}
+		key = strings.TrimSpace(key)
+		after = strings.TrimLeft(after, " \t")
+		var raw, val string
+		if strings.HasPrefix(after, "'") {
+			i := 1
+			var b strings.Builder
+			for ; i < len(after) && after[i] != '\''; i++ {
+				if after[i] == '\\' && i+1 < len(after) {
+					i++
+				}
+				b.WriteByte(after[i])
+			}
+			raw, val, rest = after[:min(i+1, len(after))], b.String(), after[min(i+1, len(after)):]
+		} else {
+			end := strings.IndexAny(after, " \t\n")
+			if end < 0 {
+				end = len(after)
+			}
+			raw, val, rest = after[:end], after[:end], after[end:]
+		}
+		if key == "password" {
+			pw = val
+			continue
+		}
+		kept = append(kept, key+"="+raw)
+	}
+	return strings.Join(kept, " "), pw
+}
+
+// lookPath finds an executable named name in the directories of path
+// (the PATH of the command's environment).
+func lookPath(name, path string) (string, error) {
+	for _, dir := range filepath.SplitList(path) {
+		if dir == "" {
+			continue
+		}
+		p := filepath.Join(dir, name)
+		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() && fi.Mode().Perm()&0o111 != 0 {
+			return p, nil
+		}
+	}
+	return "", exec.ErrNotFound
+}
+
+// errNoDSN says state migrate has no target.
+var errNoDSN = errors.New("state migrate --to postgres copies into the database of state.postgres.dsn, which is not set; set it (e.g. dsn: \"${OPENTALON_POSTGRES_DSN}\") in the config")
+
+const stateUsage = "usage: opentalon state migrate --from sqlite --to postgres [--config FILE] (copies <state.data_dir>/opentalon.db into the database of state.postgres.dsn)"
+
+// cmdState implements `opentalon state migrate --from sqlite --to
+// postgres`: it copies the single-machine database (the config's
+// state.data_dir) into the PostgreSQL database of its state.postgres.dsn,
+// ids preserved, sequences moved past them, idempotent on a re-run. It
+// holds the data directory's lock, so it is refused while a gateway runs
+// there.
+func cmdState(ctx context.Context, g *globalFlags, args []string, io Stdio, env config.Env, log *slog.Logger) error {
+	if len(args) == 0 || args[0] != "migrate" {
+		return usageError{stateUsage}
+	}
+	var from, to string
+	rest, err := parseSub("state migrate", g, args[1:], io, func(fs *flag.FlagSet) {
+		fs.StringVar(&from, "from", "", "the engine to copy from: sqlite")
+		fs.StringVar(&to, "to", "", "the engine to copy to: postgres")
+	})
+	if err != nil {
+		return err
+	}
+	if len(rest) > 0 || from != config.DriverSQLite || to != config.DriverPostgres {
+		return usageError{stateUsage}
+	}
+	cfg, _, err := loadConfig(g, env)
+	if err != nil {
+		return err
+	}
+	if !cfg.State.Postgres.DSN.IsSet() {
+		return errNoDSN
+	}
+	dir := cfg.State.DataDir
+	path := filepath.Join(dir, store.FileName)
+	if _, err := os.Stat(path); err != nil {
+		return fmt.Errorf("state migrate: no SQLite database at %s (state.data_dir): %w", path, err)
+	}
+	lock, err := lockDataDir(dir)
+	if err != nil {
+		return fmt.Errorf("state migrate refused: %w", err)
+	}
+	defer lock.release()
+	src, err := store.OpenFile(ctx, path, store.Options{Logger: log})
+	if err != nil {
+		return err
+	}
+	defer src.Close()
+	pgCfg := *cfg
+	pgCfg.State.Driver = config.DriverPostgres
+	dst, err := openStore(ctx, &pgCfg, store.Options{Logger: log})
+	if err != nil {
+		return err
+	}
+	defer dst.Close()
+	fmt.Fprintf(io.Out, "copying %s into %s\n", path, dst.Name())
+	t0 := time.Now()
+	total, copied, repaired := 0, 0, 0
+	_, err = dst.CopyFrom(ctx, src, func(c store.CopiedTable) {
+		total, copied, repaired = total+c.Rows, copied+c.Copied, repaired+c.Repaired
+		note := ""
+		if c.Repaired > 0 {
+			note = fmt.Sprintf(" (%d text(s) held NUL bytes or invalid UTF-8, which PostgreSQL cannot store: copied without the NUL bytes, invalid bytes as U+FFFD)", c.Repaired)
+		}
+		fmt.Fprintf(io.Out, "  %-18s %7d row(s), %7d new%s\n", c.Table, c.Rows, c.Copied, note)
+	})
+	if err != nil {
+		return fmt.Errorf("state migrate: %w (what was copied stays; run it again to go on)", err)
+	}
+	fmt.Fprintf(io.Out, "copied %d of %d row(s) in %s (the rest were there already); %s is unchanged.\n", copied, total, time.Since(t0).Round(time.Millisecond), path)
+	fmt.Fprintf(io.Out, "next: set state.driver: postgres in the config and start one gateway; keep state.data_dir (it holds the media files)\n")
+	if repaired > 0 {
+		fmt.Fprintf(io.Out, "%d text(s) were repaired on the way (see above)\n", repaired)
+	}
+	return nil
+}

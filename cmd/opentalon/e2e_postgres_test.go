@@ -1,0 +1,246 @@
+package main
+
+// The end-to-end suite on PostgreSQL: TestE2EOnPostgres runs the
+// crash-loop test and the channel tests once more in a child test run
+// whose configs put the state on a fresh PostgreSQL database each
+// (withTestStore); and the operations that differ on PostgreSQL: state
+// migrate, doctor, backup.
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/opentalon/opentalon/core"
+	"github.com/opentalon/opentalon/routing/provider/providertest"
+	"github.com/opentalon/opentalon/store"
+	"github.com/opentalon/opentalon/store/pgtest"
+)
+
+// envTestDriver, set to postgres, makes every config the e2e tests write
+// use a fresh PostgreSQL database (TestE2EOnPostgres sets it for the run
+// it starts).
+const envTestDriver = "OPENTALON_TEST_STATE_DRIVER"
+
+// withTestStore puts yaml's state on a fresh PostgreSQL database when the
+// run is the PostgreSQL one; otherwise it returns yaml unchanged. Claims
+// of a killed process are taken back after queue.lease_ttl, so the run
+// uses a short one.
+func withTestStore(t testing.TB, yaml string) string {
+	if os.Getenv(envTestDriver) != "postgres" {
+		return yaml
+	}
+	state := fmt.Sprintf("  driver: postgres\n  postgres: { dsn: %q }\n", pgtest.DSN(t))
+	yaml = insertUnder(yaml, "state", state)
+	yaml = insertUnder(yaml, "queue", "  lease_ttl: 2s\n")
+	t.Logf("the state of this test is on PostgreSQL (%s=postgres)", envTestDriver)
+	return yaml
+}
+
+// insertUnder adds lines to yaml's top-level block key (created when
+// missing).
+func insertUnder(yaml, key, lines string) string {
+	head := key + ":\n"
+	switch {
+	case strings.HasPrefix(yaml, head):
+		return head + lines + yaml[len(head):]
+	case strings.Contains(yaml, "\n"+head):
+		return strings.Replace(yaml, "\n"+head, "\n"+head+lines, 1)
+	}
+	if !strings.HasSuffix(yaml, "\n") {
+		yaml += "\n"
+	}
+	return yaml + head + lines
+}
+
+// postgresSuite are the e2e tests TestE2EOnPostgres runs again.
+var postgresSuite = []string{
+	"TestE2ECrashLoopAnswersEveryMessageOnce",
+	"TestE2ETelegramThroughApp",
+	"TestE2ESlackSocketModeThroughApp",
+	"TestE2ESlackEventsModeThroughApp",
+	"TestE2ESlackRefusedTokenStopsStartUp",
+	"TestE2EDiscordThroughApp",
+	"TestE2EDiscordRefusedTokenFailsStartNamingTheKey",
+	"TestE2EConsoleEOFDoesNotStopOtherChannels",
+	"TestE2EDisabledChannelModelDoesNotFailStartUp",
+	"TestE2EFailingChannelRestartedAndReported",
+	// The status page's API and /metrics read the store too.
+	"TestStatusAPIShapes",
+	"TestE2EMetricsAfterTelegramTraffic",
+}
+
+func TestE2EOnPostgres(t *testing.T) {
+	if os.Getenv(envTestDriver) != "" {
+		t.Skip("this is the PostgreSQL run")
+	}
+	if testing.Short() {
+		t.Skip("runs the crash loop and the channel tests once more")
+	}
+	admin := pgtest.AdminDSN(t)
+	cmd := exec.Command(os.Args[0], "-test.run=^("+strings.Join(postgresSuite, "|")+")$", "-test.v", "-test.count=1", "-test.timeout=10m")
+	cmd.Env = append(os.Environ(), envTestDriver+"=postgres", pgtest.EnvServer+"="+admin)
+	out, err := cmd.CombinedOutput()
+	for _, name := range postgresSuite {
+		if !regexp.MustCompile(`(?m)^--- PASS: ` + name + ` `).Match(out) {
+			t.Errorf("%s did not pass on PostgreSQL", name)
+		}
+	}
+	if n := strings.Count(string(out), "the state of this test is on PostgreSQL"); n < len(postgresSuite) {
+		t.Errorf("only %d test configs were put on PostgreSQL; want one per test at least", n)
+	}
+	if err != nil || t.Failed() {
+		t.Fatalf("the suite on PostgreSQL: %v\n%s", err, tail(string(out), 200))
+	}
+}
+
+// tail returns the last n lines of s.
+func tail(s string, n int) string {
+	lines := strings.Split(s, "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// pgConfig is testConfig with the database on PostgreSQL (driver) or
+// only its DSN set (the target of state migrate).
+func pgConfig(dataDir, llmURL, dsn, driver string) string {
+	return strings.Replace(testConfig(dataDir, llmURL, ""), "state:\n", fmt.Sprintf("state:\n  driver: %s\n  postgres: { dsn: %q }\n", driver, dsn), 1)
+}
+
+// TestE2EStateMigrateThenAnswerOnPostgres: a single-machine gateway's
+// history, memories and learned affinity move to PostgreSQL with `state
+// migrate`; the gateway on PostgreSQL answers with them. The copy is
+// refused while a gateway holds the data directory and is idempotent.
+func TestE2EStateMigrateThenAnswerOnPostgres(t *testing.T) {
+	if os.Getenv(envTestDriver) != "" {
+		t.Skip("starts on SQLite on purpose")
+	}
+	llm := providertest.NewOpenAI(t)
+	data := filepath.Join(t.TempDir(), "data")
+	dsn := pgtest.DSN(t)
+	ctx := context.Background()
+
+	// Today: one machine, SQLite.
+	h := startApp(t, parseConfig(t, testConfig(data, llm.BaseURL(), "")))
+	h.send("my favourite colour is teal")
+	h.expect("echo: my favourite colour is teal")
+	h.shutdown()
+	db, err := store.Open(ctx, data, store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.SaveMemory(ctx, core.Memory{Owner: "console:local", Content: "Favourite colour: teal, like Biscuit the parrot"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.UpdateAffinity(ctx, "chat", "fake/small", func(a core.Affinity) core.Affinity { a.Positives, a.Pos = 7, 6.5; return a }); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+
+	migrate := writeConfig(t, pgConfig(data, llm.BaseURL(), dsn, "sqlite"))
+	// Refused while a gateway holds the data directory.
+	lock, err := lockDataDir(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := runMain(t, nil, "", "--config", migrate, "state", "migrate", "--from", "sqlite", "--to", "postgres")
+	lock.release()
+	if res.code == 0 || !strings.Contains(res.stderr, "state migrate refused") || !strings.Contains(res.stderr, "another opentalon instance") {
+		t.Fatalf("state migrate while a gateway runs: exit %d\n%s%s", res.code, res.stdout, res.stderr)
+	}
+	if res := runMain(t, nil, "", "--config", migrate, "state", "migrate", "--from", "postgres", "--to", "sqlite"); res.code != 2 || !strings.Contains(res.stderr, "usage: opentalon state migrate --from sqlite --to postgres") {
+		t.Fatalf("the other direction: exit %d\n%s", res.code, res.stderr)
+	}
+	res = runMain(t, nil, "", "--config", migrate, "state", "migrate", "--from", "sqlite", "--to", "postgres")
+	if res.code != 0 || !strings.Contains(res.stdout, "messages") || !strings.Contains(res.stdout, "next: set state.driver: postgres") {
+		t.Fatalf("state migrate: exit %d\n%s%s", res.code, res.stdout, res.stderr)
+	}
+	if strings.Contains(res.stdout+res.stderr, dsn) {
+		t.Fatal("state migrate printed the DSN")
+	}
+	again := runMain(t, nil, "", "--config", migrate, "state", "migrate", "--from", "sqlite", "--to", "postgres")
+	if again.code != 0 || !regexp.MustCompile(`copied 0 of \d+ row`).MatchString(again.stdout) {
+		t.Fatalf("state migrate again: exit %d\n%s%s; want nothing copied twice", again.code, again.stdout, again.stderr)
+	}
+
+	// Tomorrow: the gateway on PostgreSQL answers with the old history and
+	// memories, and routes with what it learned.
+	onPG := writeConfig(t, pgConfig(data, llm.BaseURL(), dsn, "postgres"))
+	h = startApp(t, loadConfigFile(t, onPG))
+	h.send("what is my favourite colour?")
+	h.expect("echo: what is my favourite colour?")
+	r, _ := llm.Last()
+	var history []string
+	for _, m := range r.Messages {
+		history = append(history, m.Content)
+	}
+	if !strings.Contains(strings.Join(history, "|"), "my favourite colour is teal") {
+		t.Errorf("the LLM saw %q; want the conversation's history from SQLite", history)
+	}
+	if !strings.Contains(r.System, "Biscuit") {
+		t.Errorf("the system prompt lacks the migrated memory:\n%s", r.System)
+	}
+	h.shutdown()
+	res = runMain(t, nil, "", "--config", onPG, "affinity", "show", "--json")
+	if res.code != 0 || !strings.Contains(res.stdout, `"positive": 7`) {
+		t.Fatalf("affinity on PostgreSQL: exit %d\n%s%s", res.code, res.stdout, res.stderr)
+	}
+}
+
+// TestE2EDoctorAndBackupOnPostgres: doctor checks the server, the schema
+// and the leased queue; backup runs pg_dump (the password in its
+// environment) or says to install it.
+func TestE2EDoctorAndBackupOnPostgres(t *testing.T) {
+	if os.Getenv(envTestDriver) != "" {
+		t.Skip("configures PostgreSQL itself")
+	}
+	llm := providertest.NewOpenAI(t)
+	dsn := pgtest.DSN(t)
+	path := writeConfig(t, pgConfig(filepath.Join(t.TempDir(), "data"), llm.BaseURL(), dsn, "postgres"))
+	res := runMain(t, nil, "", "--config", path, "doctor", "--offline")
+	if res.code != 0 || !strings.Contains(res.stdout, "all checks passed") {
+		t.Fatalf("doctor: exit %d\n%s%s", res.code, res.stdout, res.stderr)
+	}
+	for _, want := range []string{"ok    database: PostgreSQL database", "(PostgreSQL 1", "schema version 120", "every table readable", "ok    queue: 0 conversation(s) with work"} {
+		if !strings.Contains(res.stdout, want) {
+			t.Errorf("doctor's report lacks %q:\n%s", want, res.stdout)
+		}
+	}
+	bad := writeConfig(t, pgConfig(filepath.Join(t.TempDir(), "data"), llm.BaseURL(), pgtest.WithDatabase(pgtest.AdminDSN(t), "missing_db"), "postgres"))
+	res = runMain(t, nil, "", "--config", bad, "doctor", "--offline")
+	if res.code == 0 || !strings.Contains(res.stdout, "FAIL  database: the database \"missing_db\" does not exist") {
+		t.Fatalf("doctor on a missing database: exit %d\n%s", res.code, res.stdout)
+	}
+
+	if _, err := exec.LookPath("pg_dump"); err == nil {
+		file := filepath.Join(t.TempDir(), "opentalon.dump")
+		res = runMain(t, map[string]string{"PATH": os.Getenv("PATH")}, "", "--config", path, "backup", file)
+		if res.code != 0 || !strings.Contains(res.stdout, "backed up the PostgreSQL database with pg_dump") {
+			t.Fatalf("backup: exit %d\n%s%s", res.code, res.stdout, res.stderr)
+		}
+		head := make([]byte, 5)
+		if f, err := os.Open(file); err != nil {
+			t.Fatal(err)
+		} else {
+			f.Read(head)
+			f.Close()
+		}
+		if string(head) != "PGDMP" {
+			t.Fatalf("the backup starts with %q; want a pg_dump archive", head)
+		}
+	}
+	res = runMain(t, map[string]string{"PATH": t.TempDir()}, "", "--config", path, "backup", filepath.Join(t.TempDir(), "x.dump"))
+	if res.code == 0 || !strings.Contains(res.stderr, "backed up with pg_dump, which is not installed here") {
+		t.Fatalf("backup without pg_dump: exit %d\n%s", res.code, res.stderr)
+	}
+	if res := runMain(t, nil, "", "--config", path, "restore", path); res.code == 0 || !strings.Contains(res.stderr, "pg_restore") {
+		t.Fatalf("restore on PostgreSQL: exit %d\n%s", res.code, res.stderr)
+	}
+}

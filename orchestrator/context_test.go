@@ -1,0 +1,92 @@
+package orchestrator
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/opentalon/opentalon/core"
+	"github.com/opentalon/opentalon/routing"
+	"github.com/opentalon/opentalon/routing/provider"
+	"github.com/opentalon/opentalon/routing/provider/providertest"
+)
+
+// TestContextLengthErrorCompactsAndAsksAgain (issue 25, finding 14): a
+// model whose catalog window is larger than what it really takes answers
+// a long conversation with a 400 "context_length_exceeded"; no larger
+// model can take over, so the history is compacted and the question asked
+// again — the user gets an answer, not "the conversation is too long".
+func TestContextLengthErrorCompactsAndAsksAgain(t *testing.T) {
+	const limit = 4000 // bytes of messages the model really takes
+	srv := providertest.NewOpenAI(t)
+	srv.SetReply(func(r providertest.Received) providertest.Script {
+		n := 0
+		for _, m := range r.Messages {
+			n += len(m.Content)
+		}
+		if n > limit {
+			return providertest.Script{Status: 400, Body: fmt.Sprintf(`{"error":{"message":"This model's maximum context length is 1000 tokens. However, your messages resulted in %d tokens.","type":"invalid_request_error","param":"messages","code":"context_length_exceeded"}}`, n/4)}
+		}
+		return providertest.Script{Text: "answer to " + r.LastUser()}
+	})
+	prov := provider.NewOpenAI(provider.Options{ID: "fake", BaseURL: srv.BaseURL()})
+	router := newRouter(t, routing.Options{Providers: map[string]provider.Provider{"fake": prov},
+		Catalog: []routing.Model{{Ref: "fake/m", Weight: 50, ContextWindow: 128_000}}})
+
+	db := openStore(t)
+	ctx := context.Background()
+	s := newSession(t, db, "1", "ann")
+	sess, _ := db.ActiveSession(ctx, s.conv)
+	filler := strings.Repeat("lorem ipsum ", 60)
+	var hist []core.ChatMessage
+	for i := 1; i <= 8; i++ {
+		hist = append(hist,
+			core.ChatMessage{Role: core.RoleUser, Content: fmt.Sprintf("OLD-%d question %s", i, filler)},
+			core.ChatMessage{Role: core.RoleAssistant, Content: fmt.Sprintf("answer %d %s", i, filler)})
+	}
+	if err := db.AppendMessages(ctx, sess.ID, hist); err != nil {
+		t.Fatal(err)
+	}
+	gen := &fakeGen{text: "SUMMARY: Ann asked eight questions."}
+	o := New(Options{LLM: router, Store: db, Generator: gen, Compaction: Compaction{Model: "fake/m"}})
+
+	ans, _ := s.ask(o, "NEW question")
+	if ans.Text != "answer to NEW question" {
+		t.Fatalf("answer = %q", ans.Text)
+	}
+	if len(gen.reqs) != 1 {
+		t.Fatalf("compactions = %d, want 1", len(gen.reqs))
+	}
+	reqs := srv.Requests()
+	if len(reqs) != 2 {
+		t.Fatalf("LLM requests = %d, want the refused one and the one after compaction", len(reqs))
+	}
+	var second strings.Builder
+	for _, m := range reqs[1].Messages {
+		second.WriteString(m.Content + "\n")
+	}
+	if !strings.Contains(reqs[1].System+second.String(), "SUMMARY: Ann asked") || strings.Contains(second.String(), "OLD-1 ") {
+		t.Fatalf("the second request does not carry the summary in place of the old turns:\n%.600s", second.String())
+	}
+}
+
+// TestContextLengthErrorOfOneLongMessage: when the message alone is too
+// long, there is nothing to condense: the user is told, after one call.
+func TestContextLengthErrorOfOneLongMessage(t *testing.T) {
+	srv := providertest.NewOpenAI(t)
+	srv.SetReply(func(r providertest.Received) providertest.Script {
+		return providertest.Script{Status: 400, Body: `{"error":{"message":"prompt is too long","type":"invalid_request_error","code":"context_length_exceeded"}}`}
+	})
+	prov := provider.NewOpenAI(provider.Options{ID: "fake", BaseURL: srv.BaseURL()})
+	router := newRouter(t, routing.Options{Providers: map[string]provider.Provider{"fake": prov},
+		Catalog: []routing.Model{{Ref: "fake/m", Weight: 50, ContextWindow: 128_000}}})
+	o := New(Options{LLM: router, History: history{}, Generator: &fakeGen{text: "S"}})
+	_, err := o.Answer(context.Background(), core.Turn{Text: strings.Repeat("long ", 2000)})
+	if core.ErrorKind(err) != core.KindContextTooLong {
+		t.Fatalf("err = %v; want context too long", err)
+	}
+	if n := srv.Count(); n != 1 {
+		t.Fatalf("LLM requests = %d, want 1", n)
+	}
+}

@@ -1,0 +1,275 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// CopiedTable is what CopyFrom did to one table.
+type CopiedTable struct {
+	Table string
+	// Rows were read from the source; Copied of them were new to the
+	// target (a re-run copies only what is missing).
+	Rows, Copied int
+	// Repaired counts texts PostgreSQL cannot hold (a NUL byte, invalid
+	// UTF-8) that were stored without the NUL bytes and with U+FFFD for
+	// the invalid bytes.
+	Repaired int
+}
+
+// CopyFrom copies every row of src, a SQLite database, into db, a
+// PostgreSQL database at the same schema version (`opentalon state
+// migrate`): ids are preserved, the id sequences move past every id
+// copied (and past every request id a table refers to), and a row the
+// target has already is left as it is, so a re-run copies only what is
+// missing. Items the source left running are taken back at once (the
+// gateway of the source is stopped). The caller keeps every gateway off
+// the source while it runs. done is called after each table.
+func (db *DB) CopyFrom(ctx context.Context, src *DB, done func(CopiedTable)) ([]CopiedTable, error) {
+	if db.d != postgresDialect || src.d != sqliteDialect {
+		return nil, fmt.Errorf("copy: from a SQLite database into a PostgreSQL one only")
+	}
+	sv, err := src.SchemaVersion(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("copy: schema version of %s: %w", src.name, err)
+	}
+	tv, err := db.SchemaVersion(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("copy: schema version of %s: %w", db.name, err)
+	}
+	if sv != tv {
+		return nil, fmt.Errorf("copy: %s has schema version %d, %s has %d; run the same opentalon version on both", src.name, sv, db.name, tv)
+	}
+	var out []CopiedTable
+	for _, t := range Tables {
+		c, err := db.copyTable(ctx, src, t)
+		if err != nil {
+			return out, fmt.Errorf("copy table %s: %w", t, err)
+		}
+		out = append(out, c)
+		if done != nil {
+			done(c)
+		}
+	}
+	// Nothing runs on the source: its claims are dead (the trigger makes
+	// their heads due).
+	if _, err := db.w.DB.ExecContext(ctx, `UPDATE queue SET lease_until = 0 WHERE status = 'running'`); err != nil {
+		return out, fmt.Errorf("copy: take back the source's claims: %w", err)
+	}
+	if err := db.moveSequences(ctx, src); err != nil {
+		return out, err
+	}
+	return out, nil
+}
+
+// pgColumn is a column of the target table.
+type pgColumn struct{ name, typ string }
+
+func (db *DB) copyTable(ctx context.Context, src *DB, table string) (CopiedTable, error) {
+	c := CopiedTable{Table: table}
+	rows, err := db.w.DB.QueryContext(ctx, `SELECT column_name, data_type FROM information_schema.columns
+		WHERE table_schema = current_schema() AND table_name = $1 AND is_generated = 'NEVER' ORDER BY ordinal_position`, table)
+	if err != nil {
+		return c, err
+	}
+	var cols []pgColumn
+	for rows.Next() {
+		var col pgColumn
+		if err := rows.Scan(&col.name, &col.typ); err != nil {
+			rows.Close()
+			return c, err
+		}
+		cols = append(cols, col)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return c, err
+	}
+	if len(cols) == 0 {
+		return c, fmt.Errorf("the PostgreSQL database has no table %s", table)
+	}
+	names := make([]string, len(cols))
+	marks := make([]string, len(cols))
+	for i, col := range cols {
+		names[i], marks[i] = col.name, "$"+strconv.Itoa(i+1)
+	}
+	list := strings.Join(names, ", ")
+	order := ""
+	if slices.ContainsFunc(cols, func(c pgColumn) bool { return c.name == "id" }) {
+		// In id order: the queue's trigger makes the first unfinished
+		// item of a conversation its head.
+		order = " ORDER BY id"
+	}
+	srcRows, err := src.r.DB.QueryContext(ctx, `SELECT `+list+` FROM `+table+order)
+	if err != nil {
+		return c, fmt.Errorf("read the SQLite table (its columns must be %s): %w", list, err)
+	}
+	defer srcRows.Close()
+	tx, err := db.w.DB.BeginTx(ctx, nil)
+	if err != nil {
+		return c, err
+	}
+	defer tx.Rollback()
+	ins, err := tx.PrepareContext(ctx, `INSERT INTO `+table+` (`+list+`) VALUES (`+strings.Join(marks, ", ")+`) ON CONFLICT DO NOTHING`)
+	if err != nil {
+		return c, err
+	}
+	defer ins.Close()
+	vals := make([]any, len(cols))
+	ptrs := make([]any, len(cols))
+	for i := range vals {
+		ptrs[i] = &vals[i]
+	}
+	for srcRows.Next() {
+		if err := srcRows.Scan(ptrs...); err != nil {
+			return c, err
+		}
+		args := make([]any, len(cols))
+		for i, col := range cols {
+			v, repaired, err := convert(vals[i], col.typ)
+			if err != nil {
+				return c, fmt.Errorf("row %d, column %s: %w", c.Rows+1, col.name, err)
+			}
+			if repaired {
+				c.Repaired++
+			}
+			args[i] = v
+		}
+		res, err := ins.ExecContext(ctx, args...)
+		if err != nil {
+			return c, fmt.Errorf("row %d: %w", c.Rows+1, err)
+		}
+		if n, _ := res.RowsAffected(); n > 0 {
+			c.Copied++
+		}
+		c.Rows++
+	}
+	if err := srcRows.Err(); err != nil {
+		return c, err
+	}
+	return c, tx.Commit()
+}
+
+// convert turns a value SQLite returned into one for a PostgreSQL column
+// of type typ; repaired says a text had to lose bytes PostgreSQL cannot
+// hold.
+func convert(v any, typ string) (any, bool, error) {
+	if v == nil {
+		return nil, false, nil
+	}
+	switch typ {
+	case "boolean":
+		switch x := v.(type) {
+		case int64:
+			return x != 0, false, nil
+		case bool:
+			return x, false, nil
+		}
+	case "bytea":
+		switch x := v.(type) {
+		case string:
+			return append(make([]byte, 0, len(x)), x...), false, nil
+		case []byte:
+			return append(make([]byte, 0, len(x)), x...), false, nil
+		}
+	case "text":
+		var s string
+		switch x := v.(type) {
+		case string:
+			s = x
+		case []byte:
+			s = string(x)
+		case int64:
+			s = strconv.FormatInt(x, 10)
+		case float64:
+			s = strconv.FormatFloat(x, 'g', -1, 64)
+		default:
+			return nil, false, fmt.Errorf("a %T where text is expected", v)
+		}
+		if storableText(s) {
+			return s, false, nil
+		}
+		return strings.ToValidUTF8(strings.ReplaceAll(s, "\x00", ""), "\uFFFD"), true, nil
+	case "bigint", "integer":
+		switch x := v.(type) {
+		case int64:
+			return x, false, nil
+		case float64:
+			return int64(x), false, nil
+		case bool:
+			if x {
+				return int64(1), false, nil
+			}
+			return int64(0), false, nil
+		}
+	case "double precision", "real":
+		switch x := v.(type) {
+		case float64:
+			return x, false, nil
+		case int64:
+			return float64(x), false, nil
+		}
+	default:
+		return v, false, nil
+	}
+	return nil, false, fmt.Errorf("a %T where %s is expected", v, typ)
+}
+
+// moveSequences moves every id sequence past the ids copied: past the
+// table's highest id and the source's AUTOINCREMENT counter (ids of rows
+// pruned since), and for the queue past every request id another table
+// refers to, so no new id repeats an old one.
+func (db *DB) moveSequences(ctx context.Context, src *DB) error {
+	seqs := map[string]int64{}
+	rows, err := src.r.DB.QueryContext(ctx, `SELECT name, seq FROM sqlite_sequence`)
+	if err == nil {
+		for rows.Next() {
+			var name string
+			var seq int64
+			if rows.Scan(&name, &seq) == nil {
+				seqs[name] = seq
+			}
+		}
+		rows.Close()
+	}
+	rows, err = db.w.DB.QueryContext(ctx, `SELECT table_name FROM information_schema.columns
+		WHERE table_schema = current_schema() AND column_name = 'id' AND is_identity = 'YES' ORDER BY table_name`)
+	if err != nil {
+		return err
+	}
+	var tables []string
+	for rows.Next() {
+		var t string
+		if err := rows.Scan(&t); err != nil {
+			rows.Close()
+			return err
+		}
+		tables = append(tables, t)
+	}
+	rows.Close()
+	for _, t := range tables {
+		floor := seqs[t]
+		q := `SELECT COALESCE(MAX(id), 0) FROM ` + t
+		if t == "queue" {
+			q = `SELECT GREATEST((SELECT COALESCE(MAX(id), 0) FROM queue), (SELECT COALESCE(MAX(request_id), 0) FROM replies),
+				(SELECT COALESCE(MAX(request_id), 0) FROM messages), (SELECT COALESCE(MAX(request_id), 0) FROM signals),
+				(SELECT COALESCE(MAX(request_id), 0) FROM memories))`
+		}
+		var top int64
+		if err := db.w.DB.QueryRowContext(ctx, q).Scan(&top); err != nil {
+			return fmt.Errorf("copy: highest id of %s: %w", t, err)
+		}
+		top = max(top, floor)
+		if top == 0 {
+			continue
+		}
+		if _, err := db.w.DB.ExecContext(ctx, `SELECT setval(pg_get_serial_sequence($1, 'id'),
+			GREATEST($2::bigint, COALESCE(pg_sequence_last_value(pg_get_serial_sequence($1, 'id')::regclass), 0)))`, t, top); err != nil {
+			return fmt.Errorf("copy: move the id sequence of %s: %w", t, err)
+		}
+	}
+	return nil
+}

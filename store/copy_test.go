@@ -1,0 +1,116 @@
+package store
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/opentalon/opentalon/core"
+)
+
+// TestCopySQLiteIntoPostgres: everything a single machine kept moves to
+// PostgreSQL with its ids; new ids never repeat old ones (pruned ones
+// included); a re-run copies nothing twice.
+func TestCopySQLiteIntoPostgres(t *testing.T) {
+	ctx := context.Background()
+	src := openTest(t, Options{})
+	conv := core.ConversationKey{Channel: "telegram", Chat: "42"}
+	// A few requests answered, then pruned from the queue (their ids
+	// stay referred to by replies and history).
+	var lastReq int64
+	sess, _ := src.ActiveSession(ctx, conv)
+	for i := range 3 {
+		id, _, err := src.Enqueue(ctx, msgItem(conv, string(rune('a'+i)), "q"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		items, _, _ := src.Claim(ctx, 1, time.Now())
+		if _, err := src.SaveReply(ctx, &core.Reply{RequestID: id, SessionID: sess.ID, Conversation: conv, Text: "answer", Parts: []string{"answer"}, Model: "fake/big", TaskType: "chat"},
+			[]core.ChatMessage{{Role: core.RoleUser, Content: "question with a \x00 NUL"}, {Role: core.RoleAssistant, Content: "answer"}}); err != nil {
+			t.Fatal(err)
+		}
+		if err := src.Finish(ctx, id, items[0].Lease, core.StatusDone, ""); err != nil {
+			t.Fatal(err)
+		}
+		lastReq = id
+	}
+	if _, err := src.w.DB.Exec(`DELETE FROM queue`); err != nil {
+		t.Fatal(err)
+	}
+	running, _, _ := src.Enqueue(ctx, msgItem(conv, "r", "was running at the crash"))
+	src.Claim(ctx, 1, time.Now())
+	mem, _ := src.SaveMemory(ctx, core.Memory{Owner: "telegram:42", Content: "Prefers answers in French", Tags: []string{"lang"}})
+	src.UpdateAffinity(ctx, "chat", "fake/big", func(a core.Affinity) core.Affinity { a.Positives, a.Pos = 5, 4.5; return a })
+	src.PluginStateSet(ctx, "weather", "bin", "\x00\xff\x01")
+	src.LuaKVSet(ctx, "greet.lua", "k", "v\x00")
+	src.RequestPairing(ctx, core.Pairing{Channel: "telegram", UserID: "42", Code: "ABC123"})
+	src.AddSchedule(ctx, core.Schedule{Source: "chat", Interval: time.Hour, Prompt: "ping", Conversation: conv})
+	src.AddUsage(ctx, core.UsageRecord{Conversation: conv.String(), Model: "fake/big", InputTokens: 10, CostUSD: 0.5})
+
+	dst := openPG(t, Options{})
+	report, err := dst.CopyFrom(ctx, src, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	repaired := 0
+	for _, c := range report {
+		if c.Copied != c.Rows {
+			t.Errorf("%s: %d of %d rows copied", c.Table, c.Copied, c.Rows)
+		}
+		repaired += c.Repaired
+	}
+	if repaired != 3 {
+		t.Errorf("%d texts repaired; want the 3 questions with a NUL byte", repaired)
+	}
+	// History, memories, affinity, plugin state and Lua KV are there.
+	h, err := dst.History(ctx, sess.ID, 10)
+	if err != nil || len(h) != 6 || h[0].Content != "question with a  NUL" {
+		t.Fatalf("history on PostgreSQL = %+v, %v", h, err)
+	}
+	if ms, err := dst.Memories(ctx, core.MemoryQuery{Owner: "telegram:42", Text: "french"}); err != nil || len(ms) != 1 || ms[0].ID != mem {
+		t.Fatalf("memory search on PostgreSQL = %+v, %v", ms, err)
+	}
+	if as, _ := dst.Affinities(ctx); len(as) != 1 || as[0].Positives != 5 {
+		t.Fatalf("affinity = %+v", as)
+	}
+	if v, _, _ := dst.PluginStateGet(ctx, "weather", "bin"); v != "\x00\xff\x01" {
+		t.Fatalf("plugin state = %q", v)
+	}
+	if n, b, _ := dst.PluginStateUsage(ctx, "weather"); n != 1 || b != 6 {
+		t.Fatalf("plugin state usage = %d keys %d bytes; want it rebuilt (1, 6)", n, b)
+	}
+	if v, _, _ := dst.LuaKVGet(ctx, "greet.lua", "k"); v != "v\x00" {
+		t.Fatalf("lua kv = %q", v)
+	}
+	// The item the source left running is taken back at once.
+	items, _, err := dst.Claim(ctx, 5, time.Now())
+	if err != nil || len(items) != 1 || items[0].ID != running || items[0].Interruptions != 1 {
+		t.Fatalf("claim on PostgreSQL = %+v, %v; want the interrupted item", items, err)
+	}
+	// New ids go past every old one.
+	id, _, err := dst.Enqueue(ctx, msgItem(conv, "new", "new"))
+	if err != nil || id <= running || id <= lastReq {
+		t.Fatalf("a new queue id = %d (%v); want past %d", id, err, running)
+	}
+	s2, err := dst.NewSession(ctx, conv)
+	if err != nil || s2.ID <= sess.ID {
+		t.Fatalf("a new session id = %d (%v); want past %d", s2.ID, err, sess.ID)
+	}
+	m2, _ := dst.SaveMemory(ctx, core.Memory{Owner: "x", Content: "y"})
+	if m2 <= mem {
+		t.Fatalf("a new memory id = %d; want past %d", m2, mem)
+	}
+	// Again: nothing new to copy, nothing changed.
+	report, err = dst.CopyFrom(ctx, src, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range report {
+		if c.Copied != 0 {
+			t.Errorf("re-run copied %d rows of %s", c.Copied, c.Table)
+		}
+	}
+	if n, b, _ := dst.PluginStateUsage(ctx, "weather"); n != 1 || b != 6 {
+		t.Fatalf("plugin state usage after a re-run = %d keys %d bytes", n, b)
+	}
+}

@@ -1,0 +1,498 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/opentalon/opentalon/core"
+)
+
+// The queue for many claimers: one design on both engines.
+//
+// A claim is a lease. The item's row records the claimer (holder), a
+// fencing token (lease, bumped by every claim) and when the lease ends
+// (lease_until); the claimer renews it while it works. Renewing,
+// finishing, retrying, deferring and releasing name the token and change
+// nothing when the claim no longer holds the item (core.ErrLeaseLost).
+//
+// queue_heads holds one row per conversation with unfinished work: its
+// oldest unfinished item (head) and when that may be claimed (due, its
+// not_before); whether it runs, and until when, is the item's own row.
+// Triggers on queue keep the table (migration 120), so every write to an
+// item is one statement and a claim or renewal writes the item only. A
+// claim takes the due heads, oldest first: a queued head that is due, or
+// a running one whose lease ran out, which is taken back and counted as
+// an interruption (the poison-message guard reads it). Only a head runs,
+// so a conversation's items run one at a time, in id order, whichever
+// replica claims them; a claim reads one row per busy conversation,
+// never every pending row.
+//
+// SQLite has one writer at a time, so each write is a statement on its
+// own. On PostgreSQL the heads are claimed with FOR UPDATE SKIP LOCKED, so
+// claimers never wait for one another; an enqueue and a finish take the
+// conversation's advisory lock (lockConversation: ids of one conversation
+// commit in order, and a head is never dropped under an enqueue); and a
+// transaction that writes an item first locks its head row, the order the
+// claim follows, so none of them can deadlock.
+
+// forever is the due time of a lease that does not expire (LeaseTTL 0).
+const forever = int64(1) << 62
+
+// leaseEnd is when a lease taken or renewed at now ends.
+func (db *DB) leaseEnd(now time.Time) int64 {
+	if db.leaseTTL <= 0 {
+		return forever
+	}
+	return now.Add(db.leaseTTL).UnixMilli()
+}
+
+// interruptedBy is the last error of an item whose lease ran out.
+const interruptedBy = "interrupted: its claim ran out (the process stopped or hung)"
+
+// Claim implements core.QueueStore: it claims up to n due heads (see
+// above) and returns them with their lease tokens; next is the earliest
+// time a head not due yet becomes due (a retry's or deferral's time, or a
+// running item's lease end), zero when none or when n items were claimed.
+func (db *DB) Claim(ctx context.Context, n int, now time.Time) ([]core.QueueItem, time.Time, error) {
+	if err := db.takeBackOnce(ctx); err != nil {
+		return nil, time.Time{}, fmt.Errorf("claim from queue: %w", err)
+	}
+	var items []core.QueueItem
+	var bad []unreadable
+	var next int64
+	var err error
+	if db.d.concurrent {
+		items, bad, next, err = db.claimLocked(ctx, n, now)
+	} else {
+		items, bad, next, err = db.claimSerial(ctx, n, now)
+	}
+	if err != nil {
+		return nil, time.Time{}, fmt.Errorf("claim from queue: %w", err)
+	}
+	for _, b := range bad {
+		db.log.Error("queue row cannot be read; marked failed", "request", b.id, "err", b.err)
+	}
+	var nx time.Time
+	switch {
+	case len(bad) > 0:
+		// The next item of each such conversation is due at once.
+		nx = now
+	case next > 0 && next < forever:
+		nx = time.UnixMilli(next)
+	}
+	return items, nx, nil
+}
+
+// headsDue selects every head with the time it can be claimed: a queued
+// head at its not_before, a running one when its lease ends.
+const headsDue = `SELECT h.head, CASE WHEN q.status = 'running' THEN q.lease_until ELSE h.due END AS d
+	FROM queue_heads h JOIN queue q ON q.id = h.head`
+
+// claimSerial claims on SQLite: one read of the heads on the read pool
+// (most calls find nothing due, and take no write lock), then one
+// statement per item in an immediate transaction (measured faster than
+// the same statements each in an autocommit); each re-checks that the
+// item is still claimable, so a stale read claims nothing it should not.
+func (db *DB) claimSerial(ctx context.Context, n int, now time.Time) (items []core.QueueItem, bad []unreadable, next int64, err error) {
+	nowMS := now.UnixMilli()
+	rows, err := db.r.QueryContext(ctx, headsDue)
+	if err != nil {
+		return nil, nil, 0, err
+	}
+	var heads []int64
+	for rows.Next() {
+		var head, due int64
+		if err := rows.Scan(&head, &due); err != nil {
+			rows.Close()
+			return nil, nil, 0, err
+		}
+		switch {
+		case due <= nowMS:
+			heads = append(heads, head)
+		case due < forever && (next == 0 || due < next):
+			next = due
+		}
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, nil, 0, err
+	}
+	// The oldest heads first.
+	slices.Sort(heads)
+	if len(heads) > n {
+		heads = heads[:max(n, 0)]
+	}
+	if len(heads) == 0 {
+		return nil, nil, next, nil
+	}
+	until := db.leaseEnd(now)
+	err = db.tx(ctx, func(tx *txn) error {
+		items, bad = items[:0], bad[:0]
+		for _, id := range heads {
+			it, err := db.claimRow(ctx, tx, id, nowMS, until)
+			if err != nil {
+				var u unreadable
+				if errors.As(err, &u) {
+					if err := db.failUnreadable(ctx, tx, u); err != nil {
+						return err
+					}
+					bad = append(bad, u)
+					continue
+				}
+				if errors.Is(err, sql.ErrNoRows) {
+					continue // claimed or settled meanwhile
+				}
+				return err
+			}
+			items = append(items, it)
+		}
+		return nil
+	})
+	return items, bad, next, err
+}
+
+// claimLocked claims on PostgreSQL: the due heads are locked FOR UPDATE
+// SKIP LOCKED (a head another claimer is claiming is skipped, never
+// waited for) and their items claimed in the same transaction.
+func (db *DB) claimLocked(ctx context.Context, n int, now time.Time) (items []core.QueueItem, bad []unreadable, next int64, err error) {
+	nowMS := now.UnixMilli()
+	if n > 0 {
+		err = db.txLocking(ctx, func(tx *txn) error {
+			items, bad = items[:0], bad[:0]
+			// A claim need not wait for the disk: lost with a crash of the
+			// server, the item is simply claimable again (as SQLite's
+			// synchronous=NORMAL, where only an enqueue is flushed).
+			if _, err := tx.ExecContext(ctx, `SET LOCAL synchronous_commit TO OFF`); err != nil {
+				return err
+			}
+			rows, err := tx.QueryContext(ctx, `SELECT h.head FROM queue_heads h JOIN queue q ON q.id = h.head
+				WHERE q.status = 'queued' AND h.due <= ? OR q.status = 'running' AND q.lease_until <= ?
+				ORDER BY h.head LIMIT `+strconv.Itoa(n)+` FOR UPDATE OF h SKIP LOCKED`, nowMS, nowMS)
+			if err != nil {
+				return err
+			}
+			var heads []int64
+			for rows.Next() {
+				var id int64
+				if err := rows.Scan(&id); err != nil {
+					rows.Close()
+					return err
+				}
+				heads = append(heads, id)
+			}
+			rows.Close()
+			if err := rows.Err(); err != nil {
+				return err
+			}
+			until := db.leaseEnd(now)
+			for _, id := range heads {
+				it, err := db.claimRow(ctx, tx, id, nowMS, until)
+				if err != nil {
+					var u unreadable
+					if errors.As(err, &u) {
+						if err := db.failUnreadable(ctx, tx, u); err != nil {
+							return err
+						}
+						bad = append(bad, u)
+						continue
+					}
+					if errors.Is(err, sql.ErrNoRows) {
+						continue
+					}
+					return err
+				}
+				items = append(items, it)
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, nil, 0, err
+		}
+	}
+	if len(items) < n || n == 0 {
+		if err := db.r.QueryRowContext(ctx, `SELECT COALESCE(MIN(d), 0) FROM (`+headsDue+`) x WHERE d > ? AND d < ?`, nowMS, forever).Scan(&next); err != nil {
+			return nil, nil, 0, err
+		}
+	}
+	return items, bad, next, nil
+}
+
+// unreadable is a queue row whose event cannot be decoded.
+type unreadable struct {
+	id  int64
+	err error
+}
+
+func (u unreadable) Error() string { return fmt.Sprintf("queue row %d: %v", u.id, u.err) }
+
+// execer is a pool or a transaction.
+type execer interface {
+	ExecContext(ctx context.Context, q string, args ...any) (sql.Result, error)
+	QueryRowContext(ctx context.Context, q string, args ...any) *sql.Row
+}
+
+// claimRow marks item id running under a new lease of this holder until
+// until and returns it, if it is still claimable at now: queued and due,
+// or running under a lease that ran out (taken back: an interruption).
+// sql.ErrNoRows: it is not; an unreadable: its event cannot be decoded.
+func (db *DB) claimRow(ctx context.Context, x execer, id, now, until int64) (core.QueueItem, error) {
+	var it core.QueueItem
+	var kind, conv, raw string
+	var notBefore, created int64
+	err := x.QueryRowContext(ctx, `UPDATE queue SET status = 'running', holder = ?, lease = lease + 1, lease_until = ?, updated_at = ?,
+		interruptions = interruptions + CASE WHEN status = 'running' THEN 1 ELSE 0 END,
+		last_error = CASE WHEN status = 'running' THEN ? ELSE last_error END
+		WHERE id = ? AND (status = 'queued' AND not_before <= ? OR status = 'running' AND lease_until <= ?)
+		RETURNING id, kind, conversation, dedupe_key, payload, attempts, interruptions, notified, not_before, created_at, lease,
+			NOT EXISTS (SELECT 1 FROM replies r WHERE r.request_id = queue.id)`,
+		db.holder, until, db.ms(), interruptedBy, id, now, now).
+		Scan(&it.ID, &kind, &conv, &it.DedupeKey, &raw, &it.Attempts, &it.Interruptions, &it.Notified, &notBefore, &created, &it.Lease, &it.NoReply)
+	if err != nil {
+		return it, err
+	}
+	var p payload
+	if err := decodePayload(core.EventKind(kind), raw, &p); err != nil {
+		return it, unreadable{it.ID, err}
+	}
+	it.Kind, it.Conversation = core.EventKind(kind), core.ParseConversationKey(conv)
+	it.Message, it.Reaction, it.Firing = p.Message, p.Reaction, p.Firing
+	it.NotBefore, it.CreatedAt = time.UnixMilli(notBefore), time.UnixMilli(created)
+	return it, nil
+}
+
+// failUnreadable fails an item whose event cannot be decoded: one such
+// row must not stall the queue, its conversation moves on.
+func (db *DB) failUnreadable(ctx context.Context, x execer, u unreadable) error {
+	_, err := x.ExecContext(ctx, `UPDATE queue SET status = 'failed', attempts = attempts + 1, last_error = ?, holder = '', lease_until = 0, updated_at = ? WHERE id = ?`,
+		"the stored event cannot be read: "+u.err.Error(), db.ms(), u.id)
+	return err
+}
+
+// takeBackOnce, on a sole claimer's first claim, ends every lease: they
+// belong to processes that died (nothing else claims while this one holds
+// the data directory), so a restart answers what a crash interrupted at
+// once instead of after the lease.
+func (db *DB) takeBackOnce(ctx context.Context) error {
+	if !db.sole {
+		return nil
+	}
+	db.tookBackMu.Lock()
+	defer db.tookBackMu.Unlock()
+	if db.tookBack {
+		return nil
+	}
+	if _, err := db.w.ExecContext(ctx, `UPDATE queue SET lease_until = 0 WHERE status = 'running'`); err != nil {
+		return err
+	}
+	db.tookBack = true
+	return nil
+}
+
+// Renew implements core.QueueStore: it extends the lease of a claimed
+// item by the lease TTL from now; core.ErrLeaseLost when the claim no
+// longer holds it.
+func (db *DB) Renew(ctx context.Context, id, lease int64) error {
+	if err := db.fenced(ctx, id, lease, false, `lease_until = ?`, db.leaseEnd(db.now())); err != nil {
+		return fmt.Errorf("renew the lease of queue item %d: %w", id, err)
+	}
+	return nil
+}
+
+// fenced applies set to item id if this holder's claim with token lease
+// still holds it, in one statement whose trigger moves the head along;
+// core.ErrLeaseLost when it does not. On PostgreSQL the statement runs in
+// a transaction that first takes the conversation's lock when the head
+// moves on (finish), then locks the head row: the order a claim follows.
+func (db *DB) fenced(ctx context.Context, id, lease int64, finish bool, set string, args ...any) error {
+	return db.fencedWith(ctx, id, lease, finish, nil, set, args...)
+}
+
+// fencedWith is fenced with before run first in the same transaction
+// (nil: none; then on SQLite the update is one statement on its own).
+// What before wrote is committed even when the lease was lost.
+func (db *DB) fencedWith(ctx context.Context, id, lease int64, finish bool, before func(*txn) error, set string, args ...any) error {
+	q := `UPDATE queue SET ` + set + `, updated_at = ? WHERE id = ? AND holder = ? AND lease = ? AND status = 'running'`
+	a := append(append([]any{}, args...), db.ms(), id, db.holder, lease)
+	if !db.d.concurrent {
+		if before == nil {
+			return affected(db.w.ExecContext(ctx, q, a...))
+		}
+		var lost error
+		err := db.txLocking(ctx, func(tx *txn) error {
+			if err := before(tx); err != nil {
+				return err
+			}
+			lost = affected(tx.ExecContext(ctx, q, a...))
+			if errors.Is(lost, core.ErrLeaseLost) {
+				return nil
+			}
+			return lost
+		})
+		if err != nil {
+			return err
+		}
+		return lost
+	}
+	var lost error
+	err := db.txLocking(ctx, func(tx *txn) error {
+		lost = nil
+		if before != nil {
+			if err := before(tx); err != nil {
+				return err
+			}
+		}
+		var conv string
+		if err := tx.QueryRowContext(ctx, `SELECT conversation FROM queue WHERE id = ?`, id).Scan(&conv); err != nil {
+			return err
+		}
+		if finish {
+			if err := db.lockConversation(ctx, tx, conv); err != nil {
+				return err
+			}
+		}
+		var head int64
+		if err := tx.QueryRowContext(ctx, `SELECT head FROM queue_heads WHERE conversation = ?`+db.d.forUpdate, conv).Scan(&head); err != nil {
+			if errors.Is(err, sql.ErrNoRows) && before != nil {
+				// Nothing runs; what before wrote stays.
+				lost = core.ErrLeaseLost
+				return nil
+			}
+			return err
+		}
+		lost = affected(tx.ExecContext(ctx, q, a...))
+		if errors.Is(lost, core.ErrLeaseLost) && before != nil {
+			return nil
+		}
+		return lost
+	})
+	if errors.Is(err, sql.ErrNoRows) {
+		// No such item, or its conversation has no head: nothing runs.
+		err = core.ErrLeaseLost
+	}
+	if err == nil {
+		err = lost
+	}
+	return err
+}
+
+// Finish implements core.QueueStore.
+func (db *DB) Finish(ctx context.Context, id, lease int64, status, cause string) error {
+	if status != core.StatusDone && status != core.StatusFailed {
+		return core.Errorf(core.KindInvalid, "finish queue item %d: status %q is not done or failed", id, status)
+	}
+	if err := db.fenced(ctx, id, lease, true, `status = ?, attempts = attempts + 1, last_error = ?, holder = '', lease_until = 0`, status, cause); err != nil {
+		return fmt.Errorf("finish queue item %d: %w", id, err)
+	}
+	return nil
+}
+
+// FinishSent implements core.SentFinisher: the item done, and the
+// reply's part recorded as sent, in one transaction.
+func (db *DB) FinishSent(ctx context.Context, id, lease int64, sent core.PartSent) error {
+	before := func(tx *txn) error {
+		_, err := tx.ExecContext(ctx, insertDelivery, sent.ReplyID, sent.Part, sent.Channel, sent.PlatformID, db.ms(), false)
+		return err
+	}
+	if err := db.fencedWith(ctx, id, lease, true, before, `status = ?, attempts = attempts + 1, last_error = ?, holder = '', lease_until = 0`, core.StatusDone, ""); err != nil {
+		return fmt.Errorf("finish queue item %d (reply %d part %d sent): %w", id, sent.ReplyID, sent.Part, err)
+	}
+	return nil
+}
+
+// Retry implements core.QueueStore.
+func (db *DB) Retry(ctx context.Context, id, lease int64, notBefore time.Time, cause string) error {
+	if err := db.fenced(ctx, id, lease, false, `status = 'queued', attempts = attempts + 1, not_before = ?, last_error = ?, holder = '', lease_until = 0`,
+		notBefore.UnixMilli(), cause); err != nil {
+		return fmt.Errorf("retry queue item %d: %w", id, err)
+	}
+	return nil
+}
+
+// Defer implements core.QueueStore.
+func (db *DB) Defer(ctx context.Context, id, lease int64, notBefore time.Time, cause string, notified bool) error {
+	if err := db.fenced(ctx, id, lease, false, `status = 'queued', not_before = ?, last_error = ?, notified = (notified OR ?), holder = '', lease_until = 0`,
+		notBefore.UnixMilli(), cause, notified); err != nil {
+		return fmt.Errorf("defer queue item %d: %w", id, err)
+	}
+	return nil
+}
+
+// Release implements core.QueueStore.
+func (db *DB) Release(ctx context.Context, id, lease int64) error {
+	if err := db.fenced(ctx, id, lease, false, `status = 'queued', holder = '', lease_until = 0`); err != nil {
+		return fmt.Errorf("release queue item %d: %w", id, err)
+	}
+	return nil
+}
+
+// affected turns an update that changed no row into core.ErrLeaseLost.
+func affected(res sql.Result, err error) error {
+	if err != nil {
+		return err
+	}
+	if n, err := res.RowsAffected(); err != nil {
+		return err
+	} else if n == 0 {
+		return core.ErrLeaseLost
+	}
+	return nil
+}
+
+// QueueHealth is what doctor and the metrics read of the leased queue.
+type QueueHealth struct {
+	// Heads counts the conversations with unfinished work; Running those
+	// whose head is claimed; Expired the claims whose lease ran out and
+	// that no claimer has taken back yet.
+	Heads, Running, Expired int
+	// Holders counts the claimers holding leases.
+	Holders int
+	// Orphans counts unfinished items of conversations without a head:
+	// nothing would ever claim them (0 unless the queue is broken).
+	Orphans int
+}
+
+// QueueHealth reads the state of the leased queue at now.
+func (db *DB) QueueHealth(ctx context.Context, now time.Time) (QueueHealth, error) {
+	var h QueueHealth
+	err := db.r.QueryRowContext(ctx, `SELECT COUNT(*), COUNT(CASE WHEN q.status = 'running' THEN 1 END), COUNT(CASE WHEN q.status = 'running' AND q.lease_until <= ? THEN 1 END)
+		FROM queue_heads h JOIN queue q ON q.id = h.head`, now.UnixMilli()).Scan(&h.Heads, &h.Running, &h.Expired)
+	if err == nil {
+		err = db.r.QueryRowContext(ctx, `SELECT COUNT(DISTINCT holder) FROM queue WHERE status = 'running'`).Scan(&h.Holders)
+	}
+	if err == nil {
+		err = db.r.QueryRowContext(ctx, `SELECT COUNT(*) FROM queue q WHERE q.status IN ('queued', 'running')
+			AND NOT EXISTS (SELECT 1 FROM queue_heads h WHERE h.conversation = q.conversation)`).Scan(&h.Orphans)
+	}
+	if err != nil {
+		return h, fmt.Errorf("queue health: %w", err)
+	}
+	return h, nil
+}
+
+// MostRunningInOneConversation returns the conversation with the most
+// running items and how many (for tests and doctor: more than one breaks
+// the per-conversation order).
+func (db *DB) MostRunningInOneConversation(ctx context.Context) (string, int, error) {
+	var conv string
+	var n int
+	err := db.r.QueryRowContext(ctx, `SELECT conversation, COUNT(*) FROM queue WHERE status = 'running' GROUP BY conversation ORDER BY COUNT(*) DESC LIMIT 1`).Scan(&conv, &n)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", 0, nil
+	}
+	return conv, n, err
+}
+
+// OrderAt reports, for a claimed item, how many older items of its
+// conversation are not done yet and how many newer ones were claimed or
+// finished already: both are 0 when the conversation runs in order (for
+// tests of the order across claimers).
+func (db *DB) OrderAt(ctx context.Context, id int64) (olderOpen, newerStarted int, err error) {
+	err = db.r.QueryRowContext(ctx, `SELECT COUNT(CASE WHEN q.id < ? AND q.status <> 'done' THEN 1 END), COUNT(CASE WHEN q.id > ? AND q.status IN ('running', 'done') THEN 1 END)
+		FROM queue q WHERE q.conversation = (SELECT conversation FROM queue WHERE id = ?)`, id, id, id).Scan(&olderOpen, &newerStarted)
+	return olderOpen, newerStarted, err
+}

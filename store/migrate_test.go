@@ -1,0 +1,78 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/opentalon/opentalon/core"
+)
+
+// TestMigrationsFromEveryEarlierSchema: a database left at any earlier
+// schema version (each prefix of the migrations), with a message waiting
+// and one left running by a crash, opens with this release: the schema
+// is brought up to date, the waiting message is claimed in order, the
+// interrupted one first and counted as an interruption.
+func TestMigrationsFromEveryEarlierSchema(t *testing.T) {
+	ms, err := loadMigrations("migrations")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for i := range ms[:len(ms)-1] {
+		prefix := ms[:i+1]
+		t.Run(prefix[len(prefix)-1].name, func(t *testing.T) {
+			path := t.TempDir() + "/" + FileName
+			old, err := sql.Open("sqlite", "file:"+path+"?_pragma=foreign_keys(1)")
+			if err != nil {
+				t.Fatal(err)
+			}
+			must := func(q string, args ...any) {
+				t.Helper()
+				if _, err := old.Exec(q, args...); err != nil {
+					t.Fatalf("%s: %v", q, err)
+				}
+			}
+			must(`CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL)`)
+			for _, m := range prefix {
+				must(m.sql)
+				must(`INSERT INTO schema_migrations VALUES (?, ?, 0)`, m.version, m.name)
+			}
+			payload := func(id string) string {
+				return fmt.Sprintf(`{"message":{"Conversation":{"Channel":"chat","Chat":"a"},"MessageID":%q,"Text":"m%s"}}`, id, id)
+			}
+			must(`INSERT INTO queue (id, dedupe_key, kind, conversation, payload, status, created_at, updated_at) VALUES (1, 'chat:m:1', 'message', 'chat:a', ?, 'running', 0, 0)`, payload("1"))
+			must(`INSERT INTO queue (id, dedupe_key, kind, conversation, payload, created_at, updated_at) VALUES (2, 'chat:m:2', 'message', 'chat:a', ?, 0, 0)`, payload("2"))
+			must(`INSERT INTO sessions (conversation, created_at, last_access) VALUES ('chat:a', 0, 0)`)
+			old.Close()
+
+			db, err := OpenFile(ctx, path, Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer db.Close()
+			if v, _ := db.SchemaVersion(ctx); v != ms[len(ms)-1].version {
+				t.Fatalf("schema version %d, want %d", v, ms[len(ms)-1].version)
+			}
+			if problems, err := db.QuickCheck(ctx); err != nil || len(problems) > 0 {
+				t.Fatalf("quick check: %v %v", problems, err)
+			}
+			first, _, err := db.Claim(ctx, 5, time.Now())
+			if err != nil || len(first) != 1 || first[0].ID != 1 || first[0].Interruptions != 1 {
+				t.Fatalf("first claim = %+v, %v; want the interrupted message, counted", first, err)
+			}
+			if err := db.Finish(ctx, 1, first[0].Lease, core.StatusDone, ""); err != nil {
+				t.Fatal(err)
+			}
+			next, _, err := db.Claim(ctx, 5, time.Now())
+			if err != nil || len(next) != 1 || next[0].Message.Text != "m2" {
+				t.Fatalf("second claim = %+v, %v", next, err)
+			}
+			if s, err := db.ActiveSession(ctx, core.ConversationKey{Channel: "chat", Chat: "a"}); err != nil || s.ID != 1 {
+				t.Fatalf("the old session = %+v, %v; want it found (its partial index was re-created)", s, err)
+			}
+		})
+	}
+}

@@ -1,0 +1,218 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/opentalon/opentalon/core"
+	"github.com/opentalon/opentalon/store/pgtest"
+)
+
+// openPG opens a fresh PostgreSQL database (store/pgtest).
+func openPG(t testing.TB, o Options) *DB {
+	t.Helper()
+	o.Postgres = &Postgres{DSN: pgtest.DSN(t)}
+	db, err := Open(context.Background(), t.TempDir(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+// TestPostgresStartupErrors: every way the DSN can be wrong is a start-up
+// error naming state.postgres.dsn and the fix, never the password.
+func TestPostgresStartupErrors(t *testing.T) {
+	admin := pgtest.AdminDSN(t)
+	u, err := url.Parse(admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	password, _ := u.User.Password()
+	wrongPassword := *u
+	wrongPassword.User = url.UserPassword(u.User.Username(), "not-"+password)
+	closed := *u
+	closed.Host = "127.0.0.1:1"
+	for _, tc := range []struct {
+		name, dsn string
+		want      []string
+	}{
+		{"not a DSN", "postgres://bot:s3cret-pw@db.example:port/x", []string{"state.postgres.dsn is not a PostgreSQL DSN", "postgres://USER:PASSWORD@HOST:5432/DATABASE"}},
+		{"empty", "", []string{"state.postgres.dsn is empty"}},
+		{"unreachable", closed.String(), []string{"cannot reach the PostgreSQL server at 127.0.0.1:1", "state.postgres.dsn", "connection refused"}},
+		{"wrong password", wrongPassword.String(), []string{"refused the login of user \"postgres\"", "state.postgres.dsn", "check the user and password"}},
+		{"missing database", pgtest.WithDatabase(admin, "no_such_db"), []string{"the database \"no_such_db\" does not exist", "state.postgres.dsn", "createdb"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			db, err := Open(ctx, t.TempDir(), Options{Postgres: &Postgres{DSN: tc.dsn}})
+			if err == nil {
+				db.Close()
+				t.Fatal("opened")
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not say %q", err, w)
+				}
+			}
+			for _, secret := range []string{"s3cret-pw", password, "not-" + password} {
+				if secret != "" && strings.Contains(err.Error(), secret) {
+					t.Errorf("error %q shows the password", err)
+				}
+			}
+		})
+	}
+	if err := checkVersion(130012); err == nil || !strings.Contains(err.Error(), "PostgreSQL 13.12, older than 14") || !strings.Contains(err.Error(), "state.postgres.dsn") {
+		t.Errorf("a PostgreSQL 13 server: %v", err)
+	}
+	if err := checkVersion(150004); err != nil {
+		t.Errorf("PostgreSQL 15: %v", err)
+	}
+}
+
+func TestPostgresNewerSchemaRefused(t *testing.T) {
+	dsn := pgtest.DSN(t)
+	ctx := context.Background()
+	db, err := Open(ctx, t.TempDir(), Options{Postgres: &Postgres{DSN: dsn}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.w.DB.Exec(`INSERT INTO schema_migrations VALUES (9999, '9999_future.sql', 0)`); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	_, err = Open(ctx, t.TempDir(), Options{Postgres: &Postgres{DSN: dsn}})
+	if err == nil || !strings.Contains(err.Error(), "schema version 9999") || !strings.Contains(err.Error(), "newer release") || !strings.Contains(err.Error(), "state.postgres.dsn") {
+		t.Fatalf("open of a newer database: %v", err)
+	}
+}
+
+// TestPostgresMigratorsAtOnce: five processes start on one empty database
+// at the same instant; one migrates, the others wait for it, and the
+// schema ends up applied once.
+func TestPostgresMigratorsAtOnce(t *testing.T) {
+	if os.Getenv("OPENTALON_TEST_MIGRATE_DSN") != "" {
+		t.Skip("the child process's run")
+	}
+	dsn := pgtest.DSN(t)
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	outs := make([][]byte, 5)
+	errs := make([]error, 5)
+	start := time.Now().Add(500 * time.Millisecond)
+	for i := range outs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			cmd := exec.Command(exe, "-test.run=^TestPostgresMigrateChild$", "-test.v")
+			cmd.Env = append(os.Environ(), "OPENTALON_TEST_MIGRATE_DSN="+dsn, fmt.Sprintf("OPENTALON_TEST_MIGRATE_AT=%d", start.UnixNano()))
+			outs[i], errs[i] = cmd.CombinedOutput()
+		}()
+	}
+	wg.Wait()
+	applied := 0
+	for i := range outs {
+		if errs[i] != nil || !strings.Contains(string(outs[i]), "--- PASS: TestPostgresMigrateChild") {
+			t.Fatalf("process %d: %v\n%s", i, errs[i], outs[i])
+		}
+		applied += strings.Count(string(outs[i]), "applied database migration")
+	}
+	db, err := sql.Open("pgx", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	ms, _ := loadMigrations("migrations_pg")
+	var rows, distinct int
+	if err := db.QueryRow(`SELECT COUNT(*), COUNT(DISTINCT version) FROM schema_migrations`).Scan(&rows, &distinct); err != nil {
+		t.Fatal(err)
+	}
+	if rows != len(ms) || distinct != len(ms) || applied != len(ms) {
+		t.Fatalf("schema_migrations has %d rows (%d versions), the processes applied %d; want each of the %d migrations once", rows, distinct, applied, len(ms))
+	}
+}
+
+// TestPostgresMigrateChild is one process of TestPostgresMigratorsAtOnce.
+func TestPostgresMigrateChild(t *testing.T) {
+	dsn := os.Getenv("OPENTALON_TEST_MIGRATE_DSN")
+	if dsn == "" {
+		t.Skip("run by TestPostgresMigratorsAtOnce")
+	}
+	var at int64
+	fmt.Sscan(os.Getenv("OPENTALON_TEST_MIGRATE_AT"), &at)
+	time.Sleep(time.Until(time.Unix(0, at)))
+	var logs strings.Builder
+	db, err := Open(context.Background(), t.TempDir(), Options{Postgres: &Postgres{DSN: dsn}, Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if problems, err := db.QuickCheck(context.Background()); err != nil || len(problems) > 0 {
+		t.Fatalf("check: %v %v", problems, err)
+	}
+	fmt.Print(logs.String())
+}
+
+// TestPostgresRefusesUnstorableText: PostgreSQL's TEXT cannot hold a NUL
+// byte or invalid UTF-8; such a text is refused with an error that says
+// so, and the transaction changes nothing.
+func TestPostgresRefusesUnstorableText(t *testing.T) {
+	db := openPG(t, Options{})
+	ctx := context.Background()
+	conv := core.ConversationKey{Channel: "telegram", Chat: "nul"}
+	s, err := db.ActiveSession(ctx, conv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, text := range []string{"a\x00b", "caf\xe9"} {
+		_, err := db.SaveReply(ctx, &core.Reply{SessionID: s.ID, Conversation: conv, Text: "ok", Parts: []string{"ok"}},
+			[]core.ChatMessage{{Role: core.RoleUser, Content: text}, {Role: core.RoleAssistant, Content: "ok"}})
+		if core.ErrorKind(err) != core.KindInvalid || !strings.Contains(err.Error(), "NUL byte or is not valid UTF-8") {
+			t.Fatalf("saving %q: %v; want KindInvalid naming the NUL byte / invalid UTF-8", text, err)
+		}
+		if _, err := db.Memories(ctx, core.MemoryQuery{Owner: text}); core.ErrorKind(err) != core.KindInvalid {
+			t.Fatalf("a query with %q: %v; want KindInvalid", text, err)
+		}
+	}
+	if n, _ := db.MessageCount(ctx, s.ID); n != 0 {
+		t.Fatalf("a refused reply left %d history entries", n)
+	}
+	// A queued message with such a text round-trips: the payload is JSON.
+	in := core.Inbound{Conversation: conv, MessageID: "1", Text: "a\x00b"}
+	if _, _, err := db.Enqueue(ctx, core.QueueItem{Kind: core.EventMessage, Conversation: conv, DedupeKey: "nul:1", Message: &in}); err != nil {
+		t.Fatal(err)
+	}
+	items, _, err := db.Claim(ctx, 1, time.Now())
+	if err != nil || len(items) != 1 || items[0].Message.Text != "a\x00b" {
+		t.Fatalf("claimed %+v, %v", items, err)
+	}
+}
+
+func TestRebind(t *testing.T) {
+	for q, want := range map[string]string{
+		`SELECT ? FROM t WHERE a = ? AND b = '?' AND "c?" = ?`: `SELECT $1 FROM t WHERE a = $2 AND b = '?' AND "c?" = $3`,
+		"SELECT 1 -- what?\nFROM t WHERE x = ?":                "SELECT 1 -- what?\nFROM t WHERE x = $1",
+		`SELECT 'it''s ?', ?`:                                  `SELECT 'it''s ?', $1`,
+		`SELECT 1`:                                             `SELECT 1`,
+	} {
+		if got := postgresDialect.rebind(q); got != want {
+			t.Errorf("rebind(%q) = %q, want %q", q, got, want)
+		}
+		if got := sqliteDialect.rebind(q); got != q {
+			t.Errorf("SQLite rebind changed %q", q)
+		}
+	}
+}

@@ -1,0 +1,188 @@
+package storetest
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/opentalon/opentalon/core"
+	"github.com/opentalon/opentalon/store"
+)
+
+func testQueue(t *testing.T, e Engine) {
+	clock := NewClock()
+	db := e.open(t, store.Options{Now: clock.Now})
+	var q core.QueueStore = db
+	now := clock.Now
+
+	t.Run("OneAtATimeInOrder", func(t *testing.T) {
+		a, b := conv("order-a"), conv("order-b")
+		mustEnqueue(t, q, msg(a, "1", "a1"))
+		mustEnqueue(t, q, msg(a, "2", "a2"))
+		mustEnqueue(t, q, msg(b, "1", "b1"))
+		first := claim(t, q, 10, now())
+		if texts(first) != "a1,b1" {
+			t.Fatalf("first claim = %s; want the head of each conversation, oldest first: a1,b1", texts(first))
+		}
+		if got := claim(t, q, 10, now()); len(got) != 0 {
+			t.Fatalf("a second claim while both heads run = %s; want nothing", texts(got))
+		}
+		check(t, "finish a1", q.Finish(ctx, first[0].ID, first[0].Lease, core.StatusDone, ""))
+		next := claim(t, q, 10, now())
+		if texts(next) != "a2" {
+			t.Fatalf("after a1 finished: %s; want a2", texts(next))
+		}
+		check(t, "finish b1", q.Finish(ctx, first[1].ID, first[1].Lease, core.StatusDone, ""))
+		check(t, "finish a2", q.Finish(ctx, next[0].ID, next[0].Lease, core.StatusDone, ""))
+		items, nx, err := q.Claim(ctx, 10, now())
+		if err != nil || len(items) != 0 || !nx.IsZero() {
+			t.Fatalf("empty queue: %s, next %v, %v", texts(items), nx, err)
+		}
+	})
+
+	t.Run("Dedupe", func(t *testing.T) {
+		c := conv("dedupe")
+		id := mustEnqueue(t, q, msg(c, "1", "hi"))
+		if id2, dup, err := q.Enqueue(ctx, msg(c, "1", "hi again")); err != nil || !dup || id2 != 0 {
+			t.Fatalf("the same platform message again: id %d dup %v %v; want dup", id2, dup, err)
+		}
+		it := claim(t, q, 1, now())
+		check(t, "finish", q.Finish(ctx, it[0].ID, it[0].Lease, core.StatusDone, ""))
+		if _, dup, err := q.Enqueue(ctx, msg(c, "1", "redelivered")); err != nil || !dup {
+			t.Fatalf("a redelivery after the answer: dup %v %v; want dup", dup, err)
+		}
+		if it[0].ID != id || it[0].Message.Text != "hi" {
+			t.Fatalf("claimed %+v", it[0])
+		}
+	})
+
+	t.Run("PendingCap", func(t *testing.T) {
+		c, other := conv("cap"), conv("cap-other")
+		capped := func(id string) core.QueueItem { it := msg(c, id, id); it.MaxPending = 2; return it }
+		mustEnqueue(t, q, capped("1"))
+		mustEnqueue(t, q, capped("2"))
+		if _, _, err := q.Enqueue(ctx, capped("3")); !errors.Is(err, core.ErrConversationFull) {
+			t.Fatalf("a third message while two wait: %v; want ErrConversationFull", err)
+		}
+		if _, dup, err := q.Enqueue(ctx, capped("1")); err != nil || !dup {
+			t.Fatalf("a redelivery of a waiting message at the cap: dup %v, %v; want dup", dup, err)
+		}
+		o := msg(other, "1", "x")
+		o.MaxPending = 2
+		mustEnqueue(t, q, o)
+		drain(t, q, now())
+		mustEnqueue(t, q, capped("3"))
+		drain(t, q, now())
+	})
+
+	t.Run("EditQueued", func(t *testing.T) {
+		c := conv("edit")
+		mustEnqueue(t, q, msg(c, "1", "first"))
+		mustEnqueue(t, q, msg(c, "2", "second"))
+		it := claim(t, q, 1, now())
+		if ok, err := q.EditQueued(ctx, "telegram:edit:m:1", "too late"); err != nil || ok {
+			t.Fatalf("edit of the running message: %v %v; want not applied", ok, err)
+		}
+		if ok, err := q.EditQueued(ctx, "telegram:edit:m:2", "second, edited"); err != nil || !ok {
+			t.Fatalf("edit of a queued message: %v %v", ok, err)
+		}
+		check(t, "finish", q.Finish(ctx, it[0].ID, it[0].Lease, core.StatusDone, ""))
+		if got := claim(t, q, 1, now()); texts(got) != "second, edited" {
+			t.Fatalf("claimed %q", texts(got))
+		} else {
+			check(t, "finish", q.Finish(ctx, got[0].ID, got[0].Lease, core.StatusDone, ""))
+		}
+	})
+
+	t.Run("RetryDeferRelease", func(t *testing.T) {
+		c := conv("retry")
+		mustEnqueue(t, q, msg(c, "1", "r"))
+		it := claim(t, q, 1, now())[0]
+		due := now().Add(time.Minute)
+		check(t, "retry", q.Retry(ctx, it.ID, it.Lease, due, "provider 500"))
+		items, next, err := q.Claim(ctx, 5, now())
+		if err != nil || len(items) != 0 || !next.Equal(due) {
+			t.Fatalf("before the retry is due: %s, next %v (want %v), %v", texts(items), next, due, err)
+		}
+		got := claim(t, q, 5, due)
+		if len(got) != 1 || got[0].Attempts != 1 || got[0].Interruptions != 0 || got[0].Lease == it.Lease {
+			t.Fatalf("the retried item = %+v; want attempts 1 under a new lease", got)
+		}
+		it = got[0]
+		check(t, "defer", q.Defer(ctx, it.ID, it.Lease, due, "cooling", true))
+		it = claim(t, q, 5, due)[0]
+		if it.Attempts != 1 || !it.Notified {
+			t.Fatalf("after a deferral: attempts %d notified %v; want 1, true", it.Attempts, it.Notified)
+		}
+		check(t, "defer", q.Defer(ctx, it.ID, it.Lease, due, "cooling", false))
+		it = claim(t, q, 5, due)[0]
+		if !it.Notified {
+			t.Fatal("a second deferral forgot that the user was told")
+		}
+		check(t, "release", q.Release(ctx, it.ID, it.Lease))
+		it = claim(t, q, 5, due)[0]
+		if it.Attempts != 1 || it.Interruptions != 0 {
+			t.Fatalf("after a release: attempts %d interruptions %d; want it back as it was", it.Attempts, it.Interruptions)
+		}
+		check(t, "finish failed", q.Finish(ctx, it.ID, it.Lease, core.StatusFailed, "gave up: provider 500"))
+		if err := q.Finish(ctx, it.ID, it.Lease, "bogus", ""); core.ErrorKind(err) != core.KindInvalid {
+			t.Fatalf("finish with a bad status: %v", err)
+		}
+		fails, err := db.RecentFailures(ctx, 5)
+		if err != nil || len(fails) == 0 || fails[0].ID != it.ID || !strings.Contains(fails[0].Reason, "gave up") {
+			t.Fatalf("recent failures = %+v, %v", fails, err)
+		}
+	})
+
+	t.Run("EventKinds", func(t *testing.T) {
+		c := conv("kinds")
+		r := core.Reaction{Conversation: c, MessageID: "9", UserID: "u1", Emoji: "👍", Added: true}
+		f := core.Firing{ScheduleID: 7, Prompt: "daily summary", At: now()}
+		mustEnqueue(t, q, core.QueueItem{Kind: core.EventReaction, Conversation: c, DedupeKey: "r:1", Reaction: &r})
+		mustEnqueue(t, q, core.QueueItem{Kind: core.EventScheduled, Conversation: c, DedupeKey: "s:1", Firing: &f})
+		it := claim(t, q, 1, now())[0]
+		if it.Kind != core.EventReaction || it.Reaction == nil || it.Reaction.Emoji != "👍" || it.Conversation != c {
+			t.Fatalf("reaction item = %+v", it)
+		}
+		check(t, "finish", q.Finish(ctx, it.ID, it.Lease, core.StatusDone, ""))
+		it = claim(t, q, 1, now())[0]
+		if it.Kind != core.EventScheduled || it.Firing == nil || it.Firing.Prompt != "daily summary" || it.Firing.ScheduleID != 7 {
+			t.Fatalf("firing item = %+v", it)
+		}
+		check(t, "finish", q.Finish(ctx, it.ID, it.Lease, core.StatusDone, ""))
+	})
+
+	t.Run("CountsAndOldest", func(t *testing.T) {
+		c := conv("counts")
+		clock.Advance(time.Second)
+		at := clock.Now()
+		mustEnqueue(t, q, msg(c, "1", "x"))
+		mustEnqueue(t, q, msg(c, "2", "y"))
+		claim(t, q, 1, now())
+		counts, err := db.QueueCounts(ctx)
+		if err != nil || counts[core.StatusRunning] != 1 || counts[core.StatusQueued] != 1 {
+			t.Fatalf("counts = %v, %v; want 1 running, 1 queued", counts, err)
+		}
+		oldest, err := db.OldestQueued(ctx)
+		if err != nil || !oldest.Equal(at) {
+			t.Fatalf("oldest queued = %v, %v; want %v", oldest, err, at)
+		}
+		drain(t, q, now())
+	})
+}
+
+// drain claims and finishes everything due at now.
+func drain(t *testing.T, q core.QueueStore, now time.Time) {
+	t.Helper()
+	for range 1000 {
+		items := claim(t, q, 10, now)
+		if len(items) == 0 {
+			return
+		}
+		for _, it := range items {
+			check(t, "finish", q.Finish(ctx, it.ID, it.Lease, core.StatusDone, ""))
+		}
+	}
+	t.Fatal("the queue does not drain")
+}
