@@ -214,7 +214,7 @@ func (db *DB) checkTables(ctx context.Context) ([]string, error) {
 // the tables that refer to them (the order `state migrate` copies them
 // in). Triggers fill the others (queue_heads, plugin_state_usage).
 var Tables = []string{
-	"sessions", "messages", "replies", "deliveries", "usage", "signals", "affinity", "profiles", "escalations",
+	"sessions", "messages", "replies", "deliveries", "usage", "signals", "affinity", "profiles", "escalations", "router_arms", "router_tasks",
 	"plugin_binding", "plugin_state", "lua_kv", "memories", "pairings", "schedules", "media", "media_sources",
 	"queue",
 }
