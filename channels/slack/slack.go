@@ -86,7 +86,11 @@ type Bot struct {
 	credErr   map[string]error // config key → why Slack refuses it, for Healthy
 	names     map[string]string
 	responses map[string]response // slash command message id → response_url
-	endpoint  toolkit.Endpoint    // the Events API endpoint (mode events)
+	// ledger and keeper are the sink's capabilities beyond Accept (the
+	// gateway's, over the database replicas share), when it has them.
+	ledger    core.ReplyLedger
+	keeper    core.CredentialKeeper
+	endpoint  toolkit.Endpoint // the Events API endpoint (mode events)
 	closeOnce sync.Once
 }
 
@@ -202,6 +206,7 @@ func (b *Bot) Name() string { return Name }
 // (KindAuth, naming the config key); refused later (revoked while
 // running), it is reported by Healthy and tried again every AuthRetry.
 func (b *Bot) Run(ctx context.Context, sink core.Sink) error {
+	b.useSink(sink)
 	b.health.Starting()
 	for {
 		err := b.authTest(ctx)
@@ -227,6 +232,22 @@ func (b *Bot) Run(ctx context.Context, sink core.Sink) error {
 		return b.runEvents(ctx, sink)
 	}
 	return b.runSocket(ctx, sink)
+}
+
+// useSink takes what the sink can do beyond Accept: tell whether the bot
+// answered in a thread, keep a response_url for another replica.
+func (b *Bot) useSink(sink core.Sink) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.ledger, _ = sink.(core.ReplyLedger)
+	b.keeper, _ = sink.(core.CredentialKeeper)
+}
+
+// sinkCaps returns the sink's capabilities (nil when it has none).
+func (b *Bot) sinkCaps() (core.ReplyLedger, core.CredentialKeeper) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.ledger, b.keeper
 }
 
 // authTest asks Slack who the bot is.

@@ -43,6 +43,9 @@ func Run(t *testing.T, e Engine) {
 	t.Run("Pairings", func(t *testing.T) { testPairings(t, e) })
 	t.Run("Media", func(t *testing.T) { testMedia(t, e) })
 	t.Run("Operations", func(t *testing.T) { testOperations(t, e) })
+	t.Run("Sealed", func(t *testing.T) { testSealed(t, e) })
+	t.Run("Replied", func(t *testing.T) { testReplied(t, e) })
+	t.Run("MediaShared", func(t *testing.T) { testMediaShared(t, e) })
 }
 
 // Clock is a settable clock for Options.Now, safe for concurrent use.
