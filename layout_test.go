@@ -29,6 +29,7 @@ var allowed = map[string][]string{
 	"core":          {},
 	"core/gateway":  {"core"},
 	"core/schedule": {"core"},
+	"core/lease":    {"core"},
 	"config":        {"core", "core/schedule"},
 	"store":         {"core"},
 	// The store's contract suite drives every engine through the store.
