@@ -8,12 +8,14 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/opentalon/opentalon/channels/toolkit"
 	"github.com/opentalon/opentalon/config"
 	"github.com/opentalon/opentalon/core"
 	"github.com/opentalon/opentalon/core/gateway"
+	"github.com/opentalon/opentalon/core/lease"
 	"github.com/opentalon/opentalon/core/schedule"
 	"github.com/opentalon/opentalon/lua"
 	"github.com/opentalon/opentalon/metrics"
@@ -49,6 +51,10 @@ type App struct {
 	opts   AppOptions
 	log    *slog.Logger
 	db     *store.DB
+	// ingest holds the leases of the platform connections one replica
+	// holds at a time (ingest.go).
+	ingest     *lease.Elector
+	ingestOnce sync.Once
 	router *routing.Router
 	// metrics is nil when server.metrics is off or the server is.
 	metrics *metrics.Metrics

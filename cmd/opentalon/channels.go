@@ -41,7 +41,7 @@ func buildConsole(a *App) (core.Channel, error) {
 }
 
 func buildTelegram(a *App) (core.Channel, error) {
-	return telegram.New(telegram.Options{Config: a.cfg.Channels.Telegram, Logger: a.log, Now: a.opts.Now})
+	return telegram.New(telegram.Options{Config: a.cfg.Channels.Telegram, Logger: a.log, Now: a.opts.Now, Hold: a.telegramHold()})
 }
 
 func buildSlack(a *App) (core.Channel, error) {
