@@ -20,6 +20,7 @@ import (
 // pollerReplica is one replica: a gateway over the shared PostgreSQL with
 // the Telegram channel polling under the bot's lease.
 type pollerReplica struct {
+	bot  *telegram.Bot
 	logs *logBuf
 	db   *store.DB
 	el   *lease.Elector
@@ -35,6 +36,7 @@ func startPollerReplica(t *testing.T, srv *telegramtest.Server, dsn, holder stri
 	}
 	el := lease.New(db, lease.Options{Holder: holder, TTL: 3 * time.Second})
 	o := botOptions(srv, instantSleep)
+	o.UnhealthyAfter = 100 * time.Millisecond // a standby must not look down
 	logs := &logBuf{}
 	o.Logger = slog.New(slog.NewTextHandler(logs, nil))
 	o.Hold = func(ctx context.Context, name string, work func(context.Context, telegram.Lease) error) error {
@@ -48,7 +50,7 @@ func startPollerReplica(t *testing.T, srv *telegramtest.Server, dsn, holder stri
 		Backoff: func(int) time.Duration { return 10 * time.Millisecond }})
 	gw.AddChannel(bot)
 	ctx, cancel := context.WithCancel(context.Background())
-	r := &pollerReplica{logs: logs, db: db, el: el, stop: cancel, done: make(chan error, 1)}
+	r := &pollerReplica{bot: bot, logs: logs, db: db, el: el, stop: cancel, done: make(chan error, 1)}
 	go func() { r.done <- gw.Run(ctx, 5*time.Second) }()
 	t.Cleanup(func() {
 		r.shutdown(t)
@@ -95,6 +97,9 @@ func TestReplicasOnePollerUnderTheLease(t *testing.T) {
 	srv.WaitSent(t, 12, 20*time.Second)
 	if held := b.el.HeldNames(); len(held) != 0 {
 		t.Fatalf("replica B holds %v while A polls", held)
+	}
+	if err := b.bot.Healthy(); err != nil {
+		t.Fatalf("replica B, standing by for the lease, reports the channel unhealthy: %v", err)
 	}
 	a.shutdown(t) // a rolling deploy: A gives the lease up
 	handover := time.Now()

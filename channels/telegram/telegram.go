@@ -100,11 +100,17 @@ func (b *Bot) held(ctx context.Context, work func(ctx context.Context, l Lease) 
 	b.mu.Lock()
 	id := b.me.ID
 	b.mu.Unlock()
+	// A replica standing by for the lease is healthy: /readyz of a
+	// replica does not depend on the leases it holds.
+	b.health.Connected()
 	err := b.o.Hold(ctx, leaseName(id), func(lctx context.Context, l Lease) error {
 		b.log.Info("this replica holds the Telegram lease", "lease", leaseName(id), "mode", b.cfg.Mode)
 		err := work(lctx, l)
-		if err == nil && ctx.Err() == nil {
-			return errLeaseLost
+		if ctx.Err() == nil {
+			b.health.Connected() // standing by again
+			if err == nil {
+				err = errLeaseLost
+			}
 		}
 		return err
 	})
