@@ -96,9 +96,7 @@ func TestReplicasSlashCommandAnsweredInPlace(t *testing.T) {
 	if !strings.HasPrefix(eph.Text, "Model:") || eph.ResponseURL == "" || eph.ResponseType != "ephemeral" {
 		t.Fatalf("answer = %+v; want core's answer on the command's response_url", eph)
 	}
-	if !srv.Acked(env) {
-		t.Fatal("the slash command was not acknowledged")
-	}
+	srv.WaitFor(t, "the slash command acknowledged", wait, func() bool { return srv.Acked(env) })
 	if n := len(srv.Calls("chat.postEphemeral")); n != 0 {
 		t.Fatalf("chat.postEphemeral called %d times; the response_url was at hand", n)
 	}

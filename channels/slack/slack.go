@@ -52,7 +52,23 @@ type Options struct {
 	// UnhealthyAfter is how long the channel may fail to connect before
 	// Healthy reports it (default 1 minute).
 	UnhealthyAfter time.Duration
+	// HoldSlot, when set, runs the Socket Mode connection only while this
+	// replica holds one of the app's connection slots (leases named
+	// prefix + "0" … prefix + "9": Slack allows 10 connections per app
+	// and gives each event to one of them); replicas beyond ten stand by
+	// for a slot. cmd/opentalon wires it to core/lease. Nil: this process
+	// connects itself.
+	HoldSlot HoldSlotFunc
 }
+
+// SocketSlots is how many Socket Mode connections Slack allows one app.
+const SocketSlots = 10
+
+// HoldSlotFunc runs work while this replica holds one of slots leases
+// named prefix+"0" … prefix+(slots-1), waiting for a free one, until ctx
+// ends; work's context ends when the slot's lease is lost, and work
+// returns an error to take a slot again.
+type HoldSlotFunc func(ctx context.Context, prefix string, slots int, work func(ctx context.Context) error) error
 
 // Bot is the Slack channel. Build it with New; Run connects.
 type Bot struct {

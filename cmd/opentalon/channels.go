@@ -45,7 +45,7 @@ func buildTelegram(a *App) (core.Channel, error) {
 }
 
 func buildSlack(a *App) (core.Channel, error) {
-	return slack.New(slack.Options{Config: a.cfg.Channels.Slack, Logger: a.log, Now: a.opts.Now})
+	return slack.New(slack.Options{Config: a.cfg.Channels.Slack, Logger: a.log, Now: a.opts.Now, HoldSlot: a.slackHoldSlot()})
 }
 
 func buildDiscord(a *App) (core.Channel, error) {

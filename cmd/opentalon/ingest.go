@@ -2,7 +2,10 @@ package main
 
 import (
 	"context"
+	"strconv"
+	"time"
 
+	"github.com/opentalon/opentalon/channels/slack"
 	"github.com/opentalon/opentalon/channels/telegram"
 	"github.com/opentalon/opentalon/config"
 	"github.com/opentalon/opentalon/core/lease"
@@ -28,5 +31,30 @@ func (a *App) telegramHold() telegram.HoldFunc {
 	el := a.ingestElector()
 	return func(ctx context.Context, name string, work func(context.Context, telegram.Lease) error) error {
 		return el.Hold(ctx, name, func(ctx context.Context, l *lease.Lease) error { return work(ctx, l) })
+	}
+}
+
+// slackHoldSlot runs a Slack Socket Mode connection under one of the
+// app's connection slots: the first free slot's lease is taken (one
+// conditional write each, in order), then held like any lease; with every
+// slot taken the replica looks again every second.
+func (a *App) slackHoldSlot() slack.HoldSlotFunc {
+	el := a.ingestElector()
+	return func(ctx context.Context, prefix string, slots int, work func(context.Context) error) error {
+		for ctx.Err() == nil {
+			for k := 0; k < slots; k++ {
+				name := prefix + strconv.Itoa(k)
+				_, held, err := a.db.AcquireLease(ctx, name, el.Holder(), el.TTL())
+				if err != nil || !held {
+					continue
+				}
+				return el.Hold(ctx, name, func(ctx context.Context, _ *lease.Lease) error { return work(ctx) })
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(time.Second):
+			}
+		}
+		return nil
 	}
 }
