@@ -26,21 +26,29 @@ func (a *App) ingestElector() *lease.Elector {
 	return a.ingest
 }
 
-// telegramHold runs a Telegram bot's singleton work under its lease.
+// telegramHold runs a Telegram bot's singleton work under its lease (nil
+// for an App without a database: doctor's channels only check their
+// credentials).
 func (a *App) telegramHold() telegram.HoldFunc {
-	el := a.ingestElector()
+	if a.db == nil {
+		return nil
+	}
 	return func(ctx context.Context, name string, work func(context.Context, telegram.Lease) error) error {
+		el := a.ingestElector()
 		return el.Hold(ctx, name, func(ctx context.Context, l *lease.Lease) error { return work(ctx, l) })
 	}
 }
 
 // slackHoldSlot runs a Slack Socket Mode connection under one of the
-// app's connection slots: the first free slot's lease is taken (one
+// app's connection slots (nil without a database, as telegramHold): the first free slot's lease is taken (one
 // conditional write each, in order), then held like any lease; with every
 // slot taken the replica looks again every second.
 func (a *App) slackHoldSlot() slack.HoldSlotFunc {
-	el := a.ingestElector()
+	if a.db == nil {
+		return nil
+	}
 	return func(ctx context.Context, prefix string, slots int, work func(context.Context) error) error {
+		el := a.ingestElector()
 		for ctx.Err() == nil {
 			for k := 0; k < slots; k++ {
 				name := prefix + strconv.Itoa(k)
