@@ -29,6 +29,7 @@ var allowed = map[string][]string{
 	"core":          {},
 	"core/gateway":  {"core"},
 	"core/schedule": {"core"},
+	"core/lease":    {"core"},
 	"config":        {"core", "core/schedule"},
 	"store":         {"core"},
 	// The contract suite every engine passes drives the store itself.

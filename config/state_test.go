@@ -55,3 +55,24 @@ func TestStateDriver(t *testing.T) {
 		})
 	}
 }
+
+// TestStateSealKey: state.seal_key is a secret (never printed) and a
+// short one is refused, naming the key and how to make one.
+func TestStateSealKey(t *testing.T) {
+	const key = "c2VhbC1rZXktZm9yLXRlc3RzLW9ubHktMzItYnl0ZXM="
+	cfg, err := Load(writeConfig(t, minimal+"state:\n  seal_key: \"${OPENTALON_SEAL_KEY}\"\n"), MapEnv(map[string]string{"OPENTALON_SEAL_KEY": key}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.State.SealKey.Value() != key {
+		t.Fatalf("state.seal_key = %q", cfg.State.SealKey.Value())
+	}
+	if out := cfg.Redacted(); strings.Contains(out, key) {
+		t.Fatalf("the printed config shows the seal key:\n%s", out)
+	}
+	_, err = Load(writeConfig(t, minimal+"state:\n  seal_key: short\n"), noEnv())
+	if len(problemsOf(t, err)) != 1 {
+		t.Fatalf("want 1 problem, got %v", err)
+	}
+	mustContain(t, err.Error(), "state.seal_key", "openssl rand")
+}

@@ -72,6 +72,13 @@ type State struct {
 	Driver string `yaml:"driver"`
 	// Postgres configures the PostgreSQL database of driver postgres.
 	Postgres Postgres `yaml:"postgres"`
+	// SealKey is the secret the short-lived platform credentials kept in
+	// the database (a Discord interaction's token, a Slack slash
+	// command's response_url) are sealed under (AES-256-GCM, the key
+	// derived by HKDF-SHA256). Unset, the key is derived from the enabled
+	// channels' own tokens, which every replica shares and the database
+	// never holds. A secret, usually "${OPENTALON_SEAL_KEY}".
+	SealKey Secret `yaml:"seal_key"`
 }
 
 // State drivers accepted in state.driver.

@@ -509,6 +509,9 @@ func validateState(c *Config, ps *problems) {
 	default:
 		ps.at("state.driver", "%q is not a driver; use sqlite (one machine, the default) or postgres (a database several replicas share)%s", c.State.Driver, didYouMean(c.State.Driver, []string{DriverSQLite, DriverPostgres}))
 	}
+	if k := c.State.SealKey; k.IsSet() && len(k.Value()) < 16 {
+		ps.at("state.seal_key", "is %d characters: too short to seal anything; use a random secret of at least 16 (32 is better), e.g. the output of `openssl rand -base64 32` in OPENTALON_SEAL_KEY, or leave it out to derive one from the channel tokens", len(k.Value()))
+	}
 	atLeast(ps, "state.postgres.pool_size", pg.PoolSize, 1)
 	if pg.StatementTimeout < 0 {
 		ps.at("state.postgres.statement_timeout", "must not be negative (0 = no limit; default 30s)")

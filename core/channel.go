@@ -61,6 +61,30 @@ type AccessChecker interface {
 	MayTalk(ctx context.Context, in Inbound) bool
 }
 
+// ReplyLedger is an optional capability of a Sink (the Gateway): whether
+// the bot has answered in a conversation, read from the database (so it
+// holds for every replica sharing it, whichever one answered). A channel
+// asks it whether a thread's follow-up is for the bot.
+type ReplyLedger interface {
+	Replied(ctx context.Context, conv ConversationKey) (bool, error)
+}
+
+// CredentialKeeper is an optional capability of a Sink (the Gateway): it
+// keeps a short-lived platform credential needed to answer later (a
+// Discord interaction's token, a Slack response_url) sealed in the
+// database until it expires, so whichever replica runs the request can
+// answer in place. The channel drops it once the answer is sent.
+type CredentialKeeper interface {
+	// KeepCredential stores secret under name until expires; an error
+	// means it could not (no seal key, the database refused): the channel
+	// keeps it in memory only.
+	KeepCredential(ctx context.Context, name, secret string, expires time.Time) error
+	// Credential returns what is kept under name, if it is still valid.
+	Credential(ctx context.Context, name string) (string, bool)
+	// DropCredential deletes what is kept under name.
+	DropCredential(ctx context.Context, name string)
+}
+
 // Indicator is an optional Channel capability: show that the bot is
 // working on a message (typing indicator, an "eyes" reaction). The
 // returned stop function is called once the reply is sent or failed.

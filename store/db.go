@@ -58,6 +58,13 @@ type Options struct {
 	// lease this handle does not hold then belongs to a process that
 	// died, and its first claim takes them all back at once.
 	SoleClaimer bool
+	// SealKey is the AES-256 key (SealKeySize bytes) the short-lived
+	// platform credentials are sealed under (KeepSealed); without it they
+	// cannot be kept.
+	SealKey []byte
+	// MediaDir is where the media files are kept (default
+	// <dataDir>/media); on PostgreSQL it is this replica's cache.
+	MediaDir string
 }
 
 // Postgres names a PostgreSQL database (state.postgres).
@@ -107,6 +114,10 @@ type DB struct {
 	trips tripCounter
 	// group is the enqueue's group commit (flush).
 	group groupSync
+	// sealKey seals the short-lived credentials (sealed.go).
+	sealKey []byte
+	// media overrides the media directory (Options.MediaDir).
+	media string
 }
 
 // Open opens (creating if needed) <dataDir>/opentalon.db, or the
@@ -143,7 +154,8 @@ func (o *Options) defaults() {
 // newDB is the handle both engines share, before its pools.
 func newDB(d *dialect, name, dataDir string, o Options) *DB {
 	return &DB{d: d, name: name, dataDir: dataDir, now: o.Now, ttl: o.SessionTTL, keep: o.QueueRetention, log: o.Logger,
-		syncFile: fsync, holder: o.Holder, leaseTTL: o.LeaseTTL, sole: o.SoleClaimer}
+		syncFile: fsync, holder: o.Holder, leaseTTL: o.LeaseTTL, sole: o.SoleClaimer,
+		sealKey: append([]byte(nil), o.SealKey...), media: o.MediaDir}
 }
 
 // OpenFile opens the SQLite database at path and migrates it.

@@ -19,7 +19,12 @@ import (
 const MediaDir = "media"
 
 // mediaDir is where this database's media files live.
-func (db *DB) mediaDir() string { return filepath.Join(db.dataDir, MediaDir) }
+func (db *DB) mediaDir() string {
+	if db.media != "" {
+		return db.media
+	}
+	return filepath.Join(db.dataDir, MediaDir)
+}
 
 // validSHA accepts a lowercase hex SHA-256 only: it names a file.
 func validSHA(sha string) bool {
@@ -41,7 +46,7 @@ func (db *DB) PutMedia(ctx context.Context, data []byte, mime string) (string, e
 	if err := db.writeMediaFile(sha, func(f *os.File) error { _, err := f.Write(data); return err }); err != nil {
 		return "", err
 	}
-	return sha, db.recordMedia(ctx, sha, mime, int64(len(data)), "")
+	return sha, db.recordMedia(ctx, sha, mime, int64(len(data)), "", data)
 }
 
 // StoreMedia stores what r yields, at most limit bytes (more is
@@ -69,10 +74,19 @@ func (db *DB) StoreMedia(ctx context.Context, source, mime string, r io.Reader, 
 		return core.MediaFile{}, core.ErrTooLarge
 	}
 	sha := hex.EncodeToString(h.Sum(nil))
-	if err := os.Rename(tmp.Name(), filepath.Join(db.mediaDir(), sha)); err != nil {
+	path := filepath.Join(db.mediaDir(), sha)
+	if err := os.Rename(tmp.Name(), path); err != nil {
 		return core.MediaFile{}, fmt.Errorf("media store: %w", err)
 	}
-	if err := db.recordMedia(ctx, sha, mime, n, source); err != nil {
+	var data []byte
+	if db.d.concurrent {
+		// Replicas share the bytes through the database; this file is
+		// this replica's cache of them.
+		if data, err = os.ReadFile(path); err != nil {
+			return core.MediaFile{}, fmt.Errorf("media store: %w", err)
+		}
+	}
+	if err := db.recordMedia(ctx, sha, mime, n, source, data); err != nil {
 		return core.MediaFile{}, err
 	}
 	return core.MediaFile{SHA256: sha, MIME: mime, Size: n}, nil
@@ -103,13 +117,21 @@ func (db *DB) writeMediaFile(sha string, write func(*os.File) error) error {
 }
 
 // recordMedia upserts the row of a stored file and, when source is set,
-// what it is the content of.
-func (db *DB) recordMedia(ctx context.Context, sha, mime string, size int64, source string) error {
+// what it is the content of. On a database replicas share (PostgreSQL)
+// the bytes go into media_bytes too, so another replica reads them
+// without downloading the file again; <data_dir>/media is then each
+// replica's cache.
+func (db *DB) recordMedia(ctx context.Context, sha, mime string, size int64, source string, data []byte) error {
 	now := db.ms()
 	return db.tx(ctx, func(tx *txn) error {
 		if _, err := tx.ExecContext(ctx, `INSERT INTO media (sha256, mime, size, created_at, used_at) VALUES (?, ?, ?, ?, ?)
 			ON CONFLICT (sha256) DO UPDATE SET used_at = excluded.used_at`, sha, mime, size, now, now); err != nil {
 			return fmt.Errorf("record media %s: %w", sha, err)
+		}
+		if db.d.concurrent {
+			if _, err := tx.ExecContext(ctx, `INSERT INTO media_bytes (sha256, data) VALUES (?, ?) ON CONFLICT (sha256) DO NOTHING`, sha, data); err != nil {
+				return fmt.Errorf("record media %s: %w", sha, err)
+			}
 		}
 		if source == "" {
 			return nil
@@ -136,7 +158,18 @@ func (db *DB) MediaBySource(ctx context.Context, source string) (core.MediaFile,
 		return core.MediaFile{}, false, fmt.Errorf("media of %s: %w", source, err)
 	}
 	if _, err := os.Stat(filepath.Join(db.mediaDir(), f.SHA256)); err != nil {
-		return core.MediaFile{}, false, nil
+		if !db.d.concurrent {
+			return core.MediaFile{}, false, nil
+		}
+		// Stored by another replica: its bytes are in the database.
+		var one int
+		err := db.r.QueryRowContext(ctx, `SELECT 1 FROM media_bytes WHERE sha256 = ?`, f.SHA256).Scan(&one)
+		if errors.Is(err, sql.ErrNoRows) {
+			return core.MediaFile{}, false, nil
+		}
+		if err != nil {
+			return core.MediaFile{}, false, fmt.Errorf("media of %s: %w", source, err)
+		}
 	}
 	f.Text, f.HasText = text.String, text.Valid
 	return f, true, nil
@@ -155,15 +188,45 @@ func (db *DB) ReadMedia(ctx context.Context, sha string) ([]byte, error) {
 	if !validSHA(sha) {
 		return nil, core.Errorf(core.KindInvalid, "media: %q is not a SHA-256 digest", sha)
 	}
-	b, err := os.ReadFile(filepath.Join(db.mediaDir(), sha))
+	gone := func(err error) error {
+		return &core.Error{Kind: core.KindNotFound, Msg: "the file is no longer kept (media.retention)", Err: err}
+	}
+	path := filepath.Join(db.mediaDir(), sha)
+	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) && db.d.concurrent {
+		b, err = db.readMediaBytes(ctx, sha)
+	}
 	if errors.Is(err, os.ErrNotExist) {
-		return nil, &core.Error{Kind: core.KindNotFound, Msg: "the file is no longer kept (media.retention)", Err: err}
+		return nil, gone(err)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("media %s: %w", sha, err)
 	}
-	if _, err := db.w.ExecContext(ctx, `UPDATE media SET used_at = ? WHERE sha256 = ?`, db.ms(), sha); err != nil {
+	res, err := db.w.ExecContext(ctx, `UPDATE media SET used_at = ? WHERE sha256 = ?`, db.ms(), sha)
+	if err != nil {
 		db.log.Warn("media: mark a file used", "sha256", sha, "err", err)
+	} else if n, _ := res.RowsAffected(); n == 0 && db.d.concurrent {
+		// Swept by another replica: this cached copy is stale.
+		_ = os.Remove(path)
+		return nil, gone(os.ErrNotExist)
+	}
+	return b, nil
+}
+
+// readMediaBytes reads a file's bytes from the database (PostgreSQL,
+// where replicas share them) and keeps them in this replica's cache; a
+// file the database does not have is os.ErrNotExist.
+func (db *DB) readMediaBytes(ctx context.Context, sha string) ([]byte, error) {
+	var b []byte
+	err := db.r.QueryRowContext(ctx, `SELECT data FROM media_bytes WHERE sha256 = ?`, sha).Scan(&b)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, os.ErrNotExist
+	}
+	if err != nil {
+		return nil, err
+	}
+	if err := db.writeMediaFile(sha, func(f *os.File) error { _, err := f.Write(b); return err }); err != nil {
+		db.log.Warn("media: cache a file read from the database", "sha256", sha, "err", err)
 	}
 	return b, nil
 }

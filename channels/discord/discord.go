@@ -89,6 +89,9 @@ type Bot struct {
 	me        discordgo.User
 	appID     string
 	sessionID string
+	// keeper keeps interaction tokens sealed in the database, so another
+	// replica answers a command in place (the sink's, when it can).
+	keeper    core.CredentialKeeper
 	closeOnce sync.Once
 }
 

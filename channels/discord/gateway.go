@@ -52,6 +52,9 @@ type run struct {
 // first, a fresh identify when resuming keeps failing) whenever the
 // connection is lost or its heartbeats go unacknowledged.
 func (b *Bot) Run(ctx context.Context, sink core.Sink) error {
+	b.mu.Lock()
+	b.keeper, _ = sink.(core.CredentialKeeper)
+	b.mu.Unlock()
 	b.health.Down(errors.New("discord: not connected to the gateway yet"))
 	// The token is checked over REST first (a clear 401), then again by
 	// the gateway (close code 4004).

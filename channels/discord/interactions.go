@@ -20,8 +20,9 @@ import (
 const interactionTTL = 15 * time.Minute
 
 // interaction is what Send needs to answer an application command: its
-// webhook token, kept in memory only (a credential never stored), and
-// whether the deferred response went out.
+// webhook token, kept in memory and sealed in the database through the
+// sink's core.CredentialKeeper (never in the clear), and whether the
+// deferred response went out.
 type interaction struct {
 	appID, token string
 	expires      time.Time
@@ -51,10 +52,67 @@ func (t *interactionTokens) add(id string, in *interaction, now time.Time) {
 	t.m[id] = in
 }
 
+func (t *interactionTokens) remove(id string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	delete(t.m, id)
+}
+
 func (t *interactionTokens) get(id string) *interaction {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return t.m[id]
+}
+
+// interactionName is the name an interaction's token is kept under by
+// the sink's credential keeper.
+func interactionName(id string) string { return "discord:interaction:" + id }
+
+// keepInteraction seals an interaction's token in the database (before
+// the command is committed), so whichever replica runs the command edits
+// its deferred response.
+func (b *Bot) keepInteraction(ctx context.Context, id string, it *interaction) {
+	keeper := b.credentialKeeper()
+	if keeper == nil {
+		return
+	}
+	if err := keeper.KeepCredential(ctx, interactionName(id), it.appID+"\n"+it.token, it.expires); err != nil {
+		b.log.Debug("the interaction's token is kept in this process only", "interaction", id, "err", err)
+	}
+}
+
+// keptInteraction is an interaction another replica received: its token
+// from the keeper, its deferred response taken as sent.
+func (b *Bot) keptInteraction(ctx context.Context, id string) *interaction {
+	keeper := b.credentialKeeper()
+	if keeper == nil {
+		return nil
+	}
+	secret, ok := keeper.Credential(ctx, interactionName(id))
+	app, token, found := strings.Cut(secret, "\n")
+	if !ok || !found || token == "" {
+		return nil
+	}
+	ready := make(chan struct{})
+	close(ready)
+	// The keeper returns only a token still valid; a minute is enough
+	// for this answer's parts.
+	return &interaction{appID: app, token: token, expires: b.now().Add(time.Minute), ready: ready, deferred: true}
+}
+
+// forgetInteraction drops an interaction's token once its answer is
+// sent.
+func (b *Bot) forgetInteraction(ctx context.Context, id string) {
+	b.interactions.remove(id)
+	if keeper := b.credentialKeeper(); keeper != nil {
+		keeper.DropCredential(ctx, interactionName(id))
+	}
+}
+
+func (b *Bot) credentialKeeper() core.CredentialKeeper {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.keeper
 }
 
 // metaInteraction is the Inbound.Meta key of an application command's
@@ -108,6 +166,7 @@ func (r *run) interaction(ctx context.Context, raw json.RawMessage) error {
 	}
 	it := &interaction{appID: i.AppID, token: i.Token, expires: b.now().Add(interactionTTL), ready: make(chan struct{})}
 	b.interactions.add(i.ID, it, b.now())
+	b.keepInteraction(ctx, i.ID, it)
 	in := core.Inbound{
 		Conversation: conv,
 		MessageID:    i.ID,

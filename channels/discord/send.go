@@ -37,7 +37,11 @@ func noPings(replied bool) *discordgo.MessageAllowedMentions {
 // returns the id of the sent message.
 func (b *Bot) Send(ctx context.Context, to core.Outbound, part string) (string, error) {
 	if id := to.Meta[metaInteraction]; id != "" {
-		if it := b.interactions.get(id); it != nil {
+		it := b.interactions.get(id)
+		if it == nil {
+			it = b.keptInteraction(ctx, id) // received by another replica
+		}
+		if it != nil {
 			select {
 			case <-it.ready:
 			case <-ctx.Done():
@@ -45,6 +49,9 @@ func (b *Bot) Send(ctx context.Context, to core.Outbound, part string) (string, 
 			}
 			if it.deferred && b.now().Before(it.expires) {
 				msgID, err := b.sendInteraction(ctx, id, it, to.Part, part)
+				if err == nil && to.Part >= to.Parts-1 {
+					b.forgetInteraction(ctx, id)
+				}
 				if err == nil || !webhookGone(err) {
 					return msgID, err
 				}

@@ -55,6 +55,7 @@ func (b *Bot) EventsAddr(ctx context.Context) (net.Addr, error) { return b.endpo
 // (Slack delivers it again), else 200.
 func (b *Bot) EventsHandler(ctx context.Context, sink core.Sink) http.Handler {
 	secret := b.cfg.SigningSecret.Value()
+	b.useSink(sink)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodPost {
 			http.Error(w, "POST only", http.StatusMethodNotAllowed)

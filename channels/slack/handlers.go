@@ -233,7 +233,7 @@ func (b *Bot) handleSlash(ctx context.Context, sink core.Sink, cmd slack.SlashCo
 		delete(in.Meta, metaKind)
 	}
 	if cmd.ResponseURL != "" {
-		b.rememberResponse(in.MessageID, cmd.ResponseURL)
+		b.rememberResponse(ctx, in.MessageID, cmd.ResponseURL)
 	}
 	if err := sink.Accept(ctx, in); err != nil {
 		return fmt.Errorf("slash command %s: %w", cmd.Command, err)

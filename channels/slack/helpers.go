@@ -9,6 +9,7 @@ import (
 	"github.com/slack-go/slack"
 
 	"github.com/opentalon/opentalon/channels/textfmt"
+	"github.com/opentalon/opentalon/core"
 )
 
 // threadContextSize is how many earlier messages of a thread reach the
@@ -129,13 +130,25 @@ func (b *Bot) fromBot(m slack.Message) bool {
 	return m.User == me.UserID || (me.BotID != "" && m.BotID == me.BotID)
 }
 
-// botInThread reports whether the bot has posted in a thread, asking
-// Slack (conversations.replies) for a thread it does not know; it returns
-// the messages it fetched, if any.
+// botInThread reports whether the bot has posted in a thread: known here,
+// or answered there by any replica (the sink's ledger: the replies in the
+// database), else asking Slack (conversations.replies) for a thread it
+// does not know; it returns the messages it fetched, if any. The ledger
+// comes before the local "not ours" set, which another replica's answer
+// in the thread makes stale.
 func (b *Bot) botInThread(ctx context.Context, channel, thread, before string) (bool, []slack.Message) {
 	key := threadKey(channel, thread)
 	if b.answered.Has(key) {
 		return true, nil
+	}
+	if ledger, _ := b.sinkCaps(); ledger != nil {
+		ok, err := ledger.Replied(ctx, core.ConversationKey{Channel: Name, Chat: channel, Thread: thread})
+		if err != nil {
+			b.log.Debug("the gateway cannot tell whether the bot answered in this thread; asking Slack", "channel", channel, "thread", thread, "err", err)
+		} else if ok {
+			b.answered.Add(key)
+			return true, nil
+		}
 	}
 	if b.notOurs.Has(key) {
 		return false, nil
@@ -235,11 +248,15 @@ func tsBefore(a, b string) bool {
 	return parseTS(a).Before(parseTS(b))
 }
 
-// rememberResponse keeps a slash command's response_url in memory (never
-// in the database) for its answer.
-func (b *Bot) rememberResponse(messageID, url string) {
+// responseName is the name a slash command's response_url is kept under
+// by the sink's credential keeper.
+func responseName(messageID string) string { return "slack:response:" + messageID }
+
+// rememberResponse keeps a slash command's response_url for its answer:
+// in memory, and sealed in the database through the sink (when it can),
+// so another replica that runs the command answers on it too.
+func (b *Bot) rememberResponse(ctx context.Context, messageID, url string) {
 	b.mu.Lock()
-	defer b.mu.Unlock()
 	now := b.now()
 	for id, r := range b.responses {
 		if now.Sub(r.at) > responseTTL {
@@ -247,16 +264,41 @@ func (b *Bot) rememberResponse(messageID, url string) {
 		}
 	}
 	b.responses[messageID] = response{url: url, at: now}
+	keeper := b.keeper
+	b.mu.Unlock()
+	if keeper != nil {
+		if err := keeper.KeepCredential(ctx, responseName(messageID), url, now.Add(responseTTL)); err != nil {
+			b.log.Debug("the slash command's response_url is kept in this process only", "err", err)
+		}
+	}
 }
 
 // responseURL returns the response_url of a slash command, if it is
-// still valid.
-func (b *Bot) responseURL(messageID string) string {
+// still valid: this process's, or one another replica kept.
+func (b *Bot) responseURL(ctx context.Context, messageID string) string {
 	b.mu.Lock()
-	defer b.mu.Unlock()
 	r, ok := b.responses[messageID]
-	if !ok || b.now().Sub(r.at) > responseTTL {
-		return ""
+	keeper := b.keeper
+	b.mu.Unlock()
+	if ok && b.now().Sub(r.at) <= responseTTL {
+		return r.url
 	}
-	return r.url
+	if keeper != nil {
+		if url, ok := keeper.Credential(ctx, responseName(messageID)); ok {
+			return url
+		}
+	}
+	return ""
+}
+
+// forgetResponse drops a slash command's response_url once its answer
+// was sent.
+func (b *Bot) forgetResponse(ctx context.Context, messageID string) {
+	b.mu.Lock()
+	delete(b.responses, messageID)
+	keeper := b.keeper
+	b.mu.Unlock()
+	if keeper != nil {
+		keeper.DropCredential(ctx, responseName(messageID))
+	}
 }

@@ -109,6 +109,11 @@ type setup struct {
 	opts   func(*slack.Options)
 	// gatewayOptions changes the gateway's options (its access rules).
 	gatewayOptions func(*gateway.Options)
+	// openDB opens the rig's database (default: SQLite in a temporary
+	// directory); replicas open one PostgreSQL.
+	openDB func() (*store.DB, error)
+	// wrap is the store the gateway uses (default: the database).
+	wrap func(*store.DB) core.Store
 }
 
 func newRig(t testing.TB, s setup) *rig {
@@ -140,12 +145,21 @@ func newRigOn(t testing.TB, srv *slacktest.Server, s setup) *rig {
 	if err != nil {
 		t.Fatal(err)
 	}
-	db, err := store.Open(context.Background(), t.TempDir(), store.Options{})
+	open := s.openDB
+	if open == nil {
+		dir := t.TempDir()
+		open = func() (*store.DB, error) { return store.Open(context.Background(), dir, store.Options{}) }
+	}
+	db, err := open()
 	if err != nil {
 		t.Fatal(err)
 	}
 	r := &rig{srv: srv, bot: bot, db: db, agent: &agent{}, signals: &signals{}, logs: logs, done: make(chan error, 1)}
-	gopts := gateway.Options{Store: db, Agent: r.agent, Signals: r.signals, Workers: 4,
+	var st core.Store = db
+	if s.wrap != nil {
+		st = s.wrap(db)
+	}
+	gopts := gateway.Options{Store: st, Agent: r.agent, Signals: r.signals, Workers: 4,
 		Backoff: func(int) time.Duration { return 10 * time.Millisecond }}
 	if s.gatewayOptions != nil {
 		s.gatewayOptions(&gopts)

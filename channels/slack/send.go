@@ -76,9 +76,12 @@ func (b *Bot) sendFailed(method, channel string, err error) error {
 // command's response_url while it is valid, else chat.postEphemeral.
 func (b *Bot) sendEphemeral(ctx context.Context, to core.Outbound, part string) (string, error) {
 	channel := to.Conversation.Chat
-	if url := b.responseURL(to.ReplyTo); url != "" {
+	if url := b.responseURL(ctx, to.ReplyTo); url != "" {
 		err := slack.PostWebhookCustomHTTPContext(ctx, url, b.http, &slack.WebhookMessage{Text: part, ResponseType: "ephemeral"})
 		if err == nil {
+			if to.Part >= to.Parts-1 {
+				b.forgetResponse(ctx, to.ReplyTo)
+			}
 			return fmt.Sprintf("ephemeral:%s:%d", to.ReplyTo, to.Part), nil
 		}
 		// The response_url is a credential for the channel: the error names it.

@@ -52,7 +52,23 @@ type Options struct {
 	// UnhealthyAfter is how long the channel may fail to connect before
 	// Healthy reports it (default 1 minute).
 	UnhealthyAfter time.Duration
+	// HoldSlot, when set, runs the Socket Mode connection only while this
+	// replica holds one of the app's connection slots (leases named
+	// prefix + "0" … prefix + "9": Slack allows 10 connections per app
+	// and gives each event to one of them); replicas beyond ten stand by
+	// for a slot. cmd/opentalon wires it to core/lease. Nil: this process
+	// connects itself.
+	HoldSlot HoldSlotFunc
 }
+
+// SocketSlots is how many Socket Mode connections Slack allows one app.
+const SocketSlots = 10
+
+// HoldSlotFunc runs work while this replica holds one of slots leases
+// named prefix+"0" … prefix+(slots-1), waiting for a free one, until ctx
+// ends; work's context ends when the slot's lease is lost, and work
+// returns an error to take a slot again.
+type HoldSlotFunc func(ctx context.Context, prefix string, slots int, work func(ctx context.Context) error) error
 
 // Bot is the Slack channel. Build it with New; Run connects.
 type Bot struct {
@@ -86,7 +102,11 @@ type Bot struct {
 	credErr   map[string]error // config key → why Slack refuses it, for Healthy
 	names     map[string]string
 	responses map[string]response // slash command message id → response_url
-	endpoint  toolkit.Endpoint    // the Events API endpoint (mode events)
+	// ledger and keeper are the sink's capabilities beyond Accept (the
+	// gateway's, over the database replicas share), when it has them.
+	ledger    core.ReplyLedger
+	keeper    core.CredentialKeeper
+	endpoint  toolkit.Endpoint // the Events API endpoint (mode events)
 	closeOnce sync.Once
 }
 
@@ -202,6 +222,7 @@ func (b *Bot) Name() string { return Name }
 // (KindAuth, naming the config key); refused later (revoked while
 // running), it is reported by Healthy and tried again every AuthRetry.
 func (b *Bot) Run(ctx context.Context, sink core.Sink) error {
+	b.useSink(sink)
 	b.health.Starting()
 	for {
 		err := b.authTest(ctx)
@@ -227,6 +248,22 @@ func (b *Bot) Run(ctx context.Context, sink core.Sink) error {
 		return b.runEvents(ctx, sink)
 	}
 	return b.runSocket(ctx, sink)
+}
+
+// useSink takes what the sink can do beyond Accept: tell whether the bot
+// answered in a thread, keep a response_url for another replica.
+func (b *Bot) useSink(sink core.Sink) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.ledger, _ = sink.(core.ReplyLedger)
+	b.keeper, _ = sink.(core.CredentialKeeper)
+}
+
+// sinkCaps returns the sink's capabilities (nil when it has none).
+func (b *Bot) sinkCaps() (core.ReplyLedger, core.CredentialKeeper) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.ledger, b.keeper
 }
 
 // authTest asks Slack who the bot is.

@@ -30,6 +30,42 @@ const libraryPingInterval = 24 * time.Hour
 // reconnects by itself (with backoff) when a connection drops or Slack
 // asks for it; a session ends only when Slack refuses the app token.
 func (b *Bot) runSocket(ctx context.Context, sink core.Sink) error {
+	if b.o.HoldSlot == nil {
+		return b.socketLoop(ctx, sink)
+	}
+	// One connection slot per replica: a replica standing by for one is
+	// healthy (readiness does not depend on the leases it holds).
+	b.health.Connected()
+	prefix := "slack:" + b.identity().BotID + ":socket:"
+	var fatal error
+	err := b.o.HoldSlot(ctx, prefix, SocketSlots, func(sctx context.Context) error {
+		b.log.Info("this replica holds a Slack Socket Mode slot")
+		err := b.socketLoop(sctx, sink)
+		if ctx.Err() != nil {
+			return nil
+		}
+		b.health.Connected() // standing by again
+		if err != nil && (core.ErrorKind(err) == core.KindAuth || core.ErrorKind(err) == core.KindInvalid) {
+			fatal = err
+			return nil // ends the hold: the channel stops with err
+		}
+		if err == nil {
+			err = errors.New("slack: the Socket Mode slot's lease ended; taking a slot again")
+		}
+		return err
+	})
+	if ctx.Err() != nil {
+		return nil
+	}
+	if fatal != nil {
+		return fatal
+	}
+	return err
+}
+
+// socketLoop runs Socket Mode sessions until ctx ends or Slack refuses
+// the app token for good.
+func (b *Bot) socketLoop(ctx context.Context, sink core.Sink) error {
 	for {
 		connected, err := b.socketSession(ctx, sink)
 		if ctx.Err() != nil {

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/go-telegram/bot/models"
@@ -44,9 +45,28 @@ func (e *apiError) Is(target error) bool {
 // made the loop ask about 2,600 times a second.
 const minEmptyPoll = time.Second
 
-// poll long-polls getUpdates until ctx ends.
-func (b *Bot) poll(ctx context.Context, sink core.Sink) error {
-	var offset int64
+// poll long-polls getUpdates until ctx ends. Under a lease (l not nil)
+// it starts from the offset the last holder left in the lease's data and
+// keeps the offset there after each batch; a takeover gets again the
+// updates Telegram was not told of, and the queue's dedupe drops those
+// already committed. A write of the offset the lease refuses (another
+// replica took it over) ends the polling.
+func (b *Bot) poll(ctx context.Context, sink core.Sink, l Lease) error {
+	var offset, kept int64
+	if l != nil {
+		data, err := l.Data(ctx)
+		if err != nil {
+			return fmt.Errorf("telegram: read the last offset from the lease: %w", err)
+		}
+		if len(data) > 0 {
+			if offset, err = strconv.ParseInt(string(data), 10, 64); err != nil {
+				b.log.Warn("the lease's offset is unreadable; starting from Telegram's", "err", err)
+				offset = 0
+			}
+			b.log.Info("resuming Telegram polling at the offset the last holder kept", "offset", offset)
+		}
+		kept = offset
+	}
 	backoff := time.Duration(0)
 	conflicts := 0
 	var lastConflictLog time.Time
@@ -115,6 +135,15 @@ func (b *Bot) poll(ctx context.Context, sink core.Sink) error {
 				break
 			}
 			offset = u.ID + 1
+		}
+		if l != nil && offset != kept {
+			if err := l.SetData(ctx, []byte(strconv.FormatInt(offset, 10))); err != nil {
+				if ctx.Err() != nil {
+					return nil
+				}
+				return fmt.Errorf("telegram: keep the offset in the lease: %w", err)
+			}
+			kept = offset
 		}
 	}
 	return nil

@@ -62,6 +62,62 @@ type Options struct {
 	// UnhealthyAfter is how long polling may fail before Healthy reports
 	// it (default 1 minute).
 	UnhealthyAfter time.Duration
+	// Hold, when set, runs the bot's singleton work only while this
+	// replica holds the lease "telegram:<bot id>" (core/lease's Elector,
+	// wired by cmd/opentalon): in polling mode the polling, the last
+	// committed offset kept in the lease's data; in webhook mode the
+	// setWebhook call, so that of the replicas serving the webhook one
+	// registers it. Nil: this process does both itself.
+	Hold HoldFunc
+}
+
+// Lease is the lease the bot's singleton work runs under.
+type Lease interface {
+	// Data is what the last holder left (nil at first).
+	Data(ctx context.Context) ([]byte, error)
+	// SetData replaces it; an error when the lease is no longer held.
+	SetData(ctx context.Context, data []byte) error
+}
+
+// HoldFunc runs work while this replica holds the lease name, campaigning
+// for it when another replica holds it, until ctx ends. work's context
+// ends when the lease is lost; work returns an error to campaign again.
+type HoldFunc func(ctx context.Context, name string, work func(ctx context.Context, l Lease) error) error
+
+// leaseName is the lease of a bot's poller (or webhook registration).
+func leaseName(botID int64) string { return "telegram:" + strconv.FormatInt(botID, 10) }
+
+// errLeaseLost ends work whose lease ended before the channel did.
+var errLeaseLost = errors.New("telegram: the lease ended; campaigning again")
+
+// held runs work under the bot's lease when Options.Hold is set, else
+// at once. A work whose lease ended (ctx of the work done, the channel's
+// not) reports it, so the Elector campaigns again.
+func (b *Bot) held(ctx context.Context, work func(ctx context.Context, l Lease) error) error {
+	if b.o.Hold == nil {
+		return work(ctx, nil)
+	}
+	b.mu.Lock()
+	id := b.me.ID
+	b.mu.Unlock()
+	// A replica standing by for the lease is healthy: /readyz of a
+	// replica does not depend on the leases it holds.
+	b.health.Connected()
+	err := b.o.Hold(ctx, leaseName(id), func(lctx context.Context, l Lease) error {
+		b.log.Info("this replica holds the Telegram lease", "lease", leaseName(id), "mode", b.cfg.Mode)
+		err := work(lctx, l)
+		if ctx.Err() == nil {
+			b.health.Connected() // standing by again
+			if err == nil {
+				err = errLeaseLost
+			}
+		}
+		return err
+	})
+	if ctx.Err() != nil {
+		return nil
+	}
+	return err
 }
 
 // globalWindow is the window of the limit across chats: a second plus a
@@ -218,7 +274,7 @@ func (b *Bot) Run(ctx context.Context, sink core.Sink) error {
 	if b.cfg.Mode == config.ModeWebhook {
 		return b.runWebhook(ctx, sink)
 	}
-	return b.poll(ctx, sink)
+	return b.held(ctx, func(ctx context.Context, l Lease) error { return b.poll(ctx, sink, l) })
 }
 
 // setCommands advertises core's commands (best effort).

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"sync"
 
 	tgbot "github.com/go-telegram/bot"
 	"github.com/go-telegram/bot/models"
@@ -30,12 +31,37 @@ func (b *Bot) runWebhook(ctx context.Context, sink core.Sink) error {
 	if wh.URL == "" || wh.Listen == "" || !wh.Secret.IsSet() {
 		return core.Errorf(core.KindInvalid, "channels.telegram.mode is webhook but channels.telegram.webhook.url, .listen or .secret is empty; set all three (or use mode: polling)")
 	}
+	// The registration under the lease ends with this Run.
+	var registering sync.WaitGroup
+	defer registering.Wait()
+	rctx, stop := context.WithCancel(ctx)
+	defer stop()
 	// Updates are small; the limits keep idle or slow clients from holding
 	// connections (and file descriptors) open.
 	err := b.webhook.Serve(ctx, "channels.telegram.webhook.listen", wh.Listen, b.WebhookHandler(ctx, sink), toolkit.ServerLimits{Body: maxUpdateBytes},
 		func(addr net.Addr) error {
-			if _, err := b.api.SetWebhook(ctx, &tgbot.SetWebhookParams{URL: wh.URL, SecretToken: wh.Secret.Value(), AllowedUpdates: allowedUpdates}); err != nil {
-				return fmt.Errorf("telegram setWebhook %s (channels.telegram.webhook.url): %w", wh.URL, b.classify("setWebhook", err))
+			if b.o.Hold != nil {
+				// Every replica serves the webhook; the holder of the
+				// bot's lease registers it (again after a handover).
+				b.health.Connected()
+				b.log.Info("Telegram webhook served", "url", wh.URL, "listen", addr.String())
+				registering.Add(1)
+				go func() {
+					defer registering.Done()
+					_ = b.held(rctx, func(ctx context.Context, _ Lease) error {
+						if err := b.setWebhook(ctx); err != nil {
+							b.health.Failed(err)
+							b.log.Error("registering the Telegram webhook failed; trying again", "err", err)
+							return err
+						}
+						<-ctx.Done()
+						return nil
+					})
+				}()
+				return nil
+			}
+			if err := b.setWebhook(ctx); err != nil {
+				return err
 			}
 			b.health.Connected()
 			b.log.Info("Telegram webhook registered", "url", wh.URL, "listen", addr.String())
@@ -45,6 +71,15 @@ func (b *Bot) runWebhook(ctx context.Context, sink core.Sink) error {
 		b.health.Failed(err)
 	}
 	return err
+}
+
+// setWebhook registers channels.telegram.webhook with Telegram.
+func (b *Bot) setWebhook(ctx context.Context) error {
+	wh := b.cfg.Webhook
+	if _, err := b.api.SetWebhook(ctx, &tgbot.SetWebhookParams{URL: wh.URL, SecretToken: wh.Secret.Value(), AllowedUpdates: allowedUpdates}); err != nil {
+		return fmt.Errorf("telegram setWebhook %s (channels.telegram.webhook.url): %w", wh.URL, b.classify("setWebhook", err))
+	}
+	return nil
 }
 
 // WebhookAddr waits until the webhook server listens and returns its

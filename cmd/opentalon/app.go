@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/opentalon/opentalon/channels/telegram"
@@ -15,6 +16,7 @@ import (
 	"github.com/opentalon/opentalon/config"
 	"github.com/opentalon/opentalon/core"
 	"github.com/opentalon/opentalon/core/gateway"
+	"github.com/opentalon/opentalon/core/lease"
 	"github.com/opentalon/opentalon/core/schedule"
 	"github.com/opentalon/opentalon/lua"
 	"github.com/opentalon/opentalon/metrics"
@@ -50,11 +52,15 @@ type AppOptions struct {
 // plugins, the scheduler, the sinks and the server start in Run), Run,
 // Close.
 type App struct {
-	cfg    *config.Config
-	opts   AppOptions
-	log    *slog.Logger
-	db     *store.DB
-	router *routing.Router
+	cfg  *config.Config
+	opts AppOptions
+	log  *slog.Logger
+	db   *store.DB
+	// ingest holds the leases of the platform connections one replica
+	// holds at a time (ingest.go).
+	ingest     *lease.Elector
+	ingestOnce sync.Once
+	router     *routing.Router
 	// metrics is nil when server.metrics is off or the server is.
 	metrics *metrics.Metrics
 	// health keeps the recent LLM calls' outcomes per model, for the
@@ -106,7 +112,7 @@ func BuildApp(ctx context.Context, cfg *config.Config, o AppOptions) (_ *App, er
 	// holds the data directory's lock): the leases of a process before it
 	// are dead, and taken back at its first claim.
 	a.db, err = openStore(ctx, cfg, store.Options{Now: o.Now, SessionTTL: cfg.State.SessionTTL.D(), QueueRetention: cfg.State.Retention.D(), Logger: o.Logger,
-		LeaseTTL: cfg.Queue.LeaseTTL.D(), SoleClaimer: cfg.State.Driver != config.DriverPostgres})
+		LeaseTTL: cfg.Queue.LeaseTTL.D(), SoleClaimer: cfg.State.Driver != config.DriverPostgres, SealKey: sealKey(cfg)})
 	if err != nil {
 		return nil, err
 	}

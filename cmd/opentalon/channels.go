@@ -41,7 +41,7 @@ func buildConsole(a *App) (core.Channel, error) {
 }
 
 func buildTelegram(a *App) (core.Channel, error) {
-	o := telegram.Options{Config: a.cfg.Channels.Telegram, Logger: a.log, Now: a.opts.Now}
+	o := telegram.Options{Config: a.cfg.Channels.Telegram, Logger: a.log, Now: a.opts.Now, Hold: a.telegramHold()}
 	if a.opts.Telegram != nil {
 		a.opts.Telegram(&o)
 	}
@@ -49,7 +49,7 @@ func buildTelegram(a *App) (core.Channel, error) {
 }
 
 func buildSlack(a *App) (core.Channel, error) {
-	return slack.New(slack.Options{Config: a.cfg.Channels.Slack, Logger: a.log, Now: a.opts.Now})
+	return slack.New(slack.Options{Config: a.cfg.Channels.Slack, Logger: a.log, Now: a.opts.Now, HoldSlot: a.slackHoldSlot()})
 }
 
 func buildDiscord(a *App) (core.Channel, error) {

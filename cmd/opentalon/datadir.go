@@ -93,8 +93,9 @@ func (l *dataDirLock) release() error {
 	return l.f.Close() // closing the only descriptor releases the flock
 }
 
-// startPruner deletes finished queue rows past state.retention every
-// interval until the returned stop is called.
+// startPruner deletes finished queue rows past state.retention, and the
+// sealed short-lived credentials that expired, every interval until the
+// returned stop is called.
 func startPruner(db *store.DB, every time.Duration, log *slog.Logger) (stop func() error) {
 	stopRun := runEvery(context.Background(), every, true, func(ctx context.Context) {
 		n, err := db.PruneQueue(ctx)
@@ -103,6 +104,11 @@ func startPruner(db *store.DB, every time.Duration, log *slog.Logger) (stop func
 			log.Warn("prune finished queue rows", "err", err)
 		case n > 0:
 			log.Info("pruned finished queue rows past state.retention", "rows", n)
+		}
+		if n, err := db.SweepSealed(ctx, time.Now()); err != nil && ctx.Err() == nil {
+			log.Warn("delete expired platform credentials", "err", err)
+		} else if n > 0 {
+			log.Debug("deleted expired platform credentials", "rows", n)
 		}
 	})
 	return func() error {

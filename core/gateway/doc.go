@@ -17,7 +17,9 @@
 // pre-hooks → agent → post-hooks: the one path of every answer the agent
 // gives), stream.go (an answer shown while it is written), delivery.go
 // (store the reply, send its parts and files), supervise.go (the
-// channels' lifecycles) and hooks.go (OrderedHooks: the hooks of several
+// channels' lifecycles), ledger.go (what a channel may ask the store
+// through the Sink: whether the bot answered in a conversation, and the
+// sealed short-lived credentials) and hooks.go (OrderedHooks: the hooks of several
 // sources, interleaved by their order). It tells a core.Observer what
 // happens on the way.
 //

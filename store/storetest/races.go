@@ -33,6 +33,7 @@ func RunRaces(t *testing.T, e Engine, size RaceSize) {
 	t.Run("QueueManyClaimers", func(t *testing.T) { queueRace(t, e, size) })
 	t.Run("AffinityNoLostUpdate", func(t *testing.T) { affinityRace(t, e) })
 	t.Run("PluginStateQuota", func(t *testing.T) { quotaRace(t, e) })
+	t.Run("LeaseOneHolder", func(t *testing.T) { leaseRace(t, e) })
 }
 
 // queueRace: producers enqueue each conversation's items in order while

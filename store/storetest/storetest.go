@@ -32,6 +32,7 @@ func (e Engine) open(t *testing.T, o store.Options) *store.DB {
 func Run(t *testing.T, e Engine) {
 	t.Run("Queue", func(t *testing.T) { testQueue(t, e) })
 	t.Run("Leases", func(t *testing.T) { testLeases(t, e) })
+	t.Run("SingletonLeases", func(t *testing.T) { testSingletonLeases(t, e) })
 	t.Run("Sessions", func(t *testing.T) { testSessions(t, e) })
 	t.Run("Replies", func(t *testing.T) { testReplies(t, e) })
 	t.Run("Memories", func(t *testing.T) { testMemories(t, e) })
@@ -43,6 +44,9 @@ func Run(t *testing.T, e Engine) {
 	t.Run("Pairings", func(t *testing.T) { testPairings(t, e) })
 	t.Run("Media", func(t *testing.T) { testMedia(t, e) })
 	t.Run("Operations", func(t *testing.T) { testOperations(t, e) })
+	t.Run("Sealed", func(t *testing.T) { testSealed(t, e) })
+	t.Run("Replied", func(t *testing.T) { testReplied(t, e) })
+	t.Run("MediaShared", func(t *testing.T) { testMediaShared(t, e) })
 }
 
 // Clock is a settable clock for Options.Now, safe for concurrent use.

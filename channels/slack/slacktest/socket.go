@@ -30,6 +30,9 @@ type delivery struct {
 	sentAt     time.Time
 	conn       *sockConn
 	acked      bool
+	// target, when set, is the one connection that sends it (DeliverOn:
+	// Slack hands each envelope to one of an app's connections).
+	target *sockConn
 }
 
 // sockConn is one Socket Mode connection.
@@ -172,10 +175,29 @@ func (s *Server) pump(c *sockConn) {
 func (s *Server) due(c *sockConn) []*delivery {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.sock.current != c || c.deaf || c.closed {
+	if c.deaf || c.closed {
 		return nil
 	}
 	now := time.Now()
+	if s.sock.current != c {
+		// Not the current connection: only what was handed to it.
+		var out []*delivery
+		rest := s.sock.pending[:0:0]
+		for _, d := range s.sock.pending {
+			if d.target == c {
+				d.sentAt, d.conn = now, c
+				out = append(out, d)
+				s.sock.sent = append(s.sock.sent, d)
+			} else {
+				rest = append(rest, d)
+			}
+		}
+		s.sock.pending = rest
+		if len(out) > 0 {
+			s.notify()
+		}
+		return out
+	}
 	for _, d := range s.sock.sent {
 		if d.acked || d.retry < 0 || now.Sub(d.sentAt) < s.o.AckTimeout {
 			continue
@@ -188,8 +210,15 @@ func (s *Server) due(c *sockConn) []*delivery {
 		d.retry = -1 // this one is replaced by the redelivery
 		s.sock.pending = append(s.sock.pending, again)
 	}
-	out := s.sock.pending
-	s.sock.pending = nil
+	var out, rest []*delivery
+	for _, d := range s.sock.pending {
+		if d.target == nil || d.target == c || d.target.closed {
+			out = append(out, d)
+		} else {
+			rest = append(rest, d)
+		}
+	}
+	s.sock.pending = rest
 	for _, d := range out {
 		d.sentAt, d.conn = now, c
 		s.sock.sent = append(s.sock.sent, d)
@@ -242,6 +271,50 @@ func (s *Server) deliver(env Envelope, retry int) Envelope {
 		case c.wake <- struct{}{}:
 		default:
 		}
+	}
+	return env
+}
+
+// Live is how many Socket Mode connections are open.
+func (s *Server) Live() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.live())
+}
+
+// live lists the open connections in the order they connected; the
+// caller holds mu.
+func (s *Server) live() []*sockConn {
+	var out []*sockConn
+	for _, c := range s.sock.all {
+		if !c.closed {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// DeliverOn sends env over the n-th open Socket Mode connection (0-based,
+// in the order they connected), as Slack hands each envelope to one of
+// an app's connections (up to 10), and returns it. A redelivery after a
+// missed acknowledgement goes over the current (latest) connection. It
+// panics when fewer than n+1 connections are open.
+func (s *Server) DeliverOn(env Envelope, n int) Envelope {
+	s.mu.Lock()
+	live := s.live()
+	if n >= len(live) {
+		s.mu.Unlock()
+		panic("slacktest: DeliverOn a connection that is not open")
+	}
+	c := live[n]
+	d := s.newDelivery(env, 0)
+	d.target = c
+	s.sock.pending = append(s.sock.pending, d)
+	s.notify()
+	s.mu.Unlock()
+	select {
+	case c.wake <- struct{}{}:
+	default:
 	}
 	return env
 }

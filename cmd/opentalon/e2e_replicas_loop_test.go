@@ -1,0 +1,211 @@
+package main
+
+// Three replicas of one bot on one PostgreSQL (issue 23): the real binary
+// started three times with distinct data directories and ports, a fake
+// Telegram in polling mode, a fake LLM that takes 20–200 ms and fails one
+// call in ten with a 500 and one in twenty with a 429. The replica that
+// holds the bot's poller lease is killed with SIGKILL mid-way; another
+// takes the lease over and resumes at the offset kept in it. Every message
+// is answered, in its own chat, in message order per chat, once — except
+// a part whose send completed just before the kill (the crash loop's
+// documented window).
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/go-telegram/bot/models"
+
+	"github.com/opentalon/opentalon/channels/telegram/telegramtest"
+	"github.com/opentalon/opentalon/routing/provider/providertest"
+	"github.com/opentalon/opentalon/store/pgtest"
+)
+
+// pollerHeld is the log line of a replica that took the Telegram lease.
+const pollerHeld = "this replica holds the Telegram lease"
+
+func TestE2EReplicasAnswerAsOneBot(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("starts and kills three processes")
+	}
+	const (
+		chats    = 30
+		before   = 90 // messages before the kill
+		after    = 90 // and after it
+		replicas = 3
+	)
+	dsn := pgtest.DSN(t)
+	rnd := rand.New(rand.NewPCG(23, 5))
+	var rndMu sync.Mutex
+	llm := providertest.NewOpenAI(t)
+	llm.SetReply(func(r providertest.Received) providertest.Script {
+		rndMu.Lock()
+		x, wait := rnd.Float64(), time.Duration(20+rnd.IntN(181))*time.Millisecond
+		rndMu.Unlock()
+		time.Sleep(wait)
+		switch {
+		case x < 0.10:
+			return providertest.Script{Status: 500}
+		case x < 0.15:
+			return providertest.Script{Status: 429, Header: map[string]string{"Retry-After": "1"}}
+		}
+		return providertest.Echo(r)
+	})
+	bot := telegramtest.New(t, tgToken)
+	bin := releaseBinary(t)
+	cfgs := make([]string, replicas)
+	for i := range cfgs {
+		y := telegramConfig(t.TempDir(), llm.BaseURL(), bot.URL)
+		y = insertUnder(y, "state", fmt.Sprintf("  driver: postgres\n  postgres: { dsn: %q }\n", dsn))
+		y = insertUnder(y, "queue", "  lease_ttl: 3s\n")
+		cfgs[i] = writeConfig(t, y)
+	}
+	procs := make([]*binProc, replicas)
+	var logs []*lockedBuf
+	start := func(i int) {
+		procs[i] = startBinaryAt(t, bin, childEnv(), nil, "--config", cfgs[i], "--log-level", "debug", "run")
+		logs = append(logs, procs[i].stderr)
+	}
+	for i := range procs {
+		start(i)
+	}
+	// holder is the replica whose log says it took the lease last.
+	holder := func() int {
+		h, at := -1, -1
+		for i, p := range procs {
+			if p == nil {
+				continue
+			}
+			if n := strings.LastIndex(p.stderr.String(), pollerHeld); n >= 0 && (h < 0 || n > at) {
+				// Only one process holds the lease at a time; the log of
+				// a killed one is gone from procs.
+				h, at = i, n
+			}
+		}
+		return h
+	}
+
+	type msg struct {
+		chat int64
+		id   int
+		text string
+	}
+	var msgs []msg
+	users := make([]*models.User, chats)
+	for i := range users {
+		users[i] = telegramtest.User(int64(5000+i), "")
+	}
+	send := func(from, to int) {
+		for i := from; i < to; i++ {
+			u := bot.Private(users[i%chats], "r"+strconv.Itoa(i))
+			bot.AddUpdate(u)
+			msgs = append(msgs, msg{chat: u.Message.Chat.ID, id: u.Message.ID, text: u.Message.Text})
+		}
+	}
+	waitHolder := func(what string) int {
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			if h := holder(); h >= 0 {
+				return h
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("no replica took the poller lease (%s)", what)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	first := waitHolder("at start")
+	send(0, before)
+	// The kill comes while the first half is being answered.
+	bot.WaitFor(t, "a third of the first half answered", 30*time.Second, func(sent []telegramtest.Sent, _ []telegramtest.Call) bool {
+		return len(sent) >= before/3
+	})
+	killed := kill{signal: time.Now()}
+	if err := procs[first].cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	if code := procs[first].exitCode(30 * time.Second); code != -1 {
+		t.Fatalf("exit code %d, want killed", code)
+	}
+	killed.dead = time.Now()
+	procs[first] = nil
+	send(before, before+after)
+	next := waitHolder("after the kill")
+	t.Logf("replica %d held the poller and was killed; replica %d took over %s after", first, next, time.Since(killed.dead).Round(time.Millisecond))
+
+	reads := func(s telegramtest.Sent) string {
+		text, _ := bot.Text(s.ChatID, s.MessageID)
+		return text
+	}
+	answered := func() map[int]bool {
+		got := map[int]bool{}
+		for _, s := range bot.Sent() {
+			if text := reads(s); strings.HasPrefix(text, "echo: r") || strings.HasPrefix(text, "Sorry") {
+				got[s.ReplyTo] = true
+			}
+		}
+		return got
+	}
+	for deadline := time.Now().Add(90 * time.Second); len(answered()) < len(msgs); time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			got := answered()
+			var report strings.Builder
+			for _, m := range msgs {
+				if !got[m.id] {
+					fmt.Fprintf(&report, "%q (chat %d) has no answer; its conversation's log:\n%s", m.text, m.chat, convLog(logs, m.chat))
+				}
+			}
+			t.Fatalf("after 90 s:\n%s", report.String())
+		}
+	}
+	for i, p := range procs {
+		if p == nil {
+			continue
+		}
+		if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+			t.Fatal(err)
+		}
+		if code := p.exitCode(60 * time.Second); code != 0 {
+			t.Errorf("replica %d exit code %d; stderr:\n%s", i, code, tail(p.stderr.String(), 40))
+		}
+	}
+
+	byText := map[string][]telegramtest.Sent{}
+	for _, s := range bot.Sent() {
+		byText[reads(s)] = append(byText[reads(s)], s)
+		if strings.HasPrefix(reads(s), "Sorry") {
+			t.Errorf("an apology in chat %d for passing faults: %q", s.ChatID, reads(s))
+		}
+	}
+	lastAnswer := map[int64]time.Time{} // per chat, the first answer of the previous message
+	for _, m := range msgs {
+		copies := byText["echo: "+m.text]
+		if len(copies) == 0 {
+			t.Errorf("%q (chat %d) got no answer of its own", m.text, m.chat)
+			continue
+		}
+		for _, s := range copies {
+			if s.ChatID != m.chat {
+				t.Errorf("the answer to %q (chat %d) went to chat %d", m.text, m.chat, s.ChatID)
+			}
+		}
+		for k := 1; k < len(copies); k++ {
+			if !killBetween([]kill{killed}, copies[k-1].At, copies[k].At) {
+				t.Errorf("%q was answered twice (%s and %s) with no kill in between", m.text,
+					copies[k-1].At.Format("15:04:05.000"), copies[k].At.Format("15:04:05.000"))
+			}
+		}
+		if prev, ok := lastAnswer[m.chat]; ok && copies[0].At.Before(prev) {
+			t.Errorf("%q in chat %d was answered before the message sent ahead of it", m.text, m.chat)
+		}
+		lastAnswer[m.chat] = copies[0].At
+	}
+	t.Logf("%d messages over %d chats on %d replicas, %d sends, %d LLM calls", len(msgs), chats, replicas, len(bot.Sent()), llm.Count())
+}

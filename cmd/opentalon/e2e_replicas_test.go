@@ -1,0 +1,70 @@
+package main
+
+// Replicas of one bot on one PostgreSQL (issue 23, part B): what one
+// replica received, another can finish.
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/opentalon/opentalon/channels/telegram/telegramtest"
+	"github.com/opentalon/opentalon/routing/provider/providertest"
+	"github.com/opentalon/opentalon/store/pgtest"
+)
+
+// replicaConfig is telegramConfig on the PostgreSQL at dsn, in the
+// replica's own data directory.
+func replicaConfig(dataDir, llmURL, botURL, dsn string) string {
+	y := visionCatalog(telegramConfig(dataDir, llmURL, botURL))
+	y = insertUnder(y, "state", fmt.Sprintf("  driver: postgres\n  postgres: { dsn: %q }\n", dsn))
+	return insertUnder(y, "queue", "  lease_ttl: 2s\n")
+}
+
+// TestE2EReplicaRetryReadsThePhotoWithoutDownloading: a photo answered by
+// replica A; A stops (a rolling deploy); /retry is served by replica B,
+// whose data directory never held the photo: B shows the model the same
+// bytes, read from the database, and the photo is not downloaded again.
+func TestE2EReplicaRetryReadsThePhotoWithoutDownloading(t *testing.T) {
+	t.Parallel()
+	dsn := pgtest.DSN(t)
+	llm := providertest.NewOpenAI(t)
+	bot := telegramtest.New(t, tgToken)
+	alice := telegramtest.User(51, "alice")
+	jpg := photo(t)
+	id := bot.AddFile(jpg)
+
+	dirA, dirB := t.TempDir(), t.TempDir()
+	a := startApp(t, loadConfigFile(t, writeConfig(t, replicaConfig(dirA, llm.BaseURL(), bot.URL, dsn))))
+	bot.AddUpdate(bot.Photo(alice, id, len(jpg), "what is in this picture?"))
+	bot.WaitSent(t, 1, 20*time.Second)
+	if u := lastUser(t, llm); len(u.Attachments) != 1 || !bytes.Equal(u.Attachments[0].Data, jpg) {
+		t.Fatalf("replica A showed the LLM %d images; want the photo", len(u.Attachments))
+	}
+	a.shutdown()
+
+	b := startApp(t, loadConfigFile(t, writeConfig(t, replicaConfig(dirB, llm.BaseURL(), bot.URL, dsn))))
+	defer b.shutdown()
+	bot.AddUpdate(bot.Private(alice, "/retry"))
+	bot.WaitSent(t, 2, 20*time.Second)
+	if u := lastUser(t, llm); len(u.Attachments) != 1 || !bytes.Equal(u.Attachments[0].Data, jpg) {
+		t.Fatalf("replica B's re-answer showed the LLM %d images; want the photo again", len(u.Attachments))
+	}
+	if n := len(bot.Calls("getFile")); n != 1 {
+		t.Fatalf("getFile called %d times; replica B must read the photo A stored, not download it again", n)
+	}
+	// B's media directory now caches it.
+	entries, _ := os.ReadDir(filepath.Join(dirB, "media"))
+	cached := false
+	for _, e := range entries {
+		if fi, err := e.Info(); err == nil && fi.Size() == int64(len(jpg)) {
+			cached = true
+		}
+	}
+	if !cached {
+		t.Error("replica B did not keep the photo in its media cache")
+	}
+}

@@ -1,0 +1,68 @@
+package main
+
+import (
+	"context"
+	"strconv"
+	"time"
+
+	"github.com/opentalon/opentalon/channels/slack"
+	"github.com/opentalon/opentalon/channels/telegram"
+	"github.com/opentalon/opentalon/config"
+	"github.com/opentalon/opentalon/core/lease"
+)
+
+// ingestElector is the lease elector of the platform connections only one
+// replica may hold (a Telegram poller; the webhook's registration): over
+// the database on PostgreSQL; on SQLite the one process is always the
+// holder (lease.Options.Sole). Built once, on first use.
+func (a *App) ingestElector() *lease.Elector {
+	a.ingestOnce.Do(func() {
+		a.ingest = lease.New(a.db, lease.Options{
+			Holder: a.db.Holder(),
+			Sole:   a.cfg.State.Driver != config.DriverPostgres,
+			Logger: a.log.With("component", "lease"),
+		})
+	})
+	return a.ingest
+}
+
+// telegramHold runs a Telegram bot's singleton work under its lease (nil
+// for an App without a database: doctor's channels only check their
+// credentials).
+func (a *App) telegramHold() telegram.HoldFunc {
+	if a.db == nil {
+		return nil
+	}
+	return func(ctx context.Context, name string, work func(context.Context, telegram.Lease) error) error {
+		el := a.ingestElector()
+		return el.Hold(ctx, name, func(ctx context.Context, l *lease.Lease) error { return work(ctx, l) })
+	}
+}
+
+// slackHoldSlot runs a Slack Socket Mode connection under one of the
+// app's connection slots (nil without a database, as telegramHold): the first free slot's lease is taken (one
+// conditional write each, in order), then held like any lease; with every
+// slot taken the replica looks again every second.
+func (a *App) slackHoldSlot() slack.HoldSlotFunc {
+	if a.db == nil {
+		return nil
+	}
+	return func(ctx context.Context, prefix string, slots int, work func(context.Context) error) error {
+		el := a.ingestElector()
+		for ctx.Err() == nil {
+			for k := 0; k < slots; k++ {
+				name := prefix + strconv.Itoa(k)
+				_, held, err := a.db.AcquireLease(ctx, name, el.Holder(), el.TTL())
+				if err != nil || !held {
+					continue
+				}
+				return el.Hold(ctx, name, func(ctx context.Context, _ *lease.Lease) error { return work(ctx) })
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(time.Second):
+			}
+		}
+		return nil
+	}
+}
