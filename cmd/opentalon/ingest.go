@@ -26,11 +26,13 @@ func (a *App) ingestElector() *lease.Elector {
 	return a.ingest
 }
 
-// telegramHold runs a Telegram bot's singleton work under its lease (nil
-// for an App without a database: doctor's channels only check their
-// credentials).
+// telegramHold runs a Telegram bot's singleton work under its lease on
+// PostgreSQL. It is nil on SQLite, where the data directory's lock already
+// makes this process the only poller (no lease, and no write of the offset
+// per batch), and for an App without a database (doctor's channels only
+// check their credentials).
 func (a *App) telegramHold() telegram.HoldFunc {
-	if a.db == nil {
+	if a.db == nil || a.cfg.State.Driver != config.DriverPostgres {
 		return nil
 	}
 	return func(ctx context.Context, name string, work func(context.Context, telegram.Lease) error) error {
@@ -40,11 +42,12 @@ func (a *App) telegramHold() telegram.HoldFunc {
 }
 
 // slackHoldSlot runs a Slack Socket Mode connection under one of the
-// app's connection slots (nil without a database, as telegramHold): the first free slot's lease is taken (one
+// app's connection slots on PostgreSQL (nil on SQLite and without a
+// database, as telegramHold): the first free slot's lease is taken (one
 // conditional write each, in order), then held like any lease; with every
 // slot taken the replica looks again every second.
 func (a *App) slackHoldSlot() slack.HoldSlotFunc {
-	if a.db == nil {
+	if a.db == nil || a.cfg.State.Driver != config.DriverPostgres {
 		return nil
 	}
 	return func(ctx context.Context, prefix string, slots int, work func(context.Context) error) error {
