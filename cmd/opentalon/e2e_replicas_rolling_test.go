@@ -1,0 +1,303 @@
+package main
+
+// A rolling deploy of three replicas on one PostgreSQL under steady load
+// (issue 23): each replica in turn gets SIGTERM, exits, and starts again,
+// while messages keep coming — through Telegram webhooks behind a small
+// round-robin proxy (as behind a load balancer), and through polling. No
+// message is lost or answered twice (a graceful stop is no crash), each is
+// answered in its own chat and in order per chat; in polling mode the
+// poller's lease moves at each stop without waiting for it to run out.
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/go-telegram/bot/models"
+
+	"github.com/opentalon/opentalon/channels/telegram/telegramtest"
+	"github.com/opentalon/opentalon/core/lease"
+	"github.com/opentalon/opentalon/routing/provider/providertest"
+	"github.com/opentalon/opentalon/store/pgtest"
+)
+
+// webhookServed finds the address a replica's Telegram webhook listens on
+// in its log.
+var webhookServed = regexp.MustCompile(`msg="Telegram webhook served".*? listen=(127\.0\.0\.1:\d+)`)
+
+// pool is the round-robin proxy's view of the replicas: the webhook
+// addresses of those in service.
+type pool struct {
+	mu    sync.Mutex
+	addrs map[int]string
+	next  int
+}
+
+func (p *pool) set(i int, addr string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if addr == "" {
+		delete(p.addrs, i)
+		return
+	}
+	p.addrs[i] = addr
+}
+
+// pick returns the next address in turn ("" when none is in service).
+func (p *pool) pick() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.addrs) == 0 {
+		return ""
+	}
+	keys := make([]int, 0, len(p.addrs))
+	for k := range p.addrs {
+		keys = append(keys, k)
+	}
+	// Deterministic order: the replica numbers.
+	for i := 1; i < len(keys); i++ {
+		for j := i; j > 0 && keys[j] < keys[j-1]; j-- {
+			keys[j], keys[j-1] = keys[j-1], keys[j]
+		}
+	}
+	p.next++
+	return p.addrs[keys[p.next%len(keys)]]
+}
+
+func TestE2EReplicasRollingRestart(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("starts and restarts three processes, twice")
+	}
+	for _, mode := range []string{"webhook", "polling"} {
+		t.Run(mode, func(t *testing.T) { rollingRestart(t, mode) })
+	}
+}
+
+func rollingRestart(t *testing.T, mode string) {
+	const (
+		chats    = 20
+		total    = 120
+		replicas = 3
+		secret   = "hook-SECRET"
+	)
+	dsn := pgtest.DSN(t)
+	rnd := rand.New(rand.NewPCG(23, 6))
+	var rndMu sync.Mutex
+	llm := providertest.NewOpenAI(t)
+	llm.SetReply(func(r providertest.Received) providertest.Script {
+		rndMu.Lock()
+		wait := time.Duration(20+rnd.IntN(181)) * time.Millisecond
+		rndMu.Unlock()
+		time.Sleep(wait)
+		return providertest.Echo(r)
+	})
+	bot := telegramtest.New(t, tgToken)
+	bin := releaseBinary(t)
+	cfgs := make([]string, replicas)
+	for i := range cfgs {
+		y := telegramConfig(t.TempDir(), llm.BaseURL(), bot.URL)
+		if mode == "webhook" {
+			y = strings.Replace(y, "    token: ", fmt.Sprintf("    mode: webhook\n    webhook: { listen: \"127.0.0.1:0\", url: \"https://bot.example.com/telegram\", secret: %q }\n    token: ", secret), 1)
+		}
+		y = insertUnder(y, "state", fmt.Sprintf("  driver: postgres\n  postgres: { dsn: %q }\n", dsn))
+		y = insertUnder(y, "queue", "  lease_ttl: 3s\n")
+		cfgs[i] = writeConfig(t, y)
+	}
+	procs := make([]*binProc, replicas)
+	var logs []*lockedBuf
+	in := &pool{addrs: map[int]string{}}
+	start := func(i int) {
+		p := startBinaryAt(t, bin, childEnv(), nil, "--config", cfgs[i], "--log-level", "debug", "run")
+		procs[i] = p
+		logs = append(logs, p.stderr)
+		if mode != "webhook" {
+			return
+		}
+		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+			if m := webhookServed.FindStringSubmatch(p.stderr.String()); m != nil {
+				in.set(i, m[1])
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("replica %d never served its webhook; its log:\n%s", i, tail(p.stderr.String(), 40))
+			}
+		}
+	}
+	for i := range procs {
+		start(i)
+	}
+
+	// deliver hands an update to the cluster as Telegram does: through
+	// the load balancer, again until one replica answers 200.
+	deliver := func(u models.Update) {
+		if mode != "webhook" {
+			bot.AddUpdate(u)
+			return
+		}
+		b, _ := json.Marshal(u)
+		for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Errorf("update %d was refused by every replica for a minute", u.ID)
+				return
+			}
+			addr := in.pick()
+			if addr == "" {
+				continue
+			}
+			req, _ := http.NewRequest(http.MethodPost, "http://"+addr+"/telegram", bytes.NewReader(b))
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("X-Telegram-Bot-Api-Secret-Token", secret)
+			res, err := http.DefaultClient.Do(req)
+			if err != nil {
+				continue // a replica stopping: the balancer tries another
+			}
+			res.Body.Close()
+			if res.StatusCode == http.StatusOK {
+				return
+			}
+		}
+	}
+
+	type msg struct {
+		chat int64
+		id   int
+		text string
+	}
+	var (
+		msgsMu sync.Mutex
+		msgs   []msg
+	)
+	users := make([]*models.User, chats)
+	for i := range users {
+		users[i] = telegramtest.User(int64(6000+i), "")
+	}
+	// Steady load: a message every 50 ms over the whole restart, in one
+	// ordered stream (Telegram delivers a bot's updates in order).
+	loadDone := make(chan struct{})
+	go func() {
+		defer close(loadDone)
+		for i := range total {
+			u := bot.Private(users[i%chats], mode+"-"+strconv.Itoa(i))
+			msgsMu.Lock()
+			msgs = append(msgs, msg{chat: u.Message.Chat.ID, id: u.Message.ID, text: u.Message.Text})
+			msgsMu.Unlock()
+			deliver(u)
+			time.Sleep(50 * time.Millisecond)
+		}
+	}()
+
+	// The rolling deploy: each replica in turn is taken out of the
+	// balancer, stopped with SIGTERM (it must exit 0) and started again.
+	bot.WaitFor(t, "the first answers", 30*time.Second, func(sent []telegramtest.Sent, _ []telegramtest.Call) bool { return len(sent) >= 5 })
+	var stops []time.Time
+	for i := range procs {
+		in.set(i, "")
+		stops = append(stops, time.Now())
+		if err := procs[i].cmd.Process.Signal(syscall.SIGTERM); err != nil {
+			t.Fatal(err)
+		}
+		if code := procs[i].exitCode(60 * time.Second); code != 0 {
+			t.Fatalf("replica %d exit code %d after SIGTERM; its log:\n%s", i, code, tail(procs[i].stderr.String(), 40))
+		}
+		start(i)
+	}
+	<-loadDone
+
+	reads := func(s telegramtest.Sent) string {
+		text, _ := bot.Text(s.ChatID, s.MessageID)
+		return text
+	}
+	msgsMu.Lock()
+	defer msgsMu.Unlock()
+	answered := func() map[int]bool {
+		got := map[int]bool{}
+		for _, s := range bot.Sent() {
+			if text := reads(s); strings.HasPrefix(text, "echo: "+mode) || strings.HasPrefix(text, "Sorry") {
+				got[s.ReplyTo] = true
+			}
+		}
+		return got
+	}
+	for deadline := time.Now().Add(90 * time.Second); len(answered()) < len(msgs); time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			got := answered()
+			var report strings.Builder
+			for _, m := range msgs {
+				if !got[m.id] {
+					fmt.Fprintf(&report, "%q (chat %d) has no answer; its conversation's log:\n%s", m.text, m.chat, convLog(logs, m.chat))
+				}
+			}
+			t.Fatalf("after 90 s:\n%s", report.String())
+		}
+	}
+	for i, p := range procs {
+		if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+			t.Fatal(err)
+		}
+		if code := p.exitCode(60 * time.Second); code != 0 {
+			t.Errorf("replica %d exit code %d; its log:\n%s", i, code, tail(p.stderr.String(), 40))
+		}
+	}
+
+	byText := map[string][]telegramtest.Sent{}
+	for _, s := range bot.Sent() {
+		byText[reads(s)] = append(byText[reads(s)], s)
+		if strings.HasPrefix(reads(s), "Sorry") {
+			t.Errorf("an apology in chat %d: %q", s.ChatID, reads(s))
+		}
+	}
+	lastAnswer := map[int64]time.Time{}
+	for _, m := range msgs {
+		copies := byText["echo: "+m.text]
+		switch {
+		case len(copies) == 0:
+			t.Errorf("%q (chat %d) got no answer of its own", m.text, m.chat)
+			continue
+		case len(copies) > 1:
+			// Every stop was graceful: nothing may be sent twice.
+			t.Errorf("%q was answered %d times across a rolling restart", m.text, len(copies))
+		}
+		if s := copies[0]; s.ChatID != m.chat || s.ReplyTo != m.id {
+			t.Errorf("the answer to %q (chat %d, message %d) went to chat %d quoting %d", m.text, m.chat, m.id, s.ChatID, s.ReplyTo)
+		}
+		if prev, ok := lastAnswer[m.chat]; ok && copies[0].At.Before(prev) {
+			t.Errorf("%q in chat %d was answered before the message sent ahead of it", m.text, m.chat)
+		}
+		lastAnswer[m.chat] = copies[0].At
+	}
+
+	switch mode {
+	case "webhook":
+		// One replica registers the webhook at a time: at most once per
+		// holder of the bot's lease (the first, and one per stop).
+		if n := len(bot.Calls("setWebhook")); n < 1 || n > 1+replicas {
+			t.Errorf("setWebhook was called %d times; want once per holder of the lease (1 to %d)", n, 1+replicas)
+		}
+	case "polling":
+		// A stopping holder releases the poller's lease: the next
+		// replica polls well before the lease could have run out.
+		var gap time.Duration
+		var last time.Time
+		for _, c := range bot.Calls("getUpdates") {
+			if c.At.After(stops[0]) && !last.IsZero() {
+				gap = max(gap, c.At.Sub(last))
+			}
+			last = c.At
+		}
+		t.Logf("the longest pause between two polls during the rolling restart: %s", gap.Round(time.Millisecond))
+		if gap >= lease.DefaultTTL {
+			t.Errorf("the poller paused %s during the rolling restart; a stopping replica must hand its lease over, not let it run out (%s)", gap, lease.DefaultTTL)
+		}
+	}
+	t.Logf("%s: %d messages over %d chats on %d replicas restarted one by one, %d sends, %d LLM calls", mode, len(msgs), chats, replicas, len(bot.Sent()), llm.Count())
+}
