@@ -208,7 +208,7 @@ func TestE2EDoctorAndBackupOnPostgres(t *testing.T) {
 	if res.code != 0 || !strings.Contains(res.stdout, "all checks passed") {
 		t.Fatalf("doctor: exit %d\n%s%s", res.code, res.stdout, res.stderr)
 	}
-	for _, want := range []string{"ok    database: PostgreSQL database", "(PostgreSQL 1", "schema version 120", "every table readable", "ok    queue: 0 conversation(s) with work"} {
+	for _, want := range []string{"ok    database: PostgreSQL database", "(PostgreSQL 1", "schema version ", "every table readable", "ok    queue: 0 conversation(s) with work"} {
 		if !strings.Contains(res.stdout, want) {
 			t.Errorf("doctor's report lacks %q:\n%s", want, res.stdout)
 		}

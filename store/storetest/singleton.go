@@ -137,3 +137,41 @@ func leaseRace(t *testing.T, e Engine) {
 		last = epochs[0]
 	}
 }
+
+// testCluster checks the replica registry and the notices claimed once
+// for the cluster.
+func testCluster(t *testing.T, e Engine) {
+	clock := NewClock()
+	handle := e.New(t)
+	a := handle(store.Options{Now: clock.Now, Holder: "a"})
+	b := handle(store.Options{Now: clock.Now, Holder: "b"})
+	start := clock.Now()
+	check(t, "register a", a.RegisterReplica(ctx, core.Replica{ID: "a", Host: "h1", Version: "1.2.0", ConfigHash: "c1", Started: start, Heartbeat: start}))
+	check(t, "register b", b.RegisterReplica(ctx, core.Replica{ID: "b", Host: "h2", Version: "1.3.0", ConfigHash: "c1", Started: start, Heartbeat: start}))
+	clock.Advance(time.Minute)
+	check(t, "heartbeat", a.ReplicaHeartbeat(ctx, "a", clock.Now()))
+	rs, err := b.Replicas(ctx, start)
+	if err != nil || len(rs) != 1 || rs[0].ID != "a" || rs[0].Version != "1.2.0" || !rs[0].Heartbeat.Equal(clock.Now()) || !rs[0].Started.Equal(start) {
+		t.Fatalf("replicas heard from since the start: %+v, %v; want a only", rs, err)
+	}
+	check(t, "b stops", b.ReplicaStopped(ctx, "b", clock.Now()))
+	if rs, _ := a.Replicas(ctx, time.Time{}); len(rs) != 2 || rs[1].Stopped.IsZero() || !rs[0].Stopped.IsZero() {
+		t.Fatalf("after b stopped: %+v", rs)
+	}
+
+	for i, want := range []bool{true, false} {
+		db := []*store.DB{a, b}[i]
+		if got, err := db.ClaimNotice(ctx, "budget_warning|2026-11-26|routing.budget.daily_usd|80", time.Hour); err != nil || got != want {
+			t.Fatalf("claim %d: %v, %v; want %v", i, got, err, want)
+		}
+	}
+	clock.Advance(time.Hour)
+	if got, err := b.ClaimNotice(ctx, "budget_warning|2026-11-26|routing.budget.daily_usd|80", time.Hour); err != nil || !got {
+		t.Fatalf("a claim after the first ended: %v, %v; want claimed", got, err)
+	}
+	clock.Advance(2 * time.Hour)
+	check(t, "prune", a.PruneCluster(ctx, clock.Now().Add(-time.Hour)))
+	if rs, _ := a.Replicas(ctx, time.Time{}); len(rs) != 0 {
+		t.Fatalf("replicas silent for hours kept: %+v", rs)
+	}
+}
