@@ -86,7 +86,13 @@ type Options struct {
 	// reset made by the CLI (default 1 minute; negative = never, for a
 	// store nothing else writes).
 	Reload time.Duration
-	Store  Store
+	// SharedProfiles is how often the auth profiles' state (cooldowns,
+	// failures) is re-read from the store, where other replicas write it,
+	// so one replica's 429 cools the credential for all, and the probes'
+	// spend today is read from the usage ledger (0 = only at the first
+	// call: the store is this router's alone).
+	SharedProfiles time.Duration
+	Store          Store
 	// Observer is told of each LLM call attempt and failover, for metrics
 	// (nil = none).
 	Observer Observer
@@ -191,6 +197,9 @@ type Router struct {
 	timedOut map[string]string
 	// savedAt is when each healthy profile's use was last persisted.
 	savedAt map[string]time.Time
+	// profilesAt is when the profiles' state was last read from the
+	// store (Options.SharedProfiles).
+	profilesAt time.Time
 	// calls numbers calls outside a conversation, to tell them apart.
 	calls atomic.Uint64
 	// arms holds each (task, model)'s change detector and last probe;
@@ -377,6 +386,7 @@ func (r *Router) load(ctx context.Context) {
 	fresh := r.loaded && (every < 0 || r.now().Sub(r.loadedAt) < every)
 	first := !r.loaded
 	r.mu.Unlock()
+	r.refreshProfiles(ctx)
 	if fresh {
 		return
 	}
@@ -389,6 +399,9 @@ func (r *Router) load(ctx context.Context) {
 		if ps, err = r.o.Store.ProfileStates(ctx); err != nil {
 			r.log.Warn("load profile state", "err", err)
 		}
+		r.mu.Lock()
+		r.profilesAt = r.now()
+		r.mu.Unlock()
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()

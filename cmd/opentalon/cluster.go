@@ -112,3 +112,13 @@ func (a *App) startReplica(ctx context.Context) {
 		}
 	}()
 }
+
+// sharedEvery is how often a replica re-reads the router's state other
+// replicas write (cooldowns, the probes' spend): every second on a shared
+// database, never on SQLite.
+func sharedEvery(cfg *config.Config) time.Duration {
+	if clustered(cfg) {
+		return time.Second
+	}
+	return 0
+}
