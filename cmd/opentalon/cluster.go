@@ -10,6 +10,7 @@ import (
 	"github.com/opentalon/opentalon/config"
 	"github.com/opentalon/opentalon/core"
 	"github.com/opentalon/opentalon/core/lease"
+	"github.com/opentalon/opentalon/metrics/status"
 )
 
 // The replicas of one database (state.driver: postgres), wired here and
@@ -121,4 +122,32 @@ func sharedEvery(cfg *config.Config) time.Duration {
 		return time.Second
 	}
 	return 0
+}
+
+// statusCluster is the status page's replicas (heard from within three
+// heartbeats, or stopped in the last hour) and leases.
+func (a *App) statusCluster(ctx context.Context) (status.Cluster, error) {
+	now := a.opts.Now()
+	rs, err := a.db.Replicas(ctx, now.Add(-max(3*a.cfg.Cluster.Heartbeat.D(), time.Hour)))
+	if err != nil {
+		return status.Cluster{}, err
+	}
+	live := rs[:0]
+	for _, r := range rs {
+		if !r.Stopped.IsZero() || now.Sub(r.Heartbeat) <= 3*a.cfg.Cluster.Heartbeat.D() {
+			live = append(live, r)
+		}
+	}
+	ls, err := a.db.Leases(ctx)
+	if err != nil {
+		return status.Cluster{}, err
+	}
+	return status.ClusterOf(a.db.Holder(), live, ls, now), nil
+}
+
+// holdsMaintenance says this replica holds the maintenance lease (and so
+// exports the metrics read from the database).
+func (a *App) holdsMaintenance() bool {
+	_, ok := a.elector.Held()[maintenanceLease]
+	return ok
 }
