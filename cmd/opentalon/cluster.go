@@ -76,9 +76,13 @@ func (a *App) startMaintenance(ctx context.Context) {
 }
 
 // configHash identifies the effective config (secrets redacted) so the
-// status page can warn when replicas run different ones.
+// status page can warn when replicas run different ones. What is each
+// replica's own — its name, its data directory, its listen address — is
+// left out.
 func configHash(cfg *config.Config) string {
-	h := sha256.Sum256([]byte(cfg.Redacted()))
+	c := *cfg
+	c.Cluster.ReplicaID, c.State.DataDir, c.Server.Listen = "", "", ""
+	h := sha256.Sum256([]byte(c.Redacted()))
 	return hex.EncodeToString(h[:6])
 }
 
