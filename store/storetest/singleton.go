@@ -175,3 +175,38 @@ func testCluster(t *testing.T, e Engine) {
 		t.Fatalf("replicas silent for hours kept: %+v", rs)
 	}
 }
+
+// syncRace: five replicas start at once and sync the same source's
+// schedules (the config's, a plugin's): they end with one row per key,
+// not one per replica.
+func syncRace(t *testing.T, e Engine) {
+	handle := e.New(t)
+	const replicas = 5
+	dbs := make([]*store.DB, replicas)
+	for i := range dbs {
+		dbs[i] = handle(store.Options{Holder: fmt.Sprint("replica-", i)})
+	}
+	c := core.ConversationKey{Channel: "telegram", Chat: "1"}
+	want := []core.Schedule{
+		{Key: "a", Interval: time.Hour, Prompt: "a", Conversation: c},
+		{Key: "b", Cron: "0 9 * * *", Prompt: "b", Conversation: c},
+	}
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for _, db := range dbs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			if _, err := db.SyncSchedules(ctx, "plugin:weather", append([]core.Schedule(nil), want...)); err != nil {
+				t.Errorf("sync: %v", err)
+			}
+		}()
+	}
+	close(start)
+	wg.Wait()
+	all, err := dbs[0].Schedules(ctx)
+	if err != nil || len(all) != 2 {
+		t.Fatalf("after five replicas synced: %d schedules, %v; want 2", len(all), err)
+	}
+}
