@@ -15,10 +15,22 @@ import (
 	"github.com/opentalon/opentalon/store/pgtest"
 )
 
-// sleepyAgent answers after the LLM's latency, like a provider's wait.
-type sleepyAgent struct{ latency time.Duration }
+// sleepyAgent answers after the LLM's latency, like a provider's wait,
+// and records when the LLM's wait began and ended.
+type sleepyAgent struct {
+	latency time.Duration
+	s       *stamps
+}
 
 func (a sleepyAgent) Answer(ctx context.Context, t core.Turn) (core.Answer, error) {
+	a.s.mu.Lock()
+	a.s.llmStart[t.Text] = time.Now()
+	a.s.mu.Unlock()
+	defer func() {
+		a.s.mu.Lock()
+		a.s.llmEnd[t.Text] = time.Now()
+		a.s.mu.Unlock()
+	}()
 	select {
 	case <-time.After(a.latency):
 	case <-ctx.Done():
@@ -32,6 +44,8 @@ func (a sleepyAgent) Answer(ctx context.Context, t core.Turn) (core.Answer, erro
 type stamps struct {
 	mu       sync.Mutex
 	accepted map[string]time.Time
+	llmStart map[string]time.Time
+	llmEnd   map[string]time.Time
 	answered map[string]time.Time
 	done     chan struct{}
 	want     int
@@ -62,29 +76,49 @@ func (c stampChannel) Send(_ context.Context, _ core.Outbound, part string) (str
 // queue.workers 4) on one database, answered by a fake LLM with a fixed
 // latency. Reports messages per second and the latency the gateway adds
 // to the LLM's (accept → answer sent, less the LLM's wait), p50 and p99.
+// load=sat offers every message at once (throughput); load=50% and 80%
+// offer them evenly at that share of the capacity (replicas × 4 workers /
+// LLM latency) and report the latency added before the LLM's wait (accept
+// → LLM called) and after it (LLM answered → answer sent), p50 and p99.
 // Run with a fixed count, e.g.
 //
-//	go test -run - -bench ScaleOut -benchtime 200x ./core/gateway/
+//	go test -run - -bench 'ScaleOut/.*/.*/llm=2s/load=sat' -benchtime 40x ./core/gateway/
 //
 // With PostgreSQL the replicas share one private server (store/pgtest);
 // all of them, the server and the load share this machine's CPUs.
 func BenchmarkScaleOut(b *testing.B) {
 	for _, latency := range []time.Duration{0, 200 * time.Millisecond, 2 * time.Second} {
-		b.Run(fmt.Sprintf("sqlite/replicas=1/llm=%s", latency), func(b *testing.B) { scaleOut(b, "sqlite", 1, latency) })
-		for _, n := range []int{1, 2, 4} {
-			b.Run(fmt.Sprintf("postgres/replicas=%d/llm=%s", n, latency), func(b *testing.B) { scaleOut(b, "postgres", n, latency) })
+		loads := []float64{0}
+		if latency > 0 {
+			loads = append(loads, 0.5, 0.8)
+		}
+		for _, load := range loads {
+			name := "sat"
+			if load > 0 {
+				name = fmt.Sprintf("%.0f%%", 100*load)
+			}
+			b.Run(fmt.Sprintf("sqlite/replicas=1/llm=%s/load=%s", latency, name), func(b *testing.B) { scaleOut(b, "sqlite", 1, latency, load) })
+			for _, n := range []int{1, 2, 4} {
+				b.Run(fmt.Sprintf("postgres/replicas=%d/llm=%s/load=%s", n, latency, name), func(b *testing.B) { scaleOut(b, "postgres", n, latency, load) })
+			}
 		}
 	}
 }
 
-func scaleOut(b *testing.B, engine string, replicas int, latency time.Duration) {
+func scaleOut(b *testing.B, engine string, replicas int, latency time.Duration, load float64) {
+	const workers = 4
 	const conversations = 1000
 	dir := b.TempDir()
 	var dsn string
 	if engine == "postgres" {
 		dsn = pgtest.DSN(b)
 	}
-	s := &stamps{accepted: map[string]time.Time{}, answered: map[string]time.Time{}, done: make(chan struct{}), want: b.N}
+	s := &stamps{accepted: map[string]time.Time{}, llmStart: map[string]time.Time{}, llmEnd: map[string]time.Time{},
+		answered: map[string]time.Time{}, done: make(chan struct{}), want: b.N}
+	var every time.Duration // between two offered messages (0 = all at once)
+	if load > 0 {
+		every = time.Duration(float64(latency) / (load * float64(replicas*workers)))
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	var gws []*gateway.Gateway
 	var runs sync.WaitGroup
@@ -100,7 +134,7 @@ func scaleOut(b *testing.B, engine string, replicas int, latency time.Duration) 
 			b.Fatal(err)
 		}
 		b.Cleanup(func() { db.Close() })
-		g := gateway.New(gateway.Options{Store: db, Agent: sleepyAgent{latency}, Workers: 4, MaxAttempts: 3, MaxPending: 1000, LeaseTTL: 30 * time.Second})
+		g := gateway.New(gateway.Options{Store: db, Agent: sleepyAgent{latency, s}, Workers: workers, MaxAttempts: 3, MaxPending: 1000, LeaseTTL: 30 * time.Second})
 		g.AddChannel(stampChannel{s})
 		gws = append(gws, g)
 		runs.Add(1)
@@ -117,6 +151,9 @@ func scaleOut(b *testing.B, engine string, replicas int, latency time.Duration) 
 	b.ResetTimer()
 	start := time.Now()
 	for i := range b.N {
+		if every > 0 {
+			time.Sleep(time.Until(start.Add(time.Duration(i) * every)))
+		}
 		id := fmt.Sprint("m", i)
 		in := core.Inbound{Conversation: core.ConversationKey{Channel: "fake", Chat: fmt.Sprint("c", i%conversations)}, MessageID: id,
 			UserID: "u", Text: id, Mentioned: true, Private: true, ReceivedAt: time.Now()}
@@ -135,13 +172,26 @@ func scaleOut(b *testing.B, engine string, replicas int, latency time.Duration) 
 	elapsed := time.Since(start)
 	b.StopTimer()
 	s.mu.Lock()
-	added := make([]float64, 0, b.N)
+	var added, pre, post []float64
+	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 	for id, at := range s.answered {
-		added = append(added, float64(at.Sub(s.accepted[id])-latency)/float64(time.Millisecond))
+		added = append(added, ms(at.Sub(s.accepted[id])-latency))
+		pre = append(pre, ms(s.llmStart[id].Sub(s.accepted[id])))
+		post = append(post, ms(at.Sub(s.llmEnd[id])))
 	}
 	s.mu.Unlock()
-	slices.Sort(added)
-	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "msgs/s")
-	b.ReportMetric(added[len(added)/2], "p50-added-ms")
-	b.ReportMetric(added[len(added)*99/100], "p99-added-ms")
+	pct := func(v []float64, p int) float64 {
+		slices.Sort(v)
+		return v[len(v)*p/100]
+	}
+	if load == 0 {
+		b.ReportMetric(float64(b.N)/elapsed.Seconds(), "msgs/s")
+		b.ReportMetric(pct(added, 50), "p50-added-ms")
+		b.ReportMetric(pct(added, 99), "p99-added-ms")
+		return
+	}
+	b.ReportMetric(pct(pre, 50), "p50-pre-ms")
+	b.ReportMetric(pct(pre, 99), "p99-pre-ms")
+	b.ReportMetric(pct(post, 50), "p50-post-ms")
+	b.ReportMetric(pct(post, 99), "p99-post-ms")
 }
