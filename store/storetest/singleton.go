@@ -210,3 +210,42 @@ func syncRace(t *testing.T, e Engine) {
 		t.Fatalf("after five replicas synced: %d schedules, %v; want 2", len(all), err)
 	}
 }
+
+// pairingRace: one user's first message reaches several replicas at once
+// (a platform's retry on another replica): each asks for a pairing with
+// its own code, and every one of them is told the same code, the one
+// stored.
+func pairingRace(t *testing.T, e Engine) {
+	handle := e.New(t)
+	const replicas = 4
+	dbs := make([]*store.DB, replicas)
+	for i := range dbs {
+		dbs[i] = handle(store.Options{Holder: fmt.Sprint("replica-", i)})
+	}
+	for round := range 20 {
+		codes := make([]string, replicas)
+		var wg sync.WaitGroup
+		start := make(chan struct{})
+		for i, db := range dbs {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-start
+				p, err := db.RequestPairing(ctx, core.Pairing{Channel: "telegram", UserID: fmt.Sprint("u", round), Conversation: conv(fmt.Sprint("u", round)),
+					Code: fmt.Sprintf("R%02dC%d", round, i)})
+				if err != nil {
+					t.Errorf("round %d replica %d: %v", round, i, err)
+					return
+				}
+				codes[i] = p.Code
+			}()
+		}
+		close(start)
+		wg.Wait()
+		for i := range codes {
+			if codes[i] != codes[0] {
+				t.Fatalf("round %d: the replicas told the user codes %v; want one", round, codes)
+			}
+		}
+	}
+}
