@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/opentalon/opentalon/core"
+	"github.com/opentalon/opentalon/core/clock"
 	"github.com/opentalon/opentalon/core/lease"
 	"github.com/opentalon/opentalon/core/schedule"
 	"github.com/opentalon/opentalon/store"
@@ -161,5 +162,52 @@ func TestFiresOnceAcrossReplicas(t *testing.T) {
 	}
 	if len(log.calls) < 7 {
 		t.Errorf("%d firings; want at least 7", len(log.calls))
+	}
+}
+
+// TestTakeoverFiresWhatFellDueWithinGrace: a replica starts after a
+// firing time passed that the leader, now dead, never fired; it reads the
+// schedules as a follower (the time looks missed), then takes the
+// scheduler lease within Grace: it fires that time instead of skipping it.
+func TestTakeoverFiresWhatFellDueWithinGrace(t *testing.T) {
+	t0 := time.Date(2026, 5, 1, 8, 0, 0, 0, time.UTC)
+	clk := clock.NewFake(t0)
+	db, err := store.Open(context.Background(), t.TempDir(), store.Options{Now: clk.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	sc, err := db.AddSchedule(context.Background(), core.Schedule{Source: core.ScheduleChat, Interval: time.Hour, Spec: "every 1h", Prompt: "hourly",
+		Conversation: conv, NextFire: t0.Add(time.Hour)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	clk.Set(sc.NextFire.Add(5 * time.Second)) // due, and nobody fired it
+	q := newQueue()
+	lead := make(chan struct{})
+	s := schedule.New(schedule.Options{Store: db, Queue: q, Location: time.UTC, Clock: clk, Tick: time.Second, Grace: 20 * time.Second,
+		Hold: func(ctx context.Context, _ string, work func(context.Context) error) error {
+			select {
+			case <-lead:
+				return work(ctx)
+			case <-ctx.Done():
+				return nil
+			}
+		}})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		s.Run(ctx)
+	}()
+	defer func() { cancel(); <-done }()
+	clk.BlockUntil(ctx, 1) // the follower has read the schedules
+	if len(s.Schedules()) != 1 {
+		t.Fatalf("the follower holds %d schedules; want 1", len(s.Schedules()))
+	}
+	close(lead)
+	f := q.wait(t)
+	if f.ScheduleID != sc.ID || !f.At.Equal(sc.NextFire) {
+		t.Fatalf("fired %+v; want schedule %d at %v", f, sc.ID, sc.NextFire)
 	}
 }

@@ -348,6 +348,9 @@ func (s *Scheduler) Run(ctx context.Context) error {
 func (s *Scheduler) fireLoop(ctx context.Context, leader bool) error {
 	if leader {
 		s.mu.Lock()
+		// Afresh: what a follower marked missed is decided again, with
+		// the grace of a takeover.
+		s.entries = map[int64]*entry{}
 		err := s.readLocked(ctx, s.o.Grace)
 		s.mu.Unlock()
 		if err != nil {
