@@ -54,3 +54,28 @@ func TestBudgetNoticeOncePerCluster(t *testing.T) {
 		t.Fatalf("next day: %+v", p)
 	}
 }
+
+// TestRateLimitPerCluster: notifications.max_per_window holds for the
+// cluster: three replicas each emitting events of one kind about
+// different subjects send max_per_window of them in all.
+func TestRateLimitPerCluster(t *testing.T) {
+	dsn, dir := pgtest.DSN(t), t.TempDir()
+	h, url := newHook(t, "")
+	var ns []*notify.Notifier
+	for i := range 3 {
+		db, err := store.Open(context.Background(), dir, store.Options{Postgres: &store.Postgres{DSN: dsn}, Holder: fmt.Sprint("replica-", i)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { db.Close() })
+		ns = append(ns, start(t, notify.Options{Routes: []notify.Route{{Sink: notify.Webhook{URL: url}}}, MaxPerWindow: 2, Claim: db.ClaimNotice}))
+	}
+	for i, n := range ns {
+		for j := range 2 {
+			n.Emit(core.OpsEvent{Kind: core.EventRequestFailed, Subject: fmt.Sprintf("channel-%d-%d", i, j), Message: "a request failed"})
+		}
+	}
+	h.wait(t)
+	h.wait(t)
+	h.none(t, 500*time.Millisecond)
+}

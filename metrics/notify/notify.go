@@ -179,6 +179,12 @@ func (n *Notifier) Emit(e core.OpsEvent) {
 			n.mu.Unlock()
 			n.log.Debug("operator event sent by another replica", "kind", e.Kind, "subject", e.Subject)
 			return
+		} else if !n.claimSlot(e.Kind, now) {
+			// The kind's MaxPerWindow is used up across the cluster.
+			ks.suppressed++
+			n.mu.Unlock()
+			n.log.Debug("operator event held back (the cluster's rate limit)", "kind", e.Kind, "subject", e.Subject)
+			return
 		}
 	}
 	ks.sent++
@@ -204,6 +210,27 @@ func (n *Notifier) Emit(e core.OpsEvent) {
 			n.log.Warn("notification sink is behind; event dropped", "sink", w.route.Sink.Name(), "kind", e.Kind)
 		}
 	}
+}
+
+// claimSlot claims one of the MaxPerWindow slots of kind in the current
+// window (windows aligned on the clock, so every replica names the same
+// ones): the rate limit held for the cluster. A store that fails lets the
+// event through.
+func (n *Notifier) claimSlot(kind string, now time.Time) bool {
+	window := now.Truncate(n.o.Window).UnixMilli()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	for slot := range n.o.MaxPerWindow {
+		ok, err := n.o.Claim(ctx, fmt.Sprintf("rate|%s|%d|%d", kind, window, slot), n.o.Window)
+		if err != nil {
+			n.log.Warn("operator event: the cluster's rate limit could not be read; sending it here", "kind", kind, "err", err)
+			return true
+		}
+		if ok {
+			return true
+		}
+	}
+	return false
 }
 
 // subscribed reports whether a sink's events list takes kind; a list
