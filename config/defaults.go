@@ -13,6 +13,7 @@ func Default() *Config {
 			Memory:     Memory{Tools: true, RecallTokens: 400, Workflows: 3},
 			Driver:     DriverSQLite,
 			Postgres:   Postgres{PoolSize: 10, StatementTimeout: Duration(30 * time.Second)}},
+		Cluster: Cluster{LeaseTTL: Duration(10 * time.Second), Heartbeat: Duration(5 * time.Second)},
 		Queue: Queue{
 			Workers:        4,
 			MaxAttempts:    3,

@@ -23,6 +23,8 @@ type Config struct {
 	// Notifications sends operator events to sinks.
 	Notifications Notifications `yaml:"notifications"`
 	Media         Media         `yaml:"media"`
+	// Cluster configures replicas over one PostgreSQL database.
+	Cluster Cluster `yaml:"cluster"`
 }
 
 // Media configures the files users send: limits, the media store and
@@ -79,6 +81,24 @@ type State struct {
 	// channels' own tokens, which every replica shares and the database
 	// never holds. A secret, usually "${OPENTALON_SEAL_KEY}".
 	SealKey Secret `yaml:"seal_key"`
+}
+
+// Cluster configures the replicas that share one PostgreSQL database
+// (state.driver: postgres); on SQLite there is one process and these
+// change nothing but the name on the status page.
+type Cluster struct {
+	// ReplicaID names this replica in the leases it holds, the queue
+	// claims it takes and the status page; "" = host/pid/random, new at
+	// every start.
+	ReplicaID string `yaml:"replica_id"`
+	// LeaseTTL is how long a singleton role (the scheduler, maintenance,
+	// a Telegram poller, a Discord shard, a Slack socket slot) stays with
+	// a replica that stopped renewing it; a graceful stop hands it over at
+	// once.
+	LeaseTTL Duration `yaml:"lease_ttl"`
+	// Heartbeat is how often a replica records that it is alive (the
+	// status page's replicas).
+	Heartbeat Duration `yaml:"heartbeat"`
 }
 
 // State drivers accepted in state.driver.

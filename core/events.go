@@ -15,6 +15,10 @@ type OpsEvent struct {
 	At      time.Time
 	// Details are extra fields (never a secret).
 	Details map[string]string
+	// Once, when set, makes the event a fact told once for the whole
+	// cluster (a budget's 80% on one day): the notifier sends it only
+	// when no replica claimed this key in the last two days.
+	Once string `json:",omitempty"`
 }
 
 // Operator event kinds.

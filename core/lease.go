@@ -55,3 +55,17 @@ var ErrLeaseNotHeld = &Error{Kind: KindUnavailable, Msg: "the lease is no longer
 
 // MaxLeaseData bounds a lease's data: a few offsets and ids, not content.
 const MaxLeaseData = 64 << 10
+
+// Replica is one gateway process sharing the database, as it recorded
+// itself.
+type Replica struct {
+	ID         string    `json:"id"`
+	Host       string    `json:"host"`
+	Version    string    `json:"version"`
+	ConfigHash string    `json:"config_hash"`
+	Started    time.Time `json:"started"`
+	Heartbeat  time.Time `json:"heartbeat"`
+	// Stopped is when it stopped gracefully (zero while it runs or when
+	// it died).
+	Stopped time.Time `json:"stopped,omitzero"`
+}

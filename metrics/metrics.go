@@ -54,6 +54,17 @@ type Options struct {
 	Ledger   Ledger
 	Channels func() []ChannelStatus
 	Profiles func() []ProfileStatus
+	// Replica, when set (replicas over one database), labels every
+	// series this process counts or knows alone (requests, stages, LLM
+	// calls, channels, plugins, the Go runtime) with replica=<id>; the
+	// series read from the database (queue, ledger, cooldowns) carry no
+	// such label and are exported only while Exports says so (the replica
+	// holding the maintenance lease), so a sum over replicas counts them
+	// once.
+	Replica string
+	// Exports says whether this replica exports the series read from the
+	// database (nil = always: the only process).
+	Exports func() bool
 	// Now is the clock of ages and cooldowns (default time.Now).
 	Now func() time.Time
 	// Logger gets the errors of a scrape (a source that failed); the
@@ -100,9 +111,15 @@ func New(o Options) *Metrics {
 	}
 	m := &Metrics{o: o, reg: prometheus.NewRegistry(), stage: map[string]prometheus.Observer{},
 		pluginSeen: map[string]int{}, pluginUp: map[string]bool{}}
+	// Per-process series go through proc: labelled with the replica in a
+	// cluster.
+	var proc prometheus.Registerer = m.reg
+	if o.Replica != "" {
+		proc = prometheus.WrapRegistererWith(prometheus.Labels{"replica": o.Replica}, m.reg)
+	}
 	counter := func(name, help string, labels ...string) *prometheus.CounterVec {
 		c := prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "opentalon", Name: name, Help: help}, labels)
-		m.reg.MustRegister(c)
+		proc.MustRegister(c)
 		return c
 	}
 	m.accepted = counter("messages_accepted_total", "Messages committed to the queue, by channel.", "channel")
@@ -116,8 +133,9 @@ func New(o Options) *Metrics {
 	m.stages = prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: "opentalon", Name: "stage_duration_seconds",
 		Help:    "How long each stage of a request took: queue (accepted to first claim), pre_hooks, agent (LLM and tools), llm (one call attempt), tools (one tool run), post_hooks, delivery (pacing included).",
 		Buckets: stageBuckets}, []string{"stage"})
-	m.reg.MustRegister(m.stages, &scraped{m: m},
+	proc.MustRegister(m.stages, &scraped{m: m, part: fromProcess},
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m.reg.MustRegister(&scraped{m: m, part: fromDatabase})
 	return m
 }
 

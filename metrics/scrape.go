@@ -28,9 +28,11 @@ var (
 )
 
 // scraped collects, when scraped, what is read from state rather than
-// counted: the queue, the ledger, cooldowns, channels, plugins.
+// counted: from the database the queue, the ledger and cooldowns; from
+// the process channels and plugins. One collector per part.
 type scraped struct {
-	m *Metrics
+	m    *Metrics
+	part int
 
 	mu sync.Mutex
 	// ledger sums the usage ledger up to row lastID, by model.
@@ -38,9 +40,18 @@ type scraped struct {
 	lastID int64
 }
 
+// The parts of scraped.
+const (
+	fromDatabase = iota
+	fromProcess
+)
+
 func (s *scraped) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descQueueDepth, descQueueAge, descTokens, descCost, descLedger,
-		descCooling, descCooldown, descChannelUp, descLastEvent, descChRestarts, descPluginUp} {
+	descs := []*prometheus.Desc{descChannelUp, descLastEvent, descChRestarts, descPluginUp}
+	if s.part == fromDatabase {
+		descs = []*prometheus.Desc{descQueueDepth, descQueueAge, descTokens, descCost, descLedger, descCooling, descCooldown}
+	}
+	for _, d := range descs {
 		ch <- d
 	}
 }
@@ -55,6 +66,13 @@ func (s *scraped) Collect(ch chan<- prometheus.Metric) {
 	}
 	counter := func(d *prometheus.Desc, v float64, labels ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, v, labels...)
+	}
+	if s.part == fromProcess {
+		s.collectProcess(gauge, counter, now)
+		return
+	}
+	if o.Exports != nil && !o.Exports() {
+		return // another replica exports what the database holds
 	}
 	if o.Queue != nil {
 		if counts, err := o.Queue.QueueCounts(ctx); err == nil {
@@ -100,6 +118,11 @@ func (s *scraped) Collect(ch chan<- prometheus.Metric) {
 			gauge(descCooldown, left, p.Provider, p.ID)
 		}
 	}
+}
+
+// collectProcess collects the channels' and plugins' state.
+func (s *scraped) collectProcess(gauge, counter func(*prometheus.Desc, float64, ...string), now time.Time) {
+	o := s.m.o
 	if o.Channels != nil {
 		for _, c := range o.Channels() {
 			up := 0.0

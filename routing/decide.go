@@ -378,7 +378,8 @@ func (r *Router) tellBudget(day time.Time, key string, frac float64, conv core.C
 		kind, msg = core.EventBudgetExhausted, fmt.Sprintf("%s is used up for today; only free models answer until 00:00 UTC", key)
 	}
 	r.o.Events.Emit(core.OpsEvent{Kind: kind, Subject: key, At: r.now(), Message: msg,
-		Details: map[string]string{"budget": key, "spent_fraction": fmt.Sprintf("%.2f", frac), "day": day.Format("2006-01-02")}})
+		Details: map[string]string{"budget": key, "spent_fraction": fmt.Sprintf("%.2f", frac), "day": day.Format("2006-01-02")},
+		Once:    fmt.Sprintf("%s|%s|%d", id, kind, level)})
 }
 
 // chain is the failover order: the chosen model, then routing.fallbacks

@@ -473,6 +473,83 @@ func (r *Router) succeed(ctx context.Context, m Model, p Profile) {
 	}
 }
 
+// refreshProfiles re-reads the profiles' state every
+// Options.SharedProfiles, where other replicas save theirs, and merges it
+// (mergeProfile): a cooldown another replica set is seen here within that
+// time. The probes' spend today (routing.explore.daily_usd) is read from
+// the usage ledger then too, so the cap holds for the cluster.
+func (r *Router) refreshProfiles(ctx context.Context) {
+	every := r.o.SharedProfiles
+	if every <= 0 {
+		return
+	}
+	r.mu.Lock()
+	now := r.now()
+	due := !r.profilesAt.IsZero() && now.Sub(r.profilesAt) >= every
+	if due {
+		r.profilesAt = now // one reader at a time; the others go on
+	}
+	r.mu.Unlock()
+	if !due {
+		return
+	}
+	// The probes' spend today, every replica's, is the ledger's.
+	day := now.UTC().Truncate(24 * time.Hour)
+	spent, spentOK := 0.0, false
+	if lt, ok := r.o.Store.(ledgerTotals); ok && r.probe.DailyUSD > 0 {
+		if totals, err := lt.UsageTotals(ctx, day, "purpose", ""); err != nil {
+			r.log.Warn("read the probes' spend from the ledger", "err", err)
+		} else {
+			spentOK = true
+			for _, t := range totals {
+				if t.Key == PurposeExplore {
+					spent = t.CostUSD
+				}
+			}
+		}
+	}
+	ps, err := r.o.Store.ProfileStates(ctx)
+	if err != nil {
+		r.log.Warn("read the auth profiles' state", "err", err)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, p := range ps {
+		r.pstate[p.ID] = mergeProfile(r.pstate[p.ID], p)
+	}
+	if spentOK {
+		if !day.Equal(r.exploreDay) {
+			r.exploreDay, r.exploreSpent = day, 0
+		}
+		r.exploreSpent = max(r.exploreSpent, spent)
+	}
+}
+
+// ledgerTotals is the usage ledger's sums (store.DB), read for the probes'
+// spend across replicas.
+type ledgerTotals interface {
+	UsageTotals(ctx context.Context, since time.Time, by, conversation string) ([]core.UsageTotal, error)
+}
+
+// mergeProfile is a profile's state here merged with the stored one: the
+// later cooldown wins, with the failures and error that set it; uses and
+// times only grow.
+func mergeProfile(local, stored core.ProfileState) core.ProfileState {
+	out := local
+	out.Provider, out.ID = stored.Provider, stored.ID
+	if stored.CooldownUntil.After(local.CooldownUntil) {
+		out.CooldownUntil, out.Failures, out.BillingFailures, out.LastError = stored.CooldownUntil, stored.Failures, stored.BillingFailures, stored.LastError
+	}
+	out.Uses = max(local.Uses, stored.Uses)
+	if stored.LastUsed.After(local.LastUsed) {
+		out.LastUsed = stored.LastUsed
+	}
+	if stored.LastProbe.After(local.LastProbe) {
+		out.LastProbe = stored.LastProbe
+	}
+	return out
+}
+
 func (r *Router) saveProfile(ctx context.Context, st core.ProfileState) {
 	if err := r.o.Store.SaveProfileState(context.WithoutCancel(ctx), st); err != nil {
 		r.log.Error("save auth profile state", "profile", st.ID, "err", err)

@@ -97,7 +97,13 @@ type Options struct {
 	// reset made by the CLI (default 1 minute; negative = never, for a
 	// store nothing else writes).
 	Reload time.Duration
-	Store  Store
+	// SharedProfiles is how often the auth profiles' state (cooldowns,
+	// failures) is re-read from the store, where other replicas write it,
+	// so one replica's 429 cools the credential for all, and the probes'
+	// spend today is read from the usage ledger (0 = only at the first
+	// call: the store is this router's alone).
+	SharedProfiles time.Duration
+	Store          Store
 	// Observer is told of each LLM call attempt and failover, for metrics
 	// (nil = none).
 	Observer Observer

@@ -107,6 +107,9 @@ type Router struct {
 	timedOut map[string]string
 	// savedAt is when each healthy profile's use was last persisted.
 	savedAt map[string]time.Time
+	// profilesAt is when the profiles' state was last read from the
+	// store (Options.SharedProfiles).
+	profilesAt time.Time
 	// calls numbers calls outside a conversation, to tell them apart.
 	calls atomic.Uint64
 	// arms holds each (task, model)'s learning state beside its
@@ -181,6 +184,7 @@ func (r *Router) load(ctx context.Context) {
 	fresh := r.loaded && (every < 0 || r.now().Sub(r.loadedAt) < every)
 	first := !r.loaded
 	r.mu.Unlock()
+	r.refreshProfiles(ctx)
 	if fresh {
 		return
 	}
@@ -193,6 +197,9 @@ func (r *Router) load(ctx context.Context) {
 		if ps, err = r.o.Store.ProfileStates(ctx); err != nil {
 			r.log.Warn("load profile state", "err", err)
 		}
+		r.mu.Lock()
+		r.profilesAt = r.now()
+		r.mu.Unlock()
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()

@@ -42,12 +42,14 @@ type dialect struct {
 	// strpos is the function that finds a substring: strpos(haystack,
 	// needle) is 1-based, 0 when absent.
 	strpos string
+	// greatest is the larger of its arguments (SQLite's two-argument max).
+	greatest string
 }
 
 var (
-	sqliteDialect   = &dialect{name: "sqlite", strpos: "instr"}
+	sqliteDialect   = &dialect{name: "sqlite", strpos: "instr", greatest: "max"}
 	postgresDialect = &dialect{name: "postgres", numbered: true, concurrent: true,
-		skipLocked: " FOR UPDATE SKIP LOCKED", forUpdate: " FOR UPDATE", strpos: "strpos"}
+		skipLocked: " FOR UPDATE SKIP LOCKED", forUpdate: " FOR UPDATE", strpos: "strpos", greatest: "GREATEST"}
 )
 
 // rebind returns q with the dialect's placeholders: each ? outside a

@@ -197,7 +197,7 @@ func (db *DB) checkTables(ctx context.Context) ([]string, error) {
 		return nil, err
 	}
 	var problems []string
-	for _, t := range append(slices.Clone(Tables), "queue_heads", "plugin_state_usage", "leases", "schema_migrations") {
+	for _, t := range append(slices.Clone(Tables), "queue_heads", "plugin_state_usage", "leases", "schedule_version", "replicas", "notices", "schema_migrations") {
 		if !have[t] {
 			problems = append(problems, fmt.Sprintf("table %s is missing", t))
 			continue

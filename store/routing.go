@@ -203,12 +203,26 @@ func (db *DB) ProfileStates(ctx context.Context) ([]core.ProfileState, error) {
 	return out, rows.Err()
 }
 
-// SaveProfileState upserts one profile's state.
+// SaveProfileState saves one profile's state as a change, merged with
+// what other replicas saved (one statement, no lost update): a cooldown
+// only moves later (with the failures and error that set it) unless the
+// change is a success (no failures, no cooldown: the credential works,
+// and its cooldown ends); uses and times only grow.
 func (db *DB) SaveProfileState(ctx context.Context, p core.ProfileState) error {
+	g := db.d.greatest
 	_, err := db.w.ExecContext(ctx, `INSERT INTO profiles (provider, id, uses, last_used, cooldown_until, last_probe, failures, billing_failures, last_error)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO UPDATE SET provider = excluded.provider, uses = excluded.uses,
-		last_used = excluded.last_used, cooldown_until = excluded.cooldown_until, last_probe = excluded.last_probe,
-		failures = excluded.failures, billing_failures = excluded.billing_failures, last_error = excluded.last_error`,
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO UPDATE SET provider = excluded.provider,
+		uses = `+g+`(profiles.uses, excluded.uses),
+		last_used = `+g+`(profiles.last_used, excluded.last_used),
+		last_probe = `+g+`(profiles.last_probe, excluded.last_probe),
+		cooldown_until = CASE WHEN excluded.failures = 0 AND excluded.billing_failures = 0 AND excluded.cooldown_until = 0 THEN 0
+			ELSE `+g+`(profiles.cooldown_until, excluded.cooldown_until) END,
+		failures = CASE WHEN excluded.cooldown_until >= profiles.cooldown_until OR excluded.failures = 0 AND excluded.billing_failures = 0 AND excluded.cooldown_until = 0
+			THEN excluded.failures ELSE profiles.failures END,
+		billing_failures = CASE WHEN excluded.cooldown_until >= profiles.cooldown_until OR excluded.failures = 0 AND excluded.billing_failures = 0 AND excluded.cooldown_until = 0
+			THEN excluded.billing_failures ELSE profiles.billing_failures END,
+		last_error = CASE WHEN excluded.cooldown_until >= profiles.cooldown_until OR excluded.failures = 0 AND excluded.billing_failures = 0 AND excluded.cooldown_until = 0
+			THEN excluded.last_error ELSE profiles.last_error END`,
 		p.Provider, p.ID, p.Uses, timeMS(p.LastUsed), timeMS(p.CooldownUntil), timeMS(p.LastProbe), p.Failures, p.BillingFailures, p.LastError)
 	if err != nil {
 		return fmt.Errorf("save profile state %s: %w", p.ID, err)

@@ -197,12 +197,18 @@ func (db *DB) DeleteSchedule(ctx context.Context, id int64) error {
 }
 
 // ScheduleFired records a schedule's last queued firing (zero keeps the
-// stored one) and its next firing time.
+// stored one) and its next firing time (zero with a last firing keeps
+// the stored one).
 func (db *DB) ScheduleFired(ctx context.Context, id int64, last, next time.Time) error {
 	var err error
-	if last.IsZero() {
+	switch {
+	case last.IsZero():
 		_, err = db.w.ExecContext(ctx, `UPDATE schedules SET next_fire = ? WHERE id = ?`, msOrZero(next), id)
-	} else {
+	case next.IsZero():
+		// The scheduler moved next_fire already (AdvanceSchedule); only a
+		// later firing is recorded.
+		_, err = db.w.ExecContext(ctx, `UPDATE schedules SET last_fire = ? WHERE id = ? AND last_fire < ?`, last.UnixMilli(), id, last.UnixMilli())
+	default:
 		_, err = db.w.ExecContext(ctx, `UPDATE schedules SET last_fire = ?, next_fire = ? WHERE id = ?`, last.UnixMilli(), msOrZero(next), id)
 	}
 	if err != nil {
@@ -221,4 +227,31 @@ func (db *DB) Schedule(ctx context.Context, id int64) (core.Schedule, error) {
 		return s, fmt.Errorf("read schedule %d: %w", id, err)
 	}
 	return s, nil
+}
+
+// SchedulesVersion is a counter every change to the schedules bumps
+// (migration 131): the scheduler reads them again when it moved.
+func (db *DB) SchedulesVersion(ctx context.Context) (int64, error) {
+	var v int64
+	if err := db.r.QueryRowContext(ctx, `SELECT version FROM schedule_version WHERE id = 1`).Scan(&v); err != nil {
+		return 0, fmt.Errorf("read the schedules' version: %w", err)
+	}
+	return v, nil
+}
+
+// AdvanceSchedule moves a schedule's next firing from at to next, only
+// when it is still at: a compare-and-set, so of two schedulers firing the
+// same due time (a leader and the one taking over) one moves it, and a
+// schedule deleted or re-timed meanwhile is not fired. moved says whether
+// it did.
+func (db *DB) AdvanceSchedule(ctx context.Context, id int64, at, next time.Time) (bool, error) {
+	res, err := db.w.ExecContext(ctx, `UPDATE schedules SET next_fire = ? WHERE id = ? AND next_fire = ?`, msOrZero(next), id, msOrZero(at))
+	if err != nil {
+		return false, fmt.Errorf("advance schedule %d: %w", id, err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return false, fmt.Errorf("advance schedule %d: %w", id, err)
+	}
+	return n == 1, nil
 }

@@ -91,6 +91,13 @@ type App struct {
 	blobs       core.BlobStore
 	// pluginKeys are the plugins' own keys to the HTTP API.
 	pluginKeys *plugins.Credentials
+
+	// The cluster (cluster.go): this replica's lease elector, the
+	// singleton work it runs (Run waits for it), and how often the
+	// maintenance prunes the queue (0 = never: only `run` prunes).
+	elector    *lease.Elector
+	holds      sync.WaitGroup
+	pruneEvery time.Duration
 }
 
 // BuildApp builds every part from cfg.
@@ -112,11 +119,12 @@ func BuildApp(ctx context.Context, cfg *config.Config, o AppOptions) (_ *App, er
 	// holds the data directory's lock): the leases of a process before it
 	// are dead, and taken back at its first claim.
 	a.db, err = openStore(ctx, cfg, store.Options{Now: o.Now, SessionTTL: cfg.State.SessionTTL.D(), QueueRetention: cfg.State.Retention.D(), Logger: o.Logger,
-		LeaseTTL: cfg.Queue.LeaseTTL.D(), SoleClaimer: cfg.State.Driver != config.DriverPostgres, SealKey: sealKey(cfg)})
+		LeaseTTL: cfg.Queue.LeaseTTL.D(), SoleClaimer: cfg.State.Driver != config.DriverPostgres, SealKey: sealKey(cfg), Holder: cfg.Cluster.ReplicaID})
 	if err != nil {
 		return nil, err
 	}
 	a.closers = append(a.closers, a.db.Close)
+	a.buildElector()
 
 	a.metrics = a.buildMetrics()
 	if err := a.buildExtensions(); err != nil {
@@ -215,9 +223,12 @@ func (a *App) Run(ctx context.Context) error {
 	if err := a.startScheduler(ctx); err != nil {
 		return err
 	}
-	ttl := a.cfg.State.SessionTTL.D()
-	defer startSessionSweeper(ctx, a.db, ttl, sweepEvery(ttl), a.log)()
-	defer startMediaSweeper(ctx, a.db, a.cfg.Media.Retention.D(), a.log)()
+	// Singleton work and this replica's record end (leases released)
+	// before Run returns and the store closes.
+	defer a.holds.Wait()
+	defer cancel()
+	a.startReplica(ctx)
+	a.startMaintenance(ctx)
 	defer a.startRouterHousekeeping(ctx)()
 	if consoleOnly(a.cfg) {
 		go a.stopWhenDrained(ctx, cancel)

@@ -46,7 +46,8 @@ func buildLockedApp(ctx context.Context, cfg *config.Config, o AppOptions, every
 	// Closers run in reverse: the pruner stops before the store closes,
 	// and the lock goes last.
 	app.closers = append([]func() error{lock.release}, app.closers...)
-	app.closers = append(app.closers, startPruner(app.db, every, app.log))
+	// The pruner runs under the maintenance lease (Run).
+	app.pruneEvery = every
 	return app, nil
 }
 
@@ -93,11 +94,11 @@ func (l *dataDirLock) release() error {
 	return l.f.Close() // closing the only descriptor releases the flock
 }
 
-// startPruner deletes finished queue rows past state.retention, and the
-// sealed short-lived credentials that expired, every interval until the
-// returned stop is called.
-func startPruner(db *store.DB, every time.Duration, log *slog.Logger) (stop func() error) {
-	stopRun := runEvery(context.Background(), every, true, func(ctx context.Context) {
+// startPrunerCtx deletes finished queue rows past state.retention, and
+// the sealed short-lived credentials that expired, every interval until
+// ctx ends or the returned stop is called.
+func startPrunerCtx(ctx context.Context, db *store.DB, every time.Duration, log *slog.Logger) (stop func()) {
+	return runEvery(ctx, every, true, func(ctx context.Context) {
 		n, err := db.PruneQueue(ctx)
 		switch {
 		case err != nil && ctx.Err() == nil:
@@ -111,8 +112,4 @@ func startPruner(db *store.DB, every time.Duration, log *slog.Logger) (stop func
 			log.Debug("deleted expired platform credentials", "rows", n)
 		}
 	})
-	return func() error {
-		stopRun()
-		return nil
-	}
 }

@@ -69,7 +69,11 @@ func (a *App) buildNotifier() {
 		}
 		routes = append(routes, notify.Route{Sink: sink, Events: s.Events})
 	}
-	a.notifier = notify.New(notify.Options{Routes: routes, Window: n.Window.D(), MaxPerWindow: n.MaxPerWindow, Now: a.opts.Now, Logger: a.log})
+	o := notify.Options{Routes: routes, Window: n.Window.D(), MaxPerWindow: n.MaxPerWindow, Now: a.opts.Now, Logger: a.log}
+	if clustered(a.cfg) {
+		o.Claim = a.db.ClaimNotice // each notice told once for the cluster
+	}
+	a.notifier = notify.New(o)
 	a.closers = append(a.closers, a.notifier.Close)
 	a.pluginWatch = &notify.PluginWatch{Events: a.notifier, Now: a.opts.Now}
 }
@@ -131,7 +135,14 @@ func (a *App) buildScheduler() error {
 	if err != nil {
 		return fmt.Errorf("timezone: %w", err)
 	}
-	a.sched = schedule.New(schedule.Options{Store: a.db, Queue: a.gateway, Location: loc, Enabled: a.gateway.HasChannel, Now: a.opts.Now, Logger: a.log})
+	// Of the replicas one fires (the scheduler lease); a leader taking
+	// over from one that died fires what fell due in the gap.
+	var grace time.Duration
+	if clustered(a.cfg) {
+		grace = 2 * a.cfg.Cluster.LeaseTTL.D()
+	}
+	a.sched = schedule.New(schedule.Options{Store: a.db, Queue: a.gateway, Location: loc, Enabled: a.gateway.HasChannel, Now: a.opts.Now, Logger: a.log,
+		Hold: a.holdSync, Grace: grace})
 	for _, c := range a.sched.Commands() {
 		a.gateway.AddCommand(c)
 	}
@@ -164,7 +175,9 @@ func (a *App) startScheduler(ctx context.Context) error {
 		}
 		return fmt.Errorf("schedules: %w", err)
 	}
+	a.holds.Add(1)
 	go func() {
+		defer a.holds.Done()
 		if err := a.sched.Run(ctx); err != nil {
 			a.log.Error("scheduler stopped", "err", err)
 		}

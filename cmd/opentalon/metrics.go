@@ -19,14 +19,20 @@ func (a *App) buildMetrics() *metrics.Metrics {
 	if a.cfg.Server.Listen == "" || !a.cfg.Server.Metrics {
 		return nil
 	}
-	return metrics.New(metrics.Options{
+	o := metrics.Options{
 		Queue:    a.db,
 		Ledger:   a.db,
 		Channels: a.channelStatuses,
 		Profiles: a.profileStatuses,
 		Now:      a.opts.Now,
 		Logger:   a.log,
-	})
+	}
+	if clustered(a.cfg) {
+		// Per-process series by replica; the database's from the
+		// maintenance lease's holder only.
+		o.Replica, o.Exports = a.db.Holder(), a.holdsMaintenance
+	}
+	return metrics.New(o)
 }
 
 // channelStatuses is each channel's liveness: running (not being

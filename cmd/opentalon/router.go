@@ -198,6 +198,9 @@ func buildRouterWith(cfg *config.Config, db *store.DB, now func() time.Time, log
 		Now:      now,
 		Log:      log,
 		Events:   events,
+		// Replicas share cooldowns and the probes' spend through the
+		// database, read every second.
+		SharedProfiles: sharedEvery(cfg),
 	})
 }
 

@@ -40,6 +40,7 @@ func (a *App) mountOps(mux *http.ServeMux) {
 		Models:      a.statusModels,
 		Plugins:     a.statusPlugins,
 		Scripts:     a.statusScripts,
+		Cluster:     a.statusCluster,
 		Score: func(af core.Affinity, now time.Time) (float64, float64) {
 			s := routing.ScoreOf(af, now, float64(a.cfg.Routing.Affinity.DecayDays))
 			return s.Score, s.Evidence

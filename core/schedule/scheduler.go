@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/opentalon/opentalon/core"
@@ -29,9 +30,18 @@ type Store interface {
 	// DeleteSchedule removes one (KindNotFound when unknown).
 	DeleteSchedule(ctx context.Context, id int64) error
 	// ScheduleFired records the last queued firing (zero = unchanged)
-	// and the next firing time.
+	// and the next firing time (zero with a last firing = unchanged).
 	ScheduleFired(ctx context.Context, id int64, last, next time.Time) error
+	// AdvanceSchedule moves a schedule's next firing from at to next
+	// only when it is still at (a compare-and-set); moved says it did.
+	AdvanceSchedule(ctx context.Context, id int64, at, next time.Time) (moved bool, err error)
+	// SchedulesVersion is a counter every change to the schedules bumps,
+	// on any replica.
+	SchedulesVersion(ctx context.Context) (int64, error)
 }
+
+// LeaseName is the lease the scheduler that fires holds (Options.Hold).
+const LeaseName = "scheduler"
 
 // Queue takes firings (gateway.Gateway).
 type Queue interface {
@@ -63,7 +73,17 @@ type Options struct {
 	// a plugin's schedule on another channel is refused. nil = every
 	// channel is.
 	Enabled func(channel string) bool
-	Logger  *slog.Logger
+	// Hold, when set, runs work while this replica holds the lease name
+	// and cancels it when the lease is lost (core/lease.Elector.Hold):
+	// of the replicas sharing a database only the holder of LeaseName
+	// fires; every replica keeps its schedules current (Schedules, the
+	// chat commands). nil = this process is the only one and fires.
+	Hold func(ctx context.Context, name string, work func(ctx context.Context) error) error
+	// Grace is how late a firing may be found when a scheduler starts
+	// firing and still count as due rather than missed (a leader taking
+	// over from one that died: about the lease's TTL). Default 0.
+	Grace  time.Duration
+	Logger *slog.Logger
 }
 
 // Scheduler fires the schedules. Lifecycle: New (no side effects), Sync
@@ -77,6 +97,10 @@ type Scheduler struct {
 	mu      sync.Mutex
 	loaded  bool
 	entries map[int64]*entry
+	// version is the store's SchedulesVersion when last read; stale says
+	// read them again at the next tick.
+	version int64
+	stale   bool
 }
 
 // entry is one schedule with its parsed timing. missed says its next
@@ -126,16 +150,52 @@ func (s *Scheduler) load(ctx context.Context) error {
 	if s.loaded {
 		return nil
 	}
+	return s.readLocked(ctx, 0)
+}
+
+// readLocked reads every stored schedule into memory. A schedule already
+// in memory with the same firing time keeps its missed mark; one new to
+// memory is missed when its firing time is more than grace ago.
+func (s *Scheduler) readLocked(ctx context.Context, grace time.Duration) error {
+	version, err := s.o.Store.SchedulesVersion(ctx)
+	if err != nil {
+		return fmt.Errorf("load schedules: %w", err)
+	}
 	all, err := s.o.Store.Schedules(ctx)
 	if err != nil {
 		return fmt.Errorf("load schedules: %w", err)
 	}
 	now := s.o.Now()
+	old := s.entries
+	s.entries = map[int64]*entry{}
 	for _, sc := range all {
-		s.putLocked(ctx, sc, now)
+		s.putLocked(ctx, sc, now.Add(-grace))
+		if e, ok := s.entries[sc.ID]; ok {
+			if o, ok := old[sc.ID]; ok && o.s.NextFire.Equal(e.s.NextFire) {
+				e.missed = o.missed
+			}
+		}
 	}
-	s.loaded = true
+	s.loaded, s.version, s.stale = true, version, false
 	return nil
+}
+
+// refresh reads the schedules again when another replica (or a firing)
+// changed them since they were read; grace is readLocked's.
+func (s *Scheduler) refresh(ctx context.Context, grace time.Duration) {
+	version, err := s.o.Store.SchedulesVersion(ctx)
+	if err != nil {
+		s.log.Warn("read the schedules' version", "err", err)
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.loaded || (version == s.version && !s.stale) {
+		return
+	}
+	if err := s.readLocked(ctx, grace); err != nil {
+		s.log.Warn("read the schedules again", "err", err)
+	}
 }
 
 // putLocked adds or replaces one schedule in memory; a stored schedule
@@ -247,10 +307,55 @@ func (s *Scheduler) sync(ctx context.Context, source string, want []core.Schedul
 	return nil
 }
 
-// Run fires the schedules until ctx ends.
+// Run fires the schedules until ctx ends. With Options.Hold it fires only
+// while this replica holds LeaseName, and otherwise keeps the schedules
+// in memory current.
 func (s *Scheduler) Run(ctx context.Context) error {
 	if err := s.load(ctx); err != nil {
 		return err
+	}
+	if s.o.Hold == nil {
+		return s.fireLoop(ctx, false)
+	}
+	var leading atomic.Bool
+	held := make(chan error, 1)
+	go func() {
+		held <- s.o.Hold(ctx, LeaseName, func(ctx context.Context) error {
+			leading.Store(true)
+			defer leading.Store(false)
+			s.log.Info("this replica fires the schedules")
+			return s.fireLoop(ctx, true)
+		})
+	}()
+	t := s.o.Clock.NewTicker(s.o.Tick)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			<-held
+			return nil
+		case <-t.C():
+			if !leading.Load() {
+				s.refresh(ctx, 0)
+			}
+		}
+	}
+}
+
+// fireLoop fires what is due until ctx ends; a leader (taking over in a
+// cluster) first reads the schedules afresh and reads them again whenever
+// another replica changed them.
+func (s *Scheduler) fireLoop(ctx context.Context, leader bool) error {
+	if leader {
+		s.mu.Lock()
+		// Afresh: what a follower marked missed is decided again, with
+		// the grace of a takeover.
+		s.entries = map[int64]*entry{}
+		err := s.readLocked(ctx, s.o.Grace)
+		s.mu.Unlock()
+		if err != nil {
+			return err
+		}
 	}
 	t := s.o.Clock.NewTimer(0)
 	defer t.Stop()
@@ -260,6 +365,9 @@ func (s *Scheduler) Run(ctx context.Context) error {
 			return nil
 		case <-t.C():
 		case <-s.wake:
+		}
+		if leader {
+			s.refresh(ctx, 0)
 		}
 		s.fireDue(ctx)
 		wait := s.o.Tick
@@ -305,10 +413,35 @@ func (s *Scheduler) fireDue(ctx context.Context) {
 	}
 }
 
+// fire queues one due firing. The firing is first claimed by a
+// compare-and-set of the schedule's next firing time (AdvanceSchedule):
+// a schedule deleted or re-timed meanwhile, or a due time another
+// scheduler fired, is not fired again; the queue's dedupe key
+// (schedule:<id>:<time>) backs it. A firing the queue refuses for a
+// passing reason is given back (the next firing time set back) and tried
+// at the next tick. A process killed between the claim and the queueing
+// skips that one firing.
 func (s *Scheduler) fire(ctx context.Context, e entry, now time.Time) {
 	sc := e.s
 	at := sc.NextFire
 	log := s.log.With("schedule", sc.ID, "source", sc.Source, "conv", sc.Conversation.String())
+	next := e.when.Next(now)
+	moved, err := s.o.Store.AdvanceSchedule(ctx, sc.ID, at, next)
+	if err != nil {
+		log.Warn("claim a firing; trying again", "at", at, "err", err)
+		return
+	}
+	if !moved {
+		// Deleted, re-timed or fired elsewhere: read them again.
+		log.Info("schedule changed before its firing; reading the schedules again", "at", at)
+		s.mu.Lock()
+		s.stale = true
+		if cur, ok := s.entries[sc.ID]; ok && cur.s.NextFire.Equal(at) {
+			delete(s.entries, sc.ID)
+		}
+		s.mu.Unlock()
+		return
+	}
 	var last time.Time
 	if e.missed && sc.Missed != core.MissedOnce {
 		log.Info("a firing fell while the gateway was down; skipped (missed: skip)", "at", at)
@@ -316,8 +449,12 @@ func (s *Scheduler) fire(ctx context.Context, e entry, now time.Time) {
 		dup, err := s.o.Queue.EnqueueFiring(ctx, core.FiringOf(sc, at))
 		switch {
 		case err != nil && core.ErrorKind(err) != core.KindInvalid:
-			// The store is busy or failing: try again at the next tick.
+			// The store is busy or failing: give the firing back and try
+			// again at the next tick.
 			log.Warn("queue a firing; trying again", "at", at, "err", err)
+			if _, err := s.o.Store.AdvanceSchedule(ctx, sc.ID, next, at); err != nil {
+				log.Warn("give a firing back", "err", err)
+			}
 			return
 		case err != nil:
 			log.Error("firing not queued", "at", at, "err", err)
@@ -326,9 +463,10 @@ func (s *Scheduler) fire(ctx context.Context, e entry, now time.Time) {
 			log.Info("schedule fired", "at", at, "missed", e.missed, "duplicate", dup)
 		}
 	}
-	next := e.when.Next(now)
-	if err := s.o.Store.ScheduleFired(ctx, sc.ID, last, next); err != nil {
-		log.Warn("record a firing", "err", err)
+	if !last.IsZero() {
+		if err := s.o.Store.ScheduleFired(ctx, sc.ID, last, time.Time{}); err != nil {
+			log.Warn("record a firing", "err", err)
+		}
 	}
 	s.mu.Lock()
 	if cur, ok := s.entries[sc.ID]; ok && cur.s.NextFire.Equal(at) {

@@ -69,7 +69,16 @@ type Options struct {
 	Buffer int
 	Now    func() time.Time
 	Logger *slog.Logger
+	// Claim, when set, decides an event for the whole cluster (replicas
+	// over one database): the event is sent only when Claim(key, ttl)
+	// says this replica is the first to claim key — kind|subject for
+	// Window, or the event's Once key for two days. A Claim that fails
+	// lets the event through (better twice than never).
+	Claim func(ctx context.Context, key string, ttl time.Duration) (bool, error)
 }
+
+// onceFor is how long an event's Once key is held for the cluster.
+const onceFor = 48 * time.Hour
 
 // Notifier implements core.OpsEvents. Lifecycle: New, Start, Close.
 type Notifier struct {
@@ -147,11 +156,36 @@ func (n *Notifier) Emit(e core.OpsEvent) {
 		}
 		ks.start, ks.sent = now, 0
 	}
-	if last, ok := n.last[key]; (ok && now.Sub(last) < n.o.Window) || ks.sent >= n.o.MaxPerWindow {
+	// An event told once (Once) is deduplicated by its own key, not by
+	// its kind and subject.
+	if last, ok := n.last[key]; (e.Once == "" && ok && now.Sub(last) < n.o.Window) || ks.sent >= n.o.MaxPerWindow {
 		ks.suppressed++
 		n.mu.Unlock()
 		n.log.Debug("operator event held back (duplicate or rate limit)", "kind", e.Kind, "subject", e.Subject)
 		return
+	}
+	if n.o.Claim != nil {
+		ckey, ttl := "event|"+key, n.o.Window
+		if e.Once != "" {
+			ckey, ttl = "once|"+e.Once, onceFor
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		claimed, err := n.o.Claim(ctx, ckey, ttl)
+		cancel()
+		if err != nil {
+			n.log.Warn("operator event: the cluster's claim failed; sending it here", "kind", e.Kind, "err", err)
+		} else if !claimed {
+			n.last[key] = now
+			n.mu.Unlock()
+			n.log.Debug("operator event sent by another replica", "kind", e.Kind, "subject", e.Subject)
+			return
+		} else if !n.claimSlot(e.Kind, now) {
+			// The kind's MaxPerWindow is used up across the cluster.
+			ks.suppressed++
+			n.mu.Unlock()
+			n.log.Debug("operator event held back (the cluster's rate limit)", "kind", e.Kind, "subject", e.Subject)
+			return
+		}
 	}
 	ks.sent++
 	n.last[key] = now
@@ -176,6 +210,27 @@ func (n *Notifier) Emit(e core.OpsEvent) {
 			n.log.Warn("notification sink is behind; event dropped", "sink", w.route.Sink.Name(), "kind", e.Kind)
 		}
 	}
+}
+
+// claimSlot claims one of the MaxPerWindow slots of kind in the current
+// window (windows aligned on the clock, so every replica names the same
+// ones): the rate limit held for the cluster. A store that fails lets the
+// event through.
+func (n *Notifier) claimSlot(kind string, now time.Time) bool {
+	window := now.Truncate(n.o.Window).UnixMilli()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	for slot := range n.o.MaxPerWindow {
+		ok, err := n.o.Claim(ctx, fmt.Sprintf("rate|%s|%d|%d", kind, window, slot), n.o.Window)
+		if err != nil {
+			n.log.Warn("operator event: the cluster's rate limit could not be read; sending it here", "kind", kind, "err", err)
+			return true
+		}
+		if ok {
+			return true
+		}
+	}
+	return false
 }
 
 // subscribed reports whether a sink's events list takes kind; a list

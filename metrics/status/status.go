@@ -74,6 +74,65 @@ type Script struct {
 	Error   string `json:"error,omitempty"`
 }
 
+// Cluster is the replicas sharing the database and who holds which
+// singleton lease (state.driver: postgres; on SQLite the one process).
+type Cluster struct {
+	// Replica is this replica's id.
+	Replica  string         `json:"replica"`
+	Replicas []core.Replica `json:"replicas"`
+	Leases   []Lease        `json:"leases"`
+	// Warnings say when the live replicas run different versions or
+	// configs.
+	Warnings []string `json:"warnings"`
+}
+
+// Lease is one singleton role and its holder.
+type Lease struct {
+	Name   string `json:"name"`
+	Holder string `json:"holder"`
+	Held   bool   `json:"held"`
+	Epoch  int64  `json:"epoch"`
+}
+
+// ClusterOf builds the cluster section from the replicas heard from
+// lately and the leases: a warning when the live replicas differ in
+// version or config.
+func ClusterOf(self string, replicas []core.Replica, leases []core.LeaseInfo, now time.Time) Cluster {
+	c := Cluster{Replica: self, Replicas: []core.Replica{}, Leases: []Lease{}, Warnings: []string{}}
+	versions, configs := map[string][]string{}, map[string][]string{}
+	for _, r := range replicas {
+		c.Replicas = append(c.Replicas, r)
+		if r.Stopped.IsZero() {
+			versions[r.Version] = append(versions[r.Version], r.ID)
+			configs[r.ConfigHash] = append(configs[r.ConfigHash], r.ID)
+		}
+	}
+	if len(versions) > 1 {
+		c.Warnings = append(c.Warnings, "the replicas run different versions: "+describeGroups(versions))
+	}
+	if len(configs) > 1 {
+		c.Warnings = append(c.Warnings, "the replicas run different configs: "+describeGroups(configs))
+	}
+	for _, l := range leases {
+		c.Leases = append(c.Leases, Lease{Name: l.Name, Holder: l.Holder, Held: l.Held(now), Epoch: l.Epoch})
+	}
+	return c
+}
+
+func describeGroups(g map[string][]string) string {
+	var parts []string
+	for _, k := range slices.Sorted(func(yield func(string) bool) {
+		for k := range g {
+			if !yield(k) {
+				return
+			}
+		}
+	}) {
+		parts = append(parts, fmt.Sprintf("%s on %s", k, strings.Join(g[k], ", ")))
+	}
+	return strings.Join(parts, "; ")
+}
+
 // Options configure New. Store is required; the other sources are
 // optional (an absent one shows an empty section).
 type Options struct {
@@ -83,6 +142,8 @@ type Options struct {
 	Models      func() []Model
 	Plugins     func() []Plugin
 	Scripts     func() []Script
+	// Cluster reads the replicas and the leases (nil = no section).
+	Cluster func(ctx context.Context) (Cluster, error)
 	// Score summarizes an affinity record as the router sees it now: the
 	// acceptance rate and the decayed evidence behind it.
 	Score func(a core.Affinity, now time.Time) (score, evidence float64)
@@ -243,6 +304,7 @@ type Status struct {
 	Models      []Model      `json:"models"`
 	Plugins     []Plugin     `json:"plugins"`
 	Scripts     []Script     `json:"scripts"`
+	Cluster     *Cluster     `json:"cluster,omitempty"`
 }
 
 // Queue is the queue's state and its latest failures.
@@ -308,6 +370,14 @@ func (p *Page) serveStatus(w http.ResponseWriter, r *http.Request) {
 	}
 	if p.o.Scripts != nil {
 		st.Scripts = append(st.Scripts, p.o.Scripts()...)
+	}
+	if p.o.Cluster != nil {
+		c, err := p.o.Cluster(ctx)
+		if err != nil {
+			p.fail(w, "replicas and leases", err)
+			return
+		}
+		st.Cluster = &c
 	}
 	writeJSON(w, http.StatusOK, st)
 }

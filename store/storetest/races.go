@@ -34,6 +34,8 @@ func RunRaces(t *testing.T, e Engine, size RaceSize) {
 	t.Run("AffinityNoLostUpdate", func(t *testing.T) { affinityRace(t, e) })
 	t.Run("PluginStateQuota", func(t *testing.T) { quotaRace(t, e) })
 	t.Run("LeaseOneHolder", func(t *testing.T) { leaseRace(t, e) })
+	t.Run("ScheduleSyncAtStart", func(t *testing.T) { syncRace(t, e) })
+	t.Run("PairingOneCode", func(t *testing.T) { pairingRace(t, e) })
 }
 
 // queueRace: producers enqueue each conversation's items in order while

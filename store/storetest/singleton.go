@@ -137,3 +137,115 @@ func leaseRace(t *testing.T, e Engine) {
 		last = epochs[0]
 	}
 }
+
+// testCluster checks the replica registry and the notices claimed once
+// for the cluster.
+func testCluster(t *testing.T, e Engine) {
+	clock := NewClock()
+	handle := e.New(t)
+	a := handle(store.Options{Now: clock.Now, Holder: "a"})
+	b := handle(store.Options{Now: clock.Now, Holder: "b"})
+	start := clock.Now()
+	check(t, "register a", a.RegisterReplica(ctx, core.Replica{ID: "a", Host: "h1", Version: "1.2.0", ConfigHash: "c1", Started: start, Heartbeat: start}))
+	check(t, "register b", b.RegisterReplica(ctx, core.Replica{ID: "b", Host: "h2", Version: "1.3.0", ConfigHash: "c1", Started: start, Heartbeat: start}))
+	clock.Advance(time.Minute)
+	check(t, "heartbeat", a.ReplicaHeartbeat(ctx, "a", clock.Now()))
+	rs, err := b.Replicas(ctx, start)
+	if err != nil || len(rs) != 1 || rs[0].ID != "a" || rs[0].Version != "1.2.0" || !rs[0].Heartbeat.Equal(clock.Now()) || !rs[0].Started.Equal(start) {
+		t.Fatalf("replicas heard from since the start: %+v, %v; want a only", rs, err)
+	}
+	check(t, "b stops", b.ReplicaStopped(ctx, "b", clock.Now()))
+	if rs, _ := a.Replicas(ctx, time.Time{}); len(rs) != 2 || rs[1].Stopped.IsZero() || !rs[0].Stopped.IsZero() {
+		t.Fatalf("after b stopped: %+v", rs)
+	}
+
+	for i, want := range []bool{true, false} {
+		db := []*store.DB{a, b}[i]
+		if got, err := db.ClaimNotice(ctx, "budget_warning|2026-11-26|routing.budget.daily_usd|80", time.Hour); err != nil || got != want {
+			t.Fatalf("claim %d: %v, %v; want %v", i, got, err, want)
+		}
+	}
+	clock.Advance(time.Hour)
+	if got, err := b.ClaimNotice(ctx, "budget_warning|2026-11-26|routing.budget.daily_usd|80", time.Hour); err != nil || !got {
+		t.Fatalf("a claim after the first ended: %v, %v; want claimed", got, err)
+	}
+	clock.Advance(2 * time.Hour)
+	check(t, "prune", a.PruneCluster(ctx, clock.Now().Add(-time.Hour)))
+	if rs, _ := a.Replicas(ctx, time.Time{}); len(rs) != 0 {
+		t.Fatalf("replicas silent for hours kept: %+v", rs)
+	}
+}
+
+// syncRace: five replicas start at once and sync the same source's
+// schedules (the config's, a plugin's): they end with one row per key,
+// not one per replica.
+func syncRace(t *testing.T, e Engine) {
+	handle := e.New(t)
+	const replicas = 5
+	dbs := make([]*store.DB, replicas)
+	for i := range dbs {
+		dbs[i] = handle(store.Options{Holder: fmt.Sprint("replica-", i)})
+	}
+	c := core.ConversationKey{Channel: "telegram", Chat: "1"}
+	want := []core.Schedule{
+		{Key: "a", Interval: time.Hour, Prompt: "a", Conversation: c},
+		{Key: "b", Cron: "0 9 * * *", Prompt: "b", Conversation: c},
+	}
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for _, db := range dbs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			if _, err := db.SyncSchedules(ctx, "plugin:weather", append([]core.Schedule(nil), want...)); err != nil {
+				t.Errorf("sync: %v", err)
+			}
+		}()
+	}
+	close(start)
+	wg.Wait()
+	all, err := dbs[0].Schedules(ctx)
+	if err != nil || len(all) != 2 {
+		t.Fatalf("after five replicas synced: %d schedules, %v; want 2", len(all), err)
+	}
+}
+
+// pairingRace: one user's first message reaches several replicas at once
+// (a platform's retry on another replica): each asks for a pairing with
+// its own code, and every one of them is told the same code, the one
+// stored.
+func pairingRace(t *testing.T, e Engine) {
+	handle := e.New(t)
+	const replicas = 4
+	dbs := make([]*store.DB, replicas)
+	for i := range dbs {
+		dbs[i] = handle(store.Options{Holder: fmt.Sprint("replica-", i)})
+	}
+	for round := range 20 {
+		codes := make([]string, replicas)
+		var wg sync.WaitGroup
+		start := make(chan struct{})
+		for i, db := range dbs {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-start
+				p, err := db.RequestPairing(ctx, core.Pairing{Channel: "telegram", UserID: fmt.Sprint("u", round), Conversation: conv(fmt.Sprint("u", round)),
+					Code: fmt.Sprintf("R%02dC%d", round, i)})
+				if err != nil {
+					t.Errorf("round %d replica %d: %v", round, i, err)
+					return
+				}
+				codes[i] = p.Code
+			}()
+		}
+		close(start)
+		wg.Wait()
+		for i := range codes {
+			if codes[i] != codes[0] {
+				t.Fatalf("round %d: the replicas told the user codes %v; want one", round, codes)
+			}
+		}
+	}
+}

@@ -505,9 +505,34 @@ func testSchedules(t *testing.T, e Engine) {
 	if len(third) != 1 || len(all) != 2 {
 		t.Fatalf("after syncing one: %d synced, %d in all; want 1 and 2 (the chat's stays)", len(third), len(all))
 	}
+	// A firing is a compare-and-set on next_fire; every change moves the
+	// version another replica polls.
+	v0, err := db.SchedulesVersion(ctx)
+	check(t, "version", err)
+	at := clock.Now().Add(3 * time.Hour)
+	if moved, err := db.AdvanceSchedule(ctx, s.ID, at, at.Add(time.Hour)); err != nil || !moved {
+		t.Fatalf("advance from the stored next firing: %v, %v; want moved", moved, err)
+	}
+	if moved, err := db.AdvanceSchedule(ctx, s.ID, at, at.Add(time.Hour)); err != nil || moved {
+		t.Fatalf("the same due time advanced twice: %v, %v", moved, err)
+	}
+	check(t, "fired", db.ScheduleFired(ctx, s.ID, at, time.Time{}))
+	if got, _ := db.Schedule(ctx, s.ID); !got.LastFire.Equal(at) || !got.NextFire.Equal(at.Add(time.Hour)) {
+		t.Fatalf("after the firing: last %v next %v; want %v and %v", got.LastFire, got.NextFire, at, at.Add(time.Hour))
+	}
+	check(t, "an earlier firing recorded late", db.ScheduleFired(ctx, s.ID, at.Add(-time.Hour), time.Time{}))
+	if got, _ := db.Schedule(ctx, s.ID); !got.LastFire.Equal(at) {
+		t.Fatalf("last firing moved back to %v", got.LastFire)
+	}
 	check(t, "delete", db.DeleteSchedule(ctx, s.ID))
 	if err := db.DeleteSchedule(ctx, s.ID); core.ErrorKind(err) != core.KindNotFound {
 		t.Fatalf("delete twice: %v", err)
+	}
+	if moved, err := db.AdvanceSchedule(ctx, s.ID, at.Add(time.Hour), at.Add(2*time.Hour)); err != nil || moved {
+		t.Fatalf("a deleted schedule advanced: %v, %v", moved, err)
+	}
+	if v1, err := db.SchedulesVersion(ctx); err != nil || v1 <= v0 {
+		t.Fatalf("version %d after changes from %d, %v; want it to grow", v1, v0, err)
 	}
 }
 

@@ -33,6 +33,7 @@ func Run(t *testing.T, e Engine) {
 	t.Run("Queue", func(t *testing.T) { testQueue(t, e) })
 	t.Run("Leases", func(t *testing.T) { testLeases(t, e) })
 	t.Run("SingletonLeases", func(t *testing.T) { testSingletonLeases(t, e) })
+	t.Run("Cluster", func(t *testing.T) { testCluster(t, e) })
 	t.Run("Sessions", func(t *testing.T) { testSessions(t, e) })
 	t.Run("Replies", func(t *testing.T) { testReplies(t, e) })
 	t.Run("Memories", func(t *testing.T) { testMemories(t, e) })

@@ -59,6 +59,18 @@ function renderStatus(s) {
     el("td", {}, c.last_event ? since(c.last_event, s.now) + " ago" : "—"),
     el("td", {}, String(c.restarts)))), "No channels.", 4);
 
+  if (s.cluster) {
+    const c = s.cluster;
+    $("cluster-card").hidden = false;
+    $("cluster-warnings").replaceChildren(...c.warnings.map((w) => el("p", { class: "warn" }, w)));
+    fill($("replicas").tBodies[0], c.replicas.map((r) => el("tr", { "data-replica": r.id },
+      el("td", {}, r.id + (r.id === c.replica ? " (this one)" : "")),
+      el("td", {}, r.host), el("td", {}, r.version), el("td", {}, r.config_hash),
+      el("td", {}, r.stopped ? el("span", { class: "muted" }, "stopped " + since(r.stopped, s.now) + " ago") : since(r.heartbeat, s.now) + " ago"),
+      el("td", {}, c.leases.filter((l) => l.held && l.holder === r.id).map((l) => l.name).join(", ") || "—"))),
+      "No replicas recorded.", 6);
+  }
+
   const q = s.queue;
   $("queue").replaceChildren(...[["queued", q.queued], ["running", q.running], ["oldest waiting", q.queued ? ago(q.oldest_age_seconds) : "—"], ["failed", q.failed]]
     .map(([k, v]) => el("div", {}, el("b", {}, String(v)), el("span", { class: "muted" }, k))));

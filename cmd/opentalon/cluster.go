@@ -1,0 +1,157 @@
+package main
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"os"
+	"time"
+
+	"github.com/opentalon/opentalon/config"
+	"github.com/opentalon/opentalon/core"
+	"github.com/opentalon/opentalon/core/lease"
+	"github.com/opentalon/opentalon/metrics/status"
+)
+
+// The replicas of one database (state.driver: postgres), wired here and
+// decided in their packages: singleton work runs under core/lease leases
+// (the scheduler's own in core/schedule; "maintenance" below), operator
+// notices are claimed once for the cluster (notify.Options.Claim), and
+// each replica records itself and its heartbeat for the status page.
+// On SQLite the one process holds every lease (lease.Options.Sole).
+
+// maintenanceLease is the lease of the cluster's housekeeping: pruning
+// finished queue rows, session expiry, the media sweep, the cluster's
+// own notices and replicas.
+const maintenanceLease = "maintenance"
+
+// clustered says the database is shared by replicas.
+func clustered(cfg *config.Config) bool { return cfg.State.Driver == config.DriverPostgres }
+
+// buildElector builds this replica's lease elector over the store.
+func (a *App) buildElector() {
+	a.elector = lease.New(a.db, lease.Options{Holder: a.db.Holder(), TTL: a.cfg.Cluster.LeaseTTL.D(), Sole: !clustered(a.cfg), Logger: a.log})
+}
+
+// hold runs work under the lease name until ctx ends, in the background;
+// Run waits for every hold (and so for its release) before it returns.
+func (a *App) hold(ctx context.Context, name string, work func(ctx context.Context) error) {
+	a.holds.Add(1)
+	go func() {
+		defer a.holds.Done()
+		if err := a.elector.Hold(ctx, name, func(ctx context.Context, _ *lease.Lease) error { return work(ctx) }); err != nil && ctx.Err() == nil {
+			a.log.Error("singleton work stopped", "lease", name, "err", err)
+		}
+	}()
+}
+
+// holdSync is hold's shape for core/schedule.Options.Hold.
+func (a *App) holdSync(ctx context.Context, name string, work func(ctx context.Context) error) error {
+	return a.elector.Hold(ctx, name, func(ctx context.Context, _ *lease.Lease) error { return work(ctx) })
+}
+
+// startMaintenance runs the housekeeping on the replica holding the
+// maintenance lease.
+func (a *App) startMaintenance(ctx context.Context) {
+	a.hold(ctx, maintenanceLease, func(ctx context.Context) error {
+		ttl := a.cfg.State.SessionTTL.D()
+		stops := []func(){
+			startSessionSweeper(ctx, a.db, ttl, sweepEvery(ttl), a.log),
+			startMediaSweeper(ctx, a.db, a.cfg.Media.Retention.D(), a.log),
+			runEvery(ctx, time.Hour, true, func(ctx context.Context) {
+				if err := a.db.PruneCluster(ctx, a.opts.Now().Add(-7*24*time.Hour)); err != nil && ctx.Err() == nil {
+					a.log.Warn("prune the cluster's notices and replicas", "err", err)
+				}
+			}),
+		}
+		if a.pruneEvery > 0 {
+			stops = append(stops, startPrunerCtx(ctx, a.db, a.pruneEvery, a.log))
+		}
+		<-ctx.Done()
+		for _, stop := range stops {
+			stop()
+		}
+		return ctx.Err()
+	})
+}
+
+// configHash identifies the effective config (secrets redacted) so the
+// status page can warn when replicas run different ones. What is each
+// replica's own — its name, its data directory, its listen address — is
+// left out.
+func configHash(cfg *config.Config) string {
+	c := *cfg
+	c.Cluster.ReplicaID, c.State.DataDir, c.Server.Listen = "", "", ""
+	h := sha256.Sum256([]byte(c.Redacted()))
+	return hex.EncodeToString(h[:6])
+}
+
+// startReplica records this replica and its heartbeat until ctx ends,
+// then its graceful stop.
+func (a *App) startReplica(ctx context.Context) {
+	host, _ := os.Hostname()
+	now := a.opts.Now()
+	r := core.Replica{ID: a.db.Holder(), Host: host, Version: Version, ConfigHash: configHash(a.cfg), Started: now, Heartbeat: now}
+	if err := a.db.RegisterReplica(ctx, r); err != nil {
+		a.log.Warn("record this replica", "err", err)
+	}
+	a.holds.Add(1)
+	go func() {
+		defer a.holds.Done()
+		t := time.NewTicker(a.cfg.Cluster.Heartbeat.D())
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+				if err := a.db.ReplicaStopped(sctx, r.ID, a.opts.Now()); err != nil {
+					a.log.Warn("record this replica's stop", "err", err)
+				}
+				cancel()
+				return
+			case <-t.C:
+				if err := a.db.ReplicaHeartbeat(ctx, r.ID, a.opts.Now()); err != nil && ctx.Err() == nil {
+					a.log.Warn("replica heartbeat", "err", err)
+				}
+			}
+		}
+	}()
+}
+
+// sharedEvery is how often a replica re-reads the router's state other
+// replicas write (cooldowns, the probes' spend): every second on a shared
+// database, never on SQLite.
+func sharedEvery(cfg *config.Config) time.Duration {
+	if clustered(cfg) {
+		return time.Second
+	}
+	return 0
+}
+
+// statusCluster is the status page's replicas (heard from within three
+// heartbeats, or stopped in the last hour) and leases.
+func (a *App) statusCluster(ctx context.Context) (status.Cluster, error) {
+	now := a.opts.Now()
+	rs, err := a.db.Replicas(ctx, now.Add(-max(3*a.cfg.Cluster.Heartbeat.D(), time.Hour)))
+	if err != nil {
+		return status.Cluster{}, err
+	}
+	live := rs[:0]
+	for _, r := range rs {
+		if !r.Stopped.IsZero() || now.Sub(r.Heartbeat) <= 3*a.cfg.Cluster.Heartbeat.D() {
+			live = append(live, r)
+		}
+	}
+	ls, err := a.db.Leases(ctx)
+	if err != nil {
+		return status.Cluster{}, err
+	}
+	return status.ClusterOf(a.db.Holder(), live, ls, now), nil
+}
+
+// holdsMaintenance says this replica holds the maintenance lease (and so
+// exports the metrics read from the database).
+func (a *App) holdsMaintenance() bool {
+	_, ok := a.elector.Held()[maintenanceLease]
+	return ok
+}

@@ -1,0 +1,213 @@
+package schedule_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/opentalon/opentalon/core"
+	"github.com/opentalon/opentalon/core/clock"
+	"github.com/opentalon/opentalon/core/lease"
+	"github.com/opentalon/opentalon/core/schedule"
+	"github.com/opentalon/opentalon/store"
+	"github.com/opentalon/opentalon/store/pgtest"
+)
+
+// callLog records every EnqueueFiring call of every replica, duplicates
+// included (the dedupe key is not what makes a firing happen once here).
+type callLog struct {
+	mu    sync.Mutex
+	calls map[string]int
+	at    []time.Time // when each call began
+	n     chan struct{}
+}
+
+func (c *callLog) EnqueueFiring(_ context.Context, f core.Firing) (bool, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	key := fmt.Sprintf("schedule:%d:%d", f.ScheduleID, f.At.UnixMilli())
+	c.calls[key]++
+	c.at = append(c.at, time.Now())
+	select {
+	case c.n <- struct{}{}:
+	default:
+	}
+	return c.calls[key] > 1, nil
+}
+
+func (c *callLog) count() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.at)
+}
+
+func (c *callLog) waitFor(t *testing.T, n int) {
+	t.Helper()
+	deadline := time.After(30 * time.Second)
+	for c.count() < n {
+		select {
+		case <-c.n:
+		case <-deadline:
+			t.Fatalf("%d firings after 30s; want %d", c.count(), n)
+		}
+	}
+}
+
+// replica is one gateway's scheduler over its own handle on the shared
+// database.
+type replica struct {
+	db     *store.DB
+	el     *lease.Elector
+	s      *schedule.Scheduler
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// TestFiresOnceAcrossReplicas: three schedulers on three handles of one
+// PostgreSQL database, an every-second schedule added on one that does
+// not fire: each due time is queued exactly once (the leader fires, and a
+// firing is a compare-and-set on the next firing time), the leader's
+// death hands the firing to another, and a schedule deleted on a replica
+// that does not fire is never fired again.
+func TestFiresOnceAcrossReplicas(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs for several seconds of real time")
+	}
+	dsn, dir := pgtest.DSN(t), t.TempDir()
+	log := &callLog{calls: map[string]int{}, n: make(chan struct{}, 1)}
+	const ttl = 2 * time.Second
+	var reps []*replica
+	for i := range 3 {
+		db, err := store.Open(context.Background(), dir, store.Options{Postgres: &store.Postgres{DSN: dsn}, Holder: fmt.Sprint("replica-", i)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { db.Close() })
+		el := lease.New(db, lease.Options{Holder: db.Holder(), TTL: ttl})
+		s := schedule.New(schedule.Options{Store: db, Queue: log, Location: time.UTC, Tick: 100 * time.Millisecond, Grace: 2 * ttl,
+			Hold: func(ctx context.Context, name string, work func(context.Context) error) error {
+				return el.Hold(ctx, name, func(ctx context.Context, _ *lease.Lease) error { return work(ctx) })
+			}})
+		ctx, cancel := context.WithCancel(context.Background())
+		r := &replica{db: db, el: el, s: s, cancel: cancel, done: make(chan struct{})}
+		go func() {
+			defer close(r.done)
+			if err := s.Run(ctx); err != nil {
+				t.Errorf("replica %d: %v", i, err)
+			}
+		}()
+		reps = append(reps, r)
+	}
+	t.Cleanup(func() {
+		for _, r := range reps {
+			r.cancel()
+			<-r.done
+		}
+	})
+	leader := func() int {
+		for {
+			for i, r := range reps {
+				if len(r.el.Held()) > 0 {
+					return i
+				}
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	first := leader()
+	other := (first + 1) % 3
+	sc, err := reps[other].s.Add(context.Background(), core.Schedule{Source: core.ScheduleChat, Interval: time.Second, Spec: "every 1s",
+		Prompt: "tick", Conversation: core.ConversationKey{Channel: "slack", Chat: "C1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	log.waitFor(t, 4)
+
+	// The leader dies gracefully (its lease released); another takes over.
+	reps[first].cancel()
+	<-reps[first].done
+	before := log.count()
+	log.waitFor(t, before+3)
+	second := leader()
+	if second == first {
+		t.Fatal("the stopped replica still holds the lease")
+	}
+
+	// Deleted on a replica that does not fire: never fired again.
+	var deleter int
+	for i := range reps {
+		if i != first && i != second {
+			deleter = i
+		}
+	}
+	if err := reps[deleter].s.Remove(context.Background(), sc.ID); err != nil {
+		t.Fatal(err)
+	}
+	deleted := time.Now()
+	time.Sleep(3 * time.Second)
+
+	log.mu.Lock()
+	defer log.mu.Unlock()
+	for key, n := range log.calls {
+		if n != 1 {
+			t.Errorf("%s queued %d times; want once", key, n)
+		}
+	}
+	for _, at := range log.at {
+		if at.After(deleted) {
+			t.Errorf("a firing queued %v after the schedule was deleted", at.Sub(deleted))
+		}
+	}
+	if len(log.calls) < 7 {
+		t.Errorf("%d firings; want at least 7", len(log.calls))
+	}
+}
+
+// TestTakeoverFiresWhatFellDueWithinGrace: a replica starts after a
+// firing time passed that the leader, now dead, never fired; it reads the
+// schedules as a follower (the time looks missed), then takes the
+// scheduler lease within Grace: it fires that time instead of skipping it.
+func TestTakeoverFiresWhatFellDueWithinGrace(t *testing.T) {
+	t0 := time.Date(2026, 5, 1, 8, 0, 0, 0, time.UTC)
+	clk := clock.NewFake(t0)
+	db, err := store.Open(context.Background(), t.TempDir(), store.Options{Now: clk.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	sc, err := db.AddSchedule(context.Background(), core.Schedule{Source: core.ScheduleChat, Interval: time.Hour, Spec: "every 1h", Prompt: "hourly",
+		Conversation: conv, NextFire: t0.Add(time.Hour)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	clk.Set(sc.NextFire.Add(5 * time.Second)) // due, and nobody fired it
+	q := newQueue()
+	lead := make(chan struct{})
+	s := schedule.New(schedule.Options{Store: db, Queue: q, Location: time.UTC, Clock: clk, Tick: time.Second, Grace: 20 * time.Second,
+		Hold: func(ctx context.Context, _ string, work func(context.Context) error) error {
+			select {
+			case <-lead:
+				return work(ctx)
+			case <-ctx.Done():
+				return nil
+			}
+		}})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		s.Run(ctx)
+	}()
+	defer func() { cancel(); <-done }()
+	clk.BlockUntil(ctx, 1) // the follower has read the schedules
+	if len(s.Schedules()) != 1 {
+		t.Fatalf("the follower holds %d schedules; want 1", len(s.Schedules()))
+	}
+	close(lead)
+	f := q.wait(t)
+	if f.ScheduleID != sc.ID || !f.At.Equal(sc.NextFire) {
+		t.Fatalf("fired %+v; want schedule %d at %v", f, sc.ID, sc.NextFire)
+	}
+}

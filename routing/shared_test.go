@@ -1,0 +1,70 @@
+package routing
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/opentalon/opentalon/core"
+	"github.com/opentalon/opentalon/routing/provider"
+	"github.com/opentalon/opentalon/store"
+	"github.com/opentalon/opentalon/store/pgtest"
+)
+
+// TestCooldownSharedAcrossReplicas: two routers on two handles of one
+// PostgreSQL database (two replicas). A 429 seen by one cools the
+// credential for the other within Options.SharedProfiles: the other does
+// not call it, and answers from the fallback.
+func TestCooldownSharedAcrossReplicas(t *testing.T) {
+	dsn, dir := pgtest.DSN(t), t.TempDir()
+	clk := newClock()
+	p, q := &fakeProvider{id: "p"}, &fakeProvider{id: "q"}
+	for _, shared := range []time.Duration{time.Second, 0} {
+		t.Run(fmt.Sprint("shared=", shared), func(t *testing.T) {
+			var rs []*Router
+			for i := range 2 {
+				db, err := store.Open(context.Background(), dir, store.Options{Postgres: &store.Postgres{DSN: dsn}, Now: clk.Now})
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { db.Close() })
+				r, err := New(Options{Providers: map[string]provider.Provider{"p": p, "q": q}, Catalog: testCatalog(), Store: db, Now: clk.Now, Seed: uint64(i + 1),
+					Primary: "p/cheap", Fallbacks: []string{"q/other"}, Probe: Probing{Off: true},
+					Profiles:       map[string][]Profile{"p": {{ID: "p:a", Provider: "p", Key: "key-a"}}},
+					SharedProfiles: shared})
+				if err != nil {
+					t.Fatal(err)
+				}
+				rs = append(rs, r)
+			}
+			p.fn = nil
+			for _, r := range rs { // both answer, and have read the profiles
+				if res, err := r.Chat(context.Background(), Call{Req: userMsg("hi")}); err != nil || res.Model != "p/cheap" {
+					t.Fatalf("warm-up: %q, %v", res.Model, err)
+				}
+			}
+			p.fn = func(provider.Credentials, *provider.Request) (*provider.Response, error) {
+				return nil, &core.Error{Kind: core.KindRateLimited, Msg: "429", RetryAfter: 10 * time.Minute}
+			}
+			if res, err := rs[0].Chat(context.Background(), Call{Req: userMsg("hi")}); err != nil || res.Model != "q/other" {
+				t.Fatalf("replica 0 after the 429: %q, %v; want the fallback", res.Model, err)
+			}
+			before := len(p.Calls())
+			clk.Advance(time.Second)
+			res, err := rs[1].Chat(context.Background(), Call{Req: userMsg("hi")})
+			called := len(p.Calls()) - before
+			if shared > 0 && (err != nil || res.Model != "q/other" || called != 0) {
+				t.Fatalf("replica 1 a second after replica 0's 429: %q, %v, %d call(s) to the cooling credential; want none, answered by the fallback", res.Model, err, called)
+			}
+			if shared == 0 && called == 0 {
+				t.Fatal("without shared profile state replica 1 still knew of the cooldown: the test cannot tell")
+			}
+			clk.Advance(time.Hour) // the cooldown ends for the next run
+			p.fn = nil
+			for _, r := range rs {
+				r.Chat(context.Background(), Call{Req: userMsg("hi")})
+			}
+		})
+	}
+}
