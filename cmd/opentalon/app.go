@@ -52,15 +52,11 @@ type AppOptions struct {
 // plugins, the scheduler, the sinks and the server start in Run), Run,
 // Close.
 type App struct {
-	cfg  *config.Config
-	opts AppOptions
-	log  *slog.Logger
-	db   *store.DB
-	// ingest holds the leases of the platform connections one replica
-	// holds at a time (ingest.go).
-	ingest     *lease.Elector
-	ingestOnce sync.Once
-	router     *routing.Router
+	cfg    *config.Config
+	opts   AppOptions
+	log    *slog.Logger
+	db     *store.DB
+	router *routing.Router
 	// metrics is nil when server.metrics is off or the server is.
 	metrics *metrics.Metrics
 	// health keeps the recent LLM calls' outcomes per model, for the

@@ -12,19 +12,10 @@ import (
 )
 
 // ingestElector is the lease elector of the platform connections only one
-// replica may hold (a Telegram poller; the webhook's registration): over
-// the database on PostgreSQL; on SQLite the one process is always the
-// holder (lease.Options.Sole). Built once, on first use.
-func (a *App) ingestElector() *lease.Elector {
-	a.ingestOnce.Do(func() {
-		a.ingest = lease.New(a.db, lease.Options{
-			Holder: a.db.Holder(),
-			Sole:   a.cfg.State.Driver != config.DriverPostgres,
-			Logger: a.log.With("component", "lease"),
-		})
-	})
-	return a.ingest
-}
+// replica may hold (a Telegram poller; the webhook's registration; a Slack
+// socket slot): the replica's one elector (cluster.replica_id,
+// cluster.lease_ttl), so SIGTERM hands these leases over like the others.
+func (a *App) ingestElector() *lease.Elector { return a.elector }
 
 // telegramHold runs a Telegram bot's singleton work under its lease on
 // PostgreSQL. It is nil on SQLite, where the data directory's lock already
