@@ -32,6 +32,7 @@ func TestSlackSlotsOnePerReplica(t *testing.T) {
 		}
 		t.Cleanup(func() { db.Close() })
 		a := &App{cfg: cfg, db: db, log: slog.New(slog.DiscardHandler)}
+		a.buildElector()
 		ctx, cancel := context.WithCancel(context.Background())
 		stops[i], done[i] = cancel, make(chan struct{})
 		go func() {
