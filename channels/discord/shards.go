@@ -346,7 +346,9 @@ func resumeAt(s *discordgo.Session, st shardState, gateway string) error {
 		!seq.IsValid() || seq.Type() != reflect.TypeOf((*int64)(nil)) {
 		return errors.New("this discordgo version keeps no sessionID, sequence and gateway fields")
 	}
-	settable := func(f reflect.Value) reflect.Value { return reflect.NewAt(f.Type(), unsafe.Pointer(f.UnsafeAddr())).Elem() }
+	settable := func(f reflect.Value) reflect.Value {
+		return reflect.NewAt(f.Type(), unsafe.Pointer(f.UnsafeAddr())).Elem()
+	}
 	p, _ := settable(seq).Interface().(*int64)
 	if p == nil {
 		return errors.New("the discordgo session has no sequence counter")
