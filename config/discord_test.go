@@ -14,6 +14,9 @@ func TestDiscordSection(t *testing.T) {
 			body: "channels:\n  discord: { enabled: true, token: t }\n",
 			check: func(t *testing.T, c *Config) {
 				d := c.Channels.Discord
+				if n, auto, err := d.Shards.Count(); n != 1 || auto || err != nil {
+					t.Errorf("default shards = %d %v %v, want 1", n, auto, err)
+				}
 				if d.APIURL != "https://discord.com" || !d.RegisterCommands || d.Trigger != TriggerMention || d.AckReaction != "👀" || len(d.AllowGuilds) != 0 {
 					t.Errorf("discord defaults = %+v", d)
 				}
@@ -46,6 +49,44 @@ func TestDiscordSection(t *testing.T) {
 			name:    "an empty guild entry",
 			body:    "channels:\n  discord: { enabled: true, token: t, allow_guilds: [\"\"] }\n",
 			wantErr: []string{"channels.discord.allow_guilds[0]: is empty"},
+		},
+		{
+			name: "shards: a number or auto",
+			body: "channels:\n  discord: { enabled: true, token: t, shards: 4 }\n",
+			check: func(t *testing.T, c *Config) {
+				if n, auto, err := c.Channels.Discord.Shards.Count(); n != 4 || auto || err != nil {
+					t.Errorf("shards: 4 = %d %v %v", n, auto, err)
+				}
+			},
+		},
+		{
+			name: "shards: auto",
+			body: "channels:\n  discord: { enabled: true, token: t, shards: auto }\n",
+			check: func(t *testing.T, c *Config) {
+				if n, auto, err := c.Channels.Discord.Shards.Count(); n != 0 || !auto || err != nil {
+					t.Errorf("shards: auto = %d %v %v", n, auto, err)
+				}
+			},
+		},
+		{
+			name:    "shards: zero",
+			body:    "channels:\n  discord: { enabled: true, token: t, shards: 0 }\n",
+			wantErr: []string{"channels.discord.shards: 0 shards cannot connect; use a whole number of gateway shards, 1 or more (e.g. shards: 2), or shards: auto"},
+		},
+		{
+			name:    "shards: negative",
+			body:    "channels:\n  discord: { enabled: true, token: t, shards: -2 }\n",
+			wantErr: []string{"channels.discord.shards: -2 shards cannot connect"},
+		},
+		{
+			name:    "shards: neither a number nor auto",
+			body:    "channels:\n  discord: { enabled: true, token: t, shards: many }\n",
+			wantErr: []string{`channels.discord.shards: "many" is neither a number nor auto; use a whole number`},
+		},
+		{
+			name:    "shards: a fraction",
+			body:    "channels:\n  discord: { enabled: true, token: t, shards: 1.5 }\n",
+			wantErr: []string{`channels.discord.shards: "1.5" is neither a number nor auto`},
 		},
 		{
 			name: "disabled: nothing is checked",

@@ -544,7 +544,12 @@ type Discord struct {
 	// RegisterCommands registers the in-chat commands as application
 	// commands at start: globally, or in each of allow_guilds when set.
 	RegisterCommands bool `yaml:"register_commands"`
-	ChannelCommon    `yaml:",inline"`
+	// Shards is the number of gateway shards: a whole number (default 1)
+	// or "auto", the count GET /gateway/bot recommends. On PostgreSQL each
+	// shard is a lease the replicas share out; on SQLite the one process
+	// runs every shard.
+	Shards        DiscordShards `yaml:"shards"`
+	ChannelCommon `yaml:",inline"`
 }
 
 // Plugins holds both plugin tiers.

@@ -345,6 +345,9 @@ func validateDiscord(ps *problems, d Discord) {
 		ps.at(p+".token", "missing; an enabled Discord channel needs the bot token from the developer portal (Applications → your app → Bot → Reset Token), e.g. token: \"${DISCORD_BOT_TOKEN}\"")
 	}
 	checkURL(ps, p+".api_url", d.APIURL)
+	if _, _, err := d.Shards.Count(); err != nil {
+		ps.at(p+".shards", "%v; use a whole number of gateway shards, 1 or more (e.g. shards: 2), or shards: auto for the count Discord recommends", err)
+	}
 	lists := []struct {
 		key, what string
 		list      []string

@@ -49,6 +49,15 @@ type Options struct {
 	// ResumeAttempts is how many failed reconnects resume the session
 	// before the next one identifies afresh (default 2).
 	ResumeAttempts int
+	// IdentifyInterval is the least time between two IDENTIFYs of one
+	// max_concurrency bucket (default 5s, Discord's rule).
+	IdentifyInterval time.Duration
+	// HoldShard, when set, runs each gateway shard only while this
+	// replica holds the shard's lease, "discord:<app id>:shard:<n>"
+	// (core/lease's Elector on PostgreSQL, wired by cmd/opentalon); the
+	// lease's data keeps the session id, sequence and resume URL, so the
+	// next holder resumes the session. Nil: this process runs every shard.
+	HoldShard HoldShardFunc
 }
 
 // baseIntents are the gateway intents the bot always asks for; the
@@ -76,7 +85,6 @@ type Bot struct {
 	trigger              toolkit.Trigger
 	reactions            toolkit.Reactions
 	health               *toolkit.Health
-	acks                 *toolkit.AckWatch
 	chans                *channelCache
 	interactions         *interactionTokens
 
@@ -135,6 +143,9 @@ func New(o Options) (*Bot, error) {
 	if o.ResumeAttempts <= 0 {
 		o.ResumeAttempts = 2
 	}
+	if o.IdentifyInterval <= 0 {
+		o.IdentifyInterval = identifyEvery
+	}
 	b := &Bot{
 		o: o, cfg: cfg, now: o.Now, sleep: o.Sleep, root: root, token: token,
 		log:          o.Logger.With("component", "channel", "channel", Name),
@@ -146,7 +157,6 @@ func New(o Options) (*Bot, error) {
 		trigger:      toolkit.Trigger(cfg.Trigger),
 		reactions:    toolkit.NewReactions(cfg.Reactions),
 		health:       toolkit.NewHealth(Name, 0, o.Now),
-		acks:         toolkit.NewAckWatch(o.HeartbeatInterval),
 		chans:        newChannelCache(),
 		interactions: newInteractionTokens(),
 		reacting:     map[string]bool{},

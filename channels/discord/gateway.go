@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/bwmarrin/discordgo"
@@ -38,13 +39,19 @@ const revokedRetry = 30 * time.Second
 type run struct {
 	b      *Bot
 	sink   core.Sink
-	events chan *discordgo.Event
-	lost   chan struct{}
+	events chan shardEvent
 	done   chan struct{} // closed when Run is leaving
+	pacer  *identifyPacer
 	// background holds the goroutines Run waits for (the event worker,
 	// command registration).
 	background sync.WaitGroup
 	registered bool // commands registered in this Run (worker only)
+}
+
+// shardEvent is an event read from a shard's session.
+type shardEvent struct {
+	sh *shard
+	e  *discordgo.Event
 }
 
 // Run implements core.Channel: it checks the token, connects to the
@@ -58,7 +65,9 @@ func (b *Bot) Run(ctx context.Context, sink core.Sink) error {
 	b.health.Down(errors.New("discord: not connected to the gateway yet"))
 	// The token is checked over REST first (a clear 401), then again by
 	// the gateway (close code 4004).
-	if _, err := b.rest.GatewayBot(discordgo.WithContext(ctx)); err != nil {
+	gb, err := b.rest.GatewayBot(discordgo.WithContext(ctx))
+	if err != nil {
+		gb = nil
 		switch s := status(err); {
 		case ctx.Err() != nil:
 			return nil
@@ -73,13 +82,15 @@ func (b *Bot) Run(ctx context.Context, sink core.Sink) error {
 			b.log.Debug("GET /gateway/bot failed; connecting anyway", "err", b.scrub(err))
 		}
 	}
-	r := &run{b: b, sink: sink, events: make(chan *discordgo.Event, 256), lost: make(chan struct{}, 1), done: make(chan struct{})}
+	total, conc := b.shardPlan(gb)
+	r := &run{b: b, sink: sink, events: make(chan shardEvent, 256), done: make(chan struct{}),
+		pacer: newIdentifyPacer(conc, b.o.IdentifyInterval, b.sleep)}
 	r.background.Add(1)
 	go func() {
 		defer r.background.Done()
 		r.work(ctx)
 	}()
-	err := r.connect(ctx)
+	err = r.shards(ctx, total)
 	close(r.done)
 	r.background.Wait()
 	if err != nil {
@@ -91,12 +102,28 @@ func (b *Bot) Run(ctx context.Context, sink core.Sink) error {
 // gatewaySession is one identified session: a discordgo session used for
 // the gateway only, and the tracker of its network connection.
 type gatewaySession struct {
-	s  *discordgo.Session
-	tr *connTracker
+	s    *discordgo.Session
+	tr   *connTracker
+	sh   *shard
+	lost chan struct{}
+	// known: the session has an id (READY seen, or restored from the
+	// lease), so opening it resumes instead of identifying.
+	known atomic.Bool
 }
 
-func (r *run) newGatewaySession(intents discordgo.Intent) *gatewaySession {
-	g := &gatewaySession{s: r.b.newSession(), tr: &connTracker{}}
+func (r *run) newGatewaySession(intents discordgo.Intent, sh *shard) *gatewaySession {
+	g := &gatewaySession{s: r.b.newSession(), tr: &connTracker{}, sh: sh, lost: make(chan struct{}, 1)}
+	if sh.total > 1 {
+		g.s.ShardID, g.s.ShardCount = sh.n, sh.total
+	}
+	if st, ok := sh.takeRestore(); ok {
+		if err := resumeAt(g.s, st, r.b.gatewayURL(st.ResumeURL)); err != nil {
+			r.b.log.Warn("cannot resume the shard's session where the last holder left it; identifying afresh", "shard", sh.n, "err", err)
+		} else {
+			g.known.Store(true)
+			r.b.log.Info("resuming the shard's session where the last holder left it", "shard", sh.n, "seq", st.Seq)
+		}
+	}
 	g.s.Dialer = &websocket.Dialer{Proxy: http.ProxyFromEnvironment, HandshakeTimeout: 15 * time.Second, NetDialContext: g.tr.dial}
 	// Events are handed over in order on the library's reader goroutine;
 	// the worker processes them, so reading (and heartbeat ACKs) goes on
@@ -104,14 +131,17 @@ func (r *run) newGatewaySession(intents discordgo.Intent) *gatewaySession {
 	g.s.SyncEvents = true
 	g.s.Identify.Intents = intents
 	g.s.AddHandler(func(_ *discordgo.Session, e *discordgo.Event) {
+		if e.Type == "READY" {
+			g.known.Store(true)
+		}
 		select {
-		case r.events <- e:
+		case r.events <- shardEvent{sh: sh, e: e}:
 		case <-r.done:
 		}
 	})
 	g.s.AddHandler(func(*discordgo.Session, *discordgo.Disconnect) {
 		select {
-		case r.lost <- struct{}{}:
+		case g.lost <- struct{}{}:
 		default:
 		}
 	})
@@ -119,16 +149,28 @@ func (r *run) newGatewaySession(intents discordgo.Intent) *gatewaySession {
 }
 
 // close ends the session: the close frame and the library's goroutines.
+// A shard held under a lease closes with a code that keeps the session
+// resumable, so the next holder resumes it; otherwise the normal closure
+// ends the session at Discord.
 func (g *gatewaySession) close() {
-	_ = g.s.Close()
+	if g.sh.lease != nil {
+		_ = g.s.CloseWithCode(closeHandover)
+	} else {
+		_ = g.s.Close()
+	}
 	g.tr.shutdown()
 }
 
-// connect runs connections until ctx ends or the start cannot work.
-func (r *run) connect(ctx context.Context) error {
+// connect runs shard sh's connections until ctx ends or the start cannot
+// work.
+func (r *run) connect(ctx context.Context, sh *shard) error {
 	b := r.b
 	intents := baseIntents | discordgo.IntentMessageContent
 	var g *gatewaySession
+	if sh.lease != nil {
+		stop := r.saveShard(ctx, sh)
+		defer stop()
+	}
 	defer func() {
 		if g != nil {
 			g.close()
@@ -148,11 +190,16 @@ func (r *run) connect(ctx context.Context) error {
 	short := 0
 	for {
 		if g == nil {
-			g = r.newGatewaySession(intents)
+			g = r.newGatewaySession(intents, sh)
 		}
 		select {
-		case <-r.lost: // stale: a connection already known to be gone
+		case <-g.lost: // stale: a connection already known to be gone
 		default:
+		}
+		if !g.known.Load() {
+			if r.pacer.wait(ctx, sh.n) != nil {
+				return nil
+			}
 		}
 		err := r.open(ctx, g)
 		if ctx.Err() != nil {
@@ -268,9 +315,10 @@ func (r *run) open(ctx context.Context, g *gatewaySession) error {
 // intervals is dropped at once (the library would wait five).
 func (r *run) waitLost(ctx context.Context, g *gatewaySession) {
 	b := r.b
-	b.acks.Connected(time.Now())
-	defer b.acks.Stopped()
-	period := func() time.Duration { return min(max(b.acks.Interval()/4, 10*time.Millisecond), 5*time.Second) }
+	acks := g.sh.acks
+	acks.Connected(time.Now())
+	defer acks.Stopped()
+	period := func() time.Duration { return min(max(acks.Interval()/4, 10*time.Millisecond), 5*time.Second) }
 	tick := time.NewTicker(period())
 	defer tick.Stop()
 	dropped := false
@@ -278,7 +326,7 @@ func (r *run) waitLost(ctx context.Context, g *gatewaySession) {
 		select {
 		case <-ctx.Done():
 			return
-		case <-r.lost:
+		case <-g.lost:
 			if !g.tr.open() {
 				return
 			}
@@ -287,10 +335,10 @@ func (r *run) waitLost(ctx context.Context, g *gatewaySession) {
 			g.s.RLock()
 			last := g.s.LastHeartbeatAck
 			g.s.RUnlock()
-			b.acks.Ack(last)
-			if silent, overdue := b.acks.Overdue(time.Now()); overdue && !dropped {
+			acks.Ack(last)
+			if silent, overdue := acks.Overdue(time.Now()); overdue && !dropped {
 				b.log.Warn("no heartbeat ACK from the Discord gateway: the connection is dead although open; dropping it and resuming",
-					"silent", silent.Round(time.Millisecond), "heartbeat_interval", b.acks.Interval())
+					"shard", g.sh.n, "silent", silent.Round(time.Millisecond), "heartbeat_interval", acks.Interval())
 				g.tr.drop()
 				dropped = true
 			}

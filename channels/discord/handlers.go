@@ -25,8 +25,9 @@ func (r *run) work(ctx context.Context) {
 			return
 		case <-r.done:
 			return
-		case e := <-r.events:
-			r.handle(ctx, e)
+		case ev := <-r.events:
+			r.handle(ctx, ev.sh, ev.e)
+			ev.sh.handled(ev.e)
 		}
 	}
 }
@@ -34,7 +35,7 @@ func (r *run) work(ctx context.Context) {
 // handle processes one event. An event that cannot be decoded, or that
 // makes a handler fail unexpectedly, is logged and skipped: it never
 // stops the channel.
-func (r *run) handle(ctx context.Context, e *discordgo.Event) {
+func (r *run) handle(ctx context.Context, sh *shard, e *discordgo.Event) {
 	b := r.b
 	defer func() {
 		if p := recover(); p != nil {
@@ -51,7 +52,7 @@ func (r *run) handle(ctx context.Context, e *discordgo.Event) {
 	case "MESSAGE_UPDATE":
 		err = r.message(ctx, e.RawData, true)
 	case "MESSAGE_REACTION_ADD", "MESSAGE_REACTION_REMOVE":
-		err = r.reaction(ctx, e.RawData, e.Type == "MESSAGE_REACTION_ADD", e.Sequence)
+		err = r.reaction(ctx, e.RawData, e.Type == "MESSAGE_REACTION_ADD", sh.session(), e.Sequence)
 	case "INTERACTION_CREATE":
 		err = r.interaction(ctx, e.RawData)
 	default:
@@ -299,7 +300,7 @@ func target(k core.ConversationKey) string {
 // reaction turns a reaction added to or removed from a message into a
 // core.Reaction when its emoji is a signal. Reactions known to be on
 // someone else's message, and reactions of bots, are skipped.
-func (r *run) reaction(ctx context.Context, raw json.RawMessage, added bool, seq int64) error {
+func (r *run) reaction(ctx context.Context, raw json.RawMessage, added bool, session string, seq int64) error {
 	var d struct {
 		UserID          string          `json:"user_id"`
 		ChannelID       string          `json:"channel_id"`
@@ -318,7 +319,7 @@ func (r *run) reaction(ctx context.Context, raw json.RawMessage, added bool, seq
 		return badEvent("reaction without user_id, channel_id or message_id")
 	}
 	b := r.b
-	me, _, session := b.identity()
+	me, _, _ := b.identity()
 	if d.UserID == me.ID || (d.Member != nil && d.Member.User != nil && d.Member.User.Bot) {
 		return nil
 	}

@@ -85,13 +85,8 @@ func (t rewrite) gatewayAnswer(resp *http.Response) (*http.Response, error) {
 	var d map[string]any
 	if json.Unmarshal(body, &d) == nil {
 		if raw, _ := d["url"].(string); raw != "" {
-			if u, err := url.Parse(raw); err == nil && (u.Host == "discord.gg" || strings.HasSuffix(u.Host, ".discord.gg")) {
-				u.Scheme = "ws"
-				if t.root.Scheme == "https" {
-					u.Scheme = "wss"
-				}
-				u.Host, u.Path = t.root.Host, t.root.Path+u.Path
-				d["url"] = u.String()
+			if u := t.gatewayURL(raw); u != raw {
+				d["url"] = u
 				if b, err := json.Marshal(d); err == nil {
 					body = b
 				}
@@ -102,6 +97,33 @@ func (t rewrite) gatewayAnswer(resp *http.Response) (*http.Response, error) {
 	resp.ContentLength = int64(len(body))
 	resp.Header.Set("Content-Length", strconv.Itoa(len(body)))
 	return resp, nil
+}
+
+// gatewayURL points a websocket URL naming Discord's own gateway (a
+// discovery answer, READY's resume_gateway_url) at the api_url host;
+// other URLs are returned as they are.
+func (t rewrite) gatewayURL(raw string) string {
+	if t.isDefault() {
+		return raw
+	}
+	u, err := url.Parse(raw)
+	if err != nil || !(u.Host == "discord.gg" || strings.HasSuffix(u.Host, ".discord.gg")) {
+		return raw
+	}
+	u.Scheme = "ws"
+	if t.root.Scheme == "https" {
+		u.Scheme = "wss"
+	}
+	u.Host, u.Path = t.root.Host, t.root.Path+u.Path
+	return u.String()
+}
+
+// gatewayURL is rewrite.gatewayURL for this bot's api_url.
+func (b *Bot) gatewayURL(raw string) string {
+	if raw == "" {
+		return ""
+	}
+	return rewrite{root: b.root}.gatewayURL(raw)
 }
 
 // newHTTPClient returns the client of one channel: its own transport (a

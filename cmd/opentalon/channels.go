@@ -53,7 +53,7 @@ func buildSlack(a *App) (core.Channel, error) {
 }
 
 func buildDiscord(a *App) (core.Channel, error) {
-	return discord.New(discord.Options{Config: a.cfg.Channels.Discord, Logger: a.log, Now: a.opts.Now})
+	return discord.New(discord.Options{Config: a.cfg.Channels.Discord, Logger: a.log, Now: a.opts.Now, HoldShard: a.discordHoldShard()})
 }
 
 // enabledChannels lists the names of the enabled channel blocks in the

@@ -3,8 +3,10 @@ package main
 import (
 	"context"
 	"strconv"
+	"strings"
 	"time"
 
+	"github.com/opentalon/opentalon/channels/discord"
 	"github.com/opentalon/opentalon/channels/slack"
 	"github.com/opentalon/opentalon/channels/telegram"
 	"github.com/opentalon/opentalon/config"
@@ -51,6 +53,48 @@ func (a *App) slackHoldSlot() slack.HoldSlotFunc {
 					continue
 				}
 				return el.Hold(ctx, name, func(ctx context.Context, _ *lease.Lease) error { return work(ctx) })
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(time.Second):
+			}
+		}
+		return nil
+	}
+}
+
+// discordHoldShard runs a Discord gateway shard under its lease on
+// PostgreSQL (nil on SQLite and without a database, as telegramHold:
+// there the one process runs every shard). Every replica campaigns for
+// every shard, so shard 0 (the one DMs arrive on) and the others always
+// find a holder while one replica lives; a replica already running k of
+// the app's shards waits k seconds before each try for another, so a
+// replica running fewer takes a free shard first and the shards spread
+// over the replicas as they start.
+func (a *App) discordHoldShard() discord.HoldShardFunc {
+	if a.db == nil || a.cfg.State.Driver != config.DriverPostgres {
+		return nil
+	}
+	return func(ctx context.Context, name string, work func(context.Context, discord.ShardLease) error) error {
+		el := a.ingestElector()
+		prefix := name[:strings.LastIndex(name, ":")+1]
+		for ctx.Err() == nil {
+			held := 0
+			for _, h := range el.HeldNames() {
+				if strings.HasPrefix(h, prefix) {
+					held++
+				}
+			}
+			if held > 0 && !strings.HasSuffix(name, ":0") {
+				select {
+				case <-ctx.Done():
+					return nil
+				case <-time.After(time.Duration(held) * time.Second):
+				}
+			}
+			_, ok, err := a.db.AcquireLease(ctx, name, el.Holder(), el.TTL())
+			if err == nil && ok {
+				return el.Hold(ctx, name, func(ctx context.Context, l *lease.Lease) error { return work(ctx, l) })
 			}
 			select {
 			case <-ctx.Done():

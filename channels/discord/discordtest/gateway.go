@@ -2,7 +2,9 @@ package discordtest
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -27,6 +29,11 @@ const (
 	CloseNotAuthenticated = 4003
 	// CloseAuthenticationFailed: the token is invalid.
 	CloseAuthenticationFailed = 4004
+	// CloseInvalidShard: IDENTIFY named a shard this bot does not have.
+	CloseInvalidShard = 4010
+	// CloseShardingRequired: the bot has more than one shard and IDENTIFY
+	// named none.
+	CloseShardingRequired = 4011
 	// CloseDisallowedIntents: a privileged intent not enabled for the bot.
 	CloseDisallowedIntents = 4014
 
@@ -37,12 +44,27 @@ const (
 // Identify is one IDENTIFY the gateway received.
 type Identify struct {
 	Intents int
-	At      time.Time
+	// Shard is IDENTIFY's shard [id, count] ([0, 1] when it named none).
+	Shard [2]int
+	At    time.Time
 }
 
-// gateway is the fake's websocket side. One session at a time: a new
-// IDENTIFY starts a new session, a RESUME of the current session replays
-// the events after the client's sequence number.
+// Resume is one RESUME the gateway received.
+type Resume struct {
+	Session string
+	Seq     int64
+	// Shard is the shard of the session resumed (-1: no such session, it
+	// was answered with an invalid session).
+	Shard int
+	At    time.Time
+}
+
+// gateway is the fake's websocket side. One session per shard at a time:
+// a new IDENTIFY of a shard starts that shard's new session, a RESUME of
+// a shard's current session replays the events after the client's
+// sequence number. A guild's events go to shard (guild_id >> 22) %
+// shards, as Discord routes them; events without a guild (DMs) go to
+// shard 0.
 type gateway struct {
 	s        *Server
 	upgrader websocket.Upgrader
@@ -53,15 +75,33 @@ type gateway struct {
 	closeOnIdentify int
 	failResumes     bool
 	refuse          bool
+	offline         bool
 	conns           map[*gwConn]bool
-	cur             *gwConn // the connection events go to (READY or RESUMED sent)
-	session         string
-	seq             int64
-	log             []loggedEvent
+	total           int // shards of the bot
+	maxConcurrency  int
+	shards          map[int]*shardState
 	identifies      []Identify
-	resumes         int
+	resumes         []Resume
 	connections     int
 	heartbeats      int
+}
+
+// shardState is one shard's session.
+type shardState struct {
+	cur     *gwConn // the connection events go to (READY or RESUMED sent)
+	session string
+	seq     int64
+	log     []loggedEvent
+}
+
+// shard returns shard n's state; the caller holds mu.
+func (g *gateway) shard(n int) *shardState {
+	st, ok := g.shards[n]
+	if !ok {
+		st = &shardState{}
+		g.shards[n] = st
+	}
+	return st
 }
 
 type loggedEvent struct {
@@ -82,6 +122,8 @@ func (g *gateway) init(s *Server) {
 	g.heartbeat = 45 * time.Second
 	g.contentAllowed = true
 	g.conns = map[*gwConn]bool{}
+	g.total, g.maxConcurrency = 1, 1
+	g.shards = map[int]*shardState{}
 }
 
 func (c *gwConn) write(frame []byte) error {
@@ -135,8 +177,10 @@ func (g *gateway) serve(w http.ResponseWriter, r *http.Request) {
 	defer func() {
 		g.mu.Lock()
 		delete(g.conns, c)
-		if g.cur == c {
-			g.cur = nil
+		for _, st := range g.shards {
+			if st.cur == c {
+				st.cur = nil
+			}
 		}
 		g.mu.Unlock()
 		_ = ws.Close()
@@ -149,6 +193,17 @@ func (g *gateway) serve(w http.ResponseWriter, r *http.Request) {
 	for {
 		_, raw, err := ws.ReadMessage()
 		if err != nil {
+			if websocket.IsCloseError(err, websocket.CloseNormalClosure, websocket.CloseGoingAway) {
+				// Discord ends a session its client closes normally: it
+				// cannot be resumed.
+				g.mu.Lock()
+				for _, st := range g.shards {
+					if st.cur == c {
+						st.session = ""
+					}
+				}
+				g.mu.Unlock()
+			}
 			return
 		}
 		var p struct {
@@ -193,13 +248,18 @@ func (g *gateway) serve(w http.ResponseWriter, r *http.Request) {
 // identify starts a new session on c; false means c was closed.
 func (g *gateway) identify(c *gwConn, raw json.RawMessage) bool {
 	var d struct {
-		Token   string `json:"token"`
-		Intents int    `json:"intents"`
+		Token   string  `json:"token"`
+		Intents int     `json:"intents"`
+		Shard   *[2]int `json:"shard"`
 	}
 	_ = json.Unmarshal(raw, &d)
+	shard := [2]int{0, 1}
+	if d.Shard != nil {
+		shard = *d.Shard
+	}
 	g.mu.Lock()
-	g.identifies = append(g.identifies, Identify{Intents: d.Intents, At: time.Now()})
-	closeCode, content := g.closeOnIdentify, g.contentAllowed
+	g.identifies = append(g.identifies, Identify{Intents: d.Intents, Shard: shard, At: time.Now()})
+	closeCode, content, total := g.closeOnIdentify, g.contentAllowed, g.total
 	g.mu.Unlock()
 	g.s.changedLocked()
 	switch {
@@ -212,23 +272,38 @@ func (g *gateway) identify(c *gwConn, raw json.RawMessage) bool {
 	case d.Intents&IntentMessageContent != 0 && !content:
 		c.close(CloseDisallowedIntents, "Disallowed intent(s).")
 		return false
+	case d.Shard == nil && total > 1:
+		c.close(CloseShardingRequired, "Sharding required.")
+		return false
+	case shard[1] != total || shard[0] < 0 || shard[0] >= total:
+		c.close(CloseInvalidShard, "Invalid shard.")
+		return false
 	}
+	session := g.s.newID()
+	wsURL := g.s.wsURL()
 	g.mu.Lock()
-	g.cur = nil // until READY is out
-	g.session = g.s.newID()
-	g.seq = 1
-	g.log = nil
-	ready := payload(opDispatch, "READY", g.seq, map[string]any{
-		"v": 9, "user": g.s.Bot, "guilds": []any{}, "session_id": g.session,
-		"resume_gateway_url": g.s.wsURL(), "application": map[string]any{"id": g.s.AppID, "flags": 1 << 19},
-	})
+	st := g.shard(shard[0])
+	st.cur = nil // until READY is out
+	st.session = session
+	st.seq = 1
+	st.log = nil
+	d2 := map[string]any{
+		"v": 9, "user": g.s.Bot, "guilds": []any{}, "session_id": st.session,
+		"resume_gateway_url": wsURL, "application": map[string]any{"id": g.s.AppID, "flags": 1 << 19},
+	}
+	if d.Shard != nil {
+		d2["shard"] = shard
+	}
+	ready := payload(opDispatch, "READY", st.seq, d2)
 	g.mu.Unlock()
 	if c.write(ready) != nil {
 		return false
 	}
 	// Events go to the connection only once READY is out.
 	g.mu.Lock()
-	g.cur = c
+	if st.session == session {
+		st.cur = c
+	}
 	g.mu.Unlock()
 	g.s.changedLocked()
 	return true
@@ -246,8 +321,15 @@ func (g *gateway) resume(c *gwConn, raw json.RawMessage) bool {
 	}
 	_ = json.Unmarshal(raw, &d)
 	g.mu.Lock()
-	g.resumes++
-	fail, session := g.failResumes, g.session
+	var st *shardState
+	shard := -1
+	for n, s := range g.shards {
+		if s.session != "" && s.session == d.Session {
+			st, shard = s, n
+		}
+	}
+	g.resumes = append(g.resumes, Resume{Session: d.Session, Seq: d.Seq, Shard: shard, At: time.Now()})
+	fail := g.failResumes
 	g.mu.Unlock()
 	g.s.changedLocked()
 	switch {
@@ -257,20 +339,26 @@ func (g *gateway) resume(c *gwConn, raw json.RawMessage) bool {
 	case fail:
 		c.close(CloseUnknownError, "Unknown error.")
 		return false
-	case d.Session != session:
+	case st == nil:
 		return c.write(payload(opInvalidSession, "", 0, false)) == nil
 	}
 	g.mu.Lock()
-	g.cur = nil // until RESUMED is out
+	if st.cur != nil && st.cur != c {
+		// Discord ends the session's other connection when it is resumed.
+		old := st.cur
+		defer func() { _ = old.ws.Close() }()
+	}
+	st.cur = nil // until RESUMED is out
 	var replay [][]byte
-	for _, e := range g.log {
+	for _, e := range st.log {
 		if e.seq > d.Seq {
 			replay = append(replay, e.frame)
 		}
 	}
-	g.seq++
-	resumed := payload(opDispatch, "RESUMED", g.seq, map[string]any{})
-	g.log = append(g.log, loggedEvent{seq: g.seq, frame: resumed})
+	st.seq++
+	resumed := payload(opDispatch, "RESUMED", st.seq, map[string]any{})
+	st.log = append(st.log, loggedEvent{seq: st.seq, frame: resumed})
+	session := st.session
 	g.mu.Unlock()
 	for _, f := range replay {
 		if c.write(f) != nil {
@@ -281,7 +369,9 @@ func (g *gateway) resume(c *gwConn, raw json.RawMessage) bool {
 		return false
 	}
 	g.mu.Lock()
-	g.cur = c
+	if st.session == session {
+		st.cur = c
+	}
 	g.mu.Unlock()
 	g.s.changedLocked()
 	return true
@@ -346,14 +436,19 @@ func (s *Server) RefuseConnections(refuse bool) {
 	s.gw.mu.Unlock()
 }
 
-// Disconnect closes the current connection with code; the session stays
-// resumable.
+// Disconnect closes the current connection of every shard with code;
+// the sessions stay resumable.
 func (s *Server) Disconnect(code int) {
 	s.gw.mu.Lock()
-	c := s.gw.cur
-	s.gw.cur = nil
+	var conns []*gwConn
+	for _, st := range s.gw.shards {
+		if st.cur != nil {
+			conns = append(conns, st.cur)
+			st.cur = nil
+		}
+	}
 	s.gw.mu.Unlock()
-	if c != nil {
+	for _, c := range conns {
 		c.close(code, "Closed by the test.")
 	}
 }
@@ -363,7 +458,7 @@ func (s *Server) Disconnect(code int) {
 // meanwhile are lost in it, and replayed when the session resumes).
 func (s *Server) Zombie() {
 	s.gw.mu.Lock()
-	c := s.gw.cur
+	c := s.gw.shard(0).cur
 	s.gw.mu.Unlock()
 	if c != nil {
 		c.wmu.Lock()
@@ -372,11 +467,73 @@ func (s *Server) Zombie() {
 	}
 }
 
-// Connected reports whether a connection is ready for events.
+// Connected reports whether every shard has a connection ready for
+// events.
 func (s *Server) Connected() bool {
 	s.gw.mu.Lock()
 	defer s.gw.mu.Unlock()
-	return s.gw.cur != nil
+	for n := 0; n < s.gw.total; n++ {
+		if s.gw.shard(n).cur == nil {
+			return false
+		}
+	}
+	return true
+}
+
+// ShardConnected reports whether shard n has a connection ready for
+// events.
+func (s *Server) ShardConnected(n int) bool {
+	s.gw.mu.Lock()
+	defer s.gw.mu.Unlock()
+	return s.gw.shard(n).cur != nil
+}
+
+// ShardSession is shard n's current session id and last sequence number
+// ("" before its first IDENTIFY).
+func (s *Server) ShardSession(n int) (string, int64) {
+	s.gw.mu.Lock()
+	defer s.gw.mu.Unlock()
+	st := s.gw.shard(n)
+	return st.session, st.seq
+}
+
+// SetShards makes the bot have total shards (default 1): GET /gateway/bot
+// recommends total and reports maxConcurrency as its
+// session_start_limit.max_concurrency; an IDENTIFY must then name a shard
+// of total (else close code 4010, or 4011 when it names none and total
+// is more than 1).
+func (s *Server) SetShards(total, maxConcurrency int) {
+	s.gw.mu.Lock()
+	s.gw.total, s.gw.maxConcurrency = max(total, 1), max(maxConcurrency, 1)
+	s.gw.mu.Unlock()
+}
+
+// ShardOf is the shard Discord sends guild's events to: (guild_id >> 22)
+// % shards; 0 for no guild (DMs).
+func (s *Server) ShardOf(guild string) int {
+	s.gw.mu.Lock()
+	total := s.gw.total
+	s.gw.mu.Unlock()
+	id, err := strconv.ParseUint(guild, 10, 64)
+	if guild == "" || err != nil {
+		return 0
+	}
+	return int((id >> 22) % uint64(total))
+}
+
+// GuildOnShard returns a fresh guild id whose events go to shard n.
+func (s *Server) GuildOnShard(n int) string {
+	s.gw.mu.Lock()
+	total := uint64(s.gw.total)
+	s.gw.mu.Unlock()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t := uint64(s.next)>>22 + 1
+	for t%total != uint64(n)%total {
+		t++
+	}
+	s.next = int64(t << 22)
+	return strconv.FormatInt(s.next, 10)
 }
 
 // Identifies returns the IDENTIFYs received.
@@ -390,7 +547,14 @@ func (s *Server) Identifies() []Identify {
 func (s *Server) Resumes() int {
 	s.gw.mu.Lock()
 	defer s.gw.mu.Unlock()
-	return s.gw.resumes
+	return len(s.gw.resumes)
+}
+
+// ResumeLog returns the RESUMEs received, in order.
+func (s *Server) ResumeLog() []Resume {
+	s.gw.mu.Lock()
+	defer s.gw.mu.Unlock()
+	return append([]Resume(nil), s.gw.resumes...)
 }
 
 // Connections counts the websocket connections accepted.
@@ -407,17 +571,31 @@ func (s *Server) Heartbeats() int {
 	return s.gw.heartbeats
 }
 
-// Dispatch sends the event typ with data d to the client, waiting up to
-// 10s for a connection ready for events. The event gets the session's
+// Dispatch sends the event typ with data d to the client on the shard of
+// d's guild_id (shard 0 without one), waiting up to 30s for that shard's
+// connection to be ready for events. The event gets the shard session's
 // next sequence number and is kept for replay on resume.
 func (s *Server) Dispatch(tb testing.TB, typ string, d any) {
 	tb.Helper()
-	s.WaitFor(tb, "a gateway connection ready for "+typ, s.Connected)
+	var g struct {
+		GuildID string `json:"guild_id"`
+	}
+	if raw, err := json.Marshal(d); err == nil {
+		_ = json.Unmarshal(raw, &g)
+	}
+	n := s.ShardOf(g.GuildID)
 	s.gw.mu.Lock()
-	c := s.gw.cur
-	s.gw.seq++
-	frame := payload(opDispatch, typ, s.gw.seq, d)
-	s.gw.log = append(s.gw.log, loggedEvent{seq: s.gw.seq, frame: frame})
+	offline := s.gw.offline
+	s.gw.mu.Unlock()
+	if !offline {
+		s.WaitFor(tb, fmt.Sprintf("a gateway connection of shard %d ready for %s", n, typ), func() bool { return s.ShardConnected(n) })
+	}
+	s.gw.mu.Lock()
+	st := s.gw.shard(n)
+	c := st.cur
+	st.seq++
+	frame := payload(opDispatch, typ, st.seq, d)
+	st.log = append(st.log, loggedEvent{seq: st.seq, frame: frame})
 	s.gw.mu.Unlock()
 	if c != nil {
 		// A failed write is like a connection lost in transit: the event
@@ -426,13 +604,22 @@ func (s *Server) Dispatch(tb testing.TB, typ string, d any) {
 	}
 }
 
+// DispatchOffline makes Dispatch keep an event for its shard's session
+// without waiting for a connection (on: events sent while no client is
+// connected, replayed by a RESUME of the session).
+func (s *Server) DispatchOffline(on bool) {
+	s.gw.mu.Lock()
+	s.gw.offline = on
+	s.gw.mu.Unlock()
+}
+
 // SendRaw writes frame to the current connection as it is, without a
 // sequence number (for malformed payloads).
 func (s *Server) SendRaw(tb testing.TB, frame []byte) {
 	tb.Helper()
-	s.WaitFor(tb, "a gateway connection ready for a raw frame", s.Connected)
+	s.WaitFor(tb, "a gateway connection ready for a raw frame", func() bool { return s.ShardConnected(0) })
 	s.gw.mu.Lock()
-	c := s.gw.cur
+	c := s.gw.shard(0).cur
 	s.gw.mu.Unlock()
 	if c != nil {
 		_ = c.write(frame)

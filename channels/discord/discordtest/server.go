@@ -378,6 +378,9 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("GET "+api+"/gateway", s.discovery)
 	mux.HandleFunc("GET "+api+"/gateway/bot", s.authed(s.discoveryBot))
 	mux.HandleFunc("GET "+api+"/users/@me", s.authed(func(w http.ResponseWriter, _ *http.Request) { reply(w, 200, s.Bot) }))
+	mux.HandleFunc("GET "+api+"/oauth2/applications/@me", s.authed(func(w http.ResponseWriter, _ *http.Request) {
+		reply(w, 200, map[string]any{"id": s.AppID, "name": s.Bot.Username, "bot": s.Bot})
+	}))
 	mux.HandleFunc("GET "+api+"/channels/{id}", s.authed(s.getChannel))
 	mux.HandleFunc("POST "+api+"/channels/{id}/messages", s.authed(s.postMessage))
 	mux.HandleFunc("POST "+api+"/channels/{id}/typing", s.authed(s.postTyping))
@@ -482,6 +485,9 @@ func (s *Server) discovery(w http.ResponseWriter, _ *http.Request) {
 }
 
 func (s *Server) discoveryBot(w http.ResponseWriter, _ *http.Request) {
-	reply(w, 200, map[string]any{"url": s.wsURL(), "shards": 1,
-		"session_start_limit": map[string]int{"total": 1000, "remaining": 999, "reset_after": 0, "max_concurrency": 1}})
+	s.gw.mu.Lock()
+	total, conc := s.gw.total, s.gw.maxConcurrency
+	s.gw.mu.Unlock()
+	reply(w, 200, map[string]any{"url": s.wsURL(), "shards": total,
+		"session_start_limit": map[string]int{"total": 1000, "remaining": 999, "reset_after": 0, "max_concurrency": conc}})
 }
