@@ -141,8 +141,15 @@ func (a *App) buildScheduler() error {
 	if clustered(a.cfg) {
 		grace = 2 * a.cfg.Cluster.LeaseTTL.D()
 	}
+	// Only replicas sharing a database need the scheduler's lease (and
+	// its poll of the schedules' version each second): on SQLite the one
+	// process fires and sees every change itself.
+	var hold func(context.Context, string, func(context.Context) error) error
+	if clustered(a.cfg) {
+		hold = a.holdSync
+	}
 	a.sched = schedule.New(schedule.Options{Store: a.db, Queue: a.gateway, Location: loc, Enabled: a.gateway.HasChannel, Now: a.opts.Now, Logger: a.log,
-		Hold: a.holdSync, Grace: grace})
+		Hold: hold, Grace: grace})
 	for _, c := range a.sched.Commands() {
 		a.gateway.AddCommand(c)
 	}
