@@ -26,6 +26,21 @@ var _ signalAffinityStore = (*store.DB)(nil)
 // RecordSignal stores a quality signal and folds it into the affinity of
 // its (task type, model). It implements core.SignalSink.
 func (r *Router) RecordSignal(ctx context.Context, s core.Signal) error {
+	return r.recordSignal(ctx, s, false)
+}
+
+// deferrable is the item's core.Deferred when it goes to the store r
+// writes to (nil otherwise).
+func (r *Router) deferrable(ctx context.Context) *core.Deferred {
+	if d := core.DeferredFrom(ctx); d != nil && d.Owner == any(r.o.Store) {
+		return d
+	}
+	return nil
+}
+
+// recordSignal is RecordSignal; mayDefer lets the write wait for the
+// item's reply (core.Deferred), which stores it in its own transaction.
+func (r *Router) recordSignal(ctx context.Context, s core.Signal, mayDefer bool) error {
 	if s.At.IsZero() {
 		s.At = r.now()
 	}
@@ -35,7 +50,15 @@ func (r *Router) RecordSignal(ctx context.Context, s core.Signal) error {
 	// The stored weight is the one learned from: the caller's weight times
 	// the documented weight of the signal's kind.
 	s.Weight *= signalWeight(s.Kind, r.o.SignalWeights)
+	var d *core.Deferred
+	if mayDefer {
+		d = r.deferrable(ctx)
+	}
 	if s.Model == "" || s.TaskType == "" || s.Polarity == core.Neutral {
+		if d != nil {
+			d.AddSignal(core.DeferredSignal{Signal: s})
+			return nil
+		}
 		if _, err := r.o.Store.AddSignal(ctx, s); err != nil {
 			return fmt.Errorf("record %s signal: %w", s.Kind, err)
 		}
@@ -64,6 +87,14 @@ func (r *Router) RecordSignal(ctx context.Context, s core.Signal) error {
 		}
 		return updated
 	}
+	if d != nil {
+		d.AddSignal(core.DeferredSignal{Signal: s, Task: s.TaskType, Model: model, Fold: fn, Done: func(id int64) {
+			if id != 0 {
+				r.learned(s, model, updated, dir, segPos, segNeg)
+			}
+		}})
+		return nil
+	}
 	if both, ok := r.o.Store.(signalAffinityStore); ok {
 		// One transaction instead of two before the LLM request.
 		id, err := both.AddSignalAndAffinity(ctx, s, s.TaskType, model, fn)
@@ -85,6 +116,12 @@ func (r *Router) RecordSignal(ctx context.Context, s core.Signal) error {
 			return fmt.Errorf("update affinity %s/%s: %w", s.TaskType, model, err)
 		}
 	}
+	r.learned(s, model, updated, dir, segPos, segNeg)
+	return nil
+}
+
+// learned keeps a stored signal's fold of the affinity and logs it.
+func (r *Router) learned(s core.Signal, model string, updated core.Affinity, dir int, segPos, segNeg float64) {
 	s.Model = model
 	r.mu.Lock()
 	r.aff[[2]string{s.TaskType, s.Model}] = updated
@@ -97,7 +134,6 @@ func (r *Router) RecordSignal(ctx context.Context, s core.Signal) error {
 		}
 		r.log.Info("acceptance change detected", "change", what, "model", s.Model, "task", s.TaskType, "evidence_pos", segPos, "evidence_neg", segNeg)
 	}
-	return nil
 }
 
 // detect feeds a signal to its (task, model)'s change detector, against
