@@ -149,7 +149,7 @@ type turn struct {
 	// hasMem says whether the user has memories when the history's read
 	// said so (nil: not read yet).
 	hasMem *bool
-	st    core.SessionState
+	st     core.SessionState
 	// ran lists the tool calls run, in order, with whether they succeeded.
 	ran []ranCall
 	// files are the files the tools made, sent with the answer.
