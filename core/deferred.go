@@ -2,6 +2,7 @@ package core
 
 import (
 	"context"
+	"reflect"
 	"sync"
 )
 
@@ -32,6 +33,18 @@ type DeferredSignal struct {
 	// Done runs once the signal is stored; id 0 says its request had
 	// recorded it already.
 	Done func(id int64)
+}
+
+// For reports whether the writes go to store (Owner is store; false
+// for a store that cannot be compared).
+func (d *Deferred) For(store any) bool {
+	if d == nil || store == nil || d.Owner == nil {
+		return false
+	}
+	if t := reflect.TypeOf(store); t != reflect.TypeOf(d.Owner) || !t.Comparable() {
+		return false
+	}
+	return d.Owner == store
 }
 
 // AddUsage defers a usage ledger row.

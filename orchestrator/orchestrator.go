@@ -3,6 +3,7 @@ package orchestrator
 import (
 	"context"
 	"log/slog"
+	"reflect"
 	"strings"
 
 	"github.com/opentalon/opentalon/core"
@@ -130,7 +131,7 @@ type historyMemories interface {
 // history reads the turn's session history and, when the store can in
 // the same round trip, whether its user has memories (turn.hasMem).
 func (o *Orchestrator) history(ctx context.Context, tn *turn) ([]core.ChatMessage, error) {
-	if hm, ok := o.o.History.(historyMemories); ok && tn.owner != "" && o.o.Store != nil && any(o.o.Store) == any(o.o.History) {
+	if hm, ok := o.o.History.(historyMemories); ok && tn.owner != "" && o.o.Store != nil && sameStore(o.o.Store, o.o.History) {
 		msgs, has, err := hm.HistoryAndMemories(ctx, tn.t.Session.ID, o.o.MaxHistory, tn.owner)
 		if err != nil {
 			return nil, err
@@ -139,6 +140,13 @@ func (o *Orchestrator) history(ctx context.Context, tn *turn) ([]core.ChatMessag
 		return msgs, nil
 	}
 	return o.o.History.History(ctx, tn.t.Session.ID, o.o.MaxHistory)
+}
+
+// sameStore says whether a and b are the same store (false when they
+// cannot be compared).
+func sameStore(a, b any) bool {
+	t := reflect.TypeOf(a)
+	return t == reflect.TypeOf(b) && t.Comparable() && a == b
 }
 
 // turn is the state of one Answer as the loop goes.

@@ -32,7 +32,7 @@ func (r *Router) RecordSignal(ctx context.Context, s core.Signal) error {
 // deferrable is the item's core.Deferred when it goes to the store r
 // writes to (nil otherwise).
 func (r *Router) deferrable(ctx context.Context) *core.Deferred {
-	if d := core.DeferredFrom(ctx); d != nil && d.Owner == any(r.o.Store) {
+	if d := core.DeferredFrom(ctx); d.For(r.o.Store) {
 		return d
 	}
 	return nil

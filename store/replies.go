@@ -38,7 +38,7 @@ func (db *DB) SaveReply(ctx context.Context, r *core.Reply, msgs []core.ChatMess
 	// The item's deferred writes (its usage rows, the verdict on the
 	// previous answer) are stored with the reply.
 	d := core.DeferredFrom(ctx)
-	if d != nil && d.Owner != any(db) {
+	if !d.For(db) {
 		d = nil
 	}
 	var dw deferredWrites
