@@ -23,6 +23,9 @@ type CommandRequest struct {
 	// Admin says the sender is an admin of the channel (a command that is
 	// open to everyone may still do more for admins).
 	Admin bool
+	// FollowUp is what the gateway's store read with the session for the
+	// interceptors (FollowUpSessions); nil when it was not read.
+	FollowUp *FollowUp
 }
 
 // CommandFunc answers a command; the returned text is the reply.

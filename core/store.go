@@ -109,6 +109,15 @@ type SessionStore interface {
 	MessageCount(ctx context.Context, sessionID int64) (int, error)
 }
 
+// FollowUpSessions is an optional capability of a SessionStore: the
+// active session (as ActiveSession) together with what the interceptors
+// read to judge a message of it (the last answer, its question, the
+// escalation state, whether it was judged), in one round trip. The
+// follow-up is nil when the store could not read it with the session.
+type FollowUpSessions interface {
+	ActiveSessionFollowUp(ctx context.Context, conv ConversationKey) (Session, *FollowUp, error)
+}
+
 // ReplyStore keeps answers and their delivery.
 type ReplyStore interface {
 	// SaveReply atomically appends msgs to the reply's session, adds the

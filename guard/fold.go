@@ -2,6 +2,7 @@ package guard
 
 import (
 	"fmt"
+	"sync"
 	"unicode"
 	"unicode/utf8"
 
@@ -213,8 +214,8 @@ func appendFold(b []byte, s string, r rune) []byte {
 	if r < utf8.RuneSelf {
 		return append(b, asciiView[r])
 	}
-	if r < rune(len(smallFold)) {
-		f := smallFold[r]
+	if r < smallFoldRunes {
+		f := smallFold()[r]
 		return append(b, f.b[:f.n]...)
 	}
 	return foldSlow(b, s, r, 0)
@@ -256,13 +257,21 @@ func foldSlow(b []byte, s string, r rune, depth int) []byte {
 	return append(b, placeholder)
 }
 
+// smallFoldRunes is how many runes smallFold covers.
+const smallFoldRunes = 0x500
+
 // smallFold holds the view bytes of every rune below U+0500 (Latin,
-// Greek, Cyrillic: the common non-ASCII letters), computed once by
-// foldSlow.
-var smallFold = func() (t [0x500]struct {
+// Greek, Cyrillic: the common non-ASCII letters), computed by foldSlow
+// when first needed (not at start: it is most of the package's
+// initialization).
+var smallFold = sync.OnceValue(func() *[smallFoldRunes]struct {
 	b [6]byte
 	n uint8
-}) {
+} {
+	t := new([smallFoldRunes]struct {
+		b [6]byte
+		n uint8
+	})
 	var enc [utf8.UTFMax]byte
 	for r := rune(0); r < rune(len(t)); r++ {
 		n := utf8.EncodeRune(enc[:], r)
@@ -273,7 +282,7 @@ var smallFold = func() (t [0x500]struct {
 		t[r].n = uint8(copy(t[r].b[:], f))
 	}
 	return t
-}()
+})
 
 // asciiView maps each ASCII byte to its view byte: lower case, every
 // horizontal space (tab, CR, VT, FF) a plain space, other controls the

@@ -159,6 +159,9 @@ func (o *Orchestrator) hasMemories(ctx context.Context, tn *turn) bool {
 	if o.o.Store == nil || tn.owner == "" {
 		return false
 	}
+	if tn.hasMem != nil {
+		return *tn.hasMem
+	}
 	has, err := o.o.Store.HasMemories(ctx, tn.owner)
 	if err != nil {
 		o.log.Warn("recall memories", "err", err)

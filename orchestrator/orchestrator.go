@@ -3,6 +3,7 @@ package orchestrator
 import (
 	"context"
 	"log/slog"
+	"reflect"
 	"strings"
 
 	"github.com/opentalon/opentalon/core"
@@ -120,12 +121,43 @@ func (o *Orchestrator) CurrentModel(ctx context.Context, s core.Session) (string
 	return "unknown", "no router"
 }
 
+// historyMemories is the optional Store capability that reads the
+// history and whether the user has memories in one round trip; store.DB
+// has it.
+type historyMemories interface {
+	HistoryAndMemories(ctx context.Context, sessionID int64, limit int, owner string) ([]core.ChatMessage, bool, error)
+}
+
+// history reads the turn's session history and, when the store can in
+// the same round trip, whether its user has memories (turn.hasMem).
+func (o *Orchestrator) history(ctx context.Context, tn *turn) ([]core.ChatMessage, error) {
+	if hm, ok := o.o.History.(historyMemories); ok && tn.owner != "" && o.o.Store != nil && sameStore(o.o.Store, o.o.History) {
+		msgs, has, err := hm.HistoryAndMemories(ctx, tn.t.Session.ID, o.o.MaxHistory, tn.owner)
+		if err != nil {
+			return nil, err
+		}
+		tn.hasMem = &has
+		return msgs, nil
+	}
+	return o.o.History.History(ctx, tn.t.Session.ID, o.o.MaxHistory)
+}
+
+// sameStore says whether a and b are the same store (false when they
+// cannot be compared).
+func sameStore(a, b any) bool {
+	t := reflect.TypeOf(a)
+	return t == reflect.TypeOf(b) && t.Comparable() && a == b
+}
+
 // turn is the state of one Answer as the loop goes.
 type turn struct {
 	t     core.Turn
 	owner string
 	admin bool
-	st    core.SessionState
+	// hasMem says whether the user has memories when the history's read
+	// said so (nil: not read yet).
+	hasMem *bool
+	st     core.SessionState
 	// ran lists the tool calls run, in order, with whether they succeeded.
 	ran []ranCall
 	// files are the files the tools made, sent with the answer.
@@ -142,11 +174,11 @@ type ranCall struct {
 
 // Answer implements core.Agent.
 func (o *Orchestrator) Answer(ctx context.Context, t core.Turn) (core.Answer, error) {
-	stored, err := o.o.History.History(ctx, t.Session.ID, o.o.MaxHistory)
+	tn := &turn{t: t, owner: Owner(t.In), st: cloneState(t.Session.State)}
+	stored, err := o.history(ctx, tn)
 	if err != nil {
 		return core.Answer{}, err
 	}
-	tn := &turn{t: t, owner: Owner(t.In), st: cloneState(t.Session.State)}
 	tn.admin = o.isAdmin(tn.owner)
 	if !t.Retry {
 		o.activateStep(&tn.st, t.Text)

@@ -113,9 +113,14 @@ func (e *Escalator) Intercept(ctx context.Context, req core.CommandRequest) (cor
 		return core.Decision{}, nil
 	}
 	sid := req.Session.ID
-	f, err := e.followUp(ctx, sid)
-	if err != nil {
-		return core.Decision{}, err
+	var f core.FollowUp
+	if req.FollowUp != nil {
+		f = *req.FollowUp // read with the session
+	} else {
+		var err error
+		if f, err = e.followUp(ctx, sid); err != nil {
+			return core.Decision{}, err
+		}
 	}
 	last, question, st := f.Last, f.Question, f.Escalation
 	if last == nil || last.Model == "" {
@@ -192,7 +197,10 @@ func (e *Escalator) judge(ctx context.Context, s core.Signal, judged bool) {
 	if judged {
 		return
 	}
-	if err := e.r.RecordSignal(ctx, s); err != nil {
+	// An acceptance changes nothing this message does: it is stored with
+	// the reply (or when the message ends without one); a rejection is
+	// stored at once, before the re-answer is routed.
+	if err := e.r.recordSignal(ctx, s, s.Polarity == core.Positive); err != nil {
 		e.log.Error("record signal", "kind", s.Kind, "err", err)
 	}
 }

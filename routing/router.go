@@ -312,6 +312,12 @@ func (r *Router) ledger(ctx context.Context, c Call, m Model, resp *provider.Res
 	if r.probe.DailyUSD > 0 {
 		r.noteTokens(u.InputTokens, u.OutputTokens)
 	}
+	if d := r.deferrable(ctx); d != nil && r.o.DailyUSD <= 0 && r.o.ChatDailyUSD <= 0 {
+		// Stored with the item's reply; a budget (which sums the ledger
+		// before each call) has each row written at once.
+		d.AddUsage(u)
+		return
+	}
 	if err := r.o.Store.AddUsage(context.WithoutCancel(ctx), u); err != nil {
 		r.log.Error("record usage", "model", m.Ref, "err", err)
 	}

@@ -24,6 +24,23 @@ type signalAffinityStore interface {
 
 var _ signalAffinityStore = (*store.DB)(nil)
 
+// deferrable is the item's core.Deferred when it goes to the store r
+// writes to (nil otherwise): the usage rows it collects are stored with
+// the item's reply.
+func (r *Router) deferrable(ctx context.Context) *core.Deferred {
+	if d := core.DeferredFrom(ctx); d.For(r.o.Store) {
+		return d
+	}
+	return nil
+}
+
+// recordSignal is RecordSignal. mayDefer is not acted on: a signal's
+// write carries the learning state it moved (AddSignalAndLearn), which
+// the reply's transaction does not take yet, so it is stored at once.
+func (r *Router) recordSignal(ctx context.Context, s core.Signal, _ bool) error {
+	return r.RecordSignal(ctx, s)
+}
+
 // RecordSignal stores a quality signal and folds it into the affinity of
 // its (task type, model); the signal, the affinity and the learning state
 // it moved are written in one transaction when the store keeps learning

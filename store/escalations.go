@@ -49,34 +49,59 @@ func (db *DB) SaveEscalation(ctx context.Context, sessionID int64, st core.Escal
 	return nil
 }
 
+// followUpCols are FollowUp's columns of the session's last answer r
+// (their three arguments: the signal kinds that do not judge an answer,
+// or only when negative).
+const followUpCols = `r.id, r.model, r.task_type, r.created_at,
+		COALESCE((SELECT m.content FROM messages m WHERE m.session_id = r.session_id AND m.summary = FALSE AND m.role = 'user' ORDER BY m.id DESC LIMIT 1), ''),
+		COALESCE((SELECT e.question FROM escalations e WHERE e.session_id = r.session_id), ''),
+		COALESCE((SELECT e.models FROM escalations e WHERE e.session_id = r.session_id), ''),
+		EXISTS (SELECT 1 FROM signals s WHERE s.reply_id = r.id AND s.kind <> ? AND s.kind <> ? AND (s.kind <> ? OR s.polarity < 0))`
+
+func followUpArgs() []any {
+	return []any{string(core.SignalExplicit), string(core.SignalAbandoned), string(core.SignalReaction)}
+}
+
+// followUpRow receives followUpCols; the answer's columns are NULL when
+// a join found none.
+type followUpRow struct {
+	id, created           sql.NullInt64
+	model, task           sql.NullString
+	question, esc, models string
+	judged                bool
+}
+
+func (f *followUpRow) dest() []any {
+	return []any{&f.id, &f.model, &f.task, &f.created, &f.question, &f.esc, &f.models, &f.judged}
+}
+
+func (f *followUpRow) followUp(sessionID int64) (core.FollowUp, error) {
+	if !f.id.Valid {
+		return core.FollowUp{}, nil
+	}
+	out := core.FollowUp{Question: f.question, Judged: f.judged, Escalation: core.EscalationState{Question: f.esc}}
+	out.Last = &core.Reply{ID: f.id.Int64, Model: f.model.String, TaskType: f.task.String, SessionID: sessionID, CreatedAt: time.UnixMilli(f.created.Int64)}
+	if f.models != "" {
+		if err := json.Unmarshal([]byte(f.models), &out.Escalation.Models); err != nil {
+			return out, fmt.Errorf("escalation of session %d: models: %w", sessionID, err)
+		}
+	}
+	return out, nil
+}
+
 // FollowUp returns what the escalator reads to judge a message of the
 // session, in one statement (routing's followUpReader). Last carries the
 // answer's id, model, task type, session and creation time only.
 func (db *DB) FollowUp(ctx context.Context, sessionID int64) (core.FollowUp, error) {
-	var f core.FollowUp
-	var r core.Reply
-	var created int64
-	var models string
-	err := db.r.QueryRowContext(ctx, `SELECT r.id, r.model, r.task_type, r.created_at,
-		COALESCE((SELECT m.content FROM messages m WHERE m.session_id = r.session_id AND m.summary = FALSE AND m.role = 'user' ORDER BY m.id DESC LIMIT 1), ''),
-		COALESCE((SELECT e.question FROM escalations e WHERE e.session_id = r.session_id), ''),
-		COALESCE((SELECT e.models FROM escalations e WHERE e.session_id = r.session_id), ''),
-		EXISTS (SELECT 1 FROM signals s WHERE s.reply_id = r.id AND s.kind <> ? AND s.kind <> ? AND (s.kind <> ? OR s.polarity < 0))
+	var row followUpRow
+	err := db.r.QueryRowContext(ctx, `SELECT `+followUpCols+`
 		FROM replies r WHERE r.session_id = ? AND r.model <> '' ORDER BY r.id DESC LIMIT 1`,
-		string(core.SignalExplicit), string(core.SignalAbandoned), string(core.SignalReaction), sessionID).
-		Scan(&r.ID, &r.Model, &r.TaskType, &created, &f.Question, &f.Escalation.Question, &models, &f.Judged)
+		append(followUpArgs(), sessionID)...).Scan(row.dest()...)
 	if errors.Is(err, sql.ErrNoRows) {
 		return core.FollowUp{}, nil
 	}
 	if err != nil {
-		return f, fmt.Errorf("follow-up of session %d: %w", sessionID, err)
+		return core.FollowUp{}, fmt.Errorf("follow-up of session %d: %w", sessionID, err)
 	}
-	r.SessionID, r.CreatedAt = sessionID, time.UnixMilli(created)
-	f.Last = &r
-	if models != "" {
-		if err := json.Unmarshal([]byte(models), &f.Escalation.Models); err != nil {
-			return f, fmt.Errorf("escalation of session %d: models: %w", sessionID, err)
-		}
-	}
-	return f, nil
+	return row.followUp(sessionID)
 }

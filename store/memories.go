@@ -242,12 +242,15 @@ func (db *DB) DeleteMemories(ctx context.Context, owner string) (int, error) {
 // it before the searches, which most users (with no memories) can skip.
 func (db *DB) HasMemories(ctx context.Context, owner string) (bool, error) {
 	var has bool
-	err := db.r.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM memories WHERE owner = ?) OR EXISTS (SELECT 1 FROM memories WHERE shared = TRUE)`, owner).Scan(&has)
+	err := db.r.QueryRowContext(ctx, `SELECT `+hasMemories, owner).Scan(&has)
 	if err != nil {
 		return false, fmt.Errorf("memories of %s: %w", owner, err)
 	}
 	return has, nil
 }
+
+// hasMemories is HasMemories' expression (its argument: the owner).
+const hasMemories = `EXISTS (SELECT 1 FROM memories WHERE owner = ?) OR EXISTS (SELECT 1 FROM memories WHERE shared = TRUE)`
 
 // CountMemories counts the memories q selects (Text is ignored).
 func (db *DB) CountMemories(ctx context.Context, q core.MemoryQuery) (int, error) {

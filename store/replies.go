@@ -35,7 +35,20 @@ func (db *DB) SaveReply(ctx context.Context, r *core.Reply, msgs []core.ChatMess
 		files = string(b)
 	}
 	var id int64
+	// The item's deferred writes (its usage rows, the verdict on the
+	// previous answer) are stored with the reply.
+	d := core.DeferredFrom(ctx)
+	if !d.For(db) {
+		d = nil
+	}
+	var dw deferredWrites
 	err = db.tx(ctx, func(tx *txn) error {
+		if d != nil {
+			var err error
+			if dw, err = db.writeDeferred(ctx, tx, d); err != nil {
+				return err
+			}
+		}
 		draft := false
 		if r.RequestID != 0 {
 			var streaming bool
@@ -80,6 +93,7 @@ func (db *DB) SaveReply(ctx context.Context, r *core.Reply, msgs []core.ChatMess
 	if err != nil {
 		return 0, fmt.Errorf("save reply: %w", err)
 	}
+	dw.done(d)
 	return id, nil
 }
 

@@ -232,6 +232,16 @@ func (db *DB) SaveProfileState(ctx context.Context, p core.ProfileState) error {
 
 // AddUsage appends one LLM call to the cost ledger.
 func (db *DB) AddUsage(ctx context.Context, u core.UsageRecord) error {
+	if _, err := db.w.ExecContext(ctx, insertUsage, db.usageArgs(u)...); err != nil {
+		return fmt.Errorf("add usage: %w", err)
+	}
+	return nil
+}
+
+const insertUsage = `INSERT INTO usage (at, session_id, conversation, user_id, model, purpose, input_tokens, output_tokens, cost_usd) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`
+
+// usageArgs are the insertUsage arguments of u.
+func (db *DB) usageArgs(u core.UsageRecord) []any {
 	at := u.At
 	if at.IsZero() {
 		at = db.now()
@@ -244,11 +254,67 @@ func (db *DB) AddUsage(ctx context.Context, u core.UsageRecord) error {
 	if purpose == "" {
 		purpose = "chat"
 	}
-	_, err := db.w.ExecContext(ctx, `INSERT INTO usage (at, session_id, conversation, user_id, model, purpose, input_tokens, output_tokens, cost_usd) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		at.UnixMilli(), sess, u.Conversation, u.UserID, u.Model, purpose, u.InputTokens, u.OutputTokens, u.CostUSD)
-	if err != nil {
-		return fmt.Errorf("add usage: %w", err)
+	return []any{at.UnixMilli(), sess, u.Conversation, u.UserID, u.Model, purpose, u.InputTokens, u.OutputTokens, u.CostUSD}
+}
+
+// deferredWrites is what one transaction wrote of a core.Deferred.
+type deferredWrites struct {
+	usage   int
+	signals []core.DeferredSignal
+	ids     []int64
+}
+
+// writeDeferred writes what d holds in tx: its usage rows, then its
+// signals with their affinity folds. The caller reports them written
+// (done) once tx committed.
+func (db *DB) writeDeferred(ctx context.Context, tx *txn, d *core.Deferred) (deferredWrites, error) {
+	usage, signals := d.Pending()
+	w := deferredWrites{usage: len(usage), signals: signals, ids: make([]int64, len(signals))}
+	for _, u := range usage {
+		if _, err := tx.ExecContext(ctx, insertUsage, db.usageArgs(u)...); err != nil {
+			return w, fmt.Errorf("add usage: %w", err)
+		}
 	}
+	for i, s := range signals {
+		id, err := insertedID(tx.QueryRowContext(ctx, insertSignal, db.signalArgs(s.Signal)...))
+		if err != nil {
+			return w, fmt.Errorf("add signal: %w", err)
+		}
+		w.ids[i] = id
+		if id != 0 && s.Fold != nil {
+			if err := updateAffinity(ctx, tx, s.Task, s.Model, s.Fold); err != nil {
+				return w, err
+			}
+		}
+	}
+	return w, nil
+}
+
+// done reports the writes committed to d.
+func (w deferredWrites) done(d *core.Deferred) {
+	if d != nil && (w.usage > 0 || len(w.signals) > 0) {
+		d.Written(w.usage, w.signals, w.ids)
+	}
+}
+
+var _ core.DeferredWriter = (*DB)(nil)
+
+// WriteDeferred implements core.DeferredWriter: what is left of d, in one
+// transaction; no round trip when nothing is.
+func (db *DB) WriteDeferred(ctx context.Context, d *core.Deferred) error {
+	if u, s := d.Pending(); len(u) == 0 && len(s) == 0 {
+		return nil
+	}
+	var w deferredWrites
+	err := db.tx(ctx, func(tx *txn) error {
+		var err error
+		w, err = db.writeDeferred(ctx, tx, d)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("deferred writes: %w", err)
+	}
+	w.done(d)
 	return nil
 }
 

@@ -14,6 +14,9 @@ import (
 
 const sessionCols = `id, conversation, model_pin, profile_pin, input_tokens, output_tokens, cost_usd, created_at, last_access, state`
 
+// sessionColsS is sessionCols of the table aliased s.
+const sessionColsS = `s.id, s.conversation, s.model_pin, s.profile_pin, s.input_tokens, s.output_tokens, s.cost_usd, s.created_at, s.last_access, s.state`
+
 func scanSession(row interface{ Scan(...any) error }) (core.Session, error) {
 	var s core.Session
 	var conv, state string
@@ -41,13 +44,23 @@ func (db *DB) ActiveSession(ctx context.Context, conv core.ConversationKey) (cor
 			return s, nil
 		}
 	}
+	s, _, err := db.activeSessionTx(ctx, conv)
+	return s, err
+}
+
+// activeSessionTx is ActiveSession's write: the session touched, or
+// created when there is none or it expired.
+func (db *DB) activeSessionTx(ctx context.Context, conv core.ConversationKey) (core.Session, bool, error) {
 	var s core.Session
+	created := false
 	err := db.tx(ctx, func(tx *txn) error {
 		var err error
+		created = false
 		s, err = scanSession(tx.QueryRowContext(ctx, `SELECT `+sessionCols+` FROM sessions WHERE conversation = ? AND active = TRUE`, conv.String()))
 		now := db.now()
 		switch {
 		case errors.Is(err, sql.ErrNoRows):
+			created = true
 			s, err = db.createSession(ctx, tx, conv)
 			return err
 		case err != nil:
@@ -56,6 +69,7 @@ func (db *DB) ActiveSession(ctx context.Context, conv core.ConversationKey) (cor
 			if err := db.endSession(ctx, tx, s.ID); err != nil {
 				return err
 			}
+			created = true
 			s, err = db.createSession(ctx, tx, conv)
 			return err
 		}
@@ -64,10 +78,59 @@ func (db *DB) ActiveSession(ctx context.Context, conv core.ConversationKey) (cor
 		return err
 	})
 	if err != nil {
-		return core.Session{}, fmt.Errorf("session of %s: %w", conv, err)
+		return core.Session{}, false, fmt.Errorf("session of %s: %w", conv, err)
 	}
-	return s, nil
+	return s, created, nil
 }
+
+var _ core.FollowUpSessions = (*DB)(nil)
+
+// ActiveSessionFollowUp implements core.FollowUpSessions: ActiveSession
+// and FollowUp of the session in one statement when the session was
+// used a moment ago. The follow-up is nil when it could not be read with
+// the session.
+func (db *DB) ActiveSessionFollowUp(ctx context.Context, conv core.ConversationKey) (core.Session, *core.FollowUp, error) {
+	var fr followUpRow
+	row := db.r.QueryRowContext(ctx, `SELECT `+sessionColsS+`, `+followUpCols+` FROM sessions s
+		LEFT JOIN replies r ON r.id = (SELECT MAX(l.id) FROM replies l WHERE l.session_id = s.id AND l.model <> '')
+		WHERE s.conversation = ? AND s.active = TRUE`, append(followUpArgs(), conv.String())...)
+	s, err := scanSession(scanBoth{row, fr.dest()})
+	if err == nil {
+		if age := db.now().Sub(s.LastAccess); age >= 0 && age < db.touchEvery() {
+			f, err := fr.followUp(s.ID)
+			if err != nil {
+				return s, nil, err
+			}
+			return s, &f, nil
+		}
+	}
+	read := int64(-1)
+	if err == nil {
+		read = s.ID // stale: the follow-up read holds if it is touched
+	}
+	s, created, err := db.activeSessionTx(ctx, conv)
+	switch {
+	case err != nil:
+		return s, nil, err
+	case created:
+		return s, &core.FollowUp{}, nil // nothing answered in it yet
+	case s.ID == read:
+		f, err := fr.followUp(s.ID)
+		if err != nil {
+			return s, nil, err
+		}
+		return s, &f, nil
+	}
+	return s, nil, nil
+}
+
+// scanBoth scans a row into a session's columns and then into more.
+type scanBoth struct {
+	row  *sql.Row
+	more []any
+}
+
+func (b scanBoth) Scan(dest ...any) error { return b.row.Scan(append(dest, b.more...)...) }
 
 // touchEvery is how stale a session's last access may be before it is
 // written again: a minute, or a tenth of the TTL when that is shorter.
@@ -150,40 +213,83 @@ func (db *DB) MessageCount(ctx context.Context, sessionID int64) (int, error) {
 // compaction summary (kept at the head of the history) is always
 // returned first and does not count toward limit.
 func (db *DB) History(ctx context.Context, sessionID int64, limit int) ([]core.ChatMessage, error) {
+	rows, err := db.r.QueryContext(ctx, `SELECT role, content, tool_calls, tool_call_id, attachments FROM `+historyFrom(limit)+` ORDER BY id`, sessionID, sessionID)
+	if err != nil {
+		return nil, fmt.Errorf("history of session %d: %w", sessionID, err)
+	}
+	out, err := scanHistory(rows, false)
+	if err != nil {
+		return nil, fmt.Errorf("history of session %d: %w", sessionID, err)
+	}
+	return out.msgs, nil
+}
+
+// HistoryAndMemories is History and HasMemories(owner) in one statement
+// (the orchestrator asks both before every answer).
+func (db *DB) HistoryAndMemories(ctx context.Context, sessionID int64, limit int, owner string) ([]core.ChatMessage, bool, error) {
+	rows, err := db.r.QueryContext(ctx, `SELECT hm.has, h.role, h.content, h.tool_calls, h.tool_call_id, h.attachments FROM (SELECT `+hasMemories+` AS has) hm
+		LEFT JOIN `+historyFrom(limit)+` ON TRUE ORDER BY h.id`, owner, sessionID, sessionID)
+	if err != nil {
+		return nil, false, fmt.Errorf("history of session %d: %w", sessionID, err)
+	}
+	out, err := scanHistory(rows, true)
+	if err != nil {
+		return nil, false, fmt.Errorf("history of session %d: %w", sessionID, err)
+	}
+	return out.msgs, out.has, nil
+}
+
+// historyFrom is the history of a session (its two arguments: the
+// session's id twice) as a derived table h, unordered.
+func historyFrom(limit int) string {
 	if limit <= 0 {
 		limit = 1 << 30
 	}
 	// The limit is part of the query text: SQLite plans with a bound LIMIT
 	// value, so rebinding it re-prepares the statement on every call
 	// (callers use a handful of limits, each prepared once).
-	rows, err := db.r.QueryContext(ctx, `SELECT role, content, tool_calls, tool_call_id, attachments FROM (
-		SELECT id, role, content, tool_calls, tool_call_id, attachments FROM messages WHERE session_id = ? AND summary = TRUE
+	return `(SELECT id, role, content, tool_calls, tool_call_id, attachments FROM messages WHERE session_id = ? AND summary = TRUE
 		UNION ALL
 		SELECT * FROM (SELECT id, role, content, tool_calls, tool_call_id, attachments FROM messages
-			WHERE session_id = ? AND summary = FALSE ORDER BY id DESC LIMIT `+strconv.Itoa(limit)+`) newest
-		) h ORDER BY id`, sessionID, sessionID)
-	if err != nil {
-		return nil, fmt.Errorf("history of session %d: %w", sessionID, err)
-	}
+			WHERE session_id = ? AND summary = FALSE ORDER BY id DESC LIMIT ` + strconv.Itoa(limit) + `) newest
+		) h`
+}
+
+type historyRows struct {
+	msgs []core.ChatMessage
+	has  bool
+}
+
+// scanHistory reads history rows; withHas: each row starts with the
+// "has memories" column, and a row without a message (NULL role) stands
+// for an empty history.
+func scanHistory(rows *sql.Rows, withHas bool) (historyRows, error) {
 	defer rows.Close()
-	var out []core.ChatMessage
+	var out historyRows
 	for rows.Next() {
 		var m core.ChatMessage
-		var role string
+		var role, content, callID sql.NullString
 		var calls, atts sql.NullString
-		if err := rows.Scan(&role, &m.Content, &calls, &m.ToolCallID, &atts); err != nil {
-			return nil, err
+		dest := []any{&role, &content, &calls, &callID, &atts}
+		if withHas {
+			dest = append([]any{&out.has}, dest...)
 		}
-		m.Role = core.Role(role)
+		if err := rows.Scan(dest...); err != nil {
+			return out, err
+		}
+		if !role.Valid {
+			continue
+		}
+		m.Role, m.Content, m.ToolCallID = core.Role(role.String), content.String, callID.String
 		if err := decodeCalls(calls, &m); err != nil {
-			return nil, fmt.Errorf("history of session %d: %w", sessionID, err)
+			return out, err
 		}
 		if atts.Valid && atts.String != "" {
 			if err := json.Unmarshal([]byte(atts.String), &m.Attachments); err != nil {
-				return nil, fmt.Errorf("history of session %d: decode attachments: %w", sessionID, err)
+				return out, fmt.Errorf("decode attachments: %w", err)
 			}
 		}
-		out = append(out, m)
+		out.msgs = append(out.msgs, m)
 	}
 	return out, rows.Err()
 }

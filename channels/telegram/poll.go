@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/go-telegram/bot/models"
@@ -119,23 +120,17 @@ func (b *Bot) poll(ctx context.Context, sink core.Sink, l Lease) error {
 			backoff = minEmptyPoll - b.now().Sub(asked)
 		}
 		b.health.Connected()
-		for i := range updates {
-			u := &updates[i]
-			if u.ID < offset {
-				continue // already handled (Telegram repeats nothing below offset, but be safe)
+		next, err := b.handleBatch(ctx, sink, updates, offset)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
 			}
-			if err := b.handle(ctx, sink, u); err != nil {
-				if ctx.Err() != nil {
-					return nil
-				}
-				// Not committed: keep the offset so the update is read
-				// again, and slow down a little.
-				b.log.Warn("update not accepted; it will be read again", "update_id", u.ID, "err", err)
-				backoff = time.Second
-				break
-			}
-			offset = u.ID + 1
+			// Not committed: keep the offset so the update is read
+			// again, and slow down a little.
+			b.log.Warn("update not accepted; it will be read again", "update_id", next, "err", err)
+			backoff = time.Second
 		}
+		offset = next
 		if l != nil && offset != kept {
 			if err := l.SetData(ctx, []byte(strconv.FormatInt(offset, 10))); err != nil {
 				if ctx.Err() != nil {
@@ -147,6 +142,76 @@ func (b *Bot) poll(ctx context.Context, sink core.Sink, l Lease) error {
 		}
 	}
 	return nil
+}
+
+// handleBatch hands one getUpdates batch to the sink and returns the
+// offset to confirm: past every update when all were committed, else the
+// first that was not (with its error). The chats of a batch are handed
+// over side by side — their enqueues then share the store's flushes
+// (group commit) instead of one fsync each after the other —, the
+// updates of one chat one after the other, in order, stopping at the
+// first failure. An update read again after a failure that another chat's
+// was committed past is a duplicate the queue drops.
+func (b *Bot) handleBatch(ctx context.Context, sink core.Sink, updates []models.Update, offset int64) (int64, error) {
+	var chats [][]int // each chat's updates, by their index in the batch
+	index := map[int64]int{}
+	for i := range updates {
+		if updates[i].ID < offset {
+			continue // already handled (Telegram repeats nothing below offset, but be safe)
+		}
+		c := updateChat(&updates[i])
+		k, ok := index[c]
+		if !ok {
+			k = len(chats)
+			index[c] = k
+			chats = append(chats, nil)
+		}
+		chats[k] = append(chats[k], i)
+	}
+	failed := make([]error, len(updates))
+	run := func(us []int) {
+		for _, i := range us {
+			if err := b.handle(ctx, sink, &updates[i]); err != nil {
+				failed[i] = err
+				return
+			}
+		}
+	}
+	if len(chats) == 1 {
+		run(chats[0])
+	} else {
+		var wg sync.WaitGroup
+		for _, us := range chats {
+			wg.Go(func() { run(us) })
+		}
+		wg.Wait()
+	}
+	next := offset
+	for i := range updates {
+		u := &updates[i]
+		if u.ID < offset {
+			continue
+		}
+		if failed[i] != nil {
+			return u.ID, failed[i]
+		}
+		next = u.ID + 1
+	}
+	return next, nil
+}
+
+// updateChat is the chat an update belongs to (0: none the bot keeps in
+// order).
+func updateChat(u *models.Update) int64 {
+	switch {
+	case u.Message != nil:
+		return u.Message.Chat.ID
+	case u.EditedMessage != nil:
+		return u.EditedMessage.Chat.ID
+	case u.MessageReaction != nil:
+		return u.MessageReaction.Chat.ID
+	}
+	return 0
 }
 
 type getUpdatesParams struct {

@@ -61,6 +61,18 @@ func (g *Gateway) serve(ctx context.Context, it core.QueueItem, log *slog.Logger
 	if err != nil || w == nil {
 		return err
 	}
+	if dw, ok := g.store.(core.DeferredWriter); ok {
+		// The item's usage rows and the verdict on the previous answer
+		// are stored with its reply; what an item that ends without one
+		// deferred is stored as it ends.
+		d := &core.Deferred{Owner: g.store}
+		ctx = core.WithDeferred(ctx, d)
+		defer func() {
+			if err := dw.WriteDeferred(context.WithoutCancel(ctx), d); err != nil {
+				log.Error("store the usage and signals of the item", "err", err)
+			}
+		}()
+	}
 	var prev *core.Reply
 	if !it.NoReply {
 		// An earlier attempt may have stored the answer (the claim says
@@ -126,14 +138,22 @@ func (g *Gateway) produceMessage(ctx context.Context, w *work, prev *core.Reply)
 	if ind, ok := w.ch.(core.Indicator); ok && in.Origin == "" {
 		w.onEnd(ind.Working(ctx, in))
 	}
-	sess, err := g.store.ActiveSession(ctx, in.Conversation)
+	var sess core.Session
+	var follow *core.FollowUp
+	var err error
+	if fs, ok := g.store.(core.FollowUpSessions); ok && len(g.interceptors) > 0 {
+		// The interceptors' reads come with the session's.
+		sess, follow, err = fs.ActiveSessionFollowUp(ctx, in.Conversation)
+	} else {
+		sess, err = g.store.ActiveSession(ctx, in.Conversation)
+	}
 	if err != nil {
 		return nil, err
 	}
 	w.session = sess.ID
 	to := core.Outbound{Conversation: in.Conversation, ReplyTo: replyTo(in), Meta: in.Meta}
 	w.stream = g.streamFor(ctx, w.ch, to, w.id, sess.ID, prev, w.log)
-	return g.answerMessage(ctx, core.CommandRequest{RequestID: w.id, In: in, Session: sess}, answering{stream: w.stream}, w.log)
+	return g.answerMessage(ctx, core.CommandRequest{RequestID: w.id, In: in, Session: sess, FollowUp: follow}, answering{stream: w.stream}, w.log)
 }
 
 // streamFor prepares the stream of an answer (nil when the channel does

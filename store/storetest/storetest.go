@@ -41,6 +41,7 @@ func Run(t *testing.T, e Engine) {
 	t.Run("LuaKV", func(t *testing.T) { testLuaKV(t, e) })
 	t.Run("Routing", func(t *testing.T) { testRouting(t, e) })
 	t.Run("Usage", func(t *testing.T) { testUsage(t, e) })
+	t.Run("Folded", func(t *testing.T) { testFolded(t, e) })
 	t.Run("Schedules", func(t *testing.T) { testSchedules(t, e) })
 	t.Run("Pairings", func(t *testing.T) { testPairings(t, e) })
 	t.Run("Media", func(t *testing.T) { testMedia(t, e) })

@@ -147,6 +147,14 @@ func (s *Server) Sent() []Sent {
 	return append([]Sent(nil), s.sent...)
 }
 
+// SentCount returns how many messages were sent so far (without copying
+// them, for a load test's polling).
+func (s *Server) SentCount() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.sent)
+}
+
 // Confirmed returns the highest offset a getUpdates call has asked for:
 // every update below it is acknowledged.
 func (s *Server) Confirmed() int64 {

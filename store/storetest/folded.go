@@ -1,0 +1,145 @@
+package storetest
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/opentalon/opentalon/core"
+	"github.com/opentalon/opentalon/store"
+)
+
+// testFolded checks the reads and writes the message path folds into
+// fewer round trips: each returns what its separate parts return.
+func testFolded(t *testing.T, e Engine) {
+	clock := NewClock()
+	db := e.open(t, store.Options{Now: clock.Now, SessionTTL: time.Hour})
+	c := conv("folded")
+
+	// A new conversation: the session is created, nothing to judge.
+	s, f, err := db.ActiveSessionFollowUp(ctx, c)
+	if err != nil || s.ID == 0 || f == nil || f.Last != nil {
+		t.Fatalf("a new conversation's session and follow-up = %+v, %+v, %v; want a session and an empty follow-up", s, f, err)
+	}
+	h, has, err := db.HistoryAndMemories(ctx, s.ID, 10, "telegram:alice")
+	if err != nil || len(h) != 0 || has {
+		t.Fatalf("history and memories of a new session = %+v, %v, %v; want none", h, has, err)
+	}
+
+	// An answer: the follow-up names it and its question, as FollowUp.
+	q := mustEnqueue(t, db, msg(c, "1", "question"))
+	rid, err := db.SaveReply(ctx, &core.Reply{RequestID: q, SessionID: s.ID, Conversation: c, Text: "answer", Parts: []string{"answer"}, Model: "fake/big", TaskType: "chat"},
+		[]core.ChatMessage{{Role: core.RoleUser, Content: "the question"}, {Role: core.RoleAssistant, Content: "answer"}})
+	check(t, "save reply", err)
+	check(t, "save escalation", db.SaveEscalation(ctx, s.ID, core.EscalationState{Question: "the question", Models: []string{"fake/small"}}))
+	want, err := db.FollowUp(ctx, s.ID)
+	check(t, "follow-up", err)
+	same := func(what string, f *core.FollowUp) {
+		t.Helper()
+		if f == nil || f.Last == nil || f.Last.ID != rid || f.Last.Model != "fake/big" || f.Question != "the question" ||
+			f.Escalation.Question != want.Escalation.Question || len(f.Escalation.Models) != 1 || f.Judged != want.Judged ||
+			!f.Last.CreatedAt.Equal(want.Last.CreatedAt) {
+			t.Fatalf("%s: follow-up = %+v; want %+v (reply %d)", what, f, want, rid)
+		}
+	}
+	same2, f, err := db.ActiveSessionFollowUp(ctx, c)
+	if err != nil || same2.ID != s.ID {
+		t.Fatalf("the session again = %+v, %v; want %d", same2, err, s.ID)
+	}
+	same("fresh session", f)
+	// A session not used for a while is touched (a write) and its
+	// follow-up still read with it.
+	clock.Advance(10 * time.Minute)
+	touched, f, err := db.ActiveSessionFollowUp(ctx, c)
+	if err != nil || touched.ID != s.ID || !touched.LastAccess.Equal(clock.Now()) {
+		t.Fatalf("a stale session = %+v, %v; want %d touched now", touched, err, s.ID)
+	}
+	same("touched session", f)
+
+	// The history with the memories check: as History, then true once
+	// the owner (or anyone, shared) has a memory.
+	h, has, err = db.HistoryAndMemories(ctx, s.ID, 10, "telegram:alice")
+	if plain, _ := db.History(ctx, s.ID, 10); err != nil || has || len(h) != 2 || len(plain) != 2 || h[0].Content != "the question" || h[1].Content != "answer" {
+		t.Fatalf("history and memories = %+v, %v, %v; want the two entries and no memories", h, has, err)
+	}
+	_, err = db.SaveMemory(ctx, core.Memory{Owner: "telegram:bob", Content: "likes tea"})
+	check(t, "save memory", err)
+	if _, has, _ := db.HistoryAndMemories(ctx, s.ID, 1, "telegram:alice"); has {
+		t.Fatal("another user's memory counts for alice")
+	}
+	if h, has, _ := db.HistoryAndMemories(ctx, s.ID, 1, "telegram:bob"); !has || len(h) != 1 || h[0].Content != "answer" {
+		t.Fatalf("bob's history(1) and memories = %+v, %v; want the newest entry and true", h, has)
+	}
+
+	// Deferred writes: stored with the reply of the context's Deferred,
+	// signal, affinity fold and usage row in its transaction.
+	q2 := mustEnqueue(t, db, msg(c, "2", "next"))
+	var done []int64
+	d := &core.Deferred{Owner: db}
+	d.AddUsage(core.UsageRecord{Conversation: c.String(), Model: "fake/big", CostUSD: 0.5, SessionID: s.ID})
+	sig := core.Signal{Kind: "accepted", Polarity: core.Positive, ReplyID: rid, Model: "fake/big", TaskType: "chat", Weight: 1, RequestID: q2}
+	fold := func(a core.Affinity) core.Affinity { a.Pos++; a.Positives++; return a }
+	d.AddSignal(core.DeferredSignal{Signal: sig, Task: "chat", Model: "fake/big", Fold: fold, Done: func(id int64) { done = append(done, id) }})
+	start := clock.Now()
+	dctx := core.WithDeferred(ctx, d)
+	before := db.Trips()
+	_, err = db.SaveReply(dctx, &core.Reply{RequestID: q2, SessionID: s.ID, Conversation: c, Text: "two", Parts: []string{"two"}, Model: "fake/big", TaskType: "chat"},
+		[]core.ChatMessage{{Role: core.RoleUser, Content: "next"}, {Role: core.RoleAssistant, Content: "two"}})
+	check(t, "save reply with deferred writes", err)
+	if got := db.Trips().Sub(before); got.Calls != 1 || got.Writes != 1 {
+		t.Fatalf("the reply with its deferred writes took %+v; want one write transaction", got)
+	}
+	if len(done) != 1 || done[0] == 0 {
+		t.Fatalf("the deferred signal's Done got %v; want its id", done)
+	}
+	if u, s := d.Pending(); len(u) != 0 || len(s) != 0 {
+		t.Fatalf("written writes still pending: %+v %+v", u, s)
+	}
+	if spent, _ := db.SpentSince(ctx, start, c.String()); spent != 0.5 {
+		t.Fatalf("spent = %v; want the deferred usage row", spent)
+	}
+	if sigs, _ := db.SignalsForReply(ctx, rid); len(sigs) != 1 || sigs[0].Kind != "accepted" {
+		t.Fatalf("signals of the judged reply = %+v; want the deferred acceptance", sigs)
+	}
+	affs, _ := db.Affinities(ctx)
+	if len(affs) != 1 || affs[0].Pos != 1 {
+		t.Fatalf("affinity = %+v; want the deferred fold", affs)
+	}
+	if f, _ := db.FollowUp(ctx, s.ID); !f.Judged && f.Last.ID == rid {
+		t.Fatal("the judged reply is not judged")
+	}
+
+	// What an item leaves (no reply) is written as it ends, once; the
+	// same signal of the same request is not recorded twice; a Deferred
+	// of another store is not written by this one's SaveReply; nothing
+	// left costs no round trip.
+	d2 := &core.Deferred{Owner: db}
+	d2.AddUsage(core.UsageRecord{Conversation: c.String(), Model: "fake/big", CostUSD: 0.25})
+	d2.AddSignal(core.DeferredSignal{Signal: sig, Task: "chat", Model: "fake/big", Fold: fold, Done: func(id int64) { done = append(done, id) }})
+	check(t, "write deferred", db.WriteDeferred(ctx, d2))
+	if len(done) != 2 || done[1] != 0 {
+		t.Fatalf("the repeated signal's Done got %v; want id 0 (recorded already)", done)
+	}
+	if spent, _ := db.SpentSince(ctx, start, c.String()); spent != 0.75 {
+		t.Fatalf("spent = %v; want both usage rows", spent)
+	}
+	if affs, _ := db.Affinities(ctx); affs[0].Pos != 1 {
+		t.Fatalf("affinity = %+v; a signal recorded already must not fold again", affs)
+	}
+	before = db.Trips()
+	check(t, "write nothing", db.WriteDeferred(ctx, d2))
+	if got := db.Trips().Sub(before); got.Calls != 0 {
+		t.Fatalf("writing no deferred writes took %+v", got)
+	}
+	foreign := &core.Deferred{Owner: "another store"}
+	foreign.AddUsage(core.UsageRecord{Conversation: c.String(), CostUSD: 9})
+	q3 := mustEnqueue(t, db, msg(c, "3", "third"))
+	_, err = db.SaveReply(core.WithDeferred(context.Background(), foreign), &core.Reply{RequestID: q3, SessionID: s.ID, Conversation: c, Text: "3", Parts: []string{"3"}}, nil)
+	check(t, "save reply", err)
+	if u, _ := foreign.Pending(); len(u) != 1 {
+		t.Fatal("another store's deferred usage was taken")
+	}
+	if spent, _ := db.SpentSince(ctx, start, c.String()); spent != 0.75 {
+		t.Fatalf("spent = %v; another store's deferred row was written here", spent)
+	}
+}
