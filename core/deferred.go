@@ -30,6 +30,10 @@ type DeferredSignal struct {
 	Signal      Signal
 	Task, Model string
 	Fold        func(Affinity) Affinity
+	// Arms and Tasks are the router's learning state the signal moved,
+	// written with it.
+	Arms  []RouterArm
+	Tasks []RouterTask
 	// Done runs once the signal is stored; id 0 says its request had
 	// recorded it already.
 	Done func(id int64)

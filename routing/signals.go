@@ -34,11 +34,15 @@ func (r *Router) deferrable(ctx context.Context) *core.Deferred {
 	return nil
 }
 
-// recordSignal is RecordSignal. mayDefer is not acted on: a signal's
-// write carries the learning state it moved (AddSignalAndLearn), which
-// the reply's transaction does not take yet, so it is stored at once.
-func (r *Router) recordSignal(ctx context.Context, s core.Signal, _ bool) error {
-	return r.RecordSignal(ctx, s)
+// recordSignal is RecordSignal; mayDefer lets the write wait for the
+// item's reply (core.Deferred), whose transaction stores the signal, its
+// affinity fold and the learning state it moved.
+func (r *Router) recordSignal(ctx context.Context, s core.Signal, mayDefer bool) error {
+	var d *core.Deferred
+	if mayDefer {
+		d = r.deferrable(ctx)
+	}
+	return r.record(ctx, s, d)
 }
 
 // RecordSignal stores a quality signal and folds it into the affinity of
@@ -46,6 +50,11 @@ func (r *Router) recordSignal(ctx context.Context, s core.Signal, _ bool) error 
 // it moved are written in one transaction when the store keeps learning
 // state. It implements core.SignalSink.
 func (r *Router) RecordSignal(ctx context.Context, s core.Signal) error {
+	return r.record(ctx, s, nil)
+}
+
+// record is RecordSignal, written with d's transaction when d is set.
+func (r *Router) record(ctx context.Context, s core.Signal, d *core.Deferred) error {
 	r.load(ctx)
 	if s.At.IsZero() {
 		s.At = r.now()
@@ -79,6 +88,15 @@ func (r *Router) RecordSignal(ctx context.Context, s core.Signal) error {
 		}
 		return updated
 	}
+	if d != nil {
+		d.AddSignal(core.DeferredSignal{Signal: s, Task: s.TaskType, Model: model, Fold: fn, Arms: arms, Tasks: tasks,
+			Done: func(id int64) {
+				if id != 0 {
+					r.learned(context.WithoutCancel(ctx), s, model, updated, det)
+				}
+			}})
+		return nil
+	}
 	var id int64
 	var err error
 	switch st := r.o.Store.(type) {
@@ -97,6 +115,14 @@ func (r *Router) RecordSignal(ctx context.Context, s core.Signal) error {
 	if id == 0 {
 		return nil // its request recorded it already
 	}
+	r.learned(ctx, s, model, updated, det)
+	return nil
+}
+
+// learned keeps a stored signal's fold of the affinity, logs a detected
+// change, and restarts the evidence of the other task types a model-wide
+// drop found.
+func (r *Router) learned(ctx context.Context, s core.Signal, model string, updated core.Affinity, det detection) {
 	r.mu.Lock()
 	r.aff[[2]string{s.TaskType, s.Model}] = updated
 	r.mu.Unlock()
@@ -121,7 +147,6 @@ func (r *Router) RecordSignal(ctx context.Context, s core.Signal) error {
 		r.mu.Unlock()
 		r.log.Info("acceptance change detected", "change", "drop", "scope", "model", "model", model, "task", o.task, "evidence_pos", o.pos, "evidence_neg", o.neg)
 	}
-	return nil
 }
 
 // restart replaces an affinity row's evidence after a detected change:

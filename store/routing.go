@@ -286,6 +286,11 @@ func (db *DB) writeDeferred(ctx context.Context, tx *txn, d *core.Deferred) (def
 				return w, err
 			}
 		}
+		if id != 0 {
+			if err := writeLearning(ctx, tx, s.Arms, s.Tasks); err != nil {
+				return w, err
+			}
+		}
 	}
 	return w, nil
 }
