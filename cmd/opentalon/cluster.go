@@ -58,11 +58,13 @@ func (a *App) startMaintenance(ctx context.Context) {
 		stops := []func(){
 			startSessionSweeper(ctx, a.db, ttl, sweepEvery(ttl), a.log),
 			startMediaSweeper(ctx, a.db, a.cfg.Media.Retention.D(), a.log),
-			runEvery(ctx, time.Hour, true, func(ctx context.Context) {
+		}
+		if clustered(a.cfg) {
+			stops = append(stops, runEvery(ctx, time.Hour, true, func(ctx context.Context) {
 				if err := a.db.PruneCluster(ctx, a.opts.Now().Add(-7*24*time.Hour)); err != nil && ctx.Err() == nil {
 					a.log.Warn("prune the cluster's notices and replicas", "err", err)
 				}
-			}),
+			}))
 		}
 		if a.pruneEvery > 0 {
 			stops = append(stops, startPrunerCtx(ctx, a.db, a.pruneEvery, a.log))
@@ -87,8 +89,12 @@ func configHash(cfg *config.Config) string {
 }
 
 // startReplica records this replica and its heartbeat until ctx ends,
-// then its graceful stop.
+// then its graceful stop. On SQLite there is one process and no record:
+// nothing is written at start or every few seconds while idle.
 func (a *App) startReplica(ctx context.Context) {
+	if !clustered(a.cfg) {
+		return
+	}
 	host, _ := os.Hostname()
 	now := a.opts.Now()
 	r := core.Replica{ID: a.db.Holder(), Host: host, Version: Version, ConfigHash: configHash(a.cfg), Started: now, Heartbeat: now}
