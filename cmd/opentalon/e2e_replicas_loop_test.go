@@ -92,12 +92,7 @@ func TestE2EReplicasAnswerAsOneBot(t *testing.T) {
 		return h
 	}
 
-	type msg struct {
-		chat int64
-		id   int
-		text string
-	}
-	var msgs []msg
+	var msgs []chatMsg
 	users := make([]*models.User, chats)
 	for i := range users {
 		users[i] = telegramtest.User(int64(5000+i), "")
@@ -106,7 +101,7 @@ func TestE2EReplicasAnswerAsOneBot(t *testing.T) {
 		for i := from; i < to; i++ {
 			u := bot.Private(users[i%chats], "r"+strconv.Itoa(i))
 			bot.AddUpdate(u)
-			msgs = append(msgs, msg{chat: u.Message.Chat.ID, id: u.Message.ID, text: u.Message.Text})
+			msgs = append(msgs, chatMsg{chat: u.Message.Chat.ID, id: u.Message.ID, text: u.Message.Text})
 		}
 	}
 	waitHolder := func(what string) int {
@@ -140,31 +135,7 @@ func TestE2EReplicasAnswerAsOneBot(t *testing.T) {
 	next := waitHolder("after the kill")
 	t.Logf("replica %d held the poller and was killed; replica %d took over %s after", first, next, time.Since(killed.dead).Round(time.Millisecond))
 
-	reads := func(s telegramtest.Sent) string {
-		text, _ := bot.Text(s.ChatID, s.MessageID)
-		return text
-	}
-	answered := func() map[int]bool {
-		got := map[int]bool{}
-		for _, s := range bot.Sent() {
-			if text := reads(s); strings.HasPrefix(text, "echo: r") || strings.HasPrefix(text, "Sorry") {
-				got[s.ReplyTo] = true
-			}
-		}
-		return got
-	}
-	for deadline := time.Now().Add(90 * time.Second); len(answered()) < len(msgs); time.Sleep(50 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			got := answered()
-			var report strings.Builder
-			for _, m := range msgs {
-				if !got[m.id] {
-					fmt.Fprintf(&report, "%q (chat %d) has no answer; its conversation's log:\n%s", m.text, m.chat, convLog(logs, m.chat))
-				}
-			}
-			t.Fatalf("after 90 s:\n%s", report.String())
-		}
-	}
+	waitAnswered(t, bot, msgs, "r", logs, 90*time.Second)
 	for i, p := range procs {
 		if p == nil {
 			continue
@@ -177,35 +148,6 @@ func TestE2EReplicasAnswerAsOneBot(t *testing.T) {
 		}
 	}
 
-	byText := map[string][]telegramtest.Sent{}
-	for _, s := range bot.Sent() {
-		byText[reads(s)] = append(byText[reads(s)], s)
-		if strings.HasPrefix(reads(s), "Sorry") {
-			t.Errorf("an apology in chat %d for passing faults: %q", s.ChatID, reads(s))
-		}
-	}
-	lastAnswer := map[int64]time.Time{} // per chat, the first answer of the previous message
-	for _, m := range msgs {
-		copies := byText["echo: "+m.text]
-		if len(copies) == 0 {
-			t.Errorf("%q (chat %d) got no answer of its own", m.text, m.chat)
-			continue
-		}
-		for _, s := range copies {
-			if s.ChatID != m.chat {
-				t.Errorf("the answer to %q (chat %d) went to chat %d", m.text, m.chat, s.ChatID)
-			}
-		}
-		for k := 1; k < len(copies); k++ {
-			if !killBetween([]kill{killed}, copies[k-1].At, copies[k].At) {
-				t.Errorf("%q was answered twice (%s and %s) with no kill in between", m.text,
-					copies[k-1].At.Format("15:04:05.000"), copies[k].At.Format("15:04:05.000"))
-			}
-		}
-		if prev, ok := lastAnswer[m.chat]; ok && copies[0].At.Before(prev) {
-			t.Errorf("%q in chat %d was answered before the message sent ahead of it", m.text, m.chat)
-		}
-		lastAnswer[m.chat] = copies[0].At
-	}
+	checkAnswers(t, bot, msgs, func(a, b telegramtest.Sent) bool { return killBetween([]kill{killed}, a.At, b.At) })
 	t.Logf("%d messages over %d chats on %d replicas, %d sends, %d LLM calls", len(msgs), chats, replicas, len(bot.Sent()), llm.Count())
 }

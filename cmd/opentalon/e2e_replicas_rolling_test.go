@@ -168,14 +168,9 @@ func rollingRestart(t *testing.T, mode string) {
 		}
 	}
 
-	type msg struct {
-		chat int64
-		id   int
-		text string
-	}
 	var (
 		msgsMu sync.Mutex
-		msgs   []msg
+		msgs   []chatMsg
 	)
 	users := make([]*models.User, chats)
 	for i := range users {
@@ -189,7 +184,7 @@ func rollingRestart(t *testing.T, mode string) {
 		for i := range total {
 			u := bot.Private(users[i%chats], mode+"-"+strconv.Itoa(i))
 			msgsMu.Lock()
-			msgs = append(msgs, msg{chat: u.Message.Chat.ID, id: u.Message.ID, text: u.Message.Text})
+			msgs = append(msgs, chatMsg{chat: u.Message.Chat.ID, id: u.Message.ID, text: u.Message.Text})
 			msgsMu.Unlock()
 			deliver(u)
 			time.Sleep(50 * time.Millisecond)
@@ -213,33 +208,9 @@ func rollingRestart(t *testing.T, mode string) {
 	}
 	<-loadDone
 
-	reads := func(s telegramtest.Sent) string {
-		text, _ := bot.Text(s.ChatID, s.MessageID)
-		return text
-	}
 	msgsMu.Lock()
 	defer msgsMu.Unlock()
-	answered := func() map[int]bool {
-		got := map[int]bool{}
-		for _, s := range bot.Sent() {
-			if text := reads(s); strings.HasPrefix(text, "echo: "+mode) || strings.HasPrefix(text, "Sorry") {
-				got[s.ReplyTo] = true
-			}
-		}
-		return got
-	}
-	for deadline := time.Now().Add(90 * time.Second); len(answered()) < len(msgs); time.Sleep(50 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			got := answered()
-			var report strings.Builder
-			for _, m := range msgs {
-				if !got[m.id] {
-					fmt.Fprintf(&report, "%q (chat %d) has no answer; its conversation's log:\n%s", m.text, m.chat, convLog(logs, m.chat))
-				}
-			}
-			t.Fatalf("after 90 s:\n%s", report.String())
-		}
-	}
+	waitAnswered(t, bot, msgs, mode, logs, 90*time.Second)
 	for i, p := range procs {
 		if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 			t.Fatal(err)
@@ -249,32 +220,8 @@ func rollingRestart(t *testing.T, mode string) {
 		}
 	}
 
-	byText := map[string][]telegramtest.Sent{}
-	for _, s := range bot.Sent() {
-		byText[reads(s)] = append(byText[reads(s)], s)
-		if strings.HasPrefix(reads(s), "Sorry") {
-			t.Errorf("an apology in chat %d: %q", s.ChatID, reads(s))
-		}
-	}
-	lastAnswer := map[int64]time.Time{}
-	for _, m := range msgs {
-		copies := byText["echo: "+m.text]
-		switch {
-		case len(copies) == 0:
-			t.Errorf("%q (chat %d) got no answer of its own", m.text, m.chat)
-			continue
-		case len(copies) > 1:
-			// Every stop was graceful: nothing may be sent twice.
-			t.Errorf("%q was answered %d times across a rolling restart", m.text, len(copies))
-		}
-		if s := copies[0]; s.ChatID != m.chat || s.ReplyTo != m.id {
-			t.Errorf("the answer to %q (chat %d, message %d) went to chat %d quoting %d", m.text, m.chat, m.id, s.ChatID, s.ReplyTo)
-		}
-		if prev, ok := lastAnswer[m.chat]; ok && copies[0].At.Before(prev) {
-			t.Errorf("%q in chat %d was answered before the message sent ahead of it", m.text, m.chat)
-		}
-		lastAnswer[m.chat] = copies[0].At
-	}
+	// Every stop was graceful: nothing may be sent twice.
+	checkAnswers(t, bot, msgs, func(a, b telegramtest.Sent) bool { return false })
 
 	switch mode {
 	case "webhook":

@@ -1,0 +1,93 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/opentalon/opentalon/channels/telegram/telegramtest"
+)
+
+// chatMsg is a message a replica test sent to the bot.
+type chatMsg struct {
+	chat int64
+	id   int
+	text string
+}
+
+// reading returns what a sent message reads now (after its edits).
+func reading(bot *telegramtest.Server) func(telegramtest.Sent) string {
+	return func(s telegramtest.Sent) string {
+		text, _ := bot.Text(s.ChatID, s.MessageID)
+		return text
+	}
+}
+
+// waitAnswered waits until every message has an answer quoting it (its
+// echo, which starts with "echo: "+prefix, or an apology); after d it
+// fails naming each message without one, with its conversation's log.
+func waitAnswered(t *testing.T, bot *telegramtest.Server, msgs []chatMsg, prefix string, logs []*lockedBuf, d time.Duration) {
+	t.Helper()
+	reads := reading(bot)
+	answered := func() map[int]bool {
+		got := map[int]bool{}
+		for _, s := range bot.Sent() {
+			if text := reads(s); strings.HasPrefix(text, "echo: "+prefix) || strings.HasPrefix(text, "Sorry") {
+				got[s.ReplyTo] = true
+			}
+		}
+		return got
+	}
+	for deadline := time.Now().Add(d); len(answered()) < len(msgs); time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			got := answered()
+			var report strings.Builder
+			for _, m := range msgs {
+				if !got[m.id] {
+					fmt.Fprintf(&report, "%q (chat %d) has no answer; its conversation's log:\n%s", m.text, m.chat, convLog(logs, m.chat))
+				}
+			}
+			t.Fatalf("after %s:\n%s", d, report.String())
+		}
+	}
+}
+
+// checkAnswers checks what the bot sent for msgs: no apology; each
+// message its own echo, in its own chat, quoting it; per chat in message
+// order; a second copy only where again(first, second) allows it (a kill
+// in between).
+func checkAnswers(t *testing.T, bot *telegramtest.Server, msgs []chatMsg, again func(a, b telegramtest.Sent) bool) {
+	t.Helper()
+	reads := reading(bot)
+	byText := map[string][]telegramtest.Sent{}
+	for _, s := range bot.Sent() {
+		byText[reads(s)] = append(byText[reads(s)], s)
+		if strings.HasPrefix(reads(s), "Sorry") {
+			t.Errorf("an apology in chat %d for passing faults: %q", s.ChatID, reads(s))
+		}
+	}
+	lastAnswer := map[int64]time.Time{} // per chat, the first answer of the previous message
+	for _, m := range msgs {
+		copies := byText["echo: "+m.text]
+		if len(copies) == 0 {
+			t.Errorf("%q (chat %d) got no answer of its own", m.text, m.chat)
+			continue
+		}
+		for _, s := range copies {
+			if s.ChatID != m.chat || s.ReplyTo != m.id {
+				t.Errorf("the answer to %q (chat %d, message %d) went to chat %d quoting %d", m.text, m.chat, m.id, s.ChatID, s.ReplyTo)
+			}
+		}
+		for k := 1; k < len(copies); k++ {
+			if !again(copies[k-1], copies[k]) {
+				t.Errorf("%q was answered twice (%s and %s) with no kill in between", m.text,
+					copies[k-1].At.Format("15:04:05.000"), copies[k].At.Format("15:04:05.000"))
+			}
+		}
+		if prev, ok := lastAnswer[m.chat]; ok && copies[0].At.Before(prev) {
+			t.Errorf("%q in chat %d was answered before the message sent ahead of it", m.text, m.chat)
+		}
+		lastAnswer[m.chat] = copies[0].At
+	}
+}
