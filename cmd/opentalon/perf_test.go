@@ -31,6 +31,7 @@ import (
 	"github.com/go-telegram/bot/models"
 
 	"github.com/opentalon/opentalon/channels/telegram/telegramtest"
+	"github.com/opentalon/opentalon/config"
 	"github.com/opentalon/opentalon/routing/provider/providertest"
 	"github.com/opentalon/opentalon/store/pgtest"
 )
@@ -533,21 +534,7 @@ func BenchmarkPerfMessageInProcess(b *testing.B) {
 		b.Fatal(err)
 	}
 	cfg := parseConfig(b, string(raw))
-	ctx, cancel := context.WithCancel(context.Background())
-	app, err := BuildApp(ctx, cfg, AppOptions{})
-	if err != nil {
-		cancel()
-		b.Fatalf("build app: %v", err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- app.Run(ctx) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			b.Errorf("app.Run: %v", err)
-		}
-		app.Close()
-	}()
+	defer runBenchApp(b, cfg, AppOptions{})()
 
 	users := make([]*models.User, perfChats)
 	for i := range users {
@@ -631,4 +618,25 @@ func BenchmarkPerfBurst(b *testing.B) {
 	b.ReportMetric(float64(n)/total.Seconds(), "burst-msg/s")
 	b.ReportMetric(ms(llmOut)/float64(bursts), "burst-llm-ms")
 	b.ReportMetric(ms(total)/float64(bursts), "burst-last-ms")
+}
+
+// runBenchApp builds the app of cfg and runs it in the background for a
+// benchmark; the returned stop ends the run and closes the app.
+func runBenchApp(b *testing.B, cfg *config.Config, o AppOptions) (stop func()) {
+	b.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	app, err := BuildApp(ctx, cfg, o)
+	if err != nil {
+		cancel()
+		b.Fatalf("build app: %v", err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- app.Run(ctx) }()
+	return func() {
+		cancel()
+		if err := <-done; err != nil {
+			b.Errorf("app.Run: %v", err)
+		}
+		app.Close()
+	}
 }

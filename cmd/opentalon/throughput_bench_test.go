@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"strings"
@@ -78,23 +77,9 @@ llm:
 		b.Fatal(err)
 	}
 	cfg := loadConfigFile(b, path)
-	ctx, cancel := context.WithCancel(context.Background())
-	app, err := BuildApp(ctx, cfg, AppOptions{Telegram: func(o *telegram.Options) {
+	defer runBenchApp(b, cfg, AppOptions{Telegram: func(o *telegram.Options) {
 		o.SendGap, o.GlobalLimit = -1, -1
-	}})
-	if err != nil {
-		cancel()
-		b.Fatalf("build app: %v", err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- app.Run(ctx) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			b.Errorf("app.Run: %v", err)
-		}
-		app.Close()
-	}()
+	}})()
 	tp.users = make([]*models.User, tpConversations)
 	for i := range tp.users {
 		tp.users[i] = telegramtest.User(int64(20000+i), "")
