@@ -5,14 +5,13 @@
 #   scripts/bench.sh perf       # only the binary's targets (cmd/opentalon Perf*)
 #
 # The Perf* benchmarks build the stripped binary as a release is built
-# (go build -trimpath -tags grpcnotrace
+# (CGO_ENABLED=0 go build -trimpath -tags grpcnotrace
 # -ldflags "-s -w") and run it against fake Telegram and LLM servers; they
 # need Linux (/proc). PerfEngines and the store's *Postgres benchmarks
 # start a private PostgreSQL (store/pgtest; skipped without its binaries).
 # It ends with one table of the figures that have targets (issue 27) and
 # whether each is met. PerfThroughput (about two minutes) is the
 # throughput row; the round-trip row comes from TestMessageRoundTripBudget.
-# CGO_ENABLED=0 scripts/bench.sh builds a static binary (smaller RSS).
 # OPENTALON_PERF_METRICS=on|off runs the binary's server with the metrics
 # counted or not (unset: server off), to compare their cost per message.
 set -eu

@@ -3,7 +3,7 @@ package main
 // Performance benchmarks of the real binary against the project's targets:
 // start to first platform poll, idle RSS, CPU and added latency per
 // message, stripped binary size. Each benchmark builds the binary with
-// `go build -trimpath -tags grpcnotrace -ldflags "-s -w"` (as
+// `CGO_ENABLED=0 go build -trimpath -tags grpcnotrace -ldflags "-s -w"` (as
 // scripts/release.sh) into b.TempDir() and runs it as a
 // separate process against a fake Telegram Bot API (telegramtest) and a
 // fake OpenAI-compatible LLM (providertest), with the console off and
@@ -56,6 +56,9 @@ func buildStripped(b *testing.B) string {
 		ldflags = ""
 	}
 	cmd := exec.Command("go", "build", "-trimpath", "-tags", releaseTags, "-ldflags", ldflags, "-o", out, ".")
+	// Static, as scripts/release.sh and the Dockerfile build it (the
+	// SQLite driver is pure Go): no dynamic loader or libc at start.
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	if err := cmd.Run(); err != nil {
