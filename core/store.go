@@ -98,6 +98,16 @@ type QueueStore interface {
 	Finish(ctx context.Context, id, lease int64, status, cause string) error
 }
 
+// EnqueueClaimer is an optional capability of a QueueStore: Enqueue that
+// also claims the item for this claimer in the same write, when it is
+// due at now and nothing else of its conversation is unfinished (it
+// would be the next thing Claim returns). claimed is the item under its
+// lease, as Claim returns it, or nil when it was only queued. The caller
+// must have a worker free for a claimed item: its lease runs from now.
+type EnqueueClaimer interface {
+	EnqueueClaim(ctx context.Context, item QueueItem, now time.Time) (claimed *QueueItem, dup bool, err error)
+}
+
 // SessionStore keeps one active session per conversation.
 type SessionStore interface {
 	// ActiveSession returns the conversation's session, creating it if

@@ -118,3 +118,71 @@ func TestPruneQueueKeepsUnfinishedAndRecentRows(t *testing.T) {
 		t.Errorf("prune without a retention = %d, %v", n, err)
 	}
 }
+
+// TestEnqueueClaim: an enqueue claims its item in the same write when its
+// conversation is idle and it is due; then it is running under a lease
+// that finishes it, and no claim returns it again. Behind an unfinished
+// item, or not yet due, it is only queued and claimed in order later. A
+// sole claimer's first claiming enqueue still takes back what a crash
+// left running, without ending its own lease.
+func TestEnqueueClaim(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	db, err := Open(ctx, dir, Options{SoleClaimer: true, Holder: "me", LeaseTTL: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := core.ConversationKey{Channel: "telegram", Chat: "a"}
+	b := core.ConversationKey{Channel: "telegram", Chat: "b"}
+	// A crash left conversation b running.
+	db.Enqueue(ctx, msgItem(b, "0", "b crashed"))
+	if items, _, _ := db.Claim(ctx, 1, time.Now()); len(items) != 1 {
+		t.Fatalf("claim before the crash: %d items", len(items))
+	}
+	db.Close()
+	db, err = Open(ctx, dir, Options{SoleClaimer: true, Holder: "me", LeaseTTL: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+
+	now := time.Now()
+	first, dup, err := db.EnqueueClaim(ctx, msgItem(a, "1", "a first"), now)
+	if err != nil || dup || first == nil {
+		t.Fatalf("enqueue-claim of an idle conversation: %+v, dup %v, %v; want it claimed", first, dup, err)
+	}
+	if first.Message == nil || first.Message.Text != "a first" || first.Lease == 0 || !first.NoReply || first.Attempts != 0 || first.Interruptions != 0 {
+		t.Fatalf("claimed item = %+v", first)
+	}
+	if st, _, _, _ := db.QueueStatus(ctx, first.ID); st != core.StatusRunning {
+		t.Fatalf("status after enqueue-claim = %s, want running", st)
+	}
+	second, dup, err := db.EnqueueClaim(ctx, msgItem(a, "2", "a second"), now)
+	if err != nil || dup || second != nil {
+		t.Fatalf("enqueue-claim behind a running item: %+v, %v, %v; want queued only", second, dup, err)
+	}
+	later := msgItem(core.ConversationKey{Channel: "telegram", Chat: "c"}, "3", "c later")
+	later.NotBefore = now.Add(time.Hour)
+	if c, _, err := db.EnqueueClaim(ctx, later, now); err != nil || c != nil {
+		t.Fatalf("enqueue-claim of an item not yet due: %+v, %v; want queued only", c, err)
+	}
+	if again, dup, err := db.EnqueueClaim(ctx, msgItem(a, "1", "a first"), now); err != nil || !dup || again != nil {
+		t.Fatalf("second enqueue-claim of one message: %+v, dup %v, %v; want a duplicate", again, dup, err)
+	}
+
+	// The claim now returns b (taken back: an interruption), not a's first.
+	items, _, err := db.Claim(ctx, 10, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if texts(items) != "b crashed" || items[0].Interruptions != 1 {
+		t.Fatalf("claim = %q %+v, want only b's item, taken back", texts(items), items)
+	}
+	if err := db.Finish(ctx, first.ID, first.Lease, core.StatusDone, ""); err != nil {
+		t.Fatalf("finish under the enqueue's lease: %v", err)
+	}
+	items, _, _ = db.Claim(ctx, 10, now)
+	if texts(items) != "a second" {
+		t.Fatalf("claim after a's first finished = %q, want a second", texts(items))
+	}
+}

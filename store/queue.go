@@ -84,6 +84,12 @@ func (db *DB) Enqueue(ctx context.Context, it core.QueueItem) (int64, bool, erro
 			}
 		}
 	}
+	return db.enqueued(ctx, it, id, err)
+}
+
+// enqueued is the end of an enqueue whose insert returned id and err:
+// the id, or whether the item was a duplicate, or why it was refused.
+func (db *DB) enqueued(ctx context.Context, it core.QueueItem, id int64, err error) (int64, bool, error) {
 	if id != 0 && err == nil {
 		return id, false, nil
 	}
@@ -103,6 +109,65 @@ func (db *DB) Enqueue(ctx context.Context, it core.QueueItem) (int64, bool, erro
 	default:
 		return 0, false, fmt.Errorf("enqueue: %w", err)
 	}
+}
+
+// EnqueueClaim implements core.EnqueueClaimer. On SQLite the one insert
+// also claims the item for this claimer (status running under a fresh
+// lease, as Claim would) when nothing else of its conversation is
+// unfinished and it is due at now: the message that finds its
+// conversation idle costs no claim of its own. Otherwise, and on
+// PostgreSQL (where replicas share the claims), it is Enqueue.
+func (db *DB) EnqueueClaim(ctx context.Context, it core.QueueItem, now time.Time) (*core.QueueItem, bool, error) {
+	if db.d.concurrent || it.DedupeKey == "" {
+		_, dup, err := db.Enqueue(ctx, it)
+		return nil, dup, err
+	}
+	// A sole claimer's first claim ends every lease left by a crash; it
+	// must come before this one's, or it would end it too.
+	if err := db.takeBackOnce(ctx); err != nil {
+		return nil, false, fmt.Errorf("enqueue: %w", err)
+	}
+	b, err := json.Marshal(payload{Message: it.Message, Reaction: it.Reaction, Firing: it.Firing})
+	if err != nil {
+		return nil, false, fmt.Errorf("enqueue: encode event: %w", err)
+	}
+	if it.CreatedAt.IsZero() {
+		it.CreatedAt = db.now()
+	}
+	conv := it.Conversation.String()
+	until := db.leaseEnd(now)
+	var id int64
+	var claimed bool
+	// run says the item is claimed as it is inserted: due, and its
+	// conversation has no head (so it becomes the head).
+	err = db.w.QueryRowContext(ctx, `WITH c (run) AS (SELECT ? <= ? AND NOT EXISTS (SELECT 1 FROM queue_heads WHERE conversation = ?))
+		INSERT INTO queue (dedupe_key, kind, conversation, payload, not_before, created_at, updated_at, status, holder, lease, lease_until)
+		SELECT ?, ?, ?, ?, ?, ?, ?, CASE WHEN run THEN 'running' ELSE 'queued' END, CASE WHEN run THEN ? ELSE '' END, run, CASE WHEN run THEN ? ELSE 0 END
+		FROM c WHERE ? <= 0 OR (SELECT COUNT(*) FROM queue WHERE conversation = ? AND status IN ('queued', 'running')) < ?
+		ON CONFLICT (dedupe_key) DO NOTHING RETURNING id, status = 'running'`,
+		it.NotBefore.UnixMilli(), now.UnixMilli(), conv,
+		it.DedupeKey, string(it.Kind), conv, string(b), it.NotBefore.UnixMilli(), it.CreatedAt.UnixMilli(), db.ms(),
+		db.holder, until, it.MaxPending, conv, it.MaxPending).Scan(&id, &claimed)
+	if err == nil {
+		if err := db.flush(); err != nil {
+			return nil, false, fmt.Errorf("enqueue: %w", err)
+		}
+	}
+	id, dup, err := db.enqueued(ctx, it, id, err)
+	if err != nil || dup || !claimed {
+		return nil, dup, err
+	}
+	// The claimed item as Claim returns it: the event read back from
+	// what was stored, a first lease, no reply yet.
+	var p payload
+	if err := decodePayload(it.Kind, string(b), &p); err != nil {
+		return nil, false, fmt.Errorf("enqueue: %w", err)
+	}
+	c := core.QueueItem{ID: id, Kind: it.Kind, Conversation: it.Conversation, DedupeKey: it.DedupeKey,
+		Message: p.Message, Reaction: p.Reaction, Firing: p.Firing,
+		NotBefore: time.UnixMilli(it.NotBefore.UnixMilli()), CreatedAt: time.UnixMilli(it.CreatedAt.UnixMilli()),
+		Lease: 1, NoReply: true}
+	return &c, false, nil
 }
 
 // lockConversation serializes, on PostgreSQL, the transactions that add

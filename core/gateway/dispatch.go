@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"runtime/debug"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/opentalon/opentalon/core"
@@ -26,6 +27,13 @@ import (
 // store once its lease ends (at once by a sole claimer), counted as an
 // interruption.
 func (g *Gateway) Run(ctx context.Context, grace time.Duration) error {
+	// Work runs on its own context so in-flight requests survive the
+	// shutdown signal until the grace period ends.
+	workCtx, cancelWork := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelWork()
+	p := &workers{ctx: workCtx, freed: make(chan struct{}, g.opts.Workers)}
+	p.free.Store(int64(g.opts.Workers))
+	g.pool.Store(p)
 	g.setAccepting(true)
 
 	fatal := make(chan error, len(g.channels))
@@ -51,16 +59,7 @@ func (g *Gateway) Run(ctx context.Context, grace time.Duration) error {
 		}
 	}
 
-	// Work runs on its own context so in-flight requests survive the
-	// shutdown signal until the grace period ends.
-	workCtx, cancelWork := context.WithCancel(context.WithoutCancel(ctx))
-	defer cancelWork()
 	var runErr error
-	var wg sync.WaitGroup
-	// A request sends on freed once its worker slot is free again: after
-	// its reply is stored (delivery goes on outside the slot) or at its end.
-	freed := make(chan struct{}, g.opts.Workers)
-	inflight := 0
 	timer := g.clock.NewTimer(time.Hour)
 	defer timer.Stop()
 	// claim says the loop should look at the queue; saturated that the
@@ -71,30 +70,24 @@ func (g *Gateway) Run(ctx context.Context, grace time.Duration) error {
 	var next time.Time
 loop:
 	for {
-		if free := g.opts.Workers - inflight; free > 0 && claim {
-			items, nx, err := g.store.Claim(workCtx, free, g.now())
-			if err != nil {
-				g.log.Error("claim from queue", "err", err)
-				nx = g.now().Add(time.Second)
-			}
-			next, saturated = nx, len(items) == free
-			for _, it := range items {
-				if it.NotBefore.IsZero() && it.Attempts == 0 && it.Interruptions == 0 {
-					// A first claim: the time it waited since it was accepted.
-					g.obs.Stage(it.Conversation.Channel, core.StageQueue, g.now().Sub(it.CreatedAt))
+		if claim {
+			// The free slots are this claim's; what it leaves is given back
+			// (meanwhile an enqueue finds none and only queues).
+			if free := p.free.Swap(0); free > 0 {
+				items, nx, err := g.store.Claim(workCtx, int(free), g.now())
+				if err != nil {
+					g.log.Error("claim from queue", "err", err)
+					nx = g.now().Add(time.Second)
 				}
-				inflight++
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					var once sync.Once
-					release := func() { once.Do(func() { freed <- struct{}{} }) }
-					defer release()
-					g.process(workCtx, it, release)
-					// The conversation is free again (or its item waits for
-					// a retry): the dispatcher claims anew.
-					g.poke()
-				}()
+				p.free.Add(free - int64(len(items)))
+				next, saturated = nx, len(items) == int(free)
+				for _, it := range items {
+					if it.NotBefore.IsZero() && it.Attempts == 0 && it.Interruptions == 0 {
+						// A first claim: the time it waited since it was accepted.
+						g.obs.Stage(it.Conversation.Channel, core.StageQueue, g.now().Sub(it.CreatedAt))
+					}
+					g.start(p, it)
+				}
 			}
 		}
 		wait := idle
@@ -108,8 +101,7 @@ loop:
 		case err := <-fatal:
 			runErr = err
 			break loop
-		case <-freed:
-			inflight--
+		case <-p.freed:
 			claim = saturated
 			continue
 		case <-g.wake:
@@ -118,23 +110,89 @@ loop:
 		}
 		claim = true
 	}
+	// No slot is free from now on; an enqueue that took one before
+	// starts its item (or gives the slot back) before the wait below.
+	p.free.Add(-stopped)
+	for p.reserving.Load() > 0 {
+		time.Sleep(time.Millisecond)
+	}
 
 	g.setAccepting(false)
 	stopChannels()
 	chWG.Wait()
 	finished := make(chan struct{})
-	go func() { wg.Wait(); close(finished) }()
+	go func() { p.wg.Wait(); close(finished) }()
 	// The grace is wall time: a test's fake clock must not keep a
 	// shutdown waiting for ever.
 	select {
 	case <-finished:
 	case <-time.After(grace):
-		g.log.Warn("shutdown grace period over; unfinished requests stay queued for the next start", "in_flight", inflight)
+		g.log.Warn("shutdown grace period over; unfinished requests stay queued for the next start", "in_flight", int64(g.opts.Workers)-(p.free.Load()+stopped))
 		cancelWork()
 		<-finished
 	}
 	g.side.Wait()
 	return runErr
+}
+
+// workers is the worker pool of a running gateway. free counts the slots
+// a claim may fill (the dispatcher takes them all for one claim and
+// gives back what it did not fill) or an enqueue may take for the item
+// it claims itself (core.EnqueueClaimer); reserving counts the enqueues
+// holding a slot, which the shutdown waits for.
+type workers struct {
+	ctx       context.Context
+	wg        sync.WaitGroup
+	freed     chan struct{}
+	free      atomic.Int64
+	reserving atomic.Int64
+}
+
+// stopped is taken off the free slots when Run stops: none is free again.
+const stopped = 1 << 40
+
+// reserve takes a free slot for an enqueue that may claim its item; the
+// caller then either starts the item (start) or gives the slot back
+// (unreserve), and calls done.
+func (p *workers) reserve() bool {
+	p.reserving.Add(1)
+	for {
+		f := p.free.Load()
+		if f <= 0 {
+			p.reserving.Add(-1)
+			return false
+		}
+		if p.free.CompareAndSwap(f, f-1) {
+			return true
+		}
+	}
+}
+
+func (p *workers) unreserve() { p.free.Add(1) }
+func (p *workers) done()      { p.reserving.Add(-1) }
+
+// start works on a claimed item in a slot of p. The slot is free again
+// once the reply is stored (delivery goes on outside the slot) or at the
+// end; then the dispatcher is told, and when the conversation is free
+// again (or its item waits for a retry) it claims anew.
+func (g *Gateway) start(p *workers, it core.QueueItem) {
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		var once sync.Once
+		release := func() {
+			once.Do(func() {
+				p.free.Add(1)
+				select {
+				case p.freed <- struct{}{}:
+				default: // the dispatcher has been told already
+				}
+			})
+		}
+		defer release()
+		g.process(p.ctx, it, release)
+		g.poke()
+	}()
 }
 
 // errLeaseLost ends the work on an item whose lease another claimer took.

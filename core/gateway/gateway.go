@@ -4,6 +4,7 @@ import (
 	"log/slog"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/opentalon/opentalon/core"
@@ -94,6 +95,8 @@ type Gateway struct {
 	interceptors []core.Interceptor
 
 	wake chan struct{}
+	// pool is the running worker pool (nil before Run).
+	pool atomic.Pointer[workers]
 	mu   sync.Mutex
 	// accepting is false before Run and after shutdown began.
 	accepting bool

@@ -88,16 +88,45 @@ func (g *Gateway) React(ctx context.Context, r core.Reaction) error {
 // dispatcher. A duplicate (same DedupeKey) is reported with dup=true and
 // changes nothing. The store's error is returned as it is
 // (core.ErrConversationFull for a message past QueueItem.MaxPending).
+//
+// While a worker is free and the store can (core.EnqueueClaimer), the
+// item is claimed in the same write when its conversation is idle, and
+// its work starts at once: no claim of its own, no wait for the
+// dispatcher.
 func (g *Gateway) enqueue(ctx context.Context, item core.QueueItem) (dup bool, err error) {
 	item.CreatedAt = g.now()
+	if ec, ok := g.store.(core.EnqueueClaimer); ok {
+		if p := g.pool.Load(); p != nil && p.reserve() {
+			defer p.done()
+			claimed, dup, err := ec.EnqueueClaim(ctx, item, g.now())
+			if claimed == nil {
+				p.unreserve()
+				if err != nil || dup {
+					return dup, err
+				}
+				g.accepted(item)
+				g.poke()
+				return false, nil
+			}
+			g.accepted(item)
+			g.obs.Stage(item.Conversation.Channel, core.StageQueue, g.now().Sub(item.CreatedAt))
+			g.start(p, *claimed)
+			return false, nil
+		}
+	}
 	if _, dup, err = g.store.Enqueue(ctx, item); err != nil || dup {
 		return dup, err
 	}
+	g.accepted(item)
+	g.poke()
+	return false, nil
+}
+
+// accepted counts an accepted message.
+func (g *Gateway) accepted(item core.QueueItem) {
 	if item.Kind == core.EventMessage {
 		g.obs.Accepted(item.Conversation.Channel)
 	}
-	g.poke()
-	return false, nil
 }
 
 // poke wakes the dispatcher.
