@@ -49,27 +49,8 @@ func (db *DB) SaveReply(ctx context.Context, r *core.Reply, msgs []core.ChatMess
 				return err
 			}
 		}
-		draft := false
-		if r.RequestID != 0 {
-			var streaming bool
-			err := tx.QueryRowContext(ctx, `SELECT id, streaming FROM replies WHERE request_id = ?`, r.RequestID).Scan(&id, &streaming)
-			if err == nil && !streaming {
-				return nil
-			}
-			if err != nil && !errors.Is(err, sql.ErrNoRows) {
-				return err
-			}
-			draft = err == nil
-		}
 		now := db.ms()
-		if err := insertMessages(ctx, tx, r.SessionID, r.RequestID, now, msgs); err != nil {
-			return err
-		}
 		u := r.Usage
-		if _, err := tx.ExecContext(ctx, `UPDATE sessions SET input_tokens = input_tokens + ?, output_tokens = output_tokens + ?,
-			cost_usd = cost_usd + ?, last_access = ? WHERE id = ?`, u.InputTokens, u.OutputTokens, u.CostUSD, now, r.SessionID); err != nil {
-			return err
-		}
 		var req any
 		if r.RequestID != 0 {
 			req = r.RequestID
@@ -78,17 +59,35 @@ func (db *DB) SaveReply(ctx context.Context, r *core.Reply, msgs []core.ChatMess
 		if created.IsZero() {
 			created = db.now()
 		}
-		if draft {
-			// The stream's row is filled in; its messages stay recorded.
-			_, err := tx.ExecContext(ctx, `UPDATE replies SET streaming = FALSE, text = ?, parts = ?, files = ?, model = ?, task_type = ?, reason = ?,
-				input_tokens = ?, output_tokens = ?, cost_usd = ?, metadata = ? WHERE id = ?`,
-				r.Text, string(parts), files, r.Model, r.TaskType, r.Reason, u.InputTokens, u.OutputTokens, u.CostUSD, meta, id)
-			return err
-		}
-		return tx.QueryRowContext(ctx, `INSERT INTO replies (request_id, session_id, conversation, text, parts, files, model, task_type, reason,
-			input_tokens, output_tokens, cost_usd, metadata, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`,
+		// The row first: a request's reply exists at most once, so a
+		// second save finds the first (one statement when there is none).
+		err := tx.QueryRowContext(ctx, `INSERT INTO replies (request_id, session_id, conversation, text, parts, files, model, task_type, reason,
+			input_tokens, output_tokens, cost_usd, metadata, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+			ON CONFLICT (request_id) DO NOTHING RETURNING id`,
 			req, r.SessionID, r.Conversation.String(), r.Text, string(parts), files, r.Model, r.TaskType, r.Reason,
 			u.InputTokens, u.OutputTokens, u.CostUSD, meta, created.UnixMilli()).Scan(&id)
+		if errors.Is(err, sql.ErrNoRows) {
+			var streaming bool
+			if err := tx.QueryRowContext(ctx, `SELECT id, streaming FROM replies WHERE request_id = ?`, r.RequestID).Scan(&id, &streaming); err != nil {
+				return err
+			}
+			if !streaming {
+				return nil // saved before: that one stands
+			}
+			// A stream's draft is filled in; its messages stay recorded.
+			_, err = tx.ExecContext(ctx, `UPDATE replies SET streaming = FALSE, text = ?, parts = ?, files = ?, model = ?, task_type = ?, reason = ?,
+				input_tokens = ?, output_tokens = ?, cost_usd = ?, metadata = ? WHERE id = ?`,
+				r.Text, string(parts), files, r.Model, r.TaskType, r.Reason, u.InputTokens, u.OutputTokens, u.CostUSD, meta, id)
+		}
+		if err != nil {
+			return err
+		}
+		if err := insertMessages(ctx, tx, r.SessionID, r.RequestID, now, msgs); err != nil {
+			return err
+		}
+		_, err = tx.ExecContext(ctx, `UPDATE sessions SET input_tokens = input_tokens + ?, output_tokens = output_tokens + ?,
+			cost_usd = cost_usd + ?, last_access = ? WHERE id = ?`, u.InputTokens, u.OutputTokens, u.CostUSD, now, r.SessionID)
+		return err
 	})
 	if err != nil {
 		return 0, fmt.Errorf("save reply: %w", err)
