@@ -175,18 +175,40 @@ func (s *Server) Webhook() (url, secret string) {
 // on timeout.
 func (s *Server) WaitFor(t testing.TB, what string, timeout time.Duration, cond func(sent []Sent, calls []Call) bool) {
 	t.Helper()
+	s.wait(t, what, timeout, func() bool {
+		s.mu.Lock()
+		sent, calls := append([]Sent(nil), s.sent...), append([]Call(nil), s.calls...)
+		s.mu.Unlock()
+		return cond(sent, calls)
+	})
+}
+
+// WaitSent waits until at least n messages were sent and returns them.
+// It counts them without copying until they are there (a benchmark's
+// wait must not cost in proportion to everything sent so far).
+func (s *Server) WaitSent(t testing.TB, n int, timeout time.Duration) []Sent {
+	t.Helper()
+	s.wait(t, fmt.Sprintf("%d sent messages", n), timeout, func() bool { return s.SentCount() >= n })
+	return s.Sent()
+}
+
+// wait blocks until check holds or the timeout passes, looking again
+// whenever the server records something; it fails the test on timeout.
+func (s *Server) wait(t testing.TB, what string, timeout time.Duration, check func() bool) {
+	t.Helper()
 	deadline := time.NewTimer(timeout)
 	defer deadline.Stop()
-	// cond may read state the server changes after it signals (the
+	// check may read state the server changes after it signals (the
 	// webhook it records after the call): look again now and then too.
 	poll := time.NewTicker(20 * time.Millisecond)
 	defer poll.Stop()
 	for {
+		// The signal is taken before looking, so a change made after the
+		// look wakes this wait.
 		s.mu.Lock()
-		sent, calls := append([]Sent(nil), s.sent...), append([]Call(nil), s.calls...)
 		ch := s.changed
 		s.mu.Unlock()
-		if cond(sent, calls) {
+		if check() {
 			return
 		}
 		select {
@@ -196,13 +218,6 @@ func (s *Server) WaitFor(t testing.TB, what string, timeout time.Duration, cond 
 			t.Fatalf("telegramtest: timed out after %s waiting for %s; calls: %s", timeout, what, s.describe())
 		}
 	}
-}
-
-// WaitSent waits until at least n messages were sent and returns them.
-func (s *Server) WaitSent(t testing.TB, n int, timeout time.Duration) []Sent {
-	t.Helper()
-	s.WaitFor(t, fmt.Sprintf("%d sent messages", n), timeout, func(sent []Sent, _ []Call) bool { return len(sent) >= n })
-	return s.Sent()
 }
 
 func (s *Server) describe() string {
