@@ -88,6 +88,9 @@ loop:
 					}
 					g.start(p, it)
 				}
+			} else {
+				// Work may wait for a slot: look again when one is freed.
+				saturated = true
 			}
 		}
 		wait := idle
