@@ -7,7 +7,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/lib/pq"
 	"modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
 
@@ -96,14 +96,14 @@ func (d *dialect) rebind(q string) string {
 // transaction again resolves: a serialization failure or a deadlock
 // (PostgreSQL). SQLite waits for its one writer instead (busy_timeout).
 func retryable(err error) bool {
-	var pe *pgconn.PgError
+	var pe *pq.Error
 	return errors.As(err, &pe) && (pe.Code == "40001" || pe.Code == "40P01")
 }
 
 // uniqueViolation says err is a unique constraint refusing a row, by the
 // engine's error code (never its message).
 func uniqueViolation(err error) bool {
-	var pe *pgconn.PgError
+	var pe *pq.Error
 	if errors.As(err, &pe) {
 		return pe.Code == "23505"
 	}

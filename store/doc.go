@@ -1,7 +1,7 @@
 // Package store is OpenTalon's database: one embedded SQLite file
 // (<data_dir>/opentalon.db, modernc.org/sqlite, pure Go; the default) or
 // one PostgreSQL database several replicas share (state.driver: postgres;
-// github.com/jackc/pgx/v5 through database/sql). One package for both:
+// github.com/lib/pq through database/sql). One package for both:
 // the statements are written once, and dialect.go holds what truly
 // differs (placeholders, row locks, error codes); see docs/architecture.md,
 // "The store".

@@ -2,16 +2,16 @@ package store
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"net"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/jackc/pgx/v5/stdlib"
+	"github.com/lib/pq"
 
 	"github.com/opentalon/opentalon/core"
 )
@@ -33,17 +33,19 @@ func openPostgres(ctx context.Context, dataDir string, o Options) (*DB, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The listener's connection gets the same defaults (it takes a
+	// connection string, not a Config).
+	listenDSN := withDefaults(pg.DSN, cfg)
+	applyDefaults(&cfg)
 	if pg.StatementTimeout > 0 {
-		cfg.RuntimeParams["statement_timeout"] = strconv.FormatInt(pg.StatementTimeout.Milliseconds(), 10)
-	}
-	if cfg.RuntimeParams["application_name"] == "" {
-		cfg.RuntimeParams["application_name"] = "opentalon"
-	}
-	if cfg.ConnectTimeout == 0 {
-		cfg.ConnectTimeout = 15 * time.Second
+		cfg.Runtime["statement_timeout"] = strconv.FormatInt(pg.StatementTimeout.Milliseconds(), 10)
 	}
 	name := describe(cfg)
-	sdb := stdlib.OpenDB(*cfg)
+	connector, err := pq.NewConnectorConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	sdb := sql.OpenDB(connector)
 	sdb.SetMaxOpenConns(pg.PoolSize)
 	sdb.SetMaxIdleConns(pg.PoolSize)
 	sdb.SetConnMaxIdleTime(5 * time.Minute)
@@ -67,34 +69,105 @@ func openPostgres(ctx context.Context, dataDir string, o Options) (*DB, error) {
 		p.Close()
 		return nil, err
 	}
-	db.wake = &listener{cfg: cfg, log: o.Logger}
+	db.wake = &listener{dsn: listenDSN, log: o.Logger}
 	return db, nil
 }
 
-// parseDSN parses state.postgres.dsn. pgx's own error quotes the DSN
-// (best-effort redacted) and may quote it in its cause too, so it is not
-// passed on.
-func parseDSN(dsn string) (*pgx.ConnConfig, error) {
-	if dsn == "" {
-		return nil, core.Errorf(core.KindInvalid, "state.postgres.dsn is empty; set it to the database's DSN, e.g. postgres://USER:PASSWORD@HOST:5432/DATABASE")
+// The defaults of a connection where the DSN (or the PG* environment)
+// names none: pgx's sslmode (prefer: TLS when the server offers it; pq
+// alone would require it), a 15 s connect timeout, and the application
+// name shown in pg_stat_activity.
+const (
+	defaultSSLMode        = pq.SSLModePrefer
+	defaultConnectTimeout = 15 * time.Second
+	defaultAppName        = "opentalon"
+)
+
+func applyDefaults(cfg *pq.Config) {
+	if cfg.SSLMode == "" {
+		cfg.SSLMode = defaultSSLMode
 	}
-	cfg, err := pgx.ParseConfig(dsn)
+	if cfg.ConnectTimeout == 0 {
+		cfg.ConnectTimeout = defaultConnectTimeout
+	}
+	if cfg.ApplicationName == "" {
+		cfg.ApplicationName = defaultAppName
+	}
+	if cfg.Runtime == nil {
+		cfg.Runtime = map[string]string{}
+	}
+}
+
+// withDefaults returns dsn with the defaults of applyDefaults added as
+// parameters where cfg (parsed from dsn) has none.
+func withDefaults(dsn string, cfg pq.Config) string {
+	var add [][2]string
+	if cfg.SSLMode == "" {
+		add = append(add, [2]string{"sslmode", string(defaultSSLMode)})
+	}
+	if cfg.ConnectTimeout == 0 {
+		add = append(add, [2]string{"connect_timeout", strconv.Itoa(int(defaultConnectTimeout / time.Second))})
+	}
+	if cfg.ApplicationName == "" {
+		add = append(add, [2]string{"application_name", defaultAppName})
+	}
+	url := strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://")
+	for _, kv := range add {
+		switch {
+		case !url:
+			dsn += " " + kv[0] + "=" + kv[1]
+		case strings.Contains(dsn, "?"):
+			dsn += "&" + kv[0] + "=" + kv[1]
+		default:
+			dsn += "?" + kv[0] + "=" + kv[1]
+		}
+	}
+	return dsn
+}
+
+// parseDSN parses state.postgres.dsn (and the PG* environment, as
+// libpq does). The driver's own error may quote the DSN, so it is not
+// passed on.
+func parseDSN(dsn string) (pq.Config, error) {
+	if dsn == "" {
+		return pq.Config{}, core.Errorf(core.KindInvalid, "state.postgres.dsn is empty; set it to the database's DSN, e.g. postgres://USER:PASSWORD@HOST:5432/DATABASE")
+	}
+	cfg, err := pq.NewConfig(dsn)
 	if err != nil {
-		return nil, core.Errorf(core.KindInvalid, "state.postgres.dsn is not a PostgreSQL DSN (its text is not shown: it holds the password); write it as postgres://USER:PASSWORD@HOST:5432/DATABASE?sslmode=require, or as key=value pairs (host=… port=5432 user=… password=… dbname=…)")
+		return pq.Config{}, core.Errorf(core.KindInvalid, "state.postgres.dsn is not a PostgreSQL DSN (its text is not shown: it holds the password); write it as postgres://USER:PASSWORD@HOST:5432/DATABASE?sslmode=require, or as key=value pairs (host=… port=5432 user=… password=… dbname=…)")
+	}
+	// Connection parameters pq does not know would reach the server as
+	// run-time parameters it does not know either: name them here.
+	for name := range cfg.Runtime {
+		if clientParam(name) {
+			return pq.Config{}, core.Errorf(core.KindInvalid, "state.postgres.dsn sets %s, a connection parameter the PostgreSQL driver (github.com/lib/pq) does not support; remove it from the DSN", name)
+		}
 	}
 	return cfg, nil
 }
 
+// clientParam says name is a client-side DSN parameter of libpq or pgx
+// (the former driver) rather than a server run-time parameter.
+func clientParam(name string) bool {
+	switch name {
+	case "statement_cache_capacity", "description_cache_capacity", "default_query_exec_mode", "min_read_buffer_size",
+		"servicefile", "sslpassword", "sslcertmode", "channel_binding", "require_auth", "gssencmode", "sslcrl", "sslcrldir",
+		"requirepeer", "keepalives", "keepalives_idle", "keepalives_interval", "keepalives_count", "tcp_user_timeout":
+		return true
+	}
+	return strings.HasPrefix(name, "pool_")
+}
+
 // describe names a database without credentials.
-func describe(cfg *pgx.ConnConfig) string {
+func describe(cfg pq.Config) string {
 	return fmt.Sprintf("PostgreSQL database %q on %s", cfg.Database, net.JoinHostPort(cfg.Host, strconv.Itoa(int(cfg.Port))))
 }
 
 // connectError turns a failure to connect into a start-up error that
 // names state.postgres.dsn and the likely fix.
-func connectError(cfg *pgx.ConnConfig, err error) error {
+func connectError(cfg pq.Config, err error) error {
 	server := net.JoinHostPort(cfg.Host, strconv.Itoa(int(cfg.Port)))
-	var pe *pgconn.PgError
+	var pe *pq.Error
 	if errors.As(err, &pe) {
 		switch pe.Code {
 		case "28P01", "28000":
@@ -142,7 +215,7 @@ const notifyChannel = "opentalon_queue"
 // dispatcher's timer stays the fallback: a lost connection is re-opened
 // with backoff, and a notification missed meanwhile waits for the timer.
 type listener struct {
-	cfg *pgx.ConnConfig
+	dsn string
 	log interface {
 		Warn(string, ...any)
 	}
@@ -192,24 +265,61 @@ func (l *listener) run(ctx context.Context) {
 }
 
 // listen connects, LISTENs and forwards notifications until the
-// connection fails or ctx ends.
+// connection fails or ctx ends. pq's ListenerConn does not take a
+// context: a dial still under way when ctx ends is left to finish (within
+// connect_timeout) and closed.
 func (l *listener) listen(ctx context.Context, connected func()) error {
-	conn, err := pgx.ConnectConfig(ctx, l.cfg)
-	if err != nil {
-		return err
+	notes := make(chan *pq.Notification, 32)
+	type dialed struct {
+		conn *pq.ListenerConn
+		err  error
 	}
-	defer conn.Close(context.WithoutCancel(ctx))
-	if _, err := conn.Exec(ctx, "LISTEN "+notifyChannel); err != nil {
-		return err
+	got := make(chan dialed, 1)
+	go func() {
+		conn, err := pq.NewListenerConn(l.dsn, notes)
+		if err != nil {
+			got <- dialed{err: err}
+			return
+		}
+		if _, err := conn.Listen(notifyChannel); err != nil {
+			conn.Close()
+			got <- dialed{err: err}
+			return
+		}
+		got <- dialed{conn: conn}
+	}()
+	var conn *pq.ListenerConn
+	select {
+	case <-ctx.Done():
+		go func() {
+			if d := <-got; d.conn != nil {
+				d.conn.Close()
+			}
+		}()
+		return ctx.Err()
+	case d := <-got:
+		if d.err != nil {
+			return d.err
+		}
+		conn = d.conn
 	}
+	defer conn.Close()
 	connected()
 	// Work may have arrived while there was no connection.
 	l.poke()
 	for {
-		if _, err := conn.WaitForNotification(ctx); err != nil {
-			return err
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case _, ok := <-notes:
+			if !ok { // the connection is lost
+				if err := conn.Err(); err != nil {
+					return err
+				}
+				return errors.New("the notification connection closed")
+			}
+			l.poke()
 		}
-		l.poke()
 	}
 }
 

@@ -130,7 +130,7 @@ func TestPostgresMigratorsAtOnce(t *testing.T) {
 		}
 		applied += strings.Count(string(outs[i]), "applied database migration")
 	}
-	db, err := sql.Open("pgx", dsn)
+	db, err := sql.Open("postgres", dsn)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -214,5 +214,60 @@ func TestRebind(t *testing.T) {
 		if got := sqliteDialect.rebind(q); got != q {
 			t.Errorf("SQLite rebind changed %q", q)
 		}
+	}
+}
+
+// TestPostgresQueueWake: an enqueue through one replica's database wakes
+// the other's dispatcher (LISTEN/NOTIFY on its own connection).
+func TestPostgresQueueWake(t *testing.T) {
+	dsn := pgtest.DSN(t)
+	ctx := context.Background()
+	open := func() *DB {
+		db, err := Open(ctx, t.TempDir(), Options{Postgres: &Postgres{DSN: dsn}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { db.Close() })
+		return db
+	}
+	a, b := open(), open()
+	wake := a.QueueWake()
+	if wake == nil {
+		t.Fatal("no wake channel on PostgreSQL")
+	}
+	select { // the poke once the listener is connected
+	case <-wake:
+	case <-time.After(15 * time.Second):
+		t.Fatal("the listener never connected")
+	}
+	conv := core.ConversationKey{Channel: "telegram", Chat: "wake"}
+	if _, _, err := b.Enqueue(ctx, msgItem(conv, "1", "hi")); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-wake:
+	case <-time.After(15 * time.Second):
+		t.Fatal("an enqueue on the other replica did not wake this one")
+	}
+}
+
+// TestWithDefaults: the listener's connection string gets the pool's
+// defaults where the DSN names none, in either DSN form.
+func TestWithDefaults(t *testing.T) {
+	for _, tc := range []struct{ dsn, want string }{
+		{"postgres://u:p@h:5432/db", "postgres://u:p@h:5432/db?sslmode=prefer&connect_timeout=15&application_name=opentalon"},
+		{"postgres://u:p@h/db?sslmode=disable&application_name=x", "postgres://u:p@h/db?sslmode=disable&application_name=x&connect_timeout=15"},
+		{"host=h user=u connect_timeout=3", "host=h user=u connect_timeout=3 sslmode=prefer application_name=opentalon"},
+	} {
+		cfg, err := parseDSN(tc.dsn)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.dsn, err)
+		}
+		if got := withDefaults(tc.dsn, cfg); got != tc.want {
+			t.Errorf("withDefaults(%q) = %q, want %q", tc.dsn, got, tc.want)
+		}
+	}
+	if _, err := parseDSN("postgres://u@h/db?default_query_exec_mode=simple_protocol"); err == nil || !strings.Contains(err.Error(), "default_query_exec_mode") {
+		t.Errorf("a client parameter pq does not know: %v", err)
 	}
 }

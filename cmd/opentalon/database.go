@@ -72,7 +72,7 @@ func pgDump(ctx context.Context, cfg *config.Config, file string, io Stdio, env 
 	return nil
 }
 
-// libpqParams are the URI parameters pg_dump (libpq) understands; pgx
+// libpqParams are the URI parameters pg_dump (libpq) understands; the driver
 // accepts any run-time parameter there too (search_path=…), which libpq
 // takes only inside options as -c name=value.
 var libpqParams = map[string]bool{

@@ -19,7 +19,7 @@ import (
 	"testing"
 	"time"
 
-	_ "github.com/jackc/pgx/v5/stdlib" // registers the "pgx" driver
+	_ "github.com/lib/pq" // registers the "postgres" driver
 )
 
 // EnvServer names an existing server to use instead of starting one: a
@@ -94,7 +94,7 @@ func newSchema(t testing.TB, durable bool) string {
 	admin := AdminDSN(t)
 	name := "t_" + randomHex(8)
 	exec := func(q string) error {
-		db, err := sql.Open("pgx", admin)
+		db, err := sql.Open("postgres", admin)
 		if err != nil {
 			return err
 		}
@@ -282,7 +282,7 @@ func watch(dir, data, bin string, asPostgres bool) {
 }
 
 func ping(dsn string) error {
-	db, err := sql.Open("pgx", dsn)
+	db, err := sql.Open("postgres", dsn)
 	if err != nil {
 		return err
 	}

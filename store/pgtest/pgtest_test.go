@@ -17,7 +17,7 @@ func TestDSNIsAFreshDatabase(t *testing.T) {
 		t.Fatalf("two calls returned the same database %s", a)
 	}
 	for i, dsn := range []string{a, b} {
-		db, err := sql.Open("pgx", dsn)
+		db, err := sql.Open("postgres", dsn)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -31,7 +31,7 @@ func TestDSNIsAFreshDatabase(t *testing.T) {
 			t.Fatalf("synchronous_commit = %q, %v; a test database does not wait for the disk", sync, err)
 		}
 	}
-	db, err := sql.Open("pgx", DurableDSN(t))
+	db, err := sql.Open("postgres", DurableDSN(t))
 	if err != nil {
 		t.Fatal(err)
 	}
