@@ -11,6 +11,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 
 	"gopkg.in/yaml.v3"
 
@@ -151,10 +152,10 @@ func decode(name string, data []byte, env Env) (*Config, *problems) {
 	return cfg, ps
 }
 
-var lineRe = regexp.MustCompile(`line (\d+): `)
+var lineRe = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`line (\d+): `) })
 
 func yamlLine(msg string) int {
-	if m := lineRe.FindStringSubmatch(msg); m != nil {
+	if m := lineRe().FindStringSubmatch(msg); m != nil {
 		n, _ := strconv.Atoi(m[1])
 		return n
 	}
@@ -163,7 +164,7 @@ func yamlLine(msg string) int {
 
 func yamlMsg(msg string) string {
 	msg = strings.TrimPrefix(msg, "yaml: ")
-	if loc := lineRe.FindStringIndex(msg); loc != nil && loc[0] == 0 {
+	if loc := lineRe().FindStringIndex(msg); loc != nil && loc[0] == 0 {
 		msg = msg[loc[1]:]
 	}
 	return msg

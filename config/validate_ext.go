@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/opentalon/opentalon/core"
@@ -13,9 +14,11 @@ import (
 )
 
 // pluginNameRE is a plugin's declared name (as plugins.ValidName).
-var pluginNameRE = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+var pluginNameRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`) })
 
-func validPluginName(s string) bool { return pluginNameRE.MatchString(s) && !strings.Contains(s, "__") }
+func validPluginName(s string) bool {
+	return pluginNameRE().MatchString(s) && !strings.Contains(s, "__")
+}
 
 // validateExtensions checks the blocks of the extension points, each by
 // its own function: timezone and schedules, notifications, and the

@@ -5,11 +5,14 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"sync"
 )
 
 // unmarshalRe reads the decoder's type errors: the YAML tag, the value,
 // the Go type.
-var unmarshalRe = regexp.MustCompile("^cannot unmarshal !!(\\w+)(?: `(.*)`)? into (.+)$")
+var unmarshalRe = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile("^cannot unmarshal !!(\\w+)(?: `(.*)`)? into (.+)$")
+})
 
 // explain turns the YAML parser's common messages, which say what it
 // met rather than what to do, into the problem and its fix; line is the
@@ -17,7 +20,7 @@ var unmarshalRe = regexp.MustCompile("^cannot unmarshal !!(\\w+)(?: `(.*)`)? int
 // message and the line to report: the parser names the line before a tab
 // that breaks the indentation.
 func explain(msg string, line int, data []byte) (string, int) {
-	if m := unmarshalRe.FindStringSubmatch(msg); m != nil {
+	if m := unmarshalRe().FindStringSubmatch(msg); m != nil {
 		return explainType(m[1], m[2], m[3]), line
 	}
 	const tab = "this line holds a tab; YAML indents with spaces only: replace the tab with spaces"

@@ -8,6 +8,8 @@ package guard
 // letters and maxSeparators separator runs, an attribute list at most
 // maxAttr bytes, so the scan is linear in the text.
 
+import "sync"
+
 const (
 	maxKeyword    = 32
 	maxSeparators = 64
@@ -127,32 +129,41 @@ func skipWSSep(b []byte, i int) int {
 
 func at(b []byte, i int, c byte) bool { return i < len(b) && b[i] == c }
 
-// Keyword sets. The wrapper's own marker is "pluginoutput".
-var (
-	bracketWords = newTrie("toolcall", "toolcalls", "tooluse", "toolresult", "toolresults",
-		"tooloutput", "tooloutputs", "toolresponse", "toolcode", "functioncall", "functioncalls",
-		"functionresult", "functionresults", "functionoutput", "availabletools", "inst",
-		"systemprompt", "pluginoutput", "pluginresult", "pluginresponse")
-	angleWords = newTrie("toolcall", "toolcalls", "tooluse", "toolresult", "toolresults",
-		"tooloutput", "tooloutputs", "toolresponse", "toolcode", "functioncall", "functioncalls",
-		"functionresult", "functionresults", "functionoutput", "function", "functions",
-		"invoke", "parametername", "parameter", "pluginoutput", "pluginresult", "pluginresponse",
-		"startofturn", "endofturn", "imstart", "imend", "availabletools")
-	// JSON keys that make a tool call or result whatever their value.
-	jsonKeys = newTrie("toolcalls", "toolcall", "functioncall", "functioncalls", "toolcallid",
-		"tooluseid", "functionresponse", "function", "type", "role", "stopreason", "finishreason")
-	// The values that make "type", "role", "stop_reason" and
-	// "finish_reason" a tool-call or role-message shape.
-	jsonValues = map[string]*trie{
-		"type": newTrie("function", "functioncall", "functioncalloutput", "tooluse", "toolresult",
-			"servertooluse", "toolcall", "toolcalls"),
-		"role":         newTrie("system", "developer", "assistant", "tool", "function", "user", "ipython", "model"),
-		"stopreason":   newTrie("tooluse"),
-		"finishreason": newTrie("toolcalls", "functioncall"),
+// Keyword sets. The wrapper's own marker is "pluginoutput". Built at the
+// first scan of a plugin's output, not at start.
+type keywordSets struct {
+	bracketWords, angleWords, jsonKeys, lineWords, fenceWords, sysWord *trie
+	jsonValues                                                         map[string]*trie
+}
+
+var keywords = sync.OnceValue(func() *keywordSets {
+	return &keywordSets{
+		bracketWords: newTrie("toolcall", "toolcalls", "tooluse", "toolresult", "toolresults",
+			"tooloutput", "tooloutputs", "toolresponse", "toolcode", "functioncall", "functioncalls",
+			"functionresult", "functionresults", "functionoutput", "availabletools", "inst",
+			"systemprompt", "pluginoutput", "pluginresult", "pluginresponse"),
+		angleWords: newTrie("toolcall", "toolcalls", "tooluse", "toolresult", "toolresults",
+			"tooloutput", "tooloutputs", "toolresponse", "toolcode", "functioncall", "functioncalls",
+			"functionresult", "functionresults", "functionoutput", "function", "functions",
+			"invoke", "parametername", "parameter", "pluginoutput", "pluginresult", "pluginresponse",
+			"startofturn", "endofturn", "imstart", "imend", "availabletools"),
+		// JSON keys that make a tool call or result whatever their value.
+		jsonKeys: newTrie("toolcalls", "toolcall", "functioncall", "functioncalls", "toolcallid",
+			"tooluseid", "functionresponse", "function", "type", "role", "stopreason", "finishreason"),
+		// The values that make "type", "role", "stop_reason" and
+		// "finish_reason" a tool-call or role-message shape.
+		jsonValues: map[string]*trie{
+			"type": newTrie("function", "functioncall", "functioncalloutput", "tooluse", "toolresult",
+				"servertooluse", "toolcall", "toolcalls"),
+			"role":         newTrie("system", "developer", "assistant", "tool", "function", "user", "ipython", "model"),
+			"stopreason":   newTrie("tooluse"),
+			"finishreason": newTrie("toolcalls", "functioncall"),
+		},
+		lineWords:  newTrie("action", "actioninput", "observation", "finalanswer", "thought", "toolcalls", "functioncall"),
+		fenceWords: newTrie("toolcode", "toolcall", "toolcalls", "functioncall", "toolcodeoutput"),
+		sysWord:    newTrie("sys"),
 	}
-	lineWords  = newTrie("action", "actioninput", "observation", "finalanswer", "thought", "toolcalls", "functioncall")
-	fenceWords = newTrie("toolcode", "toolcall", "toolcalls", "functioncall", "toolcodeoutput")
-)
+})
 
 // class marks the view bytes scan stops at: a shape can start at a
 // trigger; a line break makes the next non-space byte a line start.
@@ -237,7 +248,7 @@ func bracketShape(b []byte, i int) (int, kind, bool) {
 	if closing {
 		j = skipWS(b, j+1)
 	}
-	w, end := bracketWords.longest(b, j)
+	w, end := keywords().bracketWords.longest(b, j)
 	if w == "" {
 		return 0, 0, false
 	}
@@ -256,7 +267,7 @@ func angleShape(b []byte, i int) (int, kind, bool) {
 		if at(b, k, '/') {
 			k = skipWS(b, k+1)
 		}
-		if w, end := sysWord.longest(b, k); w != "" {
+		if w, end := keywords().sysWord.longest(b, k); w != "" {
 			e := skipWS(b, end)
 			for n := 0; n < 2 && at(b, e, '>'); n++ {
 				e++
@@ -277,7 +288,7 @@ func angleShape(b []byte, i int) (int, kind, bool) {
 	if k > j && at(b, k, ':') {
 		j = skipWS(b, k+1)
 	}
-	w, end := angleWords.longest(b, j)
+	w, end := keywords().angleWords.longest(b, j)
 	switch {
 	case w == "":
 		return 0, 0, false
@@ -286,8 +297,6 @@ func angleShape(b []byte, i int) (int, kind, bool) {
 	}
 	return closeTag(b, end, '>', '<'), markerKind(w, closing), true
 }
-
-var sysWord = newTrie("sys")
 
 // specialToken: "<|" then up to maxToken bytes of a token name, then
 // "|>" — every family's special tokens (<|im_start|>, <|eot_id|>,
@@ -348,7 +357,7 @@ func markerKind(w string, closing bool) kind {
 // "function": {, "type": "function", "role": "system",
 // "stop_reason": "tool_use" … It returns the end of the shape.
 func jsonShape(b []byte, j int, quoted bool) (int, bool) {
-	w, end := jsonKeys.longest(b, skipWS(b, j))
+	w, end := keywords().jsonKeys.longest(b, skipWS(b, j))
 	if w == "" {
 		return 0, false
 	}
@@ -363,7 +372,7 @@ func jsonShape(b []byte, j int, quoted bool) (int, bool) {
 		return 0, false
 	}
 	p++
-	vals, typed := jsonValues[w]
+	vals, typed := keywords().jsonValues[w]
 	switch {
 	case w == "function":
 		q := skipWS(b, p)
@@ -395,7 +404,7 @@ func fenceShape(b []byte, i int) (int, bool) {
 	for j < len(b) && j-i < 3 && (b[j] == '`' || b[j] == '\'') {
 		j++
 	}
-	w, end := fenceWords.longest(b, skipWS(b, j))
+	w, end := keywords().fenceWords.longest(b, skipWS(b, j))
 	if w == "" {
 		return 0, false
 	}
@@ -425,7 +434,7 @@ bullets:
 			break bullets
 		}
 	}
-	w, end := lineWords.longest(b, j)
+	w, end := keywords().lineWords.longest(b, j)
 	if w == "" {
 		return 0, 0, false
 	}

@@ -2,7 +2,6 @@ package guard
 
 import (
 	"fmt"
-	"regexp"
 	"strings"
 	"unicode/utf8"
 
@@ -14,10 +13,6 @@ const (
 	OpenMarker  = "[plugin_output]"
 	CloseMarker = "[/plugin_output]"
 )
-
-// markerRE matches the plain spellings of the block markers; the
-// sanitizer finds every other spelling.
-var markerRE = regexp.MustCompile(`(?i)\[\s*(/?)\s*plugin_output\s*\]`)
 
 // Truncate cuts text to at most max bytes on a UTF-8 boundary and appends
 // a notice saying how much was cut. max <= 0 means no limit.

@@ -1,6 +1,7 @@
 package guard
 
 import (
+	"regexp"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -195,3 +196,7 @@ func TestOneLine(t *testing.T) {
 		t.Fatalf("1 MB description → %d runes, newline %v", utf8.RuneCountInString(got), strings.Contains(got, "\n"))
 	}
 }
+
+// markerRE matches the plain spellings of the block markers; the
+// sanitizer finds every other spelling.
+var markerRE = regexp.MustCompile(`(?i)\[\s*(/?)\s*plugin_output\s*\]`)

@@ -5,6 +5,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/opentalon/opentalon/core"
@@ -109,7 +110,7 @@ const (
 	ReservedRoutePlugin = "llm"
 )
 
-var routePathRE = regexp.MustCompile(`^[A-Za-z0-9._~-]+(/[A-Za-z0-9._~-]+)*/?$`)
+var routePathRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9._~-]+(/[A-Za-z0-9._~-]+)*/?$`) })
 
 var httpMethods = []string{"", "GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"}
 
@@ -132,7 +133,7 @@ type Parameter struct {
 	Required    bool
 }
 
-var nameRE = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+var nameRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`) })
 
 // maxWireName is the longest tool name providers accept; the wire name of
 // an action is "plugin__action".
@@ -142,7 +143,7 @@ const maxWireName = 64
 // digits, dash and underscore, no "__" (it separates plugin and action in
 // the tool names the LLM sees).
 func ValidName(s string) bool {
-	return nameRE.MatchString(s) && !strings.Contains(s, "__")
+	return nameRE().MatchString(s) && !strings.Contains(s, "__")
 }
 
 // Bounds of a capability declaration.
@@ -210,7 +211,7 @@ func (c Capability) validateExtensions() error {
 		return fmt.Errorf("plugin %s declares %d routes; at most %d are accepted", c.Name, len(c.Routes), MaxRoutes)
 	}
 	for _, r := range c.Routes {
-		if !routePathRE.MatchString(r.Path) || strings.Contains("/"+r.Path+"/", "/../") || strings.Contains("/"+r.Path+"/", "/./") {
+		if !routePathRE().MatchString(r.Path) || strings.Contains("/"+r.Path+"/", "/../") || strings.Contains("/"+r.Path+"/", "/./") {
 			return fmt.Errorf("plugin %s: route path %q is invalid: use segments of letters, digits, '.', '_', '~', '-' separated by '/', without a leading '/'", c.Name, r.Path)
 		}
 		if !slices.Contains(httpMethods, r.Method) {

@@ -2,6 +2,7 @@ package routing
 
 import (
 	"strings"
+	"sync"
 	"unicode"
 )
 
@@ -119,10 +120,10 @@ func wordBoundary(s string, i, n int) bool {
 	return true
 }
 
-// stopwords are dropped before comparing two questions.
-var stopwords = map[string]bool{}
-
-func init() {
+// stopwords are dropped before comparing two questions (built at the
+// first comparison, not at start).
+var stopwords = sync.OnceValue(func() map[string]bool {
+	m := map[string]bool{}
 	for _, w := range strings.Fields(`a an the is are was were be been am do does did can could would should will shall may might must
 	i you he she it we they me my your our their this that these those what which who whom whose how why when where
 	of in on at to for from by with about as into like than then so and or but if not no yes please tell explain give show
@@ -131,15 +132,16 @@ func init() {
 	le la les un une est sont comment quoi pourquoi où qui et ou pas avec de du des pour sur je tu il peux
 	el los las uno una es son cómo como qué que por dónde quién y o con del para en yo tú puedes
 	и в во на с со как что почему где кто это не ли же бы по за из у о об мне ты я можешь пожалуйста`) {
-		stopwords[w] = true
+		m[w] = true
 	}
-}
+	return m
+})
 
 // contentWords returns the set of non-stopwords, crudely stemmed.
 func contentWords(s string) map[string]bool {
 	out := map[string]bool{}
 	for _, w := range strings.FieldsFunc(normalize(s), func(r rune) bool { return !(unicode.IsLetter(r) || unicode.IsDigit(r)) }) {
-		if stopwords[w] || len([]rune(w)) < 2 {
+		if stopwords()[w] || len([]rune(w)) < 2 {
 			continue
 		}
 		out[stem(w)] = true

@@ -304,6 +304,17 @@ func (db *DB) migrate(ctx context.Context) error {
 	applied := map[int]bool{}
 	have := 0
 	rows, err := conn.QueryContext(ctx, `SELECT version FROM schema_migrations`)
+	if err != nil && db.d == sqliteDialect {
+		// A new SQLite database: the whole schema in one transaction.
+		created, ferr := db.createFresh(ctx, conn, ms)
+		if ferr != nil {
+			return fmt.Errorf("open database %s: %w", db.name, ferr)
+		}
+		if created {
+			db.log.Info("created the database", "path", db.path, "schema_version", ms[len(ms)-1].version)
+			return nil
+		}
+	}
 	if err != nil {
 		if _, cerr := conn.ExecContext(ctx, migrationsTable[db.d.name]); cerr != nil {
 			return fmt.Errorf("open database %s: %w", db.name, cerr)

@@ -24,7 +24,7 @@ const discordHost = "discord.com"
 
 // apiVersionSuffix matches the "/api" or "/api/v10" an older api_url ends
 // with; discordgo puts its own /api/v9 in every path.
-var apiVersionSuffix = regexp.MustCompile(`/api(/v[0-9]+)?$`)
+var apiVersionSuffix = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`/api(/v[0-9]+)?$`) })
 
 // apiRoot parses channels.discord.api_url into the root that replaces
 // https://discord.com: scheme, host and an optional path prefix.
@@ -34,7 +34,7 @@ func apiRoot(raw string) (*url.URL, error) {
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" {
 		return nil, core.Errorf(core.KindInvalid, "channels.discord.api_url %q is not an http(s) URL; use the root Discord is reached at, e.g. https://discord.com", raw)
 	}
-	u.Path = apiVersionSuffix.ReplaceAllString(strings.TrimRight(u.Path, "/"), "")
+	u.Path = apiVersionSuffix().ReplaceAllString(strings.TrimRight(u.Path, "/"), "")
 	u.RawPath = ""
 	return u, nil
 }

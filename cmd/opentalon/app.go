@@ -191,7 +191,7 @@ func (a *App) Run(ctx context.Context) error {
 	if err := a.startLua(ctx); err != nil {
 		return err
 	}
-	errc := make(chan error, 1)
+	errc := make(chan error, 2) // the server's failure, the scheduler's
 	apiURL := ""
 	if a.server != nil {
 		ln, err := net.Listen("tcp", a.cfg.Server.Listen)
@@ -216,13 +216,16 @@ func (a *App) Run(ctx context.Context) error {
 	if err := a.startPlugins(ctx, apiURL); err != nil {
 		return err
 	}
-	if err := a.startScheduler(ctx); err != nil {
-		return err
-	}
 	// Singleton work and this replica's record end (leases released)
 	// before Run returns and the store closes.
 	defer a.holds.Wait()
 	defer cancel()
+	a.startScheduler(ctx, func(err error) {
+		select {
+		case errc <- err:
+		default:
+		}
+	})
 	a.startReplica(ctx)
 	a.startMaintenance(ctx)
 	defer a.startRouterHousekeeping(ctx)()

@@ -51,8 +51,20 @@ func (a *App) holdSync(ctx context.Context, name string, work func(ctx context.C
 }
 
 // startMaintenance runs the housekeeping on the replica holding the
-// maintenance lease.
+// maintenance lease, from startSettle after the channels start (its
+// first sweeps are writes no first message needs).
 func (a *App) startMaintenance(ctx context.Context) {
+	a.holds.Add(1)
+	go func() {
+		defer a.holds.Done()
+		if afterStart(ctx) {
+			a.maintain(ctx)
+		}
+	}()
+}
+
+// maintain runs the housekeeping under the maintenance lease.
+func (a *App) maintain(ctx context.Context) {
 	a.hold(ctx, maintenanceLease, func(ctx context.Context) error {
 		ttl := a.cfg.State.SessionTTL.D()
 		stops := []func(){

@@ -174,22 +174,26 @@ func configSchedules(cfg *config.Config) []core.Schedule {
 }
 
 // startScheduler stores the config's schedules and fires every schedule
-// until ctx ends.
-func (a *App) startScheduler(ctx context.Context) error {
-	if err := a.sched.SyncConfig(ctx, configSchedules(a.cfg)); err != nil {
-		if ctx.Err() != nil {
-			return nil // stopped before it started
-		}
-		return fmt.Errorf("schedules: %w", err)
-	}
+// until ctx ends. No first message needs it: it starts startSettle after
+// the channels (afterStart), and a failure to store the schedules ends
+// the run through fail.
+func (a *App) startScheduler(ctx context.Context, fail func(error)) {
 	a.holds.Add(1)
 	go func() {
 		defer a.holds.Done()
+		if !afterStart(ctx) {
+			return
+		}
+		if err := a.sched.SyncConfig(ctx, configSchedules(a.cfg)); err != nil {
+			if ctx.Err() == nil {
+				fail(fmt.Errorf("schedules: %w", err))
+			}
+			return
+		}
 		if err := a.sched.Run(ctx); err != nil {
 			a.log.Error("scheduler stopped", "err", err)
 		}
 	}()
-	return nil
 }
 
 // syncPluginSchedules stores the schedules a plugin declared when it

@@ -35,3 +35,22 @@ func runEvery(ctx context.Context, interval time.Duration, now bool, fn func(con
 		wg.Wait()
 	}
 }
+
+// startSettle is how long after the channels start the work no first
+// message needs begins: the providers' check, the scheduler, the first
+// housekeeping. Before it, on a small machine, that work would take the
+// CPU from the channels' first requests (with GOMAXPROCS 1 a goroutine
+// runs until it blocks).
+const startSettle = time.Second
+
+// afterStart waits startSettle; false when ctx ended first.
+func afterStart(ctx context.Context) bool {
+	t := time.NewTimer(startSettle)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}

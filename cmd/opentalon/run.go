@@ -8,7 +8,6 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -88,12 +87,8 @@ func checkProvidersAtStart(ctx context.Context, cfg *config.Config, log *slog.Lo
 	if !consoleOnly(cfg) {
 		go func() {
 			// Once the gateway is up: the check does not slow its start.
-			t := time.NewTimer(time.Second)
-			defer t.Stop()
-			select {
-			case <-ctx.Done():
+			if !afterStart(ctx) {
 				return
-			case <-t.C:
 			}
 			for _, p := range checkProviders(ctx, cfg, providerCheckTimeout) {
 				if ctx.Err() == nil {
