@@ -83,7 +83,15 @@ type Postgres struct {
 type DB struct {
 	w *pool
 	r *pool
-	d *dialect
+	// hot serves the reads of a message's path (its session, its
+	// history, the queue's heads). On SQLite it is the writer's
+	// connection: a commit drops the page cache of every other
+	// connection (in WAL mode a read that finds the log changed starts
+	// from an empty cache), so a reader re-read each page with a system
+	// call after every write; the writer's own cache survives its
+	// commits. A hot read waits while a write holds the connection.
+	hot *pool
+	d   *dialect
 	// name says which database this is, in messages (the SQLite file, or
 	// the PostgreSQL database and server without credentials).
 	name string
@@ -195,6 +203,7 @@ func OpenFile(ctx context.Context, path string, o Options) (*DB, error) {
 	r.SetMaxOpenConns(o.ReadConns)
 	r.SetMaxIdleConns(o.ReadConns)
 	db.r = newPool(r, sqliteDialect, &db.trips)
+	db.hot = w
 	return db, nil
 }
 

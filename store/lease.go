@@ -93,14 +93,15 @@ func (db *DB) Claim(ctx context.Context, n int, now time.Time) ([]core.QueueItem
 const headsDue = `SELECT h.head, CASE WHEN q.status = 'running' THEN q.lease_until ELSE h.due END AS d
 	FROM queue_heads h JOIN queue q ON q.id = h.head`
 
-// claimSerial claims on SQLite: one read of the heads on the read pool
-// (most calls find nothing due, and take no write lock), then one
+// claimSerial claims on SQLite: one read of the heads (on the writer's
+// connection, whose cache is warm: DB.hot; most calls find nothing due
+// and write nothing), then one
 // statement per item in an immediate transaction (measured faster than
 // the same statements each in an autocommit); each re-checks that the
 // item is still claimable, so a stale read claims nothing it should not.
 func (db *DB) claimSerial(ctx context.Context, n int, now time.Time) (items []core.QueueItem, bad []unreadable, next int64, err error) {
 	nowMS := now.UnixMilli()
-	rows, err := db.r.QueryContext(ctx, headsDue)
+	rows, err := db.hot.QueryContext(ctx, headsDue)
 	if err != nil {
 		return nil, nil, 0, err
 	}

@@ -64,7 +64,7 @@ func openPostgres(ctx context.Context, dataDir string, o Options) (*DB, error) {
 	}
 	db := newDB(postgresDialect, name, dataDir, o)
 	p := newPool(sdb, postgresDialect, &db.trips)
-	db.w, db.r = p, p
+	db.w, db.r, db.hot = p, p, p
 	if err := db.migrate(ctx); err != nil {
 		p.Close()
 		return nil, err

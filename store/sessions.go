@@ -91,7 +91,7 @@ var _ core.FollowUpSessions = (*DB)(nil)
 // the session.
 func (db *DB) ActiveSessionFollowUp(ctx context.Context, conv core.ConversationKey) (core.Session, *core.FollowUp, error) {
 	var fr followUpRow
-	row := db.r.QueryRowContext(ctx, `SELECT `+sessionColsS+`, `+followUpCols+` FROM sessions s
+	row := db.hot.QueryRowContext(ctx, `SELECT `+sessionColsS+`, `+followUpCols+` FROM sessions s
 		LEFT JOIN replies r ON r.id = (SELECT MAX(l.id) FROM replies l WHERE l.session_id = s.id AND l.model <> '')
 		WHERE s.conversation = ? AND s.active = TRUE`, append(followUpArgs(), conv.String())...)
 	s, err := scanSession(scanBoth{row, fr.dest()})
@@ -227,7 +227,7 @@ func (db *DB) History(ctx context.Context, sessionID int64, limit int) ([]core.C
 // HistoryAndMemories is History and HasMemories(owner) in one statement
 // (the orchestrator asks both before every answer).
 func (db *DB) HistoryAndMemories(ctx context.Context, sessionID int64, limit int, owner string) ([]core.ChatMessage, bool, error) {
-	rows, err := db.r.QueryContext(ctx, `SELECT hm.has, h.role, h.content, h.tool_calls, h.tool_call_id, h.attachments FROM (SELECT `+hasMemories+` AS has) hm
+	rows, err := db.hot.QueryContext(ctx, `SELECT hm.has, h.role, h.content, h.tool_calls, h.tool_call_id, h.attachments FROM (SELECT `+hasMemories+` AS has) hm
 		LEFT JOIN `+historyFrom(limit)+` ON TRUE ORDER BY h.id`, owner, sessionID, sessionID)
 	if err != nil {
 		return nil, false, fmt.Errorf("history of session %d: %w", sessionID, err)
