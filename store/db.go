@@ -103,8 +103,9 @@ type DB struct {
 	ttl     time.Duration
 	keep    time.Duration
 	log     *slog.Logger
-	// syncFile flushes a file to the disk (fsync); tests replace it.
+	// syncFile flushes a file to the disk (files.sync); tests replace it.
 	syncFile func(path string) error
+	files    fileSyncer
 
 	// The queue's leases (queue.go).
 	holder   string
@@ -162,7 +163,7 @@ func (o *Options) defaults() {
 // newDB is the handle both engines share, before its pools.
 func newDB(d *dialect, name, dataDir string, o Options) *DB {
 	return &DB{d: d, name: name, dataDir: dataDir, now: o.Now, ttl: o.SessionTTL, keep: o.QueueRetention, log: o.Logger,
-		syncFile: fsync, holder: o.Holder, leaseTTL: o.LeaseTTL, sole: o.SoleClaimer,
+		holder: o.Holder, leaseTTL: o.LeaseTTL, sole: o.SoleClaimer,
 		sealKey: append([]byte(nil), o.SealKey...), media: o.MediaDir}
 }
 
@@ -186,6 +187,7 @@ func OpenFile(ctx context.Context, path string, o Options) (*DB, error) {
 		return nil, fmt.Errorf("open database %s: %w", path, err)
 	}
 	db := newDB(sqliteDialect, path, filepath.Dir(path), o)
+	db.syncFile = db.files.sync
 	w := newPool(wdb, sqliteDialect, &db.trips)
 	w.SetMaxOpenConns(1)
 	w.SetConnMaxLifetime(0)
@@ -230,6 +232,7 @@ func (db *DB) Close() error {
 		errs = append(errs, db.r.Close())
 	}
 	errs = append(errs, db.w.Close())
+	db.files.close()
 	return errors.Join(errs...)
 }
 

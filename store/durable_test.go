@@ -3,6 +3,8 @@ package store
 import (
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -26,7 +28,7 @@ func TestEnqueueCommitsDurably(t *testing.T) {
 		if err := db.r.DB.QueryRowContext(ctx, `SELECT COUNT(*) FROM queue WHERE dedupe_key = 'telegram:m:1'`).Scan(&committed); err != nil {
 			t.Errorf("read the queue during the sync: %v", err)
 		}
-		return fsync(path)
+		return db.files.sync(path)
 	}
 	if _, _, err := db.Enqueue(ctx, msgItem(conv, "1", "hi")); err != nil {
 		t.Fatal(err)
@@ -42,5 +44,44 @@ func TestEnqueueCommitsDurably(t *testing.T) {
 	db.syncFile = func(string) error { return errors.New("I/O error") }
 	if _, _, err := db.Enqueue(ctx, msgItem(conv, "2", "again")); err == nil || !strings.Contains(err.Error(), "write-ahead log") {
 		t.Fatalf("enqueue with a failing sync: %v; want an error naming the log", err)
+	}
+}
+
+// TestFileSyncerKeepsTheFileWhileThePathNamesIt: the syncer opens a file
+// once and flushes it through the kept descriptor; when the path names a
+// new file (the log was deleted and made again), it flushes the new one;
+// a missing file is an error.
+func TestFileSyncerKeepsTheFileWhileThePathNamesIt(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "log")
+	if err := os.WriteFile(path, []byte("one"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var s fileSyncer
+	defer s.close()
+	if err := s.sync(path); err != nil {
+		t.Fatalf("sync: %v", err)
+	}
+	first := s.files[path].f
+	if err := s.sync(path); err != nil || s.files[path].f != first {
+		t.Fatalf("second sync: %v; kept file changed: %v", err, s.files[path].f != first)
+	}
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.sync(path); err == nil {
+		t.Fatal("sync of a deleted file succeeded")
+	}
+	if err := os.WriteFile(path, []byte("two"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.sync(path); err != nil {
+		t.Fatalf("sync of the new file: %v", err)
+	}
+	k := s.files[path]
+	if k.f == first {
+		t.Fatal("the new file was flushed through the old file's descriptor")
+	}
+	if fi, err := k.f.Stat(); err != nil || fi.Size() != 3 {
+		t.Fatalf("kept file: %v %v", fi, err)
 	}
 }
