@@ -41,6 +41,10 @@ type QueueItem struct {
 	// NoReply is set by a claim that saw no reply stored for the item
 	// (so ReplyForRequest need not be asked); false says nothing.
 	NoReply bool `json:"-"`
+	// Durable, when not nil, is closed once the enqueue that claimed the
+	// item has flushed it to the disk (core.EnqueueClaimer): the work may
+	// start before, but nothing the user sees is sent until then.
+	Durable <-chan struct{} `json:"-"`
 	// MaxPending, when > 0, makes Enqueue refuse a message with
 	// ErrConversationFull while its conversation already has that many
 	// unfinished items. It is not stored.
@@ -101,11 +105,16 @@ type QueueStore interface {
 // EnqueueClaimer is an optional capability of a QueueStore: Enqueue that
 // also claims the item for this claimer in the same write, when it is
 // due at now and nothing else of its conversation is unfinished (it
-// would be the next thing Claim returns). claimed is the item under its
-// lease, as Claim returns it, or nil when it was only queued. The caller
-// must have a worker free for a claimed item: its lease runs from now.
+// would be the next thing Claim returns). A claimed item is handed to
+// start, under its lease as Claim returns it, as soon as it is committed
+// and before the commit is flushed to the disk; its Durable is closed
+// once the flush is over, and EnqueueClaim returns then (claimed=true,
+// and the flush's error if it failed: the platform is not acknowledged,
+// and its redelivery is a duplicate of the item being worked on). The
+// caller must have a worker free for a claimed item: its lease runs
+// from now.
 type EnqueueClaimer interface {
-	EnqueueClaim(ctx context.Context, item QueueItem, now time.Time) (claimed *QueueItem, dup bool, err error)
+	EnqueueClaim(ctx context.Context, item QueueItem, now time.Time, start func(QueueItem)) (claimed, dup bool, err error)
 }
 
 // SessionStore keeps one active session per conversation.

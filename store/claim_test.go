@@ -147,7 +147,36 @@ func TestEnqueueClaim(t *testing.T) {
 	defer db.Close()
 
 	now := time.Now()
-	first, dup, err := db.EnqueueClaim(ctx, msgItem(a, "1", "a first"), now)
+	// enqueueClaim returns the item handed to start (nil when none was)
+	// and checks that it was started before the log was flushed and that
+	// its Durable is closed by the time the call returns.
+	enqueueClaim := func(it core.QueueItem) (*core.QueueItem, bool, error) {
+		t.Helper()
+		var got *core.QueueItem
+		synced := 0
+		db.syncFile = func(path string) error { synced++; return db.files.sync(path) }
+		claimed, dup, err := db.EnqueueClaim(ctx, it, now, func(c core.QueueItem) {
+			if synced != 0 {
+				t.Errorf("item %q started after its flush", c.DedupeKey)
+			}
+			got = &c
+		})
+		if claimed != (got != nil) {
+			t.Fatalf("claimed %v, but start called: %v", claimed, got != nil)
+		}
+		if got != nil {
+			select {
+			case <-got.Durable:
+			default:
+				t.Fatalf("item %q: Durable still open after EnqueueClaim returned", got.DedupeKey)
+			}
+			if synced != 1 {
+				t.Fatalf("item %q: the log flushed %d times; want once", got.DedupeKey, synced)
+			}
+		}
+		return got, dup, err
+	}
+	first, dup, err := enqueueClaim(msgItem(a, "1", "a first"))
 	if err != nil || dup || first == nil {
 		t.Fatalf("enqueue-claim of an idle conversation: %+v, dup %v, %v; want it claimed", first, dup, err)
 	}
@@ -157,16 +186,16 @@ func TestEnqueueClaim(t *testing.T) {
 	if st, _, _, _ := db.QueueStatus(ctx, first.ID); st != core.StatusRunning {
 		t.Fatalf("status after enqueue-claim = %s, want running", st)
 	}
-	second, dup, err := db.EnqueueClaim(ctx, msgItem(a, "2", "a second"), now)
+	second, dup, err := enqueueClaim(msgItem(a, "2", "a second"))
 	if err != nil || dup || second != nil {
 		t.Fatalf("enqueue-claim behind a running item: %+v, %v, %v; want queued only", second, dup, err)
 	}
 	later := msgItem(core.ConversationKey{Channel: "telegram", Chat: "c"}, "3", "c later")
 	later.NotBefore = now.Add(time.Hour)
-	if c, _, err := db.EnqueueClaim(ctx, later, now); err != nil || c != nil {
+	if c, _, err := enqueueClaim(later); err != nil || c != nil {
 		t.Fatalf("enqueue-claim of an item not yet due: %+v, %v; want queued only", c, err)
 	}
-	if again, dup, err := db.EnqueueClaim(ctx, msgItem(a, "1", "a first"), now); err != nil || !dup || again != nil {
+	if again, dup, err := enqueueClaim(msgItem(a, "1", "a first")); err != nil || !dup || again != nil {
 		t.Fatalf("second enqueue-claim of one message: %+v, dup %v, %v; want a duplicate", again, dup, err)
 	}
 

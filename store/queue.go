@@ -115,21 +115,22 @@ func (db *DB) enqueued(ctx context.Context, it core.QueueItem, id int64, err err
 // also claims the item for this claimer (status running under a fresh
 // lease, as Claim would) when nothing else of its conversation is
 // unfinished and it is due at now: the message that finds its
-// conversation idle costs no claim of its own. Otherwise, and on
-// PostgreSQL (where replicas share the claims), it is Enqueue.
-func (db *DB) EnqueueClaim(ctx context.Context, it core.QueueItem, now time.Time) (*core.QueueItem, bool, error) {
+// conversation idle costs no claim of its own, and its work starts
+// while the log is flushed. Otherwise, and on PostgreSQL (where replicas
+// share the claims), it is Enqueue.
+func (db *DB) EnqueueClaim(ctx context.Context, it core.QueueItem, now time.Time, start func(core.QueueItem)) (bool, bool, error) {
 	if db.d.concurrent || it.DedupeKey == "" {
 		_, dup, err := db.Enqueue(ctx, it)
-		return nil, dup, err
+		return false, dup, err
 	}
 	// A sole claimer's first claim ends every lease left by a crash; it
 	// must come before this one's, or it would end it too.
 	if err := db.takeBackOnce(ctx); err != nil {
-		return nil, false, fmt.Errorf("enqueue: %w", err)
+		return false, false, fmt.Errorf("enqueue: %w", err)
 	}
 	b, err := json.Marshal(payload{Message: it.Message, Reaction: it.Reaction, Firing: it.Firing})
 	if err != nil {
-		return nil, false, fmt.Errorf("enqueue: encode event: %w", err)
+		return false, false, fmt.Errorf("enqueue: encode event: %w", err)
 	}
 	if it.CreatedAt.IsZero() {
 		it.CreatedAt = db.now()
@@ -148,26 +149,33 @@ func (db *DB) EnqueueClaim(ctx context.Context, it core.QueueItem, now time.Time
 		it.NotBefore.UnixMilli(), now.UnixMilli(), conv,
 		it.DedupeKey, string(it.Kind), conv, string(b), it.NotBefore.UnixMilli(), it.CreatedAt.UnixMilli(), db.ms(),
 		db.holder, until, it.MaxPending, conv, it.MaxPending).Scan(&id, &claimed)
-	if err == nil {
-		if err := db.flush(); err != nil {
-			return nil, false, fmt.Errorf("enqueue: %w", err)
+	if err != nil || !claimed {
+		if err == nil {
+			if err := db.flush(); err != nil {
+				return false, false, fmt.Errorf("enqueue: %w", err)
+			}
 		}
-	}
-	id, dup, err := db.enqueued(ctx, it, id, err)
-	if err != nil || dup || !claimed {
-		return nil, dup, err
+		_, dup, err := db.enqueued(ctx, it, id, err)
+		return false, dup, err
 	}
 	// The claimed item as Claim returns it: the event read back from
 	// what was stored, a first lease, no reply yet.
 	var p payload
 	if err := decodePayload(it.Kind, string(b), &p); err != nil {
-		return nil, false, fmt.Errorf("enqueue: %w", err)
+		// Not started: it comes back when its lease ends.
+		return false, false, errors.Join(fmt.Errorf("enqueue: %w", err), db.flush())
 	}
-	c := core.QueueItem{ID: id, Kind: it.Kind, Conversation: it.Conversation, DedupeKey: it.DedupeKey,
+	durable := make(chan struct{})
+	start(core.QueueItem{ID: id, Kind: it.Kind, Conversation: it.Conversation, DedupeKey: it.DedupeKey,
 		Message: p.Message, Reaction: p.Reaction, Firing: p.Firing,
 		NotBefore: time.UnixMilli(it.NotBefore.UnixMilli()), CreatedAt: time.UnixMilli(it.CreatedAt.UnixMilli()),
-		Lease: 1, NoReply: true}
-	return &c, false, nil
+		Lease: 1, NoReply: true, Durable: durable})
+	err = db.flush()
+	close(durable)
+	if err != nil {
+		return true, false, fmt.Errorf("enqueue: %w", err)
+	}
+	return true, false, nil
 }
 
 // lockConversation serializes, on PostgreSQL, the transactions that add

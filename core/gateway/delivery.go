@@ -107,6 +107,7 @@ type shownParts struct {
 // last part sent is left in *hold instead of written, for the item's
 // finish to write with it; on an error every record is written.
 func (g *Gateway) deliver(ctx context.Context, ch core.Channel, in core.Inbound, r *core.Reply, sp *shownParts, hold **core.PartSent) (err error) {
+	awaitDurable(ctx)
 	t0 := g.now()
 	defer func() { g.obs.Stage(r.Conversation.Channel, core.StageDelivery, g.now().Sub(t0)) }()
 	sctx := context.WithoutCancel(ctx)

@@ -198,6 +198,24 @@ func (g *Gateway) start(p *workers, it core.QueueItem) {
 	}()
 }
 
+// durableKey carries the Durable of the item being worked on
+// (core.QueueItem).
+type durableKey struct{}
+
+// awaitDurable returns once the item being worked on in ctx has reached
+// the disk (at once for an item claimed after it had): nothing the user
+// sees is sent before, so a crash before the flush, which loses the item
+// and leaves the platform unacknowledged, never leaves an answer to a
+// message the platform then delivers again.
+func awaitDurable(ctx context.Context) {
+	if d, _ := ctx.Value(durableKey{}).(<-chan struct{}); d != nil {
+		select {
+		case <-d:
+		case <-ctx.Done():
+		}
+	}
+}
+
 // errLeaseLost ends the work on an item whose lease another claimer took.
 var errLeaseLost = fmt.Errorf("stopped: %w", core.ErrLeaseLost)
 
@@ -243,6 +261,9 @@ const quietDelay = 5 * time.Second
 // process runs one queue item to its end state. release frees the item's
 // worker slot; it is called once the reply is stored (or at the end).
 func (g *Gateway) process(ctx context.Context, it core.QueueItem, release func()) {
+	if it.Durable != nil {
+		ctx = context.WithValue(ctx, durableKey{}, it.Durable)
+	}
 	log := g.log.With("request", it.ID, "conv", it.Conversation.String(), "kind", it.Kind)
 	leased, lose := context.WithCancelCause(ctx)
 	defer lose(nil)

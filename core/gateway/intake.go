@@ -91,26 +91,30 @@ func (g *Gateway) React(ctx context.Context, r core.Reaction) error {
 //
 // While a worker is free and the store can (core.EnqueueClaimer), the
 // item is claimed in the same write when its conversation is idle, and
-// its work starts at once: no claim of its own, no wait for the
-// dispatcher.
+// its work starts at once, while the commit is flushed to the disk: no
+// claim of its own, no wait for the dispatcher or the flush (what the
+// user sees waits for the flush: awaitDurable).
 func (g *Gateway) enqueue(ctx context.Context, item core.QueueItem) (dup bool, err error) {
 	item.CreatedAt = g.now()
 	if ec, ok := g.store.(core.EnqueueClaimer); ok {
 		if p := g.pool.Load(); p != nil && p.reserve() {
 			defer p.done()
-			claimed, dup, err := ec.EnqueueClaim(ctx, item, g.now())
-			if claimed == nil {
-				p.unreserve()
-				if err != nil || dup {
-					return dup, err
-				}
+			claimed, dup, err := ec.EnqueueClaim(ctx, item, g.now(), func(it core.QueueItem) {
 				g.accepted(item)
-				g.poke()
-				return false, nil
+				g.obs.Stage(item.Conversation.Channel, core.StageQueue, g.now().Sub(item.CreatedAt))
+				g.start(p, it)
+			})
+			if claimed {
+				// Started; a failed flush is the platform's to redeliver
+				// (a duplicate of the item being answered).
+				return false, err
+			}
+			p.unreserve()
+			if err != nil || dup {
+				return dup, err
 			}
 			g.accepted(item)
-			g.obs.Stage(item.Conversation.Channel, core.StageQueue, g.now().Sub(item.CreatedAt))
-			g.start(p, *claimed)
+			g.poke()
 			return false, nil
 		}
 	}

@@ -115,3 +115,48 @@ func TestOneWorkerClaimsAtEnqueueAndInOrder(t *testing.T) {
 	close(ag.gate("b2"))
 	r.expect("answer to b2")
 }
+
+// gatedDurability is the store with the flush of a claiming enqueue
+// held by the test: the item it starts is durable once gate is closed.
+type gatedDurability struct {
+	*store.DB
+	gate chan struct{}
+}
+
+func (s gatedDurability) EnqueueClaim(ctx context.Context, it core.QueueItem, now time.Time, start func(core.QueueItem)) (bool, bool, error) {
+	return s.DB.EnqueueClaim(ctx, it, now, func(c core.QueueItem) {
+		c.Durable = s.gate
+		start(c)
+	})
+}
+
+// TestNothingIsSentBeforeTheEnqueueIsDurable: a message claimed by its
+// enqueue is worked on while its commit is flushed, but its answer is
+// sent only once the flush is over.
+func TestNothingIsSentBeforeTheEnqueueIsDurable(t *testing.T) {
+	db := openDB(t, store.Options{SoleClaimer: true})
+	st := gatedDurability{DB: db, gate: make(chan struct{})}
+	ag := &fakeAgent{}
+	r := runOn(t, db, gateway.Options{Store: st, Agent: ag, Workers: 2})
+	r.accept("1", "hi")
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		ag.mu.Lock()
+		asked := ag.calls
+		ag.mu.Unlock()
+		if asked > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the agent was not asked before the flush was over; the work should start at once")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	select {
+	case got := <-r.ch.notify:
+		t.Fatalf("sent %q before the enqueue was durable", got)
+	case <-time.After(100 * time.Millisecond):
+	}
+	close(st.gate)
+	r.expect("answer to hi")
+}

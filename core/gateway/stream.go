@@ -232,6 +232,7 @@ func (s *stream) show(text string) error {
 // completed.
 func (s *stream) update(i int, sl *slot, p core.DraftPart, last bool) error {
 	ctx := s.ctx
+	awaitDurable(ctx)
 	to := s.to
 	to.Part = i
 	var id string
