@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"time"
 
 	"github.com/opentalon/opentalon/core"
@@ -103,6 +104,8 @@ func (g *Gateway) enqueue(ctx context.Context, item core.QueueItem) (dup bool, e
 				g.accepted(item)
 				g.obs.Stage(item.Conversation.Channel, core.StageQueue, g.now().Sub(item.CreatedAt))
 				g.start(p, it)
+				// Its work first: this goroutine goes on to the flush.
+				runtime.Gosched()
 			})
 			if claimed {
 				// Started; a failed flush is the platform's to redeliver
