@@ -71,17 +71,25 @@ func (g *Gateway) Run(ctx context.Context, grace time.Duration) error {
 loop:
 	for {
 		if claim {
-			// The free slots are this claim's; what it leaves is given back
-			// (meanwhile an enqueue finds none and only queues).
-			if free := p.free.Swap(0); free > 0 {
+			// A slot is taken for each item claimed, not held during the
+			// claim: an enqueue meanwhile may take one for its own item.
+			if free := p.free.Load(); free > 0 {
 				items, nx, err := g.store.Claim(workCtx, int(free), g.now())
 				if err != nil {
 					g.log.Error("claim from queue", "err", err)
 					nx = g.now().Add(time.Second)
 				}
-				p.free.Add(free - int64(len(items)))
 				next, saturated = nx, len(items) == int(free)
 				for _, it := range items {
+					if !p.take() {
+						// An enqueue took the last slot: the item waits, as it
+						// was, for the next one freed.
+						if err := g.store.Release(workCtx, it.ID, it.Lease); err != nil {
+							g.log.Error("put a claimed item back for a free worker", "request", it.ID, "err", err)
+						}
+						saturated = true
+						continue
+					}
 					if it.NotBefore.IsZero() && it.Attempts == 0 && it.Interruptions == 0 {
 						// A first claim: the time it waited since it was accepted.
 						g.obs.Stage(it.Conversation.Channel, core.StageQueue, g.now().Sub(it.CreatedAt))
@@ -138,11 +146,10 @@ loop:
 	return runErr
 }
 
-// workers is the worker pool of a running gateway. free counts the slots
-// a claim may fill (the dispatcher takes them all for one claim and
-// gives back what it did not fill) or an enqueue may take for the item
-// it claims itself (core.EnqueueClaimer); reserving counts the enqueues
-// holding a slot, which the shutdown waits for.
+// workers is the worker pool of a running gateway. free counts the free
+// slots: the dispatcher takes one for each item it claimed, an enqueue
+// one for the item it claims itself (core.EnqueueClaimer); reserving
+// counts the enqueues holding a slot, which the shutdown waits for.
 type workers struct {
 	ctx       context.Context
 	wg        sync.WaitGroup
@@ -159,10 +166,18 @@ const stopped = 1 << 40
 // (unreserve), and calls done.
 func (p *workers) reserve() bool {
 	p.reserving.Add(1)
+	if !p.take() {
+		p.reserving.Add(-1)
+		return false
+	}
+	return true
+}
+
+// take takes a free slot, if there is one.
+func (p *workers) take() bool {
 	for {
 		f := p.free.Load()
 		if f <= 0 {
-			p.reserving.Add(-1)
 			return false
 		}
 		if p.free.CompareAndSwap(f, f-1) {
