@@ -50,6 +50,7 @@ func TestMessageRoundTripBudget(t *testing.T) {
     api_url: %q
     ack_reaction: ""
 `, tgToken, bot.URL)))
+	started := time.Now()
 	h := startApp(t, cfg)
 	db := h.app.db
 	// A second handle on the same database watches the queue without
@@ -73,6 +74,11 @@ func TestMessageRoundTripBudget(t *testing.T) {
 	// before it to judge. The third is counted.
 	send(1, "hello")
 	send(2, "what is the capital of France?")
+	// The work that begins a second after the channels (the scheduler,
+	// the first housekeeping) is no message's: it is over before the
+	// count.
+	time.Sleep(time.Until(started.Add(startSettle)))
+	waitQuiet(t, db, 300*time.Millisecond)
 
 	var mu sync.Mutex
 	var trace []string
@@ -126,4 +132,20 @@ func waitFinished(t *testing.T, db *store.DB, n int) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
+}
+
+// waitQuiet returns once db has sent nothing for quiet.
+func waitQuiet(t *testing.T, db *store.DB, quiet time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	last := db.Trips()
+	for time.Now().Before(deadline) {
+		time.Sleep(quiet)
+		now := db.Trips()
+		if now == last {
+			return
+		}
+		last = now
+	}
+	t.Fatalf("the database was never quiet for %s", quiet)
 }

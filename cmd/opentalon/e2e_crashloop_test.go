@@ -41,9 +41,12 @@ func TestE2ECrashLoopAnswersEveryMessageOnce(t *testing.T) {
 	var rndMu sync.Mutex
 	// Beyond the random faults, a few messages meet a short outage: their
 	// first calls all fail, more of them than queue.max_attempts (500s)
-	// or with a short Retry-After every time (429s).
+	// or with a short Retry-After every time (429s). The user is told of
+	// a delay once a wait would end more than 5 s after the message came:
+	// five 429s make the cooldown ladder (1, 2, 4 s...) certain to; three
+	// did only when a kill did not cut a wait short.
 	outage := map[string]int{"m7": 4, "m90": 4, "m151": 4}
-	limited := map[string]int{"m42": 3, "m120": 3}
+	limited := map[string]int{"m42": 5, "m120": 5}
 	calls := map[string]int{}
 	llm := providertest.NewOpenAI(t)
 	llm.SetReply(func(r providertest.Received) providertest.Script {
