@@ -114,6 +114,9 @@ type QueueStore interface {
 // caller must have a worker free for a claimed item: its lease runs
 // from now.
 type EnqueueClaimer interface {
+	// ClaimsAtEnqueue says EnqueueClaim may claim (false: it only
+	// enqueues, and no worker need be kept free for it).
+	ClaimsAtEnqueue() bool
 	EnqueueClaim(ctx context.Context, item QueueItem, now time.Time, start func(QueueItem)) (claimed, dup bool, err error)
 }
 

@@ -118,6 +118,9 @@ func (db *DB) enqueued(ctx context.Context, it core.QueueItem, id int64, err err
 // conversation idle costs no claim of its own, and its work starts
 // while the log is flushed. Otherwise, and on PostgreSQL (where replicas
 // share the claims), it is Enqueue.
+// ClaimsAtEnqueue implements core.EnqueueClaimer: on SQLite.
+func (db *DB) ClaimsAtEnqueue() bool { return !db.d.concurrent }
+
 func (db *DB) EnqueueClaim(ctx context.Context, it core.QueueItem, now time.Time, start func(core.QueueItem)) (bool, bool, error) {
 	if db.d.concurrent || it.DedupeKey == "" {
 		_, dup, err := db.Enqueue(ctx, it)

@@ -80,6 +80,9 @@ loop:
 					nx = g.now().Add(time.Second)
 				}
 				next, saturated = nx, len(items) == int(free)
+				// Items wait for a slot while a claim fills them all: an
+				// enqueue then only queues, so they go first.
+				p.backlog.Store(saturated)
 				for _, it := range items {
 					if !p.take() {
 						// An enqueue took the last slot: the item waits, as it
@@ -88,6 +91,7 @@ loop:
 							g.log.Error("put a claimed item back for a free worker", "request", it.ID, "err", err)
 						}
 						saturated = true
+						p.backlog.Store(true)
 						continue
 					}
 					if it.NotBefore.IsZero() && it.Attempts == 0 && it.Interruptions == 0 {
@@ -99,6 +103,12 @@ loop:
 			} else {
 				// Work may wait for a slot: look again when one is freed.
 				saturated = true
+				p.backlog.Store(true)
+			}
+			if saturated {
+				// A freed slot wakes the next claim; until then a due
+				// time (a running head's lease end) would only spin.
+				next = time.Time{}
 			}
 		}
 		wait := idle
@@ -156,6 +166,9 @@ type workers struct {
 	freed     chan struct{}
 	free      atomic.Int64
 	reserving atomic.Int64
+	// backlog says queued items may be waiting for a slot: an enqueue
+	// does not take one then (they are older), the dispatcher does.
+	backlog atomic.Bool
 }
 
 // stopped is taken off the free slots when Run stops: none is free again.
@@ -165,6 +178,9 @@ const stopped = 1 << 40
 // caller then either starts the item (start) or gives the slot back
 // (unreserve), and calls done.
 func (p *workers) reserve() bool {
+	if p.backlog.Load() {
+		return false
+	}
 	p.reserving.Add(1)
 	if !p.take() {
 		p.reserving.Add(-1)
@@ -186,8 +202,21 @@ func (p *workers) take() bool {
 	}
 }
 
-func (p *workers) unreserve() { p.free.Add(1) }
-func (p *workers) done()      { p.reserving.Add(-1) }
+// unreserve gives a slot back and tells the dispatcher, which may have
+// found none free meanwhile.
+func (p *workers) unreserve() {
+	p.free.Add(1)
+	p.tellFreed()
+}
+
+// tellFreed wakes the dispatcher for a freed slot.
+func (p *workers) tellFreed() {
+	select {
+	case p.freed <- struct{}{}:
+	default: // the dispatcher has been told already
+	}
+}
+func (p *workers) done() { p.reserving.Add(-1) }
 
 // start works on a claimed item in a slot of p. The slot is free again
 // once the reply is stored (delivery goes on outside the slot) or at the
@@ -201,10 +230,7 @@ func (g *Gateway) start(p *workers, it core.QueueItem) {
 		release := func() {
 			once.Do(func() {
 				p.free.Add(1)
-				select {
-				case p.freed <- struct{}{}:
-				default: // the dispatcher has been told already
-				}
+				p.tellFreed()
 			})
 		}
 		defer release()
@@ -223,11 +249,10 @@ type durableKey struct{}
 // and leaves the platform unacknowledged, never leaves an answer to a
 // message the platform then delivers again.
 func awaitDurable(ctx context.Context) {
+	// The flush always ends (the channel is closed after it, whatever
+	// its outcome): no context bounds the wait.
 	if d, _ := ctx.Value(durableKey{}).(<-chan struct{}); d != nil {
-		select {
-		case <-d:
-		case <-ctx.Done():
-		}
+		<-d
 	}
 }
 
@@ -404,6 +429,7 @@ func (g *Gateway) tellDelay(ctx context.Context, it core.QueueItem, cause error,
 		(!it.NotBefore.IsZero() && it.NotBefore.Sub(it.CreatedAt) > quietDelay) {
 		return false
 	}
+	awaitDurable(ctx)
 	ch, ok := g.channels[it.Conversation.Channel]
 	if !ok {
 		return false
@@ -425,6 +451,7 @@ func (g *Gateway) tellDelay(ctx context.Context, it core.QueueItem, cause error,
 // an earlier attempt is delivered (its unsent parts) instead of an
 // apology.
 func (g *Gateway) giveUp(ctx context.Context, it core.QueueItem, cause error, log *slog.Logger) {
+	awaitDurable(ctx)
 	log.Error("request failed", "attempts", it.Attempts+1, "interruptions", it.Interruptions, "err", cause)
 	fail := func() {
 		g.record(ctx, log, "mark request failed", func(c context.Context) error {

@@ -97,7 +97,7 @@ func (g *Gateway) React(ctx context.Context, r core.Reaction) error {
 // user sees waits for the flush: awaitDurable).
 func (g *Gateway) enqueue(ctx context.Context, item core.QueueItem) (dup bool, err error) {
 	item.CreatedAt = g.now()
-	if ec, ok := g.store.(core.EnqueueClaimer); ok {
+	if ec, ok := g.store.(core.EnqueueClaimer); ok && ec.ClaimsAtEnqueue() {
 		if p := g.pool.Load(); p != nil && p.reserve() {
 			defer p.done()
 			claimed, dup, err := ec.EnqueueClaim(ctx, item, g.now(), func(it core.QueueItem) {
