@@ -73,11 +73,7 @@ func (db *DB) Enqueue(ctx context.Context, it core.QueueItem) (int64, bool, erro
 			err = sql.ErrNoRows
 		}
 	} else {
-		// One statement inserts the row unless the conversation is full;
-		// the pending count reads the queue_pending index only.
-		err = db.w.QueryRowContext(ctx, `INSERT INTO queue (dedupe_key, kind, conversation, payload, not_before, created_at, updated_at)
-			SELECT ?, ?, ?, ?, ?, ?, ? WHERE ? <= 0 OR (SELECT COUNT(*) FROM queue WHERE conversation = ? AND status IN ('queued', 'running')) < ?
-			ON CONFLICT (dedupe_key) DO NOTHING RETURNING id`, append(row, it.MaxPending, conv, it.MaxPending)...).Scan(&id)
+		id, _, err = db.insertSerial(ctx, it, string(b), created, time.Time{}, false)
 		if err == nil {
 			if err := db.flush(); err != nil {
 				return 0, false, fmt.Errorf("enqueue: %w", err)
@@ -138,20 +134,7 @@ func (db *DB) EnqueueClaim(ctx context.Context, it core.QueueItem, now time.Time
 	if it.CreatedAt.IsZero() {
 		it.CreatedAt = db.now()
 	}
-	conv := it.Conversation.String()
-	until := db.leaseEnd(now)
-	var id int64
-	var claimed bool
-	// run says the item is claimed as it is inserted: due, and its
-	// conversation has no head (so it becomes the head).
-	err = db.w.QueryRowContext(ctx, `WITH c (run) AS (SELECT ? <= ? AND NOT EXISTS (SELECT 1 FROM queue_heads WHERE conversation = ?))
-		INSERT INTO queue (dedupe_key, kind, conversation, payload, not_before, created_at, updated_at, status, holder, lease, lease_until)
-		SELECT ?, ?, ?, ?, ?, ?, ?, CASE WHEN run THEN 'running' ELSE 'queued' END, CASE WHEN run THEN ? ELSE '' END, run, CASE WHEN run THEN ? ELSE 0 END
-		FROM c WHERE ? <= 0 OR (SELECT COUNT(*) FROM queue WHERE conversation = ? AND status IN ('queued', 'running')) < ?
-		ON CONFLICT (dedupe_key) DO NOTHING RETURNING id, status = 'running'`,
-		it.NotBefore.UnixMilli(), now.UnixMilli(), conv,
-		it.DedupeKey, string(it.Kind), conv, string(b), it.NotBefore.UnixMilli(), it.CreatedAt.UnixMilli(), db.ms(),
-		db.holder, until, it.MaxPending, conv, it.MaxPending).Scan(&id, &claimed)
+	id, claimed, err := db.insertSerial(ctx, it, string(b), it.CreatedAt, now, true)
 	if err != nil || !claimed {
 		if err == nil {
 			if err := db.flush(); err != nil {
@@ -179,6 +162,25 @@ func (db *DB) EnqueueClaim(ctx context.Context, it core.QueueItem, now time.Time
 		return true, false, fmt.Errorf("enqueue: %w", err)
 	}
 	return true, false, nil
+}
+
+// insertSerial is the SQLite enqueue: one statement inserts the row
+// unless the conversation is full (the pending count reads the
+// queue_pending index only), and with claim it inserts it claimed for
+// this claimer (running under a first lease ending a TTL after now) when
+// it is due at now and its conversation has no head, so it becomes the
+// head. claimed says it was.
+func (db *DB) insertSerial(ctx context.Context, it core.QueueItem, payload string, created, now time.Time, claim bool) (id int64, claimed bool, err error) {
+	conv := it.Conversation.String()
+	err = db.w.QueryRowContext(ctx, `WITH c (run) AS (SELECT ? AND ? <= ? AND NOT EXISTS (SELECT 1 FROM queue_heads WHERE conversation = ?))
+		INSERT INTO queue (dedupe_key, kind, conversation, payload, not_before, created_at, updated_at, status, holder, lease, lease_until)
+		SELECT ?, ?, ?, ?, ?, ?, ?, CASE WHEN run THEN 'running' ELSE 'queued' END, CASE WHEN run THEN ? ELSE '' END, run, CASE WHEN run THEN ? ELSE 0 END
+		FROM c WHERE ? <= 0 OR (SELECT COUNT(*) FROM queue WHERE conversation = ? AND status IN ('queued', 'running')) < ?
+		ON CONFLICT (dedupe_key) DO NOTHING RETURNING id, status = 'running'`,
+		claim, it.NotBefore.UnixMilli(), now.UnixMilli(), conv,
+		it.DedupeKey, string(it.Kind), conv, payload, it.NotBefore.UnixMilli(), created.UnixMilli(), db.ms(),
+		db.holder, db.leaseEnd(now), it.MaxPending, conv, it.MaxPending).Scan(&id, &claimed)
+	return id, claimed, err
 }
 
 // lockConversation serializes, on PostgreSQL, the transactions that add
