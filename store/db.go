@@ -182,7 +182,9 @@ func OpenFile(ctx context.Context, path string, o Options) (*DB, error) {
 		pragmas.Add("_pragma", p)
 	}
 	base := "file:" + (&url.URL{Path: path}).EscapedPath() + "?" + pragmas.Encode()
-	wdb, err := sql.Open("sqlite", base+"&_txlock=immediate")
+	// The writer leaves the log's checkpoints to the background
+	// (checkpoint.go) unless that falls far behind.
+	wdb, err := sql.Open("sqlite", base+"&_txlock=immediate"+fmt.Sprintf("&_pragma=wal_autocheckpoint(%d)", walBackstopPages))
 	if err != nil {
 		return nil, fmt.Errorf("open database %s: %w", path, err)
 	}
@@ -206,6 +208,7 @@ func OpenFile(ctx context.Context, path string, o Options) (*DB, error) {
 	r.SetMaxIdleConns(o.ReadConns)
 	db.r = newPool(r, sqliteDialect, &db.trips)
 	db.hot = w
+	db.startCheckpoints()
 	return db, nil
 }
 
@@ -225,6 +228,7 @@ func (db *DB) Ping(ctx context.Context) error { return db.r.PingContext(ctx) }
 // Close closes the pools (and the PostgreSQL listener).
 func (db *DB) Close() error {
 	var errs []error
+	db.stopCheckpoints()
 	if db.wake != nil {
 		db.wake.close()
 	}

@@ -230,6 +230,9 @@ func (t Trips) Sub(u Trips) Trips {
 type tripCounter struct {
 	calls, writes, statements atomic.Int64
 	trace                     atomic.Pointer[func(q string, inTx bool)]
+	// ckpt is the background checkpoint, told of each write (SQLite;
+	// checkpoint.go).
+	ckpt atomic.Pointer[checkpointer]
 }
 
 // statement counts q, run on its own (alone) or in a transaction.
@@ -242,6 +245,7 @@ func (c *tripCounter) statement(q string, alone bool) {
 		c.calls.Add(1)
 		if !isRead(q) {
 			c.writes.Add(1)
+			c.ckpt.Load().wrote()
 		}
 	}
 	if f := c.trace.Load(); f != nil {
@@ -256,6 +260,7 @@ func (c *tripCounter) begin() {
 	}
 	c.calls.Add(1)
 	c.writes.Add(1)
+	c.ckpt.Load().wrote()
 	if f := c.trace.Load(); f != nil {
 		(*f)("BEGIN", false)
 	}
