@@ -123,6 +123,8 @@ type DB struct {
 	trips tripCounter
 	// group is the enqueue's group commit (flush).
 	group groupSync
+	// inserts groups concurrent SQLite enqueues into one transaction.
+	inserts insertGroup
 	// sealKey seals the short-lived credentials (sealed.go).
 	sealKey []byte
 	// media overrides the media directory (Options.MediaDir).

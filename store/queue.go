@@ -170,17 +170,30 @@ func (db *DB) EnqueueClaim(ctx context.Context, it core.QueueItem, now time.Time
 // this claimer (running under a first lease ending a TTL after now) when
 // it is due at now and its conversation has no head, so it becomes the
 // head. claimed says it was.
+//
+// Concurrent calls are grouped (insertGroup): those that arrive while
+// one is being written go into the database together, in one
+// transaction.
 func (db *DB) insertSerial(ctx context.Context, it core.QueueItem, payload string, created, now time.Time, claim bool) (id int64, claimed bool, err error) {
-	conv := it.Conversation.String()
-	err = db.w.QueryRowContext(ctx, `WITH c (run) AS (SELECT ? AND ? <= ? AND NOT EXISTS (SELECT 1 FROM queue_heads WHERE conversation = ?))
+	r := &serialInsert{args: db.insertSerialArgs(it, payload, created, now, claim)}
+	db.inserts.insert(ctx, db, r)
+	return r.id, r.claimed, r.err
+}
+
+// insertSerialQuery is insertSerial's statement: its arguments are
+// insertSerialArgs, it returns the id and whether the row was claimed
+// (no row: a duplicate, or the conversation is full).
+const insertSerialQuery = `WITH c (run) AS (SELECT ? AND ? <= ? AND NOT EXISTS (SELECT 1 FROM queue_heads WHERE conversation = ?))
 		INSERT INTO queue (dedupe_key, kind, conversation, payload, not_before, created_at, updated_at, status, holder, lease, lease_until)
 		SELECT ?, ?, ?, ?, ?, ?, ?, CASE WHEN run THEN 'running' ELSE 'queued' END, CASE WHEN run THEN ? ELSE '' END, run, CASE WHEN run THEN ? ELSE 0 END
 		FROM c WHERE ? <= 0 OR (SELECT COUNT(*) FROM queue WHERE conversation = ? AND status IN ('queued', 'running')) < ?
-		ON CONFLICT (dedupe_key) DO NOTHING RETURNING id, status = 'running'`,
-		claim, it.NotBefore.UnixMilli(), now.UnixMilli(), conv,
+		ON CONFLICT (dedupe_key) DO NOTHING RETURNING id, status = 'running'`
+
+func (db *DB) insertSerialArgs(it core.QueueItem, payload string, created, now time.Time, claim bool) []any {
+	conv := it.Conversation.String()
+	return []any{claim, it.NotBefore.UnixMilli(), now.UnixMilli(), conv,
 		it.DedupeKey, string(it.Kind), conv, payload, it.NotBefore.UnixMilli(), created.UnixMilli(), db.ms(),
-		db.holder, db.leaseEnd(now), it.MaxPending, conv, it.MaxPending).Scan(&id, &claimed)
-	return id, claimed, err
+		db.holder, db.leaseEnd(now), it.MaxPending, conv, it.MaxPending}
 }
 
 // lockConversation serializes, on PostgreSQL, the transactions that add
