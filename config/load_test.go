@@ -124,6 +124,11 @@ func TestLoadErrors(t *testing.T) {
 			want: []string{`channels.telegram.group_trigger: unknown value "some"`, `channels.telegram.mode: unknown mode "pollin" (did you mean "polling"?)`},
 		},
 		{
+			name: "telegram messages_per_second negative",
+			body: minimal + "channels:\n  telegram: { enabled: true, token: t, messages_per_second: -1 }\n",
+			want: []string{`channels.telegram.messages_per_second: -1 is negative; use 0 for Telegram's limit of 30 a second`},
+		},
+		{
 			name: "slack names its missing tokens",
 			body: minimal + "channels:\n  slack: { enabled: true }\n",
 			want: []string{"channels.slack.bot_token: missing && xoxb-", "channels.slack.app_token: missing; mode socket needs an app-level token (xapp-"},

@@ -463,8 +463,13 @@ type Telegram struct {
 	Mode    string          `yaml:"mode"`
 	Webhook TelegramWebhook `yaml:"webhook"`
 	// GroupTrigger is the older name of trigger; when set it wins.
-	GroupTrigger  string `yaml:"group_trigger"`
-	ChannelCommon `yaml:",inline"`
+	GroupTrigger string `yaml:"group_trigger"`
+	// MessagesPerSecond bounds what the bot sends per second across all
+	// its chats (0: 30, Telegram's limit for a bot; raise it only with
+	// paid broadcasts, or for a Bot API server of your own that allows
+	// more).
+	MessagesPerSecond int `yaml:"messages_per_second"`
+	ChannelCommon     `yaml:",inline"`
 }
 
 // TelegramWebhook is used when Telegram.Mode is ModeWebhook.

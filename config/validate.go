@@ -309,6 +309,9 @@ func validateChannels(c *Config, ps *problems) {
 			ps.at(p+".token", "missing; an enabled Telegram channel needs the bot token from @BotFather, e.g. token: \"${TELEGRAM_BOT_TOKEN}\"")
 		}
 		checkURL(ps, p+".api_url", t.APIURL)
+		if t.MessagesPerSecond < 0 {
+			ps.at(p+".messages_per_second", "%d is negative; use 0 for Telegram's limit of 30 a second, or a higher number only with paid broadcasts", t.MessagesPerSecond)
+		}
 		switch t.Mode {
 		case ModePolling:
 		case ModeWebhook:

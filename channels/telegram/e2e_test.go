@@ -450,7 +450,21 @@ func BenchmarkInboundToReply(b *testing.B) {
 // reads the limiter's absolute schedule. (A fake sleep that held the
 // waits on a gate and then slept their length turned that schedule into
 // waits counted from the gate: under load the sends bunched up.)
+// channels.telegram.messages_per_second sets another limit.
 func TestE2EBurstStaysUnderTheGlobalLimit(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		configured int // channels.telegram.messages_per_second
+		limit      int
+	}{
+		{"default", 0, 30},
+		{"configured", 10, 10},
+	} {
+		t.Run(tc.name, func(t *testing.T) { testBurstUnderLimit(t, tc.configured, tc.limit) })
+	}
+}
+
+func testBurstUnderLimit(t *testing.T, configured, limit int) {
 	const chats = 50
 	clk := clock.NewFake(time.Unix(1_700_000_000, 0))
 	var held atomic.Int32
@@ -464,6 +478,7 @@ func TestE2EBurstStaysUnderTheGlobalLimit(t *testing.T) {
 	e := startE2EWith(t, sleep, func(o *telegram.Options) {
 		o.Now = clk.Now
 		o.HTTPClient = &http.Client{Timeout: time.Minute, Transport: stamps}
+		o.Config.MessagesPerSecond = configured
 	}, nil)
 	for i := range chats {
 		e.srv.AddUpdate(e.srv.Private(telegramtest.User(int64(2000+i), ""), fmt.Sprintf("burst %d", i)))
@@ -493,8 +508,8 @@ func TestE2EBurstStaysUnderTheGlobalLimit(t *testing.T) {
 	sort.Slice(at, func(i, j int) bool { return at[i].Before(at[j]) })
 	for i := range at {
 		n := sort.Search(len(at), func(j int) bool { return !at[j].Before(at[i].Add(time.Second)) }) - i
-		if n > 30 {
-			t.Fatalf("%d messages reached the Bot API within one second from +%v; Telegram allows 30", n, at[i].Sub(at[0]))
+		if n > limit {
+			t.Fatalf("%d messages reached the Bot API within one second from +%v; the limit is %d", n, at[i].Sub(at[0]), limit)
 		}
 	}
 }

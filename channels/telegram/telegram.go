@@ -57,7 +57,8 @@ type Options struct {
 	// group). Negative turns per-chat pacing off.
 	SendGap time.Duration
 	// GlobalLimit bounds messages per second across all chats (default
-	// 30, Telegram's limit for a bot; negative turns it off).
+	// channels.telegram.messages_per_second, else 30, Telegram's limit
+	// for a bot; negative turns it off).
 	GlobalLimit int
 	// UnhealthyAfter is how long polling may fail before Healthy reports
 	// it (default 1 minute).
@@ -187,6 +188,9 @@ func New(o Options) (*Bot, error) {
 	}
 	if o.SendGap == 0 {
 		o.SendGap = time.Second
+	}
+	if o.GlobalLimit == 0 {
+		o.GlobalLimit = o.Config.MessagesPerSecond
 	}
 	if o.GlobalLimit == 0 {
 		o.GlobalLimit = 30
