@@ -56,8 +56,8 @@ table() {
 	row "stripped binary" "$(metric BenchmarkPerfBinarySize binary-MB)" "<=" 20 MB
 	row "store round trips per message" "$(metric TestMessageRoundTripBudget trips)" "<=" 6 ""
 	row "write transactions (claim incl.)" "$(metric TestMessageRoundTripBudget writes)" "<=" 3 ""
-	row "throughput (SQLite, 2 s LLM)" "$(metric BenchmarkPerfThroughput capacity-msg/s)" ">=" 300 msg/s
-	row "added p99 at 80% of it" "$(metric BenchmarkPerfThroughput at80-in-p99-ms)" "<=" 50 ms
+	row "throughput (SQLite, 2 s LLM)" "$(metric BenchmarkPerfThroughput- capacity-msg/s)" ">=" 300 msg/s
+	row "added p99 at 80% of it" "$(metric BenchmarkPerfThroughput- at80-in-p99-ms)" "<=" 50 ms
 	row "Telegram intake of a burst" "$(metric BenchmarkPerfIntake intake-msg/s)" "" "" msg/s
 }
 
@@ -74,7 +74,7 @@ run ./cmd/opentalon 'PerfBurst' 3x
 echo "== the same binary on SQLite and on a local PostgreSQL (durable commits), one replica"
 run ./cmd/opentalon 'PerfEngines' 300x
 echo "== throughput on SQLite (2 s LLM, 1,000 conversations, pacing off; about two minutes)"
-run ./cmd/opentalon 'PerfThroughput' 1x
+run ./cmd/opentalon 'PerfThroughput$' 1x
 run ./cmd/opentalon 'PerfIntake' 10x
 if [ "${1:-}" = perf ]; then
 	table

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -11,7 +12,6 @@ import (
 
 	"github.com/go-telegram/bot/models"
 
-	"github.com/opentalon/opentalon/channels/telegram"
 	"github.com/opentalon/opentalon/channels/telegram/telegramtest"
 	"github.com/opentalon/opentalon/routing/provider/providertest"
 )
@@ -35,56 +35,90 @@ const (
 var tpRates = []int{25, 50, 100, 200, 300, 400, 450}
 
 // BenchmarkPerfThroughput runs the App in-process against the fake Bot
-// API (polling) and a fake LLM that answers after 2 s, with the
-// platform's pacing off (the gateway's capacity, not Telegram's limit of
-// 30 messages a second), queue.workers and the LLM semaphores at 1,000.
-// It offers rising rates (tpRates) for tpStep each, open loop, over
-// tpConversations chats, and reports the highest carried (every message
-// answered, added p99 under tpCarried) as capacity-msg/s, the first that
-// was not as saturates-at-msg/s, and then, at 50% and 80% of the
-// capacity, the added latency from handing the update over to the LLM
-// request (in-p50/p99-ms) and from the LLM's answer to the reply at the
-// Bot API (out-p50/p99-ms), and the process's CPU use (cpu-%, of one
-// core; the fakes run in the same process, so the gateway alone carries
-// at least this much):
+// API (polling) and a fake LLM that answers after 2 s, with queue.workers
+// and the LLM semaphores at 1,000 and channels.telegram.messages_per_second
+// raised past the rates tried (the gateway's capacity, not Telegram's
+// limit of 30 messages a second). It offers rising rates (tpRates) for
+// tpStep each, open loop, over tpConversations chats, and reports the
+// highest carried (every message answered, added p99 under tpCarried) as
+// capacity-msg/s, the first that was not as saturates-at-msg/s, and then,
+// at 50% and 80% of the capacity, the added latency from handing the
+// update over to the LLM request (in-p50/p99-ms) and from the LLM's
+// answer to the reply at the Bot API (out-p50/p99-ms), and the process's
+// CPU use (cpu-%, of one core; the fakes run in the same process, so the
+// gateway alone carries at least this much; -cpuprofile shows where its
+// time goes under load):
 //
-//	go test -run '^$' -bench PerfThroughput -benchtime 1x ./cmd/opentalon
+//	go test -run '^$' -bench 'PerfThroughput$' -benchtime 1x ./cmd/opentalon
 func BenchmarkPerfThroughput(b *testing.B) {
+	tp, llm := newTPRun(b)
+	cfg := loadConfigFile(b, tpConfig(b, tp.tg.URL, llm.BaseURL()))
+	defer runBenchApp(b, cfg, AppOptions{})()
+	tp.cpu = processCPU
+	measureThroughput(b, tp)
+}
+
+// BenchmarkPerfThroughputBinary is BenchmarkPerfThroughput with the
+// gateway as its own process, the stripped binary (as
+// BenchmarkPerfMessage runs it); cpu-% is that process's alone. On a
+// 2-core machine the fakes' process and the gateway's then take turns
+// on the cores at the operating system's pace (each runtime runs as
+// many threads as cores), which a serialized resource, such as the
+// SQLite writer, feels as a tail:
+//
+//	go test -run '^$' -bench PerfThroughputBinary -benchtime 1x ./cmd/opentalon
+func BenchmarkPerfThroughputBinary(b *testing.B) {
+	tp, llm := newTPRun(b)
+	bin := buildStripped(b)
+	g := startGateway(b, bin, tpConfig(b, tp.tg.URL, llm.BaseURL()))
+	b.Cleanup(func() { g.stop(b) })
+	firstPoll(b, tp.tg, g)
+	tp.cpu = func() time.Duration { return g.cpuTime(b) }
+	measureThroughput(b, tp)
+}
+
+// newTPRun starts the throughput benchmarks' fakes.
+func newTPRun(b *testing.B) (*tpRun, *providertest.Server) {
 	llm := providertest.NewOpenAI(b)
-	tp := &tpRun{llmAt: map[string]time.Time{}}
+	tp := &tpRun{llmAt: map[string]time.Time{}, tg: telegramtest.New(b, perfToken)}
 	llm.SetReply(func(rec providertest.Received) providertest.Script {
 		tp.sawLLM(rec.LastUser())
 		time.Sleep(tpLLMLatency)
 		return providertest.Echo(rec)
 	})
-	tg := telegramtest.New(b, perfToken)
-	tp.tg = tg
-	yaml := testConfig(b.TempDir(), llm.BaseURL(), fmt.Sprintf(`channels:
+	tp.users = make([]*models.User, tpConversations)
+	for i := range tp.users {
+		tp.users[i] = telegramtest.User(int64(20000+i), "")
+	}
+	return tp, llm
+}
+
+// tpConfig writes the throughput benchmarks' config and returns its path.
+func tpConfig(b *testing.B, tgURL, llmURL string) string {
+	b.Helper()
+	yaml := testConfig(b.TempDir(), llmURL, fmt.Sprintf(`channels:
   console: { enabled: false }
   telegram:
     enabled: true
     token: %q
     api_url: %q
     ack_reaction: ""
+    messages_per_second: 100000
 queue:
   workers: %d
 llm:
   max_concurrent_cloud: %d
   max_concurrent_local: %d
-`, perfToken, tg.URL, tpConversations, tpConversations, tpConversations))
-	path := b.TempDir() + "/config.yaml"
+`, perfToken, tgURL, tpConversations, tpConversations, tpConversations))
+	path := filepath.Join(b.TempDir(), "config.yaml")
 	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
 		b.Fatal(err)
 	}
-	cfg := loadConfigFile(b, path)
-	defer runBenchApp(b, cfg, AppOptions{Telegram: func(o *telegram.Options) {
-		o.SendGap, o.GlobalLimit = -1, -1
-	}})()
-	tp.users = make([]*models.User, tpConversations)
-	for i := range tp.users {
-		tp.users[i] = telegramtest.User(int64(20000+i), "")
-	}
+	return path
+}
 
+// measureThroughput is the throughput benchmarks' loop and report.
+func measureThroughput(b *testing.B, tp *tpRun) {
 	for b.Loop() {
 		// Warm-up: every conversation opens its session.
 		tp.offer(b, "warm", 250, tpConversations)
@@ -119,7 +153,9 @@ llm:
 
 // tpRun is the throughput benchmark's fakes and what they saw.
 type tpRun struct {
-	tg    *telegramtest.Server
+	tg *telegramtest.Server
+	// cpu is the CPU time the measured process has used.
+	cpu   func() time.Duration
 	users []*models.User
 	next  int // the next user to write
 
@@ -148,7 +184,7 @@ func (tp *tpRun) offer(b *testing.B, tag string, rate, n int) tpStats {
 	b.Helper()
 	sentBefore := tp.tg.SentCount()
 	handed := make(map[string]time.Time, n)
-	cpu0, t0 := processCPU(), time.Now()
+	cpu0, t0 := tp.cpu(), time.Now()
 	for i := range n {
 		if d := time.Until(t0.Add(time.Duration(i) * time.Second / time.Duration(rate))); d > 0 {
 			time.Sleep(d)
@@ -167,7 +203,7 @@ func (tp *tpRun) offer(b *testing.B, tag string, rate, n int) tpStats {
 		time.Sleep(20 * time.Millisecond)
 	}
 	sent = tp.tg.Sent()[sentBefore:]
-	cpu := float64(processCPU()-cpu0) / float64(time.Since(t0)) * 100
+	cpu := float64(tp.cpu()-cpu0) / float64(time.Since(t0)) * 100
 	var in, out []time.Duration
 	tp.mu.Lock()
 	for _, s := range sent {
