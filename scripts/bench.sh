@@ -51,6 +51,8 @@ table() {
 	row "idle RSS" "$(metric BenchmarkPerfStart/existing-db idle-MiB)" "<=" 16 MiB
 	row "  of it anonymous" "$(metric BenchmarkPerfStart/existing-db idle-anon-MiB)" "" "" MiB
 	row "  of it file-backed (the binary)" "$(metric BenchmarkPerfStart/existing-db idle-file-MiB)" "" "" MiB
+	row "RSS after PerfMessage's messages" "$(metric 'BenchmarkPerfMessage-' busy-MiB)" "" "" MiB
+	row "  of it anonymous" "$(metric 'BenchmarkPerfMessage-' busy-anon-MiB)" "" "" MiB
 	row "CPU per message" "$(metric 'BenchmarkPerfMessage-' cpu-ms/msg)" "<=" 1.5 ms
 	row "added latency p50" "$(metric 'BenchmarkPerfMessage-' added-p50-ms)" "<=" 1 ms
 	row "stripped binary" "$(metric BenchmarkPerfBinarySize binary-MB)" "<=" 20 MB

@@ -431,7 +431,8 @@ func (r *perfRun) reply(b *testing.B, text string) (sentAt, llmAt time.Time) {
 //     to the LLM request (fully read) at the fake LLM;
 //   - reply-p50/p99-ms: from handing the update over to the sendMessage of
 //     the reply arriving at the fake Bot API;
-//   - busy-MiB: RSS after the run.
+//   - busy-MiB: RSS after the run (busy-anon-MiB and busy-file-MiB: of
+//     it anonymous, and pages of the binary).
 func BenchmarkPerfMessage(b *testing.B) {
 	measureMessages(b, startPerfRun(b))
 }
@@ -476,6 +477,8 @@ func measureMessages(b *testing.B, r *perfRun) {
 	b.ReportMetric(ms(percentile(reply, 0.5)), "reply-p50-ms")
 	b.ReportMetric(ms(percentile(reply, 0.99)), "reply-p99-ms")
 	b.ReportMetric(r.g.rssMiB(b), "busy-MiB")
+	b.ReportMetric(r.g.statusMiB(b, "RssAnon"), "busy-anon-MiB")
+	b.ReportMetric(r.g.statusMiB(b, "RssFile"), "busy-file-MiB")
 }
 
 // BenchmarkPerfBeforeLLM measures the gateway's CPU per message up to the
