@@ -15,8 +15,13 @@ import (
 // moved to a backstop (walBackstopPages) and a background goroutine
 // copies the log with a PASSIVE checkpoint, which runs beside the
 // writer and the readers, on a reader connection, after every
-// ckptEvery write transactions. The writer starts the log over once a
-// checkpoint has copied all of it.
+// ckptEvery write transactions. SQLite starts a log over (writes it from
+// its beginning again) only after a checkpoint copied all of it, which
+// one running beside a steady writer never does, so the background pass
+// ends with a second, short one on the writer's connection: it copies
+// what was appended meanwhile with no write in between, and the next
+// write starts the log over. journalSizeLimit then trims a log that grew
+// larger.
 
 const (
 	// ckptEvery is how many write transactions the background
@@ -27,6 +32,9 @@ const (
 	// walBackstopPages is the writer's own checkpoint threshold, met only
 	// when the background one cannot keep up or is not running.
 	walBackstopPages = 8000
+	// journalSizeLimit is the size, in bytes, a log that is started over
+	// is cut back to.
+	journalSizeLimit = 8 << 20
 )
 
 // checkpointer is the background checkpoint's state.
@@ -85,5 +93,8 @@ func (db *DB) stopCheckpoints() {
 // housekeeping, not counted in the store's round trips.
 func (db *DB) checkpoint(ctx context.Context) error {
 	var busy, logged, copied int
-	return db.r.DB.QueryRowContext(ctx, `PRAGMA wal_checkpoint(PASSIVE)`).Scan(&busy, &logged, &copied)
+	if err := db.r.DB.QueryRowContext(ctx, `PRAGMA wal_checkpoint(PASSIVE)`).Scan(&busy, &logged, &copied); err != nil {
+		return err
+	}
+	return db.w.DB.QueryRowContext(ctx, `PRAGMA wal_checkpoint(PASSIVE)`).Scan(&busy, &logged, &copied)
 }

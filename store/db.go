@@ -186,7 +186,7 @@ func OpenFile(ctx context.Context, path string, o Options) (*DB, error) {
 	base := "file:" + (&url.URL{Path: path}).EscapedPath() + "?" + pragmas.Encode()
 	// The writer leaves the log's checkpoints to the background
 	// (checkpoint.go) unless that falls far behind.
-	wdb, err := sql.Open("sqlite", base+"&_txlock=immediate"+fmt.Sprintf("&_pragma=wal_autocheckpoint(%d)", walBackstopPages))
+	wdb, err := sql.Open("sqlite", base+"&_txlock=immediate"+fmt.Sprintf("&_pragma=wal_autocheckpoint(%d)&_pragma=journal_size_limit(%d)", walBackstopPages, journalSizeLimit))
 	if err != nil {
 		return nil, fmt.Errorf("open database %s: %w", path, err)
 	}

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"testing"
 	"time"
@@ -101,5 +102,46 @@ func waitWaiting(t *testing.T, g *insertGroup, n int) {
 			t.Fatalf("%d enqueues queued; want %d", got, n)
 		}
 		time.Sleep(time.Millisecond)
+	}
+}
+
+// TestWaitingEnqueueGivesUpOnItsContext: an enqueue waiting for the group
+// being written returns when its context ends, and is not written later.
+func TestWaitingEnqueueGivesUpOnItsContext(t *testing.T) {
+	db := openTest(t, Options{})
+	conv := core.ConversationKey{Channel: "telegram", Chat: "a"}
+	g := &db.inserts
+	g.mu.Lock()
+	g.writing = true
+	g.mu.Unlock()
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() {
+		_, _, err := db.Enqueue(ctx, msgItem(conv, "1", "given up"))
+		errc <- err
+	}()
+	waitWaiting(t, g, 1)
+	cancel()
+	select {
+	case err := <-errc:
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("enqueue whose context ended while it waited: %v; want context.Canceled", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("an enqueue waiting for a group did not return when its context ended")
+	}
+	g.mu.Lock()
+	left := len(g.waiting)
+	g.writing = false
+	g.mu.Unlock()
+	if left != 0 {
+		t.Fatalf("%d inserts still waiting; want the given-up one gone", left)
+	}
+	counts, err := db.QueueCounts(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if counts["queued"]+counts["running"] != 0 {
+		t.Fatalf("queue %v; want nothing written", counts)
 	}
 }
