@@ -7,7 +7,7 @@
 # The Perf* benchmarks build the stripped binary as a release is built
 # (CGO_ENABLED=0 go build -trimpath -tags grpcnotrace
 # -ldflags "-s -w") and run it against fake Telegram and LLM servers; they
-# need Linux (/proc). PerfEngines and the store's *Postgres benchmarks
+# need Linux (/proc). PerfEngines, PerfThroughputPostgres and the store's *Postgres benchmarks
 # start a private PostgreSQL (store/pgtest; skipped without its binaries).
 # It ends with one table of the figures that have targets (issue 27) and
 # whether each is met. PerfThroughput (about two minutes) is the
@@ -60,6 +60,7 @@ table() {
 	row "write transactions (claim incl.)" "$(metric TestMessageRoundTripBudget writes)" "<=" 3 ""
 	row "throughput (SQLite, 2 s LLM)" "$(metric BenchmarkPerfThroughput- capacity-msg/s)" ">=" 300 msg/s
 	row "added p99 at 80% of it" "$(metric BenchmarkPerfThroughput- at80-in-p99-ms)" "<=" 50 ms
+	row "  the same on PostgreSQL (local)" "$(metric BenchmarkPerfThroughputPostgres capacity-msg/s)" "" "" msg/s
 	row "Telegram intake of a burst" "$(metric BenchmarkPerfIntake intake-msg/s)" "" "" msg/s
 }
 
@@ -77,6 +78,7 @@ echo "== the same binary on SQLite and on a local PostgreSQL (durable commits), 
 run ./cmd/opentalon 'PerfEngines' 300x
 echo "== throughput on SQLite (2 s LLM, 1,000 conversations, pacing off; about two minutes)"
 run ./cmd/opentalon 'PerfThroughput$' 1x
+run ./cmd/opentalon 'PerfThroughputPostgres' 1x
 run ./cmd/opentalon 'PerfIntake' 10x
 if [ "${1:-}" = perf ]; then
 	table

@@ -95,14 +95,21 @@ func perfConfigOn(b testing.TB, dataDir, tgURL, llmURL, dsn string) string {
 	default:
 		b.Fatalf("OPENTALON_PERF_METRICS=%q: use on or off", m)
 	}
-	if dsn != "" {
-		yaml = strings.Replace(yaml, "state:\n", fmt.Sprintf("state:\n  driver: postgres\n  postgres: { dsn: %q }\n", dsn), 1)
-	}
+	yaml = onPostgres(yaml, dsn)
 	path := filepath.Join(b.TempDir(), "config.yaml")
 	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
 		b.Fatal(err)
 	}
 	return path
+}
+
+// onPostgres is a testConfig's yaml with the state on the PostgreSQL
+// database of dsn ("" = unchanged, SQLite).
+func onPostgres(yaml, dsn string) string {
+	if dsn == "" {
+		return yaml
+	}
+	return strings.Replace(yaml, "state:\n", fmt.Sprintf("state:\n  driver: postgres\n  postgres: { dsn: %q }\n", dsn), 1)
 }
 
 // binaryProcess is one running opentalon process.

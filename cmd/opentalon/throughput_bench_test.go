@@ -14,6 +14,7 @@ import (
 
 	"github.com/opentalon/opentalon/channels/telegram/telegramtest"
 	"github.com/opentalon/opentalon/routing/provider/providertest"
+	"github.com/opentalon/opentalon/store/pgtest"
 )
 
 // Throughput on one machine: how many messages a second the gateway
@@ -51,8 +52,24 @@ var tpRates = []int{25, 50, 100, 200, 300, 400, 450}
 //
 //	go test -run '^$' -bench 'PerfThroughput$' -benchtime 1x ./cmd/opentalon
 func BenchmarkPerfThroughput(b *testing.B) {
+	measureThroughputOn(b, "")
+}
+
+// BenchmarkPerfThroughputPostgres is BenchmarkPerfThroughput with the
+// state on a local PostgreSQL (store/pgtest, durable commits: fsync and
+// synchronous_commit on; its server's CPU is not counted in cpu-%), one
+// replica, beside the SQLite figures:
+//
+//	go test -run '^$' -bench PerfThroughputPostgres -benchtime 1x ./cmd/opentalon
+func BenchmarkPerfThroughputPostgres(b *testing.B) {
+	measureThroughputOn(b, pgtest.DurableDSN(b))
+}
+
+// measureThroughputOn runs the in-process throughput benchmark on the
+// PostgreSQL database of dsn ("" = SQLite).
+func measureThroughputOn(b *testing.B, dsn string) {
 	tp, llm := newTPRun(b)
-	cfg := loadConfigFile(b, tpConfig(b, tp.tg.URL, llm.BaseURL()))
+	cfg := loadConfigFile(b, tpConfig(b, tp.tg.URL, llm.BaseURL(), dsn))
 	defer runBenchApp(b, cfg, AppOptions{})()
 	tp.cpu = processCPU
 	measureThroughput(b, tp)
@@ -70,7 +87,7 @@ func BenchmarkPerfThroughput(b *testing.B) {
 func BenchmarkPerfThroughputBinary(b *testing.B) {
 	tp, llm := newTPRun(b)
 	bin := buildStripped(b)
-	g := startGateway(b, bin, tpConfig(b, tp.tg.URL, llm.BaseURL()))
+	g := startGateway(b, bin, tpConfig(b, tp.tg.URL, llm.BaseURL(), ""))
 	b.Cleanup(func() { g.stop(b) })
 	firstPoll(b, tp.tg, g)
 	tp.cpu = func() time.Duration { return g.cpuTime(b) }
@@ -93,8 +110,9 @@ func newTPRun(b *testing.B) (*tpRun, *providertest.Server) {
 	return tp, llm
 }
 
-// tpConfig writes the throughput benchmarks' config and returns its path.
-func tpConfig(b *testing.B, tgURL, llmURL string) string {
+// tpConfig writes the throughput benchmarks' config, on the PostgreSQL
+// database of dsn ("" = SQLite), and returns its path.
+func tpConfig(b *testing.B, tgURL, llmURL, dsn string) string {
 	b.Helper()
 	yaml := testConfig(b.TempDir(), llmURL, fmt.Sprintf(`channels:
   console: { enabled: false }
@@ -110,6 +128,7 @@ llm:
   max_concurrent_cloud: %d
   max_concurrent_local: %d
 `, perfToken, tgURL, tpConversations, tpConversations, tpConversations))
+	yaml = onPostgres(yaml, dsn)
 	path := filepath.Join(b.TempDir(), "config.yaml")
 	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
 		b.Fatal(err)
