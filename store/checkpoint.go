@@ -88,9 +88,12 @@ func (db *DB) stopCheckpoints() {
 	<-c.done
 }
 
-// checkpoint copies what it can of the write-ahead log into the
-// database file without waiting for the writer or the readers. It is
-// housekeeping, not counted in the store's round trips.
+// checkpoint copies the write-ahead log into the database file: the bulk
+// on a reader connection, beside the writer and the readers, then what
+// was appended meanwhile on the writer's connection, which waits for the
+// writes in progress and holds the next ones only for that remainder
+// (copied, and flushed with the database file). It is housekeeping, not
+// counted in the store's round trips.
 func (db *DB) checkpoint(ctx context.Context) error {
 	var busy, logged, copied int
 	if err := db.r.DB.QueryRowContext(ctx, `PRAGMA wal_checkpoint(PASSIVE)`).Scan(&busy, &logged, &copied); err != nil {
