@@ -39,7 +39,11 @@ func buildProviders(cfg *config.Config, log *slog.Logger, now func() time.Time, 
 		if timeout <= 0 {
 			timeout = config.ProviderTimeout
 		}
-		o := provider.Options{ID: id, BaseURL: p.BaseURL, Headers: headers, Timeout: timeout, Logger: log, Now: now}
+		o := provider.Options{ID: id, BaseURL: p.BaseURL, Headers: headers, Timeout: timeout, Logger: log, Now: now,
+			IdleConns: cfg.LLM.MaxConcurrentCloud}
+		if isLocal(p) {
+			o.IdleConns = cfg.LLM.MaxConcurrentLocal
+		}
 		switch p.API {
 		case config.APIOpenAICompletions:
 			out[id] = provider.NewOpenAI(o)

@@ -42,6 +42,12 @@ type Options struct {
 	// MaxTokens is the answer cap when a Request sets none. Anthropic
 	// requires one and defaults to 4096; OpenAI sends none by default.
 	MaxTokens int
+	// IdleConns is how many idle connections the provider's own client
+	// keeps to its endpoint (at least idleConnsPerHost): as many as its
+	// calls may run at once (llm.max_concurrent_*), so a sustained load
+	// reuses its connections instead of dialling, a TLS handshake each,
+	// every call beyond the kept ones. Not used with HTTPClient.
+	IdleConns int
 }
 
 // maxBody bounds a complete (non-streaming) answer read into memory, and
@@ -78,7 +84,7 @@ func newClient(o Options, defaultID, defaultBase string) client {
 	// that keeps idleConnsPerHost idle connections (Go's default of two
 	// re-dials, TLS included, whenever more calls than that were in
 	// flight at once).
-	hc := http.Client{Transport: newTransport()}
+	hc := http.Client{Transport: newTransport(o.IdleConns)}
 	if c.hc != nil {
 		hc = *c.hc
 	}
@@ -264,12 +270,15 @@ func (c *client) complete(ctx context.Context, cl *call, model, secret string, p
 	return r, nil
 }
 
-// idleConnsPerHost is how many idle connections a provider's client keeps
-// to its endpoint: as many as calls commonly run at once.
+// idleConnsPerHost is the fewest idle connections a provider's client
+// keeps to its endpoint: as many as calls commonly run at once.
 const idleConnsPerHost = 16
 
-func newTransport() *http.Transport {
+// newTransport is a provider's own transport, keeping idle (at least
+// idleConnsPerHost) idle connections to its endpoint.
+func newTransport(idle int) *http.Transport {
 	t := http.DefaultTransport.(*http.Transport).Clone()
-	t.MaxIdleConnsPerHost = idleConnsPerHost
+	t.MaxIdleConnsPerHost = max(idle, idleConnsPerHost)
+	t.MaxIdleConns = max(t.MaxIdleConns, t.MaxIdleConnsPerHost)
 	return t
 }

@@ -1,8 +1,16 @@
 package provider
 
 import (
+	"context"
+	"io"
+	"net"
 	"net/http"
+	"net/http/httptest"
+	"sync"
+	"sync/atomic"
 	"testing"
+
+	"github.com/opentalon/opentalon/core"
 )
 
 // TestDefaultClientKeepsIdleConnections: without a client of the
@@ -20,5 +28,58 @@ func TestDefaultClientKeepsIdleConnections(t *testing.T) {
 	own := &http.Client{}
 	if c := newClient(Options{HTTPClient: own}, "x", ""); c.hc.Transport != nil {
 		t.Fatalf("the caller's client got transport %T; want it left as given", c.hc.Transport)
+	}
+}
+
+// TestIdleConnsKeepsTheConnectionsOfConcurrentCalls: with IdleConns set
+// to the calls that run at once, a second round of as many concurrent
+// calls reuses the first round's connections (with the default, the
+// connections beyond idleConnsPerHost are closed and dialled again).
+func TestIdleConnsKeepsTheConnectionsOfConcurrentCalls(t *testing.T) {
+	const calls = idleConnsPerHost + 8
+	var newConns atomic.Int32
+	var inFlight sync.WaitGroup
+	gate := make(chan struct{})
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		inFlight.Done()
+		<-gate
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"choices":[{"index":0,"message":{"role":"assistant","content":"ok"},"finish_reason":"stop"}],"usage":{"prompt_tokens":1,"completion_tokens":1}}`)
+	}))
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			newConns.Add(1)
+		}
+	}
+	srv.Start()
+	defer srv.Close()
+	for _, tc := range []struct {
+		idle       int
+		wantRedial bool
+	}{{idle: 0, wantRedial: true}, {idle: calls, wantRedial: false}} {
+		p := NewOpenAI(Options{BaseURL: srv.URL, IdleConns: tc.idle})
+		round := func() int32 {
+			before := newConns.Load()
+			gate = make(chan struct{})
+			inFlight.Add(calls)
+			var done sync.WaitGroup
+			for range calls {
+				done.Go(func() {
+					if _, err := p.Complete(context.Background(), Credentials{}, &Request{Model: "m", Messages: []core.ChatMessage{{Role: core.RoleUser, Content: "hi"}}}); err != nil {
+						t.Error(err)
+					}
+				})
+			}
+			inFlight.Wait() // every call holds a connection of its own
+			close(gate)
+			done.Wait()
+			return newConns.Load() - before
+		}
+		round()
+		redialled := round()
+		if (redialled > 0) != tc.wantRedial {
+			t.Errorf("IdleConns %d: the second round of %d concurrent calls dialled %d new connections; want redials: %v",
+				tc.idle, calls, redialled, tc.wantRedial)
+		}
 	}
 }
