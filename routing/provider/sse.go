@@ -27,9 +27,13 @@ type sseReader struct {
 	limit int64
 }
 
+// newSSEReader reads the event stream of r. Its buffer is bufio's
+// default 4 KB: the HTTP transport hands the body over in reads of at
+// most that, and readLine joins the pieces of a longer line (a larger
+// buffer was 28 KB more garbage per call).
 func newSSEReader(r io.Reader) *sseReader {
 	c := &countingReader{r: r}
-	return &sseReader{r: bufio.NewReaderSize(c, 32<<10), count: c, limit: maxBody}
+	return &sseReader{r: bufio.NewReader(c), count: c, limit: maxBody}
 }
 
 // countingReader counts the bytes read through it.

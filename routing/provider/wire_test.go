@@ -9,6 +9,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"testing/iotest"
 
 	"github.com/opentalon/opentalon/core"
 	"github.com/opentalon/opentalon/routing/provider/providertest"
@@ -48,6 +49,16 @@ func TestSSEReader(t *testing.T) {
 			}
 		})
 	}
+	t.Run("line longer than the buffer", func(t *testing.T) {
+		long := strings.Repeat("y", 5*4096+7) // several of the reader's buffers
+		r := newSSEReader(iotest.OneByteReader(strings.NewReader("data: " + long + "\n\ndata: next\n\n")))
+		for _, want := range []string{long, "next"} {
+			ev, err := r.Next()
+			if err != nil || ev.Data != want {
+				t.Fatalf("event of %d bytes (%v); want %d bytes", len(ev.Data), err, len(want))
+			}
+		}
+	})
 	t.Run("line too long", func(t *testing.T) {
 		r := newSSEReader(strings.NewReader("data: " + strings.Repeat("x", maxSSELine+10) + "\n\n"))
 		if _, err := r.Next(); !errors.Is(err, errLineTooLong) {
