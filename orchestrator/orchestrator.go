@@ -89,6 +89,9 @@ type Memory struct {
 type Orchestrator struct {
 	o   Options
 	log *slog.Logger
+	// prompt is the system prompt's part that every answer shares
+	// (promptBase of o.Rules).
+	prompt string
 }
 
 var (
@@ -110,7 +113,7 @@ func New(o Options) *Orchestrator {
 	if o.History == nil && o.Store != nil {
 		o.History = o.Store
 	}
-	return &Orchestrator{o: o, log: o.Logger.With("component", "orchestrator")}
+	return &Orchestrator{o: o, log: o.Logger.With("component", "orchestrator"), prompt: promptBase(o.Rules)}
 }
 
 // CurrentModel implements core.ModelReporter when the LLM can tell.
@@ -210,7 +213,7 @@ func (o *Orchestrator) Answer(ctx context.Context, t core.Turn) (core.Answer, er
 	if o.hasMemories(ctx, tn) {
 		memories, workflows = o.recallMemories(ctx, tn), o.recallWorkflows(ctx, tn, task, offered)
 	}
-	call.Req.System = SystemPrompt(o.o.Rules, toolsSection(offered), o.stepSection(tn.st), memories, workflows)
+	call.Req.System = withSections(o.prompt, toolsSection(offered), o.stepSection(tn.st), memories, workflows)
 	budget := window - window/4
 
 	compacted := false

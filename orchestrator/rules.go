@@ -30,6 +30,13 @@ const persona = "You are OpenTalon, a helpful assistant in a chat. Answer concis
 // SystemPrompt assembles the system prompt: persona, the built-in safety
 // rules, the custom rules, and any extra sections (tools, workflows).
 func SystemPrompt(custom []string, extra ...string) string {
+	return withSections(promptBase(custom), extra...)
+}
+
+// promptBase is the part of the system prompt that is the same for every
+// answer: the persona, the safety rules and the custom rules, each line
+// ended. The orchestrator makes it once.
+func promptBase(custom []string) string {
 	var b strings.Builder
 	b.WriteString(persona)
 	b.WriteString("\n\nSafety rules (always in force):\n")
@@ -42,9 +49,26 @@ func SystemPrompt(custom []string, extra ...string) string {
 			b.WriteString("- " + strings.TrimSpace(r) + "\n")
 		}
 	}
-	for _, e := range extra {
-		if e != "" {
-			b.WriteString("\n" + e + "\n")
+	return b.String()
+}
+
+// withSections is base followed by the non-empty sections, each after a
+// blank line, in one allocation.
+func withSections(base string, sections ...string) string {
+	n := len(base)
+	for _, s := range sections {
+		if s != "" {
+			n += len(s) + 2
+		}
+	}
+	var b strings.Builder
+	b.Grow(n)
+	b.WriteString(base)
+	for _, s := range sections {
+		if s != "" {
+			b.WriteByte('\n')
+			b.WriteString(s)
+			b.WriteByte('\n')
 		}
 	}
 	return strings.TrimRight(b.String(), "\n")
