@@ -50,6 +50,19 @@ func allocated(fn func()) uint64 {
 	return s[0].Value.Uint64() - before
 }
 
+// leastAllocated is allocated's smallest figure over a few runs of fn:
+// the counter is the whole process's, and a goroutine another test left
+// behind (a server's cleanup, a reader's last read) may allocate while fn
+// runs once; it cannot do so in every run, while fn's own allocations are
+// in each.
+func leastAllocated(fn func()) uint64 {
+	least := allocated(fn)
+	for i := 0; i < 4 && least > 0; i++ {
+		least = min(least, allocated(fn))
+	}
+	return least
+}
+
 // A PDF of a few hundred KB whose one page expands to 256 MB is refused
 // with a reason, and the gateway's own process allocates little while it
 // is read (in-process, the library took 1.44 GB of heap for a 0.25 MB
@@ -121,7 +134,7 @@ func asUnreadable(err error, u **Unreadable) bool { return errors.As(err, u) }
 func TestPlainTextIsBounded(t *testing.T) {
 	data := []byte(strings.Repeat("a\x00b\xff", 5<<20))
 	var text string
-	alloc := allocated(func() { text = plainText(data, 1000) })
+	alloc := leastAllocated(func() { text = plainText(data, 1000) })
 	if len(text) != 1001 || strings.Contains(text, "\x00") || alloc > 64<<10 {
 		t.Fatalf("plainText = %d bytes (NUL: %v), allocated %d bytes; want 1001 bytes, no NUL, little allocated", len(text), strings.Contains(text, "\x00"), alloc)
 	}
@@ -141,7 +154,7 @@ func FuzzPlainText(f *testing.F) {
 			return
 		}
 		var text string
-		alloc := allocated(func() { text = plainText(data, max) })
+		alloc := leastAllocated(func() { text = plainText(data, max) })
 		if len(text) > max+1 || !utf8.ValidString(text) || strings.ContainsRune(text, 0) {
 			t.Fatalf("plainText(%d bytes, %d) = %d bytes %q", len(data), max, len(text), text)
 		}
