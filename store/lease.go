@@ -157,12 +157,21 @@ func (db *DB) claimSerial(ctx context.Context, n int, now time.Time) (items []co
 	return items, bad, next, err
 }
 
-// claimLocked claims on PostgreSQL: the due heads are locked FOR UPDATE
-// SKIP LOCKED (a head another claimer is claiming is skipped, never
-// waited for) and their items claimed in the same transaction.
+// claimLocked claims on PostgreSQL. One read comes first: how many
+// heads are due, and when the next one not due yet will be. Most calls
+// find nothing due — every replica is woken by each new head, and its
+// own wake-ups after an enqueue or a finish mostly find the work taken —
+// and cost that read alone. When some are due, they are locked FOR
+// UPDATE SKIP LOCKED (a head another claimer is claiming is skipped,
+// never waited for) and their items claimed in one transaction.
 func (db *DB) claimLocked(ctx context.Context, n int, now time.Time) (items []core.QueueItem, bad []unreadable, next int64, err error) {
 	nowMS := now.UnixMilli()
-	if n > 0 {
+	var due int
+	if err := db.r.QueryRowContext(ctx, `SELECT COUNT(*) FILTER (WHERE d <= ?), COALESCE(MIN(d) FILTER (WHERE d > ? AND d < ?), 0) FROM (`+headsDue+`) x`,
+		nowMS, nowMS, forever).Scan(&due, &next); err != nil {
+		return nil, nil, 0, err
+	}
+	if n > 0 && due > 0 {
 		err = db.txLocking(ctx, func(tx *txn) error {
 			items, bad = items[:0], bad[:0]
 			// A claim need not wait for the disk: lost with a crash of the
@@ -215,10 +224,8 @@ func (db *DB) claimLocked(ctx context.Context, n int, now time.Time) (items []co
 			return nil, nil, 0, err
 		}
 	}
-	if len(items) < n || n == 0 {
-		if err := db.r.QueryRowContext(ctx, `SELECT COALESCE(MIN(d), 0) FROM (`+headsDue+`) x WHERE d > ? AND d < ?`, nowMS, forever).Scan(&next); err != nil {
-			return nil, nil, 0, err
-		}
+	if n > 0 && len(items) == n {
+		next = 0 // a full claim: the caller claims again when a slot is free
 	}
 	return items, bad, next, nil
 }
@@ -347,14 +354,14 @@ func (db *DB) fencedWith(ctx context.Context, id, lease int64, finish bool, befo
 				return err
 			}
 		}
-		var conv string
-		if err := tx.QueryRowContext(ctx, `SELECT conversation FROM queue WHERE id = ?`, id).Scan(&conv); err != nil {
-			return err
-		}
+		// The item's conversation, and with a finish its lock (one round
+		// trip: the lock is taken in the statement that reads it).
+		conv, read := "", `SELECT conversation FROM queue WHERE id = ?`
 		if finish {
-			if err := db.lockConversation(ctx, tx, conv); err != nil {
-				return err
-			}
+			read = `SELECT q.conversation FROM queue q CROSS JOIN LATERAL (SELECT ` + lockConversationCall(`q.conversation`) + `) l WHERE q.id = ?`
+		}
+		if err := tx.QueryRowContext(ctx, read, id).Scan(&conv); err != nil {
+			return err
 		}
 		var head int64
 		if err := tx.QueryRowContext(ctx, `SELECT head FROM queue_heads WHERE conversation = ?`+db.d.forUpdate, conv).Scan(&head); err != nil {

@@ -47,31 +47,20 @@ func (db *DB) Enqueue(ctx context.Context, it core.QueueItem) (int64, bool, erro
 	row := []any{it.DedupeKey, string(it.Kind), conv, string(b), it.NotBefore.UnixMilli(), created.UnixMilli(), db.ms()}
 	var id int64
 	if db.d.concurrent {
-		var full bool
 		err = db.txLocking(ctx, func(tx *txn) error {
-			id, full = 0, false
+			id = 0
 			if err := db.lockConversation(ctx, tx, conv); err != nil {
 				return err
 			}
-			if it.MaxPending > 0 {
-				var n int
-				if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM queue WHERE conversation = ? AND status IN ('queued', 'running')`, conv).Scan(&n); err != nil {
-					return err
-				}
-				if full = n >= it.MaxPending; full {
-					return nil
-				}
-			}
-			err := tx.QueryRowContext(ctx, `INSERT INTO queue (dedupe_key, kind, conversation, payload, not_before, created_at, updated_at)
-				VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (dedupe_key) DO NOTHING RETURNING id`, row...).Scan(&id)
+			// The pending cap is checked by the insert itself, under the
+			// lock: no row is a duplicate or a full conversation (enqueued
+			// tells them apart).
+			err := tx.QueryRowContext(ctx, insertLockedQuery, append(row, it.MaxPending, conv, it.MaxPending)...).Scan(&id)
 			if errors.Is(err, sql.ErrNoRows) {
-				return nil // a duplicate
+				return nil
 			}
 			return err
 		})
-		if err == nil && full {
-			err = sql.ErrNoRows
-		}
 	} else {
 		id, _, err = db.insertSerial(ctx, it, string(b), created, time.Time{}, false)
 		if err == nil {
@@ -82,6 +71,16 @@ func (db *DB) Enqueue(ctx context.Context, it core.QueueItem) (int64, bool, erro
 	}
 	return db.enqueued(ctx, it, id, err)
 }
+
+// insertLockedQuery is the PostgreSQL enqueue's insert, run under the
+// conversation's lock: the row (the first seven arguments), unless the
+// conversation holds the cap (the last three: the cap, the conversation,
+// the cap; 0 = none) of unfinished items. It returns the id; no row: a
+// duplicate, or the conversation is full.
+const insertLockedQuery = `INSERT INTO queue (dedupe_key, kind, conversation, payload, not_before, created_at, updated_at)
+	SELECT ?::text, ?::text, ?::text, ?::text, ?::bigint, ?::bigint, ?::bigint
+	WHERE ?::bigint <= 0 OR (SELECT COUNT(*) FROM queue WHERE conversation = ? AND status IN ('queued', 'running')) < ?::bigint
+	ON CONFLICT (dedupe_key) DO NOTHING RETURNING id`
 
 // enqueued is the end of an enqueue whose insert returned id and err:
 // the id, or whether the item was a duplicate, or why it was refused.
@@ -206,8 +205,15 @@ func (db *DB) lockConversation(ctx context.Context, tx *txn, conv string) error 
 	if !db.d.concurrent {
 		return nil
 	}
-	_, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock(`+strconv.Itoa(convLockSpace)+`, hashtext(?))`, conv)
+	_, err := tx.ExecContext(ctx, `SELECT `+lockConversationCall(`?`), conv)
 	return err
+}
+
+// lockConversationCall is lockConversation's call on the conversation
+// expr (a placeholder or a column), for a statement that takes the lock
+// as it reads.
+func lockConversationCall(expr string) string {
+	return `pg_advisory_xact_lock(` + strconv.Itoa(convLockSpace) + `, hashtext(` + expr + `))`
 }
 
 // convLockSpace is the first key of the conversations' advisory locks
