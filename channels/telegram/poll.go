@@ -46,14 +46,24 @@ func (e *apiError) Is(target error) bool {
 // made the loop ask about 2,600 times a second.
 const minEmptyPoll = time.Second
 
+// offsetEvery is the least time between two writes of the offset to the
+// lease: under a steady stream of messages one write a second, not one
+// per getUpdates batch (each a durable commit of the shared database
+// before the next poll).
+const offsetEvery = time.Second
+
 // poll long-polls getUpdates until ctx ends. Under a lease (l not nil)
 // it starts from the offset the last holder left in the lease's data and
-// keeps the offset there after each batch; a takeover gets again the
-// updates Telegram was not told of, and the queue's dedupe drops those
-// already committed. A write of the offset the lease refuses (another
-// replica took it over) ends the polling.
+// keeps the offset there: after a batch when offsetEvery has passed since
+// the last write, and when the polling ends. A takeover gets again the
+// updates Telegram was not told of (Telegram itself forgets only the
+// updates a getUpdates confirmed, so an offset a second old loses
+// nothing), and the queue's dedupe drops those already committed. A
+// write of the offset the lease refuses (another replica took it over)
+// ends the polling; so does the end of the lease's context.
 func (b *Bot) poll(ctx context.Context, sink core.Sink, l Lease) error {
 	var offset, kept int64
+	var keptAt time.Time
 	if l != nil {
 		data, err := l.Data(ctx)
 		if err != nil {
@@ -67,6 +77,17 @@ func (b *Bot) poll(ctx context.Context, sink core.Sink, l Lease) error {
 			b.log.Info("resuming Telegram polling at the offset the last holder kept", "offset", offset)
 		}
 		kept = offset
+		defer func() {
+			// The last offset, for the next holder (a handover).
+			if offset == kept {
+				return
+			}
+			wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+			defer cancel()
+			if err := l.SetData(wctx, []byte(strconv.FormatInt(offset, 10))); err != nil {
+				b.log.Debug("could not keep the last offset in the lease; the next holder reads again what Telegram was not told of", "offset", offset, "err", err)
+			}
+		}()
 	}
 	backoff := time.Duration(0)
 	conflicts := 0
@@ -131,14 +152,15 @@ func (b *Bot) poll(ctx context.Context, sink core.Sink, l Lease) error {
 			backoff = time.Second
 		}
 		offset = next
-		if l != nil && offset != kept {
+		if l != nil && offset != kept && b.now().Sub(keptAt) >= offsetEvery {
 			if err := l.SetData(ctx, []byte(strconv.FormatInt(offset, 10))); err != nil {
 				if ctx.Err() != nil {
 					return nil
 				}
+				kept = offset // not written again on the way out
 				return fmt.Errorf("telegram: keep the offset in the lease: %w", err)
 			}
-			kept = offset
+			kept, keptAt = offset, b.now()
 		}
 	}
 	return nil
