@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/opentalon/opentalon/core"
@@ -303,36 +304,53 @@ func decodeCalls(calls sql.NullString, m *core.ChatMessage) error {
 	return nil
 }
 
+// insertMessages appends msgs to the session's history, in order, up to
+// messagesPerInsert rows per statement (a reply's question and answer are
+// one statement: on PostgreSQL, one round trip).
 func insertMessages(ctx context.Context, tx *txn, sessionID, requestID int64, at int64, msgs []core.ChatMessage) error {
-	if len(msgs) == 0 {
-		return nil
+	var req any
+	if requestID != 0 {
+		req = requestID
 	}
-	const insert = `INSERT INTO messages (session_id, request_id, role, content, tool_calls, tool_call_id, attachments, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`
-	for _, m := range msgs {
-		var calls, atts any
-		if len(m.ToolCalls) > 0 {
-			b, err := json.Marshal(m.ToolCalls)
-			if err != nil {
-				return err
+	for len(msgs) > 0 {
+		n := min(len(msgs), messagesPerInsert)
+		args := make([]any, 0, 8*n)
+		for _, m := range msgs[:n] {
+			var calls, atts any
+			if len(m.ToolCalls) > 0 {
+				b, err := json.Marshal(m.ToolCalls)
+				if err != nil {
+					return err
+				}
+				calls = string(b)
 			}
-			calls = string(b)
-		}
-		if len(m.Attachments) > 0 {
-			b, err := json.Marshal(m.Attachments)
-			if err != nil {
-				return err
+			if len(m.Attachments) > 0 {
+				b, err := json.Marshal(m.Attachments)
+				if err != nil {
+					return err
+				}
+				atts = string(b)
 			}
-			atts = string(b)
+			args = append(args, sessionID, req, string(m.Role), m.Content, calls, m.ToolCallID, atts, at)
 		}
-		var req any
-		if requestID != 0 {
-			req = requestID
-		}
-		if _, err := tx.ExecContext(ctx, insert, sessionID, req, string(m.Role), m.Content, calls, m.ToolCallID, atts, at); err != nil {
+		if _, err := tx.ExecContext(ctx, insertMessagesQuery(n), args...); err != nil {
 			return err
 		}
+		msgs = msgs[n:]
 	}
 	return nil
+}
+
+// messagesPerInsert bounds the rows of one insert of history entries (and
+// so the statements prepared for them).
+const messagesPerInsert = 8
+
+// insertMessagesQuery inserts n history entries; their ids follow the
+// order of the rows.
+func insertMessagesQuery(n int) string {
+	const row = `(?, ?, ?, ?, ?, ?, ?, ?)`
+	return `INSERT INTO messages (session_id, request_id, role, content, tool_calls, tool_call_id, attachments, created_at) VALUES ` +
+		strings.TrimSuffix(strings.Repeat(row+", ", n), ", ")
 }
 
 // AppendMessages appends history entries to a session outside a reply
