@@ -176,11 +176,11 @@ func (db *DB) claimLocked(ctx context.Context, n int, now time.Time) (items []co
 			items, bad = items[:0], bad[:0]
 			// A claim need not wait for the disk: lost with a crash of the
 			// server, the item is simply claimable again (as SQLite's
-			// synchronous=NORMAL, where only an enqueue is flushed).
-			if _, err := tx.ExecContext(ctx, `SET LOCAL synchronous_commit TO OFF`); err != nil {
-				return err
-			}
-			rows, err := tx.QueryContext(ctx, `SELECT h.head FROM queue_heads h JOIN queue q ON q.id = h.head
+			// synchronous=NORMAL, where only an enqueue is flushed). The
+			// setting (SET LOCAL's) is made by the statement that locks
+			// the heads, in the same round trip.
+			rows, err := tx.QueryContext(ctx, `WITH async AS (SELECT set_config('synchronous_commit', 'off', true))
+				SELECT h.head FROM async, queue_heads h JOIN queue q ON q.id = h.head
 				WHERE q.status = 'queued' AND h.due <= ? OR q.status = 'running' AND q.lease_until <= ?
 				ORDER BY h.head LIMIT `+strconv.Itoa(n)+` FOR UPDATE OF h SKIP LOCKED`, nowMS, nowMS)
 			if err != nil {
