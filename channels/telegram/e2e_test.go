@@ -494,12 +494,26 @@ func testBurstUnderLimit(t *testing.T, configured, limit int) {
 	if held.Load() == 0 {
 		t.Fatal("no reply waited for the limit across chats: 50 replies at once must")
 	}
-	// Time goes on until every reply is out.
-	for deadline := time.Now().Add(time.Minute); len(e.srv.Sent()) < chats; time.Sleep(time.Millisecond) {
+	// Time goes on until every reply is out, in steps of 10ms; after each
+	// the test lets the senders it woke make their calls (the stamps and
+	// the sleepers stay the same for two looks) before the clock moves
+	// again: a sender still on its way while the clock ran on would be
+	// stamped late, bunched with the next second's.
+	for deadline := time.Now().Add(time.Minute); len(e.srv.Sent()) < chats; {
 		if time.Now().After(deadline) {
 			t.Fatalf("%d of %d replies sent at %v", len(e.srv.Sent()), chats, clk.Now())
 		}
-		clk.Advance(50 * time.Millisecond)
+		clk.Advance(10 * time.Millisecond)
+		stamped, sleeping, same := len(stamps.times()), clk.Waiters(), 0
+		for look := 0; look < 20 && same < 2; look++ {
+			time.Sleep(time.Millisecond)
+			s, w := len(stamps.times()), clk.Waiters()
+			if s == stamped && w == sleeping {
+				same++
+			} else {
+				stamped, sleeping, same = s, w, 0
+			}
+		}
 	}
 	at := stamps.times()
 	if len(at) < chats {
