@@ -58,6 +58,10 @@ const interruptedBy = "interrupted: its claim ran out (the process stopped or hu
 // above) and returns them with their lease tokens; next is the earliest
 // time a head not due yet becomes due (a retry's or deferral's time, or a
 // running item's lease end), zero when none or when n items were claimed.
+// On PostgreSQL next is read before the claim: a head found due there
+// that another replica claimed first is not in it (its lease end is
+// found by the next call; the dispatcher calls again on every
+// notification and at least every two seconds).
 func (db *DB) Claim(ctx context.Context, n int, now time.Time) ([]core.QueueItem, time.Time, error) {
 	if err := db.takeBackOnce(ctx); err != nil {
 		return nil, time.Time{}, fmt.Errorf("claim from queue: %w", err)

@@ -57,8 +57,10 @@ const offsetEvery = time.Second
 // keeps the offset there: after a batch when offsetEvery has passed since
 // the last write, and when the polling ends. A takeover gets again the
 // updates Telegram was not told of (Telegram itself forgets only the
-// updates a getUpdates confirmed, so an offset a second old loses
-// nothing), and the queue's dedupe drops those already committed. A
+// updates a getUpdates confirmed, so an older offset loses nothing: after
+// a crash the one kept may be a few batches behind, up to a long poll
+// old when the stream paused), and the queue's dedupe drops those
+// already committed. A
 // write of the offset the lease refuses (another replica took it over)
 // ends the polling; so does the end of the lease's context.
 func (b *Bot) poll(ctx context.Context, sink core.Sink, l Lease) error {

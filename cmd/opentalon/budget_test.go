@@ -40,14 +40,15 @@ const (
 
 // The budget on PostgreSQL, where the replicas share the claims: the
 // enqueue only enqueues [w] (its notification wakes every replica), and
-// the dispatcher that finds the head due claims it in a transaction of
-// its own [w]; the rest as on SQLite. Not counted either: the
-// dispatchers' reads of the heads (one per wake-up; most find nothing
-// due and cost that read alone), the auth profiles' shared state (read
-// at most every few seconds) and the Telegram poller's offset in its
-// lease (written at most once a second: TestOffsetKeptAtMostOnceASecond).
+// the dispatcher that finds the head due, with its read of the heads,
+// claims it in a transaction of its own [w]; the rest as on SQLite. Not
+// counted: the dispatchers' other reads of the heads (one per wake-up;
+// most find nothing due and cost that read alone), the auth profiles'
+// shared state (read at most every few seconds) and the Telegram
+// poller's offset in its lease (written at most once a second:
+// TestOffsetKeptAtMostOnceASecond).
 const (
-	budgetCallsPostgres  = 6
+	budgetCallsPostgres  = 7
 	budgetWritesPostgres = 4
 )
 
@@ -65,14 +66,21 @@ func TestMessageRoundTripBudgetPostgres(t *testing.T) {
 	checkRoundTripBudget(t, pgtest.DSN(t), budgetCallsPostgres, budgetWritesPostgres)
 }
 
+// headsProbe and claimHeads begin PostgreSQL's read of the due heads and
+// its claim's locking of them.
+const (
+	headsProbe = "SELECT COUNT(*) FILTER (WHERE d <= ?)"
+	claimHeads = "WITH async AS"
+)
+
 // notPerMessage says q is a statement the budget does not count (see the
 // budgets above).
 func notPerMessage(q string) bool {
 	for _, p := range []string{
-		"SELECT h.head,",                        // SQLite: the dispatcher's read of the heads
-		"SELECT COUNT(*) FILTER (WHERE d <= ?)", // PostgreSQL: the same
-		"SELECT provider, id, uses,",            // the auth profiles' shared state
-		"UPDATE leases SET data = ?",            // the poller's offset
+		"SELECT h.head,",             // SQLite: the dispatcher's read of the heads
+		headsProbe,                   // PostgreSQL: the same (but see countTrips)
+		"SELECT provider, id, uses,", // the auth profiles' shared state
+		"UPDATE leases SET data = ?", // the poller's offset
 	} {
 		if strings.HasPrefix(q, p) {
 			return true
@@ -117,28 +125,61 @@ func checkRoundTripBudget(t *testing.T, dsn string, calls, writes int64) {
 		waitFinished(t, watch, n)
 	}
 	// The first message opens the session; the second has an answer
-	// before it to judge. The third is counted.
+	// before it to judge. The third is counted, and up to two more when
+	// it went over the budget: work that is no message's (a lease
+	// renewed, a housekeeping pass, on a loaded machine later than the
+	// settle below) may fall into one count, not into each, while a
+	// statement added to the message's path is in every count.
 	send(1, "hello")
 	send(2, "what is the capital of France?")
 	// The work that begins a second after the channels (the scheduler,
 	// the first housekeeping) is no message's: it is over before the
 	// count.
 	time.Sleep(time.Until(started.Add(startSettle)))
-	waitQuiet(t, db, 300*time.Millisecond)
+	var best countedTrips
+	for n := 3; n <= 5; n++ {
+		waitQuiet(t, db, 300*time.Millisecond)
+		c := countTrips(db, func() { send(n, fmt.Sprintf("and of country %d?", n)) })
+		t.Logf("message %d: %d round trips, %d write transactions, %d statements:\n%s", n, c.Calls, c.Writes, c.Statements, strings.Join(c.trace, "\n"))
+		if n == 3 || c.Calls+c.Writes < best.Calls+best.Writes {
+			best = c
+		}
+		if best.Calls <= calls && best.Writes <= writes {
+			return
+		}
+	}
+	t.Errorf("one plain message took at least %d round trips (budget %d) and %d write transactions (budget %d) in each of three counts; the statements are logged above — fold the new one into an existing trip, or raise the budget in budget_test.go on purpose",
+		best.Calls, calls, best.Writes, writes)
+}
 
+// countedTrips is what one message sent to the database, less what the
+// budget does not count (notPerMessage), with the statements' text.
+type countedTrips struct {
+	store.Trips
+	trace []string
+}
+
+// countTrips counts what db sends while fn runs.
+func countTrips(db *store.DB, fn func()) countedTrips {
 	var mu sync.Mutex
-	var trace []string
-	skipped, skippedWrites := int64(0), int64(0)
+	var c countedTrips
+	var skipped, skippedWrites int64
 	db.TraceTrips(func(q string, inTx bool) {
 		mu.Lock()
 		defer mu.Unlock()
 		q = strings.Join(strings.Fields(q), " ")
-		if !inTx && notPerMessage(q) {
+		switch {
+		case !inTx && notPerMessage(q):
 			skipped++
 			if !strings.HasPrefix(q, "SELECT") {
 				skippedWrites++
 			}
 			q = "(not counted) " + q
+		case inTx && strings.HasPrefix(q, claimHeads):
+			// A claim's transaction follows its own read of the heads,
+			// which found the head due: that read is counted.
+			skipped--
+			c.trace = append(c.trace, "(the claim's read of the heads is counted)")
 		}
 		if len(q) > 110 {
 			q = q[:110] + "…"
@@ -146,23 +187,19 @@ func checkRoundTripBudget(t *testing.T, dsn string, calls, writes int64) {
 		if inTx {
 			q = "    " + q
 		}
-		trace = append(trace, q)
+		c.trace = append(c.trace, q)
 	})
 	before := db.Trips()
-	send(3, "and of Spain?")
+	fn()
 	got := db.Trips().Sub(before)
 	db.TraceTrips(nil)
-
 	mu.Lock()
 	defer mu.Unlock()
 	got.Calls -= skipped
 	got.Writes -= skippedWrites
 	got.Statements -= skipped
-	t.Logf("one plain message: %d round trips, %d write transactions, %d statements:\n%s", got.Calls, got.Writes, got.Statements, strings.Join(trace, "\n"))
-	if got.Calls > calls || got.Writes > writes {
-		t.Errorf("one plain message took %d round trips (budget %d) and %d write transactions (budget %d); the statements are logged above — fold the new one into an existing trip, or raise the budget in budget_test.go on purpose",
-			got.Calls, calls, got.Writes, writes)
-	}
+	c.Trips = got
+	return c
 }
 
 // waitFinished waits until n queue items are done and none is pending.

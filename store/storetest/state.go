@@ -65,6 +65,29 @@ func testSessions(t *testing.T, e Engine) {
 		t.Fatalf("transcript = %+v, %v", tr, err)
 	}
 
+	// A long append (written a few rows per statement) keeps its order
+	// and every entry.
+	long, err := ss.ActiveSession(ctx, conv("sessions-long"))
+	check(t, "long session", err)
+	var many []core.ChatMessage
+	for i := range 21 {
+		m := core.ChatMessage{Role: core.RoleUser, Content: fmt.Sprint("n", i)}
+		if i%5 == 4 {
+			m = core.ChatMessage{Role: core.RoleTool, ToolCallID: fmt.Sprint("t", i), Content: fmt.Sprint("n", i)}
+		}
+		many = append(many, m)
+	}
+	check(t, "long append", db.AppendMessages(ctx, long.ID, many))
+	h, err = db.History(ctx, long.ID, 0)
+	if err != nil || len(h) != len(many) {
+		t.Fatalf("history of a 21-entry append = %d entries, %v", len(h), err)
+	}
+	for i, m := range h {
+		if m.Content != many[i].Content || m.Role != many[i].Role || m.ToolCallID != many[i].ToolCallID {
+			t.Fatalf("entry %d = %+v; want %+v", i, m, many[i])
+		}
+	}
+
 	// /new: a fresh session keeps the pins.
 	s2, err := ss.NewSession(ctx, c)
 	if err != nil || s2.ID == s1.ID || s2.ModelPin != "fake/big" || s2.ProfilePin != "p1" {
