@@ -58,15 +58,20 @@ table() {
 	row "stripped binary" "$(metric BenchmarkPerfBinarySize binary-MB)" "<=" 20 MB
 	row "store round trips per message" "$(metric TestMessageRoundTripBudget trips)" "<=" 6 ""
 	row "write transactions (claim incl.)" "$(metric TestMessageRoundTripBudget writes)" "<=" 3 ""
+	row "  round trips on PostgreSQL" "$(metric TestMessageRoundTripBudgetPostgres trips)" "" "" ""
+	row "  write transactions on PostgreSQL" "$(metric TestMessageRoundTripBudgetPostgres writes)" "" "" ""
 	row "throughput (SQLite, 2 s LLM)" "$(metric BenchmarkPerfThroughput- capacity-msg/s)" ">=" 300 msg/s
 	row "added p99 at 80% of it" "$(metric BenchmarkPerfThroughput- at80-in-p99-ms)" "<=" 50 ms
 	row "  the same on PostgreSQL (local)" "$(metric BenchmarkPerfThroughputPostgres capacity-msg/s)" "" "" msg/s
 	row "Telegram intake of a burst" "$(metric BenchmarkPerfIntake intake-msg/s)" "" "" msg/s
 }
 
-# The round trips of one plain message (the budget test logs them).
-go test -count=1 -run '^TestMessageRoundTripBudget$' -v ./cmd/opentalon 2>&1 |
-	sed -n 's/.*one plain message: \([0-9]*\) round trips, \([0-9]*\) write transactions.*/TestMessageRoundTripBudget \1 trips \2 writes/p' >>"$OUT"
+# The round trips of one plain message (the budget tests log them), on
+# SQLite and on PostgreSQL.
+for t in TestMessageRoundTripBudget TestMessageRoundTripBudgetPostgres; do
+	go test -count=1 -run "^$t\$" -v ./cmd/opentalon 2>&1 |
+		sed -n "s/.*one plain message: \([0-9]*\) round trips, \([0-9]*\) write transactions.*/$t \1 trips \2 writes/p" >>"$OUT"
+done
 
 echo "== binary (cmd/opentalon)"
 run ./cmd/opentalon 'PerfBinarySize' 1x

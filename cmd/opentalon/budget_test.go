@@ -145,6 +145,7 @@ func checkRoundTripBudget(t *testing.T, dsn string, calls, writes int64) {
 			best = c
 		}
 		if best.Calls <= calls && best.Writes <= writes {
+			t.Logf("one plain message: %d round trips, %d write transactions, %d statements", best.Calls, best.Writes, best.Statements)
 			return
 		}
 	}
