@@ -60,9 +60,9 @@ const offsetEvery = time.Second
 // updates a getUpdates confirmed, so an older offset loses nothing: after
 // a crash the one kept may be a few batches behind, up to a long poll
 // old when the stream paused), and the queue's dedupe drops those
-// already committed. A
-// write of the offset the lease refuses (another replica took it over)
-// ends the polling; so does the end of the lease's context.
+// already committed. A write of the offset the lease refuses (another
+// replica took it over) ends the polling; so does the end of the lease's
+// context.
 func (b *Bot) poll(ctx context.Context, sink core.Sink, l Lease) error {
 	var offset, kept int64
 	var keptAt time.Time
