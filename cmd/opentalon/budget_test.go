@@ -89,9 +89,9 @@ func notPerMessage(q string) bool {
 	return false
 }
 
-// checkRoundTripBudget sends three messages to an App on the database of
-// dsn ("" = SQLite) and fails when the third took more round trips or
-// write transactions than the budget.
+// checkRoundTripBudget sends messages to an App on the database of dsn
+// ("" = SQLite) and fails when each of the third, fourth and fifth took
+// more round trips or write transactions than the budget.
 func checkRoundTripBudget(t *testing.T, dsn string, calls, writes int64) {
 	llm := providertest.NewOpenAI(t)
 	bot := telegramtest.New(t, tgToken)
