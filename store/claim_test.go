@@ -14,11 +14,22 @@ import (
 
 // TestUndecodableRowDoesNotStallClaim: a row whose payload cannot be
 // read is marked failed (and logged with its id); the rest of the queue,
-// its own conversation's next message included, is claimed as usual.
+// its own conversation's next message included, is claimed as usual. On
+// both engines (PostgreSQL claims in one statement and fails such a row
+// after it).
 func TestUndecodableRowDoesNotStallClaim(t *testing.T) {
+	for _, engine := range []struct {
+		name string
+		open func(testing.TB, Options) *DB
+	}{{"sqlite", openTest}, {"postgres", openPG}} {
+		t.Run(engine.name, func(t *testing.T) { undecodableRowDoesNotStallClaim(t, engine.open) })
+	}
+}
+
+func undecodableRowDoesNotStallClaim(t *testing.T, open func(testing.TB, Options) *DB) {
 	ctx := context.Background()
 	var logs bytes.Buffer
-	db := openTest(t, Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	db := open(t, Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	a := core.ConversationKey{Channel: "telegram", Chat: "a"}
 	b := core.ConversationKey{Channel: "telegram", Chat: "b"}
 	badID, _, err := db.Enqueue(ctx, msgItem(a, "1", "soon broken"))
@@ -28,10 +39,10 @@ func TestUndecodableRowDoesNotStallClaim(t *testing.T) {
 	noMsgID, _, _ := db.Enqueue(ctx, msgItem(a, "2", "soon empty"))
 	db.Enqueue(ctx, msgItem(a, "3", "a after"))
 	db.Enqueue(ctx, msgItem(b, "4", "b fine"))
-	if _, err := db.w.DB.Exec(`UPDATE queue SET payload = '{not json' WHERE id = ?`, badID); err != nil {
+	if _, err := db.w.ExecContext(ctx, `UPDATE queue SET payload = '{not json' WHERE id = ?`, badID); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := db.w.DB.Exec(`UPDATE queue SET payload = '{}' WHERE id = ?`, noMsgID); err != nil {
+	if _, err := db.w.ExecContext(ctx, `UPDATE queue SET payload = '{}' WHERE id = ?`, noMsgID); err != nil {
 		t.Fatal(err)
 	}
 

@@ -458,8 +458,15 @@ func (db *DB) runTx(ctx context.Context, level sql.IsolationLevel, fn func(*txn)
 	if db.d.concurrent {
 		opts = &sql.TxOptions{Isolation: level}
 	}
+	return db.retried(ctx, func() error { return db.tx1(ctx, opts, fn) })
+}
+
+// retried runs fn, a transaction of its own, again while it loses to a
+// concurrent one on PostgreSQL (a serialization failure or a deadlock),
+// at most txTries times.
+func (db *DB) retried(ctx context.Context, fn func() error) error {
 	for try := 1; ; try++ {
-		err := db.tx1(ctx, opts, fn)
+		err := fn()
 		if err == nil || !db.d.concurrent || !retryable(err) || try == txTries || ctx.Err() != nil {
 			return err
 		}

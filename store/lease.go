@@ -1,6 +1,7 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"errors"
@@ -35,7 +36,7 @@ import (
 // SQLite has one writer at a time, so each write is a statement on its
 // own. On PostgreSQL the heads are claimed with FOR UPDATE SKIP LOCKED, so
 // claimers never wait for one another; an enqueue and a finish take the
-// conversation's advisory lock (lockConversation: ids of one conversation
+// conversation's advisory lock (convLockSpace: ids of one conversation
 // commit in order, and a head is never dropped under an enqueue); and a
 // transaction that writes an item first locks its head row, the order the
 // claim follows, so none of them can deadlock.
@@ -165,9 +166,10 @@ func (db *DB) claimSerial(ctx context.Context, n int, now time.Time) (items []co
 // heads are due, and when the next one not due yet will be. Most calls
 // find nothing due — every replica is woken by each new head, and its
 // own wake-ups after an enqueue or a finish mostly find the work taken —
-// and cost that read alone. When some are due, they are locked FOR
-// UPDATE SKIP LOCKED (a head another claimer is claiming is skipped,
-// never waited for) and their items claimed in one transaction.
+// and cost that read alone. When some are due, one statement (a round
+// trip, and a transaction of its own; claimQuery) locks them FOR UPDATE
+// SKIP LOCKED (a head another claimer is claiming is skipped, never
+// waited for) and claims their items.
 func (db *DB) claimLocked(ctx context.Context, n int, now time.Time) (items []core.QueueItem, bad []unreadable, next int64, err error) {
 	nowMS := now.UnixMilli()
 	var due int
@@ -176,63 +178,76 @@ func (db *DB) claimLocked(ctx context.Context, n int, now time.Time) (items []co
 		return nil, nil, 0, err
 	}
 	if n > 0 && due > 0 {
-		err = db.txLocking(ctx, func(tx *txn) error {
+		err = db.retried(ctx, func() error {
 			items, bad = items[:0], bad[:0]
-			// A claim need not wait for the disk: lost with a crash of the
-			// server, the item is simply claimable again (as SQLite's
-			// synchronous=NORMAL, where only an enqueue is flushed). The
-			// setting (SET LOCAL's) is made by the statement that locks
-			// the heads, in the same round trip.
-			rows, err := tx.QueryContext(ctx, `WITH async AS (SELECT set_config('synchronous_commit', 'off', true))
-				SELECT h.head FROM async, queue_heads h JOIN queue q ON q.id = h.head
-				WHERE q.status = 'queued' AND h.due <= ? OR q.status = 'running' AND q.lease_until <= ?
-				ORDER BY h.head LIMIT `+strconv.Itoa(n)+` FOR UPDATE OF h SKIP LOCKED`, nowMS, nowMS)
+			rows, err := db.w.QueryContext(ctx, claimQuery(n), nowMS, nowMS, db.holder, db.leaseEnd(now), db.ms(), interruptedBy, nowMS, nowMS)
 			if err != nil {
 				return err
 			}
-			var heads []int64
+			defer rows.Close()
 			for rows.Next() {
-				var id int64
-				if err := rows.Scan(&id); err != nil {
-					rows.Close()
+				it, err := scanClaimed(rows.Scan)
+				var u unreadable
+				switch {
+				case errors.As(err, &u):
+					bad = append(bad, u)
+				case err != nil:
 					return err
+				default:
+					items = append(items, it)
 				}
-				heads = append(heads, id)
 			}
-			rows.Close()
-			if err := rows.Err(); err != nil {
-				return err
-			}
-			until := db.leaseEnd(now)
-			for _, id := range heads {
-				it, err := db.claimRow(ctx, tx, id, nowMS, until)
-				if err != nil {
-					var u unreadable
-					if errors.As(err, &u) {
-						if err := db.failUnreadable(ctx, tx, u); err != nil {
-							return err
-						}
-						bad = append(bad, u)
-						continue
-					}
-					if errors.Is(err, sql.ErrNoRows) {
-						continue
-					}
-					return err
-				}
-				items = append(items, it)
-			}
-			return nil
+			return rows.Err()
 		})
 		if err != nil {
 			return nil, nil, 0, err
 		}
+		// Claimed (under this holder's new lease, so no other claimer
+		// takes them meanwhile), and failed now.
+		for _, u := range bad {
+			if err := db.failUnreadable(ctx, db.w, u); err != nil {
+				return nil, nil, 0, err
+			}
+		}
+		// Claimed items come out in no particular order: the oldest first.
+		slices.SortFunc(items, func(a, b core.QueueItem) int { return cmp.Compare(a.ID, b.ID) })
 	}
 	if n > 0 && len(items) == n {
 		next = 0 // a full claim: the caller claims again when a slot is free
 	}
 	return items, bad, next, nil
 }
+
+// claimQuery is PostgreSQL's claim of up to n due heads: the heads
+// locked FOR UPDATE SKIP LOCKED, oldest first, and their items made
+// running under a new lease of this holder, each only if still claimable
+// (claimRow's update, whose RETURNING it shares), in one statement. It
+// commits without waiting for the disk (synchronous_commit off for its
+// transaction): lost with a crash of the server, an item is simply
+// claimable again, as on SQLite with synchronous=NORMAL, where only an
+// enqueue is flushed. Its arguments: now twice, the holder, the lease's
+// end, the time of the update, the interruption's cause, now twice.
+func claimQuery(n int) string {
+	return `WITH async AS (SELECT set_config('synchronous_commit', 'off', true)),
+	heads AS (SELECT h.head FROM async, queue_heads h JOIN queue q ON q.id = h.head
+		WHERE q.status = 'queued' AND h.due <= ? OR q.status = 'running' AND q.lease_until <= ?
+		ORDER BY h.head LIMIT ` + strconv.Itoa(n) + ` FOR UPDATE OF h SKIP LOCKED)
+	UPDATE queue SET ` + claimSet + `
+	FROM heads WHERE queue.id = heads.head AND ` + claimableWhere + `
+	RETURNING ` + claimedCols
+}
+
+// claimSet, claimableWhere and claimedCols are a claim's update of an
+// item (holder, lease end, time, interruption cause), the condition that
+// it is claimable (now twice), and what it returns (scanClaimed).
+const (
+	claimSet = `status = 'running', holder = ?, lease = lease + 1, lease_until = ?, updated_at = ?,
+		interruptions = interruptions + CASE WHEN status = 'running' THEN 1 ELSE 0 END,
+		last_error = CASE WHEN status = 'running' THEN ? ELSE last_error END`
+	claimableWhere = `(queue.status = 'queued' AND queue.not_before <= ? OR queue.status = 'running' AND queue.lease_until <= ?)`
+	claimedCols    = `queue.id, queue.kind, queue.conversation, queue.dedupe_key, queue.payload, queue.attempts, queue.interruptions, queue.notified, queue.not_before, queue.created_at, queue.lease,
+		NOT EXISTS (SELECT 1 FROM replies r WHERE r.request_id = queue.id)`
+)
 
 // unreadable is a queue row whose event cannot be decoded.
 type unreadable struct {
@@ -253,18 +268,17 @@ type execer interface {
 // or running under a lease that ran out (taken back: an interruption).
 // sql.ErrNoRows: it is not; an unreadable: its event cannot be decoded.
 func (db *DB) claimRow(ctx context.Context, x execer, id, now, until int64) (core.QueueItem, error) {
+	return scanClaimed(x.QueryRowContext(ctx, `UPDATE queue SET `+claimSet+` WHERE queue.id = ? AND `+claimableWhere+` RETURNING `+claimedCols,
+		db.holder, until, db.ms(), interruptedBy, id, now, now).Scan)
+}
+
+// scanClaimed reads a claimed item (claimedCols) with scan; an unreadable
+// error when its event cannot be decoded.
+func scanClaimed(scan func(...any) error) (core.QueueItem, error) {
 	var it core.QueueItem
 	var kind, conv, raw string
 	var notBefore, created int64
-	err := x.QueryRowContext(ctx, `UPDATE queue SET status = 'running', holder = ?, lease = lease + 1, lease_until = ?, updated_at = ?,
-		interruptions = interruptions + CASE WHEN status = 'running' THEN 1 ELSE 0 END,
-		last_error = CASE WHEN status = 'running' THEN ? ELSE last_error END
-		WHERE id = ? AND (status = 'queued' AND not_before <= ? OR status = 'running' AND lease_until <= ?)
-		RETURNING id, kind, conversation, dedupe_key, payload, attempts, interruptions, notified, not_before, created_at, lease,
-			NOT EXISTS (SELECT 1 FROM replies r WHERE r.request_id = queue.id)`,
-		db.holder, until, db.ms(), interruptedBy, id, now, now).
-		Scan(&it.ID, &kind, &conv, &it.DedupeKey, &raw, &it.Attempts, &it.Interruptions, &it.Notified, &notBefore, &created, &it.Lease, &it.NoReply)
-	if err != nil {
+	if err := scan(&it.ID, &kind, &conv, &it.DedupeKey, &raw, &it.Attempts, &it.Interruptions, &it.Notified, &notBefore, &created, &it.Lease, &it.NoReply); err != nil {
 		return it, err
 	}
 	var p payload
@@ -309,7 +323,7 @@ func (db *DB) takeBackOnce(ctx context.Context) error {
 // item by the lease TTL from now; core.ErrLeaseLost when the claim no
 // longer holds it.
 func (db *DB) Renew(ctx context.Context, id, lease int64) error {
-	if err := db.fenced(ctx, id, lease, false, `lease_until = ?`, db.leaseEnd(db.now())); err != nil {
+	if err := db.fenced(ctx, id, lease, `lease_until = ?`, db.leaseEnd(db.now())); err != nil {
 		return fmt.Errorf("renew the lease of queue item %d: %w", id, err)
 	}
 	return nil
@@ -318,16 +332,18 @@ func (db *DB) Renew(ctx context.Context, id, lease int64) error {
 // fenced applies set to item id if this holder's claim with token lease
 // still holds it, in one statement whose trigger moves the head along;
 // core.ErrLeaseLost when it does not. On PostgreSQL the statement runs in
-// a transaction that first takes the conversation's lock when the head
-// moves on (finish), then locks the head row: the order a claim follows.
-func (db *DB) fenced(ctx context.Context, id, lease int64, finish bool, set string, args ...any) error {
-	return db.fencedWith(ctx, id, lease, finish, nil, set, args...)
+// a transaction that first locks the head row: the order a claim
+// follows. (A finish, which moves the head on, also takes the
+// conversation's lock first: on PostgreSQL it is queue_finish, see
+// finishCalled.)
+func (db *DB) fenced(ctx context.Context, id, lease int64, set string, args ...any) error {
+	return db.fencedWith(ctx, id, lease, nil, set, args...)
 }
 
 // fencedWith is fenced with before run first in the same transaction
 // (nil: none; then on SQLite the update is one statement on its own).
 // What before wrote is committed even when the lease was lost.
-func (db *DB) fencedWith(ctx context.Context, id, lease int64, finish bool, before func(*txn) error, set string, args ...any) error {
+func (db *DB) fencedWith(ctx context.Context, id, lease int64, before func(*txn) error, set string, args ...any) error {
 	q := `UPDATE queue SET ` + set + `, updated_at = ? WHERE id = ? AND holder = ? AND lease = ? AND status = 'running'`
 	a := append(append([]any{}, args...), db.ms(), id, db.holder, lease)
 	if !db.d.concurrent {
@@ -358,13 +374,8 @@ func (db *DB) fencedWith(ctx context.Context, id, lease int64, finish bool, befo
 				return err
 			}
 		}
-		// The item's conversation, and with a finish its lock (one round
-		// trip: the lock is taken in the statement that reads it).
-		conv, read := "", `SELECT conversation FROM queue WHERE id = ?`
-		if finish {
-			read = `SELECT q.conversation FROM queue q CROSS JOIN LATERAL (SELECT ` + lockConversationCall(`q.conversation`) + `) l WHERE q.id = ?`
-		}
-		if err := tx.QueryRowContext(ctx, read, id).Scan(&conv); err != nil {
+		var conv string
+		if err := tx.QueryRowContext(ctx, `SELECT conversation FROM queue WHERE id = ?`, id).Scan(&conv); err != nil {
 			return err
 		}
 		var head int64
@@ -397,20 +408,59 @@ func (db *DB) Finish(ctx context.Context, id, lease int64, status, cause string)
 	if status != core.StatusDone && status != core.StatusFailed {
 		return core.Errorf(core.KindInvalid, "finish queue item %d: status %q is not done or failed", id, status)
 	}
-	if err := db.fenced(ctx, id, lease, true, `status = ?, attempts = attempts + 1, last_error = ?, holder = '', lease_until = 0`, status, cause); err != nil {
+	if db.d.concurrent {
+		if err := db.finishCalled(ctx, id, lease, status, cause, nil); err != nil {
+			return fmt.Errorf("finish queue item %d: %w", id, err)
+		}
+		return nil
+	}
+	if err := db.fenced(ctx, id, lease, finishSet, status, cause); err != nil {
 		return fmt.Errorf("finish queue item %d: %w", id, err)
 	}
 	return nil
 }
 
+// finishSet is a finish's update of the item (status, cause).
+const finishSet = `status = ?, attempts = attempts + 1, last_error = ?, holder = '', lease_until = 0`
+
+// finishCall is the PostgreSQL finish: queue_finish (migrations_pg/150)
+// does what fencedWith's transaction does for a finish, with the sent
+// part's delivery (NULLs: none), in one round trip.
+const finishCall = `SELECT queue_finish(?::int, ?::bigint, ?::text, ?::bigint, ?::text, ?::text, ?::bigint, ?::bigint, ?::int, ?::text, ?::text)`
+
+// finishCalled finishes item id on PostgreSQL (status, cause), recording
+// sent first when not nil; core.ErrLeaseLost when this holder's claim
+// no longer holds the item (the part is then still recorded, unless the
+// item is gone).
+func (db *DB) finishCalled(ctx context.Context, id, lease int64, status, cause string, sent *core.PartSent) error {
+	var reply, part, channel, platformID any
+	if sent != nil {
+		reply, part, channel, platformID = sent.ReplyID, sent.Part, sent.Channel, sent.PlatformID
+	}
+	var held bool
+	err := db.retried(ctx, func() error {
+		return db.w.QueryRowContext(ctx, finishCall, convLockSpace, id, db.holder, lease, status, cause, db.ms(), reply, part, channel, platformID).Scan(&held)
+	})
+	if err == nil && !held {
+		err = core.ErrLeaseLost
+	}
+	return err
+}
+
 // FinishSent implements core.SentFinisher: the item done, and the
 // reply's part recorded as sent, in one transaction.
 func (db *DB) FinishSent(ctx context.Context, id, lease int64, sent core.PartSent) error {
-	before := func(tx *txn) error {
-		_, err := tx.ExecContext(ctx, insertDelivery, sent.ReplyID, sent.Part, sent.Channel, sent.PlatformID, db.ms(), false)
-		return err
+	var err error
+	if db.d.concurrent {
+		err = db.finishCalled(ctx, id, lease, core.StatusDone, "", &sent)
+	} else {
+		before := func(tx *txn) error {
+			_, err := tx.ExecContext(ctx, insertDelivery, sent.ReplyID, sent.Part, sent.Channel, sent.PlatformID, db.ms(), false)
+			return err
+		}
+		err = db.fencedWith(ctx, id, lease, before, finishSet, core.StatusDone, "")
 	}
-	if err := db.fencedWith(ctx, id, lease, true, before, `status = ?, attempts = attempts + 1, last_error = ?, holder = '', lease_until = 0`, core.StatusDone, ""); err != nil {
+	if err != nil {
 		return fmt.Errorf("finish queue item %d (reply %d part %d sent): %w", id, sent.ReplyID, sent.Part, err)
 	}
 	return nil
@@ -418,7 +468,7 @@ func (db *DB) FinishSent(ctx context.Context, id, lease int64, sent core.PartSen
 
 // Retry implements core.QueueStore.
 func (db *DB) Retry(ctx context.Context, id, lease int64, notBefore time.Time, cause string) error {
-	if err := db.fenced(ctx, id, lease, false, `status = 'queued', attempts = attempts + 1, not_before = ?, last_error = ?, holder = '', lease_until = 0`,
+	if err := db.fenced(ctx, id, lease, `status = 'queued', attempts = attempts + 1, not_before = ?, last_error = ?, holder = '', lease_until = 0`,
 		notBefore.UnixMilli(), cause); err != nil {
 		return fmt.Errorf("retry queue item %d: %w", id, err)
 	}
@@ -427,7 +477,7 @@ func (db *DB) Retry(ctx context.Context, id, lease int64, notBefore time.Time, c
 
 // Defer implements core.QueueStore.
 func (db *DB) Defer(ctx context.Context, id, lease int64, notBefore time.Time, cause string, notified bool) error {
-	if err := db.fenced(ctx, id, lease, false, `status = 'queued', not_before = ?, last_error = ?, notified = (notified OR ?), holder = '', lease_until = 0`,
+	if err := db.fenced(ctx, id, lease, `status = 'queued', not_before = ?, last_error = ?, notified = (notified OR ?), holder = '', lease_until = 0`,
 		notBefore.UnixMilli(), cause, notified); err != nil {
 		return fmt.Errorf("defer queue item %d: %w", id, err)
 	}
@@ -436,7 +486,7 @@ func (db *DB) Defer(ctx context.Context, id, lease int64, notBefore time.Time, c
 
 // Release implements core.QueueStore.
 func (db *DB) Release(ctx context.Context, id, lease int64) error {
-	if err := db.fenced(ctx, id, lease, false, `status = 'queued', holder = '', lease_until = 0`); err != nil {
+	if err := db.fenced(ctx, id, lease, `status = 'queued', holder = '', lease_until = 0`); err != nil {
 		return fmt.Errorf("release queue item %d: %w", id, err)
 	}
 	return nil

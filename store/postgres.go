@@ -37,6 +37,10 @@ func openPostgres(ctx context.Context, dataDir string, o Options) (*DB, error) {
 	// connection string, not a Config).
 	listenDSN := withDefaults(pg.DSN, cfg)
 	applyDefaults(&cfg)
+	// A statement outside a transaction (the enqueue's function call
+	// among them) relies on reading what others committed before each
+	// of its statements: READ COMMITTED, whatever the server's default.
+	cfg.Runtime["default_transaction_isolation"] = "read committed"
 	if pg.StatementTimeout > 0 {
 		cfg.Runtime["statement_timeout"] = strconv.FormatInt(pg.StatementTimeout.Milliseconds(), 10)
 	}

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -28,8 +27,8 @@ type payload struct {
 // Enqueue implements core.QueueStore. The row's trigger makes it its
 // conversation's head when the conversation had no unfinished work (and,
 // on PostgreSQL, notifies the other replicas). On SQLite it is one
-// statement that also checks the pending cap; on PostgreSQL a transaction
-// that first takes the conversation's lock, so the ids of one
+// statement that also checks the pending cap; on PostgreSQL one call of a
+// function that first takes the conversation's lock, so the ids of one
 // conversation commit in order and the cap counts what is committed.
 func (db *DB) Enqueue(ctx context.Context, it core.QueueItem) (int64, bool, error) {
 	if it.DedupeKey == "" {
@@ -47,18 +46,14 @@ func (db *DB) Enqueue(ctx context.Context, it core.QueueItem) (int64, bool, erro
 	row := []any{it.DedupeKey, string(it.Kind), conv, string(b), it.NotBefore.UnixMilli(), created.UnixMilli(), db.ms()}
 	var id int64
 	if db.d.concurrent {
-		err = db.txLocking(ctx, func(tx *txn) error {
-			id = 0
-			if err := db.lockConversation(ctx, tx, conv); err != nil {
-				return err
-			}
-			// The pending cap is checked by the insert itself, under the
-			// lock: no row is a duplicate or a full conversation (enqueued
-			// tells them apart).
-			err := tx.QueryRowContext(ctx, insertLockedQuery, append(row, it.MaxPending, conv, it.MaxPending)...).Scan(&id)
-			if errors.Is(err, sql.ErrNoRows) {
-				return nil
-			}
+		// One statement (queue_enqueue, migrations_pg/150): the
+		// conversation's lock, then the insert, which checks the pending
+		// cap itself. NULL is a duplicate or a full conversation
+		// (enqueued tells them apart).
+		err = db.retried(ctx, func() error {
+			var got sql.NullInt64
+			err := db.w.QueryRowContext(ctx, enqueueCall, append([]any{convLockSpace}, append(row, it.MaxPending)...)...).Scan(&got)
+			id = got.Int64
 			return err
 		})
 	} else {
@@ -72,15 +67,11 @@ func (db *DB) Enqueue(ctx context.Context, it core.QueueItem) (int64, bool, erro
 	return db.enqueued(ctx, it, id, err)
 }
 
-// insertLockedQuery is the PostgreSQL enqueue's insert, run under the
-// conversation's lock: the row (the first seven arguments), unless the
-// conversation holds the cap (the last three: the cap, the conversation,
-// the cap; 0 = none) of unfinished items. It returns the id; no row: a
-// duplicate, or the conversation is full.
-const insertLockedQuery = `INSERT INTO queue (dedupe_key, kind, conversation, payload, not_before, created_at, updated_at)
-	SELECT ?::text, ?::text, ?::text, ?::text, ?::bigint, ?::bigint, ?::bigint
-	WHERE ?::bigint <= 0 OR (SELECT COUNT(*) FROM queue WHERE conversation = ? AND status IN ('queued', 'running')) < ?::bigint
-	ON CONFLICT (dedupe_key) DO NOTHING RETURNING id`
+// enqueueCall is the PostgreSQL enqueue: queue_enqueue(lock space, the
+// row, the cap) takes the conversation's lock and inserts the row unless
+// the conversation holds the cap of unfinished items (0 = none), in one
+// round trip and one transaction, as the statement's own.
+const enqueueCall = `SELECT queue_enqueue(?::int, ?::text, ?::text, ?::text, ?::text, ?::bigint, ?::bigint, ?::bigint, ?::bigint)`
 
 // enqueued is the end of an enqueue whose insert returned id and err:
 // the id, or whether the item was a duplicate, or why it was refused.
@@ -195,29 +186,14 @@ func (db *DB) insertSerialArgs(it core.QueueItem, payload string, created, now t
 		db.holder, db.leaseEnd(now), it.MaxPending, conv, it.MaxPending}
 }
 
-// lockConversation serializes, on PostgreSQL, the transactions that add
-// to a conversation or move its head (Enqueue, finishing an item): ids of
-// one conversation then commit in id order, and a head is never deleted
-// while an enqueue relies on it. The lock is a transaction-scoped
-// advisory lock on the conversation's hash (a collision only makes two
-// conversations wait for each other). SQLite has one writer at a time.
-func (db *DB) lockConversation(ctx context.Context, tx *txn, conv string) error {
-	if !db.d.concurrent {
-		return nil
-	}
-	_, err := tx.ExecContext(ctx, `SELECT `+lockConversationCall(`?`), conv)
-	return err
-}
-
-// lockConversationCall is lockConversation's call on the conversation
-// expr (a placeholder or a column), for a statement that takes the lock
-// as it reads.
-func lockConversationCall(expr string) string {
-	return `pg_advisory_xact_lock(` + strconv.Itoa(convLockSpace) + `, hashtext(` + expr + `))`
-}
-
 // convLockSpace is the first key of the conversations' advisory locks
-// (the two-key space does not meet the migration lock's one-key space).
+// on PostgreSQL (the two-key space does not meet the migration lock's
+// one-key space). The lock, on the conversation's hash, serializes what
+// adds to a conversation or moves its head (queue_enqueue and
+// queue_finish, migrations_pg/150): ids of one conversation then commit
+// in id order, and a head is never deleted while an enqueue relies on
+// it. A collision of hashes only makes two conversations wait for each
+// other. SQLite has one writer at a time.
 const convLockSpace = 0x6f74 // "ot"
 
 // flush makes the commits so far reach the disk before it returns. The

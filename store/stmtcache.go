@@ -266,10 +266,11 @@ func (c *tripCounter) begin() {
 	}
 }
 
-// isRead says q only reads.
+// isRead says q only reads: a SELECT that calls none of the store's
+// writing functions (PostgreSQL's queue_enqueue and queue_finish).
 func isRead(q string) bool {
 	q = strings.TrimLeft(q, " \t\n")
-	return len(q) >= 6 && strings.EqualFold(q[:6], "SELECT")
+	return len(q) >= 6 && strings.EqualFold(q[:6], "SELECT") && !strings.Contains(q, "queue_enqueue(") && !strings.Contains(q, "queue_finish(")
 }
 
 // Trips is what the database was sent since the DB was opened.

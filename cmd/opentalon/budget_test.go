@@ -41,29 +41,37 @@ const (
 // The budget on PostgreSQL, where the replicas share the claims: the
 // enqueue only enqueues [w] (its notification wakes every replica), and
 // the dispatcher that finds the head due, with its read of the heads,
-// claims it in a transaction of its own [w]; the rest as on SQLite. Not
+// claims it in a statement of its own [w]; the rest as on SQLite. Not
 // counted: the dispatchers' other reads of the heads (one per wake-up;
 // most find nothing due and cost that read alone), the auth profiles'
 // shared state (read at most every few seconds) and the Telegram
 // poller's offset in its lease (written at most once a second:
 // TestOffsetKeptAtMostOnceASecond).
+//
+// There each statement is a round trip on the network too, and so are a
+// transaction's BEGIN and COMMIT: the enqueue and the finish are one
+// call of a function each (migrations_pg/150; they were transactions of
+// 4 and 6 round trips), the claim one statement (it was a transaction
+// of 4), and the reply's transaction BEGIN, its statements, COMMIT: 15
+// round trips on the network, 26 before.
 const (
-	budgetCallsPostgres  = 7
-	budgetWritesPostgres = 4
+	budgetCallsPostgres   = 7
+	budgetWritesPostgres  = 4
+	budgetNetworkPostgres = 15 // statements and each transaction's BEGIN and COMMIT
 )
 
 // TestMessageRoundTripBudget counts the store's round trips for one plain
 // message on SQLite.
 func TestMessageRoundTripBudget(t *testing.T) {
 	t.Parallel()
-	checkRoundTripBudget(t, "", budgetCalls, budgetWrites)
+	checkRoundTripBudget(t, "", budgetCalls, budgetWrites, 0)
 }
 
 // TestMessageRoundTripBudgetPostgres is TestMessageRoundTripBudget on
 // PostgreSQL, where each statement is a round trip on the network too.
 func TestMessageRoundTripBudgetPostgres(t *testing.T) {
 	t.Parallel()
-	checkRoundTripBudget(t, pgtest.DSN(t), budgetCallsPostgres, budgetWritesPostgres)
+	checkRoundTripBudget(t, pgtest.DSN(t), budgetCallsPostgres, budgetWritesPostgres, budgetNetworkPostgres)
 }
 
 // headsProbe and claimHeads begin PostgreSQL's read of the due heads and
@@ -91,8 +99,9 @@ func notPerMessage(q string) bool {
 
 // checkRoundTripBudget sends messages to an App on the database of dsn
 // ("" = SQLite) and fails when each of the third, fourth and fifth took
-// more round trips or write transactions than the budget.
-func checkRoundTripBudget(t *testing.T, dsn string, calls, writes int64) {
+// more round trips or write transactions than the budget, or (network >
+// 0) more round trips on the network.
+func checkRoundTripBudget(t *testing.T, dsn string, calls, writes, network int64) {
 	llm := providertest.NewOpenAI(t)
 	bot := telegramtest.New(t, tgToken)
 	dir := t.TempDir()
@@ -140,34 +149,49 @@ func checkRoundTripBudget(t *testing.T, dsn string, calls, writes int64) {
 	for n := 3; n <= 5; n++ {
 		waitQuiet(t, db, 300*time.Millisecond)
 		c := countTrips(db, func() { send(n, fmt.Sprintf("and of country %d?", n)) })
-		t.Logf("message %d: %d round trips, %d write transactions, %d statements:\n%s", n, c.Calls, c.Writes, c.Statements, strings.Join(c.trace, "\n"))
-		if n == 3 || c.Calls+c.Writes < best.Calls+best.Writes {
+		t.Logf("message %d: %d round trips, %d write transactions, %d statements%s:\n%s", n, c.Calls, c.Writes, c.Statements, c.onNetwork(network), strings.Join(c.trace, "\n"))
+		if n == 3 || c.Calls+c.Writes+c.network < best.Calls+best.Writes+best.network {
 			best = c
 		}
-		if best.Calls <= calls && best.Writes <= writes {
-			t.Logf("one plain message: %d round trips, %d write transactions, %d statements", best.Calls, best.Writes, best.Statements)
+		if best.Calls <= calls && best.Writes <= writes && (network <= 0 || best.network <= network) {
+			t.Logf("one plain message: %d round trips, %d write transactions, %d statements%s", best.Calls, best.Writes, best.Statements, best.onNetwork(network))
 			return
 		}
 	}
-	t.Errorf("one plain message took at least %d round trips (budget %d) and %d write transactions (budget %d) in each of three counts; the statements are logged above — fold the new one into an existing trip, or raise the budget in budget_test.go on purpose",
-		best.Calls, calls, best.Writes, writes)
+	t.Errorf("one plain message took at least %d round trips (budget %d), %d write transactions (budget %d) and %d round trips on the network (budget %d; 0: not counted) in each of three counts; the statements are logged above — fold the new one into an existing trip, or raise the budget in budget_test.go on purpose",
+		best.Calls, calls, best.Writes, writes, best.network, network)
 }
 
 // countedTrips is what one message sent to the database, less what the
 // budget does not count (notPerMessage), with the statements' text.
 type countedTrips struct {
 	store.Trips
-	trace []string
+	// network is the round trips on PostgreSQL's wire: the statements,
+	// and each transaction's BEGIN and COMMIT.
+	network int64
+	trace   []string
+}
+
+// onNetwork is ", N round trips on the network" when that is counted
+// (a network budget), else "".
+func (c countedTrips) onNetwork(budget int64) string {
+	if budget <= 0 {
+		return ""
+	}
+	return fmt.Sprintf(", %d round trips on the network", c.network)
 }
 
 // countTrips counts what db sends while fn runs.
 func countTrips(db *store.DB, fn func()) countedTrips {
 	var mu sync.Mutex
 	var c countedTrips
-	var skipped, skippedWrites int64
+	var skipped, skippedWrites, begins int64
 	db.TraceTrips(func(q string, inTx bool) {
 		mu.Lock()
 		defer mu.Unlock()
+		if q == "BEGIN" {
+			begins++
+		}
 		q = strings.Join(strings.Fields(q), " ")
 		switch {
 		case !inTx && notPerMessage(q):
@@ -176,9 +200,9 @@ func countTrips(db *store.DB, fn func()) countedTrips {
 				skippedWrites++
 			}
 			q = "(not counted) " + q
-		case inTx && strings.HasPrefix(q, claimHeads):
-			// A claim's transaction follows its own read of the heads,
-			// which found the head due: that read is counted.
+		case strings.HasPrefix(q, claimHeads):
+			// A claim follows its own read of the heads, which found
+			// the head due: that read is counted.
 			skipped--
 			c.trace = append(c.trace, "(the claim's read of the heads is counted)")
 		}
@@ -200,6 +224,7 @@ func countTrips(db *store.DB, fn func()) countedTrips {
 	got.Writes -= skippedWrites
 	got.Statements -= skipped
 	c.Trips = got
+	c.network = got.Statements + 2*begins
 	return c
 }
 
