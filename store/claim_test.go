@@ -3,6 +3,8 @@ package store
 import (
 	"bytes"
 	"context"
+	"database/sql"
+	"encoding/json"
 	"log/slog"
 	"strings"
 	"testing"
@@ -224,5 +226,77 @@ func TestEnqueueClaim(t *testing.T) {
 	items, _, _ = db.Claim(ctx, 10, now)
 	if texts(items) != "a second" {
 		t.Fatalf("claim after a's first finished = %q, want a second", texts(items))
+	}
+}
+
+// TestUnreadableFailKeepsAnEnqueueInFlight: on PostgreSQL an unreadable
+// head is failed as a finish is, under its conversation's lock, so an
+// enqueue of that conversation in flight (its row inserted behind the
+// head, not committed yet) is not left without a head when the failed
+// one's head moves on: the next claim gets it.
+func TestUnreadableFailKeepsAnEnqueueInFlight(t *testing.T) {
+	ctx := context.Background()
+	db := openPG(t, Options{})
+	conv := core.ConversationKey{Channel: "telegram", Chat: "inflight"}
+	badID, _, err := db.Enqueue(ctx, msgItem(conv, "1", "soon broken"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.w.ExecContext(ctx, `UPDATE queue SET payload = '{not json' WHERE id = ?`, badID); err != nil {
+		t.Fatal(err)
+	}
+	// The enqueue in flight: the conversation's lock, the row inserted.
+	tx, err := db.w.DB.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback()
+	if _, err := tx.Exec(`SELECT pg_advisory_xact_lock($1, hashtext($2))`, convLockSpace, conv.String()); err != nil {
+		t.Fatal(err)
+	}
+	in := core.Inbound{Conversation: conv, MessageID: "2", Text: "after"}
+	raw, _ := json.Marshal(payload{Message: &in})
+	if _, err := tx.Exec(`INSERT INTO queue (dedupe_key, kind, conversation, payload, not_before, created_at, updated_at) VALUES ($1, 'message', $2, $3, 0, 1, 1)`,
+		"telegram:m:2", conv.String(), string(raw)); err != nil {
+		t.Fatal(err)
+	}
+	claimed := make(chan error, 1)
+	go func() {
+		_, _, err := db.Claim(ctx, 10, time.Now())
+		claimed <- err
+	}()
+	// The claim fails the unreadable head: it waits for the lock.
+	deadline := time.Now().Add(10 * time.Second)
+	for waiting := 0; waiting == 0; {
+		select {
+		case err := <-claimed:
+			claimed <- err
+			waiting = 1 // it did not wait
+			continue
+		default:
+		}
+		if err := db.w.DB.QueryRow(`SELECT COUNT(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted`).Scan(&waiting); err != nil {
+			t.Fatal(err)
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the claim neither returned nor waited for the conversation's lock")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-claimed; err != nil {
+		t.Fatalf("claim: %v", err)
+	}
+	if st, _, _, _ := db.QueueStatus(ctx, badID); st != core.StatusFailed {
+		t.Fatalf("the unreadable item is %s, want failed", st)
+	}
+	items, _, err := db.Claim(ctx, 10, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(items) != 1 || items[0].Message == nil || items[0].Message.Text != "after" {
+		t.Fatalf("claimed %+v; want the message enqueued meanwhile", items)
 	}
 }

@@ -35,11 +35,12 @@ import (
 //
 // SQLite has one writer at a time, so each write is a statement on its
 // own. On PostgreSQL the heads are claimed with FOR UPDATE SKIP LOCKED, so
-// claimers never wait for one another; an enqueue and a finish take the
-// conversation's advisory lock (convLockSpace: ids of one conversation
-// commit in order, and a head is never dropped under an enqueue); and a
-// transaction that writes an item first locks its head row, the order the
-// claim follows, so none of them can deadlock.
+// claimers never wait for one another; an enqueue and a finish (failing
+// an unreadable item included) take the conversation's advisory lock
+// (convLockSpace: ids of one conversation commit in order, and a head is
+// never dropped under an enqueue); and whatever writes an item locks its
+// head row first, the order the claim follows, so none of them can
+// deadlock.
 
 // forever is the due time of a lease that does not expire (LeaseTTL 0).
 const forever = int64(1) << 62
@@ -202,13 +203,21 @@ func (db *DB) claimLocked(ctx context.Context, n int, now time.Time) (items []co
 		if err != nil {
 			return nil, nil, 0, err
 		}
-		// Claimed (under this holder's new lease, so no other claimer
-		// takes them meanwhile), and failed now.
+		// Claimed under this holder's new lease, and failed now as a
+		// finish is (queue_finish: the conversation's lock, then its head
+		// row, then the item, only while the lease holds), so a claim or
+		// an enqueue meanwhile neither deadlocks with it nor loses its
+		// head. One that cannot be failed now is taken back when the
+		// lease ends, an interruption; the items claimed are run anyway.
+		failed := bad[:0]
 		for _, u := range bad {
-			if err := db.failUnreadable(ctx, db.w, u); err != nil {
-				return nil, nil, 0, err
+			if err := db.finishCalled(ctx, u.id, u.lease, core.StatusFailed, unreadableCause(u), nil); err != nil {
+				db.log.Error("queue row cannot be read and could not be marked failed; it is claimed again when its lease ends", "request", u.id, "err", err)
+				continue
 			}
+			failed = append(failed, u)
 		}
+		bad = failed
 		// Claimed items come out in no particular order: the oldest first.
 		slices.SortFunc(items, func(a, b core.QueueItem) int { return cmp.Compare(a.ID, b.ID) })
 	}
@@ -251,8 +260,9 @@ const (
 
 // unreadable is a queue row whose event cannot be decoded.
 type unreadable struct {
-	id  int64
-	err error
+	id    int64
+	lease int64 // the claim's
+	err   error
 }
 
 func (u unreadable) Error() string { return fmt.Sprintf("queue row %d: %v", u.id, u.err) }
@@ -283,7 +293,7 @@ func scanClaimed(scan func(...any) error) (core.QueueItem, error) {
 	}
 	var p payload
 	if err := decodePayload(core.EventKind(kind), raw, &p); err != nil {
-		return it, unreadable{it.ID, err}
+		return it, unreadable{it.ID, it.Lease, err}
 	}
 	it.Kind, it.Conversation = core.EventKind(kind), core.ParseConversationKey(conv)
 	it.Message, it.Reaction, it.Firing = p.Message, p.Reaction, p.Firing
@@ -292,11 +302,18 @@ func scanClaimed(scan func(...any) error) (core.QueueItem, error) {
 }
 
 // failUnreadable fails an item whose event cannot be decoded: one such
-// row must not stall the queue, its conversation moves on.
+// row must not stall the queue, its conversation moves on. SQLite's
+// claim does it in its transaction; PostgreSQL's fails it as a finish
+// (claimLocked).
 func (db *DB) failUnreadable(ctx context.Context, x execer, u unreadable) error {
 	_, err := x.ExecContext(ctx, `UPDATE queue SET status = 'failed', attempts = attempts + 1, last_error = ?, holder = '', lease_until = 0, updated_at = ? WHERE id = ?`,
-		"the stored event cannot be read: "+u.err.Error(), db.ms(), u.id)
+		unreadableCause(u), db.ms(), u.id)
 	return err
+}
+
+// unreadableCause is the recorded error of an unreadable item.
+func unreadableCause(u unreadable) string {
+	return "the stored event cannot be read: " + u.err.Error()
 }
 
 // takeBackOnce, on a sole claimer's first claim, ends every lease: they
