@@ -59,6 +59,9 @@ func (db *DB) SaveReply(ctx context.Context, r *core.Reply, msgs []core.ChatMess
 		if created.IsZero() {
 			created = db.now()
 		}
+		if db.d.concurrent && len(msgs) <= messagesPerInsert {
+			return saveReplyAtOnce(ctx, tx, r, &id, string(parts), files, meta, created.UnixMilli(), now, msgs)
+		}
 		// The row first: a request's reply exists at most once, so a
 		// second save finds the first (one statement when there is none).
 		err := tx.QueryRowContext(ctx, `INSERT INTO replies (request_id, session_id, conversation, text, parts, files, model, task_type, reason,
@@ -94,6 +97,49 @@ func (db *DB) SaveReply(ctx context.Context, r *core.Reply, msgs []core.ChatMess
 	}
 	dw.done(d)
 	return id, nil
+}
+
+// saveReplyAtOnce is SaveReply's writes on PostgreSQL in one statement
+// (one round trip on the network instead of three, or five with a
+// stream's draft): the reply's row inserted, or the stream's draft
+// filled in; its history entries (at most messagesPerInsert) and the
+// session's tokens, only when one of those happened. A reply saved
+// before (not a draft) stands: its id is read.
+func saveReplyAtOnce(ctx context.Context, tx *txn, r *core.Reply, id *int64, parts, files, meta string, created, now int64, msgs []core.ChatMessage) error {
+	var req any
+	if r.RequestID != 0 {
+		req = r.RequestID
+	}
+	u := r.Usage
+	args := []any{req, r.SessionID, r.Conversation.String(), r.Text, parts, files, r.Model, r.TaskType, r.Reason,
+		u.InputTokens, u.OutputTokens, u.CostUSD, meta, created,
+		r.Text, parts, files, r.Model, r.TaskType, r.Reason, u.InputTokens, u.OutputTokens, u.CostUSD, meta, req}
+	q := `WITH ins AS (INSERT INTO replies (request_id, session_id, conversation, text, parts, files, model, task_type, reason,
+			input_tokens, output_tokens, cost_usd, metadata, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+			ON CONFLICT (request_id) DO NOTHING RETURNING id),
+		upd AS (UPDATE replies SET streaming = FALSE, text = ?, parts = ?, files = ?, model = ?, task_type = ?, reason = ?,
+			input_tokens = ?, output_tokens = ?, cost_usd = ?, metadata = ? WHERE request_id = ? AND streaming RETURNING id),
+		r AS (SELECT id FROM ins UNION ALL SELECT id FROM upd)`
+	if len(msgs) > 0 {
+		rows, err := messageRows(r.SessionID, r.RequestID, now, msgs)
+		if err != nil {
+			return err
+		}
+		const row = `(?::bigint, ?::bigint, ?::text, ?::text, ?::text, ?::text, ?::text, ?::bigint)`
+		q += `, m AS (INSERT INTO messages (session_id, request_id, role, content, tool_calls, tool_call_id, attachments, created_at)
+			SELECT * FROM (VALUES ` + strings.TrimSuffix(strings.Repeat(row+", ", len(msgs)), ", ") + `) v WHERE EXISTS (SELECT 1 FROM r))`
+		args = append(args, rows...)
+	}
+	q += `, s AS (UPDATE sessions SET input_tokens = input_tokens + ?, output_tokens = output_tokens + ?,
+			cost_usd = cost_usd + ?, last_access = ? WHERE id = ? AND EXISTS (SELECT 1 FROM r))
+		SELECT id FROM r`
+	args = append(args, u.InputTokens, u.OutputTokens, u.CostUSD, now, r.SessionID)
+	err := tx.QueryRowContext(ctx, q, args...).Scan(id)
+	if errors.Is(err, sql.ErrNoRows) {
+		// Saved before, and not a draft: that one stands.
+		return tx.QueryRowContext(ctx, `SELECT id FROM replies WHERE request_id = ?`, r.RequestID).Scan(id)
+	}
+	return err
 }
 
 const replyCols = `id, COALESCE(request_id, 0), COALESCE(session_id, 0), conversation, text, parts, files, streaming, model, task_type, reason, input_tokens, output_tokens, cost_usd, metadata, created_at`

@@ -308,30 +308,11 @@ func decodeCalls(calls sql.NullString, m *core.ChatMessage) error {
 // messagesPerInsert rows per statement (a reply's question and answer are
 // one statement: on PostgreSQL, one round trip).
 func insertMessages(ctx context.Context, tx *txn, sessionID, requestID int64, at int64, msgs []core.ChatMessage) error {
-	var req any
-	if requestID != 0 {
-		req = requestID
-	}
 	for len(msgs) > 0 {
 		n := min(len(msgs), messagesPerInsert)
-		args := make([]any, 0, 8*n)
-		for _, m := range msgs[:n] {
-			var calls, atts any
-			if len(m.ToolCalls) > 0 {
-				b, err := json.Marshal(m.ToolCalls)
-				if err != nil {
-					return err
-				}
-				calls = string(b)
-			}
-			if len(m.Attachments) > 0 {
-				b, err := json.Marshal(m.Attachments)
-				if err != nil {
-					return err
-				}
-				atts = string(b)
-			}
-			args = append(args, sessionID, req, string(m.Role), m.Content, calls, m.ToolCallID, atts, at)
+		args, err := messageRows(sessionID, requestID, at, msgs[:n])
+		if err != nil {
+			return err
 		}
 		if _, err := tx.ExecContext(ctx, insertMessagesQuery(n), args...); err != nil {
 			return err
@@ -339,6 +320,35 @@ func insertMessages(ctx context.Context, tx *txn, sessionID, requestID int64, at
 		msgs = msgs[n:]
 	}
 	return nil
+}
+
+// messageRows is the arguments of history entries' rows, eight each
+// (insertMessagesQuery's columns).
+func messageRows(sessionID, requestID int64, at int64, msgs []core.ChatMessage) ([]any, error) {
+	var req any
+	if requestID != 0 {
+		req = requestID
+	}
+	args := make([]any, 0, 8*len(msgs))
+	for _, m := range msgs {
+		var calls, atts any
+		if len(m.ToolCalls) > 0 {
+			b, err := json.Marshal(m.ToolCalls)
+			if err != nil {
+				return nil, err
+			}
+			calls = string(b)
+		}
+		if len(m.Attachments) > 0 {
+			b, err := json.Marshal(m.Attachments)
+			if err != nil {
+				return nil, err
+			}
+			atts = string(b)
+		}
+		args = append(args, sessionID, req, string(m.Role), m.Content, calls, m.ToolCallID, atts, at)
+	}
+	return args, nil
 }
 
 // messagesPerInsert bounds the rows of one insert of history entries (and

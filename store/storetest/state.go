@@ -191,6 +191,23 @@ func testReplies(t *testing.T, e Engine) {
 	if d == nil || d.Streaming || d.Text != "done" || len(d.Sent) != 1 || d.Sent[0] != "tg-200" || !d.Draft[0] {
 		t.Fatalf("the filled draft = %+v; want its streamed message kept as a draft of part 0", d)
 	}
+	if n, _ := db.MessageCount(ctx, sess.ID); n != 4 {
+		t.Fatalf("history has %d entries after the draft was filled; want its two added (4)", n)
+	}
+	// Filled, it is no draft any more: a save again changes nothing.
+	if again, err := rs.SaveReply(ctx, &core.Reply{RequestID: req2, SessionID: sess.ID, Conversation: c, Text: "other", Parts: []string{"other"}, Usage: core.Usage{InputTokens: 100}},
+		[]core.ChatMessage{{Role: core.RoleUser, Content: "stream me"}, {Role: core.RoleAssistant, Content: "other"}}); err != nil || again != draft {
+		t.Fatalf("saving the filled draft again = %d, %v; want it (%d)", again, err, draft)
+	}
+	if d, _ = db.Reply(ctx, draft); d == nil || d.Text != "done" {
+		t.Fatalf("the filled draft after another save = %+v; want it unchanged", d)
+	}
+	if n, _ := db.MessageCount(ctx, sess.ID); n != 4 {
+		t.Fatalf("history has %d entries; the save of a filled draft must add none", n)
+	}
+	if s, _ := db.Session(ctx, sess.ID); s.Usage.InputTokens != 7 {
+		t.Fatalf("session usage = %+v; the save of a filled draft must add none", s.Usage)
+	}
 
 	// Escalation state of a session.
 	check(t, "save escalation", db.SaveEscalation(ctx, sess.ID, core.EscalationState{Question: "why?", Models: []string{"a", "b"}}))
