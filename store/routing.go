@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/opentalon/opentalon/core"
@@ -134,8 +135,12 @@ func updateAffinity(ctx context.Context, tx *txn, task, model string, fn func(co
 	if err != nil {
 		return fmt.Errorf("read affinity %s/%s: %w", task, model, err)
 	}
-	a = fn(a)
-	_, err = tx.ExecContext(ctx, `INSERT INTO affinity (`+affinityCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+	return writeAffinity(ctx, tx, task, model, fn(a))
+}
+
+// writeAffinity stores a as the (task, model) row.
+func writeAffinity(ctx context.Context, tx *txn, task, model string, a core.Affinity) error {
+	_, err := tx.ExecContext(ctx, `INSERT INTO affinity (`+affinityCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (task_type, model) DO UPDATE SET pos = excluded.pos, neg = excluded.neg, positives = excluded.positives,
 		negatives = excluded.negatives, last_signal = excluded.last_signal, updated_at = excluded.updated_at`,
 		task, model, a.Pos, a.Neg, a.Positives, a.Negatives, timeMS(a.LastSignal), timeMS(a.UpdatedAt))
@@ -257,6 +262,52 @@ func (db *DB) usageArgs(u core.UsageRecord) []any {
 	return []any{at.UnixMilli(), sess, u.Conversation, u.UserID, u.Model, purpose, u.InputTokens, u.OutputTokens, u.CostUSD}
 }
 
+// usagePerStatement bounds the usage rows written in usageAndSignal's
+// statement (and so the statements prepared for it).
+const usagePerStatement = 4
+
+// usageAndSignal writes, on PostgreSQL, the usage rows and the signal s
+// and reads the affinity row s folds into, in one statement (one round
+// trip instead of one per row, the signal's and the affinity's read): the
+// signal's id (0: its request recorded it already; nothing is read then)
+// and the affinity row (a zero row of s's task and model when there is
+// none).
+func (db *DB) usageAndSignal(ctx context.Context, tx *txn, usage []core.UsageRecord, s core.DeferredSignal) (int64, core.Affinity, error) {
+	var q strings.Builder
+	var args []any
+	q.WriteString(`WITH `)
+	if len(usage) > 0 {
+		q.WriteString(`u AS (` + strings.TrimSuffix(insertUsage, ` VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`) + ` VALUES `)
+		for i, u := range usage {
+			if i > 0 {
+				q.WriteString(`, `)
+			}
+			q.WriteString(`(?, ?, ?, ?, ?, ?, ?, ?, ?)`)
+			args = append(args, db.usageArgs(u)...)
+		}
+		q.WriteString(`), `)
+	}
+	q.WriteString(`s AS (` + insertSignal + `)
+		SELECT s.id, a.task_type IS NOT NULL, COALESCE(a.pos, 0), COALESCE(a.neg, 0), COALESCE(a.positives, 0), COALESCE(a.negatives, 0),
+			COALESCE(a.last_signal, 0), COALESCE(a.updated_at, 0)
+		FROM s LEFT JOIN affinity a ON a.task_type = ? AND a.model = ?`)
+	args = append(append(args, db.signalArgs(s.Signal)...), s.Task, s.Model)
+	a := core.Affinity{Task: s.Task, Model: s.Model}
+	var id, last, upd int64
+	var found bool
+	err := tx.QueryRowContext(ctx, q.String(), args...).Scan(&id, &found, &a.Pos, &a.Neg, &a.Positives, &a.Negatives, &last, &upd)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, a, nil // recorded already (the usage rows are written)
+	}
+	if err != nil {
+		return 0, a, fmt.Errorf("add usage and signal: %w", err)
+	}
+	if found {
+		a.LastSignal, a.UpdatedAt = msTime(last), msTime(upd)
+	}
+	return id, a, nil
+}
+
 // deferredWrites is what one transaction wrote of a core.Deferred.
 type deferredWrites struct {
 	usage   int
@@ -270,12 +321,32 @@ type deferredWrites struct {
 func (db *DB) writeDeferred(ctx context.Context, tx *txn, d *core.Deferred) (deferredWrites, error) {
 	usage, signals := d.Pending()
 	w := deferredWrites{usage: len(usage), signals: signals, ids: make([]int64, len(signals))}
-	for _, u := range usage {
-		if _, err := tx.ExecContext(ctx, insertUsage, db.usageArgs(u)...); err != nil {
-			return w, fmt.Errorf("add usage: %w", err)
+	first := 0 // the signals written with the usage rows
+	if db.d.concurrent && len(signals) > 0 && len(usage) <= usagePerStatement {
+		id, a, err := db.usageAndSignal(ctx, tx, usage, signals[0])
+		if err != nil {
+			return w, err
+		}
+		w.ids[0], first = id, 1
+		if id != 0 && signals[0].Fold != nil {
+			if err := writeAffinity(ctx, tx, signals[0].Task, signals[0].Model, signals[0].Fold(a)); err != nil {
+				return w, err
+			}
+		}
+		if id != 0 {
+			if err := writeLearning(ctx, tx, signals[0].Arms, signals[0].Tasks); err != nil {
+				return w, err
+			}
+		}
+	} else {
+		for _, u := range usage {
+			if _, err := tx.ExecContext(ctx, insertUsage, db.usageArgs(u)...); err != nil {
+				return w, fmt.Errorf("add usage: %w", err)
+			}
 		}
 	}
-	for i, s := range signals {
+	for i, s := range signals[first:] {
+		i += first
 		id, err := insertedID(tx.QueryRowContext(ctx, insertSignal, db.signalArgs(s.Signal)...))
 		if err != nil {
 			return w, fmt.Errorf("add signal: %w", err)

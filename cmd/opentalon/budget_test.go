@@ -52,14 +52,15 @@ const (
 // transaction's BEGIN and COMMIT: the enqueue and the finish are one
 // call of a function each (migrations_pg/150; they were transactions of
 // 4 and 6 round trips), the claim one statement (it was a transaction
-// of 4), and the reply's transaction BEGIN, the deferred writes, one
-// statement for the reply's row with its history entries and the
-// session's tokens (it was three), COMMIT: 13 round trips on the
-// network, 26 before.
+// of 4), and the reply's transaction BEGIN, one statement for the usage
+// row, the implicit signal and the read of its affinity (it was three),
+// the affinity's write, one for the reply's row with its history entries
+// and the session's tokens (it was three), COMMIT: 11 round trips on
+// the network, 26 before.
 const (
 	budgetCallsPostgres   = 7
 	budgetWritesPostgres  = 4
-	budgetNetworkPostgres = 13 // statements and each transaction's BEGIN and COMMIT
+	budgetNetworkPostgres = 11 // statements and each transaction's BEGIN and COMMIT
 )
 
 // TestMessageRoundTripBudget counts the store's round trips for one plain

@@ -126,6 +126,15 @@ func testFolded(t *testing.T, e Engine) {
 	if affs, _ := db.Affinities(ctx); affs[0].Pos != 1 {
 		t.Fatalf("affinity = %+v; a signal recorded already must not fold again", affs)
 	}
+	// Another request's signal folds into the row there is.
+	d3 := &core.Deferred{Owner: db}
+	sig3 := sig
+	sig3.RequestID = mustEnqueue(t, db, msg(c, "4", "fourth"))
+	d3.AddSignal(core.DeferredSignal{Signal: sig3, Task: "chat", Model: "fake/big", Fold: fold, Done: func(id int64) { done = append(done, id) }})
+	check(t, "write deferred", db.WriteDeferred(ctx, d3))
+	if affs, _ := db.Affinities(ctx); len(affs) != 1 || affs[0].Pos != 2 || affs[0].Positives != 2 {
+		t.Fatalf("affinity = %+v; want the second fold on the first (pos 2)", affs)
+	}
 	before = db.Trips()
 	check(t, "write nothing", db.WriteDeferred(ctx, d2))
 	if got := db.Trips().Sub(before); got.Calls != 0 {
