@@ -104,7 +104,9 @@ func (db *DB) SaveReply(ctx context.Context, r *core.Reply, msgs []core.ChatMess
 // stream's draft): the reply's row inserted, or the stream's draft
 // filled in; its history entries (at most messagesPerInsert) and the
 // session's tokens, only when one of those happened. A reply saved
-// before (not a draft) stands: its id is read.
+// before (not a draft) stands: its id is read. (The entries are checked
+// for what PostgreSQL's TEXT cannot hold even then, so a repeat save
+// with such an entry is refused; its first save was.)
 func saveReplyAtOnce(ctx context.Context, tx *txn, r *core.Reply, id *int64, parts, files, meta string, created, now int64, msgs []core.ChatMessage) error {
 	var req any
 	if r.RequestID != 0 {

@@ -135,6 +135,28 @@ func testFolded(t *testing.T, e Engine) {
 	if affs, _ := db.Affinities(ctx); len(affs) != 1 || affs[0].Pos != 2 || affs[0].Positives != 2 {
 		t.Fatalf("affinity = %+v; want the second fold on the first (pos 2)", affs)
 	}
+	// More usage rows than one statement takes, a signal recorded
+	// already and two new ones folding into the same row.
+	d4 := &core.Deferred{Owner: db}
+	for range 5 {
+		d4.AddUsage(core.UsageRecord{Conversation: c.String(), Model: "fake/big", CostUSD: 0.125})
+	}
+	d4.AddSignal(core.DeferredSignal{Signal: sig3, Task: "chat", Model: "fake/big", Fold: fold, Done: func(id int64) { done = append(done, id) }})
+	for _, n := range []string{"5", "6"} {
+		s := sig
+		s.RequestID = mustEnqueue(t, db, msg(c, n, "more"))
+		d4.AddSignal(core.DeferredSignal{Signal: s, Task: "chat", Model: "fake/big", Fold: fold, Done: func(id int64) { done = append(done, id) }})
+	}
+	check(t, "write deferred", db.WriteDeferred(ctx, d4))
+	if got := done[len(done)-3:]; got[0] != 0 || got[1] == 0 || got[2] == 0 {
+		t.Fatalf("the signals' Done got %v; want 0 (recorded already), then two ids", got)
+	}
+	if affs, _ := db.Affinities(ctx); len(affs) != 1 || affs[0].Pos != 4 {
+		t.Fatalf("affinity = %+v; want two more folds (pos 4)", affs)
+	}
+	if spent, _ := db.SpentSince(ctx, start, c.String()); spent != 1.375 {
+		t.Fatalf("spent = %v; want the five usage rows added (1.375)", spent)
+	}
 	before = db.Trips()
 	check(t, "write nothing", db.WriteDeferred(ctx, d2))
 	if got := db.Trips().Sub(before); got.Calls != 0 {
@@ -148,7 +170,7 @@ func testFolded(t *testing.T, e Engine) {
 	if u, _ := foreign.Pending(); len(u) != 1 {
 		t.Fatal("another store's deferred usage was taken")
 	}
-	if spent, _ := db.SpentSince(ctx, start, c.String()); spent != 0.75 {
+	if spent, _ := db.SpentSince(ctx, start, c.String()); spent != 1.375 {
 		t.Fatalf("spent = %v; another store's deferred row was written here", spent)
 	}
 }

@@ -209,6 +209,24 @@ func testReplies(t *testing.T, e Engine) {
 		t.Fatalf("session usage = %+v; the save of a filled draft must add none", s.Usage)
 	}
 
+	// Replies of no request (0) never conflict: each is saved with its
+	// history entries; nine entries are more than one statement takes.
+	var nine []core.ChatMessage
+	for i := range 9 {
+		nine = append(nine, core.ChatMessage{Role: core.RoleUser, Content: fmt.Sprintf("entry %d", i)})
+	}
+	for i, entries := range [][]core.ChatMessage{nine[:2], nine} {
+		if _, err := rs.SaveReply(ctx, &core.Reply{SessionID: sess.ID, Conversation: c, Text: "no request", Parts: []string{"no request"}}, entries); err != nil {
+			t.Fatalf("save %d of no request: %v", i, err)
+		}
+	}
+	if n, _ := db.MessageCount(ctx, sess.ID); n != 4+2+9 {
+		t.Fatalf("history has %d entries; want the replies of no request's added (15)", n)
+	}
+	if h, _ := db.History(ctx, sess.ID, 9); len(h) != 9 || h[0].Content != "entry 0" || h[8].Content != "entry 8" {
+		t.Fatalf("the last nine entries = %+v; want entry 0 to entry 8 in order", h)
+	}
+
 	// Escalation state of a session.
 	check(t, "save escalation", db.SaveEscalation(ctx, sess.ID, core.EscalationState{Question: "why?", Models: []string{"a", "b"}}))
 	if es, err := db.Escalation(ctx, sess.ID); err != nil || es.Question != "why?" || len(es.Models) != 2 {
