@@ -60,7 +60,7 @@ table() {
 	row "write transactions (claim incl.)" "$(metric TestMessageRoundTripBudget writes)" "<=" 3 ""
 	row "  round trips on PostgreSQL" "$(metric TestMessageRoundTripBudgetPostgres trips)" "" "" ""
 	row "  write transactions on PostgreSQL" "$(metric TestMessageRoundTripBudgetPostgres writes)" "" "" ""
-	row "  PostgreSQL round trips on the wire" "$(metric TestMessageRoundTripBudgetPostgres network)" "" "" ""
+	row "  round trips on PostgreSQL's wire" "$(metric TestMessageRoundTripBudgetPostgres network)" "" "" ""
 	row "throughput (SQLite, 2 s LLM)" "$(metric BenchmarkPerfThroughput- capacity-msg/s)" ">=" 300 msg/s
 	row "added p99 at 80% of it" "$(metric BenchmarkPerfThroughput- at80-in-p99-ms)" "<=" 50 ms
 	row "  the same on PostgreSQL (local)" "$(metric BenchmarkPerfThroughputPostgres capacity-msg/s)" "" "" msg/s
