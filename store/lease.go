@@ -354,70 +354,33 @@ func (db *DB) Renew(ctx context.Context, id, lease int64) error {
 // conversation's lock first: on PostgreSQL it is queue_finish, see
 // finishCalled.)
 func (db *DB) fenced(ctx context.Context, id, lease int64, set string, args ...any) error {
-	return db.fencedWith(ctx, id, lease, nil, set, args...)
-}
-
-// fencedWith is fenced with before run first in the same transaction
-// (nil: none; then on SQLite the update is one statement on its own).
-// What before wrote is committed even when the lease was lost.
-func (db *DB) fencedWith(ctx context.Context, id, lease int64, before func(*txn) error, set string, args ...any) error {
-	q := `UPDATE queue SET ` + set + `, updated_at = ? WHERE id = ? AND holder = ? AND lease = ? AND status = 'running'`
-	a := append(append([]any{}, args...), db.ms(), id, db.holder, lease)
+	q, a := db.fence(id, lease, set, args)
 	if !db.d.concurrent {
-		if before == nil {
-			return affected(db.w.ExecContext(ctx, q, a...))
-		}
-		var lost error
-		err := db.txLocking(ctx, func(tx *txn) error {
-			if err := before(tx); err != nil {
-				return err
-			}
-			lost = affected(tx.ExecContext(ctx, q, a...))
-			if errors.Is(lost, core.ErrLeaseLost) {
-				return nil
-			}
-			return lost
-		})
-		if err != nil {
-			return err
-		}
-		return lost
+		return affected(db.w.ExecContext(ctx, q, a...))
 	}
-	var lost error
 	err := db.txLocking(ctx, func(tx *txn) error {
-		lost = nil
-		if before != nil {
-			if err := before(tx); err != nil {
-				return err
-			}
-		}
 		var conv string
 		if err := tx.QueryRowContext(ctx, `SELECT conversation FROM queue WHERE id = ?`, id).Scan(&conv); err != nil {
 			return err
 		}
 		var head int64
 		if err := tx.QueryRowContext(ctx, `SELECT head FROM queue_heads WHERE conversation = ?`+db.d.forUpdate, conv).Scan(&head); err != nil {
-			if errors.Is(err, sql.ErrNoRows) && before != nil {
-				// Nothing runs; what before wrote stays.
-				lost = core.ErrLeaseLost
-				return nil
-			}
 			return err
 		}
-		lost = affected(tx.ExecContext(ctx, q, a...))
-		if errors.Is(lost, core.ErrLeaseLost) && before != nil {
-			return nil
-		}
-		return lost
+		return affected(tx.ExecContext(ctx, q, a...))
 	})
 	if errors.Is(err, sql.ErrNoRows) {
 		// No such item, or its conversation has no head: nothing runs.
 		err = core.ErrLeaseLost
 	}
-	if err == nil {
-		err = lost
-	}
 	return err
+}
+
+// fence is fenced's update of item id (set, with args first) and its
+// arguments.
+func (db *DB) fence(id, lease int64, set string, args []any) (string, []any) {
+	return `UPDATE queue SET ` + set + `, updated_at = ? WHERE id = ? AND holder = ? AND lease = ? AND status = 'running'`,
+		append(append([]any{}, args...), db.ms(), id, db.holder, lease)
 }
 
 // Finish implements core.QueueStore.
@@ -441,8 +404,9 @@ func (db *DB) Finish(ctx context.Context, id, lease int64, status, cause string)
 const finishSet = `status = ?, attempts = attempts + 1, last_error = ?, holder = '', lease_until = 0`
 
 // finishCall is the PostgreSQL finish: queue_finish (migrations_pg/150)
-// does what fencedWith's transaction does for a finish, with the sent
-// part's delivery (NULLs: none), in one round trip.
+// does what fenced's transaction does, after taking the conversation's
+// lock and with the sent part's delivery (NULLs: none), in one round
+// trip.
 const finishCall = `SELECT queue_finish(?::int, ?::bigint, ?::text, ?::bigint, ?::text, ?::text, ?::bigint, ?::bigint, ?::int, ?::text, ?::text)`
 
 // finishCalled finishes item id on PostgreSQL (status, cause), recording
@@ -471,11 +435,23 @@ func (db *DB) FinishSent(ctx context.Context, id, lease int64, sent core.PartSen
 	if db.d.concurrent {
 		err = db.finishCalled(ctx, id, lease, core.StatusDone, "", &sent)
 	} else {
-		before := func(tx *txn) error {
-			_, err := tx.ExecContext(ctx, insertDelivery, sent.ReplyID, sent.Part, sent.Channel, sent.PlatformID, db.ms(), false)
-			return err
+		// The part's record and the fenced update in one transaction;
+		// the record is kept even when the lease was lost.
+		q, a := db.fence(id, lease, finishSet, []any{core.StatusDone, ""})
+		var lost error
+		err = db.txLocking(ctx, func(tx *txn) error {
+			if _, err := tx.ExecContext(ctx, insertDelivery, sent.ReplyID, sent.Part, sent.Channel, sent.PlatformID, db.ms(), false); err != nil {
+				return err
+			}
+			lost = affected(tx.ExecContext(ctx, q, a...))
+			if errors.Is(lost, core.ErrLeaseLost) {
+				return nil
+			}
+			return lost
+		})
+		if err == nil {
+			err = lost
 		}
-		err = db.fencedWith(ctx, id, lease, before, finishSet, core.StatusDone, "")
 	}
 	if err != nil {
 		return fmt.Errorf("finish queue item %d (reply %d part %d sent): %w", id, sent.ReplyID, sent.Part, err)

@@ -243,7 +243,14 @@ func (db *DB) AddUsage(ctx context.Context, u core.UsageRecord) error {
 	return nil
 }
 
-const insertUsage = `INSERT INTO usage (at, session_id, conversation, user_id, model, purpose, input_tokens, output_tokens, cost_usd) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`
+const insertUsage = insertUsageInto + ` VALUES ` + usageRow
+
+// insertUsageInto and usageRow are insertUsage's parts (usageAndSignal
+// writes several rows).
+const (
+	insertUsageInto = `INSERT INTO usage (at, session_id, conversation, user_id, model, purpose, input_tokens, output_tokens, cost_usd)`
+	usageRow        = `(?, ?, ?, ?, ?, ?, ?, ?, ?)`
+)
 
 // usageArgs are the insertUsage arguments of u.
 func (db *DB) usageArgs(u core.UsageRecord) []any {
@@ -277,12 +284,12 @@ func (db *DB) usageAndSignal(ctx context.Context, tx *txn, usage []core.UsageRec
 	var args []any
 	q.WriteString(`WITH `)
 	if len(usage) > 0 {
-		q.WriteString(`u AS (` + strings.TrimSuffix(insertUsage, ` VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`) + ` VALUES `)
+		q.WriteString(`u AS (` + insertUsageInto + ` VALUES `)
 		for i, u := range usage {
 			if i > 0 {
 				q.WriteString(`, `)
 			}
-			q.WriteString(`(?, ?, ?, ?, ?, ?, ?, ?, ?)`)
+			q.WriteString(usageRow)
 			args = append(args, db.usageArgs(u)...)
 		}
 		q.WriteString(`), `)
