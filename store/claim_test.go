@@ -12,6 +12,7 @@ import (
 
 	"github.com/opentalon/opentalon/core"
 	"github.com/opentalon/opentalon/core/clock"
+	"github.com/opentalon/opentalon/store/pgtest"
 )
 
 // TestUndecodableRowDoesNotStallClaim: a row whose payload cannot be
@@ -298,5 +299,54 @@ func TestUnreadableFailKeepsAnEnqueueInFlight(t *testing.T) {
 	}
 	if len(items) != 1 || items[0].Message == nil || items[0].Message.Text != "after" {
 		t.Fatalf("claimed %+v; want the message enqueued meanwhile", items)
+	}
+}
+
+// TestClaimDoesNotWaitForTheDisk: on PostgreSQL a claim commits with
+// synchronous_commit off (lost with a crash of the server, the item is
+// only claimable again), an enqueue with it on (an accepted message must
+// survive one). A trigger records the setting each write ran under.
+func TestClaimDoesNotWaitForTheDisk(t *testing.T) {
+	ctx := context.Background()
+	db, err := Open(ctx, t.TempDir(), Options{Postgres: &Postgres{DSN: pgtest.DurableDSN(t)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	for _, q := range []string{
+		`CREATE TABLE seen_sync (op TEXT, setting TEXT)`,
+		`CREATE FUNCTION note_sync() RETURNS trigger LANGUAGE plpgsql AS $$
+		BEGIN
+			INSERT INTO seen_sync VALUES (TG_OP, current_setting('synchronous_commit'));
+			RETURN NULL;
+		END $$`,
+		`CREATE TRIGGER note_sync AFTER INSERT OR UPDATE ON queue FOR EACH ROW EXECUTE FUNCTION note_sync()`,
+	} {
+		if _, err := db.w.DB.ExecContext(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	conv := core.ConversationKey{Channel: "telegram", Chat: "sync"}
+	if _, _, err := db.Enqueue(ctx, msgItem(conv, "1", "hello")); err != nil {
+		t.Fatal(err)
+	}
+	if items, _, err := db.Claim(ctx, 1, time.Now()); err != nil || len(items) != 1 {
+		t.Fatalf("claim = %d items, %v; want the message", len(items), err)
+	}
+	rows, err := db.w.DB.QueryContext(ctx, `SELECT op, setting FROM seen_sync`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var seen []string
+	for rows.Next() {
+		var op, setting string
+		if err := rows.Scan(&op, &setting); err != nil {
+			t.Fatal(err)
+		}
+		seen = append(seen, op+" "+setting)
+	}
+	if strings.Join(seen, ", ") != "INSERT on, UPDATE off" {
+		t.Fatalf("the writes ran with synchronous_commit %q; want the enqueue's INSERT on, the claim's UPDATE off", seen)
 	}
 }
