@@ -215,7 +215,7 @@ func New(o Options) (*Bot, error) {
 	api, err := tgbot.New(b.token,
 		tgbot.WithServerURL(cfg.APIURL),
 		tgbot.WithSkipGetMe(),
-		tgbot.WithHTTPClient(o.PollTimeout, o.HTTPClient),
+		tgbot.WithHTTPClient(o.PollTimeout, wholeBodies{o.HTTPClient}),
 		tgbot.WithErrorsHandler(func(err error) { b.log.Warn("telegram library error", "err", b.scrub(err)) }),
 		tgbot.WithDefaultHandler(func(context.Context, *tgbot.Bot, *models.Update) {}),
 	)
