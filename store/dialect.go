@@ -1,6 +1,7 @@
 package store
 
 import (
+	"context"
 	"database/sql/driver"
 	"errors"
 	"strconv"
@@ -44,13 +45,32 @@ type dialect struct {
 	strpos string
 	// greatest is the larger of its arguments (SQLite's two-argument max).
 	greatest string
+	// uninterrupted says a statement that has started runs to its end
+	// (see statementCtx).
+	uninterrupted bool
 }
 
 var (
-	sqliteDialect   = &dialect{name: "sqlite", strpos: "instr", greatest: "max"}
+	sqliteDialect   = &dialect{name: "sqlite", strpos: "instr", greatest: "max", uninterrupted: true}
 	postgresDialect = &dialect{name: "postgres", numbered: true, concurrent: true,
 		skipLocked: " FOR UPDATE SKIP LOCKED", forUpdate: " FOR UPDATE", strpos: "strpos", greatest: "GREATEST"}
 )
+
+// statementCtx is the context a statement is handed to database/sql
+// with. On SQLite a statement that has started runs to its end: a
+// context that can be cancelled costs two goroutines per statement (the
+// driver's, which would interrupt it, and database/sql's, which would
+// close its rows), about 30 per message, and a local statement ends in
+// well under a millisecond anyway. A context already ended still fails
+// the statement before it starts; waiting for a connection does not end
+// with it (the writer is held for milliseconds at a time). PostgreSQL keeps the cancellation: a
+// statement there can wait on another replica's lock.
+func (d *dialect) statementCtx(ctx context.Context) context.Context {
+	if !d.uninterrupted || ctx.Err() != nil {
+		return ctx
+	}
+	return context.WithoutCancel(ctx)
+}
 
 // rebind returns q with the dialect's placeholders: each ? outside a
 // string literal, a quoted identifier or a comment becomes $1, $2, … on

@@ -69,6 +69,7 @@ func (p *pool) stmt(ctx context.Context, q string) (*sql.Stmt, error) {
 // ExecContext runs q through its prepared statement.
 func (p *pool) ExecContext(ctx context.Context, q string, args ...any) (sql.Result, error) {
 	p.trips.statement(q, true)
+	ctx = p.d.statementCtx(ctx)
 	if err := p.d.checkArgs(args); err != nil {
 		return nil, err
 	}
@@ -82,6 +83,7 @@ func (p *pool) ExecContext(ctx context.Context, q string, args ...any) (sql.Resu
 // QueryContext runs q through its prepared statement.
 func (p *pool) QueryContext(ctx context.Context, q string, args ...any) (*sql.Rows, error) {
 	p.trips.statement(q, true)
+	ctx = p.d.statementCtx(ctx)
 	if err := p.d.checkArgs(args); err != nil {
 		return nil, err
 	}
@@ -95,6 +97,7 @@ func (p *pool) QueryContext(ctx context.Context, q string, args ...any) (*sql.Ro
 // QueryRowContext runs q through its prepared statement.
 func (p *pool) QueryRowContext(ctx context.Context, q string, args ...any) *sql.Row {
 	p.trips.statement(q, true)
+	ctx = p.d.statementCtx(ctx)
 	if err := p.d.checkArgs(args); err != nil {
 		return p.DB.QueryRowContext(ctx, p.d.rebind(q), refused(args, err)...)
 	}
@@ -107,8 +110,11 @@ func (p *pool) QueryRowContext(ctx context.Context, q string, args ...any) *sql.
 }
 
 // BeginTx starts a transaction whose queries use the cache.
+// On SQLite database/sql does not watch ctx to roll the transaction back
+// (see statementCtx); the transaction's next statement fails once ctx
+// has ended, and the caller rolls back.
 func (p *pool) BeginTx(ctx context.Context, opts *sql.TxOptions) (*txn, error) {
-	tx, err := p.DB.BeginTx(ctx, opts)
+	tx, err := p.DB.BeginTx(p.d.statementCtx(ctx), opts)
 	if err != nil {
 		return nil, err
 	}
@@ -171,6 +177,7 @@ func (t *txn) stmt(ctx context.Context, q string) *sql.Stmt {
 // ExecContext runs q in the transaction.
 func (t *txn) ExecContext(ctx context.Context, q string, args ...any) (sql.Result, error) {
 	t.p.trips.statement(q, false)
+	ctx = t.p.d.statementCtx(ctx)
 	if err := t.p.d.checkArgs(args); err != nil {
 		return nil, err
 	}
@@ -183,6 +190,7 @@ func (t *txn) ExecContext(ctx context.Context, q string, args ...any) (sql.Resul
 // QueryContext runs q in the transaction.
 func (t *txn) QueryContext(ctx context.Context, q string, args ...any) (*sql.Rows, error) {
 	t.p.trips.statement(q, false)
+	ctx = t.p.d.statementCtx(ctx)
 	if err := t.p.d.checkArgs(args); err != nil {
 		return nil, err
 	}
@@ -195,6 +203,7 @@ func (t *txn) QueryContext(ctx context.Context, q string, args ...any) (*sql.Row
 // QueryRowContext runs q in the transaction.
 func (t *txn) QueryRowContext(ctx context.Context, q string, args ...any) *sql.Row {
 	t.p.trips.statement(q, false)
+	ctx = t.p.d.statementCtx(ctx)
 	if err := t.p.d.checkArgs(args); err != nil {
 		return t.Tx.QueryRowContext(ctx, t.p.d.rebind(q), refused(args, err)...)
 	}
