@@ -447,8 +447,10 @@ func (db *DB) tx(ctx context.Context, fn func(*txn) error) error {
 
 // txLocking runs fn in a write transaction that orders itself against
 // others with explicit locks (the queue: a conversation's advisory lock,
-// its head row FOR UPDATE, claims with SKIP LOCKED): READ COMMITTED on
-// PostgreSQL, re-run on a deadlock; as tx on SQLite.
+// its head row FOR UPDATE, claims with SKIP LOCKED; an affinity row read
+// FOR UPDATE before it is folded): READ COMMITTED on PostgreSQL, re-run
+// on a deadlock; as tx on SQLite. Every write in fn must either lock
+// what it read or depend on no read (an insert, an increment).
 func (db *DB) txLocking(ctx context.Context, fn func(*txn) error) error {
 	return db.runTx(ctx, sql.LevelReadCommitted, fn)
 }

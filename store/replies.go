@@ -42,61 +42,75 @@ func (db *DB) SaveReply(ctx context.Context, r *core.Reply, msgs []core.ChatMess
 		d = nil
 	}
 	var dw deferredWrites
-	err = db.tx(ctx, func(tx *txn) error {
+	// READ COMMITTED on PostgreSQL: the reply's rows are its request's
+	// alone, and the deferred writes lock the affinity row they fold into
+	// (see updateAffinity), after the reply's statements, so the lock is
+	// held only for the rest of the transaction.
+	err = db.txLocking(ctx, func(tx *txn) error {
+		if err := db.saveReplyRows(ctx, tx, r, &id, string(parts), files, meta, msgs); err != nil {
+			return err
+		}
 		if d != nil {
 			var err error
 			if dw, err = db.writeDeferred(ctx, tx, d); err != nil {
 				return err
 			}
 		}
-		now := db.ms()
-		u := r.Usage
-		var req any
-		if r.RequestID != 0 {
-			req = r.RequestID
-		}
-		created := r.CreatedAt
-		if created.IsZero() {
-			created = db.now()
-		}
-		if db.d.concurrent && len(msgs) <= messagesPerInsert {
-			return saveReplyAtOnce(ctx, tx, r, &id, string(parts), files, meta, created.UnixMilli(), now, msgs)
-		}
-		// The row first: a request's reply exists at most once, so a
-		// second save finds the first (one statement when there is none).
-		err := tx.QueryRowContext(ctx, `INSERT INTO replies (request_id, session_id, conversation, text, parts, files, model, task_type, reason,
-			input_tokens, output_tokens, cost_usd, metadata, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-			ON CONFLICT (request_id) DO NOTHING RETURNING id`,
-			req, r.SessionID, r.Conversation.String(), r.Text, string(parts), files, r.Model, r.TaskType, r.Reason,
-			u.InputTokens, u.OutputTokens, u.CostUSD, meta, created.UnixMilli()).Scan(&id)
-		if errors.Is(err, sql.ErrNoRows) {
-			var streaming bool
-			if err := tx.QueryRowContext(ctx, `SELECT id, streaming FROM replies WHERE request_id = ?`, r.RequestID).Scan(&id, &streaming); err != nil {
-				return err
-			}
-			if !streaming {
-				return nil // saved before: that one stands
-			}
-			// A stream's draft is filled in; its messages stay recorded.
-			_, err = tx.ExecContext(ctx, `UPDATE replies SET streaming = FALSE, text = ?, parts = ?, files = ?, model = ?, task_type = ?, reason = ?,
-				input_tokens = ?, output_tokens = ?, cost_usd = ?, metadata = ? WHERE id = ?`,
-				r.Text, string(parts), files, r.Model, r.TaskType, r.Reason, u.InputTokens, u.OutputTokens, u.CostUSD, meta, id)
-		}
-		if err != nil {
-			return err
-		}
-		if err := insertMessages(ctx, tx, r.SessionID, r.RequestID, now, msgs); err != nil {
-			return err
-		}
-		_, err = tx.ExecContext(ctx, `UPDATE sessions SET input_tokens = input_tokens + ?, output_tokens = output_tokens + ?,
-			cost_usd = cost_usd + ?, last_access = ? WHERE id = ?`, u.InputTokens, u.OutputTokens, u.CostUSD, now, r.SessionID)
-		return err
+		return nil
 	})
 	if err != nil {
 		return 0, fmt.Errorf("save reply: %w", err)
 	}
 	dw.done(d)
 	return id, nil
+}
+
+// saveReplyRows writes SaveReply's rows in tx: the reply's (or a
+// stream's draft filled in; a reply saved before stands and its id is
+// read), its history entries and the session's tokens.
+func (db *DB) saveReplyRows(ctx context.Context, tx *txn, r *core.Reply, id *int64, parts, files, meta string, msgs []core.ChatMessage) error {
+	now := db.ms()
+	u := r.Usage
+	var req any
+	if r.RequestID != 0 {
+		req = r.RequestID
+	}
+	created := r.CreatedAt
+	if created.IsZero() {
+		created = db.now()
+	}
+	if db.d.concurrent && len(msgs) <= messagesPerInsert {
+		return saveReplyAtOnce(ctx, tx, r, id, parts, files, meta, created.UnixMilli(), now, msgs)
+	}
+	// The row first: a request's reply exists at most once, so a
+	// second save finds the first (one statement when there is none).
+	err := tx.QueryRowContext(ctx, `INSERT INTO replies (request_id, session_id, conversation, text, parts, files, model, task_type, reason,
+		input_tokens, output_tokens, cost_usd, metadata, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+		ON CONFLICT (request_id) DO NOTHING RETURNING id`,
+		req, r.SessionID, r.Conversation.String(), r.Text, parts, files, r.Model, r.TaskType, r.Reason,
+		u.InputTokens, u.OutputTokens, u.CostUSD, meta, created.UnixMilli()).Scan(id)
+	if errors.Is(err, sql.ErrNoRows) {
+		var streaming bool
+		if err := tx.QueryRowContext(ctx, `SELECT id, streaming FROM replies WHERE request_id = ?`, r.RequestID).Scan(id, &streaming); err != nil {
+			return err
+		}
+		if !streaming {
+			return nil // saved before: that one stands
+		}
+		// A stream's draft is filled in; its messages stay recorded.
+		_, err = tx.ExecContext(ctx, `UPDATE replies SET streaming = FALSE, text = ?, parts = ?, files = ?, model = ?, task_type = ?, reason = ?,
+			input_tokens = ?, output_tokens = ?, cost_usd = ?, metadata = ? WHERE id = ?`,
+			r.Text, parts, files, r.Model, r.TaskType, r.Reason, u.InputTokens, u.OutputTokens, u.CostUSD, meta, *id)
+	}
+	if err != nil {
+		return err
+	}
+	if err := insertMessages(ctx, tx, r.SessionID, r.RequestID, now, msgs); err != nil {
+		return err
+	}
+	_, err = tx.ExecContext(ctx, `UPDATE sessions SET input_tokens = input_tokens + ?, output_tokens = output_tokens + ?,
+		cost_usd = cost_usd + ?, last_access = ? WHERE id = ?`, u.InputTokens, u.OutputTokens, u.CostUSD, now, r.SessionID)
+	return err
 }
 
 // saveReplyAtOnce is SaveReply's writes on PostgreSQL in one statement

@@ -66,7 +66,7 @@ func (db *DB) SaveLearning(ctx context.Context, arms []core.RouterArm, tasks []c
 	if len(arms) == 0 && len(tasks) == 0 {
 		return nil
 	}
-	return db.tx(ctx, func(tx *txn) error { return writeLearning(ctx, tx, arms, tasks) })
+	return db.txLocking(ctx, func(tx *txn) error { return writeLearning(ctx, tx, arms, tasks) })
 }
 
 // AddSignalAndLearn is AddSignalAndAffinity that also upserts the
@@ -77,7 +77,7 @@ func (db *DB) SaveLearning(ctx context.Context, arms []core.RouterArm, tasks []c
 func (db *DB) AddSignalAndLearn(ctx context.Context, s core.Signal, task, model string, fn func(core.Affinity) core.Affinity,
 	arms []core.RouterArm, tasks []core.RouterTask) (int64, error) {
 	var id int64
-	err := db.tx(ctx, func(tx *txn) error {
+	err := db.txLocking(ctx, func(tx *txn) error {
 		var err error
 		if id, err = insertedID(tx.QueryRowContext(ctx, insertSignal, db.signalArgs(s)...)); err != nil {
 			return fmt.Errorf("add signal: %w", err)

@@ -105,7 +105,7 @@ func scanAffinity(row interface{ Scan(...any) error }) (core.Affinity, error) {
 // UpdateAffinity replaces the (task, model) row by fn(current) in one
 // transaction; a missing row is passed as a zero row.
 func (db *DB) UpdateAffinity(ctx context.Context, task, model string, fn func(core.Affinity) core.Affinity) error {
-	return db.tx(ctx, func(tx *txn) error { return updateAffinity(ctx, tx, task, model, fn) })
+	return db.txLocking(ctx, func(tx *txn) error { return updateAffinity(ctx, tx, task, model, fn) })
 }
 
 // AddSignalAndAffinity is AddSignal and UpdateAffinity in one
@@ -114,7 +114,7 @@ func (db *DB) UpdateAffinity(ctx context.Context, task, model string, fn func(co
 // fn is not called.
 func (db *DB) AddSignalAndAffinity(ctx context.Context, s core.Signal, task, model string, fn func(core.Affinity) core.Affinity) (int64, error) {
 	var id int64
-	err := db.tx(ctx, func(tx *txn) error {
+	err := db.txLocking(ctx, func(tx *txn) error {
 		var err error
 		if id, err = insertedID(tx.QueryRowContext(ctx, insertSignal, db.signalArgs(s)...)); err != nil {
 			return fmt.Errorf("add signal: %w", err)
@@ -127,27 +127,67 @@ func (db *DB) AddSignalAndAffinity(ctx context.Context, s core.Signal, task, mod
 	return id, err
 }
 
+// An affinity row is folded under its row lock. On PostgreSQL the
+// transactions that fold run READ COMMITTED and read the row FOR UPDATE:
+// a concurrent fold of the same row (every judged message folds into its
+// task and model's one row) waits for the lock, then reads what the
+// other wrote. SERIALIZABLE aborted all but one of them instead: at 200
+// messages a second on one model, about one reply transaction in ten lost
+// ten times in a row and its request ran again, LLM call and all.
+
+// updateAffinity replaces the (task, model) row by fn(current), the row
+// read locked; a missing row is passed as a zero row.
 func updateAffinity(ctx context.Context, tx *txn, task, model string, fn func(core.Affinity) core.Affinity) error {
-	a, err := scanAffinity(tx.QueryRowContext(ctx, `SELECT `+affinityCols+` FROM affinity WHERE task_type = ? AND model = ?`, task, model))
-	if errors.Is(err, sql.ErrNoRows) {
-		a, err = core.Affinity{Task: task, Model: model}, nil
+	for {
+		a, found, err := lockAffinity(ctx, tx, task, model)
+		if err != nil {
+			return err
+		}
+		stored, err := storeAffinity(ctx, tx, fn(a), found)
+		if err != nil || stored {
+			return err
+		}
+		// Another transaction created the row meanwhile: fold into it.
 	}
-	if err != nil {
-		return fmt.Errorf("read affinity %s/%s: %w", task, model, err)
-	}
-	return writeAffinity(ctx, tx, task, model, fn(a))
 }
 
-// writeAffinity stores a as the (task, model) row.
-func writeAffinity(ctx context.Context, tx *txn, task, model string, a core.Affinity) error {
-	_, err := tx.ExecContext(ctx, `INSERT INTO affinity (`+affinityCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
-		ON CONFLICT (task_type, model) DO UPDATE SET pos = excluded.pos, neg = excluded.neg, positives = excluded.positives,
-		negatives = excluded.negatives, last_signal = excluded.last_signal, updated_at = excluded.updated_at`,
-		task, model, a.Pos, a.Neg, a.Positives, a.Negatives, timeMS(a.LastSignal), timeMS(a.UpdatedAt))
-	if err != nil {
-		return fmt.Errorf("write affinity %s/%s: %w", task, model, err)
+// lockAffinity reads the (task, model) row, locking it until the
+// transaction ends (on PostgreSQL); found is false when there is none
+// (a zero row is returned).
+func lockAffinity(ctx context.Context, tx *txn, task, model string) (a core.Affinity, found bool, err error) {
+	a, err = scanAffinity(tx.QueryRowContext(ctx, `SELECT `+affinityCols+` FROM affinity WHERE task_type = ? AND model = ?`+tx.p.d.forUpdate, task, model))
+	if errors.Is(err, sql.ErrNoRows) {
+		return core.Affinity{Task: task, Model: model}, false, nil
 	}
-	return nil
+	if err != nil {
+		return a, false, fmt.Errorf("read affinity %s/%s: %w", task, model, err)
+	}
+	return a, true, nil
+}
+
+// storeAffinity writes a, folded from the row read locked (found) or
+// from none. A new row is inserted only while there is none: stored is
+// false when another transaction created it first (the fold must then be
+// made again from that row).
+func storeAffinity(ctx context.Context, tx *txn, a core.Affinity, found bool) (stored bool, err error) {
+	args := []any{a.Pos, a.Neg, a.Positives, a.Negatives, timeMS(a.LastSignal), timeMS(a.UpdatedAt), a.Task, a.Model}
+	if found {
+		_, err = tx.ExecContext(ctx, `UPDATE affinity SET pos = ?, neg = ?, positives = ?, negatives = ?, last_signal = ?, updated_at = ?
+			WHERE task_type = ? AND model = ?`, args...)
+	} else {
+		var res sql.Result
+		res, err = tx.ExecContext(ctx, `INSERT INTO affinity (pos, neg, positives, negatives, last_signal, updated_at, task_type, model)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (task_type, model) DO NOTHING`, args...)
+		if err == nil {
+			var n int64
+			n, err = res.RowsAffected()
+			found = n == 1
+		}
+	}
+	if err != nil {
+		return false, fmt.Errorf("write affinity %s/%s: %w", a.Task, a.Model, err)
+	}
+	return found, nil
 }
 
 // Affinities returns every affinity row ordered by task and model.
@@ -274,12 +314,12 @@ func (db *DB) usageArgs(u core.UsageRecord) []any {
 const usagePerStatement = 4
 
 // usageAndSignal writes, on PostgreSQL, the usage rows and the signal s
-// and reads the affinity row s folds into, in one statement (one round
-// trip instead of one per row, the signal's and the affinity's read): the
-// signal's id (0: its request recorded it already; nothing is read then)
-// and the affinity row (a zero row of s's task and model when there is
-// none).
-func (db *DB) usageAndSignal(ctx context.Context, tx *txn, usage []core.UsageRecord, s core.DeferredSignal) (int64, core.Affinity, error) {
+// and reads the affinity row s folds into, locked as lockAffinity does,
+// in one statement (one round trip instead of one per row, the signal's
+// and the affinity's read): the signal's id (0: its request recorded it
+// already; nothing is read then) and the affinity row, found (a zero row
+// of s's task and model when there is none).
+func (db *DB) usageAndSignal(ctx context.Context, tx *txn, usage []core.UsageRecord, s core.DeferredSignal) (int64, core.Affinity, bool, error) {
 	var q strings.Builder
 	var args []any
 	q.WriteString(`WITH `)
@@ -294,25 +334,26 @@ func (db *DB) usageAndSignal(ctx context.Context, tx *txn, usage []core.UsageRec
 		}
 		q.WriteString(`), `)
 	}
-	q.WriteString(`s AS (` + insertSignal + `)
+	q.WriteString(`s AS (` + insertSignal + `),
+		a AS (SELECT ` + affinityCols + ` FROM affinity WHERE task_type = ? AND model = ? FOR UPDATE)
 		SELECT s.id, a.task_type IS NOT NULL, COALESCE(a.pos, 0), COALESCE(a.neg, 0), COALESCE(a.positives, 0), COALESCE(a.negatives, 0),
 			COALESCE(a.last_signal, 0), COALESCE(a.updated_at, 0)
-		FROM s LEFT JOIN affinity a ON a.task_type = ? AND a.model = ?`)
+		FROM s LEFT JOIN a ON TRUE`)
 	args = append(append(args, db.signalArgs(s.Signal)...), s.Task, s.Model)
 	a := core.Affinity{Task: s.Task, Model: s.Model}
 	var id, last, upd int64
 	var found bool
 	err := tx.QueryRowContext(ctx, q.String(), args...).Scan(&id, &found, &a.Pos, &a.Neg, &a.Positives, &a.Negatives, &last, &upd)
 	if errors.Is(err, sql.ErrNoRows) {
-		return 0, a, nil // recorded already (the usage rows are written)
+		return 0, a, false, nil // recorded already (the usage rows are written)
 	}
 	if err != nil {
-		return 0, a, fmt.Errorf("add usage and signal: %w", err)
+		return 0, a, false, fmt.Errorf("add usage and signal: %w", err)
 	}
 	if found {
 		a.LastSignal, a.UpdatedAt = msTime(last), msTime(upd)
 	}
-	return id, a, nil
+	return id, a, found, nil
 }
 
 // deferredWrites is what one transaction wrote of a core.Deferred.
@@ -330,13 +371,17 @@ func (db *DB) writeDeferred(ctx context.Context, tx *txn, d *core.Deferred) (def
 	w := deferredWrites{usage: len(usage), signals: signals, ids: make([]int64, len(signals))}
 	first := 0 // the signals written with the usage rows
 	if db.d.concurrent && len(signals) > 0 && len(usage) <= usagePerStatement {
-		id, a, err := db.usageAndSignal(ctx, tx, usage, signals[0])
+		id, a, found, err := db.usageAndSignal(ctx, tx, usage, signals[0])
 		if err != nil {
 			return w, err
 		}
 		w.ids[0], first = id, 1
-		if id != 0 && signals[0].Fold != nil {
-			if err := writeAffinity(ctx, tx, signals[0].Task, signals[0].Model, signals[0].Fold(a)); err != nil {
+		if s := signals[0]; id != 0 && s.Fold != nil {
+			stored, err := storeAffinity(ctx, tx, s.Fold(a), found)
+			if err == nil && !stored {
+				err = updateAffinity(ctx, tx, s.Task, s.Model, s.Fold)
+			}
+			if err != nil {
 				return w, err
 			}
 		}
@@ -389,7 +434,7 @@ func (db *DB) WriteDeferred(ctx context.Context, d *core.Deferred) error {
 		return nil
 	}
 	var w deferredWrites
-	err := db.tx(ctx, func(tx *txn) error {
+	err := db.txLocking(ctx, func(tx *txn) error {
 		var err error
 		w, err = db.writeDeferred(ctx, tx, d)
 		return err
