@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/opentalon/opentalon/core"
 )
@@ -59,5 +60,89 @@ func TestConcurrentFoldsWaitInsteadOfAborting(t *testing.T) {
 	}
 	if got := db.Trips().Sub(before).Writes; got != workers*each {
 		t.Errorf("%d folds took %d write transactions; want one each (none aborted and run again)", workers*each, got)
+	}
+}
+
+// TestFilledDraftIsFilledOnce: on PostgreSQL (READ COMMITTED) two saves
+// of one streamed reply that both read it as a draft fill it once: the
+// second finds it filled and stands aside, so its history entries and
+// tokens are recorded once. With more entries than one statement holds,
+// the save reads the draft, then fills it.
+func TestFilledDraftIsFilledOnce(t *testing.T) {
+	db := openPG(t, Options{})
+	ctx := context.Background()
+	c := core.ConversationKey{Channel: "telegram", Chat: "draft"}
+	in := core.Inbound{Conversation: c, MessageID: "1", Text: "stream me", UserID: "u1"}
+	req, _, err := db.Enqueue(ctx, core.QueueItem{Kind: core.EventMessage, Conversation: c, DedupeKey: "telegram:draft:m:1", Message: &in})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sess, err := db.ActiveSession(ctx, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	draft, err := db.BeginReply(ctx, &core.Reply{RequestID: req, SessionID: sess.ID, Conversation: c})
+	if err != nil {
+		t.Fatal(err)
+	}
+	msgs := make([]core.ChatMessage, messagesPerInsert+2)
+	for i := range msgs {
+		msgs[i] = core.ChatMessage{Role: core.RoleAssistant, Content: "step"}
+	}
+
+	// Both saves read the draft while another transaction holds its row,
+	// then fill it one after the other.
+	hold, err := db.w.DB.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := hold.ExecContext(ctx, `SELECT id FROM replies WHERE id = $1 FOR UPDATE`, draft); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for range 2 {
+		wg.Go(func() {
+			id, err := db.SaveReply(ctx, &core.Reply{RequestID: req, SessionID: sess.ID, Conversation: c, Text: "done", Parts: []string{"done"},
+				Usage: core.Usage{InputTokens: 5}}, msgs)
+			if err != nil || id != draft {
+				t.Errorf("save = %d, %v; want the draft %d", id, err, draft)
+			}
+		})
+	}
+	time.Sleep(200 * time.Millisecond) // both saves reach the row's lock
+	if err := hold.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	if n, _ := db.MessageCount(ctx, sess.ID); n != len(msgs) {
+		t.Errorf("history has %d entries; want the draft's %d, once", n, len(msgs))
+	}
+	if s, _ := db.Session(ctx, sess.ID); s.Usage.InputTokens != 5 {
+		t.Errorf("the session counts %d input tokens; want 5, once", s.Usage.InputTokens)
+	}
+}
+
+// TestAffinityFoldKeepsItsKey: the row written is the one asked for,
+// whatever key the fold's result holds (a fold may return a fresh row).
+func TestAffinityFoldKeepsItsKey(t *testing.T) {
+	for _, engine := range []string{"sqlite", "postgres"} {
+		t.Run(engine, func(t *testing.T) {
+			db := openTest(t, Options{})
+			if engine == "postgres" {
+				db = openPG(t, Options{})
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			fresh := func(a core.Affinity) core.Affinity { return core.Affinity{Pos: a.Pos + 1, Positives: a.Positives + 1} }
+			for range 2 {
+				if err := db.UpdateAffinity(ctx, "chat", "fake/big", fresh); err != nil {
+					t.Fatal(err)
+				}
+			}
+			rows, err := db.Affinities(ctx)
+			if err != nil || len(rows) != 1 || rows[0].Task != "chat" || rows[0].Model != "fake/big" || rows[0].Positives != 2 {
+				t.Fatalf("affinity rows %+v, %v; want chat/fake/big with 2 positives", rows, err)
+			}
+		})
 	}
 }

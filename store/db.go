@@ -498,5 +498,11 @@ func (db *DB) tx1(ctx context.Context, opts *sql.TxOptions, fn func(*txn) error)
 		tx.Rollback()
 		return err
 	}
+	if err := ctx.Err(); err != nil {
+		// Ended before the commit: rolled back, as database/sql does when
+		// it watches ctx (on SQLite it does not; see statementCtx).
+		tx.Rollback()
+		return err
+	}
 	return tx.Commit()
 }

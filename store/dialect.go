@@ -62,8 +62,11 @@ var (
 // driver's, which would interrupt it, and database/sql's, which would
 // close its rows), about 30 per message, and a local statement ends in
 // well under a millisecond anyway. A context already ended still fails
-// the statement before it starts; waiting for a connection does not end
-// with it (the writer is held for milliseconds at a time). PostgreSQL keeps the cancellation: a
+// the statement before it starts, and a transaction whose context ends
+// before its commit is rolled back (DB.tx1). Waiting for a connection
+// does not end with it: the writer is held for milliseconds at a time on
+// the message path, though longer by maintenance's prunes of a large
+// database, which a caller then waits out. PostgreSQL keeps the cancellation: a
 // statement there can wait on another replica's lock.
 func (d *dialect) statementCtx(ctx context.Context) context.Context {
 	if !d.uninterrupted || ctx.Err() != nil {

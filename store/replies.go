@@ -97,10 +97,21 @@ func (db *DB) saveReplyRows(ctx context.Context, tx *txn, r *core.Reply, id *int
 		if !streaming {
 			return nil // saved before: that one stands
 		}
-		// A stream's draft is filled in; its messages stay recorded.
-		_, err = tx.ExecContext(ctx, `UPDATE replies SET streaming = FALSE, text = ?, parts = ?, files = ?, model = ?, task_type = ?, reason = ?,
-			input_tokens = ?, output_tokens = ?, cost_usd = ?, metadata = ? WHERE id = ?`,
+		// A stream's draft is filled in; its messages stay recorded. Only
+		// while it is a draft: on PostgreSQL (READ COMMITTED) a concurrent
+		// save of the same request may have filled it since the read, and
+		// its history and tokens must not be recorded twice.
+		var res sql.Result
+		res, err = tx.ExecContext(ctx, `UPDATE replies SET streaming = FALSE, text = ?, parts = ?, files = ?, model = ?, task_type = ?, reason = ?,
+			input_tokens = ?, output_tokens = ?, cost_usd = ?, metadata = ? WHERE id = ? AND streaming`,
 			r.Text, parts, files, r.Model, r.TaskType, r.Reason, u.InputTokens, u.OutputTokens, u.CostUSD, meta, *id)
+		if err == nil {
+			if n, rerr := res.RowsAffected(); rerr != nil {
+				err = rerr
+			} else if n == 0 {
+				return nil // filled meanwhile: that one stands
+			}
+		}
 	}
 	if err != nil {
 		return err

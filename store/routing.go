@@ -143,7 +143,7 @@ func updateAffinity(ctx context.Context, tx *txn, task, model string, fn func(co
 		if err != nil {
 			return err
 		}
-		stored, err := storeAffinity(ctx, tx, fn(a), found)
+		stored, err := storeAffinity(ctx, tx, task, model, fn(a), found)
 		if err != nil || stored {
 			return err
 		}
@@ -165,12 +165,13 @@ func lockAffinity(ctx context.Context, tx *txn, task, model string) (a core.Affi
 	return a, true, nil
 }
 
-// storeAffinity writes a, folded from the row read locked (found) or
-// from none. A new row is inserted only while there is none: stored is
-// false when another transaction created it first (the fold must then be
-// made again from that row).
-func storeAffinity(ctx context.Context, tx *txn, a core.Affinity, found bool) (stored bool, err error) {
-	args := []any{a.Pos, a.Neg, a.Positives, a.Negatives, timeMS(a.LastSignal), timeMS(a.UpdatedAt), a.Task, a.Model}
+// storeAffinity writes a as the (task, model) row (whatever key a
+// holds), folded from the row read locked (found) or from none. A new row
+// is inserted only while there is none: stored is false when another
+// transaction created it first (the fold must then be made again from
+// that row).
+func storeAffinity(ctx context.Context, tx *txn, task, model string, a core.Affinity, found bool) (stored bool, err error) {
+	args := []any{a.Pos, a.Neg, a.Positives, a.Negatives, timeMS(a.LastSignal), timeMS(a.UpdatedAt), task, model}
 	if found {
 		_, err = tx.ExecContext(ctx, `UPDATE affinity SET pos = ?, neg = ?, positives = ?, negatives = ?, last_signal = ?, updated_at = ?
 			WHERE task_type = ? AND model = ?`, args...)
@@ -185,7 +186,7 @@ func storeAffinity(ctx context.Context, tx *txn, a core.Affinity, found bool) (s
 		}
 	}
 	if err != nil {
-		return false, fmt.Errorf("write affinity %s/%s: %w", a.Task, a.Model, err)
+		return false, fmt.Errorf("write affinity %s/%s: %w", task, model, err)
 	}
 	return found, nil
 }
@@ -377,7 +378,7 @@ func (db *DB) writeDeferred(ctx context.Context, tx *txn, d *core.Deferred) (def
 		}
 		w.ids[0], first = id, 1
 		if s := signals[0]; id != 0 && s.Fold != nil {
-			stored, err := storeAffinity(ctx, tx, s.Fold(a), found)
+			stored, err := storeAffinity(ctx, tx, s.Task, s.Model, s.Fold(a), found)
 			if err == nil && !stored {
 				err = updateAffinity(ctx, tx, s.Task, s.Model, s.Fold)
 			}

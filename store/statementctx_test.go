@@ -98,4 +98,18 @@ func TestSQLiteStatementAfterCancelFails(t *testing.T) {
 	if err := db.r.QueryRowContext(context.Background(), `SELECT count(*) FROM kept`).Scan(&one); err != nil || one != 0 {
 		t.Errorf("kept holds %d rows (%v), want 0 (rolled back)", one, err)
 	}
+
+	// Ended after its last statement, before its commit: rolled back too.
+	live, stop = context.WithCancel(context.Background())
+	err = db.runTx(live, 0, func(tx *txn) error {
+		_, err := tx.ExecContext(live, `INSERT INTO kept (k) VALUES (3)`)
+		stop()
+		return err
+	})
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("a transaction whose context ended before its commit: %v, want context.Canceled", err)
+	}
+	if err := db.r.QueryRowContext(context.Background(), `SELECT count(*) FROM kept`).Scan(&one); err != nil || one != 0 {
+		t.Errorf("kept holds %d rows (%v), want 0 (rolled back)", one, err)
+	}
 }
