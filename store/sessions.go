@@ -50,33 +50,42 @@ func (db *DB) ActiveSession(ctx context.Context, conv core.ConversationKey) (cor
 }
 
 // activeSessionTx is ActiveSession's write: the session touched, or
-// created when there is none or it expired.
+// created when there is none or it expired. On PostgreSQL it runs READ
+// COMMITTED with the conversation's active row locked (FOR UPDATE), and
+// a session is created only while the conversation has none (another
+// transaction's new one is used instead). SERIALIZABLE aborted most of
+// these transactions when many conversations' sessions were touched at
+// once: its predicate locks cover index pages, not conversations.
 func (db *DB) activeSessionTx(ctx context.Context, conv core.ConversationKey) (core.Session, bool, error) {
 	var s core.Session
 	created := false
-	err := db.tx(ctx, func(tx *txn) error {
-		var err error
-		created = false
-		s, err = scanSession(tx.QueryRowContext(ctx, `SELECT `+sessionCols+` FROM sessions WHERE conversation = ? AND active = TRUE`, conv.String()))
-		now := db.now()
-		switch {
-		case errors.Is(err, sql.ErrNoRows):
-			created = true
-			s, err = db.createSession(ctx, tx, conv)
-			return err
-		case err != nil:
-			return err
-		case db.ttl > 0 && now.Sub(s.LastAccess) > db.ttl:
-			if err := db.endSession(ctx, tx, s.ID); err != nil {
+	err := db.txLocking(ctx, func(tx *txn) error {
+		for {
+			var err error
+			created = false
+			s, err = scanSession(tx.QueryRowContext(ctx, `SELECT `+sessionCols+` FROM sessions WHERE conversation = ? AND active = TRUE`+db.d.forUpdate, conv.String()))
+			now := db.now()
+			switch {
+			case errors.Is(err, sql.ErrNoRows):
+			case err != nil:
+				return err
+			case db.ttl > 0 && now.Sub(s.LastAccess) > db.ttl:
+				if err := db.endSession(ctx, tx, s.ID); err != nil {
+					return err
+				}
+			default:
+				s.LastAccess = now
+				_, err = tx.ExecContext(ctx, `UPDATE sessions SET last_access = ? WHERE id = ?`, now.UnixMilli(), s.ID)
 				return err
 			}
-			created = true
-			s, err = db.createSession(ctx, tx, conv)
-			return err
+			var ok bool
+			if s, ok, err = db.createSession(ctx, tx, conv); err != nil || ok {
+				created = ok
+				return err
+			}
+			// Another transaction created the conversation's session
+			// meanwhile: read it (locked) and touch it.
 		}
-		s.LastAccess = now
-		_, err = tx.ExecContext(ctx, `UPDATE sessions SET last_access = ? WHERE id = ?`, now.UnixMilli(), s.ID)
-		return err
 	})
 	if err != nil {
 		return core.Session{}, false, fmt.Errorf("session of %s: %w", conv, err)
@@ -159,9 +168,14 @@ func (db *DB) NewSession(ctx context.Context, conv core.ConversationKey) (core.S
 				return err
 			}
 		}
-		s, err = db.createSession(ctx, tx, conv)
+		var ok bool
+		s, ok, err = db.createSession(ctx, tx, conv)
 		if err != nil {
 			return err
+		}
+		if !ok {
+			// SERIALIZABLE aborts rather than see another's new session.
+			return fmt.Errorf("a session of %s was created meanwhile", conv)
 		}
 		s.ModelPin, s.ProfilePin = modelPin, profilePin
 		_, err = tx.ExecContext(ctx, `UPDATE sessions SET model_pin = ?, profile_pin = ? WHERE id = ?`, modelPin, profilePin, s.ID)
@@ -173,11 +187,21 @@ func (db *DB) NewSession(ctx context.Context, conv core.ConversationKey) (core.S
 	return s, nil
 }
 
-func (db *DB) createSession(ctx context.Context, tx *txn, conv core.ConversationKey) (core.Session, error) {
+// createSession inserts conv's new active session. On PostgreSQL it is
+// inserted only while conv has none: ok is false when another
+// transaction's is there (committed while this one waited on it).
+func (db *DB) createSession(ctx context.Context, tx *txn, conv core.ConversationKey) (s core.Session, ok bool, err error) {
 	now := db.now()
+	q := `INSERT INTO sessions (conversation, created_at, last_access) VALUES (?, ?, ?)`
+	if db.d.concurrent {
+		q += ` ON CONFLICT (conversation) WHERE active = TRUE DO NOTHING`
+	}
 	var id int64
-	err := tx.QueryRowContext(ctx, `INSERT INTO sessions (conversation, created_at, last_access) VALUES (?, ?, ?) RETURNING id`, conv.String(), now.UnixMilli(), now.UnixMilli()).Scan(&id)
-	return core.Session{ID: id, Conversation: conv, CreatedAt: time.UnixMilli(now.UnixMilli()), LastAccess: time.UnixMilli(now.UnixMilli())}, err
+	err = tx.QueryRowContext(ctx, q+` RETURNING id`, conv.String(), now.UnixMilli(), now.UnixMilli()).Scan(&id)
+	if errors.Is(err, sql.ErrNoRows) {
+		return core.Session{}, false, nil
+	}
+	return core.Session{ID: id, Conversation: conv, CreatedAt: time.UnixMilli(now.UnixMilli()), LastAccess: time.UnixMilli(now.UnixMilli())}, err == nil, err
 }
 
 func (db *DB) endSession(ctx context.Context, tx *txn, id int64) error {
