@@ -7,7 +7,7 @@
 # The Perf* benchmarks build the stripped binary as a release is built
 # (CGO_ENABLED=0 go build -trimpath -tags grpcnotrace
 # -ldflags "-s -w") and run it against fake Telegram and LLM servers; they
-# need Linux (/proc). PerfEngines, PerfThroughputPostgres and the store's *Postgres benchmarks
+# need Linux (/proc). PerfEngines, PerfThroughputPostgres, PerfThroughputReplicas and the store's *Postgres benchmarks
 # start a private PostgreSQL (store/pgtest; skipped without its binaries).
 # It ends with one table of the figures that have targets (issue 27) and
 # whether each is met. PerfThroughput (about two minutes) is the
@@ -64,6 +64,8 @@ table() {
 	row "throughput (SQLite, 2 s LLM)" "$(metric BenchmarkPerfThroughput- capacity-msg/s)" ">=" 300 msg/s
 	row "added p99 at 80% of it" "$(metric BenchmarkPerfThroughput- at80-in-p99-ms)" "<=" 50 ms
 	row "  the same on PostgreSQL (local)" "$(metric BenchmarkPerfThroughputPostgres capacity-msg/s)" "" "" msg/s
+	row "  two replicas on that PostgreSQL" "$(metric BenchmarkPerfThroughputReplicas capacity-msg/s)" "" "" msg/s
+	row "  requests they ran again" "$(metric BenchmarkPerfThroughputReplicas retried-requests)" "" "" ""
 	row "Telegram intake of a burst" "$(metric BenchmarkPerfIntake intake-msg/s)" "" "" msg/s
 }
 
@@ -86,6 +88,7 @@ run ./cmd/opentalon 'PerfEngines' 300x
 echo "== throughput on SQLite (2 s LLM, 1,000 conversations, pacing off; about two minutes)"
 run ./cmd/opentalon 'PerfThroughput$' 1x
 run ./cmd/opentalon 'PerfThroughputPostgres' 1x
+run ./cmd/opentalon 'PerfThroughputReplicas' 1x
 run ./cmd/opentalon 'PerfIntake' 10x
 if [ "${1:-}" = perf ]; then
 	table
