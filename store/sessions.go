@@ -153,33 +153,37 @@ func (db *DB) touchEvery() time.Duration {
 }
 
 // NewSession implements core.SessionStore. Pins of the old session carry
-// over: /new forgets the conversation, not the user's model choice.
+// over: /new forgets the conversation, not the user's model choice. On
+// PostgreSQL it locks the active row as activeSessionTx does (a touch
+// meanwhile waits for it, or it for the touch, instead of one aborting),
+// and a session another transaction created meanwhile is ended in turn.
 func (db *DB) NewSession(ctx context.Context, conv core.ConversationKey) (core.Session, error) {
 	var s core.Session
-	err := db.tx(ctx, func(tx *txn) error {
-		var modelPin, profilePin string
-		var id int64
-		err := tx.QueryRowContext(ctx, `SELECT id, model_pin, profile_pin FROM sessions WHERE conversation = ? AND active = TRUE`, conv.String()).Scan(&id, &modelPin, &profilePin)
-		if err != nil && !errors.Is(err, sql.ErrNoRows) {
-			return err
-		}
-		if err == nil {
-			if err := db.endSession(ctx, tx, id); err != nil {
+	err := db.txLocking(ctx, func(tx *txn) error {
+		for {
+			var modelPin, profilePin string
+			var id int64
+			err := tx.QueryRowContext(ctx, `SELECT id, model_pin, profile_pin FROM sessions WHERE conversation = ? AND active = TRUE`+db.d.forUpdate, conv.String()).Scan(&id, &modelPin, &profilePin)
+			if err != nil && !errors.Is(err, sql.ErrNoRows) {
 				return err
 			}
-		}
-		var ok bool
-		s, ok, err = db.createSession(ctx, tx, conv)
-		if err != nil {
+			if err == nil {
+				if err := db.endSession(ctx, tx, id); err != nil {
+					return err
+				}
+			}
+			var ok bool
+			s, ok, err = db.createSession(ctx, tx, conv)
+			if err != nil {
+				return err
+			}
+			if !ok {
+				continue // another transaction's new session is there: end it too
+			}
+			s.ModelPin, s.ProfilePin = modelPin, profilePin
+			_, err = tx.ExecContext(ctx, `UPDATE sessions SET model_pin = ?, profile_pin = ? WHERE id = ?`, modelPin, profilePin, s.ID)
 			return err
 		}
-		if !ok {
-			// SERIALIZABLE aborts rather than see another's new session.
-			return fmt.Errorf("a session of %s was created meanwhile", conv)
-		}
-		s.ModelPin, s.ProfilePin = modelPin, profilePin
-		_, err = tx.ExecContext(ctx, `UPDATE sessions SET model_pin = ?, profile_pin = ? WHERE id = ?`, modelPin, profilePin, s.ID)
-		return err
 	})
 	if err != nil {
 		return core.Session{}, fmt.Errorf("new session for %s: %w", conv, err)
