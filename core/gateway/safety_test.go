@@ -285,11 +285,19 @@ func TestLeaseIsRenewedWhileWorking(t *testing.T) {
 // lostLease is a store whose renewals find the lease gone.
 type lostLease struct {
 	*store.DB
+	// lost says whether the lease is gone by now (a renewal before is
+	// the store's).
+	lost     func() bool
 	mu       sync.Mutex
 	finished int
 }
 
-func (s *lostLease) Renew(context.Context, int64, int64) error { return core.ErrLeaseLost }
+func (s *lostLease) Renew(ctx context.Context, id, lease int64) error {
+	if s.lost() {
+		return core.ErrLeaseLost
+	}
+	return s.DB.Renew(ctx, id, lease)
+}
 
 func (s *lostLease) Finish(ctx context.Context, id, lease int64, status, cause string) error {
 	s.mu.Lock()
@@ -304,8 +312,14 @@ func (s *lostLease) Finish(ctx context.Context, id, lease int64, status, cause s
 func TestLostLeaseStopsTheWork(t *testing.T) {
 	const ttl = 300 * time.Millisecond
 	db := openDB(t, store.Options{LeaseTTL: time.Hour})
-	st := &lostLease{DB: db}
 	ag := &slowAgent{d: time.Minute}
+	// Lost once the agent works on it: on a loaded machine the first
+	// renewal (a third of the TTL after the claim) may come before.
+	st := &lostLease{DB: db, lost: func() bool {
+		ag.mu.Lock()
+		defer ag.mu.Unlock()
+		return ag.calls > 0
+	}}
 	r := runOn(t, db, gateway.Options{Store: st, Agent: ag, LeaseTTL: ttl})
 	r.accept("1", "think forever")
 	deadline := time.Now().Add(10 * time.Second)
