@@ -66,8 +66,8 @@ var (
 // before its commit is rolled back (DB.tx1). Waiting for a connection
 // does not end with it: the writer is held for milliseconds at a time on
 // the message path, though longer by maintenance's prunes of a large
-// database, which a caller then waits out. PostgreSQL keeps the cancellation: a
-// statement there can wait on another replica's lock.
+// database, which a caller then waits out. PostgreSQL keeps the
+// cancellation: a statement there can wait on another replica's lock.
 func (d *dialect) statementCtx(ctx context.Context) context.Context {
 	if !d.uninterrupted || ctx.Err() != nil {
 		return ctx

@@ -67,6 +67,7 @@ func (db *DB) activeSessionTx(ctx context.Context, conv core.ConversationKey) (c
 			now := db.now()
 			switch {
 			case errors.Is(err, sql.ErrNoRows):
+				// None: one is created below.
 			case err != nil:
 				return err
 			case db.ttl > 0 && now.Sub(s.LastAccess) > db.ttl:
