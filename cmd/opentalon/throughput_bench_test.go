@@ -97,6 +97,12 @@ func BenchmarkPerfThroughputBinary(b *testing.B) {
 // newTPRun starts the throughput benchmarks' fakes.
 func newTPRun(b *testing.B) (*tpRun, *providertest.Server) {
 	llm := providertest.NewOpenAI(b)
+	// The fakes share the process with the in-process gateway: what they
+	// kept of every request (about 100 MB of LLM request bodies over a
+	// run) made each garbage collection of that heap take one of the
+	// two cores for 100-280 ms, a stall the gateway's p99 then showed.
+	// They are measured by their callbacks and Sent instead.
+	llm.Forget()
 	tp := &tpRun{llmAt: map[string]time.Time{}, tg: telegramtest.New(b, perfToken)}
 	llm.SetReply(func(rec providertest.Received) providertest.Script {
 		tp.sawLLM(rec.LastUser())
@@ -138,6 +144,7 @@ llm:
 
 // measureThroughput is the throughput benchmarks' loop and report.
 func measureThroughput(b *testing.B, tp *tpRun) {
+	tp.tg.Forget() // see newTPRun
 	for b.Loop() {
 		// Warm-up: every conversation opens its session.
 		tp.offer(b, "warm", 250, tpConversations)

@@ -130,6 +130,8 @@ type Server struct {
 	queue       []Script
 	requireKey  string
 	received    []Received
+	count       int  // requests received, kept or not
+	forget      bool // received is not kept (Forget)
 	inFlight    int
 	maxInFlight int
 	holding     bool
@@ -242,17 +244,31 @@ func (s *Server) MaxInFlight() int {
 func (s *Server) Count() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return len(s.received)
+	return s.count
 }
 
-// Requests returns a copy of every request received so far, in order.
+// Forget stops keeping the requests that arrive from now on: they are
+// counted (Count, WaitRequests, Received.N) and answered as before, but
+// Requests and Last no longer see them. A load test calls it so that
+// thousands of retained request bodies do not fill its process's heap,
+// where they would lengthen every garbage collection of the gateway
+// running beside them.
+func (s *Server) Forget() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.forget = true
+}
+
+// Requests returns a copy of every request received so far, in order
+// (those that arrived after Forget excepted).
 func (s *Server) Requests() []Received {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return append([]Received(nil), s.received...)
 }
 
-// Last returns the most recent request; ok is false if there was none.
+// Last returns the most recent request kept (see Forget); ok is false if
+// there was none.
 func (s *Server) Last() (r Received, ok bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -264,7 +280,7 @@ func (s *Server) Last() (r Received, ok bool) {
 
 // WaitRequests blocks until at least n requests have arrived or ctx ends.
 func (s *Server) WaitRequests(ctx context.Context, n int) error {
-	return s.wait(ctx, func() bool { return len(s.received) >= n }, fmt.Sprintf("%d requests", n))
+	return s.wait(ctx, func() bool { return s.count >= n }, fmt.Sprintf("%d requests", n))
 }
 
 // WaitInFlight blocks until at least n requests are in flight (for
@@ -310,8 +326,11 @@ func (s *Server) handle(w http.ResponseWriter, req *http.Request) {
 	rec.DecodeErr = s.api.decode(&rec)
 
 	s.mu.Lock()
-	rec.N = len(s.received) + 1
-	s.received = append(s.received, rec)
+	s.count++
+	rec.N = s.count
+	if !s.forget {
+		s.received = append(s.received, rec)
+	}
 	s.inFlight++
 	s.maxInFlight = max(s.maxInFlight, s.inFlight)
 	s.notify()

@@ -258,3 +258,37 @@ func TestCloseAbortsHeld(t *testing.T) {
 		t.Fatal("held request succeeded after Close; want a broken connection")
 	}
 }
+
+func TestForgetCountsButKeepsNothing(t *testing.T) {
+	s := NewOpenAI(t)
+	ask := func(text string) string {
+		_, _, body := post(t, s.URL+"/v1/chat/completions", `{"model":"m","messages":[{"role":"user","content":"`+text+`"}]}`, nil)
+		return body
+	}
+	ask("kept")
+	s.Forget()
+	if body := ask("forgotten"); !strings.Contains(body, "echo: forgotten") {
+		t.Fatalf("a forgotten request is still answered; got %s", body)
+	}
+	if got := s.Count(); got != 2 {
+		t.Errorf("Count = %d, want 2 (forgotten requests are counted)", got)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := s.WaitRequests(ctx, 2); err != nil {
+		t.Errorf("WaitRequests(2): %v", err)
+	}
+	reqs := s.Requests()
+	if len(reqs) != 1 || reqs[0].LastUser() != "kept" {
+		t.Errorf("Requests = %d, want only the one before Forget", len(reqs))
+	}
+	if last, ok := s.Last(); !ok || last.LastUser() != "kept" || last.N != 1 {
+		t.Errorf("Last = %+v, %v; want the kept request, N 1", last.LastUser(), ok)
+	}
+	var n int
+	s.SetReply(func(r Received) Script { n = r.N; return Echo(r) })
+	ask("third")
+	if n != 3 {
+		t.Errorf("Received.N after Forget = %d, want 3 (numbered over every request)", n)
+	}
+}
