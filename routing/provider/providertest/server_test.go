@@ -292,3 +292,11 @@ func TestForgetCountsButKeepsNothing(t *testing.T) {
 		t.Errorf("Received.N after Forget = %d, want 3 (numbered over every request)", n)
 	}
 }
+
+func TestWordsCountsAsFields(t *testing.T) {
+	for _, s := range []string{"", " ", "one", " two  words ", "tab\tand\nnewline", "ünï cödé\u00a0nbsp", "trailing "} {
+		if got, want := words(s), len(strings.Fields(s)); got != want {
+			t.Errorf("words(%q) = %d, want %d", s, got, want)
+		}
+	}
+}
