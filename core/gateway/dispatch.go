@@ -31,7 +31,7 @@ func (g *Gateway) Run(ctx context.Context, grace time.Duration) error {
 	// shutdown signal until the grace period ends.
 	workCtx, cancelWork := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelWork()
-	p := &workers{ctx: workCtx, freed: make(chan struct{}, g.opts.Workers)}
+	p := &workers{ctx: workCtx, size: int64(g.opts.Workers), freed: make(chan struct{}, g.opts.Workers)}
 	p.free.Store(int64(g.opts.Workers))
 	g.pool.Store(p)
 	g.setAccepting(true)
@@ -162,6 +162,7 @@ loop:
 // counts the enqueues holding a slot, which the shutdown waits for.
 type workers struct {
 	ctx       context.Context
+	size      int64 // slots in all (queue.workers)
 	wg        sync.WaitGroup
 	freed     chan struct{}
 	free      atomic.Int64
@@ -217,6 +218,13 @@ func (p *workers) tellFreed() {
 	}
 }
 func (p *workers) done() { p.reserving.Add(-1) }
+
+// busy is the number of slots taken (past any count once Run stopped).
+func (p *workers) busy() int64 { return p.size - p.free.Load() }
+
+// yieldBusy is the most slots taken at which an enqueue that started its
+// item yields to it before its flush (Gateway.enqueue).
+const yieldBusy = 2
 
 // start works on a claimed item in a slot of p. The slot is free again
 // once the reply is stored (delivery goes on outside the slot) or at the

@@ -105,7 +105,14 @@ func (g *Gateway) enqueue(ctx context.Context, item core.QueueItem) (dup bool, e
 				g.obs.Stage(item.Conversation.Channel, core.StageQueue, g.now().Sub(item.CreatedAt))
 				g.start(p, it)
 				// Its work first: this goroutine goes on to the flush.
-				runtime.Gosched()
+				// Only while the gateway is otherwise idle: a yield puts
+				// this goroutine on the runtime's global run queue, which
+				// under load (a garbage collection most) it leaves last,
+				// and the next enqueues and the next poll wait for its
+				// flush.
+				if p.busy() <= yieldBusy {
+					runtime.Gosched()
+				}
 			})
 			if claimed {
 				// Started; a failed flush is the platform's to redeliver
