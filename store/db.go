@@ -125,6 +125,8 @@ type DB struct {
 	group groupSync
 	// inserts groups concurrent SQLite enqueues into one transaction.
 	inserts insertGroup
+	// txs groups concurrent SQLite write transactions into one.
+	txs txGroup
 	// sealKey seals the short-lived credentials (sealed.go).
 	sealKey []byte
 	// media overrides the media directory (Options.MediaDir).
@@ -456,10 +458,10 @@ func (db *DB) txLocking(ctx context.Context, fn func(*txn) error) error {
 }
 
 func (db *DB) runTx(ctx context.Context, level sql.IsolationLevel, fn func(*txn) error) error {
-	var opts *sql.TxOptions
-	if db.d.concurrent {
-		opts = &sql.TxOptions{Isolation: level}
+	if !db.d.concurrent {
+		return db.groupedTx(ctx, fn) // one writer: nothing to retry
 	}
+	opts := &sql.TxOptions{Isolation: level}
 	return db.retried(ctx, func() error { return db.tx1(ctx, opts, fn) })
 }
 
@@ -490,6 +492,11 @@ func (db *DB) tx1(ctx context.Context, opts *sql.TxOptions, fn func(*txn) error)
 		return err
 	}
 	defer func() {
+		if r := recover(); r != nil {
+			// The writer's connection is not left in the transaction.
+			tx.Rollback()
+			panic(r)
+		}
 		if tx.missed {
 			db.w.prepareWanted(context.WithoutCancel(ctx))
 		}

@@ -1,0 +1,206 @@
+package store
+
+import (
+	"context"
+	"slices"
+	"sync"
+)
+
+// SQLite has one writer. Write transactions that arrive while another is
+// running (a reply being stored, another item finished, under load) used
+// to wait for the writer's connection one by one, and database/sql hands
+// a freed connection to a waiter at random: each one's turn began only
+// once its goroutine was scheduled again, and when the machine was busy
+// (a garbage collection most) the writer sat idle between them while
+// the queue behind it grew. txGroup queues them instead, in order of
+// arrival; the one writing, when done, hands the whole queue (up to
+// txGroupMax) to its first, which runs them one after the other in one
+// transaction, each under a savepoint of its own: one that fails is
+// undone alone, and the others commit together, with one commit's
+// write-ahead log frames for the pages they share. A transaction that
+// finds none running runs alone, as before, and waits for nothing.
+//
+// A grouped transaction's fn runs on the goroutine of the one writing
+// the group (fn is a closure over its caller's state, which is waiting
+// for it). When the group cannot be committed, nothing of it was
+// written, and each of its transactions runs again on its own (tx's
+// contract: fn starts from scratch each time).
+
+// txGroupMax bounds a group: the one writing it waits for all of them.
+const txGroupMax = 32
+
+// txGroup is the state of the grouped SQLite write transactions.
+type txGroup struct {
+	mu      sync.Mutex
+	writing bool
+	waiting []*groupedTx
+}
+
+// groupedTx is one write transaction of a group and its outcome.
+type groupedTx struct {
+	ctx context.Context
+	fn  func(*txn) error
+	err error
+	// panicked is what fn panicked with: it panics again in its caller.
+	panicked any
+
+	// done is closed when the transaction was written (or failed), or
+	// when this one is to write batch (the transactions queued behind
+	// the last group).
+	done  chan struct{}
+	batch []*groupedTx
+}
+
+// groupedTx runs fn in a write transaction on SQLite, alone or in a group
+// with the transactions that queued while another was written. A caller
+// whose context ends while it waits gives up, its fn not run, unless it
+// was already taken into a group being written (its outcome is then
+// waited for).
+func (db *DB) groupedTx(ctx context.Context, fn func(*txn) error) error {
+	g := &db.txs
+	t := &groupedTx{ctx: ctx, fn: fn}
+	g.mu.Lock()
+	if g.writing {
+		t.done = make(chan struct{})
+		g.waiting = append(g.waiting, t)
+		g.mu.Unlock()
+		select {
+		case <-t.done:
+		case <-ctx.Done():
+			g.mu.Lock()
+			if i := slices.Index(g.waiting, t); i >= 0 {
+				g.waiting = slices.Delete(g.waiting, i, i+1)
+				g.mu.Unlock()
+				return ctx.Err()
+			}
+			g.mu.Unlock()
+			<-t.done
+		}
+		if t.batch == nil {
+			return t.outcome() // written by another
+		}
+	} else {
+		g.writing = true
+		g.mu.Unlock()
+		t.batch = []*groupedTx{t}
+	}
+	// Even when a lone fn panics: the others waiting for this group are
+	// told, and the next group is handed on.
+	defer g.handOn(t.batch)
+	db.writeGroup(t.batch)
+	return t.outcome()
+}
+
+// outcome is the transaction's error, or its fn's panic again.
+func (t *groupedTx) outcome() error {
+	if t.panicked != nil {
+		panic(t.panicked)
+	}
+	return t.err
+}
+
+// handOn ends the write of batch: its waiting members learn their
+// outcome and the first of the transactions queued meanwhile writes the
+// next group (or none is being written any more).
+func (g *txGroup) handOn(batch []*groupedTx) {
+	g.mu.Lock()
+	n := min(len(g.waiting), txGroupMax)
+	next := slices.Clone(g.waiting[:n])
+	g.waiting = slices.Delete(g.waiting, 0, n)
+	g.writing = n > 0
+	g.mu.Unlock()
+	for _, o := range batch[1:] {
+		close(o.done)
+	}
+	if n > 0 {
+		next[0].batch = next
+		close(next[0].done)
+	}
+}
+
+// writeGroup runs the transactions of batch: alone when it is one, else
+// in one transaction with a savepoint each. When the group's own
+// statements fail (its BEGIN, a savepoint, the commit), it is rolled
+// back and each runs on its own.
+func (db *DB) writeGroup(batch []*groupedTx) {
+	if len(batch) == 1 {
+		t := batch[0]
+		t.err = db.tx1(t.ctx, nil, t.fn)
+		return
+	}
+	// Not cut short by the context of the one that writes it: the others
+	// wait for it.
+	ctx := context.WithoutCancel(batch[0].ctx)
+	tx, err := db.w.BeginTx(ctx, nil)
+	if err != nil {
+		db.writeAlone(batch)
+		return
+	}
+	ok := true
+	for _, t := range batch {
+		if t.err = t.ctx.Err(); t.err != nil {
+			continue // ended while it waited: not run
+		}
+		if _, err := tx.ExecContext(ctx, `SAVEPOINT grouped`); err != nil {
+			ok = false
+			break
+		}
+		t.panicked, t.err = t.run(tx)
+		if t.err == nil && t.panicked == nil {
+			// Ended before its commit: undone, as tx1 does.
+			t.err = t.ctx.Err()
+		}
+		if t.err != nil || t.panicked != nil {
+			if _, err := tx.ExecContext(ctx, `ROLLBACK TO grouped`); err != nil {
+				ok = false
+				break
+			}
+		}
+		if _, err := tx.ExecContext(ctx, `RELEASE grouped`); err != nil {
+			ok = false
+			break
+		}
+	}
+	if ok {
+		ok = tx.Commit() == nil
+	} else {
+		tx.Rollback()
+	}
+	if tx.missed {
+		db.w.prepareWanted(ctx)
+	}
+	if !ok {
+		db.writeAlone(batch)
+	}
+}
+
+// run runs the transaction's fn in tx, catching its panic.
+func (t *groupedTx) run(tx *txn) (panicked any, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			panicked = r
+		}
+	}()
+	return nil, t.fn(tx)
+}
+
+// writeAlone runs each transaction of a group that could not be
+// committed on its own (those whose fn panicked keep that outcome).
+func (db *DB) writeAlone(batch []*groupedTx) {
+	for _, t := range batch {
+		if t.panicked != nil {
+			continue
+		}
+		t.panicked, t.err = t.alone(db)
+	}
+}
+
+// alone runs the transaction on its own, catching its panic.
+func (t *groupedTx) alone(db *DB) (panicked any, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			panicked = r
+		}
+	}()
+	return nil, db.tx1(t.ctx, nil, t.fn)
+}
