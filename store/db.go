@@ -491,17 +491,20 @@ func (db *DB) tx1(ctx context.Context, opts *sql.TxOptions, fn func(*txn) error)
 	if err != nil {
 		return err
 	}
+	finished := false
 	defer func() {
-		if r := recover(); r != nil {
-			// The writer's connection is not left in the transaction.
+		if !finished {
+			// fn panicked, or its goroutine exited (runtime.Goexit): the
+			// writer's connection is not left in the transaction.
 			tx.Rollback()
-			panic(r)
 		}
 		if tx.missed {
 			db.w.prepareWanted(context.WithoutCancel(ctx))
 		}
 	}()
-	if err := fn(tx); err != nil {
+	err = fn(tx)
+	finished = true
+	if err != nil {
 		tx.Rollback()
 		return err
 	}

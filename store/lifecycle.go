@@ -45,6 +45,7 @@ func (db *DB) CompactHistory(ctx context.Context, sessionID int64, keep int, sum
 	}
 	var n int
 	err := db.tx(ctx, func(tx *txn) error {
+		n = 0 // a run again starts from scratch
 		var cut int64
 		err := tx.QueryRowContext(ctx, `SELECT id FROM messages WHERE session_id = ? ORDER BY id DESC LIMIT 1 OFFSET ?`, sessionID, keep).Scan(&cut)
 		if errors.Is(err, sql.ErrNoRows) {

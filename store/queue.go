@@ -311,6 +311,7 @@ func (s *fileSyncer) close() {
 func (db *DB) EditQueued(ctx context.Context, dedupeKey, text string) (bool, error) {
 	edited := false
 	err := db.tx(ctx, func(tx *txn) error {
+		edited = false // a run again starts from scratch
 		var raw string
 		err := tx.QueryRowContext(ctx, `SELECT payload FROM queue WHERE dedupe_key = ? AND status = 'queued'`, dedupeKey).Scan(&raw)
 		if errors.Is(err, sql.ErrNoRows) {

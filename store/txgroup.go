@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"sync"
 )
@@ -28,6 +29,10 @@ import (
 
 // txGroupMax bounds a group: the one writing it waits for all of them.
 const txGroupMax = 32
+
+// errGroupUnfinished is the outcome of a grouped transaction whose group
+// ended without a commit or a rollback (a member's goroutine exited).
+var errGroupUnfinished = errors.New("store: the grouped write transaction did not finish; nothing of it was written")
 
 // txGroup is the state of the grouped SQLite write transactions.
 type txGroup struct {
@@ -136,6 +141,26 @@ func (db *DB) writeGroup(batch []*groupedTx) {
 		db.writeAlone(batch)
 		return
 	}
+	// A fn whose goroutine exits (runtime.Goexit: a test's t.Fatal) ends
+	// this one, past any recover: the transaction is rolled back, and
+	// the others hear that nothing of theirs was written.
+	finished := false
+	defer func() {
+		if finished {
+			return
+		}
+		tx.Rollback()
+		for _, t := range batch {
+			if t.panicked == nil {
+				t.err = errGroupUnfinished
+			}
+		}
+	}()
+	// Each counts toward the background checkpoint as a transaction of
+	// its own (the group's BEGIN counted one).
+	for range batch[1:] {
+		db.trips.ckpt.Load().wrote()
+	}
 	ok := true
 	for _, t := range batch {
 		if t.err = t.ctx.Err(); t.err != nil {
@@ -166,6 +191,7 @@ func (db *DB) writeGroup(batch []*groupedTx) {
 	} else {
 		tx.Rollback()
 	}
+	finished = true
 	if tx.missed {
 		db.w.prepareWanted(ctx)
 	}

@@ -4,10 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/opentalon/opentalon/core"
 )
 
 // holdWriter starts a write transaction that holds SQLite's writer until
@@ -253,5 +257,130 @@ func TestBrokenGroupRunsEachAlone(t *testing.T) {
 	// their first savepoint): each ran once, alone.
 	if m := memberRuns.Load(); m != 3 {
 		t.Errorf("the other members ran %d times in all, want 3", m)
+	}
+}
+
+// TestGroupMemberWhoseGoroutineExits: a fn that ends the goroutine it
+// runs on without a panic (runtime.Goexit, as a test's t.Fatal does)
+// ends the group's writer too; the group is rolled back, the member
+// queued after it hears that nothing of its own was written, and the
+// writer is free for the next transaction.
+func TestGroupMemberWhoseGoroutineExits(t *testing.T) {
+	db := openTest(t, Options{})
+	ctx := context.Background()
+	release := holdWriter(t, db)
+
+	var wg sync.WaitGroup
+	wg.Go(func() { putKV(db, ctx, "first", nil) }) // writes the group
+	waitQueued(t, db, 1)
+	wg.Go(func() {
+		db.tx(ctx, func(tx *txn) error { runtime.Goexit(); return nil })
+	})
+	waitQueued(t, db, 2)
+	after := make(chan error, 1)
+	wg.Go(func() { after <- putKV(db, ctx, "after", nil) })
+	waitQueued(t, db, 3)
+	release()
+	wg.Wait()
+
+	err := <-after
+	if got := keysStored(t, db); err == nil && !got["after"] {
+		t.Errorf("the member after the exit was told its transaction committed, yet its write is not stored")
+	} else if err != nil && !errors.Is(err, errGroupUnfinished) {
+		t.Errorf("the member after the exit: err = %v, want errGroupUnfinished", err)
+	}
+	// Liveness, not speed: the writer's connection was given back.
+	lctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	if err := putKV(db, lctx, "later", nil); err != nil {
+		t.Errorf("a later write transaction: %v (the group's transaction was left open on the writer)", err)
+	}
+}
+
+// TestDiskFullInAGroup: SQLITE_FULL rolls back the whole transaction, so
+// the member's savepoint is gone with it; the group falls back, each
+// runs alone, the others commit and the one that filled the disk gets
+// its own error.
+func TestDiskFullInAGroup(t *testing.T) {
+	db := openTest(t, Options{})
+	ctx := context.Background()
+	var pages int64
+	if err := db.w.DB.QueryRowContext(ctx, `PRAGMA page_count`).Scan(&pages); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.w.DB.ExecContext(ctx, fmt.Sprintf(`PRAGMA max_page_count = %d`, pages+8)); err != nil {
+		t.Fatal(err)
+	}
+	release := holdWriter(t, db)
+	var wg sync.WaitGroup
+	errs := make([]error, 4)
+	for i := range errs {
+		wg.Go(func() {
+			errs[i] = db.tx(ctx, func(tx *txn) error {
+				v := "v"
+				if i == 1 {
+					v = strings.Repeat("x", 1<<20) // past max_page_count
+				}
+				_, err := tx.ExecContext(ctx, `INSERT INTO lua_kv (script, key, value, updated_at) VALUES ('t', ?, ?, 0)`, fmt.Sprint("k", i), v)
+				return err
+			})
+		})
+		waitQueued(t, db, i+1)
+	}
+	release()
+	wg.Wait()
+	got := keysStored(t, db)
+	for i, err := range errs {
+		if full := i == 1; full != (err != nil) || full == got[fmt.Sprint("k", i)] {
+			t.Errorf("member %d: err = %v, stored %v (only member 1 fills the disk)", i, err, got[fmt.Sprint("k", i)])
+		}
+	}
+}
+
+// TestRunAgainStartsFromScratch: a closure that the fallback runs again
+// reports what its last run did, not what its rolled-back first run
+// collected. CompactHistory compacted three messages in the group (an
+// earlier member had appended them); the group failed, the appending
+// member's context ended before its run alone, so the compaction's run
+// alone finds nothing, and says so.
+func TestRunAgainStartsFromScratch(t *testing.T) {
+	db := openTest(t, Options{})
+	ctx := context.Background()
+	s, err := db.ActiveSession(ctx, core.ConversationKey{Channel: "telegram", Chat: "again"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	release := holdWriter(t, db)
+
+	actx, cancelA := context.WithCancel(ctx)
+	defer cancelA()
+	var wg sync.WaitGroup
+	var compactErr error
+	var n int
+	wg.Go(func() {
+		db.AppendMessages(actx, s.ID, []core.ChatMessage{{Role: core.RoleUser, Content: "a"}, {Role: core.RoleAssistant, Content: "b"}, {Role: core.RoleUser, Content: "c"}})
+	})
+	waitQueued(t, db, 1)
+	wg.Go(func() { n, compactErr = db.CompactHistory(ctx, s.ID, 0, "summary") })
+	waitQueued(t, db, 2)
+	wg.Go(func() {
+		// Breaks the group (as a full disk would), once the appending
+		// member's caller has given up.
+		db.tx(ctx, func(tx *txn) error {
+			cancelA()
+			_, err := tx.ExecContext(ctx, `ROLLBACK`)
+			return err
+		})
+	})
+	waitQueued(t, db, 3)
+	release()
+	wg.Wait()
+
+	hist, err := db.History(ctx, s.ID, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if compactErr != nil || n != len(hist) {
+		t.Errorf("CompactHistory: n = %d, err %v; the history holds %d entries (nothing was appended, so nothing compacted)", n, compactErr, len(hist))
 	}
 }
