@@ -166,7 +166,7 @@ func (db *DB) EnqueueClaim(ctx context.Context, it core.QueueItem, now time.Time
 // transaction.
 func (db *DB) insertSerial(ctx context.Context, it core.QueueItem, payload string, created, now time.Time, claim bool) (id int64, claimed bool, err error) {
 	r := &serialInsert{args: db.insertSerialArgs(it, payload, created, now, claim)}
-	db.inserts.insert(ctx, db, r)
+	db.insertGrouped(ctx, r)
 	return r.id, r.claimed, r.err
 }
 

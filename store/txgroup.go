@@ -3,8 +3,6 @@ package store
 import (
 	"context"
 	"errors"
-	"slices"
-	"sync"
 )
 
 // SQLite has one writer. Write transactions that arrive while another is
@@ -35,25 +33,16 @@ const txGroupMax = 32
 var errGroupUnfinished = errors.New("store: the grouped write transaction did not finish; nothing of it was written")
 
 // txGroup is the state of the grouped SQLite write transactions.
-type txGroup struct {
-	mu      sync.Mutex
-	writing bool
-	waiting []*groupedTx
-}
+type txGroup = writeQueue[*groupedTx]
 
 // groupedTx is one write transaction of a group and its outcome.
 type groupedTx struct {
+	writeSlot[*groupedTx]
 	ctx context.Context
 	fn  func(*txn) error
 	err error
 	// panicked is what fn panicked with: it panics again in its caller.
 	panicked any
-
-	// done is closed when the transaction was written (or failed), or
-	// when this one is to write batch (the transactions queued behind
-	// the last group).
-	done  chan struct{}
-	batch []*groupedTx
 }
 
 // groupedTx runs fn in a write transaction on SQLite, alone or in a group
@@ -62,37 +51,18 @@ type groupedTx struct {
 // was already taken into a group being written (its outcome is then
 // waited for).
 func (db *DB) groupedTx(ctx context.Context, fn func(*txn) error) error {
-	g := &db.txs
 	t := &groupedTx{ctx: ctx, fn: fn}
-	g.mu.Lock()
-	if g.writing {
-		t.done = make(chan struct{})
-		g.waiting = append(g.waiting, t)
-		g.mu.Unlock()
-		select {
-		case <-t.done:
-		case <-ctx.Done():
-			g.mu.Lock()
-			if i := slices.Index(g.waiting, t); i >= 0 {
-				g.waiting = slices.Delete(g.waiting, i, i+1)
-				g.mu.Unlock()
-				return ctx.Err()
-			}
-			g.mu.Unlock()
-			<-t.done
-		}
-		if t.batch == nil {
-			return t.outcome() // written by another
-		}
-	} else {
-		g.writing = true
-		g.mu.Unlock()
-		t.batch = []*groupedTx{t}
+	batch, err := db.txs.join(ctx, t)
+	if err != nil {
+		return err
+	}
+	if batch == nil {
+		return t.outcome() // written by another
 	}
 	// Even when a lone fn panics: the others waiting for this group are
 	// told, and the next group is handed on.
-	defer g.handOn(t.batch)
-	db.writeGroup(t.batch)
+	defer db.txs.handOn(batch, txGroupMax)
+	db.writeGroup(batch)
 	return t.outcome()
 }
 
@@ -102,25 +72,6 @@ func (t *groupedTx) outcome() error {
 		panic(t.panicked)
 	}
 	return t.err
-}
-
-// handOn ends the write of batch: its waiting members learn their
-// outcome and the first of the transactions queued meanwhile writes the
-// next group (or none is being written any more).
-func (g *txGroup) handOn(batch []*groupedTx) {
-	g.mu.Lock()
-	n := min(len(g.waiting), txGroupMax)
-	next := slices.Clone(g.waiting[:n])
-	g.waiting = slices.Delete(g.waiting, 0, n)
-	g.writing = n > 0
-	g.mu.Unlock()
-	for _, o := range batch[1:] {
-		close(o.done)
-	}
-	if n > 0 {
-		next[0].batch = next
-		close(next[0].done)
-	}
 }
 
 // writeGroup runs the transactions of batch: alone when it is one, else
