@@ -121,7 +121,7 @@ func (db *DB) writeGroup(batch []*groupedTx) {
 			ok = false
 			break
 		}
-		t.panicked, t.err = t.run(tx)
+		t.panicked, t.err = caught(func() error { return t.fn(tx) })
 		if t.err == nil && t.panicked == nil {
 			// Ended before its commit: undone, as tx1 does.
 			t.err = t.ctx.Err()
@@ -151,14 +151,14 @@ func (db *DB) writeGroup(batch []*groupedTx) {
 	}
 }
 
-// run runs the transaction's fn in tx, catching its panic.
-func (t *groupedTx) run(tx *txn) (panicked any, err error) {
+// caught runs f, catching its panic.
+func caught(f func() error) (panicked any, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			panicked = r
 		}
 	}()
-	return nil, t.fn(tx)
+	return nil, f()
 }
 
 // writeAlone runs each transaction of a group that could not be
@@ -168,16 +168,6 @@ func (db *DB) writeAlone(batch []*groupedTx) {
 		if t.panicked != nil {
 			continue
 		}
-		t.panicked, t.err = t.alone(db)
+		t.panicked, t.err = caught(func() error { return db.tx1(t.ctx, nil, t.fn) })
 	}
-}
-
-// alone runs the transaction on its own, catching its panic.
-func (t *groupedTx) alone(db *DB) (panicked any, err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			panicked = r
-		}
-	}()
-	return nil, db.tx1(t.ctx, nil, t.fn)
 }
