@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/opentalon/opentalon/core"
+	"github.com/opentalon/opentalon/core/clock"
 )
 
 // Run starts the channels and processes the queue until ctx is
@@ -269,36 +270,58 @@ var errLeaseLost = fmt.Errorf("stopped: %w", core.ErrLeaseLost)
 
 // holdLease renews the lease of it every third of the lease TTL until
 // the returned stop is called; when the store says the lease is lost it
-// cancels the work (cancel) at once. Without a TTL it does nothing.
+// cancels the work (cancel) at once. Without a TTL it does nothing. The
+// renewals run on a timer, not a goroutine of their own: most answers
+// end before the first renewal is due, so an item in flight holds no
+// goroutine, stack or ticker for it. stop returns once no renewal runs
+// or will run.
 func (g *Gateway) holdLease(ctx context.Context, it core.QueueItem, cancel context.CancelCauseFunc, log *slog.Logger) (stop func()) {
 	if g.opts.LeaseTTL <= 0 {
 		return func() {}
 	}
-	done := make(chan struct{})
-	finished := make(chan struct{})
-	go func() {
-		defer close(finished)
-		t := g.clock.NewTicker(g.opts.LeaseTTL / 3)
-		defer t.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-t.C():
-			}
-			err := g.store.Renew(context.WithoutCancel(ctx), it.ID, it.Lease)
-			switch {
-			case errors.Is(err, core.ErrLeaseLost):
-				log.Warn("the request's lease was taken back (it ran out); another claimer answers it, this work stops", "queue.lease_ttl", g.opts.LeaseTTL)
-				cancel(errLeaseLost)
-				return
-			case err != nil:
-				// The next renewal may succeed; the lease still runs.
-				log.Warn("renew the request's lease", "err", err)
-			}
+	every := g.opts.LeaseTTL / 3
+	var (
+		mu       sync.Mutex
+		stopped  bool
+		timer    clock.Timer
+		renewing sync.WaitGroup
+	)
+	var renew func()
+	renew = func() {
+		mu.Lock()
+		if stopped {
+			mu.Unlock()
+			return
 		}
-	}()
-	return func() { close(done); <-finished }
+		renewing.Add(1)
+		mu.Unlock()
+		defer renewing.Done()
+		err := g.store.Renew(context.WithoutCancel(ctx), it.ID, it.Lease)
+		switch {
+		case errors.Is(err, core.ErrLeaseLost):
+			log.Warn("the request's lease was taken back (it ran out); another claimer answers it, this work stops", "queue.lease_ttl", g.opts.LeaseTTL)
+			cancel(errLeaseLost)
+			return
+		case err != nil:
+			// The next renewal may succeed; the lease still runs.
+			log.Warn("renew the request's lease", "err", err)
+		}
+		mu.Lock()
+		if !stopped {
+			timer = g.clock.AfterFunc(every, renew)
+		}
+		mu.Unlock()
+	}
+	mu.Lock()
+	timer = g.clock.AfterFunc(every, renew)
+	mu.Unlock()
+	return func() {
+		mu.Lock()
+		stopped = true
+		timer.Stop()
+		mu.Unlock()
+		renewing.Wait()
+	}
 }
 
 // quietDelay is how late a failure may make an answer (counted from the
