@@ -12,6 +12,7 @@ import (
 	"reflect"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -294,6 +295,55 @@ func TestWorkingTypingAckUnack(t *testing.T) {
 	if len(events) < 5 || events[0] != "ack" || events[1] != "typing" || events[len(events)-1] != "unack" {
 		t.Errorf("events = %v, want ack, typing at least three times, unack last", events)
 	}
+}
+
+// TestWorkingStopWaitsForTheCallUnderWay: stop returns only once the
+// typing call under way has returned, takes the ack back after it, and
+// no typing follows; a context that ended first leaves the ack (and
+// stops the repeats).
+func TestWorkingStopWaitsForTheCallUnderWay(t *testing.T) {
+	var mu sync.Mutex
+	var events []string
+	add := func(s string) { mu.Lock(); events = append(events, s); mu.Unlock() }
+	inCall, release := make(chan struct{}), make(chan struct{})
+	var first sync.Once
+	typing := func(context.Context) {
+		add("typing")
+		first.Do(func() { close(inCall); <-release })
+	}
+	stop := Working(context.Background(), WorkingOptions{Typing: typing, Every: time.Millisecond, Unack: func(context.Context) { add("unack") }})
+	<-inCall
+	stopped := make(chan struct{})
+	go func() { stop(); close(stopped) }()
+	select {
+	case <-stopped:
+		t.Fatal("stop returned while a typing call was under way")
+	case <-time.After(20 * time.Millisecond):
+	}
+	close(release)
+	<-stopped
+	time.Sleep(10 * time.Millisecond) // a repeat after stop would show now
+	mu.Lock()
+	got := strings.Join(events, ",")
+	mu.Unlock()
+	if got != "typing,unack" {
+		t.Errorf("events = %s, want typing,unack", got)
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	var n atomic.Int32
+	stop = Working(ctx, WorkingOptions{Typing: func(context.Context) { n.Add(1) }, Every: time.Millisecond, Unack: func(context.Context) { t.Error("unack after the work's context ended") }})
+	for n.Load() < 2 {
+		time.Sleep(time.Millisecond)
+	}
+	cancel()
+	time.Sleep(50 * time.Millisecond) // a repeat under way ends
+	was := n.Load()
+	time.Sleep(10 * time.Millisecond)
+	if now := n.Load(); now != was {
+		t.Errorf("typing went on after the context ended: %d calls, then %d", was, now)
+	}
+	stop()
 }
 
 func TestHealth(t *testing.T) {
