@@ -296,6 +296,7 @@ func (g *Gateway) holdLease(ctx context.Context, it core.QueueItem, cancel conte
 		renewing.Add(1)
 		mu.Unlock()
 		defer renewing.Done()
+		t0 := g.clock.Now()
 		err := g.store.Renew(context.WithoutCancel(ctx), it.ID, it.Lease)
 		switch {
 		case errors.Is(err, core.ErrLeaseLost):
@@ -306,9 +307,12 @@ func (g *Gateway) holdLease(ctx context.Context, it core.QueueItem, cancel conte
 			// The next renewal may succeed; the lease still runs.
 			log.Warn("renew the request's lease", "err", err)
 		}
+		// The next one is due a third of the TTL after this one was,
+		// however long the store took.
+		next := max(every-g.clock.Now().Sub(t0), 0)
 		mu.Lock()
 		if !stopped {
-			timer = g.clock.AfterFunc(every, renew)
+			timer = g.clock.AfterFunc(next, renew)
 		}
 		mu.Unlock()
 	}
