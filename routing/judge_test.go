@@ -2,6 +2,7 @@ package routing
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -133,5 +134,45 @@ func TestSweepAbandoned(t *testing.T) {
 	}
 	if affs, _ := db.Affinities(ctx); len(affs) != 0 {
 		t.Fatalf("an abandonment weighted %v changed the affinity: %+v", AbandonedWeight, affs)
+	}
+}
+
+// TestJudgeCostIsInTheLedgerAfterItsItemEnded: the judge grades after
+// the answer's item has stored its reply with its deferred writes
+// (core.Deferred, without a budget), so its own ledger row is written at
+// once, not handed to that item, where nothing would write it.
+func TestJudgeCostIsInTheLedgerAfterItsItemEnded(t *testing.T) {
+	r, p, _, st, _ := newTestRouter(t, func(o *Options) {
+		o.Judge = Judging{Model: "cheap", Rate: 1, DailyUSD: 1}
+	})
+	release := make(chan struct{})
+	p.fn = func(_ provider.Credentials, req *provider.Request) (*provider.Response, error) {
+		if req.System == judgePrompt {
+			<-release
+			return &provider.Response{Text: "GOOD", Usage: core.Usage{InputTokens: 1000, OutputTokens: 2}}, nil
+		}
+		return &provider.Response{Text: "the capital is Paris", Usage: core.Usage{InputTokens: 1000, OutputTokens: 500}}, nil
+	}
+	d := &core.Deferred{Owner: st}
+	ctx := core.WithDeferred(context.Background(), d)
+	if _, err := r.Chat(ctx, Call{Purpose: "chat", Model: "p/mid", TaskType: TaskChat, Req: userMsg("what is the capital of France?")}); err != nil {
+		t.Fatal(err)
+	}
+	// The item stores its reply with what it deferred; it ends.
+	usage, signals := d.Pending()
+	d.Written(len(usage), signals, make([]int64, len(signals)))
+	close(release)
+	if err := r.Drain(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var purposes []string
+	for _, u := range st.Usage() {
+		purposes = append(purposes, u.Purpose)
+	}
+	if len(usage) != 1 || !slices.Contains(purposes, PurposeJudge) {
+		t.Fatalf("deferred %d usage rows with the item; the ledger has %v, want the judge's row in it", len(usage), purposes)
+	}
+	if left, _ := d.Pending(); len(left) != 0 {
+		t.Fatalf("%d usage rows were handed to the ended item", len(left))
 	}
 }
