@@ -12,6 +12,8 @@ import (
 	"syscall"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/opentalon/opentalon/core"
 )
 
 // Sandbox says how plugin processes are confined (plugins.tools.run_as,
@@ -91,7 +93,7 @@ func NewIsolation(sb Sandbox) (*Isolation, error) {
 		}
 		u, err := lookupUser(name)
 		if err != nil {
-			return nil, fmt.Errorf("plugins.tools.run_as %q: %w; create the user (docs/plugins.md: useradd --system --no-create-home --shell /usr/sbin/nologin %s) or name an existing one", name, err, DefaultRunAs)
+			return nil, core.Errorf(core.KindInvalid, "plugins.tools.run_as %q: %w; create the user (docs/plugins.md: useradd --system --no-create-home --shell /usr/sbin/nologin %s) or name an existing one", name, err, DefaultRunAs)
 		}
 		uid, _ := strconv.ParseUint(u.Uid, 10, 32)
 		gid, _ := strconv.ParseUint(u.Gid, 10, 32)

@@ -140,12 +140,14 @@ func NewManager(o Options) *Manager {
 func Discover(dir string, explicit []Spec) ([]Spec, error) {
 	var specs []Spec
 	if dir != "" {
+		// Either failure is the config's (core.KindInvalid): restarting
+		// cannot get past it.
 		entries, err := os.ReadDir(dir)
 		if err != nil {
-			return nil, fmt.Errorf("read plugins.tools.plugin_dir %s: %w", dir, err)
+			return nil, core.Errorf(core.KindInvalid, "read plugins.tools.plugin_dir %s: %w", dir, err)
 		}
 		if err := checkNotWritable("plugins.tools.plugin_dir", dir, false); err != nil {
-			return nil, err
+			return nil, core.Errorf(core.KindInvalid, "%w", err)
 		}
 		names := make([]string, 0, len(entries))
 		for _, e := range entries {

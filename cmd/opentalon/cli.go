@@ -51,7 +51,7 @@ Usage:
   opentalon [run]                          start the gateway
   opentalon complete [--model REF] PROMPT  answer one prompt and exit
   opentalon config check                   validate and print the effective config (secrets redacted)
-  opentalon usage [--json] [--since 24h] [--by model|chat|user]
+  opentalon usage [--json] [--since 24h] [--by model|chat|user|purpose]
   opentalon affinity show [--json] | affinity reset [--task T] [--model M]
   opentalon bench route --scenario FILE [--seeds N] [--json]
   opentalon lua test SCRIPT --message TEXT [--metadata k=v] [--hook H] [--llm-fake REPLY]
@@ -180,14 +180,15 @@ func (e operatorError) Error() string { return e.err.Error() }
 func (e operatorError) Unwrap() error { return e.err }
 
 // asOperatorError marks err as an operatorError when it is a config
-// problem (core.KindInvalid), a refused credential (core.KindAuth) or a
-// file the process may not write (the data directory).
+// problem (core.KindInvalid), a refused credential (core.KindAuth), a
+// file the process may not write (the data directory) or a path of the
+// config that runs through a file (ENOTDIR: state.data_dir under one).
 func asOperatorError(err error) error {
 	switch {
 	case err == nil:
 		return nil
 	case core.ErrorKind(err) == core.KindInvalid, core.ErrorKind(err) == core.KindAuth,
-		errors.Is(err, fs.ErrPermission), errors.Is(err, syscall.EROFS):
+		errors.Is(err, fs.ErrPermission), errors.Is(err, syscall.EROFS), errors.Is(err, syscall.ENOTDIR):
 		return operatorError{err}
 	}
 	return err

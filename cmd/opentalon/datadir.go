@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/opentalon/opentalon/config"
+	"github.com/opentalon/opentalon/core"
 	"github.com/opentalon/opentalon/store"
 )
 
@@ -59,8 +61,8 @@ type dataDirLock struct{ f *os.File }
 // lockDataDir takes the data directory's lock or says which process
 // holds it.
 func lockDataDir(dir string) (*dataDirLock, error) {
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, fmt.Errorf("create data directory %s (state.data_dir): %w", dir, err)
+	if err := makeDataDir(dir); err != nil {
+		return nil, err
 	}
 	path := filepath.Join(dir, lockFileName)
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
@@ -112,4 +114,60 @@ func startPrunerCtx(ctx context.Context, db *store.DB, every time.Duration, log 
 			log.Debug("deleted expired platform credentials", "rows", n)
 		}
 	})
+}
+
+// dataDirUsable says why `run` could not use dir as its data directory,
+// nil when it can. A directory that does not exist yet is judged by the
+// nearest one above it, where run would create it. The error wraps
+// syscall.ENOTDIR when the path can work for no one (a file where a
+// directory must be), and the cause of the failed write otherwise (this
+// user may not write there). It leaves nothing behind.
+func dataDirUsable(dir string) error {
+	at, missing := filepath.Clean(dir), false
+	for {
+		fi, err := os.Stat(at)
+		switch {
+		case err == nil && !fi.IsDir():
+			return fmt.Errorf("%s is a file, not a directory: %w", at, syscall.ENOTDIR)
+		case err == nil:
+			probe, err := os.MkdirTemp(at, ".opentalon-probe-")
+			if err != nil {
+				if missing {
+					return fmt.Errorf("%s does not exist and cannot be created in %s: %w", dir, at, err)
+				}
+				return fmt.Errorf("%s is not writable: %w", at, err)
+			}
+			os.Remove(probe)
+			return nil
+		case errors.Is(err, syscall.ENOTDIR), errors.Is(err, fs.ErrNotExist):
+			// ENOTDIR: a file further up; the walk finds it.
+			up := filepath.Dir(at)
+			if up == at {
+				return err
+			}
+			at, missing = up, true
+		default:
+			return err
+		}
+	}
+}
+
+// makeDataDir creates the data directory dir (0700) if it is missing,
+// saying what to fix when it cannot.
+func makeDataDir(dir string) error {
+	err := os.MkdirAll(dir, 0o700)
+	if err == nil {
+		return nil
+	}
+	if uerr := dataDirUsable(dir); errors.Is(uerr, syscall.ENOTDIR) {
+		return dataDirNotDir(uerr)
+	}
+	return fmt.Errorf("create data directory %s (state.data_dir): %w", dir, err)
+}
+
+// dataDirNotDir is the refusal of a state.data_dir whose path runs
+// through a file (dataDirUsable's ENOTDIR): `run` and `config check`
+// say the same.
+func dataDirNotDir(err error) error {
+	return core.Errorf(core.KindInvalid, "state.data_dir: %w; set it to a directory", err)
 }

@@ -110,14 +110,15 @@ func (d *doctor) dataDir(cfg *config.Config) {
 	dir := cfg.State.DataDir
 	fi, err := os.Stat(dir)
 	switch {
-	case errors.Is(err, fs.ErrNotExist):
-		d.ok("data dir", "%s does not exist yet; opentalon run creates it (mode 0700)", dir)
-		return
-	case err != nil:
-		d.fail("data dir", "%s: %v; fix its path (state.data_dir) or its permissions", dir, err)
-		return
-	case !fi.IsDir():
-		d.fail("data dir", "%s is not a directory; set state.data_dir to a directory", dir)
+	case err != nil || !fi.IsDir():
+		switch uerr := dataDirUsable(dir); {
+		case uerr == nil:
+			d.ok("data dir", "%s does not exist yet; opentalon run creates it (mode 0700)", dir)
+		case errors.Is(uerr, syscall.ENOTDIR):
+			d.fail("data dir", "%v; set state.data_dir to a directory", uerr)
+		default:
+			d.fail("data dir", "%v; give the user running opentalon write access, or set state.data_dir", uerr)
+		}
 		return
 	}
 	probe, err := os.CreateTemp(dir, ".doctor-*")

@@ -78,25 +78,34 @@ func TestConfigCheckAgreesWithRun(t *testing.T) {
 	os.Chmod(openDir, 0o777)
 	luaDir := t.TempDir()
 	os.WriteFile(filepath.Join(luaDir, "10-broken.lua"), []byte("function pre_hook(ctx\n"), 0o644)
+	aFile := filepath.Join(t.TempDir(), "a-file")
+	os.WriteFile(aFile, nil, 0o600)
 	tests := []struct {
 		name, extra string
 		refused     string // a part of the error both print; "" = both accept
 		warns       []string
+		dataDir     string // "" = a fresh temporary one
 	}{
-		{"console only", "", "", nil},
-		{"no channel enabled", "channels:\n  console: { enabled: false }\n", "no channel is enabled", nil},
-		{"listen beyond loopback without api_key", "listen: 0.0.0.0:0", "", []string{"server.listen is reachable beyond this machine"}},
-		{"a public bot open to everyone", "channels:\n  console: { enabled: false }\n" + tg + " }\n", "", []string{"channels.telegram is open to everyone"}},
-		{"pairing without admins", "channels:\n  console: { enabled: false }\n" + tg + ", access: pairing }\n", "", []string{"channels.telegram pairs users but has no admins"}},
-		{"an allowlisted bot", "channels:\n  console: { enabled: false }\n" + tg + ", allow_users: [\"42\"] }\n", "", nil},
-		{"an orchestration step that does not compile", "orchestrator:\n  steps:\n    - { name: s, when: \"(\", tools: [x.y] }\n", "orchestrator.steps[0].when", nil},
-		{"a plugin_dir that does not exist", "plugins:\n  tools: { plugin_dir: " + filepath.Join(openDir, "missing") + " }\n", "plugins.tools.plugin_dir", nil},
-		{"a plugin_dir others may write", "plugins:\n  tools: { plugin_dir: " + openDir + " }\n", "plugins.tools.plugin_dir", nil},
-		{"a Lua script that does not compile", "plugins:\n  lua: { scripts_dir: " + luaDir + " }\n", "10-broken.lua", nil},
+		{"a data_dir under a file", "", "state.data_dir: " + aFile + " is a file, not a directory", nil, filepath.Join(aFile, "data")},
+		{"a Lua scripts_dir that does not exist", "plugins:\n  lua: { scripts_dir: " + filepath.Join(openDir, "no-lua") + " }\n", "plugins.lua.scripts_dir", nil, ""},
+		{"console only", "", "", nil, ""},
+		{"no channel enabled", "channels:\n  console: { enabled: false }\n", "no channel is enabled", nil, ""},
+		{"listen beyond loopback without api_key", "listen: 0.0.0.0:0", "", []string{"server.listen is reachable beyond this machine"}, ""},
+		{"a public bot open to everyone", "channels:\n  console: { enabled: false }\n" + tg + " }\n", "", []string{"channels.telegram is open to everyone"}, ""},
+		{"pairing without admins", "channels:\n  console: { enabled: false }\n" + tg + ", access: pairing }\n", "", []string{"channels.telegram pairs users but has no admins"}, ""},
+		{"an allowlisted bot", "channels:\n  console: { enabled: false }\n" + tg + ", allow_users: [\"42\"] }\n", "", nil, ""},
+		{"an orchestration step that does not compile", "orchestrator:\n  steps:\n    - { name: s, when: \"(\", tools: [x.y] }\n", "orchestrator.steps[0].when", nil, ""},
+		{"a plugin_dir that does not exist", "plugins:\n  tools: { plugin_dir: " + filepath.Join(openDir, "missing") + " }\n", "plugins.tools.plugin_dir", nil, ""},
+		{"a plugin_dir others may write", "plugins:\n  tools: { plugin_dir: " + openDir + " }\n", "plugins.tools.plugin_dir", nil, ""},
+		{"a Lua script that does not compile", "plugins:\n  lua: { scripts_dir: " + luaDir + " }\n", "10-broken.lua", nil, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			y := testConfig(t.TempDir(), llm.BaseURL(), tt.extra)
+			dataDir := tt.dataDir
+			if dataDir == "" {
+				dataDir = t.TempDir()
+			}
+			y := testConfig(dataDir, llm.BaseURL(), tt.extra)
 			if listen, ok := strings.CutPrefix(tt.extra, "listen: "); ok {
 				y = strings.Replace(testConfig(t.TempDir(), llm.BaseURL(), ""), `listen: ""`, "listen: "+listen, 1)
 			}
@@ -108,8 +117,10 @@ func TestConfigCheckAgreesWithRun(t *testing.T) {
 				t.Fatalf("config check exit %d, run exit %d; they must agree\nconfig check stderr:\n%s\nrun: %s", check.code, code, check.stderr, errLine)
 			}
 			if tt.refused != "" {
-				if code == 0 || !strings.Contains(errLine, tt.refused) {
-					t.Fatalf("run: exit %d %q; want a refusal naming %q", code, errLine, tt.refused)
+				// A config only the operator can fix: the status the
+				// systemd unit does not restart on.
+				if code != exitConfig || !strings.Contains(errLine, tt.refused) {
+					t.Fatalf("run: exit %d %q; want exit %d, a refusal naming %q", code, errLine, exitConfig, tt.refused)
 				}
 				if !strings.Contains(check.stderr, "opentalon: "+errLine) {
 					t.Errorf("config check does not print run's error %q:\n%s", errLine, check.stderr)

@@ -11,6 +11,8 @@ import (
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -152,6 +154,34 @@ func TestDoctorOnTheDefaultNamesTheVariables(t *testing.T) {
 		line := regexp.MustCompile(`(?m)^FAIL\s+provider \w+: .*$`).FindString(res.stdout)
 		if res.code != 1 || !strings.Contains(line, tc.want) || !strings.Contains(line, "OPENAI_") || strings.Contains(line, "models.providers") {
 			t.Errorf("doctor with %v: exit %d, line %q\n%s", tc.env, res.code, line, res.stdout)
+		}
+	}
+}
+
+// doctor judges a data directory that does not exist yet by the nearest
+// one above it, where run would create it: under a file it fails, as
+// run does; in a directory this user may write it is fine.
+func TestDoctorDataDirThatDoesNotExistYet(t *testing.T) {
+	llm := providertest.NewOpenAI(t)
+	aFile := filepath.Join(t.TempDir(), "a-file")
+	if err := os.WriteFile(aFile, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		dir  string
+		code int
+		want string
+	}{
+		{filepath.Join(aFile, "data"), 1, "FAIL  data dir: " + aFile + " is a file, not a directory: not a directory; set state.data_dir to a directory\n"},
+		{filepath.Join(t.TempDir(), "new", "data"), 0, "ok    data dir: "},
+	} {
+		path := writeConfig(t, testConfig(tt.dir, llm.BaseURL(), ""))
+		res := runMain(t, nil, "", "--config", path, "doctor", "--offline")
+		if res.code != tt.code || !strings.Contains(res.stdout, tt.want) {
+			t.Errorf("doctor with data_dir %s: exit %d, want %d and %q:\n%s%s", tt.dir, res.code, tt.code, tt.want, res.stdout, res.stderr)
+		}
+		if _, err := os.Stat(tt.dir); err == nil {
+			t.Errorf("doctor created %s", tt.dir)
 		}
 	}
 }

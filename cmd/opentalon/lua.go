@@ -62,5 +62,10 @@ func (a *App) startLua(ctx context.Context) error {
 	if a.lua == nil {
 		return nil
 	}
-	return a.lua.Start(ctx)
+	if err := a.lua.Start(ctx); err != nil {
+		// The scripts are configuration: a missing directory or a script
+		// that does not compile is the operator's to fix (exitConfig).
+		return core.Errorf(core.KindInvalid, "%w", err)
+	}
+	return nil
 }

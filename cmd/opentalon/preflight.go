@@ -2,12 +2,14 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
 	"strings"
 	"sync"
+	"syscall"
 
 	"github.com/opentalon/opentalon/config"
 	"github.com/opentalon/opentalon/plugins"
@@ -21,12 +23,22 @@ import (
 // validation run runs; the checks that need the network (the providers'
 // model lists, the platforms' credentials) are doctor's.
 func preflight(ctx context.Context, cfg *config.Config) (warnings []string, err error) {
+	// The data directory run would use (without making it): a path
+	// through a file works for no one; one this user may not write may
+	// be meant for the user the service runs as.
+	var dirWarning []string
+	switch err := dataDirUsable(cfg.State.DataDir); {
+	case errors.Is(err, syscall.ENOTDIR):
+		return nil, dataDirNotDir(err)
+	case err != nil:
+		dirWarning = append(dirWarning, fmt.Sprintf("state.data_dir: %v; opentalon run as this user would refuse to start: give the user running it write access, or set state.data_dir", err))
+	}
 	tmp, err := scratchDir(cfg.State.DataDir)
 	if err != nil {
 		return nil, err
 	}
 	defer os.RemoveAll(tmp)
-	rec := &warnRecorder{}
+	rec := &warnRecorder{msgs: dirWarning}
 	log := slog.New(rec)
 	c := *cfg
 	c.State.DataDir = tmp

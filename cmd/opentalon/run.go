@@ -132,8 +132,8 @@ func checkProvidersAtStart(ctx context.Context, cfg *config.Config, log *slog.Lo
 // openLogFile opens <dir>/opentalon.log for appending (0600), starting it
 // afresh when it grew past logMaxBytes.
 func openLogFile(dir string) (*os.File, error) {
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, fmt.Errorf("create data directory %s (state.data_dir): %w", dir, err)
+	if err := makeDataDir(dir); err != nil {
+		return nil, err
 	}
 	path := filepath.Join(dir, logFileName)
 	if fi, err := os.Stat(path); err == nil && fi.Size() > logMaxBytes {
