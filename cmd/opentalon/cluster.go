@@ -91,11 +91,14 @@ func (a *App) maintain(ctx context.Context) {
 
 // configHash identifies the effective config (secrets redacted) so the
 // status page can warn when replicas run different ones. What is each
-// replica's own — its name, its data directory, its listen address — is
-// left out.
+// replica's own — its name, its data directory, the addresses it listens
+// on (the status server, Telegram's webhook, Slack's events) and its
+// console, which one process has — is left out.
 func configHash(cfg *config.Config) string {
 	c := *cfg
 	c.Cluster.ReplicaID, c.State.DataDir, c.Server.Listen = "", "", ""
+	c.Channels.Telegram.Webhook.Listen, c.Channels.Slack.Events.Listen = "", ""
+	c.Channels.Console = config.Console{}
 	h := sha256.Sum256([]byte(c.Redacted()))
 	return hex.EncodeToString(h[:6])
 }

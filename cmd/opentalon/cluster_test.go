@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -75,6 +76,35 @@ func TestReplicasHandOverOnShutdown(t *testing.T) {
 	for _, r := range c.Replicas {
 		if r.ID == "replica-a" && r.Stopped.IsZero() {
 			t.Fatalf("replica-a not recorded as stopped: %+v", r)
+		}
+	}
+}
+
+// The replicas' config hash leaves out what is each replica's own (the
+// status page's "different configs" warning would otherwise fire on
+// replicas that must differ), and nothing else.
+func TestConfigHashLeavesOutEachReplicasOwn(t *testing.T) {
+	base := testConfig("/var/lib/opentalon", "http://127.0.0.1:1/v1", `channels:
+  console: { enabled: false }
+  telegram: { enabled: true, token: "1:x", mode: webhook, webhook: { listen: "127.0.0.1:8081", url: "https://bot.example/tg", secret: "s3cret" } }
+  slack: { enabled: true, bot_token: "xoxb-1", signing_secret: "s", mode: events, events: { listen: "127.0.0.1:9091" } }
+queue: { workers: 8 }
+`)
+	want := configHash(parseConfig(t, base))
+	for _, tt := range []struct {
+		name, from, to string
+		same           bool
+	}{
+		{"another data directory", "/var/lib/opentalon", "/srv/r2", true},
+		{"another webhook listener", "127.0.0.1:8081", "127.0.0.1:8082", true},
+		{"another events listener", "127.0.0.1:9091", "127.0.0.1:9092", true},
+		{"the console on", "console: { enabled: false }", "console: { enabled: true }", true},
+		{"more workers", "workers: 8", "workers: 9", false},
+		{"another webhook URL", "https://bot.example/tg", "https://bot.example/other", false},
+	} {
+		got := configHash(parseConfig(t, strings.Replace(base, tt.from, tt.to, 1)))
+		if (got == want) != tt.same {
+			t.Errorf("%s: hash %s vs %s; same = %v, want %v", tt.name, got, want, got == want, tt.same)
 		}
 	}
 }
