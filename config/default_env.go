@@ -89,7 +89,7 @@ func providerFromEnv(cfg *Config, env Env) bool {
 		}
 	case baseURL != "":
 		id = "local"
-		p = Provider{API: APIOpenAICompletions, BaseURL: baseURL, Local: isLoopback(baseURL), URLVar: "OPENAI_BASE_URL"}
+		p = Provider{API: APIOpenAICompletions, BaseURL: baseURL, Local: isLoopback(baseURL), KeyVar: "OPENAI_API_KEY", URLVar: "OPENAI_BASE_URL"}
 		if model == "" {
 			model = DefaultLocalModel
 		}

@@ -202,7 +202,9 @@ type Provider struct {
 	// KeyVar and URLVar name the environment variables a provider the
 	// config did not give was made from (ANTHROPIC_API_KEY,
 	// OPENAI_API_KEY, OPENAI_BASE_URL), so a message about its key or
-	// its URL names what the user set; "" for a configured provider.
+	// its URL names what the user set (KeyVar: or would set, for a
+	// server at OPENAI_BASE_URL that turns out to ask for a key); "" for
+	// a configured provider.
 	KeyVar string `yaml:"-"`
 	URLVar string `yaml:"-"`
 }

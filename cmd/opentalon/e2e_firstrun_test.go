@@ -75,6 +75,8 @@ func TestFirstRunProviderCheck(t *testing.T) {
 			[]string{"cannot reach " + closedURL, "connection refused", "OPENAI_BASE_URL", "includes /v1"}, []string{"models.providers"}},
 		{"refused key", map[string]string{"OPENAI_API_KEY": "sk-wrong", "OPENAI_BASE_URL": modelsFront(t, llm, "sk-right", "gpt-4o-mini")}, exitConfig, "",
 			[]string{"refused the credential (401 Unauthorized)", "set OPENAI_API_KEY to a valid key", "exit status 78"}, []string{"sk-wrong", "models.providers"}},
+		{"a server that asks for a key", map[string]string{"OPENAI_BASE_URL": modelsFront(t, llm, "sk-right", "gpt-4o-mini")}, exitConfig, "",
+			[]string{"refused the credential (401 Unauthorized)", "the server asks for a key: set OPENAI_API_KEY to it", "exit status 78"}, []string{"models.providers"}},
 		{"model not served", map[string]string{"OPENAI_BASE_URL": modelsFront(t, llm, "", "llama3.1:latest", "qwen2.5:latest"), "OPENTALON_MODEL": "llama3.3"}, 0, "echo: hello\n",
 			[]string{"model local/llama3.3 is not among the models", "llama3.1:latest, qwen2.5:latest", "set OPENTALON_MODEL"}, nil},
 		{"model served as :latest", map[string]string{"OPENAI_BASE_URL": modelsFront(t, llm, "", "llama3.2:latest")}, 0, "echo: hello\n",

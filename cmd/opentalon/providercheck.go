@@ -204,7 +204,10 @@ func urlFix(id string, p config.Provider) string {
 
 // keyFix says what to change when a provider refuses the credential.
 func keyFix(id string, p config.Provider) string {
-	if p.KeyVar != "" {
+	switch {
+	case p.KeyVar != "" && p.APIKey == "":
+		return fmt.Sprintf("the server asks for a key: set %s to it", p.KeyVar)
+	case p.KeyVar != "":
 		return fmt.Sprintf("set %s to a valid key", p.KeyVar)
 	}
 	return fmt.Sprintf("check models.providers.%s.api_key (or its profiles in auth.profiles_file)", id)
