@@ -44,6 +44,7 @@ func TestStateDriver(t *testing.T) {
 		{"tiny statement timeout", "state:\n  postgres: { statement_timeout: 10ms }\n", []string{"state.postgres.statement_timeout", "below a second"}},
 		{"negative statement timeout", "state:\n  postgres: { statement_timeout: -1s }\n", []string{"state.postgres.statement_timeout", "must not be negative"}},
 		{"short lease", "queue:\n  lease_ttl: 500ms\n", []string{"queue.lease_ttl", "at least \"1s\""}},
+		{"short cluster lease", "cluster:\n  lease_ttl: 500ms\n", []string{"cluster.lease_ttl", "at least \"1s\""}},
 		{"unknown key", "state:\n  postgres: { url: x }\n", []string{"url"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -75,4 +76,16 @@ func TestStateSealKey(t *testing.T) {
 		t.Fatalf("want 1 problem, got %v", err)
 	}
 	mustContain(t, err.Error(), "state.seal_key", "openssl rand")
+}
+
+// Short leases are allowed down to a second (fast failover in tests or a
+// small cluster): both lease keys accept "1s".
+func TestShortLeasesDownToASecond(t *testing.T) {
+	cfg, err := Load(writeConfig(t, minimal+"cluster:\n  lease_ttl: 1s\nqueue:\n  lease_ttl: 1s\n"), noEnv())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Cluster.LeaseTTL.D() != time.Second || cfg.Queue.LeaseTTL.D() != time.Second {
+		t.Fatalf("cluster.lease_ttl %s, queue.lease_ttl %s; want 1s each", cfg.Cluster.LeaseTTL, cfg.Queue.LeaseTTL)
+	}
 }

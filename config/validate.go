@@ -40,8 +40,8 @@ func validateBasics(c *Config, ps *problems) {
 	if c.Queue.MaxWait <= 0 {
 		ps.at("queue.max_wait", "must be a positive duration such as \"10m\"")
 	}
-	if d := c.Cluster.LeaseTTL.D(); d < 3*time.Second {
-		ps.at("cluster.lease_ttl", "must be at least \"3s\" (default 10s): a holder renews every third of it and stops a sixth before it ends")
+	if d := c.Cluster.LeaseTTL.D(); d < time.Second {
+		ps.at("cluster.lease_ttl", "must be at least \"1s\" (default 10s): a holder renews every third of it and stops a sixth before it ends")
 	}
 	if d := c.Cluster.Heartbeat.D(); d < 100*time.Millisecond {
 		ps.at("cluster.heartbeat", "must be at least \"100ms\" (default 5s)")
