@@ -206,8 +206,14 @@ func checkVersion(num int) error {
 	if num >= MinPostgres {
 		return nil
 	}
-	return core.Errorf(core.KindInvalid, "the server runs PostgreSQL %d.%d, older than %d, the oldest opentalon supports (state.postgres.dsn): upgrade the server or name a newer one",
-		num/10000, num%10000, MinPostgres/10000)
+	// server_version_num is major*10000+minor from version 10 on, and
+	// major*10000+minor*100+patch before (90624 is 9.6.24).
+	version := fmt.Sprintf("%d.%d", num/10000, num%10000)
+	if num < 100000 {
+		version = fmt.Sprintf("%d.%d.%d", num/10000, num/100%100, num%100)
+	}
+	return core.Errorf(core.KindInvalid, "the server runs PostgreSQL %s, older than %d, the oldest opentalon supports (state.postgres.dsn): upgrade the server or name a newer one",
+		version, MinPostgres/10000)
 }
 
 // notifyChannel is the PostgreSQL notification channel of the queue: an

@@ -75,6 +75,9 @@ func TestPostgresStartupErrors(t *testing.T) {
 	if err := checkVersion(130012); err == nil || !strings.Contains(err.Error(), "PostgreSQL 13.12, older than 14") || !strings.Contains(err.Error(), "state.postgres.dsn") {
 		t.Errorf("a PostgreSQL 13 server: %v", err)
 	}
+	if err := checkVersion(90624); err == nil || !strings.Contains(err.Error(), "PostgreSQL 9.6.24, older than 14") {
+		t.Errorf("9.6.24: %v", err)
+	}
 	if err := checkVersion(150004); err != nil {
 		t.Errorf("PostgreSQL 15: %v", err)
 	}
