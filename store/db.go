@@ -21,6 +21,8 @@ import (
 	"time"
 
 	_ "modernc.org/sqlite" // registers the "sqlite" driver
+
+	"github.com/opentalon/opentalon/core"
 )
 
 //go:embed migrations/*.sql migrations_pg/*.sql
@@ -365,7 +367,9 @@ func (db *DB) migrate(ctx context.Context) error {
 		if db.d.concurrent {
 			fix = "point state.postgres.dsn at another database"
 		}
-		return fmt.Errorf("database %s has schema version %d but this opentalon knows only up to %d: it was written by a newer release; upgrade opentalon, or %s", db.name, have, latest, fix)
+		// The operator's to fix (core.KindInvalid): restarting this
+		// binary cannot get past it.
+		return core.Errorf(core.KindInvalid, "database %s has schema version %d but this opentalon knows only up to %d: it was written by a newer release; upgrade opentalon, or %s", db.name, have, latest, fix)
 	}
 	var pending []migration
 	for _, m := range ms {

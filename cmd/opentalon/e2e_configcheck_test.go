@@ -7,6 +7,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"database/sql"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -155,5 +156,26 @@ func TestConfigCheckAgreesWithRun(t *testing.T) {
 				t.Errorf("config check's header does not count the warnings:\n%s", check.stdout)
 			}
 		})
+	}
+}
+
+// A database a newer release wrote is the operator's to fix (deploy that
+// release, or point the config elsewhere): run refuses it with the status
+// a service manager does not restart on.
+func TestRunOnADatabaseOfANewerRelease(t *testing.T) {
+	llm := providertest.NewOpenAI(t)
+	dir := t.TempDir()
+	db, err := sql.Open("sqlite", filepath.Join(dir, "opentalon.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec(`CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL);
+		INSERT INTO schema_migrations VALUES (9999, 'from the future', 0)`); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	code, errLine, _ := runUntilServing(t, writeConfig(t, testConfig(dir, llm.BaseURL(), "")))
+	if code != exitConfig || !strings.Contains(errLine, "schema version 9999") || !strings.Contains(errLine, "upgrade opentalon") {
+		t.Fatalf("run on a newer database: exit %d %q; want exit %d naming the schema version and the fix", code, errLine, exitConfig)
 	}
 }
