@@ -37,7 +37,7 @@ func (r *Router) run(ctx context.Context, c Call, d decision) (Result, error) {
 				if failedOn != "" {
 					r.o.Observer.Failover(failedOn, m.Ref)
 				}
-				t0 := time.Now()
+				t0, started := time.Now(), r.now()
 				resp, err := r.attempt(ctx, c, m, p, &streamed)
 				r.o.Observer.LLMCall(m.Ref, m.Provider(), outcome(err), time.Since(t0))
 				failedOn = m.Ref
@@ -78,9 +78,9 @@ func (r *Router) run(ctx context.Context, c Call, d decision) (Result, error) {
 					continue models
 				case core.KindTimeout:
 					r.outage(m)
-					r.timeout(ctx, p, request, err)
+					r.timeout(ctx, p, request, started, err)
 				case core.KindRateLimited, core.KindAuth, core.KindBilling:
-					r.fail(ctx, p, err)
+					r.fail(ctx, p, started, err)
 				default:
 					r.outage(m)
 					continue models
@@ -373,43 +373,58 @@ func (r *Router) requestOf(c Call) string {
 // conversation shares, so it does not cool p; a timeout of a second,
 // different request before p's next success does (the provider is
 // hanging for everyone).
-func (r *Router) timeout(ctx context.Context, p Profile, request string, err error) {
+func (r *Router) timeout(ctx context.Context, p Profile, request string, started time.Time, err error) {
 	r.mu.Lock()
 	prev, seen := r.timedOut[p.ID]
 	r.timedOut[p.ID] = request
 	st := r.pstate[p.ID]
 	r.mu.Unlock()
 	if seen && prev != request {
-		r.fail(ctx, p, err)
+		r.fail(ctx, p, started, err)
 		return
 	}
 	r.log.Info("LLM call timed out; one request's timeout does not cool the auth profile", "profile", p.ID)
 	r.saveProfile(ctx, st)
 }
 
-// fail cools a profile down after a failure of a rotating kind.
-func (r *Router) fail(ctx context.Context, p Profile, err error) {
+// fail cools a profile down after a failure of a rotating kind of a
+// call that started at started. Each failure climbs the cooldown ladder
+// one step, except one of a call already under way when the ladder last
+// climbed: a rate limit fails every call in flight at once, and that is
+// one event, not as many steps as there were calls (five concurrent 429s
+// would otherwise rest the credential for ten minutes). Such a failure
+// keeps the cooldown at least what its own first step would be.
+func (r *Router) fail(ctx context.Context, p Profile, started time.Time, err error) {
 	r.mu.Lock()
 	now := r.now()
 	st := r.pstate[p.ID]
 	st.Provider, st.ID = p.Provider, p.ID
-	var cd time.Duration
 	kind := core.ErrorKind(err)
-	if kind == core.KindBilling {
+	// The server's own Retry-After, when it gives one, is where the
+	// ladder starts instead of Initial: the first failure rests what the
+	// server asked, and repeated ones back off from there (a server
+	// answering "retry after 1s" to every call is not called every
+	// second).
+	base := r.o.Cooldowns.Initial
+	if ra := core.RetryAfter(err); ra > 0 {
+		base = ra
+	}
+	var cd time.Duration
+	switch last, ok := r.stepped[p.ID]; {
+	case ok && started.Before(last):
+		first := base
+		if kind == core.KindBilling {
+			first = r.o.Cooldowns.billingStep(1)
+		}
+		cd = max(st.CooldownUntil.Sub(now), first)
+	case kind == core.KindBilling:
 		st.BillingFailures++
 		cd = r.o.Cooldowns.billingStep(st.BillingFailures)
-	} else {
+		r.stepped[p.ID] = now
+	default:
 		st.Failures++
-		// The server's own Retry-After, when it gives one, is where the
-		// ladder starts instead of Initial: the first failure rests what
-		// the server asked, and repeated ones back off from there (a
-		// server answering "retry after 1s" to every call is not called
-		// every second).
-		base := r.o.Cooldowns.Initial
-		if ra := core.RetryAfter(err); ra > 0 {
-			base = ra
-		}
 		cd = r.o.Cooldowns.ladder(base, st.Failures)
+		r.stepped[p.ID] = now
 	}
 	st.CooldownUntil = now.Add(cd)
 	st.LastError = kind.String()

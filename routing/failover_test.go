@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -235,6 +236,72 @@ func TestShortRetryAfterClimbsTheLadder(t *testing.T) {
 	_, err = r.Chat(context.Background(), Call{Req: userMsg("hi")})
 	if got := core.RetryAfter(err); got != time.Second {
 		t.Fatalf("after a success: retry after %v, want the server's 1s again", got)
+	}
+}
+
+// TestConcurrentRateLimitsAreOneStep: a rate limit fails every call in
+// flight at once; that is one event, one step of the ladder, not one
+// per call (five concurrent 429s with "Retry-After: 1" would otherwise
+// rest the only credential for 625 s). A call made after the cooldown
+// that fails again climbs on.
+func TestConcurrentRateLimitsAreOneStep(t *testing.T) {
+	clk := newClock()
+	srv := providertest.NewOpenAI(t)
+	const inFlight = 5
+	var arrived sync.WaitGroup
+	arrived.Add(inFlight)
+	release := make(chan struct{})
+	var once sync.Once
+	free := func() { once.Do(func() { close(release) }) }
+	t.Cleanup(free) // before the server's Close, which waits for its handlers
+	var first atomic.Int32
+	srv.SetReply(func(r providertest.Received) providertest.Script {
+		if first.Add(1) <= inFlight {
+			arrived.Done()
+			<-release
+		}
+		return providertest.Script{Status: 429, Header: map[string]string{"Retry-After": "1"}, Body: `{"error":{"message":"slow down","type":"rate_limit"}}`}
+	})
+	prov := provider.NewOpenAI(provider.Options{ID: "p", BaseURL: srv.BaseURL(), Now: clk.Now})
+	r, err := New(Options{
+		Providers: map[string]provider.Provider{"p": prov},
+		Catalog:   []Model{{Ref: "p/m", Weight: 50}},
+		Profiles:  map[string][]Profile{"p": {{ID: "p:a", Provider: "p", Key: "sk-a"}}},
+		Store:     NewMemStore(), Now: clk.Now, MaxCloud: inFlight,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	errs := make(chan error, inFlight)
+	for range inFlight {
+		go func() {
+			_, err := r.Chat(context.Background(), Call{Req: userMsg("hi")})
+			errs <- err
+		}()
+	}
+	all := make(chan struct{})
+	go func() { arrived.Wait(); close(all) }()
+	select {
+	case <-all:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("%d calls never were under way at once", inFlight)
+	}
+	// The calls are all under way; the clock moves on before they fail.
+	clk.Advance(100 * time.Millisecond)
+	free()
+	for range inFlight {
+		if err := <-errs; core.ErrorKind(err) != core.KindRateLimited {
+			t.Fatalf("err = %v", err)
+		}
+	}
+	st := r.Profiles("p")[0]
+	if until := st.CooldownUntil.Sub(clk.Now()); until != time.Second {
+		t.Fatalf("%d concurrent 429s cool the credential for %v, want the server's 1s (one step)", inFlight, until)
+	}
+	clk.Advance(time.Second)
+	_, err = r.Chat(context.Background(), Call{Req: userMsg("hi")})
+	if got := core.RetryAfter(err); got != 5*time.Second {
+		t.Fatalf("the next 429, after the cooldown: retry after %v, want 5s (the ladder's second step)", got)
 	}
 }
 

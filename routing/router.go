@@ -107,6 +107,9 @@ type Router struct {
 	timedOut map[string]string
 	// savedAt is when each healthy profile's use was last persisted.
 	savedAt map[string]time.Time
+	// stepped is when each profile's cooldown ladder last climbed (see
+	// fail).
+	stepped map[string]time.Time
 	// profilesAt is when the profiles' state was last read from the
 	// store (Options.SharedProfiles).
 	profilesAt time.Time

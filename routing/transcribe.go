@@ -46,6 +46,7 @@ func (r *Router) Transcribe(ctx context.Context, ref string, a core.Attachment, 
 		case <-ctx.Done():
 			return "", ctx.Err()
 		}
+		started := r.now()
 		text, err := tr.Transcribe(ctx, provider.Credentials{APIKey: string(p.Key), OAuth: p.OAuth}, req)
 		<-sem
 		if err == nil {
@@ -60,7 +61,7 @@ func (r *Router) Transcribe(ctx context.Context, ref string, a core.Attachment, 
 		if !rotates(core.ErrorKind(err)) || ctx.Err() != nil {
 			break
 		}
-		r.fail(ctx, p, err)
+		r.fail(ctx, p, started, err)
 	}
 	return "", fmt.Errorf("transcribe with %s: %w", m.Ref, lastErr)
 }
