@@ -43,18 +43,19 @@ func UserMessage(err error) string {
 
 // DelayMessage is what a user is told once when a failure delays their
 // answer by more than a few seconds: why, and about when the next try is
-// (in wait).
+// (in wait). It shares no phrase with the apologies of UserMessage: the
+// answer is still coming.
 func DelayMessage(err error, wait time.Duration) string {
 	why := "the AI provider is busy"
 	switch ErrorKind(err) {
 	case KindRateLimited:
-		why = "the AI provider is rate limiting me"
+		why = "the AI provider asked me to slow down"
 	case KindTimeout:
 		why = "the AI provider is answering too slowly"
 	case KindUnavailable:
-		why = "the AI provider is not answering right now"
+		why = "the AI provider's servers are failing for the moment"
 	case KindUnknown:
-		why = "something went wrong on my side"
+		why = "I hit a problem on my side"
 	}
 	return fmt.Sprintf("⏳ Your answer is delayed: %s. I will answer in about %s.", why, max(wait, time.Second).Round(time.Second))
 }

@@ -28,11 +28,26 @@ func TestUserMessagesNameTheCause(t *testing.T) {
 		want string
 	}{
 		{&core.Error{Kind: core.KindTimeout}, time.Minute, "answering too slowly. I will answer in about 1m0s."},
-		{&core.Error{Kind: core.KindUnavailable}, 8 * time.Second, "not answering right now. I will answer in about 8s."},
-		{errors.New("disk hiccup"), 300 * time.Millisecond, "something went wrong on my side. I will answer in about 1s."},
+		{&core.Error{Kind: core.KindUnavailable}, 8 * time.Second, "servers are failing for the moment. I will answer in about 8s."},
+		{errors.New("disk hiccup"), 300 * time.Millisecond, "I hit a problem on my side. I will answer in about 1s."},
 	} {
 		if got := core.DelayMessage(tt.err, tt.wait); !strings.HasPrefix(got, "⏳ Your answer is delayed: ") || !strings.Contains(got, tt.want) {
 			t.Errorf("DelayMessage(%v, %v) = %q, want %q", tt.err, tt.wait, got, tt.want)
+		}
+	}
+}
+
+// A delay notice is not an apology: for every kind it shares no reason
+// with the apology UserMessage gives (a user, or a check for apologies,
+// must not read "not answering right now" while the answer is coming).
+func TestDelayMessageIsNoApology(t *testing.T) {
+	for k := core.KindUnknown; k <= core.KindMalformed; k++ {
+		err := &core.Error{Kind: k}
+		apology := strings.TrimPrefix(core.UserMessage(err), "Sorry, I could not answer that: ")
+		reason, _, _ := strings.Cut(apology, ".")
+		delay := core.DelayMessage(err, time.Minute)
+		if strings.Contains(delay, "Sorry") || strings.Contains(delay, reason) {
+			t.Errorf("%s: the delay notice %q repeats the apology %q", k, delay, apology)
 		}
 	}
 }

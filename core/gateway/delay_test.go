@@ -117,7 +117,7 @@ func TestShortRetryAfterForeverTellsTheUserOnce(t *testing.T) {
 		r.nextTry()
 	}
 	got := r.sent(2)
-	if !strings.HasPrefix(got[0], "⏳ Your answer is delayed: the AI provider is rate limiting me.") || got[1] != "answer to hi" {
+	if !strings.HasPrefix(got[0], "⏳ Your answer is delayed: the AI provider asked me to slow down.") || got[1] != "answer to hi" {
 		t.Fatalf("sent %q; want one delay notice, then the answer", got)
 	}
 	for _, w := range r.waits {
@@ -210,7 +210,7 @@ func TestUnknownFailureStillUsesAttempts(t *testing.T) {
 	r.nextTry() // 2s
 	r.nextTry() // 8s: past the quiet delay
 	got := r.sent(2)
-	if !strings.HasPrefix(got[0], "⏳ Your answer is delayed: something went wrong on my side.") || !strings.HasPrefix(got[1], "Sorry, I could not answer that: something went wrong on my side.") {
+	if !strings.HasPrefix(got[0], "⏳ Your answer is delayed: I hit a problem on my side.") || !strings.HasPrefix(got[1], "Sorry, I could not answer that: something went wrong on my side.") {
 		t.Fatalf("sent %q; want the notice, then the apology after 3 attempts", got)
 	}
 	if ag.calls != 3 {

@@ -90,7 +90,7 @@ func TestCoolingProviderMakesTheMessageWait(t *testing.T) {
 	ag := &cooling{failures: 3}
 	r := newClockRig(t, ag, gateway.Options{})
 	r.accept("1", "hi")
-	r.expect("⏳ Your answer is delayed: the AI provider is rate limiting me. I will answer in about 2m0s.")
+	r.expect("⏳ Your answer is delayed: the AI provider asked me to slow down. I will answer in about 2m0s.")
 	for i := range 2 {
 		r.advance(2*time.Minute+time.Second, "p"+string(rune('a'+i)))
 		r.expect("answer to poke")
@@ -112,7 +112,7 @@ func TestWaitingPastMaxWaitGivesUp(t *testing.T) {
 	ag := &cooling{failures: 100}
 	r := newClockRig(t, ag, gateway.Options{MaxWait: 3 * time.Minute})
 	r.accept("1", "hi")
-	r.expect("⏳ Your answer is delayed: the AI provider is rate limiting me. I will answer in about 2m0s.")
+	r.expect("⏳ Your answer is delayed: the AI provider asked me to slow down. I will answer in about 2m0s.")
 	r.advance(2*time.Minute+time.Second, "pa")
 	r.expect("answer to poke")
 	r.advance(time.Minute, "pb")
