@@ -32,3 +32,16 @@ func (s DiscordShards) Count() (n int, auto bool, err error) {
 	}
 	return n, false, nil
 }
+
+// MarshalYAML is how `config check` prints the value: the shard count as
+// a number (1 when unset), or auto; a value Validate refuses as written.
+func (s DiscordShards) MarshalYAML() (any, error) {
+	n, auto, err := s.Count()
+	switch {
+	case err != nil:
+		return string(s), nil
+	case auto:
+		return DiscordShardsAuto, nil
+	}
+	return n, nil
+}

@@ -1,6 +1,9 @@
 package config
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 func TestDiscordSection(t *testing.T) {
 	tests := []struct {
@@ -117,4 +120,33 @@ func TestDiscordSection(t *testing.T) {
 			tt.check(t, cfg)
 		})
 	}
+}
+
+// config check prints channels.discord.shards as the count it means (1
+// when unset), a number, or auto.
+func TestDiscordShardsPrinted(t *testing.T) {
+	for _, tt := range []struct{ set, want string }{
+		{"", "shards: 1\n"},
+		{", shards: 3", "shards: 3\n"},
+		{", shards: \"2\"", "shards: 2\n"},
+		{", shards: AUTO", "shards: auto\n"},
+	} {
+		c, err := Load(writeConfig(t, minimal+"channels:\n  discord: { enabled: true, token: t"+tt.set+" }\n"), noEnv())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := c.Redacted(); !strings.Contains(got, tt.want) {
+			t.Errorf("shards%s prints as %q, want %q", tt.set, grepLine(got, "shards:"), tt.want)
+		}
+	}
+}
+
+// grepLine is the first line of s that contains sub, trimmed.
+func grepLine(s, sub string) string {
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, sub) {
+			return strings.TrimSpace(l)
+		}
+	}
+	return ""
 }
