@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"mime/multipart"
 	"net/http"
 	"strconv"
 	"sync"
@@ -238,24 +239,18 @@ func updateChat(u *models.Update) int64 {
 	return 0
 }
 
-type getUpdatesParams struct {
-	Offset         int64    `json:"offset,omitempty"`
-	Timeout        int      `json:"timeout"`
-	AllowedUpdates []string `json:"allowed_updates"`
-}
-
-// getUpdates makes one long-poll request (JSON body; the Bot API accepts
-// it like the library's multipart form).
+// getUpdates makes one long-poll request. Its parameters go as the
+// library sends every other call: a multipart form, lists as JSON text.
 func (b *Bot) getUpdates(ctx context.Context, offset int64) ([]models.Update, error) {
-	body, err := json.Marshal(getUpdatesParams{Offset: offset, Timeout: int(b.o.PollTimeout / time.Second), AllowedUpdates: allowedUpdates})
+	body, contentType, err := getUpdatesForm(offset, int(b.o.PollTimeout/time.Second))
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("getUpdates: %w", err)
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, b.cfg.APIURL+"/bot"+b.token+"/getUpdates", bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, b.cfg.APIURL+"/bot"+b.token+"/getUpdates", body)
 	if err != nil {
 		return nil, b.scrub(fmt.Errorf("getUpdates: %w", err))
 	}
-	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Content-Type", contentType)
 	resp, err := b.http.Do(req)
 	if err != nil {
 		return nil, b.scrub(fmt.Errorf("getUpdates: %w", err))
@@ -300,4 +295,30 @@ func (b *Bot) getUpdates(ctx context.Context, offset int64) ([]models.Update, er
 		out = append(out, u)
 	}
 	return out, nil
+}
+
+// getUpdatesForm is the multipart body of a getUpdates request and its
+// Content-Type.
+func getUpdatesForm(offset int64, timeout int) (*bytes.Buffer, string, error) {
+	var body bytes.Buffer
+	w := multipart.NewWriter(&body)
+	if offset != 0 {
+		if err := w.WriteField("offset", strconv.FormatInt(offset, 10)); err != nil {
+			return nil, "", err
+		}
+	}
+	if err := w.WriteField("timeout", strconv.Itoa(timeout)); err != nil {
+		return nil, "", err
+	}
+	kinds, err := json.Marshal(allowedUpdates)
+	if err != nil {
+		return nil, "", err
+	}
+	if err := w.WriteField("allowed_updates", string(kinds)); err != nil {
+		return nil, "", err
+	}
+	if err := w.Close(); err != nil {
+		return nil, "", err
+	}
+	return &body, w.FormDataContentType(), nil
 }

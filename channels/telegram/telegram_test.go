@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -49,6 +50,22 @@ func TestPrivateMessageAcceptedThenOffsetConfirmed(t *testing.T) {
 	}
 	// allowed_updates asked for what the issue lists.
 	calls := h.srv.Calls("getUpdates")
+	// Every call goes as the library sends its own: a multipart form
+	// (a Bot API server need not read JSON), the offset confirming the
+	// update once it was accepted.
+	confirmed := false
+	for _, c := range calls {
+		if c.ContentType != "multipart/form-data" {
+			t.Fatalf("getUpdates sent as %q, want multipart/form-data", c.ContentType)
+		}
+		if c.Params["timeout"] == "" {
+			t.Fatalf("getUpdates form %v has no timeout", c.Params)
+		}
+		confirmed = confirmed || c.Params["offset"] == strconv.FormatInt(id+1, 10)
+	}
+	if !confirmed {
+		t.Errorf("no getUpdates form carried offset %d", id+1)
+	}
 	var au []string
 	if err := json.Unmarshal([]byte(calls[0].Params["allowed_updates"]), &au); err != nil {
 		t.Fatalf("allowed_updates %q: %v", calls[0].Params["allowed_updates"], err)

@@ -22,7 +22,10 @@ import (
 type Call struct {
 	Method string
 	Params map[string]string
-	At     time.Time
+	// ContentType is the media type the parameters came in
+	// (multipart/form-data, application/json, …; "" for none).
+	ContentType string
+	At          time.Time
 }
 
 // Sent is a message the bot sent with sendMessage.
@@ -267,7 +270,8 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	s.mu.Lock()
 	if !s.forget {
-		s.calls = append(s.calls, Call{Method: method, Params: params, At: time.Now()})
+		ct, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
+		s.calls = append(s.calls, Call{Method: method, Params: params, ContentType: ct, At: time.Now()})
 	}
 	s.notify()
 	var fail *Failure
