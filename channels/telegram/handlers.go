@@ -91,7 +91,10 @@ func (b *Bot) inbound(m *models.Message) (core.Inbound, bool) {
 		}
 		return in, true
 	}
-	if m.IsTopicMessage && m.MessageThreadID != 0 {
+	// A forum topic is its own conversation. Telegram marks its messages
+	// is_topic_message, but the message_thread_id of a message in a forum
+	// is its topic either way; outside a forum it is a reply chain.
+	if m.MessageThreadID != 0 && (m.IsTopicMessage || m.Chat.IsForum) {
 		in.Conversation.Thread = strconv.Itoa(m.MessageThreadID)
 	}
 	if cmdForOtherBot(text, ents, me.Username) {
