@@ -104,6 +104,18 @@ func TestApplicationCommandsRegisteredIdempotently(t *testing.T) {
 	}
 }
 
+// A READY that names no application still has the commands registered,
+// under the bot user's id (the application's).
+func TestApplicationCommandsRegisteredWhenReadyNamesNoApplication(t *testing.T) {
+	t.Parallel()
+	srv := discordtest.New(t, token)
+	srv.ReadyWithoutApplication.Store(true)
+	runOnce(t, srv, nil, &fakeSink{commands: gatewayCommands}, func() bool { return srv.CommandWrites() >= 6 })
+	if got := srv.Commands(""); strings.Join(names(got), " ") != "help model models new retry status" {
+		t.Fatalf("global commands = %v, want the six registered", names(got))
+	}
+}
+
 func TestApplicationCommandsPerGuildAndSwitchedOff(t *testing.T) {
 	t.Parallel()
 	srv := discordtest.New(t, token)

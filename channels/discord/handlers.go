@@ -98,6 +98,12 @@ func (r *run) ready(ctx context.Context, raw json.RawMessage) error {
 	}
 	appID := b.appID
 	b.mu.Unlock()
+	if appID == "" {
+		// A READY without its application (Discord sends it; a
+		// gateway in front of it may not): the bot user's id is the
+		// application's for every application made since 2017.
+		appID = d.User.ID
+	}
 	b.log.Info("connected to Discord", "bot", d.User.Username, "id", d.User.ID)
 	if b.cfg.RegisterCommands && !r.registered && appID != "" {
 		r.registered = true

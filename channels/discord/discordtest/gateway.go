@@ -291,6 +291,9 @@ func (g *gateway) identify(c *gwConn, raw json.RawMessage) bool {
 		"v": 9, "user": g.s.Bot, "guilds": []any{}, "session_id": st.session,
 		"resume_gateway_url": wsURL, "application": map[string]any{"id": g.s.AppID, "flags": 1 << 19},
 	}
+	if g.s.ReadyWithoutApplication.Load() {
+		delete(d2, "application")
+	}
 	if d.Shard != nil {
 		d2["shard"] = shard
 	}

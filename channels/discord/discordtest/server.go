@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -117,6 +118,9 @@ type Server struct {
 	AppID string
 	// Bot is the bot's own user (READY's user).
 	Bot User
+	// ReadyWithoutApplication leaves the application object out of
+	// READY, as a gateway in front of Discord may.
+	ReadyWithoutApplication atomic.Bool
 
 	srv *httptest.Server
 	gw  gateway
