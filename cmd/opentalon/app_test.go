@@ -278,9 +278,10 @@ func TestConversationsRunConcurrentlyAndInOrder(t *testing.T) {
 		}
 		return providertest.Echo(r)
 	})
-	// The fake is on loopback, so it counts as a local model: allow two
-	// local calls at once, or the semaphore (correctly) serializes them.
-	h := startApp(t, parseConfig(t, testConfig(t.TempDir(), fake.BaseURL(), "llm: { max_concurrent_local: 2 }\n")))
+	// The defaults, though the fake is on loopback: a provider is local
+	// (its calls one at a time under llm.max_concurrent_local) only when
+	// it says local: true.
+	h := startApp(t, parseConfig(t, testConfig(t.TempDir(), fake.BaseURL(), "")))
 	waitAccepting(t, h.app.gateway)
 
 	// Conversation A is stuck in a slow LLM call; B must still be answered.

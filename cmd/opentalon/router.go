@@ -8,8 +8,6 @@ import (
 	"io/fs"
 	"log/slog"
 	"maps"
-	"net"
-	"net/url"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -125,22 +123,13 @@ func catalogFromConfig(cfg *config.Config) []routing.Model {
 	return out
 }
 
-// isLocal says whether a provider runs on this machine or network: marked
-// local, or a base URL on a loopback or private address.
-func isLocal(p config.Provider) bool {
-	if p.Local {
-		return true
-	}
-	u, err := url.Parse(p.BaseURL)
-	if err != nil || u.Hostname() == "" {
-		return false
-	}
-	if u.Hostname() == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(u.Hostname())
-	return ip != nil && (ip.IsLoopback() || ip.IsPrivate())
-}
+// isLocal says whether a provider is marked local (models.providers.<id>.local):
+// its calls then share llm.max_concurrent_local. Only the mark decides, not
+// the address: an OpenAI-compatible proxy or a test's fake on loopback is no
+// single GPU, and a slow call on it must not hold up every other
+// conversation (the embedded default marks a server at a loopback
+// OPENAI_BASE_URL itself).
+func isLocal(p config.Provider) bool { return p.Local }
 
 // buildRouter maps the config onto routing.Options.
 func buildRouter(cfg *config.Config, db *store.DB, now func() time.Time, log *slog.Logger, obs routing.Observer) (*routing.Router, error) {
