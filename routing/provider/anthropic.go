@@ -35,7 +35,11 @@ func NewAnthropic(o Options) *Anthropic {
 	if o.MaxTokens <= 0 {
 		o.MaxTokens = AnthropicDefaultMaxTokens
 	}
-	return &Anthropic{c: newClient(o, "anthropic", AnthropicDefaultBaseURL)}
+	c := newClient(o, "anthropic", AnthropicDefaultBaseURL)
+	// The Messages API lives under /v1 of the base; a base_url written
+	// the OpenAI way, with the /v1, means the same server.
+	c.base = strings.TrimSuffix(c.base, "/v1")
+	return &Anthropic{c: c}
 }
 
 // ID returns the provider id.

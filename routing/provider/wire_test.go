@@ -294,4 +294,11 @@ func TestDefaults(t *testing.T) {
 	if b := NewAnthropic(Options{BaseURL: "http://x/"}).c.base; b != "http://x" {
 		t.Errorf("trailing slash kept: %q", b)
 	}
+	// An Anthropic base_url written the OpenAI way, with /v1, calls
+	// /v1/messages, not /v1/v1/messages.
+	for _, base := range []string{"http://x/v1", "http://x/v1/"} {
+		if b := NewAnthropic(Options{BaseURL: base}).c.base; b != "http://x" {
+			t.Errorf("base_url %s: base %q, want http://x", base, b)
+		}
+	}
 }
