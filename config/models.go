@@ -88,12 +88,12 @@ func (c *Config) ModelRefs() []ModelRef {
 	}
 	add("routing.judge.model", r.Judge.Model)
 	for _, sec := range c.Channels.Sections() {
-		if !sec.Enabled || sec.Common == nil {
+		if !sec.Enabled {
 			continue
 		}
-		add("channels."+sec.Name+".model", sec.Common.Model)
-		for _, chat := range sortedKeys(sec.Common.Models) {
-			add("channels."+sec.Name+".models."+chat, sec.Common.Models[chat])
+		add("channels."+sec.Name+".model", sec.Model)
+		for _, chat := range sortedKeys(sec.Models) {
+			add("channels."+sec.Name+".models."+chat, sec.Models[chat])
 		}
 	}
 	add("plugins.lua.default_model", c.Plugins.Lua.DefaultModel)

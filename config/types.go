@@ -351,22 +351,30 @@ const (
 )
 
 // ChannelSection is one platform block as the rest of the program sees
-// it: whether it is on and its common block (nil for the console).
+// it: whether it is on, its models (every channel has them, the console
+// too) and its common block (nil for the console).
 type ChannelSection struct {
 	Name    string
 	Enabled bool
-	Common  *ChannelCommon
+	// Model is channels.<x>.model; Models is channels.<x>.models (chat id
+	// → model reference).
+	Model  string
+	Models map[string]string
+	Common *ChannelCommon
 }
 
 // Sections lists every platform block, in a fixed order. It is the one
 // list the config's model references, the router's per-channel models and
 // the channel wiring derive from.
 func (c *Channels) Sections() []ChannelSection {
+	common := func(name string, enabled bool, cc *ChannelCommon) ChannelSection {
+		return ChannelSection{Name: name, Enabled: enabled, Model: cc.Model, Models: cc.Models, Common: cc}
+	}
 	return []ChannelSection{
-		{Name: ChannelConsole, Enabled: c.Console.Enabled},
-		{Name: ChannelTelegram, Enabled: c.Telegram.Enabled, Common: &c.Telegram.ChannelCommon},
-		{Name: ChannelSlack, Enabled: c.Slack.Enabled, Common: &c.Slack.ChannelCommon},
-		{Name: ChannelDiscord, Enabled: c.Discord.Enabled, Common: &c.Discord.ChannelCommon},
+		{Name: ChannelConsole, Enabled: c.Console.Enabled, Model: c.Console.Model, Models: c.Console.Models},
+		common(ChannelTelegram, c.Telegram.Enabled, &c.Telegram.ChannelCommon),
+		common(ChannelSlack, c.Slack.Enabled, &c.Slack.ChannelCommon),
+		common(ChannelDiscord, c.Discord.Enabled, &c.Discord.ChannelCommon),
 	}
 }
 
@@ -376,6 +384,11 @@ type Console struct {
 	// Streaming is accepted for symmetry with the other channels; the
 	// console prints each answer once, whatever it says (default off).
 	Streaming string `yaml:"streaming"`
+	// Model is the console's model reference; empty uses routing.
+	Model string `yaml:"model"`
+	// Models maps a console chat ("local", or the --chat a run names) to
+	// a model reference.
+	Models map[string]string `yaml:"models"`
 }
 
 // Streaming values (channels.<x>.streaming).

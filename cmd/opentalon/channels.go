@@ -109,14 +109,14 @@ func consoleOnly(cfg *config.Config) bool {
 func channelModels(cfg *config.Config) (perChannel map[string]string, perChat map[string]map[string]string) {
 	perChannel, perChat = map[string]string{}, map[string]map[string]string{}
 	for _, sec := range cfg.Channels.Sections() {
-		if !sec.Enabled || sec.Common == nil {
+		if !sec.Enabled {
 			continue
 		}
-		if sec.Common.Model != "" {
-			perChannel[sec.Name] = sec.Common.Model
+		if sec.Model != "" {
+			perChannel[sec.Name] = sec.Model
 		}
-		if len(sec.Common.Models) > 0 {
-			perChat[sec.Name] = sec.Common.Models
+		if len(sec.Models) > 0 {
+			perChat[sec.Name] = sec.Models
 		}
 	}
 	return perChannel, perChat

@@ -139,3 +139,23 @@ func drain(h *harness) {
 		}
 	}
 }
+
+// The console takes channels.<x>.model and channels.<x>.models as every
+// channel does (issue 4): the channel's model, and a chat's over it.
+func TestE2EConsoleChannelModels(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ name, block, want string }{
+		{"model", "channels:\n  console: { model: big }\n", "answer from big"},
+		{"models of its chat", "channels:\n  console: { model: small, models: { local: big } }\n", "answer from big"},
+		{"models of another chat", "channels:\n  console: { models: { elsewhere: big } }\n", "answer from small"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			llm := providertest.NewOpenAI(t)
+			llm.SetReply(modelReply)
+			h := startApp(t, loadConfigFile(t, writeConfig(t, twoModelConfig(t.TempDir(), llm.BaseURL(), tc.block))))
+			h.send("who answers?")
+			h.expect(tc.want)
+		})
+	}
+}
