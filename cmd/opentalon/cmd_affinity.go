@@ -6,6 +6,9 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -23,9 +26,10 @@ const affinityUsage = "usage: opentalon affinity show [--json] | opentalon affin
 
 // runAffinity implements `opentalon affinity show [--json]` and
 // `opentalon affinity reset [--task T] [--model M]`. decayDays is
-// routing.affinity.decay_days; now is the clock. args are the words
-// after "affinity".
-func runAffinity(ctx context.Context, db affinityStore, decayDays float64, now time.Time, args []string, stdout io.Writer) error {
+// routing.affinity.decay_days; aliases maps the aliases of
+// models.catalog to their references; now is the clock. args are the
+// words after "affinity".
+func runAffinity(ctx context.Context, db affinityStore, decayDays float64, aliases map[string]string, now time.Time, args []string, stdout io.Writer) error {
 	if len(args) == 0 {
 		return usageError{affinityUsage}
 	}
@@ -84,9 +88,22 @@ func runAffinity(ctx context.Context, db affinityStore, decayDays float64, now t
 		return tw.Flush()
 	case "reset":
 		task := fs.String("task", "", "only this task type")
-		model := fs.String("model", "", "only this model (provider/model)")
+		model := fs.String("model", "", "only this model (provider/model or alias)")
 		if err := fs.Parse(args[1:]); err != nil || fs.NArg() > 0 {
 			return usageError{fmt.Sprintf("affinity reset: bad arguments %v; %s", args[1:], affinityUsage)}
+		}
+		if ref, ok := aliases[*model]; ok {
+			*model = ref
+		}
+		if *task != "" || *model != "" {
+			// A name that nothing knows is a mistake, not "0 rows".
+			rows, err := db.Affinities(ctx)
+			if err != nil {
+				return err
+			}
+			if err := knownAffinityNames(rows, aliases, *task, *model); err != nil {
+				return err
+			}
 		}
 		n, err := db.ResetAffinity(ctx, *task, *model)
 		if err != nil {
@@ -96,4 +113,33 @@ func runAffinity(ctx context.Context, db affinityStore, decayDays float64, now t
 		return err
 	}
 	return usageError{fmt.Sprintf("affinity: unknown subcommand %q; %s", args[0], affinityUsage)}
+}
+
+// knownAffinityNames says whether task and model ("" = any) are names
+// affinity knows: a task type, a model of models.catalog, or a name a
+// row holds (a model since taken out of the catalog keeps its rows).
+func knownAffinityNames(rows []core.Affinity, aliases map[string]string, task, model string) error {
+	tasks := map[string]bool{}
+	for _, t := range routing.TaskTypes {
+		tasks[t] = true
+	}
+	models := map[string]bool{}
+	for _, ref := range aliases {
+		models[ref] = true
+	}
+	for _, a := range rows {
+		tasks[a.Task] = true
+		models[a.Model] = true
+	}
+	if task != "" && !tasks[task] {
+		return fmt.Errorf("affinity reset: no task type %q; task types: %s", task, strings.Join(slices.Sorted(maps.Keys(tasks)), ", "))
+	}
+	if model != "" && !models[model] {
+		known := slices.Sorted(maps.Keys(models))
+		if len(known) == 0 {
+			return fmt.Errorf("affinity reset: no model %q has affinity rows, and none does yet", model)
+		}
+		return fmt.Errorf("affinity reset: no model %q in models.catalog or the affinity rows; use one of %s (or its alias)", model, strings.Join(known, ", "))
+	}
+	return nil
 }

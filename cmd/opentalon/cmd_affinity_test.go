@@ -35,14 +35,14 @@ func TestRunAffinity(t *testing.T) {
 		})
 	}
 	var out bytes.Buffer
-	if err := runAffinity(ctx, db, 30, at.Add(15*24*time.Hour), []string{"show"}, &out); err != nil {
+	if err := runAffinity(ctx, db, 30, nil, at.Add(15*24*time.Hour), []string{"show"}, &out); err != nil {
 		t.Fatal(err)
 	}
 	if s := out.String(); !strings.Contains(s, "code  p/a    0.75   2.0") || !strings.Contains(s, "2026-03-01 12:00") {
 		t.Fatalf("show:\n%s", s)
 	}
 	out.Reset()
-	if err := runAffinity(ctx, db, 30, at, []string{"show", "--json"}, &out); err != nil {
+	if err := runAffinity(ctx, db, 30, nil, at, []string{"show", "--json"}, &out); err != nil {
 		t.Fatal(err)
 	}
 	var rows []map[string]any
@@ -50,17 +50,30 @@ func TestRunAffinity(t *testing.T) {
 		t.Fatalf("json: %v %s", err, out.String())
 	}
 	out.Reset()
-	if err := runAffinity(ctx, db, 30, at, []string{"reset", "--task", "chat"}, &out); err != nil || !strings.Contains(out.String(), "Reset 2") {
+	if err := runAffinity(ctx, db, 30, nil, at, []string{"reset", "--task", "chat"}, &out); err != nil || !strings.Contains(out.String(), "Reset 2") {
 		t.Fatalf("reset: %v %q", err, out.String())
 	}
-	if err := runAffinity(ctx, db, 30, at, []string{"reset", "--model", "p/a"}, &out); err != nil {
+	// Names nothing knows are refused, naming what is known; nothing is
+	// reset.
+	catalog := map[string]string{"p/a": "p/a", "a": "p/a", "p/b": "p/b"}
+	for _, bad := range [][]string{{"--task", "nope"}, {"--model", "nope"}} {
+		err := runAffinity(ctx, db, 30, catalog, at, append([]string{"reset"}, bad...), &out)
+		if err == nil || !strings.Contains(err.Error(), `"nope"`) || !strings.Contains(err.Error(), map[string]string{"--task": "chat", "--model": "p/a"}[bad[0]]) {
+			t.Fatalf("reset %v: %v; want an error naming it and the known names", bad, err)
+		}
+	}
+	if rows, _ := db.Affinities(ctx); len(rows) != 1 {
+		t.Fatalf("a refused reset changed the rows: %v", rows)
+	}
+	// An alias of models.catalog names its model.
+	if err := runAffinity(ctx, db, 30, catalog, at, []string{"reset", "--model", "a"}, &out); err != nil {
 		t.Fatal(err)
 	}
 	if rows, _ := db.Affinities(ctx); len(rows) != 0 {
 		t.Fatalf("left: %v", rows)
 	}
 	var ue usageError
-	if err := runAffinity(ctx, db, 30, at, []string{"frobnicate"}, &out); !errors.As(err, &ue) || !strings.Contains(err.Error(), "affinity show") {
+	if err := runAffinity(ctx, db, 30, nil, at, []string{"frobnicate"}, &out); !errors.As(err, &ue) || !strings.Contains(err.Error(), "affinity show") {
 		t.Fatalf("bad subcommand: %v", err)
 	}
 }

@@ -91,28 +91,35 @@ func cmdRouting(ctx context.Context, cmd string, g *globalFlags, args []string, 
 	if cmd == "bench" {
 		return runBenchRoute(ctx, args, stdio.Out)
 	}
-	run := func(db routingStore, decayDays float64, out io.Writer) error {
+	run := func(db routingStore, decayDays float64, aliases map[string]string, out io.Writer) error {
 		switch cmd {
 		case "usage":
 			return runUsage(ctx, db, time.Now(), args, out)
 		case "pair":
 			return runPair(ctx, db, time.Now(), args, out)
 		}
-		return runAffinity(ctx, db, decayDays, time.Now(), args, out)
+		return runAffinity(ctx, db, decayDays, aliases, time.Now(), args, out)
 	}
 	// The command line first: its mistakes are not hidden behind the
 	// config's or the database's.
-	if err := run(argsOnly{}, 30, io.Discard); !errors.Is(err, errArgsOK) {
+	if err := run(argsOnly{}, 30, nil, io.Discard); !errors.Is(err, errArgsOK) {
 		return err
 	}
 	// The database and the one key affinity reads; nothing else of the
 	// config (no LLM provider) is needed.
-	cfg, db, err := openConfigStore(ctx, g, env, log, "routing.affinity")
+	cfg, db, err := openConfigStore(ctx, g, env, log, "routing.affinity", "models.catalog")
 	if err != nil {
 		return err
 	}
 	defer db.Close()
-	return run(db, float64(cfg.Routing.Affinity.DecayDays), stdio.Out)
+	aliases := map[string]string{}
+	for ref, e := range cfg.Models.Catalog {
+		aliases[ref] = ref
+		if e.Alias != "" {
+			aliases[e.Alias] = ref
+		}
+	}
+	return run(db, float64(cfg.Routing.Affinity.DecayDays), aliases, stdio.Out)
 }
 
 // routingStore is what usage, pair and affinity need; *store.DB has it.
