@@ -174,9 +174,8 @@ func (d *doctor) database(ctx context.Context, cfg *config.Config) {
 }
 
 func (d *doctor) profiles(cfg *config.Config) {
-	path := cfg.Auth.ProfilesFile
-	if path == "" {
-		path = filepath.Join(cfg.State.DataDir, "auth-profiles.json")
+	path := profilesPath(cfg)
+	if cfg.Auth.ProfilesFile == "" {
 		if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
 			d.ok("profiles file", "none (auth.profiles_file unset; providers use their api_key)")
 			return
@@ -261,10 +260,8 @@ func (d *doctor) providers(ctx context.Context, cfg *config.Config, log *slog.Lo
 		d.fail("providers", "%v", err)
 		return
 	}
-	profiles := map[string][]routing.Profile{}
-	if cfg.Auth.ProfilesFile != "" {
-		profiles, _ = routing.LoadProfilesFile(cfg.Auth.ProfilesFile) // reported above
-	}
+	profiles, _ := authProfiles(cfg) // a bad file is reported above
+
 	for _, id := range slices.Sorted(maps.Keys(clients)) {
 		what := "provider " + id
 		if p := cfg.Models.Providers[id]; p.API == config.APIPlugin {

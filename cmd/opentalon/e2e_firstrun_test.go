@@ -133,6 +133,31 @@ server: { listen: "" }
 	}
 }
 
+// doctor asks a provider with the key of the default profiles file
+// (<data_dir>/auth-profiles.json), as run does, when the config has none.
+func TestDoctorUsesTheDefaultProfilesFile(t *testing.T) {
+	llm := providertest.NewOpenAI(t)
+	llm.RequireKey("file-key")
+	base := modelsFront(t, llm, "file-key", "small-model")
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "auth-profiles.json"), []byte(`{"fake":[{"id":"fake:work","type":"api_key","key":"file-key"}]}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	path := writeConfig(t, fmt.Sprintf(`state: { data_dir: %q }
+models:
+  providers:
+    fake: { api: openai-completions, base_url: %q }
+  catalog:
+    fake/small-model: { alias: small, weight: 80 }
+routing: { primary: small }
+server: { listen: "" }
+`, dir, base))
+	res := runMain(t, nil, "", "--config", path, "doctor")
+	if res.code != 0 || !regexp.MustCompile(`(?m)^ok\s+provider fake:`).MatchString(res.stdout) {
+		t.Fatalf("doctor: exit %d\n%s%s", res.code, res.stdout, res.stderr)
+	}
+}
+
 // doctor on the built-in default names the variables the provider came
 // from, not config keys the user does not have.
 func TestDoctorOnTheDefaultNamesTheVariables(t *testing.T) {

@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/opentalon/opentalon/config"
-	"github.com/opentalon/opentalon/routing"
 	"github.com/opentalon/opentalon/routing/provider"
 )
 
@@ -44,10 +43,7 @@ func (p providerProblem) String() string { return "provider " + p.Provider + ": 
 func checkProviders(ctx context.Context, cfg *config.Config, timeout time.Duration) []providerProblem {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	profiles := map[string][]routing.Profile{}
-	if cfg.Auth.ProfilesFile != "" {
-		profiles, _ = routing.LoadProfilesFile(cfg.Auth.ProfilesFile) // doctor reports a bad file
-	}
+	profiles, _ := authProfiles(cfg) // doctor reports a bad file
 	// One request per provider, no connection kept open afterwards.
 	client := &http.Client{Transport: &http.Transport{Proxy: http.ProxyFromEnvironment, DisableKeepAlives: true}}
 	var mu sync.Mutex

@@ -131,6 +131,28 @@ func catalogFromConfig(cfg *config.Config) []routing.Model {
 // OPENAI_BASE_URL itself).
 func isLocal(p config.Provider) bool { return p.Local }
 
+// profilesPath is auth.profiles_file, or its default in the data
+// directory.
+func profilesPath(cfg *config.Config) string {
+	if cfg.Auth.ProfilesFile != "" {
+		return cfg.Auth.ProfilesFile
+	}
+	return filepath.Join(cfg.State.DataDir, "auth-profiles.json")
+}
+
+// authProfiles reads the profiles file (profilesPath): none when the
+// default one does not exist.
+func authProfiles(cfg *config.Config) (map[string][]routing.Profile, error) {
+	loaded, err := routing.LoadProfilesFile(profilesPath(cfg))
+	if err != nil {
+		if cfg.Auth.ProfilesFile == "" && errors.Is(err, fs.ErrNotExist) {
+			return map[string][]routing.Profile{}, nil
+		}
+		return nil, err
+	}
+	return loaded, nil
+}
+
 // buildRouter maps the config onto routing.Options.
 func buildRouter(cfg *config.Config, db *store.DB, now func() time.Time, log *slog.Logger, obs routing.Observer) (*routing.Router, error) {
 	return buildRouterWith(cfg, db, now, log, obs, nil, nil)
@@ -143,14 +165,8 @@ func buildRouterWith(cfg *config.Config, db *store.DB, now func() time.Time, log
 	if err != nil {
 		return nil, err
 	}
-	profiles := map[string][]routing.Profile{}
-	pf := cfg.Auth.ProfilesFile
-	if pf == "" {
-		pf = filepath.Join(cfg.State.DataDir, "auth-profiles.json")
-	}
-	if loaded, err := routing.LoadProfilesFile(pf); err == nil {
-		profiles = loaded
-	} else if cfg.Auth.ProfilesFile != "" || !errors.Is(err, fs.ErrNotExist) {
+	profiles, err := authProfiles(cfg)
+	if err != nil {
 		return nil, err
 	}
 	for id, p := range cfg.Models.Providers {
