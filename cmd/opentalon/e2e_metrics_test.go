@@ -213,3 +213,22 @@ func TestE2EMetricsAfterTelegramTraffic(t *testing.T) {
 		}
 	}
 }
+
+// The console, which has no platform health, still reports when it last
+// read a line: /metrics has its age, as the status page has it.
+func TestE2EMetricsConsoleLastEvent(t *testing.T) {
+	t.Parallel()
+	llm := providertest.NewOpenAI(t)
+	cfg := strings.Replace(testConfig(t.TempDir(), llm.BaseURL(), ""), `listen: ""`, `listen: "127.0.0.1:0"`, 1)
+	h := startApp(t, loadConfigFile(t, writeConfig(t, cfg)))
+	addr := waitAddr(t, h.app)
+	console := map[string]string{"channel": "console"}
+	if _, ok := sample(scrape(t, addr, nil), "opentalon_channel_last_event_age_seconds", console); ok {
+		t.Fatal("the console has a last event before it read a line")
+	}
+	h.send("hello")
+	h.expect("echo: hello")
+	if v, ok := sample(scrape(t, addr, nil), "opentalon_channel_last_event_age_seconds", console); !ok || v.GetGauge().GetValue() < 0 || v.GetGauge().GetValue() > 60 {
+		t.Fatalf("console's last event age = %v (present %v); want the seconds since it read the line", v.GetGauge().GetValue(), ok)
+	}
+}

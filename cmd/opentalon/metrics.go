@@ -47,7 +47,11 @@ func (a *App) channelStatuses() []metrics.ChannelStatus {
 		cs := metrics.ChannelStatus{Name: st.Name, Up: st.Err == nil, Restarts: st.Restarts}
 		if hr, ok := chans[st.Name].(core.HealthReporter); ok {
 			cs.Up = cs.Up && hr.Healthy() == nil
-			cs.LastEvent = hr.LastEvent()
+		}
+		// The platforms' HealthReporter, and the console, which reports
+		// only when it last read a line.
+		if le, ok := chans[st.Name].(interface{ LastEvent() time.Time }); ok {
+			cs.LastEvent = le.LastEvent()
 		}
 		out = append(out, cs)
 	}
