@@ -51,7 +51,7 @@ Usage:
   opentalon [run]                          start the gateway
   opentalon complete [--model REF] PROMPT  answer one prompt and exit
   opentalon config check                   validate and print the effective config (secrets redacted)
-  opentalon usage [--json] [--since 24h] [--by model|chat|user|purpose]
+  opentalon usage [--json] [--since 24h|7d] [--by model|chat|user|purpose]
   opentalon affinity show [--json] | affinity reset [--task T] [--model M]
   opentalon bench route --scenario FILE [--seeds N] [--json]
   opentalon lua test SCRIPT --message TEXT [--metadata k=v] [--hook H] [--llm-fake REPLY]

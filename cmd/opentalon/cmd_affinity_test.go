@@ -115,8 +115,18 @@ func TestRunUsage(t *testing.T) {
 	if err := json.Unmarshal(out.Bytes(), &res); err != nil || res.By != "model" || len(res.Rows) != 2 || res.Rows[0].Key != "p/a" || res.Rows[0].CostUSD != 9.25 || res.Rows[0].Calls != 2 {
 		t.Fatalf("json: %v %s", err, out.String())
 	}
+	// Days, as the status page counts them, are the same span.
+	days := new(bytes.Buffer)
+	if err := runUsage(ctx, db, now, []string{"--json", "--since", "7d"}, days); err != nil || days.String() != out.String() {
+		t.Fatalf("--since 7d: %v\n%s\nwant as 168h:\n%s", err, days, out.String())
+	}
 	var ue usageError
 	if err := runUsage(ctx, db, now, []string{"--by", "color"}, &out); !errors.As(err, &ue) {
 		t.Fatalf("bad --by: %v", err)
+	}
+	for _, bad := range []string{"0d", "-2h", "week", "7days"} {
+		if err := runUsage(ctx, db, now, []string{"--since", bad}, &out); !errors.As(err, &ue) || !strings.Contains(err.Error(), bad) || !strings.Contains(err.Error(), "7d") {
+			t.Errorf("--since %s: %v; want a usage error naming it and the forms", bad, err)
+		}
 	}
 }

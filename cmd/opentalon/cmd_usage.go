@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strconv"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -20,23 +22,25 @@ type usageStore interface {
 	UsageTotals(ctx context.Context, since time.Time, by, conversation string) ([]core.UsageTotal, error)
 }
 
-const usageUsage = "usage: opentalon usage [--json] [--since 24h] [--by model|chat|user|purpose]"
+const usageUsage = "usage: opentalon usage [--json] [--since 24h|7d] [--by model|chat|user|purpose]"
 
-// runUsage implements `opentalon usage [--json] [--since 24h] [--by
+// runUsage implements `opentalon usage [--json] [--since 24h|7d] [--by
 // model|chat|user]`: tokens and cost from the ledger. args are the words
 // after "usage".
 func runUsage(ctx context.Context, db usageStore, now time.Time, args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("opentalon usage", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	asJSON := fs.Bool("json", false, "print JSON")
-	since := fs.Duration("since", 24*time.Hour, "how far back")
+	span := sinceFlag{text: "24h", d: 24 * time.Hour}
+	fs.Var(&span, "since", "how far back (24h, 90m, 7d)")
 	by := fs.String("by", "model", "group by model, chat, user or purpose")
 	if err := fs.Parse(args); err != nil || fs.NArg() > 0 {
+		if span.bad != "" {
+			return usageError{fmt.Sprintf("usage: --since %q: %s; %s", span.bad, "write a positive duration like 24h, 90m or 7d", usageUsage)}
+		}
 		return usageError{fmt.Sprintf("usage: bad arguments %v; %s", args, usageUsage)}
 	}
-	if *since <= 0 {
-		return usageError{fmt.Sprintf("usage: --since must be positive (like 24h or 168h); %s", usageUsage)}
-	}
+	since := &span.d
 	switch *by {
 	case "model", "chat", "user", "purpose":
 	default:
@@ -80,8 +84,32 @@ func runUsage(ctx context.Context, db usageStore, now time.Time, args []string, 
 		total.OutputTokens += r.OutputTokens
 		total.CostUSD += r.CostUSD
 	}
-	fmt.Fprintf(tw, "TOTAL (last %s)\t%d\t%d\t%d\t%.4f\n", *since, total.Calls, total.InputTokens, total.OutputTokens, total.CostUSD)
+	fmt.Fprintf(tw, "TOTAL (last %s)\t%d\t%d\t%d\t%.4f\n", span.text, total.Calls, total.InputTokens, total.OutputTokens, total.CostUSD)
 	return tw.Flush()
+}
+
+// sinceFlag is usage's --since: a Go duration (24h, 90m) or whole days
+// (7d, as the status page counts them), positive.
+type sinceFlag struct {
+	text string
+	d    time.Duration
+	bad  string // the value refused, for the error
+}
+
+func (f *sinceFlag) String() string { return f.text }
+
+func (f *sinceFlag) Set(v string) error {
+	d, err := time.ParseDuration(v)
+	if days, ok := strings.CutSuffix(v, "d"); ok && err != nil {
+		n, nerr := strconv.Atoi(days)
+		d, err = time.Duration(n)*24*time.Hour, nerr
+	}
+	if err != nil || d <= 0 {
+		f.bad = v
+		return fmt.Errorf("bad --since %q", v)
+	}
+	f.text, f.d = v, d
+	return nil
 }
 
 // cmdRouting runs `usage`, `affinity`, `pair` and `bench`; each parses its own

@@ -28,7 +28,7 @@ func TestHelpGoesToStdout(t *testing.T) {
 		{[]string{"help"}, "opentalon backup FILE", ""},
 		{[]string{"doctor", "--help"}, "opentalon doctor [--channels] [--offline]", "opentalon backup"},
 		{[]string{"help", "lua"}, "run one Lua hook with a sample ctx", "opentalon backup"},
-		{[]string{"usage", "-h"}, "opentalon usage [--json] [--since 24h] [--by model|chat|user|purpose]", "opentalon doctor"},
+		{[]string{"usage", "-h"}, "opentalon usage [--json] [--since 24h|7d] [--by model|chat|user|purpose]", "opentalon doctor"},
 		{[]string{"run", "--help"}, "opentalon [run]", "opentalon doctor"},
 	} {
 		res := runMain(t, nil, "", tc.args...)
