@@ -123,7 +123,7 @@ func (r *Router) cmdModels(ctx context.Context, req core.CommandRequest) (string
 		if m.Alias != "" {
 			fmt.Fprintf(&b, " (%s)", m.Alias)
 		}
-		fmt.Fprintf(&b, " — weight %d, $%.2f/$%.2f per M tokens in/out", m.Weight, m.CostIn, m.CostOut)
+		fmt.Fprintf(&b, " — weight %d, $%s/$%s per M tokens in/out", m.Weight, usd(m.CostIn), usd(m.CostOut))
 		if m.ContextWindow > 0 {
 			fmt.Fprintf(&b, ", %dk context", m.ContextWindow/1000)
 		}

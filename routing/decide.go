@@ -308,7 +308,7 @@ func (r *Router) applyBudget(ctx context.Context, conv core.ConversationKey, d *
 		if err != nil {
 			return fmt.Errorf("budget: %w", err)
 		}
-		frac, key = spent/r.o.DailyUSD, fmt.Sprintf("routing.budget.daily_usd ($%.2f)", r.o.DailyUSD)
+		frac, key = spent/r.o.DailyUSD, "routing.budget.daily_usd ($"+usd(r.o.DailyUSD)+")"
 	}
 	if r.o.ChatDailyUSD > 0 && conv != (core.ConversationKey{}) {
 		spent, err := r.o.Store.SpentSince(ctx, since, conv.String())
@@ -316,7 +316,7 @@ func (r *Router) applyBudget(ctx context.Context, conv core.ConversationKey, d *
 			return fmt.Errorf("budget: %w", err)
 		}
 		if f := spent / r.o.ChatDailyUSD; f > frac {
-			frac, key = f, fmt.Sprintf("routing.budget.chat_daily_usd ($%.2f)", r.o.ChatDailyUSD)
+			frac, key = f, "routing.budget.chat_daily_usd ($"+usd(r.o.ChatDailyUSD)+")"
 		}
 	}
 	r.tellBudget(since, key, frac, conv)
