@@ -239,8 +239,16 @@ func (e *Escalator) escalate(st *core.EscalationState, s core.Session, last *cor
 	tries := len(st.Models) - 1
 	pinned := s.ModelPin != ""
 	if !pinned && tries >= e.r.o.MaxEscalations {
-		return core.Decision{Reply: fmt.Sprintf("I have already re-answered this question with %d other models (%s); routing.max_escalations is %d. Send /models to see them and /model <name> to choose one yourself.",
-			tries, strings.Join(st.Models, ", "), e.r.o.MaxEscalations)}
+		// The chain may come back to a model (when every other was
+		// tried): name each once.
+		var by []string
+		for _, m := range st.Models {
+			if !slices.Contains(by, m) {
+				by = append(by, m)
+			}
+		}
+		return core.Decision{Reply: fmt.Sprintf("I have already re-answered this question %d times (answers by %s); routing.max_escalations is %d. Send /models to see them and /model <name> to choose one yourself.",
+			tries, strings.Join(by, ", "), e.r.o.MaxEscalations)}
 	}
 	return core.Decision{Turn: &core.TurnOverride{
 		Text: question, Retry: true, Exclude: slices.Clone(st.Models),

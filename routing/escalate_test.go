@@ -136,6 +136,9 @@ func TestEscalationPicksNextByWeight(t *testing.T) {
 	if !handled || !strings.Contains(ans.Text, "max_escalations") || len(agent.turns) != 2 {
 		t.Fatalf("third: %+v, %d turns", ans, len(agent.turns))
 	}
+	if !strings.Contains(ans.Text, "re-answered this question 2 times (answers by p/cheap, p/mid, q/other)") {
+		t.Errorf("limit reply = %q; want the count of re-answers and each model once", ans.Text)
+	}
 	// Every rejection was recorded against the reply's model.
 	var kinds []string
 	for _, s := range st.Signals() {
