@@ -7,6 +7,10 @@ type Turn struct {
 	RequestID int64
 	Session   Session
 	In        Inbound
+	// Admin says the sender is an admin of the channel, as
+	// CommandRequest.Admin does (channels.<x>.admins, the operator of the
+	// console, an auth provider's admin).
+	Admin bool
 	// Text is the message as the pre-hooks left it.
 	Text string
 	// Model is a model reference this turn must use ("" = let the router

@@ -117,7 +117,7 @@ func (o *Orchestrator) cmdForget(ctx context.Context, req core.CommandRequest) (
 	if err != nil {
 		return fmt.Sprintf("%q is not a memory id. Usage: /forget <id> (ids are in /memory) or /forget all.", arg), nil
 	}
-	ok, err := o.o.Store.DeleteMemory(ctx, id, owner, o.isAdmin(owner))
+	ok, err := o.o.Store.DeleteMemory(ctx, id, owner, o.isAdmin(owner, req.Admin))
 	if err != nil {
 		return "", err
 	}

@@ -80,7 +80,7 @@ func (o *Orchestrator) runBuiltin(ctx context.Context, tn *turn, c core.ToolCall
 		case len(content) > maxMemoryBytes:
 			r.Error = fmt.Sprintf("content is %d bytes; keep a memory under %d bytes", len(content), maxMemoryBytes)
 		case shared && !tn.admin:
-			r.Error = "only an admin (state.memory.admins) may save a memory shared with every user; save it for this user instead"
+			r.Error = "only an admin (channels.<channel>.admins or state.memory.admins) may save a memory shared with every user; save it for this user instead"
 		case containsTag(tags, core.TagWorkflow):
 			r.Error = "the tag workflow is reserved for recorded workflows"
 		default:

@@ -78,6 +78,8 @@ type session struct {
 	conv core.ConversationKey
 	user string
 	n    int64
+	// admin: the gateway found the user an admin of the channel.
+	admin bool
 }
 
 func newSession(t testing.TB, db *store.DB, chat, user string) *session {
@@ -96,7 +98,7 @@ func (s *session) ask(o *Orchestrator, text string) (core.Answer, *core.Reply) {
 	}
 	s.n++
 	req := s.n + int64(len(s.conv.Chat))*1000
-	ans, err := o.Answer(ctx, core.Turn{RequestID: req, Session: sess, Text: text,
+	ans, err := o.Answer(ctx, core.Turn{RequestID: req, Session: sess, Text: text, Admin: s.admin,
 		In: core.Inbound{Conversation: s.conv, UserID: s.user, Text: text, MessageID: fmt.Sprint(req)}})
 	if err != nil {
 		s.t.Fatal(err)
@@ -339,6 +341,17 @@ func TestMemoryToolsAreScopedPerUser(t *testing.T) {
 	bob.ask(o, "when does the office close on fridays")
 	if sys := llm.chats()[len(llm.chats())-1].Req.System; !strings.Contains(sys, "office closes at 6pm") {
 		t.Fatalf("shared memory not recalled for bob:\n%s", sys)
+	}
+	// So does that of an admin of the channel (channels.<x>.admins), who
+	// is not in state.memory.admins.
+	chief := newSession(t, db, "chief-dm", "chief")
+	chief.admin = true
+	if ans, _ = chief.ask(o, "shared: The kitchen has green tea"); !strings.Contains(ans.Text, "shared with every user") {
+		t.Fatalf("channel admin's shared save: %q", ans.Text)
+	}
+	bob.ask(o, "is there green tea in the kitchen")
+	if sys := llm.chats()[len(llm.chats())-1].Req.System; !strings.Contains(sys, "kitchen has green tea") {
+		t.Fatalf("the channel admin's shared memory not recalled for bob:\n%s", sys)
 	}
 
 	// /memory and /forget answer from the store, per user.

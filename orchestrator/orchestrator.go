@@ -182,7 +182,7 @@ func (o *Orchestrator) Answer(ctx context.Context, t core.Turn) (core.Answer, er
 	if err != nil {
 		return core.Answer{}, err
 	}
-	tn.admin = o.isAdmin(tn.owner)
+	tn.admin = o.isAdmin(tn.owner, t.Admin)
 	if !t.Retry {
 		o.activateStep(&tn.st, t.Text)
 	}

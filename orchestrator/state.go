@@ -43,8 +43,12 @@ func Owner(in core.Inbound) string {
 	return in.Conversation.Channel + ":" + in.UserID
 }
 
-func (o *Orchestrator) isAdmin(owner string) bool {
-	return owner != "" && slices.Contains(o.o.Memory.Admins, owner)
+// isAdmin says whether the owner of memories may save and forget the
+// ones shared with every user: an admin of the channel (channelAdmin,
+// from channels.<x>.admins or an auth provider), or one of
+// state.memory.admins.
+func (o *Orchestrator) isAdmin(owner string, channelAdmin bool) bool {
+	return owner != "" && (channelAdmin || slices.Contains(o.o.Memory.Admins, owner))
 }
 
 // saveState stores the turn's session state when it changed.

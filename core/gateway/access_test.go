@@ -3,6 +3,7 @@ package gateway_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"regexp"
 	"strconv"
 	"strings"
@@ -138,6 +139,26 @@ func TestAdminOnlyCommandRefusedInOneSentence(t *testing.T) {
 	if !ran {
 		t.Fatal("the admin's command did not run")
 	}
+}
+
+// adminAgent answers whether its turn said the sender is an admin.
+type adminAgent struct{}
+
+func (adminAgent) Answer(_ context.Context, t core.Turn) (core.Answer, error) {
+	text := fmt.Sprintf("admin %v", t.Admin)
+	return core.Answer{Text: text, Model: "fake/m", Messages: []core.ChatMessage{{Role: core.RoleUser, Content: t.Text}, {Role: core.RoleAssistant, Content: text}}}, nil
+}
+
+// The agent is told, as a command is, whether the sender is an admin of
+// the channel (an admin may share a memory with every user).
+func TestTurnSaysWhetherTheSenderIsAnAdmin(t *testing.T) {
+	db := openDB(t, store.Options{})
+	r := runOn(t, db, gateway.Options{Store: db, Agent: adminAgent{},
+		Access: map[string]core.AccessPolicy{"fake": {Mode: core.AccessOpen, Admins: []string{"boss"}}}})
+	r.acceptFrom("u1", "c", "1", "hi")
+	r.expect("admin false")
+	r.acceptFrom("boss", "c2", "2", "hi")
+	r.expect("admin true")
 }
 
 // countingObserver records what the gateway tells its Observer.

@@ -136,7 +136,7 @@ func (g *Gateway) runTurn(ctx context.Context, req core.CommandRequest, t core.T
 		hin.Text, hin.Metadata = pre.Text, pre.Metadata
 	}
 	turn := core.Turn{
-		RequestID: req.RequestID, Session: req.Session, In: req.In, Text: hin.Text,
+		RequestID: req.RequestID, Session: req.Session, In: req.In, Admin: req.Admin, Text: hin.Text,
 		Model: t.Model, Exclude: t.Exclude, Retry: t.Retry, Metadata: hin.Metadata,
 		Attachments: t.Attachments,
 	}
