@@ -17,9 +17,9 @@ type HookStep struct {
 	// step left; nil = the step has no pre-hook. Its result follows the
 	// Hooks.Pre contract (rewrite, metadata, drop, answer directly).
 	Pre func(ctx context.Context, in HookInput) (PreResult, error)
-	// Post runs after the agent on the answer the previous step left; nil
-	// = the step has no post-hook.
-	Post func(ctx context.Context, in HookInput, answer string) (string, error)
+	// Post runs after the agent on the answer, and with the metadata, the
+	// previous step left; nil = the step has no post-hook.
+	Post func(ctx context.Context, in HookInput, answer string) (PostResult, error)
 	// StreamUnsafe marks a post step that must see the whole answer
 	// before the user sees any of it (a redaction hook): while the step
 	// is there, answers are not streamed (see StreamSafety).
@@ -28,6 +28,13 @@ type HookStep struct {
 	// of a core.Hooks run alone does; the error of any other step is
 	// logged and the step skipped.
 	Required bool
+}
+
+// PostResult is what a post step leaves for the steps after it: the
+// answer ("" = unchanged) and the metadata (nil = unchanged).
+type PostResult struct {
+	Text     string
+	Metadata map[string]string
 }
 
 // HookSource is a set of hook steps that may change while the gateway

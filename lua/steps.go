@@ -50,9 +50,9 @@ func (e *Engine) HookSteps() []core.HookStep {
 		}
 		if s.has(HookPost) {
 			st.StreamUnsafe = s.unsafe
-			st.Post = func(ctx context.Context, in core.HookInput, answer string) (string, error) {
-				_, answer = e.postScript(ctx, s, in, answer, cloneMeta(in.Metadata))
-				return answer, ctx.Err()
+			st.Post = func(ctx context.Context, in core.HookInput, answer string) (core.PostResult, error) {
+				out, answer := e.postScript(ctx, s, in, answer, cloneMeta(in.Metadata))
+				return core.PostResult{Text: answer, Metadata: out.metadata}, ctx.Err()
 			}
 		}
 		if st.Pre != nil || st.Post != nil {

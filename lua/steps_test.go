@@ -26,9 +26,10 @@ func (p pluginSteps) HookSteps() []core.HookStep { return p }
 
 func TestLuaStepsInterleaveWithPluginHooks(t *testing.T) {
 	te := startEngine(t, map[string]string{
-		"10_tag.lua": `function pre_hook(ctx) ctx.message = ctx.message .. " +lua10"; ctx.metadata.first = "lua" return ctx end`,
+		"10_tag.lua": `function pre_hook(ctx) ctx.message = ctx.message .. " +lua10"; ctx.metadata.first = "lua" return ctx end
+		                function post_hook(ctx) ctx.metadata.post10 = "L" return ctx end`,
 		"30_tag.lua": `function pre_hook(ctx) ctx.message = ctx.message .. " +lua30" return ctx end
-		                function post_hook(ctx) ctx.message = ctx.message .. " +post30" return ctx end`,
+		                function post_hook(ctx) ctx.message = ctx.message .. " +post30 " .. tostring(ctx.metadata.post10) .. " " .. tostring(ctx.metadata.grpcpost) return ctx end`,
 		"plain.lua":   `function filter(ctx) if ctx.message:find("spam") then return { drop = true, reason = "spam" } end end`,
 		"nohooks.lua": `x = 1`,
 	}, func(o *Options) { o.DropNotice = "dropped" })
@@ -47,14 +48,21 @@ func TestLuaStepsInterleaveWithPluginHooks(t *testing.T) {
 		Pre: func(_ context.Context, in core.HookInput) (core.PreResult, error) {
 			return core.PreResult{Text: in.Text + " +grpc20", Metadata: map[string]string{"first": in.Metadata["first"], "grpc": "yes"}}, nil
 		},
-		Post: func(_ context.Context, _ core.HookInput, a string) (string, error) { return a + " +grpcpost", nil }}}
+		Post: func(_ context.Context, in core.HookInput, a string) (core.PostResult, error) {
+			md := map[string]string{"grpcpost": "yes"}
+			for k, v := range in.Metadata {
+				md[k] = v
+			}
+			return core.PostResult{Text: a + " +grpcpost(" + in.Metadata["post10"] + ")", Metadata: md}, nil
+		}}}
 	h := gateway.NewOrderedHooks(nil, te.Engine, grpc)
 	pre, err := h.Pre(context.Background(), input("hi"))
 	if err != nil || pre.Text != "hi +lua10 +grpc20 +lua30" || pre.Metadata["first"] != "lua" || pre.Metadata["grpc"] != "yes" {
 		t.Fatalf("pre = %+v %v", pre, err)
 	}
 	post, err := h.Post(context.Background(), core.HookInput{Text: pre.Text, Metadata: pre.Metadata}, "ans")
-	if err != nil || post != "ans +grpcpost +post30" {
+	// Each post step sees the metadata the steps before it left.
+	if err != nil || post != "ans +grpcpost(L) +post30 L yes" {
 		t.Fatalf("post = %q %v", post, err)
 	}
 	if pre, _ := h.Pre(context.Background(), input("spam!")); !pre.Drop || pre.Reply != "dropped" || pre.Reason != "spam" {

@@ -44,23 +44,30 @@ func (x *Extensions) hookStep(p *extPlugin, h Hook) core.HookStep {
 		return st
 	}
 	st.StreamUnsafe = h.StreamUnsafe
-	st.Post = func(ctx context.Context, in core.HookInput, answer string) (string, error) {
+	st.Post = func(ctx context.Context, in core.HookInput, answer string) (core.PostResult, error) {
 		ctx, cancel := context.WithTimeout(ctx, timeout)
 		defer cancel()
 		resp, err := client.PostHook(ctx, hookRequest(in, answer, in.Text))
 		if err != nil {
-			return "", fmt.Errorf("%w (hook timeout %s)", callError(name, "post hook", err), timeout)
+			return core.PostResult{}, fmt.Errorf("%w (hook timeout %s)", callError(name, "post hook", err), timeout)
 		}
 		if err := late(ctx, name, "post hook", timeout); err != nil {
-			return "", err
+			return core.PostResult{}, err
 		}
 		if resp.GetDrop() || resp.GetReply() != "" {
 			x.log.Warn("a post hook cannot drop or answer; its drop or reply is ignored", "plugin", name)
 		}
-		if resp.GetText() == "" {
-			return answer, nil
+		md, err := x.hookMetadata(name, in.Metadata, resp.GetMetadata())
+		if err != nil {
+			return core.PostResult{}, err
 		}
-		return x.text(name, resp.GetText(), false)
+		res := core.PostResult{Text: answer, Metadata: md}
+		if resp.GetText() != "" {
+			if res.Text, err = x.text(name, resp.GetText(), false); err != nil {
+				return core.PostResult{}, err
+			}
+		}
+		return res, nil
 	}
 	return st
 }
@@ -99,32 +106,46 @@ func (x *Extensions) text(plugin, s string, forLLM bool) (string, error) {
 	return s, nil
 }
 
+// hookMetadata is the metadata after a hook added md to have (nil when md
+// is empty: unchanged); what the hook wrote passes the sanitizer, and the
+// whole is bounded.
+func (x *Extensions) hookMetadata(plugin string, have, md map[string]string) (map[string]string, error) {
+	if len(md) == 0 {
+		return nil, nil
+	}
+	out := make(map[string]string, len(have)+len(md))
+	maps.Copy(out, have)
+	for k, v := range md {
+		ck, err := x.text(plugin, k, true)
+		if err != nil {
+			return nil, err
+		}
+		cv, err := x.text(plugin, v, true)
+		if err != nil {
+			return nil, err
+		}
+		out[ck] = cv
+	}
+	size := 0
+	for k, v := range out {
+		size += len(k) + len(v)
+	}
+	if len(out) > maxHookMetaEntries || size > maxHookMetaBytes {
+		return nil, fmt.Errorf("plugin %s: hook metadata holds more than %d entries or %d bytes", plugin, maxHookMetaEntries, maxHookMetaBytes)
+	}
+	return out, nil
+}
+
 // preResult turns a pre hook's answer into the pipeline's contract:
 // its text and metadata pass the sanitizer before the LLM sees them.
 func (x *Extensions) preResult(plugin string, in core.HookInput, resp *pluginpb.HookResponse) (core.PreResult, error) {
 	res := core.PreResult{Text: in.Text, Metadata: in.Metadata}
-	if md := resp.GetMetadata(); len(md) > 0 {
-		out := make(map[string]string, len(in.Metadata)+len(md))
-		maps.Copy(out, in.Metadata)
-		size := 0
-		for k, v := range md {
-			ck, err := x.text(plugin, k, true)
-			if err != nil {
-				return res, err
-			}
-			cv, err := x.text(plugin, v, true)
-			if err != nil {
-				return res, err
-			}
-			out[ck] = cv
-		}
-		for k, v := range out {
-			size += len(k) + len(v)
-		}
-		if len(out) > maxHookMetaEntries || size > maxHookMetaBytes {
-			return res, fmt.Errorf("plugin %s: hook metadata holds more than %d entries or %d bytes", plugin, maxHookMetaEntries, maxHookMetaBytes)
-		}
-		res.Metadata = out
+	md, err := x.hookMetadata(plugin, in.Metadata, resp.GetMetadata())
+	if err != nil {
+		return res, err
+	}
+	if md != nil {
+		res.Metadata = md
 	}
 	if resp.GetDrop() {
 		res.Drop, res.Reason = true, resp.GetReason()

@@ -74,7 +74,11 @@ func NewOrderedHooks(log *slog.Logger, sources ...core.HookSource) *OrderedHooks
 // request as it does when the Hooks run alone, and the source is a
 // core.StreamSafety when h is one.
 func HooksAt(name string, order int, h core.Hooks) core.HookSource {
-	return plainHooks{steps: []core.HookStep{{Name: name, Order: order, Pre: h.Pre, Post: h.Post, Required: true}}, h: h}
+	post := func(ctx context.Context, in core.HookInput, answer string) (core.PostResult, error) {
+		text, err := h.Post(ctx, in, answer)
+		return core.PostResult{Text: text}, err
+	}
+	return plainHooks{steps: []core.HookStep{{Name: name, Order: order, Pre: h.Pre, Post: post, Required: true}}, h: h}
 }
 
 // LastOrder is the order of a step that runs after every other.
@@ -166,8 +170,9 @@ func (h *OrderedHooks) Pre(ctx context.Context, in core.HookInput) (core.PreResu
 	return res, stop
 }
 
-// Post implements core.Hooks: each post step sees the answer the previous
-// one left; the error of a Required step ends the chain and is returned.
+// Post implements core.Hooks: each post step sees the answer and the
+// metadata the previous one left; the error of a Required step ends the
+// chain and is returned.
 func (h *OrderedHooks) Post(ctx context.Context, in core.HookInput, answer string) (string, error) {
 	var stop error
 	h.each(func(st core.HookStep) bool {
@@ -190,8 +195,11 @@ func (h *OrderedHooks) Post(ctx context.Context, in core.HookInput, answer strin
 			h.failed(in, core.StagePostHooks)
 			return true
 		}
-		if out != "" {
-			answer = out
+		if out.Text != "" {
+			answer = out.Text
+		}
+		if out.Metadata != nil {
+			in.Metadata = out.Metadata
 		}
 		return true
 	})

@@ -33,11 +33,12 @@ func (tr *tracer) step(name string, order int, pre func(string) (core.PreResult,
 		}
 	}
 	if post != nil {
-		st.Post = func(_ context.Context, _ core.HookInput, answer string) (string, error) {
+		st.Post = func(_ context.Context, _ core.HookInput, answer string) (core.PostResult, error) {
 			tr.mu.Lock()
 			tr.ran = append(tr.ran, "post:"+name)
 			tr.mu.Unlock()
-			return post(answer)
+			text, err := post(answer)
+			return core.PostResult{Text: text}, err
 		}
 	}
 	return st
@@ -126,7 +127,7 @@ func TestHooksAtRunsAPlainHooksAsOneStep(t *testing.T) {
 }
 
 func TestOrderedHooksStreamSafe(t *testing.T) {
-	post := func(_ context.Context, _ core.HookInput, a string) (string, error) { return a, nil }
+	post := func(_ context.Context, _ core.HookInput, a string) (core.PostResult, error) { return core.PostResult{Text: a}, nil }
 	pre := func(_ context.Context, in core.HookInput) (core.PreResult, error) {
 		return core.PreResult{Text: in.Text}, nil
 	}

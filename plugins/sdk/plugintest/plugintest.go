@@ -268,7 +268,8 @@ func (c *Core) PreHook(in core.HookInput) (core.PreResult, error) {
 func (c *Core) PostHook(in core.HookInput, answer string) (string, error) {
 	for _, st := range c.ext.HookSteps() {
 		if st.Post != nil {
-			return st.Post(context.Background(), in, answer)
+			res, err := st.Post(context.Background(), in, answer)
+			return res.Text, err
 		}
 	}
 	c.t.Fatalf("plugintest: plugin %s declares no post hook", c.proc.Cap.Name)
