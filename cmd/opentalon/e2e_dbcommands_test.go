@@ -43,7 +43,7 @@ func TestDatabaseCommandsNeedNoProvider(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"usage"}, "TOTAL (last 24h0m0s)"},
+		{[]string{"usage"}, "TOTAL (last 24h)"},
 		{[]string{"usage", "--json", "--by", "chat"}, `"by": "chat"`},
 		{[]string{"affinity", "show"}, "No affinity yet"},
 		{[]string{"affinity", "reset"}, "Reset 0 affinity rows."},
