@@ -127,7 +127,9 @@ func TestHooksAtRunsAPlainHooksAsOneStep(t *testing.T) {
 }
 
 func TestOrderedHooksStreamSafe(t *testing.T) {
-	post := func(_ context.Context, _ core.HookInput, a string) (core.PostResult, error) { return core.PostResult{Text: a}, nil }
+	post := func(_ context.Context, _ core.HookInput, a string) (core.PostResult, error) {
+		return core.PostResult{Text: a}, nil
+	}
 	pre := func(_ context.Context, in core.HookInput) (core.PreResult, error) {
 		return core.PreResult{Text: in.Text}, nil
 	}
