@@ -111,6 +111,9 @@ func (o *Orchestrator) cmdForget(ctx context.Context, req core.CommandRequest) (
 		if err != nil {
 			return "", err
 		}
+		if n == 1 {
+			return "Forgot everything I remembered about you (1 memory).", nil
+		}
 		return fmt.Sprintf("Forgot everything I remembered about you (%d memories).", n), nil
 	}
 	id, err := strconv.ParseInt(strings.TrimPrefix(arg, "#"), 10, 64)

@@ -388,7 +388,7 @@ func TestMemoryToolsAreScopedPerUser(t *testing.T) {
 	if out := run(bob, "forget", "1"); !strings.Contains(out, "no memory #1 of yours") {
 		t.Fatalf("/forget 1 by bob = %q", out)
 	}
-	if out := run(ann, "forget", "all"); !strings.Contains(out, "(1 memories)") {
+	if out := run(ann, "forget", "all"); !strings.Contains(out, "(1 memory)") {
 		t.Fatalf("/forget all by ann = %q", out)
 	}
 	if out := run(ann, "memory", ""); !strings.Contains(out, "nothing about you") {

@@ -166,7 +166,7 @@ func configSchedules(cfg *config.Config) []core.Schedule {
 		if sc.Cron != "" {
 			sc.Spec = "cron " + sc.Cron
 		} else {
-			sc.Spec = "every " + sc.Interval.String()
+			sc.Spec = "every " + schedule.Every(sc.Interval)
 		}
 		out = append(out, sc)
 	}

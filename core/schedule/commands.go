@@ -105,7 +105,7 @@ func describe(sc core.Schedule) string {
 	if sc.Cron != "" {
 		return "cron " + sc.Cron
 	}
-	return "every " + sc.Interval.String()
+	return "every " + Every(sc.Interval)
 }
 
 func origin(sc core.Schedule) string {

@@ -159,7 +159,7 @@ func every(ws []word, lower func(int) string) (Spec, int, error) {
 		if d <= 0 {
 			return Spec{}, 0, fmt.Errorf("%q is not a positive duration", ws[1].text)
 		}
-		return Spec{Interval: d, Text: "every " + d.String()}, 2, nil
+		return Spec{Interval: d, Text: "every " + Every(d)}, 2, nil
 	}
 	if n, err := strconv.Atoi(w1); err == nil {
 		unit := lower(2)
@@ -182,7 +182,7 @@ func every(ws []word, lower func(int) string) (Spec, int, error) {
 			return Spec{}, 0, fmt.Errorf("every %d %s is not a positive interval", n, unit)
 		}
 		d := time.Duration(n) * per
-		return Spec{Interval: d, Text: "every " + d.String()}, 3, nil
+		return Spec{Interval: d, Text: "every " + Every(d)}, 3, nil
 	}
 	// Days of the week: every monday, every mon,thu, every monday and friday.
 	var days []int
@@ -271,4 +271,17 @@ func timeOfDay(s string) (h, m int, err error) {
 		return 0, 0, bad
 	}
 	return h, m, nil
+}
+
+// Every writes an interval the way a person does: 2h, 1h30m, 45m, 1m30s
+// (Go writes 2h0m0s, 1h30m0s, 45m0s).
+func Every(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
 }

@@ -16,9 +16,9 @@ func TestParseSpec(t *testing.T) {
 		rest     string
 	}{
 		{"every weekday at 9:00 summarize yesterday's open incidents", 0, "0 9 * * 1-5", "", "every weekday at 09:00", "summarize yesterday's open incidents"},
-		{"every 6h any new releases?", 6 * time.Hour, "", "", "every 6h0m0s", "any new releases?"},
-		{"every 90 minutes stretch", 90 * time.Minute, "", "", "every 1h30m0s", "stretch"},
-		{"every 3 days water the plants", 72 * time.Hour, "", "", "every 72h0m0s", "water the plants"},
+		{"every 6h any new releases?", 6 * time.Hour, "", "", "every 6h", "any new releases?"},
+		{"every 90 minutes stretch", 90 * time.Minute, "", "", "every 1h30m", "stretch"},
+		{"every 3 days water the plants", 72 * time.Hour, "", "", "every 72h", "water the plants"},
 		{"every hour ping", time.Hour, "", "", "every 1h", "ping"},
 		{"every day at 7am  weather  please", 0, "0 7 * * *", "", "every day at 07:00", "weather  please"},
 		{"every monday at 8:30 plan the week", 0, "30 8 * * 1", "", "every Mon at 08:30", "plan the week"},
@@ -61,6 +61,17 @@ func TestParseSpecErrors(t *testing.T) {
 		_, _, err := ParseSpec(in)
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%q: %v; want an error with %q", in, err, want)
+		}
+	}
+}
+
+func TestEvery(t *testing.T) {
+	for d, want := range map[time.Duration]string{
+		2 * time.Hour: "2h", 90 * time.Minute: "1h30m", 45 * time.Minute: "45m", 10 * time.Minute: "10m",
+		90 * time.Second: "1m30s", time.Hour + 30*time.Second: "1h0m30s", 72 * time.Hour: "72h",
+	} {
+		if got := Every(d); got != want {
+			t.Errorf("Every(%v) = %q, want %q", d, got, want)
 		}
 	}
 }
