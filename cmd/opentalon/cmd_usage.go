@@ -36,17 +36,16 @@ func runUsage(ctx context.Context, db usageStore, now time.Time, args []string, 
 	by := fs.String("by", "model", "group by model, chat, user or purpose")
 	if err := fs.Parse(args); err != nil || fs.NArg() > 0 {
 		if span.bad != "" {
-			return usageError{fmt.Sprintf("usage: --since %q: %s; %s", span.bad, "write a positive duration like 24h, 90m or 7d", usageUsage)}
+			return usageError{fmt.Sprintf("usage: --since %q: write a positive duration like 24h, 90m or 7d; %s", span.bad, usageUsage)}
 		}
 		return usageError{fmt.Sprintf("usage: bad arguments %v; %s", args, usageUsage)}
 	}
-	since := &span.d
 	switch *by {
 	case "model", "chat", "user", "purpose":
 	default:
 		return usageError{fmt.Sprintf("usage: --by %q is not one of model, chat, user, purpose; %s", *by, usageUsage)}
 	}
-	rows, err := db.UsageTotals(ctx, now.Add(-*since), *by, "")
+	rows, err := db.UsageTotals(ctx, now.Add(-span.d), *by, "")
 	if err != nil {
 		return err
 	}
@@ -62,7 +61,7 @@ func runUsage(ctx context.Context, db usageStore, now time.Time, args []string, 
 			Since string `json:"since"`
 			By    string `json:"by"`
 			Rows  []row  `json:"rows"`
-		}{now.Add(-*since).UTC().Format(time.RFC3339), *by, []row{}}
+		}{now.Add(-span.d).UTC().Format(time.RFC3339), *by, []row{}}
 		for _, r := range rows {
 			out.Rows = append(out.Rows, row{r.Key, r.Calls, r.InputTokens, r.OutputTokens, r.CostUSD})
 		}
