@@ -386,8 +386,8 @@ type Console struct {
 	Streaming string `yaml:"streaming"`
 	// Model is the console's model reference; empty uses routing.
 	Model string `yaml:"model"`
-	// Models maps a console chat ("local", or the --chat a run names) to
-	// a model reference.
+	// Models maps a chat to a model reference, as on every channel; the
+	// console's one chat is "local".
 	Models map[string]string `yaml:"models"`
 }
 

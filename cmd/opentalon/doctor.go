@@ -261,7 +261,6 @@ func (d *doctor) providers(ctx context.Context, cfg *config.Config, log *slog.Lo
 		return
 	}
 	profiles, _ := authProfiles(cfg) // a bad file is reported above
-
 	for _, id := range slices.Sorted(maps.Keys(clients)) {
 		what := "provider " + id
 		if p := cfg.Models.Providers[id]; p.API == config.APIPlugin {
