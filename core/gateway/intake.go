@@ -152,7 +152,7 @@ func (g *Gateway) poke() {
 }
 
 // noticeEvery bounds how often one conversation or user is told the same
-// kind of notice (too many messages waiting, their pairing code).
+// kind of notice (a channel's pairing requests are full).
 const noticeEvery = time.Minute
 
 // noticeDue reports whether the notice of key may be sent now, and if so
@@ -175,12 +175,11 @@ func (g *Gateway) noticeDue(key string) bool {
 	return true
 }
 
-// tellFull tells the user, best effort and at most once a minute per
-// conversation, that their message was not taken.
+// tellFull tells the user, best effort, that their message was not
+// taken: in reply to each message refused, so they know which ones to
+// send again (one notice per message sent, never more).
 func (g *Gateway) tellFull(in core.Inbound) {
-	if g.noticeDue("full:" + in.Conversation.String()) {
-		g.notify(in, "I am still working on your earlier messages, so I did not take this one. Please send it again once I have answered them.")
-	}
+	g.notify(in, "I am still working on your earlier messages, so I did not take this one. Please send it again once I have answered them.")
 }
 
 // notify sends a notice of the gateway's own in reply to in, best effort,

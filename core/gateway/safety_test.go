@@ -366,7 +366,11 @@ func TestTooManyPendingMessagesAreRefused(t *testing.T) {
 	for i := 2; i <= 5; i++ {
 		r.accept(string(rune('0'+i)), "more")
 	}
-	r.expect("I am still working on your earlier messages, so I did not take this one. Please send it again once I have answered them.")
+	// Each message refused (the 4th and the 5th) is told so: the notice
+	// answers it, so the user knows which to send again.
+	for range 2 {
+		r.expect("I am still working on your earlier messages, so I did not take this one. Please send it again once I have answered them.")
+	}
 	counts, _ := db.QueueCounts(ctx)
 	if n := counts[core.StatusQueued] + counts[core.StatusRunning]; n != 3 {
 		t.Fatalf("pending = %d (%v), want 3", n, counts)
