@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 
 	"github.com/opentalon/opentalon/config"
@@ -35,6 +36,7 @@ func cmdComplete(ctx context.Context, g *globalFlags, args []string, io Stdio, e
 	if err != nil {
 		return err
 	}
+	knowModel(cfg, model)
 	db, err := store.Open(ctx, cfg.State.DataDir, store.Options{Logger: log})
 	if err != nil {
 		return err
@@ -67,4 +69,25 @@ func cmdComplete(ctx context.Context, g *globalFlags, args []string, io Stdio, e
 	fmt.Fprintln(io.Out)
 	log.Info("answered", "model", res.Model, "reason", res.Reason, "input_tokens", res.Usage.InputTokens, "output_tokens", res.Usage.OutputTokens)
 	return nil
+}
+
+// knowModel makes a "<provider>/<model>" of a configured provider usable
+// for this request when neither the catalog nor the provider's models
+// list names it, as it is in routing.primary (a model an Ollama or vLLM
+// server serves): the provider lists it, so the router knows it.
+func knowModel(cfg *config.Config, ref string) {
+	canonical, ok := cfg.ResolveModel(ref)
+	if !ok {
+		return
+	}
+	if _, listed := cfg.Models.Catalog[canonical]; listed {
+		return
+	}
+	pid, mid, _ := strings.Cut(canonical, "/")
+	p := cfg.Models.Providers[pid]
+	if slices.ContainsFunc(p.Models, func(m config.ProviderModel) bool { return m.ID == mid }) {
+		return
+	}
+	p.Models = append(slices.Clone(p.Models), config.ProviderModel{ID: mid, Name: mid, Input: []string{"text"}})
+	cfg.Models.Providers[pid] = p
 }

@@ -131,6 +131,17 @@ func TestE2ECompleteVersionUsageAffinity(t *testing.T) {
 			t.Fatalf("complete --model big sent model %q, prompt %q", r.Model, r.LastUser())
 		}
 	}
+	// A model of a configured provider that no list names is asked as
+	// routing.primary would ask it; an unknown provider is refused.
+	if res = runMain(t, nil, "", "--config", path, "complete", "--model", "fake/unlisted", "say hi"); res.code != 0 {
+		t.Fatalf("complete --model fake/unlisted: exit %d, stderr %s", res.code, res.stderr)
+	}
+	if r, _ := llm.Last(); r.Model != "unlisted" {
+		t.Fatalf("complete --model fake/unlisted sent model %q", r.Model)
+	}
+	if res = runMain(t, nil, "", "--config", path, "complete", "--model", "nope/x", "say hi"); res.code == 0 || !strings.Contains(res.stderr, `"nope/x"`) {
+		t.Fatalf("complete --model nope/x: exit %d, stderr %s; want a refusal naming it", res.code, res.stderr)
+	}
 	if res = runMain(t, nil, "", "--config", path, "complete"); res.code != 2 || !strings.Contains(res.stderr, "usage: opentalon complete") {
 		t.Fatalf("complete without a prompt: exit %d, %q", res.code, res.stderr)
 	}
