@@ -47,7 +47,7 @@ func (b *Bot) handleEvent(ctx context.Context, sink core.Sink, eventID string, i
 	switch ev := inner.Data.(type) {
 	case *slackevents.AppMentionEvent:
 		return b.accept(ctx, sink, message{channel: ev.Channel, user: ev.User, botID: ev.BotID,
-			text: ev.Text, ts: ev.TimeStamp, threadTS: ev.ThreadTimeStamp, mention: true})
+			text: ev.Text, ts: ev.TimeStamp, threadTS: ev.ThreadTimeStamp, mention: true, files: inboundFiles(ev.Files)})
 	case *slackevents.MessageEvent:
 		// Ordinary messages, file shares and thread replies also sent to
 		// the channel are a user writing; every other subtype (edits,

@@ -43,6 +43,28 @@ func TestMentionGetsAThreadedReply(t *testing.T) {
 	}
 }
 
+// A file shared with a mention of the bot, and one shared in a DM, reach
+// the gateway with the message (issue 15: Slack file shares).
+func TestSharedFilesComeWithTheMessage(t *testing.T) {
+	r := newRig(t, setup{})
+	png := r.srv.AddFile([]byte("\x89PNG\r\n\x1a\n"))
+	r.srv.Deliver(r.srv.MentionFile("alice", "C1", "what is in this picture?", slacktest.File{URL: png, Name: "pic.png", MIME: "image/png", Size: 8}))
+	r.srv.WaitPosts(t, 1, wait)
+	txt := r.srv.AddFile([]byte("notes"))
+	r.srv.Deliver(r.srv.DMFile("alice", "read this", slacktest.File{URL: txt, Name: "notes.txt", MIME: "text/plain", Size: 5}))
+	r.srv.WaitPosts(t, 2, wait)
+	r.agent.mu.Lock()
+	defer r.agent.mu.Unlock()
+	for i, want := range []core.InboundFile{
+		{ID: png, Kind: core.MediaImage, Name: "pic.png", MIME: "image/png", Size: 8},
+		{ID: txt, Kind: core.MediaDocument, Name: "notes.txt", MIME: "text/plain", Size: 5},
+	} {
+		if fs := r.agent.turns[i].In.Files; len(fs) != 1 || fs[0] != want {
+			t.Errorf("message %d files = %+v; want %+v", i, fs, want)
+		}
+	}
+}
+
 // TestDMRepliesInTheDM: a direct message is answered in the DM, not in a
 // thread; a DM written in a thread is answered in that thread; both are
 // one conversation.

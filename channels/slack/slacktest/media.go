@@ -142,10 +142,29 @@ func (s *Server) DMFile(name, text string, f File) Envelope {
 	defer s.mu.Unlock()
 	ch := DMChannel(name)
 	ts := s.message(ch, "", UserID(name), text)
+	return s.messageEvent(ch, "im", UserID(name), text, ts, "", map[string]any{"subtype": "file_share", "files": fileObjects(f)})
+}
+
+// MentionFile makes user name share a file in channel with text that
+// mentions the bot: an app_mention event carrying the files, as Slack
+// sends it (the message event of subtype file_share is its twin).
+func (s *Server) MentionFile(name, channel, text string, f File) Envelope {
+	if !strings.Contains(text, BotMention) {
+		text = BotMention + " " + text
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ts := s.message(channel, "", UserID(name), text)
+	ev := map[string]any{"type": "app_mention", "channel": channel, "user": UserID(name), "text": text,
+		"ts": ts, "event_ts": ts, "team": TeamID, "client_msg_id": s.newID("msg-"), "files": fileObjects(f)}
+	return s.event(ev, channel, ts)
+}
+
+// fileObjects is the files array of an event sharing f.
+func fileObjects(f File) []map[string]any {
 	id := f.URL[strings.LastIndex(f.URL, "/")+1:]
-	files := []map[string]any{{"id": id, "name": f.Name, "title": f.Name, "mimetype": f.MIME, "size": f.Size,
+	return []map[string]any{{"id": id, "name": f.Name, "title": f.Name, "mimetype": f.MIME, "size": f.Size,
 		"url_private": f.URL, "url_private_download": f.URL}}
-	return s.messageEvent(ch, "im", UserID(name), text, ts, "", map[string]any{"subtype": "file_share", "files": files})
 }
 
 // mediaAPI serves the Web API methods of this file; ok=false for others.
