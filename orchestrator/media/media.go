@@ -113,12 +113,18 @@ func (r *Reader) Read(ctx context.Context, in core.Inbound, fetch core.FetchFunc
 		if err != nil {
 			return core.MediaInput{}, err
 		}
-		mime := f.MIME
-		if mime == "" || mime == "application/octet-stream" {
-			mime = mf.MIME
+		a := core.Attachment{Kind: f.Kind, Name: f.Name, MIME: mf.MIME, Size: mf.Size, SHA256: mf.SHA256}
+		if a.Kind == core.MediaDocument {
+			// A file the platform gave no type is what its bytes say: an
+			// image or a voice note is read as one, with its own refusals.
+			if k := core.KindOfMIME(a.MIME); k != core.MediaDocument {
+				a.Kind = k
+				if reply := r.refuse(core.Inbound{Conversation: in.Conversation, Files: []core.InboundFile{{Kind: k, MIME: a.MIME, Name: f.Name}}}); reply != "" {
+					return core.MediaInput{Reply: reply}, nil
+				}
+			}
 		}
-		a := core.Attachment{Kind: f.Kind, Name: f.Name, MIME: mime, Size: mf.Size, SHA256: mf.SHA256}
-		switch f.Kind {
+		switch a.Kind {
 		case core.MediaImage:
 			if !strings.Contains(imageFormats, a.MIME) {
 				return core.MediaInput{Reply: fmt.Sprintf("I cannot read this kind of image (%s); please send it as JPEG, PNG, GIF or WebP.", a.MIME)}, nil
@@ -182,18 +188,15 @@ func (r *Reader) get(ctx context.Context, channel string, f core.InboundFile, fe
 	go func() {
 		pw.CloseWithError(fetch(dctx, f, pw, r.o.MaxBytes))
 	}()
-	mime := f.MIME
-	if mime == "" {
-		mime = "application/octet-stream"
-	}
-	// A type the platform does not name is read from the first bytes
-	// before the file is stored, so the store keeps it for a retry.
+	// The first bytes name the type the platform does not, and an
+	// image's actual format (a platform may call every photo JPEG); it is
+	// decided before the file is stored, so the store keeps it for a retry.
 	body := bufio.NewReaderSize(pr, sniffLen)
-	if mime == "application/octet-stream" {
-		if head, _ := body.Peek(sniffLen); len(head) > 0 {
-			mime, _, _ = strings.Cut(http.DetectContentType(head), ";")
-		}
+	sniffed := ""
+	if head, _ := body.Peek(sniffLen); len(head) > 0 {
+		sniffed, _, _ = strings.Cut(http.DetectContentType(head), ";")
 	}
+	mime := storedMIME(f.MIME, sniffed)
 	mf, err := r.o.Store.StoreMedia(ctx, source, mime, body, r.o.MaxBytes)
 	pr.CloseWithError(errors.New("media store stopped reading"))
 	if err != nil {
@@ -207,6 +210,22 @@ func (r *Reader) get(ctx context.Context, channel string, f core.InboundFile, fe
 	}
 	mf.MIME = mime
 	return mf, nil
+}
+
+// storedMIME is the type a file is kept under: the platform's, unless
+// it names none (then what its first bytes say), or both say image and
+// disagree (the bytes are what a model decodes).
+func storedMIME(declared, sniffed string) string {
+	switch {
+	case declared == "" || declared == "application/octet-stream":
+		if sniffed == "" {
+			return "application/octet-stream"
+		}
+		return sniffed
+	case strings.HasPrefix(declared, "image/") && strings.HasPrefix(sniffed, "image/"):
+		return sniffed
+	}
+	return declared
 }
 
 // sniffLen is how many first bytes name a file's type

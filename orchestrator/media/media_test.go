@@ -121,3 +121,37 @@ func TestReaderRetryKeepsTheSniffedType(t *testing.T) {
 		t.Fatalf("%d downloads; the retry reads the media store", n)
 	}
 }
+
+// An image is what its bytes say: a file the platform gave no type is
+// read as the image it is (or refused as one when no model sees), and a
+// photo the platform calls JPEG reaches the model with its actual format.
+func TestReaderImagesAreTypedByTheirBytes(t *testing.T) {
+	png := "\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\x00\x00\x00\x01\x00\x00\x00\x01\x08\x02\x00\x00\x00"
+	for _, tt := range []struct {
+		name   string
+		file   core.InboundFile
+		vision bool
+		reply  string
+	}{
+		{name: "no type, a model sees", file: core.InboundFile{ID: "p", Kind: core.MediaDocument, Name: "pic.png"}, vision: true},
+		{name: "octet-stream, a model sees", file: core.InboundFile{ID: "p", Kind: core.MediaDocument, Name: "pic", MIME: "application/octet-stream"}, vision: true},
+		{name: "called JPEG", file: core.InboundFile{ID: "p", Kind: core.MediaImage, Name: "photo.jpg", MIME: "image/jpeg"}, vision: true},
+		{name: "no type, no model sees", file: core.InboundFile{ID: "p", Kind: core.MediaDocument, Name: "pic.png"}, reply: noVision},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			r := newReader(t, Options{Models: models{vision: tt.vision}})
+			n := 0
+			mi, err := r.Read(context.Background(), core.Inbound{Conversation: core.ConversationKey{Channel: "discord", Chat: "1"}, Files: []core.InboundFile{tt.file}},
+				serve(map[string]string{"p": png}, &n))
+			if err != nil || mi.Reply != tt.reply {
+				t.Fatalf("Read = %+v, %v; want reply %q", mi, err, tt.reply)
+			}
+			if tt.reply != "" {
+				return
+			}
+			if len(mi.Attachments) != 1 || mi.Attachments[0].Kind != core.MediaImage || mi.Attachments[0].MIME != "image/png" || mi.Text != "" {
+				t.Fatalf("attachments %+v, text %q; want one image/png image", mi.Attachments, mi.Text)
+			}
+		})
+	}
+}
