@@ -69,7 +69,10 @@ func (p *OpenAI) Transcribe(ctx context.Context, cred Credentials, req *Transcri
 	var out struct {
 		Text string `json:"text"`
 	}
-	if strings.HasPrefix(cl.resp.Header.Get("Content-Type"), "application/json") {
+	// We ask for JSON ({"text": …}); a server that sends it without
+	// saying so is read as JSON too, one that answers plain text as text.
+	isJSON := strings.HasPrefix(cl.resp.Header.Get("Content-Type"), "application/json")
+	if trimmed := bytes.TrimSpace(b); isJSON || bytes.HasPrefix(trimmed, []byte("{")) && json.Valid(trimmed) {
 		if err := json.Unmarshal(b, &out); err != nil {
 			return "", malformed(p.c.id, "transcription is not JSON", err, cred.APIKey)
 		}
