@@ -8,6 +8,7 @@ import (
 
 	"github.com/opentalon/opentalon/channels/discord"
 	"github.com/opentalon/opentalon/channels/discord/discordtest"
+	"github.com/opentalon/opentalon/config"
 	"github.com/opentalon/opentalon/core"
 )
 
@@ -64,6 +65,41 @@ func TestMessageWithoutMentionIsIgnored(t *testing.T) {
 		if strings.HasSuffix(c.Path, "/channels/"+quiet) {
 			t.Errorf("a message not for the bot cost a lookup: %s %s", c.Method, c.Path)
 		}
+	}
+}
+
+// A file posted without text in a guild channel is for the bot when the
+// trigger says so (trigger: all), and not under the default trigger,
+// where nothing addresses the bot.
+func TestAttachmentAloneInAGuild(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		trigger  string
+		answered bool
+	}{{config.TriggerAll, true}, {config.TriggerMention, false}} {
+		t.Run(tt.trigger, func(t *testing.T) {
+			t.Parallel()
+			r := start(t, func(c *config.Discord, _ *discord.Options) { c.Trigger = tt.trigger }, nil)
+			url := r.srv.AddFile("pic.png", []byte("\x89PNG\r\n\x1a\n"))
+			r.srv.Message(t, discordtest.Msg{Channel: r.channel, Guild: r.guild, Author: r.alice,
+				Attachments: []discordtest.Attachment{{Name: "pic.png", ContentType: "image/png", URL: url, Size: 8}}})
+			// The conversation's messages are answered in order: once the
+			// mention after it is answered, the file was answered or never
+			// taken.
+			r.mention(t, "and now?")
+			var texts []string
+			r.srv.WaitFor(t, "the mention answered", func() bool {
+				texts = texts[:0]
+				for _, s := range r.srv.Sent() {
+					texts = append(texts, s.Content)
+				}
+				return strings.Contains(strings.Join(texts, "|"), "and now?")
+			})
+			got := strings.Contains(strings.Join(texts, "|"), "I cannot read files here")
+			if got != tt.answered {
+				t.Fatalf("trigger %s: sent %q; want the file answered: %v", tt.trigger, texts, tt.answered)
+			}
+		})
 	}
 }
 

@@ -164,9 +164,11 @@ func (r *run) inbound(ctx context.Context, m *discordgo.Message) (core.Inbound, 
 		return core.Inbound{}, false, nil // joins, pins, thread notices
 	}
 	files := attachments(m.Attachments)
-	if strings.TrimSpace(m.Content) == "" && (len(files) == 0 || m.GuildID != "") {
-		// A guild message without the Message Content intent, or
-		// attachments alone in a guild (no mention can address them).
+	if strings.TrimSpace(m.Content) == "" && len(files) == 0 {
+		// Nothing to answer: a guild message without the Message Content
+		// intent (Discord leaves out its text and files alike). Files
+		// alone are for the trigger to judge (trigger: all, a reply to
+		// the bot).
 		return core.Inbound{}, false, nil
 	}
 	private := m.GuildID == ""
