@@ -172,7 +172,7 @@ func TestE2EOversizedFileRefused(t *testing.T) {
 
 	bot.AddUpdate(bot.Document(alice, id, "notes.txt", "text/plain", len(big), "summarize"))
 	sent := bot.WaitSent(t, 1, 20*time.Second)
-	if !strings.Contains(sent[0].Text, "notes.txt") || !strings.Contains(sent[0].Text, "larger than the 4 KB I accept") {
+	if !strings.Contains(sent[0].Text, "notes.txt") || !strings.Contains(sent[0].Text, "is too large: it is larger than the 4 KB limit I accept") {
 		t.Fatalf("answer %q; want notes.txt refused as larger than the limit", sent[0].Text)
 	}
 	if n := len(bot.Calls("getFile")); n != 0 {

@@ -91,7 +91,7 @@ func New(o Options) *Reader {
 
 // The sentences a user gets instead of an answer.
 const (
-	noVision     = "Sorry, none of my models can look at images, so I cannot see this picture."
+	noVision     = "Sorry, none of my models can look at images (none has the vision capability), so I cannot see this picture."
 	noListening  = "Sorry, I cannot listen to voice messages here; please write your message instead."
 	imageFormats = "image/jpeg image/png image/gif image/webp"
 )
@@ -342,7 +342,7 @@ func tooLarge(f core.InboundFile, max int64) string {
 	if f.Size > 0 {
 		what += fmt.Sprintf(" (%s)", mb(f.Size))
 	}
-	return fmt.Sprintf("%s is larger than the %s I accept, so I did not download it. Please send a smaller file.", what, mb(max))
+	return fmt.Sprintf("%s is too large: it is larger than the %s limit I accept, so I did not download it. Please send a smaller file.", what, mb(max))
 }
 
 func cannotRead(a core.Attachment) string {

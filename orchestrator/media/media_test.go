@@ -96,7 +96,7 @@ func TestReaderTooLargeWhileDownloading(t *testing.T) {
 	n := 0
 	mi, err := r.Read(context.Background(), core.Inbound{Files: []core.InboundFile{{ID: "a", Kind: core.MediaDocument, Name: "a.txt", MIME: "text/plain"}}},
 		serve(map[string]string{"a": strings.Repeat("y", 50)}, &n))
-	if err != nil || !strings.Contains(mi.Reply, "a.txt is larger than the 10 bytes I accept") {
+	if err != nil || !strings.Contains(mi.Reply, "a.txt is too large: it is larger than the 10 bytes limit I accept") {
 		t.Fatalf("Read = %+v, %v; want the too-large reply", mi, err)
 	}
 }
