@@ -164,7 +164,6 @@ func (s *stream) run() {
 		}
 		if v != s.shown && strings.TrimSpace(text) != "" {
 			s.shown = v
-			t0 := s.g.clock.Now()
 			err := s.show(text)
 			s.last = s.g.clock.Now()
 			if err != nil {
@@ -174,7 +173,10 @@ func (s *stream) run() {
 				s.dead = true
 				return
 			}
-			if !s.sleep(s.pol.Interval - s.g.clock.Now().Sub(t0)) {
+			// The interval runs from the end of the update: counted
+			// from its start, a slow call followed by a quick one would
+			// reach the platform closer together than its limit.
+			if !s.sleep(s.pol.Interval) {
 				return
 			}
 			continue

@@ -17,11 +17,13 @@ import (
 // editing is a channel that streams by editing one message; it records
 // each Send and Edit with the clock's time as it is called.
 type editing struct {
-	clk   *clock.Fake
-	pol   core.StreamPolicy
-	mu    sync.Mutex
-	calls []string
-	seen  chan string
+	clk *clock.Fake
+	pol core.StreamPolicy
+	// firstTakes is how long the first Send takes on the clock.
+	firstTakes time.Duration
+	mu         sync.Mutex
+	calls      []string
+	seen       chan string
 }
 
 var _ core.Streamer = (*editing)(nil)
@@ -44,6 +46,11 @@ func (c *editing) record(what string) {
 
 func (c *editing) Send(_ context.Context, _ core.Outbound, part string) (string, error) {
 	c.record(fmt.Sprintf("+%v send %q", c.clk.Now().Sub(t0), part))
+	c.mu.Lock()
+	takes := c.firstTakes
+	c.firstTakes = 0
+	c.mu.Unlock()
+	c.clk.Advance(takes)
 	return "m1", nil
 }
 
@@ -79,11 +86,14 @@ func (w writer) Answer(ctx context.Context, t core.Turn) (core.Answer, error) {
 
 // TestStreamShowsTheAnswerAtMostOncePerInterval drives a stream on the
 // fake clock: the first text is shown after the first delay, each update
-// an interval after the one before, however fast the text grows, and the
-// final text an interval after the last update.
+// an interval after the one before ended (the first send takes 300ms:
+// counted from its start, the next update would reach the platform
+// closer than the interval after it), however fast the text grows, and
+// the final text an interval after the last update.
 func TestStreamShowsTheAnswerAtMostOncePerInterval(t *testing.T) {
 	clk := clock.NewFake(t0)
-	ch := &editing{clk: clk, pol: core.StreamPolicy{Mode: core.StreamEdit, FirstDelay: 500 * time.Millisecond, Interval: time.Second}, seen: make(chan string, 10)}
+	ch := &editing{clk: clk, pol: core.StreamPolicy{Mode: core.StreamEdit, FirstDelay: 500 * time.Millisecond, Interval: time.Second},
+		firstTakes: 300 * time.Millisecond, seen: make(chan string, 10)}
 	ag := writer{deltas: make(chan string)}
 	db := openDB(t, store.Options{Now: clk.Now})
 	g := gateway.New(gateway.Options{Store: db, Agent: ag, Clock: clk})
@@ -148,7 +158,7 @@ func TestStreamShowsTheAnswerAtMostOncePerInterval(t *testing.T) {
 	clk.Advance(999 * time.Millisecond)
 	quiet()
 	clk.Advance(time.Millisecond)
-	shown(`+1.5s edit m1 "Once upon a time"`)
+	shown(`+1.8s edit m1 "Once upon a time"`)
 	// The answer is complete right after an update: the final text waits
 	// for the interval.
 	sleeping()
@@ -158,5 +168,5 @@ func TestStreamShowsTheAnswerAtMostOncePerInterval(t *testing.T) {
 	clk.Advance(999 * time.Millisecond)
 	quiet()
 	clk.Advance(time.Millisecond)
-	shown(`+2.5s edit m1 "Once upon a time."`)
+	shown(`+2.8s edit m1 "Once upon a time."`)
 }
