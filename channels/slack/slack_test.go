@@ -2,6 +2,7 @@ package slack_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -61,6 +62,19 @@ func TestSharedFilesComeWithTheMessage(t *testing.T) {
 	} {
 		if fs := r.agent.turns[i].In.Files; len(fs) != 1 || fs[0] != want {
 			t.Errorf("message %d files = %+v; want %+v", i, fs, want)
+		}
+	}
+}
+
+// A stream that Slack (or a server in front of it) refuses, however it
+// refuses, falls back to a message edited as the answer is written.
+func TestRefusedNativeStreamFallsBackToEditing(t *testing.T) {
+	r := newRig(t, setup{})
+	to := core.Outbound{Conversation: core.ConversationKey{Channel: "slack", Chat: "C1", Thread: "1700000000.000100"}}
+	for _, status := range []int{0, 404, 501} {
+		r.srv.RefuseStreams(status)
+		if _, err := r.bot.ShowDraft(context.Background(), to, core.NativeDraft{Raw: "the answer so far"}); !errors.Is(err, core.ErrNoNativeStream) {
+			t.Errorf("startStream refused with status %d: %v; want ErrNoNativeStream, so the answer is edited instead", status, err)
 		}
 	}
 }

@@ -92,7 +92,11 @@ func (b *Bot) ShowDraft(ctx context.Context, to core.Outbound, d core.NativeDraf
 			_, ts, err = b.api.StartStreamContext(ctx, channel, opts...)
 			return err
 		})
-		if err != nil && core.ErrorKind(err) == core.KindBadRequest {
+		if err != nil && ctx.Err() == nil {
+			// Whatever refused the stream (ok:false, a server without
+			// the method, a token that may not stream), a message that
+			// is posted and edited still shows the answer while it is
+			// written.
 			return "", errors.Join(core.ErrNoNativeStream, err)
 		}
 		if err != nil {

@@ -50,7 +50,8 @@ type mediaState struct {
 	order     []string
 	files     map[string][]byte
 	served    map[string]int64
-	noStreams bool
+	noStreams       bool
+	noStreamsStatus int
 }
 
 func (m *mediaState) init() {
@@ -102,11 +103,12 @@ func (s *Server) Uploads() []Upload {
 	return out
 }
 
-// RefuseStreams makes chat.startStream answer ok:false, as a workspace
-// without the streaming API.
-func (s *Server) RefuseStreams() {
+// RefuseStreams makes chat.startStream fail, as a workspace (or a
+// server in front of Slack) without the streaming API: with ok:false
+// and not_allowed when status is 0, else with that HTTP status.
+func (s *Server) RefuseStreams(status int) {
 	s.mu.Lock()
-	s.media.noStreams = true
+	s.media.noStreams, s.media.noStreamsStatus = true, status
 	s.mu.Unlock()
 }
 
@@ -249,6 +251,10 @@ func (s *Server) stream(w http.ResponseWriter, method string, p url.Values) {
 	switch method {
 	case "chat.startStream":
 		if s.media.noStreams {
+			if s.media.noStreamsStatus != 0 {
+				http.Error(w, "no streaming here", s.media.noStreamsStatus)
+				return
+			}
 			writeJSON(w, map[string]any{"ok": false, "error": "not_allowed"})
 			return
 		}
