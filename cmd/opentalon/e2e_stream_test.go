@@ -282,14 +282,16 @@ func TestE2EStreamKillThenRestartEditsTheSameMessage(t *testing.T) {
 		t.Skip("starts and kills processes")
 	}
 	slow := words(200, 4) // 10 s at 50 ms a chunk: the kill comes first
-	fast := words(30, 4)
+	// The answer after the restart streams too (2.4 s), shorter at first
+	// than what the message showed at the kill.
+	again := words(60, 4)
 	llm := providertest.NewOpenAI(t)
 	var answered atomic.Bool
 	llm.SetReply(func(providertest.Received) providertest.Script {
 		if !answered.Swap(true) {
 			return providertest.Script{Chunks: slow, ChunkDelay: 50 * time.Millisecond}
 		}
-		return providertest.Script{Chunks: fast}
+		return providertest.Script{Chunks: again, ChunkDelay: 40 * time.Millisecond}
 	})
 	bot := telegramtest.New(t, tgToken)
 	cfg := writeConfig(t, strings.Replace(telegramConfig(t.TempDir(), llm.BaseURL(), bot.URL), `listen: "127.0.0.1:0"`, `listen: ""`, 1))
@@ -308,9 +310,11 @@ func TestE2EStreamKillThenRestartEditsTheSameMessage(t *testing.T) {
 	if strings.HasSuffix(opened.Text, slow[len(slow)-1]) {
 		t.Fatalf("the whole answer was out before the kill; the test needs a kill mid-stream")
 	}
+	atKill, _ := bot.Text(46, opened.MessageID)
+	editsBefore := len(bot.Edits())
 
 	p = startBinary(t, nil, "--config", cfg, "--log-level", "warn", "run")
-	want := strings.Join(fast, "")
+	want := strings.Join(again, "")
 	bot.WaitFor(t, "the opened message edited to the final text", 30*time.Second, func([]telegramtest.Sent, []telegramtest.Call) bool {
 		text, _ := bot.Text(46, opened.MessageID)
 		return text == want
@@ -318,6 +322,13 @@ func TestE2EStreamKillThenRestartEditsTheSameMessage(t *testing.T) {
 	time.Sleep(500 * time.Millisecond)
 	if n := len(bot.Sent()); n != 1 {
 		t.Fatalf("%d messages sent; want only the one the stream opened, edited after the restart", n)
+	}
+	// A draft only grows: until the final text, the restart never shows
+	// less in the message than it showed at the kill.
+	for _, e := range bot.Edits()[editsBefore:] {
+		if e.MessageID == opened.MessageID && e.Text != want && len(e.Text) < len(atKill) {
+			t.Fatalf("after the restart the message went from %d characters back to %d (%q)", len(atKill), len(e.Text), e.Text)
+		}
 	}
 	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)

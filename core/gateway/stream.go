@@ -66,6 +66,11 @@ type slot struct {
 	// appended to it), or a native stream ended because its text went
 	// back (a status line replaced by the answer).
 	edited bool
+	// reused: an earlier attempt opened the message. What it shows is not
+	// known, so the stream leaves it as it is (a draft only grows: an
+	// edit from this attempt's shorter text would take words back); the
+	// final delivery sets its text.
+	reused bool
 }
 
 // newStream prepares the stream of an answer to the item whose reply is
@@ -220,7 +225,7 @@ func (s *stream) show(text string) error {
 		}
 		sl := &s.slots[i]
 		last := i == len(parts)-1
-		if sl.ended || (sl.raw == p.Raw && sl.part == p.Part && sl.id != "") {
+		if sl.ended || sl.reused || (sl.raw == p.Raw && sl.part == p.Part && sl.id != "") {
 			continue
 		}
 		if err := s.update(i, sl, p, last); err != nil {
@@ -358,7 +363,7 @@ func slotsOf(r *core.Reply) []slot {
 			for len(out) < i {
 				out = append(out, slot{})
 			}
-			out = append(out, slot{id: id, edited: true})
+			out = append(out, slot{id: id, edited: true, reused: true})
 		}
 	}
 	return out
