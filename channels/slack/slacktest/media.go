@@ -41,15 +41,15 @@ type Upload struct {
 // mediaState is the fake's view of edits, streams, deletions, uploads
 // and the files users share.
 type mediaState struct {
-	text      map[string]string // "<channel>:<ts>" → the message's text now
-	updates   []Update
-	streams   []StreamCall
-	open      map[string]bool // streams started and not stopped
-	deleted   []string
-	uploads   map[string]*Upload
-	order     []string
-	files     map[string][]byte
-	served    map[string]int64
+	text            map[string]string // "<channel>:<ts>" → the message's text now
+	updates         []Update
+	streams         []StreamCall
+	open            map[string]bool // streams started and not stopped
+	deleted         []string
+	uploads         map[string]*Upload
+	order           []string
+	files           map[string][]byte
+	served          map[string]int64
 	noStreams       bool
 	noStreamsStatus int
 }
