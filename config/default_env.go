@@ -82,14 +82,14 @@ func providerFromEnv(cfg *Config, env Env) bool {
 		}
 	case nonEmpty(env, "OPENAI_API_KEY") != "":
 		id = "openai"
-		p = Provider{API: APIOpenAICompletions, APIKey: Secret(nonEmpty(env, "OPENAI_API_KEY")), BaseURL: baseURL, Local: isLoopback(baseURL),
+		p = Provider{API: APIOpenAICompletions, APIKey: Secret(nonEmpty(env, "OPENAI_API_KEY")), BaseURL: baseURL,
 			KeyVar: "OPENAI_API_KEY", URLVar: "OPENAI_BASE_URL"}
 		if model == "" {
 			model = DefaultOpenAIModel
 		}
 	case baseURL != "":
 		id = "local"
-		p = Provider{API: APIOpenAICompletions, BaseURL: baseURL, Local: isLoopback(baseURL), KeyVar: "OPENAI_API_KEY", URLVar: "OPENAI_BASE_URL"}
+		p = Provider{API: APIOpenAICompletions, BaseURL: baseURL, KeyVar: "OPENAI_API_KEY", URLVar: "OPENAI_BASE_URL"}
 		if model == "" {
 			model = DefaultLocalModel
 		}
@@ -105,9 +105,15 @@ func providerFromEnv(cfg *Config, env Env) bool {
 	return true
 }
 
-// isLoopback reports whether a base URL points at this machine.
-func isLoopback(raw string) bool {
-	u, err := url.Parse(raw)
+// IsLocal says whether the provider counts as local
+// (llm.max_concurrent_local): as models.providers.<id>.local says, or,
+// when it says nothing, whether its base URL is on this machine or a
+// private network.
+func (p Provider) IsLocal() bool {
+	if p.Local != nil {
+		return *p.Local
+	}
+	u, err := url.Parse(p.BaseURL)
 	if err != nil {
 		return false
 	}
@@ -116,5 +122,5 @@ func isLoopback(raw string) bool {
 		return true
 	}
 	ip := net.ParseIP(h)
-	return ip != nil && ip.IsLoopback()
+	return ip != nil && (ip.IsLoopback() || ip.IsPrivate())
 }

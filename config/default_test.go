@@ -62,7 +62,7 @@ func TestLoadDefaultFromEnv(t *testing.T) {
 			if !ok || len(cfg.Models.Providers) != 1 {
 				t.Fatalf("providers = %v, want only %s", cfg.providerIDs(), tt.provider)
 			}
-			if p.API != tt.api || p.APIKey.Value() != tt.key || p.BaseURL != tt.baseURL || p.Local != tt.local {
+			if p.API != tt.api || p.APIKey.Value() != tt.key || p.BaseURL != tt.baseURL || p.IsLocal() != tt.local {
 				t.Errorf("provider = {api %s key set %v base %q local %v}, want {%s %q %q %v}", p.API, p.APIKey.IsSet(), p.BaseURL, p.Local, tt.api, tt.key, tt.baseURL, tt.local)
 			}
 			if cfg.Routing.Primary != tt.primary {

@@ -189,9 +189,12 @@ type Provider struct {
 	// BaseURL of the API; empty means the provider's public default.
 	BaseURL string `yaml:"base_url"`
 	APIKey  Secret `yaml:"api_key"`
-	// Local marks a provider on this machine (Ollama, vLLM): its calls use
-	// the llm.max_concurrent_local semaphore instead of the cloud one.
-	Local   bool     `yaml:"local"`
+	// Local marks a provider on this machine or network (Ollama, vLLM):
+	// its calls use the llm.max_concurrent_local semaphore instead of the
+	// cloud one. Unset, a base URL on a loopback or private address is
+	// local (IsLocal); local: false says a provider there is not (a proxy
+	// in front of a cloud API).
+	Local   *bool    `yaml:"local"`
 	Timeout Duration `yaml:"timeout"`
 	// Headers are extra HTTP headers; they are treated as secrets because
 	// they often carry credentials.

@@ -278,10 +278,11 @@ func TestConversationsRunConcurrentlyAndInOrder(t *testing.T) {
 		}
 		return providertest.Echo(r)
 	})
-	// The defaults, though the fake is on loopback: a provider is local
-	// (its calls one at a time under llm.max_concurrent_local) only when
-	// it says local: true.
-	h := startApp(t, parseConfig(t, testConfig(t.TempDir(), fake.BaseURL(), "")))
+	// The fake is on loopback, which makes a provider local (its calls one
+	// at a time under llm.max_concurrent_local, default 1) unless it says
+	// local: false, as this one does.
+	cfg := strings.Replace(testConfig(t.TempDir(), fake.BaseURL(), ""), "api_key: test-key", "api_key: test-key\n      local: false", 1)
+	h := startApp(t, parseConfig(t, cfg))
 	waitAccepting(t, h.app.gateway)
 
 	// Conversation A is stuck in a slow LLM call; B must still be answered.

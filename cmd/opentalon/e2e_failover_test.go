@@ -12,7 +12,6 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/opentalon/opentalon/plugins"
 	"github.com/opentalon/opentalon/routing/provider/providertest"
 )
 
@@ -99,12 +98,9 @@ func TestE2EPluginLLMAPIRespectsLocalSemaphore(t *testing.T) {
 	t.Parallel()
 	llm := providertest.NewOpenAI(t)
 	const key = "sema-SECRET"
-	// The provider says it is local: its calls share the local limit.
-	cfg := testConfig(t.TempDir(), llm.BaseURL(), "llm: { max_concurrent_local: 1, max_concurrent_cloud: 4 }\n")
-	cfg = strings.Replace(cfg, "api_key: test-key", "api_key: test-key\n      local: true", 1)
-	cfg = strings.Replace(cfg, `listen: ""`, `listen: "127.0.0.1:0"`+"\n  api_key: "+key, 1)
-	h := startApp(t, loadConfigFile(t, writeConfig(t, cfg)))
-	url := "http://" + waitAddr(t, h.app) + plugins.GeneratePath
+	// The fake is on loopback: a local provider, whose calls share the
+	// local limit.
+	h, url := startWithPluginAPI(t, llm.BaseURL(), key, "llm: { max_concurrent_local: 1, max_concurrent_cloud: 4 }\n")
 	llm.Hold()
 	var wg sync.WaitGroup
 	codes := make(chan int, 6)

@@ -39,7 +39,7 @@ func buildProviders(cfg *config.Config, log *slog.Logger, now func() time.Time, 
 		}
 		o := provider.Options{ID: id, BaseURL: p.BaseURL, Headers: headers, Timeout: timeout, Logger: log, Now: now,
 			IdleConns: cfg.LLM.MaxConcurrentCloud}
-		if isLocal(p) {
+		if p.IsLocal() {
 			o.IdleConns = cfg.LLM.MaxConcurrentLocal
 		}
 		switch p.API {
@@ -77,7 +77,7 @@ func catalogFromConfig(cfg *config.Config) []routing.Model {
 		e := cfg.Models.Catalog[ref]
 		m, p := pm(ref)
 		rm := routing.Model{Ref: ref, Alias: e.Alias, Weight: e.Weight, CostIn: m.Cost.Input, CostOut: m.Cost.Output,
-			ContextWindow: m.ContextWindow, MaxOutputTokens: m.MaxTokens, Local: isLocal(p), Capabilities: modelCapabilities(e, m)}
+			ContextWindow: m.ContextWindow, MaxOutputTokens: m.MaxTokens, Local: p.IsLocal(), Capabilities: modelCapabilities(e, m)}
 		if e.MaxOutputTokens > 0 {
 			rm.MaxOutputTokens = e.MaxOutputTokens
 		}
@@ -98,7 +98,7 @@ func catalogFromConfig(cfg *config.Config) []routing.Model {
 				continue
 			}
 			seen[ref] = true
-			out = append(out, routing.Model{Ref: ref, CostIn: m.Cost.Input, CostOut: m.Cost.Output, ContextWindow: m.ContextWindow, MaxOutputTokens: m.MaxTokens, Local: isLocal(p),
+			out = append(out, routing.Model{Ref: ref, CostIn: m.Cost.Input, CostOut: m.Cost.Output, ContextWindow: m.ContextWindow, MaxOutputTokens: m.MaxTokens, Local: p.IsLocal(),
 				Capabilities: modelCapabilities(config.CatalogEntry{}, m)})
 		}
 	}
@@ -117,19 +117,11 @@ func catalogFromConfig(cfg *config.Config) []routing.Model {
 		if !seen[ref] {
 			seen[ref] = true
 			pid, _, _ := strings.Cut(ref, "/")
-			out = append(out, routing.Model{Ref: ref, Local: isLocal(cfg.Models.Providers[pid])})
+			out = append(out, routing.Model{Ref: ref, Local: cfg.Models.Providers[pid].IsLocal()})
 		}
 	}
 	return out
 }
-
-// isLocal says whether a provider is marked local (models.providers.<id>.local):
-// its calls then share llm.max_concurrent_local. Only the mark decides, not
-// the address: an OpenAI-compatible proxy or a test's fake on loopback is no
-// single GPU, and a slow call on it must not hold up every other
-// conversation (the embedded default marks a server at a loopback
-// OPENAI_BASE_URL itself).
-func isLocal(p config.Provider) bool { return p.Local }
 
 // profilesPath is auth.profiles_file, or its default in the data
 // directory.
