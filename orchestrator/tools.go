@@ -98,6 +98,8 @@ func (o *Orchestrator) loop(ctx context.Context, tn *turn, call routing.Call, ms
 	noTools := call.Choice != nil && !call.Choice.Model.Can(routing.CapTools)
 	// looping: the model asked only for calls it had made already; the
 	// next call offers no tools, so it answers from the results it has.
+	// One that still asks gets the first results again (nothing runs
+	// twice) until it answers or max_steps ends the turn.
 	looping := false
 	for step := 1; budget.take(); step++ {
 		tools := o.offered(tn)
@@ -117,13 +119,13 @@ func (o *Orchestrator) loop(ctx context.Context, tn *turn, call routing.Call, ms
 		if reason != "" {
 			res.Reason = reason
 		}
-		if looping && strings.TrimSpace(res.Text) == "" {
+		if looping && strings.TrimSpace(res.Text) == "" && len(res.ToolCalls) == 0 {
 			res.Usage = usage
 			res.Response = &provider.Response{Text: "I stopped: the model kept asking for the same tool call (" + repeatedNames(added) + ") instead of answering from its result. Please rephrase or narrow the request.",
 				Usage: usage, Model: res.Model}
 			return res, added, true, nil
 		}
-		if len(res.ToolCalls) == 0 || len(tools) == 0 {
+		if len(res.ToolCalls) == 0 || len(tools) == 0 && !looping {
 			res.Usage = usage
 			return res, added, false, nil
 		}
@@ -156,16 +158,21 @@ func (o *Orchestrator) loop(ctx context.Context, tn *turn, call routing.Call, ms
 			added = append(added, tm)
 			tn.files = append(tn.files, r.Files...)
 		}
-		if repeated > 0 && ran == 0 {
-			looping = true
+		looping = repeated > 0 && ran == 0
+		if looping {
 			o.log.Warn("the model repeats tool calls it already made in this answer; asking it to answer from their results", "step", step, "repeated", repeated)
 		}
 		o.log.Debug("tool step done", "step", step, "calls", len(calls), "ran", ran, "repeated", repeated)
 	}
 	o.log.Warn("agent loop hit orchestrator.max_steps", "max_steps", o.o.MaxSteps)
 	res.Usage = usage
-	res.Response = &provider.Response{Text: fmt.Sprintf("I stopped after %d steps without reaching a final answer: the task needed more tool calls than allowed (orchestrator.max_steps = %d). Here is how far I got; ask me to continue or narrow the request.%s",
-		o.o.MaxSteps, o.o.MaxSteps, lastToolSummary(added)), Usage: usage, Model: res.Model}
+	text := fmt.Sprintf("I stopped after %d steps without reaching a final answer: the task needed more tool calls than allowed (orchestrator.max_steps = %d). Here is how far I got; ask me to continue or narrow the request.%s",
+		o.o.MaxSteps, o.o.MaxSteps, lastToolSummary(added))
+	if looping {
+		text = fmt.Sprintf("I stopped after %d steps without reaching a final answer (orchestrator.max_steps = %d): the model kept asking for the same tool call (%s) instead of answering from its result. Please rephrase or narrow the request.",
+			o.o.MaxSteps, o.o.MaxSteps, repeatedNames(added))
+	}
+	res.Response = &provider.Response{Text: text, Usage: usage, Model: res.Model}
 	return res, added, true, nil
 }
 
