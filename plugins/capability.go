@@ -180,9 +180,9 @@ func (c Capability) Validate() error {
 				return fmt.Errorf("plugin %s action %s: a parameter has no name", c.Name, a.Name)
 			}
 			switch p.Type {
-			case "", "string", "number", "integer", "boolean":
+			case "", "string", "number", "integer", "boolean", "array", "object":
 			default:
-				return fmt.Errorf("plugin %s action %s parameter %s: type %q is not one of string, number, integer, boolean", c.Name, a.Name, p.Name, p.Type)
+				return fmt.Errorf("plugin %s action %s parameter %s: type %q is not a JSON schema type (string, number, integer, boolean, array, object)", c.Name, a.Name, p.Name, p.Type)
 			}
 		}
 	}

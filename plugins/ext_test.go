@@ -67,6 +67,21 @@ func TestExtensionDeclarations(t *testing.T) {
 	}
 }
 
+// A parameter's type is a JSON schema type (proto/plugin.proto): arrays
+// and objects too; anything else refuses the plugin, naming the types.
+func TestParameterTypes(t *testing.T) {
+	for _, typ := range []string{"", "string", "number", "integer", "boolean", "array", "object"} {
+		c := Capability{Name: "p", Actions: []Action{{Name: "a", Parameters: []Parameter{{Name: "x", Type: typ}}}}}
+		if err := c.Validate(); err != nil {
+			t.Errorf("type %q refused: %v", typ, err)
+		}
+	}
+	c := Capability{Name: "p", Actions: []Action{{Name: "a", Parameters: []Parameter{{Name: "x", Type: "int"}}}}}
+	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), `"int"`) || !strings.Contains(err.Error(), "array") {
+		t.Errorf("type int: %v; want a refusal naming it and the JSON schema types", err)
+	}
+}
+
 func TestExtensionValidation(t *testing.T) {
 	bad := map[string]Capability{
 		"stage":       {Name: "p", Hooks: []Hook{{Stage: "during"}}},
