@@ -20,6 +20,7 @@ schedules:
     prompt: "Any new releases of the tools we use?"
     channel: telegram
     chat: "-1001234567890"
+    timezone: Europe/Berlin
 `
 
 func TestSchedulesLoad(t *testing.T) {
@@ -33,7 +34,7 @@ notifications:
 		t.Fatal(err)
 	}
 	s := cfg.Schedules
-	if len(s) != 2 || s[0].Cron != "0 9 * * 1-5" || s[0].Chat != "C0123456" || s[1].Interval.D() != 6*time.Hour || s[1].Chat != "-1001234567890" {
+	if len(s) != 2 || s[0].Cron != "0 9 * * 1-5" || s[0].Chat != "C0123456" || s[1].Interval.D() != 6*time.Hour || s[1].Chat != "-1001234567890" || s[1].Timezone != "Europe/Berlin" {
 		t.Fatalf("schedules = %+v", s)
 	}
 	n := cfg.Notifications

@@ -101,12 +101,11 @@ func validateSchedules(c *Config, ps *problems, chans channelSet) {
 		if strings.TrimSpace(s.Chat) == "" {
 			ps.at(p+".chat", "missing; the chat id the output goes to (a Slack channel id, a Telegram chat id, …)")
 		}
+		// A time zone is optional on every schedule (issue 16); an
+		// interval, which counts from its start, has no use for it.
 		if s.Timezone != "" {
 			if _, err := time.LoadLocation(s.Timezone); err != nil {
 				ps.at(p+".timezone", "%q is not a known time zone: use an IANA name such as \"Europe/Berlin\"", s.Timezone)
-			}
-			if s.Interval > 0 {
-				ps.at(p+".timezone", "only a cron schedule has a time zone; an interval counts from its start")
 			}
 		}
 		if s.Missed != "" && s.Missed != MissedSkip && s.Missed != MissedOnce {
