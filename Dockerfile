@@ -35,6 +35,8 @@ USER 65532:65532
 ENV HOME=/data OPENTALON_DATA_DIR=/data OPENTALON_LISTEN=0.0.0.0:7070
 VOLUME ["/data"]
 EXPOSE 7070
+# The health check asks GET /healthz on server.listen: the image has no
+# curl, so the binary asks it itself (opentalon healthcheck).
 HEALTHCHECK --interval=30s --timeout=5s --start-period=15s --retries=3 CMD ["/opentalon", "healthcheck"]
 # A stop lets answers in flight finish (queue.shutdown_grace, 30s).
 STOPSIGNAL SIGTERM
