@@ -119,13 +119,16 @@ func (o *Orchestrator) loop(ctx context.Context, tn *turn, call routing.Call, ms
 		if reason != "" {
 			res.Reason = reason
 		}
-		if looping && strings.TrimSpace(res.Text) == "" && len(res.ToolCalls) == 0 {
+		answered := strings.TrimSpace(res.Text) != ""
+		if looping && !answered && len(res.ToolCalls) == 0 {
 			res.Usage = usage
 			res.Response = &provider.Response{Text: "I stopped: the model kept asking for the same tool call (" + repeatedNames(added) + ") instead of answering from its result. Please rephrase or narrow the request.",
 				Usage: usage, Model: res.Model}
 			return res, added, true, nil
 		}
-		if len(res.ToolCalls) == 0 || len(tools) == 0 && !looping {
+		// Offered no tools, a model answers with its words; only one that
+		// repeats calls without any words goes on reading their results.
+		if len(res.ToolCalls) == 0 || len(tools) == 0 && (!looping || answered) {
 			res.Usage = usage
 			return res, added, false, nil
 		}

@@ -483,13 +483,18 @@ func TestRepeatedToolCallRunsOnce(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		// answers says whether the model answers in words once it is
-		// offered no tools (else it keeps asking, and is stopped).
-		answers bool
-	}{{"answers from the result", true}, {"keeps asking", false}} {
+		// offered no tools (else it keeps asking, and is stopped); stray
+		// that its answer carries the same call again.
+		answers, stray bool
+	}{{"answers from the result", true, false}, {"answers with a stray call", true, true}, {"keeps asking", false, false}} {
 		t.Run(tc.name, func(t *testing.T) {
 			llm := &scriptLLM{fn: func(c routing.Call) *provider.Response {
 				if len(c.Req.Tools) == 0 && tc.answers {
-					return &provider.Response{Text: "Saved: Ann likes tea."}
+					r := &provider.Response{Text: "Saved: Ann likes tea."}
+					if tc.stray {
+						r.ToolCalls = []core.ToolCall{save}
+					}
+					return r
 				}
 				// The same save every time, twice in the first answer;
 				// the arguments come in another order each time.
