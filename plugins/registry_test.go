@@ -46,7 +46,7 @@ func TestRegistry(t *testing.T) {
 		{"double underscore", Capability{Name: "a__b"}, "is invalid"},
 		{"bad action", Capability{Name: "x", Actions: []Action{{Name: "a.b"}}}, "action name"},
 		{"dup action", Capability{Name: "x", Actions: []Action{{Name: "a"}, {Name: "a"}}}, "twice"},
-		{"bad type", Capability{Name: "x", Actions: []Action{{Name: "a", Parameters: []Parameter{{Name: "p", Type: "object"}}}}}, "type \"object\""},
+		{"bad type", Capability{Name: "x", Actions: []Action{{Name: "a", Parameters: []Parameter{{Name: "p", Type: "tuple"}}}}}, "type \"tuple\""},
 		{"wire name too long", Capability{Name: strings.Repeat("p", 40), Actions: []Action{{Name: strings.Repeat("a", 30)}}}, "at most 64"},
 	}
 	for _, tt := range errs {
