@@ -2,8 +2,6 @@ package config
 
 import (
 	_ "embed"
-	"net"
-	"net/url"
 	"os"
 
 	"github.com/opentalon/opentalon/core"
@@ -103,24 +101,4 @@ func providerFromEnv(cfg *Config, env Env) bool {
 	cfg.Models.Catalog = map[string]CatalogEntry{ref: {Weight: 50}}
 	cfg.Routing.Primary = ref
 	return true
-}
-
-// IsLocal says whether the provider counts as local
-// (llm.max_concurrent_local): as models.providers.<id>.local says, or,
-// when it says nothing, whether its base URL is on this machine or a
-// private network.
-func (p Provider) IsLocal() bool {
-	if p.Local != nil {
-		return *p.Local
-	}
-	u, err := url.Parse(p.BaseURL)
-	if err != nil {
-		return false
-	}
-	h := u.Hostname()
-	if h == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(h)
-	return ip != nil && (ip.IsLoopback() || ip.IsPrivate())
 }

@@ -2,6 +2,8 @@ package config
 
 import (
 	"fmt"
+	"net"
+	"net/url"
 	"sort"
 	"strings"
 )
@@ -102,4 +104,24 @@ func (c *Config) ModelRefs() []ModelRef {
 	}
 	add("state.compaction.model", c.State.Compaction.Model)
 	return out
+}
+
+// IsLocal says whether the provider counts as local
+// (llm.max_concurrent_local): as models.providers.<id>.local says, or,
+// when it says nothing, whether its base URL is on this machine or a
+// private network.
+func (p Provider) IsLocal() bool {
+	if p.Local != nil {
+		return *p.Local
+	}
+	u, err := url.Parse(p.BaseURL)
+	if err != nil {
+		return false
+	}
+	h := u.Hostname()
+	if h == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(h)
+	return ip != nil && (ip.IsLoopback() || ip.IsPrivate())
 }
