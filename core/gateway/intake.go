@@ -152,7 +152,7 @@ func (g *Gateway) poke() {
 }
 
 // noticeEvery bounds how often one conversation or user is told the same
-// kind of notice (a channel's pairing requests are full).
+// kind of notice (their pairing code, a channel's pairing requests full).
 const noticeEvery = time.Minute
 
 // noticeDue reports whether the notice of key may be sent now, and if so
