@@ -133,19 +133,45 @@ func New(o Options) *Metrics {
 	m.stages = prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: "opentalon", Name: "stage_duration_seconds",
 		Help:    "How long each stage of a request took: queue (accepted to first claim), pre_hooks, agent (LLM and tools), llm (one call attempt), tools (one tool run), post_hooks, delivery (pacing included).",
 		Buckets: stageBuckets}, []string{"stage"})
+	// The series whose labels are known from the start exist from the
+	// start, at 0: a rate or an increase over them then counts their
+	// first event too, and an alert on them has a series to read. The
+	// channels' are made when /metrics is served (see Handler).
+	for _, s := range []core.Stage{core.StagePreHooks, core.StagePostHooks} {
+		m.hookFailures.WithLabelValues(string(s))
+	}
+	for _, k := range []string{"truncated", "sanitized", "rejected"} {
+		m.removals.WithLabelValues(k)
+	}
 	proc.MustRegister(m.stages, &scraped{m: m, part: fromProcess},
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.reg.MustRegister(&scraped{m: m, part: fromDatabase})
 	return m
 }
 
-// Handler serves the registry in the Prometheus text format.
+// Handler serves the registry in the Prometheus text format. Each
+// channel's message counters are there, at 0, before its first message.
 func (m *Metrics) Handler() http.Handler {
 	o := promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError}
 	if m.o.Logger != nil {
 		o.ErrorLog = slog.NewLogLogger(m.o.Logger.With("component", "metrics").Handler(), slog.LevelWarn)
 	}
-	return promhttp.HandlerFor(m.reg, o)
+	h := promhttp.HandlerFor(m.reg, o)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		m.knowChannels()
+		h.ServeHTTP(w, r)
+	})
+}
+
+// knowChannels makes the message counters of every channel that runs.
+func (m *Metrics) knowChannels() {
+	if m.o.Channels == nil {
+		return
+	}
+	for _, c := range m.o.Channels() {
+		m.accepted.WithLabelValues(c.Name)
+		m.answered.WithLabelValues(c.Name)
+	}
 }
 
 // Registry is the registry, for tests and extra collectors.

@@ -190,6 +190,38 @@ func TestEventsAreCounted(t *testing.T) {
 	}
 }
 
+// TestKnownSeriesStartAtZero: the counters whose labels are known before
+// their first event are served at 0, so a rate over them counts that
+// event too.
+func TestKnownSeriesStartAtZero(t *testing.T) {
+	m := New(Options{Channels: func() []ChannelStatus { return []ChannelStatus{{Name: "telegram", Up: true}} }})
+	rec := httptest.NewRecorder()
+	m.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	body := rec.Body.String()
+	for _, want := range []string{
+		`opentalon_messages_accepted_total{channel="telegram"} 0`,
+		`opentalon_messages_answered_total{channel="telegram"} 0`,
+		`opentalon_hook_failures_total{stage="pre_hooks"} 0`,
+		`opentalon_hook_failures_total{stage="post_hooks"} 0`,
+		`opentalon_guard_removals_total{kind="truncated"} 0`,
+		`opentalon_guard_removals_total{kind="sanitized"} 0`,
+		`opentalon_guard_removals_total{kind="rejected"} 0`,
+	} {
+		if !strings.Contains(body, want+"\n") {
+			t.Errorf("/metrics has no %s before any event:\n%s", want, body)
+		}
+	}
+	m.Accepted("telegram")
+	m.HookFailed("telegram", core.StagePreHooks)
+	f := gather(t, m)
+	if got := find(t, f, "opentalon_messages_accepted_total", "channel", "telegram"); got != 1 {
+		t.Errorf("accepted after one message = %v, want 1", got)
+	}
+	if got := find(t, f, "opentalon_hook_failures_total", "stage", "pre_hooks"); got != 1 {
+		t.Errorf("pre-hook failures after one = %v, want 1", got)
+	}
+}
+
 // TestEveryMetricIsDocumented keeps docs/status.md's table complete.
 func TestEveryMetricIsDocumented(t *testing.T) {
 	doc, err := os.ReadFile("../docs/status.md")
