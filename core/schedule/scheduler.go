@@ -251,6 +251,9 @@ func (s *Scheduler) SyncPlugin(ctx context.Context, plugin string, want []core.S
 	var ok []core.Schedule
 	for _, sc := range want {
 		sc.Source, sc.Plugin = core.OriginPlugin+plugin, plugin
+		// Its timing reads as the config's and the chat's do ("every
+		// 1h30m", not a Go duration's "1h30m0s").
+		sc.Spec = describe(sc)
 		if err := s.check(sc); err != nil {
 			s.log.Error("plugin schedule refused", "plugin", plugin, "schedule", sc.Key, "err", err)
 			continue

@@ -293,6 +293,21 @@ func TestSyncPluginRefusesWhatCannotRun(t *testing.T) {
 	if got := s.Schedules(); len(got) != 1 || got[0].Key != "ok" {
 		t.Fatalf("schedules = %+v; want only the one that can run", got)
 	}
+	// Its timing reads as /schedule writes it, whatever text came with it.
+	err = s.SyncPlugin(context.Background(), "p", []core.Schedule{
+		{Key: "ok", Interval: 90 * time.Minute, Spec: "every 1h30m0s", Conversation: conv},
+		{Key: "daily", Cron: "0 7 * * *", Conversation: conv},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	specs := map[string]string{}
+	for _, sc := range s.Schedules() {
+		specs[sc.Key] = sc.Spec
+	}
+	if specs["ok"] != "every 1h30m" || specs["daily"] != "cron 0 7 * * *" {
+		t.Fatalf("plugin schedules read %q; want every 1h30m and cron 0 7 * * *", specs)
+	}
 }
 
 func TestChatCommands(t *testing.T) {
