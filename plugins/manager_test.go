@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -312,6 +313,33 @@ func TestLaunchErrors(t *testing.T) {
 			t.Fatalf("err = %v", err)
 		}
 	})
+}
+
+// TestInvalidCapabilitiesAreNotRestarted: a plugin whose declaration
+// fails validation is refused once, not restarted with backoff: the same
+// binary declares the same again.
+func TestInvalidCapabilitiesAreNotRestarted(t *testing.T) {
+	var sleeps atomic.Int32
+	events := make(chan event, 8)
+	m := NewManager(Options{Plugins: []Spec{helperSpec(t, "evil", "bad/name")}, Registry: NewRegistry(nil), State: openDB(t),
+		Logger: testLogger(t), RestartOnFailure: true, MaxRestarts: 3,
+		Sleep:   func(ctx context.Context, d time.Duration) error { sleeps.Add(1); return ctx.Err() },
+		OnEvent: func(p, k string) { events <- event{p, k} }})
+	if err := m.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close() })
+	select {
+	case e := <-events:
+		if e.kind != "gave_up" {
+			t.Fatalf("event %+v, want gave_up", e)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("no gave_up event for the invalid plugin")
+	}
+	if n := sleeps.Load(); n != 0 {
+		t.Fatalf("the invalid plugin was restarted %d times, want none", n)
+	}
 }
 
 func TestNameCannotBeTakenOver(t *testing.T) {

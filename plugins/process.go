@@ -241,7 +241,9 @@ func Launch(ctx context.Context, spec Spec, o LaunchOptions) (p *Process, err er
 		return p, err
 	}
 	if err := p.Cap.Validate(); err != nil {
-		return p, fmt.Errorf("plugin %s: %w", spec.Path, err)
+		// The same binary declares the same again: restarting it
+		// cannot help.
+		return p, fmt.Errorf("plugin %s: %w (%w: not restarted; fix the plugin and restart the gateway)", spec.Path, err, errRefused)
 	}
 	if o.Claim != nil {
 		if err := o.Claim(p.Cap.Name, bin); err != nil {
