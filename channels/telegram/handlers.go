@@ -91,10 +91,7 @@ func (b *Bot) inbound(m *models.Message) (core.Inbound, bool) {
 		}
 		return in, true
 	}
-	// A forum topic is its own conversation. Telegram marks its messages
-	// is_topic_message, but the message_thread_id of a message in a forum
-	// is its topic either way; outside a forum it is a reply chain.
-	if m.MessageThreadID != 0 && (m.IsTopicMessage || m.Chat.IsForum) {
+	if inTopic(m) {
 		in.Conversation.Thread = strconv.Itoa(m.MessageThreadID)
 	}
 	if cmdForOtherBot(text, ents, me.Username) {
@@ -199,6 +196,22 @@ func cmdForOtherBot(text string, ents []models.MessageEntity, username string) b
 }
 
 // stripCommandSuffix turns "/cmd@bot args" into "/cmd args" for core.
+// inTopic says m was written in a forum topic, its own conversation.
+// Telegram marks a topic's messages is_topic_message. A message_thread_id
+// alone is a topic only in a forum, and only when m is no reply to an
+// ordinary message: a reply in the General topic, or anywhere outside a
+// forum, carries the id of its reply chain instead. (A topic's messages
+// that are no reply to another one reply to the topic's creation.)
+func inTopic(m *models.Message) bool {
+	if m.MessageThreadID == 0 {
+		return false
+	}
+	if m.IsTopicMessage {
+		return true
+	}
+	return m.Chat.IsForum && (m.ReplyToMessage == nil || m.ReplyToMessage.ForumTopicCreated != nil)
+}
+
 func stripCommandSuffix(text string) string {
 	text = strings.TrimSpace(text)
 	cmd := leadingCommand(text, nil)

@@ -125,11 +125,21 @@ func TestInboundFilters(t *testing.T) {
 		{name: "command for us, suffix stripped", msg: group("/model@talon_bot gpt", nil), wantOK: true, wantText: "/model gpt"},
 		{name: "command for another bot ignored", msg: group("/model@other_bot", nil)},
 		{name: "forum topic keeps the thread", msg: h.srv.Group(groupID, alice, "@talon_bot hi", 77).Message, wantOK: true, wantText: "hi", wantThread: "77"},
-		// A forum's topic message need not say is_topic_message: its
-		// message_thread_id in a forum chat is the topic.
+		// A forum's topic message that does not say is_topic_message:
+		// its message_thread_id in a forum chat is the topic, unless it
+		// replies to an ordinary message.
 		{name: "forum topic without is_topic_message keeps the thread", msg: group("@talon_bot hi", func(m *models.Message) {
 			m.Chat.IsForum, m.MessageThreadID = true, 77
 		}), wantOK: true, wantText: "hi", wantThread: "77"},
+		{name: "forum topic reply to its creation keeps the thread", msg: group("@talon_bot hi", func(m *models.Message) {
+			m.Chat.IsForum, m.MessageThreadID = true, 77
+			m.ReplyToMessage = &models.Message{ID: 77, ForumTopicCreated: &models.ForumTopicCreated{Name: "ops"}}
+		}), wantOK: true, wantText: "hi", wantThread: "77"},
+		// A reply in a forum's General topic carries its reply chain's id
+		// as message_thread_id, without is_topic_message: no topic.
+		{name: "reply in a forum's General topic is no topic", msg: group("and then?", func(m *models.Message) {
+			m.Chat.IsForum, m.MessageThreadID, m.ReplyToMessage = true, 9, botMsg
+		}), wantOK: true, wantText: "and then?"},
 		// Outside a forum a message_thread_id is a reply chain, not a topic.
 		{name: "reply chain in a plain supergroup is no topic", msg: group("@talon_bot hi", func(m *models.Message) { m.MessageThreadID = 55 }), wantOK: true, wantText: "hi"},
 		{name: "trigger all answers without mention", cfg: func(b *Bot) { b.trigger = config.TriggerAll }, msg: group("just chatting", nil), wantOK: true, wantText: "just chatting"},
