@@ -57,11 +57,7 @@ func (x *Extensions) hookStep(p *extPlugin, h Hook) core.HookStep {
 		if resp.GetDrop() || resp.GetReply() != "" {
 			x.log.Warn("a post hook cannot drop or answer; its drop or reply is ignored", "plugin", name)
 		}
-		md, err := x.hookMetadata(name, in.Metadata, resp.GetMetadata())
-		if err != nil {
-			return core.PostResult{}, err
-		}
-		res := core.PostResult{Text: answer, Metadata: md}
+		res := core.PostResult{Text: answer, Metadata: x.keptMetadata(name, in.Metadata, resp.GetMetadata())}
 		if resp.GetText() != "" {
 			if res.Text, err = x.text(name, resp.GetText(), false); err != nil {
 				return core.PostResult{}, err
@@ -136,15 +132,23 @@ func (x *Extensions) hookMetadata(plugin string, have, md map[string]string) (ma
 	return out, nil
 }
 
+// keptMetadata is hookMetadata with its refusal logged: the metadata is
+// left as it was (nil) and the hook's text still counts, so a redacting
+// hook's work is not undone by a bad metadata entry.
+func (x *Extensions) keptMetadata(plugin string, have, md map[string]string) map[string]string {
+	out, err := x.hookMetadata(plugin, have, md)
+	if err != nil {
+		x.log.Warn("hook metadata refused; the hook's text is kept", "plugin", plugin, "err", err)
+		return nil
+	}
+	return out
+}
+
 // preResult turns a pre hook's answer into the pipeline's contract:
 // its text and metadata pass the sanitizer before the LLM sees them.
 func (x *Extensions) preResult(plugin string, in core.HookInput, resp *pluginpb.HookResponse) (core.PreResult, error) {
 	res := core.PreResult{Text: in.Text, Metadata: in.Metadata}
-	md, err := x.hookMetadata(plugin, in.Metadata, resp.GetMetadata())
-	if err != nil {
-		return res, err
-	}
-	if md != nil {
+	if md := x.keptMetadata(plugin, in.Metadata, resp.GetMetadata()); md != nil {
 		res.Metadata = md
 	}
 	if resp.GetDrop() {

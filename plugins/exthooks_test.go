@@ -41,3 +41,32 @@ func TestHookAnswerAfterTheTimeoutIsSkipped(t *testing.T) {
 		t.Fatalf("post = %q, %v; want a timeout error, so the hook is skipped", out, err)
 	}
 }
+
+// badMetaHooks rewrites the text and adds metadata the core refuses (a
+// NUL byte).
+type badMetaHooks struct{}
+
+func (badMetaHooks) PreHook(_ context.Context, r *pluginpb.HookRequest, _ ...grpc.CallOption) (*pluginpb.HookResponse, error) {
+	return &pluginpb.HookResponse{Text: "[redacted] question", Metadata: map[string]string{"bad": "a\x00b"}}, nil
+}
+
+func (badMetaHooks) PostHook(_ context.Context, r *pluginpb.HookRequest, _ ...grpc.CallOption) (*pluginpb.HookResponse, error) {
+	return &pluginpb.HookResponse{Text: "[redacted] answer", Metadata: map[string]string{"bad": "a\x00b"}}, nil
+}
+
+// A hook's metadata the core refuses is left out, and its text still
+// counts: a redacting hook's work is not undone by a bad entry.
+func TestRefusedHookMetadataKeepsTheText(t *testing.T) {
+	x := NewExtensions(ExtOptions{HookTimeout: time.Minute})
+	p := &extPlugin{cap: Capability{Name: "redact"}, hooks: badMetaHooks{}}
+	in := core.HookInput{In: core.Inbound{Conversation: core.ConversationKey{Channel: "slack", Chat: "C1"}}, Text: "secret question",
+		Metadata: map[string]string{"lang": "en"}}
+	pre, err := x.hookStep(p, Hook{Stage: StagePre}).Pre(context.Background(), in)
+	if err != nil || pre.Text != "[redacted] question" || pre.Metadata["lang"] != "en" || pre.Metadata["bad"] != "" {
+		t.Fatalf("pre = %+v, %v; want the redacted text, the metadata as it was", pre, err)
+	}
+	post, err := x.hookStep(p, Hook{Stage: StagePost}).Post(context.Background(), in, "secret answer")
+	if err != nil || post.Text != "[redacted] answer" || post.Metadata != nil {
+		t.Fatalf("post = %+v, %v; want the redacted text, the metadata unchanged (nil)", post, err)
+	}
+}
