@@ -105,8 +105,11 @@ type Gateway struct {
 	// notices is when each conversation or user was last told a notice
 	// (see noticeDue); side tracks such best-effort sends.
 	notices map[string]time.Time
-	side    sync.WaitGroup
-	obs     core.Observer
+	// full holds, by conversation, the refused messages (queue.max_pending)
+	// not yet told while a notice of that conversation is being sent.
+	full map[string]*fullNotices
+	side sync.WaitGroup
+	obs  core.Observer
 }
 
 // New builds a Gateway; it starts nothing.
@@ -161,6 +164,7 @@ func New(o Options) *Gateway {
 		wake:      make(chan struct{}, 1),
 		chanState: map[string]*channelState{},
 		notices:   map[string]time.Time{},
+		full:      map[string]*fullNotices{},
 		obs:       o.Observer,
 	}
 	for _, c := range g.builtinCommands() {

@@ -20,6 +20,8 @@ type fakeChannel struct {
 	sent      []string
 	failSends int
 	notify    chan string
+	// hold, when set, holds every send until it is closed.
+	hold chan struct{}
 }
 
 func (c *fakeChannel) Name() string                               { return "fake" }
@@ -27,6 +29,12 @@ func (c *fakeChannel) Run(ctx context.Context, _ core.Sink) error { <-ctx.Done()
 func (c *fakeChannel) Format(text string) []string                { return strings.Split(text, "|") }
 func (c *fakeChannel) Close() error                               { return nil }
 func (c *fakeChannel) Send(_ context.Context, to core.Outbound, part string) (string, error) {
+	c.mu.Lock()
+	hold := c.hold
+	c.mu.Unlock()
+	if hold != nil {
+		<-hold
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.failSends > 0 && to.Part > 0 {

@@ -175,11 +175,60 @@ func (g *Gateway) noticeDue(key string) bool {
 	return true
 }
 
+// fullNotices are a conversation's refused messages waiting for their
+// notice while one is being sent.
+type fullNotices struct {
+	n    int
+	last core.Inbound
+}
+
 // tellFull tells the user, best effort, that their message was not
-// taken: in reply to each message refused, so they know which ones to
-// send again (one notice per message sent, never more).
+// taken, in reply to it, so they know which ones to send again. One
+// notice of a conversation is sent at a time: the messages refused
+// meanwhile are told in one notice after it, in reply to the last of
+// them, so a flood of messages is not answered by a flood of notices
+// (which would also spend the chat's rate limit that answers need).
 func (g *Gateway) tellFull(in core.Inbound) {
-	g.notify(in, "I am still working on your earlier messages, so I did not take this one. Please send it again once I have answered them.")
+	key := in.Conversation.String()
+	g.mu.Lock()
+	if w, sending := g.full[key]; sending {
+		w.n, w.last = w.n+1, in
+		g.mu.Unlock()
+		return
+	}
+	g.full[key] = &fullNotices{}
+	g.mu.Unlock()
+	ch, ok := g.channels[in.Conversation.Channel]
+	if !ok {
+		g.mu.Lock()
+		delete(g.full, key)
+		g.mu.Unlock()
+		return
+	}
+	g.side.Add(1)
+	go func() {
+		defer g.side.Done()
+		text := "I am still working on your earlier messages, so I did not take this one. Please send it again once I have answered them."
+		for {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			g.sendText(ctx, ch, in, text)
+			cancel()
+			g.mu.Lock()
+			w := g.full[key]
+			if w.n == 0 {
+				delete(g.full, key)
+				g.mu.Unlock()
+				return
+			}
+			n := w.n
+			in, w.n = w.last, 0
+			g.mu.Unlock()
+			text = fmt.Sprintf("I am still working on your earlier messages, so I did not take your last %d messages either, up to this one. Please send them again once I have answered.", n)
+			if n == 1 {
+				text = "I am still working on your earlier messages, so I did not take this one either. Please send it again once I have answered them."
+			}
+		}
+	}()
 }
 
 // notify sends a notice of the gateway's own in reply to in, best effort,

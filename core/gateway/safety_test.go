@@ -367,10 +367,11 @@ func TestTooManyPendingMessagesAreRefused(t *testing.T) {
 		r.accept(string(rune('0'+i)), "more")
 	}
 	// Each message refused (the 4th and the 5th) is told so: the notice
-	// answers it, so the user knows which to send again.
-	for range 2 {
-		r.expect("I am still working on your earlier messages, so I did not take this one. Please send it again once I have answered them.")
-	}
+	// answers it, so the user knows which to send again (the 5th's says
+	// "either" when it was refused while the 4th's was being sent).
+	r.expect("I am still working on your earlier messages, so I did not take this one. Please send it again once I have answered them.")
+	r.expectAny("I am still working on your earlier messages, so I did not take this one. Please send it again once I have answered them.",
+		"I am still working on your earlier messages, so I did not take this one either. Please send it again once I have answered them.")
 	counts, _ := db.QueueCounts(ctx)
 	if n := counts[core.StatusQueued] + counts[core.StatusRunning]; n != 3 {
 		t.Fatalf("pending = %d (%v), want 3", n, counts)
@@ -379,6 +380,42 @@ func TestTooManyPendingMessagesAreRefused(t *testing.T) {
 	for range 3 {
 		r.expectAny("answer to slow", "answer to more")
 	}
+}
+
+// TestFullNoticesOneAtATime: while a conversation's notice is being
+// sent, the messages refused meanwhile are told in one notice after it,
+// in reply to the last of them, not one notice each.
+func TestFullNoticesOneAtATime(t *testing.T) {
+	db := openDB(t, store.Options{})
+	block := make(chan struct{})
+	ag := &fakeAgent{text: func(q string) string {
+		if q == "slow" {
+			<-block
+		}
+		return "answer to " + q
+	}}
+	r := runOn(t, db, gateway.Options{Store: db, Agent: ag, MaxPending: 1})
+	hold := make(chan struct{})
+	r.ch.mu.Lock()
+	r.ch.hold = hold
+	r.ch.mu.Unlock()
+	// Run before the gateway's shutdown, so a failure does not hang it.
+	unhold, unblock := sync.OnceFunc(func() { close(hold) }), sync.OnceFunc(func() { close(block) })
+	t.Cleanup(func() { unhold(); unblock() })
+	r.accept("1", "slow")
+	for i := 2; i <= 6; i++ {
+		r.accept(string(rune('0'+i)), "more")
+	}
+	unhold()
+	r.expect("I am still working on your earlier messages, so I did not take this one. Please send it again once I have answered them.")
+	r.expect("I am still working on your earlier messages, so I did not take your last 4 messages either, up to this one. Please send them again once I have answered.")
+	select {
+	case got := <-r.ch.notify:
+		t.Fatalf("a third notice for five refused messages: %q", got)
+	case <-time.After(300 * time.Millisecond):
+	}
+	unblock()
+	r.expect("answer to slow")
 }
 
 // TestShutdownIsNoAttempt (finding 3): a request cut short by a graceful
