@@ -77,7 +77,7 @@ func checkProviders(ctx context.Context, cfg *config.Config, timeout time.Durati
 func modelsURL(p config.Provider) string {
 	switch p.API {
 	case config.APIAnthropicMessages:
-		return strings.TrimRight(cmpOr(p.BaseURL, provider.AnthropicDefaultBaseURL), "/") + "/v1/models"
+		return provider.AnthropicBase(p.BaseURL) + "/v1/models"
 	default:
 		return strings.TrimRight(cmpOr(p.BaseURL, provider.OpenAIDefaultBaseURL), "/") + "/models"
 	}

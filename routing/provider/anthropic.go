@@ -36,10 +36,18 @@ func NewAnthropic(o Options) *Anthropic {
 		o.MaxTokens = AnthropicDefaultMaxTokens
 	}
 	c := newClient(o, "anthropic", AnthropicDefaultBaseURL)
-	// The Messages API lives under /v1 of the base; a base_url written
-	// the OpenAI way, with the /v1, means the same server.
-	c.base = strings.TrimSuffix(c.base, "/v1")
+	c.base = AnthropicBase(c.base)
 	return &Anthropic{c: c}
+}
+
+// AnthropicBase is the server of an Anthropic base_url ("" = the
+// default), under which the API's paths start with /v1: a base_url
+// written the OpenAI way, with the /v1, means the same server.
+func AnthropicBase(baseURL string) string {
+	if baseURL == "" {
+		baseURL = AnthropicDefaultBaseURL
+	}
+	return strings.TrimSuffix(strings.TrimRight(baseURL, "/"), "/v1")
 }
 
 // ID returns the provider id.
