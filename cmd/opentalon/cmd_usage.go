@@ -132,9 +132,14 @@ func cmdRouting(ctx context.Context, cmd string, g *globalFlags, args []string, 
 	if err := run(argsOnly{}, 30, nil, io.Discard); !errors.Is(err, errArgsOK) {
 		return err
 	}
-	// The database and the one key affinity reads; nothing else of the
-	// config (no LLM provider) is needed.
-	cfg, db, err := openConfigStore(ctx, g, env, log, "routing.affinity", "models.catalog")
+	// The database and the keys affinity reads (its decay; the catalog's
+	// aliases, for affinity alone); nothing else of the config (no LLM
+	// provider) is needed.
+	keys := []string{"routing.affinity"}
+	if cmd == "affinity" {
+		keys = append(keys, "models.catalog")
+	}
+	cfg, db, err := openConfigStore(ctx, g, env, log, keys...)
 	if err != nil {
 		return err
 	}

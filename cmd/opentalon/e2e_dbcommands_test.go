@@ -89,4 +89,18 @@ func TestDatabaseCommandsNeedNoProvider(t *testing.T) {
 	if res := runMain(t, env, "", "lua", "test", script, "--message", "hi", "--hook", "pre_hook"); res.code != 0 {
 		t.Errorf("lua test with --hook: exit %d %s", res.code, res.stderr)
 	}
+
+	// A command reads only its own keys: a mistake in models.catalog
+	// (which affinity reads for its aliases) stops affinity, not usage
+	// or pair.
+	cfg := filepath.Join(t.TempDir(), "config.yaml")
+	os.WriteFile(cfg, []byte("state:\n  data_dir: "+filepath.Join(home, ".opentalon")+"\nmodels:\n  catalog:\n    no-slash: {}\n"), 0o600)
+	for _, args := range [][]string{{"usage"}, {"pair", "list"}} {
+		if res := runMain(t, env, "", append([]string{"--config", cfg}, args...)...); res.code != 0 {
+			t.Errorf("%v with a bad models.catalog: exit %d, stderr %s", args, res.code, res.stderr)
+		}
+	}
+	if res := runMain(t, env, "", "--config", cfg, "affinity", "show"); res.code == 0 || !strings.Contains(res.stderr, "models.catalog.no-slash") {
+		t.Errorf("affinity show with a bad models.catalog: exit %d, stderr %s; want the catalog's problem", res.code, res.stderr)
+	}
 }
