@@ -462,7 +462,10 @@ type Parameter struct {
 	state       protoimpl.MessageState `protogen:"open.v1"`
 	Name        string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
 	Description string                 `protobuf:"bytes,2,opt,name=description,proto3" json:"description,omitempty"`
-	// type is a JSON schema type: string (default), number, integer, boolean.
+	// type is a JSON schema type: string (default), number, integer,
+	// boolean, array (of strings) or object. The argument arrives as a
+	// string either way: a string as it is, any other value as its compact
+	// JSON text.
 	Type          string `protobuf:"bytes,3,opt,name=type,proto3" json:"type,omitempty"`
 	Required      bool   `protobuf:"varint,4,opt,name=required,proto3" json:"required,omitempty"`
 	unknownFields protoimpl.UnknownFields

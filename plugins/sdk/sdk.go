@@ -84,8 +84,10 @@ type Action struct {
 	PostProcessPrompt string
 }
 
-// Param is one argument of an action; Type is string (default), number,
-// integer or boolean. Arguments always arrive as strings.
+// Param is one argument of an action; Type is a JSON schema type: string
+// (default), number, integer, boolean, array (of strings) or object.
+// Arguments always arrive as strings: a string as it is, any other value
+// as its compact JSON text.
 type Param struct {
 	Name        string
 	Description string
