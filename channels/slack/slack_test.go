@@ -77,6 +77,12 @@ func TestRefusedNativeStreamFallsBackToEditing(t *testing.T) {
 			t.Errorf("startStream refused with status %d: %v; want ErrNoNativeStream, so the answer is edited instead", status, err)
 		}
 	}
+	// A failure for now is no refusal: the stream may have opened, and
+	// a message posted beside it would show the answer twice.
+	r.srv.RefuseStreams(503)
+	if _, err := r.bot.ShowDraft(context.Background(), to, core.NativeDraft{Raw: "the answer so far"}); err == nil || errors.Is(err, core.ErrNoNativeStream) {
+		t.Errorf("startStream failing with 503: %v; want the error itself, not a fallback to a second message", err)
+	}
 }
 
 // TestDMRepliesInTheDM: a direct message is answered in the DM, not in a

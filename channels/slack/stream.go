@@ -3,6 +3,7 @@ package slack
 import (
 	"context"
 	"errors"
+	"net/http"
 	"strings"
 	"time"
 
@@ -92,7 +93,7 @@ func (b *Bot) ShowDraft(ctx context.Context, to core.Outbound, d core.NativeDraf
 			_, ts, err = b.api.StartStreamContext(ctx, channel, opts...)
 			return err
 		})
-		if err != nil && ctx.Err() == nil {
+		if err != nil && ctx.Err() == nil && streamRefused(err) {
 			// Whatever refused the stream (ok:false, a server without
 			// the method, a token that may not stream), a message that
 			// is posted and edited still shows the answer while it is
@@ -119,6 +120,22 @@ func (b *Bot) ShowDraft(ctx context.Context, to core.Outbound, d core.NativeDraf
 		_, _, err := b.api.AppendStreamContext(ctx, channel, ts, slack.MsgOptionMarkdownText(add))
 		return err
 	})
+}
+
+// streamRefused says err refused chat.startStream for good rather than
+// failing for now: a failure for now (a timeout, a 5xx other than 501,
+// a rate limit) may have opened the stream all the same, and a second
+// message posted beside it would show the answer twice.
+func streamRefused(err error) bool {
+	var sc slack.StatusCodeError
+	if errors.As(err, &sc) && sc.Code == http.StatusNotImplemented {
+		return true
+	}
+	switch core.ErrorKind(err) {
+	case core.KindUnavailable, core.KindRateLimited, core.KindTimeout:
+		return false
+	}
+	return true
 }
 
 // EndDraft implements core.NativeStreamer: chat.stopStream ends the
