@@ -1,9 +1,11 @@
 package provider
 
 import (
+	"cmp"
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -145,6 +147,12 @@ func (p *Anthropic) request(req *Request, stream bool) *anRequest {
 		system = append(system, req.System)
 	}
 	mergeable := false // the last wire message holds only tool results
+	// The API refuses tool_use and tool_result blocks in a request that
+	// offers no tools (an answer asked for without tools after a loop of
+	// calls, a model without the tools capability reading a history with
+	// calls): they are then written as text.
+	flat := len(req.Tools) == 0
+	names := map[string]string{} // tool call id → tool name, for flat results
 	for _, m := range req.Messages {
 		switch m.Role {
 		case core.RoleSystem:
@@ -153,6 +161,9 @@ func (p *Anthropic) request(req *Request, stream bool) *anRequest {
 			}
 		case core.RoleTool:
 			b := anBlock{Type: "tool_result", ToolUseID: m.ToolCallID, Content: m.Content}
+			if flat {
+				b = anBlock{Type: "text", Text: fmt.Sprintf("(The result of the tool call %s:)\n%s", cmp.Or(names[m.ToolCallID], m.ToolCallID), m.Content)}
+			}
 			if mergeable {
 				last := &w.Messages[len(w.Messages)-1]
 				last.Content = append(last.Content, b)
@@ -166,7 +177,13 @@ func (p *Anthropic) request(req *Request, stream bool) *anRequest {
 				bs = append(bs, anBlock{Type: "text", Text: m.Content})
 			}
 			for _, c := range m.ToolCalls {
-				bs = append(bs, anBlock{Type: "tool_use", ID: c.ID, Name: ToolName(c.Plugin, c.Action), Input: encodeArgs(c.Args)})
+				name := ToolName(c.Plugin, c.Action)
+				if flat {
+					names[c.ID] = name
+					bs = append(bs, anBlock{Type: "text", Text: fmt.Sprintf("(I called the tool %s with %s.)", name, encodeArgs(c.Args))})
+					continue
+				}
+				bs = append(bs, anBlock{Type: "tool_use", ID: c.ID, Name: name, Input: encodeArgs(c.Args)})
 			}
 			if len(bs) > 0 {
 				w.Messages = append(w.Messages, anMessage{Role: "assistant", Content: bs})

@@ -302,3 +302,33 @@ func TestDefaults(t *testing.T) {
 		}
 	}
 }
+
+// TestToolHistoryWithoutTools: a request that offers no tools but whose
+// history holds tool calls and results (asked to answer from them, or a
+// model without the tools capability) is one the API takes. Anthropic
+// refuses tool blocks without tools, so they go as text there.
+func TestToolHistoryWithoutTools(t *testing.T) {
+	req := &Request{Model: "m", Messages: []core.ChatMessage{
+		{Role: core.RoleUser, Content: "add 2 and 3"},
+		{Role: core.RoleAssistant, ToolCalls: []core.ToolCall{{ID: "c1", Plugin: "calc", Action: "add", Args: map[string]string{"a": "2", "b": "3"}}}},
+		{Role: core.RoleTool, ToolCallID: "c1", Content: "5"},
+	}}
+	for _, f := range flavors() {
+		s, p := setup(t, f, Options{})
+		if _, err := p.Complete(context.Background(), Credentials{}, req); err != nil {
+			t.Fatalf("%s: %v", f.name, err)
+		}
+		if f.name != "anthropic" {
+			continue
+		}
+		got, _ := s.Last()
+		var text []string
+		for _, m := range got.Messages {
+			text = append(text, m.Content)
+		}
+		all := strings.Join(text, "\n")
+		if !strings.Contains(all, `I called the tool calc__add with {"a":"2","b":"3"}`) || !strings.Contains(all, "result of the tool call calc__add:)\n5") {
+			t.Errorf("anthropic: the calls and results are not in the request as text: %q", all)
+		}
+	}
+}

@@ -130,6 +130,14 @@ func (anthropic) decode(r *Received) error {
 	for _, t := range q.Tools {
 		r.Tools = append(r.Tools, toolSpec(t.Name, t.Description, t.InputSchema))
 	}
+	// As the API: tool blocks need tools defined.
+	if len(q.Tools) == 0 {
+		for _, m := range r.Messages {
+			if m.Role == core.RoleTool || len(m.ToolCalls) > 0 {
+				return fmt.Errorf("requests which include tool_use or tool_result blocks must define tools")
+			}
+		}
+	}
 	return nil
 }
 
