@@ -381,6 +381,7 @@ func (g *Gateway) settle(ctx context.Context, it core.QueueItem, err error, log 
 		held = nil
 	}
 	var drop *droppedError
+	var undelivered *deliveryError
 	outcome := core.OutcomeFailed
 	switch {
 	case errors.Is(context.Cause(ctx), core.ErrLeaseLost):
@@ -405,6 +406,15 @@ func (g *Gateway) settle(ctx context.Context, it core.QueueItem, err error, log 
 		outcome = core.OutcomeReleased
 		log.Info("request interrupted by shutdown; it is answered after the next start")
 		g.record(sctx, log, "release request", func(c context.Context) error { return g.store.Release(c, it.ID, it.Lease) })
+	case errors.As(err, &undelivered) && core.Transient(err):
+		// The answer is stored and the platform failed its send (a 5xx,
+		// a broken connection, flood control): it is sent when the
+		// platform takes it again, however many tries that takes. Giving
+		// up could only tell the user through the same platform, and
+		// would leave them with nothing (the stored answer unsent, the
+		// request failed).
+		outcome = core.OutcomeRetried
+		g.retryTelling(sctx, it, err, log, "the answer could not be sent; it is sent again later")
 	case waits(err):
 		outcome = core.OutcomeWaiting
 		if g.wait(sctx, it, err, log) {
@@ -418,9 +428,25 @@ func (g *Gateway) settle(ctx context.Context, it core.QueueItem, err error, log 
 		log.Warn("request failed; will retry", "attempt", it.Attempts+1, "in", wait, "err", err)
 		g.record(sctx, log, "re-queue request", func(c context.Context) error { return g.store.Retry(c, it.ID, it.Lease, due, err.Error()) })
 	default:
-		g.giveUp(sctx, it, err, log)
+		if !g.giveUp(sctx, it, err, log) {
+			outcome = core.OutcomeRetried
+		}
 	}
 	g.obs.Finished(it.Conversation.Channel, it.Kind, outcome)
+}
+
+// retryTelling puts back an item whose answer or apology the platform
+// failed to take (sendErr, a passing failure), to be sent after the next
+// step of Options.Backoff (or the platform's Retry-After, when longer).
+// Each try counts as an attempt, so the waits grow to the backoff's
+// longest; the attempts no longer decide anything for an item that has
+// its answer or has been given up.
+func (g *Gateway) retryTelling(ctx context.Context, it core.QueueItem, sendErr error, log *slog.Logger, what string) {
+	wait := max(core.RetryAfter(sendErr), g.opts.Backoff(it.Attempts+1))
+	log.Warn(what, "attempt", it.Attempts+1, "in", wait, "err", sendErr)
+	g.record(ctx, log, "re-queue request", func(c context.Context) error {
+		return g.store.Retry(c, it.ID, it.Lease, g.now().Add(wait), sendErr.Error())
+	})
 }
 
 // waits says a failure is a provider's passing trouble with a time to
@@ -436,15 +462,14 @@ func waits(err error) bool {
 // first step of Options.Backoff). The last try is when queue.max_wait
 // since the message arrived ends; a failure then gives it up. The user
 // is told once when the answer is delayed by more than a few seconds.
-// It reports whether it gave the item up.
+// It reports whether it gave the item up (failed it for good).
 func (g *Gateway) wait(ctx context.Context, it core.QueueItem, cause error, log *slog.Logger) (gaveUp bool) {
 	now := g.now()
 	due := now.Add(max(core.RetryAfter(cause), g.opts.Backoff(1)))
 	if limit := it.CreatedAt.Add(g.opts.MaxWait); due.After(limit) {
 		if !now.Before(limit) {
 			log.Warn("request waited queue.max_wait for the provider; giving up", "queue.max_wait", g.opts.MaxWait, "err", cause)
-			g.giveUp(ctx, it, cause, log)
-			return true
+			return g.giveUp(ctx, it, cause, log)
 		}
 		due = limit
 	}
@@ -484,8 +509,11 @@ func (g *Gateway) tellDelay(ctx context.Context, it core.QueueItem, cause error,
 // be the telling that kills the process), the outcome is recorded first,
 // so a crash while telling cannot loop on the item. An answer stored by
 // an earlier attempt is delivered (its unsent parts) instead of an
-// apology.
-func (g *Gateway) giveUp(ctx context.Context, it core.QueueItem, cause error, log *slog.Logger) {
+// apology. When the platform fails that send for the moment (telling
+// them is then all that is left of the message), the item is not failed
+// but put back, and the next try tells them (or answers, when it can);
+// giveUp then reports false.
+func (g *Gateway) giveUp(ctx context.Context, it core.QueueItem, cause error, log *slog.Logger) (failed bool) {
 	awaitDurable(ctx)
 	log.Error("request failed", "attempts", it.Attempts+1, "interruptions", it.Interruptions, "err", cause)
 	fail := func() {
@@ -497,24 +525,30 @@ func (g *Gateway) giveUp(ctx context.Context, it core.QueueItem, cause error, lo
 		fail()
 		g.tellFailed(ctx, it, cause, log)
 	} else {
-		g.tellFailed(ctx, it, cause, log)
+		if err := g.tellFailed(ctx, it, cause, log); err != nil && core.Transient(err) {
+			g.retryTelling(ctx, it, err, log, "the user could not be told that their request failed; they are told later")
+			return false
+		}
 		fail()
 	}
 	g.emitFailed(it, cause)
+	return true
 }
 
-// tellFailed tells the sender of a message that failed for good.
-func (g *Gateway) tellFailed(ctx context.Context, it core.QueueItem, cause error, log *slog.Logger) {
+// tellFailed tells the sender of a message that failed for good. It
+// returns the platform's error when it could not (logged).
+func (g *Gateway) tellFailed(ctx context.Context, it core.QueueItem, cause error, log *slog.Logger) (err error) {
 	if it.Kind != core.EventMessage || it.Message == nil {
-		return
+		return nil
 	}
 	ch, ok := g.channels[it.Conversation.Channel]
 	if !ok {
-		return
+		return nil
 	}
 	defer func() {
 		if p := recover(); p != nil {
 			log.Error("panic while telling the user their request failed", "panic", p, "stack", string(debug.Stack()))
+			err = nil
 		}
 	}()
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
@@ -526,10 +560,15 @@ func (g *Gateway) tellFailed(ctx context.Context, it core.QueueItem, cause error
 		}
 		if err := g.deliver(ctx, ch, *it.Message, r, nil, nil); err != nil {
 			log.Error("deliver the rest of the stored reply", "err", err)
+			return err
 		}
-		return
+		return nil
 	}
-	g.sendText(ctx, ch, *it.Message, core.UserMessage(cause))
+	if err := send(ctx, ch, *it.Message, core.UserMessage(cause)); err != nil {
+		log.Warn("tell the user their request failed", "conv", it.Conversation.String(), "err", err)
+		return err
+	}
+	return nil
 }
 
 // recordTries bounds the attempts to write an item's outcome; past them

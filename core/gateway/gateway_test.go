@@ -371,3 +371,70 @@ func TestPostSendsToAnEnabledChannel(t *testing.T) {
 		t.Fatalf("post with a failing send: %v; want the channel's error", err)
 	}
 }
+
+// outage is a channel whose first down sends fail the way a platform in
+// passing trouble fails them (a 5xx, a broken connection).
+type outage struct {
+	fakeChannel
+	down int
+}
+
+func (c *outage) Send(ctx context.Context, to core.Outbound, part string) (string, error) {
+	c.mu.Lock()
+	if c.down > 0 {
+		c.down--
+		c.mu.Unlock()
+		return "", &core.Error{Kind: core.KindUnavailable, Msg: "platform down"}
+	}
+	c.mu.Unlock()
+	return c.fakeChannel.Send(ctx, to, part)
+}
+
+// TestPlatformOutageLosesNoAnswerNorApology: while the platform refuses
+// every send for longer than queue.max_attempts tries, a stored answer
+// waits to be delivered, and so does the apology of a message that failed
+// for good; neither is dropped with its request marked done or failed.
+// (Before, the third failed send gave the request up, the stored answer
+// was tried once more, and the request was failed with nothing sent.)
+func TestPlatformOutageLosesNoAnswerNorApology(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		agent  *fakeAgent
+		want   string
+		status string
+		calls  int
+	}{
+		{"answer", &fakeAgent{}, "answer to hello", core.StatusDone, 1},
+		{"apology", &fakeAgent{fail: 100, kind: core.KindContextTooLong}, core.UserMessage(&core.Error{Kind: core.KindContextTooLong}), core.StatusFailed, -1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			db := openDB(t, store.Options{})
+			ch := &outage{fakeChannel: fakeChannel{notify: make(chan string, 100)}, down: 6}
+			g := gateway.New(gateway.Options{Store: db, Agent: tc.agent, Workers: 2, MaxAttempts: 3,
+				Backoff: func(int) time.Duration { return time.Millisecond }})
+			g.AddChannel(ch)
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan error, 1)
+			go func() { done <- g.Run(ctx, 5*time.Second) }()
+			t.Cleanup(func() { cancel(); <-done })
+			r := &rig{t: t, db: db, g: g, ch: &ch.fakeChannel}
+			r.accept("1", "hello")
+			r.expect(tc.want)
+			for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(time.Millisecond) {
+				st, _, _, _ := db.QueueStatus(context.Background(), 1)
+				if st == tc.status {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("request 1 is %s after its text was sent; want %s", st, tc.status)
+				}
+			}
+			tc.agent.mu.Lock()
+			calls := tc.agent.calls
+			tc.agent.mu.Unlock()
+			if tc.calls > 0 && calls != tc.calls {
+				t.Fatalf("the agent was asked %d times; a stored answer is only delivered again", calls)
+			}
+		})
+	}
+}

@@ -83,7 +83,7 @@ func (g *Gateway) serve(ctx context.Context, it core.QueueItem, log *slog.Logger
 	}
 	if prev != nil && !prev.Streaming {
 		release()
-		return g.deliver(ctx, w.ch, w.in, prev, nil, held)
+		return undelivered(g.deliver(ctx, w.ch, w.in, prev, nil, held))
 	}
 	// Ended however the request ends, a panic included.
 	defer w.end()
@@ -103,7 +103,23 @@ func (g *Gateway) serve(ctx context.Context, it core.QueueItem, log *slog.Logger
 		}
 	}
 	release()
-	return g.deliver(ctx, w.ch, w.in, r, sp, held)
+	return undelivered(g.deliver(ctx, w.ch, w.in, r, sp, held))
+}
+
+// deliveryError is a failure to send an answer that is stored: the
+// platform's trouble, not the answer's. The next attempt only sends what
+// is not sent yet.
+type deliveryError struct{ err error }
+
+func (e *deliveryError) Error() string { return e.err.Error() }
+func (e *deliveryError) Unwrap() error { return e.err }
+
+// undelivered marks err (nil stays nil) as a deliveryError.
+func undelivered(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &deliveryError{err}
 }
 
 // workOf is the work of one queue item by its kind; nil when there is
