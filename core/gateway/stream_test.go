@@ -170,3 +170,90 @@ func TestStreamShowsTheAnswerAtMostOncePerInterval(t *testing.T) {
 	clk.Advance(time.Millisecond)
 	shown(`+2.8s edit m1 "Once upon a time."`)
 }
+
+// flakyEdits is a channel streaming by edits whose edits to failText
+// fail (a platform 5xx) the first fails times.
+type flakyEdits struct {
+	mu       sync.Mutex
+	failText string
+	fails    int
+	sends    []string
+	edits    []string
+	edited   chan string
+}
+
+func (c *flakyEdits) Name() string                               { return "fake" }
+func (c *flakyEdits) Run(ctx context.Context, _ core.Sink) error { <-ctx.Done(); return nil }
+func (c *flakyEdits) Format(text string) []string                { return []string{text} }
+func (c *flakyEdits) Close() error                               { return nil }
+func (c *flakyEdits) Streaming(core.Outbound) core.StreamPolicy {
+	return core.StreamPolicy{Mode: core.StreamEdit, FirstDelay: time.Millisecond, Interval: 20 * time.Millisecond}
+}
+func (c *flakyEdits) Draft(text string) []core.DraftPart {
+	return []core.DraftPart{{Raw: text, Part: text}}
+}
+
+func (c *flakyEdits) Send(_ context.Context, _ core.Outbound, part string) (string, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.sends = append(c.sends, part)
+	return fmt.Sprintf("m%d", len(c.sends)), nil
+}
+
+func (c *flakyEdits) Edit(_ context.Context, _ core.Outbound, id, part string) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if part == c.failText && c.fails > 0 {
+		c.fails--
+		return &core.Error{Kind: core.KindUnavailable, Msg: "platform 502"}
+	}
+	c.edits = append(c.edits, id+" "+part)
+	if part == c.failText {
+		c.edited <- part
+	}
+	return nil
+}
+
+// TestFinalEditFailingForNowIsRetried: when the platform fails the edit
+// that gives a streamed message its final text for the moment, the edit
+// is tried again later; no second message is sent beside the cut-off
+// one (which could stay when deleting it failed too).
+func TestFinalEditFailingForNowIsRetried(t *testing.T) {
+	ch := &flakyEdits{failText: "hello world", fails: 2, edited: make(chan string, 1)}
+	ag := writer{deltas: make(chan string)}
+	db := openDB(t, store.Options{})
+	g := gateway.New(gateway.Options{Store: db, Agent: ag, Backoff: func(int) time.Duration { return time.Millisecond }})
+	g.AddChannel(ch)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- g.Run(ctx, 5*time.Second) }()
+	t.Cleanup(func() { cancel(); <-done })
+	in := core.Inbound{Conversation: core.ConversationKey{Channel: "fake", Chat: "c"}, MessageID: "1", UserID: "u", Text: "tell me"}
+	for g.Accept(context.Background(), in) != nil {
+		time.Sleep(time.Millisecond)
+	}
+	ag.deltas <- "hello"
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(time.Millisecond) {
+		ch.mu.Lock()
+		n := len(ch.sends)
+		ch.mu.Unlock()
+		if n > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the draft was never shown")
+		}
+	}
+	ag.deltas <- " world"
+	ag.deltas <- ""
+	select {
+	case <-ch.edited:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the streamed message never got its final text")
+	}
+	ch.mu.Lock()
+	defer ch.mu.Unlock()
+	if len(ch.sends) != 1 || ch.edits[len(ch.edits)-1] != "m1 hello world" {
+		t.Fatalf("sends %q, edits %q; want the one draft message edited to the final text", ch.sends, ch.edits)
+	}
+}
