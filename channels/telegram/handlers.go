@@ -195,7 +195,6 @@ func cmdForOtherBot(text string, ents []models.MessageEntity, username string) b
 	return found && !strings.EqualFold(target, username)
 }
 
-// stripCommandSuffix turns "/cmd@bot args" into "/cmd args" for core.
 // inTopic says m was written in a forum topic, its own conversation.
 // Telegram marks a topic's messages is_topic_message. A message_thread_id
 // alone is a topic only in a forum, and only when m is no reply to an
@@ -212,6 +211,7 @@ func inTopic(m *models.Message) bool {
 	return m.Chat.IsForum && (m.ReplyToMessage == nil || m.ReplyToMessage.ForumTopicCreated != nil)
 }
 
+// stripCommandSuffix turns "/cmd@bot args" into "/cmd args" for core.
 func stripCommandSuffix(text string) string {
 	text = strings.TrimSpace(text)
 	cmd := leadingCommand(text, nil)
