@@ -420,7 +420,7 @@ func (g *Gateway) settle(ctx context.Context, it core.QueueItem, err error, log 
 		if g.wait(sctx, it, err, log) {
 			outcome = core.OutcomeFailed
 		}
-	case retries(err) && it.Attempts+1 < g.opts.MaxAttempts:
+	case core.Transient(err) && it.Attempts+1 < g.opts.MaxAttempts:
 		outcome = core.OutcomeRetried
 		wait := g.opts.Backoff(it.Attempts + 1)
 		due := g.now().Add(wait)
@@ -447,15 +447,6 @@ func (g *Gateway) retryTelling(ctx context.Context, it core.QueueItem, sendErr e
 	g.record(ctx, log, "re-queue request", func(c context.Context) error {
 		return g.store.Retry(c, it.ID, it.Lease, g.now().Add(wait), sendErr.Error())
 	})
-}
-
-// retries says a failure is worth another attempt of the request: a
-// passing one, or an answer the provider cut off or garbled (a dropped
-// connection mid-stream, a proxy's broken body), which the next call
-// most often gets right; queue.max_attempts bounds a provider that
-// always answers so.
-func retries(err error) bool {
-	return core.Transient(err) || core.ErrorKind(err) == core.KindMalformed
 }
 
 // waits says a failure is a provider's passing trouble with a time to

@@ -194,18 +194,6 @@ func TestTransientFailureIsRetried(t *testing.T) {
 	}
 }
 
-// An answer the provider cut off or garbled is asked for again, not
-// apologised for at once.
-func TestMalformedAnswerIsRetried(t *testing.T) {
-	ag := &fakeAgent{fail: 1, kind: core.KindMalformed}
-	r := newRig(t, ag, &fakeChannel{}, nil)
-	r.accept("1", "hello")
-	r.expect("answer to hello")
-	if ag.calls != 2 {
-		t.Fatalf("agent called %d times; want 2 (the garbled answer, then the answer)", ag.calls)
-	}
-}
-
 func TestGivesUpAfterMaxAttempts(t *testing.T) {
 	ag := &fakeAgent{fail: 100, kind: core.KindUnavailable}
 	r := newRig(t, ag, &fakeChannel{}, nil)
