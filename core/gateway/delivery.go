@@ -251,7 +251,7 @@ func (g *Gateway) finalize(ctx context.Context, ch core.Channel, to core.Outboun
 	if err == nil || ctx.Err() != nil {
 		return id, err
 	}
-	if core.Transient(err) {
+	if platformPassing(err) {
 		// The platform fails the edit for now: the delivery is tried
 		// again later (serve's deliveryError), the edit with it. A
 		// message sent anew could leave the cut-off one beside it, when

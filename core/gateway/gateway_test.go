@@ -377,13 +377,19 @@ func TestPostSendsToAnEnabledChannel(t *testing.T) {
 type outage struct {
 	fakeChannel
 	down int
+	// unknown fails the sends with an error of no known kind.
+	unknown bool
 }
 
 func (c *outage) Send(ctx context.Context, to core.Outbound, part string) (string, error) {
 	c.mu.Lock()
 	if c.down > 0 {
 		c.down--
+		unknown := c.unknown
 		c.mu.Unlock()
+		if unknown {
+			return "", errors.New("something the channel did not classify")
+		}
 		return "", &core.Error{Kind: core.KindUnavailable, Msg: "platform down"}
 	}
 	c.mu.Unlock()
@@ -436,5 +442,31 @@ func TestPlatformOutageLosesNoAnswerNorApology(t *testing.T) {
 				t.Fatalf("the agent was asked %d times; a stored answer is only delivered again", calls)
 			}
 		})
+	}
+}
+
+// TestUnknownSendFailureIsNotRetriedForever: a send failure of no known
+// kind promises nothing: the request goes the way of any failure
+// (queue.max_attempts) and does not hold its conversation for ever.
+func TestUnknownSendFailureIsNotRetriedForever(t *testing.T) {
+	db := openDB(t, store.Options{})
+	ch := &outage{fakeChannel: fakeChannel{notify: make(chan string, 100)}, down: 1 << 30, unknown: true}
+	g := gateway.New(gateway.Options{Store: db, Agent: &fakeAgent{}, MaxAttempts: 3,
+		Backoff: func(int) time.Duration { return time.Millisecond }})
+	g.AddChannel(ch)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- g.Run(ctx, 5*time.Second) }()
+	t.Cleanup(func() { cancel(); <-done })
+	r := &rig{t: t, db: db, g: g, ch: &ch.fakeChannel}
+	r.accept("1", "hello")
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(time.Millisecond) {
+		st, attempts, _, _ := db.QueueStatus(context.Background(), 1)
+		if st == core.StatusFailed {
+			break
+		}
+		if time.Now().After(deadline) || attempts > 10 {
+			t.Fatalf("request 1 is %s after %d attempts; want it failed after queue.max_attempts", st, attempts)
+		}
 	}
 }
