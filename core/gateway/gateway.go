@@ -105,8 +105,9 @@ type Gateway struct {
 	// notices is when each conversation or user was last told a notice
 	// (see noticeDue); side tracks such best-effort sends.
 	notices map[string]time.Time
-	// full holds, by conversation, the refused messages (queue.max_pending)
-	// not yet told while a notice of that conversation is being sent.
+	// full holds, by conversation and sender, the refused messages
+	// (queue.max_pending) not yet told while a notice to that sender is
+	// being sent.
 	full map[string]*fullNotices
 	side sync.WaitGroup
 	obs  core.Observer

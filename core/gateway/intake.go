@@ -184,12 +184,14 @@ type fullNotices struct {
 
 // tellFull tells the user, best effort, that their message was not
 // taken, in reply to it, so they know which ones to send again. One
-// notice of a conversation is sent at a time: the messages refused
-// meanwhile are told in one notice after it, in reply to the last of
-// them, so a flood of messages is not answered by a flood of notices
-// (which would also spend the chat's rate limit that answers need).
+// notice to a sender in a conversation is sent at a time: their messages
+// refused meanwhile are told in one notice after it, in reply to the
+// last of them, so a flood of messages is not answered by a flood of
+// notices (which would also spend the chat's rate limit that answers
+// need).
 func (g *Gateway) tellFull(in core.Inbound) {
-	key := in.Conversation.String()
+	// By sender: in a group each user is told of their own messages.
+	key := in.Conversation.String() + "\x00" + in.UserID
 	g.mu.Lock()
 	if w, sending := g.full[key]; sending {
 		w.n, w.last = w.n+1, in

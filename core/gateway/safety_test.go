@@ -418,6 +418,47 @@ func TestFullNoticesOneAtATime(t *testing.T) {
 	r.expect("answer to slow")
 }
 
+// TestFullNoticesBySender: in a group, each sender is told of their own
+// refused messages.
+func TestFullNoticesBySender(t *testing.T) {
+	db := openDB(t, store.Options{})
+	block := make(chan struct{})
+	ag := &fakeAgent{text: func(q string) string {
+		if q == "slow" {
+			<-block
+		}
+		return "answer to " + q
+	}}
+	r := runOn(t, db, gateway.Options{Store: db, Agent: ag, MaxPending: 1})
+	hold := make(chan struct{})
+	r.ch.mu.Lock()
+	r.ch.hold = hold
+	r.ch.mu.Unlock()
+	unhold, unblock := sync.OnceFunc(func() { close(hold) }), sync.OnceFunc(func() { close(block) })
+	t.Cleanup(func() { unhold(); unblock() })
+	r.acceptFrom("a", "c", "1", "slow")
+	r.acceptFrom("a", "c", "2", "more")
+	r.acceptFrom("b", "c", "3", "more")
+	r.acceptFrom("b", "c", "4", "more")
+	unhold()
+	got := map[string]int{}
+	for range 3 {
+		select {
+		case n := <-r.ch.notify:
+			got[n]++
+		case <-time.After(30 * time.Second):
+			t.Fatalf("notices so far %v; want three", got)
+		}
+	}
+	one := "I am still working on your earlier messages, so I did not take this one. Please send it again once I have answered them."
+	either := "I am still working on your earlier messages, so I did not take this one either. Please send it again once I have answered them."
+	if got[one] != 2 || got[either] != 1 {
+		t.Fatalf("notices %v; want one to a and two to b (the second told after the first)", got)
+	}
+	unblock()
+	r.expect("answer to slow")
+}
+
 // TestShutdownIsNoAttempt (finding 3): a request cut short by a graceful
 // shutdown is not counted as an attempt or an interruption.
 func TestShutdownIsNoAttempt(t *testing.T) {
