@@ -222,10 +222,9 @@ func sent(r *core.Reply, i int) (string, bool) {
 // finalize makes message id, which a stream opened for part i, show
 // part: a native stream still open is ended with it; an edit is skipped
 // when the message shows part already. A message that cannot be edited
-// (deleted meanwhile, too old, the platform refusing the edit) is replaced
+// (deleted meanwhile, too old, the platform failing the edit) is replaced
 // by a new one, so the user never keeps a cut-off answer: the stale one
-// is deleted where the channel can. An edit the platform fails for now
-// is an error: the delivery, and the edit, are tried again later.
+// is deleted where the channel can.
 func (g *Gateway) finalize(ctx context.Context, ch core.Channel, to core.Outbound, id, part string, i int, sp *shownParts) (string, error) {
 	if sp != nil {
 		if d, ok := sp.open[i]; ok {
@@ -250,13 +249,6 @@ func (g *Gateway) finalize(ctx context.Context, ch core.Channel, to core.Outboun
 	err := st.Edit(ctx, to, id, part)
 	if err == nil || ctx.Err() != nil {
 		return id, err
-	}
-	if platformPassing(err) {
-		// The platform fails the edit for now: the delivery is tried
-		// again later (serve's deliveryError), the edit with it. A
-		// message sent anew could leave the cut-off one beside it, when
-		// deleting it failed too.
-		return "", err
 	}
 	g.log.Warn("a streamed message could not be edited to the final text; sending the part anew", "conv", to.Conversation.String(), "kind", core.ErrorKind(err).String(), "err", err)
 	newID, err := ch.Send(ctx, to, part)
