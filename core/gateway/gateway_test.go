@@ -396,6 +396,19 @@ func (c *outage) Send(ctx context.Context, to core.Outbound, part string) (strin
 	return c.fakeChannel.Send(ctx, to, part)
 }
 
+// runOutage runs a gateway with ch, three attempts and a 1 ms backoff.
+func runOutage(t *testing.T, db *store.DB, ag *fakeAgent, ch *outage) *rig {
+	t.Helper()
+	g := gateway.New(gateway.Options{Store: db, Agent: ag, Workers: 2, MaxAttempts: 3,
+		Backoff: func(int) time.Duration { return time.Millisecond }})
+	g.AddChannel(ch)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- g.Run(ctx, 5*time.Second) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return &rig{t: t, db: db, g: g, ch: &ch.fakeChannel}
+}
+
 // TestPlatformOutageLosesNoAnswerNorApology: while the platform refuses
 // every send for longer than queue.max_attempts tries, a stored answer
 // waits to be delivered, and so does the apology of a message that failed
@@ -415,15 +428,7 @@ func TestPlatformOutageLosesNoAnswerNorApology(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			db := openDB(t, store.Options{})
-			ch := &outage{fakeChannel: fakeChannel{notify: make(chan string, 100)}, down: 6}
-			g := gateway.New(gateway.Options{Store: db, Agent: tc.agent, Workers: 2, MaxAttempts: 3,
-				Backoff: func(int) time.Duration { return time.Millisecond }})
-			g.AddChannel(ch)
-			ctx, cancel := context.WithCancel(context.Background())
-			done := make(chan error, 1)
-			go func() { done <- g.Run(ctx, 5*time.Second) }()
-			t.Cleanup(func() { cancel(); <-done })
-			r := &rig{t: t, db: db, g: g, ch: &ch.fakeChannel}
+			r := runOutage(t, db, tc.agent, &outage{fakeChannel: fakeChannel{notify: make(chan string, 100)}, down: 6})
 			r.accept("1", "hello")
 			r.expect(tc.want)
 			for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(time.Millisecond) {
@@ -450,15 +455,7 @@ func TestPlatformOutageLosesNoAnswerNorApology(t *testing.T) {
 // (queue.max_attempts) and does not hold its conversation for ever.
 func TestUnknownSendFailureIsNotRetriedForever(t *testing.T) {
 	db := openDB(t, store.Options{})
-	ch := &outage{fakeChannel: fakeChannel{notify: make(chan string, 100)}, down: 1 << 30, unknown: true}
-	g := gateway.New(gateway.Options{Store: db, Agent: &fakeAgent{}, MaxAttempts: 3,
-		Backoff: func(int) time.Duration { return time.Millisecond }})
-	g.AddChannel(ch)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- g.Run(ctx, 5*time.Second) }()
-	t.Cleanup(func() { cancel(); <-done })
-	r := &rig{t: t, db: db, g: g, ch: &ch.fakeChannel}
+	r := runOutage(t, db, &fakeAgent{}, &outage{fakeChannel: fakeChannel{notify: make(chan string, 100)}, down: 1 << 30, unknown: true})
 	r.accept("1", "hello")
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(time.Millisecond) {
 		st, attempts, _, _ := db.QueueStatus(context.Background(), 1)

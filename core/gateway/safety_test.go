@@ -382,10 +382,12 @@ func TestTooManyPendingMessagesAreRefused(t *testing.T) {
 	}
 }
 
-// TestFullNoticesOneAtATime: while a conversation's notice is being
-// sent, the messages refused meanwhile are told in one notice after it,
-// in reply to the last of them, not one notice each.
-func TestFullNoticesOneAtATime(t *testing.T) {
+// fullRig runs a gateway whose conversations take one pending message,
+// whose agent answers "slow" only after unblock and whose channel sends
+// nothing until unhold (both also run before the gateway's shutdown, so
+// a failure does not hang it).
+func fullRig(t *testing.T) (r *rig, unhold, unblock func()) {
+	t.Helper()
 	db := openDB(t, store.Options{})
 	block := make(chan struct{})
 	ag := &fakeAgent{text: func(q string) string {
@@ -394,14 +396,21 @@ func TestFullNoticesOneAtATime(t *testing.T) {
 		}
 		return "answer to " + q
 	}}
-	r := runOn(t, db, gateway.Options{Store: db, Agent: ag, MaxPending: 1})
+	r = runOn(t, db, gateway.Options{Store: db, Agent: ag, MaxPending: 1})
 	hold := make(chan struct{})
 	r.ch.mu.Lock()
 	r.ch.hold = hold
 	r.ch.mu.Unlock()
-	// Run before the gateway's shutdown, so a failure does not hang it.
-	unhold, unblock := sync.OnceFunc(func() { close(hold) }), sync.OnceFunc(func() { close(block) })
+	unhold, unblock = sync.OnceFunc(func() { close(hold) }), sync.OnceFunc(func() { close(block) })
 	t.Cleanup(func() { unhold(); unblock() })
+	return r, unhold, unblock
+}
+
+// TestFullNoticesOneAtATime: while a conversation's notice is being
+// sent, the messages refused meanwhile are told in one notice after it,
+// in reply to the last of them, not one notice each.
+func TestFullNoticesOneAtATime(t *testing.T) {
+	r, unhold, unblock := fullRig(t)
 	r.accept("1", "slow")
 	for i := 2; i <= 6; i++ {
 		r.accept(string(rune('0'+i)), "more")
@@ -421,21 +430,7 @@ func TestFullNoticesOneAtATime(t *testing.T) {
 // TestFullNoticesBySender: in a group, each sender is told of their own
 // refused messages.
 func TestFullNoticesBySender(t *testing.T) {
-	db := openDB(t, store.Options{})
-	block := make(chan struct{})
-	ag := &fakeAgent{text: func(q string) string {
-		if q == "slow" {
-			<-block
-		}
-		return "answer to " + q
-	}}
-	r := runOn(t, db, gateway.Options{Store: db, Agent: ag, MaxPending: 1})
-	hold := make(chan struct{})
-	r.ch.mu.Lock()
-	r.ch.hold = hold
-	r.ch.mu.Unlock()
-	unhold, unblock := sync.OnceFunc(func() { close(hold) }), sync.OnceFunc(func() { close(block) })
-	t.Cleanup(func() { unhold(); unblock() })
+	r, unhold, unblock := fullRig(t)
 	r.acceptFrom("a", "c", "1", "slow")
 	r.acceptFrom("a", "c", "2", "more")
 	r.acceptFrom("b", "c", "3", "more")
