@@ -175,8 +175,8 @@ func (g *Gateway) noticeDue(key string) bool {
 	return true
 }
 
-// fullNotices are a conversation's refused messages waiting for their
-// notice while one is being sent.
+// fullNotices are a sender's refused messages in a conversation waiting
+// for their notice while one is being sent.
 type fullNotices struct {
 	n    int
 	last core.Inbound
@@ -190,6 +190,10 @@ type fullNotices struct {
 // notices (which would also spend the chat's rate limit that answers
 // need).
 func (g *Gateway) tellFull(in core.Inbound) {
+	ch, ok := g.channels[in.Conversation.Channel]
+	if !ok {
+		return
+	}
 	// By sender: in a group each user is told of their own messages.
 	key := in.Conversation.String() + "\x00" + in.UserID
 	g.mu.Lock()
@@ -200,13 +204,6 @@ func (g *Gateway) tellFull(in core.Inbound) {
 	}
 	g.full[key] = &fullNotices{}
 	g.mu.Unlock()
-	ch, ok := g.channels[in.Conversation.Channel]
-	if !ok {
-		g.mu.Lock()
-		delete(g.full, key)
-		g.mu.Unlock()
-		return
-	}
 	g.side.Add(1)
 	go func() {
 		defer g.side.Done()
