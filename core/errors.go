@@ -89,8 +89,16 @@ func RetryAfter(err error) time.Duration {
 
 // Transient reports whether trying the same request again later may work.
 func Transient(err error) bool {
+	return Passing(err) || ErrorKind(err) == KindUnknown
+}
+
+// Passing says err is a failure known to pass: an outage (a 5xx, an
+// unreachable server), a rate limit, a timeout. Unlike Transient, a
+// failure of no known kind is not: trying again without end is only for
+// these.
+func Passing(err error) bool {
 	switch ErrorKind(err) {
-	case KindRateLimited, KindUnavailable, KindTimeout, KindUnknown:
+	case KindRateLimited, KindUnavailable, KindTimeout:
 		return true
 	}
 	return false

@@ -28,8 +28,18 @@ func TestKindsAndRetry(t *testing.T) {
 		t.Fatalf("kind/retry-after not found through wrapping: %v", wrapped)
 	}
 	for _, k := range []Kind{KindAuth, KindBilling, KindBadRequest, KindContextTooLong, KindMalformed, KindInvalid} {
-		if Transient(&Error{Kind: k}) {
+		if Transient(&Error{Kind: k}) || Passing(&Error{Kind: k}) {
 			t.Errorf("%s must not be retried on the same request", k)
+		}
+	}
+	// An error of no known kind may be tried again, but it is not known
+	// to pass.
+	if unknown := errors.New("?"); !Transient(unknown) || Passing(unknown) {
+		t.Error("an unknown failure is transient, and not known to pass")
+	}
+	for _, k := range []Kind{KindRateLimited, KindUnavailable, KindTimeout} {
+		if !Passing(&Error{Kind: k}) || !Transient(&Error{Kind: k}) {
+			t.Errorf("%s passes", k)
 		}
 	}
 	if (&Error{Kind: KindAuth, Msg: "refused", Err: errors.New("401")}).Error() != "refused: 401" {

@@ -131,11 +131,7 @@ func streamRefused(err error) bool {
 	if errors.As(err, &sc) && sc.Code == http.StatusNotImplemented {
 		return true
 	}
-	switch core.ErrorKind(err) {
-	case core.KindUnavailable, core.KindRateLimited, core.KindTimeout:
-		return false
-	}
-	return true
+	return !core.Passing(err)
 }
 
 // EndDraft implements core.NativeStreamer: chat.stopStream ends the

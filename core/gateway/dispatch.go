@@ -406,13 +406,15 @@ func (g *Gateway) settle(ctx context.Context, it core.QueueItem, err error, log 
 		outcome = core.OutcomeReleased
 		log.Info("request interrupted by shutdown; it is answered after the next start")
 		g.record(sctx, log, "release request", func(c context.Context) error { return g.store.Release(c, it.ID, it.Lease) })
-	case errors.As(err, &undelivered) && platformPassing(err):
+	case errors.As(err, &undelivered) && core.Passing(err):
 		// The answer is stored and the platform failed its send (a 5xx,
 		// a broken connection, flood control): it is sent when the
 		// platform takes it again, however many tries that takes. Giving
 		// up could only tell the user through the same platform, and
 		// would leave them with nothing (the stored answer unsent, the
-		// request failed).
+		// request failed). A failure of no known kind is no such promise:
+		// it counts as an attempt, so a send that can never succeed does
+		// not hold its conversation for ever.
 		outcome = core.OutcomeRetried
 		g.retryTelling(sctx, it, err, log, "the answer could not be sent; it is sent again later")
 	case waits(err):
@@ -433,20 +435,6 @@ func (g *Gateway) settle(ctx context.Context, it core.QueueItem, err error, log 
 		}
 	}
 	g.obs.Finished(it.Conversation.Channel, it.Kind, outcome)
-}
-
-// platformPassing says a platform's failure to take a send is one that
-// passes (a 5xx or an unreachable server, flood control, a timeout), so
-// the send is tried again however many tries it takes. A failure of an
-// unknown kind is no such promise: it goes the way of any failure
-// (queue.max_attempts), so a send that can never succeed does not hold
-// its conversation for ever.
-func platformPassing(err error) bool {
-	switch core.ErrorKind(err) {
-	case core.KindUnavailable, core.KindRateLimited, core.KindTimeout:
-		return true
-	}
-	return false
 }
 
 // retryTelling puts back an item whose answer or apology the platform
@@ -539,7 +527,7 @@ func (g *Gateway) giveUp(ctx context.Context, it core.QueueItem, cause error, lo
 		fail()
 		g.tellFailed(ctx, it, cause, log)
 	} else {
-		if err := g.tellFailed(ctx, it, cause, log); err != nil && platformPassing(err) {
+		if err := g.tellFailed(ctx, it, cause, log); err != nil && core.Passing(err) {
 			g.retryTelling(ctx, it, err, log, "the user could not be told that their request failed; they are told later")
 			return false
 		}
