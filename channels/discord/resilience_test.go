@@ -166,7 +166,9 @@ func TestUnacknowledgedHeartbeatsRecycleTheConnection(t *testing.T) {
 func TestReadyzDownWhileNotConnected(t *testing.T) {
 	t.Parallel()
 	r := start(t, nil, nil)
-	r.srv.WaitFor(t, "healthy", func() bool { return r.bot.Healthy() == nil })
+	// The fake takes the connection as its own only once READY is out,
+	// which the bot may read first: a Disconnect before it closes nothing.
+	r.srv.WaitFor(t, "healthy", func() bool { return r.bot.Healthy() == nil && r.srv.Connected() })
 	r.srv.RefuseConnections(true)
 	r.srv.Disconnect(discordtest.CloseUnknownError)
 	r.srv.WaitFor(t, "unhealthy while disconnected", func() bool { return r.bot.Healthy() != nil })
