@@ -39,6 +39,16 @@ func (r *Router) run(ctx context.Context, c Call, d decision) (Result, error) {
 				}
 				t0, started := time.Now(), r.now()
 				resp, err := r.attempt(ctx, c, m, p, &streamed)
+				if core.ErrorKind(err) == core.KindMalformed && !streamed && ctx.Err() == nil {
+					// An answer cut off or garbled on its way (a dropped
+					// connection, a proxy's broken body) is most often
+					// whole the next time: asked again once, before the
+					// model is set aside. Nothing of it reached the user.
+					r.o.Observer.LLMCall(m.Ref, m.Provider(), outcome(err), time.Since(t0))
+					r.log.Warn("LLM answer unreadable; asking once more", "model", m.Ref, "profile", p.ID, "err", err)
+					t0, started = time.Now(), r.now()
+					resp, err = r.attempt(ctx, c, m, p, &streamed)
+				}
 				r.o.Observer.LLMCall(m.Ref, m.Provider(), outcome(err), time.Since(t0))
 				failedOn = m.Ref
 				if err == nil {

@@ -347,6 +347,41 @@ func TestOutageSaysWhenToComeBack(t *testing.T) {
 	}
 }
 
+// An answer that arrives garbled is asked for again once, on the same
+// model and credential, before the model is set aside.
+func TestGarbledAnswerIsAskedOnceMore(t *testing.T) {
+	r, p, _, _, _ := newTestRouter(t, threeProfiles)
+	garbled := 1
+	p.fn = func(_ provider.Credentials, _ *provider.Request) (*provider.Response, error) {
+		if garbled > 0 {
+			garbled--
+			return nil, &core.Error{Kind: core.KindMalformed, Msg: "provider p: the stream ended without a finish"}
+		}
+		return &provider.Response{Text: "ok"}, nil
+	}
+	conv := core.ConversationKey{Channel: "telegram", Chat: "1"}
+	call := Call{Session: &core.Session{ID: 1, Conversation: conv, ModelPin: "p/cheap"}, Conversation: conv, Req: userMsg("hi")}
+	res, err := r.Chat(context.Background(), call)
+	if err != nil || res.Text != "ok" {
+		t.Fatalf("got %+v, %v; want the answer asked for again", res, err)
+	}
+	if ks := keys(p.Calls()); len(ks) != 2 || ks[0] != ks[1] {
+		t.Fatalf("keys used = %v; want the same credential asked twice", ks)
+	}
+	// Garbled twice: asked once more only, then the model is set aside
+	// (what answers next is failover's choice).
+	garbled = 2
+	before := len(p.Calls())
+	r.Chat(context.Background(), call)
+	calls := p.Calls()[before:]
+	if len(calls) < 2 || calls[1] != calls[0] {
+		t.Fatalf("calls after two garbled answers = %+v; want the same one asked once more", calls)
+	}
+	if len(calls) > 2 && calls[2] == calls[0] {
+		t.Fatalf("calls after two garbled answers = %+v; want no third ask of the same model and credential", calls)
+	}
+}
+
 func TestFallbackWhenEveryProfileCools(t *testing.T) {
 	r, p, q, _, _ := newTestRouter(t, func(o *Options) {
 		threeProfiles(o)

@@ -315,7 +315,9 @@ func TestConversationsRunConcurrentlyAndInOrder(t *testing.T) {
 func TestMalformedLLMAnswerIsReported(t *testing.T) {
 	t.Parallel()
 	fake := providertest.NewOpenAI(t)
+	// Garbled, and garbled again when asked once more.
 	fake.Enqueue(providertest.Script{Body: "this is not json"})
+	fake.Enqueue(providertest.Script{Body: "this is not json either"})
 	dir := t.TempDir()
 	h := startApp(t, parseConfig(t, testConfig(dir, fake.BaseURL(), "")))
 	h.send("hello?")
