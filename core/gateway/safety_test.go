@@ -353,14 +353,9 @@ func TestLostLeaseStopsTheWork(t *testing.T) {
 
 func TestTooManyPendingMessagesAreRefused(t *testing.T) {
 	db := openDB(t, store.Options{})
-	block := make(chan struct{})
-	ag := &fakeAgent{text: func(q string) string {
-		if q == "slow" {
-			<-block
-		}
-		return "answer to " + q
-	}}
+	ag, unblock := heldAgent()
 	r := runOn(t, db, gateway.Options{Store: db, Agent: ag, MaxPending: 3})
+	t.Cleanup(unblock)
 	ctx := context.Background()
 	r.accept("1", "slow")
 	for i := 2; i <= 5; i++ {
@@ -376,7 +371,7 @@ func TestTooManyPendingMessagesAreRefused(t *testing.T) {
 	if n := counts[core.StatusQueued] + counts[core.StatusRunning]; n != 3 {
 		t.Fatalf("pending = %d (%v), want 3", n, counts)
 	}
-	close(block)
+	unblock()
 	for range 3 {
 		r.expectAny("answer to slow", "answer to more")
 	}
@@ -389,26 +384,34 @@ func TestTooManyPendingMessagesAreRefused(t *testing.T) {
 func fullRig(t *testing.T) (r *rig, unhold, unblock func()) {
 	t.Helper()
 	db := openDB(t, store.Options{})
-	block := make(chan struct{})
-	ag := &fakeAgent{text: func(q string) string {
-		if q == "slow" {
-			<-block
-		}
-		return "answer to " + q
-	}}
+	ag, unblock := heldAgent()
 	r = runOn(t, db, gateway.Options{Store: db, Agent: ag, MaxPending: 1})
 	hold := make(chan struct{})
 	r.ch.mu.Lock()
 	r.ch.hold = hold
 	r.ch.mu.Unlock()
-	unhold, unblock = sync.OnceFunc(func() { close(hold) }), sync.OnceFunc(func() { close(block) })
+	unhold = sync.OnceFunc(func() { close(hold) })
 	t.Cleanup(func() { unhold(); unblock() })
 	return r, unhold, unblock
 }
 
-// TestFullNoticesOneAtATime: while a conversation's notice is being
-// sent, the messages refused meanwhile are told in one notice after it,
-// in reply to the last of them, not one notice each.
+// heldAgent answers "answer to <text>", to "slow" only after unblock.
+// A test registers unblock as a cleanup after starting the gateway, so
+// it runs before the gateway's shutdown and a failure does not hang it.
+func heldAgent() (ag *fakeAgent, unblock func()) {
+	block := make(chan struct{})
+	unblock = sync.OnceFunc(func() { close(block) })
+	return &fakeAgent{text: func(q string) string {
+		if q == "slow" {
+			<-block
+		}
+		return "answer to " + q
+	}}, unblock
+}
+
+// TestFullNoticesOneAtATime: while a notice to a sender is being sent,
+// their messages refused meanwhile are told in one notice after it, in
+// reply to the last of them, not one notice each.
 func TestFullNoticesOneAtATime(t *testing.T) {
 	r, unhold, unblock := fullRig(t)
 	r.accept("1", "slow")
