@@ -418,10 +418,7 @@ func (g *Gateway) settle(ctx context.Context, it core.QueueItem, err error, log 
 		outcome = core.OutcomeRetried
 		g.retryTelling(sctx, it, err, log, "the answer could not be sent; it is sent again later")
 	case waits(err):
-		outcome = core.OutcomeWaiting
-		if g.wait(sctx, it, err, log) {
-			outcome = core.OutcomeFailed
-		}
+		outcome = g.wait(sctx, it, err, log)
 	case core.Transient(err) && it.Attempts+1 < g.opts.MaxAttempts:
 		outcome = core.OutcomeRetried
 		wait := g.opts.Backoff(it.Attempts + 1)
@@ -464,21 +461,25 @@ func waits(err error) bool {
 // first step of Options.Backoff). The last try is when queue.max_wait
 // since the message arrived ends; a failure then gives it up. The user
 // is told once when the answer is delayed by more than a few seconds.
-// It reports whether it gave the item up (failed it for good).
-func (g *Gateway) wait(ctx context.Context, it core.QueueItem, cause error, log *slog.Logger) (gaveUp bool) {
+// It reports the attempt's outcome: waiting; or, once max_wait is over,
+// failed, or retried when the give-up's apology must be sent again.
+func (g *Gateway) wait(ctx context.Context, it core.QueueItem, cause error, log *slog.Logger) core.Outcome {
 	now := g.now()
 	due := now.Add(max(core.RetryAfter(cause), g.opts.Backoff(1)))
 	if limit := it.CreatedAt.Add(g.opts.MaxWait); due.After(limit) {
 		if !now.Before(limit) {
 			log.Warn("request waited queue.max_wait for the provider; giving up", "queue.max_wait", g.opts.MaxWait, "err", cause)
-			return g.giveUp(ctx, it, cause, log)
+			if g.giveUp(ctx, it, cause, log) {
+				return core.OutcomeFailed
+			}
+			return core.OutcomeRetried
 		}
 		due = limit
 	}
 	notified := g.tellDelay(ctx, it, cause, due)
 	log.Warn("the provider failed for now; the request waits", "until", due, "err", cause)
 	g.record(ctx, log, "defer request", func(c context.Context) error { return g.store.Defer(c, it.ID, it.Lease, due, cause.Error(), notified) })
-	return false
+	return core.OutcomeWaiting
 }
 
 // tellDelay tells the user of a message, once, that its answer is delayed

@@ -53,6 +53,8 @@ type fakeAgent struct {
 	fail  int
 	kind  core.Kind
 	text  func(string) string
+	// retryAfter is the failures' RetryAfter (a provider cooling down).
+	retryAfter time.Duration
 }
 
 func (a *fakeAgent) Answer(_ context.Context, t core.Turn) (core.Answer, error) {
@@ -60,7 +62,7 @@ func (a *fakeAgent) Answer(_ context.Context, t core.Turn) (core.Answer, error) 
 	defer a.mu.Unlock()
 	a.calls++
 	if a.calls <= a.fail {
-		return core.Answer{}, &core.Error{Kind: a.kind, Msg: "llm failed"}
+		return core.Answer{}, &core.Error{Kind: a.kind, Msg: "llm failed", RetryAfter: a.retryAfter}
 	}
 	text := "answer to " + t.Text
 	if a.text != nil {
@@ -396,11 +398,16 @@ func (c *outage) Send(ctx context.Context, to core.Outbound, part string) (strin
 	return c.fakeChannel.Send(ctx, to, part)
 }
 
-// runOutage runs a gateway with ch, three attempts and a 1 ms backoff.
-func runOutage(t *testing.T, db *store.DB, ag *fakeAgent, ch *outage) *rig {
+// runOutage runs a gateway with ch, three attempts and a 1 ms backoff
+// (and what set changes of those options).
+func runOutage(t *testing.T, db *store.DB, ag *fakeAgent, ch *outage, set ...func(*gateway.Options)) *rig {
 	t.Helper()
-	g := gateway.New(gateway.Options{Store: db, Agent: ag, Workers: 2, MaxAttempts: 3,
-		Backoff: func(int) time.Duration { return time.Millisecond }})
+	o := gateway.Options{Store: db, Agent: ag, Workers: 2, MaxAttempts: 3,
+		Backoff: func(int) time.Duration { return time.Millisecond }}
+	for _, f := range set {
+		f(&o)
+	}
+	g := gateway.New(o)
 	g.AddChannel(ch)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -447,6 +454,34 @@ func TestPlatformOutageLosesNoAnswerNorApology(t *testing.T) {
 				t.Fatalf("the agent was asked %d times; a stored answer is only delivered again", calls)
 			}
 		})
+	}
+}
+
+// TestWaitGivenUpWithApologyPutBackIsRetried: a message that waited out
+// queue.max_wait for its provider is given up; when the platform fails
+// the apology for the moment, the item goes back to the queue, and the
+// attempt's outcome (requests_total) is "retried", not "waiting".
+func TestWaitGivenUpWithApologyPutBackIsRetried(t *testing.T) {
+	db := openDB(t, store.Options{})
+	obs := &countingObserver{accepted: map[string]int{}, stages: map[core.Stage]int{}, outcomes: map[core.Outcome]int{}}
+	ag := &fakeAgent{fail: 1 << 30, kind: core.KindRateLimited, retryAfter: time.Millisecond}
+	r := runOutage(t, db, ag, &outage{fakeChannel: fakeChannel{notify: make(chan string, 100)}, down: 2}, func(o *gateway.Options) {
+		o.Observer, o.MaxWait = obs, time.Nanosecond
+	})
+	r.accept("1", "hello")
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(time.Millisecond) {
+		st, _, _, _ := db.QueueStatus(context.Background(), 1)
+		if st == core.StatusFailed {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("request 1 is %s; want it failed once its apology was sent", st)
+		}
+	}
+	obs.mu.Lock()
+	defer obs.mu.Unlock()
+	if obs.outcomes[core.OutcomeRetried] != 2 || obs.outcomes[core.OutcomeFailed] != 1 || obs.outcomes[core.OutcomeWaiting] != 0 {
+		t.Fatalf("outcomes %v; want 2 retried (the apology failed twice), then 1 failed", obs.outcomes)
 	}
 }
 
