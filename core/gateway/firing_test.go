@@ -111,10 +111,7 @@ func newFiringRig(t *testing.T, o gateway.Options) *firingRig {
 	g := gateway.New(o)
 	ch := newOutChannel()
 	g.AddChannel(ch)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- g.Run(ctx, 5*time.Second) }()
-	t.Cleanup(func() { cancel(); <-done })
+	serve(t, g)
 	return &firingRig{db: db, g: g, ch: ch, ag: ag, ev: ev}
 }
 

@@ -150,13 +150,26 @@ func openDB(t *testing.T, o store.Options) *store.DB {
 func runOn(t *testing.T, db *store.DB, o gateway.Options) *rig {
 	t.Helper()
 	ch := &fakeChannel{notify: make(chan string, 100)}
+	return runWith(t, db, o, ch, ch)
+}
+
+// runWith runs a gateway built from o with channel ch until the test
+// ends; fc is the fake channel ch is or wraps.
+func runWith(t *testing.T, db *store.DB, o gateway.Options, ch core.Channel, fc *fakeChannel) *rig {
+	t.Helper()
 	g := gateway.New(o)
 	g.AddChannel(ch)
+	serve(t, g)
+	return &rig{t: t, db: db, g: g, ch: fc}
+}
+
+// serve runs g until the test ends (its cleanups registered later run
+// first, while g still runs).
+func serve(t *testing.T, g *gateway.Gateway) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- g.Run(ctx, 5*time.Second) }()
 	t.Cleanup(func() { cancel(); <-done })
-	return &rig{t: t, db: db, g: g, ch: ch}
 }
 
 func (r *rig) accept(id, text string) {
@@ -407,13 +420,7 @@ func runOutage(t *testing.T, db *store.DB, ag *fakeAgent, ch *outage, set ...fun
 	for _, f := range set {
 		f(&o)
 	}
-	g := gateway.New(o)
-	g.AddChannel(ch)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- g.Run(ctx, 5*time.Second) }()
-	t.Cleanup(func() { cancel(); <-done })
-	return &rig{t: t, db: db, g: g, ch: &ch.fakeChannel}
+	return runWith(t, db, o, ch, &ch.fakeChannel)
 }
 
 // TestPlatformOutageLosesNoAnswerNorApology: while the platform refuses

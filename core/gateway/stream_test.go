@@ -98,10 +98,7 @@ func TestStreamShowsTheAnswerAtMostOncePerInterval(t *testing.T) {
 	db := openDB(t, store.Options{Now: clk.Now})
 	g := gateway.New(gateway.Options{Store: db, Agent: ag, Clock: clk})
 	g.AddChannel(ch)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- g.Run(ctx, 5*time.Second) }()
-	t.Cleanup(func() { cancel(); <-done })
+	serve(t, g)
 	in := core.Inbound{Conversation: core.ConversationKey{Channel: "fake", Chat: "c"}, MessageID: "1", UserID: "u", Text: "tell me"}
 	for g.Accept(context.Background(), in) != nil {
 		time.Sleep(time.Millisecond)
