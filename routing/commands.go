@@ -54,9 +54,12 @@ func (r *Router) cmdModel(ctx context.Context, req core.CommandRequest, p Pinner
 		if !r.o.NoAffinity {
 			out += "\n" + r.Explain(ctx, task).String()
 		}
-		if s.ProfilePin != "" {
+		switch {
+		case s.ProfilePin != "":
 			out += "\nAuth profile: " + s.ProfilePin + " (pinned)"
-		} else {
+		case s.State.ActiveProfile != "":
+			out += "\nAuth profile: " + s.State.ActiveProfile + " (kept for this conversation until it cools down or /new)"
+		default:
 			out += "\nAuth profile: automatic rotation"
 		}
 		return out + "\nUsage: /model <name|alias> to pin, /model auto to unpin, /model @<profile> to pin a credential, /models to list.", nil

@@ -1,6 +1,7 @@
 package routing
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -321,7 +322,11 @@ func (r *Router) nextProfile(ctx context.Context, m Model, sess *core.Session, p
 	prov := m.Provider()
 	pinned := ""
 	if sess != nil {
-		pinned = sess.ProfilePin
+		// The user's /model @id, else the profile that wrote the
+		// session's last answer: one credential per conversation keeps
+		// the provider's prompt cache warm. Either gives way while it
+		// cools down (orderProfiles), and /new starts a session with none.
+		pinned = cmp.Or(sess.ProfilePin, sess.State.ActiveProfile)
 	}
 	r.mu.Lock()
 	now := r.now()

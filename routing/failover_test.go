@@ -45,6 +45,47 @@ func TestProfileRoundRobinOrder(t *testing.T) {
 	}
 }
 
+// TestSessionKeepsItsProfileUntilItCools: a conversation's calls go to
+// the profile of its last answer, so two conversations keep two
+// credentials; when that profile cools down the conversation moves on
+// and keeps the new one.
+func TestSessionKeepsItsProfileUntilItCools(t *testing.T) {
+	r, p, _, _, clk := newTestRouter(t, threeProfiles)
+	s1, s2 := &core.Session{ID: 1}, &core.Session{ID: 2}
+	ask := func(s *core.Session) string {
+		t.Helper()
+		res, err := r.Chat(context.Background(), Call{Session: s, Req: userMsg("hi")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.State.ActiveProfile = res.Profile // as the orchestrator keeps it
+		clk.Advance(time.Second)
+		return res.Profile
+	}
+	var got []string
+	for range 3 {
+		got = append(got, ask(s1), ask(s2))
+	}
+	if fmt.Sprint(got) != "[p:a p:b p:a p:b p:a p:b]" {
+		t.Fatalf("profiles by call = %v; want each conversation to keep its first", got)
+	}
+	// s1's profile, p:a, is rate limited: s1 moves to the next (p:c,
+	// the oldest used) and stays there; s2 keeps p:b.
+	p.fn = func(c provider.Credentials, req *provider.Request) (*provider.Response, error) {
+		if c.APIKey == "key-a" {
+			return nil, &core.Error{Kind: core.KindRateLimited, Msg: "429"}
+		}
+		return &provider.Response{Text: "ok", Model: req.Model}, nil
+	}
+	got = got[:0]
+	for range 2 {
+		got = append(got, ask(s1), ask(s2))
+	}
+	if fmt.Sprint(got) != "[p:c p:b p:c p:b]" {
+		t.Fatalf("profiles by call after p:a cooled = %v; want s1 on p:c, s2 still on p:b", got)
+	}
+}
+
 func TestProfileOrderRules(t *testing.T) {
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	ps := []Profile{{ID: "a"}, {ID: "b"}, {ID: "c", OAuth: true}, {ID: "d"}}

@@ -53,6 +53,36 @@ func TestE2EAuthProfilesFileRotatesAndIsGuarded(t *testing.T) {
 	}
 }
 
+// TestE2EConversationKeepsItsAuthProfile: a conversation keeps the
+// credential of its last answer (seed 004's session pinning: the
+// provider's prompt cache stays warm) instead of rotating on every
+// message; /new starts with the next one by rotation, and /model says
+// which one the conversation keeps.
+func TestE2EConversationKeepsItsAuthProfile(t *testing.T) {
+	t.Parallel()
+	llm := providertest.NewOpenAI(t)
+	llm.SetReply(modelReply)
+	dir := t.TempDir()
+	pf := filepath.Join(t.TempDir(), "auth-profiles.json")
+	body := `{"fake": [{"id": "fake:one", "type": "api_key", "key": "key-one"}, {"id": "fake:two", "type": "api_key", "key": "key-two"}]}`
+	if err := os.WriteFile(pf, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	y := twoModelConfig(dir, llm.BaseURL(), "auth:\n  profiles_file: "+pf+"\n")
+	y = strings.Replace(y, "      api_key: \""+cliAPIKey+"\"\n", "", 1)
+	res := runMain(t, nil, "q1\nq2\nq3\n/new\nq4\nq5\n/model\n", "--config", writeConfig(t, y), "--log-level", "error")
+	if res.code != 0 {
+		t.Fatalf("exit %d, stderr %s", res.code, res.stderr)
+	}
+	got := fmt.Sprint(keysOf(llm.Requests()))
+	if got != "[key-one key-one key-one key-two key-two]" {
+		t.Fatalf("keys by message = %s; want one key per conversation, the next one after /new", got)
+	}
+	if !strings.Contains(res.stdout, "Auth profile: fake:two (kept for this conversation") {
+		t.Fatalf("/model output %q; want the profile the conversation keeps", res.stdout)
+	}
+}
+
 func keysOf(rs []providertest.Received) []string {
 	var out []string
 	for _, r := range rs {
