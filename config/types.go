@@ -304,6 +304,10 @@ type Explore struct {
 type Affinity struct {
 	Enabled   bool `yaml:"enabled"`
 	DecayDays int  `yaml:"decay_days"`
+	// Store is seed 004's JSON file of scores. It is taken so configs
+	// written from the seed load, and ignored with a warning at start:
+	// the scores live in the database (shared by replicas).
+	Store string `yaml:"store"`
 }
 
 // Budget caps spending per UTC day; 0 means no cap.

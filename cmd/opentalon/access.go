@@ -33,7 +33,7 @@ func accessPolicies(cfg *config.Config) map[string]core.AccessPolicy {
 
 // warnAccess logs, once at start, what an operator should know of the
 // channels' access: a channel anyone can talk to, and pairing without an
-// admin to approve in chat.
+// admin to approve in chat; and a config key that is taken but ignored.
 func warnAccess(cfg *config.Config, log *slog.Logger) {
 	for _, sec := range cfg.Channels.Sections() {
 		if !sec.Enabled || sec.Common == nil {
@@ -48,6 +48,9 @@ func warnAccess(cfg *config.Config, log *slog.Logger) {
 			log.Warn(p+" pairs users but has no admins: approve them with `opentalon pair approve CODE`, or list user ids in "+p+".admins to approve in chat with /pair",
 				"channel", sec.Name)
 		}
+	}
+	if f := cfg.Routing.Affinity.Store; f != "" {
+		log.Warn("routing.affinity.store is ignored: the learned scores live in the database (state.data_dir, or state.postgres), where `opentalon affinity show` reads them; remove the key", "routing.affinity.store", f)
 	}
 }
 

@@ -94,6 +94,7 @@ func TestConfigCheckAgreesWithRun(t *testing.T) {
 		{"listen beyond loopback without api_key", "listen: 0.0.0.0:0", "", []string{"server.listen is reachable beyond this machine"}, ""},
 		{"a public bot open to everyone", "channels:\n  console: { enabled: false }\n" + tg + " }\n", "", []string{"channels.telegram is open to everyone"}, ""},
 		{"pairing without admins", "channels:\n  console: { enabled: false }\n" + tg + ", access: pairing }\n", "", []string{"channels.telegram pairs users but has no admins"}, ""},
+		{"seed 004's affinity store file", "routing:\n  affinity: { enabled: true, store: ~/.opentalon/affinity.json, decay_days: 30 }\n", "", []string{"routing.affinity.store is ignored"}, ""},
 		{"an allowlisted bot", "channels:\n  console: { enabled: false }\n" + tg + ", allow_users: [\"42\"] }\n", "", nil, ""},
 		{"an orchestration step that does not compile", "orchestrator:\n  steps:\n    - { name: s, when: \"(\", tools: [x.y] }\n", "orchestrator.steps[0].when", nil, ""},
 		{"a plugin_dir that does not exist", "plugins:\n  tools: { plugin_dir: " + filepath.Join(openDir, "missing") + " }\n", "plugins.tools.plugin_dir", nil, ""},
@@ -107,6 +108,10 @@ func TestConfigCheckAgreesWithRun(t *testing.T) {
 				dataDir = t.TempDir()
 			}
 			y := testConfig(dataDir, llm.BaseURL(), tt.extra)
+			if keys, ok := strings.CutPrefix(tt.extra, "routing:\n"); ok {
+				y = testConfig(dataDir, llm.BaseURL(), "")
+				y = strings.Replace(y, "routing:\n", "routing:\n"+keys, 1)
+			}
 			if listen, ok := strings.CutPrefix(tt.extra, "listen: "); ok {
 				y = strings.Replace(testConfig(t.TempDir(), llm.BaseURL(), ""), `listen: ""`, "listen: "+listen, 1)
 			}
