@@ -1,11 +1,15 @@
 package store
 
 import (
+	"cmp"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"database/sql"
 	"errors"
 	"fmt"
 	"net"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -138,7 +142,7 @@ func parseDSN(dsn string) (pq.Config, error) {
 	}
 	cfg, err := pq.NewConfig(dsn)
 	if err != nil {
-		return pq.Config{}, core.Errorf(core.KindInvalid, "state.postgres.dsn is not a PostgreSQL DSN (its text is not shown: it holds the password); write it as postgres://USER:PASSWORD@HOST:5432/DATABASE?sslmode=require, or as key=value pairs (host=… port=5432 user=… password=… dbname=…)")
+		return pq.Config{}, core.Errorf(core.KindInvalid, "state.postgres.dsn is not a PostgreSQL DSN%s (its text is not shown: it holds the password); write it as postgres://USER:PASSWORD@HOST:5432/DATABASE?sslmode=require, or as key=value pairs (host=… port=5432 user=… password=… dbname=…)", dsnProblem(err))
 	}
 	// Connection parameters pq does not know would reach the server as
 	// run-time parameters it does not know either: name them here.
@@ -148,6 +152,28 @@ func parseDSN(dsn string) (pq.Config, error) {
 		}
 	}
 	return cfg, nil
+}
+
+// dsnProblem says what part of a DSN the driver refused, without its
+// text: a parameter's bad value (never the password's: the driver does
+// not check that one), or a URL's bad escape or port.
+func dsnProblem(err error) string {
+	var ue *url.Error
+	switch msg := err.Error(); {
+	case errors.As(err, &ue):
+		var esc url.EscapeError
+		if errors.As(ue.Err, &esc) {
+			return ": a % in it does not start an escape (write % in the password as %25, and @ : / ? # as %40 %3A %2F %3F %23)"
+		}
+		if strings.Contains(ue.Err.Error(), "invalid port") {
+			return ": its port is not a number"
+		}
+	case strings.HasPrefix(msg, "pq: wrong value for \""):
+		if k, _, _ := strings.Cut(strings.TrimPrefix(msg, "pq: wrong value for \""), "\""); k != "password" && k != "sslpassword" {
+			return ": " + strings.TrimPrefix(msg, "pq: ")
+		}
+	}
+	return ""
 }
 
 // clientParam says name is a client-side DSN parameter of libpq or pgx
@@ -183,11 +209,20 @@ func connectError(cfg pq.Config, err error) error {
 		}
 		return &core.Error{Kind: core.KindUnavailable, Msg: fmt.Sprintf("PostgreSQL at %s refused the connection (state.postgres.dsn): %s (SQLSTATE %s)", server, pe.Message, pe.Code), Err: err}
 	}
+	if errors.Is(err, pq.ErrSSLNotSupported) {
+		return &core.Error{Kind: core.KindInvalid, Msg: fmt.Sprintf("the PostgreSQL server at %s does not take TLS, and state.postgres.dsn asks for it (sslmode=%s): turn on ssl in the server's postgresql.conf, or, on a network you trust, set sslmode=disable in the DSN", server, cmp.Or(string(cfg.SSLMode), "require"))}
+	}
+	var ce *tls.CertificateVerificationError
+	var he x509.HostnameError
+	var ua x509.UnknownAuthorityError
+	if errors.As(err, &ce) || errors.As(err, &he) || errors.As(err, &ua) {
+		return &core.Error{Kind: core.KindInvalid, Msg: fmt.Sprintf("the PostgreSQL server at %s has a TLS certificate that sslmode=%s does not accept (state.postgres.dsn): name the CA that signed it with sslrootcert=FILE in the DSN, or use sslmode=require to encrypt without checking it", server, cmp.Or(string(cfg.SSLMode), "verify-full")), Err: err}
+	}
 	var ne net.Error
 	if errors.As(err, &ne) || errors.Is(err, context.DeadlineExceeded) {
 		return &core.Error{Kind: core.KindUnavailable, Msg: fmt.Sprintf("cannot reach the PostgreSQL server at %s (state.postgres.dsn): %v; check that it runs and that host and port in the DSN are right", server, rootCause(err)), Err: err}
 	}
-	return &core.Error{Kind: core.KindUnavailable, Msg: fmt.Sprintf("cannot connect to the PostgreSQL server at %s (state.postgres.dsn): %v", server, rootCause(err)), Err: err}
+	return &core.Error{Kind: core.KindUnavailable, Msg: fmt.Sprintf("cannot connect to the PostgreSQL server at %s (state.postgres.dsn)", server), Err: err}
 }
 
 // rootCause is the innermost error (a dial error's "connection refused").

@@ -42,12 +42,19 @@ func TestPostgresStartupErrors(t *testing.T) {
 	wrongPassword.User = url.UserPassword(u.User.Username(), "not-"+password)
 	closed := *u
 	closed.Host = "127.0.0.1:1"
+	tlsAsked := *u // the test server runs without TLS
+	q := tlsAsked.Query()
+	q.Set("sslmode", "require")
+	tlsAsked.RawQuery = q.Encode()
 	for _, tc := range []struct {
 		name, dsn string
 		want      []string
 	}{
 		{"not a DSN", "postgres://bot:s3cret-pw@db.example:port/x", []string{"state.postgres.dsn is not a PostgreSQL DSN", "postgres://USER:PASSWORD@HOST:5432/DATABASE"}},
 		{"empty", "", []string{"state.postgres.dsn is empty"}},
+		{"a bad sslmode", "postgres://bot:s3cret-pw@db.example/x?sslmode=bogus", []string{"state.postgres.dsn is not a PostgreSQL DSN", `wrong value for "sslmode": "bogus" is not supported`}},
+		{"a bad escape in the password", "postgres://bot:s3cret%zz@db.example/x", []string{"state.postgres.dsn is not a PostgreSQL DSN", "write % in the password as %25"}},
+		{"TLS asked of a server without it", tlsAsked.String(), []string{"does not take TLS", "sslmode=require", "state.postgres.dsn", "sslmode=disable"}},
 		{"unreachable", closed.String(), []string{"cannot reach the PostgreSQL server at 127.0.0.1:1", "state.postgres.dsn", "connection refused"}},
 		{"wrong password", wrongPassword.String(), []string{"refused the login of user \"postgres\"", "state.postgres.dsn", "check the user and password"}},
 		{"missing database", pgtest.WithDatabase(admin, "no_such_db"), []string{"the database \"no_such_db\" does not exist", "state.postgres.dsn", "createdb"}},
@@ -65,7 +72,13 @@ func TestPostgresStartupErrors(t *testing.T) {
 					t.Errorf("error %q does not say %q", err, w)
 				}
 			}
-			for _, secret := range []string{"s3cret-pw", password, "not-" + password} {
+			if tc.name != "unreachable" && core.ErrorKind(err) != core.KindInvalid && core.ErrorKind(err) != core.KindAuth {
+				t.Errorf("error %q is of kind %v; a DSN only the operator can fix is invalid (exit status 78)", err, core.ErrorKind(err))
+			}
+			if n := strings.Count(err.Error(), "SSL is not enabled"); n > 1 {
+				t.Errorf("error %q repeats the driver's text", err)
+			}
+			for _, secret := range []string{"s3cret-pw", "s3cret%zz", "%zz", password, "not-" + password} {
 				if secret != "" && strings.Contains(err.Error(), secret) {
 					t.Errorf("error %q shows the password", err)
 				}
