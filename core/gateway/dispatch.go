@@ -330,7 +330,8 @@ func (g *Gateway) holdLease(ctx context.Context, it core.QueueItem, cancel conte
 
 // quietDelay is how late a failure may make an answer (counted from the
 // message's arrival to the next try) before the user is told, once, that
-// it is delayed and why — whatever the cause.
+// it is delayed and why — whatever failure it is (an interruption, whose
+// next try is its answer, is not told).
 const quietDelay = 5 * time.Second
 
 // process runs one queue item to its end state. release frees the item's
