@@ -144,7 +144,7 @@ func Discover(dir string, explicit []Spec) ([]Spec, error) {
 		// cannot get past it.
 		entries, err := os.ReadDir(dir)
 		if err != nil {
-			return nil, core.Errorf(core.KindInvalid, "read plugins.tools.plugin_dir %s: %w", dir, err)
+			return nil, core.Errorf(core.KindInvalid, "read plugins.tools.plugin_dir %s: %w (create the directory, or set plugin_dir to \"\" to run only the plugins listed in plugins.tools.plugins)", dir, err)
 		}
 		if err := checkNotWritable("plugins.tools.plugin_dir", dir, false); err != nil {
 			return nil, core.Errorf(core.KindInvalid, "%w", err)

@@ -188,6 +188,9 @@ func (a *App) Run(ctx context.Context) error {
 	}()
 	// Run logs nothing after it returned (the caller may read the log).
 	defer func() { cancel(); <-logged }()
+	if err := makeDropDirs(a.cfg, a.log); err != nil {
+		return err
+	}
 	if err := a.startLua(ctx); err != nil {
 		return err
 	}

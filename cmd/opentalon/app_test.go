@@ -126,6 +126,8 @@ func startAppWith(t testing.TB, cfg *config.Config, o AppOptions) *harness {
 		err := app.Run(ctx)
 		app.Close()
 		outW.Close()
+		// A send after the app ended fails instead of waiting for ever.
+		inR.CloseWithError(fmt.Errorf("the app ended (run: %v)", err))
 		h.done <- err
 	}()
 	t.Cleanup(h.shutdown)

@@ -270,6 +270,38 @@ func TestLuaReloadInTheGateway(t *testing.T) {
 	h.expect("echo: c -- v2")
 }
 
+// Seed 001's config names "./scripts" (and "./plugins"): in a fresh
+// directory run creates them, and a script dropped in afterwards works
+// without a restart.
+func TestLuaScriptsDirMissingAtStartIsCreated(t *testing.T) {
+	t.Parallel()
+	fake := providertest.NewOpenAI(t)
+	dir := filepath.Join(t.TempDir(), "scripts")
+	plugins := filepath.Join(t.TempDir(), "plugins")
+	h := startApp(t, parseConfig(t, luaConfig(t.TempDir(), fake.BaseURL(), dir, "    watch: true\n  tools: { plugin_dir: "+plugins+" }")))
+	h.send("a")
+	h.expect("echo: a")
+	for _, d := range []string{dir, plugins} {
+		if fi, err := os.Stat(d); err != nil || !fi.IsDir() || fi.Mode().Perm()&0o022 != 0 {
+			t.Fatalf("%s after start: %v %v; want a directory only its owner writes", d, fi, err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(dir, "sign.lua"), []byte(`function post_hook(ctx) ctx.message = ctx.message .. " -- signed" return ctx end`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for i := 0; ; i++ {
+		q := fmt.Sprint("b", i)
+		h.send(q)
+		if got := h.next(); got == "echo: "+q+" -- signed" {
+			break
+		} else if got != "echo: "+q || time.Now().After(deadline) {
+			t.Fatalf("after the script was dropped in: %q", got)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
 // A script whose run eats memory is stopped by the heap watchdog; the
 // gateway answers other conversations meanwhile, and the bomb's own
 // message goes on without the hook's change.

@@ -47,11 +47,14 @@ func preflight(ctx context.Context, cfg *config.Config) (warnings []string, err 
 		return rec.list(), err
 	}
 	defer app.Close()
-	// What Run checks before it serves: the Lua scripts it loads, the
-	// plugins it would start and their sandbox, and the config's
-	// schedules.
-	if err := app.startLua(ctx); err != nil {
-		return rec.list(), err
+	// What Run checks before it serves: the drop directories it creates,
+	// the Lua scripts it loads, the plugins it would start and their
+	// sandbox, and the config's schedules.
+	missing := missingDropDirs(cfg, log)
+	if !isMissing(missing, cfg.Plugins.Lua.ScriptsDir) {
+		if err := app.startLua(ctx); err != nil {
+			return rec.list(), err
+		}
 	}
 	tc := cfg.Plugins.Tools
 	if tc.PluginDir != "" || len(tc.Plugins) > 0 {
@@ -59,7 +62,11 @@ func preflight(ctx context.Context, cfg *config.Config) (warnings []string, err 
 		for _, p := range tc.Plugins {
 			specs = append(specs, plugins.Spec{Path: p})
 		}
-		if _, err := plugins.Discover(tc.PluginDir, specs); err != nil {
+		dir := tc.PluginDir
+		if isMissing(missing, dir) {
+			dir = ""
+		}
+		if _, err := plugins.Discover(dir, specs); err != nil {
 			return rec.list(), err
 		}
 		iso, err := plugins.NewIsolation(plugins.Sandbox{RunAs: tc.RunAs, Landlock: tc.Sandbox.Landlock,
