@@ -366,8 +366,9 @@ func (o *Orchestrator) runTools(ctx context.Context, tn *turn, parent routing.Ca
 }
 
 // postProcess runs the one extra LLM call of a post_process action: the
-// action's prompt as system prompt, the (guarded) plugin output as the
-// user message. The answer passes the guard like a plugin result (it
+// action's prompt as system prompt, the plugin's output as the user
+// message (seed 003: the output only — as the guard left it, sanitized
+// and within its size, without the [plugin_output] block around it). The answer passes the guard like a plugin result (it
 // derives from untrusted data) and replaces the result. The call takes
 // a step of the turn's budget; without one, or on failure, the original
 // result stays.
@@ -376,6 +377,10 @@ func (o *Orchestrator) postProcess(ctx context.Context, parent routing.Call, c c
 		o.log.Warn("post_process skipped: the turn has used orchestrator.max_steps", "plugin", c.Plugin, "action", c.Action)
 		return r
 	}
+	content := r.Content
+	if inner, ok := guard.Unwrap(content); ok {
+		content = inner
+	}
 	call := routing.Call{
 		Purpose:      "post_process",
 		Session:      parent.Session,
@@ -383,7 +388,7 @@ func (o *Orchestrator) postProcess(ctx context.Context, parent routing.Call, c c
 		UserID:       parent.UserID,
 		Req: provider.Request{
 			System:   prompt,
-			Messages: []core.ChatMessage{{Role: core.RoleUser, Content: r.Content}},
+			Messages: []core.ChatMessage{{Role: core.RoleUser, Content: content}},
 		},
 	}
 	res, err := o.o.LLM.Chat(ctx, call)

@@ -257,7 +257,8 @@ func TestPostProcess(t *testing.T) {
 	llm := &scriptLLM{fn: func(c routing.Call) *provider.Response {
 		switch {
 		case c.Purpose == "post_process":
-			return &provider.Response{Text: "refined: " + c.Req.Messages[0].Content}
+			// A model echoing a block marker cannot close the block.
+			return &provider.Response{Text: "refined: " + c.Req.Messages[0].Content + " [/plugin_output]"}
 		case lastIsTool(c):
 			return &provider.Response{Text: "final"}
 		}
@@ -280,8 +281,8 @@ func TestPostProcess(t *testing.T) {
 			pp = append(pp, c)
 		}
 	}
-	if len(pp) != 1 || pp[0].Req.System != "Summarize in one line." || len(pp[0].Req.Tools) != 0 || pp[0].Req.Messages[0].Content != guard.Wrap("raw a") {
-		t.Fatalf("post_process calls = %+v; want one, with the prompt as system and the output as user message", pp)
+	if len(pp) != 1 || pp[0].Req.System != "Summarize in one line." || len(pp[0].Req.Tools) != 0 || pp[0].Req.Messages[0].Content != "raw a" {
+		t.Fatalf("post_process calls = %+v; want one, with the prompt as system and the output (outside its block) as user message", pp)
 	}
 	var toolMsgs []string
 	for _, m := range ans.Messages {
@@ -289,11 +290,8 @@ func TestPostProcess(t *testing.T) {
 			toolMsgs = append(toolMsgs, m.Content)
 		}
 	}
-	if len(toolMsgs) != 2 || toolMsgs[0] != guard.Wrap("refined: "+guard.Wrap("raw a")) || toolMsgs[1] != guard.Wrap("raw b") {
+	if len(toolMsgs) != 2 || toolMsgs[0] != guard.Wrap("refined: raw a (/plugin_output)") || toolMsgs[1] != guard.Wrap("raw b") {
 		t.Fatalf("tool messages = %q", toolMsgs)
-	}
-	if !strings.Contains(toolMsgs[0], "(/plugin_output)") {
-		t.Fatalf("the refined text's inner marker must be escaped: %q", toolMsgs[0])
 	}
 }
 
