@@ -32,6 +32,19 @@ type GenerateResponse struct {
 	Error string `json:"error,omitempty"`
 }
 
+// MarshalJSON writes {"error": …} for a failure and {"text": …} for a
+// success, "text" present even when empty (a client reads it by key).
+func (g GenerateResponse) MarshalJSON() ([]byte, error) {
+	if g.Error != "" {
+		return json.Marshal(struct {
+			Error string `json:"error"`
+		}{g.Error})
+	}
+	return json.Marshal(struct {
+		Text string `json:"text"`
+	}{g.Text})
+}
+
 // maxGenerateBody caps the request body.
 const maxGenerateBody = 4 << 20
 

@@ -84,3 +84,22 @@ func TestGenerateHandler(t *testing.T) {
 		})
 	}
 }
+
+// TestGenerateResponseShape: a success always carries "text" (a client
+// reads it by key, also when the model answered nothing), a failure only
+// "error".
+func TestGenerateResponseShape(t *testing.T) {
+	for _, tc := range []struct {
+		in   GenerateResponse
+		want string
+	}{
+		{GenerateResponse{Text: "hi"}, `{"text":"hi"}`},
+		{GenerateResponse{}, `{"text":""}`},
+		{GenerateResponse{Error: "no"}, `{"error":"no"}`},
+	} {
+		b, err := json.Marshal(tc.in)
+		if err != nil || string(b) != tc.want {
+			t.Errorf("%+v marshals as %s (%v); want %s", tc.in, b, err, tc.want)
+		}
+	}
+}
