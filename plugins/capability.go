@@ -267,13 +267,37 @@ func (c Capability) ToolSpec(a Action) core.ToolSpec {
 	return spec
 }
 
+// paramType is a declared parameter type as its JSON schema name: any
+// case, and the names languages use for them ("int", "float", "bool",
+// "str", "list", "dict"...). Other names stay as declared (Validate
+// refuses them).
+func paramType(t string) string {
+	switch l := strings.ToLower(strings.TrimSpace(t)); l {
+	case "int", "int32", "int64", "long", "integer":
+		return "integer"
+	case "float", "float32", "float64", "double", "decimal", "number":
+		return "number"
+	case "bool", "boolean":
+		return "boolean"
+	case "str", "text", "string":
+		return "string"
+	case "list", "slice", "array":
+		return "array"
+	case "dict", "map", "object":
+		return "object"
+	case "":
+		return ""
+	}
+	return t
+}
+
 // capabilityFromProto converts the wire form.
 func capabilityFromProto(pc *pluginpb.PluginCapabilities) Capability {
 	c := Capability{Name: pc.GetName(), Description: pc.GetDescription()}
 	for _, a := range pc.GetActions() {
 		act := Action{Name: a.GetName(), Description: a.GetDescription(), PostProcess: a.GetPostProcess(), PostProcessPrompt: a.GetPostProcessPrompt()}
 		for _, p := range a.GetParameters() {
-			act.Parameters = append(act.Parameters, Parameter{Name: p.GetName(), Description: p.GetDescription(), Type: p.GetType(), Required: p.GetRequired()})
+			act.Parameters = append(act.Parameters, Parameter{Name: p.GetName(), Description: p.GetDescription(), Type: paramType(p.GetType()), Required: p.GetRequired()})
 		}
 		c.Actions = append(c.Actions, act)
 	}

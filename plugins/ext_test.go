@@ -18,6 +18,7 @@ import (
 
 	"github.com/opentalon/opentalon/core"
 	"github.com/opentalon/opentalon/core/gateway"
+	pluginpb "github.com/opentalon/opentalon/proto"
 	"github.com/opentalon/opentalon/store/blobtest"
 )
 
@@ -79,6 +80,24 @@ func TestParameterTypes(t *testing.T) {
 	c := Capability{Name: "p", Actions: []Action{{Name: "a", Parameters: []Parameter{{Name: "x", Type: "int"}}}}}
 	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), `"int"`) || !strings.Contains(err.Error(), "array") {
 		t.Errorf("type int: %v; want a refusal naming it and the JSON schema types", err)
+	}
+}
+
+// On the wire a type is read in any case, with the names languages
+// use for the JSON schema types; another name still refuses the plugin.
+func TestParameterTypeNamesOnTheWire(t *testing.T) {
+	for in, want := range map[string]string{"int": "integer", "Integer": "integer", "float": "number", "bool": "boolean", "str": "string",
+		"String": "string", "list": "array", "dict": "object", "": ""} {
+		c := capabilityFromProto(&pluginpb.PluginCapabilities{Name: "p", Actions: []*pluginpb.Action{{Name: "a",
+			Parameters: []*pluginpb.Parameter{{Name: "x", Type: in}}}}})
+		if got := c.Actions[0].Parameters[0].Type; got != want || c.Validate() != nil {
+			t.Errorf("type %q reads as %q (%v); want %q", in, got, c.Validate(), want)
+		}
+	}
+	c := capabilityFromProto(&pluginpb.PluginCapabilities{Name: "p", Actions: []*pluginpb.Action{{Name: "a",
+		Parameters: []*pluginpb.Parameter{{Name: "x", Type: "widget"}}}}})
+	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), `"widget"`) {
+		t.Errorf("type widget: %v; want a refusal naming it", err)
 	}
 }
 
