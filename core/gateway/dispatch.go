@@ -69,6 +69,7 @@ func (g *Gateway) Run(ctx context.Context, grace time.Duration) error {
 	// freed it still holds its conversation, and it pokes when done.
 	claim, saturated := true, false
 	var next time.Time
+	var claimErrs clock.Repeat // a store that is down fails every claim
 loop:
 	for {
 		if claim {
@@ -77,8 +78,12 @@ loop:
 			if free := p.free.Load(); free > 0 {
 				items, nx, err := g.store.Claim(workCtx, int(free), g.now())
 				if err != nil {
-					g.log.Error("claim from queue", "err", err)
+					if report, since, n := claimErrs.Failed(g.now()); report {
+						g.log.Error("claim from queue; trying again every second", "failing_since", since, "failures_not_logged", n, "err", err)
+					}
 					nx = g.now().Add(time.Second)
+				} else if failed, since := claimErrs.Recovered(); failed {
+					g.log.Info("claims from the queue work again", "failed_for", g.now().Sub(since).Round(time.Second))
 				}
 				next, saturated = nx, len(items) == int(free)
 				// Items wait for a slot while a claim fills them all: an

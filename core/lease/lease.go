@@ -149,6 +149,7 @@ func (e *Elector) Hold(ctx context.Context, name string, work func(ctx context.C
 
 // campaign tries to take the lease every Poll until it does or ctx ends.
 func (e *Elector) campaign(ctx context.Context, name string) (*Lease, time.Time, error) {
+	var unreachable clock.Repeat
 	for {
 		if err := ctx.Err(); err != nil {
 			return nil, time.Time{}, err
@@ -156,9 +157,16 @@ func (e *Elector) campaign(ctx context.Context, name string) (*Lease, time.Time,
 		start := e.clk.Now()
 		epoch, held, err := e.acquire(ctx, name)
 		if err != nil {
-			e.log.Warn("lease: cannot reach the store; trying again", "lease", name, "err", err)
-		} else if held {
-			return &Lease{name: name, holder: e.o.Holder, epoch: epoch, s: e.s}, start, nil
+			if report, since, n := unreachable.Failed(start); report {
+				e.log.Warn("lease: cannot reach the store; trying again", "lease", name, "failing_since", since, "failures_not_logged", n, "err", err)
+			}
+		} else {
+			if failed, since := unreachable.Recovered(); failed {
+				e.log.Info("lease: the store answers again", "lease", name, "failed_for", start.Sub(since).Round(time.Second))
+			}
+			if held {
+				return &Lease{name: name, holder: e.o.Holder, epoch: epoch, s: e.s}, start, nil
+			}
 		}
 		if err := e.clk.Sleep(ctx, e.o.Poll); err != nil {
 			return nil, time.Time{}, err

@@ -3,6 +3,8 @@ package lease_test
 import (
 	"context"
 	"errors"
+	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -293,4 +295,52 @@ func check(t *testing.T, err error) {
 	if err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestUnreachableStoreIsLoggedSparingly: a store that is down fails every
+// poll of a campaign; the log gets its first failure, one line a minute
+// after it, and the recovery, not a line a second.
+func TestUnreachableStoreIsLoggedSparingly(t *testing.T) {
+	clk := clock.NewFake(time.Unix(1_780_000_000, 0))
+	mem := newMem(clk)
+	mem.set(errors.New("connection refused"), nil)
+	var logs lockedLines
+	el := lease.New(mem, lease.Options{Holder: "a", TTL: ttl, Poll: time.Second, Clock: clk,
+		Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	terms, _ := holdIn(t, ctx, el, "scheduler")
+	for range 90 { // a minute and a half of polls
+		clk.BlockUntil(context.Background(), 1)
+		clk.Advance(time.Second)
+	}
+	mem.set(nil, nil)
+	clk.BlockUntil(context.Background(), 1)
+	clk.Advance(time.Second)
+	recv(t, terms, "the term once the store answers")
+	got := logs.String()
+	if n := strings.Count(got, "cannot reach the store"); n != 2 {
+		t.Fatalf("%d warnings over 90 failed polls; want 2 (the first, a minute later):\n%s", n, got)
+	}
+	if !strings.Contains(got, "failures_not_logged=59") || !strings.Contains(got, "the store answers again") {
+		t.Fatalf("want the count of the failures not logged and the recovery:\n%s", got)
+	}
+}
+
+// lockedLines is a goroutine-safe log buffer.
+type lockedLines struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedLines) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedLines) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
