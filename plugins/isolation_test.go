@@ -426,3 +426,60 @@ func (s *syncBuf) String() string {
 }
 
 func slogTo(w io.Writer) *slog.Logger { return slog.New(slog.NewTextHandler(w, nil)) }
+
+// TestUnreachableBinaryRunsFromACopy: with the core as root and plugins
+// as nobody, a plugin binary in a directory nobody may enter (as under
+// /root, or t.TempDir's 0700 parent) runs from a private copy only the
+// core may write, removed when it stops; a script there (whose
+// interpreter may read files beside it) is still refused with the fix.
+func TestUnreachableBinaryRunsFromACopy(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("the core must run as root to start plugins as another user")
+	}
+	if _, err := user.Lookup("nobody"); err != nil {
+		t.Skipf("this system has no user nobody: %v", err)
+	}
+	private := t.TempDir() // its parent is 0700
+	if err := os.Chmod(private, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	spec := helperSpec(t, "evil", "copied")
+	data, err := os.ReadFile(spec.Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec.Path = filepath.Join(private, "plugin")
+	if err := os.WriteFile(spec.Path, data, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	iso, err := NewIsolation(Sandbox{RunAs: "nobody"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := Launch(context.Background(), spec, LaunchOptions{Isolation: iso, Logger: testLogger(t)})
+	if err != nil {
+		t.Fatalf("a binary nobody cannot reach: %v; want it run from a copy", err)
+	}
+	res, err := p.Executor().Execute(context.Background(), core.ToolCall{ID: "1", Action: "echo", Args: map[string]string{"text": "hi"}})
+	if err != nil || res.Content != "hi" {
+		t.Fatalf("echo = %+v, %v", res, err)
+	}
+	if p.Binary.Path != spec.Path {
+		t.Fatalf("the plugin is known as %s; want its own path %s (its name binding)", p.Binary.Path, spec.Path)
+	}
+	staged := p.staged
+	if fi, err := os.Stat(staged); err != nil || fi.Mode().Perm() != 0o711 {
+		t.Fatalf("the copy's directory: %v %v; want 0711", fi, err)
+	}
+	p.Close()
+	if _, err := os.Stat(staged); !os.IsNotExist(err) {
+		t.Fatalf("the copy outlived the plugin: %v", err)
+	}
+	script := filepath.Join(private, "script-plugin")
+	if err := os.WriteFile(script, []byte("#!/bin/sh\nexit 1\n"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Launch(context.Background(), Spec{Path: script}, LaunchOptions{Isolation: iso, Logger: testLogger(t)}); err == nil || !strings.Contains(err.Error(), "chmod o+x") {
+		t.Fatalf("a script nobody cannot reach: %v; want the refusal with the fix", err)
+	}
+}

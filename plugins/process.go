@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"os"
@@ -95,6 +96,7 @@ type Process struct {
 	stateSrv *grpc.Server
 	dir      string // the plugin's private directory
 	ownRoot  string // SocketRoot made by Launch, removed by Close
+	staged   string // the directory of a private copy of the binary (stageBinary)
 	grace    time.Duration
 	log      *slog.Logger
 	// outLog re-logs the plugin's output; renamed after the handshake.
@@ -138,9 +140,13 @@ func Launch(ctx context.Context, spec Spec, o LaunchOptions) (p *Process, err er
 		return nil, err
 	}
 	cred := o.Isolation.credential()
+	// unreachable: the run_as user cannot reach or run the binary where
+	// it is; a binary (not a script, whose interpreter reads files beside
+	// it) then runs from a private copy the core makes for it.
+	var unreachable error
 	if cred != nil {
-		if err := checkRunnableBy(spec.Path, cred.Uid, cred.Gid, o.Isolation.user); err != nil {
-			return nil, err
+		if unreachable = checkRunnableBy(spec.Path, cred.Uid, cred.Gid, o.Isolation.user); unreachable != nil && isScript(spec.Path) {
+			return nil, unreachable
 		}
 	}
 	bin, err := identify(spec.Path)
@@ -163,6 +169,13 @@ func Launch(ctx context.Context, spec Spec, o LaunchOptions) (p *Process, err er
 	}
 	if p.dir, err = privateDir(root, cred); err != nil {
 		return p, err
+	}
+	run := spec // what is executed: spec, or its private copy
+	if unreachable != nil {
+		if p.staged, run.Path, err = stageBinary(root, spec.Path); err != nil {
+			return p, fmt.Errorf("%w; copying it where that user can run it failed too: %w", unreachable, err)
+		}
+		log.Info("plugins.tools.run_as cannot reach the plugin where it is; it runs from a copy only the core may write", "binary", spec.Path, "copy", run.Path, "why", unreachable)
 	}
 
 	// The state service listens before the plugin starts.
@@ -203,16 +216,16 @@ func Launch(ctx context.Context, spec Spec, o LaunchOptions) (p *Process, err er
 		return p, err
 	}
 	newCmd := func() *exec.Cmd {
-		cmd := exec.Command(spec.Path, spec.Args...)
+		cmd := exec.Command(run.Path, run.Args...)
 		cmd.Env = env
-		cmd.Dir = filepath.Dir(spec.Path)
+		cmd.Dir = filepath.Dir(run.Path)
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Pdeathsig: syscall.SIGKILL, Credential: cred}
 		cmd.Stdin, cmd.Stdout, cmd.Stderr = devNull, pw, pw
 		return cmd
 	}
 	var rules []landlockRule
 	if o.Isolation.landlock() {
-		rules = o.Isolation.landlockRules(p.dir, spec)
+		rules = o.Isolation.landlockRules(p.dir, run)
 	}
 	err = p.start(newCmd, o.Isolation, rules)
 	pw.Close()
@@ -347,6 +360,11 @@ func (p *Process) Close() error {
 		if p.dir != "" {
 			p.closeErr = os.RemoveAll(p.dir)
 		}
+		if p.staged != "" {
+			if err := os.RemoveAll(p.staged); p.closeErr == nil {
+				p.closeErr = err
+			}
+		}
 		if p.ownRoot != "" {
 			if err := os.RemoveAll(p.ownRoot); p.closeErr == nil {
 				p.closeErr = err
@@ -399,6 +417,44 @@ func SocketRoot(otherUser bool) (string, error) {
 		mode = 0o711
 	}
 	return dir, os.Chmod(dir, mode)
+}
+
+// stageBinary copies the plugin binary at path into a new directory in
+// root that every user may enter and only the core may write (0711, its
+// own), as an executable only the core may write (0755), for a run_as
+// user who cannot reach the original (a plugin under /root, or in a
+// 0700 directory). It returns the directory and the copy's path.
+func stageBinary(root, path string) (dir, copyPath string, err error) {
+	src, err := os.Open(path)
+	if err != nil {
+		return "", "", err
+	}
+	defer src.Close()
+	if dir, err = os.MkdirTemp(root, "bin-"); err != nil {
+		return "", "", err
+	}
+	defer func() {
+		if err != nil {
+			os.RemoveAll(dir)
+			dir = ""
+		}
+	}()
+	if err = os.Chmod(dir, 0o711); err != nil {
+		return dir, "", err
+	}
+	copyPath = filepath.Join(dir, filepath.Base(path))
+	dst, err := os.OpenFile(copyPath, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o755)
+	if err != nil {
+		return dir, "", err
+	}
+	if _, err = io.Copy(dst, src); err != nil {
+		dst.Close()
+		return dir, "", err
+	}
+	if err = dst.Close(); err != nil {
+		return dir, "", err
+	}
+	return dir, copyPath, os.Chmod(copyPath, 0o755) // past the umask
 }
 
 // privateDir makes one plugin's directory in root (0700) with a tmp
