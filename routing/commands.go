@@ -57,7 +57,7 @@ func (r *Router) cmdModel(ctx context.Context, req core.CommandRequest, p Pinner
 		switch {
 		case s.ProfilePin != "":
 			out += "\nAuth profile: " + s.ProfilePin + " (pinned)"
-		case s.State.ActiveProfile != "":
+		case r.shares(s.State.ActiveProfile):
 			out += "\nAuth profile: " + s.State.ActiveProfile + " (kept for this conversation until it cools down or /new)"
 		default:
 			out += "\nAuth profile: automatic rotation"
@@ -156,4 +156,17 @@ func (r *Router) cmdModels(ctx context.Context, req core.CommandRequest) (string
 	}
 	b.WriteString("\n/model <name> pins one for this conversation.")
 	return b.String(), nil
+}
+
+// shares says profile id is one of several of its provider's, so that
+// keeping it for a conversation means something.
+func (r *Router) shares(id string) bool {
+	for _, ps := range r.o.Profiles {
+		for _, p := range ps {
+			if p.ID == id {
+				return len(ps) > 1
+			}
+		}
+	}
+	return false
 }

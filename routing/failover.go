@@ -1,7 +1,6 @@
 package routing
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -320,20 +319,20 @@ func (r *Router) profileState(p Profile) core.ProfileState {
 // least the initial cooldown ago is taken (at most one probe per interval).
 func (r *Router) nextProfile(ctx context.Context, m Model, sess *core.Session, probe bool, tried map[string]bool) (Profile, bool) {
 	prov := m.Provider()
-	pinned := ""
+	pinned, kept := "", ""
 	if sess != nil {
-		// The user's /model @id, else the profile that wrote the
-		// session's last answer: one credential per conversation keeps
-		// the provider's prompt cache warm. Either gives way while it
-		// cools down (orderProfiles), and /new starts a session with none.
-		pinned = cmp.Or(sess.ProfilePin, sess.State.ActiveProfile)
+		// The user's /model @id; and the profile that wrote the session's
+		// last answer, kept among equals (orderProfiles): one credential
+		// per conversation keeps the provider's prompt cache warm. Either
+		// gives way while it cools down; /new starts a session with none.
+		pinned, kept = sess.ProfilePin, sess.State.ActiveProfile
 	}
 	r.mu.Lock()
 	now := r.now()
 	var chosen Profile
 	var st core.ProfileState
 	found := false
-	for _, p := range orderProfiles(r.profilesOf(prov), r.pstate, pinned, r.o.AuthOrder[prov], now) {
+	for _, p := range orderProfiles(r.profilesOf(prov), r.pstate, pinned, kept, r.o.AuthOrder[prov], now) {
 		key := m.Ref + "|" + p.ID
 		if tried[key] {
 			continue

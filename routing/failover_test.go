@@ -86,6 +86,41 @@ func TestSessionKeepsItsProfileUntilItCools(t *testing.T) {
 	}
 }
 
+// TestKeptProfileYieldsToAuthOrder: a conversation that moved to the
+// backup while auth.order's first profile cooled down goes back to it
+// once it is free; the kept profile only decides among equals.
+func TestKeptProfileYieldsToAuthOrder(t *testing.T) {
+	r, p, _, _, clk := newTestRouter(t, func(o *Options) {
+		o.Profiles = map[string][]Profile{"p": {{ID: "p:a", Provider: "p", Key: "key-a"}, {ID: "p:b", Provider: "p", Key: "key-b"}}}
+		o.AuthOrder = map[string][]string{"p": {"p:a", "p:b"}}
+	})
+	s := &core.Session{ID: 1}
+	var got []string
+	ask := func() {
+		res, err := r.Chat(context.Background(), Call{Session: s, Req: userMsg("hi")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.State.ActiveProfile = res.Profile
+		got = append(got, res.Profile)
+	}
+	ask()
+	p.fn = func(c provider.Credentials, req *provider.Request) (*provider.Response, error) {
+		if c.APIKey == "key-a" {
+			return nil, &core.Error{Kind: core.KindRateLimited, Msg: "429"}
+		}
+		return &provider.Response{Text: "ok", Model: req.Model}, nil
+	}
+	ask()
+	p.fn = nil
+	ask() // p:a still cools
+	clk.Advance(2 * time.Hour)
+	ask()
+	if fmt.Sprint(got) != "[p:a p:b p:b p:a]" {
+		t.Fatalf("profiles by call = %v; want back on auth.order's first once it is free", got)
+	}
+}
+
 func TestProfileOrderRules(t *testing.T) {
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	ps := []Profile{{ID: "a"}, {ID: "b"}, {ID: "c", OAuth: true}, {ID: "d"}}
@@ -102,18 +137,23 @@ func TestProfileOrderRules(t *testing.T) {
 		return s
 	}
 	for _, tc := range []struct {
-		name   string
-		pinned string
-		order  []string
-		want   string
+		name         string
+		pinned, kept string
+		order        []string
+		want         string
 	}{
-		{"oauth first, then oldest use, cooling last", "", nil, "cbad"},
-		{"session pin first", "a", nil, "acbd"},
-		{"auth.order", "", []string{"a", "b"}, "abcd"},
-		{"cooling pin still last", "d", nil, "cbad"},
+		{"oauth first, then oldest use, cooling last", "", "", nil, "cbad"},
+		{"session pin first", "a", "", nil, "acbd"},
+		{"auth.order", "", "", []string{"a", "b"}, "abcd"},
+		{"cooling pin still last", "d", "", nil, "cbad"},
+		{"kept before older uses", "", "a", nil, "cabd"},
+		{"kept after auth.order", "", "b", []string{"a", "b"}, "abcd"},
+		{"kept after OAuth", "", "a", nil, "cabd"},
+		{"pin before kept", "b", "a", nil, "bcad"},
+		{"cooling kept still last", "", "d", nil, "cbad"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := ids(orderProfiles(ps, st, tc.pinned, tc.order, now)); got != tc.want {
+			if got := ids(orderProfiles(ps, st, tc.pinned, tc.kept, tc.order, now)); got != tc.want {
 				t.Fatalf("order = %s, want %s", got, tc.want)
 			}
 		})

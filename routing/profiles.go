@@ -130,10 +130,12 @@ func LoadProfilesFile(path string) (map[string][]Profile, error) {
 }
 
 // orderProfiles returns a provider's profiles in selection order: the
-// session's pinned profile, then auth.order, then round-robin (OAuth
-// before API keys, oldest last use first); profiles cooling down at now
-// always come last, soonest available first.
-func orderProfiles(ps []Profile, st map[string]core.ProfileState, pinned string, order []string, now time.Time) []Profile {
+// session's pinned profile (/model @id), then auth.order, then OAuth
+// before API keys, then the profile the session keeps (kept: the one of
+// its last answer, so a conversation stays on one credential among
+// equals), then round-robin (oldest last use first); profiles cooling
+// down at now always come last, soonest available first.
+func orderProfiles(ps []Profile, st map[string]core.ProfileState, pinned, kept string, order []string, now time.Time) []Profile {
 	rank := map[string]int{}
 	for i, id := range order {
 		rank[id] = i + 1
@@ -161,6 +163,9 @@ func orderProfiles(ps []Profile, st map[string]core.ProfileState, pinned string,
 		}
 		if a.OAuth != b.OAuth {
 			return a.OAuth
+		}
+		if (a.ID == kept) != (b.ID == kept) {
+			return a.ID == kept
 		}
 		if !sa.LastUsed.Equal(sb.LastUsed) {
 			return sa.LastUsed.Before(sb.LastUsed)
