@@ -202,6 +202,8 @@ func (d *doctor) plugins(cfg *config.Config) {
 	if dir := tc.PluginDir; dir != "" {
 		fi, err := os.Stat(dir)
 		switch {
+		case errors.Is(err, fs.ErrNotExist) && dataDirUsable(dir) == nil:
+			d.ok("plugin dir", "%s does not exist yet; opentalon run creates it", dir)
 		case err != nil:
 			d.fail("plugin dir", "%v; create it or fix plugins.tools.plugin_dir", err)
 		case !fi.IsDir():

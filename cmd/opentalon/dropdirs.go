@@ -5,6 +5,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"os"
+	"syscall"
 
 	"github.com/opentalon/opentalon/config"
 	"github.com/opentalon/opentalon/core"
@@ -34,22 +35,33 @@ func dropDirs(cfg *config.Config) []dropDir {
 
 // missingDropDirs warns of each drop directory that does not exist,
 // which run creates (seed 001's config, "./plugins" and "./scripts",
-// works in a fresh directory), and returns them.
-func missingDropDirs(cfg *config.Config, log *slog.Logger) []dropDir {
+// works in a fresh directory), and returns them; config check and run
+// refuse alike one that cannot be created (a file on the way, a parent
+// this user may not write).
+func missingDropDirs(cfg *config.Config, log *slog.Logger) ([]dropDir, error) {
 	var out []dropDir
 	for _, d := range dropDirs(cfg) {
-		if _, err := os.Stat(d.dir); errors.Is(err, fs.ErrNotExist) {
-			log.Warn(d.key+" does not exist; opentalon run creates it, empty: "+d.what, "dir", d.dir)
-			out = append(out, d)
+		_, err := os.Stat(d.dir)
+		if !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, syscall.ENOTDIR) {
+			continue // there (or unreadable: the loaders say why)
 		}
+		if err := dataDirUsable(d.dir); err != nil {
+			return nil, core.Errorf(core.KindInvalid, "%s %s: %w; create it, or set %s to another directory (\"\" for none)", d.key, d.dir, err, d.key)
+		}
+		log.Warn(d.key+" does not exist; opentalon run creates it, empty: "+d.what, "dir", d.dir)
+		out = append(out, d)
 	}
-	return out
+	return out, nil
 }
 
 // makeDropDirs creates the missing drop directories (warning of each),
 // only the user may write (plugins refuse a directory others may write).
 func makeDropDirs(cfg *config.Config, log *slog.Logger) error {
-	for _, d := range missingDropDirs(cfg, log) {
+	missing, err := missingDropDirs(cfg, log)
+	if err != nil {
+		return err
+	}
+	for _, d := range missing {
 		if err := os.MkdirAll(d.dir, 0o755); err != nil {
 			return core.Errorf(core.KindInvalid, "create %s %s: %w (create it yourself, or set %s to \"\")", d.key, d.dir, err, d.key)
 		}

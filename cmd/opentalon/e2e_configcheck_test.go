@@ -97,6 +97,7 @@ func TestConfigCheckAgreesWithRun(t *testing.T) {
 		{"seed 004's affinity store file", "routing:\n  affinity: { enabled: true, store: ~/.opentalon/affinity.json, decay_days: 30 }\n", "", []string{"routing.affinity.store is ignored"}, ""},
 		{"an allowlisted bot", "channels:\n  console: { enabled: false }\n" + tg + ", allow_users: [\"42\"] }\n", "", nil, ""},
 		{"an orchestration step that does not compile", "orchestrator:\n  steps:\n    - { name: s, when: \"(\", tools: [x.y] }\n", "orchestrator.steps[0].when", nil, ""},
+		{"a plugin_dir that cannot be created", "plugins:\n  tools: { plugin_dir: " + filepath.Join(aFile, "plugins") + " }\n", "plugins.tools.plugin_dir " + filepath.Join(aFile, "plugins"), nil, ""},
 		{"a plugin_dir that does not exist", "plugins:\n  tools: { plugin_dir: " + filepath.Join(t.TempDir(), "missing") + " }\n", "", []string{"plugins.tools.plugin_dir does not exist; opentalon run creates it"}, ""},
 		{"a plugin_dir others may write", "plugins:\n  tools: { plugin_dir: " + openDir + " }\n", "plugins.tools.plugin_dir", nil, ""},
 		{"a Lua script that does not compile", "plugins:\n  lua: { scripts_dir: " + luaDir + " }\n", "10-broken.lua", nil, ""},

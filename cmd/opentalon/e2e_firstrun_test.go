@@ -133,6 +133,28 @@ server: { listen: "" }
 	}
 }
 
+// doctor agrees with run on a plugin_dir that does not exist yet: run
+// creates it, so doctor does not fail it.
+func TestDoctorOnAPluginDirRunCreates(t *testing.T) {
+	llm := providertest.NewOpenAI(t)
+	base := modelsFront(t, llm, "test-key", "small-model")
+	path := writeConfig(t, fmt.Sprintf(`state: { data_dir: %q }
+models:
+  providers:
+    fake: { api: openai-completions, base_url: %q, api_key: test-key }
+  catalog:
+    fake/small-model: { alias: small, weight: 80 }
+routing: { primary: small }
+server: { listen: "" }
+plugins:
+  tools: { plugin_dir: %q }
+`, t.TempDir(), base, filepath.Join(t.TempDir(), "plugins")))
+	res := runMain(t, nil, "", "--config", path, "doctor")
+	if res.code != 0 || !regexp.MustCompile(`(?m)^ok\s+plugin dir: .* does not exist yet; opentalon run creates it`).MatchString(res.stdout) {
+		t.Fatalf("doctor: exit %d\n%s%s", res.code, res.stdout, res.stderr)
+	}
+}
+
 // doctor asks a provider with the key of the default profiles file
 // (<data_dir>/auth-profiles.json), as run does, when the config has none.
 func TestDoctorUsesTheDefaultProfilesFile(t *testing.T) {

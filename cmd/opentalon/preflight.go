@@ -50,7 +50,10 @@ func preflight(ctx context.Context, cfg *config.Config) (warnings []string, err 
 	// What Run checks before it serves: the drop directories it creates,
 	// the Lua scripts it loads, the plugins it would start and their
 	// sandbox, and the config's schedules.
-	missing := missingDropDirs(cfg, log)
+	missing, err := missingDropDirs(cfg, log)
+	if err != nil {
+		return rec.list(), err
+	}
 	if !isMissing(missing, cfg.Plugins.Lua.ScriptsDir) {
 		if err := app.startLua(ctx); err != nil {
 			return rec.list(), err
