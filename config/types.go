@@ -307,7 +307,7 @@ type Affinity struct {
 	// Store is seed 004's JSON file of scores. It is taken so configs
 	// written from the seed load, and ignored with a warning at start:
 	// the scores live in the database (shared by replicas).
-	Store string `yaml:"store"`
+	Store string `yaml:"store,omitempty"`
 }
 
 // Budget caps spending per UTC day; 0 means no cap.

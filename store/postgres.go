@@ -1,7 +1,6 @@
 package store
 
 import (
-	"cmp"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -166,12 +165,17 @@ func dsnProblem(err error) string {
 			return ": a % in it does not start an escape (write % in the password as %25, and @ : / ? # as %40 %3A %2F %3F %23)"
 		}
 		if strings.Contains(ue.Err.Error(), "invalid port") {
-			return ": its port is not a number"
+			return ": its port is not a number, or the password holds an @ : / ? or # not written as %40 %3A %2F %3F %23"
 		}
 	case strings.HasPrefix(msg, "pq: wrong value for \""):
-		if k, _, _ := strings.Cut(strings.TrimPrefix(msg, "pq: wrong value for \""), "\""); k != "password" && k != "sslpassword" {
-			return ": " + strings.TrimPrefix(msg, "pq: ")
+		// Only the key and what it takes: the value may be a piece of a
+		// password (key=value form, an unquoted password with a space).
+		k, rest, _ := strings.Cut(strings.TrimPrefix(msg, "pq: wrong value for \""), "\"")
+		hint := fmt.Sprintf(": the value of %q is wrong", k)
+		if _, values, ok := strings.Cut(rest, "supported values are "); ok {
+			hint += " (it takes " + values + ")"
 		}
+		return hint + "; in key=value form quote a value with spaces: password='…'"
 	}
 	return ""
 }
@@ -210,13 +214,13 @@ func connectError(cfg pq.Config, err error) error {
 		return &core.Error{Kind: core.KindUnavailable, Msg: fmt.Sprintf("PostgreSQL at %s refused the connection (state.postgres.dsn): %s (SQLSTATE %s)", server, pe.Message, pe.Code), Err: err}
 	}
 	if errors.Is(err, pq.ErrSSLNotSupported) {
-		return &core.Error{Kind: core.KindInvalid, Msg: fmt.Sprintf("the PostgreSQL server at %s does not take TLS, and state.postgres.dsn asks for it (sslmode=%s): turn on ssl in the server's postgresql.conf, or, on a network you trust, set sslmode=disable in the DSN", server, cmp.Or(string(cfg.SSLMode), "require"))}
+		return &core.Error{Kind: core.KindInvalid, Msg: fmt.Sprintf("the PostgreSQL server at %s does not take TLS, and state.postgres.dsn asks for it (sslmode=%s): turn on ssl in the server's postgresql.conf, or, on a network you trust, set sslmode=disable in the DSN", server, cfg.SSLMode)}
 	}
 	var ce *tls.CertificateVerificationError
 	var he x509.HostnameError
 	var ua x509.UnknownAuthorityError
 	if errors.As(err, &ce) || errors.As(err, &he) || errors.As(err, &ua) {
-		return &core.Error{Kind: core.KindInvalid, Msg: fmt.Sprintf("the PostgreSQL server at %s has a TLS certificate that sslmode=%s does not accept (state.postgres.dsn): name the CA that signed it with sslrootcert=FILE in the DSN, or use sslmode=require to encrypt without checking it", server, cmp.Or(string(cfg.SSLMode), "verify-full")), Err: err}
+		return &core.Error{Kind: core.KindInvalid, Msg: fmt.Sprintf("the PostgreSQL server at %s has a TLS certificate that sslmode=%s does not accept (state.postgres.dsn): name the CA that signed it with sslrootcert=FILE in the DSN, or use sslmode=require to encrypt without checking it", server, cfg.SSLMode), Err: err}
 	}
 	var ne net.Error
 	if errors.As(err, &ne) || errors.Is(err, context.DeadlineExceeded) {

@@ -52,7 +52,8 @@ func TestPostgresStartupErrors(t *testing.T) {
 	}{
 		{"not a DSN", "postgres://bot:s3cret-pw@db.example:port/x", []string{"state.postgres.dsn is not a PostgreSQL DSN", "postgres://USER:PASSWORD@HOST:5432/DATABASE"}},
 		{"empty", "", []string{"state.postgres.dsn is empty"}},
-		{"a bad sslmode", "postgres://bot:s3cret-pw@db.example/x?sslmode=bogus", []string{"state.postgres.dsn is not a PostgreSQL DSN", `wrong value for "sslmode": "bogus" is not supported`}},
+		{"a bad sslmode", "postgres://bot:s3cret-pw@db.example/x?sslmode=bogus", []string{"state.postgres.dsn is not a PostgreSQL DSN", `the value of "sslmode" is wrong (it takes disable, allow, prefer, require, verify-full, or verify-ca)`}},
+		{"a password with a space, unquoted", "host=db.example user=bot password=s3cret port=pw", []string{"state.postgres.dsn is not a PostgreSQL DSN", `the value of "port" is wrong`, "password='…'"}},
 		{"a bad escape in the password", "postgres://bot:s3cret%zz@db.example/x", []string{"state.postgres.dsn is not a PostgreSQL DSN", "write % in the password as %25"}},
 		{"TLS asked of a server without it", tlsAsked.String(), []string{"does not take TLS", "sslmode=require", "state.postgres.dsn", "sslmode=disable"}},
 		{"unreachable", closed.String(), []string{"cannot reach the PostgreSQL server at 127.0.0.1:1", "state.postgres.dsn", "connection refused"}},
@@ -78,7 +79,7 @@ func TestPostgresStartupErrors(t *testing.T) {
 			if n := strings.Count(err.Error(), "SSL is not enabled"); n > 1 {
 				t.Errorf("error %q repeats the driver's text", err)
 			}
-			for _, secret := range []string{"s3cret-pw", "s3cret%zz", "%zz", password, "not-" + password} {
+			for _, secret := range []string{"s3cret-pw", `"pw"`, "s3cret%zz", "%zz", password, "not-" + password} {
 				if secret != "" && strings.Contains(err.Error(), secret) {
 					t.Errorf("error %q shows the password", err)
 				}
