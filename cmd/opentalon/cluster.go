@@ -9,6 +9,7 @@ import (
 
 	"github.com/opentalon/opentalon/config"
 	"github.com/opentalon/opentalon/core"
+	"github.com/opentalon/opentalon/core/clock"
 	"github.com/opentalon/opentalon/core/lease"
 	"github.com/opentalon/opentalon/metrics/status"
 )
@@ -121,6 +122,7 @@ func (a *App) startReplica(ctx context.Context) {
 		defer a.holds.Done()
 		t := time.NewTicker(a.cfg.Cluster.Heartbeat.D())
 		defer t.Stop()
+		var failing clock.Repeat // a database that is down fails every beat
 		for {
 			select {
 			case <-ctx.Done():
@@ -131,8 +133,13 @@ func (a *App) startReplica(ctx context.Context) {
 				cancel()
 				return
 			case <-t.C:
-				if err := a.db.ReplicaHeartbeat(ctx, r.ID, a.opts.Now()); err != nil && ctx.Err() == nil {
-					a.log.Warn("replica heartbeat", "err", err)
+				now := a.opts.Now()
+				if err := a.db.ReplicaHeartbeat(ctx, r.ID, now); err != nil && ctx.Err() == nil {
+					if report, since, n := failing.Failed(now); report {
+						a.log.Warn("replica heartbeat", "failing_since", since, "failures_not_logged", n, "err", err)
+					}
+				} else if err == nil {
+					failing.Recovered()
 				}
 			}
 		}
