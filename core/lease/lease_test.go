@@ -310,13 +310,20 @@ func TestUnreachableStoreIsLoggedSparingly(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	terms, _ := holdIn(t, ctx, el, "scheduler")
-	for range 90 { // a minute and a half of polls
-		clk.BlockUntil(context.Background(), 1)
+	poll := func() {
+		t.Helper()
+		wctx, stop := context.WithTimeout(ctx, 10*time.Second)
+		defer stop()
+		if err := clk.BlockUntil(wctx, 1); err != nil {
+			t.Fatal("the campaign no longer waits between polls")
+		}
 		clk.Advance(time.Second)
 	}
+	for range 90 { // a minute and a half of polls
+		poll()
+	}
 	mem.set(nil, nil)
-	clk.BlockUntil(context.Background(), 1)
-	clk.Advance(time.Second)
+	poll()
 	recv(t, terms, "the term once the store answers")
 	got := logs.String()
 	if n := strings.Count(got, "cannot reach the store"); n != 2 {
