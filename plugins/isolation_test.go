@@ -2,6 +2,8 @@ package plugins
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -13,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -468,12 +471,46 @@ func TestUnreachableBinaryRunsFromACopy(t *testing.T) {
 		t.Fatalf("the plugin is known as %s; want its own path %s (its name binding)", p.Binary.Path, spec.Path)
 	}
 	staged := p.staged
-	if fi, err := os.Stat(staged); err != nil || fi.Mode().Perm() != 0o711 {
-		t.Fatalf("the copy's directory: %v %v; want 0711", fi, err)
+	for _, path := range []string{staged, filepath.Join(staged, "plugin")} {
+		if fi, err := os.Stat(path); err != nil || fi.Mode().Perm() != 0o711 {
+			t.Fatalf("%s: %v %v; want 0711 (run, not read, by others)", path, fi, err)
+		}
+	}
+	if sum := sha256.Sum256(data); p.Binary.SHA256 != hex.EncodeToString(sum[:]) {
+		t.Fatalf("the binding's hash %s is not the binary's", p.Binary.SHA256)
 	}
 	p.Close()
 	if _, err := os.Stat(staged); !os.IsNotExist(err) {
 		t.Fatalf("the copy outlived the plugin: %v", err)
+	}
+	// Not copied: a path through a symbolic link (another user's link to a
+	// file of root's), a file another user owns, a noexec temporary
+	// directory. The refusal keeps the fix.
+	link := filepath.Join(private, "link")
+	if err := os.Symlink(spec.Path, link); err != nil {
+		t.Fatal(err)
+	}
+	foreign := filepath.Join(private, "foreign")
+	if err := os.WriteFile(foreign, data, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(foreign, 1, 1); err != nil {
+		t.Fatal(err)
+	}
+	for path, why := range map[string]string{link: "symbolic link", foreign: "owned by the core's user"} {
+		_, err := Launch(context.Background(), Spec{Path: path, Env: spec.Env}, LaunchOptions{Isolation: iso, Logger: testLogger(t)})
+		if err == nil || !strings.Contains(err.Error(), "chmod o+x") || !strings.Contains(err.Error(), why) {
+			t.Errorf("%s: %v; want the refusal with the fix, and why no copy was made (%s)", path, err, why)
+		}
+	}
+	noexec := t.TempDir()
+	if err := syscall.Mount("tmpfs", noexec, "tmpfs", syscall.MS_NOEXEC, "size=1m"); err != nil {
+		t.Logf("no noexec tmpfs to try a copy into (%v); that case is not checked here", err)
+	} else {
+		defer syscall.Unmount(noexec, 0)
+		if _, _, _, err := stageBinary(noexec, spec.Path); err == nil || !strings.Contains(err.Error(), "noexec") || !strings.Contains(err.Error(), "TMPDIR") {
+			t.Errorf("a copy into a noexec directory: %v; want it refused, naming noexec and TMPDIR", err)
+		}
 	}
 	script := filepath.Join(private, "script-plugin")
 	if err := os.WriteFile(script, []byte("#!/bin/sh\nexit 1\n"), 0o700); err != nil {

@@ -3,6 +3,8 @@ package plugins
 import (
 	"bufio"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -172,10 +174,13 @@ func Launch(ctx context.Context, spec Spec, o LaunchOptions) (p *Process, err er
 	}
 	run := spec // what is executed: spec, or its private copy
 	if unreachable != nil {
-		if p.staged, run.Path, err = stageBinary(root, spec.Path); err != nil {
-			return p, fmt.Errorf("%w; copying it where that user can run it failed too: %w", unreachable, err)
+		var sum string
+		if p.staged, run.Path, sum, err = stageBinary(root, spec.Path); err != nil {
+			return p, fmt.Errorf("%w (a private copy was not made: %w)", unreachable, err)
 		}
-		log.Info("plugins.tools.run_as cannot reach the plugin where it is; it runs from a copy only the core may write", "binary", spec.Path, "copy", run.Path, "why", unreachable)
+		// The binding names what runs: the copy's content.
+		p.Binary.SHA256 = sum
+		log.Info("plugins.tools.run_as cannot enter the plugin's directory or run the file there; it runs from a private copy", "binary", spec.Path, "copy", run.Path)
 	}
 
 	// The state service listens before the plugin starts.
@@ -259,7 +264,7 @@ func Launch(ctx context.Context, spec Spec, o LaunchOptions) (p *Process, err er
 		return p, fmt.Errorf("plugin %s: %w (%w: not restarted; fix the plugin and restart the gateway)", spec.Path, err, errRefused)
 	}
 	if o.Claim != nil {
-		if err := o.Claim(p.Cap.Name, bin); err != nil {
+		if err := o.Claim(p.Cap.Name, p.Binary); err != nil {
 			return p, fmt.Errorf("plugin %s: %w", spec.Path, err)
 		}
 	}
@@ -404,11 +409,7 @@ func pluginEnv(common, own []string, pluginSock, stateSock string) []string {
 // 0700, or 0711 when plugins run as another user (they may pass through
 // it to their own directory but not list it).
 func SocketRoot(otherUser bool) (string, error) {
-	parent := os.TempDir()
-	if len(parent) > 60 {
-		parent = "/tmp"
-	}
-	dir, err := os.MkdirTemp(parent, "otp-")
+	dir, err := os.MkdirTemp(tempSocketParent(), socketRootPrefix)
 	if err != nil {
 		return "", fmt.Errorf("create the plugin socket directory: %w", err)
 	}
@@ -420,18 +421,44 @@ func SocketRoot(otherUser bool) (string, error) {
 }
 
 // stageBinary copies the plugin binary at path into a new directory in
-// root that every user may enter and only the core may write (0711, its
-// own), as an executable only the core may write (0755), for a run_as
-// user who cannot reach the original (a plugin under /root, or in a
-// 0700 directory). It returns the directory and the copy's path.
-func stageBinary(root, path string) (dir, copyPath string, err error) {
-	src, err := os.Open(path)
+// root, for a run_as user who cannot reach the original (a plugin under
+// /root, or in a 0700 directory). The directory (0711) and the copy
+// (0711: run, not read) are the core's alone. Only a file the core's user
+// owns, in a directory it owns, reached without a symlink, is copied: the
+// copy must not let another user run, as run_as, a file of the core's
+// they could only point at. The file is read once, through one
+// descriptor that follows no link, and hashed as it is copied. It returns
+// the directory, the copy's path and its SHA-256.
+func stageBinary(root, path string) (dir, copyPath, sum string, err error) {
+	abs, err := filepath.Abs(path)
 	if err != nil {
-		return "", "", err
+		return "", "", "", err
+	}
+	if real, err := filepath.EvalSymlinks(abs); err != nil || real != abs {
+		return "", "", "", fmt.Errorf("its path goes through a symbolic link")
+	}
+	me := uint32(os.Geteuid())
+	if st, ok := ownerOf(filepath.Dir(abs)); !ok || st != me {
+		return "", "", "", fmt.Errorf("its directory is not owned by the core's user (uid %d)", me)
+	}
+	var fs syscall.Statfs_t
+	if err := syscall.Statfs(root, &fs); err == nil && fs.Flags&stNoExec != 0 {
+		return "", "", "", fmt.Errorf("the temporary directory %s is mounted noexec; set TMPDIR to a directory where programs may run", filepath.Dir(root))
+	}
+	src, err := os.OpenFile(abs, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+	if err != nil {
+		return "", "", "", err
 	}
 	defer src.Close()
+	fi, err := src.Stat()
+	if err != nil {
+		return "", "", "", err
+	}
+	if st, _ := fi.Sys().(*syscall.Stat_t); !fi.Mode().IsRegular() || st == nil || st.Uid != me {
+		return "", "", "", fmt.Errorf("it is not a regular file owned by the core's user (uid %d)", me)
+	}
 	if dir, err = os.MkdirTemp(root, "bin-"); err != nil {
-		return "", "", err
+		return "", "", "", err
 	}
 	defer func() {
 		if err != nil {
@@ -440,21 +467,54 @@ func stageBinary(root, path string) (dir, copyPath string, err error) {
 		}
 	}()
 	if err = os.Chmod(dir, 0o711); err != nil {
-		return dir, "", err
+		return dir, "", "", err
 	}
-	copyPath = filepath.Join(dir, filepath.Base(path))
-	dst, err := os.OpenFile(copyPath, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o755)
+	copyPath = filepath.Join(dir, filepath.Base(abs))
+	h := sha256.New()
+	// A child forked meanwhile (another plugin starting) would inherit the
+	// write descriptor and make the exec fail with ETXTBSY.
+	syscall.ForkLock.RLock()
+	err = func() error {
+		dst, err := os.OpenFile(copyPath, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_CLOEXEC, 0o700)
+		if err != nil {
+			return err
+		}
+		if _, err := io.Copy(io.MultiWriter(dst, h), src); err != nil {
+			dst.Close()
+			return err
+		}
+		return dst.Close()
+	}()
+	syscall.ForkLock.RUnlock()
 	if err != nil {
-		return dir, "", err
+		return dir, "", "", err
 	}
-	if _, err = io.Copy(dst, src); err != nil {
-		dst.Close()
-		return dir, "", err
+	return dir, copyPath, hex.EncodeToString(h.Sum(nil)), os.Chmod(copyPath, 0o711)
+}
+
+// stNoExec is statfs's ST_NOEXEC flag.
+const stNoExec = 0x8
+
+// ownerOf is the uid that owns path.
+func ownerOf(path string) (uint32, bool) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return 0, false
 	}
-	if err = dst.Close(); err != nil {
-		return dir, "", err
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return 0, false
 	}
-	return dir, copyPath, os.Chmod(copyPath, 0o755) // past the umask
+	return st.Uid, true
+}
+
+// tempSocketParent is the temporary directory socket roots are made in
+// when not in the data directory: short enough for socket paths.
+func tempSocketParent() string {
+	if parent := os.TempDir(); len(parent) <= maxSocketParent {
+		return parent
+	}
+	return "/tmp"
 }
 
 // privateDir makes one plugin's directory in root (0700) with a tmp

@@ -28,7 +28,7 @@ const (
 type socketRoot struct {
 	dir string
 	// lock is flocked while the root is in use, so a later process can
-	// tell a root a crash left behind (nil in the temporary directory).
+	// tell a root a crash left behind.
 	lock *os.File
 }
 
@@ -53,6 +53,10 @@ func newSocketRoot(parent string, otherUser bool, log *slog.Logger) (*socketRoot
 		}
 		return r, os.Chmod(dir, 0o700)
 	}
+	// The temporary directory is shared: only this user's roots that no
+	// running process holds are swept (with run_as they hold the private
+	// copies of plugin binaries, see stageBinary).
+	sweepSocketRoots(tempSocketParent(), log)
 	dir, err := SocketRoot(otherUser)
 	if err != nil {
 		why := "plugins.tools.run_as runs plugins as another user, who cannot pass through the private state.data_dir"
@@ -61,17 +65,28 @@ func newSocketRoot(parent string, otherUser bool, log *slog.Logger) (*socketRoot
 		}
 		return nil, fmt.Errorf("%w; %s, so the sockets go to the temporary directory: set TMPDIR to a short existing directory", err, why)
 	}
-	return &socketRoot{dir: dir}, nil
+	r := &socketRoot{dir: dir}
+	if r.lock, err = lockRoot(dir); err != nil {
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	return r, nil
 }
 
 // lockRoot creates dir's lock file and holds an exclusive flock on it;
-// the kernel drops it when the process ends, however it ends.
+// the kernel drops it when the process ends, however it ends. The file
+// is locked under another name and then renamed into place, so a sweep
+// (another process's) never finds the lock file free while it is new.
 func lockRoot(dir string) (*os.File, error) {
-	f, err := os.OpenFile(filepath.Join(dir, rootLockName), os.O_RDWR|os.O_CREATE, 0o600)
+	f, err := os.CreateTemp(dir, rootLockName+"-")
 	if err != nil {
 		return nil, fmt.Errorf("create the plugin socket directory: %w", err)
 	}
 	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("lock the plugin socket directory %s: %w", dir, err)
+	}
+	if err := os.Rename(f.Name(), filepath.Join(dir, rootLockName)); err != nil {
 		f.Close()
 		return nil, fmt.Errorf("lock the plugin socket directory %s: %w", dir, err)
 	}
@@ -91,6 +106,9 @@ func sweepSocketRoots(parent string, log *slog.Logger) {
 			continue
 		}
 		dir := filepath.Join(parent, e.Name())
+		if uid, ok := ownerOf(dir); !ok || uid != uint32(os.Geteuid()) {
+			continue // another user's, in a shared directory
+		}
 		f, err := os.OpenFile(filepath.Join(dir, rootLockName), os.O_RDWR, 0)
 		if err != nil {
 			if !errors.Is(err, fs.ErrNotExist) {

@@ -69,3 +69,42 @@ func TestSocketRootInTheDataDirectory(t *testing.T) {
 		t.Fatalf("run_as without a temporary directory: %v", err)
 	}
 }
+
+// TestTempSocketRootsAreSwept: in the temporary directory (plugins as
+// another user), a root a crashed process left (its lock free) is
+// removed at the next start, with the private binary copies in it; a
+// running process's root, and one without a lock, stay.
+func TestTempSocketRootsAreSwept(t *testing.T) {
+	tmp := t.TempDir()
+	t.Setenv("TMPDIR", tmp)
+	log := slog.New(slog.DiscardHandler)
+	stale := filepath.Join(tmp, socketRootPrefix+"stale")
+	unlocked := filepath.Join(tmp, socketRootPrefix+"nolock")
+	for _, d := range []string{filepath.Join(stale, "bin-1"), unlocked} {
+		if err := os.MkdirAll(d, 0o711); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(stale, rootLockName), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	live, err := newSocketRoot("", true, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer live.remove()
+	if _, err := os.Stat(stale); !os.IsNotExist(err) {
+		t.Fatalf("the crashed process's root is still there: %v", err)
+	}
+	if _, err := os.Stat(unlocked); err != nil {
+		t.Fatalf("a root without a lock was removed: %v", err)
+	}
+	next, err := newSocketRoot("", true, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer next.remove()
+	if _, err := os.Stat(live.dir); err != nil {
+		t.Fatalf("a running process's root was swept: %v", err)
+	}
+}
