@@ -57,7 +57,7 @@ func (r *Router) cmdModel(ctx context.Context, req core.CommandRequest, p Pinner
 		switch {
 		case s.ProfilePin != "":
 			out += "\nAuth profile: " + s.ProfilePin + " (pinned)"
-		case r.shares(s.State.ActiveProfile):
+		case r.keeps(model, s.State.ActiveProfile):
 			out += "\nAuth profile: " + s.State.ActiveProfile + " (kept for this conversation until it cools down or /new)"
 		default:
 			out += "\nAuth profile: automatic rotation"
@@ -158,15 +158,15 @@ func (r *Router) cmdModels(ctx context.Context, req core.CommandRequest) (string
 	return b.String(), nil
 }
 
-// shares says profile id is one of several of its provider's, so that
-// keeping it for a conversation means something.
-func (r *Router) shares(id string) bool {
-	for _, ps := range r.o.Profiles {
-		for _, p := range ps {
-			if p.ID == id {
-				return len(ps) > 1
-			}
-		}
+// keeps says the conversation's next call to model goes to profile id,
+// the one of its last answer, among several of the model's provider's.
+func (r *Router) keeps(model, id string) bool {
+	prov, _, _ := strings.Cut(model, "/")
+	ps := r.o.Profiles[prov]
+	if id == "" || len(ps) < 2 {
+		return false
 	}
-	return false
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return orderProfiles(ps, r.pstate, "", id, r.o.AuthOrder[prov], r.now())[0].ID == id
 }

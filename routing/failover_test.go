@@ -119,6 +119,10 @@ func TestKeptProfileYieldsToAuthOrder(t *testing.T) {
 	if fmt.Sprint(got) != "[p:a p:b p:b p:a]" {
 		t.Fatalf("profiles by call = %v; want back on auth.order's first once it is free", got)
 	}
+	// /model says a profile is kept only while the next call goes to it.
+	if r.keeps("p/cheap", "p:b") || !r.keeps("p/cheap", "p:a") || r.keeps("q/other", "p:a") {
+		t.Fatal("keeps: want p:a (auth.order's first, free) kept, not p:b, and no profile of p kept for q's model")
+	}
 }
 
 func TestProfileOrderRules(t *testing.T) {

@@ -167,6 +167,13 @@ func dsnProblem(err error) string {
 		if strings.Contains(ue.Err.Error(), "invalid port") {
 			return ": its port is not a number, or the password holds an @ : / ? or # not written as %40 %3A %2F %3F %23"
 		}
+	case strings.HasPrefix(msg, "pq: wrong value for $"):
+		v, rest, _ := strings.Cut(strings.TrimPrefix(msg, "pq: wrong value for $"), ":")
+		hint := fmt.Sprintf(": the environment variable $%s, which the driver reads as well, has a wrong value", v)
+		if _, values, ok := strings.Cut(rest, "supported values are "); ok {
+			hint += " (it takes " + values + ")"
+		}
+		return hint + "; fix or unset it"
 	case strings.HasPrefix(msg, "pq: wrong value for \""):
 		// Only the key and what it takes: the value may be a piece of a
 		// password (key=value form, an unquoted password with a space).

@@ -86,6 +86,11 @@ func TestPostgresStartupErrors(t *testing.T) {
 			}
 		})
 	}
+	t.Setenv("PGSSLMODE", "bogus")
+	if _, err := parseDSN("postgres://bot:s3cret-pw@db.example/x"); err == nil || !strings.Contains(err.Error(), "$PGSSLMODE") || strings.Contains(err.Error(), "bogus") {
+		t.Errorf("a bad PGSSLMODE: %v; want it named, without its value", err)
+	}
+	os.Unsetenv("PGSSLMODE")
 	if err := checkVersion(130012); err == nil || !strings.Contains(err.Error(), "PostgreSQL 13.12, older than 14") || !strings.Contains(err.Error(), "state.postgres.dsn") {
 		t.Errorf("a PostgreSQL 13 server: %v", err)
 	}
