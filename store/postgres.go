@@ -167,6 +167,8 @@ func dsnProblem(err error) string {
 		if strings.Contains(ue.Err.Error(), "invalid port") {
 			return ": its port is not a number, or the password holds an @ : / ? or # not written as %40 %3A %2F %3F %23"
 		}
+	case strings.HasPrefix(msg, "missing \"=\" after"), strings.HasPrefix(msg, "unterminated quoted string"):
+		return ": in key=value form a value with spaces or quotes must be quoted, as password='my secret' (\\' for a quote in it)"
 	case strings.HasPrefix(msg, "pq: wrong value for $"):
 		v, rest, _ := strings.Cut(strings.TrimPrefix(msg, "pq: wrong value for $"), ":")
 		hint := fmt.Sprintf(": the environment variable $%s, which the driver reads as well, has a wrong value", v)

@@ -53,6 +53,7 @@ func TestPostgresStartupErrors(t *testing.T) {
 		{"not a DSN", "postgres://bot:s3cret-pw@db.example:port/x", []string{"state.postgres.dsn is not a PostgreSQL DSN", "postgres://USER:PASSWORD@HOST:5432/DATABASE"}},
 		{"empty", "", []string{"state.postgres.dsn is empty"}},
 		{"a bad sslmode", "postgres://bot:s3cret-pw@db.example/x?sslmode=bogus", []string{"state.postgres.dsn is not a PostgreSQL DSN", `the value of "sslmode" is wrong (it takes disable, allow, prefer, require, verify-full, or verify-ca)`}},
+		{"a password with a space, unquoted, last", "host=db.example user=bot password=my s3cret-pw", []string{"state.postgres.dsn is not a PostgreSQL DSN", "password='my secret'"}},
 		{"a password with a space, unquoted", "host=db.example user=bot password=s3cret port=pw", []string{"state.postgres.dsn is not a PostgreSQL DSN", `the value of "port" is wrong`, "password='…'"}},
 		{"a bad escape in the password", "postgres://bot:s3cret%zz@db.example/x", []string{"state.postgres.dsn is not a PostgreSQL DSN", "write % in the password as %25"}},
 		{"TLS asked of a server without it", tlsAsked.String(), []string{"does not take TLS", "sslmode=require", "state.postgres.dsn", "sslmode=disable"}},
