@@ -171,20 +171,21 @@ func dsnProblem(err error) string {
 		return ": in key=value form a value with spaces or quotes must be quoted, as password='my secret' (\\' for a quote in it)"
 	case strings.HasPrefix(msg, "pq: wrong value for $"):
 		v, rest, _ := strings.Cut(strings.TrimPrefix(msg, "pq: wrong value for $"), ":")
-		hint := fmt.Sprintf(": the environment variable $%s, which the driver reads as well, has a wrong value", v)
-		if _, values, ok := strings.Cut(rest, "supported values are "); ok {
-			hint += " (it takes " + values + ")"
-		}
-		return hint + "; fix or unset it"
+		return fmt.Sprintf(": the environment variable $%s, which the driver reads as well, has a wrong value%s; fix or unset it", v, takes(rest))
 	case strings.HasPrefix(msg, "pq: wrong value for \""):
 		// Only the key and what it takes: the value may be a piece of a
 		// password (key=value form, an unquoted password with a space).
 		k, rest, _ := strings.Cut(strings.TrimPrefix(msg, "pq: wrong value for \""), "\"")
-		hint := fmt.Sprintf(": the value of %q is wrong", k)
-		if _, values, ok := strings.Cut(rest, "supported values are "); ok {
-			hint += " (it takes " + values + ")"
-		}
-		return hint + "; in key=value form quote a value with spaces: password='…'"
+		return fmt.Sprintf(": the value of %q is wrong%s; in key=value form quote a value with spaces: password='…'", k, takes(rest))
+	}
+	return ""
+}
+
+// takes is " (it takes …)" with the values a driver's refusal lists as
+// supported, or "".
+func takes(refusal string) string {
+	if _, values, ok := strings.Cut(refusal, "supported values are "); ok {
+		return " (it takes " + values + ")"
 	}
 	return ""
 }

@@ -110,11 +110,10 @@ func TestFirstRunProviderCheck(t *testing.T) {
 	}
 }
 
-// doctor checks the catalog against the models the provider lists.
-func TestDoctorWarnsOfAModelTheProviderDoesNotServe(t *testing.T) {
-	llm := providertest.NewOpenAI(t)
-	base := modelsFront(t, llm, "test-key", "small-model")
-	path := writeConfig(t, fmt.Sprintf(`state: { data_dir: %q }
+// doctorConfig is a config whose catalog names a model the provider at
+// base lists (small-model) and one it does not (big-modle).
+func doctorConfig(dataDir, base string) string {
+	return fmt.Sprintf(`state: { data_dir: %q }
 models:
   providers:
     fake: { api: openai-completions, base_url: %q, api_key: test-key }
@@ -123,7 +122,14 @@ models:
     fake/big-modle:   { alias: big, weight: 20 }
 routing: { primary: small }
 server: { listen: "" }
-`, t.TempDir(), base))
+`, dataDir, base)
+}
+
+// doctor checks the catalog against the models the provider lists.
+func TestDoctorWarnsOfAModelTheProviderDoesNotServe(t *testing.T) {
+	llm := providertest.NewOpenAI(t)
+	base := modelsFront(t, llm, "test-key", "small-model")
+	path := writeConfig(t, doctorConfig(t.TempDir(), base))
 	res := runMain(t, nil, "", "--config", path, "doctor")
 	if res.code != 0 || !regexp.MustCompile(`(?m)^warn\s+provider fake: model fake/big-modle is not among the models .*/v1/models lists \(small-model\); check the model id`).MatchString(res.stdout) {
 		t.Fatalf("doctor: exit %d\n%s%s", res.code, res.stdout, res.stderr)
@@ -138,17 +144,7 @@ server: { listen: "" }
 func TestDoctorOnAPluginDirRunCreates(t *testing.T) {
 	llm := providertest.NewOpenAI(t)
 	base := modelsFront(t, llm, "test-key", "small-model")
-	path := writeConfig(t, fmt.Sprintf(`state: { data_dir: %q }
-models:
-  providers:
-    fake: { api: openai-completions, base_url: %q, api_key: test-key }
-  catalog:
-    fake/small-model: { alias: small, weight: 80 }
-routing: { primary: small }
-server: { listen: "" }
-plugins:
-  tools: { plugin_dir: %q }
-`, t.TempDir(), base, filepath.Join(t.TempDir(), "plugins")))
+	path := writeConfig(t, doctorConfig(t.TempDir(), base)+fmt.Sprintf("plugins:\n  tools: { plugin_dir: %q }\n", filepath.Join(t.TempDir(), "plugins")))
 	res := runMain(t, nil, "", "--config", path, "doctor")
 	if res.code != 0 || !regexp.MustCompile(`(?m)^ok\s+plugin dir: .* does not exist yet; opentalon run creates it`).MatchString(res.stdout) {
 		t.Fatalf("doctor: exit %d\n%s%s", res.code, res.stdout, res.stderr)
