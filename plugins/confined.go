@@ -76,8 +76,10 @@ func (e *ConfinedError) Error() string {
 func (e *ConfinedError) Unwrap() error { return e.Err }
 
 // RunConfined runs c with the protections a plugin gets: its own session,
-// no_new_privs, the run_as user when the core runs as root and that user
-// may run the binary (else the core's user, which is logged), a Landlock
+// no_new_privs, the run_as user when the core runs as root (from a
+// private copy of the binary when that user cannot reach it, as a plugin
+// does; else, when no copy may be made, as the core's user, which is
+// logged), a Landlock
 // domain that reaches only the binary and the system's program
 // directories, and resource limits set before its first instruction:
 // memory, CPU time, 16 open files, no file writes, no core dump.
@@ -106,10 +108,20 @@ func (iso *Isolation) RunConfined(ctx context.Context, c ConfinedCmd, log *slog.
 	cred := iso.credential()
 	if cred != nil {
 		if err := checkRunnableBy(c.Path, cred.Uid, cred.Gid, iso.user); err != nil {
-			iso.warnOnce.Do(func() {
-				log.Warn("a confined helper runs as the core's user, not plugins.tools.run_as: that user cannot run the binary", "err", err)
-			})
-			cred = nil
+			// A binary the run_as user cannot reach runs from a private
+			// copy, as a plugin does (stageBinary); else as the core's user.
+			copyPath, serr := "", err
+			if !isScript(c.Path) {
+				copyPath, serr = iso.stagedHelper(c.Path, log)
+			}
+			if serr == nil {
+				c.Path = copyPath
+			} else {
+				iso.warnOnce.Do(func() {
+					log.Warn("a confined helper runs as the core's user, not plugins.tools.run_as: that user cannot run the binary, nor a private copy of it", "err", err, "copy", serr)
+				})
+				cred = nil
+			}
 		}
 	}
 	inR, inW, err := os.Pipe()

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/user"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -47,6 +49,8 @@ func runConfinedHelper(what string) int {
 		return 3
 	case "env":
 		fmt.Print(strings.Join(os.Environ(), "\n"))
+	case "uid":
+		fmt.Print(os.Getuid())
 	case "files":
 		// Under Landlock nothing outside the program directories is
 		// readable, and writing a file is refused by RLIMIT_FSIZE.
@@ -134,4 +138,47 @@ func TestRunConfined(t *testing.T) {
 			t.Fatalf("err = %v; want the caller's cancellation", err)
 		}
 	})
+}
+
+// TestConfinedHelperOutOfReachRunsFromACopy: with the core as root, a
+// helper binary the run_as user cannot reach (this binary, in a 0700
+// directory, as `go run` or a binary under /root is) runs as that user
+// from a private copy, made once; Close removes it.
+func TestConfinedHelperOutOfReachRunsFromACopy(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("the core must run as root to run helpers as another user")
+	}
+	nobody, err := user.Lookup("nobody")
+	if err != nil {
+		t.Skipf("this system has no user nobody: %v", err)
+	}
+	c := confinedCmd(t, "uid")
+	data, err := os.ReadFile(c.Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Path = filepath.Join(t.TempDir(), "helper") // its parent is 0700
+	if err := os.WriteFile(c.Path, data, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	iso, err := NewIsolation(Sandbox{RunAs: "nobody"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		out, err := iso.RunConfined(context.Background(), c, nil)
+		if err != nil || string(out) != nobody.Uid {
+			t.Fatalf("the helper ran as uid %q (%v); want nobody's %s", out, err, nobody.Uid)
+		}
+	}
+	if len(iso.stagedBins) != 1 {
+		t.Fatalf("%d copies for one helper; want one, reused", len(iso.stagedBins))
+	}
+	root := iso.stageRoot.dir
+	if err := iso.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(root); !os.IsNotExist(err) {
+		t.Fatalf("the copy outlived Close: %v", err)
+	}
 }

@@ -76,6 +76,52 @@ type Isolation struct {
 	warnings  []string
 	// warnOnce logs once that a confined helper runs as the core's user.
 	warnOnce sync.Once
+
+	// The private copies of confined helpers the run_as user cannot
+	// reach (stagedHelper), by path, in their own locked root; Close
+	// removes them.
+	stageMu    sync.Mutex
+	stageRoot  *socketRoot
+	stagedBins map[string]string
+}
+
+// stagedHelper returns a private copy of the helper binary at path that
+// the run_as user may run (stageBinary), made once per path.
+func (iso *Isolation) stagedHelper(path string, log *slog.Logger) (string, error) {
+	iso.stageMu.Lock()
+	defer iso.stageMu.Unlock()
+	if p, ok := iso.stagedBins[path]; ok {
+		return p, nil
+	}
+	if iso.stageRoot == nil {
+		r, err := newSocketRoot("", true, log)
+		if err != nil {
+			return "", err
+		}
+		iso.stageRoot, iso.stagedBins = r, map[string]string{}
+	}
+	_, copyPath, _, err := stageBinary(iso.stageRoot.dir, path)
+	if err != nil {
+		return "", err
+	}
+	iso.stagedBins[path] = copyPath
+	return copyPath, nil
+}
+
+// Close removes the private copies of confined helpers (a crash leaves
+// them to the next start's sweep).
+func (iso *Isolation) Close() error {
+	if iso == nil {
+		return nil
+	}
+	iso.stageMu.Lock()
+	defer iso.stageMu.Unlock()
+	if iso.stageRoot == nil {
+		return nil
+	}
+	err := iso.stageRoot.remove()
+	iso.stageRoot, iso.stagedBins = nil, nil
+	return err
 }
 
 // NewIsolation resolves sb: the run_as user (only when the core runs as

@@ -152,7 +152,7 @@ func BuildApp(ctx context.Context, cfg *config.Config, o AppOptions) (_ *App, er
 		LeaseTTL:       cfg.Queue.LeaseTTL.D(),
 		Access:         accessPolicies(cfg),
 		Pairings:       a.db,
-		Media:          buildMedia(cfg, a.db, a.router, o.Logger),
+		Media:          buildMedia(cfg, a.db, a.router, o.Logger, &a.closers),
 		Observer:       a.coreObserver(),
 		Now:            o.Now,
 		Logger:         o.Logger,

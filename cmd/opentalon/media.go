@@ -18,10 +18,10 @@ import (
 // send. PDFs are read by the binary itself, re-executed as a confined
 // helper with the plugins' isolation (plugins.tools.run_as and
 // plugins.tools.sandbox.landlock).
-func buildMedia(cfg *config.Config, db *store.DB, r *routing.Router, log *slog.Logger) core.MediaReader {
+func buildMedia(cfg *config.Config, db *store.DB, r *routing.Router, log *slog.Logger, closers *[]func() error) core.MediaReader {
 	m := cfg.Media
 	return media.New(media.Options{
-		Extractor:          pdfExtractor(cfg, log),
+		Extractor:          pdfExtractor(cfg, log, closers),
 		Store:              db,
 		Models:             r,
 		MaxBytes:           m.MaxBytes,
@@ -33,8 +33,10 @@ func buildMedia(cfg *config.Config, db *store.DB, r *routing.Router, log *slog.L
 	})
 }
 
-// pdfExtractor is the PDF reader process: this binary, confined.
-func pdfExtractor(cfg *config.Config, log *slog.Logger) media.Extractor {
+// pdfExtractor is the PDF reader process: this binary, confined. The
+// isolation's close (the private copy of this binary, when run_as cannot
+// reach it) joins closers.
+func pdfExtractor(cfg *config.Config, log *slog.Logger, closers *[]func() error) media.Extractor {
 	exe, err := os.Executable()
 	if err != nil {
 		log.Warn("PDFs cannot be read: the path of this binary is unknown", "err", err)
@@ -51,6 +53,7 @@ func pdfExtractor(cfg *config.Config, log *slog.Logger) media.Extractor {
 			return nil
 		}
 	}
+	*closers = append(*closers, iso.Close)
 	return media.PDFHelper{Isolation: iso, Path: exe, Logger: log.With("component", "media")}
 }
 
