@@ -15,6 +15,11 @@ type Pinner interface {
 	SetPins(ctx context.Context, sessionID int64, modelPin, profilePin string) error
 }
 
+// stateSaver is a Pinner that also saves a session's state (the store).
+type stateSaver interface {
+	SetSessionState(ctx context.Context, sessionID int64, st core.SessionState) error
+}
+
 // ExplicitChoiceWeight is the weight of the positive signal a user's
 // /model choice records for that model on the current task type.
 const ExplicitChoiceWeight = 3
@@ -68,6 +73,16 @@ func (r *Router) cmdModel(ctx context.Context, req core.CommandRequest, p Pinner
 			return "", err
 		}
 		s.ModelPin, s.ProfilePin = "", ""
+		// Nor is the credential of the last answer kept: the next one is
+		// chosen by rotation again (and then kept).
+		if ss, ok := p.(stateSaver); ok && s.State.ActiveProfile != "" {
+			st := s.State
+			st.ActiveProfile = ""
+			if err := ss.SetSessionState(ctx, s.ID, st); err != nil {
+				return "", err
+			}
+			s.State = st
+		}
 		model, reason := r.CurrentModel(ctx, s)
 		return fmt.Sprintf("Unpinned: I choose the model again. Next: %s (%s).", model, reason), nil
 	case strings.HasPrefix(arg, "@"):

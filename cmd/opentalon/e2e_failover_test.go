@@ -83,6 +83,29 @@ func TestE2EConversationKeepsItsAuthProfile(t *testing.T) {
 	}
 }
 
+// TestE2EModelAutoLetsGoOfTheCredential: after /model @id and an answer
+// with it, /model auto lets the next answer take the credential rotation
+// gives, instead of keeping the one that was pinned.
+func TestE2EModelAutoLetsGoOfTheCredential(t *testing.T) {
+	t.Parallel()
+	llm := providertest.NewOpenAI(t)
+	llm.SetReply(modelReply)
+	pf := filepath.Join(t.TempDir(), "auth-profiles.json")
+	body := `{"fake": [{"id": "fake:one", "type": "api_key", "key": "key-one"}, {"id": "fake:two", "type": "api_key", "key": "key-two"}]}`
+	if err := os.WriteFile(pf, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	y := twoModelConfig(t.TempDir(), llm.BaseURL(), "auth:\n  profiles_file: "+pf+"\n")
+	y = strings.Replace(y, "      api_key: \""+cliAPIKey+"\"\n", "", 1)
+	res := runMain(t, nil, "q1\n/model @fake:two\nq2\n/model auto\nq3\n", "--config", writeConfig(t, y), "--log-level", "error")
+	if res.code != 0 {
+		t.Fatalf("exit %d, stderr %s", res.code, res.stderr)
+	}
+	if got := fmt.Sprint(keysOf(llm.Requests())); got != "[key-one key-two key-one]" {
+		t.Fatalf("keys by message = %s; want the pinned key, then rotation's after /model auto", got)
+	}
+}
+
 func keysOf(rs []providertest.Received) []string {
 	var out []string
 	for _, r := range rs {
