@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/user"
 	"path/filepath"
@@ -165,20 +166,46 @@ func TestConfinedHelperOutOfReachRunsFromACopy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for range 2 {
+	t.Cleanup(func() { iso.Close() })
+	run := func() {
+		t.Helper()
 		out, err := iso.RunConfined(context.Background(), c, nil)
 		if err != nil || string(out) != nobody.Uid {
 			t.Fatalf("the helper ran as uid %q (%v); want nobody's %s", out, err, nobody.Uid)
 		}
 	}
+	run()
+	run()
 	if len(iso.stagedBins) != 1 {
 		t.Fatalf("%d copies for one helper; want one, reused", len(iso.stagedBins))
 	}
+	// A cleaner of /tmp removes the copy: the next run makes another.
+	for _, p := range iso.stagedBins {
+		if err := os.Remove(p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	run()
 	root := iso.stageRoot.dir
 	if err := iso.Close(); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(root); !os.IsNotExist(err) {
 		t.Fatalf("the copy outlived Close: %v", err)
+	}
+	// After Close no copy is made (nothing would remove it).
+	if _, err := iso.stagedHelper(c.Path, slog.New(slog.DiscardHandler)); err == nil {
+		t.Fatal("a copy was made after Close")
+	}
+	// A temporary directory run_as cannot enter: no copy it cannot run.
+	private := t.TempDir() // its parent is 0700
+	t.Setenv("TMPDIR", private)
+	iso2, err := NewIsolation(Sandbox{RunAs: "nobody"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { iso2.Close() })
+	if _, err := iso2.stagedHelper(c.Path, slog.New(slog.DiscardHandler)); err == nil || !strings.Contains(err.Error(), "TMPDIR") {
+		t.Fatalf("a copy in a temporary directory nobody cannot enter: %v; want a refusal naming TMPDIR", err)
 	}
 }

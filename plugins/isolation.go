@@ -79,19 +79,33 @@ type Isolation struct {
 
 	// The private copies of confined helpers the run_as user cannot
 	// reach (stagedHelper), by path, in their own locked root; Close
-	// removes them.
-	stageMu    sync.Mutex
-	stageRoot  *socketRoot
-	stagedBins map[string]string
+	// removes them, and none is made after it.
+	stageMu     sync.Mutex
+	stageRoot   *socketRoot
+	stagedBins  map[string]string
+	stageClosed bool
 }
 
 // stagedHelper returns a private copy of the helper binary at path that
-// the run_as user may run (stageBinary), made once per path.
+// the run_as user may run (stageBinary), made once per path and again
+// when it is gone (a cleaner of /tmp removed it).
 func (iso *Isolation) stagedHelper(path string, log *slog.Logger) (string, error) {
 	iso.stageMu.Lock()
 	defer iso.stageMu.Unlock()
+	if iso.stageClosed || iso.cred == nil {
+		return "", errors.New("no private copy: the isolation is closed or runs no other user")
+	}
 	if p, ok := iso.stagedBins[path]; ok {
-		return p, nil
+		if _, err := os.Lstat(p); err == nil {
+			return p, nil
+		}
+		delete(iso.stagedBins, path)
+	}
+	if iso.stageRoot != nil {
+		if _, err := os.Lstat(iso.stageRoot.dir); err != nil {
+			iso.stageRoot.remove()
+			iso.stageRoot = nil
+		}
 	}
 	if iso.stageRoot == nil {
 		r, err := newSocketRoot("", true, log)
@@ -100,22 +114,30 @@ func (iso *Isolation) stagedHelper(path string, log *slog.Logger) (string, error
 		}
 		iso.stageRoot, iso.stagedBins = r, map[string]string{}
 	}
-	_, copyPath, _, err := stageBinary(iso.stageRoot.dir, path)
+	dir, copyPath, _, err := stageBinary(iso.stageRoot.dir, path)
 	if err != nil {
 		return "", err
 	}
+	// The temporary directory itself may be out of the user's reach
+	// (TMPDIR=/tmp/user/0, 0700).
+	if err := checkRunnableBy(copyPath, iso.cred.Uid, iso.cred.Gid, iso.user); err != nil {
+		os.RemoveAll(dir)
+		return "", fmt.Errorf("%w (set TMPDIR to a directory every user may enter)", err)
+	}
 	iso.stagedBins[path] = copyPath
+	log.Info("plugins.tools.run_as cannot enter the helper's directory or run the file there; it runs from a private copy", "binary", path, "copy", copyPath)
 	return copyPath, nil
 }
 
 // Close removes the private copies of confined helpers (a crash leaves
-// them to the next start's sweep).
+// them to the sweep of the next temporary socket root).
 func (iso *Isolation) Close() error {
 	if iso == nil {
 		return nil
 	}
 	iso.stageMu.Lock()
 	defer iso.stageMu.Unlock()
+	iso.stageClosed = true
 	if iso.stageRoot == nil {
 		return nil
 	}

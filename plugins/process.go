@@ -178,6 +178,9 @@ func Launch(ctx context.Context, spec Spec, o LaunchOptions) (p *Process, err er
 		if p.staged, run.Path, sum, err = stageBinary(root, spec.Path); err != nil {
 			return p, fmt.Errorf("%w (a private copy was not made: %w)", unreachable, err)
 		}
+		if err := checkRunnableBy(run.Path, cred.Uid, cred.Gid, o.Isolation.user); err != nil {
+			return p, fmt.Errorf("%w (nor can it run the private copy: %w; set TMPDIR to a directory every user may enter)", unreachable, err)
+		}
 		// The binding names what runs: the copy's content.
 		p.Binary.SHA256 = sum
 		log.Info("plugins.tools.run_as cannot enter the plugin's directory or run the file there; it runs from a private copy", "binary", spec.Path, "copy", run.Path)

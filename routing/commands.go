@@ -63,7 +63,7 @@ func (r *Router) cmdModel(ctx context.Context, req core.CommandRequest, p Pinner
 		case s.ProfilePin != "":
 			out += "\nAuth profile: " + s.ProfilePin + " (pinned)"
 		case r.keeps(model, s.State.ActiveProfile):
-			out += "\nAuth profile: " + s.State.ActiveProfile + " (kept for this conversation until it cools down or /new)"
+			out += "\nAuth profile: " + s.State.ActiveProfile + " (kept for this conversation until it cools down, /new or /model auto)"
 		default:
 			out += "\nAuth profile: automatic rotation"
 		}
