@@ -84,6 +84,9 @@ type Isolation struct {
 	stageRoot   *socketRoot
 	stagedBins  map[string]string
 	stageClosed bool
+	// stageRefused is why run_as cannot run a copy either (a temporary
+	// directory it cannot enter): not tried again for every run.
+	stageRefused error
 }
 
 // stagedHelper returns a private copy of the helper binary at path that
@@ -94,6 +97,9 @@ func (iso *Isolation) stagedHelper(path string, log *slog.Logger) (string, error
 	defer iso.stageMu.Unlock()
 	if iso.stageClosed || iso.cred == nil {
 		return "", errors.New("no private copy: the isolation is closed or runs no other user")
+	}
+	if iso.stageRefused != nil {
+		return "", iso.stageRefused
 	}
 	if p, ok := iso.stagedBins[path]; ok {
 		if _, err := os.Lstat(p); err == nil {
@@ -122,7 +128,8 @@ func (iso *Isolation) stagedHelper(path string, log *slog.Logger) (string, error
 	// (TMPDIR=/tmp/user/0, 0700).
 	if err := checkRunnableBy(copyPath, iso.cred.Uid, iso.cred.Gid, iso.user); err != nil {
 		os.RemoveAll(dir)
-		return "", fmt.Errorf("%w (set TMPDIR to a directory every user may enter)", err)
+		iso.stageRefused = fmt.Errorf("%w (set TMPDIR to a directory every user may enter)", err)
+		return "", iso.stageRefused
 	}
 	iso.stagedBins[path] = copyPath
 	log.Info("plugins.tools.run_as cannot enter the helper's directory or run the file there; it runs from a private copy", "binary", path, "copy", copyPath)
