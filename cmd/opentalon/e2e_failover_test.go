@@ -60,17 +60,8 @@ func TestE2EAuthProfilesFileRotatesAndIsGuarded(t *testing.T) {
 // which one the conversation keeps.
 func TestE2EConversationKeepsItsAuthProfile(t *testing.T) {
 	t.Parallel()
-	llm := providertest.NewOpenAI(t)
-	llm.SetReply(modelReply)
-	dir := t.TempDir()
-	pf := filepath.Join(t.TempDir(), "auth-profiles.json")
-	body := `{"fake": [{"id": "fake:one", "type": "api_key", "key": "key-one"}, {"id": "fake:two", "type": "api_key", "key": "key-two"}]}`
-	if err := os.WriteFile(pf, []byte(body), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	y := twoModelConfig(dir, llm.BaseURL(), "auth:\n  profiles_file: "+pf+"\n")
-	y = strings.Replace(y, "      api_key: \""+cliAPIKey+"\"\n", "", 1)
-	res := runMain(t, nil, "q1\nq2\nq3\n/new\nq4\nq5\n/model\n", "--config", writeConfig(t, y), "--log-level", "error")
+	llm, cfg := twoProfilesConfig(t)
+	res := runMain(t, nil, "q1\nq2\nq3\n/new\nq4\nq5\n/model\n", "--config", cfg, "--log-level", "error")
 	if res.code != 0 {
 		t.Fatalf("exit %d, stderr %s", res.code, res.stderr)
 	}
@@ -88,6 +79,21 @@ func TestE2EConversationKeepsItsAuthProfile(t *testing.T) {
 // gives, instead of keeping the one that was pinned.
 func TestE2EModelAutoLetsGoOfTheCredential(t *testing.T) {
 	t.Parallel()
+	llm, cfg := twoProfilesConfig(t)
+	res := runMain(t, nil, "q1\n/model @fake:two\nq2\n/model auto\nq3\n", "--config", cfg, "--log-level", "error")
+	if res.code != 0 {
+		t.Fatalf("exit %d, stderr %s", res.code, res.stderr)
+	}
+	if got := fmt.Sprint(keysOf(llm.Requests())); got != "[key-one key-two key-one]" {
+		t.Fatalf("keys by message = %s; want the pinned key, then rotation's after /model auto", got)
+	}
+}
+
+// twoProfilesConfig is a fake LLM answering with its model's name and the
+// path of a config whose only credentials are two API-key profiles of
+// one provider, fake:one (key-one) and fake:two (key-two).
+func twoProfilesConfig(t *testing.T) (*providertest.Server, string) {
+	t.Helper()
 	llm := providertest.NewOpenAI(t)
 	llm.SetReply(modelReply)
 	pf := filepath.Join(t.TempDir(), "auth-profiles.json")
@@ -96,14 +102,7 @@ func TestE2EModelAutoLetsGoOfTheCredential(t *testing.T) {
 		t.Fatal(err)
 	}
 	y := twoModelConfig(t.TempDir(), llm.BaseURL(), "auth:\n  profiles_file: "+pf+"\n")
-	y = strings.Replace(y, "      api_key: \""+cliAPIKey+"\"\n", "", 1)
-	res := runMain(t, nil, "q1\n/model @fake:two\nq2\n/model auto\nq3\n", "--config", writeConfig(t, y), "--log-level", "error")
-	if res.code != 0 {
-		t.Fatalf("exit %d, stderr %s", res.code, res.stderr)
-	}
-	if got := fmt.Sprint(keysOf(llm.Requests())); got != "[key-one key-two key-one]" {
-		t.Fatalf("keys by message = %s; want the pinned key, then rotation's after /model auto", got)
-	}
+	return llm, writeConfig(t, strings.Replace(y, "      api_key: \""+cliAPIKey+"\"\n", "", 1))
 }
 
 func keysOf(rs []providertest.Received) []string {
