@@ -1,15 +1,14 @@
 package metrics
 
 import (
+	"bytes"
 	"context"
+	"errors"
+	"io"
 	"log/slog"
 	"net/http"
 	"sync"
 	"time"
-
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/opentalon/opentalon/core"
 )
@@ -72,26 +71,23 @@ type Options struct {
 	Logger *slog.Logger
 }
 
-// Metrics holds the registry and every metric. Its methods are safe for
-// concurrent use. It implements core.Observer, routing.Observer and
-// guard.Observer.
+// Metrics holds every metric. Its methods are safe for concurrent use.
+// It implements core.Observer, routing.Observer and guard.Observer.
 type Metrics struct {
-	o   Options
-	reg *prometheus.Registry
+	o Options
 
-	accepted     *prometheus.CounterVec
-	answered     *prometheus.CounterVec
-	requests     *prometheus.CounterVec
-	stages       *prometheus.HistogramVec
-	hookFailures *prometheus.CounterVec
-	llmCalls     *prometheus.CounterVec
-	failovers    *prometheus.CounterVec
-	removals     *prometheus.CounterVec
-	restarts     *prometheus.CounterVec
+	accepted     *counterVec
+	answered     *counterVec
+	requests     *counterVec
+	stages       *histogramVec
+	hookFailures *counterVec
+	llmCalls     *counterVec
+	failovers    *counterVec
+	removals     *counterVec
+	restarts     *counterVec
 
-	// stage holds the histogram of each stage, resolved once.
-	stageMu sync.RWMutex
-	stage   map[string]prometheus.Observer
+	// ledger is the usage ledger's sums, read incrementally.
+	ledger ledgerSums
 
 	pluginMu sync.Mutex
 	// pluginSeen counts the registrations of each plugin (the first is
@@ -103,64 +99,70 @@ type Metrics struct {
 // stageBuckets span a fast SQLite hop (1 ms) to a slow LLM answer (2 min).
 var stageBuckets = []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120}
 
-// New builds the registry with every metric, the scrape-time collector
-// and the Go runtime and process collectors.
+// New makes every metric.
 func New(o Options) *Metrics {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	m := &Metrics{o: o, reg: prometheus.NewRegistry(), stage: map[string]prometheus.Observer{},
-		pluginSeen: map[string]int{}, pluginUp: map[string]bool{}}
-	// Per-process series go through proc: labelled with the replica in a
-	// cluster.
-	var proc prometheus.Registerer = m.reg
-	if o.Replica != "" {
-		proc = prometheus.WrapRegistererWith(prometheus.Labels{"replica": o.Replica}, m.reg)
-	}
-	counter := func(name, help string, labels ...string) *prometheus.CounterVec {
-		c := prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "opentalon", Name: name, Help: help}, labels)
-		proc.MustRegister(c)
-		return c
-	}
-	m.accepted = counter("messages_accepted_total", "Messages committed to the queue, by channel.", "channel")
-	m.answered = counter("messages_answered_total", "Messages answered (their reply sent), by channel.", "channel")
-	m.requests = counter("requests_total", "Attempts at queued events by outcome: answered, dropped (pre-hook), released (shutdown), waiting (cooling provider), retried, failed; and messages refused at intake (access; not queued).", "channel", "kind", "outcome")
-	m.hookFailures = counter("hook_failures_total", "Pre- and post-hook runs (Lua scripts, hook plugins) that failed (an error, a timeout, output that is not text) and were skipped, by stage.", "stage")
-	m.llmCalls = counter("llm_calls_total", "LLM call attempts by model, provider and outcome (ok or the failure's kind).", "model", "provider", "outcome")
-	m.failovers = counter("llm_failovers_total", "Moves to another credential or model after a failed LLM call attempt.", "from", "to")
-	m.removals = counter("guard_removals_total", "What the guard removed from plugin results, by kind: truncated, sanitized, rejected.", "kind")
-	m.restarts = counter("plugin_restarts_total", "Tool plugin processes registered again after they stopped.", "plugin")
-	m.stages = prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: "opentalon", Name: "stage_duration_seconds",
-		Help:    "How long each stage of a request took: queue (accepted to first claim), pre_hooks, agent (LLM and tools), llm (one call attempt), tools (one tool run), post_hooks, delivery (pacing included).",
-		Buckets: stageBuckets}, []string{"stage"})
+	m := &Metrics{o: o, pluginSeen: map[string]int{}, pluginUp: map[string]bool{}}
+	m.accepted = newCounterVec("opentalon_messages_accepted_total", "Messages committed to the queue, by channel.", "channel")
+	m.answered = newCounterVec("opentalon_messages_answered_total", "Messages answered (their reply sent), by channel.", "channel")
+	m.requests = newCounterVec("opentalon_requests_total", "Attempts at queued events by outcome: answered, dropped (pre-hook), released (shutdown), waiting (cooling provider), retried, failed; and messages refused at intake (access; not queued).", "channel", "kind", "outcome")
+	m.hookFailures = newCounterVec("opentalon_hook_failures_total", "Pre- and post-hook runs (Lua scripts, hook plugins) that failed (an error, a timeout, output that is not text) and were skipped, by stage.", "stage")
+	m.llmCalls = newCounterVec("opentalon_llm_calls_total", "LLM call attempts by model, provider and outcome (ok or the failure's kind).", "model", "provider", "outcome")
+	m.failovers = newCounterVec("opentalon_llm_failovers_total", "Moves to another credential or model after a failed LLM call attempt.", "from", "to")
+	m.removals = newCounterVec("opentalon_guard_removals_total", "What the guard removed from plugin results, by kind: truncated, sanitized, rejected.", "kind")
+	m.restarts = newCounterVec("opentalon_plugin_restarts_total", "Tool plugin processes registered again after they stopped.", "plugin")
+	m.stages = newHistogramVec("opentalon_stage_duration_seconds",
+		"How long each stage of a request took: queue (accepted to first claim), pre_hooks, agent (LLM and tools), llm (one call attempt), tools (one tool run), post_hooks, delivery (pacing included).",
+		stageBuckets, "stage")
 	// The series whose labels are known from the start exist from the
 	// start, at 0: a rate or an increase over them then counts their
 	// first event too, and an alert on them has a series to read. The
 	// channels' are made when /metrics is served (see Handler).
 	for _, s := range []core.Stage{core.StagePreHooks, core.StagePostHooks} {
-		m.hookFailures.WithLabelValues(string(s))
+		m.hookFailures.with(string(s))
 	}
 	for _, k := range []string{"truncated", "sanitized", "rejected"} {
-		m.removals.WithLabelValues(k)
+		m.removals.with(k)
 	}
-	proc.MustRegister(m.stages, &scraped{m: m, part: fromProcess},
-		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	m.reg.MustRegister(&scraped{m: m, part: fromDatabase})
 	return m
 }
 
-// Handler serves the registry in the Prometheus text format. Each
+// Handler serves the metrics in the Prometheus text format. Each
 // channel's message counters are there, at 0, before its first message.
+// A source that fails (the database) is logged and its series left out;
+// the rest are served all the same.
 func (m *Metrics) Handler() http.Handler {
-	o := promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError}
-	if m.o.Logger != nil {
-		o.ErrorLog = slog.NewLogLogger(m.o.Logger.With("component", "metrics").Handler(), slog.LevelWarn)
-	}
-	h := promhttp.HandlerFor(m.reg, o)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		m.knowChannels()
-		h.ServeHTTP(w, r)
+		var body bytes.Buffer
+		if err := m.Expose(r.Context(), &body); err != nil && m.o.Logger != nil {
+			m.o.Logger.Warn("a metrics source failed; its series are left out of this scrape", "component", "metrics", "err", err)
+		}
+		w.Header().Set("Content-Type", contentType)
+		w.Write(body.Bytes())
 	})
+}
+
+// Expose writes every metric in the Prometheus text format to w. The
+// error joins those of the sources that failed (their series are left
+// out) and w's.
+func (m *Metrics) Expose(ctx context.Context, w io.Writer) error {
+	m.knowChannels()
+	all := newScrape()
+	// Per-process series carry the replica's label in a cluster.
+	proc := all
+	if m.o.Replica != "" {
+		proc = all.with(pair{"replica", m.o.Replica})
+	}
+	for _, c := range []*counterVec{m.accepted, m.answered, m.requests, m.hookFailures, m.llmCalls, m.failovers, m.removals, m.restarts} {
+		c.collect(proc)
+	}
+	m.stages.collect(proc)
+	m.collectProcessState(proc)
+	collectRuntime(proc)
+	err := m.collectDatabase(ctx, all)
+	return errors.Join(err, all.write(w))
 }
 
 // knowChannels makes the message counters of every channel that runs.
@@ -169,55 +171,43 @@ func (m *Metrics) knowChannels() {
 		return
 	}
 	for _, c := range m.o.Channels() {
-		m.accepted.WithLabelValues(c.Name)
-		m.answered.WithLabelValues(c.Name)
+		m.accepted.with(c.Name)
+		m.answered.with(c.Name)
 	}
 }
 
-// Registry is the registry, for tests and extra collectors.
-func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
-
 func (m *Metrics) observeStage(stage string, d time.Duration) {
-	m.stageMu.RLock()
-	h, ok := m.stage[stage]
-	m.stageMu.RUnlock()
-	if !ok {
-		h = m.stages.WithLabelValues(stage)
-		m.stageMu.Lock()
-		m.stage[stage] = h
-		m.stageMu.Unlock()
-	}
-	h.Observe(d.Seconds())
+	m.stages.with(stage).observe(m.stages.bounds, d.Seconds())
 }
 
 // Accepted implements core.Observer.
-func (m *Metrics) Accepted(channel string) { m.accepted.WithLabelValues(channel).Inc() }
+func (m *Metrics) Accepted(channel string) { m.accepted.inc(channel) }
 
 // Stage implements core.Observer.
 func (m *Metrics) Stage(_ string, s core.Stage, d time.Duration) { m.observeStage(string(s), d) }
 
 // Finished implements core.Observer.
 func (m *Metrics) Finished(channel string, kind core.EventKind, o core.Outcome) {
-	m.requests.WithLabelValues(channel, string(kind), string(o)).Inc()
+	m.requests.inc(channel, string(kind), string(o))
 	if kind == core.EventMessage && o == core.OutcomeAnswered {
-		m.answered.WithLabelValues(channel).Inc()
+		m.answered.inc(channel)
 	}
 }
 
 // HookFailed implements core.Observer.
-func (m *Metrics) HookFailed(_ string, s core.Stage) { m.hookFailures.WithLabelValues(string(s)).Inc() }
+func (m *Metrics) HookFailed(_ string, s core.Stage) { m.hookFailures.inc(string(s)) }
 
 // LLMCall implements routing.Observer.
 func (m *Metrics) LLMCall(model, provider, outcome string, d time.Duration) {
-	m.llmCalls.WithLabelValues(model, provider, outcome).Inc()
+	m.llmCalls.inc(model, provider, outcome)
 	m.observeStage("llm", d)
 }
 
 // Failover implements routing.Observer.
-func (m *Metrics) Failover(from, to string) { m.failovers.WithLabelValues(from, to).Inc() }
+func (m *Metrics) Failover(from, to string) { m.failovers.inc(from, to) }
 
 // Removed implements guard.Observer.
-func (m *Metrics) Removed(kind string) { m.removals.WithLabelValues(kind).Inc() }
+func (m *Metrics) Removed(kind string) { m.removals.inc(kind) }
 
 // ToolRan records one tool run's duration (stage "tools").
 func (m *Metrics) ToolRan(d time.Duration) { m.observeStage("tools", d) }
@@ -231,7 +221,7 @@ func (m *Metrics) PluginEvent(plugin, event string) {
 	switch event {
 	case "registered":
 		if m.pluginSeen[plugin] > 0 {
-			m.restarts.WithLabelValues(plugin).Inc()
+			m.restarts.inc(plugin)
 		}
 		m.pluginSeen[plugin]++
 		m.pluginUp[plugin] = true

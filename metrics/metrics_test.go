@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"net/http/httptest"
@@ -10,6 +11,8 @@ import (
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 
 	"github.com/opentalon/opentalon/core"
 )
@@ -38,17 +41,26 @@ func (l *fakeLedger) UsageByModelAfter(_ context.Context, after int64) ([]core.U
 	return out, int64(len(l.rows)), nil
 }
 
+// gather reads what m exposes with the Prometheus text parser.
 func gather(t *testing.T, m *Metrics) map[string]*dto.MetricFamily {
 	t.Helper()
-	fams, err := m.Registry().Gather()
-	if err != nil {
+	var b bytes.Buffer
+	if err := m.Expose(context.Background(), &b); err != nil {
 		t.Fatal(err)
 	}
-	out := map[string]*dto.MetricFamily{}
-	for _, f := range fams {
-		out[f.GetName()] = f
+	return parse(t, b.String())
+}
+
+// parse parses the text format with the Prometheus parser, which fails
+// on what it does not accept.
+func parse(t *testing.T, text string) map[string]*dto.MetricFamily {
+	t.Helper()
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := p.TextToMetricFamilies(strings.NewReader(text))
+	if err != nil {
+		t.Fatalf("the Prometheus parser refuses the exposition: %v\n%s", err, text)
 	}
-	return out
+	return fams
 }
 
 func find(t *testing.T, fams map[string]*dto.MetricFamily, name string, labels ...string) float64 {
@@ -154,9 +166,14 @@ func TestEventsAreCounted(t *testing.T) {
 	}
 	m.PluginEvent("notes", "registered")
 	m.PluginEvent("notes", "gave_up")
-	// A failing source shows as a scrape error, not a panic.
-	if _, err := m.Registry().Gather(); err == nil || !strings.Contains(err.Error(), "disk gone") {
+	// A failing source shows as a scrape error, not a panic; the rest is
+	// served.
+	var b bytes.Buffer
+	if err := m.Expose(context.Background(), &b); err == nil || !strings.Contains(err.Error(), "disk gone") {
 		t.Fatalf("gather with a failing queue: %v", err)
+	}
+	if f := parse(t, b.String()); f["opentalon_queue_depth"] != nil || f["opentalon_messages_accepted_total"] == nil {
+		t.Errorf("with a failing queue: queue depth served %v, accepted served %v", f["opentalon_queue_depth"] != nil, f["opentalon_messages_accepted_total"] != nil)
 	}
 	m.o.Queue = nil
 	f := gather(t, m)

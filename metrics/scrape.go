@@ -2,10 +2,10 @@ package metrics
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"sync"
 	"time"
-
-	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/opentalon/opentalon/core"
 )
@@ -13,96 +13,70 @@ import (
 // scrapeTimeout bounds the store reads of one scrape.
 const scrapeTimeout = 5 * time.Second
 
-var (
-	descQueueDepth = prometheus.NewDesc("opentalon_queue_depth", "Queue rows waiting (queued) or being answered (running).", []string{"status"}, nil)
-	descQueueAge   = prometheus.NewDesc("opentalon_queue_oldest_age_seconds", "Age of the oldest queued item (0 when none).", nil, nil)
-	descTokens     = prometheus.NewDesc("opentalon_llm_tokens_total", "Tokens of successful LLM calls from the usage ledger, by model and direction (input, output).", []string{"model", "direction"}, nil)
-	descCost       = prometheus.NewDesc("opentalon_llm_cost_usd_total", "Cost of successful LLM calls from the usage ledger, by model.", []string{"model"}, nil)
-	descLedger     = prometheus.NewDesc("opentalon_llm_ledger_calls_total", "Successful LLM calls in the usage ledger, by model.", []string{"model"}, nil)
-	descCooling    = prometheus.NewDesc("opentalon_auth_profile_cooling", "1 while an auth profile is cooling down after failures.", []string{"provider", "profile"}, nil)
-	descCooldown   = prometheus.NewDesc("opentalon_auth_profile_cooldown_seconds", "Seconds until an auth profile may be used again (0 when it is not cooling).", []string{"provider", "profile"}, nil)
-	descChannelUp  = prometheus.NewDesc("opentalon_channel_up", "1 while a channel runs and its platform connection works.", []string{"channel"}, nil)
-	descLastEvent  = prometheus.NewDesc("opentalon_channel_last_event_age_seconds", "Seconds since the platform last delivered an event to the channel (absent before the first).", []string{"channel"}, nil)
-	descChRestarts = prometheus.NewDesc("opentalon_channel_restarts_total", "Restarts of a channel whose Run failed.", []string{"channel"}, nil)
-	descPluginUp   = prometheus.NewDesc("opentalon_plugin_up", "1 while a tool plugin is registered.", []string{"plugin"}, nil)
+// The help of the series read from state rather than counted.
+const (
+	helpQueueDepth = "Queue rows waiting (queued) or being answered (running)."
+	helpQueueAge   = "Age of the oldest queued item (0 when none)."
+	helpTokens     = "Tokens of successful LLM calls from the usage ledger, by model and direction (input, output)."
+	helpCost       = "Cost of successful LLM calls from the usage ledger, by model."
+	helpLedger     = "Successful LLM calls in the usage ledger, by model."
+	helpCooling    = "1 while an auth profile is cooling down after failures."
+	helpCooldown   = "Seconds until an auth profile may be used again (0 when it is not cooling)."
+	helpChannelUp  = "1 while a channel runs and its platform connection works."
+	helpLastEvent  = "Seconds since the platform last delivered an event to the channel (absent before the first)."
+	helpChRestarts = "Restarts of a channel whose Run failed."
+	helpPluginUp   = "1 while a tool plugin is registered."
 )
 
-// scraped collects, when scraped, what is read from state rather than
-// counted: from the database the queue, the ledger and cooldowns; from
-// the process channels and plugins. One collector per part.
-type scraped struct {
-	m    *Metrics
-	part int
-
-	mu sync.Mutex
-	// ledger sums the usage ledger up to row lastID, by model.
+// ledgerSums sums the usage ledger up to row lastID, by model.
+type ledgerSums struct {
+	mu     sync.Mutex
 	ledger map[string]core.UsageTotal
 	lastID int64
 }
 
-// The parts of scraped.
-const (
-	fromDatabase = iota
-	fromProcess
-)
-
-func (s *scraped) Describe(ch chan<- *prometheus.Desc) {
-	descs := []*prometheus.Desc{descChannelUp, descLastEvent, descChRestarts, descPluginUp}
-	if s.part == fromDatabase {
-		descs = []*prometheus.Desc{descQueueDepth, descQueueAge, descTokens, descCost, descLedger, descCooling, descCooldown}
+// collectDatabase adds what is read from the database: the queue, the
+// ledger and the cooldowns. The error joins those of the sources that
+// failed; their series are left out.
+func (m *Metrics) collectDatabase(ctx context.Context, s *scrape) error {
+	o := m.o
+	if o.Exports != nil && !o.Exports() {
+		return nil // another replica exports what the database holds
 	}
-	for _, d := range descs {
-		ch <- d
-	}
-}
-
-func (s *scraped) Collect(ch chan<- prometheus.Metric) {
-	o := s.m.o
-	ctx, cancel := context.WithTimeout(context.Background(), scrapeTimeout)
+	ctx, cancel := context.WithTimeout(ctx, scrapeTimeout)
 	defer cancel()
 	now := o.Now()
-	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
-		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
-	}
-	counter := func(d *prometheus.Desc, v float64, labels ...string) {
-		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, v, labels...)
-	}
-	if s.part == fromProcess {
-		s.collectProcess(gauge, counter, now)
-		return
-	}
-	if o.Exports != nil && !o.Exports() {
-		return // another replica exports what the database holds
-	}
+	var errs []error
 	if o.Queue != nil {
 		if counts, err := o.Queue.QueueCounts(ctx); err == nil {
-			gauge(descQueueDepth, float64(counts[core.StatusQueued]), core.StatusQueued)
-			gauge(descQueueDepth, float64(counts[core.StatusRunning]), core.StatusRunning)
+			s.gauge("opentalon_queue_depth", helpQueueDepth, float64(counts[core.StatusQueued]), "status", core.StatusQueued)
+			s.gauge("opentalon_queue_depth", helpQueueDepth, float64(counts[core.StatusRunning]), "status", core.StatusRunning)
 		} else {
-			ch <- prometheus.NewInvalidMetric(descQueueDepth, err)
+			errs = append(errs, fmt.Errorf("opentalon_queue_depth: %w", err))
 		}
 		if oldest, err := o.Queue.OldestQueued(ctx); err == nil {
 			age := 0.0
 			if !oldest.IsZero() {
 				age = max(now.Sub(oldest).Seconds(), 0)
 			}
-			gauge(descQueueAge, age)
+			s.gauge("opentalon_queue_oldest_age_seconds", helpQueueAge, age)
 		} else {
-			ch <- prometheus.NewInvalidMetric(descQueueAge, err)
+			errs = append(errs, fmt.Errorf("opentalon_queue_oldest_age_seconds: %w", err))
 		}
 	}
 	if o.Ledger != nil {
-		if err := s.readLedger(ctx); err != nil {
-			ch <- prometheus.NewInvalidMetric(descTokens, err)
+		if err := m.readLedger(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("opentalon_llm_tokens_total: %w", err))
 		}
-		s.mu.Lock()
-		for model, t := range s.ledger {
-			counter(descTokens, float64(t.InputTokens), model, "input")
-			counter(descTokens, float64(t.OutputTokens), model, "output")
-			counter(descCost, t.CostUSD, model)
-			counter(descLedger, float64(t.Calls), model)
+		l := &m.ledger
+		l.mu.Lock()
+		for model, t := range l.ledger {
+			s.counter("opentalon_llm_tokens_total", helpTokens, float64(t.InputTokens), "model", model, "direction", "input")
+			s.counter("opentalon_llm_tokens_total", helpTokens, float64(t.OutputTokens), "model", model, "direction", "output")
+			s.counter("opentalon_llm_cost_usd_total", helpCost, t.CostUSD, "model", model)
+			s.counter("opentalon_llm_ledger_calls_total", helpLedger, float64(t.Calls), "model", model)
 		}
-		s.mu.Unlock()
+		l.mu.Unlock()
 	}
 	if o.Profiles != nil {
 		for _, p := range o.Profiles() {
@@ -114,43 +88,46 @@ func (s *scraped) Collect(ch chan<- prometheus.Metric) {
 			if left > 0 {
 				cooling = 1
 			}
-			gauge(descCooling, cooling, p.Provider, p.ID)
-			gauge(descCooldown, left, p.Provider, p.ID)
+			s.gauge("opentalon_auth_profile_cooling", helpCooling, cooling, "provider", p.Provider, "profile", p.ID)
+			s.gauge("opentalon_auth_profile_cooldown_seconds", helpCooldown, left, "provider", p.Provider, "profile", p.ID)
 		}
 	}
+	return errors.Join(errs...)
 }
 
-// collectProcess collects the channels' and plugins' state.
-func (s *scraped) collectProcess(gauge, counter func(*prometheus.Desc, float64, ...string), now time.Time) {
-	o := s.m.o
+// collectProcessState adds the channels' and plugins' state.
+func (m *Metrics) collectProcessState(s *scrape) {
+	o := m.o
+	now := o.Now()
 	if o.Channels != nil {
 		for _, c := range o.Channels() {
 			up := 0.0
 			if c.Up {
 				up = 1
 			}
-			gauge(descChannelUp, up, c.Name)
-			counter(descChRestarts, float64(c.Restarts), c.Name)
+			s.gauge("opentalon_channel_up", helpChannelUp, up, "channel", c.Name)
+			s.counter("opentalon_channel_restarts_total", helpChRestarts, float64(c.Restarts), "channel", c.Name)
 			if !c.LastEvent.IsZero() {
-				gauge(descLastEvent, max(now.Sub(c.LastEvent).Seconds(), 0), c.Name)
+				s.gauge("opentalon_channel_last_event_age_seconds", helpLastEvent, max(now.Sub(c.LastEvent).Seconds(), 0), "channel", c.Name)
 			}
 		}
 	}
-	for name, p := range s.m.PluginHealth() {
+	for name, p := range m.PluginHealth() {
 		up := 0.0
 		if p.Up {
 			up = 1
 		}
-		gauge(descPluginUp, up, name)
+		s.gauge("opentalon_plugin_up", helpPluginUp, up, "plugin", name)
 	}
 }
 
 // readLedger adds the ledger rows written since the last scrape.
-func (s *scraped) readLedger(ctx context.Context) error {
+func (m *Metrics) readLedger(ctx context.Context) error {
+	s := &m.ledger
 	s.mu.Lock()
 	after := s.lastID
 	s.mu.Unlock()
-	rows, last, err := s.m.o.Ledger.UsageByModelAfter(ctx, after)
+	rows, last, err := m.o.Ledger.UsageByModelAfter(ctx, after)
 	if err != nil {
 		return err
 	}
