@@ -262,7 +262,10 @@ func (s *scrape) write(w io.Writer) error {
 		bw.WriteByte(' ')
 		bw.WriteString(f.typ)
 		bw.WriteByte('\n')
-		for _, smp := range f.samples {
+		for i, smp := range f.samples {
+			if i > 0 && isDuplicate(f.samples[i-1], smp) {
+				continue // two sources gave the same series: the first stands
+			}
 			bw.WriteString(n)
 			bw.WriteString(smp.suffix)
 			if len(smp.labels) > 0 {
@@ -284,6 +287,12 @@ func (s *scrape) write(w io.Writer) error {
 		}
 	}
 	return bw.Flush()
+}
+
+// isDuplicate says b repeats a's series (adjacent once sorted); a
+// histogram's or summary's lines differ by le or quantile.
+func isDuplicate(a, b sample) bool {
+	return a.suffix == b.suffix && slices.Equal(a.labels, b.labels)
 }
 
 // withConstant is labels with the constant ones merged in by name; le
@@ -330,8 +339,9 @@ func seriesLabels(labels []pair) []pair {
 func escapeHelp(s string) string { return escape(s, false) }
 
 // escapeLabel escapes a label value: backslash, line feed and double
-// quote.
-func escapeLabel(s string) string { return escape(s, true) }
+// quote. Bytes that are not UTF-8 (a model name read from the database)
+// become U+FFFD: Prometheus refuses a whole scrape over one of them.
+func escapeLabel(s string) string { return escape(strings.ToValidUTF8(s, "\uFFFD"), true) }
 
 func escape(s string, quote bool) string {
 	if !strings.ContainsAny(s, "\\\n\"") {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"math"
 	"net/http/httptest"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -32,6 +33,9 @@ func TestExpositionFormat(t *testing.T) {
 	c.collect(s.with(pair{"replica", "r1"}))
 	h.collect(s.with(pair{"a_first", "1"}, pair{"replica", "r1"}))
 	s.gauge("t_inf", "inf", math.Inf(1))
+	// Bytes that are not UTF-8, and a series two sources both gave.
+	s.gauge("t_dup", "dup", 1, "x", "bad\xffname")
+	s.gauge("t_dup", "dup", 2, "x", "bad\xffname")
 	var b bytes.Buffer
 	if err := s.write(&b); err != nil {
 		t.Fatal(err)
@@ -44,6 +48,11 @@ func TestExpositionFormat(t *testing.T) {
 	}
 	if got := find(t, f, "t_total", "a", "", "b", "y"); got != 1 {
 		t.Errorf("t_total{a=\"\"} = %v, want 1", got)
+	}
+	if ms := f["t_dup"].GetMetric(); len(ms) != 1 || ms[0].GetGauge().GetValue() != 1 {
+		t.Errorf("t_dup: %v; want the first of the two series only", ms)
+	} else if v, _ := labelOf(ms[0], "x"); v != "bad\uFFFDname" {
+		t.Errorf("t_dup's label %q; want the bad byte as U+FFFD", v)
 	}
 	if got := f["t_total"].GetHelp(); got != "help with a \\ and a\nline feed" {
 		t.Errorf("help read back as %q", got)
@@ -115,9 +124,6 @@ func TestRuntimeSeries(t *testing.T) {
 		"go_memstats_mspan_sys_bytes", "go_memstats_mcache_inuse_bytes", "go_memstats_mcache_sys_bytes",
 		"go_memstats_buck_hash_sys_bytes", "go_memstats_gc_sys_bytes", "go_memstats_other_sys_bytes",
 		"go_memstats_next_gc_bytes", "go_memstats_last_gc_time_seconds",
-		"process_cpu_seconds_total", "process_resident_memory_bytes", "process_virtual_memory_bytes",
-		"process_virtual_memory_max_bytes", "process_start_time_seconds", "process_open_fds", "process_max_fds",
-		"process_network_receive_bytes_total", "process_network_transmit_bytes_total",
 	} {
 		if _, ok := f[name]; !ok {
 			t.Errorf("no %s", name)
@@ -125,6 +131,18 @@ func TestRuntimeSeries(t *testing.T) {
 	}
 	if v := find(t, f, "go_goroutines"); v < 1 {
 		t.Errorf("go_goroutines = %v", v)
+	}
+	if runtime.GOOS != "linux" {
+		return // the process series are read from /proc
+	}
+	for _, name := range []string{
+		"process_cpu_seconds_total", "process_resident_memory_bytes", "process_virtual_memory_bytes",
+		"process_virtual_memory_max_bytes", "process_start_time_seconds", "process_open_fds", "process_max_fds",
+		"process_network_receive_bytes_total", "process_network_transmit_bytes_total",
+	} {
+		if _, ok := f[name]; !ok {
+			t.Errorf("no %s", name)
+		}
 	}
 	if v := find(t, f, "process_resident_memory_bytes"); v < 1<<20 || v > 1<<34 {
 		t.Errorf("process_resident_memory_bytes = %v", v)

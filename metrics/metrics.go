@@ -131,13 +131,14 @@ func New(o Options) *Metrics {
 
 // Handler serves the metrics in the Prometheus text format. Each
 // channel's message counters are there, at 0, before its first message.
-// A source that fails (the database) is logged and its series left out;
-// the rest are served all the same.
+// A source that fails (the database) is logged and its series left out
+// (the ledger's totals stay as last read); the rest are served all the
+// same.
 func (m *Metrics) Handler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var body bytes.Buffer
 		if err := m.Expose(r.Context(), &body); err != nil && m.o.Logger != nil {
-			m.o.Logger.Warn("a metrics source failed; its series are left out of this scrape", "component", "metrics", "err", err)
+			m.o.Logger.Warn("a metrics source failed; its series are stale or left out of this scrape", "component", "metrics", "err", err)
 		}
 		w.Header().Set("Content-Type", contentType)
 		w.Write(body.Bytes())
@@ -146,7 +147,7 @@ func (m *Metrics) Handler() http.Handler {
 
 // Expose writes every metric in the Prometheus text format to w. The
 // error joins those of the sources that failed (their series are left
-// out) and w's.
+// out, or stale: the ledger's) and w's.
 func (m *Metrics) Expose(ctx context.Context, w io.Writer) error {
 	m.knowChannels()
 	all := newScrape()

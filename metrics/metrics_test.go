@@ -55,7 +55,7 @@ func gather(t *testing.T, m *Metrics) map[string]*dto.MetricFamily {
 // on what it does not accept.
 func parse(t *testing.T, text string) map[string]*dto.MetricFamily {
 	t.Helper()
-	p := expfmt.NewTextParser(model.UTF8Validation)
+	p := expfmt.NewTextParser(model.LegacyValidation)
 	fams, err := p.TextToMetricFamilies(strings.NewReader(text))
 	if err != nil {
 		t.Fatalf("the Prometheus parser refuses the exposition: %v\n%s", err, text)

@@ -37,7 +37,7 @@ func scrape(t *testing.T, addr string, header map[string]string) map[string]*dto
 	if resp.StatusCode != 200 {
 		t.Fatalf("/metrics = %d", resp.StatusCode)
 	}
-	p := expfmt.NewTextParser(model.UTF8Validation)
+	p := expfmt.NewTextParser(model.LegacyValidation)
 	fams, err := p.TextToMetricFamilies(resp.Body)
 	if err != nil {
 		t.Fatalf("parse /metrics: %v", err)
