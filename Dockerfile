@@ -20,7 +20,7 @@ COPY go.mod go.sum ./
 RUN go mod download
 COPY . .
 ARG VERSION=dev
-RUN CGO_ENABLED=0 go build -trimpath -tags grpcnotrace -ldflags "-s -w -X main.Version=${VERSION}" -o /out/opentalon ./cmd/opentalon \
+RUN CGO_ENABLED=0 go build -trimpath -tags grpcnotrace,nethttpomithttp2 -ldflags "-s -w -X main.Version=${VERSION}" -o /out/opentalon ./cmd/opentalon \
  && install -d -m 0700 /out/data
 
 FROM scratch

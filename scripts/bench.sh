@@ -5,7 +5,7 @@
 #   scripts/bench.sh perf       # only the binary's targets (cmd/opentalon Perf*)
 #
 # The Perf* benchmarks build the stripped binary as a release is built
-# (CGO_ENABLED=0 go build -trimpath -tags grpcnotrace
+# (CGO_ENABLED=0 go build -trimpath -tags grpcnotrace,nethttpomithttp2
 # -ldflags "-s -w") and run it against fake Telegram and LLM servers; they
 # need Linux (/proc). PerfEngines, PerfThroughputPostgres, PerfThroughputReplicas and the store's *Postgres benchmarks
 # start a private PostgreSQL (store/pgtest; skipped without its binaries).

@@ -3,7 +3,7 @@ package main
 // Performance benchmarks of the real binary against the project's targets:
 // start to first platform poll, idle RSS, CPU and added latency per
 // message, stripped binary size. Each benchmark builds the binary with
-// `CGO_ENABLED=0 go build -trimpath -tags grpcnotrace -ldflags "-s -w"` (as
+// `CGO_ENABLED=0 go build -trimpath -tags grpcnotrace,nethttpomithttp2 -ldflags "-s -w"` (as
 // scripts/release.sh) into b.TempDir() and runs it as a
 // separate process against a fake Telegram Bot API (telegramtest) and a
 // fake OpenAI-compatible LLM (providertest), with the console off and
@@ -42,8 +42,10 @@ const perfToken = "4242:perf-token"
 const perfChats = 200
 
 // releaseTags are the build tags of a release (scripts/release.sh):
-// grpcnotrace leaves out gRPC's request tracing and what it pulls in.
-const releaseTags = "grpcnotrace"
+// grpcnotrace leaves out gRPC's request tracing and what it pulls in;
+// nethttpomithttp2 leaves out net/http's HTTP/2 (the APIs are called over
+// HTTP/1.1).
+const releaseTags = "grpcnotrace,nethttpomithttp2"
 
 // buildStripped builds the opentalon binary the way a release is built and
 // returns its path. OPENTALON_PERF_SYMBOLS=1 keeps the symbols, for
