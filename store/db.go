@@ -251,10 +251,17 @@ func (db *DB) ms() int64 { return db.now().UnixMilli() }
 type migration struct {
 	version int
 	name    string
-	sql     string
+	dir     string
 }
 
-// loadMigrations reads the migrations of one engine: dir is
+// script reads the migration's SQL. Only the migrations to apply are
+// read: an up-to-date database is opened without copying them all.
+func (m migration) script() (string, error) {
+	b, err := migrationFS.ReadFile(m.dir + "/" + m.name)
+	return string(b), err
+}
+
+// loadMigrations lists the migrations of one engine: dir is
 // "migrations" (SQLite) or "migrations_pg" (PostgreSQL).
 func loadMigrations(dir string) ([]migration, error) {
 	entries, err := fs.ReadDir(migrationFS, dir)
@@ -268,11 +275,7 @@ func loadMigrations(dir string) ([]migration, error) {
 		if !ok || err != nil {
 			return nil, fmt.Errorf("migration file %s: name must start with a number and '_'", e.Name())
 		}
-		b, err := migrationFS.ReadFile(dir + "/" + e.Name())
-		if err != nil {
-			return nil, err
-		}
-		ms = append(ms, migration{version: v, name: e.Name(), sql: string(b)})
+		ms = append(ms, migration{version: v, name: e.Name(), dir: dir})
 	}
 	sort.Slice(ms, func(i, j int) bool { return ms[i].version < ms[j].version })
 	for i := 1; i < len(ms); i++ {
@@ -400,7 +403,11 @@ func (db *DB) migrate(ctx context.Context) error {
 			defer tx.Rollback()
 			for _, m := range batch {
 				failed = m.name
-				if _, err := tx.ExecContext(ctx, m.sql); err != nil {
+				script, err := m.script()
+				if err != nil {
+					return err
+				}
+				if _, err := tx.ExecContext(ctx, script); err != nil {
 					return err
 				}
 				if _, err := tx.ExecContext(ctx, db.d.rebind(`INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)`), m.version, m.name, db.ms()); err != nil {

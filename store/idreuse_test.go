@@ -198,7 +198,7 @@ func TestQueueMigrationKeepsRowsAndSkipsReferencedIDs(t *testing.T) {
 		if m.version > 3 {
 			break
 		}
-		must(m.sql)
+		must(scriptOf(t, m))
 		must(`INSERT INTO schema_migrations VALUES (?, ?, 0)`, m.version, m.name)
 	}
 	must(`INSERT INTO sessions (id, conversation, created_at, last_access) VALUES (1, 'chat:a', 0, 0)`)

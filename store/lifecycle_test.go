@@ -241,7 +241,7 @@ func TestRepliesMigrationKeepsRows(t *testing.T) {
 		if m.version >= 40 {
 			break
 		}
-		must(m.sql)
+		must(scriptOf(t, m))
 		must(`INSERT INTO schema_migrations VALUES (?, ?, 0)`, m.version, m.name)
 	}
 	must(`INSERT INTO sessions (id, conversation, created_at, last_access) VALUES (1, 'chat:a', 0, 0)`)

@@ -37,7 +37,7 @@ func TestMigrationsFromEveryEarlierSchema(t *testing.T) {
 			}
 			must(`CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL)`)
 			for _, m := range prefix {
-				must(m.sql)
+				must(scriptOf(t, m))
 				must(`INSERT INTO schema_migrations VALUES (?, ?, 0)`, m.version, m.name)
 			}
 			payload := func(id string) string {
@@ -75,4 +75,14 @@ func TestMigrationsFromEveryEarlierSchema(t *testing.T) {
 			}
 		})
 	}
+}
+
+// scriptOf is m's SQL.
+func scriptOf(t testing.TB, m migration) string {
+	t.Helper()
+	s, err := m.script()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
 }
