@@ -47,38 +47,47 @@ func keyOf(values []string) (k labelKey) {
 	return k
 }
 
-// counterVec counts events by label values. Safe for concurrent use.
-type counterVec struct {
+// vec holds the series of one metric by label values. Safe for
+// concurrent use.
+type vec[T any] struct {
 	name, help string
 	labels     []string
+	fresh      func() *T // a new series, at 0
 	mu         sync.RWMutex
-	series     map[labelKey]*atomic.Uint64
+	series     map[labelKey]*T
 }
 
-func newCounterVec(name, help string, labels ...string) *counterVec {
+func newVec[T any](name, help string, labels []string, fresh func() *T) vec[T] {
 	if len(labels) > maxLabels {
 		panic("metrics: " + name + " has more than maxLabels labels")
 	}
-	return &counterVec{name: name, help: help, labels: labels, series: map[labelKey]*atomic.Uint64{}}
+	return vec[T]{name: name, help: help, labels: labels, fresh: fresh, series: map[labelKey]*T{}}
 }
 
-// with is the counter of the label values, made at 0 if new. values has
-// one value per label.
-func (c *counterVec) with(values ...string) *atomic.Uint64 {
+// with is the series of the label values (one per label), made at 0 if
+// new.
+func (v *vec[T]) with(values ...string) *T {
 	k := keyOf(values)
-	c.mu.RLock()
-	n, ok := c.series[k]
-	c.mu.RUnlock()
+	v.mu.RLock()
+	s, ok := v.series[k]
+	v.mu.RUnlock()
 	if ok {
-		return n
+		return s
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if n, ok = c.series[k]; !ok {
-		n = new(atomic.Uint64)
-		c.series[k] = n
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if s, ok = v.series[k]; !ok {
+		s = v.fresh()
+		v.series[k] = s
 	}
-	return n
+	return s
+}
+
+// counterVec counts events by label values.
+type counterVec struct{ vec[atomic.Uint64] }
+
+func newCounterVec(name, help string, labels ...string) *counterVec {
+	return &counterVec{newVec(name, help, labels, func() *atomic.Uint64 { return new(atomic.Uint64) })}
 }
 
 func (c *counterVec) inc(values ...string) { c.with(values...).Add(1) }
@@ -109,38 +118,18 @@ func (h *histogram) observe(bounds []float64, v float64) {
 	}
 }
 
-// histogramVec observes durations by label values. Safe for concurrent
-// use.
+// histogramVec observes durations by label values.
 type histogramVec struct {
-	name, help string
-	labels     []string
-	bounds     []float64 // the buckets' upper bounds, ascending, without +Inf
-	mu         sync.RWMutex
-	series     map[labelKey]*histogram
+	vec[histogram]
+	bounds []float64 // the buckets' upper bounds, ascending, without +Inf
 }
 
 func newHistogramVec(name, help string, bounds []float64, labels ...string) *histogramVec {
-	if len(labels) > maxLabels || !slices.IsSorted(bounds) {
-		panic("metrics: " + name + ": too many labels or buckets out of order")
+	if !slices.IsSorted(bounds) {
+		panic("metrics: " + name + ": buckets out of order")
 	}
-	return &histogramVec{name: name, help: help, labels: labels, bounds: bounds, series: map[labelKey]*histogram{}}
-}
-
-func (h *histogramVec) with(values ...string) *histogram {
-	k := keyOf(values)
-	h.mu.RLock()
-	s, ok := h.series[k]
-	h.mu.RUnlock()
-	if ok {
-		return s
-	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if s, ok = h.series[k]; !ok {
-		s = &histogram{counts: make([]atomic.Uint64, len(h.bounds)+1)}
-		h.series[k] = s
-	}
-	return s
+	fresh := func() *histogram { return &histogram{counts: make([]atomic.Uint64, len(bounds)+1)} }
+	return &histogramVec{vec: newVec(name, help, labels, fresh), bounds: bounds}
 }
 
 func (h *histogramVec) collect(s *scrape) {
