@@ -167,7 +167,7 @@ func pairs(names []string, k labelKey) []pair {
 // scrape gathers the families of one scrape and writes them.
 type scrape struct {
 	// constant labels every family added through it carries (the
-	// replica's), sorted by name.
+	// replica's); write merges them in by name.
 	constant []pair
 	families map[string]*family
 }
@@ -179,11 +179,12 @@ func (s *scrape) with(constant ...pair) *scrape {
 	return &scrape{constant: constant, families: s.families}
 }
 
-// family is one metric name's help, type and samples.
+// family is one metric name's help, type and samples (the name is its
+// key in scrape.families).
 type family struct {
-	name, help, typ string
-	constant        []pair
-	samples         []sample
+	help, typ string
+	constant  []pair
+	samples   []sample
 }
 
 type sample struct {
@@ -196,7 +197,7 @@ type sample struct {
 func (s *scrape) family(name, help, typ string) *family {
 	f, ok := s.families[name]
 	if !ok {
-		f = &family{name: name, help: help, typ: typ, constant: s.constant}
+		f = &family{help: help, typ: typ, constant: s.constant}
 		s.families[name] = f
 	}
 	return f
