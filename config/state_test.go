@@ -12,22 +12,22 @@ func TestStateDriver(t *testing.T) {
 		t.Fatal(err)
 	}
 	pg := cfg.State.Postgres
-	if cfg.State.Driver != DriverSQLite || pg.PoolSize != 10 || pg.StatementTimeout.D() != 30*time.Second || pg.DSN.IsSet() {
-		t.Fatalf("defaults: driver %q, postgres %+v; want sqlite, pool 10, 30s, no DSN", cfg.State.Driver, pg)
+	if cfg.State.Driver != DriverSQLite || pg.PoolSize != 10 || pg.StatementTimeout.D() != 30*time.Second || pg.ConnectWait.D() != time.Minute || pg.DSN.IsSet() {
+		t.Fatalf("defaults: driver %q, postgres %+v; want sqlite, pool 10, 30s, wait 1m, no DSN", cfg.State.Driver, pg)
 	}
 	if cfg.Queue.LeaseTTL.D() != 30*time.Second {
 		t.Fatalf("default queue.lease_ttl = %s, want 30s", cfg.Queue.LeaseTTL)
 	}
 
 	const dsn = "postgres://bot:hunter2@db.example:5432/opentalon"
-	body := minimal + "state:\n  driver: postgres\n  postgres:\n    dsn: \"${OPENTALON_POSTGRES_DSN}\"\n    pool_size: 4\n    statement_timeout: 5s\nqueue:\n  lease_ttl: 10s\n"
+	body := minimal + "state:\n  driver: postgres\n  postgres:\n    dsn: \"${OPENTALON_POSTGRES_DSN}\"\n    pool_size: 4\n    statement_timeout: 5s\n    connect_wait: 0\nqueue:\n  lease_ttl: 10s\n"
 	cfg, err = Load(writeConfig(t, body), MapEnv(map[string]string{"OPENTALON_POSTGRES_DSN": dsn}))
 	if err != nil {
 		t.Fatal(err)
 	}
 	pg = cfg.State.Postgres
-	if cfg.State.Driver != DriverPostgres || pg.DSN.Value() != dsn || pg.PoolSize != 4 || pg.StatementTimeout.D() != 5*time.Second || cfg.Queue.LeaseTTL.D() != 10*time.Second {
-		t.Fatalf("postgres: driver %q, pool %d, timeout %s, lease %s", cfg.State.Driver, pg.PoolSize, pg.StatementTimeout, cfg.Queue.LeaseTTL)
+	if cfg.State.Driver != DriverPostgres || pg.DSN.Value() != dsn || pg.PoolSize != 4 || pg.StatementTimeout.D() != 5*time.Second || pg.ConnectWait != 0 || cfg.Queue.LeaseTTL.D() != 10*time.Second {
+		t.Fatalf("postgres: driver %q, pool %d, timeout %s, wait %s, lease %s", cfg.State.Driver, pg.PoolSize, pg.StatementTimeout, pg.ConnectWait, cfg.Queue.LeaseTTL)
 	}
 	if out := cfg.Redacted(); strings.Contains(out, "hunter2") || !strings.Contains(out, "dsn: '***'") {
 		t.Fatalf("the printed config shows the DSN:\n%s", out)
@@ -43,6 +43,7 @@ func TestStateDriver(t *testing.T) {
 		{"no pool", "state:\n  postgres: { pool_size: 0 }\n", []string{"state.postgres.pool_size", "at least 1"}},
 		{"tiny statement timeout", "state:\n  postgres: { statement_timeout: 10ms }\n", []string{"state.postgres.statement_timeout", "below a second"}},
 		{"negative statement timeout", "state:\n  postgres: { statement_timeout: -1s }\n", []string{"state.postgres.statement_timeout", "must not be negative"}},
+		{"negative connect wait", "state:\n  postgres: { connect_wait: -1s }\n", []string{"state.postgres.connect_wait", "must not be negative"}},
 		{"short lease", "queue:\n  lease_ttl: 500ms\n", []string{"queue.lease_ttl", "at least \"1s\""}},
 		{"short cluster lease", "cluster:\n  lease_ttl: 500ms\n", []string{"cluster.lease_ttl", "at least \"1s\""}},
 		{"unknown key", "state:\n  postgres: { url: x }\n", []string{"url"}},

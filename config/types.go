@@ -118,6 +118,11 @@ type Postgres struct {
 	// StatementTimeout cancels a statement that runs longer (0 = no
 	// limit).
 	StatementTimeout Duration `yaml:"statement_timeout"`
+	// ConnectWait is how long `run` waits at start for a server that is
+	// not up yet (it refuses connections, is starting or shutting down,
+	// or its host name does not resolve yet), retrying with backoff;
+	// 0 = fail at once.
+	ConnectWait Duration `yaml:"connect_wait"`
 }
 
 // Compaction configures how a history too long for the model's context

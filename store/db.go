@@ -77,6 +77,9 @@ type Postgres struct {
 	PoolSize int
 	// StatementTimeout cancels a statement running longer (0 = none).
 	StatementTimeout time.Duration
+	// ConnectWait is how long Open retries a server that is not up yet
+	// (see transientConnect) before it gives up; 0 = it does not retry.
+	ConnectWait time.Duration
 }
 
 // DB is the open database. On SQLite: one writer connection with

@@ -5,8 +5,11 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"fmt"
+	"io"
+	"log/slog"
 	"net"
 	"net/url"
 	"strconv"
@@ -56,9 +59,9 @@ func openPostgres(ctx context.Context, dataDir string, o Options) (*DB, error) {
 	sdb.SetMaxOpenConns(pg.PoolSize)
 	sdb.SetMaxIdleConns(pg.PoolSize)
 	sdb.SetConnMaxIdleTime(5 * time.Minute)
-	if err := sdb.PingContext(ctx); err != nil {
+	if err := waitForServer(ctx, sdb, cfg, pg.ConnectWait, o.Logger); err != nil {
 		sdb.Close()
-		return nil, connectError(cfg, err)
+		return nil, err
 	}
 	var version int
 	if err := sdb.QueryRowContext(ctx, `SELECT current_setting('server_version_num')::int`).Scan(&version); err != nil {
@@ -237,6 +240,75 @@ func connectError(cfg pq.Config, err error) error {
 		return &core.Error{Kind: core.KindUnavailable, Msg: fmt.Sprintf("cannot reach the PostgreSQL server at %s (state.postgres.dsn): %v; check that it runs and that host and port in the DSN are right", server, rootCause(err)), Err: err}
 	}
 	return &core.Error{Kind: core.KindUnavailable, Msg: fmt.Sprintf("cannot connect to the PostgreSQL server at %s (state.postgres.dsn)", server), Err: err}
+}
+
+// waitForServer pings the server until it answers. A server that is
+// not up yet (transientConnect: a container or a failover still
+// starting) is tried again with backoff for up to wait, each attempt
+// logged; any other failure (a wrong password, a missing database, TLS)
+// is returned at once, as is every failure when wait is 0.
+func waitForServer(ctx context.Context, sdb *sql.DB, cfg pq.Config, wait time.Duration, log *slog.Logger) error {
+	start := time.Now()
+	deadline := start.Add(wait)
+	delay := 250 * time.Millisecond
+	for attempt := 1; ; attempt++ {
+		actx, cancel := ctx, context.CancelFunc(func() {})
+		if wait > 0 {
+			// An attempt at a host that drops packets waits out the
+			// connect timeout; it must not outlast the wait.
+			actx, cancel = context.WithDeadline(ctx, deadline)
+		}
+		err := sdb.PingContext(actx)
+		cancel()
+		if err == nil {
+			if attempt > 1 {
+				log.Info("PostgreSQL is up", "attempts", attempt, "waited", time.Since(start).Round(time.Millisecond).String())
+			}
+			return nil
+		}
+		cerr := connectError(cfg, err)
+		if wait <= 0 || !transientConnect(err) {
+			return cerr
+		}
+		if ctx.Err() != nil {
+			return fmt.Errorf("stopped while waiting for PostgreSQL to come up: %w", cerr)
+		}
+		left := time.Until(deadline)
+		if left <= 0 {
+			return gaveUp(wait, cerr)
+		}
+		d := min(delay, left)
+		log.Warn("PostgreSQL is not up yet; retrying", "attempt", attempt, "retry_in", d.String(), "gives_up_in", left.Round(time.Second).String(), "error", cerr.Error())
+		t := time.NewTimer(d)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("stopped while waiting for PostgreSQL to come up: %w", cerr)
+		case <-t.C:
+		}
+		if !time.Now().Before(deadline) {
+			return gaveUp(wait, cerr)
+		}
+		delay = min(2*delay, 5*time.Second)
+	}
+}
+
+func gaveUp(wait time.Duration, err error) error {
+	return fmt.Errorf("gave up after waiting %s for PostgreSQL to come up (state.postgres.connect_wait; raise it if the server takes longer to start): %w", wait, err)
+}
+
+// transientConnect says whether a failed connection is one a server
+// still starting gives: the network refuses or drops it, the host name
+// does not resolve yet, or the server answers that it is starting,
+// shutting down or out of connection slots.
+func transientConnect(err error) bool {
+	var pe *pq.Error
+	if errors.As(err, &pe) {
+		return pe.Code.Class() == "57" || pe.Code == "53300"
+	}
+	var ne net.Error
+	return errors.As(err, &ne) || errors.Is(err, context.DeadlineExceeded) ||
+		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, driver.ErrBadConn)
 }
 
 // rootCause is the innermost error (a dial error's "connection refused").

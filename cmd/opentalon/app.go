@@ -114,8 +114,14 @@ func BuildApp(ctx context.Context, cfg *config.Config, o AppOptions) (_ *App, er
 	// On SQLite this gateway is the only claimer of its database (run
 	// holds the data directory's lock): the leases of a process before it
 	// are dead, and taken back at its first claim.
-	a.db, err = openStore(ctx, cfg, store.Options{Now: o.Now, SessionTTL: cfg.State.SessionTTL.D(), QueueRetention: cfg.State.Retention.D(), Logger: o.Logger,
+	so := storeOptions(cfg, store.Options{Now: o.Now, SessionTTL: cfg.State.SessionTTL.D(), QueueRetention: cfg.State.Retention.D(), Logger: o.Logger,
 		LeaseTTL: cfg.Queue.LeaseTTL.D(), SoleClaimer: cfg.State.Driver != config.DriverPostgres, SealKey: sealKey(cfg), Holder: cfg.Cluster.ReplicaID})
+	if so.Postgres != nil {
+		// A gateway started beside its database (compose, a pod) waits
+		// for it; the one-shot commands fail at once instead.
+		so.Postgres.ConnectWait = cfg.State.Postgres.ConnectWait.D()
+	}
+	a.db, err = store.Open(ctx, cfg.State.DataDir, so)
 	if err != nil {
 		return nil, err
 	}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -66,5 +67,49 @@ func TestE2EReplicaRetryReadsThePhotoWithoutDownloading(t *testing.T) {
 	}
 	if !cached {
 		t.Error("replica B did not keep the photo in its media cache")
+	}
+}
+
+// TestE2EReplicaWaitsForPostgres: a replica started before its database
+// (compose, a pod) retries through a refused connection and a server
+// still starting, logging each attempt, and answers once the server is
+// up; doctor on the same config says at once that the server is down.
+func TestE2EReplicaWaitsForPostgres(t *testing.T) {
+	t.Parallel()
+	later := pgtest.NotYet(t, pgtest.DSN(t))
+	llm := providertest.NewOpenAI(t)
+	bot := telegramtest.New(t, tgToken)
+	cfg := writeConfig(t, replicaConfig(t.TempDir(), llm.BaseURL(), bot.URL, later.DSN))
+
+	res := runMain(t, nil, "", "--config", cfg, "doctor", "--offline")
+	if res.code == 0 || !strings.Contains(res.stdout, "cannot reach the PostgreSQL server") || strings.Contains(res.stdout+res.stderr, "not up yet") {
+		t.Fatalf("doctor with the server down: exit %d; want it to fail at once, naming the server\n%s%s", res.code, res.stdout, res.stderr)
+	}
+
+	p := startBinary(t, nil, "--config", cfg, "run")
+	waitLog := func(want string) {
+		t.Helper()
+		deadline := time.Now().Add(30 * time.Second)
+		for !strings.Contains(p.stderr.String(), want) {
+			if time.Now().After(deadline) {
+				t.Fatalf("the gateway's log never says %q:\n%s", want, p.stderr.String())
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	waitLog("PostgreSQL is not up yet")
+	later.Starting()
+	waitLog("the database system is starting up")
+	later.Up()
+	waitLog("PostgreSQL is up")
+
+	alice := telegramtest.User(61, "alice")
+	bot.AddUpdate(bot.Private(alice, "are you there?"))
+	bot.WaitSent(t, 1, 30*time.Second)
+	if got := bot.Sent()[0].Text; !strings.Contains(got, "are you there?") {
+		t.Errorf("answered %q; want the fake LLM's echo", got)
+	}
+	if strings.Contains(p.stderr.String(), "connect_wait") {
+		t.Errorf("the gateway gave up:\n%s", p.stderr.String())
 	}
 }

@@ -42,6 +42,8 @@ func preflight(ctx context.Context, cfg *config.Config) (warnings []string, err 
 	log := slog.New(rec)
 	c := *cfg
 	c.State.DataDir = tmp
+	// A check says at once that the database is down; only run waits.
+	c.State.Postgres.ConnectWait = 0
 	app, err := BuildApp(ctx, &c, AppOptions{Stdin: strings.NewReader(""), Stdout: io.Discard, Logger: log})
 	if err != nil {
 		return rec.list(), err

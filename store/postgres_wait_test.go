@@ -1,0 +1,224 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/url"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/lib/pq"
+
+	"github.com/opentalon/opentalon/core"
+	"github.com/opentalon/opentalon/store/pgtest"
+)
+
+// records is a slog handler that sends each record, as text, to a
+// channel, and keeps them all.
+type records struct {
+	mu  sync.Mutex
+	all []string
+	ch  chan string
+}
+
+func newRecords() *records { return &records{ch: make(chan string, 100)} }
+
+func (r *records) Enabled(context.Context, slog.Level) bool { return true }
+func (r *records) WithAttrs([]slog.Attr) slog.Handler       { return r }
+func (r *records) WithGroup(string) slog.Handler            { return r }
+func (r *records) Handle(_ context.Context, rec slog.Record) error {
+	var b strings.Builder
+	b.WriteString(rec.Message)
+	rec.Attrs(func(a slog.Attr) bool {
+		fmt.Fprintf(&b, " %s=%q", a.Key, a.Value.String())
+		return true
+	})
+	r.mu.Lock()
+	r.all = append(r.all, b.String())
+	r.mu.Unlock()
+	select {
+	case r.ch <- b.String():
+	default:
+	}
+	return nil
+}
+
+func (r *records) text() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return strings.Join(r.all, "\n")
+}
+
+// next waits for the next record that contains want.
+func (r *records) next(t *testing.T, want string) string {
+	t.Helper()
+	timeout := time.After(30 * time.Second)
+	for {
+		select {
+		case s := <-r.ch:
+			if strings.Contains(s, want) {
+				return s
+			}
+		case <-timeout:
+			t.Fatalf("no log record says %q; the records:\n%s", want, r.text())
+			return ""
+		}
+	}
+}
+
+// TestPostgresWaitsForTheServer: a gateway started before its database
+// retries, through a refused connection and a server still starting,
+// and opens once the server is up; each attempt is logged, without the
+// password.
+func TestPostgresWaitsForTheServer(t *testing.T) {
+	dsn := pgtest.DSN(t)
+	u, err := url.Parse(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	password, _ := u.User.Password()
+	later := pgtest.NotYet(t, dsn)
+
+	recs := newRecords()
+	type result struct {
+		db  *DB
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		db, err := Open(context.Background(), t.TempDir(), Options{Postgres: &Postgres{DSN: later.DSN, ConnectWait: 2 * time.Minute}, Logger: slog.New(recs)})
+		done <- result{db, err}
+	}()
+
+	first := recs.next(t, "PostgreSQL is not up yet")
+	for _, w := range []string{"connection refused", "state.postgres.dsn", `attempt="1"`} {
+		if !strings.Contains(first, w) {
+			t.Errorf("the first retry's record %q does not say %q", first, w)
+		}
+	}
+	later.Starting()
+	recs.next(t, "the database system is starting up")
+	later.Up()
+
+	var r result
+	select {
+	case r = <-done:
+	case <-time.After(time.Minute):
+		t.Fatalf("Open did not return once the server was up; the records:\n%s", recs.text())
+	}
+	if r.err != nil {
+		t.Fatalf("Open: %v", r.err)
+	}
+	defer r.db.Close()
+	if err := r.db.Ping(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	logs := recs.text()
+	if !strings.Contains(logs, "PostgreSQL is up") {
+		t.Errorf("no record says the server came up:\n%s", logs)
+	}
+	if strings.Contains(logs, password) {
+		t.Errorf("the records show the password:\n%s", logs)
+	}
+}
+
+// TestPostgresConnectWaitLimits: what waiting does not cover. A failure
+// only the operator can fix (a wrong password) is returned at once, a
+// server that stays down is given up on after state.postgres.connect_wait
+// with the key named, and a stop (the context) ends the wait.
+func TestPostgresConnectWaitLimits(t *testing.T) {
+	admin := pgtest.AdminDSN(t)
+	u, err := url.Parse(admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wrong := *u
+	wrong.User = url.UserPassword(u.User.Username(), "not-the-password")
+	closed := *u
+	closed.Host = "127.0.0.1:1"
+
+	t.Run("wrong password", func(t *testing.T) {
+		recs := newRecords()
+		_, err := Open(context.Background(), t.TempDir(), Options{Postgres: &Postgres{DSN: wrong.String(), ConnectWait: time.Hour}, Logger: slog.New(recs)})
+		if core.ErrorKind(err) != core.KindAuth {
+			t.Fatalf("Open: %v (kind %v); want the refused login, at once", err, core.ErrorKind(err))
+		}
+		if logs := recs.text(); strings.Contains(logs, "not up yet") {
+			t.Errorf("a refused login was retried:\n%s", logs)
+		}
+	})
+	t.Run("gives up", func(t *testing.T) {
+		recs := newRecords()
+		_, err := Open(context.Background(), t.TempDir(), Options{Postgres: &Postgres{DSN: closed.String(), ConnectWait: 700 * time.Millisecond}, Logger: slog.New(recs)})
+		for _, w := range []string{"gave up after waiting 700ms", "state.postgres.connect_wait", "connection refused", "state.postgres.dsn"} {
+			if err == nil || !strings.Contains(err.Error(), w) {
+				t.Errorf("Open: %v; want it to say %q", err, w)
+			}
+		}
+		if core.ErrorKind(err) != core.KindUnavailable {
+			t.Errorf("kind %v; want unavailable", core.ErrorKind(err))
+		}
+		if n := strings.Count(recs.text(), "not up yet"); n < 2 {
+			t.Errorf("%d retries logged in 700ms; want at least 2 (backoff from 250ms)", n)
+		}
+	})
+	t.Run("stopped", func(t *testing.T) {
+		recs := newRecords()
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		done := make(chan error, 1)
+		go func() {
+			_, err := Open(ctx, t.TempDir(), Options{Postgres: &Postgres{DSN: closed.String(), ConnectWait: time.Hour}, Logger: slog.New(recs)})
+			done <- err
+		}()
+		recs.next(t, "not up yet")
+		cancel()
+		select {
+		case err := <-done:
+			if err == nil || !strings.Contains(err.Error(), "stopped while waiting for PostgreSQL") {
+				t.Errorf("Open: %v; want the stop named", err)
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatal("Open kept waiting after its context ended")
+		}
+	})
+	t.Run("no wait", func(t *testing.T) {
+		recs := newRecords()
+		_, err := Open(context.Background(), t.TempDir(), Options{Postgres: &Postgres{DSN: closed.String()}, Logger: slog.New(recs)})
+		if err == nil || !strings.Contains(err.Error(), "connection refused") || strings.Contains(err.Error(), "connect_wait") {
+			t.Errorf("Open: %v; want the refusal alone", err)
+		}
+		if logs := recs.text(); logs != "" {
+			t.Errorf("logged without a wait:\n%s", logs)
+		}
+	})
+}
+
+func TestTransientConnect(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{"refused", &net.OpError{Op: "dial", Net: "tcp", Err: errors.New("connection refused")}, true},
+		{"no such host yet", &net.DNSError{Err: "no such host", Name: "db", IsNotFound: true}, true},
+		{"reset mid-startup", io.ErrUnexpectedEOF, true},
+		{"attempt ran out", context.DeadlineExceeded, true},
+		{"starting up", &pq.Error{Code: "57P03"}, true},
+		{"shutting down", &pq.Error{Code: "57P01"}, true},
+		{"no connection slot", &pq.Error{Code: "53300"}, true},
+		{"wrong password", &pq.Error{Code: "28P01"}, false},
+		{"no such database", &pq.Error{Code: "3D000"}, false},
+		{"anything else", errors.New("x509: certificate signed by unknown authority"), false},
+	} {
+		if got := transientConnect(tc.err); got != tc.want {
+			t.Errorf("%s: transient %v; want %v", tc.name, got, tc.want)
+		}
+	}
+}
