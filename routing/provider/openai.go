@@ -259,7 +259,9 @@ func (p *OpenAI) Stream(ctx context.Context, cred Credentials, req *Request, onT
 	return p.c.stream(ctx, cl, req.Model, cred.APIKey, onText, p.parseComplete, p.readStream)
 }
 
-// pendingCall is a tool call being assembled from stream deltas.
+// readStream reads a chat completions stream: the text deltas (each
+// passed to onText), the tool calls assembled from their pieces, the
+// finish reason and the usage chunk.
 func (p *OpenAI) readStream(cl *call, onText func(string), secret string) (*Response, error) {
 	sse := newSSEReader(cl.resp.Body)
 	r := &Response{}

@@ -122,6 +122,7 @@ func toolCall(id, name string, raw []byte) (core.ToolCall, error) {
 // maxToolName bounds a streamed tool call's name (its pieces are joined).
 const maxToolName = 256
 
+// pendingCall is a tool call being assembled from stream deltas.
 type pendingCall struct {
 	id, name string
 	args     strings.Builder
