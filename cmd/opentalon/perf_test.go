@@ -118,13 +118,13 @@ func onPostgres(yaml, dsn string) string {
 type binaryProcess struct {
 	cmd     *exec.Cmd
 	started time.Time
-	stderr  *syncBuffer
+	stderr  *lockedBuf
 	exited  chan struct{} // closed once the process has been reaped
 }
 
 func startGateway(b *testing.B, bin, cfgPath string) *binaryProcess {
 	b.Helper()
-	g := &binaryProcess{cmd: exec.Command(bin, "--config", cfgPath, "run"), stderr: &syncBuffer{}, exited: make(chan struct{})}
+	g := &binaryProcess{cmd: exec.Command(bin, "--config", cfgPath, "run"), stderr: &lockedBuf{}, exited: make(chan struct{})}
 	g.cmd.Env = append(os.Environ(), "OPENTALON_LOG_LEVEL=info")
 	g.cmd.Stderr = g.stderr
 	g.started = time.Now()
@@ -216,23 +216,6 @@ func (g *binaryProcess) cpuTime(b *testing.B) time.Duration {
 	}
 	// USER_HZ is 100 on every Linux this runs on.
 	return time.Duration(ut+st) * 10 * time.Millisecond
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // firstPoll waits for the first getUpdates at tg and returns its arrival.
