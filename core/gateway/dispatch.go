@@ -32,8 +32,7 @@ func (g *Gateway) Run(ctx context.Context, grace time.Duration) error {
 	// shutdown signal until the grace period ends.
 	workCtx, cancelWork := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelWork()
-	p := &workers{ctx: workCtx, size: int64(g.opts.Workers), freed: make(chan struct{}, g.opts.Workers),
-		handoff: make(chan core.QueueItem), quit: make(chan struct{})}
+	p := &workers{ctx: workCtx, size: int64(g.opts.Workers), freed: make(chan struct{}, g.opts.Workers)}
 	p.free.Store(int64(g.opts.Workers))
 	g.pool.Store(p)
 	g.setAccepting(true)
@@ -144,8 +143,6 @@ loop:
 	for p.reserving.Load() > 0 {
 		time.Sleep(time.Millisecond)
 	}
-	// Nothing is started from now on: the idle workers end.
-	close(p.quit)
 
 	g.setAccepting(false)
 	stopChannels()
@@ -179,15 +176,7 @@ type workers struct {
 	// backlog says queued items may be waiting for a slot: an enqueue
 	// does not take one then (they are older), the dispatcher does.
 	backlog atomic.Bool
-	// handoff passes an item to a worker goroutine waiting for one
-	// (unbuffered: only to one that waits); quit ends the waiting ones.
-	handoff chan core.QueueItem
-	quit    chan struct{}
 }
-
-// workerIdle is how long a worker goroutine waits for another item
-// before it ends.
-const workerIdle = 10 * time.Second
 
 // stopped is taken off the free slots when Run stops: none is free again.
 const stopped = 1 << 40
@@ -249,48 +238,19 @@ const yieldBusy = 2
 // again (or its item waits for a retry) it claims anew.
 func (g *Gateway) start(p *workers, it core.QueueItem) {
 	p.wg.Add(1)
-	select {
-	case p.handoff <- it:
-	default:
-		go g.work(p, it)
-	}
-}
-
-// work works on it, then on the items handed to it (start) until it
-// has waited workerIdle for one or Run stops. A worker goroutine lives
-// on from item to item because the path of one grows its stack deep
-// (SQLite's frames): a fresh goroutine per item copied its stack four
-// or five times.
-func (g *Gateway) work(p *workers, it core.QueueItem) {
-	idle := time.NewTimer(workerIdle)
-	defer idle.Stop()
-	for {
-		g.workOn(p, it)
-		idle.Reset(workerIdle)
-		select {
-		case it = <-p.handoff:
-		case <-idle.C:
-			return
-		case <-p.quit:
-			return
+	go func() {
+		defer p.wg.Done()
+		var once sync.Once
+		release := func() {
+			once.Do(func() {
+				p.free.Add(1)
+				p.tellFreed()
+			})
 		}
-	}
-}
-
-// workOn processes one item in its slot, freeing the slot when done (or
-// before, when process releases it early).
-func (g *Gateway) workOn(p *workers, it core.QueueItem) {
-	defer p.wg.Done()
-	var once sync.Once
-	release := func() {
-		once.Do(func() {
-			p.free.Add(1)
-			p.tellFreed()
-		})
-	}
-	defer release()
-	g.process(p.ctx, it, release)
-	g.poke()
+		defer release()
+		g.process(p.ctx, it, release)
+		g.poke()
+	}()
 }
 
 // durableKey carries the Durable of the item being worked on

@@ -3,8 +3,6 @@ package gateway_test
 import (
 	"context"
 	"fmt"
-	"runtime"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -161,47 +159,4 @@ func TestNothingIsSentBeforeTheEnqueueIsDurable(t *testing.T) {
 	}
 	close(st.gate)
 	r.expect("answer to hi")
-}
-
-// workerGoroutines counts the goroutines working on or waiting for an
-// item (gateway's work).
-func workerGoroutines() int {
-	buf := make([]byte, 1<<20)
-	buf = buf[:runtime.Stack(buf, true)]
-	return strings.Count(string(buf), "gateway.(*Gateway).work(")
-}
-
-// TestWorkersLiveOnAndEndWithRun: a worker goroutine that finished its
-// item waits for the next one instead of ending (its grown stack is
-// kept), never more of them than queue.workers, and none is left once
-// Run has returned.
-func TestWorkersLiveOnAndEndWithRun(t *testing.T) {
-	before := workerGoroutines()
-	db := openDB(t, store.Options{SoleClaimer: true})
-	g := gateway.New(gateway.Options{Store: db, Agent: &fakeAgent{}, Workers: 2})
-	ch := &fakeChannel{notify: make(chan string, 100)}
-	g.AddChannel(ch)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- g.Run(ctx, 5*time.Second) }()
-	r := &rig{t: t, db: db, g: g, ch: ch}
-	for i := range 10 {
-		text := fmt.Sprintf("hi %d", i)
-		r.accept(fmt.Sprint(i), text)
-		r.expect("answer to " + text)
-	}
-	if n := workerGoroutines() - before; n < 1 || n > 2 {
-		t.Errorf("%d worker goroutines after ten answers one after another; want 1 or 2 waiting for the next (queue.workers 2)", n)
-	}
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
-	deadline := time.Now().Add(10 * time.Second)
-	for workerGoroutines() > before {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d worker goroutines left after Run returned", workerGoroutines()-before)
-		}
-		time.Sleep(time.Millisecond)
-	}
 }
