@@ -235,6 +235,9 @@ func connectError(cfg pq.Config, err error) error {
 	if errors.As(err, &ce) || errors.As(err, &he) || errors.As(err, &ua) {
 		return &core.Error{Kind: core.KindInvalid, Msg: fmt.Sprintf("the PostgreSQL server at %s has a TLS certificate that sslmode=%s does not accept (state.postgres.dsn): name the CA that signed it with sslrootcert=FILE in the DSN, or use sslmode=require to encrypt without checking it", server, cfg.SSLMode), Err: err}
 	}
+	if tlsAlert(err) {
+		return &core.Error{Kind: core.KindInvalid, Msg: fmt.Sprintf("the TLS handshake with the PostgreSQL server at %s failed (state.postgres.dsn): check sslmode, and sslcert and sslkey when the server asks for a client certificate (one signed by its ssl_ca_file)", server), Err: err}
+	}
 	var ne net.Error
 	if errors.As(err, &ne) || errors.Is(err, context.DeadlineExceeded) {
 		return &core.Error{Kind: core.KindUnavailable, Msg: fmt.Sprintf("cannot reach the PostgreSQL server at %s (state.postgres.dsn): %v; check that it runs and that host and port in the DSN are right", server, rootCause(err)), Err: err}
@@ -246,20 +249,21 @@ func connectError(cfg pq.Config, err error) error {
 // not up yet (transientConnect: a container or a failover still
 // starting) is tried again with backoff for up to wait, each attempt
 // logged; any other failure (a wrong password, a missing database, TLS)
-// is returned at once, as is every failure when wait is 0.
+// is returned at once, as is every failure when wait is 0. A stop (ctx)
+// ends the wait at once: waitStopped.
 func waitForServer(ctx context.Context, sdb *sql.DB, cfg pq.Config, wait time.Duration, log *slog.Logger) error {
+	if wait <= 0 {
+		if err := sdb.PingContext(ctx); err != nil {
+			return connectError(cfg, err)
+		}
+		return nil
+	}
 	start := time.Now()
 	deadline := start.Add(wait)
 	delay := 250 * time.Millisecond
 	for attempt := 1; ; attempt++ {
-		actx, cancel := ctx, context.CancelFunc(func() {})
-		if wait > 0 {
-			// An attempt at a host that drops packets waits out the
-			// connect timeout; it must not outlast the wait.
-			actx, cancel = context.WithDeadline(ctx, deadline)
-		}
-		err := sdb.PingContext(actx)
-		cancel()
+		// The last attempt, at the deadline, still gets lastTry.
+		err := pingWithin(ctx, sdb, later(deadline, time.Now().Add(lastTry)))
 		if err == nil {
 			if attempt > 1 {
 				log.Info("PostgreSQL is up", "attempts", attempt, "waited", time.Since(start).Round(time.Millisecond).String())
@@ -267,35 +271,67 @@ func waitForServer(ctx context.Context, sdb *sql.DB, cfg pq.Config, wait time.Du
 			return nil
 		}
 		cerr := connectError(cfg, err)
-		if wait <= 0 || !transientConnect(err) {
-			return cerr
-		}
 		if ctx.Err() != nil {
-			return fmt.Errorf("stopped while waiting for PostgreSQL to come up: %w", cerr)
+			return waitStopped{ctx: ctx.Err(), last: cerr}
+		}
+		if !transientConnect(err) {
+			return cerr
 		}
 		left := time.Until(deadline)
 		if left <= 0 {
-			return gaveUp(wait, cerr)
+			return fmt.Errorf("gave up after waiting %s for PostgreSQL to come up (state.postgres.connect_wait; raise it if the server takes longer to start): %w", wait, cerr)
 		}
 		d := min(delay, left)
-		log.Warn("PostgreSQL is not up yet; retrying", "attempt", attempt, "retry_in", d.String(), "gives_up_in", left.Round(time.Second).String(), "error", cerr.Error())
+		log.Warn("PostgreSQL is not up yet; retrying", "attempt", attempt, "retry_in", d.Round(time.Millisecond).String(), "gives_up_in", left.Round(time.Second).String(), "err", cerr.Error())
 		t := time.NewTimer(d)
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return fmt.Errorf("stopped while waiting for PostgreSQL to come up: %w", cerr)
+			return waitStopped{ctx: ctx.Err(), last: cerr}
 		case <-t.C:
-		}
-		if !time.Now().Before(deadline) {
-			return gaveUp(wait, cerr)
 		}
 		delay = min(2*delay, 5*time.Second)
 	}
 }
 
-func gaveUp(wait time.Duration, err error) error {
-	return fmt.Errorf("gave up after waiting %s for PostgreSQL to come up (state.postgres.connect_wait; raise it if the server takes longer to start): %w", wait, err)
+// lastTry is what an attempt at the end of the wait still gets.
+const lastTry = 2 * time.Second
+
+// later is the later of a and b.
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
+
+// pingWithin pings the server, giving up at deadline or when ctx ends.
+// The driver bounds a connection's TLS and start-up exchange by its
+// connect_timeout alone, not by the context; such an attempt is left to
+// end on its own (the caller closes the pool).
+func pingWithin(ctx context.Context, sdb *sql.DB, deadline time.Time) error {
+	actx, cancel := context.WithDeadline(ctx, deadline)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- sdb.PingContext(actx) }()
+	select {
+	case err := <-done:
+		return err
+	case <-actx.Done():
+		return actx.Err()
+	}
+}
+
+// waitStopped is the wait for the server ended by its context (a
+// SIGTERM): it is that context's error, and tells what the last attempt
+// met.
+type waitStopped struct{ ctx, last error }
+
+func (e waitStopped) Error() string {
+	return "stopped while waiting for PostgreSQL to come up: " + e.last.Error()
+}
+
+func (e waitStopped) Unwrap() []error { return []error{e.ctx, e.last} }
 
 // transientConnect says whether a failed connection is one a server
 // still starting gives: the network refuses or drops it, the host name
@@ -306,9 +342,20 @@ func transientConnect(err error) bool {
 	if errors.As(err, &pe) {
 		return pe.Code.Class() == "57" || pe.Code == "53300"
 	}
+	if tlsAlert(err) {
+		return false
+	}
 	var ne net.Error
 	return errors.As(err, &ne) || errors.Is(err, context.DeadlineExceeded) ||
 		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, driver.ErrBadConn)
+}
+
+// tlsAlert says whether err is a TLS handshake the server (remote) or
+// this side (local) ended with an alert: a server that requires a
+// client certificate, or a TLS version the other does not speak.
+func tlsAlert(err error) bool {
+	var oe *net.OpError
+	return errors.As(err, &oe) && (oe.Op == "remote error" || oe.Op == "local error")
 }
 
 // rootCause is the innermost error (a dial error's "connection refused").

@@ -2,10 +2,17 @@ package store
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"math/big"
 	"net"
 	"net/url"
 	"strings"
@@ -123,7 +130,7 @@ func TestPostgresWaitsForTheServer(t *testing.T) {
 	if !strings.Contains(logs, "PostgreSQL is up") {
 		t.Errorf("no record says the server came up:\n%s", logs)
 	}
-	if strings.Contains(logs, password) {
+	if password != "" && strings.Contains(logs, password) {
 		t.Errorf("the records show the password:\n%s", logs)
 	}
 }
@@ -144,6 +151,9 @@ func TestPostgresConnectWaitLimits(t *testing.T) {
 	closed.Host = "127.0.0.1:1"
 
 	t.Run("wrong password", func(t *testing.T) {
+		if p, _ := u.User.Password(); p == "" {
+			t.Skip("the server takes any password (trust)")
+		}
 		recs := newRecords()
 		_, err := Open(context.Background(), t.TempDir(), Options{Postgres: &Postgres{DSN: wrong.String(), ConnectWait: time.Hour}, Logger: slog.New(recs)})
 		if core.ErrorKind(err) != core.KindAuth {
@@ -181,11 +191,28 @@ func TestPostgresConnectWaitLimits(t *testing.T) {
 		cancel()
 		select {
 		case err := <-done:
-			if err == nil || !strings.Contains(err.Error(), "stopped while waiting for PostgreSQL") {
-				t.Errorf("Open: %v; want the stop named", err)
+			if err == nil || !strings.Contains(err.Error(), "stopped while waiting for PostgreSQL") || !errors.Is(err, context.Canceled) {
+				t.Errorf("Open: %v; want the stop named, as the context's error", err)
 			}
 		case <-time.After(30 * time.Second):
 			t.Fatal("Open kept waiting after its context ended")
+		}
+	})
+	t.Run("TLS handshake refused", func(t *testing.T) {
+		addr := clientCertServer(t)
+		dsn := fmt.Sprintf("postgres://bot:pw@%s/db?sslmode=require", addr)
+		recs := newRecords()
+		_, err := Open(context.Background(), t.TempDir(), Options{Postgres: &Postgres{DSN: dsn, ConnectWait: 3 * time.Second}, Logger: slog.New(recs)})
+		for _, w := range []string{"TLS handshake", "certificate required", "sslcert", "state.postgres.dsn"} {
+			if err == nil || !strings.Contains(err.Error(), w) {
+				t.Errorf("Open: %v; want it to say %q, at once", err, w)
+			}
+		}
+		if core.ErrorKind(err) != core.KindInvalid {
+			t.Errorf("kind %v; a TLS set-up only the operator can fix is invalid (exit status 78)", core.ErrorKind(err))
+		}
+		if logs := recs.text(); strings.Contains(logs, "not up yet") {
+			t.Errorf("a refused TLS handshake was retried:\n%s", logs)
 		}
 	})
 	t.Run("no wait", func(t *testing.T) {
@@ -215,10 +242,59 @@ func TestTransientConnect(t *testing.T) {
 		{"no connection slot", &pq.Error{Code: "53300"}, true},
 		{"wrong password", &pq.Error{Code: "28P01"}, false},
 		{"no such database", &pq.Error{Code: "3D000"}, false},
+		{"TLS alert from the server", &net.OpError{Op: "remote error", Err: errors.New("tls: certificate required")}, false},
 		{"anything else", errors.New("x509: certificate signed by unknown authority"), false},
 	} {
 		if got := transientConnect(tc.err); got != tc.want {
 			t.Errorf("%s: transient %v; want %v", tc.name, got, tc.want)
 		}
 	}
+}
+
+// clientCertServer is a PostgreSQL server's front door that takes TLS
+// (answers S to SSLRequest) and then requires a client certificate, as
+// a server with clientcert=verify-full in pg_hba.conf does; it returns
+// its address.
+func clientCertServer(t *testing.T) string {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "127.0.0.1"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conf := &tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: key}}, ClientAuth: tls.RequireAnyClientCert}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				c.SetDeadline(time.Now().Add(10 * time.Second))
+				var req [8]byte
+				if _, err := io.ReadFull(c, req[:]); err != nil {
+					return
+				}
+				if _, err := c.Write([]byte{'S'}); err != nil {
+					return
+				}
+				tc := tls.Server(c, conf)
+				if tc.Handshake() == nil {
+					io.Copy(io.Discard, tc)
+				}
+			}()
+		}
+	}()
+	return ln.Addr().String()
 }

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -86,17 +87,22 @@ func TestE2EReplicaWaitsForPostgres(t *testing.T) {
 		t.Fatalf("doctor with the server down: exit %d; want it to fail at once, naming the server\n%s%s", res.code, res.stdout, res.stderr)
 	}
 
-	p := startBinary(t, nil, "--config", cfg, "run")
-	waitLog := func(want string) {
-		t.Helper()
-		deadline := time.Now().Add(30 * time.Second)
-		for !strings.Contains(p.stderr.String(), want) {
-			if time.Now().After(deadline) {
-				t.Fatalf("the gateway's log never says %q:\n%s", want, p.stderr.String())
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
+	// A replica stopped while it waits exits at once, and with status 0:
+	// a deploy that gives up on it is not a crash.
+	stopped := startBinary(t, nil, "--config", cfg, "run")
+	waitLog(t, stopped, "PostgreSQL is not up yet")
+	if err := stopped.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
 	}
+	if code := stopped.exitCode(10 * time.Second); code != 0 {
+		t.Fatalf("exit status %d after SIGTERM while waiting for PostgreSQL; want 0\n%s", code, stopped.stderr.String())
+	}
+	if !strings.Contains(stopped.stderr.String(), "stopped during start-up") {
+		t.Errorf("the stop is not logged:\n%s", stopped.stderr.String())
+	}
+
+	p := startBinary(t, nil, "--config", cfg, "run")
+	waitLog := func(want string) { t.Helper(); waitLog(t, p, want) }
 	waitLog("PostgreSQL is not up yet")
 	later.Starting()
 	waitLog("the database system is starting up")
@@ -111,5 +117,17 @@ func TestE2EReplicaWaitsForPostgres(t *testing.T) {
 	}
 	if strings.Contains(p.stderr.String(), "connect_wait") {
 		t.Errorf("the gateway gave up:\n%s", p.stderr.String())
+	}
+}
+
+// waitLog waits up to 30 s for p's log to say want.
+func waitLog(t *testing.T, p *binProc, want string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !strings.Contains(p.stderr.String(), want) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the gateway's log never says %q:\n%s", want, p.stderr.String())
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }

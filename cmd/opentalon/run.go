@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -55,6 +56,12 @@ func cmdRun(ctx context.Context, g *globalFlags, args []string, io Stdio, env co
 	log.Info("config loaded", "source", src)
 	app, err := buildRunApp(ctx, cfg, AppOptions{Stdin: io.In, Stdout: io.Out, Interactive: interactive, Logger: log})
 	if err != nil {
+		if ctx.Err() != nil && errors.Is(err, context.Canceled) {
+			// Stopped (SIGTERM) before it was up, e.g. while waiting for
+			// its database: what was asked, not a failure.
+			log.Info("stopped during start-up", "err", err.Error())
+			return nil
+		}
 		return asOperatorError(err)
 	}
 	defer app.Close()
