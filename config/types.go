@@ -120,8 +120,8 @@ type Postgres struct {
 	StatementTimeout Duration `yaml:"statement_timeout"`
 	// ConnectWait is how long `run` waits at start for a server that is
 	// not up yet (it refuses connections, is starting or shutting down,
-	// or its host name does not resolve yet), retrying with backoff;
-	// 0 = fail at once.
+	// its host name does not resolve yet, or it is a standby not yet
+	// promoted), retrying with backoff; 0 = fail at once.
 	ConnectWait Duration `yaml:"connect_wait"`
 }
 

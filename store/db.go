@@ -80,6 +80,11 @@ type Postgres struct {
 	// ConnectWait is how long Open retries a server that is not up yet
 	// (see transientConnect) before it gives up; 0 = it does not retry.
 	ConnectWait time.Duration
+	// Writable refuses a server that takes no writes (a standby in
+	// recovery, sessions read-only by default), or waits ConnectWait for
+	// it to be promoted: the gateway writes every message. Commands that
+	// only read leave it off.
+	Writable bool
 }
 
 // DB is the open database. On SQLite: one writer connection with

@@ -59,14 +59,10 @@ func openPostgres(ctx context.Context, dataDir string, o Options) (*DB, error) {
 	sdb.SetMaxOpenConns(pg.PoolSize)
 	sdb.SetMaxIdleConns(pg.PoolSize)
 	sdb.SetConnMaxIdleTime(5 * time.Minute)
-	if err := waitForServer(ctx, sdb, cfg, pg.ConnectWait, o.Logger); err != nil {
+	version, err := waitForServer(ctx, sdb, cfg, pg, o.Logger)
+	if err != nil {
 		sdb.Close()
 		return nil, err
-	}
-	var version int
-	if err := sdb.QueryRowContext(ctx, `SELECT current_setting('server_version_num')::int`).Scan(&version); err != nil {
-		sdb.Close()
-		return nil, fmt.Errorf("read the server version of %s: %w", name, err)
 	}
 	if err := checkVersion(version); err != nil {
 		sdb.Close()
@@ -245,41 +241,51 @@ func connectError(cfg pq.Config, err error) error {
 	return &core.Error{Kind: core.KindUnavailable, Msg: fmt.Sprintf("cannot connect to the PostgreSQL server at %s (state.postgres.dsn)", server), Err: err}
 }
 
-// waitForServer pings the server until it answers. A server that is
-// not up yet (transientConnect: a container or a failover still
-// starting) is tried again with backoff for up to wait, each attempt
-// logged; any other failure (a wrong password, a missing database, TLS)
-// is returned at once, as is every failure when wait is 0. A stop (ctx)
-// ends the wait at once: waitStopped.
-func waitForServer(ctx context.Context, sdb *sql.DB, cfg pq.Config, wait time.Duration, log *slog.Logger) error {
+// waitForServer connects to the server and returns its version
+// (server_version_num) once it answers and takes writes. A server that
+// is not up yet (transientConnect: a container or a failover still
+// starting) or is read-only (a standby not yet promoted) is tried again
+// with backoff for up to wait, each attempt logged; any other failure (a
+// wrong password, a missing database, TLS) is returned at once, as is
+// every failure when wait is 0. A stop (ctx) ends the wait at once:
+// waitStopped.
+func waitForServer(ctx context.Context, sdb *sql.DB, cfg pq.Config, pg Postgres, log *slog.Logger) (int, error) {
+	wait := pg.ConnectWait
 	if wait <= 0 {
-		if err := sdb.PingContext(ctx); err != nil {
-			return connectError(cfg, err)
+		version, readOnly, err := probe(ctx, sdb, pg.Writable)
+		switch {
+		case err != nil:
+			return 0, connectError(cfg, err)
+		case readOnly:
+			return 0, readOnlyError(cfg)
 		}
-		return nil
+		return version, nil
 	}
 	start := time.Now()
 	deadline := start.Add(wait)
 	delay := 250 * time.Millisecond
 	for attempt := 1; ; attempt++ {
 		// The last attempt, at the deadline, still gets lastTry.
-		err := pingWithin(ctx, sdb, later(deadline, time.Now().Add(lastTry)))
-		if err == nil {
+		version, readOnly, err := probeWithin(ctx, sdb, pg.Writable, later(deadline, time.Now().Add(lastTry)))
+		if err == nil && !readOnly {
 			if attempt > 1 {
 				log.Info("PostgreSQL is up", "attempts", attempt, "waited", time.Since(start).Round(time.Millisecond).String())
 			}
-			return nil
+			return version, nil
 		}
-		cerr := connectError(cfg, err)
+		cerr := readOnlyError(cfg)
+		if err != nil {
+			cerr = connectError(cfg, err)
+		}
 		if ctx.Err() != nil {
-			return waitStopped{ctx: ctx.Err(), last: cerr}
+			return 0, waitStopped{ctx: ctx.Err(), last: cerr}
 		}
-		if !transientConnect(err) {
-			return cerr
+		if err != nil && !transientConnect(err) {
+			return 0, cerr
 		}
 		left := time.Until(deadline)
 		if left <= 0 {
-			return fmt.Errorf("gave up after waiting %s for PostgreSQL to come up (state.postgres.connect_wait; raise it if the server takes longer to start): %w", wait, cerr)
+			return 0, fmt.Errorf("gave up after waiting %s for PostgreSQL to come up (state.postgres.connect_wait; raise it if the server takes longer to start): %w", wait, cerr)
 		}
 		d := min(delay, left)
 		log.Warn("PostgreSQL is not up yet; retrying", "attempt", attempt, "retry_in", d.Round(time.Millisecond).String(), "gives_up_in", left.Round(time.Second).String(), "err", cerr.Error())
@@ -287,11 +293,42 @@ func waitForServer(ctx context.Context, sdb *sql.DB, cfg pq.Config, wait time.Du
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return waitStopped{ctx: ctx.Err(), last: cerr}
+			return 0, waitStopped{ctx: ctx.Err(), last: cerr}
 		case <-t.C:
 		}
 		delay = min(2*delay, 5*time.Second)
 	}
+}
+
+// probe connects and reads the server's version and, when writable is
+// asked, whether it takes writes: a standby in recovery does not, nor
+// does a server or role whose sessions are read-only by default. A
+// read-only connection is dropped, not pooled (a standby promoted later
+// serves writes on new connections only).
+func probe(ctx context.Context, sdb *sql.DB, writable bool) (version int, readOnly bool, err error) {
+	conn, err := sdb.Conn(ctx)
+	if err != nil {
+		return 0, false, err
+	}
+	defer conn.Close()
+	err = conn.QueryRowContext(ctx, `SELECT current_setting('server_version_num')::int,
+		pg_is_in_recovery() OR current_setting('transaction_read_only')::bool`).Scan(&version, &readOnly)
+	if err != nil {
+		return 0, false, err
+	}
+	if !writable {
+		return version, false, nil
+	}
+	if readOnly {
+		conn.Raw(func(any) error { return driver.ErrBadConn })
+	}
+	return version, readOnly, nil
+}
+
+// readOnlyError says the server at cfg's address takes no writes.
+func readOnlyError(cfg pq.Config) error {
+	server := net.JoinHostPort(cfg.Host, strconv.Itoa(int(cfg.Port)))
+	return &core.Error{Kind: core.KindUnavailable, Msg: fmt.Sprintf("the PostgreSQL server at %s is read-only: a standby in recovery, or default_transaction_read_only is on (state.postgres.dsn): point the DSN at the primary, or name every server with target_session_attrs=read-write (postgres://USER:PASSWORD@db1:5432,db2:5432/DATABASE?target_session_attrs=read-write)", server)}
 }
 
 // lastTry is what an attempt at the end of the wait still gets.
@@ -305,20 +342,29 @@ func later(a, b time.Time) time.Time {
 	return b
 }
 
-// pingWithin pings the server, giving up at deadline or when ctx ends.
-// The driver bounds a connection's TLS and start-up exchange by its
+// probeWithin is probe, given up at deadline or when ctx ends. The
+// driver bounds a connection's TLS and start-up exchange by its
 // connect_timeout alone, not by the context; such an attempt is left to
 // end on its own (the caller closes the pool).
-func pingWithin(ctx context.Context, sdb *sql.DB, deadline time.Time) error {
+func probeWithin(ctx context.Context, sdb *sql.DB, writable bool, deadline time.Time) (int, bool, error) {
 	actx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
-	done := make(chan error, 1)
-	go func() { done <- sdb.PingContext(actx) }()
+	type result struct {
+		version  int
+		readOnly bool
+		err      error
+	}
+	done := make(chan result, 1)
+	go func() {
+		var r result
+		r.version, r.readOnly, r.err = probe(actx, sdb, writable)
+		done <- r
+	}()
 	select {
-	case err := <-done:
-		return err
+	case r := <-done:
+		return r.version, r.readOnly, r.err
 	case <-actx.Done():
-		return actx.Err()
+		return 0, false, actx.Err()
 	}
 }
 
@@ -344,6 +390,11 @@ func transientConnect(err error) bool {
 	}
 	if tlsAlert(err) {
 		return false
+	}
+	// target_session_attrs=read-write found only standbys: a failover
+	// not yet over (the driver says so in words only).
+	if msg := err.Error(); strings.Contains(msg, "server is in hot standby mode") || strings.Contains(msg, "session is read-only") {
+		return true
 	}
 	var ne net.Error
 	return errors.As(err, &ne) || errors.Is(err, context.DeadlineExceeded) ||

@@ -8,6 +8,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"database/sql"
 	"errors"
 	"fmt"
 	"io"
@@ -242,6 +243,7 @@ func TestTransientConnect(t *testing.T) {
 		{"no connection slot", &pq.Error{Code: "53300"}, true},
 		{"wrong password", &pq.Error{Code: "28P01"}, false},
 		{"no such database", &pq.Error{Code: "3D000"}, false},
+		{"only standbys (target_session_attrs=read-write)", errors.New("server is in hot standby mode"), true},
 		{"TLS alert from the server", &net.OpError{Op: "remote error", Err: errors.New("tls: certificate required")}, false},
 		{"anything else", errors.New("x509: certificate signed by unknown authority"), false},
 	} {
@@ -297,4 +299,79 @@ func clientCertServer(t *testing.T) string {
 		}
 	}()
 	return ln.Addr().String()
+}
+
+// TestPostgresReadOnlyServer: a server that takes no writes (a standby
+// not yet promoted; here a role whose sessions are read-only by default)
+// is refused by what writes (Writable: run, doctor) with the fix named,
+// waited for while ConnectWait lasts — on a new connection each time, so
+// the promotion is seen — and opened by what only reads.
+func TestPostgresReadOnlyServer(t *testing.T) {
+	dsn := pgtest.DSN(t)
+	u, err := url.Parse(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	schema := u.Query().Get("search_path")
+	admin, err := sql.Open("postgres", pgtest.AdminDSN(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	exec := func(q string) {
+		t.Helper()
+		if _, err := admin.Exec(q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	role := "ro_" + schema
+	exec(`CREATE ROLE ` + role + ` LOGIN PASSWORD 'pw-` + role + `'`)
+	t.Cleanup(func() {
+		admin.Exec(`DROP OWNED BY ` + role + ` CASCADE`)
+		admin.Exec(`DROP ROLE ` + role)
+	})
+	exec(`GRANT ALL ON SCHEMA ` + schema + ` TO ` + role)
+	exec(`ALTER ROLE ` + role + ` SET default_transaction_read_only = on`)
+	u.User = url.UserPassword(role, "pw-"+role)
+	roDSN := u.String()
+
+	_, err = Open(context.Background(), t.TempDir(), Options{Postgres: &Postgres{DSN: roDSN, Writable: true}})
+	for _, w := range []string{"is read-only", "a standby in recovery", "state.postgres.dsn", "target_session_attrs=read-write"} {
+		if err == nil || !strings.Contains(err.Error(), w) {
+			t.Errorf("Open of a read-only server: %v; want it to say %q", err, w)
+		}
+	}
+	if core.ErrorKind(err) != core.KindUnavailable {
+		t.Errorf("kind %v; a standby may be promoted: unavailable (restarted), not invalid", core.ErrorKind(err))
+	}
+
+	recs := newRecords()
+	done := make(chan error, 1)
+	go func() {
+		db, err := Open(context.Background(), t.TempDir(), Options{Postgres: &Postgres{DSN: roDSN, Writable: true, ConnectWait: 2 * time.Minute}, Logger: slog.New(recs)})
+		if err == nil {
+			// Written: the schema is this role's, on a server it may write.
+			_, err = db.w.ExecContext(context.Background(), `INSERT INTO lua_kv (script, key, value, updated_at) VALUES ('t', 'k', 'v', 0)`)
+			db.Close()
+		}
+		done <- err
+	}()
+	recs.next(t, "is read-only")
+	exec(`ALTER ROLE ` + role + ` RESET default_transaction_read_only`) // the promotion
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("after the promotion: %v; the records:\n%s", err, recs.text())
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("Open still waits after the promotion; the records:\n%s", recs.text())
+	}
+
+	// What only reads opens a read-only server (its schema is current).
+	exec(`ALTER ROLE ` + role + ` SET default_transaction_read_only = on`)
+	db, err := Open(context.Background(), t.TempDir(), Options{Postgres: &Postgres{DSN: roDSN}})
+	if err != nil {
+		t.Fatalf("a reading command on a read-only server: %v", err)
+	}
+	db.Close()
 }

@@ -120,6 +120,7 @@ func BuildApp(ctx context.Context, cfg *config.Config, o AppOptions) (_ *App, er
 		// A gateway started beside its database (compose, a pod) waits
 		// for it; the one-shot commands fail at once instead.
 		so.Postgres.ConnectWait = cfg.State.Postgres.ConnectWait.D()
+		so.Postgres.Writable = true
 	}
 	a.db, err = store.Open(ctx, cfg.State.DataDir, so)
 	if err != nil {

@@ -419,7 +419,10 @@ func humanBytes(n int64) string {
 func (d *doctor) postgres(ctx context.Context, cfg *config.Config) {
 	cctx, cancel := context.WithTimeout(ctx, checkTimeout)
 	defer cancel()
-	db, err := openStore(cctx, cfg, store.Options{Logger: slog.New(slog.DiscardHandler)})
+	// Writable: run would refuse a standby, so the check does too.
+	o := storeOptions(cfg, store.Options{Logger: slog.New(slog.DiscardHandler)})
+	o.Postgres.Writable = true
+	db, err := store.Open(cctx, cfg.State.DataDir, o)
 	if err != nil {
 		d.fail("database", "%v", err)
 		return
