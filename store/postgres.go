@@ -213,7 +213,12 @@ func connectError(cfg pq.Config, err error) error {
 	var pe *pq.Error
 	if errors.As(err, &pe) {
 		switch pe.Code {
-		case "28P01", "28000":
+		case "28000":
+			if strings.Contains(pe.Message, "certificate") {
+				return &core.Error{Kind: core.KindAuth, Msg: fmt.Sprintf("PostgreSQL at %s requires a client certificate of user %q (state.postgres.dsn): set sslcert and sslkey in the DSN to a certificate the server's ssl_ca_file signed, with the user's name as its common name", server, cfg.User), Err: err}
+			}
+			fallthrough
+		case "28P01":
 			return &core.Error{Kind: core.KindAuth, Msg: fmt.Sprintf("PostgreSQL at %s refused the login of user %q (state.postgres.dsn): check the user and password in the DSN, and that pg_hba.conf lets this host in", server, cfg.User), Err: err}
 		case "3D000":
 			return &core.Error{Kind: core.KindInvalid, Msg: fmt.Sprintf("the database %q does not exist on the PostgreSQL server at %s (state.postgres.dsn): create it (createdb -O %s %s, or CREATE DATABASE %s OWNER %s) or name another in the DSN", cfg.Database, server, cfg.User, cfg.Database, cfg.Database, cfg.User), Err: err}
@@ -285,10 +290,18 @@ func waitForServer(ctx context.Context, sdb *sql.DB, cfg pq.Config, pg Postgres,
 		}
 		left := time.Until(deadline)
 		if left <= 0 {
-			return 0, fmt.Errorf("gave up after waiting %s for PostgreSQL to come up (state.postgres.connect_wait; raise it if the server takes longer to start): %w", wait, cerr)
+			waited := time.Since(start).Round(100 * time.Millisecond)
+			if err == nil {
+				return 0, fmt.Errorf("gave up after %s (state.postgres.connect_wait %s) waiting for PostgreSQL to take writes: %w", waited, wait, cerr)
+			}
+			return 0, fmt.Errorf("gave up after %s (state.postgres.connect_wait %s; raise it if the server takes longer to start) waiting for PostgreSQL to come up: %w", waited, wait, cerr)
 		}
 		d := min(delay, left)
-		log.Warn("PostgreSQL is not up yet; retrying", "attempt", attempt, "retry_in", d.Round(time.Millisecond).String(), "gives_up_in", left.Round(time.Second).String(), "err", cerr.Error())
+		msg := "PostgreSQL is not up yet; retrying"
+		if err == nil {
+			msg = "PostgreSQL takes no writes yet (a standby not yet promoted?); retrying"
+		}
+		log.Warn(msg, "attempt", attempt, "retry_in", d.Round(time.Millisecond).String(), "gives_up_in", left.Round(time.Second).String(), "err", cerr.Error())
 		t := time.NewTimer(d)
 		select {
 		case <-ctx.Done():

@@ -228,7 +228,9 @@ func cmdState(ctx context.Context, g *globalFlags, args []string, io Stdio, env 
 	defer src.Close()
 	pgCfg := *cfg
 	pgCfg.State.Driver = config.DriverPostgres
-	dst, err := openStore(ctx, &pgCfg, store.Options{Logger: log})
+	o := storeOptions(&pgCfg, store.Options{Logger: log})
+	o.Postgres.Writable = true // a standby is refused with the fix named
+	dst, err := store.Open(ctx, pgCfg.State.DataDir, o)
 	if err != nil {
 		return err
 	}

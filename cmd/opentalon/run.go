@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -56,17 +55,11 @@ func cmdRun(ctx context.Context, g *globalFlags, args []string, io Stdio, env co
 	log.Info("config loaded", "source", src)
 	app, err := buildRunApp(ctx, cfg, AppOptions{Stdin: io.In, Stdout: io.Out, Interactive: interactive, Logger: log})
 	if err != nil {
-		if ctx.Err() != nil && errors.Is(err, context.Canceled) {
-			// Stopped (SIGTERM) before it was up, e.g. while waiting for
-			// its database: what was asked, not a failure.
-			log.Info("stopped during start-up", "err", err.Error())
-			return nil
-		}
-		return asOperatorError(err)
+		return startFailed(ctx, log, err)
 	}
 	defer app.Close()
 	if err := checkProvidersAtStart(ctx, cfg, log, io.Err, interactive); err != nil {
-		return asOperatorError(err)
+		return startFailed(ctx, log, err)
 	}
 	if interactive {
 		model, _ := cfg.ResolveModel(cfg.Routing.Primary)
@@ -80,6 +73,18 @@ func cmdRun(ctx context.Context, g *globalFlags, args []string, io Stdio, env co
 		fmt.Fprintf(io.Err, "OpenTalon on the console · model %s · logs in %s%s · Ctrl-D quits\n", model, logPath, page)
 	}
 	return asOperatorError(app.Run(ctx))
+}
+
+// startFailed is the outcome of run when its start-up failed with err:
+// none when it was stopped (SIGTERM) meanwhile — while it waited for its
+// database or another replica's migration, say — since that is what was
+// asked, whatever the interrupted step then said (logged).
+func startFailed(ctx context.Context, log *slog.Logger, err error) error {
+	if ctx.Err() != nil {
+		log.Info("stopped during start-up", "err", err.Error())
+		return nil
+	}
+	return asOperatorError(err)
 }
 
 // checkProvidersAtStart asks the providers whether they answer and serve
