@@ -34,6 +34,17 @@ func openStore(ctx context.Context, cfg *config.Config, o store.Options) (*store
 	return store.Open(ctx, cfg.State.DataDir, storeOptions(cfg, o))
 }
 
+// openStoreToWrite is openStore for what will write: a PostgreSQL server
+// that takes no writes (a standby) is refused with the fix named, not
+// found out by a failed INSERT.
+func openStoreToWrite(ctx context.Context, cfg *config.Config, o store.Options) (*store.DB, error) {
+	o = storeOptions(cfg, o)
+	if o.Postgres != nil {
+		o.Postgres.Writable = true
+	}
+	return store.Open(ctx, cfg.State.DataDir, o)
+}
+
 // pgDump backs up the PostgreSQL database of cfg with pg_dump (custom
 // format, restored with pg_restore) when pg_dump is installed, and says
 // how otherwise. The password reaches pg_dump in its environment, never
@@ -228,9 +239,7 @@ func cmdState(ctx context.Context, g *globalFlags, args []string, io Stdio, env 
 	defer src.Close()
 	pgCfg := *cfg
 	pgCfg.State.Driver = config.DriverPostgres
-	o := storeOptions(&pgCfg, store.Options{Logger: log})
-	o.Postgres.Writable = true // a standby is refused with the fix named
-	dst, err := store.Open(ctx, pgCfg.State.DataDir, o)
+	dst, err := openStoreToWrite(ctx, &pgCfg, store.Options{Logger: log})
 	if err != nil {
 		return err
 	}

@@ -419,10 +419,8 @@ func humanBytes(n int64) string {
 func (d *doctor) postgres(ctx context.Context, cfg *config.Config) {
 	cctx, cancel := context.WithTimeout(ctx, checkTimeout)
 	defer cancel()
-	// Writable: run would refuse a standby, so the check does too.
-	o := storeOptions(cfg, store.Options{Logger: slog.New(slog.DiscardHandler)})
-	o.Postgres.Writable = true
-	db, err := store.Open(cctx, cfg.State.DataDir, o)
+	// run would refuse a standby, so the check does too.
+	db, err := openStoreToWrite(cctx, cfg, store.Options{Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		d.fail("database", "%v", err)
 		return
