@@ -15,6 +15,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"gopkg.in/yaml.v3"
 
@@ -135,6 +136,22 @@ func TestDeployKubernetesManifests(t *testing.T) {
 	}
 	if p := dig(c, "livenessProbe", "httpGet", "path"); p != "/healthz" {
 		t.Errorf("liveness probe on %v; want /healthz", p)
+	}
+	// /healthz answers once run is up, after it waited for PostgreSQL:
+	// the start-up probe gives it that long before liveness counts.
+	wait := config.Default().State.Postgres.ConnectWait.D()
+	if s, ok := dig(yamlDocs(t, replicasConfig)[0], "state", "postgres", "connect_wait").(string); ok {
+		d, err := time.ParseDuration(s)
+		if err != nil {
+			t.Fatalf("config.replicas.yaml: state.postgres.connect_wait %q: %v", s, err)
+		}
+		wait = d
+	}
+	period, _ := dig(c, "startupProbe", "periodSeconds").(int)
+	failures, _ := dig(c, "startupProbe", "failureThreshold").(int)
+	delay, _ := dig(c, "startupProbe", "initialDelaySeconds").(int)
+	if p := dig(c, "startupProbe", "httpGet", "path"); p != "/healthz" || time.Duration(delay+period*failures)*time.Second < wait+10*time.Second {
+		t.Errorf("start-up probe on %v for %ds; want /healthz for longer than state.postgres.connect_wait (%s) and the start after it", p, delay+period*failures, wait)
 	}
 	secret, _ := dig(c, "envFrom", 0, "secretRef", "name").(string)
 	if secret == "" {
