@@ -99,8 +99,9 @@ func TestPostgresWaitsForTheServer(t *testing.T) {
 		err error
 	}
 	done := make(chan result, 1)
+	dir := t.TempDir()
 	go func() {
-		db, err := Open(context.Background(), t.TempDir(), Options{Postgres: &Postgres{DSN: later.DSN, ConnectWait: 2 * time.Minute}, Logger: slog.New(recs)})
+		db, err := Open(context.Background(), dir, Options{Postgres: &Postgres{DSN: later.DSN, ConnectWait: 2 * time.Minute}, Logger: slog.New(recs)})
 		done <- result{db, err}
 	}()
 
@@ -184,8 +185,9 @@ func TestPostgresConnectWaitLimits(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
 		done := make(chan error, 1)
+		dir := t.TempDir()
 		go func() {
-			_, err := Open(ctx, t.TempDir(), Options{Postgres: &Postgres{DSN: closed.String(), ConnectWait: time.Hour}, Logger: slog.New(recs)})
+			_, err := Open(ctx, dir, Options{Postgres: &Postgres{DSN: closed.String(), ConnectWait: time.Hour}, Logger: slog.New(recs)})
 			done <- err
 		}()
 		recs.next(t, "not up yet")
@@ -362,8 +364,9 @@ func TestPostgresReadOnlyServer(t *testing.T) {
 
 	recs := newRecords()
 	done := make(chan error, 1)
+	dir := t.TempDir()
 	go func() {
-		db, err := Open(context.Background(), t.TempDir(), Options{Postgres: &Postgres{DSN: roDSN, Writable: true, ConnectWait: 2 * time.Minute}, Logger: slog.New(recs)})
+		db, err := Open(context.Background(), dir, Options{Postgres: &Postgres{DSN: roDSN, Writable: true, ConnectWait: 2 * time.Minute}, Logger: slog.New(recs)})
 		if err == nil {
 			// Written: the schema is this role's, on a server it may write.
 			_, err = db.w.ExecContext(context.Background(), `INSERT INTO lua_kv (script, key, value, updated_at) VALUES ('t', 'k', 'v', 0)`)

@@ -17,4 +17,8 @@
 // The server runs with fsync on; test databases commit without waiting for
 // the write-ahead log (synchronous_commit off), DurableDSN's database waits
 // for it (benchmarks measure durable commits).
+//
+// NotYet puts a test's database behind a port that refuses connections,
+// then answers as a server still starting, then passes connections on:
+// for tests of a gateway started before its database.
 package pgtest
