@@ -485,6 +485,15 @@ func TestWaitGivenUpWithApologyPutBackIsRetried(t *testing.T) {
 			t.Fatalf("request 1 is %s; want it failed once its apology was sent", st)
 		}
 	}
+	// The outcome is counted after the item's row is written: wait for it.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+		obs.mu.Lock()
+		n := obs.outcomes[core.OutcomeFailed]
+		obs.mu.Unlock()
+		if n > 0 || time.Now().After(deadline) {
+			break
+		}
+	}
 	obs.mu.Lock()
 	defer obs.mu.Unlock()
 	if obs.outcomes[core.OutcomeRetried] != 2 || obs.outcomes[core.OutcomeFailed] != 1 || obs.outcomes[core.OutcomeWaiting] != 0 {
