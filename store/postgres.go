@@ -344,6 +344,18 @@ func readOnlyError(cfg pq.Config) error {
 	return &core.Error{Kind: core.KindUnavailable, Msg: fmt.Sprintf("the PostgreSQL server at %s is read-only: a standby in recovery, or default_transaction_read_only is on (state.postgres.dsn): point the DSN at the primary, or name every server with target_session_attrs=read-write (postgres://USER:PASSWORD@db1:5432,db2:5432/DATABASE?target_session_attrs=read-write)", server)}
 }
 
+// ReadOnlyRefusal says err is a write PostgreSQL refused because the
+// server or the session takes no writes (SQLSTATE 25006: a standby, or
+// default_transaction_read_only on). The commands that open the store
+// only to read open such a server; this tells their writes apart.
+func ReadOnlyRefusal(err error) bool {
+	var pe *pq.Error
+	return errors.As(err, &pe) && pe.Code == "25006"
+}
+
+// ReadOnlyFix is what to do about a ReadOnlyRefusal.
+const ReadOnlyFix = "the PostgreSQL server takes no writes: a standby in recovery, or default_transaction_read_only is on (state.postgres.dsn): point the DSN at the primary, or name every server with target_session_attrs=read-write"
+
 // lastTry is what an attempt at the end of the wait still gets.
 const lastTry = 2 * time.Second
 

@@ -8,7 +8,6 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
-	"database/sql"
 	"errors"
 	"fmt"
 	"io"
@@ -311,48 +310,10 @@ func clientCertServer(t *testing.T) string {
 // waited for while ConnectWait lasts — on a new connection each time, so
 // the promotion is seen — and opened by what only reads.
 func TestPostgresReadOnlyServer(t *testing.T) {
-	dsn := pgtest.DSN(t)
-	u, err := url.Parse(dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	schema := u.Query().Get("search_path")
-	admin, err := sql.Open("postgres", pgtest.AdminDSN(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var super bool
-	if err := admin.QueryRow(`SELECT rolsuper FROM pg_roles WHERE rolname = current_user`).Scan(&super); err != nil {
-		admin.Close()
-		t.Fatal(err)
-	}
-	if !super {
-		admin.Close()
-		t.Skip("needs a superuser to make a role whose sessions are read-only (the private pgtest server's user is one)")
-	}
-	exec := func(q string) {
-		t.Helper()
-		if _, err := admin.Exec(q); err != nil {
-			t.Fatalf("%s: %v", q, err)
-		}
-	}
-	role := "ro_" + schema
-	exec(`CREATE ROLE ` + role + ` LOGIN PASSWORD 'pw-` + role + `'`)
-	t.Cleanup(func() {
-		// Before pgtest drops the schema (cleanups run last first).
-		for _, q := range []string{`DROP OWNED BY ` + role + ` CASCADE`, `DROP ROLE ` + role} {
-			if _, err := admin.Exec(q); err != nil {
-				t.Errorf("%s: %v", q, err)
-			}
-		}
-		admin.Close()
-	})
-	exec(`GRANT ALL ON SCHEMA ` + schema + ` TO ` + role)
-	exec(`ALTER ROLE ` + role + ` SET default_transaction_read_only = on`)
-	u.User = url.UserPassword(role, "pw-"+role)
-	roDSN := u.String()
+	ro := pgtest.ReadOnlyRole(t, pgtest.DSN(t))
+	roDSN := ro.DSN
 
-	_, err = Open(context.Background(), t.TempDir(), Options{Postgres: &Postgres{DSN: roDSN, Writable: true}})
+	_, err := Open(context.Background(), t.TempDir(), Options{Postgres: &Postgres{DSN: roDSN, Writable: true}})
 	for _, w := range []string{"is read-only", "a standby in recovery", "state.postgres.dsn", "target_session_attrs=read-write"} {
 		if err == nil || !strings.Contains(err.Error(), w) {
 			t.Errorf("Open of a read-only server: %v; want it to say %q", err, w)
@@ -375,7 +336,7 @@ func TestPostgresReadOnlyServer(t *testing.T) {
 		done <- err
 	}()
 	recs.next(t, "is read-only")
-	exec(`ALTER ROLE ` + role + ` RESET default_transaction_read_only`) // the promotion
+	ro.SetReadOnly(false) // the promotion
 	select {
 	case err := <-done:
 		if err != nil {
@@ -386,12 +347,23 @@ func TestPostgresReadOnlyServer(t *testing.T) {
 	}
 
 	// What only reads opens a read-only server (its schema is current).
-	exec(`ALTER ROLE ` + role + ` SET default_transaction_read_only = on`)
+	ro.SetReadOnly(true)
 	db, err := Open(context.Background(), t.TempDir(), Options{Postgres: &Postgres{DSN: roDSN}})
 	if err != nil {
 		t.Fatalf("a reading command on a read-only server: %v", err)
 	}
-	db.Close()
+	defer db.Close()
+	if _, err := db.HasMemories(context.Background(), "telegram:1"); err != nil {
+		t.Errorf("a read on a read-only server: %v", err)
+	}
+	// Its writes are refused, and told apart from other failures.
+	_, err = db.DeleteMemories(context.Background(), "telegram:1")
+	if err == nil || !ReadOnlyRefusal(err) {
+		t.Errorf("a write on a read-only server: %v; want a ReadOnlyRefusal", err)
+	}
+	if ReadOnlyRefusal(errors.New("cannot execute DELETE in a read-only transaction")) {
+		t.Error("ReadOnlyRefusal goes by the message, not the SQLSTATE")
+	}
 }
 
 // TestClientCertificateRefused: the login refused for want of a client

@@ -151,6 +151,11 @@ func Main(ctx context.Context, args []string, io Stdio, lookup func(string) (str
 	}
 	if runErr != nil {
 		fmt.Fprintln(io.Err, "opentalon:", runErr)
+		if store.ReadOnlyRefusal(runErr) {
+			// A command that writes, run against a standby: what
+			// PostgreSQL says names neither the server nor the fix.
+			fmt.Fprintln(io.Err, "opentalon:", store.ReadOnlyFix)
+		}
 		var ue usageError
 		if errors.As(runErr, &ue) {
 			return 2

@@ -246,6 +246,35 @@ func TestE2EDoctorAndBackupOnPostgres(t *testing.T) {
 	}
 }
 
+// TestE2EWriteOnAReadOnlyServerNamesTheFix: the commands that only read
+// work against a standby; one that writes is refused with the fix named,
+// not with PostgreSQL's bare "read-only transaction".
+func TestE2EWriteOnAReadOnlyServerNamesTheFix(t *testing.T) {
+	if os.Getenv(envTestDriver) != "" {
+		t.Skip("configures PostgreSQL itself")
+	}
+	llm := providertest.NewOpenAI(t)
+	ro := pgtest.ReadOnlyRole(t, pgtest.DSN(t))
+	path := writeConfig(t, pgConfig(filepath.Join(t.TempDir(), "data"), llm.BaseURL(), ro.DSN, "postgres"))
+	ro.SetReadOnly(false) // the schema is made while the role may write
+	if res := runMain(t, nil, "", "--config", path, "memory", "list"); res.code != 0 {
+		t.Fatalf("memory list on the primary: exit %d\n%s", res.code, res.stderr)
+	}
+	ro.SetReadOnly(true)
+	if res := runMain(t, nil, "", "--config", path, "memory", "list"); res.code != 0 {
+		t.Fatalf("memory list on a read-only server: exit %d\n%s", res.code, res.stderr)
+	}
+	res := runMain(t, nil, "", "--config", path, "memory", "delete", "--user", "telegram:1", "--all")
+	if res.code != 1 {
+		t.Fatalf("memory delete on a read-only server: exit %d, want 1\n%s", res.code, res.stderr)
+	}
+	for _, want := range []string{"read-only transaction", "takes no writes", "state.postgres.dsn", "target_session_attrs=read-write"} {
+		if !strings.Contains(res.stderr, want) {
+			t.Errorf("memory delete on a read-only server says:\n%s\nwant %q", res.stderr, want)
+		}
+	}
+}
+
 // latestPGSchema is the number of the newest PostgreSQL migration.
 func latestPGSchema(t *testing.T) int {
 	t.Helper()
