@@ -60,6 +60,13 @@ type Options struct {
 	// lease this handle does not hold then belongs to a process that
 	// died, and its first claim takes them all back at once.
 	SoleClaimer bool
+	// Local, on a database replicas share, names a channel whose
+	// conversations belong to one process (the console: a terminal) and
+	// this process's own conversation of it: claims leave every other
+	// conversation of that channel to its own replica, which alone can
+	// answer it. Unset: every conversation is claimed alike (SQLite has
+	// one process).
+	Local LocalConversation
 	// SealKey is the AES-256 key (SealKeySize bytes) the short-lived
 	// platform credentials are sealed under (KeepSealed); without it they
 	// cannot be kept.
@@ -85,6 +92,14 @@ type Postgres struct {
 	// it to be promoted: the gateway writes every message. Commands that
 	// only read leave it off.
 	Writable bool
+}
+
+// LocalConversation is a channel whose conversations only their own
+// process answers, and this process's conversation of it ("" = none: it
+// claims none of them).
+type LocalConversation struct {
+	Channel      string
+	Conversation string
 }
 
 // DB is the open database. On SQLite: one writer connection with
@@ -121,6 +136,7 @@ type DB struct {
 	holder   string
 	leaseTTL time.Duration
 	sole     bool
+	local    LocalConversation
 	// tookBack says a sole claimer has taken back the leases of the
 	// processes before it.
 	tookBack   bool
@@ -177,7 +193,7 @@ func (o *Options) defaults() {
 // newDB is the handle both engines share, before its pools.
 func newDB(d *dialect, name, dataDir string, o Options) *DB {
 	return &DB{d: d, name: name, dataDir: dataDir, now: o.Now, ttl: o.SessionTTL, keep: o.QueueRetention, log: o.Logger,
-		holder: o.Holder, leaseTTL: o.LeaseTTL, sole: o.SoleClaimer,
+		holder: o.Holder, leaseTTL: o.LeaseTTL, sole: o.SoleClaimer, local: o.Local,
 		sealKey: append([]byte(nil), o.SealKey...), media: o.MediaDir}
 }
 

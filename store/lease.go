@@ -174,14 +174,24 @@ func (db *DB) claimSerial(ctx context.Context, n int, now time.Time) (items []co
 func (db *DB) claimLocked(ctx context.Context, n int, now time.Time) (items []core.QueueItem, bad []unreadable, next int64, err error) {
 	nowMS := now.UnixMilli()
 	var due int
-	if err := db.r.QueryRowContext(ctx, `SELECT COUNT(*) FILTER (WHERE d <= ?), COALESCE(MIN(d) FILTER (WHERE d > ? AND d < ?), 0) FROM (`+headsDue+`) x`,
-		nowMS, nowMS, forever).Scan(&due, &next); err != nil {
+	heads, args := headsDue, []any{nowMS, nowMS, forever}
+	if db.local.Channel != "" {
+		heads += ` WHERE ` + notOthersLocal
+		args = append(args, db.local.Channel+":", db.local.Conversation)
+	}
+	if err := db.r.QueryRowContext(ctx, `SELECT COUNT(*) FILTER (WHERE d <= ?), COALESCE(MIN(d) FILTER (WHERE d > ? AND d < ?), 0) FROM (`+heads+`) x`,
+		args...).Scan(&due, &next); err != nil {
 		return nil, nil, 0, err
 	}
 	if n > 0 && due > 0 {
 		err = db.retried(ctx, func() error {
 			items, bad = items[:0], bad[:0]
-			rows, err := db.w.QueryContext(ctx, claimQuery(n), nowMS, nowMS, db.holder, db.leaseEnd(now), db.ms(), interruptedBy, nowMS, nowMS)
+			args := []any{nowMS, nowMS}
+			if db.local.Channel != "" {
+				args = append(args, db.local.Channel+":", db.local.Conversation)
+			}
+			args = append(args, db.holder, db.leaseEnd(now), db.ms(), interruptedBy, nowMS, nowMS)
+			rows, err := db.w.QueryContext(ctx, claimQuery(n, db.local.Channel != ""), args...)
 			if err != nil {
 				return err
 			}
@@ -234,17 +244,28 @@ func (db *DB) claimLocked(ctx context.Context, n int, now time.Time) (items []co
 // commits without waiting for the disk (synchronous_commit off for its
 // transaction): lost with a crash of the server, an item is simply
 // claimable again, as on SQLite with synchronous=NORMAL, where only an
-// enqueue is flushed. Its arguments: now twice, the holder, the lease's
-// end, the time of the update, the interruption's cause, now twice.
-func claimQuery(n int) string {
+// enqueue is flushed. Its arguments: now twice; with local, the local
+// channel's prefix and this process's conversation of it
+// (notOthersLocal); the holder, the lease's end, the time of the update,
+// the interruption's cause, now twice.
+func claimQuery(n int, local bool) string {
+	where := `(q.status = 'queued' AND h.due <= ? OR q.status = 'running' AND q.lease_until <= ?)`
+	if local {
+		where += ` AND ` + notOthersLocal
+	}
 	return `WITH async AS (SELECT set_config('synchronous_commit', 'off', true)),
 	heads AS (SELECT h.head FROM async, queue_heads h JOIN queue q ON q.id = h.head
-		WHERE q.status = 'queued' AND h.due <= ? OR q.status = 'running' AND q.lease_until <= ?
+		WHERE ` + where + `
 		ORDER BY h.head LIMIT ` + strconv.Itoa(n) + ` FOR UPDATE OF h SKIP LOCKED)
 	UPDATE queue SET ` + claimSet + `
 	FROM heads WHERE queue.id = heads.head AND ` + claimableWhere + `
 	RETURNING ` + claimedCols
 }
+
+// notOthersLocal leaves out the heads of the local channel's
+// conversations (Options.Local) but this process's own; its arguments:
+// the channel's prefix ("console:"), the conversation.
+const notOthersLocal = `(NOT starts_with(h.conversation, ?) OR h.conversation = ?)`
 
 // claimSet, claimableWhere and claimedCols are a claim's update of an
 // item (holder, lease end, time, interruption cause), the condition that

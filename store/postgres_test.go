@@ -8,6 +8,8 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -271,6 +273,52 @@ func TestPostgresQueueWake(t *testing.T) {
 	case <-wake:
 	case <-time.After(15 * time.Second):
 		t.Fatal("an enqueue on the other replica did not wake this one")
+	}
+}
+
+// TestPostgresLocalConversationsStayWithTheirReplica: each replica's
+// console conversation is claimed by that replica alone, one without a
+// console claims none, and every other conversation is anyone's.
+func TestPostgresLocalConversationsStayWithTheirReplica(t *testing.T) {
+	dsn := pgtest.DSN(t)
+	ctx := context.Background()
+	open := func(own string) *DB {
+		db, err := Open(ctx, t.TempDir(), Options{Postgres: &Postgres{DSN: dsn}, Local: LocalConversation{Channel: "console", Conversation: own}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { db.Close() })
+		return db
+	}
+	a, b, none := open("console:local:a"), open("console:local:b"), open("")
+	convA := core.ConversationKey{Channel: "console", Chat: "local", Thread: "a"}
+	convB := core.ConversationKey{Channel: "console", Chat: "local", Thread: "b"}
+	shared := core.ConversationKey{Channel: "telegram", Chat: "7"}
+	for i, c := range []core.ConversationKey{convA, convB, shared} {
+		if _, _, err := a.Enqueue(ctx, msgItem(c, strconv.Itoa(i), "hi")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	claimed := func(db *DB) []string {
+		t.Helper()
+		items, _, err := db.Claim(ctx, 10, time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		var convs []string
+		for _, it := range items {
+			convs = append(convs, it.Conversation.String())
+		}
+		return convs
+	}
+	if got := claimed(none); !slices.Equal(got, []string{"telegram:7"}) {
+		t.Errorf("a replica without a console claimed %v; want the Telegram chat only", got)
+	}
+	if got := claimed(b); !slices.Equal(got, []string{"console:local:b"}) {
+		t.Errorf("replica b claimed %v; want its own console only", got)
+	}
+	if got := claimed(a); !slices.Equal(got, []string{"console:local:a"}) {
+		t.Errorf("replica a claimed %v; want its own console only", got)
 	}
 }
 

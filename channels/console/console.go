@@ -16,12 +16,19 @@ import (
 // Name is the channel id.
 const Name = "console"
 
+// DefaultChat is the console conversation's chat.
+const DefaultChat = "local"
+
 // Options configure a console channel.
 type Options struct {
 	In  io.Reader
 	Out io.Writer
-	// Chat names the console conversation (default "local").
+	// Chat names the console conversation (default DefaultChat).
 	Chat string
+	// Thread, on a database several replicas share, is this replica's
+	// name: each terminal has its own conversation (console:local:<name>),
+	// which only its replica answers. "" with one process (console:local).
+	Thread string
 	// User is the user id messages are attributed to (default "local").
 	User string
 	// OnEOF is called once the input ends (a pipe closed, Ctrl-D).
@@ -80,7 +87,7 @@ func (c *Channel) LastEvent() time.Time {
 // New builds a console channel; it reads nothing until Run.
 func New(o Options) *Channel {
 	if o.Chat == "" {
-		o.Chat = "local"
+		o.Chat = DefaultChat
 	}
 	if o.User == "" {
 		o.User = "local"
@@ -156,7 +163,7 @@ func (c *Channel) Run(ctx context.Context, sink core.Sink) error {
 			}
 			seq++
 			in := core.Inbound{
-				Conversation: core.ConversationKey{Channel: Name, Chat: c.o.Chat},
+				Conversation: core.ConversationKey{Channel: Name, Chat: c.o.Chat, Thread: c.o.Thread},
 				MessageID:    c.start + "-" + strconv.Itoa(seq),
 				UserID:       c.o.User,
 				UserName:     c.o.User,

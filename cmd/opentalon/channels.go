@@ -34,6 +34,7 @@ func buildConsole(a *App) (core.Channel, error) {
 	return console.New(console.Options{
 		In:          a.opts.Stdin,
 		Out:         a.opts.Stdout,
+		Thread:      consoleReplica(a.cfg),
 		OnEOF:       func() { close(a.eof) },
 		Now:         a.opts.Now,
 		Interactive: a.opts.Interactive,

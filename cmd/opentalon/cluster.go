@@ -7,11 +7,13 @@ import (
 	"os"
 	"time"
 
+	"github.com/opentalon/opentalon/channels/console"
 	"github.com/opentalon/opentalon/config"
 	"github.com/opentalon/opentalon/core"
 	"github.com/opentalon/opentalon/core/clock"
 	"github.com/opentalon/opentalon/core/lease"
 	"github.com/opentalon/opentalon/metrics/status"
+	"github.com/opentalon/opentalon/store"
 )
 
 // The replicas of one database (state.driver: postgres), wired here and
@@ -28,6 +30,38 @@ const maintenanceLease = "maintenance"
 
 // clustered says the database is shared by replicas.
 func clustered(cfg *config.Config) bool { return cfg.State.Driver == config.DriverPostgres }
+
+// consoleReplica is the console's thread on a database replicas share:
+// this replica's name (cluster.replica_id, else the host name), so each
+// terminal has a conversation of its own, console:local:<name>, that
+// only its replica claims (localConversation). "" on SQLite: one
+// process, the conversation console:local.
+func consoleReplica(cfg *config.Config) string {
+	if !clustered(cfg) {
+		return ""
+	}
+	if cfg.Cluster.ReplicaID != "" {
+		return cfg.Cluster.ReplicaID
+	}
+	if host, err := os.Hostname(); err == nil && host != "" {
+		return host
+	}
+	return "replica"
+}
+
+// localConversation is what the store's claims leave to one replica on a
+// database replicas share: the console's conversations, this replica's
+// own (none without a console). Unset on SQLite.
+func localConversation(cfg *config.Config) store.LocalConversation {
+	if !clustered(cfg) {
+		return store.LocalConversation{}
+	}
+	l := store.LocalConversation{Channel: console.Name}
+	if cfg.Channels.Console.Enabled {
+		l.Conversation = core.ConversationKey{Channel: console.Name, Chat: console.DefaultChat, Thread: consoleReplica(cfg)}.String()
+	}
+	return l
+}
 
 // buildElector builds this replica's lease elector over the store.
 func (a *App) buildElector() {

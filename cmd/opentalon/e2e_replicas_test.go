@@ -131,3 +131,48 @@ func waitLog(t *testing.T, p *binProc, want string) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// TestE2EReplicaConsolesAnswerTheirOwnTerminal (issue 23: the console
+// stays a single-process channel): two replicas with a console each and a
+// third without one, on one PostgreSQL. Lines typed at each terminal in a
+// burst (so most wait in the queue, where any replica's claim could take
+// them) are answered on that terminal, in order, and never on the other;
+// the replica without a console fails none of them.
+func TestE2EReplicaConsolesAnswerTheirOwnTerminal(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("starts three processes")
+	}
+	dsn := pgtest.DSN(t)
+	llm := providertest.NewOpenAI(t)
+	bot := telegramtest.New(t, tgToken)
+	consoleReplica := func(id string) *binProc {
+		y := testConfig(t.TempDir(), llm.BaseURL(), "cluster:\n  replica_id: "+id+"\n")
+		y = insertUnder(y, "state", fmt.Sprintf("  driver: postgres\n  postgres: { dsn: %q }\n", dsn))
+		p := startBinary(t, nil, "--config", writeConfig(t, y), "run")
+		waitLog(t, p, "opentalon running")
+		return p
+	}
+	r1, r2 := consoleReplica("r1"), consoleReplica("r2")
+	r3 := startBinary(t, nil, "--config", writeConfig(t, replicaConfig(t.TempDir(), llm.BaseURL(), bot.URL, dsn)), "run")
+	waitLog(t, r3, "opentalon running")
+
+	const lines = 6
+	for i := range lines {
+		r1.send(fmt.Sprintf("from r1 %d", i))
+		r2.send(fmt.Sprintf("from r2 %d", i))
+	}
+	for i := range lines {
+		r1.waitLine(fmt.Sprintf("echo: from r1 %d", i))
+		r2.waitLine(fmt.Sprintf("echo: from r2 %d", i))
+	}
+	if out := r1.output(); strings.Contains(out, "from r2") {
+		t.Errorf("r1's terminal shows r2's conversation:\n%s", out)
+	}
+	if out := r2.output(); strings.Contains(out, "from r1") {
+		t.Errorf("r2's terminal shows r1's conversation:\n%s", out)
+	}
+	if log := r3.stderr.String(); strings.Contains(log, `channel "console"`) {
+		t.Errorf("the replica without a console touched a console conversation:\n%s", log)
+	}
+}
