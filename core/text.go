@@ -1,5 +1,10 @@
 package core
 
+import (
+	"strings"
+	"unicode/utf8"
+)
+
 // EditDistance is the Levenshtein distance between a and b, counted in
 // runes. Config suggestions and model-name suggestions both use it.
 func EditDistance(a, b string) int {
@@ -21,4 +26,15 @@ func EditDistance(a, b string) int {
 		prev, cur = cur, prev
 	}
 	return prev[len(rb)]
+}
+
+// CleanText is s as every store can hold it: NUL bytes dropped (a
+// PostgreSQL TEXT cannot hold one, and no chat platform shows one) and
+// bytes that are not UTF-8 replaced with U+FFFD. A clean s is returned
+// as it is, without a copy.
+func CleanText(s string) string {
+	if strings.IndexByte(s, 0) < 0 && utf8.ValidString(s) {
+		return s
+	}
+	return strings.ToValidUTF8(strings.ReplaceAll(s, "\x00", ""), "\uFFFD")
 }

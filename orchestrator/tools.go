@@ -115,6 +115,9 @@ func (o *Orchestrator) loop(ctx context.Context, tn *turn, call routing.Call, ms
 		if res.Response == nil {
 			return res, added, false, core.Errorf(core.KindMalformed, "model %s returned no answer", res.Model)
 		}
+		// A NUL byte from the model would be refused by PostgreSQL when
+		// the turn is stored, after the answer was paid for.
+		res.Text = core.CleanText(res.Text)
 		usage.Add(res.Usage)
 		if reason != "" {
 			res.Reason = reason

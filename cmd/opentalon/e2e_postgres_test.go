@@ -275,6 +275,34 @@ func TestE2EWriteOnAReadOnlyServerNamesTheFix(t *testing.T) {
 	}
 }
 
+// TestE2ENulByteAnsweredOnPostgres: a NUL byte in a message, or in the
+// model's answer, which a PostgreSQL TEXT cannot hold, is dropped; the
+// message is answered as on SQLite instead of failing after the LLM call.
+func TestE2ENulByteAnsweredOnPostgres(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("starts a process")
+	}
+	llm := providertest.NewOpenAI(t)
+	llm.SetReply(func(r providertest.Received) providertest.Script {
+		if r.LastUser() == "model nul" {
+			return providertest.Script{Text: "model \x00said"}
+		}
+		return providertest.Echo(r)
+	})
+	path := writeConfig(t, pgConfig(filepath.Join(t.TempDir(), "data"), llm.BaseURL(), pgtest.DSN(t), "postgres"))
+	p := startBinary(t, nil, "--config", path, "run")
+	p.send("user \x00nul")
+	p.waitLine("echo: user nul")
+	p.send("model nul")
+	p.waitLine("model said")
+	p.send("after")
+	p.waitLine("echo: after")
+	if out := p.output(); strings.Contains(out, "Sorry") {
+		t.Errorf("a NUL byte failed a turn:\n%s", out)
+	}
+}
+
 // latestPGSchema is the number of the newest PostgreSQL migration.
 func latestPGSchema(t *testing.T) int {
 	t.Helper()

@@ -19,7 +19,7 @@ func (g *Gateway) saveReply(ctx context.Context, ch core.Channel, requestID, ses
 	if err != nil {
 		return nil, err
 	}
-	text := ans.Text
+	text := core.CleanText(ans.Text) // a model may write a NUL byte too
 	if notes != "" {
 		text += "\n\n" + notes
 	}

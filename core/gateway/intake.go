@@ -21,6 +21,9 @@ func (g *Gateway) Accept(ctx context.Context, in core.Inbound) error {
 	if in.ReceivedAt.IsZero() {
 		in.ReceivedAt = g.now()
 	}
+	// A NUL byte or bytes that are not UTF-8 would be refused by
+	// PostgreSQL when the turn is stored, after the LLM answered.
+	in.Text = core.CleanText(in.Text)
 	if ok, err := g.admit(ctx, in); err != nil || !ok {
 		return err // a refused message is answered (or ignored), not queued
 	}
@@ -50,7 +53,7 @@ func (g *Gateway) Accept(ctx context.Context, in core.Inbound) error {
 
 // Edit implements core.Sink.
 func (g *Gateway) Edit(ctx context.Context, in core.Inbound) (bool, error) {
-	return g.store.EditQueued(ctx, in.Conversation.Channel+":m:"+in.MessageID, in.Text)
+	return g.store.EditQueued(ctx, in.Conversation.Channel+":m:"+in.MessageID, core.CleanText(in.Text))
 }
 
 // React implements core.Sink.
