@@ -250,8 +250,10 @@ func rollingRestart(t *testing.T, mode string) {
 			last = c.At
 		}
 		t.Logf("the longest pause between two polls during the rolling restart: %s", gap.Round(time.Millisecond))
-		if gap >= lease.DefaultTTL {
-			t.Errorf("the poller paused %s during the rolling restart; a stopping replica must hand its lease over, not let it run out (%s)", gap, lease.DefaultTTL)
+		// Issue 23: the poller's gap is under 2 s (the lease, left to run
+		// out, would be lease.DefaultTTL).
+		if gap >= 2*time.Second {
+			t.Errorf("the poller paused %s during the rolling restart; a stopping replica must hand its lease over at once, not let it run out (%s)", gap, lease.DefaultTTL)
 		}
 	}
 	t.Logf("%s: %d messages over %d chats on %d replicas restarted one by one, %d sends, %d LLM calls", mode, len(msgs), chats, replicas, len(bot.Sent()), llm.Count())
