@@ -136,6 +136,10 @@ func (d *doctor) dataDir(cfg *config.Config) {
 		d.fail("data dir", "%s has mode %04o: others can replace the database in it; run: chmod 700 %s", dir, mode, dir)
 	case groupOrOther(mode, 0o011) && dbErr == nil && groupOrOther(dbInfo.Mode(), 0o044):
 		d.fail("data dir", "%s (mode %04o) lets others read %s (mode %04o), which holds the conversations; run: chmod 700 %s", dir, mode, db, dbInfo.Mode().Perm(), dir)
+	case groupOrOther(mode, 0o077):
+		// Others may list it; the files that hold conversations are the
+		// owner's alone (the database is created 0600).
+		d.ok("data dir", "%s is writable (mode %04o: others may list it, not read the database; chmod 700 %s hides it whole)", dir, mode, dir)
 	default:
 		d.ok("data dir", "%s is writable and private (mode %04o)", dir, mode)
 	}

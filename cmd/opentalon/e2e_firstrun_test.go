@@ -230,3 +230,28 @@ func TestDoctorDataDirThatDoesNotExistYet(t *testing.T) {
 		}
 	}
 }
+
+// TestDoctorDataDirOthersMayList: a data directory others may enter but
+// not write passes (the database in it is the owner's alone), and doctor
+// does not call it private.
+func TestDoctorDataDirOthersMayList(t *testing.T) {
+	llm := providertest.NewOpenAI(t)
+	for _, tt := range []struct {
+		mode os.FileMode
+		want string
+	}{
+		{0o755, "is writable (mode 0755: others may list it, not read the database; chmod 700 "},
+		{0o700, "is writable and private (mode 0700)"},
+	} {
+		dir := filepath.Join(t.TempDir(), "data")
+		if err := os.Mkdir(dir, tt.mode); err != nil {
+			t.Fatal(err)
+		}
+		os.Chmod(dir, tt.mode) // whatever the umask
+		path := writeConfig(t, testConfig(dir, llm.BaseURL(), ""))
+		res := runMain(t, nil, "", "--config", path, "doctor", "--offline")
+		if line := "ok    data dir: " + dir + " " + tt.want; res.code != 0 || !strings.Contains(res.stdout, line) {
+			t.Errorf("doctor with a data_dir of mode %04o: exit %d, want 0 and %q:\n%s%s", tt.mode, res.code, line, res.stdout, res.stderr)
+		}
+	}
+}
