@@ -7,7 +7,7 @@
 # The Perf* benchmarks build the stripped binary as a release is built
 # (CGO_ENABLED=0 go build -trimpath -tags grpcnotrace,nethttpomithttp2
 # -ldflags "-s -w") and run it against fake Telegram and LLM servers; they
-# need Linux (/proc). PerfEngines, PerfThroughputPostgres, PerfThroughputReplicas and the store's *Postgres benchmarks
+# need Linux (/proc). PerfEngines, PerfThroughputPostgres, PerfThroughputReplicas, PerfFailover and the store's *Postgres benchmarks
 # start a private PostgreSQL (store/pgtest; skipped without its binaries).
 # It ends with one table of the figures that have targets (issue 27) and
 # whether each is met. PerfThroughput (about two minutes) is the
@@ -67,6 +67,8 @@ table() {
 	row "  two replicas on that PostgreSQL" "$(metric BenchmarkPerfThroughputReplicas capacity-msg/s)" "" "" msg/s
 	row "  requests they ran again" "$(metric BenchmarkPerfThroughputReplicas retried-requests)" "" "" ""
 	row "Telegram intake of a burst" "$(metric BenchmarkPerfIntake intake-msg/s)" "" "" msg/s
+	row "failover: poll after kill -9" "$(metric BenchmarkPerfFailover failover-poll-s)" "" "" s
+	row "  a new message answered after it" "$(metric BenchmarkPerfFailover failover-answer-s)" "" "" s
 }
 
 # The round trips of one plain message (the budget tests log them), on
@@ -90,6 +92,8 @@ run ./cmd/opentalon 'PerfThroughput$' 1x
 run ./cmd/opentalon 'PerfThroughputPostgres' 1x
 run ./cmd/opentalon 'PerfThroughputReplicas' 1x
 run ./cmd/opentalon 'PerfIntake' 10x
+echo "== two replicas on PostgreSQL: the Telegram poller killed (SIGKILL); from the kill to the next poll and to a new message's answer"
+run ./cmd/opentalon 'PerfFailover' 3x
 if [ "${1:-}" = perf ]; then
 	table
 	exit 0
