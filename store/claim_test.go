@@ -350,3 +350,35 @@ func TestClaimDoesNotWaitForTheDisk(t *testing.T) {
 		t.Fatalf("the writes ran with synchronous_commit %q; want the enqueue's INSERT on, the claim's UPDATE off", seen)
 	}
 }
+
+// TestSoleHolderLeaseStaysHeld: on SQLite the one process takes each
+// singleton lease once and never renews it; it reads as held for as long
+// as the process runs (the status page showed it not held after its
+// first TTL), and the next process takes it at once.
+func TestSoleHolderLeaseStaysHeld(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	db, err := Open(ctx, dir, Options{SoleClaimer: true, Holder: "first"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, err := db.AcquireLease(ctx, "maintenance", "first", time.Millisecond); err != nil || !ok {
+		t.Fatalf("acquire: %v %v", ok, err)
+	}
+	ls, err := db.Leases(ctx)
+	if err != nil || len(ls) != 1 {
+		t.Fatalf("leases %v, %v", ls, err)
+	}
+	if later := time.Now().Add(24 * time.Hour); !ls[0].Held(later) {
+		t.Errorf("the sole holder's lease reads as not held a day on: %+v", ls[0])
+	}
+	db.Close()
+	db, err = Open(ctx, dir, Options{SoleClaimer: true, Holder: "second"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, ok, err := db.AcquireLease(ctx, "maintenance", "second", time.Millisecond); err != nil || !ok {
+		t.Fatalf("the next process's acquire: %v %v", ok, err)
+	}
+}

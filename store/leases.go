@@ -40,8 +40,15 @@ func (db *DB) AcquireLease(ctx context.Context, name, holder string, ttl time.Du
 		return 0, false, fmt.Errorf("acquire lease %q for %q: a lease needs a name and a holder", name, holder)
 	}
 	now := db.ms()
+	until := now + ttl.Milliseconds()
+	if db.sole {
+		// Held until this process ends (the next one takes it at once);
+		// a sole holder does not renew (lease.Options.Sole), and the
+		// status page reads it held.
+		until = forever
+	}
 	var epoch int64
-	err := db.w.QueryRowContext(ctx, acquireLease, name, holder, now+ttl.Milliseconds(), now, now, db.sole).Scan(&epoch)
+	err := db.w.QueryRowContext(ctx, acquireLease, name, holder, until, now, now, db.sole).Scan(&epoch)
 	if errors.Is(err, sql.ErrNoRows) {
 		return 0, false, nil
 	}
