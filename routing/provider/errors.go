@@ -146,9 +146,14 @@ func hint(id string, k core.Kind) string {
 	return k.String()
 }
 
+// minScrubbed is the shortest API key scrub hides. A shorter one is a
+// placeholder a local server ignores ("x", "none"), not a credential, and
+// replacing it garbled every word holding it ("conte[redacted]t_length").
+const minScrubbed = 8
+
 // scrub removes the secret from provider-supplied text and bounds it.
 func scrub(s, secret string) string {
-	if secret != "" {
+	if len(secret) >= minScrubbed {
 		s = strings.ReplaceAll(s, secret, "[redacted]")
 	}
 	if len(s) > maxDetail {

@@ -194,3 +194,18 @@ func TestScrubTruncates(t *testing.T) {
 		t.Fatalf("scrub gave %q", got)
 	}
 }
+
+// TestScrubLeavesPlaceholderKeys: a key of a few characters (a local
+// server's placeholder) is not hunted through the text, which it would
+// garble; a real one is.
+func TestScrubLeavesPlaceholderKeys(t *testing.T) {
+	detail := `{"error":{"code":"context_length_exceeded","message":"too long"}}`
+	for _, key := range []string{"x", "none", "ollama"} {
+		if got := scrub(detail, key); got != detail {
+			t.Errorf("scrub with the key %q gave %q", key, got)
+		}
+	}
+	if got := scrub("key sk-local-1 refused", "sk-local-1"); got != "key [redacted] refused" {
+		t.Errorf("scrub of a 10-character key gave %q", got)
+	}
+}
