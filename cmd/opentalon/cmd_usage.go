@@ -15,6 +15,7 @@ import (
 
 	"github.com/opentalon/opentalon/config"
 	"github.com/opentalon/opentalon/core"
+	"github.com/opentalon/opentalon/store"
 )
 
 // usageStore is what `opentalon usage` needs; *store.DB has it.
@@ -137,13 +138,20 @@ func cmdRouting(ctx context.Context, cmd string, g *globalFlags, args []string, 
 	// provider) is needed.
 	keys := []string{"routing.affinity"}
 	if cmd == "affinity" {
-		keys = append(keys, "models.catalog")
+		keys = append(keys, "models.catalog", "cluster")
 	}
 	cfg, db, err := openConfigStore(ctx, g, env, log, keys...)
 	if err != nil {
 		return err
 	}
 	defer db.Close()
+	if cmd == "affinity" && len(args) > 0 && args[0] == "reset" {
+		release, err := noGatewayRunning(ctx, cfg, db)
+		if err != nil {
+			return fmt.Errorf("affinity reset refused: %w; a running gateway keeps what its router learned in memory and writes it back, so the reset would not hold", err)
+		}
+		defer release()
+	}
 	aliases := map[string]string{}
 	for ref, e := range cfg.Models.Catalog {
 		aliases[ref] = ref
@@ -182,3 +190,32 @@ func (argsOnly) PluginBindings(context.Context) ([]core.PluginBinding, error) {
 	return nil, errArgsOK
 }
 func (argsOnly) PluginUnbind(context.Context, string) (bool, error) { return false, errArgsOK }
+
+// noGatewayRunning makes sure no gateway runs on cfg's database, and
+// keeps it so until release: on SQLite it takes the data directory's
+// lock; on PostgreSQL it finds no replica heard from within three
+// cluster.heartbeats that has not stopped.
+func noGatewayRunning(ctx context.Context, cfg *config.Config, db *store.DB) (release func(), err error) {
+	if !clustered(cfg) {
+		lock, err := lockDataDir(cfg.State.DataDir)
+		if err != nil {
+			return nil, err
+		}
+		return func() { lock.release() }, nil
+	}
+	window := 3 * cfg.Cluster.Heartbeat.D()
+	rs, err := db.Replicas(ctx, time.Now().Add(-window))
+	if err != nil {
+		return nil, err
+	}
+	var running []string
+	for _, r := range rs {
+		if r.Stopped.IsZero() {
+			running = append(running, r.ID)
+		}
+	}
+	if len(running) > 0 {
+		return nil, fmt.Errorf("%d replica(s) run on this database (%s, heard from within %s); stop them first", len(running), strings.Join(running, ", "), window)
+	}
+	return func() {}, nil
+}

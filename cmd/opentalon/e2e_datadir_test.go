@@ -47,6 +47,13 @@ func TestE2ESecondRunOnOneDataDirExits(t *testing.T) {
 		}
 	}
 
+	// A reset of what the router learned is refused: the running gateway
+	// keeps it in memory and would write it back.
+	if res := runMain(t, nil, "", "--config", path, "affinity", "reset"); res.code != 1 ||
+		!strings.Contains(res.stderr, "affinity reset refused: another opentalon instance") || !strings.Contains(res.stderr, "would not hold") {
+		t.Errorf("affinity reset while the gateway runs: exit %d\n%s", res.code, res.stderr)
+	}
+
 	// The first gateway is untouched and, once it stops, the directory is
 	// free for the next start.
 	first.send("still here")
@@ -54,6 +61,9 @@ func TestE2ESecondRunOnOneDataDirExits(t *testing.T) {
 	first.closeInput()
 	if code := first.exitCode(30 * time.Second); code != 0 {
 		t.Fatalf("first run: exit code %d; stderr:\n%s", code, first.stderr.String())
+	}
+	if res := runMain(t, nil, "", "--config", path, "affinity", "reset"); res.code != 0 {
+		t.Errorf("affinity reset once the gateway stopped: exit %d\n%s", res.code, res.stderr)
 	}
 	third := startBinary(t, nil, "--config", path, "run")
 	third.send("third start")

@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/opentalon/opentalon/core"
 	"github.com/opentalon/opentalon/routing/provider/providertest"
@@ -300,6 +301,37 @@ func TestE2ENulByteAnsweredOnPostgres(t *testing.T) {
 	p.waitLine("echo: after")
 	if out := p.output(); strings.Contains(out, "Sorry") {
 		t.Errorf("a NUL byte failed a turn:\n%s", out)
+	}
+}
+
+// TestE2EAffinityResetWaitsForTheReplicasOnPostgres: a reset of what the
+// router learned is refused while a replica runs on the database (it
+// would write its learning back), naming it; once it stopped, it runs.
+func TestE2EAffinityResetWaitsForTheReplicasOnPostgres(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("starts a process")
+	}
+	llm := providertest.NewOpenAI(t)
+	dsn := pgtest.DSN(t)
+	replica := func() string {
+		y := pgConfig(filepath.Join(t.TempDir(), "data"), llm.BaseURL(), dsn, "postgres")
+		return writeConfig(t, strings.Replace(y, "server:\n", "cluster:\n  replica_id: learner\nserver:\n", 1))
+	}
+	p := startBinary(t, nil, "--config", replica(), "run")
+	p.send("hello")
+	p.waitLine("echo: hello")
+	cli := replica()
+	if res := runMain(t, nil, "", "--config", cli, "affinity", "reset"); res.code != 1 ||
+		!strings.Contains(res.stderr, "1 replica(s) run on this database (learner,") || !strings.Contains(res.stderr, "stop them first") {
+		t.Errorf("affinity reset while a replica runs: exit %d\n%s", res.code, res.stderr)
+	}
+	p.closeInput()
+	if code := p.exitCode(30 * time.Second); code != 0 {
+		t.Fatalf("replica exit %d\n%s", code, p.stderr.String())
+	}
+	if res := runMain(t, nil, "", "--config", cli, "affinity", "reset"); res.code != 0 {
+		t.Errorf("affinity reset once the replica stopped: exit %d\n%s", res.code, res.stderr)
 	}
 }
 
