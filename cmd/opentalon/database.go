@@ -258,7 +258,7 @@ func cmdState(ctx context.Context, g *globalFlags, args []string, io Stdio, env 
 	if err != nil {
 		return fmt.Errorf("state migrate: %w (what was copied stays; run it again to go on)", err)
 	}
-	fmt.Fprintf(io.Out, "copied %d of %d row(s) in %s (the rest were there already); %s is unchanged.\n", copied, total, time.Since(t0).Round(time.Millisecond), path)
+	fmt.Fprintf(io.Out, "copied %d of %d row(s) in %s (the rest were there already); the rows of %s are left as they were.\n", copied, total, time.Since(t0).Round(time.Millisecond), path)
 	fmt.Fprintf(io.Out, "next: set state.driver: postgres in the config and start one gateway; keep state.data_dir (it holds the media files)\n")
 	if repaired > 0 {
 		fmt.Fprintf(io.Out, "%d text(s) were repaired on the way (see above)\n", repaired)
