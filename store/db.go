@@ -360,7 +360,7 @@ func (db *DB) migrate(ctx context.Context) error {
 			return fmt.Errorf("open database %s: %w", db.name, ferr)
 		}
 		if created {
-			db.log.Info("created the database", "path", db.path, "schema_version", ms[len(ms)-1].version)
+			db.log.Info("created the database", "database", db.name, "schema_version", ms[len(ms)-1].version)
 			return nil
 		}
 	}
@@ -451,9 +451,9 @@ func (db *DB) migrate(ctx context.Context) error {
 	switch {
 	case len(names) == 0:
 	case have == 0:
-		db.log.Info("created the database", "path", db.path, "schema_version", latest)
+		db.log.Info("created the database", "database", db.name, "schema_version", latest)
 	default:
-		db.log.Info("migrated the database", "path", db.path, "from_version", have, "to_version", latest, "migrations", len(names))
+		db.log.Info("migrated the database", "database", db.name, "from_version", have, "to_version", latest, "migrations", len(names))
 	}
 	return nil
 }
