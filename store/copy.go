@@ -273,3 +273,37 @@ func (db *DB) moveSequences(ctx context.Context, src *DB) error {
 	}
 	return nil
 }
+
+// RenameConversation gives the history of conversation from (its
+// sessions, replies and usage rows) to conversation to, and returns how
+// many sessions moved: `state migrate` gives a single machine's console
+// history (console:local) to that machine's console among replicas
+// (console:local:<replica>). When to has an active session already, the
+// sessions of from join it as ended ones.
+func (db *DB) RenameConversation(ctx context.Context, from, to string) (int64, error) {
+	if from == to {
+		return 0, nil
+	}
+	var moved int64
+	err := db.tx(ctx, func(tx *txn) error {
+		if _, err := tx.ExecContext(ctx, `UPDATE sessions SET active = ? WHERE conversation = ? AND active
+			AND EXISTS (SELECT 1 FROM sessions s WHERE s.conversation = ? AND s.active)`, false, from, to); err != nil {
+			return err
+		}
+		res, err := tx.ExecContext(ctx, `UPDATE sessions SET conversation = ? WHERE conversation = ?`, to, from)
+		if err != nil {
+			return err
+		}
+		moved, _ = res.RowsAffected()
+		for _, table := range []string{"replies", "usage"} {
+			if _, err := tx.ExecContext(ctx, `UPDATE `+table+` SET conversation = ? WHERE conversation = ?`, to, from); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("rename conversation %s to %s: %w", from, to, err)
+	}
+	return moved, nil
+}

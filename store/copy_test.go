@@ -114,3 +114,35 @@ func TestCopySQLiteIntoPostgres(t *testing.T) {
 		t.Fatalf("plugin state usage after a re-run = %d keys %d bytes", n, b)
 	}
 }
+
+// TestRenameConversation: a conversation's sessions move to another; when
+// that one has an active session already, the moved ones join it ended,
+// so it keeps its own.
+func TestRenameConversation(t *testing.T) {
+	ctx := context.Background()
+	db := openPG(t, Options{})
+	from := core.ConversationKey{Channel: "console", Chat: "local"}
+	to := core.ConversationKey{Channel: "console", Chat: "local", Thread: "host-a"}
+	old, err := db.ActiveSession(ctx, from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, err := db.RenameConversation(ctx, from.String(), to.String()); err != nil || n != 1 {
+		t.Fatalf("rename: %d, %v", n, err)
+	}
+	got, err := db.ActiveSession(ctx, to)
+	if err != nil || got.ID != old.ID {
+		t.Fatalf("the active session of %s is %d (%v); want the moved %d", to, got.ID, err, old.ID)
+	}
+	// Again, with to active already: from's new session moves as ended.
+	again, err := db.ActiveSession(ctx, from)
+	if err != nil || again.ID == old.ID {
+		t.Fatalf("a new session of %s: %d, %v", from, again.ID, err)
+	}
+	if n, err := db.RenameConversation(ctx, from.String(), to.String()); err != nil || n != 1 {
+		t.Fatalf("rename onto an active session: %d, %v", n, err)
+	}
+	if got, err := db.ActiveSession(ctx, to); err != nil || got.ID != old.ID {
+		t.Fatalf("after the second rename %s's active session is %d (%v); want %d still", to, got.ID, err, old.ID)
+	}
+}

@@ -95,11 +95,14 @@ type Postgres struct {
 }
 
 // LocalConversation is a channel whose conversations only their own
-// process answers, and this process's conversation of it ("" = none: it
-// claims none of them).
+// process answers (the console), this process's conversation of it, and
+// the one its processes share (what is not typed at a terminal: a
+// schedule's firings, a conversation from before the replicas). Both ""
+// = this process has no such channel: it claims none of them.
 type LocalConversation struct {
 	Channel      string
 	Conversation string
+	Shared       string
 }
 
 // DB is the open database. On SQLite: one writer connection with

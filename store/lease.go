@@ -177,7 +177,7 @@ func (db *DB) claimLocked(ctx context.Context, n int, now time.Time) (items []co
 	heads, args := headsDue, []any{nowMS, nowMS, forever}
 	if db.local.Channel != "" {
 		heads += ` WHERE ` + notOthersLocal
-		args = append(args, db.local.Channel+":", db.local.Conversation)
+		args = append(args, db.local.Channel+":", db.local.Conversation, db.local.Shared)
 	}
 	if err := db.r.QueryRowContext(ctx, `SELECT COUNT(*) FILTER (WHERE d <= ?), COALESCE(MIN(d) FILTER (WHERE d > ? AND d < ?), 0) FROM (`+heads+`) x`,
 		args...).Scan(&due, &next); err != nil {
@@ -188,7 +188,7 @@ func (db *DB) claimLocked(ctx context.Context, n int, now time.Time) (items []co
 			items, bad = items[:0], bad[:0]
 			args := []any{nowMS, nowMS}
 			if db.local.Channel != "" {
-				args = append(args, db.local.Channel+":", db.local.Conversation)
+				args = append(args, db.local.Channel+":", db.local.Conversation, db.local.Shared)
 			}
 			args = append(args, db.holder, db.leaseEnd(now), db.ms(), interruptedBy, nowMS, nowMS)
 			rows, err := db.w.QueryContext(ctx, claimQuery(n, db.local.Channel != ""), args...)
@@ -244,9 +244,8 @@ func (db *DB) claimLocked(ctx context.Context, n int, now time.Time) (items []co
 // commits without waiting for the disk (synchronous_commit off for its
 // transaction): lost with a crash of the server, an item is simply
 // claimable again, as on SQLite with synchronous=NORMAL, where only an
-// enqueue is flushed. Its arguments: now twice; with local, the local
-// channel's prefix and this process's conversation of it
-// (notOthersLocal); the holder, the lease's end, the time of the update,
+// enqueue is flushed. Its arguments: now twice; with local, those of
+// notOthersLocal; the holder, the lease's end, the time of the update,
 // the interruption's cause, now twice.
 func claimQuery(n int, local bool) string {
 	where := `(q.status = 'queued' AND h.due <= ? OR q.status = 'running' AND q.lease_until <= ?)`
@@ -263,9 +262,10 @@ func claimQuery(n int, local bool) string {
 }
 
 // notOthersLocal leaves out the heads of the local channel's
-// conversations (Options.Local) but this process's own; its arguments:
-// the channel's prefix ("console:"), the conversation.
-const notOthersLocal = `(NOT starts_with(h.conversation, ?) OR h.conversation = ?)`
+// conversations (Options.Local) but this process's own and the shared
+// one; its arguments: the channel's prefix ("console:"), the two
+// conversations.
+const notOthersLocal = `(NOT starts_with(h.conversation, ?) OR h.conversation IN (?, ?))`
 
 // claimSet, claimableWhere and claimedCols are a claim's update of an
 // item (holder, lease end, time, interruption cause), the condition that

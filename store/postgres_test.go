@@ -277,13 +277,18 @@ func TestPostgresQueueWake(t *testing.T) {
 }
 
 // TestPostgresLocalConversationsStayWithTheirReplica: each replica's
-// console conversation is claimed by that replica alone, one without a
-// console claims none, and every other conversation is anyone's.
+// console conversation is claimed by that replica alone, the shared one
+// by any replica with a console, one without a console claims none, and
+// every other conversation is anyone's.
 func TestPostgresLocalConversationsStayWithTheirReplica(t *testing.T) {
 	dsn := pgtest.DSN(t)
 	ctx := context.Background()
 	open := func(own string) *DB {
-		db, err := Open(ctx, t.TempDir(), Options{Postgres: &Postgres{DSN: dsn}, Local: LocalConversation{Channel: "console", Conversation: own}})
+		local := LocalConversation{Channel: "console"}
+		if own != "" {
+			local.Conversation, local.Shared = own, "console:local"
+		}
+		db, err := Open(ctx, t.TempDir(), Options{Postgres: &Postgres{DSN: dsn}, Local: local})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -293,8 +298,9 @@ func TestPostgresLocalConversationsStayWithTheirReplica(t *testing.T) {
 	a, b, none := open("console:local:a"), open("console:local:b"), open("")
 	convA := core.ConversationKey{Channel: "console", Chat: "local", Thread: "a"}
 	convB := core.ConversationKey{Channel: "console", Chat: "local", Thread: "b"}
+	firing := core.ConversationKey{Channel: "console", Chat: "local"} // a schedule's, any console's
 	shared := core.ConversationKey{Channel: "telegram", Chat: "7"}
-	for i, c := range []core.ConversationKey{convA, convB, shared} {
+	for i, c := range []core.ConversationKey{convA, convB, firing, shared} {
 		if _, _, err := a.Enqueue(ctx, msgItem(c, strconv.Itoa(i), "hi")); err != nil {
 			t.Fatal(err)
 		}
@@ -314,8 +320,8 @@ func TestPostgresLocalConversationsStayWithTheirReplica(t *testing.T) {
 	if got := claimed(none); !slices.Equal(got, []string{"telegram:7"}) {
 		t.Errorf("a replica without a console claimed %v; want the Telegram chat only", got)
 	}
-	if got := claimed(b); !slices.Equal(got, []string{"console:local:b"}) {
-		t.Errorf("replica b claimed %v; want its own console only", got)
+	if got := claimed(b); !slices.Equal(got, []string{"console:local:b", "console:local"}) {
+		t.Errorf("replica b claimed %v; want its own console and the shared one", got)
 	}
 	if got := claimed(a); !slices.Equal(got, []string{"console:local:a"}) {
 		t.Errorf("replica a claimed %v; want its own console only", got)

@@ -49,16 +49,28 @@ func consoleReplica(cfg *config.Config) string {
 	return "replica"
 }
 
+// consoleShared is the console conversation the replicas with a console
+// share: a schedule's firings, or what a single machine had before.
+const consoleShared = console.Name + ":" + console.DefaultChat
+
+// consoleConversation is the conversation of this process's console.
+func consoleConversation(cfg *config.Config) string {
+	return core.ConversationKey{Channel: console.Name, Chat: console.DefaultChat, Thread: consoleReplica(cfg)}.String()
+}
+
 // localConversation is what the store's claims leave to one replica on a
-// database replicas share: the console's conversations, this replica's
-// own (none without a console). Unset on SQLite.
+// database replicas share: of the console's conversations, a replica with
+// a console claims its own and the shared console:local (a schedule's
+// firings, the history of a single machine moved by state migrate), one
+// without a console none. Unset on SQLite.
 func localConversation(cfg *config.Config) store.LocalConversation {
 	if !clustered(cfg) {
 		return store.LocalConversation{}
 	}
 	l := store.LocalConversation{Channel: console.Name}
 	if cfg.Channels.Console.Enabled {
-		l.Conversation = core.ConversationKey{Channel: console.Name, Chat: console.DefaultChat, Thread: consoleReplica(cfg)}.String()
+		l.Conversation = consoleConversation(cfg)
+		l.Shared = consoleShared
 	}
 	return l
 }

@@ -258,6 +258,17 @@ func cmdState(ctx context.Context, g *globalFlags, args []string, io Stdio, env 
 	if err != nil {
 		return fmt.Errorf("state migrate: %w (what was copied stays; run it again to go on)", err)
 	}
+	// Among replicas each terminal has a conversation of its own: this
+	// machine's console goes on with the console history it had.
+	if own := consoleConversation(&pgCfg); pgCfg.Channels.Console.Enabled {
+		n, err := dst.RenameConversation(ctx, consoleShared, own)
+		if err != nil {
+			return fmt.Errorf("state migrate: %w (run it again to go on)", err)
+		}
+		if n > 0 {
+			fmt.Fprintf(io.Out, "the console's %d session(s) are this machine's console conversation %s now\n", n, own)
+		}
+	}
 	fmt.Fprintf(io.Out, "copied %d of %d row(s) in %s (the rest were there already); the rows of %s are left as they were.\n", copied, total, time.Since(t0).Round(time.Millisecond), path)
 	fmt.Fprintf(io.Out, "next: set state.driver: postgres in the config and start one gateway; keep state.data_dir (it holds the media files)\n")
 	if repaired > 0 {
