@@ -146,6 +146,9 @@ func (g *Gateway) deliver(ctx context.Context, ch core.Channel, in core.Inbound,
 			continue
 		}
 		to := core.Outbound{Conversation: r.Conversation, ReplyTo: replyTo(in), Meta: in.Meta, Part: i, Parts: total}
+		if err := g.mayStillSend(ctx); err != nil {
+			return fmt.Errorf("send part %d/%d: %w", i+1, n, err)
+		}
 		var err error
 		if id == "" {
 			id, err = ch.Send(ctx, to, part)
@@ -196,6 +199,9 @@ func (g *Gateway) deliver(ctx context.Context, ch core.Channel, in core.Inbound,
 			f.Data = data
 		}
 		to := core.Outbound{Conversation: r.Conversation, ReplyTo: replyTo(in), Meta: in.Meta, Part: i, Parts: total}
+		if err := g.mayStillSend(ctx); err != nil {
+			return fmt.Errorf("send file %s: %w", f.Name, err)
+		}
 		id, err := up.Upload(ctx, to, f)
 		if err != nil {
 			return fmt.Errorf("send file %s: %w", f.Name, err)

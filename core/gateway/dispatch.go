@@ -273,18 +273,67 @@ func awaitDurable(ctx context.Context) {
 // errLeaseLost ends the work on an item whose lease another claimer took.
 var errLeaseLost = fmt.Errorf("stopped: %w", core.ErrLeaseLost)
 
+// leaseFenceKey carries the leaseFence of the item being worked on
+// (process), for the sends to check.
+type leaseFenceKey struct{}
+
+// leaseFence says until when the work on an item may still send: a
+// sixth of the lease TTL before the lease, as last claimed or renewed,
+// would run out. A process that stalled past it (a paused VM or
+// container, a long swap) may have lost the item to another claimer,
+// which answers it; the next renewal would find out, but a send right
+// after the stall would come first, a second answer, out of order.
+type leaseFence struct {
+	mu     sync.Mutex
+	until  time.Time
+	cancel context.CancelCauseFunc
+}
+
+// extend moves the fence for a lease renewed (or claimed) at t.
+func (f *leaseFence) extend(t time.Time, ttl time.Duration) {
+	f.mu.Lock()
+	f.until = t.Add(ttl - ttl/6)
+	f.mu.Unlock()
+}
+
+// held says the work may still send at now; past the fence it stops the
+// work (the item's outcome is another claimer's) and says no.
+func (f *leaseFence) held(now time.Time) bool {
+	f.mu.Lock()
+	ok := now.Before(f.until)
+	f.mu.Unlock()
+	if !ok {
+		f.cancel(errLeaseLost)
+	}
+	return ok
+}
+
+// mayStillSend says whether the work of ctx may send now (no fence:
+// yes); errLeaseLost when not.
+func (g *Gateway) mayStillSend(ctx context.Context) error {
+	if f, _ := ctx.Value(leaseFenceKey{}).(*leaseFence); f != nil && !f.held(g.clock.Now()) {
+		return errLeaseLost
+	}
+	return nil
+}
+
 // holdLease renews the lease of it every third of the lease TTL until
 // the returned stop is called; when the store says the lease is lost it
 // cancels the work (cancel) at once. Without a TTL it does nothing. The
 // renewals run on a timer, not a goroutine of their own: most answers
 // end before the first renewal is due, so an item in flight holds no
 // goroutine, stack or ticker for it. stop returns once no renewal runs
-// or will run.
-func (g *Gateway) holdLease(ctx context.Context, it core.QueueItem, cancel context.CancelCauseFunc, log *slog.Logger) (stop func()) {
+// or will run. The fence (nil without a TTL) says until when the work
+// may send.
+func (g *Gateway) holdLease(ctx context.Context, it core.QueueItem, cancel context.CancelCauseFunc, log *slog.Logger) (stop func(), fence *leaseFence) {
 	if g.opts.LeaseTTL <= 0 {
-		return func() {}
+		return func() {}, nil
 	}
 	every := g.opts.LeaseTTL / 3
+	// The claim was taken just before the work started: the fence's
+	// margin (a sixth of the TTL) covers the difference.
+	fence = &leaseFence{cancel: cancel}
+	fence.extend(g.clock.Now(), g.opts.LeaseTTL)
 	var (
 		mu       sync.Mutex
 		stopped  bool
@@ -311,6 +360,8 @@ func (g *Gateway) holdLease(ctx context.Context, it core.QueueItem, cancel conte
 		case err != nil:
 			// The next renewal may succeed; the lease still runs.
 			log.Warn("renew the request's lease", "err", err)
+		default:
+			fence.extend(t0, g.opts.LeaseTTL)
 		}
 		// The next one is due a third of the TTL after this one was,
 		// however long the store took.
@@ -330,7 +381,7 @@ func (g *Gateway) holdLease(ctx context.Context, it core.QueueItem, cancel conte
 		timer.Stop()
 		mu.Unlock()
 		renewing.Wait()
-	}
+	}, fence
 }
 
 // quietDelay is how late a failure may make an answer (counted from the
@@ -348,8 +399,11 @@ func (g *Gateway) process(ctx context.Context, it core.QueueItem, release func()
 	log := g.log.With("request", it.ID, "conv", it.Conversation.String(), "kind", it.Kind)
 	leased, lose := context.WithCancelCause(ctx)
 	defer lose(nil)
-	stopRenewing := g.holdLease(ctx, it, lose, log)
+	stopRenewing, fence := g.holdLease(ctx, it, lose, log)
 	defer stopRenewing()
+	if fence != nil {
+		leased = context.WithValue(leased, leaseFenceKey{}, fence)
+	}
 	ctx, cancel := context.WithTimeout(leased, g.opts.RequestTimeout)
 	defer cancel()
 	log.Debug("processing request", "attempts", it.Attempts, "interruptions", it.Interruptions)
@@ -367,6 +421,9 @@ func (g *Gateway) process(ctx context.Context, it core.QueueItem, release func()
 	} else {
 		err = g.handle(ctx, it, log, release, hold)
 	}
+	// No renewal after the work: one racing the finish found the item
+	// done and reported its lease lost.
+	stopRenewing()
 	g.settle(ctx, it, err, log, held)
 }
 

@@ -740,3 +740,68 @@ func TestGiveUpCutShortTwiceIsRecordedBeforeTelling(t *testing.T) {
 		t.Fatalf("request 1 is %s while the user is told; want failed first", st)
 	}
 }
+
+// failingRenewal is a store whose renewals fail (the database out of
+// reach) while the process cannot tell whether its lease still holds.
+type failingRenewal struct {
+	*store.DB
+	mu      sync.Mutex
+	renewed int // renewals tried
+	ended   int // finishes
+}
+
+func (s *failingRenewal) Renew(ctx context.Context, id, lease int64) error {
+	s.mu.Lock()
+	s.renewed++
+	s.mu.Unlock()
+	return errors.New("database out of reach")
+}
+
+func (s *failingRenewal) Finish(ctx context.Context, id, lease int64, status, cause string) error {
+	s.mu.Lock()
+	s.ended++
+	s.mu.Unlock()
+	return s.DB.Finish(ctx, id, lease, status, cause)
+}
+
+// TestNoSendPastTheLease: work whose lease went by without a renewal (a
+// process stalled past it, or cut off from the database; another claimer
+// may have taken the item and answered) sends nothing: the send is fenced
+// a sixth of the TTL before the lease would end, as the work of a
+// singleton lease is.
+func TestNoSendPastTheLease(t *testing.T) {
+	const ttl = 30 * time.Second
+	c := clock.NewFake(time.Now())
+	db := openDB(t, store.Options{LeaseTTL: time.Hour})
+	ag, unblock := heldAgent()
+	t.Cleanup(unblock)
+	st := &failingRenewal{DB: db}
+	r := runOn(t, db, gateway.Options{Store: st, Agent: ag, Clock: c, LeaseTTL: ttl})
+	r.accept("1", "slow")
+	// The work is under way (the agent holds it) when the renewals are
+	// due, and each fails.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		c.Advance(ttl / 3)
+		st.mu.Lock()
+		n := st.renewed
+		st.mu.Unlock()
+		if n >= 3 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no renewal was tried")
+		}
+	}
+	unblock() // the answer is ready past the lease
+	select {
+	case got := <-r.ch.notify:
+		t.Fatalf("sent %q past the lease", got)
+	case <-time.After(500 * time.Millisecond):
+	}
+	st.mu.Lock()
+	ended := st.ended
+	st.mu.Unlock()
+	if status, _, _, _ := db.QueueStatus(context.Background(), 1); status != core.StatusRunning || ended != 0 {
+		t.Fatalf("status %s, %d finishes; want the item left to the claimer that takes it", status, ended)
+	}
+}
