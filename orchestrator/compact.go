@@ -84,7 +84,7 @@ func (o *Orchestrator) compactAt(ctx context.Context, tn *turn, summary, rest []
 	if err != nil {
 		return nil, 0, err
 	}
-	text := strings.TrimSpace(gen.Text)
+	text := core.CleanText(strings.TrimSpace(gen.Text))
 	if text == "" {
 		return nil, 0, core.Errorf(core.KindMalformed, "model %s wrote an empty summary", gen.Model)
 	}

@@ -286,8 +286,8 @@ func (db *DB) RenameConversation(ctx context.Context, from, to string) (int64, e
 	}
 	var moved int64
 	err := db.tx(ctx, func(tx *txn) error {
-		if _, err := tx.ExecContext(ctx, `UPDATE sessions SET active = ? WHERE conversation = ? AND active
-			AND EXISTS (SELECT 1 FROM sessions s WHERE s.conversation = ? AND s.active)`, false, from, to); err != nil {
+		if _, err := tx.ExecContext(ctx, `UPDATE sessions SET active = ?, ended_at = COALESCE(ended_at, ?) WHERE conversation = ? AND active
+			AND EXISTS (SELECT 1 FROM sessions s WHERE s.conversation = ? AND s.active)`, false, db.ms(), from, to); err != nil {
 			return err
 		}
 		res, err := tx.ExecContext(ctx, `UPDATE sessions SET conversation = ? WHERE conversation = ?`, to, from)

@@ -95,14 +95,22 @@ type Postgres struct {
 }
 
 // LocalConversation is a channel whose conversations only their own
-// process answers (the console), this process's conversation of it, and
-// the one its processes share (what is not typed at a terminal: a
-// schedule's firings, a conversation from before the replicas). Both ""
-// = this process has no such channel: it claims none of them.
+// process answers (the console: a terminal), this process's conversation
+// of it (its thread names the process), and whether this process also
+// takes the channel's conversations without a thread, which its
+// processes share (what is not typed at a terminal: a schedule's
+// firings, a conversation from before the replicas). "" and false: this
+// process has no such channel and claims none of its conversations.
 type LocalConversation struct {
 	Channel      string
 	Conversation string
-	Shared       string
+	Shared       bool
+}
+
+// args are notOthersLocal's arguments.
+func (l LocalConversation) args() []any {
+	prefix := l.Channel + ":"
+	return []any{prefix, l.Conversation, l.Shared, len(prefix) + 1}
 }
 
 // DB is the open database. On SQLite: one writer connection with

@@ -177,7 +177,7 @@ func (db *DB) claimLocked(ctx context.Context, n int, now time.Time) (items []co
 	heads, args := headsDue, []any{nowMS, nowMS, forever}
 	if db.local.Channel != "" {
 		heads += ` WHERE ` + notOthersLocal
-		args = append(args, db.local.Channel+":", db.local.Conversation, db.local.Shared)
+		args = append(args, db.local.args()...)
 	}
 	if err := db.r.QueryRowContext(ctx, `SELECT COUNT(*) FILTER (WHERE d <= ?), COALESCE(MIN(d) FILTER (WHERE d > ? AND d < ?), 0) FROM (`+heads+`) x`,
 		args...).Scan(&due, &next); err != nil {
@@ -188,7 +188,7 @@ func (db *DB) claimLocked(ctx context.Context, n int, now time.Time) (items []co
 			items, bad = items[:0], bad[:0]
 			args := []any{nowMS, nowMS}
 			if db.local.Channel != "" {
-				args = append(args, db.local.Channel+":", db.local.Conversation, db.local.Shared)
+				args = append(args, db.local.args()...)
 			}
 			args = append(args, db.holder, db.leaseEnd(now), db.ms(), interruptedBy, nowMS, nowMS)
 			rows, err := db.w.QueryContext(ctx, claimQuery(n, db.local.Channel != ""), args...)
@@ -262,10 +262,11 @@ func claimQuery(n int, local bool) string {
 }
 
 // notOthersLocal leaves out the heads of the local channel's
-// conversations (Options.Local) but this process's own and the shared
-// one; its arguments: the channel's prefix ("console:"), the two
-// conversations.
-const notOthersLocal = `(NOT starts_with(h.conversation, ?) OR h.conversation IN (?, ?))`
+// conversations (Options.Local) but this process's own and, when it
+// takes them, those without a thread (no ':' after the chat); its
+// arguments: LocalConversation.args.
+const notOthersLocal = `(NOT starts_with(h.conversation, ?) OR h.conversation = ?
+	OR (? AND strpos(substr(h.conversation, ?), ':') = 0))`
 
 // claimSet, claimableWhere and claimedCols are a claim's update of an
 // item (holder, lease end, time, interruption cause), the condition that

@@ -286,7 +286,7 @@ func TestPostgresLocalConversationsStayWithTheirReplica(t *testing.T) {
 	open := func(own string) *DB {
 		local := LocalConversation{Channel: "console"}
 		if own != "" {
-			local.Conversation, local.Shared = own, "console:local"
+			local.Conversation, local.Shared = own, true
 		}
 		db, err := Open(ctx, t.TempDir(), Options{Postgres: &Postgres{DSN: dsn}, Local: local})
 		if err != nil {
@@ -299,8 +299,9 @@ func TestPostgresLocalConversationsStayWithTheirReplica(t *testing.T) {
 	convA := core.ConversationKey{Channel: "console", Chat: "local", Thread: "a"}
 	convB := core.ConversationKey{Channel: "console", Chat: "local", Thread: "b"}
 	firing := core.ConversationKey{Channel: "console", Chat: "local"} // a schedule's, any console's
+	ops := core.ConversationKey{Channel: "console", Chat: "ops"}      // a schedule naming another chat
 	shared := core.ConversationKey{Channel: "telegram", Chat: "7"}
-	for i, c := range []core.ConversationKey{convA, convB, firing, shared} {
+	for i, c := range []core.ConversationKey{convA, convB, firing, ops, shared} {
 		if _, _, err := a.Enqueue(ctx, msgItem(c, strconv.Itoa(i), "hi")); err != nil {
 			t.Fatal(err)
 		}
@@ -320,8 +321,8 @@ func TestPostgresLocalConversationsStayWithTheirReplica(t *testing.T) {
 	if got := claimed(none); !slices.Equal(got, []string{"telegram:7"}) {
 		t.Errorf("a replica without a console claimed %v; want the Telegram chat only", got)
 	}
-	if got := claimed(b); !slices.Equal(got, []string{"console:local:b", "console:local"}) {
-		t.Errorf("replica b claimed %v; want its own console and the shared one", got)
+	if got := claimed(b); !slices.Equal(got, []string{"console:local:b", "console:local", "console:ops"}) {
+		t.Errorf("replica b claimed %v; want its own console and the shared ones", got)
 	}
 	if got := claimed(a); !slices.Equal(got, []string{"console:local:a"}) {
 		t.Errorf("replica a claimed %v; want its own console only", got)

@@ -49,8 +49,8 @@ func consoleReplica(cfg *config.Config) string {
 	return "replica"
 }
 
-// consoleShared is the console conversation the replicas with a console
-// share: a schedule's firings, or what a single machine had before.
+// consoleShared is the console conversation of a single machine, which
+// state migrate gives to that machine's console among replicas.
 const consoleShared = console.Name + ":" + console.DefaultChat
 
 // consoleConversation is the conversation of this process's console.
@@ -60,9 +60,9 @@ func consoleConversation(cfg *config.Config) string {
 
 // localConversation is what the store's claims leave to one replica on a
 // database replicas share: of the console's conversations, a replica with
-// a console claims its own and the shared console:local (a schedule's
-// firings, the history of a single machine moved by state migrate), one
-// without a console none. Unset on SQLite.
+// a console claims its own and those without a replica's thread, which
+// the consoles share (console:local or another chat a schedule names),
+// one without a console none. Unset on SQLite.
 func localConversation(cfg *config.Config) store.LocalConversation {
 	if !clustered(cfg) {
 		return store.LocalConversation{}
@@ -70,7 +70,7 @@ func localConversation(cfg *config.Config) store.LocalConversation {
 	l := store.LocalConversation{Channel: console.Name}
 	if cfg.Channels.Console.Enabled {
 		l.Conversation = consoleConversation(cfg)
-		l.Shared = consoleShared
+		l.Shared = true
 	}
 	return l
 }

@@ -35,7 +35,7 @@ const (
 		"       opentalon memory search [--user CHANNEL:ID] [--tag T] [--limit N] [--json] WORDS...\n" +
 		"       opentalon memory delete ID... | opentalon memory delete --user CHANNEL:ID --all\n" +
 		"       opentalon memory export [--user CHANNEL:ID] [--tag T] [--format yaml|json]"
-	sessionUsage = "usage: opentalon session export [--format yaml|json] [--out FILE] CONVERSATION (channel:chat[:thread], e.g. console:local)"
+	sessionUsage = "usage: opentalon session export [--format yaml|json] [--out FILE] CONVERSATION (channel:chat[:thread], e.g. console:local; among replicas on PostgreSQL a terminal's is console:local:<replica>)"
 )
 
 // cmdMemory runs `memory` and `session`; each parses its own flags, so

@@ -21,9 +21,6 @@ func (g *Gateway) Accept(ctx context.Context, in core.Inbound) error {
 	if in.ReceivedAt.IsZero() {
 		in.ReceivedAt = g.now()
 	}
-	// A NUL byte or bytes that are not UTF-8 would be refused by
-	// PostgreSQL when the turn is stored, after the LLM answered.
-	in.Text = core.CleanText(in.Text)
 	if ok, err := g.admit(ctx, in); err != nil || !ok {
 		return err // a refused message is answered (or ignored), not queued
 	}
@@ -100,6 +97,15 @@ func (g *Gateway) React(ctx context.Context, r core.Reaction) error {
 // user sees waits for the flush: awaitDurable).
 func (g *Gateway) enqueue(ctx context.Context, item core.QueueItem) (dup bool, err error) {
 	item.CreatedAt = g.now()
+	// A NUL byte or bytes that are not UTF-8 (from a platform, a plugin's
+	// injection, a schedule's prompt) would be refused by PostgreSQL when
+	// the turn is stored, after the LLM answered.
+	if item.Message != nil {
+		item.Message.Text = core.CleanText(item.Message.Text)
+	}
+	if item.Firing != nil {
+		item.Firing.Prompt = core.CleanText(item.Firing.Prompt)
+	}
 	if ec, ok := g.store.(core.EnqueueClaimer); ok && ec.ClaimsAtEnqueue() {
 		if p := g.pool.Load(); p != nil && p.reserve() {
 			defer p.done()

@@ -146,15 +146,19 @@ func hint(id string, k core.Kind) string {
 	return k.String()
 }
 
-// minScrubbed is the shortest API key scrub hides. A shorter one is a
-// placeholder a local server ignores ("x", "none"), not a credential, and
-// replacing it garbled every word holding it ("conte[redacted]t_length").
+// minScrubbed is the shortest API key scrub hides wherever it stands. A
+// shorter one ("x", "none", "sk-1234") is hidden only where it stands as
+// a word of its own: replacing every occurrence garbled every word that
+// held it ("conte[redacted]t_length_e[redacted]ceeded").
 const minScrubbed = 8
 
 // scrub removes the secret from provider-supplied text and bounds it.
 func scrub(s, secret string) string {
-	if len(secret) >= minScrubbed {
+	switch {
+	case len(secret) >= minScrubbed:
 		s = strings.ReplaceAll(s, secret, "[redacted]")
+	case secret != "":
+		s = replaceWord(s, secret, "[redacted]")
 	}
 	if len(s) > maxDetail {
 		s = s[:maxDetail] + "…"
@@ -230,4 +234,30 @@ func retryAfter(h http.Header, now time.Time) time.Duration {
 		}
 	}
 	return 0
+}
+
+// replaceWord replaces the occurrences of w in s that no letter, digit,
+// '-' or '_' touches on either side.
+func replaceWord(s, w, with string) string {
+	var b strings.Builder
+	for {
+		i := strings.Index(s, w)
+		if i < 0 {
+			b.WriteString(s)
+			return b.String()
+		}
+		end := i + len(w)
+		if (i == 0 || !keyByte(s[i-1])) && (end == len(s) || !keyByte(s[end])) {
+			b.WriteString(s[:i])
+			b.WriteString(with)
+		} else {
+			b.WriteString(s[:end])
+		}
+		s = s[end:]
+	}
+}
+
+// keyByte says c may be part of an API key.
+func keyByte(c byte) bool {
+	return c == '-' || c == '_' || c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z'
 }

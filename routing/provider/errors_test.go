@@ -195,17 +195,20 @@ func TestScrubTruncates(t *testing.T) {
 	}
 }
 
-// TestScrubLeavesPlaceholderKeys: a key of a few characters (a local
-// server's placeholder) is not hunted through the text, which it would
-// garble; a real one is.
-func TestScrubLeavesPlaceholderKeys(t *testing.T) {
-	detail := `{"error":{"code":"context_length_exceeded","message":"too long"}}`
-	for _, key := range []string{"x", "none", "ollama"} {
-		if got := scrub(detail, key); got != detail {
-			t.Errorf("scrub with the key %q gave %q", key, got)
+// TestScrubShortKeys: a key of a few characters is hidden where it
+// stands as a word of its own, not inside other words, which it would
+// garble; a long one is hidden wherever it stands.
+func TestScrubShortKeys(t *testing.T) {
+	for _, tc := range []struct{ in, key, want string }{
+		{`{"code":"context_length_exceeded"}`, "x", `{"code":"context_length_exceeded"}`},
+		{`the model "none" is unknown`, "none", `the model "[redacted]" is unknown`},
+		{`invalid key: sk-1234.`, "sk-1234", `invalid key: [redacted].`},
+		{`key=sk-1234 and sk-12345`, "sk-1234", `key=[redacted] and sk-12345`},
+		{`Bearer sk-1234`, "sk-1234", `Bearer [redacted]`},
+		{"key sk-local-1 refused (xsk-local-1x)", "sk-local-1", "key [redacted] refused (x[redacted]x)"},
+	} {
+		if got := scrub(tc.in, tc.key); got != tc.want {
+			t.Errorf("scrub(%q, %q) = %q, want %q", tc.in, tc.key, got, tc.want)
 		}
-	}
-	if got := scrub("key sk-local-1 refused", "sk-local-1"); got != "key [redacted] refused" {
-		t.Errorf("scrub of a 10-character key gave %q", got)
 	}
 }
