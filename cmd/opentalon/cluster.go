@@ -163,6 +163,7 @@ func (a *App) startReplica(ctx context.Context) {
 	if err := a.db.RegisterReplica(ctx, r); err != nil {
 		a.log.Warn("record this replica", "err", err)
 	}
+	a.warnSharedConsole(ctx, r)
 	a.holds.Add(1)
 	go func() {
 		defer a.holds.Done()
@@ -190,6 +191,27 @@ func (a *App) startReplica(ctx context.Context) {
 			}
 		}
 	}()
+}
+
+// warnSharedConsole warns when this replica's console is named after its
+// host (no cluster.replica_id) and another replica runs on the same host:
+// the two terminals share one conversation, and each may answer the
+// other's lines.
+func (a *App) warnSharedConsole(ctx context.Context, me core.Replica) {
+	if !a.cfg.Channels.Console.Enabled || a.cfg.Cluster.ReplicaID != "" {
+		return
+	}
+	rs, err := a.db.Replicas(ctx, me.Started.Add(-3*a.cfg.Cluster.Heartbeat.D()))
+	if err != nil {
+		return
+	}
+	for _, r := range rs {
+		if r.ID != me.ID && r.Host == me.Host && r.Stopped.IsZero() {
+			a.log.Warn("another replica runs on this host: the consoles of replicas without cluster.replica_id are named after their host, so their terminals share one conversation and may answer each other's lines; give each replica that reads a terminal its own cluster.replica_id",
+				"host", me.Host, "other_replica", r.ID, "console", consoleConversation(a.cfg))
+			return
+		}
+	}
 }
 
 // sharedEvery is how often a replica re-reads the router's state other

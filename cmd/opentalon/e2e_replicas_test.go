@@ -176,3 +176,31 @@ func TestE2EReplicaConsolesAnswerTheirOwnTerminal(t *testing.T) {
 		t.Errorf("the replica without a console touched a console conversation:\n%s", log)
 	}
 }
+
+// TestE2EReplicaConsolesOnOneHostWarn: two replicas with a console on one
+// host and no cluster.replica_id share a console conversation (named
+// after the host); the second says so at start, naming the key to set.
+func TestE2EReplicaConsolesOnOneHostWarn(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("starts two processes")
+	}
+	dsn := pgtest.DSN(t)
+	llm := providertest.NewOpenAI(t)
+	start := func() *binProc {
+		y := testConfig(t.TempDir(), llm.BaseURL(), "")
+		y = insertUnder(y, "state", fmt.Sprintf("  driver: postgres\n  postgres: { dsn: %q }\n", dsn))
+		p := startBinary(t, nil, "--config", writeConfig(t, y), "run")
+		waitLog(t, p, "opentalon running")
+		return p
+	}
+	first := start()
+	second := start()
+	waitLog(t, second, "another replica runs on this host")
+	if log := second.stderr.String(); !strings.Contains(log, "cluster.replica_id") {
+		t.Errorf("the warning does not name the key to set:\n%s", log)
+	}
+	if strings.Contains(first.stderr.String(), "another replica runs on this host") {
+		t.Errorf("the first replica, alone when it started, warned:\n%s", first.stderr.String())
+	}
+}
