@@ -185,7 +185,9 @@ func (s *Scheduler) readLocked(ctx context.Context, grace time.Duration) error {
 func (s *Scheduler) refresh(ctx context.Context, grace time.Duration) {
 	version, err := s.o.Store.SchedulesVersion(ctx)
 	if err != nil {
-		s.log.Warn("read the schedules' version", "err", err)
+		if ctx.Err() == nil { // not the end of the run or of the lease
+			s.log.Warn("read the schedules' version", "err", err)
+		}
 		return
 	}
 	s.mu.Lock()
