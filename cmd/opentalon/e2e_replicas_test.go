@@ -146,14 +146,7 @@ func TestE2EReplicaConsolesAnswerTheirOwnTerminal(t *testing.T) {
 	dsn := pgtest.DSN(t)
 	llm := providertest.NewOpenAI(t)
 	bot := telegramtest.New(t, tgToken)
-	consoleReplica := func(id string) *binProc {
-		y := testConfig(t.TempDir(), llm.BaseURL(), "cluster:\n  replica_id: "+id+"\n")
-		y = insertUnder(y, "state", fmt.Sprintf("  driver: postgres\n  postgres: { dsn: %q }\n", dsn))
-		p := startBinary(t, nil, "--config", writeConfig(t, y), "run")
-		waitLog(t, p, "opentalon running")
-		return p
-	}
-	r1, r2 := consoleReplica("r1"), consoleReplica("r2")
+	r1, r2 := startConsoleReplica(t, dsn, llm.BaseURL(), "r1"), startConsoleReplica(t, dsn, llm.BaseURL(), "r2")
 	r3 := startBinary(t, nil, "--config", writeConfig(t, replicaConfig(t.TempDir(), llm.BaseURL(), bot.URL, dsn)), "run")
 	waitLog(t, r3, "opentalon running")
 
@@ -187,15 +180,8 @@ func TestE2EReplicaConsolesOnOneHostWarn(t *testing.T) {
 	}
 	dsn := pgtest.DSN(t)
 	llm := providertest.NewOpenAI(t)
-	start := func() *binProc {
-		y := testConfig(t.TempDir(), llm.BaseURL(), "")
-		y = insertUnder(y, "state", fmt.Sprintf("  driver: postgres\n  postgres: { dsn: %q }\n", dsn))
-		p := startBinary(t, nil, "--config", writeConfig(t, y), "run")
-		waitLog(t, p, "opentalon running")
-		return p
-	}
-	first := start()
-	second := start()
+	first := startConsoleReplica(t, dsn, llm.BaseURL(), "")
+	second := startConsoleReplica(t, dsn, llm.BaseURL(), "")
 	waitLog(t, second, "another replica runs on this host")
 	if log := second.stderr.String(); !strings.Contains(log, "cluster.replica_id") {
 		t.Errorf("the warning does not name the key to set:\n%s", log)
@@ -203,4 +189,19 @@ func TestE2EReplicaConsolesOnOneHostWarn(t *testing.T) {
 	if strings.Contains(first.stderr.String(), "another replica runs on this host") {
 		t.Errorf("the first replica, alone when it started, warned:\n%s", first.stderr.String())
 	}
+}
+
+// startConsoleReplica starts a replica on the PostgreSQL database of dsn
+// with the console as its channel (cluster.replica_id id, unless ""),
+// and waits until it runs.
+func startConsoleReplica(t *testing.T, dsn, llmURL, id string) *binProc {
+	t.Helper()
+	extra := ""
+	if id != "" {
+		extra = "cluster:\n  replica_id: " + id + "\n"
+	}
+	y := insertUnder(testConfig(t.TempDir(), llmURL, extra), "state", fmt.Sprintf("  driver: postgres\n  postgres: { dsn: %q }\n", dsn))
+	p := startBinary(t, nil, "--config", writeConfig(t, y), "run")
+	waitLog(t, p, "opentalon running")
+	return p
 }
