@@ -240,6 +240,9 @@ func (s *stream) show(text string) error {
 func (s *stream) update(i int, sl *slot, p core.DraftPart, last bool) error {
 	ctx := s.ctx
 	awaitDurable(ctx)
+	if err := s.g.mayStillSend(ctx); err != nil {
+		return err // past the lease: another claimer may be answering
+	}
 	to := s.to
 	to.Part = i
 	var id string

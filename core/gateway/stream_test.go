@@ -167,3 +167,62 @@ func TestStreamShowsTheAnswerAtMostOncePerInterval(t *testing.T) {
 	clk.Advance(time.Millisecond)
 	shown(`+2.8s edit m1 "Once upon a time."`)
 }
+
+// TestStreamStopsPastTheLease: a stream whose lease went by without a
+// renewal (a stall, the database out of reach) edits nothing more; the
+// claimer that takes the item over answers it.
+func TestStreamStopsPastTheLease(t *testing.T) {
+	const ttl = 30 * time.Second
+	clk := clock.NewFake(t0)
+	ch := &editing{clk: clk, pol: core.StreamPolicy{Mode: core.StreamEdit, FirstDelay: 500 * time.Millisecond, Interval: time.Second}, seen: make(chan string, 10)}
+	ag := writer{deltas: make(chan string)}
+	db := openDB(t, store.Options{Now: clk.Now, LeaseTTL: time.Hour})
+	st := &failingRenewal{DB: db}
+	g := gateway.New(gateway.Options{Store: st, Agent: ag, Clock: clk, LeaseTTL: ttl})
+	g.AddChannel(ch)
+	serve(t, g)
+	in := core.Inbound{Conversation: core.ConversationKey{Channel: "fake", Chat: "c"}, MessageID: "1", UserID: "u", Text: "tell me"}
+	for g.Accept(context.Background(), in) != nil {
+		time.Sleep(time.Millisecond)
+	}
+	give := func(d string) bool {
+		select {
+		case ag.deltas <- d:
+			return true
+		case <-time.After(2 * time.Second):
+			return false
+		}
+	}
+	if !give("one ") {
+		t.Fatal("the agent never started")
+	}
+	// The first text is shown after the first delay, within the lease.
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		clk.Advance(100 * time.Millisecond)
+		select {
+		case got := <-ch.seen:
+			if !strings.Contains(got, `send "one "`) {
+				t.Fatalf("first shown: %s", got)
+			}
+		case <-time.After(5 * time.Millisecond):
+			if time.Now().After(deadline) {
+				t.Fatal("the first text was never shown")
+			}
+			continue
+		}
+		break
+	}
+	// The lease goes by; every renewal fails.
+	for range 31 {
+		clk.Advance(time.Second)
+	}
+	give("two") // the work may have stopped already
+	for range 5 {
+		clk.Advance(time.Second)
+		select {
+		case got := <-ch.seen:
+			t.Fatalf("%s past the lease", got)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
