@@ -67,6 +67,7 @@ table() {
 	row "  two replicas on that PostgreSQL" "$(metric BenchmarkPerfThroughputReplicas capacity-msg/s)" "" "" msg/s
 	row "  requests they ran again" "$(metric BenchmarkPerfThroughputReplicas retried-requests)" "" "" ""
 	row "Telegram intake of a burst" "$(metric BenchmarkPerfIntake intake-msg/s)" "" "" msg/s
+	row "handover: poll after SIGTERM" "$(metric BenchmarkPerfFailover handover-poll-s)" "" "" s
 	row "failover: poll after kill -9" "$(metric BenchmarkPerfFailover failover-poll-s)" "" "" s
 	row "  a new message answered after it" "$(metric BenchmarkPerfFailover failover-answer-s)" "" "" s
 }
@@ -92,7 +93,7 @@ run ./cmd/opentalon 'PerfThroughput$' 1x
 run ./cmd/opentalon 'PerfThroughputPostgres' 1x
 run ./cmd/opentalon 'PerfThroughputReplicas' 1x
 run ./cmd/opentalon 'PerfIntake' 10x
-echo "== two replicas on PostgreSQL: the Telegram poller killed (SIGKILL); from the kill to the next poll and to a new message's answer"
+echo "== replicas on PostgreSQL: the Telegram poller stopped (SIGTERM), then the next one killed (SIGKILL); from each to the next poll, and a new message's answer"
 run ./cmd/opentalon 'PerfFailover' 3x
 if [ "${1:-}" = perf ]; then
 	table

