@@ -103,16 +103,21 @@ type shownParts struct {
 // deleted. The channel's Send paces itself; it is called outside the
 // workers.
 //
-// With hold set (a store that is a core.SentFinisher), the record of the
-// last part sent is left in *hold instead of written, for the item's
-// finish to write with it; on an error every record is written.
+// Each part's record is written before the next part is sent, so a
+// process killed at any point after a send has recorded every part but
+// the one sent last (the documented window: a part whose send completed
+// just before the kill). With hold set (a store that is a
+// core.SentFinisher), the record of the last part sent is left in *hold
+// instead of written, for the item's finish to write with it; on an
+// error every record is written.
 func (g *Gateway) deliver(ctx context.Context, ch core.Channel, in core.Inbound, r *core.Reply, sp *shownParts, hold **core.PartSent) (err error) {
 	awaitDurable(ctx)
 	t0 := g.now()
 	defer func() { g.obs.Stage(r.Conversation.Channel, core.StageDelivery, g.now().Sub(t0)) }()
 	sctx := context.WithoutCancel(ctx)
-	// pending is the last part sent, not recorded yet: the next record
-	// writes it first, and the end writes it or hands it to hold.
+	// pending is the last part sent, not recorded yet: it is written
+	// before anything else is sent or recorded, and the end writes it or
+	// hands it to hold.
 	var pending *core.PartSent
 	flush := func() error {
 		if pending == nil {
@@ -122,12 +127,8 @@ func (g *Gateway) deliver(ctx context.Context, ch core.Channel, in core.Inbound,
 		pending = nil
 		return g.store.MarkSent(sctx, p.ReplyID, p.Part, p.PlatformID)
 	}
-	markSent := func(i int, id string) error {
-		if err := flush(); err != nil {
-			return err
-		}
+	markSent := func(i int, id string) {
 		pending = &core.PartSent{ReplyID: r.ID, Part: i, Channel: r.Conversation.Channel, PlatformID: id}
-		return nil
 	}
 	defer func() {
 		if hold != nil && err == nil {
@@ -146,6 +147,9 @@ func (g *Gateway) deliver(ctx context.Context, ch core.Channel, in core.Inbound,
 			continue
 		}
 		to := core.Outbound{Conversation: r.Conversation, ReplyTo: replyTo(in), Meta: in.Meta, Part: i, Parts: total}
+		if err := flush(); err != nil {
+			return err
+		}
 		if err := g.mayStillSend(ctx); err != nil {
 			return fmt.Errorf("send part %d/%d: %w", i+1, n, err)
 		}
@@ -161,15 +165,16 @@ func (g *Gateway) deliver(ctx context.Context, ch core.Channel, in core.Inbound,
 		if id == "" {
 			id = "-"
 		}
-		if err := markSent(i, id); err != nil {
-			return err
-		}
+		markSent(i, id)
 	}
 	// Messages a stream opened beyond the final parts.
 	for i := n; i < len(r.Sent); i++ {
 		id, draft := sent(r, i)
 		if id == "" || !draft {
 			continue
+		}
+		if err := flush(); err != nil {
+			return err
 		}
 		if d, ok := ch.(core.Deleter); ok {
 			if err := d.Delete(ctx, core.Outbound{Conversation: r.Conversation, Meta: in.Meta, Part: i}, id); err != nil && core.ErrorKind(err) != core.KindBadRequest {
@@ -199,6 +204,9 @@ func (g *Gateway) deliver(ctx context.Context, ch core.Channel, in core.Inbound,
 			f.Data = data
 		}
 		to := core.Outbound{Conversation: r.Conversation, ReplyTo: replyTo(in), Meta: in.Meta, Part: i, Parts: total}
+		if err := flush(); err != nil {
+			return err
+		}
 		if err := g.mayStillSend(ctx); err != nil {
 			return fmt.Errorf("send file %s: %w", f.Name, err)
 		}
@@ -209,9 +217,7 @@ func (g *Gateway) deliver(ctx context.Context, ch core.Channel, in core.Inbound,
 		if id == "" {
 			id = "-"
 		}
-		if err := markSent(i, id); err != nil {
-			return err
-		}
+		markSent(i, id)
 	}
 	return nil
 }

@@ -624,6 +624,13 @@ func (s *dying) Finish(ctx context.Context, id, lease int64, status, cause strin
 	return s.DB.Finish(ctx, id, lease, status, cause)
 }
 
+func (s *dying) MarkSent(ctx context.Context, replyID int64, part int, platformID string) error {
+	if s.dead.Load() {
+		return errors.New("the process was killed")
+	}
+	return s.DB.MarkSent(ctx, replyID, part, platformID)
+}
+
 // stuck is a channel whose sends hang until release is closed (then
 // fail): the process is killed while it tells the user.
 type stuck struct {
@@ -804,4 +811,68 @@ func TestNoSendPastTheLease(t *testing.T) {
 	if status, _, _, _ := db.QueueStatus(context.Background(), 1); status != core.StatusRunning || ended != 0 {
 		t.Fatalf("status %s, %d finishes; want the item left to the claimer that takes it", status, ended)
 	}
+}
+
+// stuckAfter is a channel whose sends from part from on hang until
+// release is closed (then fail); the parts before are sent.
+type stuckAfter struct {
+	fakeChannel
+	from    int
+	sending chan struct{}
+	release chan struct{}
+}
+
+func (c *stuckAfter) Send(ctx context.Context, to core.Outbound, part string) (string, error) {
+	if to.Part < c.from {
+		return c.fakeChannel.Send(ctx, to, part)
+	}
+	select {
+	case c.sending <- struct{}{}:
+	default:
+	}
+	<-c.release
+	return "", errors.New("the process was killed")
+}
+
+// TestKillDuringALaterPartSendsTheEarlierOnesOnce: a process killed while
+// it sends the second part of an answer (a platform's pacing or a 429
+// holds that send for seconds) has recorded the first: the next start
+// sends the rest, not the first part again. (Its record used to be
+// written only after the next part's send returned.)
+func TestKillDuringALaterPartSendsTheEarlierOnesOnce(t *testing.T) {
+	dir := t.TempDir()
+	openSole := func() *store.DB {
+		t.Helper()
+		db, err := store.Open(context.Background(), dir, store.Options{SoleClaimer: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { db.Close() })
+		return db
+	}
+	ag := &fakeAgent{text: func(string) string { return "one|two|three" }}
+	first := &dying{DB: openSole()}
+	ch := &stuckAfter{fakeChannel: fakeChannel{notify: make(chan string, 10)}, from: 1, sending: make(chan struct{}, 1), release: make(chan struct{})}
+	g := gateway.New(gateway.Options{Store: first, Agent: ag})
+	g.AddChannel(ch)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- g.Run(ctx, 5*time.Second) }()
+	t.Cleanup(func() { close(ch.release); cancel(); <-done })
+	in := core.Inbound{Conversation: core.ConversationKey{Channel: "fake", Chat: "c"}, MessageID: "1", UserID: "u", Text: "hello"}
+	for g.Accept(context.Background(), in) != nil {
+		time.Sleep(time.Millisecond)
+	}
+	select {
+	case <-ch.sending:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the second part was never sent")
+	}
+	first.dead.Store(true) // killed while the second part is on its way
+
+	db := openSole()
+	r := runOn(t, db, gateway.Options{Store: db, Agent: ag})
+	// The first part again would come first.
+	r.expect("two")
+	r.expect("three")
 }
