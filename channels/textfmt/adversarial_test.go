@@ -14,6 +14,7 @@ var adversarial = map[string]string{
 	"brackets":   "[",
 	"angles":     "<",
 	"link-open":  "[a](",
+	"link-paren": "[a](b_(c)",
 	"stars":      "*a ",
 	"unders":     "_a ",
 	"doubles":    "**a ",

@@ -248,6 +248,7 @@ func (p *inliner) linkAt(i int) (label, url string, end int, ok bool) {
 	if close < 0 {
 		return "", "", 0, false
 	}
+	close = p.balanced(j+2, close)
 	url = strings.TrimSpace(s[j+2 : close])
 	if t, _, found := strings.Cut(url, " "); found {
 		url = t // drop a "title"
@@ -256,6 +257,40 @@ func (p *inliner) linkAt(i int) (label, url string, end int, ok bool) {
 		return "", "", 0, false
 	}
 	return s[i+1 : j], url, close + 1, true
+}
+
+// Bounds of balanced: how many more ')' a link's destination may take in,
+// within how many bytes past its first ')'.
+const (
+	maxDestParens = 3
+	maxDestExtend = 256
+)
+
+// balanced returns where the destination of a link that starts at from
+// ends, given close, the first ')' after it. A destination may hold
+// balanced parentheses, as Wikipedia's .../Go_(programming_language)
+// does: while those it opens outnumber those it closes, it ends at a
+// later ')', when that comes with no space between (a URL has none) and
+// within the bounds above; otherwise at close, as before.
+func (p *inliner) balanced(from, close int) int {
+	s := p.s
+	dest := s[from:close]
+	opens := strings.Count(dest, "(")
+	if opens == 0 || strings.ContainsAny(dest, " \t\n") {
+		return close
+	}
+	end, closes := close, 0
+	for k := 0; opens > closes; k++ {
+		next := p.find(0, ')', end+1)
+		if k == maxDestParens || next < 0 || next-close > maxDestExtend || strings.ContainsAny(s[end+1:next], " \t\n") {
+			return close
+		}
+		p.w.add(next - end)
+		closes++ // the one at end
+		opens += strings.Count(s[end+1:next], "(")
+		end = next
+	}
+	return end
 }
 
 // bracketPairs pairs each '[' of s with its ']' on the same line (-1 when

@@ -21,6 +21,7 @@ func TestToSlackMrkdwn(t *testing.T) {
 		{"strike", "~~gone~~", "~gone~"},
 		{"code span escaped", "use `a<b>&c` here", "use `a&lt;b&gt;&amp;c` here"},
 		{"link", "[the site](https://example.com/a?b=1&c=2)", "<https://example.com/a?b=1&amp;c=2|the site>"},
+		{"link with parentheses", "[Go](https://en.wikipedia.org/wiki/Go_(programming_language)) is nice", "<https://en.wikipedia.org/wiki/Go_(programming_language)|Go> is nice"},
 		{"link label escaped", "[a <b> & c](https://e.com)", "<https://e.com|a &lt;b&gt; &amp; c>"},
 		{"link target with reserved characters", "[x](https://e.com/a|b>c)", "<https://e.com/a%7Cb%3Ec|x>"},
 		{"autolink", "<https://e.com/x>", "<https://e.com/x|https://e.com/x>"},
