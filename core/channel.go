@@ -69,6 +69,18 @@ type ReplyLedger interface {
 	Replied(ctx context.Context, conv ConversationKey) (bool, error)
 }
 
+// ThreadLedger is an optional capability of a Sink (the Gateway): the
+// thread of a chat in which the bot last answered a user, read from the
+// database (whichever replica answered). A channel asks it where a
+// command given in the chat but meant for a thread belongs: a Slack
+// slash command carries its channel, never its thread.
+type ThreadLedger interface {
+	// LatestThread returns the thread of conv's chat (conv.Thread is
+	// ignored) in which the bot last answered userID; "" when there is
+	// none.
+	LatestThread(ctx context.Context, conv ConversationKey, userID string) (string, error)
+}
+
 // CredentialKeeper is an optional capability of a Sink (the Gateway): it
 // keeps a short-lived platform credential needed to answer later (a
 // Discord interaction's token, a Slack response_url) sealed in the

@@ -110,3 +110,24 @@ func (db *DB) Replied(ctx context.Context, conv core.ConversationKey) (bool, err
 	}
 	return true, nil
 }
+
+// LatestThread implements core.ThreadLedger from the usage ledger, which
+// records each answer's conversation and user: the thread of conv's chat
+// whose latest answer to userID is the newest ("" when none is).
+func (db *DB) LatestThread(ctx context.Context, conv core.ConversationKey, userID string) (string, error) {
+	chat := core.ConversationKey{Channel: conv.Channel, Chat: conv.Chat}.String()
+	// The chat's threads are the conversations from "<chat>:" up to
+	// "<chat>;" (';' follows ':'), the range the conversation index
+	// reads.
+	var last string
+	err := db.r.QueryRowContext(ctx, `SELECT conversation FROM usage
+		WHERE conversation >= ? AND conversation < ? AND user_id = ?
+		ORDER BY at DESC, id DESC LIMIT 1`, chat+":", chat+";", userID).Scan(&last)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("latest thread of %s: %w", chat, err)
+	}
+	return core.ParseConversationKey(last).Thread, nil
+}

@@ -65,12 +65,20 @@ func (db *DB) activeSessionTx(ctx context.Context, conv core.ConversationKey) (c
 			created = false
 			s, err = scanSession(tx.QueryRowContext(ctx, `SELECT `+sessionCols+` FROM sessions WHERE conversation = ? AND active = TRUE`+db.d.forUpdate, conv.String()))
 			now := db.now()
+			var pins sessionPins
 			switch {
 			case errors.Is(err, sql.ErrNoRows):
-				// None: one is created below.
+				// None: one is created below, with the pins of the
+				// chat's top level when conv is a thread of it.
+				if pins, err = db.parentPins(ctx, tx, conv); err != nil {
+					return err
+				}
 			case err != nil:
 				return err
 			case db.ttl > 0 && now.Sub(s.LastAccess) > db.ttl:
+				// Expired: the conversation starts over, the user's
+				// /model choice does not (as with /new).
+				pins = sessionPins{model: s.ModelPin, profile: s.ProfilePin}
 				if err := db.endSession(ctx, tx, s.ID); err != nil {
 					return err
 				}
@@ -80,7 +88,7 @@ func (db *DB) activeSessionTx(ctx context.Context, conv core.ConversationKey) (c
 				return err
 			}
 			var ok bool
-			if s, ok, err = db.createSession(ctx, tx, conv); err != nil || ok {
+			if s, ok, err = db.createSession(ctx, tx, conv, pins); err != nil || ok {
 				created = ok
 				return err
 			}
@@ -174,16 +182,11 @@ func (db *DB) NewSession(ctx context.Context, conv core.ConversationKey) (core.S
 				}
 			}
 			var ok bool
-			s, ok, err = db.createSession(ctx, tx, conv)
-			if err != nil {
+			s, ok, err = db.createSession(ctx, tx, conv, sessionPins{model: modelPin, profile: profilePin})
+			if err != nil || ok {
 				return err
 			}
-			if !ok {
-				continue // another transaction's new session is there: end it too
-			}
-			s.ModelPin, s.ProfilePin = modelPin, profilePin
-			_, err = tx.ExecContext(ctx, `UPDATE sessions SET model_pin = ?, profile_pin = ? WHERE id = ?`, modelPin, profilePin, s.ID)
-			return err
+			// Another transaction's new session is there: end it too.
 		}
 	})
 	if err != nil {
@@ -195,18 +198,40 @@ func (db *DB) NewSession(ctx context.Context, conv core.ConversationKey) (core.S
 // createSession inserts conv's new active session. On PostgreSQL it is
 // inserted only while conv has none: ok is false when another
 // transaction's is there (committed while this one waited on it).
-func (db *DB) createSession(ctx context.Context, tx *txn, conv core.ConversationKey) (s core.Session, ok bool, err error) {
+func (db *DB) createSession(ctx context.Context, tx *txn, conv core.ConversationKey, pins sessionPins) (s core.Session, ok bool, err error) {
 	now := db.now()
-	q := `INSERT INTO sessions (conversation, created_at, last_access) VALUES (?, ?, ?)`
+	q := `INSERT INTO sessions (conversation, created_at, last_access, model_pin, profile_pin) VALUES (?, ?, ?, ?, ?)`
 	if db.d.concurrent {
 		q += ` ON CONFLICT (conversation) WHERE active = TRUE DO NOTHING`
 	}
 	var id int64
-	err = tx.QueryRowContext(ctx, q+` RETURNING id`, conv.String(), now.UnixMilli(), now.UnixMilli()).Scan(&id)
+	err = tx.QueryRowContext(ctx, q+` RETURNING id`, conv.String(), now.UnixMilli(), now.UnixMilli(), pins.model, pins.profile).Scan(&id)
 	if errors.Is(err, sql.ErrNoRows) {
 		return core.Session{}, false, nil
 	}
-	return core.Session{ID: id, Conversation: conv, CreatedAt: time.UnixMilli(now.UnixMilli()), LastAccess: time.UnixMilli(now.UnixMilli())}, err == nil, err
+	return core.Session{ID: id, Conversation: conv, ModelPin: pins.model, ProfilePin: pins.profile,
+		CreatedAt: time.UnixMilli(now.UnixMilli()), LastAccess: time.UnixMilli(now.UnixMilli())}, err == nil, err
+}
+
+// sessionPins are the /model choices a new session starts with.
+type sessionPins struct{ model, profile string }
+
+// parentPins are the pins of the active session of the chat conv is a
+// thread of (none when conv is not a thread, or the chat's top level has
+// no session): a Slack channel's or a Telegram forum's new threads start
+// with the model chosen for the whole chat, as a slash command given in
+// the channel before any thread chooses it.
+func (db *DB) parentPins(ctx context.Context, tx *txn, conv core.ConversationKey) (sessionPins, error) {
+	if conv.Thread == "" {
+		return sessionPins{}, nil
+	}
+	parent := core.ConversationKey{Channel: conv.Channel, Chat: conv.Chat}
+	var p sessionPins
+	err := tx.QueryRowContext(ctx, `SELECT model_pin, profile_pin FROM sessions WHERE conversation = ? AND active = TRUE`, parent.String()).Scan(&p.model, &p.profile)
+	if errors.Is(err, sql.ErrNoRows) {
+		return sessionPins{}, nil
+	}
+	return p, err
 }
 
 func (db *DB) endSession(ctx context.Context, tx *txn, id int64) error {

@@ -203,8 +203,14 @@ func (b *Bot) react(ctx context.Context, sink core.Sink, eventID, user, name, it
 var answerCommands = map[string]bool{"/retry": true}
 
 // handleSlash hands a slash command to core as the typed command would
-// be: "/model gpt" in the channel's conversation (the DM's, or the
-// channel's top level). Its answer is ephemeral, but for answerCommands.
+// be: "/model gpt" in the conversation it is about. Its answer is
+// ephemeral, but for answerCommands. Slack gives a slash command its
+// channel, never a thread; in a channel whose conversations are threads
+// (reply_in_thread other than never) it is about the thread where the bot
+// last answered this user (slashThread), so /retry retries that answer
+// and /status, /new and /model are that conversation's; before any, the
+// channel's top level, whose /model pin the channel's new threads start
+// with. In a DM it is the DM's.
 func (b *Bot) handleSlash(ctx context.Context, sink core.Sink, cmd slack.SlashCommand, envelopeID string) error {
 	if cmd.UserID == "" || cmd.ChannelID == "" || !strings.HasPrefix(cmd.Command, "/") {
 		b.log.Warn("slash command without a user, a channel or a command dropped", "command", cmd.Command)
@@ -218,14 +224,19 @@ func (b *Bot) handleSlash(ctx context.Context, sink core.Sink, cmd slack.SlashCo
 	if id == "" {
 		id = fmt.Sprintf("%s:%s:%d", cmd.ChannelID, cmd.UserID, b.now().UnixNano())
 	}
+	private := strings.HasPrefix(cmd.ChannelID, "D") || cmd.ChannelName == "directmessage"
+	conv := core.ConversationKey{Channel: Name, Chat: cmd.ChannelID}
+	if !private && b.cfg.ReplyInThread != config.ReplyInThreadNever {
+		conv.Thread = b.slashThread(ctx, conv, cmd.UserID)
+	}
 	in := core.Inbound{
-		Conversation: core.ConversationKey{Channel: Name, Chat: cmd.ChannelID},
+		Conversation: conv,
 		MessageID:    "cmd:" + id,
 		UserID:       cmd.UserID,
 		UserName:     displayName(b.userName(ctx, cmd.UserID), cmd.UserName),
 		Text:         strings.TrimSpace(strings.ToLower(cmd.Command) + " " + cmd.Text),
 		Mentioned:    true,
-		Private:      strings.HasPrefix(cmd.ChannelID, "D") || cmd.ChannelName == "directmessage",
+		Private:      private,
 		Meta:         map[string]string{metaKind: kindSlash, metaUser: cmd.UserID},
 		ReceivedAt:   b.now(),
 	}
@@ -239,4 +250,20 @@ func (b *Bot) handleSlash(ctx context.Context, sink core.Sink, cmd slack.SlashCo
 		return fmt.Errorf("slash command %s: %w", cmd.Command, err)
 	}
 	return nil
+}
+
+// slashThread is the thread of conv's channel where the bot last
+// answered user, from the sink's ledger ("" when none, or when the
+// ledger cannot tell: the channel's top level).
+func (b *Bot) slashThread(ctx context.Context, conv core.ConversationKey, user string) string {
+	l := b.threadLedger()
+	if l == nil {
+		return ""
+	}
+	thread, err := l.LatestThread(ctx, conv, user)
+	if err != nil {
+		b.log.Warn("cannot tell which thread a slash command is about; it goes to the channel's top level", "channel", conv.Chat, "err", err)
+		return ""
+	}
+	return thread
 }

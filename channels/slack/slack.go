@@ -106,6 +106,7 @@ type Bot struct {
 	// gateway's, over the database replicas share), when it has them.
 	ledger    core.ReplyLedger
 	keeper    core.CredentialKeeper
+	threads   core.ThreadLedger
 	endpoint  toolkit.Endpoint // the Events API endpoint (mode events)
 	closeOnce sync.Once
 }
@@ -257,6 +258,15 @@ func (b *Bot) useSink(sink core.Sink) {
 	defer b.mu.Unlock()
 	b.ledger, _ = sink.(core.ReplyLedger)
 	b.keeper, _ = sink.(core.CredentialKeeper)
+	b.threads, _ = sink.(core.ThreadLedger)
+}
+
+// threadLedger returns the sink's core.ThreadLedger (nil when it has
+// none).
+func (b *Bot) threadLedger() core.ThreadLedger {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.threads
 }
 
 // sinkCaps returns the sink's capabilities (nil when it has none).

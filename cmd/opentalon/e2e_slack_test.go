@@ -163,3 +163,54 @@ func TestE2ESlackConfigCheckNamesMissingTokens(t *testing.T) {
 		}
 	}
 }
+
+// TestE2ESlackSlashCommandsInAChannelActOnItsThread: Slack gives a slash
+// command its channel, never its thread. In a channel whose conversations
+// are threads, /model given before any thread pins the channel, and its
+// new threads start with it; /retry and /status then act on the thread
+// where the bot last answered the user (they used to act on the
+// channel's top level, where nothing was ever answered).
+func TestE2ESlackSlashCommandsInAChannelActOnItsThread(t *testing.T) {
+	t.Parallel()
+	llm := providertest.NewOpenAI(t)
+	srv := slacktest.New(t, slackBotToken, slackAppToken)
+	y := slackConfig(t.TempDir(), llm.BaseURL(), srv.URL, "    mode: socket\n    reply_in_thread: auto\n")
+	y = strings.Replace(y, "    fake/small: { alias: small, weight: 80, context_window: 8000 }\n",
+		"    fake/small: { alias: small, weight: 80, context_window: 8000 }\n    fake/big: { alias: big, weight: 20, context_window: 8000 }\n", 1)
+	startApp(t, loadConfigFile(t, writeConfig(t, y)))
+	srv.WaitConnected(t, 1, 20*time.Second)
+
+	srv.Deliver(srv.Slash("alice", "C1", "/model", "big"))
+	srv.WaitFor(t, "the /model answer", 20*time.Second, func() bool { return len(srv.Ephemerals()) == 1 })
+	if e := srv.Ephemerals()[0]; !strings.Contains(e.Text, "Pinned fake/big") {
+		t.Fatalf("/model big answered %q", e.Text)
+	}
+	env := srv.Deliver(srv.Mention("alice", "C1", "first question", ""))
+	reply := srv.WaitPosts(t, 1, 20*time.Second)[0]
+	if reply.ThreadTS != env.TS {
+		t.Fatalf("reply %+v; want it in the thread %s", reply, env.TS)
+	}
+	if r, _ := llm.Last(); r.Model != "big" {
+		t.Fatalf("the new thread was answered by %q; want big, pinned for the channel", r.Model)
+	}
+
+	// Bob's thread, later: alice's /retry is still about her own.
+	bob := srv.Deliver(srv.Mention("bob", "C1", "bob's question", ""))
+	if p := srv.WaitPosts(t, 2, 20*time.Second)[1]; p.ThreadTS != bob.TS {
+		t.Fatalf("bob's reply %+v; want it in his thread %s", p, bob.TS)
+	}
+	calls := llm.Count()
+	srv.Deliver(srv.Slash("alice", "C1", "/retry", ""))
+	retried := srv.WaitPosts(t, 3, 20*time.Second)[2]
+	if retried.ThreadTS != env.TS || llm.Count() != calls+1 {
+		t.Fatalf("/retry posted %+v after %d LLM calls (was %d); want the re-answer in alice's thread %s", retried, llm.Count(), calls, env.TS)
+	}
+	if r, _ := llm.Last(); r.LastUser() != "first question" {
+		t.Fatalf("/retry asked the LLM %q; want alice's question again", r.LastUser())
+	}
+	srv.Deliver(srv.Slash("alice", "C1", "/status", ""))
+	srv.WaitFor(t, "the /status answer", 20*time.Second, func() bool { return len(srv.Ephemerals()) == 2 })
+	if e := srv.Ephemerals()[1]; strings.Contains(e.Text, "Session: 0 messages") {
+		t.Fatalf("/status answered %q; want the thread's session, not the empty top level", e.Text)
+	}
+}

@@ -18,6 +18,7 @@ type sealer interface {
 
 var (
 	_ core.ReplyLedger      = (*Gateway)(nil)
+	_ core.ThreadLedger     = (*Gateway)(nil)
 	_ core.CredentialKeeper = (*Gateway)(nil)
 )
 
@@ -31,6 +32,15 @@ func (g *Gateway) Replied(ctx context.Context, conv core.ConversationKey) (bool,
 		return false, errNoLedger
 	}
 	return l.Replied(ctx, conv)
+}
+
+// LatestThread implements core.ThreadLedger from the store's records.
+func (g *Gateway) LatestThread(ctx context.Context, conv core.ConversationKey, userID string) (string, error) {
+	l, ok := g.store.(core.ThreadLedger)
+	if !ok {
+		return "", errNoLedger
+	}
+	return l.LatestThread(ctx, conv, userID)
 }
 
 // KeepCredential implements core.CredentialKeeper: the secret is sealed
