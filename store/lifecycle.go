@@ -87,6 +87,13 @@ func (db *DB) ExpireSessions(ctx context.Context) (int, error) {
 	cutoff := db.ms() - db.ttl.Milliseconds()
 	var n int64
 	err := db.tx(ctx, func(tx *txn) error {
+		// A conversation whose active session expires keeps its /model
+		// pins: it gets a new, empty session with them (a pin holds until
+		// /model auto, as it does across /new).
+		pinned, err := expiredPins(ctx, tx, `active = TRUE AND (model_pin <> '' OR profile_pin <> '') AND `+expired, cutoff)
+		if err != nil {
+			return err
+		}
 		var newest int64
 		if err := tx.QueryRowContext(ctx, `SELECT COALESCE(MAX(id), 0) FROM sessions`).Scan(&newest); err != nil {
 			return err
@@ -104,14 +111,41 @@ func (db *DB) ExpireSessions(ctx context.Context) (int, error) {
 		}
 		if t, _ := res.RowsAffected(); t > 0 {
 			n += t
-			_, err = tx.ExecContext(ctx, `DELETE FROM messages WHERE session_id = ?`, newest)
+			if _, err := tx.ExecContext(ctx, `DELETE FROM messages WHERE session_id = ?`, newest); err != nil {
+				return err
+			}
 		}
-		return err
+		for conv, pins := range pinned {
+			if _, _, err := db.createSession(ctx, tx, core.ParseConversationKey(conv), pins); err != nil {
+				return err
+			}
+		}
+		return nil
 	})
 	if err != nil {
 		return 0, fmt.Errorf("delete expired sessions: %w", err)
 	}
 	return int(n), nil
+}
+
+// expiredPins reads the pins of the sessions where matches (a condition
+// with one parameter, arg), by conversation.
+func expiredPins(ctx context.Context, tx *txn, where string, arg any) (map[string]sessionPins, error) {
+	rows, err := tx.QueryContext(ctx, `SELECT conversation, model_pin, profile_pin FROM sessions WHERE `+where, arg)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	pins := map[string]sessionPins{}
+	for rows.Next() {
+		var conv string
+		var p sessionPins
+		if err := rows.Scan(&conv, &p.model, &p.profile); err != nil {
+			return nil, err
+		}
+		pins[conv] = p
+	}
+	return pins, rows.Err()
 }
 
 // SessionRecord is a session as kept in the database, for export.

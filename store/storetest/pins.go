@@ -28,6 +28,20 @@ func testSessionPins(t *testing.T, e Engine) {
 		t.Fatalf("stored session %+v, %v; want fake/big pinned", again, err)
 	}
 
+	// The sweeper deleting the expired session first keeps them too.
+	clock.Advance(2 * time.Hour)
+	if n, err := db.ExpireSessions(ctx); err != nil || n == 0 {
+		t.Fatalf("expire = %d, %v; want the idle session", n, err)
+	}
+	s3, err := db.ActiveSession(ctx, chat)
+	check(t, "session after the sweep", err)
+	if s3.ID == s2.ID || s3.ModelPin != "fake/big" || s3.ProfilePin != "p1" {
+		t.Fatalf("after the sweep: session %d pinned %q/%q; want a new session (not %d) keeping fake/big/p1", s3.ID, s3.ModelPin, s3.ProfilePin, s2.ID)
+	}
+	if n, err := db.MessageCount(ctx, s3.ID); err != nil || n != 0 {
+		t.Fatalf("the new session has %d messages (%v); want none", n, err)
+	}
+
 	thread := core.ConversationKey{Channel: chat.Channel, Chat: chat.Chat, Thread: "t1"}
 	st, err := db.ActiveSession(ctx, thread)
 	check(t, "thread session", err)
