@@ -12,30 +12,59 @@ import (
 // answer. Both err on the side of silence: a false rejection costs an
 // unwanted re-answer, a missed one only a lost data point.
 
-// rejectPhrases match anywhere in a short follow-up (or at its start in a
-// longer one). Lower case; apostrophes are normalized to '.
+// rejectPhrases are verdicts on the answer: a rejection anywhere in a
+// short follow-up that is not a question, or opening any follow-up.
+// Lower case; apostrophes are normalized to '.
 var rejectPhrases = []string{
 	// English
-	"try again", "that's wrong", "that is wrong", "thats wrong", "this is wrong", "it's wrong", "wrong answer",
-	"not what i meant", "not what i asked", "not what i wanted", "that's not right", "that is not right", "not correct",
-	"that's incorrect", "that is incorrect", "you misunderstood", "that's not it", "thats not it", "not helpful",
-	"doesn't work", "does not work", "didn't work", "did not work", "doesn't answer", "one more time", "do it again",
-	"regenerate", "redo it", "nonsense", "still wrong", "still not right", "still incorrect",
+	"try again", "that's wrong", "that is wrong", "thats wrong", "this is wrong", "it's wrong", "wrong answer", "you're wrong",
+	"you are wrong", "not what i meant", "not what i asked", "not what i wanted", "that's not right", "that is not right",
+	"not correct", "that's incorrect", "that is incorrect", "this is incorrect", "incorrect answer", "you misunderstood",
+	"that's not it", "thats not it", "not helpful", "still wrong", "still not right", "still incorrect",
 	// German
-	"nochmal", "noch mal", "noch einmal", "versuch es erneut", "das ist falsch", "ist falsch", "stimmt nicht",
-	"nicht was ich meinte", "das meinte ich nicht", "nicht das, was ich", "funktioniert nicht", "falsche antwort", "quatsch",
+	"versuch es erneut", "versuch es nochmal", "das ist falsch", "ist falsch", "stimmt nicht", "nicht was ich meinte",
+	"das meinte ich nicht", "nicht das, was ich", "falsche antwort",
 	// French
-	"réessaie", "reessaie", "réessaye", "essaie encore", "essaye encore", "encore une fois", "c'est faux", "c'est pas ça",
+	"réessaie", "reessaie", "réessaye", "essaie encore", "essaye encore", "c'est faux", "c'est incorrect", "c'est pas ça",
 	"c'est pas ca", "ce n'est pas ça", "ce n'est pas ce que", "pas ce que je voulais", "pas ce que je voulais dire",
-	"ça ne marche pas", "ca ne marche pas", "mauvaise réponse", "n'importe quoi",
+	"mauvaise réponse",
 	// Spanish
-	"inténtalo de nuevo", "intentalo de nuevo", "inténtalo otra vez", "intentalo otra vez", "otra vez", "de nuevo",
+	"inténtalo de nuevo", "intentalo de nuevo", "inténtalo otra vez", "intentalo otra vez", "vuelve a intentarlo",
 	"eso está mal", "eso esta mal", "está mal", "esta mal", "es incorrecto", "no es lo que quise decir", "no es lo que pedí",
-	"no es lo que pedi", "no funciona", "respuesta incorrecta",
+	"no es lo que pedi", "no es lo que quería", "no es lo que queria", "respuesta incorrecta",
 	// Russian
-	"попробуй ещё", "попробуй еще", "попробуй снова", "ещё раз", "еще раз", "неправильно", "это не так", "неверно",
-	"не то, что", "не то что", "не работает", "ты не понял", "не понял вопрос", "ерунда", "чушь",
+	"попробуй ещё", "попробуй еще", "попробуй снова", "попробуй заново", "неправильно", "это не так", "это не то", "неверно",
+	"не то, что", "не то что", "ты не понял", "не понял вопрос",
 }
+
+// openingPhrases are what a new request says too ("How do I regenerate
+// an SSH key?", "my printer doesn't work", "¿la capital de España, otra
+// vez?"): a rejection only when they open the follow-up, after nothing
+// but fillers ("no, still doesn't work", "nochmal bitte").
+var openingPhrases = []string{
+	"doesn't work", "does not work", "didn't work", "did not work", "doesn't answer", "one more time", "do it again",
+	"regenerate", "redo it", "nonsense",
+	"nochmal", "noch mal", "noch einmal", "funktioniert nicht", "quatsch",
+	"encore une fois", "ça ne marche pas", "ca ne marche pas", "n'importe quoi",
+	"otra vez", "de nuevo", "no funciona",
+	"ещё раз", "еще раз", "не работает", "ерунда", "чушь",
+}
+
+// fillers may come before an opening phrase, and are no correction
+// after a verdict: "no", "still", "please", "sorry" (built at the first
+// use, not at start).
+var fillers = sync.OnceValue(func() map[string]bool {
+	m := map[string]bool{}
+	for _, w := range strings.Fields(`no nope nah hmm hm sorry but it it's its that that's thats this still again please pls just ok okay well
+	wrong incorrect answer try retry
+	nein aber es das immer noch bitte doch
+	non mais ça ca toujours encore s'il il te plaît plait vous
+	pero eso sigue todavía todavia por favor
+	нет но это всё все опять пожалуйста снова`) {
+		m[normalize(w)] = true
+	}
+	return m
+})
 
 // rejectWords reject only as (nearly) the whole message.
 var rejectWords = []string{"wrong", "incorrect", "no", "nope", "falsch", "nein", "faux", "non", "mal", "incorrecto", "нет", "не то", "неверно", "retry", "again"}
@@ -51,7 +80,7 @@ var notReject = []string{
 var apostrophes = strings.NewReplacer("’", "'", "`", "'", "ё", "е")
 
 // The phrase lists in normalized form, built once (read-only after init).
-var normRejectPhrases, normRejectWords, normNotReject = normalizeAll(rejectPhrases), normalizeAll(rejectWords), normalizeAll(notReject)
+var normRejectPhrases, normOpeningPhrases, normRejectWords, normNotReject = normalizeAll(rejectPhrases), normalizeAll(openingPhrases), normalizeAll(rejectWords), normalizeAll(notReject)
 
 func normalizeAll(in []string) []string {
 	out := make([]string, len(in))
@@ -70,6 +99,39 @@ func normalize(s string) string {
 
 // IsReject reports whether a follow-up rejects the previous answer.
 func IsReject(text string) bool {
+	return rejection(text)
+}
+
+// IsCorrection reports whether a follow-up that rejects the previous
+// answer also says something of its own ("that's wrong, I asked about
+// Peru", "do it again but in French"): the re-answer must see it, not
+// only the question again.
+func IsCorrection(text string) bool {
+	if !rejection(text) {
+		return false
+	}
+	// The words of every verdict in it ("попробуй ещё раз": two).
+	t := normalize(text)
+	said := map[string]bool{}
+	for _, list := range [][]string{normRejectPhrases, normOpeningPhrases} {
+		for _, p := range list {
+			if phraseAt(t, p) >= 0 {
+				for w := range contentWords(p) {
+					said[w] = true
+				}
+			}
+		}
+	}
+	for w := range contentWords(text) {
+		if !said[w] && !fillers()[w] {
+			return true
+		}
+	}
+	return false
+}
+
+// rejection is IsReject.
+func rejection(text string) bool {
 	t := normalize(text)
 	if t == "" || strings.HasPrefix(strings.TrimSpace(text), "/") {
 		return false
@@ -88,19 +150,47 @@ func IsReject(text string) bool {
 			}
 		}
 	}
+	question := strings.HasSuffix(strings.TrimSpace(text), "?")
 	for _, p := range normRejectPhrases {
-		i := strings.Index(t, p)
-		if i < 0 || !wordBoundary(t, i, len(p)) {
-			continue
+		i := phraseAt(t, p)
+		// In a short statement the verdict may be anywhere; in a longer
+		// message or a question it must open it, so that a new question
+		// mentioning "not correct" is not read as one.
+		if i >= 0 && (opens(t, i) || len(words) <= 12 && !question) {
+			return true
 		}
-		// In a short message the phrase may be anywhere; in a longer one it
-		// must open the message (after an optional "no,"), so that a new
-		// question mentioning "does not work" is not read as a verdict.
-		if len(words) <= 12 || i <= 5 {
+	}
+	for _, p := range normOpeningPhrases {
+		if i := phraseAt(t, p); i >= 0 && opens(t, i) {
 			return true
 		}
 	}
 	return false
+}
+
+// phraseAt returns where phrase p stands in t as whole words, or -1.
+func phraseAt(t, p string) int {
+	for from := 0; from < len(t); {
+		i := strings.Index(t[from:], p)
+		if i < 0 {
+			return -1
+		}
+		if wordBoundary(t, from+i, len(p)) {
+			return from + i
+		}
+		from += i + len(p)
+	}
+	return -1
+}
+
+// opens reports whether only fillers come before position i of t.
+func opens(t string, i int) bool {
+	for _, w := range strings.FieldsFunc(t[:i], func(r rune) bool { return !(unicode.IsLetter(r) || unicode.IsDigit(r) || r == '\'') }) {
+		if !fillers()[w] {
+			return false
+		}
+	}
+	return true
 }
 
 func wordBoundary(s string, i, n int) bool {

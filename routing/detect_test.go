@@ -38,6 +38,30 @@ func TestIsReject(t *testing.T) {
 		{"merci, c'est parfait", false},
 		{"otra pregunta: ¿qué hora es en Tokio?", false},
 		{"Спасибо, попробую ещё раз завтра", false},
+		// new questions that mention a verdict's words (found by an audit
+		// of the binary: each was re-answered as a rejection)
+		{"How to regenerate an SSH key?", false},
+		{"My docker container doesn't work, any idea?", false},
+		{"Write a function that returns nonsense words", false},
+		{"wifi does not work", false},
+		{"Mein Drucker funktioniert nicht, was tun?", false},
+		{"Mi impresora no funciona, ¿qué hago?", false},
+		{"Мой принтер не работает, что делать?", false},
+		{"Quelle est la capitale de l'Espagne, encore une fois?", false},
+		{"Is this sentence grammatically not correct?", false},
+		// rejections it used to miss
+		{"this is incorrect", true},
+		{"you're wrong", true},
+		{"incorrect answer", true},
+		{"c'est incorrect", true},
+		{"No es lo que quería", true},
+		{"vuelve a intentarlo", true},
+		{"это не то", true},
+		{"попробуй заново", true},
+		{"it doesn't work", true},
+		{"no, nonsense", true},
+		{"Do it again but in French", true},
+		{"That's wrong, I asked about Peru not France", true},
 		{"/retry", false},
 		{"", false},
 		{"Great answer", false},
@@ -66,6 +90,30 @@ func TestIsRephrase(t *testing.T) {
 	} {
 		if got := IsRephrase(tc.prev, tc.next); got != tc.want {
 			t.Errorf("IsRephrase(%q, %q) = %v (sim %.2f), want %v", tc.prev, tc.next, got, Similarity(tc.prev, tc.next), tc.want)
+		}
+	}
+}
+
+// TestIsCorrection: a rejection that says more than its verdict is
+// answered with what it says (the re-answer sees it).
+func TestIsCorrection(t *testing.T) {
+	for _, tc := range []struct {
+		text string
+		want bool
+	}{
+		{"That's wrong, I asked about Peru not France", true},
+		{"Do it again but in French", true},
+		{"no, try again", false},
+		{"That's wrong.", false},
+		{"still doesn't work", false},
+		{"nochmal bitte", false},
+		{"Réessaie s'il te plaît", false},
+		{"попробуй ещё раз, пожалуйста", false},
+		{"wrong", false},
+		{"How to regenerate an SSH key?", false}, // no rejection at all
+	} {
+		if got := IsCorrection(tc.text); got != tc.want {
+			t.Errorf("IsCorrection(%q) = %v, want %v", tc.text, got, tc.want)
 		}
 	}
 }

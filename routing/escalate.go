@@ -154,10 +154,14 @@ func (e *Escalator) Intercept(ctx context.Context, req core.CommandRequest) (cor
 		return d, e.conv.SaveEscalation(ctx, sid, core.EscalationState{})
 	}
 	e.judge(ctx, sig, f.Judged)
+	correction := ""
+	if sig.Kind == core.SignalFollowUp && IsCorrection(text) {
+		correction = text
+	}
 	if question == "" {
 		d = core.Decision{Reply: "I cannot find the question to answer again; please ask it once more."}
 	} else {
-		d = e.escalate(&st, req.Session, last, question)
+		d = e.escalate(&st, req.Session, last, question, correction)
 	}
 	return d, e.conv.SaveEscalation(ctx, sid, st)
 }
@@ -182,7 +186,7 @@ func (e *Escalator) InterceptReaction(ctx context.Context, re core.Reaction, jud
 	if err != nil {
 		return core.Decision{}, fmt.Errorf("escalation: %w", err)
 	}
-	d := e.escalate(&st, s, last, question)
+	d := e.escalate(&st, s, last, question, "")
 	return d, e.conv.SaveEscalation(ctx, s.ID, st)
 }
 
@@ -229,7 +233,10 @@ func (e *Escalator) lastQuestion(ctx context.Context, sessionID int64) (string, 
 // escalate decides the re-answer of question by the next model by
 // weight: a turn that excludes every model that already answered it (the
 // chain in st, extended by the model of the rejected answer), with a note.
-func (e *Escalator) escalate(st *core.EscalationState, s core.Session, last *core.Reply, question string) core.Decision {
+// A rejection that says more (correction: "that's wrong, I asked about
+// Peru") is what the turn answers, after the history, instead of the
+// question again: its words are the point of it.
+func (e *Escalator) escalate(st *core.EscalationState, s core.Session, last *core.Reply, question, correction string) core.Decision {
 	if st.Question != question || len(st.Models) == 0 {
 		st.Question, st.Models = question, nil
 	}
@@ -250,8 +257,12 @@ func (e *Escalator) escalate(st *core.EscalationState, s core.Session, last *cor
 		return core.Decision{Reply: fmt.Sprintf("I have already re-answered this question %d times (answers by %s); routing.max_escalations is %d. Send /models to see them and /model <name> to choose one yourself.",
 			tries, strings.Join(by, ", "), e.r.o.MaxEscalations)}
 	}
+	text, retry := question, true
+	if correction != "" {
+		text, retry = correction, false
+	}
 	return core.Decision{Turn: &core.TurnOverride{
-		Text: question, Retry: true, Exclude: slices.Clone(st.Models),
+		Text: text, Retry: retry, Exclude: slices.Clone(st.Models),
 		Finish: func(ans *core.Answer) {
 			note := fmt.Sprintf("↻ Answered again by %s (%s was rejected).", ans.Model, last.Model)
 			switch {

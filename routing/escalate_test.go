@@ -149,6 +149,32 @@ func TestEscalationPicksNextByWeight(t *testing.T) {
 	}
 }
 
+// TestEscalationAnswersTheCorrection: a rejection that says more than its
+// verdict ("that's wrong, I asked about Peru") is answered itself, after
+// the history, by the next model; the question alone again would lose it.
+func TestEscalationAnswersTheCorrection(t *testing.T) {
+	r, _, _, st, _ := newTestRouter(t, func(o *Options) { o.MaxEscalations = 2 })
+	agent := &routerAgent{r: r}
+	conv := &fakeConv{
+		sigs: st,
+		last: &core.Reply{ID: 10, Model: "p/cheap", TaskType: TaskChat},
+		hist: []core.ChatMessage{{Role: core.RoleUser, Content: "What is the capital of France?"}, {Role: core.RoleAssistant, Content: "Paris"}},
+	}
+	e := NewEscalator(r, conv, nil)
+	req := core.CommandRequest{RequestID: 1, Session: core.Session{ID: 3}, In: core.Inbound{Text: "That's wrong, I asked about Peru not France", UserID: "u"}}
+	d, err := e.Intercept(context.Background(), req)
+	ans, handled := agent.play(t, req, d, err)
+	if !handled || ans.Model != "p/mid" {
+		t.Fatalf("answer = %+v, handled %v; want the next model's", ans, handled)
+	}
+	if tr := agent.turns[0]; tr.Retry || tr.Text != req.In.Text || strings.Join(tr.Exclude, ",") != "p/cheap" {
+		t.Fatalf("turn = %+v; want the correction answered as a new message, p/cheap excluded", tr)
+	}
+	if sigs := st.Signals(); len(sigs) != 1 || sigs[0].Polarity != core.Negative || sigs[0].Model != "p/cheap" {
+		t.Fatalf("signals = %+v; want one rejection of p/cheap", sigs)
+	}
+}
+
 func TestEscalatorPassesOtherMessages(t *testing.T) {
 	r, _, _, st, _ := newTestRouter(t, nil)
 	conv := &fakeConv{
