@@ -154,6 +154,10 @@ func (e *Escalator) Intercept(ctx context.Context, req core.CommandRequest) (cor
 		return d, e.conv.SaveEscalation(ctx, sid, core.EscalationState{})
 	}
 	e.judge(ctx, sig, f.Judged)
+	if e.r.o.NoEscalation && !retry {
+		// No other model re-answers: the rejection is the message.
+		return core.Decision{}, nil
+	}
 	correction := ""
 	if sig.Kind == core.SignalFollowUp && IsCorrection(text) {
 		correction = text
@@ -245,6 +249,14 @@ func (e *Escalator) escalate(st *core.EscalationState, s core.Session, last *cor
 	}
 	tries := len(st.Models) - 1
 	pinned := s.ModelPin != ""
+	if e.r.o.NoEscalation && !pinned {
+		return core.Decision{Turn: &core.TurnOverride{
+			Text: question, Retry: true, Model: last.Model,
+			Finish: func(ans *core.Answer) {
+				ans.Text = fmt.Sprintf("↻ Answered again by %s (routing.max_escalations is 0: I do not switch models).", ans.Model) + "\n\n" + ans.Text
+			},
+		}}
+	}
 	if !pinned && tries >= e.r.o.MaxEscalations {
 		// The chain may come back to a model (when every other was
 		// tried): name each once.

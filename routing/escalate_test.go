@@ -175,6 +175,39 @@ func TestEscalationAnswersTheCorrection(t *testing.T) {
 	}
 }
 
+// TestNoEscalation: routing.max_escalations 0 (NoEscalation) switches no
+// model: a rejection is recorded and answered as any message, /retry
+// answers the question again with the same model.
+func TestNoEscalation(t *testing.T) {
+	r, _, _, st, _ := newTestRouter(t, func(o *Options) { o.NoEscalation = true })
+	agent := &routerAgent{r: r}
+	conv := &fakeConv{
+		sigs: st,
+		last: &core.Reply{ID: 10, Model: "p/cheap", TaskType: TaskChat},
+		hist: []core.ChatMessage{{Role: core.RoleUser, Content: "what is a monad"}, {Role: core.RoleAssistant, Content: "a burrito"}},
+	}
+	e := NewEscalator(r, conv, nil)
+	intercept := func(id int64, text string) (core.Answer, bool) {
+		req := core.CommandRequest{RequestID: id, Session: core.Session{ID: 3}, In: core.Inbound{Text: text, UserID: "u"}}
+		d, err := e.Intercept(context.Background(), req)
+		return agent.play(t, req, d, err)
+	}
+	if _, handled := intercept(1, "no, try again"); handled {
+		t.Fatal("a rejection was re-answered; want it answered as any message")
+	}
+	if sigs := st.Signals(); len(sigs) != 1 || sigs[0].Polarity != core.Negative {
+		t.Fatalf("signals = %+v; want the rejection recorded", sigs)
+	}
+	conv.last = &core.Reply{ID: 11, Model: "p/cheap", TaskType: TaskChat}
+	ans, handled := intercept(2, "/retry")
+	if !handled || ans.Model != "p/cheap" || !strings.Contains(ans.Text, "max_escalations is 0") {
+		t.Fatalf("/retry = %+v, handled %v; want p/cheap again, saying why", ans, handled)
+	}
+	if tr := agent.turns[0]; !tr.Retry || tr.Model != "p/cheap" || tr.Text != "what is a monad" {
+		t.Fatalf("turn = %+v", tr)
+	}
+}
+
 func TestEscalatorPassesOtherMessages(t *testing.T) {
 	r, _, _, st, _ := newTestRouter(t, nil)
 	conv := &fakeConv{

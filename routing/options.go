@@ -36,9 +36,12 @@ type Options struct {
 	NoAffinity bool
 	DecayDays  float64
 	// EscalateOnReaction and MaxEscalations: routing.escalate_on_reaction
-	// and routing.max_escalations (default 2).
+	// and routing.max_escalations (default 2; NoEscalation is its 0: a
+	// rejection is recorded and the message answered as any other, and
+	// /retry answers again with the same model).
 	EscalateOnReaction bool
 	MaxEscalations     int
+	NoEscalation       bool
 	// DailyUSD and ChatDailyUSD are routing.budget (0 = no budget).
 	DailyUSD, ChatDailyUSD float64
 	// Profiles are the credentials per provider id (auth.profiles_file or

@@ -181,6 +181,7 @@ func buildRouterWith(cfg *config.Config, db *store.DB, now func() time.Time, log
 		DecayDays:          float64(cfg.Routing.Affinity.DecayDays),
 		EscalateOnReaction: cfg.Routing.EscalateOnReaction,
 		MaxEscalations:     cfg.Routing.MaxEscalations,
+		NoEscalation:       cfg.Routing.MaxEscalations == 0,
 		DailyUSD:           cfg.Routing.Budget.DailyUSD,
 		ChatDailyUSD:       cfg.Routing.Budget.ChatDailyUSD,
 		Profiles:           profiles,
