@@ -84,6 +84,7 @@ func cmdDoctor(ctx context.Context, g *globalFlags, args []string, io Stdio, env
 	}
 	d.ok("config", "%s loads; %d channel(s) enabled, %d provider(s)", src, len(enabledChannels(cfg)), len(cfg.Models.Providers))
 	quiet := slog.New(slog.DiscardHandler)
+	d.startChecks(ctx, cfg)
 	d.dataDir(cfg)
 	d.database(ctx, cfg)
 	d.profiles(cfg)
@@ -100,6 +101,23 @@ func cmdDoctor(ctx context.Context, g *globalFlags, args []string, io Stdio, env
 	}
 	fmt.Fprintln(io.Out, "all checks passed")
 	return nil
+}
+
+// startChecks runs what `opentalon run` checks before it serves, as
+// `config check` does (preflight): a Lua script that does not compile, a
+// plugins.tools.run_as user that does not exist, a plugin binary others
+// may write, a bad schedule. Its warnings are those run logs at start.
+func (d *doctor) startChecks(ctx context.Context, cfg *config.Config) {
+	warnings, err := preflight(ctx, cfg)
+	for _, w := range warnings {
+		d.warn("start checks", "%s", w)
+	}
+	switch {
+	case err != nil:
+		d.fail("start checks", "opentalon run would refuse to start: %v", err)
+	case len(warnings) == 0:
+		d.ok("start checks", "what opentalon run checks before it serves passes (Lua scripts, plugins, schedules)")
+	}
 }
 
 // groupOrOther says mode lets someone besides the owner read (mask 044)

@@ -76,12 +76,13 @@ channels:
 		"check models.providers.fake.api_key",
 		"FAIL  channel telegram: telegram refused the bot token",
 		"channels.telegram.token",
+		"FAIL  start checks: opentalon run would refuse to start: ",
 	} {
 		if !strings.Contains(res.stdout, want) {
 			t.Errorf("doctor's report lacks %q:\n%s", want, res.stdout)
 		}
 	}
-	if !strings.Contains(res.stderr, "7 check(s) failed") {
+	if !strings.Contains(res.stderr, "8 check(s) failed") {
 		t.Errorf("doctor's summary: %q", res.stderr)
 	}
 	if strings.Contains(res.stdout+res.stderr, "wrong-key") || strings.Contains(res.stdout+res.stderr, tgToken) {
@@ -114,6 +115,28 @@ func TestE2EDoctorOnASoundSetup(t *testing.T) {
 	}
 	if n := llm.Count(); n != 1 {
 		t.Errorf("doctor sent %d requests to the provider, want one tiny request", n)
+	}
+}
+
+// TestE2EDoctorRunsTheStartChecks: doctor fails what run would refuse at
+// start, as config check does — here a Lua script that does not compile,
+// named with its line (doctor said "all checks passed" and run then
+// exited 78).
+func TestE2EDoctorRunsTheStartChecks(t *testing.T) {
+	t.Parallel()
+	llm := providertest.NewOpenAI(t)
+	dir := t.TempDir()
+	scripts := filepath.Join(dir, "lua")
+	if err := os.Mkdir(scripts, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(scripts, "10_bad.lua"), []byte("function pre_hook(ctx) return ctx en\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	path := writeConfig(t, testConfig(filepath.Join(dir, "data"), llm.BaseURL(), fmt.Sprintf("plugins: { lua: { scripts_dir: %q } }\n", scripts)))
+	res := runMain(t, nil, "", "--config", path, "doctor", "--offline")
+	if res.code != 1 || !strings.Contains(res.stdout, "FAIL  start checks: opentalon run would refuse to start: ") || !strings.Contains(res.stdout, "10_bad.lua:1") {
+		t.Fatalf("doctor with a broken Lua script: exit %d; want 1 and the script's line\n%s%s", res.code, res.stdout, res.stderr)
 	}
 }
 
