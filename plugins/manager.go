@@ -238,8 +238,11 @@ func (m *Manager) supervise(ctx context.Context, spec Spec, started func()) {
 			if p != nil && p.Cap.Name != "" {
 				name = p.Cap.Name
 			}
-			m.log.Error("plugin stopped and will not be restarted", "plugin", name, "restarts", restarts,
-				"fix", "see the plugin's output above; raise plugins.tools.max_restarts or set plugins.tools.restart_on_failure: true to keep trying")
+			fix := "see the plugin's output above; raise plugins.tools.max_restarts to keep trying"
+			if !m.o.RestartOnFailure {
+				fix = "see the plugin's output above; set plugins.tools.restart_on_failure: true to restart it"
+			}
+			m.log.Error("plugin stopped and will not be restarted", "plugin", name, "restarts", restarts, "fix", fix)
 			m.o.OnEvent(name, "gave_up")
 			return
 		}

@@ -6,6 +6,8 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -135,6 +137,19 @@ func TestE2EPluginLLMAPI(t *testing.T) {
 	code, resp := postJSON(t, url, `{"messages":[{"role":"user","content":"hi"}],"llm_name":"small"}`, map[string]string{"X-API-Key": apiKey})
 	if r, _ := llm.Last(); code != 200 || r.Model != "small" {
 		t.Fatalf("llm_name small: %d %s, model sent %q", code, resp, r.Model)
+	}
+	// Another method gets 405 and the usage (it got the plugin routes'
+	// 404 "no running plugin \"llm\"").
+	req, _ := http.NewRequest(http.MethodGet, url, nil)
+	req.Header.Set("X-API-Key", apiKey)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if res.StatusCode != http.StatusMethodNotAllowed || !strings.Contains(string(got), "use POST /api/plugins/llm/generate") {
+		t.Fatalf("GET %s: %d %s; want 405 naming POST", url, res.StatusCode, got)
 	}
 }
 

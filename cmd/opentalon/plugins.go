@@ -88,7 +88,9 @@ func (a *App) startPlugins(ctx context.Context, apiURL string) error {
 // mountPluginAPI serves POST /api/plugins/llm/generate (seed 003) to the
 // operator's server.api_key and the plugins' own keys.
 func (a *App) mountPluginAPI(mux *http.ServeMux) {
-	mux.Handle("POST "+plugins.GeneratePath, plugins.NewGenerateHandler(a.router, a.pluginAPIKeys(), a.log))
+	// Every method: the handler answers another than POST with 405 and
+	// the usage (the plugins' routes would answer 404).
+	mux.Handle(plugins.GeneratePath, plugins.NewGenerateHandler(a.router, a.pluginAPIKeys(), a.log))
 }
 
 // pluginAPIKeys are the keys of the core's HTTP API: server.api_key and,
