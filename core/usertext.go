@@ -46,6 +46,18 @@ func UserMessage(err error) string {
 // (in wait). It shares no phrase with the apologies of UserMessage: the
 // answer is still coming.
 func DelayMessage(err error, wait time.Duration) string {
+	return fmt.Sprintf("⏳ Your answer is delayed: %s. I will answer in about %s.", delayReason(err), max(wait, time.Second).Round(time.Second))
+}
+
+// LastTryMessage is DelayMessage when the next try, in wait, is the last
+// one queue.max_wait leaves and the provider said it would not be back by
+// then: no answer is promised.
+func LastTryMessage(err error, wait time.Duration) string {
+	return fmt.Sprintf("⏳ Your answer is delayed: %s. I will try once more in about %s, and tell you if that fails too.", delayReason(err), max(wait, time.Second).Round(time.Second))
+}
+
+// delayReason says why an answer is delayed by err.
+func delayReason(err error) string {
 	why := "the AI provider is busy"
 	switch ErrorKind(err) {
 	case KindRateLimited:
@@ -57,5 +69,5 @@ func DelayMessage(err error, wait time.Duration) string {
 	case KindUnknown:
 		why = "I hit a problem on my side"
 	}
-	return fmt.Sprintf("⏳ Your answer is delayed: %s. I will answer in about %s.", why, max(wait, time.Second).Round(time.Second))
+	return why
 }

@@ -199,6 +199,22 @@ func TestOutageGivesUpAtMaxWait(t *testing.T) {
 	}
 }
 
+// TestCooldownPastMaxWaitPromisesNoAnswer: a provider cooling down past
+// queue.max_wait leaves the message one last try when max_wait ends; the
+// user is told that, not promised an answer then (they were told "I will
+// answer in about 18s", then got the apology).
+func TestCooldownPastMaxWaitPromisesNoAnswer(t *testing.T) {
+	ag := &failingAgent{err: &core.Error{Kind: core.KindTimeout, Msg: "timeout", RetryAfter: time.Minute}, failures: 1000}
+	r := newDelayRig(t, ag, gateway.Options{MaxWait: 20 * time.Second})
+	r.accept("1", "hi")
+	r.nextTry()
+	got := r.sent(2)
+	if got[0] != "⏳ Your answer is delayed: the AI provider is answering too slowly. I will try once more in about 20s, and tell you if that fails too." ||
+		!strings.HasPrefix(got[1], "Sorry, I could not answer that") {
+		t.Fatalf("sent %q; want the last try announced, then the apology", got)
+	}
+}
+
 // TestUnknownFailureStillUsesAttempts: a failure that is not a provider's
 // (a bug, a store error) is retried as attempts and given up after
 // queue.max_attempts; when its retries delay the answer past a few

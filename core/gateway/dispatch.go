@@ -486,7 +486,7 @@ func (g *Gateway) settle(ctx context.Context, it core.QueueItem, err error, log 
 		outcome = core.OutcomeRetried
 		wait := g.opts.Backoff(it.Attempts + 1)
 		due := g.now().Add(wait)
-		g.tellDelay(sctx, it, err, due)
+		g.tellDelay(sctx, it, err, due, false)
 		log.Warn("request failed; will retry", "attempt", it.Attempts+1, "in", wait, "err", err)
 		g.record(sctx, log, "re-queue request", func(c context.Context) error { return g.store.Retry(c, it.ID, it.Lease, due, err.Error()) })
 	default:
@@ -529,6 +529,7 @@ func waits(err error) bool {
 func (g *Gateway) wait(ctx context.Context, it core.QueueItem, cause error, log *slog.Logger) core.Outcome {
 	now := g.now()
 	due := now.Add(max(core.RetryAfter(cause), g.opts.Backoff(1)))
+	last := false // the try at due is the last: max_wait ends then
 	if limit := it.CreatedAt.Add(g.opts.MaxWait); due.After(limit) {
 		if !now.Before(limit) {
 			log.Warn("request waited queue.max_wait for the provider; giving up", "queue.max_wait", g.opts.MaxWait, "err", cause)
@@ -537,9 +538,9 @@ func (g *Gateway) wait(ctx context.Context, it core.QueueItem, cause error, log 
 			}
 			return core.OutcomeRetried
 		}
-		due = limit
+		due, last = limit, true
 	}
-	notified := g.tellDelay(ctx, it, cause, due)
+	notified := g.tellDelay(ctx, it, cause, due, last)
 	log.Warn("the provider failed for now; the request waits", "until", due, "err", cause)
 	g.record(ctx, log, "defer request", func(c context.Context) error { return g.store.Defer(c, it.ID, it.Lease, due, cause.Error(), notified) })
 	return core.OutcomeWaiting
@@ -550,7 +551,7 @@ func (g *Gateway) wait(ctx context.Context, it core.QueueItem, cause error, log 
 // quietDelay late since it arrived. Once: not when an earlier delay was
 // told (Notified) or already past quietDelay (NotBefore, the earlier
 // due). It reports whether it told.
-func (g *Gateway) tellDelay(ctx context.Context, it core.QueueItem, cause error, due time.Time) bool {
+func (g *Gateway) tellDelay(ctx context.Context, it core.QueueItem, cause error, due time.Time, last bool) bool {
 	if it.Kind != core.EventMessage || it.Message == nil || it.Notified || due.Sub(it.CreatedAt) <= quietDelay ||
 		(!it.NotBefore.IsZero() && it.NotBefore.Sub(it.CreatedAt) > quietDelay) {
 		return false
@@ -562,7 +563,13 @@ func (g *Gateway) tellDelay(ctx context.Context, it core.QueueItem, cause error,
 	}
 	tctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	g.sendText(tctx, ch, *it.Message, core.DelayMessage(cause, due.Sub(g.now())))
+	text := core.DelayMessage(cause, due.Sub(g.now()))
+	if last {
+		// The provider will not be back before queue.max_wait ends:
+		// the answer is not promised.
+		text = core.LastTryMessage(cause, due.Sub(g.now()))
+	}
+	g.sendText(tctx, ch, *it.Message, text)
 	return true
 }
 
