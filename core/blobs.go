@@ -6,11 +6,10 @@ import (
 )
 
 // BlobStore keeps files by key outside the database: files under
-// <data_dir>/blobs by default, or a plugin (plugins.blobs). It is built
-// (the App's Blobs) and its contract tested, but no part of the gateway
-// writes to it yet: the files messages carry live in the media store
-// (MediaStore). The database itself always stays built in. Safe for
-// concurrent use.
+// <data_dir>/blobs by default, or a plugin (plugins.blobs). With a plugin
+// the media store (MediaStore) keeps each file there too, under
+// media/<sha256>, and <data_dir>/media is this machine's cache of them.
+// The database itself always stays built in. Safe for concurrent use.
 type BlobStore interface {
 	// Put stores data under key, replacing what was there.
 	Put(ctx context.Context, key string, data []byte) error

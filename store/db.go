@@ -18,6 +18,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	_ "modernc.org/sqlite" // registers the "sqlite" driver
@@ -168,6 +169,8 @@ type DB struct {
 	sealKey []byte
 	// media overrides the media directory (Options.MediaDir).
 	media string
+	// blobs keeps the media files beyond this machine (UseBlobs).
+	blobs atomic.Pointer[blobStore]
 }
 
 // Open opens (creating if needed) <dataDir>/opentalon.db, or the

@@ -26,6 +26,36 @@ func (db *DB) mediaDir() string {
 	return filepath.Join(db.dataDir, MediaDir)
 }
 
+// blobStore wraps the media's core.BlobStore for an atomic pointer.
+type blobStore struct{ core.BlobStore }
+
+// UseBlobs makes b keep the media files too (plugins.blobs.plugin): each
+// file stored is put under media/<sha256>, one missing from the media
+// directory (then this machine's cache) is read back from b, and the
+// sweep deletes it from b as well. A put b fails is logged: the file
+// stays in the local cache and the message goes on.
+func (db *DB) UseBlobs(b core.BlobStore) {
+	if b == nil {
+		db.blobs.Store(nil)
+		return
+	}
+	db.blobs.Store(&blobStore{b})
+}
+
+// mediaBlob is the blob key of a media file.
+func mediaBlob(sha string) string { return "media/" + sha }
+
+// putBlob puts a stored file's bytes into the blob store, if one is used.
+func (db *DB) putBlob(ctx context.Context, sha string, data []byte) {
+	b := db.blobs.Load()
+	if b == nil {
+		return
+	}
+	if err := b.Put(ctx, mediaBlob(sha), data); err != nil {
+		db.log.Warn("media: the blob store did not take a file; it is kept in the local media directory only", "sha256", sha, "err", err)
+	}
+}
+
 // validSHA accepts a lowercase hex SHA-256 only: it names a file.
 func validSHA(sha string) bool {
 	if len(sha) != 64 {
@@ -46,6 +76,7 @@ func (db *DB) PutMedia(ctx context.Context, data []byte, mime string) (string, e
 	if err := db.writeMediaFile(sha, func(f *os.File) error { _, err := f.Write(data); return err }); err != nil {
 		return "", err
 	}
+	db.putBlob(ctx, sha, data)
 	return sha, db.recordMedia(ctx, sha, mime, int64(len(data)), "", data)
 }
 
@@ -79,12 +110,13 @@ func (db *DB) StoreMedia(ctx context.Context, source, mime string, r io.Reader, 
 		return core.MediaFile{}, fmt.Errorf("media store: %w", err)
 	}
 	var data []byte
-	if db.d.concurrent {
-		// Replicas share the bytes through the database; this file is
-		// this replica's cache of them.
+	if db.d.concurrent || db.blobs.Load() != nil {
+		// Replicas share the bytes through the database, and a blob
+		// store keeps them; this file is this machine's cache of them.
 		if data, err = os.ReadFile(path); err != nil {
 			return core.MediaFile{}, fmt.Errorf("media store: %w", err)
 		}
+		db.putBlob(ctx, sha, data)
 	}
 	if err := db.recordMedia(ctx, sha, mime, n, source, data); err != nil {
 		return core.MediaFile{}, err
@@ -157,7 +189,8 @@ func (db *DB) MediaBySource(ctx context.Context, source string) (core.MediaFile,
 	if err != nil {
 		return core.MediaFile{}, false, fmt.Errorf("media of %s: %w", source, err)
 	}
-	if _, err := os.Stat(filepath.Join(db.mediaDir(), f.SHA256)); err != nil {
+	if _, err := os.Stat(filepath.Join(db.mediaDir(), f.SHA256)); err != nil && db.blobs.Load() == nil {
+		// (With a blob store, ReadMedia reads it from there.)
 		if !db.d.concurrent {
 			return core.MediaFile{}, false, nil
 		}
@@ -193,6 +226,9 @@ func (db *DB) ReadMedia(ctx context.Context, sha string) ([]byte, error) {
 	}
 	path := filepath.Join(db.mediaDir(), sha)
 	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		b, err = db.readMediaBlob(ctx, sha)
+	}
 	if errors.Is(err, os.ErrNotExist) && db.d.concurrent {
 		b, err = db.readMediaBytes(ctx, sha)
 	}
@@ -209,6 +245,27 @@ func (db *DB) ReadMedia(ctx context.Context, sha string) ([]byte, error) {
 		// Swept by another replica: this cached copy is stale.
 		_ = os.Remove(path)
 		return nil, gone(os.ErrNotExist)
+	}
+	return b, nil
+}
+
+// readMediaBlob reads a file's bytes from the blob store, if one is
+// used, and keeps them in the local cache; a file it does not have (or no
+// blob store) is os.ErrNotExist.
+func (db *DB) readMediaBlob(ctx context.Context, sha string) ([]byte, error) {
+	bs := db.blobs.Load()
+	if bs == nil {
+		return nil, os.ErrNotExist
+	}
+	b, err := bs.Get(ctx, mediaBlob(sha))
+	if core.ErrorKind(err) == core.KindNotFound {
+		return nil, os.ErrNotExist
+	}
+	if err != nil {
+		return nil, fmt.Errorf("the blob store: %w", err)
+	}
+	if err := db.writeMediaFile(sha, func(f *os.File) error { _, err := f.Write(b); return err }); err != nil {
+		db.log.Warn("media: cache a file read from the blob store", "sha256", sha, "err", err)
 	}
 	return b, nil
 }
@@ -254,6 +311,12 @@ func (db *DB) SweepMedia(ctx context.Context, before time.Time) (int, error) {
 			if err := os.Remove(filepath.Join(db.mediaDir(), sha)); err != nil && !errors.Is(err, os.ErrNotExist) {
 				db.log.Warn("media: remove an old file", "sha256", sha, "err", err)
 				continue
+			}
+			if bs := db.blobs.Load(); bs != nil {
+				if err := bs.Delete(ctx, mediaBlob(sha)); err != nil {
+					db.log.Warn("media: remove an old file from the blob store", "sha256", sha, "err", err)
+					continue
+				}
 			}
 		}
 		if _, err := db.w.ExecContext(ctx, `DELETE FROM media WHERE sha256 = ? AND used_at < ?`, sha, before.UnixMilli()); err != nil {

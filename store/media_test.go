@@ -142,3 +142,53 @@ func TestMediaStore(t *testing.T) {
 		t.Fatal("the source of a swept file is still found")
 	}
 }
+
+// TestMediaKeptInABlobStore: with a blob store (plugins.blobs.plugin)
+// each stored file is put there too, a file gone from the local media
+// directory is read back from it (and cached again), and the sweep
+// deletes it there.
+func TestMediaKeptInABlobStore(t *testing.T) {
+	c := clock.NewFake(time.Unix(1_800_000_000, 0))
+	db := openTest(t, Options{Now: c.Now})
+	blobs := NewFileBlobs(t.TempDir())
+	db.UseBlobs(blobs)
+	ctx := context.Background()
+	local := filepath.Join(filepath.Dir(db.Path()), MediaDir)
+
+	data := []byte("a photo's bytes")
+	f, err := db.StoreMedia(ctx, "telegram:file-1", "image/jpeg", bytes.NewReader(data), 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	made, err := db.PutMedia(ctx, []byte("a chart the bot made"), "image/png")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, sha := range []string{f.SHA256, made} {
+		if _, err := blobs.Get(ctx, "media/"+sha); err != nil {
+			t.Fatalf("blob media/%s: %v; want the file in the blob store", sha, err)
+		}
+	}
+
+	// This machine's copy is gone (another machine, a lost disk).
+	if err := os.RemoveAll(local); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, err := db.MediaBySource(ctx, "telegram:file-1"); err != nil || !ok {
+		t.Fatalf("MediaBySource without the local copy: %v %v; want it found", ok, err)
+	}
+	if got, err := db.ReadMedia(ctx, f.SHA256); err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("ReadMedia without the local copy = %q, %v; want it from the blob store", got, err)
+	}
+	if _, err := os.Stat(filepath.Join(local, f.SHA256)); err != nil {
+		t.Fatalf("the file read from the blob store is not cached again: %v", err)
+	}
+
+	c.Advance(48 * time.Hour)
+	if n, err := db.SweepMedia(ctx, c.Now().Add(-24*time.Hour)); err != nil || n != 2 {
+		t.Fatalf("SweepMedia = %d (%v); want both files removed", n, err)
+	}
+	if _, err := blobs.Get(ctx, "media/"+f.SHA256); core.ErrorKind(err) != core.KindNotFound {
+		t.Fatalf("blob after the sweep: %v; want it deleted", err)
+	}
+}

@@ -5,6 +5,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -394,4 +395,26 @@ func TestE2EPluginPNGUploadedOnEveryPlatform(t *testing.T) {
 		}
 		checkChartUpload(t, h, "discord", up.MessageID, up.Data, up.Name)
 	})
+}
+
+// TestE2EMediaKeptByTheBlobPlugin: with plugins.blobs.plugin the files a
+// message brings are kept by the plugin too (the ops example keeps them
+// in its state), under media/<sha256>. (The key was accepted and nothing
+// was ever put.)
+func TestE2EMediaKeptByTheBlobPlugin(t *testing.T) {
+	t.Parallel()
+	bin := pluginBinary(t, "../../plugins/examples/ops")
+	llm := providertest.NewOpenAI(t)
+	bot := telegramtest.New(t, tgToken)
+	cfg := visionCatalog(telegramConfig(t.TempDir(), llm.BaseURL(), bot.URL)) + "plugins:\n  tools:\n    plugins: [" + bin + "]\n  blobs:\n    plugin: ops\n"
+	h := startApp(t, loadConfigFile(t, writeConfig(t, cfg)))
+	waitPlugins(t, h.app, "ops")
+	jpg := photo(t)
+	sum := sha256.Sum256(jpg)
+	bot.AddUpdate(bot.Photo(telegramtest.User(50, "alice"), bot.AddFile(jpg), len(jpg), "what is in this picture?"))
+	bot.WaitSent(t, 1, 20*time.Second)
+	got, err := h.app.Blobs().Get(context.Background(), "media/"+hex.EncodeToString(sum[:]))
+	if err != nil || !bytes.Equal(got, jpg) {
+		t.Fatalf("the blob plugin's media/<sha256> of the photo: %d bytes, %v; want the photo", len(got), err)
+	}
 }

@@ -116,10 +116,12 @@ func (a *App) authorizer() core.Authorizer {
 }
 
 // buildBlobs is where the gateway keeps files: a blob storage plugin
-// (plugins.blobs.plugin) or <data_dir>/blobs.
+// (plugins.blobs.plugin), which then keeps the media files too (the
+// media directory is this machine's cache of them), or <data_dir>/blobs.
 func (a *App) buildBlobs() {
 	if p := a.cfg.Plugins.Blobs.Plugin; p != "" {
 		a.blobs = &plugins.Blobs{Ext: a.ext, Plugin: p}
+		a.db.UseBlobs(a.blobs)
 		return
 	}
 	a.blobs = store.NewFileBlobs(filepath.Join(a.cfg.State.DataDir, store.BlobDir))
