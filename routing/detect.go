@@ -97,17 +97,12 @@ func normalize(s string) string {
 	return strings.TrimFunc(s, func(r rune) bool { return unicode.IsPunct(r) && r != '\'' || unicode.IsSpace(r) })
 }
 
-// IsReject reports whether a follow-up rejects the previous answer.
-func IsReject(text string) bool {
-	return rejection(text)
-}
-
 // IsCorrection reports whether a follow-up that rejects the previous
 // answer also says something of its own ("that's wrong, I asked about
 // Peru", "do it again but in French"): the re-answer must see it, not
 // only the question again.
 func IsCorrection(text string) bool {
-	if !rejection(text) {
+	if !IsReject(text) {
 		return false
 	}
 	// The words of every verdict in it ("попробуй ещё раз": two).
@@ -130,8 +125,8 @@ func IsCorrection(text string) bool {
 	return false
 }
 
-// rejection is IsReject.
-func rejection(text string) bool {
+// IsReject reports whether a follow-up rejects the previous answer.
+func IsReject(text string) bool {
 	t := normalize(text)
 	if t == "" || strings.HasPrefix(strings.TrimSpace(text), "/") {
 		return false
