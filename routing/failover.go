@@ -87,12 +87,12 @@ func (r *Router) run(ctx context.Context, c Call, d decision) (Result, error) {
 					tooLong = max(m.ContextWindow, 1)
 					continue models
 				case core.KindTimeout:
-					r.outage(m)
+					r.outage(m, started)
 					r.timeout(ctx, p, request, started, err)
 				case core.KindRateLimited, core.KindAuth, core.KindBilling:
 					r.fail(ctx, p, started, err)
 				default:
-					r.outage(m)
+					r.outage(m, started)
 					continue models
 				}
 			}
@@ -118,11 +118,21 @@ func (r *Router) exhausted(d decision, lastErr error) error {
 	var soonest time.Time
 	// cause is why the profile free soonest is cooling.
 	cause := core.KindRateLimited
+	// free says a credential of the chain is not cooling: the chain
+	// failed otherwise (an outage, a timeout), and a cooling one's end
+	// says nothing of when to come back (one credential's 52-minute
+	// cooldown made a 20-second outage wait 7 minutes).
+	free := false
 	r.mu.Lock()
 	for _, m := range d.chain {
 		for _, p := range r.profilesOf(m.Provider()) {
 			st := r.pstate[p.ID]
-			if u := st.CooldownUntil; u.After(now) && (soonest.IsZero() || u.Before(soonest)) {
+			u := st.CooldownUntil
+			if !u.After(now) {
+				free = true
+				continue
+			}
+			if soonest.IsZero() || u.Before(soonest) {
 				soonest = u
 				if k := kindNamed(st.LastError); k != core.KindUnknown {
 					cause = k
@@ -131,6 +141,9 @@ func (r *Router) exhausted(d decision, lastErr error) error {
 		}
 	}
 	r.mu.Unlock()
+	if k := core.ErrorKind(lastErr); free && lastErr != nil && (k == core.KindUnavailable || k == core.KindTimeout) {
+		soonest = time.Time{}
+	}
 	refs := make([]string, len(d.chain))
 	for i, m := range d.chain {
 		refs[i] = m.Ref
@@ -177,21 +190,31 @@ type modelHealth struct {
 	avoid    time.Time
 	reason   string
 	outages  int
+	// outageAt is when the last outage was counted.
+	outageAt time.Time
 }
 
 // outageBase is the wait after an outage; each outage in a row doubles
 // it, up to auth.cooldowns.initial.
 const outageBase = 2 * time.Second
 
-// outage counts a failure of m that says its provider is down for now.
-func (r *Router) outage(m Model) {
+// outage counts a failure of m, of a call started at started, that says
+// its provider is down for now. The calls that were already on their way
+// when an outage was counted fail with the same outage: they do not count
+// again (30 conversations failing at once in a 2-second outage made the
+// next wait a minute, as if it were 30 outages in a row).
+func (r *Router) outage(m Model, started time.Time) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.health == nil {
 		r.health = map[string]modelHealth{}
 	}
 	h := r.health[m.Ref]
+	if h.outages > 0 && started.Before(h.outageAt) {
+		return
+	}
 	h.outages++
+	h.outageAt = r.now()
 	r.health[m.Ref] = h
 }
 
@@ -436,6 +459,14 @@ func (r *Router) fail(ctx context.Context, p Profile, started time.Time, err err
 		cd = r.o.Cooldowns.billingStep(st.BillingFailures)
 		r.stepped[p.ID] = now
 	default:
+		if !st.CooldownUntil.IsZero() && now.Sub(st.CooldownUntil) > r.o.Cooldowns.ladder(base, max(st.Failures, 1)) {
+			// Its last cooldown ended longer ago than it lasted, with no
+			// call since to reset it (the conversations kept another
+			// credential): this is a new episode, and its ladder starts
+			// over (a single 429 cooled a credential left idle for 52
+			// minutes, the fourth step of a ladder an hour old).
+			st.Failures = 0
+		}
 		st.Failures++
 		cd = r.o.Cooldowns.ladder(base, st.Failures)
 		r.stepped[p.ID] = now

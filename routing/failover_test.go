@@ -390,6 +390,142 @@ func TestConcurrentRateLimitsAreOneStep(t *testing.T) {
 	}
 }
 
+// TestIdleCredentialStartsTheLadderOver: a credential whose last cooldown
+// ended longer ago than it lasted, with no call since (the conversations
+// kept another credential), starts its ladder over at its next failure:
+// a single 429 asking for 1 s rested it for the ladder's fourth step.
+func TestIdleCredentialStartsTheLadderOver(t *testing.T) {
+	clk := newClock()
+	srv := providertest.NewOpenAI(t)
+	srv.SetReply(func(r providertest.Received) providertest.Script {
+		return providertest.Script{Status: 429, Header: map[string]string{"Retry-After": "1"}, Body: `{"error":{"message":"slow down","type":"rate_limit"}}`}
+	})
+	prov := provider.NewOpenAI(provider.Options{ID: "p", BaseURL: srv.BaseURL(), Now: clk.Now})
+	r, err := New(Options{
+		Providers: map[string]provider.Provider{"p": prov},
+		Catalog:   []Model{{Ref: "p/m", Weight: 50}},
+		Profiles:  map[string][]Profile{"p": {{ID: "p:a", Provider: "p", Key: "sk-a"}}},
+		Store:     NewMemStore(), Now: clk.Now,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []time.Duration{time.Second, 5 * time.Second, 25 * time.Second} {
+		_, err := r.Chat(context.Background(), Call{Req: userMsg("hi")})
+		if got := core.RetryAfter(err); got != want {
+			t.Fatalf("429 in a row: retry after %v, want %v", got, want)
+		}
+		clk.Advance(want)
+	}
+	// Right after the cooldown the ladder climbs on; an hour later it
+	// starts over.
+	_, err = r.Chat(context.Background(), Call{Req: userMsg("hi")})
+	if got := core.RetryAfter(err); got != 125*time.Second {
+		t.Fatalf("a 429 right after the cooldown: retry after %v, want 125s", got)
+	}
+	clk.Advance(time.Hour)
+	_, err = r.Chat(context.Background(), Call{Req: userMsg("hi")})
+	if got := core.RetryAfter(err); got != time.Second {
+		t.Fatalf("a 429 an hour after the last cooldown ended: retry after %v, want the server's 1s (a new episode)", got)
+	}
+}
+
+// TestOutageWaitIsNotAnotherCredentialsCooldown: when a credential that
+// is not cooling fails with an outage, the caller comes back after the
+// outage's wait, not when another credential's long cooldown ends.
+func TestOutageWaitIsNotAnotherCredentialsCooldown(t *testing.T) {
+	clk := newClock()
+	srv := providertest.NewOpenAI(t)
+	var down atomic.Bool
+	srv.SetReply(func(r providertest.Received) providertest.Script {
+		switch {
+		case down.Load():
+			return providertest.Script{Status: 502, Body: `{"error":{"message":"bad gateway"}}`}
+		case r.APIKey == "sk-a":
+			return providertest.Script{Status: 429, Header: map[string]string{"Retry-After": "3000"}, Body: `{"error":{"message":"slow down","type":"rate_limit"}}`}
+		}
+		return providertest.Echo(r)
+	})
+	prov := provider.NewOpenAI(provider.Options{ID: "p", BaseURL: srv.BaseURL(), Now: clk.Now})
+	r, err := New(Options{
+		Providers: map[string]provider.Provider{"p": prov},
+		Catalog:   []Model{{Ref: "p/m", Weight: 50}},
+		Profiles:  map[string][]Profile{"p": {{ID: "p:a", Provider: "p", Key: "sk-a"}, {ID: "p:b", Provider: "p", Key: "sk-b"}}},
+		Store:     NewMemStore(), Now: clk.Now,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if _, err := r.Chat(context.Background(), Call{Req: userMsg("hi")}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if st := r.Profiles("p")[0]; st.Profile.ID != "p:a" || !st.CooldownUntil.After(clk.Now().Add(time.Hour/2)) {
+		t.Fatalf("profile %s cools until %v; want p:a cooling for 50 minutes", st.Profile.ID, st.CooldownUntil)
+	}
+	down.Store(true)
+	_, err = r.Chat(context.Background(), Call{Req: userMsg("hi")})
+	if got := core.RetryAfter(err); core.ErrorKind(err) != core.KindUnavailable || got != 2*time.Second {
+		t.Fatalf("err = %v, retry after %v; want the outage's 2s, not p:a's cooldown", err, got)
+	}
+}
+
+// TestConcurrentOutagesAreOneEvent: an outage fails every call in flight
+// at once; that is one outage, not one per call (30 conversations failing
+// in a 2-second outage made the next wait a minute).
+func TestConcurrentOutagesAreOneEvent(t *testing.T) {
+	clk := newClock()
+	srv := providertest.NewOpenAI(t)
+	const inFlight = 5
+	var arrived sync.WaitGroup
+	arrived.Add(inFlight)
+	release := make(chan struct{})
+	var once sync.Once
+	free := func() { once.Do(func() { close(release) }) }
+	t.Cleanup(free)
+	var first atomic.Int32
+	srv.SetReply(func(r providertest.Received) providertest.Script {
+		if first.Add(1) <= inFlight {
+			arrived.Done()
+			<-release
+		}
+		return providertest.Script{Status: 502, Body: `{"error":{"message":"bad gateway"}}`}
+	})
+	prov := provider.NewOpenAI(provider.Options{ID: "p", BaseURL: srv.BaseURL(), Now: clk.Now})
+	r, err := New(Options{
+		Providers: map[string]provider.Provider{"p": prov},
+		Catalog:   []Model{{Ref: "p/m", Weight: 50}},
+		Profiles:  map[string][]Profile{"p": {{ID: "p:a", Provider: "p", Key: "sk-a"}}},
+		Store:     NewMemStore(), Now: clk.Now, MaxCloud: inFlight,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	errs := make(chan error, inFlight)
+	for range inFlight {
+		go func() {
+			_, err := r.Chat(context.Background(), Call{Req: userMsg("hi")})
+			errs <- err
+		}()
+	}
+	all := make(chan struct{})
+	go func() { arrived.Wait(); close(all) }()
+	select {
+	case <-all:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("%d calls never were under way at once", inFlight)
+	}
+	clk.Advance(100 * time.Millisecond)
+	free()
+	for range inFlight {
+		err := <-errs
+		if got := core.RetryAfter(err); core.ErrorKind(err) != core.KindUnavailable || got != 2*time.Second {
+			t.Fatalf("err = %v, retry after %v; want every call told 2s (one outage)", err, got)
+		}
+	}
+}
+
 // TestOutageSaysWhenToComeBack (issue 25, finding 13): when every model
 // of the chain fails with a 5xx or a timeout, the error says when to try
 // again like a rate limit does — 2 s after the first outage, doubling per
