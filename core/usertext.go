@@ -49,11 +49,10 @@ func DelayMessage(err error, wait time.Duration) string {
 	return fmt.Sprintf("⏳ Your answer is delayed: %s. I will answer in about %s.", delayReason(err), max(wait, time.Second).Round(time.Second))
 }
 
-// LastTryMessage is DelayMessage when the next try, in wait, is the last
-// one queue.max_wait leaves and the provider said it would not be back by
-// then: no answer is promised.
+// LastTryMessage is DelayMessage when the provider said it would not be
+// back before queue.max_wait ends, in wait: no answer is promised.
 func LastTryMessage(err error, wait time.Duration) string {
-	return fmt.Sprintf("⏳ Your answer is delayed: %s. I will try once more in about %s, and tell you if that fails too.", delayReason(err), max(wait, time.Second).Round(time.Second))
+	return fmt.Sprintf("⏳ Your answer is delayed: %s. I will keep trying for about %s, and tell you if I cannot answer.", delayReason(err), max(wait, time.Second).Round(time.Second))
 }
 
 // delayReason says why an answer is delayed by err.

@@ -2,6 +2,7 @@ package gateway_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -199,6 +200,26 @@ func TestOutageGivesUpAtMaxWait(t *testing.T) {
 	}
 }
 
+// TestCooldownIsRecheckedUntilTheProviderIsBack: a message waiting for a
+// provider's cooldown (2 minutes here) tries again every recheckEvery, so
+// it is answered within that of the provider's return (the router's probe
+// ends the cooldown), not when the cooldown would have ended; the user is
+// told the provider's own time once.
+func TestCooldownIsRecheckedUntilTheProviderIsBack(t *testing.T) {
+	ag := &failingAgent{err: &core.Error{Kind: core.KindRateLimited, Msg: "429", RetryAfter: 2 * time.Minute}, failures: 2}
+	r := newDelayRig(t, ag, gateway.Options{})
+	r.accept("1", "hi")
+	r.nextTry()
+	r.nextTry()
+	got := r.sent(2)
+	if got[0] != "⏳ Your answer is delayed: the AI provider asked me to slow down. I will answer in about 2m0s." || got[1] != "answer to hi" {
+		t.Fatalf("sent %q; want the notice with the provider's time, then the answer", got)
+	}
+	if want := []time.Duration{15 * time.Second, 15 * time.Second}; fmt.Sprint(r.waits) != fmt.Sprint(want) {
+		t.Fatalf("waits = %v; want %v (a try every 15s, not the 2m cooldown)", r.waits, want)
+	}
+}
+
 // TestCooldownPastMaxWaitPromisesNoAnswer: a provider cooling down past
 // queue.max_wait leaves the message one last try when max_wait ends; the
 // user is told that, not promised an answer then (they were told "I will
@@ -209,7 +230,7 @@ func TestCooldownPastMaxWaitPromisesNoAnswer(t *testing.T) {
 	r.accept("1", "hi")
 	r.nextTry()
 	got := r.sent(2)
-	if got[0] != "⏳ Your answer is delayed: the AI provider is answering too slowly. I will try once more in about 20s, and tell you if that fails too." ||
+	if got[0] != "⏳ Your answer is delayed: the AI provider is answering too slowly. I will keep trying for about 20s, and tell you if I cannot answer." ||
 		!strings.HasPrefix(got[1], "Sorry, I could not answer that") {
 		t.Fatalf("sent %q; want the last try announced, then the apology", got)
 	}

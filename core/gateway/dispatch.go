@@ -519,18 +519,37 @@ func waits(err error) bool {
 	return core.Transient(err) && core.RetryAfter(err) > 0
 }
 
+// recheckEvery bounds the wait of an item whose provider is cooling
+// down (a rate limit, a refused or exhausted credential): the router
+// answers such a try at once without calling while the cooldown lasts,
+// but lets one call through now and then to see whether the provider is
+// back (its probe), and a success ends the cooldown. Without the bound a
+// waiting message slept through the whole cooldown, minutes after the
+// provider was back. An outage's wait is not bounded: each of its tries
+// is a call to the failing provider.
+const recheckEvery = 15 * time.Second
+
 // wait puts an item back, without counting an attempt, until the
 // provider it waits for may answer (the error's RetryAfter, at least the
-// first step of Options.Backoff). The last try is when queue.max_wait
-// since the message arrived ends; a failure then gives it up. The user
-// is told once when the answer is delayed by more than a few seconds.
-// It reports the attempt's outcome: waiting; or, once max_wait is over,
-// failed, or retried when the give-up's apology must be sent again.
+// first step of Options.Backoff; at most recheckEvery while a cooldown
+// lasts). The last try is when queue.max_wait since the message arrived
+// ends; a failure then gives it up. The user is told once when the
+// answer is delayed by more than a few seconds. It reports the attempt's
+// outcome: waiting; or, once max_wait is over, failed, or retried when
+// the give-up's apology must be sent again.
 func (g *Gateway) wait(ctx context.Context, it core.QueueItem, cause error, log *slog.Logger) core.Outcome {
 	now := g.now()
-	due := now.Add(max(core.RetryAfter(cause), g.opts.Backoff(1)))
-	last := false // the try at due is the last: max_wait ends then
-	if limit := it.CreatedAt.Add(g.opts.MaxWait); due.After(limit) {
+	// expect is when the provider says it may answer; due the next try.
+	expect := now.Add(max(core.RetryAfter(cause), g.opts.Backoff(1)))
+	due := expect
+	switch core.ErrorKind(cause) {
+	case core.KindRateLimited, core.KindAuth, core.KindBilling:
+		if check := now.Add(max(recheckEvery, g.opts.Backoff(1))); check.Before(due) {
+			due = check
+		}
+	}
+	last := false // the provider is not expected back before max_wait ends
+	if limit := it.CreatedAt.Add(g.opts.MaxWait); expect.After(limit) {
 		if !now.Before(limit) {
 			log.Warn("request waited queue.max_wait for the provider; giving up", "queue.max_wait", g.opts.MaxWait, "err", cause)
 			if g.giveUp(ctx, it, cause, log) {
@@ -538,10 +557,13 @@ func (g *Gateway) wait(ctx context.Context, it core.QueueItem, cause error, log 
 			}
 			return core.OutcomeRetried
 		}
-		due, last = limit, true
+		expect, last = limit, true
+		if due.After(limit) {
+			due = limit
+		}
 	}
-	notified := g.tellDelay(ctx, it, cause, due, last)
-	log.Warn("the provider failed for now; the request waits", "until", due, "err", cause)
+	notified := g.tellDelay(ctx, it, cause, expect, last)
+	log.Warn("the provider failed for now; the request waits", "until", due, "provider_back", expect, "err", cause)
 	g.record(ctx, log, "defer request", func(c context.Context) error { return g.store.Defer(c, it.ID, it.Lease, due, cause.Error(), notified) })
 	return core.OutcomeWaiting
 }
