@@ -602,3 +602,23 @@ func TestStepSequence(t *testing.T) {
 		t.Fatalf("math step offered %s", got)
 	}
 }
+
+// TestTranscriptFitsASmallWindow: a compaction model with a small context
+// window (1,500 tokens) still gets the transcript that fits it, not only
+// the last message, and a summary bound to its window.
+func TestTranscriptFitsASmallWindow(t *testing.T) {
+	o := New(Options{LLM: &fakeLLM{window: 1500}})
+	var msgs []core.ChatMessage
+	for i := range 6 {
+		msgs = append(msgs, core.ChatMessage{Role: core.RoleUser, Content: fmt.Sprintf("question %d", i)}, core.ChatMessage{Role: core.RoleAssistant, Content: fmt.Sprintf("answer %d", i)})
+	}
+	got := o.transcript(msgs)
+	for _, want := range []string{"User: question 0", "Assistant: answer 5"} {
+		if !strings.Contains(got, want) {
+			t.Fatalf("transcript for a 1,500-token window lacks %q:\n%s", want, got)
+		}
+	}
+	if n := summaryTokens(1500); n != 375 {
+		t.Fatalf("summary bound for a 1,500-token window = %d, want 375", n)
+	}
+}
