@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"runtime/metrics"
 	"strings"
@@ -37,7 +38,18 @@ func testExtractor(t testing.TB) Extractor {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return PDFHelper{Isolation: iso, Path: exe, Args: []string{}, Env: []string{envPDFHelper + "=1"}}
+	// The helper's failures are logged with what it said, for a test
+	// that fails to show.
+	log := slog.New(slog.NewTextHandler(testLog{t}, nil))
+	return PDFHelper{Isolation: iso, Path: exe, Args: []string{}, Env: []string{envPDFHelper + "=1"}, Logger: log}
+}
+
+// testLog writes a log to the test's output.
+type testLog struct{ t testing.TB }
+
+func (l testLog) Write(p []byte) (int, error) {
+	l.t.Log(strings.TrimSpace(string(p)))
+	return len(p), nil
 }
 
 // allocated is the bytes the process allocated while fn ran.
