@@ -209,3 +209,24 @@ func TestConfinedHelperOutOfReachRunsFromACopy(t *testing.T) {
 		t.Fatalf("a copy in a temporary directory nobody cannot enter: %v; want a refusal naming TMPDIR", err)
 	}
 }
+
+// TestOutOfMemoryWords: what a Go program says when the memory limit
+// stops it, including a crash of its runtime during an allocation; other
+// crashes are not the limit.
+func TestOutOfMemoryWords(t *testing.T) {
+	for _, tc := range []struct {
+		stderr string
+		want   bool
+	}{
+		{"fatal error: runtime: out of memory\n\ngoroutine 1 [running]:", true},
+		{"runtime: mmap: cannot allocate memory", true},
+		{"SIGSEGV: segmentation violation\nPC=0x1 m=0 sigcode=1 addr=0x0\n\ngoroutine 0 [idle]:\nruntime.gcDrainN()\n\ngoroutine 1 [GC assist marking]:\nruntime.mallocgc(0x77359401, 0x1, 0x1)\nmain.main()", true},
+		{"SIGSEGV: segmentation violation\nPC=0x1 m=0 sigcode=1 addr=0x0\n\ngoroutine 1 [running]:\nmain.parse()\nmain.main()", false},
+		{"runtime: goroutine stack exceeds 67108864-byte limit\nfatal error: stack overflow", false},
+		{"panic: index out of range", false},
+	} {
+		if got := outOfMemory(tc.stderr); got != tc.want {
+			t.Errorf("outOfMemory(%.40q) = %v, want %v", tc.stderr, got, tc.want)
+		}
+	}
+}
