@@ -199,10 +199,12 @@ type modelHealth struct {
 const outageBase = 2 * time.Second
 
 // outage counts a failure of m, of a call started at started, that says
-// its provider is down for now. The calls that were already on their way
-// when an outage was counted fail with the same outage: they do not count
-// again (30 conversations failing at once in a 2-second outage made the
-// next wait a minute, as if it were 30 outages in a row).
+// its provider is down for now. An outage in a row is one that outlasted
+// the wait the last one told its callers: the failures of calls already
+// on their way when one was counted, or made before its wait is over
+// (other conversations' messages), are the same outage and do not count
+// again (30 conversations failing in a 2-second outage made the next wait
+// a minute, as if it were 30 outages in a row).
 func (r *Router) outage(m Model, started time.Time) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -210,7 +212,7 @@ func (r *Router) outage(m Model, started time.Time) {
 		r.health = map[string]modelHealth{}
 	}
 	h := r.health[m.Ref]
-	if h.outages > 0 && started.Before(h.outageAt) {
+	if h.outages > 0 && (started.Before(h.outageAt) || r.now().Before(h.outageAt.Add(r.outageStep(h.outages)))) {
 		return
 	}
 	h.outages++
@@ -231,6 +233,13 @@ func (r *Router) outageWait(chain []Model) time.Duration {
 		}
 	}
 	r.mu.Unlock()
+	return r.outageStep(n)
+}
+
+// outageStep is the wait after n outages in a row: outageBase doubled
+// per outage after the first, up to auth.cooldowns.initial (at least
+// outageBase).
+func (r *Router) outageStep(n int) time.Duration {
 	top := max(r.o.Cooldowns.Initial, outageBase)
 	d := outageBase
 	for i := 1; i < n && d < top; i++ {

@@ -526,6 +526,37 @@ func TestConcurrentOutagesAreOneEvent(t *testing.T) {
 	}
 }
 
+// TestFailuresWithinAnOutagesWaitAreThatOutage: other conversations'
+// calls failing before the wait an outage told is over are the same
+// outage; a call after the wait that fails again is the next one.
+func TestFailuresWithinAnOutagesWaitAreThatOutage(t *testing.T) {
+	r, p, _, _, clk := newTestRouter(t, func(o *Options) { o.Cooldowns.Initial = 30 * time.Second })
+	p.fn = func(_ provider.Credentials, req *provider.Request) (*provider.Response, error) {
+		return nil, &core.Error{Kind: core.KindUnavailable, Msg: "provider p: HTTP 500"}
+	}
+	call := func(chat string) time.Duration {
+		conv := core.ConversationKey{Channel: "telegram", Chat: chat}
+		_, err := r.Chat(context.Background(), Call{Session: &core.Session{ID: 1, Conversation: conv, ModelPin: "p/cheap"}, Conversation: conv, Req: userMsg("hi")})
+		return core.RetryAfter(err)
+	}
+	for i, step := range []struct {
+		chat    string
+		advance time.Duration
+		want    time.Duration
+	}{
+		{"1", 0, 2 * time.Second},
+		{"2", 500 * time.Millisecond, 2 * time.Second}, // within the first outage's 2s
+		{"3", 500 * time.Millisecond, 2 * time.Second},
+		{"1", 2 * time.Second, 4 * time.Second}, // after the wait: the next outage
+		{"2", time.Second, 4 * time.Second},
+	} {
+		clk.Advance(step.advance)
+		if got := call(step.chat); got != step.want {
+			t.Fatalf("call %d (chat %s): retry after %v, want %v", i+1, step.chat, got, step.want)
+		}
+	}
+}
+
 // TestOutageSaysWhenToComeBack (issue 25, finding 13): when every model
 // of the chain fails with a 5xx or a timeout, the error says when to try
 // again like a rate limit does — 2 s after the first outage, doubling per
