@@ -371,7 +371,15 @@ func (r *Router) nextProfile(ctx context.Context, m Model, sess *core.Session, p
 		}
 		st = r.pstate[p.ID]
 		if st.CooldownUntil.After(now) {
-			if !probe || now.Sub(st.LastUsed) < r.o.Cooldowns.Initial {
+			// A probe at most every cooldowns.initial, or as often as the
+			// server's own Retry-After asked when that is sooner: the
+			// ladder may rest a credential far longer than the server
+			// asked, and the probe is what finds it back.
+			every := r.o.Cooldowns.Initial
+			if pe, ok := r.probeEvery[p.ID]; ok && pe < every {
+				every = max(pe, minProbeEvery)
+			}
+			if !probe || now.Sub(st.LastUsed) < every {
 				continue
 			}
 			st.LastProbe = now
@@ -454,6 +462,9 @@ func (r *Router) fail(ctx context.Context, p Profile, started time.Time, err err
 	base := r.o.Cooldowns.Initial
 	if ra := core.RetryAfter(err); ra > 0 {
 		base = ra
+		r.probeEvery[p.ID] = ra
+	} else {
+		delete(r.probeEvery, p.ID)
 	}
 	var cd time.Duration
 	switch last, ok := r.stepped[p.ID]; {
@@ -520,12 +531,17 @@ func (r *Router) allCoolingLocked(prov string, now time.Time) (bool, time.Time) 
 // persisted at once.
 const profileSaveEvery = 30 * time.Second
 
+// minProbeEvery bounds how often a cooling profile is probed, whatever
+// its server's Retry-After.
+const minProbeEvery = 5 * time.Second
+
 // succeed resets a profile's failure state (and m's health) and persists
 // it with the use nextProfile counted.
 func (r *Router) succeed(ctx context.Context, m Model, p Profile) {
 	r.mu.Lock()
 	delete(r.health, m.Ref)
 	delete(r.timedOut, p.ID)
+	delete(r.probeEvery, p.ID)
 	delete(r.cooling, p.Provider)
 	st := r.pstate[p.ID]
 	healthy := st.Failures == 0 && st.BillingFailures == 0 && st.CooldownUntil.IsZero() && st.LastError == ""

@@ -390,6 +390,45 @@ func TestConcurrentRateLimitsAreOneStep(t *testing.T) {
 	}
 }
 
+// TestProbeFollowsTheServersRetryAfter: a credential the ladder rests far
+// longer than its server asked (a second 429 with "Retry-After: 10" rests
+// it 50 s) is probed as often as the server asked, so a provider back
+// after 10 s answers then, not when the cooldown or cooldowns.initial
+// ends.
+func TestProbeFollowsTheServersRetryAfter(t *testing.T) {
+	clk := newClock()
+	srv := providertest.NewOpenAI(t)
+	var limited atomic.Bool
+	limited.Store(true)
+	srv.SetReply(func(r providertest.Received) providertest.Script {
+		if limited.Load() {
+			return providertest.Script{Status: 429, Header: map[string]string{"Retry-After": "10"}, Body: `{"error":{"message":"slow down","type":"rate_limit"}}`}
+		}
+		return providertest.Echo(r)
+	})
+	prov := provider.NewOpenAI(provider.Options{ID: "p", BaseURL: srv.BaseURL(), Now: clk.Now})
+	r, err := New(Options{
+		Providers: map[string]provider.Provider{"p": prov},
+		Catalog:   []Model{{Ref: "p/m", Weight: 50}},
+		Profiles:  map[string][]Profile{"p": {{ID: "p:a", Provider: "p", Key: "sk-a"}}},
+		Store:     NewMemStore(), Now: clk.Now,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []time.Duration{10 * time.Second, 50 * time.Second} {
+		_, err := r.Chat(context.Background(), Call{Req: userMsg("hi")})
+		if got := core.RetryAfter(err); got != want {
+			t.Fatalf("429: retry after %v, want %v", got, want)
+		}
+		clk.Advance(10 * time.Second)
+	}
+	limited.Store(false)
+	if _, err := r.Chat(context.Background(), Call{Req: userMsg("hi")}); err != nil {
+		t.Fatalf("10 s after the last 429, with the provider back: %v; want the probe answered", err)
+	}
+}
+
 // TestIdleCredentialStartsTheLadderOver: a credential whose last cooldown
 // ended longer ago than it lasted, with no call since (the conversations
 // kept another credential), starts its ladder over at its next failure:

@@ -110,6 +110,10 @@ type Router struct {
 	// stepped is when each profile's cooldown ladder last climbed (see
 	// fail).
 	stepped map[string]time.Time
+	// probeEvery is, by profile id, the Retry-After of its last failure
+	// when the server gave one: how often it may be probed while cooling
+	// (see nextProfile).
+	probeEvery map[string]time.Duration
 	// profilesAt is when the profiles' state was last read from the
 	// store (Options.SharedProfiles).
 	profilesAt time.Time
