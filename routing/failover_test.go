@@ -290,16 +290,7 @@ func TestShortRetryAfterClimbsTheLadder(t *testing.T) {
 		}
 		return providertest.Echo(r)
 	})
-	prov := provider.NewOpenAI(provider.Options{ID: "p", BaseURL: srv.BaseURL(), Now: clk.Now})
-	r, err := New(Options{
-		Providers: map[string]provider.Provider{"p": prov},
-		Catalog:   []Model{{Ref: "p/m", Weight: 50}},
-		Profiles:  map[string][]Profile{"p": {{ID: "p:a", Provider: "p", Key: "sk-a"}}},
-		Store:     NewMemStore(), Now: clk.Now,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := srvRouter(t, clk, srv, 0, "sk-a")
 	for i, want := range []time.Duration{time.Second, 5 * time.Second, 25 * time.Second, 125 * time.Second, 625 * time.Second, 3125 * time.Second, time.Hour, time.Hour} {
 		_, err := r.Chat(context.Background(), Call{Req: userMsg("hi")})
 		if core.ErrorKind(err) != core.KindRateLimited {
@@ -318,7 +309,7 @@ func TestShortRetryAfterClimbsTheLadder(t *testing.T) {
 		t.Fatal(err)
 	}
 	limited.Store(true)
-	_, err = r.Chat(context.Background(), Call{Req: userMsg("hi")})
+	_, err := r.Chat(context.Background(), Call{Req: userMsg("hi")})
 	if got := core.RetryAfter(err); got != time.Second {
 		t.Fatalf("after a success: retry after %v, want the server's 1s again", got)
 	}
@@ -333,32 +324,45 @@ func TestConcurrentRateLimitsAreOneStep(t *testing.T) {
 	clk := newClock()
 	srv := providertest.NewOpenAI(t)
 	const inFlight = 5
+	r := srvRouter(t, clk, srv, inFlight, "sk-a")
+	errs := failAtOnce(t, clk, srv, r, inFlight, providertest.Script{Status: 429, Header: map[string]string{"Retry-After": "1"}, Body: `{"error":{"message":"slow down","type":"rate_limit"}}`})
+	for _, err := range errs {
+		if core.ErrorKind(err) != core.KindRateLimited {
+			t.Fatalf("err = %v", err)
+		}
+	}
+	st := r.Profiles("p")[0]
+	if until := st.CooldownUntil.Sub(clk.Now()); until != time.Second {
+		t.Fatalf("%d concurrent 429s cool the credential for %v, want the server's 1s (one step)", inFlight, until)
+	}
+	clk.Advance(time.Second)
+	_, err := r.Chat(context.Background(), Call{Req: userMsg("hi")})
+	if got := core.RetryAfter(err); got != 5*time.Second {
+		t.Fatalf("the next 429, after the cooldown: retry after %v, want 5s (the ladder's second step)", got)
+	}
+}
+
+// failAtOnce makes n calls to r at once, which srv holds until all have
+// arrived and then answers with fail (a later call gets fail at once);
+// the clock moves on 100 ms in between. It returns their errors.
+func failAtOnce(t *testing.T, clk *fakeClock, srv *providertest.Server, r *Router, n int, fail providertest.Script) []error {
+	t.Helper()
 	var arrived sync.WaitGroup
-	arrived.Add(inFlight)
+	arrived.Add(n)
 	release := make(chan struct{})
 	var once sync.Once
 	free := func() { once.Do(func() { close(release) }) }
 	t.Cleanup(free) // before the server's Close, which waits for its handlers
 	var first atomic.Int32
-	srv.SetReply(func(r providertest.Received) providertest.Script {
-		if first.Add(1) <= inFlight {
+	srv.SetReply(func(providertest.Received) providertest.Script {
+		if first.Add(1) <= int32(n) {
 			arrived.Done()
 			<-release
 		}
-		return providertest.Script{Status: 429, Header: map[string]string{"Retry-After": "1"}, Body: `{"error":{"message":"slow down","type":"rate_limit"}}`}
+		return fail
 	})
-	prov := provider.NewOpenAI(provider.Options{ID: "p", BaseURL: srv.BaseURL(), Now: clk.Now})
-	r, err := New(Options{
-		Providers: map[string]provider.Provider{"p": prov},
-		Catalog:   []Model{{Ref: "p/m", Weight: 50}},
-		Profiles:  map[string][]Profile{"p": {{ID: "p:a", Provider: "p", Key: "sk-a"}}},
-		Store:     NewMemStore(), Now: clk.Now, MaxCloud: inFlight,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	errs := make(chan error, inFlight)
-	for range inFlight {
+	errs := make(chan error, n)
+	for range n {
 		go func() {
 			_, err := r.Chat(context.Background(), Call{Req: userMsg("hi")})
 			errs <- err
@@ -369,25 +373,16 @@ func TestConcurrentRateLimitsAreOneStep(t *testing.T) {
 	select {
 	case <-all:
 	case <-time.After(30 * time.Second):
-		t.Fatalf("%d calls never were under way at once", inFlight)
+		t.Fatalf("%d calls never were under way at once", n)
 	}
 	// The calls are all under way; the clock moves on before they fail.
 	clk.Advance(100 * time.Millisecond)
 	free()
-	for range inFlight {
-		if err := <-errs; core.ErrorKind(err) != core.KindRateLimited {
-			t.Fatalf("err = %v", err)
-		}
+	out := make([]error, n)
+	for i := range out {
+		out[i] = <-errs
 	}
-	st := r.Profiles("p")[0]
-	if until := st.CooldownUntil.Sub(clk.Now()); until != time.Second {
-		t.Fatalf("%d concurrent 429s cool the credential for %v, want the server's 1s (one step)", inFlight, until)
-	}
-	clk.Advance(time.Second)
-	_, err = r.Chat(context.Background(), Call{Req: userMsg("hi")})
-	if got := core.RetryAfter(err); got != 5*time.Second {
-		t.Fatalf("the next 429, after the cooldown: retry after %v, want 5s (the ladder's second step)", got)
-	}
+	return out
 }
 
 // TestProbeFollowsTheServersRetryAfter: a credential the ladder rests far
@@ -406,16 +401,7 @@ func TestProbeFollowsTheServersRetryAfter(t *testing.T) {
 		}
 		return providertest.Echo(r)
 	})
-	prov := provider.NewOpenAI(provider.Options{ID: "p", BaseURL: srv.BaseURL(), Now: clk.Now})
-	r, err := New(Options{
-		Providers: map[string]provider.Provider{"p": prov},
-		Catalog:   []Model{{Ref: "p/m", Weight: 50}},
-		Profiles:  map[string][]Profile{"p": {{ID: "p:a", Provider: "p", Key: "sk-a"}}},
-		Store:     NewMemStore(), Now: clk.Now,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := srvRouter(t, clk, srv, 0, "sk-a")
 	for _, want := range []time.Duration{10 * time.Second, 50 * time.Second} {
 		_, err := r.Chat(context.Background(), Call{Req: userMsg("hi")})
 		if got := core.RetryAfter(err); got != want {
@@ -439,16 +425,7 @@ func TestIdleCredentialStartsTheLadderOver(t *testing.T) {
 	srv.SetReply(func(r providertest.Received) providertest.Script {
 		return providertest.Script{Status: 429, Header: map[string]string{"Retry-After": "1"}, Body: `{"error":{"message":"slow down","type":"rate_limit"}}`}
 	})
-	prov := provider.NewOpenAI(provider.Options{ID: "p", BaseURL: srv.BaseURL(), Now: clk.Now})
-	r, err := New(Options{
-		Providers: map[string]provider.Provider{"p": prov},
-		Catalog:   []Model{{Ref: "p/m", Weight: 50}},
-		Profiles:  map[string][]Profile{"p": {{ID: "p:a", Provider: "p", Key: "sk-a"}}},
-		Store:     NewMemStore(), Now: clk.Now,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := srvRouter(t, clk, srv, 0, "sk-a")
 	for _, want := range []time.Duration{time.Second, 5 * time.Second, 25 * time.Second} {
 		_, err := r.Chat(context.Background(), Call{Req: userMsg("hi")})
 		if got := core.RetryAfter(err); got != want {
@@ -458,7 +435,7 @@ func TestIdleCredentialStartsTheLadderOver(t *testing.T) {
 	}
 	// Right after the cooldown the ladder climbs on; an hour later it
 	// starts over.
-	_, err = r.Chat(context.Background(), Call{Req: userMsg("hi")})
+	_, err := r.Chat(context.Background(), Call{Req: userMsg("hi")})
 	if got := core.RetryAfter(err); got != 125*time.Second {
 		t.Fatalf("a 429 right after the cooldown: retry after %v, want 125s", got)
 	}
@@ -485,16 +462,7 @@ func TestOutageWaitIsNotAnotherCredentialsCooldown(t *testing.T) {
 		}
 		return providertest.Echo(r)
 	})
-	prov := provider.NewOpenAI(provider.Options{ID: "p", BaseURL: srv.BaseURL(), Now: clk.Now})
-	r, err := New(Options{
-		Providers: map[string]provider.Provider{"p": prov},
-		Catalog:   []Model{{Ref: "p/m", Weight: 50}},
-		Profiles:  map[string][]Profile{"p": {{ID: "p:a", Provider: "p", Key: "sk-a"}, {ID: "p:b", Provider: "p", Key: "sk-b"}}},
-		Store:     NewMemStore(), Now: clk.Now,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := srvRouter(t, clk, srv, 0, "sk-a", "sk-b")
 	for range 2 {
 		if _, err := r.Chat(context.Background(), Call{Req: userMsg("hi")}); err != nil {
 			t.Fatal(err)
@@ -504,7 +472,7 @@ func TestOutageWaitIsNotAnotherCredentialsCooldown(t *testing.T) {
 		t.Fatalf("profile %s cools until %v; want p:a cooling for 50 minutes", st.Profile.ID, st.CooldownUntil)
 	}
 	down.Store(true)
-	_, err = r.Chat(context.Background(), Call{Req: userMsg("hi")})
+	_, err := r.Chat(context.Background(), Call{Req: userMsg("hi")})
 	if got := core.RetryAfter(err); core.ErrorKind(err) != core.KindUnavailable || got != 2*time.Second {
 		t.Fatalf("err = %v, retry after %v; want the outage's 2s, not p:a's cooldown", err, got)
 	}
@@ -517,48 +485,8 @@ func TestConcurrentOutagesAreOneEvent(t *testing.T) {
 	clk := newClock()
 	srv := providertest.NewOpenAI(t)
 	const inFlight = 5
-	var arrived sync.WaitGroup
-	arrived.Add(inFlight)
-	release := make(chan struct{})
-	var once sync.Once
-	free := func() { once.Do(func() { close(release) }) }
-	t.Cleanup(free)
-	var first atomic.Int32
-	srv.SetReply(func(r providertest.Received) providertest.Script {
-		if first.Add(1) <= inFlight {
-			arrived.Done()
-			<-release
-		}
-		return providertest.Script{Status: 502, Body: `{"error":{"message":"bad gateway"}}`}
-	})
-	prov := provider.NewOpenAI(provider.Options{ID: "p", BaseURL: srv.BaseURL(), Now: clk.Now})
-	r, err := New(Options{
-		Providers: map[string]provider.Provider{"p": prov},
-		Catalog:   []Model{{Ref: "p/m", Weight: 50}},
-		Profiles:  map[string][]Profile{"p": {{ID: "p:a", Provider: "p", Key: "sk-a"}}},
-		Store:     NewMemStore(), Now: clk.Now, MaxCloud: inFlight,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	errs := make(chan error, inFlight)
-	for range inFlight {
-		go func() {
-			_, err := r.Chat(context.Background(), Call{Req: userMsg("hi")})
-			errs <- err
-		}()
-	}
-	all := make(chan struct{})
-	go func() { arrived.Wait(); close(all) }()
-	select {
-	case <-all:
-	case <-time.After(30 * time.Second):
-		t.Fatalf("%d calls never were under way at once", inFlight)
-	}
-	clk.Advance(100 * time.Millisecond)
-	free()
-	for range inFlight {
-		err := <-errs
+	r := srvRouter(t, clk, srv, inFlight, "sk-a")
+	for _, err := range failAtOnce(t, clk, srv, r, inFlight, providertest.Script{Status: 502, Body: `{"error":{"message":"bad gateway"}}`}) {
 		if got := core.RetryAfter(err); core.ErrorKind(err) != core.KindUnavailable || got != 2*time.Second {
 			t.Fatalf("err = %v, retry after %v; want every call told 2s (one outage)", err, got)
 		}
@@ -909,4 +837,26 @@ func TestContextTooLongMovesToLargerWindow(t *testing.T) {
 	if len(p.Calls()) != 1 {
 		t.Fatalf("context-length error retried on another credential: %v", keys(p.Calls()))
 	}
+}
+
+// srvRouter is a router over one model, p/m, of the OpenAI-compatible
+// server srv, with one credential per key (ids p:a, p:b, … for sk-a,
+// sk-b, …) on clk's time; maxCloud is Options.MaxCloud (0: the default).
+func srvRouter(t *testing.T, clk *fakeClock, srv *providertest.Server, maxCloud int, keys ...string) *Router {
+	t.Helper()
+	prov := provider.NewOpenAI(provider.Options{ID: "p", BaseURL: srv.BaseURL(), Now: clk.Now})
+	var profiles []Profile
+	for _, k := range keys {
+		profiles = append(profiles, Profile{ID: "p:" + strings.TrimPrefix(k, "sk-"), Provider: "p", Key: core.Secret(k)})
+	}
+	r, err := New(Options{
+		Providers: map[string]provider.Provider{"p": prov},
+		Catalog:   []Model{{Ref: "p/m", Weight: 50}},
+		Profiles:  map[string][]Profile{"p": profiles},
+		Store:     NewMemStore(), Now: clk.Now, MaxCloud: maxCloud,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
 }
