@@ -631,15 +631,24 @@ func (s *dying) MarkSent(ctx context.Context, replyID int64, part int, platformI
 	return s.DB.MarkSent(ctx, replyID, part, platformID)
 }
 
-// stuck is a channel whose sends hang until release is closed (then
-// fail): the process is killed while it tells the user.
+// stuck is a channel whose sends from part from on hang until release
+// is closed (then fail), the parts before it sent: the process is killed
+// while it sends.
 type stuck struct {
 	fakeChannel
+	from    int
 	sending chan struct{}
 	release chan struct{}
 }
 
-func (c *stuck) Send(ctx context.Context, _ core.Outbound, _ string) (string, error) {
+func newStuck(from int) *stuck {
+	return &stuck{fakeChannel: fakeChannel{notify: make(chan string, 10)}, from: from, sending: make(chan struct{}, 1), release: make(chan struct{})}
+}
+
+func (c *stuck) Send(ctx context.Context, to core.Outbound, part string) (string, error) {
+	if to.Part < c.from {
+		return c.fakeChannel.Send(ctx, to, part)
+	}
 	select {
 	case c.sending <- struct{}{}:
 	default:
@@ -648,14 +657,10 @@ func (c *stuck) Send(ctx context.Context, _ core.Outbound, _ string) (string, er
 	return "", errors.New("the process was killed")
 }
 
-// TestKillWhileTellingAFailureTellsItAfterTheRestart: a process killed
-// while it tells the user that their message failed for good must not
-// have recorded the failure yet: the next start tells them. (Recorded
-// first, the message was failed and never answered: the crash-loop e2e
-// test's "m76 has no answer".)
-func TestKillWhileTellingAFailureTellsItAfterTheRestart(t *testing.T) {
-	dir := t.TempDir()
-	openSole := func() *store.DB {
+// soleOpener opens dir's database as a process alone on it does at its
+// start (its first claim takes back what the process before left).
+func soleOpener(t *testing.T, dir string) func() *store.DB {
+	return func() *store.DB {
 		t.Helper()
 		db, err := store.Open(context.Background(), dir, store.Options{SoleClaimer: true})
 		if err != nil {
@@ -664,10 +669,14 @@ func TestKillWhileTellingAFailureTellsItAfterTheRestart(t *testing.T) {
 		t.Cleanup(func() { db.Close() })
 		return db
 	}
-	db := openSole()
-	ag := &fakeAgent{fail: 100, kind: core.KindInvalid}
+}
+
+// killWhileSending runs a gateway on db with ag and ch, hands it a
+// message and kills it (its store goes dead) once ch is sending; what
+// says what the send was, for the failure.
+func killWhileSending(t *testing.T, db *store.DB, ag core.Agent, ch *stuck, what string) {
+	t.Helper()
 	first := &dying{DB: db}
-	ch := &stuck{fakeChannel: fakeChannel{notify: make(chan string, 10)}, sending: make(chan struct{}, 1), release: make(chan struct{})}
 	g := gateway.New(gateway.Options{Store: first, Agent: ag})
 	g.AddChannel(ch)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -681,12 +690,23 @@ func TestKillWhileTellingAFailureTellsItAfterTheRestart(t *testing.T) {
 	select {
 	case <-ch.sending:
 	case <-time.After(30 * time.Second):
-		t.Fatal("the failure was never told")
+		t.Fatalf("%s was never sent", what)
 	}
-	first.dead.Store(true) // killed while telling
+	first.dead.Store(true)
+}
+
+// TestKillWhileTellingAFailureTellsItAfterTheRestart: a process killed
+// while it tells the user that their message failed for good must not
+// have recorded the failure yet: the next start tells them. (Recorded
+// first, the message was failed and never answered: the crash-loop e2e
+// test's "m76 has no answer".)
+func TestKillWhileTellingAFailureTellsItAfterTheRestart(t *testing.T) {
+	openSole := soleOpener(t, t.TempDir())
+	ag := &fakeAgent{fail: 100, kind: core.KindInvalid}
+	killWhileSending(t, openSole(), ag, newStuck(0), "the failure")
 
 	// The next start: a process alone on the database again.
-	db = openSole()
+	db := openSole()
 	r := runOn(t, db, gateway.Options{Store: db, Agent: ag})
 	r.expect("Sorry, I could not answer that: llm failed")
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(time.Millisecond) {
@@ -731,7 +751,7 @@ func TestGiveUpCutShortTwiceIsRecordedBeforeTelling(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { db.Close() })
-	ch := &stuck{fakeChannel: fakeChannel{notify: make(chan string, 10)}, sending: make(chan struct{}, 1), release: make(chan struct{})}
+	ch := newStuck(0)
 	g := gateway.New(gateway.Options{Store: db, Agent: &fakeAgent{}, MaxAttempts: 3})
 	g.AddChannel(ch)
 	runCtx, cancel := context.WithCancel(ctx)
@@ -813,62 +833,15 @@ func TestNoSendPastTheLease(t *testing.T) {
 	}
 }
 
-// stuckAfter is a channel whose sends from part from on hang until
-// release is closed (then fail); the parts before are sent.
-type stuckAfter struct {
-	fakeChannel
-	from    int
-	sending chan struct{}
-	release chan struct{}
-}
-
-func (c *stuckAfter) Send(ctx context.Context, to core.Outbound, part string) (string, error) {
-	if to.Part < c.from {
-		return c.fakeChannel.Send(ctx, to, part)
-	}
-	select {
-	case c.sending <- struct{}{}:
-	default:
-	}
-	<-c.release
-	return "", errors.New("the process was killed")
-}
-
 // TestKillDuringALaterPartSendsTheEarlierOnesOnce: a process killed while
 // it sends the second part of an answer (a platform's pacing or a 429
 // holds that send for seconds) has recorded the first: the next start
 // sends the rest, not the first part again. (Its record used to be
 // written only after the next part's send returned.)
 func TestKillDuringALaterPartSendsTheEarlierOnesOnce(t *testing.T) {
-	dir := t.TempDir()
-	openSole := func() *store.DB {
-		t.Helper()
-		db, err := store.Open(context.Background(), dir, store.Options{SoleClaimer: true})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { db.Close() })
-		return db
-	}
+	openSole := soleOpener(t, t.TempDir())
 	ag := &fakeAgent{text: func(string) string { return "one|two|three" }}
-	first := &dying{DB: openSole()}
-	ch := &stuckAfter{fakeChannel: fakeChannel{notify: make(chan string, 10)}, from: 1, sending: make(chan struct{}, 1), release: make(chan struct{})}
-	g := gateway.New(gateway.Options{Store: first, Agent: ag})
-	g.AddChannel(ch)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- g.Run(ctx, 5*time.Second) }()
-	t.Cleanup(func() { close(ch.release); cancel(); <-done })
-	in := core.Inbound{Conversation: core.ConversationKey{Channel: "fake", Chat: "c"}, MessageID: "1", UserID: "u", Text: "hello"}
-	for g.Accept(context.Background(), in) != nil {
-		time.Sleep(time.Millisecond)
-	}
-	select {
-	case <-ch.sending:
-	case <-time.After(30 * time.Second):
-		t.Fatal("the second part was never sent")
-	}
-	first.dead.Store(true) // killed while the second part is on its way
+	killWhileSending(t, openSole(), ag, newStuck(1), "the second part")
 
 	db := openSole()
 	r := runOn(t, db, gateway.Options{Store: db, Agent: ag})
