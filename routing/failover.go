@@ -21,6 +21,14 @@ func (r *Router) run(ctx context.Context, c Call, d decision) (Result, error) {
 	var lastErr error
 	request := r.requestOf(c)
 	tried := map[string]bool{}
+	// picked are the profiles called; a trial among them (nextProfile)
+	// is ended after its call, and here whatever way run ends.
+	var picked []string
+	defer func() {
+		for _, id := range picked {
+			r.endTrial(id)
+		}
+	}()
 	tooLong := 0
 	failedOn := "" // the model of the last failed attempt
 	for pass := 0; pass < 2; pass++ {
@@ -34,6 +42,7 @@ func (r *Router) run(ctx context.Context, c Call, d decision) (Result, error) {
 				if !ok {
 					break
 				}
+				picked = append(picked, p.ID)
 				if failedOn != "" {
 					r.o.Observer.Failover(failedOn, m.Ref)
 				}
@@ -50,6 +59,7 @@ func (r *Router) run(ctx context.Context, c Call, d decision) (Result, error) {
 					resp, err = r.attempt(ctx, c, m, p, &streamed)
 				}
 				r.o.Observer.LLMCall(m.Ref, m.Provider(), outcome(err), time.Since(t0))
+				r.endTrial(p.ID)
 				failedOn = m.Ref
 				if err == nil {
 					r.succeed(ctx, m, p)
@@ -123,6 +133,10 @@ func (r *Router) exhausted(d decision, lastErr error) error {
 	// says nothing of when to come back (one credential's 52-minute
 	// cooldown made a 20-second outage wait 7 minutes).
 	free := false
+	// trialing says a credential of the chain is being tried after its
+	// cooldown by another call (see nextProfile): the caller comes back
+	// shortly, for the reason it cooled down.
+	trialing := false
 	r.mu.Lock()
 	for _, m := range d.chain {
 		for _, p := range r.profilesOf(m.Provider()) {
@@ -130,6 +144,12 @@ func (r *Router) exhausted(d decision, lastErr error) error {
 			u := st.CooldownUntil
 			if !u.After(now) {
 				free = true
+				if r.trial[p.ID] && !trialing {
+					trialing = true
+					if k := kindNamed(st.LastError); k != core.KindUnknown {
+						cause = k
+					}
+				}
 				continue
 			}
 			if soonest.IsZero() || u.Before(soonest) {
@@ -152,11 +172,14 @@ func (r *Router) exhausted(d decision, lastErr error) error {
 	if lastErr != nil {
 		e.Kind = core.ErrorKind(lastErr)
 	}
-	if !soonest.IsZero() {
+	switch {
+	case !soonest.IsZero():
 		e.RetryAfter = soonest.Sub(now)
 		if lastErr == nil {
 			e.Kind = cause
 		}
+	case lastErr == nil && trialing:
+		e.Kind, e.RetryAfter = cause, outageBase
 	}
 	if e.RetryAfter == 0 && (e.Kind == core.KindUnavailable || e.Kind == core.KindTimeout) {
 		// An outage is waited out like a rate limit: the hint grows with
@@ -370,6 +393,14 @@ func (r *Router) nextProfile(ctx context.Context, m Model, sess *core.Session, p
 			continue
 		}
 		st = r.pstate[p.ID]
+		recovering := st.Failures > 0 || st.BillingFailures > 0 || st.CooldownUntil.After(now)
+		if recovering && r.trial[p.ID] {
+			// One call at a time finds out whether a credential that
+			// failed is back: the messages that waited out its cooldown
+			// do not all hit it at once when it ends (and climb its
+			// ladder together when it is not back yet).
+			continue
+		}
 		if st.CooldownUntil.After(now) {
 			// A probe at most every cooldowns.initial, or as often as the
 			// server's own Retry-After asked when that is sooner: the
@@ -385,6 +416,9 @@ func (r *Router) nextProfile(ctx context.Context, m Model, sess *core.Session, p
 			st.LastProbe = now
 		}
 		tried[key] = true
+		if recovering {
+			r.trial[p.ID] = true // ended by endTrial once the call returns
+		}
 		st.Provider, st.ID = prov, p.ID
 		st.LastUsed = now
 		st.Uses++
@@ -530,6 +564,14 @@ func (r *Router) allCoolingLocked(prov string, now time.Time) (bool, time.Time) 
 // restart, /models) may lag by this much. A change of its failure state is
 // persisted at once.
 const profileSaveEvery = 30 * time.Second
+
+// endTrial ends the trial call of profile id, if one was under way (see
+// nextProfile): its outcome is recorded, the next call may go.
+func (r *Router) endTrial(id string) {
+	r.mu.Lock()
+	delete(r.trial, id)
+	r.mu.Unlock()
+}
 
 // minProbeEvery bounds how often a cooling profile is probed, whatever
 // its server's Retry-After.

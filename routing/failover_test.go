@@ -415,6 +415,57 @@ func TestProbeFollowsTheServersRetryAfter(t *testing.T) {
 	}
 }
 
+// TestOneCallFindsOutWhetherACredentialIsBack: when a credential's
+// cooldown ends, one call at a time tries it until one succeeds; the
+// others wait (a transient error saying when to come back) instead of
+// hitting it all at once — 12 waiting messages did, found the provider
+// still limiting and climbed its ladder together.
+func TestOneCallFindsOutWhetherACredentialIsBack(t *testing.T) {
+	clk := newClock()
+	srv := providertest.NewOpenAI(t)
+	arrived, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	free := func() { once.Do(func() { close(release) }) }
+	t.Cleanup(free)
+	var n atomic.Int32
+	srv.SetReply(func(r providertest.Received) providertest.Script {
+		switch n.Add(1) {
+		case 1:
+			return providertest.Script{Status: 429, Header: map[string]string{"Retry-After": "1"}, Body: `{"error":{"message":"slow down","type":"rate_limit"}}`}
+		case 2:
+			close(arrived)
+			<-release
+		}
+		return providertest.Echo(r)
+	})
+	r := srvRouter(t, clk, srv, 4, "sk-a")
+	if _, err := r.Chat(context.Background(), Call{Req: userMsg("hi")}); core.ErrorKind(err) != core.KindRateLimited {
+		t.Fatalf("first call: %v; want the 429", err)
+	}
+	clk.Advance(time.Second)
+	first := make(chan error, 1)
+	go func() {
+		_, err := r.Chat(context.Background(), Call{Req: userMsg("hi")})
+		first <- err
+	}()
+	select {
+	case <-arrived:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the call after the cooldown never reached the server")
+	}
+	_, err := r.Chat(context.Background(), Call{Req: userMsg("hi")})
+	if core.ErrorKind(err) != core.KindRateLimited || !core.Transient(err) || core.RetryAfter(err) <= 0 || srv.Count() != 2 {
+		t.Fatalf("a second call while the first finds out: %v (retry after %v), %d requests; want it told to wait, not sent", err, core.RetryAfter(err), srv.Count())
+	}
+	free()
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Chat(context.Background(), Call{Req: userMsg("hi")}); err != nil || srv.Count() != 3 {
+		t.Fatalf("after the success: %v, %d requests; want the call sent and answered", err, srv.Count())
+	}
+}
+
 // TestIdleCredentialStartsTheLadderOver: a credential whose last cooldown
 // ended longer ago than it lasted, with no call since (the conversations
 // kept another credential), starts its ladder over at its next failure:

@@ -114,6 +114,10 @@ type Router struct {
 	// when the server gave one: how often it may be probed while cooling
 	// (see nextProfile).
 	probeEvery map[string]time.Duration
+	// trial holds the profiles that failed since their last success and
+	// have a call under way: the one that finds out whether they are
+	// back (see nextProfile).
+	trial map[string]bool
 	// profilesAt is when the profiles' state was last read from the
 	// store (Options.SharedProfiles).
 	profilesAt time.Time

@@ -41,6 +41,7 @@ func (r *Router) Transcribe(ctx context.Context, ref string, a core.Attachment, 
 		if !found {
 			break
 		}
+		defer r.endTrial(p.ID)
 		select {
 		case sem <- struct{}{}:
 		case <-ctx.Done():
