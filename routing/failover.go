@@ -414,6 +414,7 @@ func (r *Router) nextProfile(ctx context.Context, m Model, sess *core.Session, p
 				continue
 			}
 			st.LastProbe = now
+			r.probedAt[p.ID] = now
 		}
 		tried[key] = true
 		if recovering {
@@ -501,7 +502,16 @@ func (r *Router) fail(ctx context.Context, p Profile, started time.Time, err err
 		delete(r.probeEvery, p.ID)
 	}
 	var cd time.Duration
+	probed, wasProbe := r.probedAt[p.ID]
+	wasProbe = wasProbe && !started.Before(probed)
+	delete(r.probedAt, p.ID)
 	switch last, ok := r.stepped[p.ID]; {
+	case wasProbe && kind != core.KindBilling && core.RetryAfter(err) > 0:
+		// A probe that the server refuses again with a Retry-After rests
+		// the credential what the server asks now, without climbing the
+		// ladder (probes as often as the server asked would otherwise
+		// climb it to hours while the server asked for seconds).
+		cd = base
 	case ok && started.Before(last):
 		first := base
 		if kind == core.KindBilling {
@@ -584,6 +594,7 @@ func (r *Router) succeed(ctx context.Context, m Model, p Profile) {
 	delete(r.health, m.Ref)
 	delete(r.timedOut, p.ID)
 	delete(r.probeEvery, p.ID)
+	delete(r.probedAt, p.ID)
 	delete(r.cooling, p.Provider)
 	st := r.pstate[p.ID]
 	healthy := st.Failures == 0 && st.BillingFailures == 0 && st.CooldownUntil.IsZero() && st.LastError == ""

@@ -402,7 +402,10 @@ func TestProbeFollowsTheServersRetryAfter(t *testing.T) {
 		return providertest.Echo(r)
 	})
 	r := srvRouter(t, clk, srv, 0, "sk-a")
-	for _, want := range []time.Duration{10 * time.Second, 50 * time.Second} {
+	// Two 429s in a row: the ladder rests it 50 s; a probe 10 s later
+	// that finds it still limited rests it the server's 10 s again, not
+	// the ladder's next 250 s.
+	for _, want := range []time.Duration{10 * time.Second, 50 * time.Second, 10 * time.Second} {
 		_, err := r.Chat(context.Background(), Call{Req: userMsg("hi")})
 		if got := core.RetryAfter(err); got != want {
 			t.Fatalf("429: retry after %v, want %v", got, want)
@@ -411,7 +414,7 @@ func TestProbeFollowsTheServersRetryAfter(t *testing.T) {
 	}
 	limited.Store(false)
 	if _, err := r.Chat(context.Background(), Call{Req: userMsg("hi")}); err != nil {
-		t.Fatalf("10 s after the last 429, with the provider back: %v; want the probe answered", err)
+		t.Fatalf("10 s after the last 429, with the provider back: %v; want it answered", err)
 	}
 }
 

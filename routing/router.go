@@ -114,6 +114,8 @@ type Router struct {
 	// when the server gave one: how often it may be probed while cooling
 	// (see nextProfile).
 	probeEvery map[string]time.Duration
+	// probedAt is when each cooling profile's probe under way was sent.
+	probedAt map[string]time.Time
 	// trial holds the profiles that failed since their last success and
 	// have a call under way: the one that finds out whether they are
 	// back (see nextProfile).
