@@ -99,20 +99,38 @@ func (a *routerAgent) play(t *testing.T, req core.CommandRequest, d core.Decisio
 	return core.Answer{}, false
 }
 
-func TestEscalationPicksNextByWeight(t *testing.T) {
-	r, _, _, st, _ := newTestRouter(t, func(o *Options) { o.MaxEscalations = 2 })
-	agent := &routerAgent{r: r}
+// escalationRig is an Escalator over a router built with mod, whose
+// conversation (session 3) last answered question with answer by
+// p/cheap; intercept hands it a message and plays its decision.
+type escalationRig struct {
+	agent *routerAgent
+	conv  *fakeConv
+	sigs  *MemStore
+	e     *Escalator
+	t     *testing.T
+}
+
+func newEscalationRig(t *testing.T, mod func(*Options), question, answer string) *escalationRig {
+	r, _, _, st, _ := newTestRouter(t, mod)
 	conv := &fakeConv{
 		sigs: st,
 		last: &core.Reply{ID: 10, Model: "p/cheap", TaskType: TaskChat},
-		hist: []core.ChatMessage{{Role: core.RoleUser, Content: "what is a monad"}, {Role: core.RoleAssistant, Content: "a burrito"}},
+		hist: []core.ChatMessage{{Role: core.RoleUser, Content: question}, {Role: core.RoleAssistant, Content: answer}},
 	}
-	e := NewEscalator(r, conv, nil)
-	intercept := func(text string) (core.Answer, bool) {
-		req := core.CommandRequest{RequestID: 1, Session: core.Session{ID: 3}, In: core.Inbound{Text: text, UserID: "u"}}
-		d, err := e.Intercept(context.Background(), req)
-		return agent.play(t, req, d, err)
-	}
+	return &escalationRig{agent: &routerAgent{r: r}, conv: conv, sigs: st, e: NewEscalator(r, conv, nil), t: t}
+}
+
+func (g *escalationRig) intercept(id int64, text string) (core.Answer, bool) {
+	g.t.Helper()
+	req := core.CommandRequest{RequestID: id, Session: core.Session{ID: 3}, In: core.Inbound{Text: text, UserID: "u"}}
+	d, err := g.e.Intercept(context.Background(), req)
+	return g.agent.play(g.t, req, d, err)
+}
+
+func TestEscalationPicksNextByWeight(t *testing.T) {
+	g := newEscalationRig(t, func(o *Options) { o.MaxEscalations = 2 }, "what is a monad", "a burrito")
+	agent, conv, st := g.agent, g.conv, g.sigs
+	intercept := func(text string) (core.Answer, bool) { return g.intercept(1, text) }
 	// "no, try again" → p/mid (next by weight after p/cheap).
 	ans, handled := intercept("no, try again")
 	if !handled {
@@ -153,24 +171,16 @@ func TestEscalationPicksNextByWeight(t *testing.T) {
 // verdict ("that's wrong, I asked about Peru") is answered itself, after
 // the history, by the next model; the question alone again would lose it.
 func TestEscalationAnswersTheCorrection(t *testing.T) {
-	r, _, _, st, _ := newTestRouter(t, func(o *Options) { o.MaxEscalations = 2 })
-	agent := &routerAgent{r: r}
-	conv := &fakeConv{
-		sigs: st,
-		last: &core.Reply{ID: 10, Model: "p/cheap", TaskType: TaskChat},
-		hist: []core.ChatMessage{{Role: core.RoleUser, Content: "What is the capital of France?"}, {Role: core.RoleAssistant, Content: "Paris"}},
-	}
-	e := NewEscalator(r, conv, nil)
-	req := core.CommandRequest{RequestID: 1, Session: core.Session{ID: 3}, In: core.Inbound{Text: "That's wrong, I asked about Peru not France", UserID: "u"}}
-	d, err := e.Intercept(context.Background(), req)
-	ans, handled := agent.play(t, req, d, err)
+	g := newEscalationRig(t, func(o *Options) { o.MaxEscalations = 2 }, "What is the capital of France?", "Paris")
+	const correction = "That's wrong, I asked about Peru not France"
+	ans, handled := g.intercept(1, correction)
 	if !handled || ans.Model != "p/mid" {
 		t.Fatalf("answer = %+v, handled %v; want the next model's", ans, handled)
 	}
-	if tr := agent.turns[0]; tr.Retry || tr.Text != req.In.Text || strings.Join(tr.Exclude, ",") != "p/cheap" {
+	if tr := g.agent.turns[0]; tr.Retry || tr.Text != correction || strings.Join(tr.Exclude, ",") != "p/cheap" {
 		t.Fatalf("turn = %+v; want the correction answered as a new message, p/cheap excluded", tr)
 	}
-	if sigs := st.Signals(); len(sigs) != 1 || sigs[0].Polarity != core.Negative || sigs[0].Model != "p/cheap" {
+	if sigs := g.sigs.Signals(); len(sigs) != 1 || sigs[0].Polarity != core.Negative || sigs[0].Model != "p/cheap" {
 		t.Fatalf("signals = %+v; want one rejection of p/cheap", sigs)
 	}
 }
@@ -179,19 +189,8 @@ func TestEscalationAnswersTheCorrection(t *testing.T) {
 // model: a rejection is recorded and answered as any message, /retry
 // answers the question again with the same model.
 func TestNoEscalation(t *testing.T) {
-	r, _, _, st, _ := newTestRouter(t, func(o *Options) { o.NoEscalation = true })
-	agent := &routerAgent{r: r}
-	conv := &fakeConv{
-		sigs: st,
-		last: &core.Reply{ID: 10, Model: "p/cheap", TaskType: TaskChat},
-		hist: []core.ChatMessage{{Role: core.RoleUser, Content: "what is a monad"}, {Role: core.RoleAssistant, Content: "a burrito"}},
-	}
-	e := NewEscalator(r, conv, nil)
-	intercept := func(id int64, text string) (core.Answer, bool) {
-		req := core.CommandRequest{RequestID: id, Session: core.Session{ID: 3}, In: core.Inbound{Text: text, UserID: "u"}}
-		d, err := e.Intercept(context.Background(), req)
-		return agent.play(t, req, d, err)
-	}
+	g := newEscalationRig(t, func(o *Options) { o.NoEscalation = true }, "what is a monad", "a burrito")
+	agent, conv, st, intercept := g.agent, g.conv, g.sigs, g.intercept
 	if _, handled := intercept(1, "no, try again"); handled {
 		t.Fatal("a rejection was re-answered; want it answered as any message")
 	}
