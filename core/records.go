@@ -35,6 +35,11 @@ type ProfileState struct {
 	Failures        int // consecutive non-billing failures
 	BillingFailures int // consecutive billing/quota failures
 	LastError       string
+	// RetryAfter is the server's own Retry-After of the failure that set
+	// the cooldown (0: it gave none): the credential is probed that often
+	// when it is sooner than cooldowns.initial, after a restart too and
+	// on every replica.
+	RetryAfter time.Duration
 }
 
 // UsageRecord is one LLM call in the cost ledger.

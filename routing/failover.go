@@ -407,7 +407,7 @@ func (r *Router) nextProfile(ctx context.Context, m Model, sess *core.Session, p
 			// ladder may rest a credential far longer than the server
 			// asked, and the probe is what finds it back.
 			every := r.o.Cooldowns.Initial
-			if pe, ok := r.probeEvery[p.ID]; ok && pe < every {
+			if pe := st.RetryAfter; pe > 0 && pe < every {
 				every = max(pe, minProbeEvery)
 			}
 			if !probe || now.Sub(st.LastUsed) < every {
@@ -497,9 +497,6 @@ func (r *Router) fail(ctx context.Context, p Profile, started time.Time, err err
 	base := r.o.Cooldowns.Initial
 	if ra := core.RetryAfter(err); ra > 0 {
 		base = ra
-		r.probeEvery[p.ID] = ra
-	} else {
-		delete(r.probeEvery, p.ID)
 	}
 	var cd time.Duration
 	probed, wasProbe := r.probedAt[p.ID]
@@ -537,6 +534,9 @@ func (r *Router) fail(ctx context.Context, p Profile, started time.Time, err err
 	}
 	st.CooldownUntil = now.Add(cd)
 	st.LastError = kind.String()
+	// Kept with the cooldown (stored): the probes follow it after a
+	// restart and on every replica.
+	st.RetryAfter = core.RetryAfter(err)
 	r.pstate[p.ID] = st
 	all, until := r.allCoolingLocked(p.Provider, now)
 	tell := all && !r.cooling[p.Provider] && r.o.Events != nil
@@ -593,12 +593,11 @@ func (r *Router) succeed(ctx context.Context, m Model, p Profile) {
 	r.mu.Lock()
 	delete(r.health, m.Ref)
 	delete(r.timedOut, p.ID)
-	delete(r.probeEvery, p.ID)
 	delete(r.probedAt, p.ID)
 	delete(r.cooling, p.Provider)
 	st := r.pstate[p.ID]
-	healthy := st.Failures == 0 && st.BillingFailures == 0 && st.CooldownUntil.IsZero() && st.LastError == ""
-	st.Failures, st.BillingFailures, st.CooldownUntil, st.LastError = 0, 0, time.Time{}, ""
+	healthy := st.Failures == 0 && st.BillingFailures == 0 && st.CooldownUntil.IsZero() && st.LastError == "" && st.RetryAfter == 0
+	st.Failures, st.BillingFailures, st.CooldownUntil, st.LastError, st.RetryAfter = 0, 0, time.Time{}, "", 0
 	r.pstate[p.ID] = st
 	now := r.now()
 	skip := healthy && now.Sub(r.savedAt[p.ID]) < profileSaveEvery
@@ -670,13 +669,13 @@ type ledgerTotals interface {
 }
 
 // mergeProfile is a profile's state here merged with the stored one: the
-// later cooldown wins, with the failures and error that set it; uses and
-// times only grow.
+// later cooldown wins, with the failures, error and server's Retry-After
+// that set it; uses and times only grow.
 func mergeProfile(local, stored core.ProfileState) core.ProfileState {
 	out := local
 	out.Provider, out.ID = stored.Provider, stored.ID
 	if stored.CooldownUntil.After(local.CooldownUntil) {
-		out.CooldownUntil, out.Failures, out.BillingFailures, out.LastError = stored.CooldownUntil, stored.Failures, stored.BillingFailures, stored.LastError
+		out.CooldownUntil, out.Failures, out.BillingFailures, out.LastError, out.RetryAfter = stored.CooldownUntil, stored.Failures, stored.BillingFailures, stored.LastError, stored.RetryAfter
 	}
 	out.Uses = max(local.Uses, stored.Uses)
 	if stored.LastUsed.After(local.LastUsed) {

@@ -418,6 +418,41 @@ func TestProbeFollowsTheServersRetryAfter(t *testing.T) {
 	}
 }
 
+// TestProbesFollowTheServerAfterARestart: the server's Retry-After is
+// kept with the cooldown it set, so a restarted router (or another
+// replica) probes as often as the server asked too. Kept in memory only,
+// it was forgotten by a restart, and a soak killed every few seconds
+// probed once per cooldowns.initial (a minute) while the ladder rested
+// the credential for minutes: its backlog waited 112 s after the
+// provider was back instead of 25.
+func TestProbesFollowTheServerAfterARestart(t *testing.T) {
+	clk := newClock()
+	srv := providertest.NewOpenAI(t)
+	var limited atomic.Bool
+	limited.Store(true)
+	srv.SetReply(func(r providertest.Received) providertest.Script {
+		if limited.Load() {
+			return providertest.Script{Status: 429, Header: map[string]string{"Retry-After": "10"}, Body: `{"error":{"message":"slow down","type":"rate_limit"}}`}
+		}
+		return providertest.Echo(r)
+	})
+	st := NewMemStore()
+	first := srvRouterOn(t, clk, srv, st, 0, "sk-a")
+	// Two 429s in a row: the ladder rests the credential 50 s.
+	for _, want := range []time.Duration{10 * time.Second, 50 * time.Second} {
+		_, err := first.Chat(context.Background(), Call{Req: userMsg("hi")})
+		if got := core.RetryAfter(err); got != want {
+			t.Fatalf("429: retry after %v, want %v", got, want)
+		}
+		clk.Advance(10 * time.Second)
+	}
+	restarted := srvRouterOn(t, clk, srv, st, 0, "sk-a")
+	limited.Store(false)
+	if _, err := restarted.Chat(context.Background(), Call{Req: userMsg("hi")}); err != nil {
+		t.Fatalf("after a restart, 10 s after the last 429 (asking 10 s), with the provider back: %v; want it probed and answered", err)
+	}
+}
+
 // TestOneCallFindsOutWhetherACredentialIsBack: when a credential's
 // cooldown ends, one call at a time tries it until one succeeds; the
 // others wait (a transient error saying when to come back) instead of
@@ -898,6 +933,13 @@ func TestContextTooLongMovesToLargerWindow(t *testing.T) {
 // sk-b, …) on clk's time; maxCloud is Options.MaxCloud (0: the default).
 func srvRouter(t *testing.T, clk *fakeClock, srv *providertest.Server, maxCloud int, keys ...string) *Router {
 	t.Helper()
+	return srvRouterOn(t, clk, srv, NewMemStore(), maxCloud, keys...)
+}
+
+// srvRouterOn is srvRouter keeping its state in st: a second router on
+// the same store is the first one restarted.
+func srvRouterOn(t *testing.T, clk *fakeClock, srv *providertest.Server, st Store, maxCloud int, keys ...string) *Router {
+	t.Helper()
 	prov := provider.NewOpenAI(provider.Options{ID: "p", BaseURL: srv.BaseURL(), Now: clk.Now})
 	var profiles []Profile
 	for _, k := range keys {
@@ -907,7 +949,7 @@ func srvRouter(t *testing.T, clk *fakeClock, srv *providertest.Server, maxCloud 
 		Providers: map[string]provider.Provider{"p": prov},
 		Catalog:   []Model{{Ref: "p/m", Weight: 50}},
 		Profiles:  map[string][]Profile{"p": profiles},
-		Store:     NewMemStore(), Now: clk.Now, MaxCloud: maxCloud,
+		Store:     st, Now: clk.Now, MaxCloud: maxCloud,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -110,10 +110,6 @@ type Router struct {
 	// stepped is when each profile's cooldown ladder last climbed (see
 	// fail).
 	stepped map[string]time.Time
-	// probeEvery is, by profile id, the Retry-After of its last failure
-	// when the server gave one: how often it may be probed while cooling
-	// (see nextProfile).
-	probeEvery map[string]time.Duration
 	// probedAt is when each cooling profile's probe under way was sent.
 	probedAt map[string]time.Time
 	// trial holds the profiles that failed since their last success and

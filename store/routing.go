@@ -231,7 +231,7 @@ func (db *DB) ResetAffinity(ctx context.Context, task, model string) (int64, err
 
 // ProfileStates returns the state of every auth profile seen so far.
 func (db *DB) ProfileStates(ctx context.Context) ([]core.ProfileState, error) {
-	rows, err := db.r.QueryContext(ctx, `SELECT provider, id, uses, last_used, cooldown_until, last_probe, failures, billing_failures, last_error FROM profiles ORDER BY provider, id`)
+	rows, err := db.r.QueryContext(ctx, `SELECT provider, id, uses, last_used, cooldown_until, last_probe, failures, billing_failures, last_error, retry_after FROM profiles ORDER BY provider, id`)
 	if err != nil {
 		return nil, fmt.Errorf("read profile state: %w", err)
 	}
@@ -239,11 +239,12 @@ func (db *DB) ProfileStates(ctx context.Context) ([]core.ProfileState, error) {
 	var out []core.ProfileState
 	for rows.Next() {
 		var p core.ProfileState
-		var used, cool, probe int64
-		if err := rows.Scan(&p.Provider, &p.ID, &p.Uses, &used, &cool, &probe, &p.Failures, &p.BillingFailures, &p.LastError); err != nil {
+		var used, cool, probe, retry int64
+		if err := rows.Scan(&p.Provider, &p.ID, &p.Uses, &used, &cool, &probe, &p.Failures, &p.BillingFailures, &p.LastError, &retry); err != nil {
 			return nil, fmt.Errorf("read profile state: %w", err)
 		}
 		p.LastUsed, p.CooldownUntil, p.LastProbe = msTime(used), msTime(cool), msTime(probe)
+		p.RetryAfter = time.Duration(retry) * time.Millisecond
 		out = append(out, p)
 	}
 	return out, rows.Err()
@@ -253,11 +254,12 @@ func (db *DB) ProfileStates(ctx context.Context) ([]core.ProfileState, error) {
 // what other replicas saved (one statement, no lost update): a cooldown
 // only moves later (with the failures and error that set it) unless the
 // change is a success (no failures, no cooldown: the credential works,
-// and its cooldown ends); uses and times only grow.
+// and its cooldown ends); uses and times only grow. The server's
+// Retry-After goes with the cooldown it set.
 func (db *DB) SaveProfileState(ctx context.Context, p core.ProfileState) error {
 	g := db.d.greatest
-	_, err := db.w.ExecContext(ctx, `INSERT INTO profiles (provider, id, uses, last_used, cooldown_until, last_probe, failures, billing_failures, last_error)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO UPDATE SET provider = excluded.provider,
+	_, err := db.w.ExecContext(ctx, `INSERT INTO profiles (provider, id, uses, last_used, cooldown_until, last_probe, failures, billing_failures, last_error, retry_after)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO UPDATE SET provider = excluded.provider,
 		uses = `+g+`(profiles.uses, excluded.uses),
 		last_used = `+g+`(profiles.last_used, excluded.last_used),
 		last_probe = `+g+`(profiles.last_probe, excluded.last_probe),
@@ -268,8 +270,10 @@ func (db *DB) SaveProfileState(ctx context.Context, p core.ProfileState) error {
 		billing_failures = CASE WHEN excluded.cooldown_until >= profiles.cooldown_until OR excluded.failures = 0 AND excluded.billing_failures = 0 AND excluded.cooldown_until = 0
 			THEN excluded.billing_failures ELSE profiles.billing_failures END,
 		last_error = CASE WHEN excluded.cooldown_until >= profiles.cooldown_until OR excluded.failures = 0 AND excluded.billing_failures = 0 AND excluded.cooldown_until = 0
-			THEN excluded.last_error ELSE profiles.last_error END`,
-		p.Provider, p.ID, p.Uses, timeMS(p.LastUsed), timeMS(p.CooldownUntil), timeMS(p.LastProbe), p.Failures, p.BillingFailures, p.LastError)
+			THEN excluded.last_error ELSE profiles.last_error END,
+		retry_after = CASE WHEN excluded.cooldown_until >= profiles.cooldown_until OR excluded.failures = 0 AND excluded.billing_failures = 0 AND excluded.cooldown_until = 0
+			THEN excluded.retry_after ELSE profiles.retry_after END`,
+		p.Provider, p.ID, p.Uses, timeMS(p.LastUsed), timeMS(p.CooldownUntil), timeMS(p.LastProbe), p.Failures, p.BillingFailures, p.LastError, p.RetryAfter.Milliseconds())
 	if err != nil {
 		return fmt.Errorf("save profile state %s: %w", p.ID, err)
 	}

@@ -1,7 +1,7 @@
 -- The SQLite schema the migrations in migrations/ produce, made on a new
 -- database in one transaction (schema.go). Generated from the migrations by
 -- go generate ./store; do not edit.
--- schema_version: 150
+-- schema_version: 160
 CREATE TABLE schema_migrations (
 		version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL);
 CREATE TABLE sessions (
@@ -77,7 +77,7 @@ CREATE TABLE profiles (
     failures         INTEGER NOT NULL DEFAULT 0,
     billing_failures INTEGER NOT NULL DEFAULT 0,
     last_error       TEXT    NOT NULL DEFAULT ''
-);
+, retry_after INTEGER NOT NULL DEFAULT 0);
 CREATE INDEX usage_conversation ON usage (conversation, at);
 CREATE TABLE plugin_state (
     plugin_id  TEXT    NOT NULL,

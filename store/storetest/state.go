@@ -481,6 +481,34 @@ func testRouting(t *testing.T, e Engine) {
 	if err != nil || len(ps) != 1 || ps[0].Uses != 4 || !ps[0].CooldownUntil.Equal(p.CooldownUntil) || ps[0].LastError != "429" {
 		t.Fatalf("profiles = %+v, %v", ps, err)
 	}
+	// The server's Retry-After goes with the cooldown it set: a later
+	// cooldown brings its own; an earlier one (another replica's older
+	// news) changes neither; a success clears both.
+	readRetry := func(what string) time.Duration {
+		t.Helper()
+		ps, err := db.ProfileStates(ctx)
+		if err != nil || len(ps) != 1 {
+			t.Fatalf("%s: profiles = %+v, %v", what, ps, err)
+		}
+		return ps[0].RetryAfter
+	}
+	later := p
+	later.CooldownUntil, later.Failures, later.RetryAfter = p.CooldownUntil.Add(time.Minute), 2, 25*time.Second
+	check(t, "save a later cooldown", db.SaveProfileState(ctx, later))
+	if got := readRetry("a later cooldown"); got != 25*time.Second {
+		t.Fatalf("retry after = %v; want the 25s saved with the later cooldown", got)
+	}
+	older := p
+	older.RetryAfter = 3 * time.Second
+	check(t, "save an earlier cooldown", db.SaveProfileState(ctx, older))
+	if got := readRetry("an earlier cooldown"); got != 25*time.Second {
+		t.Fatalf("retry after = %v; want the later cooldown's 25s kept", got)
+	}
+	ok := core.ProfileState{Provider: p.Provider, ID: p.ID, Uses: 5, LastUsed: clock.Now()}
+	check(t, "save a success", db.SaveProfileState(ctx, ok))
+	if got := readRetry("a success"); got != 0 {
+		t.Fatalf("retry after = %v after a success; want 0", got)
+	}
 }
 
 func testUsage(t *testing.T, e Engine) {
