@@ -322,7 +322,7 @@ type Signal struct {
 	Model    string
 	TaskType string
 	UserID   string
-	Weight   float64 // 1 for ordinary signals; explicit choices weigh more
+	Weight   float64 // 1 for ordinary signals; explicit choices weigh more; below 0 a judgement taken back (a reaction removed)
 	At       time.Time
 	// RequestID is the queue item whose handling produced the signal (0 =
 	// none); a retried item records its signal once.

@@ -52,27 +52,31 @@ func fold(a core.Affinity, s core.Signal, halfLife time.Duration, evidenceCap fl
 	a = decayTo(a, at, halfLife)
 	a.UpdatedAt = at
 	w := s.Weight
-	if w <= 0 {
+	if w == 0 {
 		w = 1
+	}
+	// A withdrawn judgement (a reaction taken back) has a negative weight:
+	// it takes back its side's weight and count, never below zero.
+	n := 1
+	if w < 0 {
+		n = -1
 	}
 	switch s.Polarity {
 	case core.Positive:
 		a.Pos += w
-		a.Positives++
+		a.Positives = max(a.Positives+n, 0)
 	case core.Negative:
 		a.Neg += w
-		a.Negatives++
+		a.Negatives = max(a.Negatives+n, 0)
 	default:
 		return a
 	}
-	// A withdrawn reaction (negative weight via polarity flip) never
-	// drives a side below zero.
 	a.Pos, a.Neg = max(a.Pos, 0), max(a.Neg, 0)
 	if t := a.Pos + a.Neg; evidenceCap > 0 && t > evidenceCap {
 		a.Pos *= evidenceCap / t
 		a.Neg *= evidenceCap / t
 	}
-	if s.At.After(a.LastSignal) {
+	if n > 0 && s.At.After(a.LastSignal) {
 		a.LastSignal = s.At
 	}
 	return a

@@ -38,6 +38,48 @@ func TestDecayWithFakeClock(t *testing.T) {
 	}
 }
 
+// TestWithdrawnReactionTakesItsJudgementBack: a reaction taken back is
+// recorded with its own polarity and a negative weight, and takes its
+// evidence back. It was recorded as the opposite verdict: a 👎 taken back
+// counted as a 👍, and the row held one of each instead of nothing.
+func TestWithdrawnReactionTakesItsJudgementBack(t *testing.T) {
+	for _, p := range []core.Polarity{core.Negative, core.Positive} {
+		t.Run(p.String(), func(t *testing.T) {
+			r, _, _, st, clk := newTestRouter(t, nil)
+			ctx := context.Background()
+			sig := func(weight float64) {
+				t.Helper()
+				if err := r.RecordSignal(ctx, core.Signal{Kind: core.SignalReaction, Polarity: p, Model: "cheap", TaskType: TaskChat, Weight: weight, At: clk.Now()}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			sig(1)
+			sig(1)
+			clk.Advance(time.Minute)
+			sig(-1)
+			rows, _ := st.Affinities(ctx)
+			if len(rows) != 1 {
+				t.Fatalf("rows = %+v", rows)
+			}
+			a := rows[0]
+			side, count, other, otherCount := a.Neg, a.Negatives, a.Pos, a.Positives
+			if p == core.Positive {
+				side, count, other, otherCount = a.Pos, a.Positives, a.Neg, a.Negatives
+			}
+			if math.Abs(side-1) > 1e-3 || count != 1 || other != 0 || otherCount != 0 {
+				t.Fatalf("two %ss, one taken back: %+v; want one left on its side and nothing on the other", p, a)
+			}
+			// Taken back more often than given: never below zero.
+			sig(-1)
+			sig(-1)
+			rows, _ = st.Affinities(ctx)
+			if a := rows[0]; a.Pos != 0 || a.Neg != 0 || a.Positives != 0 || a.Negatives != 0 {
+				t.Fatalf("all taken back: %+v; want no evidence", a)
+			}
+		})
+	}
+}
+
 func TestEvidenceCap(t *testing.T) {
 	var a core.Affinity
 	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)

@@ -293,9 +293,35 @@ func TestReactionBecomesSignalAndMayBeAnswered(t *testing.T) {
 	react("r1", "p1", core.Negative)
 	r.expect("better answer than answer to q")
 	r.sig.mu.Lock()
-	defer r.sig.mu.Unlock()
 	if len(r.sig.got) != 1 || r.sig.got[0].Polarity != core.Negative || r.sig.got[0].Model != "fake/m" {
 		t.Fatalf("signals = %+v; want one negative signal for the judged reply", r.sig.got)
+	}
+	r.sig.mu.Unlock()
+	// Taken back: the same verdict with a negative weight (not a 👍), and
+	// no answer again.
+	if err := r.g.React(context.Background(), core.Reaction{Conversation: conv, EventID: "r2", MessageID: "p1", UserID: "u", Emoji: "x", Added: false, Polarity: core.Negative}); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(2 * time.Millisecond) {
+		r.sig.mu.Lock()
+		n := len(r.sig.got)
+		r.sig.mu.Unlock()
+		if n >= 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the withdrawal recorded no signal")
+		}
+	}
+	select {
+	case got := <-r.ch.notify:
+		t.Fatalf("sent %q after the reaction was taken back; want nothing", got)
+	default:
+	}
+	r.sig.mu.Lock()
+	defer r.sig.mu.Unlock()
+	if s := r.sig.got[1]; s.Polarity != core.Negative || s.Weight != -1 || s.Model != "fake/m" {
+		t.Fatalf("withdrawal's signal = %+v; want the negative verdict with weight -1", s)
 	}
 }
 

@@ -34,16 +34,18 @@ func (g *Gateway) produceReaction(ctx context.Context, w *work, _ *core.Reply) (
 	// The judged reply knows its conversation precisely (a platform may
 	// not say in which thread or topic a reaction was made).
 	w.in.Conversation = judged.Conversation
-	p := r.Polarity
+	p, weight := r.Polarity, 1.0
 	if !r.Added {
-		// Taking a reaction back cancels its judgement.
-		p = -p
+		// Taking a reaction back takes its judgement back: the same
+		// polarity with a negative weight, which the router subtracts
+		// (a 👎 taken back is not a 👍).
+		weight = -1
 	}
 	// Keyed by the queue item: a retried item records it once.
 	if g.opts.Signals != nil {
 		if err := g.opts.Signals.RecordSignal(ctx, core.Signal{
 			Kind: core.SignalReaction, Polarity: p, ReplyID: judged.ID, Model: judged.Model,
-			TaskType: judged.TaskType, UserID: r.UserID, Weight: 1, At: r.At, RequestID: w.id,
+			TaskType: judged.TaskType, UserID: r.UserID, Weight: weight, At: r.At, RequestID: w.id,
 		}); err != nil {
 			return nil, err
 		}
