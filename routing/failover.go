@@ -588,9 +588,11 @@ func (r *Router) endTrial(id string) {
 const minProbeEvery = 5 * time.Second
 
 // succeed resets a profile's failure state (and m's health) and persists
-// it with the use nextProfile counted.
+// it with the use nextProfile counted. A credential or model that had
+// failed is back: Options.OnBack is told.
 func (r *Router) succeed(ctx context.Context, m Model, p Profile) {
 	r.mu.Lock()
+	_, troubled := r.health[m.Ref]
 	delete(r.health, m.Ref)
 	delete(r.timedOut, p.ID)
 	delete(r.probedAt, p.ID)
@@ -607,6 +609,9 @@ func (r *Router) succeed(ctx context.Context, m Model, p Profile) {
 	r.mu.Unlock()
 	if !skip {
 		r.saveProfile(ctx, st)
+	}
+	if (troubled || !healthy) && r.o.OnBack != nil {
+		go r.o.OnBack(p.Provider)
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -437,7 +438,7 @@ func TestProbesFollowTheServerAfterARestart(t *testing.T) {
 		return providertest.Echo(r)
 	})
 	st := NewMemStore()
-	first := srvRouterOn(t, clk, srv, st, 0, "sk-a")
+	first := srvRouterOn(t, clk, srv, st, 0, nil, "sk-a")
 	// Two 429s in a row: the ladder rests the credential 50 s.
 	for _, want := range []time.Duration{10 * time.Second, 50 * time.Second} {
 		_, err := first.Chat(context.Background(), Call{Req: userMsg("hi")})
@@ -446,10 +447,57 @@ func TestProbesFollowTheServerAfterARestart(t *testing.T) {
 		}
 		clk.Advance(10 * time.Second)
 	}
-	restarted := srvRouterOn(t, clk, srv, st, 0, "sk-a")
+	restarted := srvRouterOn(t, clk, srv, st, 0, nil, "sk-a")
 	limited.Store(false)
 	if _, err := restarted.Chat(context.Background(), Call{Req: userMsg("hi")}); err != nil {
 		t.Fatalf("after a restart, 10 s after the last 429 (asking 10 s), with the provider back: %v; want it probed and answered", err)
+	}
+}
+
+// TestOnBackIsToldWhenAProviderAnswersAgain: a success after a failure
+// (a 429's cooldown, a 500 outage) tells Options.OnBack, which wakes the
+// messages waiting for a provider; a success on a healthy credential
+// does not.
+func TestOnBackIsToldWhenAProviderAnswersAgain(t *testing.T) {
+	for _, status := range []int{429, 500} {
+		t.Run(strconv.Itoa(status), func(t *testing.T) {
+			clk := newClock()
+			srv := providertest.NewOpenAI(t)
+			var failing atomic.Bool
+			failing.Store(true)
+			srv.SetReply(func(r providertest.Received) providertest.Script {
+				if failing.Load() {
+					return providertest.Script{Status: status, Header: map[string]string{"Retry-After": "5"}, Body: `{"error":{"message":"not now"}}`}
+				}
+				return providertest.Echo(r)
+			})
+			back := make(chan string, 4)
+			r := srvRouterOn(t, clk, srv, NewMemStore(), 0, func(o *Options) { o.OnBack = func(p string) { back <- p } }, "sk-a")
+			if _, err := r.Chat(context.Background(), Call{Req: userMsg("hi")}); err == nil {
+				t.Fatal("the failing call succeeded")
+			}
+			failing.Store(false)
+			clk.Advance(10 * time.Second)
+			if _, err := r.Chat(context.Background(), Call{Req: userMsg("hi")}); err != nil {
+				t.Fatalf("with the provider back: %v", err)
+			}
+			select {
+			case p := <-back:
+				if p != "p" {
+					t.Fatalf("OnBack(%q); want p", p)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatal("OnBack was not called after the provider answered again")
+			}
+			if _, err := r.Chat(context.Background(), Call{Req: userMsg("hi")}); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case p := <-back:
+				t.Fatalf("OnBack(%q) after a success on a healthy credential", p)
+			case <-time.After(50 * time.Millisecond):
+			}
+		})
 	}
 }
 
@@ -933,24 +981,29 @@ func TestContextTooLongMovesToLargerWindow(t *testing.T) {
 // sk-b, …) on clk's time; maxCloud is Options.MaxCloud (0: the default).
 func srvRouter(t *testing.T, clk *fakeClock, srv *providertest.Server, maxCloud int, keys ...string) *Router {
 	t.Helper()
-	return srvRouterOn(t, clk, srv, NewMemStore(), maxCloud, keys...)
+	return srvRouterOn(t, clk, srv, NewMemStore(), maxCloud, nil, keys...)
 }
 
-// srvRouterOn is srvRouter keeping its state in st: a second router on
-// the same store is the first one restarted.
-func srvRouterOn(t *testing.T, clk *fakeClock, srv *providertest.Server, st Store, maxCloud int, keys ...string) *Router {
+// srvRouterOn is srvRouter keeping its state in st (a second router on
+// the same store is the first one restarted), with its options changed
+// by mod (nil: none).
+func srvRouterOn(t *testing.T, clk *fakeClock, srv *providertest.Server, st Store, maxCloud int, mod func(*Options), keys ...string) *Router {
 	t.Helper()
 	prov := provider.NewOpenAI(provider.Options{ID: "p", BaseURL: srv.BaseURL(), Now: clk.Now})
 	var profiles []Profile
 	for _, k := range keys {
 		profiles = append(profiles, Profile{ID: "p:" + strings.TrimPrefix(k, "sk-"), Provider: "p", Key: core.Secret(k)})
 	}
-	r, err := New(Options{
+	o := Options{
 		Providers: map[string]provider.Provider{"p": prov},
 		Catalog:   []Model{{Ref: "p/m", Weight: 50}},
 		Profiles:  map[string][]Profile{"p": profiles},
 		Store:     st, Now: clk.Now, MaxCloud: maxCloud,
-	})
+	}
+	if mod != nil {
+		mod(&o)
+	}
+	r, err := New(o)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -106,7 +106,12 @@ type Options struct {
 	// spend today is read from the usage ledger (0 = only at the first
 	// call: the store is this router's alone).
 	SharedProfiles time.Duration
-	Store          Store
+	// OnBack is called, in a goroutine of its own, when a call succeeds on
+	// a credential or model that had failed (a cooldown, failures in a
+	// row, an outage): the gateway wakes the messages that wait for a
+	// provider instead of letting them sleep out their wait (nil = none).
+	OnBack func(provider string)
+	Store  Store
 	// Observer is told of each LLM call attempt and failover, for metrics
 	// (nil = none).
 	Observer Observer

@@ -490,6 +490,56 @@ func (db *DB) Retry(ctx context.Context, id, lease int64, notBefore time.Time, c
 	return nil
 }
 
+// hastenMax bounds the items one Hasten moves.
+const hastenMax = 1000
+
+// Hasten makes those of ids that wait in the queue (queued, due after
+// now) due at now, and reports how many it moved: the messages a
+// provider's trouble deferred, woken once it is back. An item claimed,
+// finished or due already is left alone. On PostgreSQL each item's head
+// row is locked first, the order a claim follows (a waiting item is its
+// conversation's head: it ran).
+func (db *DB) Hasten(ctx context.Context, ids []int64, now time.Time) (int64, error) {
+	if len(ids) > hastenMax {
+		ids = ids[:hastenMax]
+	}
+	if len(ids) == 0 {
+		return 0, nil
+	}
+	var moved int64
+	err := db.txLocking(ctx, func(tx *txn) error {
+		moved = 0
+		nowMS := now.UnixMilli()
+		for _, id := range ids {
+			if db.d.concurrent {
+				var head int64
+				err := tx.QueryRowContext(ctx, `SELECT head FROM queue_heads WHERE head = ?`+db.d.forUpdate, id).Scan(&head)
+				if errors.Is(err, sql.ErrNoRows) {
+					continue // not a head: finished, or never waiting
+				}
+				if err != nil {
+					return err
+				}
+			}
+			res, err := tx.ExecContext(ctx, `UPDATE queue SET not_before = ?, updated_at = ? WHERE id = ? AND status = 'queued' AND not_before > ?`,
+				nowMS, db.ms(), id, nowMS)
+			if err != nil {
+				return err
+			}
+			n, err := res.RowsAffected()
+			if err != nil {
+				return err
+			}
+			moved += n
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("hasten %d waiting queue items: %w", len(ids), err)
+	}
+	return moved, nil
+}
+
 // Defer implements core.QueueStore.
 func (db *DB) Defer(ctx context.Context, id, lease int64, notBefore time.Time, cause string, notified bool) error {
 	if err := db.fenced(ctx, id, lease, `status = 'queued', not_before = ?, last_error = ?, notified = (notified OR ?), holder = '', lease_until = 0`,

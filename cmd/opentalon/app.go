@@ -136,7 +136,14 @@ func BuildApp(ctx context.Context, cfg *config.Config, o AppOptions) (_ *App, er
 	}
 	a.buildNotifier()
 	a.buildBlobs()
-	if a.router, err = buildRouterWith(cfg, a.db, o.Now, o.Logger, a.routingObserver(), a.ext, a.events()); err != nil {
+	// A provider back wakes the messages waiting for one; the gateway is
+	// built below, before anything calls a provider.
+	onBack := func(provider string) {
+		if a.gateway != nil {
+			a.gateway.ProviderBack(provider)
+		}
+	}
+	if a.router, err = buildRouterWith(cfg, a.db, o.Now, o.Logger, a.routingObserver(), a.ext, a.events(), onBack); err != nil {
 		return nil, err
 	}
 	tools, err := a.buildTools()

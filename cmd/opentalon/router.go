@@ -147,12 +147,13 @@ func authProfiles(cfg *config.Config) (map[string][]routing.Profile, error) {
 
 // buildRouter maps the config onto routing.Options.
 func buildRouter(cfg *config.Config, db *store.DB, now func() time.Time, log *slog.Logger, obs routing.Observer) (*routing.Router, error) {
-	return buildRouterWith(cfg, db, now, log, obs, nil, nil)
+	return buildRouterWith(cfg, db, now, log, obs, nil, nil, nil)
 }
 
 // buildRouterWith is buildRouter with the running plugins (for api:
-// plugin providers) and the operator events.
-func buildRouterWith(cfg *config.Config, db *store.DB, now func() time.Time, log *slog.Logger, obs routing.Observer, ext *plugins.Extensions, events core.OpsEvents) (*routing.Router, error) {
+// plugin providers), the operator events and what a provider back wakes
+// (routing.Options.OnBack).
+func buildRouterWith(cfg *config.Config, db *store.DB, now func() time.Time, log *slog.Logger, obs routing.Observer, ext *plugins.Extensions, events core.OpsEvents, onBack func(provider string)) (*routing.Router, error) {
 	providers, err := buildProviders(cfg, log, now, ext)
 	if err != nil {
 		return nil, err
@@ -203,6 +204,7 @@ func buildRouterWith(cfg *config.Config, db *store.DB, now func() time.Time, log
 		// Replicas share cooldowns and the probes' spend through the
 		// database, read every second.
 		SharedProfiles: sharedEvery(cfg),
+		OnBack:         onBack,
 	})
 }
 

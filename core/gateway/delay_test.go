@@ -254,3 +254,30 @@ func TestUnknownFailureStillUsesAttempts(t *testing.T) {
 		t.Fatalf("agent asked %d times, want 3", ag.calls)
 	}
 }
+
+// TestProviderBackWakesTheWaitingMessages: a message put back to wait for
+// a provider (here an outage's minute) runs again as soon as the router
+// says a provider answers again (ProviderBack, its Options.OnBack), not
+// when its wait ends.
+func TestProviderBackWakesTheWaitingMessages(t *testing.T) {
+	ag := &failingAgent{err: &core.Error{Kind: core.KindUnavailable, Msg: "provider p: HTTP 500", RetryAfter: time.Minute}, failures: 1}
+	r := newDelayRig(t, ag, gateway.Options{})
+	r.accept("1", "hi")
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(time.Millisecond) {
+		it, st, err := r.db.QueueItem(context.Background(), 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st == core.StatusQueued && it.NotBefore.After(r.clk.Now()) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("request 1 is %s, due %v; want it waiting", st, it.NotBefore)
+		}
+	}
+	r.g.ProviderBack("p")
+	got := r.sent(2)
+	if !strings.HasPrefix(got[0], "⏳ Your answer is delayed") || got[1] != "answer to hi" {
+		t.Fatalf("sent %q; want the delay notice, then the answer with the clock unmoved", got)
+	}
+}

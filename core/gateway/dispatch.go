@@ -407,6 +407,7 @@ func (g *Gateway) process(ctx context.Context, it core.QueueItem, release func()
 	ctx, cancel := context.WithTimeout(leased, g.opts.RequestTimeout)
 	defer cancel()
 	log.Debug("processing request", "attempts", it.Attempts, "interruptions", it.Interruptions)
+	g.waited(it.ID)
 	var err error
 	// held is the last sent part's record, written with the finish.
 	var held *core.PartSent
@@ -565,7 +566,56 @@ func (g *Gateway) wait(ctx context.Context, it core.QueueItem, cause error, log 
 	notified := g.tellDelay(ctx, it, cause, expect, last)
 	log.Warn("the provider failed for now; the request waits", "until", due, "provider_back", expect, "err", cause)
 	g.record(ctx, log, "defer request", func(c context.Context) error { return g.store.Defer(c, it.ID, it.Lease, due, cause.Error(), notified) })
+	g.mu.Lock()
+	g.waiting[it.ID] = struct{}{}
+	g.mu.Unlock()
 	return core.OutcomeWaiting
+}
+
+// waited drops item id from the items waiting for a provider: it runs.
+func (g *Gateway) waited(id int64) {
+	g.mu.Lock()
+	if len(g.waiting) > 0 {
+		delete(g.waiting, id)
+	}
+	g.mu.Unlock()
+}
+
+// hastener is the store's Hasten (store.DB): it makes queued items due
+// now.
+type hastener interface {
+	Hasten(ctx context.Context, ids []int64, now time.Time) (int64, error)
+}
+
+// ProviderBack wakes the messages this gateway put back to wait for a
+// provider (wait): one answers again, so they need not sleep out their
+// wait (up to recheckEvery during a cooldown, an outage's doubling wait).
+// It is the router's Options.OnBack. The provider is not told apart: a
+// message waiting for another one finds it still cooling, at no call,
+// and waits again.
+func (g *Gateway) ProviderBack(provider string) {
+	g.mu.Lock()
+	ids := make([]int64, 0, len(g.waiting))
+	for id := range g.waiting {
+		ids = append(ids, id)
+	}
+	clear(g.waiting)
+	g.mu.Unlock()
+	h, ok := g.store.(hastener)
+	if len(ids) == 0 || !ok {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	n, err := h.Hasten(ctx, ids, g.now())
+	if err != nil {
+		g.log.Warn("wake the messages waiting for a provider; they wake at their time", "provider", provider, "err", err)
+		return
+	}
+	if n > 0 {
+		g.log.Info("a provider answers again; the messages waiting for one are due now", "provider", provider, "messages", n)
+		g.poke()
+	}
 }
 
 // tellDelay tells the user of a message, once, that its answer is delayed

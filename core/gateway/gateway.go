@@ -109,8 +109,11 @@ type Gateway struct {
 	// (queue.max_pending) not yet told while a notice to that sender is
 	// being sent.
 	full map[string]*fullNotices
-	side sync.WaitGroup
-	obs  core.Observer
+	// waiting holds the items this gateway put back to wait for a
+	// provider (wait), to wake once one is back (ProviderBack).
+	waiting map[int64]struct{}
+	side    sync.WaitGroup
+	obs     core.Observer
 }
 
 // New builds a Gateway; it starts nothing.
@@ -166,6 +169,7 @@ func New(o Options) *Gateway {
 		chanState: map[string]*channelState{},
 		notices:   map[string]time.Time{},
 		full:      map[string]*fullNotices{},
+		waiting:   map[int64]struct{}{},
 		obs:       o.Observer,
 	}
 	for _, c := range g.builtinCommands() {

@@ -135,6 +135,33 @@ func testQueue(t *testing.T, e Engine) {
 		}
 	})
 
+	t.Run("Hasten", func(t *testing.T) {
+		// A deferred item is made due now; one running, one due already
+		// and an unknown id are left alone.
+		c, d := conv("hasten-a"), conv("hasten-b")
+		mustEnqueue(t, q, msg(c, "1", "waits"))
+		mustEnqueue(t, q, msg(d, "1", "runs"))
+		got := claim(t, q, 5, now())
+		if texts(got) != "waits,runs" {
+			t.Fatalf("claimed %s; want waits,runs", texts(got))
+		}
+		later := now().Add(time.Hour)
+		check(t, "defer", q.Defer(ctx, got[0].ID, got[0].Lease, later, "cooling", true))
+		moved, err := db.Hasten(ctx, []int64{got[0].ID, got[1].ID, 1 << 40}, now())
+		if err != nil || moved != 1 {
+			t.Fatalf("hasten = %d, %v; want the deferred item alone moved", moved, err)
+		}
+		again := claim(t, q, 5, now())
+		if texts(again) != "waits" || !again[0].Notified {
+			t.Fatalf("after hasten: %s; want the deferred item due now, as it was (told)", texts(again))
+		}
+		if moved, err := db.Hasten(ctx, []int64{again[0].ID}, now()); err != nil || moved != 0 {
+			t.Fatalf("hasten of a running item = %d, %v; want 0", moved, err)
+		}
+		check(t, "finish", q.Finish(ctx, again[0].ID, again[0].Lease, core.StatusDone, ""))
+		check(t, "finish", q.Finish(ctx, got[1].ID, got[1].Lease, core.StatusDone, ""))
+	})
+
 	t.Run("EventKinds", func(t *testing.T) {
 		c := conv("kinds")
 		r := core.Reaction{Conversation: c, MessageID: "9", UserID: "u1", Emoji: "👍", Added: true}
