@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime/debug"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -601,6 +602,7 @@ func (g *Gateway) ProviderBack(provider string) {
 	}
 	clear(g.waiting)
 	g.mu.Unlock()
+	slices.Sort(ids) // the order rows are locked in
 	h, ok := g.store.(hastener)
 	if len(ids) == 0 || !ok {
 		return
