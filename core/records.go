@@ -128,3 +128,13 @@ type PluginBinding struct {
 	Name, Path, SHA256 string
 	BoundAt            time.Time
 }
+
+// Setting is a value an admin set in chat (/budget, /allowed) that
+// overrides the config key it is named after (routing.budget.daily_usd,
+// routing.allowed …) until it is dropped. UpdatedBy says who set it
+// ("telegram:42"); UpdatedAt when.
+type Setting struct {
+	Key, Value string
+	UpdatedAt  time.Time
+	UpdatedBy  string
+}

@@ -216,7 +216,7 @@ func (db *DB) checkTables(ctx context.Context) ([]string, error) {
 // the running replicas' and are not copied.
 var Tables = []string{
 	"sessions", "messages", "replies", "deliveries", "usage", "signals", "affinity", "profiles", "escalations", "router_arms", "router_tasks",
-	"plugin_binding", "plugin_state", "lua_kv", "memories", "pairings", "schedules", "media", "media_sources",
+	"plugin_binding", "plugin_state", "lua_kv", "memories", "pairings", "settings", "schedules", "media", "media_sources",
 	"queue",
 }
 

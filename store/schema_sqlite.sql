@@ -1,7 +1,7 @@
 -- The SQLite schema the migrations in migrations/ produce, made on a new
 -- database in one transaction (schema.go). Generated from the migrations by
 -- go generate ./store; do not edit.
--- schema_version: 160
+-- schema_version: 161
 CREATE TABLE schema_migrations (
 		version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL);
 CREATE TABLE sessions (
@@ -365,6 +365,12 @@ CREATE INDEX sealed_expires ON sealed (expires_at);
 CREATE TABLE media_bytes (
     sha256 TEXT PRIMARY KEY REFERENCES media (sha256) ON DELETE CASCADE,
     data   BLOB NOT NULL
+) WITHOUT ROWID;
+CREATE TABLE settings (
+    key        TEXT    PRIMARY KEY,
+    value      TEXT    NOT NULL,
+    updated_at INTEGER NOT NULL,
+    updated_by TEXT    NOT NULL DEFAULT ''
 ) WITHOUT ROWID;
 INSERT INTO schedule_version VALUES (1, 0);
 INSERT INTO sqlite_sequence VALUES ('queue', 0);

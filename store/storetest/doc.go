@@ -8,6 +8,7 @@
 // replies and their parts, sessions and their TTL, memories (search
 // membership and the obvious top hit), plugin state (namespaces, quotas,
 // any bytes), Lua KV, affinity, signals, usage, schedules, pairings,
+// settings (the values admins set in chat),
 // media and the database checks, through core's interfaces where core has
 // them. RunRaces adds what only a database with concurrent writers can get
 // wrong: many handles claiming at once, concurrent read-modify-writes at a

@@ -46,6 +46,7 @@ func Run(t *testing.T, e Engine) {
 	t.Run("Folded", func(t *testing.T) { testFolded(t, e) })
 	t.Run("Schedules", func(t *testing.T) { testSchedules(t, e) })
 	t.Run("Pairings", func(t *testing.T) { testPairings(t, e) })
+	t.Run("Settings", func(t *testing.T) { testSettings(t, e) })
 	t.Run("Media", func(t *testing.T) { testMedia(t, e) })
 	t.Run("Operations", func(t *testing.T) { testOperations(t, e) })
 	t.Run("Sealed", func(t *testing.T) { testSealed(t, e) })
