@@ -24,12 +24,13 @@ type stateSaver interface {
 // /model choice records for that model on the current task type.
 const ExplicitChoiceWeight = 3
 
-// Commands returns /model, /models and /retry for Gateway.AddCommand
-// (replacing core's read-only /model). /retry is answered by the
-// Escalator; its entry here lists it in /help and answers when there is
-// nothing to retry.
+// Commands returns /model, /models, /retry, /budget and /allowed for
+// Gateway.AddCommand (replacing core's read-only /model). /retry is
+// answered by the Escalator; its entry here lists it in /help and answers
+// when there is nothing to retry. /budget and /allowed show to anyone and
+// change for admins only (admincmds.go).
 func (r *Router) Commands(p Pinner, conv Conversations) []core.Command {
-	return []core.Command{
+	return append([]core.Command{
 		{CommandInfo: core.CommandInfo{Name: "model", Usage: "/model [name|alias|auto|@profile]", Description: "Show, pin or unpin the model of this conversation"},
 			Run: func(ctx context.Context, req core.CommandRequest) (string, error) {
 				return r.cmdModel(ctx, req, p, conv)
@@ -40,7 +41,7 @@ func (r *Router) Commands(p Pinner, conv Conversations) []core.Command {
 			Run: func(context.Context, core.CommandRequest) (string, error) {
 				return "There is no answer to retry yet in this conversation.", nil
 			}},
-	}
+	}, r.adminCommands()...)
 }
 
 func (r *Router) cmdModel(ctx context.Context, req core.CommandRequest, p Pinner, conv Conversations) (string, error) {
@@ -109,8 +110,9 @@ func (r *Router) cmdModel(ctx context.Context, req core.CommandRequest, p Pinner
 	if !ok {
 		return fmt.Sprintf("Unknown model %q%s. Send /models for the list.", arg, suggest(r.cat.closeMatches(arg))), nil
 	}
-	if len(r.o.Allowed) > 0 && !slices.ContainsFunc(r.o.Allowed, func(a string) bool { x, _ := r.cat.resolve(a); return x.Ref == m.Ref }) {
-		return fmt.Sprintf("%s is not allowed here (routing.allowed): choose one of %s.", m.Ref, strings.Join(r.o.Allowed, ", ")), nil
+	r.load(ctx) // the allowlist an admin set in chat
+	if allowed := r.limits().allowed; !r.allows(allowed, m.Ref) {
+		return fmt.Sprintf("%s is not allowed here (routing.allowed; /allowed lists them): choose one of %s.", m.Ref, strings.Join(allowed, ", ")), nil
 	}
 	if err := p.SetPins(ctx, s.ID, m.Ref, s.ProfilePin); err != nil {
 		return "", err

@@ -55,7 +55,7 @@ func (r *Router) decide(ctx context.Context, c Call, task string, sample bool) (
 	if c.Session != nil && conv == (core.ConversationKey{}) {
 		conv = c.Session.Conversation
 	}
-	unable := ""
+	unable, notAllowed := "", ""
 	if len(c.Needs) > 0 {
 		capable := 0
 		for _, m := range r.cat.byWeight {
@@ -86,6 +86,9 @@ func (r *Router) decide(ctx context.Context, c Call, task string, sample bool) (
 	case c.Session != nil && c.Session.ModelPin != "":
 		if m, ok := r.cat.resolve(c.Session.ModelPin); ok && !m.canAll(c.Needs) {
 			unable = m.Ref
+		} else if ok && !r.allows(r.limits().allowed, m.Ref) {
+			// An admin took the model off the allowlist after the pin.
+			notAllowed = m.Ref
 		} else if ok {
 			d = decision{m: m, reason: ReasonPin + " (/model auto unpins)", strict: true}
 		} else {
@@ -98,6 +101,9 @@ func (r *Router) decide(ctx context.Context, c Call, task string, sample bool) (
 		d = r.choose(conv, task, excluded, c.Exclude, sample, probe)
 		if unable != "" {
 			d.reason += fmt.Sprintf(" (%s lacks %v)", unable, c.Needs)
+		}
+		if notAllowed != "" {
+			d.reason += fmt.Sprintf(" (the /model pin %s is not allowed any more: /allowed)", notAllowed)
 		}
 	}
 	chosen := d.m.Ref
@@ -294,29 +300,31 @@ func dearer(rel, relBest float64) float64 {
 	return 1 + math.Log(rel/relBest)
 }
 
-// applyBudget enforces routing.budget for the current UTC day: from 80%
-// of a budget on, the cheapest model answers; at 100% only free models
-// may answer, and without one the call is refused.
+// applyBudget enforces the daily budgets for the current UTC day
+// (routing.budget, or what an admin set with /budget): from 80% of a
+// budget on, the cheapest model answers; at 100% only free models may
+// answer, and without one the call is refused.
 func (r *Router) applyBudget(ctx context.Context, conv core.ConversationKey, d *decision, excluded map[string]bool) error {
-	if r.o.DailyUSD <= 0 && r.o.ChatDailyUSD <= 0 {
+	l := r.limits()
+	if !l.budgeted() {
 		return nil
 	}
 	since := r.now().UTC().Truncate(24 * time.Hour)
 	frac, key := 0.0, ""
-	if r.o.DailyUSD > 0 {
+	if l.daily > 0 {
 		spent, err := r.o.Store.SpentSince(ctx, since, "")
 		if err != nil {
 			return fmt.Errorf("budget: %w", err)
 		}
-		frac, key = spent/r.o.DailyUSD, "routing.budget.daily_usd ($"+usd(r.o.DailyUSD)+")"
+		frac, key = spent/l.daily, budgetKey(KeyDailyUSD, l.daily, l.dailyFromChat)
 	}
-	if r.o.ChatDailyUSD > 0 && conv != (core.ConversationKey{}) {
+	if l.chatDaily > 0 && conv != (core.ConversationKey{}) {
 		spent, err := r.o.Store.SpentSince(ctx, since, conv.String())
 		if err != nil {
 			return fmt.Errorf("budget: %w", err)
 		}
-		if f := spent / r.o.ChatDailyUSD; f > frac {
-			frac, key = f, "routing.budget.chat_daily_usd ($"+usd(r.o.ChatDailyUSD)+")"
+		if f := spent / l.chatDaily; f > frac {
+			frac, key = f, budgetKey(KeyChatDailyUSD, l.chatDaily, l.chatFromChat)
 		}
 	}
 	r.tellBudget(since, key, frac, conv)
@@ -332,7 +340,7 @@ func (r *Router) applyBudget(ctx context.Context, conv core.ConversationKey, d *
 				return nil
 			}
 		}
-		return core.Errorf(core.KindInvalid, "the daily budget %s is used up for today; it resets at 00:00 UTC (in %s), or raise it in the config", key, since.Add(24*time.Hour).Sub(r.now()).Round(time.Minute))
+		return core.Errorf(core.KindInvalid, "the daily budget %s is used up for today; it resets at 00:00 UTC (in %s), or an admin raises it (/budget, or in the config)", key, since.Add(24*time.Hour).Sub(r.now()).Round(time.Minute))
 	case frac >= 0.8 && !d.strict:
 		cheapest := d.m
 		for _, m := range r.cat.byWeight {
@@ -345,6 +353,15 @@ func (r *Router) applyBudget(ctx context.Context, conv core.ConversationKey, d *
 		}
 	}
 	return nil
+}
+
+// budgetKey names a budget in messages: its key and amount, and whether
+// it was set in chat.
+func budgetKey(key string, v float64, fromChat bool) string {
+	if fromChat {
+		return key + " ($" + usd(v) + ", set with /budget)"
+	}
+	return key + " ($" + usd(v) + ")"
 }
 
 // tellBudget tells the operator events once per budget and UTC day that

@@ -16,10 +16,12 @@
 // It also owns escalation after a rejection, auth profiles with
 // round-robin selection and cooldowns, the two-stage failover (profiles,
 // then fallback models), the local/cloud LLM semaphores, the cost ledger
-// and the daily budget, and the in-chat /model, /models and /retry
-// commands.
+// and the daily budget, and the in-chat /model, /models, /retry,
+// /budget and /allowed commands (the last two change the budgets and the
+// allowlist for admins: settings kept in the store that override the
+// config, settings.go).
 //
 // The wire clients are in routing/provider; persistence is reached
-// through the Store and LearningStore interfaces, which store.DB
+// through the Store, LearningStore and SettingsStore interfaces, which store.DB
 // implements. routing may import core, store and routing/provider only.
 package routing

@@ -619,7 +619,8 @@ func (r *Router) succeed(ctx context.Context, m Model, p Profile) {
 // Options.SharedProfiles, where other replicas save theirs, and merges it
 // (mergeProfile): a cooldown another replica set is seen here within that
 // time. The probes' spend today (routing.explore.daily_usd) is read from
-// the usage ledger then too, so the cap holds for the cluster.
+// the usage ledger then too, so the cap holds for the cluster, and the
+// settings admins made in chat (/budget, /allowed) on any replica.
 func (r *Router) refreshProfiles(ctx context.Context) {
 	every := r.o.SharedProfiles
 	if every <= 0 {
@@ -654,6 +655,8 @@ func (r *Router) refreshProfiles(ctx context.Context) {
 	if err != nil {
 		r.log.Warn("read the auth profiles' state", "err", err)
 	}
+	// The budgets and allowlist another replica's admin set in chat.
+	r.loadSettings(ctx)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, p := range ps {

@@ -18,6 +18,7 @@ type MemStore struct {
 	usage    []core.UsageRecord
 	arms     map[[2]string]core.RouterArm
 	tasks    map[string]core.RouterTask
+	settings map[string]core.Setting
 }
 
 // NewMemStore returns an empty MemStore.
@@ -26,7 +27,42 @@ func NewMemStore() *MemStore {
 		arms: map[[2]string]core.RouterArm{}, tasks: map[string]core.RouterTask{}}
 }
 
-var _ Store = (*MemStore)(nil)
+var (
+	_ Store         = (*MemStore)(nil)
+	_ SettingsStore = (*MemStore)(nil)
+)
+
+// Settings implements SettingsStore.
+func (m *MemStore) Settings(context.Context) ([]core.Setting, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make([]core.Setting, 0, len(m.settings))
+	for _, s := range m.settings {
+		out = append(out, s)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Key < out[j].Key })
+	return out, nil
+}
+
+// SetSetting implements SettingsStore.
+func (m *MemStore) SetSetting(_ context.Context, s core.Setting) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.settings == nil {
+		m.settings = map[string]core.Setting{}
+	}
+	m.settings[s.Key] = s
+	return nil
+}
+
+// DeleteSetting implements SettingsStore.
+func (m *MemStore) DeleteSetting(_ context.Context, key string) (bool, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	_, had := m.settings[key]
+	delete(m.settings, key)
+	return had, nil
+}
 
 // AddSignal implements Store.
 func (m *MemStore) AddSignal(_ context.Context, s core.Signal) (int64, error) {

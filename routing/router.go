@@ -144,6 +144,11 @@ type Router struct {
 	// failed with an outage since their last success (see refuse and
 	// outage); made on first use.
 	health map[string]modelHealth
+	// over are the settings admins made in chat (/budget, /allowed), as
+	// last read or set here; overGen counts the changes made here, so a
+	// read under way does not undo one (see settings.go).
+	over    overrides
+	overGen uint64
 }
 
 func suggest(ms []string) string {
@@ -182,8 +187,9 @@ func (r *Router) ContextWindow(ref string) int {
 	return m.ContextWindow
 }
 
-// load reads affinity and profile state from the store once, and
-// affinity again every minute (the CLI may reset it while we run).
+// load reads affinity, profile state and the settings made in chat from
+// the store once, and affinity again every minute (the CLI may reset it
+// while we run).
 func (r *Router) load(ctx context.Context) {
 	r.mu.Lock()
 	every := r.o.Reload
@@ -209,6 +215,7 @@ func (r *Router) load(ctx context.Context) {
 		r.mu.Lock()
 		r.profilesAt = r.now()
 		r.mu.Unlock()
+		r.loadSettings(ctx)
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -321,7 +328,7 @@ func (r *Router) ledger(ctx context.Context, c Call, m Model, resp *provider.Res
 	if r.probe.DailyUSD > 0 {
 		r.noteTokens(u.InputTokens, u.OutputTokens)
 	}
-	if d := r.deferrable(ctx); d != nil && r.o.DailyUSD <= 0 && r.o.ChatDailyUSD <= 0 {
+	if d := r.deferrable(ctx); d != nil && !r.limits().budgeted() {
 		// Stored with the item's reply; a budget (which sums the ledger
 		// before each call) has each row written at once.
 		d.AddUsage(u)

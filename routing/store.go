@@ -34,3 +34,4 @@ type Store interface {
 var _ Store = (*store.DB)(nil)
 var _ Conversations = (*store.DB)(nil)
 var _ Pinner = (*store.DB)(nil)
+var _ SettingsStore = (*store.DB)(nil)
