@@ -44,7 +44,8 @@ const (
 // claims it in a statement of its own [w]; the rest as on SQLite. Not
 // counted: the dispatchers' other reads of the heads (one per wake-up;
 // most find nothing due and cost that read alone), the auth profiles'
-// shared state (read at most every few seconds), the scheduler's read
+// shared state and with it the settings admins made in chat (/budget,
+// /allowed; read at most every few seconds), the scheduler's read
 // of the schedules' version (once a tick: a message that takes over a
 // second, as under the loaded -race suite, met one), the Telegram
 // poller's offset in its lease (written at most once a second:
@@ -89,6 +90,9 @@ const (
 	claimHeads = "WITH async AS"
 )
 
+// settingsRead begins the router's read of the settings made in chat.
+const settingsRead = "SELECT key, value, updated_at, updated_by FROM settings"
+
 // notPerMessage says q is a statement the budget does not count (see the
 // budgets above).
 func notPerMessage(q string) bool {
@@ -96,6 +100,7 @@ func notPerMessage(q string) bool {
 		"SELECT h.head,",                       // SQLite: the dispatcher's read of the heads
 		headsProbe,                             // PostgreSQL: the same (but see countTrips)
 		"SELECT provider, id, uses,",           // the auth profiles' shared state
+		settingsRead,                           // read with it: /budget and /allowed
 		"UPDATE leases SET data = ?",           // the poller's offset
 		"SELECT version FROM schedule_version", // the scheduler's tick (PostgreSQL)
 		"UPDATE replicas SET heartbeat",        // the replica's heartbeat

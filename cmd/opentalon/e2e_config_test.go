@@ -150,7 +150,7 @@ func TestE2ETelegramWebhookAndPerChatModel(t *testing.T) {
 	if len(calls) == 0 {
 		t.Fatal("setMyCommands never called")
 	}
-	for _, c := range []string{"model", "models", "new", "status", "help", "retry"} {
+	for _, c := range []string{"model", "models", "new", "status", "help", "retry", "budget", "allowed"} {
 		if !strings.Contains(calls[0].Params["commands"], `"command":"`+c+`"`) {
 			t.Errorf("setMyCommands %s lacks /%s", calls[0].Params["commands"], c)
 		}
