@@ -2,8 +2,10 @@ package routing
 
 import (
 	"context"
+	"log/slog"
 	"maps"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -165,10 +167,12 @@ func TestAllowedCommand(t *testing.T) {
 // Options.SharedProfiles.
 func TestChatSetBudgetDecides(t *testing.T) {
 	ctx := context.Background()
+	logs := &lockedLog{}
 	r, _, _, st, clk := newTestRouter(t, func(o *Options) {
 		o.Catalog = append(o.Catalog, Model{Ref: "q/free", Weight: 1, Local: true})
 		o.Primary = "p/big"
 		o.SharedProfiles = time.Second
+		o.Log = slog.New(slog.NewTextHandler(logs, nil))
 	})
 	cmds := map[string]core.Command{}
 	for _, c := range r.Commands(nopPinner{}, noConversations{}) {
@@ -200,7 +204,17 @@ func TestChatSetBudgetDecides(t *testing.T) {
 	if m, why := model(); m != "q/free" || !strings.Contains(why, "routing.budget.daily_usd ($1.00, set with /budget)") {
 		t.Fatalf("with /budget daily 1 after $0.85: %s (%s); want q/free for the budget set in chat", m, why)
 	}
+	// Who changed what is logged.
+	if want := `msg="setting changed in chat" component=routing key=routing.budget.daily_usd value=1 by=telegram:7 conversation=telegram:42`; !strings.Contains(logs.String(), want) {
+		t.Errorf("the log lacks %q:\n%s", want, logs.String())
+	}
 	budget("default")
+	if want := `msg="setting made in chat dropped: the config's value holds again" component=routing key=routing.budget.daily_usd by=telegram:7`; !strings.Contains(logs.String(), want) {
+		t.Errorf("the log lacks %q:\n%s", want, logs.String())
+	}
+	if strings.Contains(logs.String(), "key=routing.budget.chat_daily_usd") {
+		t.Errorf("the log tells of dropping a budget that was not set:\n%s", logs.String())
+	}
 	if m, _ := model(); m != "p/big" {
 		t.Fatalf("after /budget default %s answered; want p/big again", m)
 	}
@@ -257,4 +271,22 @@ func TestChatSetAllowlistDecides(t *testing.T) {
 	if m, _ := r.CurrentModel(ctx, pinned); m != "p/big" {
 		t.Fatalf("after /allowed default: %s; want the pin p/big again", m)
 	}
+}
+
+// lockedLog is a log's text, written from any goroutine.
+type lockedLog struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }

@@ -163,9 +163,9 @@ func (r *Router) setSetting(ctx context.Context, key, value, who, conv string) (
 	r.over = o
 	r.overGen++
 	r.mu.Unlock()
-	if value == "" {
+	if value == "" && had {
 		r.log.Info("setting made in chat dropped: the config's value holds again", "key", key, "by", who, "conversation", conv)
-	} else {
+	} else if value != "" {
 		r.log.Info("setting changed in chat", "key", key, "value", value, "by", who, "conversation", conv)
 	}
 	return had, nil
