@@ -41,6 +41,10 @@ type Error struct {
 	Msg        string
 	Err        error
 	RetryAfter time.Duration // for KindRateLimited, when the server said
+	// Recheck, when set and shorter than RetryAfter, is when a try may
+	// find out sooner that the wait is over: the router's next probe of a
+	// cooling credential.
+	Recheck time.Duration
 }
 
 func (e *Error) Error() string {
@@ -83,6 +87,15 @@ func RetryAfter(err error) time.Duration {
 	var e *Error
 	if errors.As(err, &e) {
 		return e.RetryAfter
+	}
+	return 0
+}
+
+// RecheckAfter returns the Recheck hint of err (0 when none).
+func RecheckAfter(err error) time.Duration {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Recheck
 	}
 	return 0
 }

@@ -137,11 +137,20 @@ func (r *Router) exhausted(d decision, lastErr error) error {
 	// cooldown by another call (see nextProfile): the caller comes back
 	// shortly, for the reason it cooled down.
 	trialing := false
+	// probeAt is when the first cooling credential may be probed (see
+	// nextProfile): a try then may find the provider back before its
+	// cooldown ends.
+	var probeAt time.Time
 	r.mu.Lock()
 	for _, m := range d.chain {
 		for _, p := range r.profilesOf(m.Provider()) {
 			st := r.pstate[p.ID]
 			u := st.CooldownUntil
+			if u.After(now) {
+				if at := st.LastUsed.Add(r.probeEvery(st)); probeAt.IsZero() || at.Before(probeAt) {
+					probeAt = at
+				}
+			}
 			if !u.After(now) {
 				free = true
 				if r.trial[p.ID] && !trialing {
@@ -177,6 +186,9 @@ func (r *Router) exhausted(d decision, lastErr error) error {
 		e.RetryAfter = soonest.Sub(now)
 		if lastErr == nil {
 			e.Kind = cause
+		}
+		if rc := max(probeAt.Sub(now), 0); rc < e.RetryAfter {
+			e.Recheck = rc
 		}
 	case lastErr == nil && trialing:
 		e.Kind, e.RetryAfter = cause, outageBase
@@ -406,11 +418,7 @@ func (r *Router) nextProfile(ctx context.Context, m Model, sess *core.Session, p
 			// server's own Retry-After asked when that is sooner: the
 			// ladder may rest a credential far longer than the server
 			// asked, and the probe is what finds it back.
-			every := r.o.Cooldowns.Initial
-			if pe := st.RetryAfter; pe > 0 && pe < every {
-				every = max(pe, minProbeEvery)
-			}
-			if !probe || now.Sub(st.LastUsed) < every {
+			if !probe || now.Sub(st.LastUsed) < r.probeEvery(st) {
 				continue
 			}
 			st.LastProbe = now
@@ -586,6 +594,17 @@ func (r *Router) endTrial(id string) {
 // minProbeEvery bounds how often a cooling profile is probed, whatever
 // its server's Retry-After.
 const minProbeEvery = 5 * time.Second
+
+// probeEvery is how often a cooling profile in state st is probed: every
+// cooldowns.initial, or as often as its server's own Retry-After asked
+// when that is sooner (at least minProbeEvery).
+func (r *Router) probeEvery(st core.ProfileState) time.Duration {
+	every := r.o.Cooldowns.Initial
+	if pe := st.RetryAfter; pe > 0 && pe < every {
+		every = max(pe, minProbeEvery)
+	}
+	return every
+}
 
 // succeed resets a profile's failure state (and m's health) and persists
 // it with the use nextProfile counted. A credential or model that had

@@ -454,6 +454,32 @@ func TestProbesFollowTheServerAfterARestart(t *testing.T) {
 	}
 }
 
+// TestCoolingErrorSaysWhenTheNextProbeIs: while a credential cools
+// down, the router's error says when it will next be probed (Recheck),
+// sooner than the cooldown's end (RetryAfter): a caller coming back then
+// finds out whether the provider is back.
+func TestCoolingErrorSaysWhenTheNextProbeIs(t *testing.T) {
+	clk := newClock()
+	srv := providertest.NewOpenAI(t)
+	srv.SetReply(func(r providertest.Received) providertest.Script {
+		return providertest.Script{Status: 429, Header: map[string]string{"Retry-After": "10"}, Body: `{"error":{"message":"slow down","type":"rate_limit"}}`}
+	})
+	r := srvRouter(t, clk, srv, 0, "sk-a")
+	// A 429, then the trial after its cooldown another: the ladder rests
+	// the credential 50 s, probed every 10 s (the server's Retry-After).
+	r.Chat(context.Background(), Call{Req: userMsg("hi")})
+	clk.Advance(10 * time.Second)
+	r.Chat(context.Background(), Call{Req: userMsg("hi")})
+	clk.Advance(3 * time.Second)
+	_, err := r.Chat(context.Background(), Call{Req: userMsg("hi")})
+	if got, want := core.RetryAfter(err), 47*time.Second; got != want {
+		t.Fatalf("retry after %v; want the cooldown's end in %v (%v)", got, want, err)
+	}
+	if got, want := core.RecheckAfter(err), 7*time.Second; got != want {
+		t.Fatalf("recheck %v; want the next probe in %v", got, want)
+	}
+}
+
 // TestOnBackIsToldWhenAProviderAnswersAgain: a success after a failure
 // (a 429's cooldown, a 500 outage) tells Options.OnBack, which wakes the
 // messages waiting for a provider; a success on a healthy credential

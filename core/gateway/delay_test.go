@@ -281,3 +281,32 @@ func TestProviderBackWakesTheWaitingMessages(t *testing.T) {
 		t.Fatalf("sent %q; want the delay notice, then the answer with the clock unmoved", got)
 	}
 }
+
+// TestWaitEndsAtTheRoutersNextProbe: a message waiting out a cooldown
+// comes back when the router says its next probe may find the provider
+// back (core.Error.Recheck), when that is sooner than recheckEvery; a
+// try before the probe finds out nothing.
+func TestWaitEndsAtTheRoutersNextProbe(t *testing.T) {
+	for _, tc := range []struct {
+		recheck, want time.Duration
+	}{
+		{4 * time.Second, 4 * time.Second},
+		{0, 15 * time.Second},                     // no hint: recheckEvery
+		{time.Minute, 15 * time.Second},           // later than recheckEvery
+		{500 * time.Millisecond, 2 * time.Second}, // at least the first backoff step
+	} {
+		t.Run(tc.recheck.String(), func(t *testing.T) {
+			ag := &failingAgent{err: &core.Error{Kind: core.KindRateLimited, Msg: "cooling", RetryAfter: 100 * time.Second, Recheck: tc.recheck}, failures: 1}
+			r := newDelayRig(t, ag, gateway.Options{})
+			r.accept("1", "hi")
+			r.nextTry()
+			if r.waits[0] != tc.want {
+				t.Fatalf("wait = %v; want %v", r.waits[0], tc.want)
+			}
+			got := r.sent(2)
+			if got[1] != "answer to hi" {
+				t.Fatalf("sent %q; want the answer last", got)
+			}
+		})
+	}
+}

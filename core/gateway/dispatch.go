@@ -525,7 +525,9 @@ func waits(err error) bool {
 // down (a rate limit, a refused or exhausted credential): the router
 // answers such a try at once without calling while the cooldown lasts,
 // but lets one call through now and then to see whether the provider is
-// back (its probe), and a success ends the cooldown. Without the bound a
+// back (its probe, whose time its error tells: core.Error.Recheck; the
+// item comes back then when it is sooner), and a success ends the
+// cooldown. Without the bound a
 // waiting message slept through the whole cooldown, minutes after the
 // provider was back. An outage's wait is not bounded: each of its tries
 // is a call to the failing provider.
@@ -546,7 +548,13 @@ func (g *Gateway) wait(ctx context.Context, it core.QueueItem, cause error, log 
 	due := expect
 	switch core.ErrorKind(cause) {
 	case core.KindRateLimited, core.KindAuth, core.KindBilling:
-		if check := now.Add(max(recheckEvery, g.opts.Backoff(1))); check.Before(due) {
+		// At the router's next probe when that is sooner (its Recheck):
+		// a try before it finds out nothing.
+		every := recheckEvery
+		if rc := core.RecheckAfter(cause); rc > 0 && rc < every {
+			every = rc
+		}
+		if check := now.Add(max(every, g.opts.Backoff(1))); check.Before(due) {
 			due = check
 		}
 	}
