@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/opentalon/opentalon/core"
 )
@@ -24,6 +25,13 @@ type Conversations interface {
 	SaveEscalation(ctx context.Context, sessionID int64, st core.EscalationState) error
 	// SignalsForReply returns the signals recorded on a reply.
 	SignalsForReply(ctx context.Context, replyID int64) ([]core.Signal, error)
+}
+
+// failedReader is the optional Conversations capability that finds the
+// conversation's newest message given up after a request (store.DB): what
+// /retry answers after an apology.
+type failedReader interface {
+	LastFailedMessage(ctx context.Context, conv core.ConversationKey, after time.Time) (core.Inbound, bool, error)
 }
 
 // followUpReader is the optional Conversations capability that reads
@@ -123,6 +131,13 @@ func (e *Escalator) Intercept(ctx context.Context, req core.CommandRequest) (cor
 		}
 	}
 	last, question, st := f.Last, f.Question, f.Escalation
+	if retry {
+		// After an apology, /retry is the failed message tried again: not a
+		// verdict on the answer before it.
+		if d, ok, err := e.retryFailed(ctx, req, last); ok || err != nil {
+			return d, err
+		}
+	}
 	if last == nil || last.Model == "" {
 		if retry {
 			return core.Decision{Reply: "There is no answer to retry yet in this conversation."}, nil
@@ -168,6 +183,43 @@ func (e *Escalator) Intercept(ctx context.Context, req core.CommandRequest) (cor
 		d = e.escalate(&st, req.Session, last, question, correction)
 	}
 	return d, e.conv.SaveEscalation(ctx, sid, st)
+}
+
+// retryFailed decides /retry when the conversation's newest message was
+// given up (its user got an apology) since the last answer: that message
+// is answered again, as it was asked, and nothing is judged. ok is false
+// when there is no such message.
+func (e *Escalator) retryFailed(ctx context.Context, req core.CommandRequest, last *core.Reply) (core.Decision, bool, error) {
+	fr, ok := e.conv.(failedReader)
+	if !ok {
+		return core.Decision{}, false, nil
+	}
+	var after time.Time
+	if last != nil {
+		after = last.CreatedAt
+	}
+	conv := req.Session.Conversation
+	if conv == (core.ConversationKey{}) {
+		conv = req.In.Conversation
+	}
+	in, ok, err := fr.LastFailedMessage(ctx, conv, after)
+	if err != nil || !ok {
+		return core.Decision{}, false, err
+	}
+	if strings.TrimSpace(in.Text) == "" {
+		return core.Decision{Reply: "I could not answer your last message, and /retry cannot send its files again: please send them once more."}, true, nil
+	}
+	quoted := in.Text
+	if r := []rune(quoted); len(r) > 60 {
+		quoted = string(r[:59]) + "…"
+	}
+	quoted = strings.Join(strings.Fields(quoted), " ")
+	return core.Decision{Turn: &core.TurnOverride{
+		Text: in.Text,
+		Finish: func(ans *core.Answer) {
+			ans.Text = fmt.Sprintf("↻ Trying again: “%s”", quoted) + "\n\n" + ans.Text
+		},
+	}}, true, nil
 }
 
 // InterceptReaction implements core.ReactionInterceptor: with

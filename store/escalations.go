@@ -105,3 +105,26 @@ func (db *DB) FollowUp(ctx context.Context, sessionID int64) (core.FollowUp, err
 	}
 	return row.followUp(sessionID)
 }
+
+// LastFailedMessage returns the newest message of conv given up for good
+// (status failed) after the time after, for /retry after an apology; ok
+// is false when there is none. A message given up for its interrupted
+// attempts (the poison guard) is left out: running it again may crash
+// the process again.
+func (db *DB) LastFailedMessage(ctx context.Context, conv core.ConversationKey, after time.Time) (in core.Inbound, ok bool, err error) {
+	var raw string
+	err = db.r.QueryRowContext(ctx, `SELECT payload FROM queue WHERE status = 'failed' AND updated_at > ? AND conversation = ? AND kind = ?
+		AND last_error NOT LIKE '%gave up after % interrupted attempts%' ORDER BY id DESC LIMIT 1`,
+		after.UnixMilli(), conv.String(), string(core.EventMessage)).Scan(&raw)
+	if errors.Is(err, sql.ErrNoRows) {
+		return in, false, nil
+	}
+	if err != nil {
+		return in, false, fmt.Errorf("last failed message of %s: %w", conv, err)
+	}
+	var p payload
+	if err := decodePayload(core.EventMessage, raw, &p); err != nil {
+		return in, false, fmt.Errorf("last failed message of %s: %w", conv, err)
+	}
+	return *p.Message, true, nil
+}

@@ -5,7 +5,9 @@ package main
 // answer whose final edit fails.
 
 import (
+	"context"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -128,5 +130,50 @@ func TestStreamFinalEditFailureSendsTheRest(t *testing.T) {
 		if text, _ := bot.Text(44, s.MessageID); strings.HasPrefix(text, "Sorry") {
 			t.Errorf("the user got an apology: %q", text)
 		}
+	}
+}
+
+// TestRetryAfterAnApologyTriesTheFailedMessage: a message given up with
+// an apology is what /retry answers next, as it was asked, and the answer
+// before it is not judged. /retry re-answered the question before it
+// with the next model and recorded a rejection of the model that had
+// answered that one well.
+func TestRetryAfterAnApologyTriesTheFailedMessage(t *testing.T) {
+	t.Parallel()
+	llm := providertest.NewOpenAI(t)
+	var broken atomic.Bool
+	broken.Store(true)
+	llm.SetReply(func(r providertest.Received) providertest.Script {
+		if r.LastUser() == "second question" && broken.Load() {
+			return providertest.Script{Body: "this is not json"}
+		}
+		return providertest.Script{Text: "answer from " + r.Model + " to " + r.LastUser()}
+	})
+	h := startApp(t, loadConfigFile(t, writeConfig(t, twoModelConfig(t.TempDir(), llm.BaseURL(), ""))))
+	h.send("first question")
+	h.expect("answer from small to first question")
+	h.send("second question")
+	if got := h.next(); !strings.HasPrefix(got, "Sorry, I could not answer that") {
+		t.Fatalf("reply = %q; want the apology", got)
+	}
+	broken.Store(false)
+	h.send("/retry")
+	got := h.readUntil("to second question")
+	if !strings.Contains(got, "↻ Trying again: “second question”") || !strings.Contains(got, "answer from small to second question") || strings.Contains(got, "rejected") {
+		t.Fatalf("/retry after the apology = %q; want the failed message answered again by the usual model", got)
+	}
+	affs, err := h.app.db.Affinities(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range affs {
+		if a.Negatives > 0 {
+			t.Fatalf("affinity %+v; /retry after an apology rejected nothing", a)
+		}
+	}
+	// Once answered, /retry is a verdict on that answer again.
+	h.send("/retry")
+	if got := h.readUntil("to second question"); !strings.Contains(got, "answer from big") || !strings.Contains(got, "fake/small was rejected") {
+		t.Fatalf("the next /retry = %q; want the second question re-answered by the next model", got)
 	}
 }

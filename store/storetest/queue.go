@@ -162,6 +162,35 @@ func testQueue(t *testing.T, e Engine) {
 		check(t, "finish", q.Finish(ctx, got[1].ID, got[1].Lease, core.StatusDone, ""))
 	})
 
+	t.Run("LastFailedMessage", func(t *testing.T) {
+		// /retry after an apology: the newest message of the conversation
+		// given up since a time, not one given up by the poison guard.
+		c := conv("failed")
+		start := now()
+		if _, ok, err := db.LastFailedMessage(ctx, c, time.Time{}); err != nil || ok {
+			t.Fatalf("no failure yet: ok %v, %v", ok, err)
+		}
+		for _, m := range []struct{ id, text, cause string }{
+			{"1", "first", "provider 500"},
+			{"2", "second", "the provider sent an answer I could not read"},
+			{"3", "crasher", "gave up after 3 interrupted attempts"},
+		} {
+			mustEnqueue(t, q, msg(c, m.id, m.text))
+			it := claim(t, q, 1, now())[0]
+			check(t, "fail", q.Finish(ctx, it.ID, it.Lease, core.StatusFailed, m.cause))
+		}
+		in, ok, err := db.LastFailedMessage(ctx, c, start.Add(-time.Millisecond))
+		if err != nil || !ok || in.Text != "second" {
+			t.Fatalf("last failed = %q, %v, %v; want second (the poison guard's crasher left out)", in.Text, ok, err)
+		}
+		if _, ok, err := db.LastFailedMessage(ctx, c, now()); err != nil || ok {
+			t.Fatalf("none failed since now: ok %v, %v", ok, err)
+		}
+		if _, ok, _ := db.LastFailedMessage(ctx, conv("other"), time.Time{}); ok {
+			t.Fatal("another conversation's failure was found")
+		}
+	})
+
 	t.Run("EventKinds", func(t *testing.T) {
 		c := conv("kinds")
 		r := core.Reaction{Conversation: c, MessageID: "9", UserID: "u1", Emoji: "👍", Added: true}
