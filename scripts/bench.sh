@@ -7,7 +7,8 @@
 # The Perf* benchmarks build the stripped binary as a release is built
 # (CGO_ENABLED=0 go build -trimpath -tags grpcnotrace,nethttpomithttp2
 # -ldflags "-s -w") and run it against fake Telegram and LLM servers; they
-# need Linux (/proc). PerfEngines, PerfThroughputPostgres, PerfThroughputReplicas, PerfFailover and the store's *Postgres benchmarks
+# need Linux (/proc). PerfRecovery (about two minutes) times a backlog's
+# answers after its provider's return. PerfEngines, PerfThroughputPostgres, PerfThroughputReplicas, PerfFailover and the store's *Postgres benchmarks
 # start a private PostgreSQL (store/pgtest; skipped without its binaries).
 # It ends with one table of the figures that have targets (issue 27) and
 # whether each is met. PerfThroughput (about two minutes) is the
@@ -70,6 +71,9 @@ table() {
 	row "handover: poll after SIGTERM" "$(metric BenchmarkPerfFailover handover-poll-s)" "" "" s
 	row "failover: poll after kill -9" "$(metric BenchmarkPerfFailover failover-poll-s)" "" "" s
 	row "  a new message answered after it" "$(metric BenchmarkPerfFailover failover-answer-s)" "" "" s
+	row "recovery: backlog p50 after return" "$(metric BenchmarkPerfRecovery/steady back-p50-s)" "" "" s
+	row "  its slowest" "$(metric BenchmarkPerfRecovery/steady back-max-s)" "" "" s
+	row "  the same, restarted mid-outage" "$(metric BenchmarkPerfRecovery/restarted back-p50-s)" "" "" s
 }
 
 # The round trips of one plain message (the budget tests log them), on
@@ -95,6 +99,8 @@ run ./cmd/opentalon 'PerfThroughputReplicas' 1x
 run ./cmd/opentalon 'PerfIntake' 10x
 echo "== replicas on PostgreSQL: the Telegram poller stopped (SIGTERM), then the next one killed (SIGKILL); from each to the next poll, and a new message's answer"
 run ./cmd/opentalon 'PerfFailover' 3x
+echo "== recovery: a backlog of 12 chats during 30 s of 429s asking 20 s, answered after the provider is back (steady; restarted mid-outage)"
+run ./cmd/opentalon 'PerfRecovery' 1x
 if [ "${1:-}" = perf ]; then
 	table
 	exit 0
