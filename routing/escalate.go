@@ -325,8 +325,9 @@ func (e *Escalator) escalate(st *core.EscalationState, s core.Session, last *cor
 	if correction != "" {
 		text, retry = correction, false
 	}
+	answered := slices.Clone(st.Models)
 	return core.Decision{Turn: &core.TurnOverride{
-		Text: text, Retry: retry, Exclude: slices.Clone(st.Models),
+		Text: text, Retry: retry, Exclude: answered,
 		Finish: func(ans *core.Answer) {
 			note := fmt.Sprintf("↻ Answered again by %s (%s was rejected).", ans.Model, last.Model)
 			switch {
@@ -336,6 +337,10 @@ func (e *Escalator) escalate(st *core.EscalationState, s core.Session, last *cor
 				// No other model could answer: the catalog has one, or
 				// the others are excluded or cooling down.
 				note = fmt.Sprintf("↻ Answered again by %s, the only model available now (add models to models.catalog to let /retry try another).", ans.Model)
+			case slices.Contains(answered, ans.Model):
+				// Every model has answered the question: the router came
+				// back to one whose answer was rejected before.
+				note = fmt.Sprintf("↻ Answered again by %s, which answered this before: every model has answered this question once (%s was rejected). Send /model <name> to choose one yourself.", ans.Model, last.Model)
 			}
 			ans.Text = note + "\n\n" + ans.Text
 		},

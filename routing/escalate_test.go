@@ -167,6 +167,23 @@ func TestEscalationPicksNextByWeight(t *testing.T) {
 	}
 }
 
+// TestEscalationSaysWhenEveryModelHasAnswered: once every model of the
+// catalog has answered a question, a re-answer comes from one rejected
+// before, and the note says so instead of presenting it as the next
+// model (it read "↻ Answered again by p/cheap (p/big was rejected)" for
+// the answer rejected first).
+func TestEscalationSaysWhenEveryModelHasAnswered(t *testing.T) {
+	g := newEscalationRig(t, func(o *Options) { o.MaxEscalations = 10 }, "what is a monad", "a burrito")
+	var ans core.Answer
+	for i, model := range []string{"p/cheap", "p/mid", "q/other", "p/big"} {
+		g.conv.last = &core.Reply{ID: int64(10 + i), Model: model, TaskType: TaskChat}
+		ans, _ = g.intercept(int64(1+i), "/retry")
+	}
+	if ans.Model != "p/cheap" || !strings.Contains(ans.Text, "which answered this before: every model has answered this question once (p/big was rejected)") {
+		t.Fatalf("re-answer after every model answered = %s %q; want p/cheap saying every model answered", ans.Model, ans.Text)
+	}
+}
+
 // TestEscalationAnswersTheCorrection: a rejection that says more than its
 // verdict ("that's wrong, I asked about Peru") is answered itself, after
 // the history, by the next model; the question alone again would lose it.
