@@ -417,12 +417,20 @@ func (r *Router) nextProfile(ctx context.Context, m Model, sess *core.Session, p
 			// A probe at most every cooldowns.initial, or as often as the
 			// server's own Retry-After asked when that is sooner: the
 			// ladder may rest a credential far longer than the server
-			// asked, and the probe is what finds it back.
-			if !probe || now.Sub(st.LastUsed) < r.probeEvery(st) {
+			// asked, and the probe is what finds it back. A credential
+			// refused before this process started is tried once at once:
+			// its key may have been fixed.
+			fixed := r.refreshed[p.ID]
+			if !fixed && (!probe || now.Sub(st.LastUsed) < r.probeEvery(st)) {
 				continue
 			}
-			st.LastProbe = now
-			r.probedAt[p.ID] = now
+			delete(r.refreshed, p.ID)
+			if fixed {
+				r.tryingFixed[p.ID] = true
+			} else {
+				st.LastProbe = now
+				r.probedAt[p.ID] = now
+			}
 		}
 		tried[key] = true
 		if recovering {
@@ -510,7 +518,13 @@ func (r *Router) fail(ctx context.Context, p Profile, started time.Time, err err
 	probed, wasProbe := r.probedAt[p.ID]
 	wasProbe = wasProbe && !started.Before(probed)
 	delete(r.probedAt, p.ID)
+	wasFixed := r.tryingFixed[p.ID]
+	delete(r.tryingFixed, p.ID)
 	switch last, ok := r.stepped[p.ID]; {
+	case wasFixed:
+		// The credential refused before this process started is still
+		// refused: its cooldown stands, without another step.
+		cd = max(st.CooldownUntil.Sub(now), base)
 	case wasProbe && kind != core.KindBilling && core.RetryAfter(err) > 0:
 		// A probe that the server refuses again with a Retry-After rests
 		// the credential what the server asks now, without climbing the
@@ -615,6 +629,7 @@ func (r *Router) succeed(ctx context.Context, m Model, p Profile) {
 	delete(r.health, m.Ref)
 	delete(r.timedOut, p.ID)
 	delete(r.probedAt, p.ID)
+	delete(r.tryingFixed, p.ID)
 	delete(r.cooling, p.Provider)
 	st := r.pstate[p.ID]
 	healthy := st.Failures == 0 && st.BillingFailures == 0 && st.CooldownUntil.IsZero() && st.LastError == "" && st.RetryAfter == 0

@@ -480,6 +480,66 @@ func TestCoolingErrorSaysWhenTheNextProbeIs(t *testing.T) {
 	}
 }
 
+// TestAFixedKeyIsTriedAfterARestart: a credential the provider refused
+// (401) cools down, and its cooldown is stored; an operator who fixes the
+// key and restarts got "the AI provider refused my credentials" without a
+// call for the rest of the cooldown. A router that finds a credential
+// cooling for a refusal when it starts tries it once at once; if it is
+// still refused its cooldown stands (no step). A rate limit's cooldown is
+// not tried early: the server asked for the wait.
+func TestAFixedKeyIsTriedAfterARestart(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		status    int
+		fixed     bool
+		wantCalls int
+		wantErr   core.Kind
+	}{
+		{"refused, fixed", 401, true, 1, core.KindUnknown},
+		{"refused, still refused", 401, false, 1, core.KindAuth},
+		{"rate limited", 429, true, 0, core.KindRateLimited},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			clk := newClock()
+			srv := providertest.NewOpenAI(t)
+			var fixed atomic.Bool
+			srv.SetReply(func(r providertest.Received) providertest.Script {
+				if fixed.Load() {
+					return providertest.Echo(r)
+				}
+				return providertest.Script{Status: tc.status, Body: `{"error":{"message":"no"}}`}
+			})
+			st := NewMemStore()
+			first := srvRouterOn(t, clk, srv, st, 0, nil, "sk-a")
+			if _, err := first.Chat(context.Background(), Call{Req: userMsg("hi")}); err == nil {
+				t.Fatal("the refused call succeeded")
+			}
+			fixed.Store(tc.fixed)
+			clk.Advance(5 * time.Second)
+			calls := srv.Count()
+			restarted := srvRouterOn(t, clk, srv, st, 0, nil, "sk-a")
+			_, err := restarted.Chat(context.Background(), Call{Req: userMsg("hi")})
+			if got := srv.Count() - calls; got != tc.wantCalls {
+				t.Fatalf("calls after the restart = %d; want %d (%v)", got, tc.wantCalls, err)
+			}
+			if tc.wantErr == core.KindUnknown && err != nil || tc.wantErr != core.KindUnknown && core.ErrorKind(err) != tc.wantErr {
+				t.Fatalf("after the restart: %v; want kind %v", err, tc.wantErr)
+			}
+			if tc.name == "refused, still refused" {
+				states, _ := st.ProfileStates(context.Background())
+				if len(states) != 1 || states[0].Failures != 1 {
+					t.Fatalf("state = %+v; want the cooldown standing without another step", states)
+				}
+				calls := srv.Count()
+				restarted.Chat(context.Background(), Call{Req: userMsg("hi")})
+				if srv.Count() != calls {
+					t.Fatal("a second call tried the refused credential again; want it cooling")
+				}
+			}
+		})
+	}
+}
+
 // TestOnBackIsToldWhenAProviderAnswersAgain: a success after a failure
 // (a 429's cooldown, a 500 outage) tells Options.OnBack, which wakes the
 // messages waiting for a provider; a success on a healthy credential

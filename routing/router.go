@@ -116,6 +116,12 @@ type Router struct {
 	// have a call under way: the one that finds out whether they are
 	// back (see nextProfile).
 	trial map[string]bool
+	// refreshed holds the profiles found cooling down for a refused
+	// credential (auth, billing) when this process first read their
+	// state: the operator may have fixed the key and restarted, so one
+	// call tries each at once (see nextProfile); tryingFixed those whose
+	// call is under way (see fail).
+	refreshed, tryingFixed map[string]bool
 	// profilesAt is when the profiles' state was last read from the
 	// store (Options.SharedProfiles).
 	profilesAt time.Time
@@ -233,6 +239,9 @@ func (r *Router) load(ctx context.Context) {
 	}
 	for _, p := range ps {
 		r.pstate[p.ID] = p
+		if k := kindNamed(p.LastError); (k == core.KindAuth || k == core.KindBilling) && p.CooldownUntil.After(r.now()) {
+			r.refreshed[p.ID] = true
+		}
 	}
 	r.loaded, r.loadedAt = true, r.now()
 }
