@@ -21,9 +21,10 @@ import (
 //   - back-p50-s, back-max-s: from the provider's return to each answer;
 //   - apologies: messages given up (want 0: queue.max_wait is 5m).
 //
-// "restarted" kills the process (SIGKILL) 10 s into the limited phase and
-// starts it again: what it knows of the provider (the cooldown, the
-// server's Retry-After) then comes from the database.
+// "restarted" kills the process (SIGKILL) 24 s into the limited phase,
+// after the second 429 (the cooldown ladder's second step), and starts it
+// again: what it knows of the provider (the cooldown, the server's
+// Retry-After) then comes from the database.
 //
 //	go test -run '^$' -bench PerfRecovery -benchtime 1x ./cmd/opentalon
 func BenchmarkPerfRecovery(b *testing.B) {
@@ -97,7 +98,7 @@ queue:
 		tg.AddUpdate(tg.Private(telegramtest.User(int64(20000+i), ""), fmt.Sprintf("backlog %d", i)))
 	}
 	if restart {
-		time.Sleep(time.Until(t0.Add(10 * time.Second)))
+		time.Sleep(time.Until(t0.Add(24 * time.Second)))
 		if err := g.cmd.Process.Signal(syscall.SIGKILL); err != nil {
 			b.Fatal(err)
 		}
