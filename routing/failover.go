@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -62,7 +63,7 @@ func (r *Router) run(ctx context.Context, c Call, d decision) (Result, error) {
 				r.endTrial(p.ID)
 				failedOn = m.Ref
 				if err == nil {
-					r.succeed(ctx, m, p)
+					r.succeed(ctx, m, p, started)
 					r.ledger(ctx, c, m, resp)
 					return Result{Response: resp, Model: m.Ref, Reason: d.reason, Profile: p.ID}, nil
 				}
@@ -192,6 +193,12 @@ func (r *Router) exhausted(d decision, lastErr error) error {
 		}
 	case lastErr == nil && trialing:
 		e.Kind, e.RetryAfter = cause, outageBase
+	}
+	if e.RetryAfter == 0 && e.Kind == core.KindRateLimited {
+		// A rate limit whose cooldown is not (or no longer) recorded
+		// here still asks for a wait: never "try again later", which the
+		// caller would count as an attempt.
+		e.RetryAfter = max(core.RetryAfter(lastErr), outageBase)
 	}
 	if e.RetryAfter == 0 && (e.Kind == core.KindUnavailable || e.Kind == core.KindTimeout) {
 		// An outage is waited out like a rate limit: the hint grows with
@@ -556,6 +563,7 @@ func (r *Router) fail(ctx context.Context, p Profile, started time.Time, err err
 	}
 	st.CooldownUntil = now.Add(cd)
 	st.LastError = kind.String()
+	r.failedAt[p.ID] = now
 	// Kept with the cooldown (stored): the probes follow it after a
 	// restart and on every replica.
 	st.RetryAfter = core.RetryAfter(err)
@@ -621,10 +629,18 @@ func (r *Router) probeEvery(st core.ProfileState) time.Duration {
 }
 
 // succeed resets a profile's failure state (and m's health) and persists
-// it with the use nextProfile counted. A credential or model that had
-// failed is back: Options.OnBack is told.
-func (r *Router) succeed(ctx context.Context, m Model, p Profile) {
+// it with the use nextProfile counted, for a call that started at
+// started. A credential or model that had failed is back: Options.OnBack
+// is told. A call that started before the credential's latest failure is
+// older news (calls in flight when a rate limit began finish as they
+// please): the failure's cooldown stands.
+func (r *Router) succeed(ctx context.Context, m Model, p Profile, started time.Time) {
 	r.mu.Lock()
+	if at, ok := r.failedAt[p.ID]; ok && started.Before(at) && r.pstate[p.ID].CooldownUntil.After(r.now()) {
+		r.mu.Unlock()
+		return
+	}
+	delete(r.failedAt, p.ID)
 	_, troubled := r.health[m.Ref]
 	delete(r.health, m.Ref)
 	delete(r.timedOut, p.ID)
@@ -692,10 +708,26 @@ func (r *Router) refreshProfiles(ctx context.Context) {
 	// The budgets and allowlist another replica's admin set in chat.
 	r.loadSettings(ctx)
 	r.mu.Lock()
-	defer r.mu.Unlock()
+	var back []string // providers another replica found back
 	for _, p := range ps {
-		r.pstate[p.ID] = mergeProfile(r.pstate[p.ID], p)
+		local := r.pstate[p.ID]
+		if recoveredElsewhere(local, p, r.failedAt[p.ID]) {
+			delete(r.failedAt, p.ID)
+			delete(r.cooling, p.Provider)
+			if !slices.Contains(back, p.Provider) {
+				back = append(back, p.Provider)
+			}
+		}
+		r.pstate[p.ID] = mergeProfile(local, p, r.failedAt[p.ID])
 	}
+	defer func() {
+		r.mu.Unlock()
+		if r.o.OnBack != nil {
+			for _, prov := range back {
+				go r.o.OnBack(prov)
+			}
+		}
+	}()
 	if spentOK {
 		if !day.Equal(r.exploreDay) {
 			r.exploreDay, r.exploreSpent = day, 0
@@ -710,12 +742,16 @@ type ledgerTotals interface {
 	UsageTotals(ctx context.Context, since time.Time, by, conversation string) ([]core.UsageTotal, error)
 }
 
-// mergeProfile is a profile's state here merged with the stored one: the
-// later cooldown wins, with the failures, error and server's Retry-After
-// that set it; uses and times only grow.
-func mergeProfile(local, stored core.ProfileState) core.ProfileState {
+// mergeProfile is a profile's state here merged with the stored one: a
+// success elsewhere after the failure here (failedAt) clears it
+// (recoveredElsewhere); the later cooldown wins, with the failures, error
+// and server's Retry-After that set it; uses and times only grow.
+func mergeProfile(local, stored core.ProfileState, failedAt time.Time) core.ProfileState {
 	out := local
 	out.Provider, out.ID = stored.Provider, stored.ID
+	if recoveredElsewhere(local, stored, failedAt) {
+		out.CooldownUntil, out.Failures, out.BillingFailures, out.LastError, out.RetryAfter = time.Time{}, 0, 0, "", 0
+	}
 	if stored.CooldownUntil.After(local.CooldownUntil) {
 		out.CooldownUntil, out.Failures, out.BillingFailures, out.LastError, out.RetryAfter = stored.CooldownUntil, stored.Failures, stored.BillingFailures, stored.LastError, stored.RetryAfter
 	}
@@ -727,6 +763,18 @@ func mergeProfile(local, stored core.ProfileState) core.ProfileState {
 		out.LastProbe = stored.LastProbe
 	}
 	return out
+}
+
+// recoveredElsewhere says the stored state is another replica's success
+// with a call started after the failure here (failedAt, when this
+// replica recorded it; else its last call on the credential): the
+// credential works, and its cooldown here is stale. A later cooldown
+// alone won the merge, so a success elsewhere never cleared it, and this
+// replica kept waiting while the others answered.
+func recoveredElsewhere(local, stored core.ProfileState, failedAt time.Time) bool {
+	failed := !local.CooldownUntil.IsZero() || local.Failures > 0 || local.BillingFailures > 0
+	ok := stored.CooldownUntil.IsZero() && stored.Failures == 0 && stored.BillingFailures == 0
+	return failed && ok && stored.LastUsed.After(local.LastUsed) && stored.LastUsed.After(failedAt)
 }
 
 func (r *Router) saveProfile(ctx context.Context, st core.ProfileState) {

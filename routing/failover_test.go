@@ -540,6 +540,51 @@ func TestAFixedKeyIsTriedAfterARestart(t *testing.T) {
 	}
 }
 
+// TestASuccessStartedBeforeARateLimitLeavesItsCooldown (found by a soak):
+// three calls in flight, one gets a 429 and cools the credential, and one
+// that started before it succeeds a moment later. That success cleared
+// the cooldown, so the next call found no cooldown and failed as a rate
+// limit without a wait ("try again later"), which the gateway counts as
+// an attempt. Now a call started before the credential's latest failure
+// is older news: the cooldown stands.
+func TestASuccessStartedBeforeARateLimitLeavesItsCooldown(t *testing.T) {
+	clk := newClock()
+	srv := providertest.NewOpenAI(t)
+	arrived, release := make(chan struct{}), make(chan struct{})
+	var n atomic.Int32
+	srv.SetReply(func(r providertest.Received) providertest.Script {
+		switch n.Add(1) {
+		case 1: // in flight when the limit begins
+			close(arrived)
+			<-release
+			return providertest.Echo(r)
+		case 2:
+			return providertest.Script{Status: 429, Header: map[string]string{"Retry-After": "4"}, Body: `{"error":{"message":"slow down","type":"rate_limit"}}`}
+		}
+		return providertest.Echo(r)
+	})
+	r := srvRouter(t, clk, srv, 4, "sk-a")
+	first := make(chan error, 1)
+	go func() {
+		_, err := r.Chat(context.Background(), Call{Req: userMsg("slow")})
+		first <- err
+	}()
+	<-arrived
+	clk.Advance(100 * time.Millisecond)
+	if _, err := r.Chat(context.Background(), Call{Req: userMsg("hi")}); core.ErrorKind(err) != core.KindRateLimited {
+		t.Fatalf("second call: %v; want the 429", err)
+	}
+	close(release)
+	if err := <-first; err != nil {
+		t.Fatalf("the call in flight: %v", err)
+	}
+	calls := srv.Count()
+	_, err := r.Chat(context.Background(), Call{Req: userMsg("hi")})
+	if core.ErrorKind(err) != core.KindRateLimited || core.RetryAfter(err) <= 0 || srv.Count() != calls {
+		t.Fatalf("after the success of a call older than the 429: %v (retry after %v, %d calls); want the cooldown standing, no call", err, core.RetryAfter(err), srv.Count()-calls)
+	}
+}
+
 // TestOnBackIsToldWhenAProviderAnswersAgain: a success after a failure
 // (a 429's cooldown, a 500 outage) tells Options.OnBack, which wakes the
 // messages waiting for a provider; a success on a healthy credential

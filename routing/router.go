@@ -122,6 +122,10 @@ type Router struct {
 	// call tries each at once (see nextProfile); tryingFixed those whose
 	// call is under way (see fail).
 	refreshed, tryingFixed map[string]bool
+	// failedAt is when each profile's latest failure was recorded: a call
+	// started before it that succeeds after it is older news (see
+	// succeed).
+	failedAt map[string]time.Time
 	// profilesAt is when the profiles' state was last read from the
 	// store (Options.SharedProfiles).
 	profilesAt time.Time

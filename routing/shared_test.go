@@ -68,3 +68,68 @@ func TestCooldownSharedAcrossReplicas(t *testing.T) {
 		})
 	}
 }
+
+// TestASuccessElsewhereEndsAStaleCooldown (found by a soak of three
+// replicas): replica 0's second 429 climbs the ladder and cools the
+// credential 10 s; replica 1, whose copy of the state still has the first
+// cooldown (ended) and not yet the second, tries it and gets an answer.
+// Replica 0 kept its cooldown (a later cooldown alone won the merge) and
+// answered from the fallback, or kept its messages waiting, while the
+// other replicas answered from the credential. Now its next read of the
+// shared state ends the cooldown and tells OnBack (its waiting messages
+// wake).
+func TestASuccessElsewhereEndsAStaleCooldown(t *testing.T) {
+	dsn, dir := pgtest.DSN(t), t.TempDir()
+	clk := newClock()
+	p, q := &fakeProvider{id: "p"}, &fakeProvider{id: "q"}
+	back := make(chan string, 4)
+	var rs []*Router
+	for i := range 2 {
+		db, err := store.Open(context.Background(), dir, store.Options{Postgres: &store.Postgres{DSN: dsn}, Now: clk.Now})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { db.Close() })
+		r, err := New(Options{Providers: map[string]provider.Provider{"p": p, "q": q}, Catalog: testCatalog(), Store: db, Now: clk.Now, Seed: uint64(i + 1),
+			Primary: "p/cheap", Fallbacks: []string{"q/other"}, Probe: Probing{Off: true},
+			Profiles:       map[string][]Profile{"p": {{ID: "p:a", Provider: "p", Key: "key-a"}}},
+			SharedProfiles: time.Second, OnBack: func(prov string) { back <- fmt.Sprint(i, prov) }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rs = append(rs, r)
+	}
+	chat := func(i int, want, when string) {
+		t.Helper()
+		if res, err := rs[i].Chat(context.Background(), Call{Req: userMsg("hi")}); err != nil || res.Model != want {
+			t.Fatalf("replica %d %s: %q, %v; want %s", i, when, res.Model, err, want)
+		}
+	}
+	chat(0, "p/cheap", "warming up")
+	chat(1, "p/cheap", "warming up")
+	limited := true
+	p.fn = func(provider.Credentials, *provider.Request) (*provider.Response, error) {
+		if limited {
+			return nil, &core.Error{Kind: core.KindRateLimited, Msg: "429", RetryAfter: 2 * time.Second}
+		}
+		return &provider.Response{Text: "ok"}, nil
+	}
+	chat(0, "q/other", "after the first 429") // cooling 2 s
+	clk.Advance(1900 * time.Millisecond)
+	chat(1, "q/other", "having read the first cooldown")
+	clk.Advance(150 * time.Millisecond)
+	chat(0, "q/other", "after the second 429") // the ladder: 10 s
+	limited = false
+	clk.Advance(50 * time.Millisecond)
+	chat(1, "p/cheap", "once the first cooldown ended, before reading the second")
+	clk.Advance(time.Second)
+	chat(0, "p/cheap", "after replica 1's success (its cooldown ended)")
+	deadline := time.After(10 * time.Second)
+	for got := ""; got != "0p"; {
+		select {
+		case got = <-back: // replica 1 told its own ("1p")
+		case <-deadline:
+			t.Fatal("replica 0 did not tell OnBack that the provider is back")
+		}
+	}
+}

@@ -51,7 +51,7 @@ func (r *Router) Transcribe(ctx context.Context, ref string, a core.Attachment, 
 		text, err := tr.Transcribe(ctx, provider.Credentials{APIKey: string(p.Key), OAuth: p.OAuth}, req)
 		<-sem
 		if err == nil {
-			r.succeed(ctx, m, p)
+			r.succeed(ctx, m, p, started)
 			if err := r.o.Store.AddUsage(context.WithoutCancel(ctx), core.UsageRecord{At: r.now(), Conversation: conv.String(),
 				UserID: user, Model: m.Ref, Purpose: "transcription"}); err != nil {
 				r.log.Error("record usage", "model", m.Ref, "err", err)
