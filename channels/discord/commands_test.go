@@ -197,3 +197,56 @@ func TestCommandDeferredInTimeWhileChannelLookupsAreRateLimited(t *testing.T) {
 		t.Fatalf("answer = %+v, want the deferred response edited into core's answer", s)
 	}
 }
+
+// TestCommandAnswersAreEphemeralAsOnSlack: a slash command's answer is a
+// notice for its user (/memory shows what the bot remembers about them),
+// so, as Slack answers a slash command with response_type ephemeral, the
+// deferred response carries flag 64 and so does every follow-up part.
+// /retry's re-answer is a reply of the conversation and stays public, as
+// on Slack.
+func TestCommandAnswersAreEphemeralAsOnSlack(t *testing.T) {
+	t.Parallel()
+	const ephemeral = 64
+	srv := discordtest.New(t, token)
+	bot, err := discord.New(options(t, srv, &syncBuffer{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sink := &fakeSink{}
+	runBot(t, bot, sink)
+	guild := srv.Guild()
+	ch := srv.TextChannel(guild)
+	for n, tt := range []struct {
+		command string
+		flags   int
+	}{
+		{"memory", ephemeral},
+		{"status", ephemeral},
+		{"schedules", ephemeral},
+		{"pair", ephemeral},
+		{"retry", 0},
+	} {
+		id := srv.Interaction(t, srv.User("alice"), guild, ch, tt.command, nil)
+		srv.WaitFor(t, "the deferred response", func() bool { return len(srv.Callbacks()) == n+1 && len(sink.inbound()) == n+1 })
+		if cb := srv.Callbacks()[n]; cb.Interaction != id || cb.Type != 5 || cb.Flags != tt.flags {
+			t.Errorf("/%s: deferred response = %+v, want type 5 with flags %d", tt.command, cb, tt.flags)
+		}
+		in := sink.inbound()[n]
+		to := core.Outbound{Conversation: in.Conversation, ReplyTo: in.MessageID, Meta: in.Meta, Parts: 2}
+		for part, text := range []string{"part one", "part two"} {
+			to.Part = part
+			if _, err := bot.Send(context.Background(), to, text); err != nil {
+				t.Fatalf("/%s part %d: %v", tt.command, part, err)
+			}
+		}
+		sent := srv.Sent()[2*n:]
+		if len(sent) != 2 || sent[0].Via != "original" || sent[1].Via != "followup" {
+			t.Fatalf("/%s: sent = %+v, want the deferred response edited, then a follow-up", tt.command, sent)
+		}
+		for _, s := range sent {
+			if s.Flags != tt.flags {
+				t.Errorf("/%s: %s part %q has flags %d, want %d", tt.command, s.Via, s.Content, s.Flags, tt.flags)
+			}
+		}
+	}
+}

@@ -5,7 +5,8 @@
 // DMs; the in-chat commands are registered as application commands
 // (/model, /models, /new, /status, /help, /retry) and answered through
 // the same queue as messages, after a deferred response within Discord's
-// 3-second window. Reactions on the bot's messages become quality
+// 3-second window; as on Slack, the answer only its user sees, but for
+// /retry's. Reactions on the bot's messages become quality
 // signals. Replies reference the user's message, may ping only the user
 // they reply to, and are split under 2,000 characters with code fences
 // closed and reopened across parts.

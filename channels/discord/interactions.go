@@ -116,14 +116,28 @@ func (b *Bot) credentialKeeper() core.CredentialKeeper {
 }
 
 // metaInteraction is the Inbound.Meta key of an application command's
-// interaction id.
-const metaInteraction = "interaction"
+// interaction id; metaEphemeral ("1") marks a command whose answer only
+// its user sees.
+const (
+	metaInteraction = "interaction"
+	metaEphemeral   = "ephemeral"
+)
+
+// answerCommands are the application commands whose answer is an answer
+// of the conversation, posted for everyone as Slack posts it: /retry's
+// re-answer is a reply like any other, reactions on it teach the router.
+// Every other command (/memory, /status, /schedules, /pair, ...) is a
+// notice for the one user, answered ephemerally as Slack answers a slash
+// command.
+var answerCommands = map[string]bool{"retry": true}
 
 // interaction turns an application command into a message for the sink:
 // "/name value". It is committed first, then acknowledged with a deferred
 // response within Discord's 3 seconds; Send edits that response into the
-// answer. A command from outside the allowlists, or one the sink cannot
-// take, is answered at once, visible to its user only.
+// answer. The deferred response, and so the answer, is ephemeral (only
+// the user sees it) but for answerCommands. A command from outside the
+// allowlists, or one the sink cannot take, is answered at once, visible
+// to its user only.
 func (r *run) interaction(ctx context.Context, raw json.RawMessage) error {
 	var i discordgo.Interaction
 	if err := json.Unmarshal(raw, &i); err != nil {
@@ -164,6 +178,7 @@ func (r *run) interaction(ctx context.Context, raw json.RawMessage) error {
 			text += " " + strings.TrimSpace(fmt.Sprint(o.Value))
 		}
 	}
+	ephemeral := !answerCommands[strings.ToLower(data.Name)]
 	it := &interaction{appID: i.AppID, token: i.Token, expires: b.now().Add(interactionTTL), ready: make(chan struct{})}
 	b.interactions.add(i.ID, it, b.now())
 	b.keepInteraction(ctx, i.ID, it)
@@ -178,6 +193,9 @@ func (r *run) interaction(ctx context.Context, raw json.RawMessage) error {
 		Meta:         map[string]string{metaInteraction: i.ID},
 		ReceivedAt:   b.now(),
 	}
+	if ephemeral {
+		in.Meta[metaEphemeral] = "1"
+	}
 	if err := r.accept(ctx, in); err != nil {
 		close(it.ready)
 		b.respondNow(ctx, &i, "Sorry, I could not take that command right now. Please try again.")
@@ -185,7 +203,13 @@ func (r *run) interaction(ctx context.Context, raw json.RawMessage) error {
 	}
 	rctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
-	err := b.rest.InteractionRespond(&i, &discordgo.InteractionResponse{Type: discordgo.InteractionResponseDeferredChannelMessageWithSource}, discordgo.WithContext(rctx))
+	// The deferred response decides whether the answer that edits it is
+	// ephemeral; Discord keeps that for the original response.
+	deferred := &discordgo.InteractionResponse{Type: discordgo.InteractionResponseDeferredChannelMessageWithSource}
+	if ephemeral {
+		deferred.Data = &discordgo.InteractionResponseData{Flags: discordgo.MessageFlagsEphemeral}
+	}
+	err := b.rest.InteractionRespond(&i, deferred, discordgo.WithContext(rctx))
 	it.deferred = err == nil
 	close(it.ready)
 	if err != nil {

@@ -48,7 +48,7 @@ func (b *Bot) Send(ctx context.Context, to core.Outbound, part string) (string, 
 				return "", ctx.Err()
 			}
 			if it.deferred && b.now().Before(it.expires) {
-				msgID, err := b.sendInteraction(ctx, id, it, to.Part, part)
+				msgID, err := b.sendInteraction(ctx, id, it, to.Part, part, to.Meta[metaEphemeral] != "")
 				if err == nil && to.Part >= to.Parts-1 {
 					b.forgetInteraction(ctx, id)
 				}
@@ -108,9 +108,14 @@ func newNonce() string {
 }
 
 // sendInteraction posts part of an answer to an application command:
-// part 0 replaces the deferred "thinking" response, later parts follow it.
-func (b *Bot) sendInteraction(ctx context.Context, id string, it *interaction, n int, part string) (string, error) {
+// part 0 replaces the deferred "thinking" response (ephemeral when that
+// was), later parts follow it, ephemeral when the answer is.
+func (b *Bot) sendInteraction(ctx context.Context, id string, it *interaction, n int, part string, ephemeral bool) (string, error) {
 	i := &discordgo.Interaction{ID: id, AppID: it.appID, Token: it.token}
+	var flags discordgo.MessageFlags
+	if ephemeral {
+		flags = discordgo.MessageFlagsEphemeral
+	}
 	var sent *discordgo.Message
 	err := b.retry(ctx, "answer a command", func(ctx context.Context) error {
 		var m *discordgo.Message
@@ -118,7 +123,7 @@ func (b *Bot) sendInteraction(ctx context.Context, id string, it *interaction, n
 		if n == 0 {
 			m, err = b.rest.InteractionResponseEdit(i, &discordgo.WebhookEdit{Content: &part, AllowedMentions: noPings(false)}, discordgo.WithContext(ctx))
 		} else {
-			m, err = b.rest.FollowupMessageCreate(i, true, &discordgo.WebhookParams{Content: part, AllowedMentions: noPings(false)}, discordgo.WithContext(ctx))
+			m, err = b.rest.FollowupMessageCreate(i, true, &discordgo.WebhookParams{Content: part, AllowedMentions: noPings(false), Flags: flags}, discordgo.WithContext(ctx))
 		}
 		if err != nil {
 			return b.classify("interaction webhook", b.scrubInteraction(err, it.token))

@@ -134,7 +134,7 @@ func (s *Server) callback(w http.ResponseWriter, r *http.Request) {
 		reply(w, 400, apiError{Message: "Interaction has already been acknowledged.", Code: 40060})
 		return
 	}
-	in.responded = true
+	in.responded, in.flags = true, body.Data.Flags
 	s.callbacks = append(s.callbacks, Callback{Interaction: in.id, Type: body.Type, Flags: body.Data.Flags, Content: body.Data.Content, At: time.Now()})
 	s.notify()
 	reply(w, http.StatusNoContent, nil)
@@ -173,6 +173,7 @@ func (s *Server) editOriginal(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	id, ch := in.id, in.channelID
+	body.Flags = in.flags
 	s.mu.Unlock()
 	if !checkContent(w, body.Content) {
 		return

@@ -65,7 +65,7 @@ func (s *Server) store(channelID string, body outgoing, via, interactionID strin
 	m := message{ID: s.id(), ChannelID: channelID, Author: s.Bot, Content: body.Content}
 	s.messages[m.ID] = m
 	sent := Sent{ID: m.ID, ChannelID: channelID, Content: body.Content, AllowedMentions: body.AllowedMentions,
-		Via: via, Interaction: interactionID, At: time.Now()}
+		Via: via, Interaction: interactionID, Flags: body.Flags, At: time.Now()}
 	if body.Reference != nil {
 		sent.ReplyTo = body.Reference.MessageID
 	}

@@ -57,7 +57,12 @@ type Sent struct {
 	Via string
 	// Interaction is the interaction id of an "original" or "followup".
 	Interaction string
-	At          time.Time
+	// Flags are the message's flags as Discord shows it (64: only the
+	// user sees it): a "followup" has the flags it was sent with, the
+	// "original" those of the interaction's deferred response, which an
+	// edit does not change.
+	Flags int
+	At    time.Time
 }
 
 // AllowedMentions is Discord's allowed_mentions object.
@@ -106,6 +111,7 @@ type interaction struct {
 	channelID  string
 	at         time.Time
 	responded  bool
+	flags      int // of the callback
 	expired    bool
 	originalID string
 }
