@@ -103,7 +103,7 @@ func decode(name string, data []byte, env Env) (*Config, *problems) {
 		if errors.Is(err, io.EOF) || len(bytes.TrimSpace(data)) == 0 {
 			return cfg, ps // an empty file is all defaults
 		}
-		msg, line := explain(yamlMsg(err.Error()), yamlLine(err.Error()), data)
+		line, msg := syntaxProblem(err.Error(), data)
 		ps.add(line, "", "%s", msg)
 		return nil, ps
 	}
@@ -135,14 +135,14 @@ func decode(name string, data []byte, env Env) (*Config, *problems) {
 					continue // reported by the walker as a duplicate key
 				}
 				line := yamlLine(m)
-				msg, _ := explain(yamlMsg(m), line, data)
+				msg := explain(yamlMsg(m))
 				ps.add(line, w.valueLines[line], "%s", msg)
 			}
 		} else {
 			// A structural error (such as a duplicated key) stops the
 			// decoder; validating a half-decoded config would mislead.
-			msg, line := explain(yamlMsg(err.Error()), yamlLine(err.Error()), data)
-			ps.add(line, "", "%s", msg)
+			line := yamlLine(err.Error())
+			ps.add(line, "", "%s", explain(yamlMsg(err.Error())))
 			return nil, ps
 		}
 	}

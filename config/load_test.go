@@ -153,7 +153,7 @@ func TestLoadErrors(t *testing.T) {
 		{
 			name: "yaml syntax error",
 			body: "queue:\n  workers: [1\n",
-			want: []string{"config.yaml:1: a [ ] or { } list is not closed, or an item in it is empty: check its commas and brackets"},
+			want: []string{"config.yaml:2: a [ ] or { } on this line is not closed"},
 		},
 		{
 			name: "duplicated section stops before validation",

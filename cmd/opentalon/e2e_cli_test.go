@@ -86,6 +86,9 @@ func TestE2EConfigErrorsNameFileLineAndFix(t *testing.T) {
 			[]string{"routing.fallbacks", "nope/huge"}},
 		{"unset variable", func(y string) string { return strings.Replace(y, cliAPIKey, "${NOT_SET_ANYWHERE}", 1) },
 			[]string{"NOT_SET_ANYWHERE"}},
+		// yaml.v3 named line 14 (the parser counts from 0) and an unclosed list.
+		{"unquoted variable in { }", func(y string) string { return y + "channels:\n  telegram: { enabled: true, token: ${TG} }\n" },
+			[]string{"config.yaml:15: ", `write token: "${TG}"`}},
 	}
 	lineRef := regexp.MustCompile(`config\.yaml:\d+`)
 	for _, tt := range tests {
