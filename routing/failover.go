@@ -630,8 +630,8 @@ func (r *Router) probeEvery(st core.ProfileState) time.Duration {
 
 // succeed resets a profile's failure state (and m's health) and persists
 // it with the use nextProfile counted, for a call that started at
-// started. A credential or model that had failed is back: Options.OnBack
-// is told. A call that started before the credential's latest failure is
+// started. A credential that had failed (a cooldown, failures in a row)
+// is back: Options.OnBack is told. A call that started before the credential's latest failure is
 // older news (calls in flight when a rate limit began finish as they
 // please): the failure's cooldown stands.
 func (r *Router) succeed(ctx context.Context, m Model, p Profile, started time.Time) {
@@ -641,7 +641,6 @@ func (r *Router) succeed(ctx context.Context, m Model, p Profile, started time.T
 		return
 	}
 	delete(r.failedAt, p.ID)
-	_, troubled := r.health[m.Ref]
 	delete(r.health, m.Ref)
 	delete(r.timedOut, p.ID)
 	delete(r.probedAt, p.ID)
@@ -660,7 +659,7 @@ func (r *Router) succeed(ctx context.Context, m Model, p Profile, started time.T
 	if !skip {
 		r.saveProfile(ctx, st)
 	}
-	if (troubled || !healthy) && r.o.OnBack != nil {
+	if !healthy && r.o.OnBack != nil {
 		go r.o.OnBack(p.Provider)
 	}
 }

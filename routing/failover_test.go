@@ -585,12 +585,13 @@ func TestASuccessStartedBeforeARateLimitLeavesItsCooldown(t *testing.T) {
 	}
 }
 
-// TestOnBackIsToldWhenAProviderAnswersAgain: a success after a failure
-// (a 429's cooldown, a 500 outage) tells Options.OnBack, which wakes the
-// messages waiting for a provider; a success on a healthy credential
-// does not.
+// TestOnBackIsToldWhenAProviderAnswersAgain: a success after a
+// credential's failure (a 429's cooldown, a 401) tells Options.OnBack,
+// which wakes the messages waiting for a cooling credential; a success on
+// a healthy credential does not, nor one after an outage (a 500), whose
+// waits keep their backoff.
 func TestOnBackIsToldWhenAProviderAnswersAgain(t *testing.T) {
-	for _, status := range []int{429, 500} {
+	for _, status := range []int{429, 401, 500} {
 		t.Run(strconv.Itoa(status), func(t *testing.T) {
 			clk := newClock()
 			srv := providertest.NewOpenAI(t)
@@ -614,11 +615,13 @@ func TestOnBackIsToldWhenAProviderAnswersAgain(t *testing.T) {
 			}
 			select {
 			case p := <-back:
-				if p != "p" {
-					t.Fatalf("OnBack(%q); want p", p)
+				if p != "p" || status == 500 {
+					t.Fatalf("OnBack(%q) after a %d; want p, and none after an outage", p, status)
 				}
-			case <-time.After(10 * time.Second):
-				t.Fatal("OnBack was not called after the provider answered again")
+			case <-time.After(time.Second):
+				if status != 500 {
+					t.Fatal("OnBack was not called after the provider answered again")
+				}
 			}
 			if _, err := r.Chat(context.Background(), Call{Req: userMsg("hi")}); err != nil {
 				t.Fatal(err)

@@ -107,9 +107,11 @@ type Options struct {
 	// call: the store is this router's alone).
 	SharedProfiles time.Duration
 	// OnBack is called, in a goroutine of its own, when a call succeeds on
-	// a credential or model that had failed (a cooldown, failures in a
-	// row, an outage): the gateway wakes the messages that wait for a
-	// provider instead of letting them sleep out their wait (nil = none).
+	// a credential that had failed (a cooldown, failures in a row), here
+	// or on another replica (SharedProfiles): the gateway wakes the
+	// messages that wait for a cooling credential instead of letting them
+	// sleep out their wait (nil = none). An outage's waits keep their
+	// backoff.
 	OnBack func(provider string)
 	Store  Store
 	// Observer is told of each LLM call attempt and failover, for metrics

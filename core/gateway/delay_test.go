@@ -256,29 +256,44 @@ func TestUnknownFailureStillUsesAttempts(t *testing.T) {
 }
 
 // TestProviderBackWakesTheWaitingMessages: a message put back to wait for
-// a provider (here an outage's minute) runs again as soon as the router
-// says a provider answers again (ProviderBack, its Options.OnBack), not
-// when its wait ends.
+// a cooling credential runs again as soon as the router says one answers
+// again (ProviderBack, its Options.OnBack), not when its wait ends. One
+// waiting out an outage keeps its backoff: a provider failing part of its
+// calls answers others, and waking on each would call it again at once.
 func TestProviderBackWakesTheWaitingMessages(t *testing.T) {
-	ag := &failingAgent{err: &core.Error{Kind: core.KindUnavailable, Msg: "provider p: HTTP 500", RetryAfter: time.Minute}, failures: 1}
-	r := newDelayRig(t, ag, gateway.Options{})
-	r.accept("1", "hi")
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(time.Millisecond) {
-		it, st, err := r.db.QueueItem(context.Background(), 1)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if st == core.StatusQueued && it.NotBefore.After(r.clk.Now()) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("request 1 is %s, due %v; want it waiting", st, it.NotBefore)
-		}
-	}
-	r.g.ProviderBack("p")
-	got := r.sent(2)
-	if !strings.HasPrefix(got[0], "⏳ Your answer is delayed") || got[1] != "answer to hi" {
-		t.Fatalf("sent %q; want the delay notice, then the answer with the clock unmoved", got)
+	for _, tc := range []struct {
+		kind  core.Kind
+		woken bool
+	}{{core.KindRateLimited, true}, {core.KindUnavailable, false}} {
+		t.Run(tc.kind.String(), func(t *testing.T) {
+			ag := &failingAgent{err: &core.Error{Kind: tc.kind, Msg: "provider p: not now", RetryAfter: time.Minute}, failures: 1}
+			r := newDelayRig(t, ag, gateway.Options{})
+			r.accept("1", "hi")
+			waiting := func() bool {
+				it, st, err := r.db.QueueItem(context.Background(), 1)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return st == core.StatusQueued && it.NotBefore.After(r.clk.Now())
+			}
+			for deadline := time.Now().Add(30 * time.Second); !waiting(); time.Sleep(time.Millisecond) {
+				if time.Now().After(deadline) {
+					t.Fatal("request 1 never waited")
+				}
+			}
+			r.g.ProviderBack("p")
+			if !tc.woken {
+				time.Sleep(200 * time.Millisecond)
+				if !waiting() {
+					t.Fatal("an outage's wait was cut short by a provider back")
+				}
+				return
+			}
+			got := r.sent(2)
+			if !strings.HasPrefix(got[0], "⏳ Your answer is delayed") || got[1] != "answer to hi" {
+				t.Fatalf("sent %q; want the delay notice, then the answer with the clock unmoved", got)
+			}
+		})
 	}
 }
 

@@ -546,8 +546,10 @@ func (g *Gateway) wait(ctx context.Context, it core.QueueItem, cause error, log 
 	// expect is when the provider says it may answer; due the next try.
 	expect := now.Add(max(core.RetryAfter(cause), g.opts.Backoff(1)))
 	due := expect
+	cooling := false
 	switch core.ErrorKind(cause) {
 	case core.KindRateLimited, core.KindAuth, core.KindBilling:
+		cooling = true
 		// At the router's next probe when that is sooner (its Recheck):
 		// a try before it finds out nothing.
 		every := recheckEvery
@@ -575,9 +577,14 @@ func (g *Gateway) wait(ctx context.Context, it core.QueueItem, cause error, log 
 	notified := g.tellDelay(ctx, it, cause, expect, last)
 	log.Warn("the provider failed for now; the request waits", "until", due, "provider_back", expect, "err", cause)
 	g.record(ctx, log, "defer request", func(c context.Context) error { return g.store.Defer(c, it.ID, it.Lease, due, cause.Error(), notified) })
-	g.mu.Lock()
-	g.waiting[it.ID] = struct{}{}
-	g.mu.Unlock()
+	if cooling {
+		// Woken when a credential is back (ProviderBack). An outage's
+		// wait keeps its backoff: a provider failing part of its calls
+		// answers some, and waking on each would call it again at once.
+		g.mu.Lock()
+		g.waiting[it.ID] = struct{}{}
+		g.mu.Unlock()
+	}
 	return core.OutcomeWaiting
 }
 
@@ -597,11 +604,11 @@ type hastener interface {
 }
 
 // ProviderBack wakes the messages this gateway put back to wait for a
-// provider (wait): one answers again, so they need not sleep out their
-// wait (up to recheckEvery during a cooldown, an outage's doubling wait).
-// It is the router's Options.OnBack. The provider is not told apart: a
-// message waiting for another one finds it still cooling, at no call,
-// and waits again.
+// cooling credential (wait): one answers again, so they need not sleep out
+// their wait (up to recheckEvery, or the router's next probe). It is the
+// router's Options.OnBack. The provider is not told apart: a message
+// waiting for another one finds it still cooling, at no call, and waits
+// again.
 func (g *Gateway) ProviderBack(provider string) {
 	g.mu.Lock()
 	ids := make([]int64, 0, len(g.waiting))
