@@ -207,7 +207,7 @@ func (r *Router) exhausted(d decision, lastErr error) error {
 	}
 	wait := "later"
 	if e.RetryAfter > 0 {
-		wait = "in " + e.RetryAfter.Round(time.Second).String()
+		wait = "in " + max(e.RetryAfter.Round(time.Second), time.Second).String()
 	}
 	switch {
 	case e.Kind == core.KindBadRequest && d.strict:
