@@ -153,7 +153,7 @@ func (b *Bot) EndDraft(ctx context.Context, to core.Outbound, d core.NativeDraft
 // webCall makes one paced Web API call for a reply, waiting out one 429.
 func (b *Bot) webCall(ctx context.Context, channel, method string, fn func(context.Context) error) error {
 	for retried := false; ; retried = true {
-		if err := b.pace.Wait(ctx, channel, false); err != nil {
+		if err := b.pace.Wait(ctx, channel, false, false); err != nil {
 			return err
 		}
 		err := fn(ctx)

@@ -110,7 +110,7 @@ func (b *Bot) EndDraft(ctx context.Context, to core.Outbound, d core.NativeDraft
 // call makes one paced Bot API call, waiting out 429s like Send.
 func (b *Bot) call(ctx context.Context, chat string, group bool, method string, fn func(context.Context) error) error {
 	for attempt := 0; ; attempt++ {
-		if err := b.pace.Wait(ctx, chat, group); err != nil {
+		if err := b.pace.Wait(ctx, chat, group, false); err != nil {
 			return err
 		}
 		err := fn(ctx)

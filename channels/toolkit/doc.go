@@ -9,7 +9,9 @@
 //     the old → new reaction diff turned into core.Reaction events;
 //   - Pacer and Limiter: per-conversation token buckets and a limit across
 //     all conversations, combined by Pace; a paced send waits in the
-//     channel's Send, which the gateway calls outside its queue workers;
+//     channel's Send, which the gateway calls outside its queue workers,
+//     in line: answers first come, first served, notices after them, and
+//     a sender that gives up leaves its turn to the next;
 //   - Working: the typing indicator and ack reaction loop;
 //   - Health: connected, last event received, last error, for /readyz
 //     and /status;

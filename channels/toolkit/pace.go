@@ -2,6 +2,7 @@ package toolkit
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"time"
 )
@@ -11,15 +12,24 @@ import (
 // groups). Keys are the channel's conversation ids. Safe for concurrent
 // use. The state lives in memory: after a restart every conversation
 // starts with a full bucket again.
+//
+// Senders wait their turn in a line per conversation (see Pace.Wait):
+// only a send that is made spends the bucket, so a sender that gives up
+// (its context ended) leaves its turn to the next one.
 type Pacer struct {
 	gap, groupGap time.Duration
 	burst         int
 	now           func() time.Time
 	mu            sync.Mutex
-	// next is when each conversation's bucket is full again, as a
-	// "theoretical arrival time": a send is allowed at once while
-	// next - now <= (burst-1)*gap.
-	next map[string]time.Time
+	convs         map[string]*paced
+}
+
+// paced is one conversation's bucket and line.
+type paced struct {
+	// next is when the bucket is full again, as a "theoretical arrival
+	// time": a send is allowed at once while next - now <= (burst-1)*gap.
+	next time.Time
+	line line
 }
 
 // PacerOptions configure a Pacer.
@@ -44,52 +54,72 @@ func NewPacer(o PacerOptions) *Pacer {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	return &Pacer{gap: o.Gap, groupGap: o.GroupGap, burst: o.Burst, now: o.Now, next: map[string]time.Time{}}
+	return &Pacer{gap: o.Gap, groupGap: o.GroupGap, burst: o.Burst, now: o.Now, convs: map[string]*paced{}}
 }
 
-// maxPaced bounds the table; entries whose bucket is full again are
-// dropped past it.
+// maxPaced bounds the table; idle entries whose bucket is full again
+// are dropped past it.
 const maxPaced = 10000
 
-// Reserve books one send in conversation key and returns how long to wait
-// before it.
-func (p *Pacer) Reserve(key string, group bool) time.Duration {
-	if p == nil || p.gap < 0 {
-		return 0
-	}
-	gap := p.gap
-	if group {
-		gap = p.groupGap
-	}
+// hold waits until w is first in conversation key's line and the bucket
+// allows a send, and keeps that place (nobody of the conversation passes
+// it) until release. On an error (ctx ended) w has left the line.
+func (p *Pacer) hold(ctx context.Context, key string, gap time.Duration, w *waiter, sleep sleepFunc) (*paced, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	now := p.now()
-	next := p.next[key]
-	if next.Before(now) {
-		next = now
-	}
-	wait := next.Sub(now) - time.Duration(p.burst-1)*gap
-	p.next[key] = next.Add(gap)
-	if len(p.next) > maxPaced {
-		for k, t := range p.next {
-			if t.Before(now) {
-				delete(p.next, k)
+	c := p.convs[key]
+	if c == nil {
+		if len(p.convs) >= maxPaced {
+			now := p.now()
+			for k, o := range p.convs {
+				if len(o.line) == 0 && o.next.Before(now) {
+					delete(p.convs, k)
+				}
 			}
 		}
+		c = &paced{}
+		p.convs[key] = c
 	}
-	return max(wait, 0)
+	slack := time.Duration(p.burst-1) * gap
+	err := await(ctx, &p.mu, &c.line, w, sleep, func() time.Duration {
+		now := p.now()
+		if !c.next.After(now) {
+			return 0
+		}
+		return c.next.Sub(now) - slack
+	})
+	if err != nil {
+		return nil, err
+	}
+	w.held = true
+	return c, nil
+}
+
+// release ends w's hold on c's line; sent spends one send of the bucket.
+func (p *Pacer) release(c *paced, w *waiter, gap time.Duration, sent bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if sent {
+		if now := p.now(); c.next.Before(now) {
+			c.next = now
+		}
+		c.next = c.next.Add(gap)
+	}
+	c.line.remove(w)
 }
 
 // Limiter allows at most n sends in any window of length per, across all
 // conversations of a channel: a send waits until the n-th send before it
-// is a full window old. Safe for concurrent use.
+// is a full window old. Safe for concurrent use. Senders wait in one
+// line (see Pace.Wait); only the sends made count.
 type Limiter struct {
 	per time.Duration
 	now func() time.Time
 	mu  sync.Mutex
-	// ring holds the times of the last n bookings; i is the oldest.
+	// ring holds the times of the last n sends; i is the oldest.
 	ring []time.Time
 	i    int
+	line line
 }
 
 // NewLimiter builds a Limiter; n <= 0 means no limit.
@@ -103,23 +133,25 @@ func NewLimiter(n int, per time.Duration, now func() time.Time) *Limiter {
 	return &Limiter{per: per, now: now, ring: make([]time.Time, n)}
 }
 
-// Reserve books one send and returns how long to wait before it. Bookings
-// are handed out in order, so waiting callers go out first come, first
-// served.
-func (l *Limiter) Reserve() time.Duration {
-	if l == nil {
-		return 0
-	}
+// take waits for w's turn in the line and a send within the limit, and
+// counts the send; on an error (ctx ended) w has left the line.
+func (l *Limiter) take(ctx context.Context, w *waiter, sleep sleepFunc) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	now := l.now()
-	at := now
-	if oldest := l.ring[l.i]; !oldest.IsZero() && oldest.Add(l.per).After(at) {
-		at = oldest.Add(l.per)
+	err := await(ctx, &l.mu, &l.line, w, sleep, func() time.Duration {
+		oldest := l.ring[l.i]
+		if oldest.IsZero() {
+			return 0
+		}
+		return oldest.Add(l.per).Sub(l.now())
+	})
+	if err != nil {
+		return err
 	}
-	l.ring[l.i] = at
+	l.ring[l.i] = l.now()
 	l.i = (l.i + 1) % len(l.ring)
-	return at.Sub(now)
+	l.line.remove(w)
+	return nil
 }
 
 // Pace combines a conversation's pacing and the channel's global limit.
@@ -132,16 +164,144 @@ type Pace struct {
 }
 
 // Wait blocks until one more send in conversation key is within both
-// limits, or ctx ends.
-func (p Pace) Wait(ctx context.Context, key string, group bool) error {
+// limits, or ctx ends; when it returns nil the caller sends at once, and
+// that send is counted against both limits.
+//
+// Senders go first come, first served, except that a notice (notice
+// true: a courtesy of the gateway's own, such as "your message was not
+// taken") goes after every answer waiting in the same line: an answer
+// that comes while notices wait takes the next turn. A sender whose ctx
+// ends while it waits leaves its line and spends nothing, so the ones
+// behind it move up. Without waiters a Wait takes a few uncontended locks
+// and no timer.
+func (p Pace) Wait(ctx context.Context, key string, group, notice bool) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	sleep := p.Sleep
 	if sleep == nil {
 		sleep = Sleep
 	}
-	if err := sleep(ctx, p.Pacer.Reserve(key, group)); err != nil {
-		return err
+	pacer := p.Pacer
+	if pacer != nil && pacer.gap < 0 {
+		pacer = nil
 	}
-	return sleep(ctx, p.Limiter.Reserve())
+	var (
+		c   *paced
+		pw  *waiter
+		gap time.Duration
+	)
+	if pacer != nil {
+		gap = pacer.gap
+		if group {
+			gap = pacer.groupGap
+		}
+		pw = &waiter{notice: notice}
+		var err error
+		if c, err = pacer.hold(ctx, key, gap, pw, sleep); err != nil {
+			return err
+		}
+	}
+	var err error
+	if p.Limiter != nil {
+		err = p.Limiter.take(ctx, &waiter{notice: notice}, sleep)
+	}
+	if pacer != nil {
+		pacer.release(c, pw, gap, err == nil)
+	}
+	return err
+}
+
+type sleepFunc = func(ctx context.Context, d time.Duration) error
+
+// waiter is one sender in a line.
+type waiter struct {
+	notice bool
+	// held: past its wait, keeping its place while it waits for another
+	// limit; nobody is put before it.
+	held bool
+	// turn is signalled (made when first needed) when the waiter may have
+	// come first in the line.
+	turn chan struct{}
+}
+
+// line is the senders waiting for one limit, in the order they go: the
+// held one, answers, then notices, each kind first come, first served.
+// The first of the line alone may pass.
+type line []*waiter
+
+// add puts w in its place.
+func (l *line) add(w *waiter) {
+	i := len(*l)
+	if !w.notice {
+		for j, o := range *l {
+			if o.notice && !o.held {
+				i = j
+				break
+			}
+		}
+	}
+	*l = slices.Insert(*l, i, w)
+}
+
+// remove takes w out of the line, and tells the one that comes first
+// after it.
+func (l *line) remove(w *waiter) {
+	i := slices.Index(*l, w)
+	if i < 0 {
+		return
+	}
+	*l = slices.Delete(*l, i, i+1)
+	if i == 0 && len(*l) > 0 {
+		if t := (*l)[0].turn; t != nil {
+			select {
+			case t <- struct{}{}:
+			default:
+			}
+		}
+	}
+}
+
+// await puts w in l and returns once w is first in l and wait reports no
+// wait left. It is called with mu (which guards l and what wait reads)
+// held and returns with it held; it sleeps and waits for its turn with
+// mu unlocked. On an error (ctx ended) w has left l. Whoever is first in
+// l computes its own wait and sleeps it; the others wait for the turn
+// signal. Only the first passes, and what wait reads changes only when
+// the first passes, so a wait once computed stays right, except when a
+// later answer comes first in the line: that answer sleeps on its own,
+// and the notice it passed finds, when it wakes, that it is no longer
+// first.
+func await(ctx context.Context, mu *sync.Mutex, l *line, w *waiter, sleep sleepFunc, wait func() time.Duration) error {
+	l.add(w)
+	for {
+		if (*l)[0] == w {
+			d := wait()
+			if d <= 0 {
+				return nil
+			}
+			mu.Unlock()
+			err := sleep(ctx, d)
+			mu.Lock()
+			if err != nil {
+				l.remove(w)
+				return err
+			}
+			continue
+		}
+		if w.turn == nil {
+			w.turn = make(chan struct{}, 1)
+		}
+		mu.Unlock()
+		select {
+		case <-w.turn:
+			mu.Lock()
+		case <-ctx.Done():
+			mu.Lock()
+			l.remove(w)
+			return ctx.Err()
+		}
+	}
 }
 
 // Sleep waits d or until ctx ends; it returns ctx's error in that case.
