@@ -165,6 +165,10 @@ type Outbound struct {
 	// Part is the index of this part in the reply (0-based) and Parts
 	// their number, so an adapter can, say, quote only on the first part.
 	Part, Parts int
+	// Notice marks a courtesy of the gateway's own that no one waits for
+	// (a message was not taken): a channel that paces its sends lets the
+	// answers waiting in the conversation go before it.
+	Notice bool
 }
 
 // Role is a chat message's author.

@@ -36,7 +36,7 @@ func (b *Bot) Send(ctx context.Context, to core.Outbound, part string) (string, 
 		opts = append(opts, slack.MsgOptionTS(thread))
 	}
 	for retried := false; ; retried = true {
-		if err := b.pace.Wait(ctx, channel, false, false); err != nil {
+		if err := b.pace.Wait(ctx, channel, false, to.Notice); err != nil {
 			return "", err
 		}
 		_, ts, err := b.api.PostMessageContext(ctx, channel, opts...)

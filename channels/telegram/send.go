@@ -39,7 +39,7 @@ func (b *Bot) Send(ctx context.Context, to core.Outbound, part string) (string, 
 	group := to.Meta["chat_type"] != "" && to.Meta["chat_type"] != string(models.ChatTypePrivate)
 	plain := false
 	for attempt := 0; ; attempt++ {
-		if err := b.pace.Wait(ctx, to.Conversation.Chat, group, false); err != nil {
+		if err := b.pace.Wait(ctx, to.Conversation.Chat, group, to.Notice); err != nil {
 			return "", err
 		}
 		m, err := b.api.SendMessage(ctx, p)

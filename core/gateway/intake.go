@@ -198,6 +198,11 @@ type fullNotices struct {
 // last of them, so a flood of messages is not answered by a flood of
 // notices (which would also spend the chat's rate limit that answers
 // need).
+//
+// The notice is a courtesy: it goes out after the answers the channel
+// has waiting in the conversation (core.Outbound.Notice), and one that
+// finds no turn within noticeWait is dropped with a log line, not sent
+// late.
 func (g *Gateway) tellFull(in core.Inbound) {
 	ch, ok := g.channels[in.Conversation.Channel]
 	if !ok {
@@ -216,11 +221,17 @@ func (g *Gateway) tellFull(in core.Inbound) {
 	g.side.Add(1)
 	go func() {
 		defer g.side.Done()
-		text := "I am still working on your earlier messages, so I did not take this one. Please send it again once I have answered them."
+		n := 0
 		for {
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			g.sendText(ctx, ch, in, text)
+			ctx, cancel := context.WithTimeout(context.Background(), noticeWait)
+			err := sendAs(ctx, ch, in, fullText(n), true)
 			cancel()
+			switch {
+			case errors.Is(err, context.DeadlineExceeded):
+				g.log.Info("notice of a message not taken dropped: it could not be sent in time (answers waiting in the conversation go first)", "conv", in.Conversation.String(), "message_id", in.MessageID, "waited", noticeWait)
+			case err != nil:
+				g.log.Warn("send a notice", "conv", in.Conversation.String(), "err", err)
+			}
 			g.mu.Lock()
 			w := g.full[key]
 			if w.n == 0 {
@@ -228,15 +239,26 @@ func (g *Gateway) tellFull(in core.Inbound) {
 				g.mu.Unlock()
 				return
 			}
-			n := w.n
-			in, w.n = w.last, 0
+			n, in, w.n = w.n, w.last, 0
 			g.mu.Unlock()
-			text = fmt.Sprintf("I am still working on your earlier messages, so I did not take your last %d messages either, up to this one. Please send them again once I have answered.", n)
-			if n == 1 {
-				text = "I am still working on your earlier messages, so I did not take this one either. Please send it again once I have answered them."
-			}
 		}
 	}()
+}
+
+// noticeWait bounds how long a notice of a message not taken waits for
+// its turn to be sent.
+const noticeWait = 30 * time.Second
+
+// fullText is the notice of a message not taken, after n more notices of
+// the sender (0 for the first).
+func fullText(n int) string {
+	switch n {
+	case 0:
+		return "I am still working on your earlier messages, so I did not take this one. Please send it again once I have answered them."
+	case 1:
+		return "I am still working on your earlier messages, so I did not take this one either. Please send it again once I have answered them."
+	}
+	return fmt.Sprintf("I am still working on your earlier messages, so I did not take your last %d messages either, up to this one. Please send them again once I have answered.", n)
 }
 
 // notify sends a notice of the gateway's own in reply to in, best effort,
@@ -278,9 +300,14 @@ func (g *Gateway) Post(ctx context.Context, conv core.ConversationKey, text stri
 // channel: formatted and split for it, each part in order, in reply to in
 // (quoting nothing when in is no platform's message).
 func send(ctx context.Context, ch core.Channel, in core.Inbound, text string) error {
+	return sendAs(ctx, ch, in, text, false)
+}
+
+// sendAs is send, of a notice (core.Outbound.Notice) when notice is true.
+func sendAs(ctx context.Context, ch core.Channel, in core.Inbound, text string, notice bool) error {
 	parts := ch.Format(text)
 	for i, part := range parts {
-		if _, err := ch.Send(ctx, core.Outbound{Conversation: in.Conversation, ReplyTo: replyTo(in), Meta: in.Meta, Part: i, Parts: len(parts)}, part); err != nil {
+		if _, err := ch.Send(ctx, core.Outbound{Conversation: in.Conversation, ReplyTo: replyTo(in), Meta: in.Meta, Part: i, Parts: len(parts), Notice: notice}, part); err != nil {
 			return err
 		}
 	}

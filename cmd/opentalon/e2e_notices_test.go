@@ -1,0 +1,59 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/opentalon/opentalon/channels/telegram"
+	"github.com/opentalon/opentalon/channels/telegram/telegramtest"
+	"github.com/opentalon/opentalon/routing/provider/providertest"
+)
+
+// TestE2ETelegramGroupAnswersBeforeNotices is the audit's burst in
+// small: more people mention the bot in a group at once than
+// queue.max_pending takes. Each one refused is told so, but those
+// notices are a courtesy: the real answers go out before the notices
+// still waiting for the group's pacing, not behind all of them.
+func TestE2ETelegramGroupAnswersBeforeNotices(t *testing.T) {
+	t.Parallel()
+	llm := providertest.NewOpenAI(t)
+	bot := telegramtest.New(t, tgToken)
+	dir := t.TempDir()
+	cfg := loadConfigFile(t, writeConfig(t, telegramConfig(dir, llm.BaseURL(), bot.URL)))
+	cfg.Queue.MaxPending = 2
+	// A 600 ms group gap: three sends go at once, then one per gap.
+	startAppWith(t, cfg, AppOptions{Telegram: func(o *telegram.Options) { o.SendGap = 200 * time.Millisecond }})
+
+	const group, senders = -100555, 10
+	for i := range senders {
+		bot.AddUpdate(bot.Group(group, telegramtest.User(int64(1000+i), fmt.Sprintf("user%d", i)), fmt.Sprintf("@%s question %d", bot.Bot.Username, i), 0))
+	}
+	sent := bot.WaitSent(t, senders, 30*time.Second)
+	var order []string
+	answers := 0
+	for i, s := range sent {
+		switch {
+		case strings.Contains(s.Text, "echo:"):
+			answers++
+			order = append(order, "answer")
+			// The notices sent first are the group's burst of three
+			// (before any answer was ready); every answer goes in the
+			// turns after it, before the notices still waiting.
+			if i >= 3+cfg.Queue.MaxPending {
+				t.Errorf("answer %q was message %d of %d sent", s.Text, i+1, len(sent))
+			}
+		case strings.Contains(s.Text, "I am still working on"):
+			order = append(order, "notice")
+		default:
+			t.Errorf("unexpected message %q", s.Text)
+		}
+	}
+	if answers != cfg.Queue.MaxPending {
+		t.Errorf("%d answers, want %d", answers, cfg.Queue.MaxPending)
+	}
+	if t.Failed() {
+		t.Logf("sent in this order: %v", order)
+	}
+}
