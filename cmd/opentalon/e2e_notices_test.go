@@ -15,7 +15,8 @@ import (
 // small: more people mention the bot in a group at once than
 // queue.max_pending takes. Each one refused is told so, but those
 // notices are a courtesy: the real answers go out before the notices
-// still waiting for the group's pacing, not behind all of them.
+// still waiting for the group's pacing, not behind all of them. And each
+// notice speaks of the chat's earlier messages, not the sender's.
 func TestE2ETelegramGroupAnswersBeforeNotices(t *testing.T) {
 	t.Parallel()
 	llm := providertest.NewOpenAI(t)
@@ -46,6 +47,11 @@ func TestE2ETelegramGroupAnswersBeforeNotices(t *testing.T) {
 			}
 		case strings.Contains(s.Text, "I am still working on"):
 			order = append(order, "notice")
+			// max_pending counts everyone's messages: in a group the ones
+			// waiting are other people's, not "your earlier messages".
+			if want := "I am still working on earlier messages in this chat, so I did not take this one. Please send it again in a little while."; s.Text != want {
+				t.Errorf("notice %q in a group, want %q", s.Text, want)
+			}
 		default:
 			t.Errorf("unexpected message %q", s.Text)
 		}

@@ -19,7 +19,12 @@ import (
 // acceptFrom hands the gateway a message of user in chat.
 func (r *rig) acceptFrom(user, chat, id, text string) {
 	r.t.Helper()
-	in := core.Inbound{Conversation: core.ConversationKey{Channel: "fake", Chat: chat}, MessageID: id, UserID: user, UserName: "name-" + user, Text: text, Private: true}
+	r.acceptIn(core.Inbound{Conversation: core.ConversationKey{Channel: "fake", Chat: chat}, MessageID: id, UserID: user, UserName: "name-" + user, Text: text, Private: true})
+}
+
+// acceptIn hands the gateway in, waiting for it to accept messages.
+func (r *rig) acceptIn(in core.Inbound) {
+	r.t.Helper()
 	for i := 0; ; i++ {
 		err := r.g.Accept(context.Background(), in)
 		if err == nil {

@@ -224,7 +224,7 @@ func (g *Gateway) tellFull(in core.Inbound) {
 		n := 0
 		for {
 			ctx, cancel := context.WithTimeout(context.Background(), noticeWait)
-			err := sendAs(ctx, ch, in, fullText(n), true)
+			err := sendAs(ctx, ch, in, fullText(in.Private, n), true)
 			cancel()
 			switch {
 			case errors.Is(err, context.DeadlineExceeded):
@@ -250,15 +250,26 @@ func (g *Gateway) tellFull(in core.Inbound) {
 const noticeWait = 30 * time.Second
 
 // fullText is the notice of a message not taken, after n more notices of
-// the sender (0 for the first).
-func fullText(n int) string {
+// the sender (0 for the first). queue.max_pending counts everyone's
+// messages in a conversation: in a group or channel the ones the bot is
+// still working on may be other people's.
+func fullText(private bool, n int) string {
+	if private {
+		switch n {
+		case 0:
+			return "I am still working on your earlier messages, so I did not take this one. Please send it again once I have answered them."
+		case 1:
+			return "I am still working on your earlier messages, so I did not take this one either. Please send it again once I have answered them."
+		}
+		return fmt.Sprintf("I am still working on your earlier messages, so I did not take your last %d messages either, up to this one. Please send them again once I have answered.", n)
+	}
 	switch n {
 	case 0:
-		return "I am still working on your earlier messages, so I did not take this one. Please send it again once I have answered them."
+		return "I am still working on earlier messages in this chat, so I did not take this one. Please send it again in a little while."
 	case 1:
-		return "I am still working on your earlier messages, so I did not take this one either. Please send it again once I have answered them."
+		return "I am still working on earlier messages in this chat, so I did not take this one either. Please send it again in a little while."
 	}
-	return fmt.Sprintf("I am still working on your earlier messages, so I did not take your last %d messages either, up to this one. Please send them again once I have answered.", n)
+	return fmt.Sprintf("I am still working on earlier messages in this chat, so I did not take your last %d messages either, up to this one. Please send them again in a little while.", n)
 }
 
 // notify sends a notice of the gateway's own in reply to in, best effort,

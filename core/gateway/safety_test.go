@@ -3,6 +3,7 @@ package gateway_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -351,29 +352,53 @@ func TestLostLeaseStopsTheWork(t *testing.T) {
 	}
 }
 
+// TestTooManyPendingMessagesAreRefused: past queue.max_pending a
+// message is not taken, and its sender is told so: in a private chat
+// the messages waiting are theirs, in a group they may be anyone's.
 func TestTooManyPendingMessagesAreRefused(t *testing.T) {
-	db := openDB(t, store.Options{})
-	ag, unblock := heldAgent()
-	r := runOn(t, db, gateway.Options{Store: db, Agent: ag, MaxPending: 3})
-	t.Cleanup(unblock)
-	ctx := context.Background()
-	r.accept("1", "slow")
-	for i := 2; i <= 5; i++ {
-		r.accept(string(rune('0'+i)), "more")
-	}
-	// Each message refused (the 4th and the 5th) is told so: the notice
-	// answers it, so the user knows which to send again (the 5th's says
-	// "either" when it was refused while the 4th's was being sent).
-	r.expect("I am still working on your earlier messages, so I did not take this one. Please send it again once I have answered them.")
-	r.expectAny("I am still working on your earlier messages, so I did not take this one. Please send it again once I have answered them.",
-		"I am still working on your earlier messages, so I did not take this one either. Please send it again once I have answered them.")
-	counts, _ := db.QueueCounts(ctx)
-	if n := counts[core.StatusQueued] + counts[core.StatusRunning]; n != 3 {
-		t.Fatalf("pending = %d (%v), want 3", n, counts)
-	}
-	unblock()
-	for range 3 {
-		r.expectAny("answer to slow", "answer to more")
+	for _, tc := range []struct {
+		name        string
+		private     bool
+		one, either string
+	}{{
+		name:    "private",
+		private: true,
+		one:     "I am still working on your earlier messages, so I did not take this one. Please send it again once I have answered them.",
+		either:  "I am still working on your earlier messages, so I did not take this one either. Please send it again once I have answered them.",
+	}, {
+		name:   "group",
+		one:    "I am still working on earlier messages in this chat, so I did not take this one. Please send it again in a little while.",
+		either: "I am still working on earlier messages in this chat, so I did not take this one either. Please send it again in a little while.",
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			db := openDB(t, store.Options{})
+			ag, unblock := heldAgent()
+			r := runOn(t, db, gateway.Options{Store: db, Agent: ag, MaxPending: 3})
+			t.Cleanup(unblock)
+			ctx := context.Background()
+			for i, text := range []string{"slow", "more", "more", "more", "more"} {
+				// In a group each message is another person's first.
+				user := fmt.Sprint("u", i)
+				if tc.private {
+					user = "u"
+				}
+				r.acceptIn(core.Inbound{Conversation: core.ConversationKey{Channel: "fake", Chat: "c"}, MessageID: fmt.Sprint(i + 1), UserID: user, Text: text, Private: tc.private})
+			}
+			// Each message refused (the 4th and the 5th) is told so: the
+			// notice answers it, so the user knows which to send again
+			// (in a private chat the 5th's says "either" when it was
+			// refused while the 4th's was being sent).
+			r.expect(tc.one)
+			r.expectAny(tc.one, tc.either)
+			counts, _ := db.QueueCounts(ctx)
+			if n := counts[core.StatusQueued] + counts[core.StatusRunning]; n != 3 {
+				t.Fatalf("pending = %d (%v), want 3", n, counts)
+			}
+			unblock()
+			for range 3 {
+				r.expectAny("answer to slow", "answer to more")
+			}
+		})
 	}
 }
 
@@ -419,8 +444,9 @@ func TestFullNoticesOneAtATime(t *testing.T) {
 		r.accept(string(rune('0'+i)), "more")
 	}
 	unhold()
-	r.expect("I am still working on your earlier messages, so I did not take this one. Please send it again once I have answered them.")
-	r.expect("I am still working on your earlier messages, so I did not take your last 4 messages either, up to this one. Please send them again once I have answered.")
+	// r.accept's conversation is a group: its wording.
+	r.expect("I am still working on earlier messages in this chat, so I did not take this one. Please send it again in a little while.")
+	r.expect("I am still working on earlier messages in this chat, so I did not take your last 4 messages either, up to this one. Please send them again in a little while.")
 	select {
 	case got := <-r.ch.notify:
 		t.Fatalf("a third notice for five refused messages: %q", got)
@@ -434,10 +460,13 @@ func TestFullNoticesOneAtATime(t *testing.T) {
 // refused messages.
 func TestFullNoticesBySender(t *testing.T) {
 	r, unhold, unblock := fullRig(t)
-	r.acceptFrom("a", "c", "1", "slow")
-	r.acceptFrom("a", "c", "2", "more")
-	r.acceptFrom("b", "c", "3", "more")
-	r.acceptFrom("b", "c", "4", "more")
+	for i, user := range []string{"a", "a", "b", "b"} {
+		text := "more"
+		if i == 0 {
+			text = "slow"
+		}
+		r.acceptIn(core.Inbound{Conversation: core.ConversationKey{Channel: "fake", Chat: "c"}, MessageID: fmt.Sprint(i + 1), UserID: user, Text: text})
+	}
 	unhold()
 	got := map[string]int{}
 	for range 3 {
@@ -448,8 +477,8 @@ func TestFullNoticesBySender(t *testing.T) {
 			t.Fatalf("notices so far %v; want three", got)
 		}
 	}
-	one := "I am still working on your earlier messages, so I did not take this one. Please send it again once I have answered them."
-	either := "I am still working on your earlier messages, so I did not take this one either. Please send it again once I have answered them."
+	one := "I am still working on earlier messages in this chat, so I did not take this one. Please send it again in a little while."
+	either := "I am still working on earlier messages in this chat, so I did not take this one either. Please send it again in a little while."
 	if got[one] != 2 || got[either] != 1 {
 		t.Fatalf("notices %v; want one to a and two to b (the second told after the first)", got)
 	}
