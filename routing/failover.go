@@ -631,9 +631,9 @@ func (r *Router) probeEvery(st core.ProfileState) time.Duration {
 // succeed resets a profile's failure state (and m's health) and persists
 // it with the use nextProfile counted, for a call that started at
 // started. A credential that had failed (a cooldown, failures in a row)
-// is back: Options.OnBack is told. A call that started before the credential's latest failure is
-// older news (calls in flight when a rate limit began finish as they
-// please): the failure's cooldown stands.
+// is back: Options.OnBack is told. A call that started before the
+// credential's latest failure is older news (calls in flight when a rate
+// limit began finish as they please): the failure's cooldown stands.
 func (r *Router) succeed(ctx context.Context, m Model, p Profile, started time.Time) {
 	r.mu.Lock()
 	if at, ok := r.failedAt[p.ID]; ok && started.Before(at) && r.pstate[p.ID].CooldownUntil.After(r.now()) {
@@ -706,8 +706,16 @@ func (r *Router) refreshProfiles(ctx context.Context) {
 	}
 	// The budgets and allowlist another replica's admin set in chat.
 	r.loadSettings(ctx)
-	r.mu.Lock()
 	var back []string // providers another replica found back
+	r.mu.Lock()
+	defer func() {
+		r.mu.Unlock()
+		if r.o.OnBack != nil {
+			for _, prov := range back {
+				go r.o.OnBack(prov)
+			}
+		}
+	}()
 	for _, p := range ps {
 		local := r.pstate[p.ID]
 		if recoveredElsewhere(local, p, r.failedAt[p.ID]) {
@@ -719,14 +727,6 @@ func (r *Router) refreshProfiles(ctx context.Context) {
 		}
 		r.pstate[p.ID] = mergeProfile(local, p, r.failedAt[p.ID])
 	}
-	defer func() {
-		r.mu.Unlock()
-		if r.o.OnBack != nil {
-			for _, prov := range back {
-				go r.o.OnBack(prov)
-			}
-		}
-	}()
 	if spentOK {
 		if !day.Equal(r.exploreDay) {
 			r.exploreDay, r.exploreSpent = day, 0
