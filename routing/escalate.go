@@ -28,7 +28,7 @@ type Conversations interface {
 }
 
 // failedReader is the optional Conversations capability that finds the
-// conversation's newest message given up after a request (store.DB): what
+// conversation's newest message given up since a time (store.DB): what
 // /retry answers after an apology.
 type failedReader interface {
 	LastFailedMessage(ctx context.Context, conv core.ConversationKey, after time.Time) (core.Inbound, bool, error)
