@@ -46,7 +46,14 @@ func UserMessage(err error) string {
 // (in wait). It shares no phrase with the apologies of UserMessage: the
 // answer is still coming.
 func DelayMessage(err error, wait time.Duration) string {
-	return fmt.Sprintf("⏳ Your answer is delayed: %s. I will answer in about %s.", delayReason(err), max(wait, time.Second).Round(time.Second))
+	wait = max(wait, time.Second).Round(time.Second)
+	switch ErrorKind(err) {
+	case KindUnavailable, KindTimeout, KindUnknown:
+		// An outage's wait is this gateway's backoff, not a time the
+		// provider gave: it may take longer.
+		return fmt.Sprintf("⏳ Your answer is delayed: %s. I will try again in about %s, and answer as soon as it works.", delayReason(err), wait)
+	}
+	return fmt.Sprintf("⏳ Your answer is delayed: %s. I will answer in about %s.", delayReason(err), wait)
 }
 
 // LastTryMessage is DelayMessage when the provider said it would not be

@@ -27,9 +27,10 @@ func TestUserMessagesNameTheCause(t *testing.T) {
 		wait time.Duration
 		want string
 	}{
-		{&core.Error{Kind: core.KindTimeout}, time.Minute, "answering too slowly. I will answer in about 1m0s."},
-		{&core.Error{Kind: core.KindUnavailable}, 8 * time.Second, "servers are failing for the moment. I will answer in about 8s."},
-		{errors.New("disk hiccup"), 300 * time.Millisecond, "I hit a problem on my side. I will answer in about 1s."},
+		{&core.Error{Kind: core.KindTimeout}, time.Minute, "answering too slowly. I will try again in about 1m0s, and answer as soon as it works."},
+		{&core.Error{Kind: core.KindUnavailable}, 8 * time.Second, "servers are failing for the moment. I will try again in about 8s, and answer as soon as it works."},
+		{errors.New("disk hiccup"), 300 * time.Millisecond, "I hit a problem on my side. I will try again in about 1s, and answer as soon as it works."},
+		{&core.Error{Kind: core.KindRateLimited, RetryAfter: 20 * time.Second}, 20 * time.Second, "asked me to slow down. I will answer in about 20s."},
 	} {
 		if got := core.DelayMessage(tt.err, tt.wait); !strings.HasPrefix(got, "⏳ Your answer is delayed: ") || !strings.Contains(got, tt.want) {
 			t.Errorf("DelayMessage(%v, %v) = %q, want %q", tt.err, tt.wait, got, tt.want)
