@@ -6,8 +6,12 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -253,6 +257,7 @@ func (a *App) Run(ctx context.Context) error {
 	gwDone := make(chan error, 1)
 	go func() { gwDone <- a.gateway.Run(ctx, a.cfg.Queue.ShutdownGrace.D()) }()
 	a.log.Info("opentalon running", "channels", len(a.gateway.Channels()), "db", a.db.Name())
+	a.logLocalProviders()
 	var err error
 	select {
 	case err = <-gwDone:
@@ -337,4 +342,29 @@ func (a *App) ready(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// logLocalProviders says, once at start, which providers count as local
+// by their address alone (models.providers.<id>.local unset): their calls
+// share llm.max_concurrent_local, one at a time by default, which a proxy
+// on this machine in front of a cloud API (LiteLLM and the like) does not
+// want.
+func (a *App) logLocalProviders() {
+	for _, id := range slices.Sorted(maps.Keys(a.cfg.Models.Providers)) {
+		p := a.cfg.Models.Providers[id]
+		if p.Local != nil || !p.IsLocal() {
+			continue
+		}
+		a.log.Info("provider counts as local by its address: its calls go "+strconv.Itoa(a.cfg.LLM.MaxConcurrentLocal)+" at a time (llm.max_concurrent_local); set models.providers."+id+".local: false if it is a proxy in front of a cloud API",
+			"provider", id, "host", hostOf(p.BaseURL))
+	}
+}
+
+// hostOf is the host of a base URL, for a log line (never its userinfo).
+func hostOf(base string) string {
+	u, err := url.Parse(base)
+	if err != nil {
+		return ""
+	}
+	return u.Hostname()
 }

@@ -473,3 +473,39 @@ func seedDB(t testing.TB, dataDir string) {
 		t.Fatal(err)
 	}
 }
+
+// TestStartSaysWhichProvidersCountAsLocal: a provider on a loopback or
+// private address counts as local unless its config says, and its calls
+// then go one at a time (llm.max_concurrent_local): a proxy on this
+// machine in front of a cloud API was throttled without a word. The start
+// says so once, with the key that changes it; not for a provider whose
+// config says local: false.
+func TestStartSaysWhichProvidersCountAsLocal(t *testing.T) {
+	t.Parallel()
+	llm := providertest.NewOpenAI(t)
+	for _, tc := range []struct {
+		name, extra string
+		told        bool
+	}{{"by address", "", true}, {"said", "      local: false\n", false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			y := strings.Replace(testConfig(t.TempDir(), llm.BaseURL(), ""), "      api_key: test-key\n", "      api_key: test-key\n"+tc.extra, 1)
+			logs := &lockedBuf{}
+			h := startAppWith(t, parseConfig(t, y), AppOptions{Logger: slog.New(slog.NewTextHandler(logs, nil))})
+			h.send("hello")
+			h.expect("echo: hello")
+			told := func() bool {
+				return strings.Contains(logs.String(), "provider counts as local by its address: its calls go 1 at a time (llm.max_concurrent_local); set models.providers.fake.local: false")
+			}
+			// The line follows "opentalon running", which may come just
+			// after the first answer.
+			for deadline := time.Now().Add(5 * time.Second); !told() && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+				if !tc.told && strings.Contains(logs.String(), "opentalon running") {
+					break
+				}
+			}
+			if told() != tc.told {
+				t.Fatalf("told %v; want %v; the log:\n%s", told(), tc.told, logs.String())
+			}
+		})
+	}
+}
