@@ -63,3 +63,40 @@ func TestDiscordSplitKeepsFencesBalanced(t *testing.T) {
 		t.Errorf("escaping outside code / keeping code: %q ... %q", parts[0][:80], parts[1][:80])
 	}
 }
+
+// A code block cut across messages closes right after its last line of
+// code in each part: the fence used to follow an empty line, which
+// Discord and Slack show as a blank last line of the block.
+func TestSplitClosesFenceRightAfterTheCode(t *testing.T) {
+	var code strings.Builder
+	code.WriteString("```go\n")
+	for i := 0; i < 300; i++ {
+		fmt.Fprintf(&code, "fmt.Println(%d)\n", i)
+	}
+	closed := code.String() + "```"
+	tests := []struct {
+		name  string
+		parts []string
+	}{
+		{"discord", SplitMarkdown(ToDiscord(closed), DiscordLimit)},
+		{"discord/unclosed", SplitMarkdown(ToDiscord(code.String()), DiscordLimit)},
+		{"slack", SplitSlackMrkdwn(ToSlackMrkdwn(closed), 1000)},
+		{"slack/unclosed", SplitSlackMrkdwn(ToSlackMrkdwn(code.String()), 1000)},
+		{"short unclosed", SplitMarkdown("```\ncode\n", DiscordLimit)},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if len(tt.parts) < 2 && tt.name != "short unclosed" {
+				t.Fatalf("%d parts; the test wants a cut code block", len(tt.parts))
+			}
+			for i, p := range tt.parts {
+				if !strings.HasSuffix(p, "```") || !fenceBalanced(p) {
+					t.Fatalf("part %d does not end with its closing fence: %q", i, p)
+				}
+				if strings.HasSuffix(p, "\n\n```") {
+					t.Errorf("part %d has an empty line before its closing fence: …%q", i, p[len(p)-30:])
+				}
+			}
+		})
+	}
+}

@@ -91,6 +91,13 @@ func renderWork(md string, r renderer) (string, int) {
 				}
 				code = append(code, lines[j])
 			}
+			if j == len(lines) {
+				// A fence left open ends the code at the end of the text,
+				// without the text's last line break.
+				for len(code) > 0 && code[len(code)-1] == "" {
+					code = code[:len(code)-1]
+				}
+			}
 			nl()
 			r.codeBlock(&b, lang, strings.Join(code, "\n"))
 			i = j // the closing fence (or the end) is consumed

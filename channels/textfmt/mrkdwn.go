@@ -137,8 +137,7 @@ func mrkdwnAtoms(s string, limit int) []atom {
 		}
 	}
 	if open >= 0 {
-		atoms = append(atoms, atom{s: "\n```", kind: atomClose, w: 4, match: open})
-		atoms[open].match = len(atoms) - 1
+		atoms = append(atoms, endFence(atoms, open))
 	}
 	return atoms
 }

@@ -219,11 +219,20 @@ func markdownAtoms(md string, limit int) []atom {
 		}
 	}
 	if open >= 0 {
-		c := atoms[open].closer
-		atoms = append(atoms, atom{s: c, kind: atomClose, w: Len(c), match: open})
-		atoms[open].match = len(atoms) - 1
+		atoms = append(atoms, endFence(atoms, open))
 	}
 	return atoms
+}
+
+// endFence is the atom that closes a fence left open at the end of the
+// text: its closer, without the newline when the text ends with one.
+func endFence(atoms []atom, open int) atom {
+	c := atoms[open].closer
+	if last := atoms[len(atoms)-1]; last.kind == atomText && last.s == "\n" {
+		c = strings.TrimPrefix(c, "\n")
+	}
+	atoms[open].match = len(atoms)
+	return atom{s: c, kind: atomClose, w: Len(c), match: open}
 }
 
 // breakQuality rates a cut before atoms[k]: 3 after a blank line, 2 after
@@ -321,6 +330,10 @@ func splitAtoms(atoms []atom, limit int, trimHTML bool) []string {
 		body := b.String()
 		if len(st) == 0 {
 			body = strings.TrimRight(body, " \t\n")
+		} else if strings.HasPrefix(atoms[st[len(st)-1]].closer, "\n") {
+			// A fence closed at a line break: the closer brings its own
+			// newline, so the code is not followed by an empty line.
+			body = strings.TrimRight(body, "\n")
 		}
 		for j := len(st) - 1; j >= 0; j-- {
 			body += atoms[st[j]].closer
