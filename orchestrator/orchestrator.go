@@ -246,7 +246,7 @@ func (o *Orchestrator) Answer(ctx context.Context, t core.Turn) (core.Answer, er
 	if err != nil {
 		return core.Answer{}, err
 	}
-	if res.Response == nil || strings.TrimSpace(res.Text) == "" {
+	if res.Response == nil || showsNothing(res.Text) {
 		return core.Answer{}, core.Errorf(core.KindMalformed, "model %s returned an empty answer", res.Model)
 	}
 	tn.st.ActiveModel, tn.st.ActiveProfile = res.Model, res.Profile
@@ -260,6 +260,20 @@ func (o *Orchestrator) Answer(ctx context.Context, t core.Turn) (core.Answer, er
 		ans.Text += "\n\n" + compactionNote
 	}
 	return ans, nil
+}
+
+// showsNothing reports whether an answer would show the user nothing:
+// only white space and code fence lines ("```\n```" is an empty code
+// block, which every channel drops). Such an answer is an empty answer,
+// and gets the same apology instead of a channel's "(empty answer)".
+func showsNothing(text string) bool {
+	for line := range strings.SplitSeq(text, "\n") {
+		t := strings.TrimSpace(line)
+		if t != "" && !strings.HasPrefix(t, "```") && !strings.HasPrefix(t, "~~~") {
+			return false
+		}
+	}
+	return true
 }
 
 // withTurn is the history the LLM answers from: stored plus the user's

@@ -65,11 +65,31 @@ func TestRetryReanswersLastQuestion(t *testing.T) {
 	}
 }
 
+// An answer that shows nothing, white space or an empty code block
+// (which the channels used to send as "(empty answer)"), is an empty
+// answer: the user gets the apology either way.
 func TestEmptyAnswerIsMalformed(t *testing.T) {
-	o := New(Options{LLM: &fakeLLM{text: "  "}, History: history{}})
-	_, err := o.Answer(context.Background(), core.Turn{Text: "x"})
-	if core.ErrorKind(err) != core.KindMalformed {
-		t.Fatalf("err = %v; want malformed", err)
+	tests := []struct {
+		text  string
+		empty bool
+	}{
+		{"  ", true},
+		{"```\n```", true},
+		{"\n```go\n\n  \n```\n", true},
+		{"~~~\n~~~", true},
+		{"```\nx\n```", false},
+		{"see ```", false},
+		{"ok\n```\n```", false},
+	}
+	for _, tt := range tests {
+		o := New(Options{LLM: &fakeLLM{text: tt.text}, History: history{}})
+		_, err := o.Answer(context.Background(), core.Turn{Text: "x"})
+		if tt.empty && core.ErrorKind(err) != core.KindMalformed {
+			t.Errorf("answer %q: err = %v; want malformed (an empty answer)", tt.text, err)
+		}
+		if !tt.empty && err != nil {
+			t.Errorf("answer %q: err = %v; want the answer", tt.text, err)
+		}
 	}
 }
 
