@@ -66,7 +66,8 @@ func TestDiscordSplitKeepsFencesBalanced(t *testing.T) {
 
 // A code block cut across messages closes right after its last line of
 // code in each part: the fence used to follow an empty line, which
-// Discord and Slack show as a blank last line of the block.
+// Discord and Slack show as a blank last line of the block (and
+// Telegram's </pre> a line break).
 func TestSplitClosesFenceRightAfterTheCode(t *testing.T) {
 	var code strings.Builder
 	code.WriteString("```go\n")
@@ -83,6 +84,7 @@ func TestSplitClosesFenceRightAfterTheCode(t *testing.T) {
 		{"slack", SplitSlackMrkdwn(ToSlackMrkdwn(closed), 1000)},
 		{"slack/unclosed", SplitSlackMrkdwn(ToSlackMrkdwn(code.String()), 1000)},
 		{"short unclosed", SplitMarkdown("```\ncode\n", DiscordLimit)},
+		{"telegram", SplitHTML(ToTelegramHTML(closed), 1000)},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -90,6 +92,12 @@ func TestSplitClosesFenceRightAfterTheCode(t *testing.T) {
 				t.Fatalf("%d parts; the test wants a cut code block", len(tt.parts))
 			}
 			for i, p := range tt.parts {
+				if tt.name == "telegram" {
+					if !strings.HasSuffix(p, "</code></pre>") || strings.HasSuffix(p, "\n</code></pre>") {
+						t.Errorf("part %d does not end right after its code: …%q", i, p[len(p)-30:])
+					}
+					continue
+				}
 				if !strings.HasSuffix(p, "```") || !fenceBalanced(p) {
 					t.Fatalf("part %d does not end with its closing fence: %q", i, p)
 				}

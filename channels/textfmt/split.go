@@ -330,9 +330,10 @@ func splitAtoms(atoms []atom, limit int, trimHTML bool) []string {
 		body := b.String()
 		if len(st) == 0 {
 			body = strings.TrimRight(body, " \t\n")
-		} else if strings.HasPrefix(atoms[st[len(st)-1]].closer, "\n") {
-			// A fence closed at a line break: the closer brings its own
-			// newline, so the code is not followed by an empty line.
+		} else {
+			// Cut at a line break inside a block: the block ends with its
+			// last line, not an empty one (a fence's closer brings its
+			// own line break).
 			body = strings.TrimRight(body, "\n")
 		}
 		for j := len(st) - 1; j >= 0; j-- {
