@@ -106,7 +106,7 @@ func SplitSlackMrkdwn(s string, limit int) []string {
 // and <…> references single words, everything else runes. A reference
 // longer than limit/2 is left as runes, so one atom always fits a part.
 func mrkdwnAtoms(s string, limit int) []atom {
-	var atoms []atom
+	atoms := make([]atom, 0, len(s)+1) // at most one a byte, and a closer
 	open := -1
 	for _, line := range strings.SplitAfter(s, "\n") {
 		t := strings.TrimRight(strings.TrimLeft(line, " \t"), "\n")

@@ -185,7 +185,7 @@ func tagName(tag string) string {
 // everything else runes. A fence line too long to repeat in every part
 // (over limit/4) is left as text, and so is its closing fence.
 func markdownAtoms(md string, limit int) []atom {
-	var atoms []atom
+	atoms := make([]atom, 0, len(md)+1) // at most one a byte, and a closer
 	open := -1
 	untracked := false
 	lines := strings.SplitAfter(md, "\n")
