@@ -29,6 +29,11 @@ var adversarial = map[string]string{
 	"amps":       "&",
 	"slack-refs": "<@U1|",
 	"html-tags":  "<b>",
+	// One table of many rows; many small tables whose long header pads
+	// every row; one table of many wide columns and rows of empty cells.
+	"table-rows": "|a|b|\n|-|-|\n",
+	"table-many": "| " + strings.Repeat("x", 80) + " |\n|--:|\n" + strings.Repeat("|a|\n", 20) + "\n",
+	"table-wide": "",
 }
 
 func adversarialInput(name string, n int) string {
@@ -40,6 +45,14 @@ func adversarialInput(name string, n int) string {
 		var b strings.Builder
 		for k := 1; b.Len() < n; k++ {
 			b.WriteString(strings.Repeat("`", k) + "a")
+		}
+		return b.String()[:n]
+	}
+	if name == "table-wide" {
+		var b strings.Builder
+		b.WriteString("|" + strings.Repeat(strings.Repeat("x", 80)+"|", 100) + "\n|" + strings.Repeat("--:|", 100) + "\n")
+		for b.Len() < n {
+			b.WriteString(strings.Repeat("|", 101) + "\n")
 		}
 		return b.String()[:n]
 	}

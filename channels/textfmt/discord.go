@@ -9,17 +9,21 @@ const DiscordLimit = 2000
 // Discord renders Markdown itself (code fences, emphasis, links, lists,
 // headings), so the text stays as it is except that mass mentions
 // ("@everyone", "@here") outside code are made inert with a zero-width
-// space after the "@". Code blocks and code spans are left untouched, so
-// code can still be copied exactly.
+// space after the "@", and a table, which Discord does not render, is
+// laid out in a code block (table.go). Code blocks and code spans are
+// left untouched, so code can still be copied exactly.
 func ToDiscord(md string) string {
 	md = capAnswer(md)
-	if !strings.Contains(md, "@") {
+	if !strings.Contains(md, "@") && !strings.Contains(md, "|") {
 		return md
 	}
 	var b strings.Builder
 	b.Grow(len(md) + 16)
+	w := newWork(md)
 	fence := "" // the open fence, "" outside a fenced block
-	for _, line := range strings.SplitAfter(md, "\n") {
+	lines := strings.SplitAfter(md, "\n")
+	for i := 0; i < len(lines); i++ {
+		line := lines[i]
 		t := strings.TrimRight(strings.TrimLeft(line, " \t"), "\n")
 		switch {
 		case fence != "":
@@ -31,6 +35,16 @@ func ToDiscord(md string) string {
 			fence, _ = fenceInfo(t)
 			b.WriteString(line)
 		default:
+			if text, end, ok := tableAt(lines, i, w); ok {
+				b.WriteString("```\n")
+				b.WriteString(breakFences(text))
+				b.WriteString("\n```")
+				if strings.HasSuffix(lines[end-1], "\n") {
+					b.WriteByte('\n')
+				}
+				i = end - 1
+				continue
+			}
 			escapeOutsideSpans(&b, line)
 		}
 	}

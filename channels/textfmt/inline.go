@@ -27,8 +27,16 @@ func inline(b *strings.Builder, r renderer, s string, w *work) {
 	p.render(0)
 }
 
-// work counts the steps of a rendering (tests check it grows linearly).
-type work struct{ steps int }
+// work counts the steps of a rendering (tests check it grows linearly),
+// and holds the padding its tables may still add (table.go).
+type work struct {
+	steps int
+	room  int
+}
+
+// newWork is the work of rendering md: its tables may add padding up to
+// half md's size plus tableRoom.
+func newWork(md string) *work { return &work{room: len(md)/2 + tableRoom} }
 
 func (w *work) add(n int) {
 	if w != nil {

@@ -22,6 +22,8 @@ type renderer interface {
 	// quote writes a block quote whose body writes itself into the
 	// builder it is given.
 	quote(b *strings.Builder, body func(*strings.Builder))
+	// table writes a table laid out as aligned plain text (table.go).
+	table(b *strings.Builder, text string)
 	bullet() string
 }
 
@@ -64,8 +66,8 @@ func capAnswer(md string) string {
 
 // renderWork is render, also returning the steps it took.
 func renderWork(md string, r renderer) (string, int) {
-	w := &work{}
 	md = strings.ReplaceAll(capAnswer(md), "\r\n", "\n")
+	w := newWork(md)
 	lines := strings.Split(md, "\n")
 	var b strings.Builder
 	b.Grow(len(md) + len(md)/8)
@@ -132,6 +134,12 @@ func renderWork(md string, r renderer) (string, int) {
 			nl()
 			r.text(&b, "———")
 		default:
+			if text, end, ok := tableAt(lines, i, w); ok {
+				nl()
+				r.table(&b, text)
+				i = end - 1
+				continue
+			}
 			nl()
 			r.text(&b, indent)
 			renderLine(&b, r, trimmed, w)
@@ -259,6 +267,11 @@ func (htmlRenderer) quote(b *strings.Builder, body func(*strings.Builder)) {
 	body(b)
 	b.WriteString("</blockquote>")
 }
+func (htmlRenderer) table(b *strings.Builder, text string) {
+	b.WriteString("<pre>")
+	escapeTo(b, text)
+	b.WriteString("</pre>")
+}
 func (htmlRenderer) bullet() string { return "• " }
 
 // Escape escapes the characters Telegram's HTML parser treats specially.
@@ -319,4 +332,5 @@ func prefixLines(b *strings.Builder, body func(*strings.Builder), prefix string)
 		b.WriteString(l)
 	}
 }
-func (plainRenderer) bullet() string { return "• " }
+func (plainRenderer) table(b *strings.Builder, text string) { b.WriteString(text) }
+func (plainRenderer) bullet() string                        { return "• " }

@@ -68,6 +68,10 @@ func (r *mrkdwnRenderer) quote(b *strings.Builder, body func(*strings.Builder)) 
 	prefixLines(b, body, "> ")
 }
 
+func (r *mrkdwnRenderer) table(b *strings.Builder, text string) {
+	r.codeBlock(b, "", breakFences(text))
+}
+
 func (r *mrkdwnRenderer) bullet() string { return "• " }
 
 func slackEscapeTo(b *strings.Builder, s string) {
