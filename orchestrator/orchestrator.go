@@ -265,11 +265,16 @@ func (o *Orchestrator) Answer(ctx context.Context, t core.Turn) (core.Answer, er
 // showsNothing reports whether an answer would show the user nothing:
 // only white space and code fence lines ("```\n```" is an empty code
 // block, which every channel drops). Such an answer is an empty answer,
-// and gets the same apology instead of a channel's "(empty answer)".
+// and gets the same apology instead of a channel's "(empty answer)". A
+// line that ends with the backticks it starts with ("```ls -la```") is
+// code, not a fence, as channels/textfmt reads it.
 func showsNothing(text string) bool {
 	for line := range strings.SplitSeq(text, "\n") {
 		t := strings.TrimSpace(line)
-		if t != "" && !strings.HasPrefix(t, "```") && !strings.HasPrefix(t, "~~~") {
+		rest := strings.TrimLeft(t, "`")
+		ticks := t[:len(t)-len(rest)]
+		fence := strings.HasPrefix(t, "~~~") || len(ticks) >= 3 && (rest == "" || !strings.HasSuffix(rest, ticks))
+		if t != "" && !fence {
 			return false
 		}
 	}

@@ -79,6 +79,7 @@ func TestEmptyAnswerIsMalformed(t *testing.T) {
 		{"~~~\n~~~", true},
 		{"```\nx\n```", false},
 		{"see ```", false},
+		{"```ls -la```", false},
 		{"ok\n```\n```", false},
 	}
 	for _, tt := range tests {

@@ -30,7 +30,7 @@ func CloseMarkdown(md string) string {
 	open := ""
 	for _, line := range strings.Split(md, "\n") {
 		t := strings.TrimSpace(line)
-		if strings.HasPrefix(t, "```") {
+		if strings.HasPrefix(t, "```") && isFence(t) {
 			if open == "" {
 				open = "```"
 			} else if t == "```" || strings.TrimLeft(t, "`") == "" {

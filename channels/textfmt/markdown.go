@@ -158,7 +158,20 @@ func renderLine(b *strings.Builder, r renderer, line string, w *work) {
 	inline(b, r, line, w)
 }
 
-func isFence(t string) bool { return strings.HasPrefix(t, "```") || strings.HasPrefix(t, "~~~") }
+// isFence reports whether t (a line, its indent trimmed) opens or closes
+// a fenced code block. A line that ends with as many backticks as it
+// starts with, around text ("```ls -la```"), is a code span, as in
+// CommonMark, not a block that would swallow the text after it.
+func isFence(t string) bool {
+	if strings.HasPrefix(t, "~~~") {
+		return true
+	}
+	if !strings.HasPrefix(t, "```") {
+		return false
+	}
+	n := run(t, 0, '`')
+	return n == len(t) || !strings.HasSuffix(t[n:], t[:n])
+}
 
 func fenceInfo(t string) (fence, lang string) {
 	c := t[0]

@@ -1,6 +1,9 @@
 package textfmt
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 func TestToTelegramHTML(t *testing.T) {
 	tests := []struct {
@@ -102,5 +105,33 @@ func TestValidateTelegramHTML(t *testing.T) {
 		if err := ValidateTelegramHTML(s); err != nil {
 			t.Errorf("ValidateTelegramHTML(%q) = %v, want nil", s, err)
 		}
+	}
+}
+
+// A line of backticks around text is a code span: "```ls -la```" was
+// read as a fence whose language was "ls", so the command vanished (an
+// empty block, sent as "(empty answer)") and the lines after it became
+// code, on Discord outside the escaping of mass mentions.
+func TestOneLineBackticksAreCode(t *testing.T) {
+	tests := []struct {
+		name, md, want string
+		format         func(string) string
+	}{
+		{"telegram", "```ls -la```\nthen **wait**", "<code>ls -la</code>\nthen <b>wait</b>", ToTelegramHTML},
+		{"slack", "```ls -la```\nthen **wait**", "`ls -la`\nthen *wait*", ToSlackMrkdwn},
+		{"plain", "```ls -la```", "ls -la", ToPlain},
+		{"discord", "```ls -la```\n@everyone", "```ls -la```\n@\u200beveryone", ToDiscord},
+		{"telegram fence", "```go\nx\n```", `<pre><code class="language-go">x</code></pre>`, ToTelegramHTML},
+		{"telegram bare fence", "```\nx\n```", "<pre>x</pre>", ToTelegramHTML},
+		{"telegram info with a backtick", "```go `x`\ny\n```", `<pre><code class="language-go">y</code></pre>`, ToTelegramHTML},
+		{"draft", "```ls -la```", "```ls -la```", CloseMarkdown},
+	}
+	for _, tt := range tests {
+		if got := tt.format(tt.md); got != tt.want {
+			t.Errorf("%s: %q\n got %q\nwant %q", tt.name, tt.md, got, tt.want)
+		}
+	}
+	if parts := SplitMarkdown("```ls -la```\n"+strings.Repeat("word ", 500), 1000); strings.HasPrefix(parts[1], "```") {
+		t.Errorf("a one-line code span is carried as a fence into the next part: %q", parts[1][:20])
 	}
 }
