@@ -393,15 +393,7 @@ func failAtOnce(t *testing.T, clk *fakeClock, srv *providertest.Server, r *Route
 // ends.
 func TestProbeFollowsTheServersRetryAfter(t *testing.T) {
 	clk := newClock()
-	srv := providertest.NewOpenAI(t)
-	var limited atomic.Bool
-	limited.Store(true)
-	srv.SetReply(func(r providertest.Received) providertest.Script {
-		if limited.Load() {
-			return providertest.Script{Status: 429, Header: map[string]string{"Retry-After": "10"}, Body: `{"error":{"message":"slow down","type":"rate_limit"}}`}
-		}
-		return providertest.Echo(r)
-	})
+	srv, limited := limitedServer(t, "10")
 	r := srvRouter(t, clk, srv, 0, "sk-a")
 	// Two 429s in a row: the ladder rests it 50 s; a probe 10 s later
 	// that finds it still limited rests it the server's 10 s again, not
@@ -428,15 +420,7 @@ func TestProbeFollowsTheServersRetryAfter(t *testing.T) {
 // provider was back instead of 25.
 func TestProbesFollowTheServerAfterARestart(t *testing.T) {
 	clk := newClock()
-	srv := providertest.NewOpenAI(t)
-	var limited atomic.Bool
-	limited.Store(true)
-	srv.SetReply(func(r providertest.Received) providertest.Script {
-		if limited.Load() {
-			return providertest.Script{Status: 429, Header: map[string]string{"Retry-After": "10"}, Body: `{"error":{"message":"slow down","type":"rate_limit"}}`}
-		}
-		return providertest.Echo(r)
-	})
+	srv, limited := limitedServer(t, "10")
 	st := NewMemStore()
 	first := srvRouterOn(t, clk, srv, st, 0, nil, "sk-a")
 	// Two 429s in a row: the ladder rests the credential 50 s.
@@ -461,9 +445,7 @@ func TestProbesFollowTheServerAfterARestart(t *testing.T) {
 func TestCoolingErrorSaysWhenTheNextProbeIs(t *testing.T) {
 	clk := newClock()
 	srv := providertest.NewOpenAI(t)
-	srv.SetReply(func(r providertest.Received) providertest.Script {
-		return providertest.Script{Status: 429, Header: map[string]string{"Retry-After": "10"}, Body: `{"error":{"message":"slow down","type":"rate_limit"}}`}
-	})
+	srv.SetReply(func(providertest.Received) providertest.Script { return rateLimited("10") })
 	r := srvRouter(t, clk, srv, 0, "sk-a")
 	// A 429, then the trial after its cooldown another: the ladder rests
 	// the credential 50 s, probed every 10 s (the server's Retry-After).
@@ -1113,6 +1095,28 @@ func TestContextTooLongMovesToLargerWindow(t *testing.T) {
 // srvRouter is a router over one model, p/m, of the OpenAI-compatible
 // server srv, with one credential per key (ids p:a, p:b, … for sk-a,
 // sk-b, …) on clk's time; maxCloud is Options.MaxCloud (0: the default).
+// rateLimited is a 429 asking for retryAfter (seconds).
+func rateLimited(retryAfter string) providertest.Script {
+	return providertest.Script{Status: 429, Header: map[string]string{"Retry-After": retryAfter}, Body: `{"error":{"message":"slow down","type":"rate_limit"}}`}
+}
+
+// limitedServer is a fake OpenAI server that answers every call with a
+// 429 asking for retryAfter while limited holds (it does at first), and
+// echoes once it does not.
+func limitedServer(t *testing.T, retryAfter string) (*providertest.Server, *atomic.Bool) {
+	t.Helper()
+	srv := providertest.NewOpenAI(t)
+	var limited atomic.Bool
+	limited.Store(true)
+	srv.SetReply(func(r providertest.Received) providertest.Script {
+		if limited.Load() {
+			return rateLimited(retryAfter)
+		}
+		return providertest.Echo(r)
+	})
+	return srv, &limited
+}
+
 func srvRouter(t *testing.T, clk *fakeClock, srv *providertest.Server, maxCloud int, keys ...string) *Router {
 	t.Helper()
 	return srvRouterOn(t, clk, srv, NewMemStore(), maxCloud, nil, keys...)

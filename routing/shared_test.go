@@ -22,22 +22,7 @@ func TestCooldownSharedAcrossReplicas(t *testing.T) {
 	p, q := &fakeProvider{id: "p"}, &fakeProvider{id: "q"}
 	for _, shared := range []time.Duration{time.Second, 0} {
 		t.Run(fmt.Sprint("shared=", shared), func(t *testing.T) {
-			var rs []*Router
-			for i := range 2 {
-				db, err := store.Open(context.Background(), dir, store.Options{Postgres: &store.Postgres{DSN: dsn}, Now: clk.Now})
-				if err != nil {
-					t.Fatal(err)
-				}
-				t.Cleanup(func() { db.Close() })
-				r, err := New(Options{Providers: map[string]provider.Provider{"p": p, "q": q}, Catalog: testCatalog(), Store: db, Now: clk.Now, Seed: uint64(i + 1),
-					Primary: "p/cheap", Fallbacks: []string{"q/other"}, Probe: Probing{Off: true},
-					Profiles:       map[string][]Profile{"p": {{ID: "p:a", Provider: "p", Key: "key-a"}}},
-					SharedProfiles: shared})
-				if err != nil {
-					t.Fatal(err)
-				}
-				rs = append(rs, r)
-			}
+			rs := sharedRouters(t, dsn, dir, clk, p, q, func(_ int, o *Options) { o.SharedProfiles = shared })
 			p.fn = nil
 			for _, r := range rs { // both answer, and have read the profiles
 				if res, err := r.Chat(context.Background(), Call{Req: userMsg("hi")}); err != nil || res.Model != "p/cheap" {
@@ -83,22 +68,10 @@ func TestASuccessElsewhereEndsAStaleCooldown(t *testing.T) {
 	clk := newClock()
 	p, q := &fakeProvider{id: "p"}, &fakeProvider{id: "q"}
 	back := make(chan string, 4)
-	var rs []*Router
-	for i := range 2 {
-		db, err := store.Open(context.Background(), dir, store.Options{Postgres: &store.Postgres{DSN: dsn}, Now: clk.Now})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { db.Close() })
-		r, err := New(Options{Providers: map[string]provider.Provider{"p": p, "q": q}, Catalog: testCatalog(), Store: db, Now: clk.Now, Seed: uint64(i + 1),
-			Primary: "p/cheap", Fallbacks: []string{"q/other"}, Probe: Probing{Off: true},
-			Profiles:       map[string][]Profile{"p": {{ID: "p:a", Provider: "p", Key: "key-a"}}},
-			SharedProfiles: time.Second, OnBack: func(prov string) { back <- fmt.Sprint(i, prov) }})
-		if err != nil {
-			t.Fatal(err)
-		}
-		rs = append(rs, r)
-	}
+	rs := sharedRouters(t, dsn, dir, clk, p, q, func(i int, o *Options) {
+		o.SharedProfiles = time.Second
+		o.OnBack = func(prov string) { back <- fmt.Sprint(i, prov) }
+	})
 	chat := func(i int, want, when string) {
 		t.Helper()
 		if res, err := rs[i].Chat(context.Background(), Call{Req: userMsg("hi")}); err != nil || res.Model != want {
@@ -132,4 +105,29 @@ func TestASuccessElsewhereEndsAStaleCooldown(t *testing.T) {
 			t.Fatal("replica 0 did not tell OnBack that the provider is back")
 		}
 	}
+}
+
+// sharedRouters builds two routers on two handles of the PostgreSQL
+// database dsn (two replicas): primary p/cheap on p with one credential,
+// fallback q/other; mod changes each one's options.
+func sharedRouters(t *testing.T, dsn, dir string, clk *fakeClock, p, q *fakeProvider, mod func(i int, o *Options)) []*Router {
+	t.Helper()
+	var rs []*Router
+	for i := range 2 {
+		db, err := store.Open(context.Background(), dir, store.Options{Postgres: &store.Postgres{DSN: dsn}, Now: clk.Now})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { db.Close() })
+		o := Options{Providers: map[string]provider.Provider{"p": p, "q": q}, Catalog: testCatalog(), Store: db, Now: clk.Now, Seed: uint64(i + 1),
+			Primary: "p/cheap", Fallbacks: []string{"q/other"}, Probe: Probing{Off: true},
+			Profiles: map[string][]Profile{"p": {{ID: "p:a", Provider: "p", Key: "key-a"}}}}
+		mod(i, &o)
+		r, err := New(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rs = append(rs, r)
+	}
+	return rs
 }

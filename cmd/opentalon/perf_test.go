@@ -79,6 +79,13 @@ func perfConfig(b testing.TB, dataDir, tgURL, llmURL string) string {
 // of dsn ("" = SQLite in dataDir).
 func perfConfigOn(b testing.TB, dataDir, tgURL, llmURL, dsn string) string {
 	b.Helper()
+	return perfConfigWith(b, dataDir, tgURL, llmURL, dsn, "")
+}
+
+// perfConfigWith is perfConfigOn with more of the config's yaml (extra,
+// whole top-level sections).
+func perfConfigWith(b testing.TB, dataDir, tgURL, llmURL, dsn, extra string) string {
+	b.Helper()
 	yaml := testConfig(dataDir, llmURL, fmt.Sprintf(`channels:
   console: { enabled: false }
   telegram:
@@ -86,7 +93,7 @@ func perfConfigOn(b testing.TB, dataDir, tgURL, llmURL, dsn string) string {
     token: %q
     api_url: %q
     ack_reaction: ""
-`, perfToken, tgURL))
+`, perfToken, tgURL)+extra)
 	// OPENTALON_PERF_METRICS=on|off runs the HTTP server with the metrics
 	// counted or not, to measure their cost on the message path; unset,
 	// the server is off.

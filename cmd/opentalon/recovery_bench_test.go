@@ -2,8 +2,6 @@ package main
 
 import (
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -75,21 +73,7 @@ func recoverOnce(b *testing.B, bin string, restart bool) (backs []time.Duration,
 	})
 	tg := telegramtest.New(b, perfToken)
 	defer tg.Close()
-	dataDir := b.TempDir()
-	yaml := testConfig(dataDir, llm.BaseURL(), fmt.Sprintf(`channels:
-  console: { enabled: false }
-  telegram:
-    enabled: true
-    token: %q
-    api_url: %q
-    ack_reaction: ""
-queue:
-  max_wait: 5m
-`, perfToken, tg.URL))
-	cfg := filepath.Join(b.TempDir(), "config.yaml")
-	if err := os.WriteFile(cfg, []byte(yaml), 0o600); err != nil {
-		b.Fatal(err)
-	}
+	cfg := perfConfigWith(b, b.TempDir(), tg.URL, llm.BaseURL(), "", "queue:\n  max_wait: 5m\n")
 	g := startGateway(b, bin, cfg)
 	defer func() { g.stop(b) }()
 	firstPoll(b, tg, g)
