@@ -48,7 +48,14 @@ func (r *Router) run(ctx context.Context, c Call, d decision) (Result, error) {
 					r.o.Observer.Failover(failedOn, m.Ref)
 				}
 				t0, started := time.Now(), r.now()
-				resp, err := r.attempt(ctx, c, m, p, &streamed)
+				resp, err := r.attempt(ctx, c, m, p, started, &streamed)
+				if errors.Is(err, errCooledWhileWaiting) {
+					// Not sent: the credential is cooling now, and the
+					// next one (or the chain's error) is as if it had
+					// been cooling when this call picked it.
+					r.endTrial(p.ID)
+					continue
+				}
 				if core.ErrorKind(err) == core.KindMalformed && !streamed && ctx.Err() == nil {
 					// An answer cut off or garbled on its way (a dropped
 					// connection, a proxy's broken body) is most often
@@ -57,7 +64,7 @@ func (r *Router) run(ctx context.Context, c Call, d decision) (Result, error) {
 					r.o.Observer.LLMCall(m.Ref, m.Provider(), outcome(err), time.Since(t0))
 					r.log.Warn("LLM answer unreadable; asking once more", "model", m.Ref, "profile", p.ID, "err", err)
 					t0, started = time.Now(), r.now()
-					resp, err = r.attempt(ctx, c, m, p, &streamed)
+					resp, err = r.attempt(ctx, c, m, p, started, &streamed)
 				}
 				r.o.Observer.LLMCall(m.Ref, m.Provider(), outcome(err), time.Since(t0))
 				r.endTrial(p.ID)

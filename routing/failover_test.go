@@ -567,6 +567,48 @@ func TestASuccessStartedBeforeARateLimitLeavesItsCooldown(t *testing.T) {
 	}
 }
 
+// TestACallWaitingForItsSlotIsNotSentAfterA429 (found by a soak): with
+// one call at a time (a local provider), calls that picked the credential
+// and waited for the slot were all sent after the 429 that cooled it. Now
+// a call whose credential failed while it waited is not sent: it fails as
+// the cooldown, with its wait.
+func TestACallWaitingForItsSlotIsNotSentAfterA429(t *testing.T) {
+	clk := newClock()
+	srv := providertest.NewOpenAI(t)
+	arrived, release := make(chan struct{}), make(chan struct{})
+	var n atomic.Int32
+	srv.SetReply(func(r providertest.Received) providertest.Script {
+		if n.Add(1) == 1 {
+			close(arrived)
+			<-release
+			return rateLimited("10")
+		}
+		return providertest.Echo(r)
+	})
+	r := srvRouter(t, clk, srv, 1, "sk-a") // one cloud call at a time
+	first := make(chan error, 1)
+	go func() {
+		_, err := r.Chat(context.Background(), Call{Req: userMsg("first")})
+		first <- err
+	}()
+	<-arrived
+	second := make(chan error, 1)
+	go func() {
+		_, err := r.Chat(context.Background(), Call{Req: userMsg("second")})
+		second <- err
+	}()
+	time.Sleep(100 * time.Millisecond) // the second call waits for the slot
+	clk.Advance(time.Millisecond)
+	close(release)
+	if err := <-first; core.ErrorKind(err) != core.KindRateLimited {
+		t.Fatalf("first call: %v; want the 429", err)
+	}
+	err := <-second
+	if core.ErrorKind(err) != core.KindRateLimited || core.RetryAfter(err) <= 0 || srv.Count() != 1 {
+		t.Fatalf("the call that waited for its slot: %v (retry after %v); the server got %d calls; want it not sent, told to wait", err, core.RetryAfter(err), srv.Count())
+	}
+}
+
 // TestOnBackIsToldWhenAProviderAnswersAgain: a success after a
 // credential's failure (a 429's cooldown, a 401) tells Options.OnBack,
 // which wakes the messages waiting for a cooling credential; a success on

@@ -2,6 +2,7 @@ package routing
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"math/rand/v2"
 	"slices"
@@ -287,8 +288,16 @@ func (r *Router) Chat(ctx context.Context, c Call) (Result, error) {
 	return res, err
 }
 
-// attempt is one call with one profile on one model.
-func (r *Router) attempt(ctx context.Context, c Call, m Model, p Profile, streamed *bool) (*provider.Response, error) {
+// errCooledWhileWaiting ends an attempt that waited for its concurrency
+// slot while its credential failed: it is not sent (see attempt).
+var errCooledWhileWaiting = errors.New("the credential cooled down while the call waited for its turn")
+
+// attempt is one call with one profile on one model, picked at started.
+// A call that waited for its concurrency slot (llm.max_concurrent_*)
+// while the credential failed and cooled down is not sent: the server
+// asked to wait (a 429 while three calls waited behind a local
+// provider's one slot sent all three after it).
+func (r *Router) attempt(ctx context.Context, c Call, m Model, p Profile, started time.Time, streamed *bool) (*provider.Response, error) {
 	sem := r.cloud
 	if m.Local {
 		sem = r.local
@@ -299,6 +308,13 @@ func (r *Router) attempt(ctx context.Context, c Call, m Model, p Profile, stream
 		return nil, ctx.Err()
 	}
 	defer func() { <-sem }()
+	r.mu.Lock()
+	at, failed := r.failedAt[p.ID]
+	cooled := failed && at.After(started) && r.pstate[p.ID].CooldownUntil.After(r.now())
+	r.mu.Unlock()
+	if cooled {
+		return nil, errCooledWhileWaiting
+	}
 	prov := r.o.Providers[m.Provider()]
 	req := c.Req
 	req.Model = m.ModelID()
