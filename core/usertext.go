@@ -51,9 +51,16 @@ func DelayMessage(err error, wait time.Duration) string {
 	case KindUnavailable, KindTimeout, KindUnknown:
 		// An outage's wait is this gateway's backoff, not a time the
 		// provider gave: it may take longer.
-		return fmt.Sprintf("⏳ Your answer is delayed: %s. I will try again in about %s, and answer as soon as it works.", delayReason(err), wait)
+		return NextTryMessage(err, wait)
 	}
 	return fmt.Sprintf("⏳ Your answer is delayed: %s. I will answer in about %s.", delayReason(err), wait)
+}
+
+// NextTryMessage is DelayMessage naming the next try (in wait) instead of
+// the answer: for an outage, whose wait is the gateway's backoff, and for
+// a cooldown the router probes before it ends (core.Error.Recheck).
+func NextTryMessage(err error, wait time.Duration) string {
+	return fmt.Sprintf("⏳ Your answer is delayed: %s. I will try again in about %s, and answer as soon as it works.", delayReason(err), max(wait, time.Second).Round(time.Second))
 }
 
 // LastTryMessage is DelayMessage when the provider said it would not be

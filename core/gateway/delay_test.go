@@ -322,6 +322,11 @@ func TestWaitEndsAtTheRoutersNextProbe(t *testing.T) {
 			if got[1] != "answer to hi" {
 				t.Fatalf("sent %q; want the answer last", got)
 			}
+			// The notice names the next try, not the cooldown's end, when
+			// the router's probe comes sooner.
+			if want := "I will try again in about " + tc.want.String(); tc.recheck > 0 && tc.recheck < time.Minute && !strings.Contains(got[0], want) {
+				t.Fatalf("notice %q; want %q", got[0], want)
+			}
 		})
 	}
 }

@@ -488,7 +488,7 @@ func (g *Gateway) settle(ctx context.Context, it core.QueueItem, err error, log 
 		outcome = core.OutcomeRetried
 		wait := g.opts.Backoff(it.Attempts + 1)
 		due := g.now().Add(wait)
-		g.tellDelay(sctx, it, err, due, false)
+		g.tellDelay(sctx, it, err, due, due, false)
 		log.Warn("request failed; will retry", "attempt", it.Attempts+1, "in", wait, "err", err)
 		g.record(sctx, log, "re-queue request", func(c context.Context) error { return g.store.Retry(c, it.ID, it.Lease, due, err.Error()) })
 	default:
@@ -574,7 +574,7 @@ func (g *Gateway) wait(ctx context.Context, it core.QueueItem, cause error, log 
 			due = limit
 		}
 	}
-	notified := g.tellDelay(ctx, it, cause, expect, last)
+	notified := g.tellDelay(ctx, it, cause, expect, due, last)
 	log.Warn("the provider failed for now; the request waits", "until", due, "provider_back", expect, "err", cause)
 	g.record(ctx, log, "defer request", func(c context.Context) error { return g.store.Defer(c, it.ID, it.Lease, due, cause.Error(), notified) })
 	if cooling {
@@ -636,11 +636,11 @@ func (g *Gateway) ProviderBack(provider string) {
 }
 
 // tellDelay tells the user of a message, once, that its answer is delayed
-// when the failure that puts its next try at due makes it more than
-// quietDelay late since it arrived. Once: not when an earlier delay was
-// told (Notified) or already past quietDelay (NotBefore, the earlier
-// due). It reports whether it told.
-func (g *Gateway) tellDelay(ctx context.Context, it core.QueueItem, cause error, due time.Time, last bool) bool {
+// when the failure that has the provider back at due (its next try at
+// next) makes it more than quietDelay late since it arrived. Once: not
+// when an earlier delay was told (Notified) or already past quietDelay
+// (NotBefore, the earlier due). It reports whether it told.
+func (g *Gateway) tellDelay(ctx context.Context, it core.QueueItem, cause error, due, next time.Time, last bool) bool {
 	if it.Kind != core.EventMessage || it.Message == nil || it.Notified || due.Sub(it.CreatedAt) <= quietDelay ||
 		(!it.NotBefore.IsZero() && it.NotBefore.Sub(it.CreatedAt) > quietDelay) {
 		return false
@@ -653,6 +653,11 @@ func (g *Gateway) tellDelay(ctx context.Context, it core.QueueItem, cause error,
 	tctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	text := core.DelayMessage(cause, due.Sub(g.now()))
+	if core.RecheckAfter(cause) > 0 && next.Before(due) {
+		// The cooldown may outlast what the provider asked (a ladder of
+		// refusals); the router's probe, the next try, comes sooner.
+		text = core.NextTryMessage(cause, next.Sub(g.now()))
+	}
 	if last {
 		// The provider will not be back before queue.max_wait ends:
 		// the answer is not promised.
