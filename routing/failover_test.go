@@ -597,7 +597,13 @@ func TestACallWaitingForItsSlotIsNotSentAfterA429(t *testing.T) {
 		_, err := r.Chat(context.Background(), Call{Req: userMsg("second")})
 		second <- err
 	}()
-	time.Sleep(100 * time.Millisecond) // the second call waits for the slot
+	// The second call has picked the credential (its use is counted)
+	// and waits for the slot.
+	for deadline := time.Now().Add(10 * time.Second); r.Profiles("p")[0].Uses < 2; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the second call never picked the credential")
+		}
+	}
 	clk.Advance(time.Millisecond)
 	close(release)
 	if err := <-first; core.ErrorKind(err) != core.KindRateLimited {
