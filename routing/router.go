@@ -160,6 +160,9 @@ type Router struct {
 	// read under way does not undo one (see settings.go).
 	over    overrides
 	overGen uint64
+	// lim is what over and the config make of the limits (nil: not
+	// worked out since over last changed; see limits).
+	lim *limits
 }
 
 func suggest(ms []string) string {

@@ -79,12 +79,22 @@ type limits struct {
 	dailySet, chatSet, allowedBy core.Setting
 }
 
-// limits returns the budgets and allowlist in force.
+// limits returns the budgets and allowlist in force. It runs on every
+// decision: the settings are parsed once per change (r.lim), not per
+// message.
 func (r *Router) limits() limits {
 	r.mu.Lock()
-	o := r.over
-	r.mu.Unlock()
-	l := limits{daily: r.o.DailyUSD, chatDaily: r.o.ChatDailyUSD, allowed: r.o.Allowed}
+	defer r.mu.Unlock()
+	if r.lim == nil {
+		l := r.o.limitsWith(r.over)
+		r.lim = &l
+	}
+	return *r.lim
+}
+
+// limitsWith is the budgets and allowlist of the config overridden by o.
+func (opts Options) limitsWith(o overrides) limits {
+	l := limits{daily: opts.DailyUSD, chatDaily: opts.ChatDailyUSD, allowed: opts.Allowed}
 	if v, s, ok := o.budget(KeyDailyUSD); ok {
 		l.daily, l.dailyFromChat, l.dailySet = v, true, s
 	}
@@ -127,7 +137,7 @@ func (r *Router) loadSettings(ctx context.Context) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if gen == r.overGen {
-		r.over = o
+		r.over, r.lim = o, nil
 	}
 }
 
@@ -160,7 +170,7 @@ func (r *Router) setSetting(ctx context.Context, key, value, who, conv string) (
 	} else {
 		o[key] = s
 	}
-	r.over = o
+	r.over, r.lim = o, nil
 	r.overGen++
 	r.mu.Unlock()
 	if value == "" && had {
