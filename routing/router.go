@@ -313,7 +313,10 @@ func (r *Router) attempt(ctx context.Context, c Call, m Model, p Profile, starte
 	defer func() { <-sem }()
 	r.mu.Lock()
 	at, failed := r.failedAt[p.ID]
-	cooled := failed && at.After(started) && r.pstate[p.ID].CooldownUntil.After(r.now())
+	// The failure's cooldown is running, or not recorded yet (the call
+	// that failed gave its slot back first).
+	cool := r.pstate[p.ID].CooldownUntil
+	cooled := failed && !at.Before(started) && (cool.After(r.now()) || cool.Before(at))
 	r.mu.Unlock()
 	if cooled {
 		return nil, errCooledWhileWaiting
@@ -323,15 +326,27 @@ func (r *Router) attempt(ctx context.Context, c Call, m Model, p Profile, starte
 	req.Model = m.ModelID()
 	req.MaxTokens = m.maxTokens(req.MaxTokens)
 	cred := provider.Credentials{APIKey: string(p.Key), OAuth: p.OAuth}
+	var resp *provider.Response
+	var err error
 	if c.OnText == nil {
-		return prov.Complete(ctx, cred, &req)
+		resp, err = prov.Complete(ctx, cred, &req)
+	} else {
+		resp, err = prov.Stream(ctx, cred, &req, func(s string) {
+			if s != "" {
+				*streamed = true
+			}
+			c.OnText(s)
+		})
 	}
-	return prov.Stream(ctx, cred, &req, func(s string) {
-		if s != "" {
-			*streamed = true
-		}
-		c.OnText(s)
-	})
+	switch core.ErrorKind(err) {
+	case core.KindRateLimited, core.KindAuth, core.KindBilling:
+		// Known before the slot is given back: a call waiting for it
+		// is not sent (fail records the cooldown after).
+		r.mu.Lock()
+		r.failedAt[p.ID] = r.now()
+		r.mu.Unlock()
+	}
+	return resp, err
 }
 
 // ledger records a successful call's usage and cost.
