@@ -51,9 +51,11 @@ func (r *Router) run(ctx context.Context, c Call, d decision) (Result, error) {
 				resp, err := r.attempt(ctx, c, m, p, started, &streamed)
 				if errors.Is(err, errCooledWhileWaiting) {
 					// Not sent: the credential is cooling now, and the
-					// next one (or the chain's error) is as if it had
-					// been cooling when this call picked it.
+					// next one (or the chain's error, for the reason it
+					// cooled) is as if it had been cooling when this call
+					// picked it.
 					r.endTrial(p.ID)
+					lastErr = err
 					continue
 				}
 				if core.ErrorKind(err) == core.KindMalformed && !streamed && ctx.Err() == nil {
@@ -570,7 +572,7 @@ func (r *Router) fail(ctx context.Context, p Profile, started time.Time, err err
 	}
 	st.CooldownUntil = now.Add(cd)
 	st.LastError = kind.String()
-	r.failedAt[p.ID] = now
+	r.failedAt[p.ID], r.failedKind[p.ID] = now, kind
 	// Kept with the cooldown (stored): the probes follow it after a
 	// restart and on every replica.
 	st.RetryAfter = core.RetryAfter(err)

@@ -141,7 +141,7 @@ func New(o Options) (*Router, error) {
 		o: o, cat: cat, now: o.Now, log: o.Log.With("component", "routing"),
 		local: make(chan struct{}, o.MaxLocal), cloud: make(chan struct{}, o.MaxCloud),
 		learning: newLearning(o),
-		aff:      map[[2]string]core.Affinity{}, pstate: map[string]core.ProfileState{}, timedOut: map[string]string{}, savedAt: map[string]time.Time{}, stepped: map[string]time.Time{}, probedAt: map[string]time.Time{}, trial: map[string]bool{}, refreshed: map[string]bool{}, tryingFixed: map[string]bool{}, failedAt: map[string]time.Time{},
+		aff:      map[[2]string]core.Affinity{}, pstate: map[string]core.ProfileState{}, timedOut: map[string]string{}, savedAt: map[string]time.Time{}, stepped: map[string]time.Time{}, probedAt: map[string]time.Time{}, trial: map[string]bool{}, refreshed: map[string]bool{}, tryingFixed: map[string]bool{}, failedAt: map[string]time.Time{}, failedKind: map[string]core.Kind{},
 		arms: map[[2]string]*armState{}, tasks: map[string]*taskState{}, cooling: map[string]bool{}, budgetTold: map[string]int{},
 		rnd: newRand(o.Seed),
 	}

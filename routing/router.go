@@ -3,6 +3,7 @@ package routing
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"math/rand/v2"
 	"slices"
@@ -127,6 +128,8 @@ type Router struct {
 	// started before it that succeeds after it is older news (see
 	// succeed).
 	failedAt map[string]time.Time
+	// failedKind is the kind of each profile's latest failure.
+	failedKind map[string]core.Kind
 	// profilesAt is when the profiles' state was last read from the
 	// store (Options.SharedProfiles).
 	profilesAt time.Time
@@ -313,13 +316,14 @@ func (r *Router) attempt(ctx context.Context, c Call, m Model, p Profile, starte
 	defer func() { <-sem }()
 	r.mu.Lock()
 	at, failed := r.failedAt[p.ID]
+	kind := r.failedKind[p.ID]
 	// The failure's cooldown is running, or not recorded yet (the call
 	// that failed gave its slot back first).
 	cool := r.pstate[p.ID].CooldownUntil
 	cooled := failed && !at.Before(started) && (cool.After(r.now()) || cool.Before(at))
 	r.mu.Unlock()
 	if cooled {
-		return nil, errCooledWhileWaiting
+		return nil, &core.Error{Kind: kind, Msg: fmt.Sprintf("profile %s: not sent", p.ID), Err: errCooledWhileWaiting, RetryAfter: outageBase}
 	}
 	prov := r.o.Providers[m.Provider()]
 	req := c.Req
@@ -338,12 +342,12 @@ func (r *Router) attempt(ctx context.Context, c Call, m Model, p Profile, starte
 			c.OnText(s)
 		})
 	}
-	switch core.ErrorKind(err) {
+	switch k := core.ErrorKind(err); k {
 	case core.KindRateLimited, core.KindAuth, core.KindBilling:
 		// Known before the slot is given back: a call waiting for it
 		// is not sent (fail records the cooldown after).
 		r.mu.Lock()
-		r.failedAt[p.ID] = r.now()
+		r.failedAt[p.ID], r.failedKind[p.ID] = r.now(), k
 		r.mu.Unlock()
 	}
 	return resp, err
