@@ -27,13 +27,15 @@ func TestE2ETelegramGroupAnswersBeforeNotices(t *testing.T) {
 	dir := t.TempDir()
 	cfg := loadConfigFile(t, writeConfig(t, telegramConfig(dir, llm.BaseURL(), bot.URL)))
 	cfg.Queue.MaxPending = 2
-	// A 600 ms group gap: three sends go at once, then one per gap.
-	startAppWith(t, cfg, AppOptions{Telegram: func(o *telegram.Options) { o.SendGap = 200 * time.Millisecond }})
-
+	// The mentions wait before the gateway polls: its first getUpdates
+	// takes them in one batch (one by one, the first answer could be done
+	// before the third arrived, and a third message was taken).
 	const group, senders = -100555, 10
 	for i := range senders {
 		bot.AddUpdate(bot.Group(group, telegramtest.User(int64(1000+i), fmt.Sprintf("user%d", i)), fmt.Sprintf("@%s question %d", bot.Bot.Username, i), 0))
 	}
+	// A 600 ms group gap: three sends go at once, then one per gap.
+	startAppWith(t, cfg, AppOptions{Telegram: func(o *telegram.Options) { o.SendGap = 200 * time.Millisecond }})
 	sent := bot.WaitSent(t, senders, 30*time.Second)
 	var order []string
 	answers := 0
