@@ -3,6 +3,7 @@ package core
 import (
 	"context"
 	"strings"
+	"time"
 	"unicode"
 )
 
@@ -26,6 +27,17 @@ type CommandRequest struct {
 	// FollowUp is what the gateway's store read with the session for the
 	// interceptors (FollowUpSessions); nil when it was not read.
 	FollowUp *FollowUp
+	// Behind is set when the command is answered aside (Command.Aside):
+	// the earlier messages of its conversation still waiting.
+	Behind *Behind
+}
+
+// Behind is what an aside command was answered beside: the earlier
+// messages of its conversation waiting (for a cooling provider, a
+// retry's backoff), and when the first of them is tried next.
+type Behind struct {
+	Waiting int
+	Next    time.Time
 }
 
 // CommandFunc answers a command; the returned text is the reply.
@@ -40,6 +52,12 @@ type Command struct {
 	// Admin commands are refused to everyone but the channel's admins
 	// (channels.<x>.admins).
 	Admin bool
+	// Aside commands do not depend on the conversation's order (they
+	// read, or change what is not the conversation's: /help, /status,
+	// /budget). While the messages before one only wait (for a provider
+	// that cools down, a retry's backoff), it is answered at once instead
+	// of after them; a message being answered still goes first.
+	Aside bool
 }
 
 // ParseCommand splits "/name[@bot] args" into name and args. It reports

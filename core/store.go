@@ -45,6 +45,9 @@ type QueueItem struct {
 	// item has flushed it to the disk (core.EnqueueClaimer): the work may
 	// start before, but nothing the user sees is sent until then.
 	Durable <-chan struct{} `json:"-"`
+	// Behind is set by ClaimAside: the earlier items of the conversation
+	// the item was claimed beside. It is not stored.
+	Behind *Behind `json:"-"`
 	// MaxPending, when > 0, makes Enqueue refuse a message with
 	// ErrConversationFull while its conversation already has that many
 	// unfinished items. It is not stored.
@@ -118,6 +121,16 @@ type EnqueueClaimer interface {
 	// enqueues, and no worker need be kept free for it).
 	ClaimsAtEnqueue() bool
 	EnqueueClaim(ctx context.Context, item QueueItem, now time.Time, start func(QueueItem)) (claimed, dup bool, err error)
+}
+
+// AsideClaimer is an optional capability of a QueueStore: it claims an
+// item out of its conversation's order (an aside command,
+// Command.Aside) when every earlier unfinished item of the conversation
+// only waits: the oldest is queued and not due at now. ok is false when the item is
+// not claimable so (one of them runs or is due, or the item is taken or
+// settled); it then runs in order.
+type AsideClaimer interface {
+	ClaimAside(ctx context.Context, id int64, now time.Time) (it QueueItem, ok bool, err error)
 }
 
 // SessionStore keeps one active session per conversation.

@@ -17,7 +17,7 @@ func (o *Orchestrator) Commands() []core.Command {
 		return nil
 	}
 	cmds := []core.Command{
-		{CommandInfo: core.CommandInfo{Name: "memory", Usage: "/memory", Description: "What I remember about you"}, Run: o.cmdMemory},
+		{CommandInfo: core.CommandInfo{Name: "memory", Usage: "/memory", Description: "What I remember about you"}, Run: o.cmdMemory, Aside: true},
 		{CommandInfo: core.CommandInfo{Name: "forget", Usage: "/forget <id>|all", Description: "Forget one memory, or all of them"}, Run: o.cmdForget},
 	}
 	if o.o.Generator != nil {

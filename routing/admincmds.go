@@ -26,9 +26,9 @@ const (
 func (r *Router) adminCommands() []core.Command {
 	return []core.Command{
 		{CommandInfo: core.CommandInfo{Name: "budget", Usage: "/budget [daily|chat <usd>|off, default]", Description: "Today's spend against the daily budgets (admins change them)"},
-			Run: r.cmdBudget},
+			Run: r.cmdBudget, Aside: true},
 		{CommandInfo: core.CommandInfo{Name: "allowed", Usage: "/allowed [add|remove <model>, all, default]", Description: "The models /model may pick (admins change the list)"},
-			Run: r.cmdAllowed},
+			Run: r.cmdAllowed, Aside: true},
 	}
 }
 

@@ -34,9 +34,9 @@ func (r *Router) Commands(p Pinner, conv Conversations) []core.Command {
 		{CommandInfo: core.CommandInfo{Name: "model", Usage: "/model [name|alias|auto|@profile]", Description: "Show, pin or unpin the model of this conversation"},
 			Run: func(ctx context.Context, req core.CommandRequest) (string, error) {
 				return r.cmdModel(ctx, req, p, conv)
-			}},
+			}, Aside: true},
 		{CommandInfo: core.CommandInfo{Name: "models", Usage: "/models", Description: "List the models with aliases, weights, prices and health"},
-			Run: r.cmdModels},
+			Run: r.cmdModels, Aside: true},
 		{CommandInfo: core.CommandInfo{Name: "retry", Usage: "/retry", Description: "Answer the last question again with the next model"},
 			Run: func(context.Context, core.CommandRequest) (string, error) {
 				return "There is no answer to retry yet in this conversation.", nil

@@ -304,6 +304,67 @@ func (db *DB) claimRow(ctx context.Context, x execer, id, now, until int64) (cor
 		db.holder, until, db.ms(), interruptedBy, id, now, now).Scan)
 }
 
+// asideWhere is ClaimAside's condition beyond claimableWhere: the
+// conversation's head, when it is another item, neither runs nor is due
+// (at the argument); the items between them wait behind it.
+const asideWhere = ` AND NOT EXISTS (SELECT 1 FROM queue_heads h JOIN queue e ON e.id = h.head
+		WHERE h.conversation = queue.conversation AND h.head <> queue.id AND (e.status = 'running' OR h.due <= ?))`
+
+// ClaimAside implements core.AsideClaimer: it claims item id under a
+// new lease of this holder, as Claim would a head, when it is claimable
+// and every earlier unfinished item of its conversation waits: the head
+// is queued and not due at now. The item's Behind says how many wait and
+// when the head is due. On PostgreSQL the conversation's head row is locked
+// first, the order a claim follows.
+func (db *DB) ClaimAside(ctx context.Context, id int64, now time.Time) (core.QueueItem, bool, error) {
+	nowMS := now.UnixMilli()
+	q := `UPDATE queue SET ` + claimSet + ` WHERE queue.id = ? AND ` + claimableWhere + asideWhere + ` RETURNING ` + claimedCols
+	args := []any{db.holder, db.leaseEnd(now), db.ms(), interruptedBy, id, nowMS, nowMS, nowMS}
+	var it core.QueueItem
+	var err error
+	if !db.d.concurrent {
+		it, err = scanClaimed(db.w.QueryRowContext(ctx, q, args...).Scan)
+	} else {
+		err = db.txLocking(ctx, func(tx *txn) error {
+			var head int64
+			if err := tx.QueryRowContext(ctx, `SELECT h.head FROM queue_heads h JOIN queue q ON q.conversation = h.conversation WHERE q.id = ?`+db.d.forUpdate+` OF h`, id).Scan(&head); err != nil {
+				return err
+			}
+			it, err = scanClaimed(tx.QueryRowContext(ctx, q, args...).Scan)
+			return err
+		})
+	}
+	var u unreadable
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return core.QueueItem{}, false, nil
+	case errors.As(err, &u):
+		// Left to the claim in order, which fails it (PostgreSQL's
+		// transaction claimed nothing).
+		if db.d.concurrent {
+			return core.QueueItem{}, false, nil
+		}
+		if rerr := db.Release(ctx, u.id, u.lease); rerr != nil {
+			return core.QueueItem{}, false, fmt.Errorf("claim queue item %d aside: %w (and put back: %w)", id, err, rerr)
+		}
+		return core.QueueItem{}, false, nil
+	case err != nil:
+		return core.QueueItem{}, false, fmt.Errorf("claim queue item %d aside: %w", id, err)
+	}
+	b := &core.Behind{}
+	var next sql.NullInt64
+	conv := it.Conversation.String()
+	if err := db.r.QueryRowContext(ctx, `SELECT COUNT(*), (SELECT due FROM queue_heads WHERE conversation = ? AND head < ?) FROM queue
+		WHERE conversation = ? AND id < ? AND status IN ('queued', 'running')`,
+		conv, id, conv, id).Scan(&b.Waiting, &next); err != nil {
+		db.log.Warn("read what an aside command waits beside", "request", id, "err", err)
+	} else if next.Valid {
+		b.Next = time.UnixMilli(next.Int64)
+	}
+	it.Behind = b
+	return it, true, nil
+}
+
 // scanClaimed reads a claimed item (claimedCols) with scan; an unreadable
 // error when its event cannot be decoded.
 func scanClaimed(scan func(...any) error) (core.QueueItem, error) {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/opentalon/opentalon/core"
 )
@@ -35,11 +36,11 @@ func (s *commandSet) infos() []core.CommandInfo {
 
 func (g *Gateway) builtinCommands() []core.Command {
 	return []core.Command{
-		{CommandInfo: core.CommandInfo{Name: "help", Usage: "/help", Description: "List the commands"}, Run: g.cmdHelp},
-		{CommandInfo: core.CommandInfo{Name: "start", Usage: "/start", Description: "Say hello"}, Run: g.cmdHelp, Hidden: true},
+		{CommandInfo: core.CommandInfo{Name: "help", Usage: "/help", Description: "List the commands"}, Run: g.cmdHelp, Aside: true},
+		{CommandInfo: core.CommandInfo{Name: "start", Usage: "/start", Description: "Say hello"}, Run: g.cmdHelp, Hidden: true, Aside: true},
 		{CommandInfo: core.CommandInfo{Name: "new", Usage: "/new", Description: "Start a fresh conversation"}, Run: g.cmdNew},
-		{CommandInfo: core.CommandInfo{Name: "status", Usage: "/status", Description: "Model, messages and tokens of this conversation"}, Run: g.cmdStatus},
-		{CommandInfo: core.CommandInfo{Name: "model", Usage: "/model", Description: "Show the model in use"}, Run: g.cmdModel},
+		{CommandInfo: core.CommandInfo{Name: "status", Usage: "/status", Description: "Model, messages and tokens of this conversation"}, Run: g.cmdStatus, Aside: true},
+		{CommandInfo: core.CommandInfo{Name: "model", Usage: "/model", Description: "Show the model in use"}, Run: g.cmdModel, Aside: true},
 	}
 }
 
@@ -74,24 +75,32 @@ func (g *Gateway) cmdStatus(ctx context.Context, req core.CommandRequest) (strin
 	}
 	model, reason := g.currentModel(ctx, req.Session)
 	u := req.Session.Usage
-	var b strings.Builder
-	fmt.Fprintf(&b, "Model: %s (%s)\n", model, reason)
-	fmt.Fprintf(&b, "Session: %d messages since %s\n", n, req.Session.CreatedAt.UTC().Format("2006-01-02 15:04 MST"))
-	fmt.Fprintf(&b, "Tokens: %d in, %d out", u.InputTokens, u.OutputTokens)
+	var out strings.Builder
+	fmt.Fprintf(&out, "Model: %s (%s)\n", model, reason)
+	fmt.Fprintf(&out, "Session: %d messages since %s\n", n, req.Session.CreatedAt.UTC().Format("2006-01-02 15:04 MST"))
+	fmt.Fprintf(&out, "Tokens: %d in, %d out", u.InputTokens, u.OutputTokens)
 	if u.CostUSD > 0 {
-		fmt.Fprintf(&b, " ($%.4f)", u.CostUSD)
+		fmt.Fprintf(&out, " ($%.4f)", u.CostUSD)
 	}
 	if sr, ok := g.agent.(core.StatusReporter); ok {
 		for _, l := range sr.SessionStatus(ctx, req.Session) {
-			b.WriteString("\n" + l)
+			out.WriteString("\n" + l)
+		}
+	}
+	if b := req.Behind; b != nil && b.Waiting > 0 {
+		wait := max(b.Next.Sub(g.now()), time.Second).Round(time.Second)
+		if b.Waiting == 1 {
+			fmt.Fprintf(&out, "\nWaiting: 1 earlier message, tried again in about %s", wait)
+		} else {
+			fmt.Fprintf(&out, "\nWaiting: %d earlier messages, the first tried again in about %s", b.Waiting, wait)
 		}
 	}
 	if ch, ok := g.channels[req.In.Conversation.Channel].(core.HealthReporter); ok {
 		if t := ch.LastEvent(); !t.IsZero() {
-			fmt.Fprintf(&b, "\n%s: last update %s ago", req.In.Conversation.Channel, g.now().Sub(t).Round(1e9))
+			fmt.Fprintf(&out, "\n%s: last update %s ago", req.In.Conversation.Channel, g.now().Sub(t).Round(1e9))
 		}
 	}
-	return b.String(), nil
+	return out.String(), nil
 }
 
 func (g *Gateway) currentModel(ctx context.Context, s core.Session) (model, reason string) {

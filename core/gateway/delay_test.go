@@ -330,3 +330,44 @@ func TestWaitEndsAtTheRoutersNextProbe(t *testing.T) {
 		})
 	}
 }
+
+// TestStatusIsAnsweredBesideAWaitingMessage: while a message waits for a
+// cooling provider, /status and /help are answered at once (they are
+// aside commands), /status saying what waits; a plain message sent
+// meanwhile keeps its place behind the waiting one. A command behind a
+// message being answered waits its turn (TestCommandsRunInOrder covers
+// the order otherwise).
+func TestStatusIsAnsweredBesideAWaitingMessage(t *testing.T) {
+	ag := &failingAgent{err: &core.Error{Kind: core.KindRateLimited, Msg: "provider p: 429", RetryAfter: time.Minute}, failures: 1}
+	r := newDelayRig(t, ag, gateway.Options{})
+	r.accept("1", "hi")
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(time.Millisecond) {
+		it, st, err := r.db.QueueItem(context.Background(), 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st == core.StatusQueued && it.NotBefore.After(r.clk.Now()) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("request 1 never waited")
+		}
+	}
+	if got := r.sent(1); !strings.HasPrefix(got[0], "⏳ Your answer is delayed") {
+		t.Fatalf("sent %q; want the delay notice", got)
+	}
+	r.accept("2", "hello")
+	r.accept("3", "/status")
+	r.accept("4", "/help")
+	got := r.sent(2)
+	if !strings.Contains(got[0], "Waiting: 2 earlier messages, the first tried again in about 15s") {
+		t.Fatalf("/status answered %q; want it to say two messages wait, the first until the next check (15s)", got[0])
+	}
+	if !strings.HasPrefix(got[1], "I am an AI assistant.") {
+		t.Fatalf("/help answered %q; want the list of commands", got[1])
+	}
+	r.nextTry()
+	if got := r.sent(2); got[0] != "answer to hi" || got[1] != "answer to hello" {
+		t.Fatalf("sent %q; want the waiting message's answer, then the next one's", got)
+	}
+}

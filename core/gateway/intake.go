@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"strings"
 	"time"
 
 	"github.com/opentalon/opentalon/core"
@@ -24,13 +25,20 @@ func (g *Gateway) Accept(ctx context.Context, in core.Inbound) error {
 	if ok, err := g.admit(ctx, in); err != nil || !ok {
 		return err // a refused message is answered (or ignored), not queued
 	}
-	dup, err := g.enqueue(ctx, core.QueueItem{
+	item := core.QueueItem{
 		Kind:         core.EventMessage,
 		Conversation: in.Conversation,
 		DedupeKey:    in.Conversation.Channel + ":m:" + in.MessageID,
 		Message:      &in,
 		MaxPending:   g.opts.MaxPending,
-	})
+	}
+	var dup bool
+	var err error
+	if g.aside(in.Text) {
+		dup, err = g.enqueueAside(ctx, item)
+	} else {
+		dup, err = g.enqueue(ctx, item)
+	}
 	if errors.Is(err, core.ErrConversationFull) {
 		// Not queued on purpose: the platform may be acknowledged.
 		g.log.Warn("conversation has too many messages waiting; message not queued", "conv", in.Conversation.String(), "message_id", in.MessageID, "queue.max_pending", g.opts.MaxPending)
@@ -96,16 +104,7 @@ func (g *Gateway) React(ctx context.Context, r core.Reaction) error {
 // claim of its own, no wait for the dispatcher or the flush (what the
 // user sees waits for the flush: awaitDurable).
 func (g *Gateway) enqueue(ctx context.Context, item core.QueueItem) (dup bool, err error) {
-	item.CreatedAt = g.now()
-	// A NUL byte or bytes that are not UTF-8 (from a platform, a plugin's
-	// injection, a schedule's prompt) would be refused by PostgreSQL when
-	// the turn is stored, after the LLM answered.
-	if item.Message != nil {
-		item.Message.Text = core.CleanText(item.Message.Text)
-	}
-	if item.Firing != nil {
-		item.Firing.Prompt = core.CleanText(item.Firing.Prompt)
-	}
+	g.stamp(&item)
 	if ec, ok := g.store.(core.EnqueueClaimer); ok && ec.ClaimsAtEnqueue() {
 		if p := g.pool.Load(); p != nil && p.reserve() {
 			defer p.done()
@@ -142,6 +141,65 @@ func (g *Gateway) enqueue(ctx context.Context, item core.QueueItem) (dup bool, e
 	}
 	g.accepted(item)
 	g.poke()
+	return false, nil
+}
+
+// stamp dates item accepted now and cleans its text: a NUL byte or
+// bytes that are not UTF-8 (from a platform, a plugin's injection, a
+// schedule's prompt) would be refused by PostgreSQL when the turn is
+// stored, after the LLM answered.
+func (g *Gateway) stamp(item *core.QueueItem) {
+	item.CreatedAt = g.now()
+	if item.Message != nil {
+		item.Message.Text = core.CleanText(item.Message.Text)
+	}
+	if item.Firing != nil {
+		item.Firing.Prompt = core.CleanText(item.Firing.Prompt)
+	}
+}
+
+// aside says text is a command answered aside (core.Command.Aside).
+func (g *Gateway) aside(text string) bool {
+	if len(text) < 2 || text[0] != '/' {
+		return false
+	}
+	name, _, ok := core.ParseCommand(text)
+	return ok && g.commands.byName[strings.ToLower(name)].Aside
+}
+
+// enqueueAside is enqueue for a command answered aside: committed, then
+// claimed out of its conversation's order when the messages before it
+// only wait (a provider cooling down: /status then says so at once),
+// and started. Otherwise, or while the workers are all busy, it waits
+// its turn as any message does.
+func (g *Gateway) enqueueAside(ctx context.Context, item core.QueueItem) (dup bool, err error) {
+	ac, ok := g.store.(core.AsideClaimer)
+	if !ok {
+		return g.enqueue(ctx, item)
+	}
+	g.stamp(&item)
+	id, dup, err := g.store.Enqueue(ctx, item)
+	if err != nil || dup {
+		return dup, err
+	}
+	g.accepted(item)
+	p := g.pool.Load()
+	if p == nil || !p.reserve() {
+		g.poke()
+		return false, nil
+	}
+	defer p.done()
+	it, claimed, err := ac.ClaimAside(ctx, id, g.now())
+	if err != nil || !claimed {
+		if err != nil {
+			g.log.Warn("a command could not be answered aside; it waits its turn", "request", id, "err", err)
+		}
+		p.unreserve()
+		g.poke()
+		return false, nil
+	}
+	g.obs.Stage(item.Conversation.Channel, core.StageQueue, g.now().Sub(item.CreatedAt))
+	g.start(p, it)
 	return false, nil
 }
 

@@ -14,7 +14,7 @@ import (
 func (s *Scheduler) Commands() []core.Command {
 	return []core.Command{
 		{CommandInfo: core.CommandInfo{Name: "schedule", Usage: "/schedule <when> <what>", Description: "Answer a prompt here on a schedule (every weekday at 9:00 …)"}, Run: s.cmdSchedule},
-		{CommandInfo: core.CommandInfo{Name: "schedules", Usage: "/schedules", Description: "List the schedules of this conversation"}, Run: s.cmdSchedules},
+		{CommandInfo: core.CommandInfo{Name: "schedules", Usage: "/schedules", Description: "List the schedules of this conversation"}, Run: s.cmdSchedules, Aside: true},
 		{CommandInfo: core.CommandInfo{Name: "unschedule", Usage: "/unschedule <id>", Description: "Remove a schedule (its creator or an admin)"}, Run: s.cmdUnschedule},
 	}
 }

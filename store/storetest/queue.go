@@ -162,6 +162,76 @@ func testQueue(t *testing.T, e Engine) {
 		check(t, "finish", q.Finish(ctx, got[1].ID, got[1].Lease, core.StatusDone, ""))
 	})
 
+	t.Run("ClaimAside", func(t *testing.T) {
+		// A command behind a message that waits (deferred) is claimed at
+		// once; behind one that runs or is due, it is not.
+		c := conv("aside")
+		mustEnqueue(t, q, msg(c, "1", "waits"))
+		first := claim(t, q, 5, now())
+		if texts(first) != "waits" {
+			t.Fatalf("claimed %s; want waits", texts(first))
+		}
+		mustEnqueue(t, q, msg(c, "2", "hello")) // due, but behind the head
+		status := mustEnqueue(t, q, msg(c, "2b", "/status"))
+		if _, ok, err := db.ClaimAside(ctx, status, now()); err != nil || ok {
+			t.Fatalf("aside behind a running item: ok %v, %v; want not claimed", ok, err)
+		}
+		due := now().Add(20 * time.Second)
+		check(t, "defer", q.Defer(ctx, first[0].ID, first[0].Lease, due, "cooling", true))
+		it, ok, err := db.ClaimAside(ctx, status, now())
+		if err != nil || !ok || it.ID != status || it.Message == nil || it.Message.Text != "/status" {
+			t.Fatalf("aside behind a waiting item: %+v, %v, %v; want /status claimed", it, ok, err)
+		}
+		if it.Behind == nil || it.Behind.Waiting != 2 || !it.Behind.Next.Equal(due) {
+			t.Fatalf("behind = %+v; want 2 waiting, the first at %s", it.Behind, due)
+		}
+		if _, ok, _ := db.ClaimAside(ctx, status, now()); ok {
+			t.Fatal("an item claimed aside was claimed again")
+		}
+		// The order is kept for the rest: a message after the command
+		// waits for both, and the command's finish leaves the waiting
+		// head where it was.
+		mustEnqueue(t, q, msg(c, "3", "after"))
+		if got := claim(t, q, 5, now()); len(got) != 0 {
+			t.Fatalf("claimed %s while the head waits; want nothing", texts(got))
+		}
+		check(t, "finish aside", q.Finish(ctx, it.ID, it.Lease, core.StatusDone, ""))
+		if got := claim(t, q, 5, now()); len(got) != 0 {
+			t.Fatalf("claimed %s after the aside finish; want nothing until the head is due", texts(got))
+		}
+		clock.Advance(21 * time.Second)
+		for _, want := range []string{"waits", "hello", "after"} {
+			got := claim(t, q, 5, now())
+			if texts(got) != want {
+				t.Fatalf("claimed %s; want %s", texts(got), want)
+			}
+			check(t, "finish", q.Finish(ctx, got[0].ID, got[0].Lease, core.StatusDone, ""))
+		}
+		// Behind a due item (a retry's time passed) it is not claimed:
+		// the dispatcher takes them in order.
+		mustEnqueue(t, q, msg(c, "4", "retried"))
+		r := claim(t, q, 1, now())[0]
+		check(t, "retry", q.Retry(ctx, r.ID, r.Lease, now(), "500"))
+		help := mustEnqueue(t, q, msg(c, "5", "/help"))
+		if _, ok, err := db.ClaimAside(ctx, help, now()); err != nil || ok {
+			t.Fatalf("aside behind a due item: ok %v, %v; want not claimed", ok, err)
+		}
+		for _, want := range []string{"retried", "/help"} {
+			got := claim(t, q, 5, now())
+			if texts(got) != want {
+				t.Fatalf("claimed %s; want %s", texts(got), want)
+			}
+			check(t, "finish", q.Finish(ctx, got[0].ID, got[0].Lease, core.StatusDone, ""))
+		}
+		// Alone in its conversation it is claimed as a head would be.
+		alone := mustEnqueue(t, q, msg(conv("aside-alone"), "1", "/help"))
+		it, ok, err = db.ClaimAside(ctx, alone, now())
+		if err != nil || !ok || it.Behind == nil || it.Behind.Waiting != 0 {
+			t.Fatalf("aside alone: %+v, %v, %v; want claimed, nothing behind", it, ok, err)
+		}
+		check(t, "finish", q.Finish(ctx, it.ID, it.Lease, core.StatusDone, ""))
+	})
+
 	t.Run("LastFailedMessage", func(t *testing.T) {
 		// /retry after an apology: the newest message of the conversation
 		// given up since a time, not one given up by the poison guard.
