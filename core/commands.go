@@ -38,6 +38,8 @@ type CommandRequest struct {
 type Behind struct {
 	Waiting int
 	Next    time.Time
+	// Head is the first of them, the one tried next (its queue id).
+	Head int64
 }
 
 // CommandFunc answers a command; the returned text is the reply.
@@ -58,6 +60,10 @@ type Command struct {
 	// that cools down, a retry's backoff), it is answered at once instead
 	// of after them; a message being answered still goes first.
 	Aside bool
+	// Wakes, for an aside command given arguments, makes the messages it
+	// was answered beside due at once: /model pinning another model
+	// while they wait for a cooling one.
+	Wakes bool
 }
 
 // ParseCommand splits "/name[@bot] args" into name and args. It reports

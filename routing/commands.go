@@ -34,7 +34,7 @@ func (r *Router) Commands(p Pinner, conv Conversations) []core.Command {
 		{CommandInfo: core.CommandInfo{Name: "model", Usage: "/model [name|alias|auto|@profile]", Description: "Show, pin or unpin the model of this conversation"},
 			Run: func(ctx context.Context, req core.CommandRequest) (string, error) {
 				return r.cmdModel(ctx, req, p, conv)
-			}, Aside: true},
+			}, Aside: true, Wakes: true},
 		{CommandInfo: core.CommandInfo{Name: "models", Usage: "/models", Description: "List the models with aliases, weights, prices and health"},
 			Run: r.cmdModels, Aside: true},
 		{CommandInfo: core.CommandInfo{Name: "retry", Usage: "/retry", Description: "Answer the last question again with the next model"},

@@ -352,14 +352,14 @@ func (db *DB) ClaimAside(ctx context.Context, id int64, now time.Time) (core.Que
 		return core.QueueItem{}, false, fmt.Errorf("claim queue item %d aside: %w", id, err)
 	}
 	b := &core.Behind{}
-	var next sql.NullInt64
+	var next, head sql.NullInt64
 	conv := it.Conversation.String()
-	if err := db.r.QueryRowContext(ctx, `SELECT COUNT(*), (SELECT due FROM queue_heads WHERE conversation = ? AND head < ?) FROM queue
+	if err := db.r.QueryRowContext(ctx, `SELECT COUNT(*), (SELECT due FROM queue_heads WHERE conversation = ? AND head < ?), (SELECT head FROM queue_heads WHERE conversation = ? AND head < ?) FROM queue
 		WHERE conversation = ? AND id < ? AND status IN ('queued', 'running')`,
-		conv, id, conv, id).Scan(&b.Waiting, &next); err != nil {
+		conv, id, conv, id, conv, id).Scan(&b.Waiting, &next, &head); err != nil {
 		db.log.Warn("read what an aside command waits beside", "request", id, "err", err)
 	} else if next.Valid {
-		b.Next = time.UnixMilli(next.Int64)
+		b.Next, b.Head = time.UnixMilli(next.Int64), head.Int64
 	}
 	it.Behind = b
 	return it, true, nil

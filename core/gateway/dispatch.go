@@ -635,6 +635,25 @@ func (g *Gateway) ProviderBack(provider string) {
 	}
 }
 
+// wakeWaiting makes the waiting item id due now, for an aside command that
+// changed what it waits for (core.Command.Wakes).
+func (g *Gateway) wakeWaiting(ctx context.Context, id int64, by string, log *slog.Logger) {
+	h, ok := g.store.(hastener)
+	if !ok {
+		return
+	}
+	n, err := h.Hasten(context.WithoutCancel(ctx), []int64{id}, g.now())
+	if err != nil {
+		log.Warn("wake the waiting message after "+by+"; it wakes at its time", "waiting", id, "err", err)
+		return
+	}
+	if n > 0 {
+		g.waited(id)
+		log.Info("the waiting message is tried again at once after "+by, "waiting", id)
+		g.poke()
+	}
+}
+
 // tellDelay tells the user of a message, once, that its answer is delayed
 // when the failure that has the provider back at due (its next try at
 // next) makes it more than quietDelay late since it arrived. Once: not

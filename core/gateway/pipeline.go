@@ -58,6 +58,9 @@ func (g *Gateway) answerMessage(ctx context.Context, req core.CommandRequest, a 
 		if err != nil {
 			return nil, fmt.Errorf("command /%s: %w", name, err)
 		}
+		if b := req.Behind; cmd.Wakes && b != nil && b.Head != 0 && strings.TrimSpace(args) != "" {
+			g.wakeWaiting(ctx, b.Head, "/"+name, log)
+		}
 		return &core.Answer{Text: text}, nil
 	}
 	t := core.TurnOverride{Text: req.In.Text}

@@ -182,7 +182,7 @@ func testQueue(t *testing.T, e Engine) {
 		if err != nil || !ok || it.ID != status || it.Message == nil || it.Message.Text != "/status" {
 			t.Fatalf("aside behind a waiting item: %+v, %v, %v; want /status claimed", it, ok, err)
 		}
-		if it.Behind == nil || it.Behind.Waiting != 2 || !it.Behind.Next.Equal(due) {
+		if it.Behind == nil || it.Behind.Waiting != 2 || !it.Behind.Next.Equal(due) || it.Behind.Head != first[0].ID {
 			t.Fatalf("behind = %+v; want 2 waiting, the first at %s", it.Behind, due)
 		}
 		if _, ok, _ := db.ClaimAside(ctx, status, now()); ok {
