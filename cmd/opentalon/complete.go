@@ -61,7 +61,7 @@ func cmdComplete(ctx context.Context, g *globalFlags, args []string, io Stdio, e
 	}
 	res, err := router.Chat(ctx, call)
 	if err != nil {
-		return err
+		return withProviderFix(ctx, cfg, err)
 	}
 	if !streamed {
 		fmt.Fprint(io.Out, res.Text)
@@ -90,4 +90,26 @@ func knowModel(cfg *config.Config, ref string) {
 	}
 	p.Models = append(slices.Clone(p.Models), config.ProviderModel{ID: mid, Name: mid, Input: []string{"text"}})
 	cfg.Models.Providers[pid] = p
+}
+
+// withProviderFix replaces a failed answer's error with what run's start-up
+// check says when every provider cannot be reached or refuses the
+// credential: the router's error names config keys
+// (models.providers.<id>.base_url) that a built-in default from the
+// environment does not have, while the check names the variable to set.
+// It asks only after a failure, so an answer costs no extra request.
+func withProviderFix(ctx context.Context, cfg *config.Config, err error) error {
+	if ctx.Err() != nil {
+		return err
+	}
+	var fatal []providerProblem
+	for _, p := range checkProviders(ctx, cfg, providerCheckTimeout) {
+		if p.Fatal {
+			fatal = append(fatal, p)
+		}
+	}
+	if fixed := everyProviderFails(cfg, fatal); fixed != nil {
+		return fixed
+	}
+	return err
 }

@@ -255,3 +255,47 @@ func TestDoctorDataDirOthersMayList(t *testing.T) {
 		}
 	}
 }
+
+// `opentalon complete` under the built-in default (issue 26, item 9): a
+// provider that cannot be reached, or refuses the key, is told with the
+// environment variable to set, as run's start-up check tells it, not
+// with models.providers.<id>.base_url, a key this user does not have.
+func TestCompleteNamesTheVariableToSet(t *testing.T) {
+	closed := httptest.NewServer(http.NotFoundHandler())
+	closedURL := closed.URL + "/v1"
+	closed.Close()
+	refusing := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusUnauthorized)
+		w.Write([]byte(`{"error":{"message":"Incorrect API key provided","type":"invalid_request_error","code":"invalid_api_key"}}`))
+	}))
+	t.Cleanup(refusing.Close)
+	for _, tt := range []struct {
+		name string
+		env  map[string]string
+		want []string
+	}{
+		{"unreachable base URL", map[string]string{"OPENAI_BASE_URL": closedURL},
+			[]string{"cannot reach " + closedURL, "set OPENAI_BASE_URL", "includes /v1"}},
+		{"refused key", map[string]string{"OPENAI_API_KEY": "sk-wrong", "OPENAI_BASE_URL": refusing.URL + "/v1"},
+			[]string{"refused the credential (401 Unauthorized)", "set OPENAI_API_KEY to a valid key"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			env := map[string]string{"HOME": t.TempDir()}
+			for k, v := range tt.env {
+				env[k] = v
+			}
+			res := runMain(t, env, "", "complete", "hello")
+			if res.code == 0 || res.stdout != "" {
+				t.Fatalf("exit %d, stdout %q; want a failure", res.code, res.stdout)
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(res.stderr, w) {
+					t.Errorf("stderr lacks %q:\n%s", w, res.stderr)
+				}
+			}
+			if strings.Contains(res.stderr, "opentalon: ") && strings.Contains(res.stderr[strings.LastIndex(res.stderr, "opentalon: "):], "models.providers") {
+				t.Errorf("the error names a config key the built-in default does not have:\n%s", res.stderr)
+			}
+		})
+	}
+}

@@ -124,13 +124,8 @@ func checkProvidersAtStart(ctx context.Context, cfg *config.Config, log *slog.Lo
 	}
 	// The console has nothing to answer with only when every provider
 	// fails: failover uses the others.
-	if len(fatal) > 0 && len(fatal) == len(cfg.Models.Providers) {
-		p := fatal[0]
-		kind := core.KindUnavailable
-		if p.Refused {
-			kind = core.KindAuth
-		}
-		return core.Errorf(kind, "%s", p.String())
+	if err := everyProviderFails(cfg, fatal); err != nil {
+		return err
 	}
 	for _, p := range fatal {
 		log.Warn(p.String())
@@ -139,6 +134,21 @@ func checkProvidersAtStart(ctx context.Context, cfg *config.Config, log *slog.Lo
 		}
 	}
 	return nil
+}
+
+// everyProviderFails is the error of the first fatal problem when every
+// configured provider has one (nothing can answer), else nil: a refused
+// credential is KindAuth, anything else KindUnavailable.
+func everyProviderFails(cfg *config.Config, fatal []providerProblem) error {
+	if len(fatal) == 0 || len(fatal) != len(cfg.Models.Providers) {
+		return nil
+	}
+	p := fatal[0]
+	kind := core.KindUnavailable
+	if p.Refused {
+		kind = core.KindAuth
+	}
+	return core.Errorf(kind, "%s", p.String())
 }
 
 // openLogFile opens <dir>/opentalon.log for appending (0600), starting it
