@@ -185,3 +185,18 @@ func TestRunOnADatabaseOfANewerRelease(t *testing.T) {
 		t.Fatalf("run on a newer database: exit %d %q; want exit %d naming the schema version and the fix", code, errLine, exitConfig)
 	}
 }
+
+// config check with a TMPDIR that names no directory, on a data
+// directory run has not made yet: it finds a scratch directory for its
+// throwaway database elsewhere (/tmp), as run starts there.
+func TestConfigCheckWithATMPDIRThatDoesNotExist(t *testing.T) {
+	llm := providertest.NewOpenAI(t)
+	dataDir := filepath.Join(t.TempDir(), "not-yet")
+	t.Setenv("TMPDIR", filepath.Join(t.TempDir(), "missing"))
+	path := writeConfig(t, testConfig(dataDir, llm.BaseURL(), ""))
+	check := runMain(t, nil, "", "--config", path, "config", "check")
+	code, errLine, _ := runUntilServing(t, path)
+	if check.code != 0 || code != 0 {
+		t.Fatalf("config check exit %d, run exit %d %q; want both to accept\nconfig check stderr:\n%s", check.code, code, errLine, check.stderr)
+	}
+}

@@ -88,11 +88,18 @@ func preflight(ctx context.Context, cfg *config.Config) (warnings []string, err 
 }
 
 // scratchDir makes a temporary directory for preflight's database: in the
-// temporary directory, else (a container without /tmp) beside the data.
+// temporary directory ($TMPDIR, else /tmp or /var/tmp when $TMPDIR names
+// no directory, as for the plugins' sockets), else (a container without
+// /tmp) beside the data.
 func scratchDir(dataDir string) (string, error) {
 	dir, err := os.MkdirTemp("", "opentalon-check-")
 	if err == nil {
 		return dir, nil
+	}
+	for _, tmp := range []string{"/tmp", "/var/tmp"} {
+		if dir, err2 := os.MkdirTemp(tmp, "opentalon-check-"); err2 == nil {
+			return dir, nil
+		}
 	}
 	if fi, serr := os.Stat(dataDir); serr == nil && fi.IsDir() {
 		if dir, err2 := os.MkdirTemp(dataDir, ".check-"); err2 == nil {
