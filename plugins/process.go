@@ -511,13 +511,28 @@ func ownerOf(path string) (uint32, bool) {
 	return st.Uid, true
 }
 
+// tempFallbacks are the directories tried, in order, when $TMPDIR is not
+// a usable parent for socket roots (as Python's tempfile.gettempdir
+// tries /tmp and /var/tmp): a TMPDIR that names a directory that does
+// not exist, or one too long for socket paths.
+var tempFallbacks = []string{"/tmp", "/var/tmp"}
+
 // tempSocketParent is the temporary directory socket roots are made in
-// when not in the data directory: short enough for socket paths.
+// when not in the data directory: $TMPDIR when it is a directory short
+// enough for socket paths, else the first of tempFallbacks that is; when
+// none is, $TMPDIR (or the first fallback when $TMPDIR is too long),
+// whose error then names it.
 func tempSocketParent() string {
-	if parent := os.TempDir(); len(parent) <= maxSocketParent {
-		return parent
+	tmp := os.TempDir()
+	for _, dir := range append([]string{tmp}, tempFallbacks...) {
+		if fi, err := os.Stat(dir); err == nil && fi.IsDir() && len(dir) <= maxSocketParent {
+			return dir
+		}
 	}
-	return "/tmp"
+	if len(tmp) > maxSocketParent && len(tempFallbacks) > 0 {
+		return tempFallbacks[0]
+	}
+	return tmp
 }
 
 // privateDir makes one plugin's directory in root (0700) with a tmp

@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+
+	"github.com/opentalon/opentalon/core"
 )
 
 // maxSocketParent is the longest parent directory the socket root is made
@@ -56,14 +58,28 @@ func newSocketRoot(parent string, otherUser bool, log *slog.Logger) (*socketRoot
 	// The temporary directory is shared: only this user's roots that no
 	// running process holds are swept (with run_as they hold the private
 	// copies of plugin binaries, see stageBinary).
-	sweepSocketRoots(tempSocketParent(), log)
+	tmp := tempSocketParent()
+	if tmp != os.TempDir() {
+		log.Info("the temporary directory cannot hold the plugins' sockets (not a directory, or too long a path); using another", "TMPDIR", os.TempDir(), "dir", tmp)
+	}
+	sweepSocketRoots(tmp, log)
+	return tempSocketRoot(parent, otherUser)
+}
+
+// tempSocketRoot makes the socket root in the temporary directory
+// (tempSocketParent), for plugins that run as another user or a parent
+// too long for socket paths; the error says why the temporary directory
+// is needed and the fix.
+func tempSocketRoot(parent string, otherUser bool) (*socketRoot, error) {
 	dir, err := SocketRoot(otherUser)
 	if err != nil {
 		why := "plugins.tools.run_as runs plugins as another user, who cannot pass through the private state.data_dir"
 		if !otherUser {
 			why = fmt.Sprintf("state.data_dir %s is too long for unix socket paths (over %d bytes)", parent, maxSocketParent)
 		}
-		return nil, fmt.Errorf("%w; %s, so the sockets go to the temporary directory: set TMPDIR to a short existing directory", err, why)
+		// The operator's to fix: restarting cannot get past it (run
+		// exits with the status a service manager does not restart on).
+		return nil, core.Errorf(core.KindInvalid, "%w; %s, so the sockets go to the temporary directory: set TMPDIR to a short existing directory", err, why)
 	}
 	r := &socketRoot{dir: dir}
 	if r.lock, err = lockRoot(dir); err != nil {
@@ -134,4 +150,23 @@ func (r *socketRoot) remove() error {
 		r.lock.Close()
 	}
 	return err
+}
+
+// CheckSocketRoot reports whether the directory for the plugins' sockets
+// that Manager.Start makes can be made, without starting anything: in
+// parent (the data directory, which run creates) when plugins run as
+// the core's user and parent is short enough, else in the temporary
+// directory, where a root is made and removed again. iso is the
+// plugins' isolation (nil = the core's own user). config check and
+// doctor run it, so they refuse what run would refuse.
+func CheckSocketRoot(parent string, iso *Isolation) error {
+	otherUser := iso.credential() != nil
+	if parent != "" && !otherUser && len(parent) <= maxSocketParent {
+		return nil
+	}
+	r, err := tempSocketRoot(parent, otherUser)
+	if err != nil {
+		return err
+	}
+	return r.remove()
 }

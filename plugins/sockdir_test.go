@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/opentalon/opentalon/core"
 )
 
 func TestSocketRootInTheDataDirectory(t *testing.T) {
@@ -62,11 +64,70 @@ func TestSocketRootInTheDataDirectory(t *testing.T) {
 	}
 
 	// Plugins as another user cannot pass through the private data
-	// directory: the temporary directory is needed, and its absence is
-	// explained.
+	// directory: the temporary directory is needed, and its absence (no
+	// /tmp or /var/tmp either) is explained, as the operator's to fix.
+	noFallbacks(t)
 	_, err = newSocketRoot(parent, true, log)
-	if err == nil || !strings.Contains(err.Error(), "TMPDIR") || !strings.Contains(err.Error(), "run_as") {
-		t.Fatalf("run_as without a temporary directory: %v", err)
+	if err == nil || !strings.Contains(err.Error(), "TMPDIR") || !strings.Contains(err.Error(), "run_as") || core.ErrorKind(err) != core.KindInvalid {
+		t.Fatalf("run_as without a temporary directory: %v (kind %v)", err, core.ErrorKind(err))
+	}
+}
+
+// noFallbacks leaves $TMPDIR the only temporary directory for the test.
+func noFallbacks(t *testing.T) {
+	saved := tempFallbacks
+	tempFallbacks = nil
+	t.Cleanup(func() { tempFallbacks = saved })
+}
+
+// A TMPDIR that names no directory, or a path too long for sockets, is
+// passed over for /tmp (here: a fallback directory) when the data
+// directory cannot hold the sockets.
+func TestSocketRootFallsBackFromAMissingTMPDIR(t *testing.T) {
+	log := slog.New(slog.DiscardHandler)
+	fallback, err := os.MkdirTemp("/tmp", "otf-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(fallback) })
+	saved := tempFallbacks
+	tempFallbacks = []string{filepath.Join(fallback, "none"), fallback}
+	t.Cleanup(func() { tempFallbacks = saved })
+
+	// A missing TMPDIR short enough for socket paths, and a long one.
+	for _, tmp := range []string{filepath.Join(fallback, "missing"), "/tmp/" + strings.Repeat("t", maxSocketParent)} {
+		t.Setenv("TMPDIR", tmp)
+		r, err := newSocketRoot("", true, log)
+		if err != nil {
+			t.Fatalf("TMPDIR %s: %v", tmp, err)
+		}
+		if filepath.Dir(r.dir) != fallback {
+			t.Errorf("TMPDIR %s: root %s; want it in %s", tmp, r.dir, fallback)
+		}
+		r.remove()
+	}
+}
+
+// CheckSocketRoot, which config check and doctor run, refuses what
+// Manager.Start would refuse, and leaves nothing behind.
+func TestCheckSocketRoot(t *testing.T) {
+	t.Setenv("TMPDIR", filepath.Join(t.TempDir(), "missing"))
+	noFallbacks(t)
+	if err := CheckSocketRoot("/tmp/short", nil); err != nil {
+		t.Errorf("a short data directory: %v", err)
+	}
+	long := "/tmp/" + strings.Repeat("d", maxSocketParent)
+	err := CheckSocketRoot(long, nil)
+	if err == nil || !strings.Contains(err.Error(), "too long") || !strings.Contains(err.Error(), "set TMPDIR") || core.ErrorKind(err) != core.KindInvalid {
+		t.Fatalf("a long data directory without a temporary one: %v", err)
+	}
+	tmp := t.TempDir()
+	t.Setenv("TMPDIR", tmp)
+	if err := CheckSocketRoot(long, nil); err != nil {
+		t.Fatalf("a long data directory with TMPDIR: %v", err)
+	}
+	if entries, _ := os.ReadDir(tmp); len(entries) != 0 {
+		t.Errorf("the check left %v in %s", entries, tmp)
 	}
 }
 

@@ -200,3 +200,31 @@ func TestConfigCheckWithATMPDIRThatDoesNotExist(t *testing.T) {
 		t.Fatalf("config check exit %d, run exit %d %q; want both to accept\nconfig check stderr:\n%s", check.code, code, errLine, check.stderr)
 	}
 }
+
+// A TMPDIR that names no directory (issue 26, item 2): the plugins'
+// sockets go to the data directory, or, when it cannot hold them (plugins
+// run as another user, or a path too long for unix sockets), to /tmp.
+// config check and run agree, and the plugin starts.
+func TestPluginsStartWithATMPDIRThatDoesNotExist(t *testing.T) {
+	calc := pluginBinary(t, "../../plugins/examples/calc")
+	llm := providertest.NewOpenAI(t)
+	// Longer than a unix socket path allows below it.
+	dataDir := filepath.Join(t.TempDir(), strings.Repeat("d", 64))
+	// Short enough for socket paths: not passed over for its length.
+	short, err := os.MkdirTemp("/tmp", "otm-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(short) })
+	t.Setenv("TMPDIR", filepath.Join(short, "missing"))
+	path := writeConfig(t, testConfig(dataDir, llm.BaseURL(), fmt.Sprintf("plugins:\n  tools: { plugins: [%q] }\n", calc)))
+	check := runMain(t, nil, "", "--config", path, "config", "check")
+	code, errLine, _ := runUntilServing(t, path)
+	if check.code != 0 || code != 0 {
+		t.Fatalf("config check exit %d, run exit %d %q; want both to accept\nconfig check stderr:\n%s", check.code, code, errLine, check.stderr)
+	}
+	res := runMain(t, nil, "", "--config", path, "plugins", "list")
+	if res.code != 0 || !strings.Contains(res.stdout, "calc") {
+		t.Fatalf("plugins list: exit %d\n%s%s", res.code, res.stdout, res.stderr)
+	}
+}

@@ -80,6 +80,13 @@ func preflight(ctx context.Context, cfg *config.Config) (warnings []string, err 
 			return rec.list(), err
 		}
 		iso.Describe(log, nil)
+		// The directory of the plugins' sockets, which run makes before
+		// it starts them (in the data directory, or the temporary one).
+		err = plugins.CheckSocketRoot(cfg.State.DataDir, iso)
+		iso.Close()
+		if err != nil {
+			return rec.list(), err
+		}
 	}
 	if err := app.sched.SyncConfig(ctx, configSchedules(cfg)); err != nil {
 		return rec.list(), fmt.Errorf("schedules: %w", err)
