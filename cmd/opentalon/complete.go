@@ -32,7 +32,13 @@ func cmdComplete(ctx context.Context, g *globalFlags, args []string, io Stdio, e
 	if prompt == "" {
 		return usageError{`usage: opentalon complete [--model REF] "prompt"`}
 	}
-	cfg, _, err := loadConfig(g, env) // the whole config: it asks a model
+	// Only the keys it uses: a channel's token left unset does not stop
+	// it. The built-in default (no file) says what to export when it
+	// finds no provider.
+	cfg, src, err := config.OpenFor(g.config, env, "state", "models", "routing", "auth", "llm", "orchestrator", "timezone")
+	if err != nil && src.Kind == config.SourceDefault {
+		_, _, err = loadConfig(g, env)
+	}
 	if err != nil {
 		return err
 	}

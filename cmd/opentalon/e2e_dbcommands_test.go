@@ -6,6 +6,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -14,6 +15,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/opentalon/opentalon/routing/provider/providertest"
 	"github.com/opentalon/opentalon/store"
 )
 
@@ -102,5 +104,37 @@ func TestDatabaseCommandsNeedNoProvider(t *testing.T) {
 	}
 	if res := runMain(t, env, "", "--config", cfg, "affinity", "show"); res.code == 0 || !strings.Contains(res.stderr, "models.catalog.no-slash") {
 		t.Errorf("affinity show with a bad models.catalog: exit %d, stderr %s; want the catalog's problem", res.code, res.stderr)
+	}
+}
+
+// complete needs only what it uses (issue 26, item 7): the README's
+// Telegram config answers a prompt without the bot token's variable, and
+// with no file and no provider variable it says what to export.
+func TestCompleteNeedsNoChannelSecrets(t *testing.T) {
+	llm := providertest.NewOpenAI(t)
+	llm.SetReply(func(providertest.Received) providertest.Script { return providertest.Script{Text: "answer"} })
+	path := writeConfig(t, fmt.Sprintf(`state: { data_dir: %q }
+models:
+  providers:
+    openai: { api: openai-completions, api_key: "${OPENAI_API_KEY}", base_url: %q }
+  catalog:
+    openai/gpt-4o-mini: { alias: mini, weight: 90 }
+routing: { primary: openai/gpt-4o-mini }
+channels:
+  console:  { enabled: false }
+  telegram: { enabled: true, token: "${TELEGRAM_BOT_TOKEN}" }
+`, t.TempDir(), llm.BaseURL()))
+	res := runMain(t, map[string]string{"OPENAI_API_KEY": "sk-test"}, "", "--config", path, "complete", "say hi")
+	if res.code != 0 || strings.TrimSpace(res.stdout) != "answer" {
+		t.Fatalf("complete without TELEGRAM_BOT_TOKEN: exit %d, stdout %q, stderr %s", res.code, res.stdout, res.stderr)
+	}
+	// What it uses is still checked.
+	res = runMain(t, nil, "", "--config", path, "complete", "say hi")
+	if res.code == 0 || !strings.Contains(res.stderr, "OPENAI_API_KEY is not set") || strings.Contains(res.stderr, "TELEGRAM_BOT_TOKEN") {
+		t.Fatalf("complete without OPENAI_API_KEY: exit %d, stderr %s", res.code, res.stderr)
+	}
+	res = runMain(t, map[string]string{"HOME": t.TempDir()}, "", "complete", "say hi")
+	if res.code == 0 || !strings.Contains(res.stderr, "no LLM provider configured and no config file found") || !strings.Contains(res.stderr, "export OPENAI_BASE_URL=") {
+		t.Fatalf("complete with no provider: exit %d, stderr %s", res.code, res.stderr)
 	}
 }
