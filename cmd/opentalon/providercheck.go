@@ -189,11 +189,16 @@ func catalogRefs(cfg *config.Config, id string) []string {
 // urlFix says what to change when a provider cannot be reached: the
 // environment variable it came from, or its config key.
 func urlFix(id string, p config.Provider) string {
+	// The shape of the URL, for the API the provider speaks.
+	shape := " (an OpenAI-compatible URL includes /v1, e.g. http://localhost:11434/v1 for Ollama)"
+	if p.API == config.APIAnthropicMessages {
+		shape = " (an Anthropic-compatible server, with or without /v1, e.g. https://api.anthropic.com)"
+	}
 	switch {
 	case p.URLVar != "" && p.BaseURL != "":
-		return fmt.Sprintf("start that server, or set %s to the URL of one that runs (an OpenAI-compatible URL includes /v1, e.g. http://localhost:11434/v1 for Ollama)", p.URLVar)
+		return fmt.Sprintf("start that server, or set %s to the URL of one that runs%s", p.URLVar, shape)
 	case p.URLVar != "":
-		return fmt.Sprintf("check the network, or set %s to a server this machine reaches (an OpenAI-compatible URL includes /v1, e.g. http://localhost:11434/v1 for Ollama)", p.URLVar)
+		return fmt.Sprintf("check the network, or set %s to a server this machine reaches%s", p.URLVar, shape)
 	}
 	return fmt.Sprintf("check models.providers.%s.base_url and that the server runs", id)
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/opentalon/opentalon/config"
@@ -21,6 +22,25 @@ func TestModelsURL(t *testing.T) {
 	} {
 		if got := modelsURL(tt.p); got != tt.want {
 			t.Errorf("modelsURL(%s %q) = %q, want %q", tt.p.API, tt.p.BaseURL, got, tt.want)
+		}
+	}
+}
+
+// TestURLFixFitsTheAPI: the fix for an unreachable provider shows the
+// URL's shape for the API it speaks (only an OpenAI-compatible one needs
+// the /v1), and names the variable or config key to change.
+func TestURLFixFitsTheAPI(t *testing.T) {
+	for _, tt := range []struct {
+		p         config.Provider
+		want, not string
+	}{
+		{config.Provider{API: config.APIOpenAICompletions, URLVar: "OPENAI_BASE_URL"}, "set OPENAI_BASE_URL to a server this machine reaches (an OpenAI-compatible URL includes /v1", "Anthropic"},
+		{config.Provider{API: config.APIAnthropicMessages, URLVar: "ANTHROPIC_BASE_URL", BaseURL: "http://127.0.0.1:9"}, "set ANTHROPIC_BASE_URL to the URL of one that runs (an Anthropic-compatible server, with or without /v1", "OpenAI"},
+		{config.Provider{API: config.APIAnthropicMessages}, "check models.providers.p.base_url", "/v1"},
+	} {
+		got := urlFix("p", tt.p)
+		if !strings.Contains(got, tt.want) || strings.Contains(got, tt.not) {
+			t.Errorf("urlFix(%s, %q) = %q; want it to contain %q and not %q", tt.p.API, tt.p.URLVar, got, tt.want, tt.not)
 		}
 	}
 }
