@@ -267,6 +267,25 @@ func (w *walker) walkStruct(n *yaml.Node, def reflect.Value, path string, disabl
 		}
 		disabled = disabled || !on
 	}
+	// A driver's own section (state.postgres) is switched off by another
+	// driver (state.driver: sqlite, the default), as an enabled: false
+	// is: its variables need not be set.
+	driverOff := map[string]bool{}
+	if i, ok := fields["driver"]; ok && def.FieldByIndex(i).Kind() == reflect.String {
+		driver := def.FieldByIndex(i).String()
+		for j := 0; j+1 < len(n.Content); j += 2 {
+			if n.Content[j].Value == "driver" && n.Content[j+1].Kind == yaml.ScalarNode {
+				v := n.Content[j+1]
+				w.substitute(v, join(path, "driver"), disabled)
+				if v.Value != "" { // empty keeps the default
+					driver = v.Value
+				}
+			}
+		}
+		for _, d := range []string{DriverSQLite, DriverPostgres} {
+			driverOff[d] = d != driver
+		}
+	}
 	for j := 0; j+1 < len(n.Content); j += 2 {
 		k, v := n.Content[j], n.Content[j+1]
 		if k.Value == "<<" { // YAML merge key: its mapping has this struct's keys
@@ -288,7 +307,7 @@ func (w *walker) walkStruct(n *yaml.Node, def reflect.Value, path string, disabl
 			continue
 		}
 		w.ps.lines[p] = k.Line
-		w.walk(v, def.FieldByIndex(i), p, disabled)
+		w.walk(v, def.FieldByIndex(i), p, disabled || driverOff[k.Value])
 	}
 }
 

@@ -358,3 +358,26 @@ func TestLoadMissingFile(t *testing.T) {
 		t.Error("error should point at the example")
 	}
 }
+
+// TestPostgresSectionNeedsNoVariablesOnSQLite: state.postgres is switched
+// off by state.driver sqlite (the default), as a section by enabled:
+// false; a DSN from a variable not set is required with driver postgres
+// only.
+func TestPostgresSectionNeedsNoVariablesOnSQLite(t *testing.T) {
+	for _, driver := range []string{"", "  driver: sqlite\n", "  driver: ${OPENTALON_STATE_DRIVER:-}\n"} {
+		body := minimal + "state:\n  postgres:\n    dsn: \"${OPENTALON_POSTGRES_DSN}\"\n" + driver
+		cfg, err := Load(writeConfig(t, body), noEnv())
+		if err != nil {
+			t.Fatalf("driver %q: %v", driver, err)
+		}
+		if cfg.State.Driver != DriverSQLite || cfg.State.Postgres.DSN.IsSet() {
+			t.Errorf("driver %q: state = %q, dsn set %v; want sqlite without a DSN", driver, cfg.State.Driver, cfg.State.Postgres.DSN.IsSet())
+		}
+	}
+	for _, driver := range []string{"  driver: postgres\n", "  driver: ${OPENTALON_STATE_DRIVER}\n"} {
+		body := minimal + "state:\n  postgres:\n    dsn: \"${OPENTALON_POSTGRES_DSN}\"\n" + driver
+		_, err := Load(writeConfig(t, body), MapEnv(map[string]string{"HOME": "/home/tester", "OPENTALON_STATE_DRIVER": "postgres"}))
+		ps := problemsOf(t, err)
+		mustContain(t, fmt.Sprint(ps), "state.postgres.dsn: environment variable OPENTALON_POSTGRES_DSN is not set")
+	}
+}
