@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"net"
 	"net/url"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -138,6 +139,12 @@ func parseDSN(dsn string) (pq.Config, error) {
 	if dsn == "" {
 		return pq.Config{}, core.Errorf(core.KindInvalid, "state.postgres.dsn is empty; set it to the database's DSN, e.g. postgres://USER:PASSWORD@HOST:5432/DATABASE")
 	}
+	// A URL of another scheme (mysql://, a typo) would be read as
+	// key=value pairs and refused for their quoting: name the scheme
+	// (never a secret) instead.
+	if scheme, _, ok := strings.Cut(dsn, "://"); ok && urlScheme().MatchString(scheme) && scheme != "postgres" && scheme != "postgresql" {
+		return pq.Config{}, core.Errorf(core.KindInvalid, "state.postgres.dsn is a %s:// URL, not a PostgreSQL one; write it as postgres://USER:PASSWORD@HOST:5432/DATABASE?sslmode=require (or postgresql://…), or as key=value pairs (host=… port=5432 user=… password=… dbname=…)", scheme)
+	}
 	cfg, err := pq.NewConfig(dsn)
 	if err != nil {
 		return pq.Config{}, core.Errorf(core.KindInvalid, "state.postgres.dsn is not a PostgreSQL DSN%s (its text is not shown: it holds the password); write it as postgres://USER:PASSWORD@HOST:5432/DATABASE?sslmode=require, or as key=value pairs (host=… port=5432 user=… password=… dbname=…)", dsnProblem(err))
@@ -151,6 +158,9 @@ func parseDSN(dsn string) (pq.Config, error) {
 	}
 	return cfg, nil
 }
+
+// urlScheme matches a URL's scheme (RFC 3986).
+var urlScheme = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z][A-Za-z0-9+.-]*$`) })
 
 // dsnProblem says what part of a DSN the driver refused, without its
 // text: a parameter's bad value (never the password's: the driver does

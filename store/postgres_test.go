@@ -54,6 +54,8 @@ func TestPostgresStartupErrors(t *testing.T) {
 	}{
 		{"not a DSN", "postgres://bot:s3cret-pw@db.example:port/x", []string{"state.postgres.dsn is not a PostgreSQL DSN", "postgres://USER:PASSWORD@HOST:5432/DATABASE"}},
 		{"empty", "", []string{"state.postgres.dsn is empty"}},
+		{"another scheme", "mysql://bot:s3cret-pw@db.example:3306/x", []string{"state.postgres.dsn is a mysql:// URL, not a PostgreSQL one", "postgres://USER:PASSWORD@HOST:5432/DATABASE"}},
+		{"a typo in the scheme", "postgress://bot:s3cret-pw@db.example/x", []string{"state.postgres.dsn is a postgress:// URL", "postgres://USER:PASSWORD@HOST:5432/DATABASE"}},
 		{"a bad sslmode", "postgres://bot:s3cret-pw@db.example/x?sslmode=bogus", []string{"state.postgres.dsn is not a PostgreSQL DSN", `the value of "sslmode" is wrong (it takes disable, allow, prefer, require, verify-full, or verify-ca)`}},
 		{"a password with a space, unquoted, last", "host=db.example user=bot password=my s3cret-pw", []string{"state.postgres.dsn is not a PostgreSQL DSN", "password='my secret'"}},
 		{"a password with a space, unquoted", "host=db.example user=bot password=s3cret port=pw", []string{"state.postgres.dsn is not a PostgreSQL DSN", `the value of "port" is wrong`, "password='…'"}},
