@@ -89,7 +89,8 @@ type State struct {
 type Cluster struct {
 	// ReplicaID names this replica in the leases it holds, the queue
 	// claims it takes and the status page; "" = host/pid/random, new at
-	// every start.
+	// every start. Each running replica needs its own: `run` refuses a
+	// name a running replica uses (cmd/opentalon checkReplicaID).
 	ReplicaID string `yaml:"replica_id"`
 	// LeaseTTL is how long a singleton role (the scheduler, maintenance,
 	// a Telegram poller, a Discord shard, a Slack socket slot) stays with

@@ -210,6 +210,9 @@ func (a *App) Run(ctx context.Context) error {
 	if err := makeDropDirs(a.cfg, a.log); err != nil {
 		return err
 	}
+	if err := a.checkReplicaID(ctx); err != nil {
+		return err
+	}
 	if err := a.startLua(ctx); err != nil {
 		return err
 	}

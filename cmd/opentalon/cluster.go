@@ -193,6 +193,60 @@ func (a *App) startReplica(ctx context.Context) {
 	}()
 }
 
+// checkReplicaID refuses to start under a cluster.replica_id a running
+// replica already uses: the leases are held by that name, so two
+// processes with one name would both hold the scheduler, maintenance,
+// the Telegram poller and the Discord shards. A record of the name heard
+// from lately and not stopped is either such a replica or a predecessor
+// killed moments ago (a restart under the same name); its heartbeat
+// tells them apart, so this waits until two heartbeats after the last one
+// recorded for it to move.
+func (a *App) checkReplicaID(ctx context.Context) error {
+	id := a.cfg.Cluster.ReplicaID
+	if !clustered(a.cfg) || id == "" {
+		return nil
+	}
+	beat := a.cfg.Cluster.Heartbeat.D()
+	find := func() (core.Replica, bool) {
+		rs, err := a.db.Replicas(ctx, a.opts.Now().Add(-2*beat))
+		if err != nil {
+			a.log.Warn("read the replicas", "err", err)
+			return core.Replica{}, false
+		}
+		for _, r := range rs {
+			if r.ID == id && r.Stopped.IsZero() {
+				return r, true
+			}
+		}
+		return core.Replica{}, false
+	}
+	seen, ok := find()
+	if !ok {
+		return nil
+	}
+	a.log.Info("a replica named like this one (cluster.replica_id) was heard from lately and did not stop: waiting for its heartbeat to tell a running replica from a killed predecessor",
+		"replica", id, "host", seen.Host, "heartbeat_age", a.opts.Now().Sub(seen.Heartbeat).Round(time.Millisecond).String())
+	// A running replica beats again within a heartbeat (two, to allow
+	// for a slow write) of its last one.
+	deadline := time.NewTimer(seen.Heartbeat.Add(2 * beat).Sub(a.opts.Now()))
+	defer deadline.Stop()
+	tick := time.NewTicker(beat / 4)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-deadline.C:
+			return nil
+		case <-tick.C:
+			if r, ok := find(); ok && r.Heartbeat.After(seen.Heartbeat) {
+				return core.Errorf(core.KindInvalid, "cluster.replica_id %q is in use by a running replica (on host %s, started %s): two replicas with one name would share its leases and both run the scheduler, the Telegram poller and the other work one replica does at a time; give each replica its own cluster.replica_id, or leave it unset (a name new at every start)",
+					id, r.Host, r.Started.UTC().Format(time.RFC3339))
+			}
+		}
+	}
+}
+
 // warnSharedConsole warns when this replica's console is named after its
 // host (no cluster.replica_id) and another replica runs on the same host:
 // the two terminals share one conversation, and each may answer the

@@ -205,3 +205,41 @@ func startConsoleReplica(t *testing.T, dsn, llmURL, id string) *binProc {
 	waitLog(t, p, "opentalon running")
 	return p
 }
+
+// TestE2EReplicaIDInUseIsRefused: the leases are held by the replica's
+// name, so a second process started under the cluster.replica_id of a
+// running replica would hold the scheduler and every other singleton
+// lease beside it. It is refused (exit 78, naming the key) while the
+// first runs; the same name restarted after a kill -9 of its process
+// starts, once the dead record's heartbeat has not moved.
+func TestE2EReplicaIDInUseIsRefused(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("starts three processes")
+	}
+	dsn := pgtest.DSN(t)
+	llm := providertest.NewOpenAI(t)
+	config := func() string {
+		extra := "cluster:\n  replica_id: alpha\n  heartbeat: 200ms\n"
+		return writeConfig(t, insertUnder(testConfig(t.TempDir(), llm.BaseURL(), extra), "state", fmt.Sprintf("  driver: postgres\n  postgres: { dsn: %q }\n", dsn)))
+	}
+	first := startBinary(t, nil, "--config", config(), "run")
+	waitLog(t, first, "lease taken")
+	second := startBinary(t, nil, "--config", config(), "run")
+	if code := second.exitCode(30 * time.Second); code != exitConfig {
+		t.Fatalf("a second replica named alpha: exit %d; want %d\n%s", code, exitConfig, second.stderr.String())
+	}
+	for _, want := range []string{`cluster.replica_id "alpha" is in use by a running replica`, "give each replica its own cluster.replica_id"} {
+		if !strings.Contains(second.stderr.String(), want) {
+			t.Errorf("the second replica's refusal lacks %q:\n%s", want, second.stderr.String())
+		}
+	}
+	if strings.Contains(second.stderr.String(), "lease taken") {
+		t.Errorf("the refused replica took a lease:\n%s", second.stderr.String())
+	}
+	first.kill()
+	restarted := startBinary(t, nil, "--config", config(), "run")
+	waitLog(t, restarted, "opentalon running")
+	restarted.send("hello again")
+	restarted.waitLine("echo: hello again")
+}
