@@ -558,12 +558,19 @@ func (r *Router) fail(ctx context.Context, p Profile, started time.Time, err err
 		cd = r.o.Cooldowns.billingStep(st.BillingFailures)
 		r.stepped[p.ID] = now
 	default:
-		if !st.CooldownUntil.IsZero() && now.Sub(st.CooldownUntil) > r.o.Cooldowns.ladder(base, max(st.Failures, 1)) {
-			// Its last cooldown ended longer ago than it lasted, with no
-			// call since to reset it (the conversations kept another
-			// credential): this is a new episode, and its ladder starts
-			// over (a single 429 cooled a credential left idle for 52
-			// minutes, the fourth step of a ladder an hour old).
+		idle := max(r.o.Cooldowns.ladder(base, max(st.Failures, 1)), r.o.Cooldowns.Initial)
+		if !st.CooldownUntil.IsZero() && now.Sub(st.CooldownUntil) > idle {
+			// Its last cooldown ended longer ago than it lasted (and
+			// than cooldowns.initial), with no call since to reset it
+			// (the conversations kept another credential): this is a
+			// new episode, and its ladder starts over (a single 429
+			// cooled a credential left idle for 52 minutes, the fourth
+			// step of a ladder an hour old). Not sooner: a waiting
+			// message comes back after its queue backoff, seconds after
+			// a cooldown of a second ended, and that call is the same
+			// episode (compared with the cooldown alone, a server
+			// answering "Retry-After: 1" restarted the ladder on every
+			// call and was called every 2 s).
 			st.Failures = 0
 		}
 		st.Failures++

@@ -747,6 +747,28 @@ func TestIdleCredentialStartsTheLadderOver(t *testing.T) {
 	}
 }
 
+// TestShortRetryAfterClimbsWhenRetriedLate: the gateway comes back to a
+// rate-limited message no sooner than its queue backoff (2 s), so with
+// "Retry-After: 1" every call comes a moment after the 1 s cooldown ended.
+// That is the same episode, not an idle credential: the ladder climbs
+// (1, 5, 25 s …) instead of starting over at 1 s on every call (which
+// called the provider every 2 s for the whole of queue.max_wait).
+func TestShortRetryAfterClimbsWhenRetriedLate(t *testing.T) {
+	clk := newClock()
+	srv := providertest.NewOpenAI(t)
+	srv.SetReply(func(r providertest.Received) providertest.Script {
+		return providertest.Script{Status: 429, Header: map[string]string{"Retry-After": "1"}, Body: `{"error":{"message":"slow down","type":"rate_limit"}}`}
+	})
+	r := srvRouter(t, clk, srv, 0, "sk-a")
+	for i, want := range []time.Duration{time.Second, 5 * time.Second, 25 * time.Second, 125 * time.Second} {
+		_, err := r.Chat(context.Background(), Call{Req: userMsg("hi")})
+		if got := core.RetryAfter(err); core.ErrorKind(err) != core.KindRateLimited || got != want {
+			t.Fatalf("429 #%d in a row, each call 2 s after the last: err %v, retry after %v, want %v", i+1, err, got, want)
+		}
+		clk.Advance(want + 2*time.Second)
+	}
+}
+
 // TestOutageWaitIsNotAnotherCredentialsCooldown: when a credential that
 // is not cooling fails with an outage, the caller comes back after the
 // outage's wait, not when another credential's long cooldown ends.
