@@ -77,6 +77,11 @@ type Options struct {
 	Logger   *slog.Logger
 	// Events is told when a hook run fails (nil = nobody).
 	Events core.OpsEvents
+	// Observer counts the failed runs of filters, pre_hooks and
+	// post_hooks as HookFailed of their stage (opentalon_hook_failures_total;
+	// nil = nobody). A failed run is the script's own: it returns no
+	// error to the hook chain, which counts only the errors it sees.
+	Observer core.Observer
 }
 
 // Engine runs the Lua hooks: it implements core.Hooks. Lifecycle: New
@@ -355,6 +360,13 @@ func (e *Engine) runHook(ctx context.Context, s *script, hook string, in core.Ho
 		effect = "the message was stopped (the script fails closed)"
 	}
 	e.log.Warn("lua hook failed; "+effect, "script", s.file, "hook", hook, "err", err, "consecutive_failures", n)
+	if e.o.Observer != nil && hook != HookSchedule {
+		stage := core.StagePreHooks
+		if hook == HookPost {
+			stage = core.StagePostHooks
+		}
+		e.o.Observer.HookFailed(in.In.Conversation.Channel, stage)
+	}
 	if e.o.Events != nil {
 		e.o.Events.Emit(core.OpsEvent{Kind: core.EventLuaHookFailed, Subject: s.file, At: time.Now(),
 			Message: fmt.Sprintf("lua script %s: %s failed (%s); %s", s.file, hook, err, effect),

@@ -2,6 +2,7 @@ package lua
 
 import (
 	"context"
+	"maps"
 	"strings"
 	"sync"
 	"testing"
@@ -140,5 +141,51 @@ func TestFailedHookIsAnOperatorEvent(t *testing.T) {
 	if len(rec.got) != maxFailures || rec.got[2].Kind != core.EventLuaHookFailed || rec.got[2].Subject != "bad.lua" ||
 		!strings.Contains(rec.got[2].Message, "boom") || rec.got[2].Details["consecutive_failures"] != "3" || rec.got[2].Details["fail_closed"] != "false" {
 		t.Fatalf("events = %+v; want one lua_hook_failed per failure for bad.lua", rec.got)
+	}
+}
+
+// hookCounter is a core.Observer that counts HookFailed by channel and stage.
+type hookCounter struct {
+	mu  sync.Mutex
+	got map[string]int
+}
+
+func (c *hookCounter) Accepted(string)                               {}
+func (c *hookCounter) Stage(string, core.Stage, time.Duration)       {}
+func (c *hookCounter) Finished(string, core.EventKind, core.Outcome) {}
+func (c *hookCounter) HookFailed(channel string, s core.Stage) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.got == nil {
+		c.got = map[string]int{}
+	}
+	c.got[channel+"/"+string(s)]++
+}
+
+// TestFailedRunsAreCountedByStage: a failed run of a filter, a pre_hook
+// or a post_hook is a HookFailed of its stage (the metric
+// opentalon_hook_failures_total, whose help names Lua scripts), whether
+// the script fails open or closed, through the hook steps the gateway
+// runs (which return no error for it, so the chain counted nothing).
+func TestFailedRunsAreCountedByStage(t *testing.T) {
+	obs := &hookCounter{}
+	te := startEngine(t, map[string]string{
+		"10_guard.lua": `function filter(ctx) if ctx.message:find("boom") then error("guard down") end end`,
+		"20_open.lua":  `function pre_hook(ctx) if ctx.message:find("bang") then error("x") end return ctx end`,
+		"30_post.lua":  `function post_hook(ctx) if ctx.message:find("boom") then error("y") end return ctx end`,
+	}, func(o *Options) { o.Observer = obs })
+	for _, st := range te.HookSteps() {
+		if st.Pre != nil {
+			st.Pre(context.Background(), input("boom bang"))
+		}
+		if st.Post != nil {
+			st.Post(context.Background(), input("q"), "boom")
+		}
+	}
+	te.pre(t, "fine")
+	obs.mu.Lock()
+	defer obs.mu.Unlock()
+	if want := map[string]int{"console/pre_hooks": 2, "console/post_hooks": 1}; !maps.Equal(obs.got, want) {
+		t.Fatalf("HookFailed = %v, want %v", obs.got, want)
 	}
 }

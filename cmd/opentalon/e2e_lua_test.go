@@ -419,3 +419,35 @@ func TestLuaTestCommand(t *testing.T) {
 		}
 	})
 }
+
+// TestLuaFailuresInTheHookMetric: a Lua hook run that fails is counted in
+// opentalon_hook_failures_total by its stage — a guard that fails closed
+// and a post_hook that fails open alike — as the metric's help says
+// ("Lua scripts, hook plugins"). A script's failure returns no error to
+// the hook chain, which counted only errors, so Lua failures stayed 0.
+func TestLuaFailuresInTheHookMetric(t *testing.T) {
+	t.Parallel()
+	fake := providertest.NewOpenAI(t)
+	dir := t.TempDir()
+	for name, src := range map[string]string{
+		"10_guard.lua": `function filter(ctx) if ctx.message:find("boom") then error("guard down") end end`,
+		"20_post.lua":  `function post_hook(ctx) if ctx.message:find("bang") then error("enricher down") end return ctx end`,
+	} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(src), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	y := strings.Replace(luaConfig(t.TempDir(), fake.BaseURL(), dir, ""), `listen: ""`, `listen: "127.0.0.1:0"`, 1)
+	h := startApp(t, parseConfig(t, y))
+	addr := waitAddr(t, h.app)
+	h.send("boom")
+	h.expect("Sorry, I could not check your message just now, so I did not answer it. Please try again in a moment.")
+	h.send("bang")
+	h.expect("echo: bang")
+	fams := scrape(t, addr, nil)
+	for stage, want := range map[string]float64{"pre_hooks": 1, "post_hooks": 1} {
+		if got := value(fams, "opentalon_hook_failures_total", map[string]string{"stage": stage}); got != want {
+			t.Errorf("opentalon_hook_failures_total{stage=%q} = %v, want %v", stage, got, want)
+		}
+	}
+}

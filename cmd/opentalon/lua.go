@@ -38,6 +38,9 @@ func (a *App) buildHooks() core.Hooks {
 	if a.cfg.Plugins.Lua.ScriptsDir != "" {
 		o := luaOptions(a.cfg.Plugins.Lua, a.router, a.db, a.log)
 		o.Events = a.events()
+		if a.metrics != nil {
+			o.Observer = a.metrics
+		}
 		a.lua = lua.New(o)
 		a.closers = append(a.closers, a.lua.Close)
 	}
