@@ -543,10 +543,14 @@ func (r *Router) fail(ctx context.Context, p Profile, started time.Time, err err
 		cd = max(st.CooldownUntil.Sub(now), base)
 	case wasProbe && kind != core.KindBilling && core.RetryAfter(err) > 0:
 		// A probe that the server refuses again with a Retry-After rests
-		// the credential what the server asks now, without climbing the
-		// ladder (probes as often as the server asked would otherwise
-		// climb it to hours while the server asked for seconds).
-		cd = base
+		// the credential at least what the server asks now, without
+		// climbing the ladder (probes as often as the server asked would
+		// otherwise climb it to hours while the server asked for
+		// seconds), and without cutting the ladder's cooldown short
+		// either: a rest shorter than it let the waiting messages call
+		// between the probes, and each such call climbed the ladder, to
+		// an hour within a minute of "Retry-After: 1".
+		cd = max(st.CooldownUntil.Sub(now), base)
 	case ok && started.Before(last):
 		first := base
 		if kind == core.KindBilling {

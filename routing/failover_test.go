@@ -396,12 +396,16 @@ func TestProbeFollowsTheServersRetryAfter(t *testing.T) {
 	srv, limited := limitedServer(t, "10")
 	r := srvRouter(t, clk, srv, 0, "sk-a")
 	// Two 429s in a row: the ladder rests it 50 s; a probe 10 s later
-	// that finds it still limited rests it the server's 10 s again, not
-	// the ladder's next 250 s.
-	for _, want := range []time.Duration{10 * time.Second, 50 * time.Second, 10 * time.Second} {
+	// that finds it still limited leaves the 40 s that remain (not the
+	// ladder's next 250 s), and the next probe is due after the
+	// server's 10 s again.
+	for _, want := range []time.Duration{10 * time.Second, 50 * time.Second, 40 * time.Second} {
 		_, err := r.Chat(context.Background(), Call{Req: userMsg("hi")})
 		if got := core.RetryAfter(err); got != want {
 			t.Fatalf("429: retry after %v, want %v", got, want)
+		}
+		if want == 40*time.Second && core.RecheckAfter(err) != 10*time.Second {
+			t.Fatalf("after the refused probe: recheck after %v, want the server's 10s", core.RecheckAfter(err))
 		}
 		clk.Advance(10 * time.Second)
 	}
@@ -766,6 +770,39 @@ func TestShortRetryAfterClimbsWhenRetriedLate(t *testing.T) {
 			t.Fatalf("429 #%d in a row, each call 2 s after the last: err %v, retry after %v, want %v", i+1, err, got, want)
 		}
 		clk.Advance(want + 2*time.Second)
+	}
+}
+
+// TestRetryAfterOneForAMinute: a provider answering every call with 429
+// and "Retry-After: 1", called the way a waiting message calls it (at
+// the next probe the error names, else when its cooldown ends, and never
+// sooner than the queue's 2 s backoff): the probes come every 5 s at
+// most, no call slips in between them, and the ladder climbs only when a
+// cooldown ends — after a minute it rests the credential minutes, not
+// the hour it reached when every refused probe cut the cooldown to the
+// server's second and the call after it climbed again.
+func TestRetryAfterOneForAMinute(t *testing.T) {
+	clk := newClock()
+	srv := providertest.NewOpenAI(t)
+	srv.SetReply(func(r providertest.Received) providertest.Script {
+		return providertest.Script{Status: 429, Header: map[string]string{"Retry-After": "1"}, Body: `{"error":{"message":"slow down","type":"rate_limit"}}`}
+	})
+	r := srvRouter(t, clk, srv, 0, "sk-a")
+	start := clk.Now()
+	var err error
+	for clk.Now().Sub(start) < time.Minute {
+		_, err = r.Chat(context.Background(), Call{Req: userMsg("hi")})
+		wait := core.RetryAfter(err)
+		if rc := core.RecheckAfter(err); rc > 0 && rc < wait {
+			wait = rc
+		}
+		clk.Advance(max(wait, 2*time.Second))
+	}
+	if n := srv.Count(); n > 13 {
+		t.Errorf("%d calls in a minute; want at most one per 5 s probe (and the first two)", n)
+	}
+	if got := core.RetryAfter(err); got > 5*time.Minute {
+		t.Errorf("after a minute the credential rests %v; want the ladder's few minutes, not an hour", got)
 	}
 }
 
