@@ -214,8 +214,14 @@ func (r *Router) probeDecision(task string, cs []armView, g int, now time.Time) 
 }
 
 func (r *Router) probeChoice(task string, c armView, now time.Time, what string) decision {
-	return decision{m: c.m, explore: Probed, reason: fmt.Sprintf("%s: %s %s for %s (%.0f%% accepted, newest evidence %s old)",
-		ReasonExplore, what, c.m.Ref, task, 100*c.full.mean(), now.Sub(c.lastSignal).Round(time.Minute))}
+	// A model never judged for the task has no newest evidence (its
+	// age from the zero time read "2562047h47m0s old").
+	newest := "no evidence yet"
+	if !c.lastSignal.IsZero() {
+		newest = fmt.Sprintf("newest evidence %s old", now.Sub(c.lastSignal).Round(time.Minute))
+	}
+	return decision{m: c.m, explore: Probed, reason: fmt.Sprintf("%s: %s %s for %s (%.0f%% accepted, %s)",
+		ReasonExplore, what, c.m.Ref, task, 100*c.full.mean(), newest)}
 }
 
 // probeBudgetAllows checks routing.explore.daily_usd for a probe of

@@ -318,3 +318,35 @@ func TestJudgeFollowUp(t *testing.T) {
 		}
 	}
 }
+
+// TestProbeOfAnUnjudgedModelSaysSo: the reason of a probe of a model the
+// task never judged (the reason /status and /model show) says it has no
+// evidence yet, not an age counted from the zero time
+// ("newest evidence 2562047h47m0s old").
+func TestProbeOfAnUnjudgedModelSaysSo(t *testing.T) {
+	r, _, _, _, clk := newTestRouter(t, func(o *Options) {
+		o.Catalog = []Model{
+			{Ref: "p/good", Weight: 90, CostIn: 0.1, CostOut: 0.4},
+			{Ref: "p/judge", Weight: 5, CostIn: 0.05, CostOut: 0.1},
+		}
+		o.Probe = Probing{Rate: 0.5, StaleAfter: time.Minute}
+	})
+	ctx := context.Background()
+	for range 200 {
+		clk.Advance(10 * time.Second)
+		res, err := r.Chat(ctx, Call{Purpose: "chat", TaskType: TaskChat, Req: userMsg("x")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Exploration == Probed {
+			if want := "exploration: re-checking p/judge for chat (52% accepted, no evidence yet)"; res.Reason != want {
+				t.Fatalf("probe reason %q, want %q", res.Reason, want)
+			}
+			return
+		}
+		if err := r.RecordSignal(ctx, core.Signal{Kind: core.SignalReaction, Polarity: core.Positive, Model: res.Model, TaskType: TaskChat, At: clk.Now()}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Fatal("p/judge was never probed")
+}
