@@ -218,7 +218,15 @@ func (r *Router) exhausted(d decision, lastErr error) error {
 	if e.RetryAfter > 0 {
 		wait = "in " + max(e.RetryAfter.Round(time.Second), time.Second).String()
 	}
+	// A per-request model (opentalon complete --model, a plugin's or a
+	// Lua script's call naming one) is no /model pin: /model auto would
+	// not change it, and there may be no conversation.
+	asked := d.strict && strings.HasPrefix(d.reason, ReasonRequest)
 	switch {
+	case e.Kind == core.KindBadRequest && asked:
+		e.Msg = fmt.Sprintf("the model this request asked for (%s) refused it, and a model asked for is never switched silently; the operator has been told", d.m.Ref)
+	case asked:
+		e.Msg = fmt.Sprintf("the model this request asked for (%s) is failing, and a model asked for is never switched silently; try again %s", d.m.Ref, wait)
 	case e.Kind == core.KindBadRequest && d.strict:
 		e.Msg = fmt.Sprintf("the model pinned for this conversation (%s) refused the request, and a pinned model is never switched silently; the operator has been told. Send /model auto to let me choose, or /model to pin another", d.m.Ref)
 	case e.Kind == core.KindBadRequest:

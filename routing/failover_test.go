@@ -1057,6 +1057,15 @@ func TestStrictPin(t *testing.T) {
 	if len(q.Calls()) != 0 {
 		t.Fatal("a pinned model was silently replaced")
 	}
+	// Asked for by the request, it is not switched either, and the
+	// error names no pin.
+	_, err = r.Chat(context.Background(), Call{Model: "p/mid", Req: userMsg("hi")})
+	if err == nil || strings.Contains(err.Error(), "pinned") || strings.Contains(err.Error(), "/model") || !strings.Contains(err.Error(), "the model this request asked for (p/mid) is failing") {
+		t.Fatalf("per-request model: err = %v; want it named as asked for, without /model", err)
+	}
+	if len(q.Calls()) != 0 {
+		t.Fatal("a model asked for was silently replaced")
+	}
 	// Unpinned, the same failure falls back.
 	res, err := r.Chat(context.Background(), Call{Model: "", Exclude: nil, Session: &core.Session{ID: 2}, Req: userMsg("hi")})
 	if err != nil || res.Model != "p/cheap" {
@@ -1126,6 +1135,12 @@ func TestRefusedRequestFailsOverAndIsCounted(t *testing.T) {
 	msg := core.UserMessage(err)
 	if strings.Contains(msg, "models.catalog") || !strings.Contains(msg, "refused") || !strings.Contains(msg, "/model auto") {
 		t.Fatalf("user message = %q; want the refusal and /model auto, not the operator hint", msg)
+	}
+	// A model a request asked for (complete --model, a plugin, ctx.llm)
+	// is no pin: its refusal does not send anyone to /model auto.
+	_, err = r.Chat(context.Background(), Call{Model: "p/cheap", Req: userMsg("hi")})
+	if msg := core.UserMessage(err); core.ErrorKind(err) != core.KindBadRequest || strings.Contains(msg, "pinned") || strings.Contains(msg, "/model") || !strings.Contains(msg, "the model this request asked for (p/cheap) refused it") {
+		t.Fatalf("per-request model: %v; user message %q; want the refusal of the model asked for, without /model", err, msg)
 	}
 	// A success clears the count.
 	refuses = false
