@@ -114,7 +114,9 @@ type Postgres struct {
 	// (postgres://user:password@host:5432/opentalon, or the key=value
 	// form); a secret, usually "${OPENTALON_POSTGRES_DSN}".
 	DSN Secret `yaml:"dsn"`
-	// PoolSize bounds the connections one replica opens.
+	// PoolSize bounds the connections one replica opens, the one that
+	// listens for new work included (so at least 2: with 1, its queries
+	// still get one).
 	PoolSize int `yaml:"pool_size"`
 	// StatementTimeout cancels a statement that runs longer (0 = no
 	// limit).

@@ -57,8 +57,11 @@ func openPostgres(ctx context.Context, dataDir string, o Options) (*DB, error) {
 		return nil, err
 	}
 	sdb := sql.OpenDB(connector)
-	sdb.SetMaxOpenConns(pg.PoolSize)
-	sdb.SetMaxIdleConns(pg.PoolSize)
+	// The gateway's listener for new work (QueueWake) takes one of the
+	// pool_size connections; the queries the rest (one at least).
+	queries := max(pg.PoolSize-1, 1)
+	sdb.SetMaxOpenConns(queries)
+	sdb.SetMaxIdleConns(queries)
 	sdb.SetConnMaxIdleTime(5 * time.Minute)
 	version, err := waitForServer(ctx, sdb, cfg, pg, o.Logger)
 	if err != nil {

@@ -351,3 +351,38 @@ func TestWithDefaults(t *testing.T) {
 		t.Errorf("a client parameter pq does not know: %v", err)
 	}
 }
+
+// TestPoolSizeCountsTheListener: state.postgres.pool_size bounds every
+// connection a replica opens, the one that listens for new work
+// (QueueWake) included, however many queries run at once.
+func TestPoolSizeCountsTheListener(t *testing.T) {
+	dsn := pgtest.DSN(t)
+	db, err := Open(context.Background(), t.TempDir(), Options{Postgres: &Postgres{DSN: dsn, PoolSize: 3}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	db.QueueWake()
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			if _, err := db.w.ExecContext(context.Background(), `SELECT pg_sleep(0.3)`); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	time.Sleep(150 * time.Millisecond)
+	watch, err := sql.Open("postgres", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer watch.Close()
+	var n int
+	if err := watch.QueryRow(`SELECT COUNT(*) FROM pg_stat_activity WHERE datname = current_database() AND application_name = 'opentalon' AND pid <> pg_backend_pid()`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	if n != 3 {
+		t.Fatalf("%d connections open with pool_size 3 and eight queries at once; want 3 (two for the queries, one listening)", n)
+	}
+}
