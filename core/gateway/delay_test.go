@@ -333,7 +333,8 @@ func TestWaitEndsAtTheRoutersNextProbe(t *testing.T) {
 
 // TestStatusIsAnsweredBesideAWaitingMessage: while a message waits for a
 // cooling provider, /status and /help are answered at once (they are
-// aside commands), /status saying what waits; a plain message sent
+// aside commands), in the order they were sent (without it, /help came
+// first 2 runs in 20), /status saying what waits; a plain message sent
 // meanwhile keeps its place behind the waiting one. A command behind a
 // message being answered waits its turn (TestCommandsRunInOrder covers
 // the order otherwise).

@@ -237,10 +237,20 @@ const yieldBusy = 2
 // once the reply is stored (delivery goes on outside the slot) or at the
 // end; then the dispatcher is told, and when the conversation is free
 // again (or its item waits for a retry) it claims anew.
-func (g *Gateway) start(p *workers, it core.QueueItem) {
+func (g *Gateway) start(p *workers, it core.QueueItem) { g.startAfter(p, it, nil, nil) }
+
+// startAfter is start that first waits for after to close (nil: at
+// once) and calls ended (if not nil) once the item is worked on.
+func (g *Gateway) startAfter(p *workers, it core.QueueItem, after <-chan struct{}, ended func()) {
 	p.wg.Add(1)
 	go func() {
 		defer p.wg.Done()
+		if ended != nil {
+			defer ended()
+		}
+		if after != nil {
+			<-after
+		}
 		var once sync.Once
 		release := func() {
 			once.Do(func() {

@@ -112,8 +112,12 @@ type Gateway struct {
 	// waiting holds the items this gateway put back to wait for a
 	// provider (wait), to wake once one is back (ProviderBack).
 	waiting map[int64]struct{}
-	side    sync.WaitGroup
-	obs     core.Observer
+	// asides holds, by conversation, the end of the last command
+	// answered aside (enqueueAside): the next one waits for it, so
+	// commands sent together are answered in order.
+	asides map[string]chan struct{}
+	side   sync.WaitGroup
+	obs    core.Observer
 }
 
 // New builds a Gateway; it starts nothing.
@@ -170,6 +174,7 @@ func New(o Options) *Gateway {
 		notices:   map[string]time.Time{},
 		full:      map[string]*fullNotices{},
 		waiting:   map[int64]struct{}{},
+		asides:    map[string]chan struct{}{},
 		obs:       o.Observer,
 	}
 	for _, c := range g.builtinCommands() {

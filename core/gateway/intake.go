@@ -199,7 +199,20 @@ func (g *Gateway) enqueueAside(ctx context.Context, item core.QueueItem) (dup bo
 		return false, nil
 	}
 	g.obs.Stage(item.Conversation.Channel, core.StageQueue, g.now().Sub(item.CreatedAt))
-	g.start(p, it)
+	conv := it.Conversation.String()
+	done := make(chan struct{})
+	g.mu.Lock()
+	prev := g.asides[conv]
+	g.asides[conv] = done
+	g.mu.Unlock()
+	g.startAfter(p, it, prev, func() {
+		g.mu.Lock()
+		if g.asides[conv] == done {
+			delete(g.asides, conv)
+		}
+		g.mu.Unlock()
+		close(done)
+	})
 	return false, nil
 }
 
