@@ -30,6 +30,11 @@ type CommandRequest struct {
 	// Behind is set when the command is answered aside (Command.Aside):
 	// the earlier messages of its conversation still waiting.
 	Behind *Behind
+	// Wake, set with Behind, has the waiting messages tried again once
+	// the command is answered, when they wait for a cooling provider: a
+	// command that changed what they wait for calls it (/model pinning
+	// another model).
+	Wake func()
 }
 
 // Behind is what an aside command was answered beside: the earlier
@@ -60,10 +65,6 @@ type Command struct {
 	// that cools down, a retry's backoff), it is answered at once instead
 	// of after them; a message being answered still goes first.
 	Aside bool
-	// Wakes, for an aside command given arguments, makes the messages it
-	// was answered beside due at once: /model pinning another model
-	// while they wait for a cooling one.
-	Wakes bool
 }
 
 // ParseCommand splits "/name[@bot] args" into name and args. It reports

@@ -131,6 +131,9 @@ type EnqueueClaimer interface {
 // settled); it then runs in order.
 type AsideClaimer interface {
 	ClaimAside(ctx context.Context, id int64, now time.Time) (it QueueItem, ok bool, err error)
+	// QueuedIn returns the queued items of conv, oldest first, at most
+	// limit.
+	QueuedIn(ctx context.Context, conv ConversationKey, limit int) ([]QueueItem, error)
 }
 
 // SessionStore keeps one active session per conversation.

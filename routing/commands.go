@@ -34,7 +34,7 @@ func (r *Router) Commands(p Pinner, conv Conversations) []core.Command {
 		{CommandInfo: core.CommandInfo{Name: "model", Usage: "/model [name|alias|auto|@profile]", Description: "Show, pin or unpin the model of this conversation"},
 			Run: func(ctx context.Context, req core.CommandRequest) (string, error) {
 				return r.cmdModel(ctx, req, p, conv)
-			}, Aside: true, Wakes: true},
+			}, Aside: true},
 		{CommandInfo: core.CommandInfo{Name: "models", Usage: "/models", Description: "List the models with aliases, weights, prices and health"},
 			Run: r.cmdModels, Aside: true},
 		{CommandInfo: core.CommandInfo{Name: "retry", Usage: "/retry", Description: "Answer the last question again with the next model"},
@@ -96,6 +96,7 @@ func (r *Router) cmdModel(ctx context.Context, req core.CommandRequest, p Pinner
 					if err := p.SetPins(ctx, s.ID, s.ModelPin, id); err != nil {
 						return "", err
 					}
+					wake(req)
 					return fmt.Sprintf("Pinned auth profile %s for calls to %s in this conversation (it is still skipped while cooling down). /model auto unpins.", id, prov), nil
 				}
 			}
@@ -117,6 +118,7 @@ func (r *Router) cmdModel(ctx context.Context, req core.CommandRequest, p Pinner
 	if err := p.SetPins(ctx, s.ID, m.Ref, s.ProfilePin); err != nil {
 		return "", err
 	}
+	wake(req)
 	task := TaskChat
 	var replyID int64
 	if last, err := conv.LastAnswer(ctx, s.ID); err == nil && last != nil && last.TaskType != "" {
@@ -127,6 +129,14 @@ func (r *Router) cmdModel(ctx context.Context, req core.CommandRequest, p Pinner
 		r.log.Error("record explicit model choice", "err", err)
 	}
 	return fmt.Sprintf("Pinned %s for this conversation: it answers every message until /model auto. If it fails I will tell you instead of switching.", m.Ref), nil
+}
+
+// wake has the messages waiting before an aside /model tried again with
+// the pin it set (core.CommandRequest.Wake).
+func wake(req core.CommandRequest) {
+	if req.Wake != nil {
+		req.Wake()
+	}
 }
 
 func (r *Router) cmdModels(ctx context.Context, req core.CommandRequest) (string, error) {

@@ -267,8 +267,11 @@ func TestModelCommands(t *testing.T) {
 	for _, c := range r.Commands(conv, conv) {
 		cmds[c.Name] = c
 	}
+	// Wake is called by a pin that was set: the messages waiting before
+	// an aside /model are tried again with it (not after a typo).
+	woken := 0
 	run := func(name, args string, s core.Session) string {
-		out, err := cmds[name].Run(context.Background(), core.CommandRequest{Session: s, Args: args})
+		out, err := cmds[name].Run(context.Background(), core.CommandRequest{Session: s, Args: args, Wake: func() { woken++ }})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -285,11 +288,11 @@ func TestModelCommands(t *testing.T) {
 			t.Errorf("/model %s = %q, want %q", tc.args, out, tc.want)
 		}
 	}
-	if len(conv.pins) != 0 {
-		t.Fatalf("pins changed by rejected commands: %v", conv.pins)
+	if len(conv.pins) != 0 || woken != 0 {
+		t.Fatalf("pins changed by rejected commands: %v, %d wakes", conv.pins, woken)
 	}
-	if out := run("model", "mid", s); !strings.Contains(out, "Pinned p/mid") || conv.pins[9] != [2]string{"p/mid", ""} {
-		t.Fatalf("pin: %q %v", out, conv.pins)
+	if out := run("model", "mid", s); !strings.Contains(out, "Pinned p/mid") || conv.pins[9] != [2]string{"p/mid", ""} || woken != 1 {
+		t.Fatalf("pin: %q %v, %d wakes", out, conv.pins, woken)
 	}
 	sig := st.Signals()
 	if len(sig) != 1 || sig[0].Kind != core.SignalExplicit || sig[0].Weight != ExplicitChoiceWeight || sig[0].TaskType != TaskCode || sig[0].Model != "p/mid" {

@@ -355,7 +355,7 @@ func (db *DB) ClaimAside(ctx context.Context, id int64, now time.Time) (core.Que
 	var next, head sql.NullInt64
 	conv := it.Conversation.String()
 	if err := db.r.QueryRowContext(ctx, `SELECT COUNT(*), (SELECT due FROM queue_heads WHERE conversation = ? AND head < ?), (SELECT head FROM queue_heads WHERE conversation = ? AND head < ?) FROM queue
-		WHERE conversation = ? AND id < ? AND status IN ('queued', 'running')`,
+		WHERE conversation = ? AND id < ? AND status = 'queued'`,
 		conv, id, conv, id, conv, id).Scan(&b.Waiting, &next, &head); err != nil {
 		db.log.Warn("read what an aside command waits beside", "request", id, "err", err)
 	} else if next.Valid {

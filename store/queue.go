@@ -404,6 +404,38 @@ func (db *DB) QueueItem(ctx context.Context, id int64) (core.QueueItem, string, 
 	return it, status, nil
 }
 
+// QueuedIn implements core.AsideClaimer: the queued items of conv, oldest
+// first, at most limit; one whose event cannot be decoded is left out
+// (the claim in order fails it).
+func (db *DB) QueuedIn(ctx context.Context, conv core.ConversationKey, limit int) ([]core.QueueItem, error) {
+	rows, err := db.r.QueryContext(ctx, `SELECT id, kind, dedupe_key, payload, not_before, created_at FROM queue
+		WHERE conversation = ? AND status = 'queued' ORDER BY id LIMIT ?`, conv.String(), limit)
+	if err != nil {
+		return nil, fmt.Errorf("queued items of %s: %w", conv, err)
+	}
+	defer rows.Close()
+	var out []core.QueueItem
+	for rows.Next() {
+		it := core.QueueItem{Conversation: conv}
+		var kind, raw string
+		var notBefore, created int64
+		if err := rows.Scan(&it.ID, &kind, &it.DedupeKey, &raw, &notBefore, &created); err != nil {
+			return nil, fmt.Errorf("queued items of %s: %w", conv, err)
+		}
+		var p payload
+		if decodePayload(core.EventKind(kind), raw, &p) != nil {
+			continue
+		}
+		it.Kind, it.Message, it.Reaction, it.Firing = core.EventKind(kind), p.Message, p.Reaction, p.Firing
+		it.NotBefore, it.CreatedAt = time.UnixMilli(notBefore), time.UnixMilli(created)
+		out = append(out, it)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("queued items of %s: %w", conv, err)
+	}
+	return out, nil
+}
+
 // QueueCounts counts queue rows by status.
 func (db *DB) QueueCounts(ctx context.Context) (map[string]int, error) {
 	rows, err := db.r.QueryContext(ctx, `SELECT status, COUNT(*) FROM queue GROUP BY status`)

@@ -239,17 +239,15 @@ const yieldBusy = 2
 // again (or its item waits for a retry) it claims anew.
 func (g *Gateway) start(p *workers, it core.QueueItem) { g.startAfter(p, it, nil, nil) }
 
-// startAfter is start that first waits for after to close (nil: at
-// once) and calls ended (if not nil) once the item is worked on.
+// startAfter is start whose work waits for after to close first (nil:
+// at once; see process) and calls ended (if not nil) once the item is
+// worked on.
 func (g *Gateway) startAfter(p *workers, it core.QueueItem, after <-chan struct{}, ended func()) {
 	p.wg.Add(1)
 	go func() {
 		defer p.wg.Done()
 		if ended != nil {
 			defer ended()
-		}
-		if after != nil {
-			<-after
 		}
 		var once sync.Once
 		release := func() {
@@ -259,7 +257,7 @@ func (g *Gateway) startAfter(p *workers, it core.QueueItem, after <-chan struct{
 			})
 		}
 		defer release()
-		g.process(p.ctx, it, release)
+		g.process(p.ctx, it, release, after)
 		g.poke()
 	}()
 }
@@ -403,7 +401,10 @@ const quietDelay = 5 * time.Second
 
 // process runs one queue item to its end state. release frees the item's
 // worker slot; it is called once the reply is stored (or at the end).
-func (g *Gateway) process(ctx context.Context, it core.QueueItem, release func()) {
+//
+// after, when not nil, is waited for once the lease is held (renewed
+// meanwhile): the end of the command answered aside before it.
+func (g *Gateway) process(ctx context.Context, it core.QueueItem, release func(), after <-chan struct{}) {
 	if it.Durable != nil {
 		ctx = context.WithValue(ctx, durableKey{}, it.Durable)
 	}
@@ -414,6 +415,12 @@ func (g *Gateway) process(ctx context.Context, it core.QueueItem, release func()
 	defer stopRenewing()
 	if fence != nil {
 		leased = context.WithValue(leased, leaseFenceKey{}, fence)
+	}
+	if after != nil {
+		select {
+		case <-after:
+		case <-leased.Done():
+		}
 	}
 	ctx, cancel := context.WithTimeout(leased, g.opts.RequestTimeout)
 	defer cancel()
@@ -595,6 +602,8 @@ func (g *Gateway) wait(ctx context.Context, it core.QueueItem, cause error, log 
 		g.waiting[it.ID] = struct{}{}
 		g.mu.Unlock()
 	}
+	// A command sent while it was being tried is answered now.
+	g.claimAsides(context.WithoutCancel(ctx), it.Conversation)
 	return core.OutcomeWaiting
 }
 
@@ -645,21 +654,38 @@ func (g *Gateway) ProviderBack(provider string) {
 	}
 }
 
-// wakeWaiting makes the waiting item id due now, for an aside command that
-// changed what it waits for (core.Command.Wakes).
-func (g *Gateway) wakeWaiting(ctx context.Context, id int64, by string, log *slog.Logger) {
+// wakeAfter records that the aside command request, once answered, has
+// the waiting item head tried again (core.CommandRequest.Wake).
+func (g *Gateway) wakeAfter(request, head int64) {
+	g.mu.Lock()
+	g.wakes[request] = head
+	g.mu.Unlock()
+}
+
+// wakeWaiting makes the item the aside command request asked to wake
+// (wakeAfter) due now, if it still waits for a cooling provider: one
+// that waits out an outage's backoff or a platform's flood control keeps
+// its time.
+func (g *Gateway) wakeWaiting(request int64) {
+	g.mu.Lock()
+	head, asked := g.wakes[request]
+	delete(g.wakes, request)
+	_, cooling := g.waiting[head]
+	g.mu.Unlock()
 	h, ok := g.store.(hastener)
-	if !ok {
+	if !asked || !cooling || !ok {
 		return
 	}
-	n, err := h.Hasten(context.WithoutCancel(ctx), []int64{id}, g.now())
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	n, err := h.Hasten(ctx, []int64{head}, g.now())
 	if err != nil {
-		log.Warn("wake the waiting message after "+by+"; it wakes at its time", "waiting", id, "err", err)
+		g.log.Warn("wake the waiting message after a command; it wakes at its time", "request", request, "waiting", head, "err", err)
 		return
 	}
 	if n > 0 {
-		g.waited(id)
-		log.Info("the waiting message is tried again at once after "+by, "waiting", id)
+		g.waited(head)
+		g.log.Info("the waiting message is tried again at once after a command changed what it waits for", "request", request, "waiting", head)
 		g.poke()
 	}
 }

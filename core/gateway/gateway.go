@@ -116,8 +116,13 @@ type Gateway struct {
 	// answered aside (enqueueAside): the next one waits for it, so
 	// commands sent together are answered in order.
 	asides map[string]chan struct{}
-	side   sync.WaitGroup
-	obs    core.Observer
+	// wakes holds, by aside command, the waiting item it asked to wake
+	// once answered (wakeAfter).
+	wakes map[int64]int64
+	// asideMu makes claimAsides one at a time.
+	asideMu sync.Mutex
+	side    sync.WaitGroup
+	obs     core.Observer
 }
 
 // New builds a Gateway; it starts nothing.
@@ -175,6 +180,7 @@ func New(o Options) *Gateway {
 		full:      map[string]*fullNotices{},
 		waiting:   map[int64]struct{}{},
 		asides:    map[string]chan struct{}{},
+		wakes:     map[int64]int64{},
 		obs:       o.Observer,
 	}
 	for _, c := range g.builtinCommands() {

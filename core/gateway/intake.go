@@ -167,53 +167,80 @@ func (g *Gateway) aside(text string) bool {
 	return ok && g.commands.byName[strings.ToLower(name)].Aside
 }
 
-// enqueueAside is enqueue for a command answered aside: committed, then
-// claimed out of its conversation's order when the messages before it
-// only wait (a provider cooling down: /status then says so at once),
-// and started. Otherwise, or while the workers are all busy, it waits
-// its turn as any message does.
+// enqueueAside is enqueue for a command answered aside: queued (and
+// claimed at once when its conversation is idle) as any message, then
+// the conversation's aside commands are claimed out of its order while
+// the messages before them only wait (claimAsides).
 func (g *Gateway) enqueueAside(ctx context.Context, item core.QueueItem) (dup bool, err error) {
-	ac, ok := g.store.(core.AsideClaimer)
-	if !ok {
-		return g.enqueue(ctx, item)
-	}
-	g.stamp(&item)
-	id, dup, err := g.store.Enqueue(ctx, item)
-	if err != nil || dup {
+	if dup, err = g.enqueue(ctx, item); err != nil || dup {
 		return dup, err
 	}
-	g.accepted(item)
-	p := g.pool.Load()
-	if p == nil || !p.reserve() {
-		g.poke()
-		return false, nil
-	}
-	defer p.done()
-	it, claimed, err := ac.ClaimAside(ctx, id, g.now())
-	if err != nil || !claimed {
-		if err != nil {
-			g.log.Warn("a command could not be answered aside; it waits its turn", "request", id, "err", err)
-		}
-		p.unreserve()
-		g.poke()
-		return false, nil
-	}
-	g.obs.Stage(item.Conversation.Channel, core.StageQueue, g.now().Sub(item.CreatedAt))
-	conv := it.Conversation.String()
-	done := make(chan struct{})
-	g.mu.Lock()
-	prev := g.asides[conv]
-	g.asides[conv] = done
-	g.mu.Unlock()
-	g.startAfter(p, it, prev, func() {
-		g.mu.Lock()
-		if g.asides[conv] == done {
-			delete(g.asides, conv)
-		}
-		g.mu.Unlock()
-		close(done)
-	})
+	g.claimAsides(ctx, item.Conversation)
 	return false, nil
+}
+
+// asideScan is how many queued items of a conversation claimAsides reads.
+const asideScan = 50
+
+// claimAsides claims the aside commands queued in conv, oldest first,
+// while the conversation's head only waits (a provider cooling down, a
+// retry's backoff; core.AsideClaimer), and starts each after the one
+// before it (Gateway.asides), so /status answers at once and commands
+// sent together answer in their order. It is called when such a command
+// is accepted and when a message is put back to wait (a command sent
+// while that message was being tried then goes aside too). A command it
+// cannot claim (the head runs or is due, no worker is free) waits its
+// turn, unless a worker frees when a command answered aside ends.
+func (g *Gateway) claimAsides(ctx context.Context, conv core.ConversationKey) {
+	ac, ok := g.store.(core.AsideClaimer)
+	p := g.pool.Load()
+	if !ok || p == nil {
+		return
+	}
+	// One at a time, so the chain follows the queue's order.
+	g.asideMu.Lock()
+	defer g.asideMu.Unlock()
+	items, err := ac.QueuedIn(ctx, conv, asideScan)
+	if err != nil {
+		g.log.Warn("read the queued commands of a conversation; they wait their turn", "conv", conv.String(), "err", err)
+		return
+	}
+	for _, q := range items {
+		if q.Kind != core.EventMessage || q.Message == nil || !g.aside(q.Message.Text) {
+			continue
+		}
+		if !p.reserve() {
+			return
+		}
+		it, claimed, err := ac.ClaimAside(ctx, q.ID, g.now())
+		if err != nil || !claimed {
+			p.unreserve()
+			p.done()
+			if err != nil {
+				g.log.Warn("a command could not be answered aside; it waits its turn", "request", q.ID, "err", err)
+			}
+			return
+		}
+		g.obs.Stage(conv.Channel, core.StageQueue, g.now().Sub(it.CreatedAt))
+		key := conv.String()
+		done := make(chan struct{})
+		g.mu.Lock()
+		prev := g.asides[key]
+		g.asides[key] = done
+		g.mu.Unlock()
+		g.startAfter(p, it, prev, func() {
+			g.wakeWaiting(it.ID)
+			g.mu.Lock()
+			if g.asides[key] == done {
+				delete(g.asides, key)
+			}
+			g.mu.Unlock()
+			close(done)
+			// A command that found no free worker meanwhile.
+			g.claimAsides(context.WithoutCancel(ctx), conv)
+		})
+		p.done()
+	}
 }
 
 // accepted counts an accepted message.

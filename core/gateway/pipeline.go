@@ -54,12 +54,12 @@ func (g *Gateway) answerMessage(ctx context.Context, req core.CommandRequest, a 
 		if cmd.Admin && !req.Admin {
 			return &core.Answer{Text: fmt.Sprintf("Only an admin of this %s bot can use /%s.", req.In.Conversation.Channel, name)}, nil
 		}
+		if b := req.Behind; b != nil && b.Head != 0 {
+			req.Wake = func() { g.wakeAfter(req.RequestID, b.Head) }
+		}
 		text, err := cmd.Run(ctx, req)
 		if err != nil {
 			return nil, fmt.Errorf("command /%s: %w", name, err)
-		}
-		if b := req.Behind; cmd.Wakes && b != nil && b.Head != 0 && strings.TrimSpace(args) != "" {
-			g.wakeWaiting(ctx, b.Head, "/"+name, log)
 		}
 		return &core.Answer{Text: text}, nil
 	}
