@@ -342,18 +342,7 @@ func TestStatusIsAnsweredBesideAWaitingMessage(t *testing.T) {
 	ag := &failingAgent{err: &core.Error{Kind: core.KindRateLimited, Msg: "provider p: 429", RetryAfter: time.Minute}, failures: 1}
 	r := newDelayRig(t, ag, gateway.Options{})
 	r.accept("1", "hi")
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(time.Millisecond) {
-		it, st, err := r.db.QueueItem(context.Background(), 1)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if st == core.StatusQueued && it.NotBefore.After(r.clk.Now()) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("request 1 never waited")
-		}
-	}
+	waitDeferred(t, r, 1)
 	if got := r.sent(1); !strings.HasPrefix(got[0], "⏳ Your answer is delayed") {
 		t.Fatalf("sent %q; want the delay notice", got)
 	}
