@@ -126,9 +126,9 @@ type EnqueueClaimer interface {
 // AsideClaimer is an optional capability of a QueueStore: it claims an
 // item out of its conversation's order (an aside command,
 // Command.Aside) when every earlier unfinished item of the conversation
-// only waits: the oldest is queued and not due at now. ok is false when the item is
-// not claimable so (one of them runs or is due, or the item is taken or
-// settled); it then runs in order.
+// only waits: the oldest is queued and not due at now. ok is false when
+// the item is not claimable so (one of them runs or is due, or the item
+// is taken or settled); it then runs in order.
 type AsideClaimer interface {
 	ClaimAside(ctx context.Context, id int64, now time.Time) (it QueueItem, ok bool, err error)
 	// QueuedIn returns the queued items of conv, oldest first, at most

@@ -314,8 +314,8 @@ const asideWhere = ` AND NOT EXISTS (SELECT 1 FROM queue_heads h JOIN queue e ON
 // new lease of this holder, as Claim would a head, when it is claimable
 // and every earlier unfinished item of its conversation waits: the head
 // is queued and not due at now. The item's Behind says how many wait and
-// when the head is due. On PostgreSQL the conversation's head row is locked
-// first, the order a claim follows.
+// when the head is due. On PostgreSQL the conversation's head row is
+// locked first, the order a claim follows.
 func (db *DB) ClaimAside(ctx context.Context, id int64, now time.Time) (core.QueueItem, bool, error) {
 	nowMS := now.UnixMilli()
 	q := `UPDATE queue SET ` + claimSet + ` WHERE queue.id = ? AND ` + claimableWhere + asideWhere + ` RETURNING ` + claimedCols
@@ -351,15 +351,18 @@ func (db *DB) ClaimAside(ctx context.Context, id int64, now time.Time) (core.Que
 	case err != nil:
 		return core.QueueItem{}, false, fmt.Errorf("claim queue item %d aside: %w", id, err)
 	}
+	// The head before it, and how many queued items wait behind that
+	// head up to it (none: it was the head itself).
 	b := &core.Behind{}
-	var next, head sql.NullInt64
+	var next int64
 	conv := it.Conversation.String()
-	if err := db.r.QueryRowContext(ctx, `SELECT COUNT(*), (SELECT due FROM queue_heads WHERE conversation = ? AND head < ?), (SELECT head FROM queue_heads WHERE conversation = ? AND head < ?) FROM queue
-		WHERE conversation = ? AND id < ? AND status = 'queued'`,
-		conv, id, conv, id, conv, id).Scan(&b.Waiting, &next, &head); err != nil {
+	err = db.r.QueryRowContext(ctx, `SELECT h.head, h.due, (SELECT COUNT(*) FROM queue WHERE conversation = h.conversation AND id < ? AND status = 'queued')
+		FROM queue_heads h WHERE h.conversation = ? AND h.head < ?`, id, conv, id).Scan(&b.Head, &next, &b.Waiting)
+	switch {
+	case err == nil:
+		b.Next = time.UnixMilli(next)
+	case !errors.Is(err, sql.ErrNoRows):
 		db.log.Warn("read what an aside command waits beside", "request", id, "err", err)
-	} else if next.Valid {
-		b.Next, b.Head = time.UnixMilli(next.Int64), head.Int64
 	}
 	it.Behind = b
 	return it, true, nil
