@@ -17,6 +17,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -52,12 +53,19 @@ const releaseTags = "grpcnotrace,nethttpomithttp2"
 // profiling the gateway with `perf record -g -p <pid>`.
 func buildStripped(b *testing.B) string {
 	b.Helper()
-	out := filepath.Join(b.TempDir(), "opentalon")
+	return buildReleaseOf(b, ".", "opentalon")
+}
+
+// buildReleaseOf builds the main package in dir (relative to this one)
+// as buildStripped builds the gateway, to a file named name.
+func buildReleaseOf(b *testing.B, dir, name string) string {
+	b.Helper()
+	out := filepath.Join(b.TempDir(), name)
 	ldflags := "-s -w"
 	if os.Getenv("OPENTALON_PERF_SYMBOLS") == "1" {
 		ldflags = ""
 	}
-	cmd := exec.Command("go", "build", "-trimpath", "-tags", releaseTags, "-ldflags", ldflags, "-o", out, ".")
+	cmd := exec.Command("go", "build", "-trimpath", "-tags", releaseTags, "-ldflags", ldflags, "-o", out, dir)
 	// Static, as scripts/release.sh and the Dockerfile build it (the
 	// SQLite driver is pure Go): no dynamic loader or libc at start.
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
@@ -225,6 +233,31 @@ func (g *binaryProcess) cpuTime(b *testing.B) time.Duration {
 	return time.Duration(ut+st) * 10 * time.Millisecond
 }
 
+// minorFaults is the number of minor page faults the process has taken
+// (field 10 of /proc/<pid>/stat). On a virtual machine that shadows its
+// guest's page tables, as this benchmark's machine does, each costs tens
+// of microseconds: most of a start-up is its faults.
+func (g *binaryProcess) minorFaults(b *testing.B) int64 {
+	b.Helper()
+	return minorFaultsOf(b, g.cmd.Process.Pid)
+}
+
+func minorFaultsOf(b *testing.B, pid int) int64 {
+	b.Helper()
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		b.Fatalf("read /proc stat (these benchmarks need Linux): %v", err)
+	}
+	i := bytes.LastIndexByte(stat, ')')
+	f := strings.Fields(string(stat[i+1:]))
+	// f[0] is field 3 (state); minflt is field 10.
+	n, err := strconv.ParseInt(f[7], 10, 64)
+	if err != nil {
+		b.Fatalf("parse /proc stat %q: %v", stat, err)
+	}
+	return n
+}
+
 // firstPoll waits for the first getUpdates at tg and returns its arrival.
 func firstPoll(b *testing.B, tg *telegramtest.Server, g *binaryProcess) time.Time {
 	b.Helper()
@@ -278,8 +311,11 @@ func BenchmarkPerfBinarySize(b *testing.B) {
 // BenchmarkPerfStart measures process start (fork/exec included) to the
 // first getUpdates at the fake Bot API, as a median over b.N starts, and
 // the RSS once the process has sat idle for a second after the first
-// start, and its CPU use over the next two idle seconds. fresh-db starts on an empty data dir (migrations run);
-// existing-db reuses one database.
+// start, and its CPU use over the next two idle seconds, with the page
+// faults taken until the first poll (start-faults). fresh-db starts on
+// an empty data dir (migrations run); existing-db reuses one database.
+// floor is the start no gateway built on the same six libraries can beat
+// on this machine (measureFloor).
 func BenchmarkPerfStart(b *testing.B) {
 	bin := buildStripped(b)
 	llm := providertest.NewOpenAI(b)
@@ -291,6 +327,7 @@ func BenchmarkPerfStart(b *testing.B) {
 		b.Run(name, func(b *testing.B) {
 			dataDir := b.TempDir()
 			var starts []time.Duration
+			var faults []int64
 			idle, idleAnon, idleFile, idleCPU := -1.0, 0.0, 0.0, 0.0
 			for b.Loop() {
 				b.StopTimer()
@@ -304,6 +341,7 @@ func BenchmarkPerfStart(b *testing.B) {
 				polled := firstPoll(b, tg, g)
 				b.StopTimer()
 				starts = append(starts, polled.Sub(g.started))
+				faults = append(faults, g.minorFaults(b))
 				if idle < 0 {
 					time.Sleep(time.Second)
 					idle = g.rssMiB(b)
@@ -322,8 +360,63 @@ func BenchmarkPerfStart(b *testing.B) {
 			b.ReportMetric(idleCPU, "idle-cpu-ms/s")
 			b.ReportMetric(idleAnon, "idle-anon-MiB")
 			b.ReportMetric(idleFile, "idle-file-MiB")
+			slices.Sort(faults)
+			b.ReportMetric(float64(faults[len(faults)/2]), "start-faults")
 		})
 	}
+	b.Run("floor", func(b *testing.B) { measureFloor(b, buildReleaseOf(b, "./testdata/startfloor", "startfloor")) })
+}
+
+// measureFloor is BenchmarkPerfStart/floor: testdata/startfloor, the six
+// libraries linked and nothing run, from exec to its first byte (main
+// has begun), as a median over b.N starts, with its page faults then and
+// its RSS, and its size. No start of the gateway can be faster on this
+// machine; what the gateway's start takes beyond it is its own.
+func measureFloor(b *testing.B, bin string) {
+	var starts []time.Duration
+	var faults []int64
+	rss, anon, file := -1.0, 0.0, 0.0
+	for b.Loop() {
+		cmd := exec.Command(bin)
+		stdin, err := cmd.StdinPipe()
+		if err != nil {
+			b.Fatal(err)
+		}
+		stdout, err := cmd.StdoutPipe()
+		if err != nil {
+			b.Fatal(err)
+		}
+		t0 := time.Now()
+		if err := cmd.Start(); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := io.ReadFull(stdout, make([]byte, 1)); err != nil {
+			b.Fatalf("startfloor wrote nothing: %v", err)
+		}
+		starts = append(starts, time.Since(t0))
+		b.StopTimer()
+		p := &binaryProcess{cmd: cmd}
+		faults = append(faults, p.minorFaults(b))
+		if rss < 0 {
+			rss, anon, file = p.rssMiB(b), p.statusMiB(b, "RssAnon"), p.statusMiB(b, "RssFile")
+		}
+		stdin.Close()
+		if err := cmd.Wait(); err != nil {
+			b.Fatalf("startfloor: %v", err)
+		}
+		b.StartTimer()
+	}
+	fi, err := os.Stat(bin)
+	if err != nil {
+		b.Fatal(err)
+	}
+	slices.Sort(faults)
+	b.ReportMetric(ms(median(starts)), "start-ms")
+	b.ReportMetric(float64(faults[len(faults)/2]), "start-faults")
+	b.ReportMetric(rss, "idle-MiB")
+	b.ReportMetric(anon, "idle-anon-MiB")
+	b.ReportMetric(file, "idle-file-MiB")
+	b.ReportMetric(float64(fi.Size())/1e6, "binary-MB")
 }
 
 // perfRun is a running binary with its fakes, warmed up.
@@ -460,6 +553,7 @@ func measureMessages(b *testing.B, r *perfRun) {
 	var added, reply []time.Duration
 	n := 0
 	cpu0 := r.g.cpuTime(b)
+	faults0 := r.g.minorFaults(b)
 	var last time.Time
 	for b.Loop() {
 		space(b, &last)
@@ -471,6 +565,7 @@ func measureMessages(b *testing.B, r *perfRun) {
 	}
 	cpu := r.g.cpuTime(b) - cpu0
 	b.ReportMetric(ms(cpu)/float64(n), "cpu-ms/msg")
+	b.ReportMetric(float64(r.g.minorFaults(b)-faults0)/float64(n), "faults/msg")
 	b.ReportMetric(ms(percentile(added, 0.5)), "added-p50-ms")
 	b.ReportMetric(ms(percentile(added, 0.99)), "added-p99-ms")
 	b.ReportMetric(ms(percentile(reply, 0.5)), "reply-p50-ms")
