@@ -63,8 +63,9 @@ const offsetEvery = time.Second
 // old when the stream paused), and the queue's dedupe drops those
 // already committed. A write of the offset the lease refuses (another
 // replica took it over) ends the polling; so does the end of the lease's
-// context.
-func (b *Bot) poll(ctx context.Context, sink core.Sink, l Lease) error {
+// context. When identified is not nil, what a getUpdates brought waits
+// for it to close (runPolling).
+func (b *Bot) poll(ctx context.Context, sink core.Sink, l Lease, identified <-chan struct{}) error {
 	var offset, kept int64
 	var keptAt time.Time
 	if l != nil {
@@ -103,6 +104,14 @@ func (b *Bot) poll(ctx context.Context, sink core.Sink, l Lease) error {
 		}
 		asked := b.now()
 		updates, err := b.getUpdates(ctx, offset)
+		if identified != nil {
+			select {
+			case <-identified:
+				identified = nil
+			case <-ctx.Done():
+				return nil
+			}
+		}
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil

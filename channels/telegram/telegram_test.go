@@ -623,3 +623,47 @@ func TestRevokedTokenWhilePollingIsReportedNotFatal(t *testing.T) {
 		t.Errorf("waits %v: want a 30s pause after the 401", h.sleeps.all())
 	}
 }
+
+// TestGetMeGoesBesideTheFirstPoll: a bot polling on its own asks for
+// updates without waiting for getMe's answer (a start waits one round
+// trip less), and hands nothing over before that answer: a group message
+// mentioning the bot, fetched while getMe is slow, is taken as a mention
+// once getMe has told the bot's name.
+func TestGetMeGoesBesideTheFirstPoll(t *testing.T) {
+	h := newHarness(t, nil)
+	release := h.srv.Hold("getMe")
+	defer release()
+	h.srv.AddUpdate(h.srv.Group(groupID, alice, "@talon_bot are you there?", 0))
+	sink := newFakeSink()
+	h.run(t, sink)
+	h.srv.WaitFor(t, "a getUpdates while getMe is unanswered", 5*time.Second, func(_ []telegramtest.Sent, calls []telegramtest.Call) bool {
+		for _, c := range calls {
+			if c.Method == "getUpdates" {
+				return true
+			}
+		}
+		return false
+	})
+	release()
+	sink.waitFor(t, "the mention", func() bool { return len(sink.accepted) == 1 })
+	if in := sink.accepted[0]; !in.Mentioned || in.Text != "are you there?" {
+		t.Errorf("accepted %+v; want the mention, with the bot's name stripped", in)
+	}
+}
+
+// TestRefusedTokenEndsThePollingRun: when every call is refused, Run
+// ends with getMe's error, naming the key, although getUpdates went out
+// beside it.
+func TestRefusedTokenEndsThePollingRun(t *testing.T) {
+	h := newHarness(t, func(c *config.Telegram, _ *Options) { c.Token = "4243:another-token" })
+	done := make(chan error, 1)
+	go func() { done <- h.bot.Run(context.Background(), newFakeSink()) }()
+	select {
+	case err := <-done:
+		if core.ErrorKind(err) != core.KindAuth || !strings.Contains(err.Error(), "getMe") || !strings.Contains(err.Error(), "channels.telegram.token") {
+			t.Fatalf("Run with a refused token = %v; want getMe's auth error naming channels.telegram.token", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run with a refused token did not end")
+	}
+}

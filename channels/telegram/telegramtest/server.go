@@ -66,6 +66,7 @@ type Server struct {
 	forget     bool // calls are not kept (Forget)
 	sent       []Sent
 	failures   map[string][]Failure
+	held       map[string]chan struct{} // Hold: closed on release
 	media      mediaState
 	webhookURL string
 	webhookSec string
@@ -129,6 +130,27 @@ func (s *Server) Fail(method string, f Failure) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.failures[method] = append(s.failures[method], f)
+}
+
+// Hold makes the calls of method wait, once recorded, until release is
+// called (a Bot API slow to answer that method).
+func (s *Server) Hold(method string) (release func()) {
+	ch := make(chan struct{})
+	s.mu.Lock()
+	if s.held == nil {
+		s.held = map[string]chan struct{}{}
+	}
+	s.held[method] = ch
+	s.mu.Unlock()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			s.mu.Lock()
+			delete(s.held, method)
+			s.mu.Unlock()
+			close(ch)
+		})
+	}
 }
 
 // Calls returns the calls of method received so far ("" = all).
@@ -274,6 +296,15 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		s.calls = append(s.calls, Call{Method: method, Params: params, ContentType: ct, At: time.Now()})
 	}
 	s.notify()
+	if ch := s.held[method]; ch != nil {
+		s.mu.Unlock()
+		select {
+		case <-ch:
+		case <-r.Context().Done():
+			return
+		}
+		s.mu.Lock()
+	}
 	var fail *Failure
 	if q := s.failures[method]; len(q) > 0 {
 		fail = &q[0]
