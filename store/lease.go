@@ -604,9 +604,14 @@ func (db *DB) Hasten(ctx context.Context, ids []int64, now time.Time) (int64, er
 	return moved, nil
 }
 
-// Defer implements core.QueueStore.
+// Defer implements core.QueueStore. A try that ended by putting the item
+// back to wait was not cut short, so the item's count of interrupted
+// tries starts over: the give-up after queue.max_attempts of them is for
+// a message that crashes the process every time it is tried, and kills
+// that fell between tries which ended normally (a crash loop, a deploy)
+// are not that message's doing.
 func (db *DB) Defer(ctx context.Context, id, lease int64, notBefore time.Time, cause string, notified bool) error {
-	if err := db.fenced(ctx, id, lease, `status = 'queued', not_before = ?, last_error = ?, notified = (notified OR ?), holder = '', lease_until = 0`,
+	if err := db.fenced(ctx, id, lease, `status = 'queued', not_before = ?, last_error = ?, notified = (notified OR ?), interruptions = 0, holder = '', lease_until = 0`,
 		notBefore.UnixMilli(), cause, notified); err != nil {
 		return fmt.Errorf("defer queue item %d: %w", id, err)
 	}

@@ -434,8 +434,10 @@ func (g *Gateway) process(ctx context.Context, it core.QueueItem, release func()
 		hold = nil
 	}
 	if it.Interruptions >= g.opts.MaxAttempts {
-		// Every attempt was cut short (a crash, a kill): the message may
-		// be what crashes the process, so it is not tried again.
+		// Every attempt since the last that ended normally was cut short
+		// (a crash, a kill; the store starts the count over when a try
+		// puts the item back to wait): the message may be what crashes
+		// the process, so it is not tried again.
 		err = &core.Error{Kind: core.KindInvalid, Msg: fmt.Sprintf("gave up after %d interrupted attempts", it.Interruptions)}
 	} else {
 		err = g.handle(ctx, it, log, release, hold)
@@ -472,13 +474,16 @@ func (g *Gateway) settle(ctx context.Context, it core.QueueItem, err error, log 
 		log.Warn("request stopped: its lease was lost", "err", err)
 	case err == nil:
 		outcome = core.OutcomeAnswered
-		log.Debug("request done")
+		// Logged once it is recorded: a crash before the record answers
+		// the request again (see README, the window without idempotency
+		// keys), and the log must not say it was done.
 		g.record(sctx, log, "mark request done", func(c context.Context) error {
 			if f, ok := g.store.(core.SentFinisher); ok && held != nil {
 				return f.FinishSent(c, it.ID, it.Lease, *held)
 			}
 			return g.store.Finish(c, it.ID, it.Lease, core.StatusDone, "")
 		})
+		log.Debug("request done")
 	case errors.As(err, &drop):
 		outcome = core.OutcomeDropped
 		log.Info("message dropped by a pre-hook", "reason", drop.reason)

@@ -113,6 +113,33 @@ func testLeases(t *testing.T, e Engine) {
 		}
 	})
 
+	t.Run("InterruptionsStartOverAfterATryThatEnded", func(t *testing.T) {
+		// Killed twice, then a try that ended normally (the provider
+		// asked to wait), then killed again: one interruption in a row,
+		// not three, so the give-up for a message that crashes the
+		// process is not reached by kills between normal tries.
+		clock := NewClock()
+		q := e.open(t, store.Options{Now: clock.Now, LeaseTTL: ttl})
+		mustEnqueue(t, q, msg(conv("crashloop"), "1", "an ordinary message"))
+		claim(t, q, 1, clock.Now())
+		clock.Advance(ttl)
+		claim(t, q, 1, clock.Now())
+		clock.Advance(ttl)
+		it := claim(t, q, 1, clock.Now())
+		if len(it) != 1 || it[0].Interruptions != 2 {
+			t.Fatalf("third claim: %+v; want interruptions 2", it)
+		}
+		check(t, "defer", q.Defer(ctx, it[0].ID, it[0].Lease, clock.Now(), "the provider asked to wait", false))
+		it = claim(t, q, 1, clock.Now())
+		if len(it) != 1 || it[0].Interruptions != 0 {
+			t.Fatalf("claim after the deferral: %+v; want interruptions 0", it)
+		}
+		clock.Advance(ttl)
+		if it = claim(t, q, 1, clock.Now()); len(it) != 1 || it[0].Interruptions != 1 {
+			t.Fatalf("claim after one more kill: %+v; want interruptions 1", it)
+		}
+	})
+
 	t.Run("SoleClaimerTakesBackAtStart", func(t *testing.T) {
 		clock := NewClock()
 		handle := e.New(t)
