@@ -274,9 +274,11 @@ type usageError struct{ msg string }
 func (e usageError) Error() string { return e.msg }
 
 // parseSub parses a subcommand's flags, accepting the global flags too.
-func parseSub(name string, g *globalFlags, args []string, io Stdio, define func(*flag.FlagSet)) ([]string, error) {
+func parseSub(name string, g *globalFlags, args []string, _ Stdio, define func(*flag.FlagSet)) ([]string, error) {
 	fs := flag.NewFlagSet("opentalon "+name, flag.ContinueOnError)
-	fs.SetOutput(io.Err)
+	// The error alone, with the command's usage, not Go's dump of
+	// every flag (the other subcommands' parsers do the same).
+	fs.SetOutput(io.Discard)
 	g.register(fs)
 	if define != nil {
 		define(fs)
@@ -308,9 +310,29 @@ func parseSub(name string, g *globalFlags, args []string, io Stdio, define func(
 		pos = append(pos, a)
 	}
 	if err := fs.Parse(flags); err != nil {
-		return nil, usageError{fmt.Sprintf("%s: %v (see opentalon help)", name, err)}
+		return nil, usageError{fmt.Sprintf("%s: %v; usage: %s", name, err, usageLine(name))}
 	}
 	return append(fs.Args(), pos...), nil
+}
+
+// usageLine is the usage's synopsis of the command whose name starts
+// cmd ("lua test" is lua's), without its description; several are
+// joined with " | ".
+func usageLine(cmd string) string {
+	word, _, _ := strings.Cut(cmd, " ")
+	head, _, _ := strings.Cut(usage, "\nGlobal flags")
+	var lines []string
+	for _, l := range strings.Split(head, "\n") {
+		f := strings.Fields(l)
+		if strings.HasPrefix(l, "  opentalon ") && (f[1] == word || word == "run" && f[1] == "[run]") {
+			synopsis, _, _ := strings.Cut(strings.TrimSpace(l), "  ")
+			lines = append(lines, synopsis)
+		}
+	}
+	if len(lines) == 0 {
+		return "opentalon help"
+	}
+	return strings.Join(lines, " | ")
 }
 
 func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {

@@ -1,0 +1,33 @@
+package main
+
+// An unknown flag or argument is one line on stderr naming the command's
+// usage, exit 2, for every subcommand alike.
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestCLIUnknownFlagIsOneUsageLine(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"doctor", "--nope"}, "doctor: flag provided but not defined: -nope; usage: opentalon doctor [--channels] [--offline]"},
+		{[]string{"healthcheck", "--nope"}, "healthcheck: flag provided but not defined: -nope; usage: opentalon healthcheck"},
+		{[]string{"run", "--nope"}, "usage: opentalon [run]"},
+		{[]string{"complete", "--nope", "hi"}, "usage: opentalon complete [--model REF] PROMPT"},
+		{[]string{"config", "check", "--nope"}, "usage: opentalon config check"},
+		{[]string{"backup", "--nope", "x.db"}, "usage: opentalon backup FILE"},
+		{[]string{"restore", "--nope", "x.db"}, "usage: opentalon restore FILE"},
+		{[]string{"lua", "test", "--nope", "x.lua"}, "usage: opentalon lua test SCRIPT"},
+		{[]string{"state", "migrate", "--nope"}, "usage: opentalon state migrate --from sqlite --to postgres"},
+	} {
+		res := runMain(t, nil, "", tc.args...)
+		if res.code != 2 || res.stdout != "" || !strings.Contains(res.stderr, tc.want) ||
+			strings.Contains(res.stderr, "Usage of") || strings.Count(res.stderr, "\n") != 1 {
+			t.Errorf("%v: exit %d\nstdout %q\nstderr %q\nwant one line with %q", tc.args, res.code, res.stdout, res.stderr, tc.want)
+		}
+	}
+}
