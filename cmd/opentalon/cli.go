@@ -142,7 +142,7 @@ func Main(ctx context.Context, args []string, io Stdio, lookup func(string) (str
 	case "healthcheck":
 		runErr = cmdHealthcheck(ctx, &g, rest, io, env, log)
 	case "version":
-		fmt.Fprintln(io.Out, "opentalon", versionString())
+		runErr = cmdVersion(&g, rest, io)
 	case "help", "-h", "--help":
 		fmt.Fprint(io.Out, usage)
 	default:
@@ -398,6 +398,19 @@ func firstNonEmpty(s ...string) string {
 		}
 	}
 	return ""
+}
+
+// cmdVersion implements `opentalon version`.
+func cmdVersion(g *globalFlags, args []string, io Stdio) error {
+	rest, err := parseSub("version", g, args, io, nil)
+	if err != nil {
+		return err
+	}
+	if len(rest) > 0 {
+		return usageError{fmt.Sprintf("version takes no arguments, got %q; usage: opentalon version", rest)}
+	}
+	fmt.Fprintln(io.Out, "opentalon", versionString())
+	return nil
 }
 
 func versionString() string {

@@ -31,3 +31,16 @@ func TestCLIUnknownFlagIsOneUsageLine(t *testing.T) {
 		}
 	}
 }
+
+func TestCLIVersionRefusesArguments(t *testing.T) {
+	t.Parallel()
+	for _, args := range [][]string{{"version", "extra"}, {"version", "--nope"}} {
+		res := runMain(t, nil, "", args...)
+		if res.code != 2 || res.stdout != "" || !strings.Contains(res.stderr, "usage: opentalon version") {
+			t.Errorf("%v: exit %d\nstdout %q\nstderr %q", args, res.code, res.stdout, res.stderr)
+		}
+	}
+	if res := runMain(t, nil, "", "version", "--log-level", "warn"); res.code != 0 || !strings.HasPrefix(res.stdout, "opentalon ") {
+		t.Errorf("version --log-level warn: exit %d, %q, %q", res.code, res.stdout, res.stderr)
+	}
+}
