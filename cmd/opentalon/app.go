@@ -79,6 +79,8 @@ type App struct {
 	eof chan struct{}
 	// addr is the HTTP server's bound address once Run listens.
 	addr chan string
+	// ln is the server's listener bound by Listen before Run serves on it.
+	ln net.Listener
 
 	// The extension points beyond tools (extensions.go): the plugins'
 	// hooks, routes, schedules and services; the scheduler; the
@@ -195,6 +197,28 @@ func BuildApp(ctx context.Context, cfg *config.Config, o AppOptions) (_ *App, er
 	return a, nil
 }
 
+// Listen binds server.listen, once, and returns the bound address (the
+// port the OS picked for port 0); "" without a server. Run serves on the
+// listener, and binds it itself when Listen was not called; connections
+// wait in the listener's backlog meanwhile. Close closes it when Run never
+// served on it.
+func (a *App) Listen() (string, error) {
+	if a.server == nil {
+		return "", nil
+	}
+	if a.ln == nil {
+		ln, err := net.Listen("tcp", a.cfg.Server.Listen)
+		if err != nil {
+			return "", fmt.Errorf("server.listen %s: %w (set server.listen, or OPENTALON_LISTEN when the config leaves it out, to a free address; \"\" turns the server off)", a.cfg.Server.Listen, err)
+		}
+		a.ln = ln
+		// Closing a listener twice (after Serve's Shutdown) only errs,
+		// which Close ignores for it.
+		a.closers = append(a.closers, func() error { ln.Close(); return nil })
+	}
+	return a.ln.Addr().String(), nil
+}
+
 // Run serves until ctx is cancelled, or, when the console is the only
 // channel, until its input ended and every accepted message is answered.
 func (a *App) Run(ctx context.Context) error {
@@ -219,10 +243,10 @@ func (a *App) Run(ctx context.Context) error {
 	errc := make(chan error, 2) // the server's failure, the scheduler's
 	apiURL := ""
 	if a.server != nil {
-		ln, err := net.Listen("tcp", a.cfg.Server.Listen)
-		if err != nil {
-			return fmt.Errorf("server.listen %s: %w (set server.listen, or OPENTALON_LISTEN when the config leaves it out, to a free address; \"\" turns the server off)", a.cfg.Server.Listen, err)
+		if _, err := a.Listen(); err != nil {
+			return err
 		}
+		ln := a.ln
 		a.log.Info("http server listening", "addr", ln.Addr().String())
 		a.addr <- ln.Addr().String()
 		apiURL = "http://" + ln.Addr().String()

@@ -146,3 +146,43 @@ func TestConsoleOnATerminal(t *testing.T) {
 		t.Errorf("log file mode: %v %v; want 0600", fi.Mode(), err)
 	}
 }
+
+// With server.listen on port 0 the banner names the port the OS picked,
+// and the status page answers there.
+func TestConsoleBannerNamesPickedPort(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes")
+	}
+	llm := providertest.NewOpenAI(t)
+	home := t.TempDir()
+	master, slave := openPTY(t)
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(os.Environ(), "OPENTALON_E2E_MAIN=1", "HOME="+home, "OPENAI_BASE_URL="+llm.BaseURL(),
+		"OPENTALON_DATA_DIR=", "OPENTALON_CONFIG=", "OPENTALON_LISTEN=127.0.0.1:0", "OPENAI_API_KEY=", "ANTHROPIC_API_KEY=")
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = slave, slave, slave
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	slave.Close()
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	scr := &screen{eof: make(chan struct{})}
+	go scr.read(master)
+
+	banner := regexp.MustCompile(`· status page (http://127\.0\.0\.1:([0-9]+)/) · Ctrl-D quits`)
+	scr.waitFor(t, "the banner with the status page and the prompt", func(s string) bool {
+		return banner.MatchString(s) && strings.HasSuffix(s, "› ")
+	})
+	m := banner.FindStringSubmatch(scr.String())
+	if m[2] == "0" {
+		t.Fatalf("the banner names port 0: %q", scr.String())
+	}
+	if code, body := httpGet(t, m[1]+"healthz"); code != 200 {
+		t.Errorf("GET %shealthz: %d %q", m[1], code, body)
+	}
+	master.Write([]byte{4}) // Ctrl-D
+	<-scr.eof
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("exit after Ctrl-D: %v\n%q", err, scr.String())
+	}
+}

@@ -63,8 +63,13 @@ func cmdRun(ctx context.Context, g *globalFlags, args []string, io Stdio, env co
 	}
 	if interactive {
 		model, _ := cfg.ResolveModel(cfg.Routing.Primary)
+		// The bound address: with port 0 the OS picks the port.
+		addr, err := app.Listen()
+		if err != nil {
+			return asOperatorError(err)
+		}
 		page := ""
-		if host, port, err := net.SplitHostPort(cfg.Server.Listen); err == nil && port != "0" {
+		if host, port, err := net.SplitHostPort(addr); err == nil {
 			if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
 				host = "127.0.0.1"
 			}
