@@ -244,7 +244,9 @@ func (rep *Report) WriteText(w io.Writer) error {
 		}
 		b.WriteString("\n")
 	}
-	b.WriteString("\nRecovery after changes (requests of the affected task until 16 of 20 choices are near-optimal):\n")
+	if len(rep.Changes) > 0 { // a scenario without changes has none to recover from
+		b.WriteString("\nRecovery after changes (requests of the affected task until 16 of 20 choices are near-optimal):\n")
+	}
 	for _, c := range rep.Changes {
 		fmt.Fprintf(&b, "  day %-4g %-10s %-10s p→%.2f  median %-6s p90 %-6s worst %-6s not recovered %d  (%s)\n", c.Day, c.Task, c.Model, c.P, reqs(c.Median), reqs(c.P90), reqs(float64(c.Worst)), c.Never, c.Note)
 	}

@@ -164,3 +164,24 @@ func TestShippedScenariosParse(t *testing.T) {
 		}
 	}
 }
+
+// TestTextReportRecoveryOnlyWithChanges: the recovery heading comes with
+// the scenario's changes, not alone when it has none.
+func TestTextReportRecoveryOnlyWithChanges(t *testing.T) {
+	const heading = "Recovery after changes"
+	var buf bytes.Buffer
+	if err := (&Report{}).WriteText(&buf); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(buf.String(), heading) || !strings.Contains(buf.String(), "\nGoals:") {
+		t.Errorf("a report without changes:\n%s", buf.String())
+	}
+	buf.Reset()
+	rep := &Report{Changes: []ChangeReport{{Day: 30, Task: "code", Model: "small", P: 0.9, Note: "small improves"}}}
+	if err := rep.WriteText(&buf); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(buf.String(), heading) || !strings.Contains(buf.String(), "small improves") {
+		t.Errorf("a report with a change:\n%s", buf.String())
+	}
+}
