@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -40,17 +41,23 @@ const (
 
 // cmdMemory runs `memory` and `session`; each parses its own flags, so
 // only the global flags are taken out here.
-func cmdMemory(ctx context.Context, cmd string, g *globalFlags, args []string, io Stdio, env config.Env, log *slog.Logger) error {
+func cmdMemory(ctx context.Context, cmd string, g *globalFlags, args []string, stdio Stdio, env config.Env, log *slog.Logger) error {
 	args = g.extract(args)
+	run := runMemory
+	if cmd == "session" {
+		run = runSession
+	}
+	// The command line first, as usage and affinity do: its mistakes are
+	// not hidden behind the config's, and open no database.
+	if err := run(ctx, argsOnly{}, args, io.Discard); !errors.Is(err, errArgsOK) {
+		return err
+	}
 	_, db, err := openConfigStore(ctx, g, env, log)
 	if err != nil {
 		return err
 	}
 	defer db.Close()
-	if cmd == "session" {
-		return runSession(ctx, db, args, io.Out)
-	}
-	return runMemory(ctx, db, args, io.Out)
+	return run(ctx, db, args, stdio.Out)
 }
 
 // memoryFlags are the flags shared by the memory subcommands.

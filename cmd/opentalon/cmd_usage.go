@@ -190,6 +190,19 @@ func (argsOnly) PluginBindings(context.Context) ([]core.PluginBinding, error) {
 	return nil, errArgsOK
 }
 func (argsOnly) PluginUnbind(context.Context, string) (bool, error) { return false, errArgsOK }
+func (argsOnly) Memories(context.Context, core.MemoryQuery) ([]core.Memory, error) {
+	return nil, errArgsOK
+}
+func (argsOnly) DeleteMemory(context.Context, int64, string, bool) (bool, error) {
+	return false, errArgsOK
+}
+func (argsOnly) DeleteMemories(context.Context, string) (int, error) { return 0, errArgsOK }
+func (argsOnly) ConversationSessions(context.Context, core.ConversationKey) ([]store.SessionRecord, error) {
+	return nil, errArgsOK
+}
+func (argsOnly) Transcript(context.Context, int64) ([]store.StoredMessage, error) {
+	return nil, errArgsOK
+}
 
 // noGatewayRunning makes sure no gateway runs on cfg's database, and
 // keeps it so until release: on SQLite it takes the data directory's

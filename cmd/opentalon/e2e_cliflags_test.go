@@ -4,6 +4,8 @@ package main
 // usage, exit 2, for every subcommand alike.
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -42,5 +44,30 @@ func TestCLIVersionRefusesArguments(t *testing.T) {
 	}
 	if res := runMain(t, nil, "", "version", "--log-level", "warn"); res.code != 0 || !strings.HasPrefix(res.stdout, "opentalon ") {
 		t.Errorf("version --log-level warn: exit %d, %q, %q", res.code, res.stdout, res.stderr)
+	}
+}
+
+// memory and session check their command line before the config and the
+// database, as usage, affinity and plugins do: a wrong word creates no
+// database, and a broken config does not hide it.
+func TestCLIMemoryArgumentsBeforeDatabase(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	path := writeConfig(t, "state:\n  data_dir: "+dir+"\n")
+	for _, args := range [][]string{
+		{"memory", "frob"}, {"memory", "list", "extra"}, {"memory", "list", "--nope"},
+		{"session", "frob"}, {"session", "export", "--nope", "console:local"},
+	} {
+		res := runMain(t, nil, "", append([]string{"--config", path}, args...)...)
+		if res.code != 2 || !strings.Contains(res.stderr, "usage: opentalon ") || strings.Contains(res.stderr, "created the database") {
+			t.Errorf("%v: exit %d\nstdout %q\nstderr %q", args, res.code, res.stdout, res.stderr)
+		}
+		res = runMain(t, nil, "", append([]string{"--config", filepath.Join(dir, "missing.yaml")}, args...)...)
+		if res.code != 2 || !strings.Contains(res.stderr, "usage: opentalon ") {
+			t.Errorf("%v with a missing config: exit %d\nstderr %q", args, res.code, res.stderr)
+		}
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+		t.Errorf("a refused command line left %v in the data directory", entries)
 	}
 }
