@@ -71,3 +71,21 @@ func TestCLIMemoryArgumentsBeforeDatabase(t *testing.T) {
 		t.Errorf("a refused command line left %v in the data directory", entries)
 	}
 }
+
+// A command that takes no arguments names what it got and its usage.
+func TestCLINoArgumentsNamesUsage(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"healthcheck", "extra"}, `healthcheck takes no arguments, got ["extra"]; usage: opentalon healthcheck`},
+		{[]string{"run", "extra"}, `run takes no arguments, got ["extra"]; usage: opentalon [run]`},
+		{[]string{"doctor", "extra"}, `doctor takes no arguments, got ["extra"]; usage: opentalon doctor`},
+		{[]string{"version", "extra"}, `version takes no arguments, got ["extra"]; usage: opentalon version`},
+	} {
+		if res := runMain(t, nil, "", tc.args...); res.code != 2 || !strings.Contains(res.stderr, tc.want) {
+			t.Errorf("%v: exit %d, stderr %q; want %q", tc.args, res.code, res.stderr, tc.want)
+		}
+	}
+}

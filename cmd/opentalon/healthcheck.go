@@ -21,7 +21,7 @@ func cmdHealthcheck(ctx context.Context, g *globalFlags, args []string, stdio St
 		return err
 	}
 	if len(rest) > 0 {
-		return usageError{"usage: opentalon healthcheck"}
+		return usageError{fmt.Sprintf("healthcheck takes no arguments, got %q; usage: opentalon healthcheck", rest)}
 	}
 	cfg, err := loadConfigFor(g, env, "server")
 	if err != nil {

@@ -33,7 +33,7 @@ func cmdRun(ctx context.Context, g *globalFlags, args []string, io Stdio, env co
 		return err
 	}
 	if len(rest) > 0 {
-		return usageError{fmt.Sprintf("run takes no arguments, got %q", rest)}
+		return usageError{fmt.Sprintf("run takes no arguments, got %q; usage: opentalon [run]", rest)}
 	}
 	cfg, src, err := loadConfig(g, env)
 	if err != nil {
