@@ -79,15 +79,15 @@ Global flags (before or after the subcommand):
 func Main(ctx context.Context, args []string, io Stdio, lookup func(string) (string, bool)) int {
 	var g globalFlags
 	fs := flag.NewFlagSet("opentalon", flag.ContinueOnError)
-	fs.SetOutput(io.Err)
-	fs.Usage = func() {} // printed below: asked for, to stdout
+	fs.SetOutput(new(strings.Builder)) // the error is printed below, named
+	fs.Usage = func() {}               // printed below: asked for, to stdout
 	g.register(fs)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fmt.Fprint(io.Out, usage)
 			return 0
 		}
-		fmt.Fprint(io.Err, "\n"+usage)
+		fmt.Fprintf(io.Err, "opentalon: %v\n\n%s", err, usage)
 		return 2
 	}
 	rest := fs.Args()

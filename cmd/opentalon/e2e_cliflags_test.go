@@ -89,3 +89,13 @@ func TestCLINoArgumentsNamesUsage(t *testing.T) {
 		}
 	}
 }
+
+// An unknown flag before any command reads like an unknown command.
+func TestCLIUnknownTopLevelFlag(t *testing.T) {
+	t.Parallel()
+	res := runMain(t, nil, "", "--nope")
+	if res.code != 2 || res.stdout != "" || !strings.HasPrefix(res.stderr, "opentalon: flag provided but not defined: -nope\n\n") ||
+		!strings.Contains(res.stderr, "Usage:") {
+		t.Errorf("exit %d, stdout %q, stderr %q", res.code, res.stdout, res.stderr)
+	}
+}
