@@ -216,46 +216,33 @@ func (g *binaryProcess) cpuTime(b *testing.B) time.Duration {
 	if sum > 0 {
 		return sum
 	}
-	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		b.Fatalf("read /proc stat (these benchmarks need Linux): %v", err)
-	}
-	// The command name may hold spaces; fields count from after ')'.
-	i := bytes.LastIndexByte(stat, ')')
-	f := strings.Fields(string(stat[i+1:]))
-	// f[0] is field 3 (state); utime is field 14, stime field 15.
-	ut, err1 := strconv.ParseInt(f[11], 10, 64)
-	st, err2 := strconv.ParseInt(f[12], 10, 64)
-	if err1 != nil || err2 != nil {
-		b.Fatalf("parse /proc stat %q", stat)
-	}
 	// USER_HZ is 100 on every Linux this runs on.
-	return time.Duration(ut+st) * 10 * time.Millisecond
+	return time.Duration(g.statField(b, 14)+g.statField(b, 15)) * 10 * time.Millisecond
 }
 
-// minorFaults is the number of minor page faults the process has taken
-// (field 10 of /proc/<pid>/stat). On a virtual machine that shadows its
-// guest's page tables, as this benchmark's machine does, each costs tens
-// of microseconds: most of a start-up is its faults.
-func (g *binaryProcess) minorFaults(b *testing.B) int64 {
-	b.Helper()
-	return minorFaultsOf(b, g.cmd.Process.Pid)
-}
+// minorFaults is the number of minor page faults the process has taken.
+// On a virtual machine that shadows its guest's page tables, as this
+// benchmark's machine does, each costs tens of microseconds: most of a
+// start-up is its faults.
+func (g *binaryProcess) minorFaults(b *testing.B) int64 { return g.statField(b, 10) }
 
-func minorFaultsOf(b *testing.B, pid int) int64 {
+// statField is the numeric field n (counted from 1, as proc(5) does) of
+// /proc/<pid>/stat.
+func (g *binaryProcess) statField(b *testing.B, n int) int64 {
 	b.Helper()
-	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", g.cmd.Process.Pid))
 	if err != nil {
 		b.Fatalf("read /proc stat (these benchmarks need Linux): %v", err)
 	}
+	// The command name may hold spaces; fields count from after ')',
+	// where field 3 (state) begins.
 	i := bytes.LastIndexByte(stat, ')')
 	f := strings.Fields(string(stat[i+1:]))
-	// f[0] is field 3 (state); minflt is field 10.
-	n, err := strconv.ParseInt(f[7], 10, 64)
+	v, err := strconv.ParseInt(f[n-3], 10, 64)
 	if err != nil {
-		b.Fatalf("parse /proc stat %q: %v", stat, err)
+		b.Fatalf("parse field %d of /proc stat %q: %v", n, stat, err)
 	}
-	return n
+	return v
 }
 
 // firstPoll waits for the first getUpdates at tg and returns its arrival.
