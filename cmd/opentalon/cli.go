@@ -216,9 +216,19 @@ func wantsHelp(args []string) bool {
 // commandHelp is the usage's lines for cmd (with their continuation
 // lines) and the global flags; false for a command the usage lacks.
 func commandHelp(cmd string) (string, bool) {
-	head, flags, _ := strings.Cut(usage, "\nGlobal flags")
-	var b strings.Builder
-	b.WriteString("Usage:\n")
+	lines := usageOf(cmd)
+	if len(lines) == 0 {
+		return "", false
+	}
+	_, flags, _ := strings.Cut(usage, "\nGlobal flags")
+	return "Usage:\n" + strings.Join(lines, "\n") + "\n\nGlobal flags" + flags, true
+}
+
+// usageOf is the usage's lines of the command cmd: each of its synopsis
+// lines ("  opentalon cmd ...") with the indented lines that follow it.
+func usageOf(cmd string) []string {
+	head, _, _ := strings.Cut(usage, "\nGlobal flags")
+	var lines []string
 	in := false
 	for _, l := range strings.Split(head, "\n") {
 		switch {
@@ -229,14 +239,10 @@ func commandHelp(cmd string) (string, bool) {
 			in = false
 		}
 		if in {
-			b.WriteString(l + "\n")
+			lines = append(lines, l)
 		}
 	}
-	if b.Len() == len("Usage:\n") {
-		return "", false
-	}
-	b.WriteString("\nGlobal flags" + flags)
-	return b.String(), true
+	return lines
 }
 
 // extract takes the global flags out of args (for subcommands that parse
@@ -320,11 +326,9 @@ func parseSub(name string, g *globalFlags, args []string, _ Stdio, define func(*
 // joined with " | ".
 func usageLine(cmd string) string {
 	word, _, _ := strings.Cut(cmd, " ")
-	head, _, _ := strings.Cut(usage, "\nGlobal flags")
 	var lines []string
-	for _, l := range strings.Split(head, "\n") {
-		f := strings.Fields(l)
-		if strings.HasPrefix(l, "  opentalon ") && (f[1] == word || word == "run" && f[1] == "[run]") {
+	for _, l := range usageOf(word) {
+		if strings.HasPrefix(l, "  opentalon ") {
 			synopsis, _, _ := strings.Cut(strings.TrimSpace(l), "  ")
 			lines = append(lines, synopsis)
 		}
