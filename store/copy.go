@@ -2,7 +2,11 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -18,16 +22,27 @@ type CopiedTable struct {
 	// UTF-8) that were stored without the NUL bytes and with U+FFFD for
 	// the invalid bytes.
 	Repaired int
+	// Missing counts, for media_bytes, the media rows whose file is not
+	// in the source's media directory (swept, deleted): their bytes were
+	// not copied, and they are not among Rows.
+	Missing int
 }
+
+// MediaBytesTable is the CopiedTable of the media files' bytes: on
+// SQLite they are files in the media directory only, on PostgreSQL
+// replicas share them in media_bytes.
+const MediaBytesTable = "media_bytes"
 
 // CopyFrom copies every row of src, a SQLite database, into db, a
 // PostgreSQL database at the same schema version (`opentalon state
 // migrate`): ids are preserved, the id sequences move past every id
 // copied (and past every request id a table refers to), and a row the
 // target has already is left as it is, so a re-run copies only what is
-// missing. Items the source left running are taken back at once (the
-// gateway of the source is stopped). The caller keeps every gateway off
-// the source while it runs. done is called after each table.
+// missing. The bytes of the media files, which SQLite keeps only as files
+// in its media directory, go into media_bytes, where replicas read them
+// (MediaBytesTable, last). Items the source left running are taken back
+// at once (the gateway of the source is stopped). The caller keeps every
+// gateway off the source while it runs. done is called after each table.
 func (db *DB) CopyFrom(ctx context.Context, src *DB, done func(CopiedTable)) ([]CopiedTable, error) {
 	if db.d != postgresDialect || src.d != sqliteDialect {
 		return nil, fmt.Errorf("copy: from a SQLite database into a PostgreSQL one only")
@@ -54,6 +69,14 @@ func (db *DB) CopyFrom(ctx context.Context, src *DB, done func(CopiedTable)) ([]
 			done(c)
 		}
 	}
+	c, err := db.copyMediaBytes(ctx, src)
+	if err != nil {
+		return out, fmt.Errorf("copy the media files' bytes: %w", err)
+	}
+	out = append(out, c)
+	if done != nil {
+		done(c)
+	}
 	// Nothing runs on the source: its claims are dead (the trigger makes
 	// their heads due).
 	if _, err := db.w.DB.ExecContext(ctx, `UPDATE queue SET lease_until = 0 WHERE status = 'running'`); err != nil {
@@ -63,6 +86,58 @@ func (db *DB) CopyFrom(ctx context.Context, src *DB, done func(CopiedTable)) ([]
 		return out, err
 	}
 	return out, nil
+}
+
+// copyMediaBytes puts into the target's media_bytes the bytes of every
+// media file of src the target lacks, read from src's media directory
+// one file at a time (each in a statement of its own, so a file is in
+// memory only while it is sent). A row whose file is gone is counted as
+// Missing and skipped; a file the target has already is not read.
+func (db *DB) copyMediaBytes(ctx context.Context, src *DB) (CopiedTable, error) {
+	c := CopiedTable{Table: MediaBytesTable}
+	rows, err := src.r.DB.QueryContext(ctx, `SELECT sha256 FROM media ORDER BY sha256`)
+	if err != nil {
+		return c, err
+	}
+	defer rows.Close()
+	dir := src.mediaDir()
+	for rows.Next() {
+		var sha string
+		if err := rows.Scan(&sha); err != nil {
+			return c, err
+		}
+		var have bool
+		if err := db.w.DB.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM media_bytes WHERE sha256 = $1)`, sha).Scan(&have); err != nil {
+			return c, fmt.Errorf("media %s: %w", sha, err)
+		}
+		if have {
+			c.Rows++
+			continue
+		}
+		if !validSHA(sha) {
+			// It names no file.
+			c.Missing++
+			continue
+		}
+		data, err := os.ReadFile(filepath.Join(dir, sha))
+		if errors.Is(err, fs.ErrNotExist) {
+			c.Missing++
+			continue
+		}
+		if err != nil {
+			return c, fmt.Errorf("media %s: %w", sha, err)
+		}
+		res, err := db.w.DB.ExecContext(ctx, `INSERT INTO media_bytes (sha256, data) SELECT $1, $2::bytea
+			WHERE EXISTS (SELECT 1 FROM media WHERE sha256 = $1) ON CONFLICT (sha256) DO NOTHING`, sha, data)
+		if err != nil {
+			return c, fmt.Errorf("media %s: %w", sha, err)
+		}
+		c.Rows++
+		if n, _ := res.RowsAffected(); n > 0 {
+			c.Copied++
+		}
+	}
+	return c, rows.Err()
 }
 
 // pgColumn is a column of the target table.

@@ -1,7 +1,11 @@
 package store
 
 import (
+	"bytes"
 	"context"
+	"crypto/rand"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -112,6 +116,72 @@ func TestCopySQLiteIntoPostgres(t *testing.T) {
 	}
 	if n, b, _ := dst.PluginStateUsage(ctx, "weather"); n != 1 || b != 6 {
 		t.Fatalf("plugin state usage after a re-run = %d keys %d bytes", n, b)
+	}
+}
+
+// TestCopyMediaBytesIntoPostgres: the bytes of the media files, which
+// SQLite keeps only in its media directory, reach media_bytes, so a
+// replica with an empty data directory reads them; a row whose file is
+// gone is skipped and counted; a re-run does not read a file again.
+func TestCopyMediaBytesIntoPostgres(t *testing.T) {
+	ctx := context.Background()
+	src := openTest(t, Options{})
+	photo := make([]byte, 3<<20)
+	rand.Read(photo)
+	kept, err := src.StoreMedia(ctx, "telegram:photo-1", "image/jpeg", bytes.NewReader(photo), int64(len(photo)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	chart, err := src.PutMedia(ctx, []byte("a chart the bot made"), "image/png")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gone, err := src.StoreMedia(ctx, "telegram:doc-1", "application/pdf", bytes.NewReader([]byte("%PDF-1.7 a document")), 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	local := filepath.Join(filepath.Dir(src.Path()), MediaDir)
+	if err := os.Remove(filepath.Join(local, gone.SHA256)); err != nil {
+		t.Fatal(err)
+	}
+
+	dst := openPG(t, Options{}) // its data directory is empty
+	var told []CopiedTable
+	report, err := dst.CopyFrom(ctx, src, func(c CopiedTable) { told = append(told, c) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := CopiedTable{Table: MediaBytesTable, Rows: 2, Copied: 2, Missing: 1}
+	if got := report[len(report)-1]; got != want {
+		t.Fatalf("media bytes copied: %+v; want %+v", got, want)
+	}
+	if got := told[len(told)-1]; got != want {
+		t.Fatalf("done was told %+v; want %+v", got, want)
+	}
+	if got, err := dst.ReadMedia(ctx, kept.SHA256); err != nil || !bytes.Equal(got, photo) {
+		t.Fatalf("ReadMedia of the photo on PostgreSQL: %d bytes, %v; want the photo's %d", len(got), err, len(photo))
+	}
+	if got, err := dst.ReadMedia(ctx, chart); err != nil || string(got) != "a chart the bot made" {
+		t.Fatalf("ReadMedia of the chart on PostgreSQL = %q, %v", got, err)
+	}
+	if f, ok, err := dst.MediaBySource(ctx, "telegram:photo-1"); err != nil || !ok || f.SHA256 != kept.SHA256 {
+		t.Fatalf("MediaBySource of the photo on PostgreSQL = %+v %v %v; want it found", f, ok, err)
+	}
+	if _, err := dst.ReadMedia(ctx, gone.SHA256); core.ErrorKind(err) != core.KindNotFound {
+		t.Fatalf("ReadMedia of the file gone before the copy: %v; want not found", err)
+	}
+
+	// Again, the photo's file gone meanwhile: the target has its bytes,
+	// nothing is read or copied again.
+	if err := os.Remove(filepath.Join(local, kept.SHA256)); err != nil {
+		t.Fatal(err)
+	}
+	report, err = dst.CopyFrom(ctx, src, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := report[len(report)-1], (CopiedTable{Table: MediaBytesTable, Rows: 2, Missing: 1}); got != want {
+		t.Fatalf("media bytes on a re-run: %+v; want %+v", got, want)
 	}
 }
 
