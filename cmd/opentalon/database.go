@@ -197,9 +197,10 @@ const stateUsage = "usage: opentalon state migrate --from sqlite --to postgres [
 // cmdState implements `opentalon state migrate --from sqlite --to
 // postgres`: it copies the single-machine database (the config's
 // state.data_dir) into the PostgreSQL database of its state.postgres.dsn,
-// ids preserved, sequences moved past them, idempotent on a re-run. It
-// holds the data directory's lock, so it is refused while a gateway runs
-// there.
+// ids preserved, sequences moved past them, idempotent on a re-run, and
+// the bytes of the media files (<state.data_dir>/media) into media_bytes,
+// where replicas read them. It holds the data directory's lock, so it is
+// refused while a gateway runs there.
 func cmdState(ctx context.Context, g *globalFlags, args []string, io Stdio, env config.Env, log *slog.Logger) error {
 	if len(args) == 0 || args[0] != "migrate" {
 		return usageError{stateUsage}
@@ -247,11 +248,22 @@ func cmdState(ctx context.Context, g *globalFlags, args []string, io Stdio, env 
 	fmt.Fprintf(io.Out, "copying %s into %s\n", path, dst.Name())
 	t0 := time.Now()
 	total, copied, repaired := 0, 0, 0
+	media := filepath.Join(dir, store.MediaDir)
+	var files store.CopiedTable
 	_, err = dst.CopyFrom(ctx, src, func(c store.CopiedTable) {
 		total, copied, repaired = total+c.Rows, copied+c.Copied, repaired+c.Repaired
+		if c.Table == store.MediaBytesTable {
+			files = c
+		}
 		note := ""
 		if c.Repaired > 0 {
 			note = fmt.Sprintf(" (%d text(s) held NUL bytes or invalid UTF-8, which PostgreSQL cannot store: copied without the NUL bytes, invalid bytes as U+FFFD)", c.Repaired)
+		}
+		if c.Missing > 0 {
+			note = fmt.Sprintf(" (%d media file(s) skipped: not in %s (swept or deleted), so not kept on SQLite either)", c.Missing, media)
+			if p := cfg.Plugins.Blobs.Plugin; p != "" {
+				note = fmt.Sprintf(" (%d media file(s) not in %s, not copied: replicas read them from the blob store (plugins.blobs.plugin: %s) if it has them)", c.Missing, media, p)
+			}
 		}
 		fmt.Fprintf(io.Out, "  %-18s %7d row(s), %7d new%s\n", c.Table, c.Rows, c.Copied, note)
 	})
@@ -270,7 +282,14 @@ func cmdState(ctx context.Context, g *globalFlags, args []string, io Stdio, env 
 		}
 	}
 	fmt.Fprintf(io.Out, "copied %d of %d row(s) in %s (the rest were there already); the rows of %s are left as they were.\n", copied, total, time.Since(t0).Round(time.Millisecond), path)
-	fmt.Fprintf(io.Out, "next: set state.driver: postgres in the config and start one gateway; keep state.data_dir (it holds the media files)\n")
+	if files.Rows > 0 {
+		fmt.Fprintf(io.Out, "the bytes of %d media file(s) of %s are in the database (media_bytes): every replica reads them from there, its state.data_dir keeps a cache of them only\n", files.Rows, media)
+	}
+	if cfg.State.Driver == config.DriverPostgres {
+		fmt.Fprintf(io.Out, "next: start one gateway with this config (it has state.driver: postgres)\n")
+	} else {
+		fmt.Fprintf(io.Out, "next: set state.driver: postgres in the config and start one gateway\n")
+	}
 	if repaired > 0 {
 		fmt.Fprintf(io.Out, "%d text(s) were repaired on the way (see above)\n", repaired)
 	}

@@ -7,7 +7,10 @@ package main
 // migrate, doctor, backup.
 
 import (
+	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"os"
 	"os/exec"
@@ -18,6 +21,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/opentalon/opentalon/channels/telegram/telegramtest"
 	"github.com/opentalon/opentalon/core"
 	"github.com/opentalon/opentalon/routing/provider/providertest"
 	"github.com/opentalon/opentalon/store"
@@ -350,4 +354,70 @@ func latestPGSchema(t *testing.T) int {
 		}
 	}
 	return latest
+}
+
+// TestE2EStateMigrateKeepsTheMediaFiles: the files users sent a
+// single-machine gateway (kept only in <data_dir>/media on SQLite) move to
+// PostgreSQL with `state migrate`: a replica with an empty data directory
+// shows the model a photo sent before the move, without downloading it
+// again. A file already gone from the media directory is skipped and
+// counted, not a failure. The config already says driver: postgres, and
+// the command does not tell to set it.
+func TestE2EStateMigrateKeepsTheMediaFiles(t *testing.T) {
+	if os.Getenv(envTestDriver) != "" {
+		t.Skip("starts on SQLite on purpose")
+	}
+	t.Parallel()
+	dsn := pgtest.DSN(t)
+	llm := providertest.NewOpenAI(t)
+	bot := telegramtest.New(t, tgToken)
+	alice, bob := telegramtest.User(71, "alice"), telegramtest.User(72, "bob")
+	jpg := photo(t)
+	notes := []byte("bob's notes: the boiler is serviced in March")
+
+	// Today: one machine, SQLite.
+	dirA := t.TempDir()
+	a := startApp(t, loadConfigFile(t, writeConfig(t, visionCatalog(telegramConfig(dirA, llm.BaseURL(), bot.URL)))))
+	bot.AddUpdate(bot.Photo(alice, bot.AddFile(jpg), len(jpg), "what is in this picture?"))
+	bot.WaitSent(t, 1, 20*time.Second)
+	if u := lastUser(t, llm); len(u.Attachments) != 1 || !bytes.Equal(u.Attachments[0].Data, jpg) {
+		t.Fatalf("on SQLite the LLM got %d images; want the photo", len(u.Attachments))
+	}
+	bot.AddUpdate(bot.Document(bob, bot.AddFile(notes), "notes.txt", "text/plain", len(notes), "keep this"))
+	bot.WaitSent(t, 2, 20*time.Second)
+	a.shutdown()
+	// Bob's file is gone from the media directory (removed by hand).
+	sum := sha256.Sum256(notes)
+	if err := os.Remove(filepath.Join(dirA, store.MediaDir, hex.EncodeToString(sum[:]))); err != nil {
+		t.Fatalf("bob's document is not in the media directory: %v", err)
+	}
+
+	cfgA := writeConfig(t, replicaConfig(dirA, llm.BaseURL(), bot.URL, dsn))
+	res := runMain(t, nil, "", "--config", cfgA, "state", "migrate", "--from", "sqlite", "--to", "postgres")
+	if res.code != 0 {
+		t.Fatalf("state migrate: exit %d\n%s%s", res.code, res.stdout, res.stderr)
+	}
+	if !regexp.MustCompile(`(?m)^  media_bytes +1 row\(s\), +1 new \(1 media file\(s\) skipped: not in `).MatchString(res.stdout) {
+		t.Errorf("state migrate does not report the photo's bytes copied and bob's file skipped:\n%s", res.stdout)
+	}
+	if !strings.Contains(res.stdout, "next: start one gateway with this config (it has state.driver: postgres)") || strings.Contains(res.stdout, "set state.driver") {
+		t.Errorf("state migrate with driver: postgres in the config tells to set it:\n%s", res.stdout)
+	}
+	again := runMain(t, nil, "", "--config", cfgA, "state", "migrate", "--from", "sqlite", "--to", "postgres")
+	if again.code != 0 || !regexp.MustCompile(`(?m)^  media_bytes +1 row\(s\), +0 new \(1 media file`).MatchString(again.stdout) {
+		t.Fatalf("state migrate again: exit %d\n%s%s; want the photo's bytes there already", again.code, again.stdout, again.stderr)
+	}
+
+	// Tomorrow: a replica whose data directory is empty (a new container)
+	// re-answers alice with her photo, read from the database.
+	b := startApp(t, loadConfigFile(t, writeConfig(t, replicaConfig(t.TempDir(), llm.BaseURL(), bot.URL, dsn))))
+	defer b.shutdown()
+	bot.AddUpdate(bot.Private(alice, "/retry"))
+	bot.WaitSent(t, 3, 20*time.Second)
+	if u := lastUser(t, llm); len(u.Attachments) != 1 || !bytes.Equal(u.Attachments[0].Data, jpg) {
+		t.Fatalf("after the migration the re-answer showed the LLM %d images; want alice's photo", len(u.Attachments))
+	}
+	if n := len(bot.Calls("getFile")); n != 2 {
+		t.Fatalf("getFile called %d times; want 2 (each file downloaded once, before the migration)", n)
+	}
 }
