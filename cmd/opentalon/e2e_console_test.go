@@ -96,19 +96,7 @@ func TestConsoleOnATerminal(t *testing.T) {
 	})
 	home := t.TempDir()
 	port := freeLoopbackPort(t)
-	master, slave := openPTY(t)
-	cmd := exec.Command(os.Args[0])
-	cmd.Env = append(os.Environ(), "OPENTALON_E2E_MAIN=1", "HOME="+home, "OPENAI_BASE_URL="+llm.BaseURL(),
-		"OPENTALON_DATA_DIR=", "OPENTALON_CONFIG=", fmt.Sprintf("OPENTALON_LISTEN=127.0.0.1:%d", port), "OPENAI_API_KEY=", "ANTHROPIC_API_KEY=")
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = slave, slave, slave
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	slave.Close()
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	scr := &screen{eof: make(chan struct{})}
-	go scr.read(master)
+	cmd, master, scr := startOnTerminal(t, home, llm.BaseURL(), fmt.Sprintf("127.0.0.1:%d", port))
 
 	logPath := filepath.Join(home, ".opentalon", "opentalon.log")
 	scr.waitFor(t, "the banner and the prompt", func(s string) bool {
@@ -155,19 +143,7 @@ func TestConsoleBannerNamesPickedPort(t *testing.T) {
 	}
 	llm := providertest.NewOpenAI(t)
 	home := t.TempDir()
-	master, slave := openPTY(t)
-	cmd := exec.Command(os.Args[0])
-	cmd.Env = append(os.Environ(), "OPENTALON_E2E_MAIN=1", "HOME="+home, "OPENAI_BASE_URL="+llm.BaseURL(),
-		"OPENTALON_DATA_DIR=", "OPENTALON_CONFIG=", "OPENTALON_LISTEN=127.0.0.1:0", "OPENAI_API_KEY=", "ANTHROPIC_API_KEY=")
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = slave, slave, slave
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	slave.Close()
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	scr := &screen{eof: make(chan struct{})}
-	go scr.read(master)
+	cmd, master, scr := startOnTerminal(t, home, llm.BaseURL(), "127.0.0.1:0")
 
 	banner := regexp.MustCompile(`· status page (http://127\.0\.0\.1:([0-9]+)/) · Ctrl-D quits`)
 	scr.waitFor(t, "the banner with the status page and the prompt", func(s string) bool {
@@ -185,4 +161,26 @@ func TestConsoleBannerNamesPickedPort(t *testing.T) {
 	if err := cmd.Wait(); err != nil {
 		t.Fatalf("exit after Ctrl-D: %v\n%q", err, scr.String())
 	}
+}
+
+// startOnTerminal runs the gateway's main (OPENTALON_E2E_MAIN) on a
+// pseudo-terminal with no config file, HOME at home, the OpenAI-style
+// provider at llmURL and server.listen at listen, and reads what the
+// terminal shows; the process is killed when the test ends.
+func startOnTerminal(t *testing.T, home, llmURL, listen string) (*exec.Cmd, *os.File, *screen) {
+	t.Helper()
+	master, slave := openPTY(t)
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(os.Environ(), "OPENTALON_E2E_MAIN=1", "HOME="+home, "OPENAI_BASE_URL="+llmURL,
+		"OPENTALON_DATA_DIR=", "OPENTALON_CONFIG=", "OPENTALON_LISTEN="+listen, "OPENAI_API_KEY=", "ANTHROPIC_API_KEY=")
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = slave, slave, slave
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	slave.Close()
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	scr := &screen{eof: make(chan struct{})}
+	go scr.read(master)
+	return cmd, master, scr
 }
