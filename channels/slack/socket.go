@@ -164,14 +164,27 @@ func (b *Bot) socketSession(ctx context.Context, sink core.Sink) (connected bool
 			<-runErr
 			return connected, nil
 		case err := <-runErr:
+			// Events slack-go queued before it gave up are still handled:
+			// a connection it made counts, and so does an envelope read.
+			for pending := true; pending; {
+				select {
+				case ev := <-smc.Events:
+					connected = b.socketEvent(ctx, smc, sink, ev) || connected
+				default:
+					pending = false
+				}
+			}
 			return connected, b.socketFailed(err)
 		case ev := <-smc.Events:
-			if ev.Type == socketmode.EventTypeConnected {
-				connected = true
-			}
-			b.onSocketEvent(ctx, smc, sink, ev)
+			connected = b.socketEvent(ctx, smc, sink, ev) || connected
 		}
 	}
+}
+
+// socketEvent handles one event and reports whether it was a connection.
+func (b *Bot) socketEvent(ctx context.Context, smc *socketmode.Client, sink core.Sink, ev socketmode.Event) bool {
+	b.onSocketEvent(ctx, smc, sink, ev)
+	return ev.Type == socketmode.EventTypeConnected
 }
 
 // socketFailed turns the error socketmode gave up with into the channel's.
