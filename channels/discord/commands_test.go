@@ -145,35 +145,116 @@ func TestApplicationCommandsPerGuildAndSwitchedOff(t *testing.T) {
 	}
 }
 
-func TestCommandAnswerAfterTheTokenExpiredGoesToTheChannel(t *testing.T) {
+// TestCommandAnswerAfterTheTokenExpired: once Discord's window for an
+// interaction closed, the rest of a private command's answer (/status:
+// only its user sees it) goes to the user's direct messages, never to the
+// guild's channel; a user who takes no direct messages is told in the
+// channel without a word of the answer. The answer of /retry is the
+// conversation's and goes to the channel.
+func TestCommandAnswerAfterTheTokenExpired(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		name, command string
+		closedDMs     bool
+		want          string // where part two goes: "dm", "notice", "channel"
+	}{
+		{"a private answer goes to the DMs", "status", false, "dm"},
+		{"closed DMs get a notice that shows nothing", "status", true, "notice"},
+		{"a public answer goes to the channel", "retry", false, "channel"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			srv := discordtest.New(t, token)
+			bot, err := discord.New(options(t, srv, &syncBuffer{}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			sink := &fakeSink{}
+			runBot(t, bot, sink)
+			guild := srv.Guild()
+			ch := srv.TextChannel(guild)
+			alice := srv.User("alice")
+			if tt.closedDMs {
+				srv.CloseDMs(alice)
+			}
+			id := srv.Interaction(t, alice, guild, ch, tt.command, nil)
+			srv.WaitFor(t, "the deferred response", func() bool { return len(srv.Callbacks()) == 1 && len(sink.inbound()) == 1 })
+			in := sink.inbound()[0]
+			if in.Text != "/"+tt.command || in.MessageID != id || in.Meta["interaction"] != id || !in.Mentioned {
+				t.Fatalf("inbound = %+v", in)
+			}
+			to := core.Outbound{Conversation: in.Conversation, ReplyTo: in.MessageID, Meta: in.Meta, Part: 0, Parts: 3}
+			if _, err := bot.Send(context.Background(), to, "part one"); err != nil {
+				t.Fatal(err)
+			}
+			srv.ExpireInteraction(id)
+			for n, part := range []string{"part two: a secret", "part three: another"} {
+				to.Part = n + 1
+				if _, err := bot.Send(context.Background(), to, part); err != nil {
+					t.Fatal(err)
+				}
+			}
+			sent := srv.Sent()
+			if len(sent) == 0 || sent[0].Via != "original" {
+				t.Fatalf("sent = %+v, want the deferred response edited first", sent)
+			}
+			rest := sent[1:]
+			switch tt.want {
+			case "dm":
+				dm := srv.DM(alice)
+				if len(rest) != 2 || rest[0].ChannelID != dm || rest[1].ChannelID != dm ||
+					rest[0].Content != "part two: a secret" || rest[1].Content != "part three: another" {
+					t.Errorf("after the window: %+v, want both parts in alice's DMs (%s)", rest, dm)
+				}
+			case "notice":
+				if len(rest) != 1 || rest[0].ChannelID != ch || !strings.Contains(rest[0].Content, "<@"+alice.ID+">") ||
+					strings.Contains(rest[0].Content, "secret") || strings.Contains(rest[0].Content, "another") {
+					t.Fatalf("after the window: %+v, want one notice in the channel that pings alice and shows nothing of the answer", rest)
+				}
+				if am := rest[0].AllowedMentions; am == nil || len(am.Users) != 1 || am.Users[0] != alice.ID {
+					t.Errorf("the notice's allowed_mentions = %+v, want alice only", rest[0].AllowedMentions)
+				}
+			case "channel":
+				if len(rest) != 2 || rest[0].ChannelID != ch || rest[0].ReplyTo != "" || rest[0].Content != "part two: a secret" {
+					t.Errorf("after the window: %+v, want the parts in the channel", rest)
+				}
+			}
+			for _, m := range rest {
+				if tt.want != "channel" && m.ChannelID == ch && strings.Contains(m.Content, "secret") {
+					t.Errorf("a private answer was posted in the guild's channel: %+v", m)
+				}
+			}
+		})
+	}
+}
+
+// TestPrivateAnswerAfterARestartGoesToTheDMs: a private command's answer
+// whose interaction this process does not know (received before a
+// restart, no keeper) goes to the user's direct messages, led by where
+// the command was given.
+func TestPrivateAnswerAfterARestartGoesToTheDMs(t *testing.T) {
 	t.Parallel()
 	srv := discordtest.New(t, token)
 	bot, err := discord.New(options(t, srv, &syncBuffer{}))
 	if err != nil {
 		t.Fatal(err)
 	}
-	sink := &fakeSink{}
-	runBot(t, bot, sink)
+	runBot(t, bot, &fakeSink{})
 	guild := srv.Guild()
 	ch := srv.TextChannel(guild)
-	id := srv.Interaction(t, srv.User("alice"), guild, ch, "status", nil)
-	srv.WaitFor(t, "the deferred response", func() bool { return len(srv.Callbacks()) == 1 && len(sink.inbound()) == 1 })
-	in := sink.inbound()[0]
-	if in.Text != "/status" || in.MessageID != id || in.Meta["interaction"] != id || !in.Mentioned {
-		t.Fatalf("inbound = %+v", in)
+	alice := srv.User("alice")
+	to := core.Outbound{
+		Conversation: core.ConversationKey{Channel: "discord", Chat: ch},
+		Meta:         map[string]string{"interaction": "1234", "ephemeral": "1", "user": alice.ID},
+		Parts:        1,
 	}
-	to := core.Outbound{Conversation: in.Conversation, ReplyTo: in.MessageID, Meta: in.Meta, Part: 0, Parts: 2}
-	if _, err := bot.Send(context.Background(), to, "part one"); err != nil {
-		t.Fatal(err)
-	}
-	srv.ExpireInteraction(id)
-	to.Part = 1
-	if _, err := bot.Send(context.Background(), to, "part two"); err != nil {
+	if _, err := bot.Send(context.Background(), to, "your memories: none"); err != nil {
 		t.Fatal(err)
 	}
 	sent := srv.Sent()
-	if len(sent) != 2 || sent[0].Via != "original" || sent[1].Via != "channel" || sent[1].ChannelID != ch || sent[1].ReplyTo != "" {
-		t.Errorf("sent = %+v, want the deferred response edited, then the channel once the token expired", sent)
+	if len(sent) != 1 || sent[0].ChannelID != srv.DM(alice) || !strings.HasPrefix(sent[0].Content, "The answer to your command in <#"+ch+">:") ||
+		!strings.HasSuffix(sent[0].Content, "your memories: none") {
+		t.Errorf("sent = %+v, want the answer in alice's DMs, led by the channel it was asked in", sent)
 	}
 }
 

@@ -94,6 +94,7 @@ type Bot struct {
 
 	mu        sync.Mutex
 	reacting  map[string]bool // channels with an ack reaction under way
+	told      map[string]bool // interactions whose user was told their private answer cannot come
 	me        discordgo.User
 	appID     string
 	sessionID string
@@ -160,6 +161,7 @@ func New(o Options) (*Bot, error) {
 		chans:        newChannelCache(),
 		interactions: newInteractionTokens(),
 		reacting:     map[string]bool{},
+		told:         map[string]bool{},
 	}
 	toolkit.WarnNames(b.log, "channels.discord.allow_users", b.users)
 	b.rest = b.newSession()

@@ -117,10 +117,11 @@ func (b *Bot) credentialKeeper() core.CredentialKeeper {
 
 // metaInteraction is the Inbound.Meta key of an application command's
 // interaction id; metaEphemeral ("1") marks a command whose answer only
-// its user sees.
+// its user sees, and metaUser, in a guild, is that user's id.
 const (
 	metaInteraction = "interaction"
 	metaEphemeral   = "ephemeral"
+	metaUser        = "user"
 )
 
 // answerCommands are the application commands whose answer is an answer
@@ -195,6 +196,9 @@ func (r *run) interaction(ctx context.Context, raw json.RawMessage) error {
 	}
 	if ephemeral {
 		in.Meta[metaEphemeral] = "1"
+		if i.GuildID != "" {
+			in.Meta[metaUser] = user.ID // where the answer goes once the interaction cannot carry it
+		}
 	}
 	if err := r.accept(ctx, in); err != nil {
 		close(it.ready)

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/bwmarrin/discordgo"
 
@@ -55,10 +56,13 @@ func (b *Bot) Send(ctx context.Context, to core.Outbound, part string) (string, 
 				if err == nil || !webhookGone(err) {
 					return msgID, err
 				}
-				b.log.Info("the Discord command's answer window closed; posting the answer in the channel", "interaction", id)
+				b.log.Info("the Discord command's answer window closed; the rest of the answer goes without it", "interaction", id)
 			}
 		}
 		to.ReplyTo = "" // the command is not a message to reply to
+		if user := to.Meta[metaUser]; user != "" {
+			return b.sendPrivately(ctx, to, user, part)
+		}
 	}
 	ch := target(to.Conversation)
 	msg := &discordgo.MessageSend{Content: part, AllowedMentions: noPings(false)}
@@ -67,6 +71,75 @@ func (b *Bot) Send(ctx context.Context, to core.Outbound, part string) (string, 
 		msg.Reference = &discordgo.MessageReference{MessageID: to.ReplyTo, ChannelID: ch, FailIfNotExists: &no}
 		msg.AllowedMentions = noPings(true)
 	}
+	return b.post(ctx, ch, msg)
+}
+
+// sendPrivately sends part of the answer to a command of a guild that is
+// for its user only (metaUser) when the interaction can no longer carry
+// it (Discord's window closed, or its token went with a restart): to the
+// user's direct messages, never to the guild's channel. When the user
+// takes no direct messages from the bot, the channel gets a notice that
+// shows nothing of the answer.
+func (b *Bot) sendPrivately(ctx context.Context, to core.Outbound, user, part string) (string, error) {
+	ch := target(to.Conversation)
+	dm, err := b.directChannel(ctx, user)
+	if err == nil {
+		if lead := "The answer to your command in <#" + ch + ">:\n"; to.Part == 0 && utf8.RuneCountInString(lead+part) <= MaxMessage {
+			part = lead + part
+		}
+		var id string
+		if id, err = b.post(ctx, dm, &discordgo.MessageSend{Content: part, AllowedMentions: noPings(false)}); err == nil {
+			return id, nil
+		}
+	}
+	if !dmRefused(err) {
+		return "", err
+	}
+	b.log.Warn("a private answer could not go to the user's direct messages; the channel is told without it", "user", user, "err", err)
+	if !b.tellOnce(to.Meta[metaInteraction], to.Part >= to.Parts-1) {
+		return "", nil // the notice went with an earlier part
+	}
+	notice := "<@" + user + ">, the answer to your command is for you only, and Discord no longer lets me show it to you here. Your direct messages are closed to me: allow direct messages from this server's members and run the command again."
+	return b.post(ctx, ch, &discordgo.MessageSend{Content: notice, AllowedMentions: &discordgo.MessageAllowedMentions{Parse: []discordgo.AllowedMentionType{}, Users: []string{user}}})
+}
+
+// tellOnce reports whether the user of interaction id is still to be
+// told that a private answer cannot come; last forgets the interaction.
+func (b *Bot) tellOnce(id string, last bool) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	told := b.told[id]
+	if last {
+		delete(b.told, id)
+	} else {
+		b.told[id] = true
+	}
+	return !told
+}
+
+// directChannel returns the id of the direct-message channel with user,
+// opening it the first time (Discord answers the same channel again).
+func (b *Bot) directChannel(ctx context.Context, user string) (string, error) {
+	var id string
+	err := b.retry(ctx, "open a direct message", func(ctx context.Context) error {
+		c, err := b.rest.UserChannelCreate(user, discordgo.WithContext(ctx))
+		if err != nil {
+			return b.classify("POST /users/@me/channels", err)
+		}
+		id = c.ID
+		return nil
+	})
+	return id, err
+}
+
+// dmRefused reports Discord refusing a direct message to a user (403:
+// the user does not take them from the bot, or shares no server with it).
+func dmRefused(err error) bool {
+	return status(err) == http.StatusForbidden
+}
+
+// post sends msg to channel ch and returns the message's id.
+func (b *Bot) post(ctx context.Context, ch string, msg *discordgo.MessageSend) (string, error) {
 	// Every attempt of this send carries one nonce, enforced: a retry
 	// after an answer that got lost (a timeout, a 502 that discordgo
 	// retries itself) gets the message the first attempt made instead of

@@ -95,9 +95,14 @@ func (s *Server) postMessage(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	s.mu.Lock()
 	_, known := s.channels[id]
+	closed := s.closedDMs[id]
 	s.mu.Unlock()
 	if !known {
 		reply(w, 404, apiError{Message: "Unknown Channel", Code: 10003})
+		return
+	}
+	if closed {
+		reply(w, 403, apiError{Message: "Cannot send messages to this user", Code: 50007})
 		return
 	}
 	if ref := body.Reference; ref != nil && !snowflake(ref.MessageID) {

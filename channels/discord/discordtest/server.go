@@ -136,6 +136,7 @@ type Server struct {
 	users        map[string]User
 	channels     map[string]channel
 	dms          map[string]string // user id → DM channel id
+	closedDMs    map[string]bool   // DM channel ids whose user takes no DMs from the bot
 	messages     map[string]message
 	nonces       map[string]map[string]any // channel|nonce → the message sent
 	sent         []Sent
@@ -162,6 +163,7 @@ func New(tb testing.TB, token string) *Server {
 		users:        map[string]User{},
 		channels:     map[string]channel{},
 		dms:          map[string]string{},
+		closedDMs:    map[string]bool{},
 		messages:     map[string]message{},
 		nonces:       map[string]map[string]any{},
 		interactions: map[string]*interaction{},
@@ -277,13 +279,56 @@ func (s *Server) Thread(guild, parent string) string {
 func (s *Server) DM(u User) string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if id, ok := s.dms[u.ID]; ok {
+	return s.dmLocked(u.ID)
+}
+
+func (s *Server) dmLocked(user string) string {
+	if id, ok := s.dms[user]; ok {
 		return id
 	}
 	c := channel{ID: s.id(), Type: ChannelDM}
 	s.channels[c.ID] = c
-	s.dms[u.ID] = c.ID
+	s.dms[user] = c.ID
 	return c.ID
+}
+
+// CloseDMs makes u take no direct messages from the bot, as a user who
+// turned off "direct messages from server members": the bot may open the
+// channel, but a message to it is refused (403, code 50007).
+func (s *Server) CloseDMs(u User) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.closedDMs[s.dmLocked(u.ID)] = true
+}
+
+// openDM answers POST /users/@me/channels: the DM channel with a known
+// user, the same one every time.
+func (s *Server) openDM(w http.ResponseWriter, r *http.Request) {
+	var body struct {
+		RecipientID string `json:"recipient_id"`
+	}
+	if err := decode(r, &body); err != nil {
+		reply(w, 400, apiError{Message: "400: Bad Request", Code: 50109})
+		return
+	}
+	s.mu.Lock()
+	var u User
+	ok := false
+	for _, known := range s.users {
+		if known.ID == body.RecipientID {
+			u, ok = known, true
+		}
+	}
+	var id string
+	if ok {
+		id = s.dmLocked(u.ID)
+	}
+	s.mu.Unlock()
+	if !ok {
+		reply(w, 400, apiError{Message: "Invalid Recipient(s)", Code: 50033})
+		return
+	}
+	reply(w, 200, map[string]any{"id": id, "type": ChannelDM, "recipients": []User{u}})
 }
 
 // Fail makes the next n REST calls of method whose path contains path
@@ -393,6 +438,7 @@ func (s *Server) routes() http.Handler {
 	}))
 	mux.HandleFunc("GET "+api+"/channels/{id}", s.authed(s.getChannel))
 	mux.HandleFunc("POST "+api+"/channels/{id}/messages", s.authed(s.postMessage))
+	mux.HandleFunc("POST "+api+"/users/@me/channels", s.authed(s.openDM))
 	mux.HandleFunc("POST "+api+"/channels/{id}/typing", s.authed(s.postTyping))
 	mux.HandleFunc("PATCH "+api+"/channels/{id}/messages/{mid}", s.authed(s.editMessage))
 	mux.HandleFunc("DELETE "+api+"/channels/{id}/messages/{mid}", s.authed(s.deleteMessage))
