@@ -75,6 +75,9 @@ type Options struct {
 	// MediaDir is where the media files are kept (default
 	// <dataDir>/media); on PostgreSQL it is this replica's cache.
 	MediaDir string
+	// scriptsOnly creates a new SQLite database with SQL, not from the
+	// schema's image (the tests of both ways).
+	scriptsOnly bool
 }
 
 // Postgres names a PostgreSQL database (state.postgres).
@@ -214,12 +217,27 @@ func newDB(d *dialect, name, dataDir string, o Options) *DB {
 // OpenFile opens the SQLite database at path and migrates it.
 func OpenFile(ctx context.Context, path string, o Options) (*DB, error) {
 	o.defaults()
-	// SQLite would create the file with the umask's mode (often 0644) and
-	// give its -wal and -shm files the same; it holds the conversations.
-	if f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600); err == nil {
-		f.Close()
-	} else if !errors.Is(err, fs.ErrExist) {
-		return nil, fmt.Errorf("create database %s (state.data_dir): %w", path, err)
+	// A new database is written from the schema's image (schema.go);
+	// where that cannot be, SQLite creates it. SQLite would create the
+	// file with the umask's mode (often 0644) and give its -wal and -shm
+	// files the same; it holds the conversations.
+	fromImage := false
+	if !o.scriptsOnly {
+		var err error
+		fromImage, err = writeFreshImage(path)
+		switch {
+		case err != nil && fromImage:
+			o.Logger.Warn("the new database may not survive a power cut until its first write", "database", path, "err", err)
+		case err != nil:
+			o.Logger.Debug("the new database is created with SQL", "database", path, "err", err)
+		}
+	}
+	if !fromImage {
+		if f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600); err == nil {
+			f.Close()
+		} else if !errors.Is(err, fs.ErrExist) {
+			return nil, fmt.Errorf("create database %s (state.data_dir): %w", path, err)
+		}
 	}
 	pragmas := url.Values{}
 	for _, p := range []string{"busy_timeout(10000)", "journal_mode(WAL)", "foreign_keys(1)", "synchronous(NORMAL)"} {
@@ -242,6 +260,13 @@ func OpenFile(ctx context.Context, path string, o Options) (*DB, error) {
 	if err := db.migrate(ctx); err != nil {
 		w.Close()
 		return nil, err
+	}
+	if fromImage {
+		if err := db.stampCreated(ctx); err != nil {
+			w.Close()
+			return nil, err
+		}
+		db.log.Info("created the database", "database", db.name)
 	}
 	r, err := sql.Open("sqlite", base+"&_pragma=query_only(1)")
 	if err != nil {

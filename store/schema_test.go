@@ -1,20 +1,26 @@
 package store
 
 import (
+	"bytes"
+	"compress/gzip"
 	"context"
 	"database/sql"
 	"encoding/hex"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"strconv"
 	"strings"
 	"testing"
 )
 
-var updateSchema = flag.Bool("update", false, "rewrite schema_sqlite.sql from the migrations (go generate ./store)")
+var updateSchema = flag.Bool("update", false, "rewrite schema_sqlite.sql and schema_sqlite.db.gz from the migrations (go generate ./store)")
 
-const freshSchemaFile = "schema_sqlite.sql"
+const (
+	freshSchemaFile = "schema_sqlite.sql"
+	freshImageFile  = "schema_sqlite.db.gz"
+)
 
 // dumpSchema writes db's schema and the rows its tables hold as the
 // script schema_sqlite.sql is: a header naming version, every CREATE
@@ -169,16 +175,29 @@ func TestFreshSchemaFile(t *testing.T) {
 		if err := os.WriteFile(freshSchemaFile, []byte(want), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		t.Logf("wrote %s (schema version %d)", freshSchemaFile, latest)
+		if err := os.WriteFile(freshImageFile, buildFreshImage(t, want), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("wrote %s and %s (schema version %d)", freshSchemaFile, freshImageFile, latest)
 		return
 	}
 	if freshSchema != want {
 		t.Fatalf("%s is not the schema the migrations produce (a migration was added or changed): run go generate ./store\n--- %s\n%s\n--- the migrations\n%s", freshSchemaFile, freshSchemaFile, freshSchema, want)
 	}
+	for _, tc := range []struct {
+		name string
+		o    Options
+	}{{"from the image", Options{}}, {"with SQL", Options{scriptsOnly: true}}} {
+		t.Run(tc.name, func(t *testing.T) { checkFreshDB(t, tc.o, migrated, want, latest) })
+	}
+}
 
+// checkFreshDB: a new database OpenFile makes with o is the same as the
+// migrated one.
+func checkFreshDB(t *testing.T, o Options, migrated, want string, latest int) {
 	ctx := context.Background()
 	path := t.TempDir() + "/" + FileName
-	db, err := OpenFile(ctx, path, Options{})
+	db, err := OpenFile(ctx, path, o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -228,5 +247,147 @@ func TestFreshSchemaVersion(t *testing.T) {
 	}
 	if freshSchemaVersion(freshSchema) == 0 {
 		t.Errorf("%s names no schema version in its header", freshSchemaFile)
+	}
+}
+
+// buildFreshImage makes the database createFresh makes from script, its
+// migrations recorded at time 0, and returns its file gzipped: the
+// content of schema_sqlite.db.gz.
+func buildFreshImage(t *testing.T, script string) []byte {
+	t.Helper()
+	ms, err := loadMigrations("migrations")
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := t.TempDir() + "/" + FileName
+	raw, err := sql.Open("sqlite", "file:"+path+"?_pragma=journal_mode(WAL)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw.SetMaxOpenConns(1)
+	tx, err := raw.Begin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(script); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range ms {
+		if _, err := tx.Exec(`INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, 0)`, m.version, m.name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if err := raw.Close(); err != nil { // the log copied into the file and removed
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(path + "-wal"); err == nil {
+		t.Fatalf("%s-wal left after closing", path)
+	}
+	file, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b bytes.Buffer
+	zw, err := gzip.NewWriterLevel(&b, gzip.BestCompression) // no name, no time: the same bytes each time
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := zw.Write(file); err != nil {
+		t.Fatal(err)
+	}
+	if err := zw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return b.Bytes()
+}
+
+// TestFreshImage: schema_sqlite.db.gz is the database schema_sqlite.sql
+// makes, with every migration recorded (at time 0, which OpenFile
+// stamps), in WAL mode. A stale image would still be migrated to the
+// newest schema, but slowly: the test fails first.
+func TestFreshImage(t *testing.T) {
+	migrated, latest := migratedDB(t)
+	want := dumpSchema(t, openRaw(t, migrated), latest)
+	zr, err := gzip.NewReader(bytes.NewReader(freshImage))
+	if err != nil {
+		t.Fatalf("%s: %v", freshImageFile, err)
+	}
+	file, err := io.ReadAll(zr)
+	if err != nil {
+		t.Fatalf("%s: %v", freshImageFile, err)
+	}
+	path := t.TempDir() + "/" + FileName
+	if err := os.WriteFile(path, file, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	img := openRaw(t, path)
+	if got := dumpSchema(t, img, latest); got != want {
+		t.Fatalf("%s is not the schema the migrations produce: run go generate ./store\n--- the image\n%s\n--- the migrations\n%s", freshImageFile, got, want)
+	}
+	ms, err := loadMigrations("migrations")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wantRows []string
+	for _, m := range ms {
+		wantRows = append(wantRows, fmt.Sprintf("%d %s 0", m.version, m.name))
+	}
+	if got := queryStrings(t, img, `SELECT version || ' ' || name || ' ' || applied_at FROM schema_migrations ORDER BY version`); strings.Join(got, "\n") != strings.Join(wantRows, "\n") {
+		t.Errorf("%s records the migrations\n%s\nwant\n%s\n(run go generate ./store)", freshImageFile, strings.Join(got, "\n"), strings.Join(wantRows, "\n"))
+	}
+	if got := queryStrings(t, img, `SELECT journal_mode FROM pragma_journal_mode`); len(got) != 1 || got[0] != "wal" {
+		t.Errorf("%s journal_mode = %v, want wal", freshImageFile, got)
+	}
+	if !bytes.Equal(file[18:20], []byte{2, 2}) {
+		t.Errorf("%s file format bytes = %v, want WAL's 2, 2", freshImageFile, file[18:20])
+	}
+}
+
+// TestFreshImageNeverOverwrites: the image is written only where no file
+// is; a database file that exists, even empty, is opened as it is.
+func TestFreshImageNeverOverwrites(t *testing.T) {
+	dir := t.TempDir()
+	path := dir + "/" + FileName
+	if err := os.WriteFile(path, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	created, err := writeFreshImage(path)
+	if created || err != nil {
+		t.Fatalf("writeFreshImage over an existing file = %v, %v; want false, nil", created, err)
+	}
+	if fi, err := os.Stat(path); err != nil || fi.Size() != 0 {
+		t.Fatalf("the existing file was changed: %v, %v", fi, err)
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 1 {
+		t.Errorf("files left in the data directory: %v", entries)
+	}
+	// The empty file gets its schema with SQL.
+	db, err := OpenFile(context.Background(), path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	if got := queryStrings(t, openRaw(t, path), `SELECT count(*) FROM schema_migrations WHERE applied_at > 0`); len(got) != 1 || got[0] == "0" {
+		t.Errorf("migrations recorded with a time: %v", got)
+	}
+
+	created, err = writeFreshImage(dir + "/new.db")
+	if !created || err != nil {
+		t.Fatalf("writeFreshImage on a new path = %v, %v", created, err)
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		if strings.Contains(e.Name(), ".new-") {
+			t.Errorf("the image's temporary file %s was left", e.Name())
+		}
+	}
+	if fi, err := os.Stat(dir + "/new.db"); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Errorf("new.db: %v, %v; want mode 0600", fi, err)
 	}
 }
