@@ -203,8 +203,8 @@ func TestCommandAnswerAfterTheTokenExpired(t *testing.T) {
 			case "dm":
 				dm := srv.DM(alice)
 				if len(rest) != 2 || rest[0].ChannelID != dm || rest[1].ChannelID != dm ||
-					rest[0].Content != "part two: a secret" || rest[1].Content != "part three: another" {
-					t.Errorf("after the window: %+v, want both parts in alice's DMs (%s)", rest, dm)
+					rest[0].Content != "The answer to your command in <#"+ch+">:\npart two: a secret" || rest[1].Content != "part three: another" {
+					t.Errorf("after the window: %+v, want both parts in alice's DMs (%s), the first saying where the command was given", rest, dm)
 				}
 			case "notice":
 				if len(rest) != 1 || rest[0].ChannelID != ch || !strings.Contains(rest[0].Content, "<@"+alice.ID+">") ||

@@ -94,7 +94,7 @@ type Bot struct {
 
 	mu        sync.Mutex
 	reacting  map[string]bool // channels with an ack reaction under way
-	told      map[string]bool // interactions whose user was told their private answer cannot come
+	told      map[string]bool // what a private answer's parts did once (sendPrivately)
 	me        discordgo.User
 	appID     string
 	sessionID string

@@ -82,39 +82,42 @@ func (b *Bot) Send(ctx context.Context, to core.Outbound, part string) (string, 
 // shows nothing of the answer.
 func (b *Bot) sendPrivately(ctx context.Context, to core.Outbound, user, part string) (string, error) {
 	ch := target(to.Conversation)
+	id, last := to.Meta[metaInteraction], to.Part >= to.Parts-1
 	dm, err := b.directChannel(ctx, user)
 	if err == nil {
-		if lead := "The answer to your command in <#" + ch + ">:\n"; to.Part == 0 && utf8.RuneCountInString(lead+part) <= MaxMessage {
+		// The first part in the DMs says where the command was given.
+		if lead := "The answer to your command in <#" + ch + ">:\n"; utf8.RuneCountInString(lead+part) <= MaxMessage && b.firstTime(id+" lead", last) {
 			part = lead + part
 		}
-		var id string
-		if id, err = b.post(ctx, dm, &discordgo.MessageSend{Content: part, AllowedMentions: noPings(false)}); err == nil {
-			return id, nil
+		var msgID string
+		if msgID, err = b.post(ctx, dm, &discordgo.MessageSend{Content: part, AllowedMentions: noPings(false)}); err == nil {
+			return msgID, nil
 		}
 	}
 	if !dmRefused(err) {
 		return "", err
 	}
 	b.log.Warn("a private answer could not go to the user's direct messages; the channel is told without it", "user", user, "err", err)
-	if !b.tellOnce(to.Meta[metaInteraction], to.Part >= to.Parts-1) {
+	if !b.firstTime(id+" notice", last) {
 		return "", nil // the notice went with an earlier part
 	}
 	notice := "<@" + user + ">, the answer to your command is for you only, and Discord no longer lets me show it to you here. Your direct messages are closed to me: allow direct messages from this server's members and run the command again."
 	return b.post(ctx, ch, &discordgo.MessageSend{Content: notice, AllowedMentions: &discordgo.MessageAllowedMentions{Parse: []discordgo.AllowedMentionType{}, Users: []string{user}}})
 }
 
-// tellOnce reports whether the user of interaction id is still to be
-// told that a private answer cannot come; last forgets the interaction.
-func (b *Bot) tellOnce(id string, last bool) bool {
+// firstTime reports whether key (an interaction's id and what was done
+// for it) is seen for the first time in this answer; last, the answer's
+// last part, forgets it.
+func (b *Bot) firstTime(key string, last bool) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	told := b.told[id]
+	seen := b.told[key]
 	if last {
-		delete(b.told, id)
+		delete(b.told, key)
 	} else {
-		b.told[id] = true
+		b.told[key] = true
 	}
-	return !told
+	return !seen
 }
 
 // directChannel returns the id of the direct-message channel with user,
