@@ -67,12 +67,12 @@ const pairUsage = "usage: opentalon pair list | opentalon pair approve CODE | op
 // at each message). args are the words after "pair".
 func runPair(ctx context.Context, db pairStore, now time.Time, args []string, stdout io.Writer) error {
 	if len(args) == 0 {
-		return usageError{pairUsage}
+		return subUsageError("pair", args, "list, approve or deny", pairUsage)
 	}
 	switch args[0] {
 	case "list":
 		if len(args) != 1 {
-			return usageError{pairUsage}
+			return argCountError("pair list", args[1:], 0, "", pairUsage)
 		}
 		recs, err := db.Pairings(ctx, "")
 		if err != nil {
@@ -94,7 +94,7 @@ func runPair(ctx context.Context, db pairStore, now time.Time, args []string, st
 		return tw.Flush()
 	case "approve", "deny":
 		if len(args) != 2 {
-			return usageError{pairUsage}
+			return argCountError("pair "+args[0], args[1:], 1, "CODE", pairUsage)
 		}
 		approve := args[0] == "approve"
 		if approve {
@@ -115,5 +115,5 @@ func runPair(ctx context.Context, db pairStore, now time.Time, args []string, st
 		fmt.Fprintf(stdout, "%s %s user %s (%s)\n", verb, rec.Channel, rec.UserID, rec.UserName)
 		return nil
 	}
-	return usageError{fmt.Sprintf("pair: unknown subcommand %q; %s", args[0], pairUsage)}
+	return subUsageError("pair", args, "list, approve or deny", pairUsage)
 }

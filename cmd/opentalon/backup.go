@@ -25,7 +25,7 @@ func cmdBackup(ctx context.Context, g *globalFlags, args []string, io Stdio, env
 		return err
 	}
 	if len(rest) != 1 {
-		return usageError{"usage: opentalon backup FILE (a new file to write the copy to)"}
+		return argCountError("backup", rest, 1, "FILE", "usage: opentalon backup FILE (a new file to write the copy to)")
 	}
 	cfg, err := loadConfigFor(g, env, "state")
 	if err != nil {
@@ -97,7 +97,7 @@ func cmdRestore(ctx context.Context, g *globalFlags, args []string, io Stdio, en
 		return err
 	}
 	if len(rest) != 1 {
-		return usageError{"usage: opentalon restore FILE (a file written by opentalon backup)"}
+		return argCountError("restore", rest, 1, "FILE", "usage: opentalon restore FILE (a file written by opentalon backup)")
 	}
 	src := rest[0]
 	if fi, err := os.Stat(src); err != nil {

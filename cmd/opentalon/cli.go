@@ -279,6 +279,29 @@ type usageError struct{ msg string }
 
 func (e usageError) Error() string { return e.msg }
 
+// subUsageError is the usage error of cmd (a command with subcommands,
+// such as "pair") given args, the words after it, with subs its
+// subcommands: it names the missing or unknown subcommand; use is the
+// command's "usage: ..." text.
+func subUsageError(cmd string, args []string, subs, use string) error {
+	if len(args) == 0 {
+		return usageError{fmt.Sprintf("%s: missing the subcommand (%s); %s", cmd, subs, use)}
+	}
+	return usageError{fmt.Sprintf("%s: unknown subcommand %q (%s); %s", cmd, args[0], subs, use)}
+}
+
+// argCountError is the usage error of cmd given the positional arguments
+// got where it takes n named name ("CODE"): the missing or stray ones.
+func argCountError(cmd string, got []string, n int, name, use string) error {
+	switch {
+	case n == 0:
+		return usageError{fmt.Sprintf("%s takes no arguments, got %q; %s", cmd, got, use)}
+	case len(got) < n:
+		return usageError{fmt.Sprintf("%s: missing the %s; %s", cmd, name, use)}
+	}
+	return usageError{fmt.Sprintf("%s takes one %s, got %q; %s", cmd, name, got, use)}
+}
+
 // parseSub parses a subcommand's flags, accepting the global flags too.
 func parseSub(name string, g *globalFlags, args []string, _ Stdio, define func(*flag.FlagSet)) ([]string, error) {
 	fs := flag.NewFlagSet("opentalon "+name, flag.ContinueOnError)
@@ -430,8 +453,12 @@ func cmdConfig(ctx context.Context, g *globalFlags, args []string, io Stdio, env
 	if err != nil {
 		return err
 	}
-	if len(rest) != 1 || rest[0] != "check" {
-		return usageError{"usage: opentalon config check [--config FILE]"}
+	const use = "usage: opentalon config check [--config FILE]"
+	if len(rest) == 0 || rest[0] != "check" {
+		return subUsageError("config", rest, "check", use)
+	}
+	if len(rest) > 1 {
+		return argCountError("config check", rest[1:], 0, "", use)
 	}
 	cfg, src, err := loadConfig(g, env)
 	if err != nil {

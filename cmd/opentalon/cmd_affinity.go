@@ -31,7 +31,7 @@ const affinityUsage = "usage: opentalon affinity show [--json] | opentalon affin
 // words after "affinity".
 func runAffinity(ctx context.Context, db affinityStore, decayDays float64, aliases map[string]string, now time.Time, args []string, stdout io.Writer) error {
 	if len(args) == 0 {
-		return usageError{affinityUsage}
+		return subUsageError("affinity", args, "show or reset", affinityUsage)
 	}
 	fs := flag.NewFlagSet("opentalon affinity "+args[0], flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
@@ -112,7 +112,7 @@ func runAffinity(ctx context.Context, db affinityStore, decayDays float64, alias
 		_, err = fmt.Fprintf(stdout, "Reset %d affinity rows.\n", n)
 		return err
 	}
-	return usageError{fmt.Sprintf("affinity: unknown subcommand %q; %s", args[0], affinityUsage)}
+	return subUsageError("affinity", args, "show or reset", affinityUsage)
 }
 
 // knownAffinityNames says whether task and model ("" = any) are names

@@ -16,7 +16,7 @@ const benchUsage = "usage: opentalon bench route [--scenario FILE] [--seeds N] [
 // args are the words after "bench".
 func runBenchRoute(ctx context.Context, args []string, stdout io.Writer) error {
 	if len(args) == 0 || args[0] != "route" {
-		return usageError{benchUsage}
+		return subUsageError("bench", args, "route", benchUsage)
 	}
 	fs := flag.NewFlagSet("opentalon bench route", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)

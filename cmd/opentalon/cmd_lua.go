@@ -62,7 +62,7 @@ type luaTestLLMCall struct {
 // database.
 func cmdLua(ctx context.Context, g *globalFlags, args []string, io Stdio, env config.Env, log *slog.Logger) error {
 	if len(args) == 0 || args[0] != "test" {
-		return usageError{luaUsage}
+		return subUsageError("lua", args, "test", luaUsage)
 	}
 	var message, hook, channel, user string
 	var meta, fakes listFlag
@@ -78,7 +78,7 @@ func cmdLua(ctx context.Context, g *globalFlags, args []string, io Stdio, env co
 		return err
 	}
 	if len(rest) != 1 {
-		return usageError{"lua test takes one script; " + luaUsage}
+		return argCountError("lua test", rest, 1, "SCRIPT", luaUsage)
 	}
 	if message == "" {
 		return usageError{"lua test: --message is required; " + luaUsage}

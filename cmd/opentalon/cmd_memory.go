@@ -110,7 +110,7 @@ func (f *memoryFlags) parse(sub string, args []string) ([]string, error) {
 // runMemory implements `opentalon memory list|search|delete|export`.
 func runMemory(ctx context.Context, db memoryStore, args []string, out io.Writer) error {
 	if len(args) == 0 {
-		return usageError{memoryUsage}
+		return usageError{"memory: missing the subcommand (list, search, delete or export)\n" + memoryUsage}
 	}
 	sub := args[0]
 	var f memoryFlags
@@ -174,12 +174,18 @@ func deleteMemories(ctx context.Context, db memoryStore, f memoryFlags, ids []st
 	if len(ids) == 0 {
 		return usageError{"memory delete: give the ids to delete (memory list shows them)\n" + memoryUsage}
 	}
-	var missing []string
-	for _, s := range ids {
+	// Every id is checked before any is deleted: a typo deletes nothing.
+	nums := make([]int64, len(ids))
+	for i, s := range ids {
 		id, err := strconv.ParseInt(strings.TrimPrefix(s, "#"), 10, 64)
 		if err != nil {
-			return usageError{fmt.Sprintf("memory delete: %q is not a memory id (a number)", s)}
+			return usageError{fmt.Sprintf("memory delete: %q is not a memory id (a number); nothing was deleted\n%s", s, memoryUsage)}
 		}
+		nums[i] = id
+	}
+	var missing []string
+	for i, s := range ids {
+		id := nums[i]
 		ok, err := db.DeleteMemory(ctx, id, f.user, true)
 		if err != nil {
 			return err
@@ -337,7 +343,7 @@ type exportedMessages struct {
 // expired), oldest first, with their messages.
 func runSession(ctx context.Context, db memoryStore, args []string, out io.Writer) error {
 	if len(args) == 0 || args[0] != "export" {
-		return usageError{sessionUsage}
+		return subUsageError("session", args, "export", sessionUsage)
 	}
 	fs := flag.NewFlagSet("opentalon session export", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
@@ -356,7 +362,7 @@ func runSession(ctx context.Context, db memoryStore, args []string, out io.Write
 		rest = fs.Args()[1:]
 	}
 	if len(pos) != 1 {
-		return usageError{sessionUsage}
+		return argCountError("session export", pos, 1, "CONVERSATION", sessionUsage)
 	}
 	if err := checkFormat(*format); err != nil {
 		return err

@@ -26,7 +26,7 @@ const pluginsUsage = "usage: opentalon plugins list | opentalon plugins unbind N
 func cmdPlugins(ctx context.Context, g *globalFlags, args []string, stdio Stdio, env config.Env, log *slog.Logger) error {
 	args = g.extract(args)
 	if len(args) == 0 {
-		return usageError{pluginsUsage}
+		return subUsageError("plugins", args, "list or unbind", pluginsUsage)
 	}
 	if err := runPlugins(ctx, argsOnly{}, args, io.Discard); !errors.Is(err, errArgsOK) {
 		return err
@@ -71,5 +71,11 @@ func runPlugins(ctx context.Context, db pluginBindings, args []string, out io.Wr
 		fmt.Fprintf(out, "unbound %s: the next binary that registers the name %s takes it, with the state stored under it\n", name, name)
 		return nil
 	}
-	return usageError{fmt.Sprintf("plugins: bad arguments %v; %s", args, pluginsUsage)}
+	switch args[0] {
+	case "list":
+		return argCountError("plugins list", args[1:], 0, "", pluginsUsage)
+	case "unbind":
+		return argCountError("plugins unbind", args[1:], 1, "NAME", pluginsUsage)
+	}
+	return subUsageError("plugins", args, "list or unbind", pluginsUsage)
 }

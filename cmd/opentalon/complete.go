@@ -30,7 +30,7 @@ func cmdComplete(ctx context.Context, g *globalFlags, args []string, io Stdio, e
 	}
 	prompt := strings.TrimSpace(strings.Join(rest, " "))
 	if prompt == "" {
-		return usageError{`usage: opentalon complete [--model REF] "prompt"`}
+		return usageError{`complete: missing the PROMPT; usage: opentalon complete [--model REF] "prompt"`}
 	}
 	// Only the keys it uses: a channel's token left unset does not stop
 	// it. The built-in default (no file) says what to export when it

@@ -203,7 +203,7 @@ const stateUsage = "usage: opentalon state migrate --from sqlite --to postgres [
 // refused while a gateway runs there.
 func cmdState(ctx context.Context, g *globalFlags, args []string, io Stdio, env config.Env, log *slog.Logger) error {
 	if len(args) == 0 || args[0] != "migrate" {
-		return usageError{stateUsage}
+		return subUsageError("state", args, "migrate", stateUsage)
 	}
 	var from, to string
 	rest, err := parseSub("state migrate", g, args[1:], io, func(fs *flag.FlagSet) {
@@ -213,8 +213,15 @@ func cmdState(ctx context.Context, g *globalFlags, args []string, io Stdio, env 
 	if err != nil {
 		return err
 	}
-	if len(rest) > 0 || from != config.DriverSQLite || to != config.DriverPostgres {
-		return usageError{stateUsage}
+	switch {
+	case len(rest) > 0:
+		return argCountError("state migrate", rest, 0, "", stateUsage)
+	case from != "" && from != config.DriverSQLite:
+		return usageError{fmt.Sprintf("state migrate: --from %q is not supported (supported: sqlite); %s", from, stateUsage)}
+	case to != "" && to != config.DriverPostgres:
+		return usageError{fmt.Sprintf("state migrate: --to %q is not supported (supported: postgres); %s", to, stateUsage)}
+	case from == "" || to == "":
+		return usageError{"state migrate: give both --from sqlite and --to postgres; " + stateUsage}
 	}
 	cfg, _, err := loadConfig(g, env)
 	if err != nil {
