@@ -16,7 +16,8 @@ type Channel interface {
 	// Run connects to the platform and hands every event to sink until ctx
 	// is cancelled. An event must be acknowledged to the platform only
 	// after sink accepted it (the sink returns once the event is
-	// committed). Run returns nil when ctx ends, an error when it cannot
+	// committed). Run returns nil when ctx ends (but a refusal of kind
+	// KindAuth or KindInvalid it got meanwhile all the same), an error when it cannot
 	// go on: one of kind KindAuth when the platform refuses the credential
 	// or KindInvalid when the config cannot work (the gateway then stops,
 	// naming the config key in the message), any other error when the

@@ -261,7 +261,7 @@ func (b *Bot) Run(ctx context.Context, sink core.Sink) error {
 	}
 	me, err := b.getMe(ctx)
 	if err != nil {
-		if ctx.Err() != nil {
+		if ctx.Err() != nil && !refusal(err) {
 			return nil
 		}
 		return err
@@ -315,13 +315,24 @@ func (b *Bot) runPolling(ctx context.Context, sink core.Sink) error {
 	err := b.poll(pctx, sink, nil, identified)
 	cancel(nil)
 	<-done
+	cause := context.Cause(pctx)
 	if ctx.Err() != nil {
+		if refusal(cause) {
+			return cause // getMe's refusal, come with the stop: the start failed
+		}
 		return nil
 	}
-	if cause := context.Cause(pctx); err == nil && !errors.Is(cause, context.Canceled) {
+	if err == nil && !errors.Is(cause, context.Canceled) {
 		return cause // getMe's
 	}
 	return err
+}
+
+// refusal says whether err is one the gateway stops on (a refused token,
+// a config that cannot work), which Run returns even after a stop.
+func refusal(err error) bool {
+	k := core.ErrorKind(err)
+	return err != nil && (k == core.KindAuth || k == core.KindInvalid)
 }
 
 // setCommands advertises core's commands (best effort).

@@ -148,6 +148,14 @@ loop:
 	g.setAccepting(false)
 	stopChannels()
 	chWG.Wait()
+	if runErr == nil {
+		// A channel refused (its credential, the config) as the stop
+		// came: the run failed, whichever the loop saw first.
+		select {
+		case runErr = <-fatal:
+		default:
+		}
+	}
 	finished := make(chan struct{})
 	go func() { p.wg.Wait(); close(finished) }()
 	// The grace is wall time: a test's fake clock must not keep a

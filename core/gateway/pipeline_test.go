@@ -283,3 +283,38 @@ func TestPreHookMetadataStoredWithReply(t *testing.T) {
 		t.Fatalf("stored reply = %+v err=%v, want metadata lang=en", rep, err)
 	}
 }
+
+// refusedAtStop is a channel whose platform refuses its credential just
+// as the gateway is stopped.
+type refusedAtStop struct{ fakeChannel }
+
+func (c *refusedAtStop) Name() string { return "refused" }
+func (c *refusedAtStop) Run(ctx context.Context, _ core.Sink) error {
+	<-ctx.Done()
+	return &core.Error{Kind: core.KindAuth, Msg: "token refused"}
+}
+
+// A refusal that comes with the stop (SIGTERM) still fails the run: a
+// start that failed must not end as a clean stop (exit 0).
+func TestRefusedCredentialAtStopFailsTheRun(t *testing.T) {
+	db, err := store.Open(context.Background(), t.TempDir(), store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	for i := 0; i < 20; i++ {
+		g := gateway.New(gateway.Options{Store: db, Agent: &fakeAgent{}})
+		g.AddChannel(&refusedAtStop{})
+		ctx, cancel := context.WithCancel(context.Background())
+		if i%2 == 0 {
+			cancel() // stopped before the channel ran
+		} else {
+			time.AfterFunc(time.Duration(i)*time.Millisecond, cancel)
+		}
+		err := g.Run(ctx, time.Second)
+		cancel()
+		if core.ErrorKind(err) != core.KindAuth || !strings.Contains(err.Error(), "channel refused") {
+			t.Fatalf("round %d: Run = %v, want the channel's refusal", i, err)
+		}
+	}
+}

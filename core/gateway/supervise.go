@@ -59,15 +59,17 @@ func (g *Gateway) supervise(ctx context.Context, ch core.Channel, fatal chan<- e
 	for {
 		started := g.now()
 		err := ch.Run(ctx, g)
+		// A refusal is fatal even when the stop came with it: a start
+		// that failed must not end as a clean stop (exit 0).
+		if k := core.ErrorKind(err); err != nil && (k == core.KindAuth || k == core.KindInvalid) {
+			fatal <- fmt.Errorf("channel %s: %w", name, err)
+			return
+		}
 		if ctx.Err() != nil {
 			return
 		}
 		if err == nil {
 			err = errors.New("Run returned while the gateway was running")
-		}
-		if k := core.ErrorKind(err); k == core.KindAuth || k == core.KindInvalid {
-			fatal <- fmt.Errorf("channel %s: %w", name, err)
-			return
 		}
 		if g.now().Sub(started) >= stableAfter {
 			failures = 0 // it ran well for a while: start the backoff again
