@@ -69,8 +69,8 @@ func (b *Bot) Run(ctx context.Context, sink core.Sink) error {
 	if err != nil {
 		gb = nil
 		switch s := status(err); {
-		case ctx.Err() != nil:
-			return nil
+		case ctx.Err() != nil && s != http.StatusUnauthorized:
+			return nil // a refusal that came with the stop still fails the start (below)
 		case s == http.StatusUnauthorized:
 			return core.Errorf(core.KindAuth, "discord refused the bot token (GET /api/v9/gateway/bot: 401 Unauthorized): check channels.discord.token (developer portal → your app → Bot → Reset Token) and channels.discord.api_url")
 		case s == 0 || s >= 500:

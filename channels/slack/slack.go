@@ -231,6 +231,9 @@ func (b *Bot) Run(ctx context.Context, sink core.Sink) error {
 			break
 		}
 		if ctx.Err() != nil {
+			if core.ErrorKind(err) == core.KindAuth && !b.hasWorked() {
+				return err // refused as the stop came: the start failed all the same
+			}
 			return nil
 		}
 		if core.ErrorKind(err) != core.KindAuth {
