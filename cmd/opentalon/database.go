@@ -223,7 +223,9 @@ func cmdState(ctx context.Context, g *globalFlags, args []string, io Stdio, env 
 	case from == "" || to == "":
 		return usageError{"state migrate: give both --from sqlite and --to postgres; " + stateUsage}
 	}
-	cfg, _, err := loadConfig(g, env)
+	// Only state: matters; a config without an LLM provider (one written
+	// for the move) does as well as the gateway's.
+	cfg, err := loadConfigFor(g, env, "state")
 	if err != nil {
 		return err
 	}

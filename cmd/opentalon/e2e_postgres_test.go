@@ -150,7 +150,8 @@ func TestE2EStateMigrateThenAnswerOnPostgres(t *testing.T) {
 	}
 	db.Close()
 
-	migrate := writeConfig(t, pgConfig(data, llm.BaseURL(), dsn, "sqlite"))
+	// A config of the state alone does: the move needs no LLM provider.
+	migrate := writeConfig(t, fmt.Sprintf("state:\n  data_dir: %q\n  postgres: { dsn: %q }\n", data, dsn))
 	// Refused while a gateway holds the data directory.
 	lock, err := lockDataDir(data)
 	if err != nil {
@@ -171,7 +172,7 @@ func TestE2EStateMigrateThenAnswerOnPostgres(t *testing.T) {
 	if strings.Contains(res.stdout+res.stderr, dsn) {
 		t.Fatal("state migrate printed the DSN")
 	}
-	again := runMain(t, nil, "", "--config", migrate, "state", "migrate", "--from", "sqlite", "--to", "postgres")
+	again := runMain(t, nil, "", "--config", writeConfig(t, pgConfig(data, llm.BaseURL(), dsn, "sqlite")), "state", "migrate", "--from", "sqlite", "--to", "postgres")
 	if again.code != 0 || !regexp.MustCompile(`copied 0 of \d+ row`).MatchString(again.stdout) {
 		t.Fatalf("state migrate again: exit %d\n%s%s; want nothing copied twice", again.code, again.stdout, again.stderr)
 	}
