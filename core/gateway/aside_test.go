@@ -111,7 +111,14 @@ func TestAsideCommandsKeepTheirOrderWhenWorkersAreBusy(t *testing.T) {
 	if got := r.next(); got != "answer to block" {
 		t.Fatalf("sent %q; want the other conversation's answer", got)
 	}
-	time.Sleep(100 * time.Millisecond) // its worker is free again
+	// Its worker is free again once the dispatcher has taken it back: a
+	// command accepted before then finds no free worker, and waits its
+	// turn (claimAsides).
+	for deadline := time.Now().Add(10 * time.Second); !r.g.WorkersIdle(); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the worker is still busy after the other conversation's answer")
+		}
+	}
 	r.accept("3", "/help")
 	if got := r.next(); !strings.HasPrefix(got, "Model:") {
 		t.Fatalf("first answered %q; want /status's answer, sent first", got)

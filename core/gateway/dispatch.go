@@ -118,6 +118,10 @@ loop:
 				next = time.Time{}
 			}
 		}
+		if p.free.Load() > 0 && !p.backlog.Load() {
+			// Aside commands that found no free worker.
+			g.retryAsides(workCtx)
+		}
 		wait := idle
 		if !next.IsZero() {
 			wait = max(next.Sub(g.now()), time.Millisecond)

@@ -119,6 +119,10 @@ type Gateway struct {
 	// wakes holds, by aside command, the waiting item it asked to wake
 	// once answered (wakeAfter).
 	wakes map[int64]int64
+	// asideWait holds, by conversation, those with an aside command that
+	// found no free worker (claimAsides): the dispatcher claims their
+	// asides again once a worker is free (retryAsides).
+	asideWait map[string]core.ConversationKey
 	// asideMu makes claimAsides one at a time.
 	asideMu sync.Mutex
 	side    sync.WaitGroup
@@ -180,6 +184,7 @@ func New(o Options) *Gateway {
 		full:      map[string]*fullNotices{},
 		waiting:   map[int64]struct{}{},
 		asides:    map[string]chan struct{}{},
+		asideWait: map[string]core.ConversationKey{},
 		wakes:     map[int64]int64{},
 		obs:       o.Observer,
 	}

@@ -189,8 +189,8 @@ const asideScan = 50
 // sent together answer in their order. It is called when such a command
 // is accepted and when a message is put back to wait (a command sent
 // while that message was being tried then goes aside too). A command it
-// cannot claim (the head runs or is due, no worker is free) waits its
-// turn, unless a worker frees when a command answered aside ends.
+// cannot claim (the head runs or is due) waits its turn; one that
+// finds no free worker is claimed once one is (retryAsides).
 func (g *Gateway) claimAsides(ctx context.Context, conv core.ConversationKey) {
 	ac, ok := g.store.(core.AsideClaimer)
 	p := g.pool.Load()
@@ -210,6 +210,14 @@ func (g *Gateway) claimAsides(ctx context.Context, conv core.ConversationKey) {
 			continue
 		}
 		if !p.reserve() {
+			// No free worker, or the dispatcher holds the freed ones for
+			// queued work: it claims the conversation's asides again
+			// once one is free (retryAsides), told now in case it just
+			// looked.
+			g.mu.Lock()
+			g.asideWait[conv.String()] = conv
+			g.mu.Unlock()
+			g.poke()
 			return
 		}
 		it, claimed, err := ac.ClaimAside(ctx, q.ID, g.now())
@@ -240,6 +248,27 @@ func (g *Gateway) claimAsides(ctx context.Context, conv core.ConversationKey) {
 			g.claimAsides(context.WithoutCancel(ctx), conv)
 		})
 		p.done()
+	}
+}
+
+// retryAsides claims again, each in its own goroutine, the aside
+// commands of the conversations where one found no free worker
+// (Gateway.asideWait). The dispatcher calls it while a worker is free.
+func (g *Gateway) retryAsides(ctx context.Context) {
+	g.mu.Lock()
+	if len(g.asideWait) == 0 {
+		g.mu.Unlock()
+		return
+	}
+	convs := g.asideWait
+	g.asideWait = map[string]core.ConversationKey{}
+	g.mu.Unlock()
+	for _, conv := range convs {
+		g.side.Add(1)
+		go func() {
+			defer g.side.Done()
+			g.claimAsides(ctx, conv)
+		}()
 	}
 }
 
