@@ -576,6 +576,9 @@ const recheckEvery = 15 * time.Second
 // outcome: waiting; or, once max_wait is over, failed, or retried when
 // the give-up's apology must be sent again.
 func (g *Gateway) wait(ctx context.Context, it core.QueueItem, cause error, log *slog.Logger) core.Outcome {
+	g.mu.Lock()
+	backs := g.backs // a provider back from now on wakes the item
+	g.mu.Unlock()
 	now := g.now()
 	// expect is when the provider says it may answer; due the next try.
 	expect := now.Add(max(core.RetryAfter(cause), g.opts.Backoff(1)))
@@ -616,8 +619,16 @@ func (g *Gateway) wait(ctx context.Context, it core.QueueItem, cause error, log 
 		// wait keeps its backoff: a provider failing part of its calls
 		// answers some, and waking on each would call it again at once.
 		g.mu.Lock()
-		g.waiting[it.ID] = struct{}{}
+		back := g.backs != backs
+		if !back {
+			g.waiting[it.ID] = struct{}{}
+		}
 		g.mu.Unlock()
+		if back {
+			// A provider came back while the item was put back (the
+			// delay notice, the write): ProviderBack did not see it.
+			g.hasten(it.ID, "a provider answers again; the message put back meanwhile is due now")
+		}
 	}
 	// A command sent while it was being tried is answered now.
 	g.claimAsides(context.WithoutCancel(ctx), it.Conversation)
@@ -652,6 +663,7 @@ func (g *Gateway) ProviderBack(provider string) {
 		ids = append(ids, id)
 	}
 	clear(g.waiting)
+	g.backs++
 	g.mu.Unlock()
 	slices.Sort(ids) // the order rows are locked in
 	h, ok := g.store.(hastener)
@@ -667,6 +679,26 @@ func (g *Gateway) ProviderBack(provider string) {
 	}
 	if n > 0 {
 		g.log.Info("a provider answers again; the messages waiting for one are due now", "provider", provider, "messages", n)
+		g.poke()
+	}
+}
+
+// hasten makes the waiting item id due now and wakes the dispatcher
+// (best effort: else it wakes at its time).
+func (g *Gateway) hasten(id int64, what string) {
+	h, ok := g.store.(hastener)
+	if !ok {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	n, err := h.Hasten(ctx, []int64{id}, g.now())
+	if err != nil {
+		g.log.Warn("wake a waiting message; it wakes at its time", "request", id, "err", err)
+		return
+	}
+	if n > 0 {
+		g.log.Info(what, "request", id)
 		g.poke()
 	}
 }

@@ -112,6 +112,9 @@ type Gateway struct {
 	// waiting holds the items this gateway put back to wait for a
 	// provider (wait), to wake once one is back (ProviderBack).
 	waiting map[int64]struct{}
+	// backs counts the calls of ProviderBack, so that wait sees one made
+	// while it put its item back, before the item was in waiting.
+	backs uint64
 	// asides holds, by conversation, the end of the last command
 	// answered aside (enqueueAside): the next one waits for it, so
 	// commands sent together are answered in order.
