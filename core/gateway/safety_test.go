@@ -61,7 +61,28 @@ func newClockRig(t *testing.T, ag core.Agent, o gateway.Options) *clockRig {
 // not enough: a poke's answer may come before the dispatcher claims
 // request 1 for that round, and request 1 would then be tried after the
 // clock moved on and wait for a time the test never reaches.
+//
+// The clock passes request 1's due time on the way when d goes past it:
+// the dispatcher's timer fires there, and request 1 may then be tried at
+// that time as well as at the end (advanceToDue has one try).
 func (r *clockRig) advance(d time.Duration, poke string) {
+	r.t.Helper()
+	r.resting()
+	r.clock.Advance(d)
+	r.poke(poke)
+}
+
+// advanceToDue is advance to the time request 1 is due: it is tried
+// once, at that time.
+func (r *clockRig) advanceToDue(poke string) {
+	r.t.Helper()
+	r.clock.Set(r.resting())
+	r.poke(poke)
+}
+
+// resting waits until request 1 rests in the queue due after the
+// current time, and says when it is due.
+func (r *clockRig) resting() time.Time {
 	r.t.Helper()
 	deadline := time.Now().Add(time.Minute)
 	for {
@@ -70,14 +91,19 @@ func (r *clockRig) advance(d time.Duration, poke string) {
 			r.t.Fatal(err)
 		}
 		if st == core.StatusQueued && it.NotBefore.After(r.clock.Now()) {
-			break
+			return it.NotBefore
 		}
 		if time.Now().After(deadline) {
 			r.t.Fatalf("request 1 is %s, due %v at %v; want it waiting for a later time", st, it.NotBefore, r.clock.Now())
 		}
 		time.Sleep(time.Millisecond)
 	}
-	r.clock.Advance(d)
+}
+
+// poke sends a message in another conversation (answered "answer to
+// poke"), which wakes the dispatcher.
+func (r *clockRig) poke(poke string) {
+	r.t.Helper()
 	in := core.Inbound{Conversation: core.ConversationKey{Channel: "fake", Chat: "poke-" + poke}, MessageID: poke, Text: "poke"}
 	if err := r.g.Accept(context.Background(), in); err != nil {
 		r.t.Fatal(err)
@@ -92,13 +118,15 @@ func TestCoolingProviderMakesTheMessageWait(t *testing.T) {
 	r := newClockRig(t, ag, gateway.Options{})
 	r.accept("1", "hi")
 	r.expect("⏳ Your answer is delayed: the AI provider asked me to slow down. I will answer in about 2m0s.")
+	// Each wait ends at the router's next probe (recheckEvery), before
+	// the 2m0s told: the clock moves to it, one try each.
 	for i := range 2 {
-		r.advance(2*time.Minute+time.Second, "p"+string(rune('a'+i)))
+		r.advanceToDue("p" + string(rune('a'+i)))
 		r.expect("answer to poke")
 	}
 	// The retry after the third wait answers: as many cooling failures as
 	// max_attempts, none of them counted, and one notice only.
-	r.advance(2*time.Minute+time.Second, "pc")
+	r.advanceToDue("pc")
 	r.expectAny("answer to poke", "answer to hi")
 	r.expectAny("answer to poke", "answer to hi")
 	if ag.calls != 4+3 {
