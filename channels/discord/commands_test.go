@@ -165,12 +165,7 @@ func TestCommandAnswerAfterTheTokenExpired(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			srv := discordtest.New(t, token)
-			bot, err := discord.New(options(t, srv, &syncBuffer{}))
-			if err != nil {
-				t.Fatal(err)
-			}
-			sink := &fakeSink{}
-			runBot(t, bot, sink)
+			bot, sink := sinkBot(t, srv)
 			guild := srv.Guild()
 			ch := srv.TextChannel(guild)
 			alice := srv.User("alice")
@@ -235,11 +230,7 @@ func TestCommandAnswerAfterTheTokenExpired(t *testing.T) {
 func TestPrivateAnswerAfterARestartGoesToTheDMs(t *testing.T) {
 	t.Parallel()
 	srv := discordtest.New(t, token)
-	bot, err := discord.New(options(t, srv, &syncBuffer{}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	runBot(t, bot, &fakeSink{})
+	bot, _ := sinkBot(t, srv)
 	guild := srv.Guild()
 	ch := srv.TextChannel(guild)
 	alice := srv.User("alice")
@@ -289,12 +280,7 @@ func TestCommandAnswersAreEphemeralAsOnSlack(t *testing.T) {
 	t.Parallel()
 	const ephemeral = 64
 	srv := discordtest.New(t, token)
-	bot, err := discord.New(options(t, srv, &syncBuffer{}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	sink := &fakeSink{}
-	runBot(t, bot, sink)
+	bot, sink := sinkBot(t, srv)
 	guild := srv.Guild()
 	ch := srv.TextChannel(guild)
 	for n, tt := range []struct {

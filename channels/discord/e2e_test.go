@@ -275,12 +275,7 @@ func TestEveryoneInAnAnswerDoesNotPing(t *testing.T) {
 func TestEditedMessageReplacesTheQueuedText(t *testing.T) {
 	t.Parallel()
 	srv := discordtest.New(t, token)
-	bot, err := discord.New(options(t, srv, &syncBuffer{}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	sink := &fakeSink{}
-	runBot(t, bot, sink)
+	_, sink := sinkBot(t, srv)
 	guild := srv.Guild()
 	ch := srv.TextChannel(guild)
 	alice := srv.User("alice")

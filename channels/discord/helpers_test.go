@@ -247,6 +247,19 @@ func (s *fakeSink) inbound() []core.Inbound {
 	return append([]core.Inbound(nil), s.accepted...)
 }
 
+// sinkBot runs a bot of srv whose events go to a fakeSink, without a
+// gateway.
+func sinkBot(t *testing.T, srv *discordtest.Server) (*discord.Bot, *fakeSink) {
+	t.Helper()
+	bot, err := discord.New(options(t, srv, &syncBuffer{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sink := &fakeSink{}
+	runBot(t, bot, sink)
+	return bot, sink
+}
+
 // runBot runs bot with sink until the test ends and returns Run's result.
 func runBot(t *testing.T, bot *discord.Bot, sink core.Sink) <-chan error {
 	t.Helper()

@@ -411,14 +411,6 @@ func TestE2EStateMigrateKeepsTheMediaFiles(t *testing.T) {
 
 	// Tomorrow: a replica whose data directory is empty (a new container)
 	// re-answers alice with her photo, read from the database.
-	b := startApp(t, loadConfigFile(t, writeConfig(t, replicaConfig(t.TempDir(), llm.BaseURL(), bot.URL, dsn))))
-	defer b.shutdown()
-	bot.AddUpdate(bot.Private(alice, "/retry"))
-	bot.WaitSent(t, 3, 20*time.Second)
-	if u := lastUser(t, llm); len(u.Attachments) != 1 || !bytes.Equal(u.Attachments[0].Data, jpg) {
-		t.Fatalf("after the migration the re-answer showed the LLM %d images; want alice's photo", len(u.Attachments))
-	}
-	if n := len(bot.Calls("getFile")); n != 2 {
-		t.Fatalf("getFile called %d times; want 2 (each file downloaded once, before the migration)", n)
-	}
+	// getFile twice: each file downloaded once, before the migration.
+	retryOnReplica(t, replicaConfig(t.TempDir(), llm.BaseURL(), bot.URL, dsn), bot, llm, alice, jpg, 3, 2)
 }

@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-telegram/bot/models"
+
 	"github.com/opentalon/opentalon/channels/telegram/telegramtest"
 	"github.com/opentalon/opentalon/routing/provider/providertest"
 	"github.com/opentalon/opentalon/store/pgtest"
@@ -48,16 +50,7 @@ func TestE2EReplicaRetryReadsThePhotoWithoutDownloading(t *testing.T) {
 	}
 	a.shutdown()
 
-	b := startApp(t, loadConfigFile(t, writeConfig(t, replicaConfig(dirB, llm.BaseURL(), bot.URL, dsn))))
-	defer b.shutdown()
-	bot.AddUpdate(bot.Private(alice, "/retry"))
-	bot.WaitSent(t, 2, 20*time.Second)
-	if u := lastUser(t, llm); len(u.Attachments) != 1 || !bytes.Equal(u.Attachments[0].Data, jpg) {
-		t.Fatalf("replica B's re-answer showed the LLM %d images; want the photo again", len(u.Attachments))
-	}
-	if n := len(bot.Calls("getFile")); n != 1 {
-		t.Fatalf("getFile called %d times; replica B must read the photo A stored, not download it again", n)
-	}
+	retryOnReplica(t, replicaConfig(dirB, llm.BaseURL(), bot.URL, dsn), bot, llm, alice, jpg, 2, 1)
 	// B's media directory now caches it.
 	entries, _ := os.ReadDir(filepath.Join(dirB, "media"))
 	cached := false
@@ -242,4 +235,23 @@ func TestE2EReplicaIDInUseIsRefused(t *testing.T) {
 	waitLog(t, restarted, "opentalon running")
 	restarted.send("hello again")
 	restarted.waitLine("echo: hello again")
+}
+
+// retryOnReplica starts a replica with the config yaml, whose data
+// directory never held alice's photo jpg, and has it re-answer her with
+// /retry: the LLM must see the photo's bytes, read from the database, and
+// the bot have sent sent messages with getFile called files times in all
+// (no download again).
+func retryOnReplica(t *testing.T, yaml string, bot *telegramtest.Server, llm *providertest.Server, alice *models.User, jpg []byte, sent, files int) {
+	t.Helper()
+	r := startApp(t, loadConfigFile(t, writeConfig(t, yaml)))
+	defer r.shutdown()
+	bot.AddUpdate(bot.Private(alice, "/retry"))
+	bot.WaitSent(t, sent, 20*time.Second)
+	if u := lastUser(t, llm); len(u.Attachments) != 1 || !bytes.Equal(u.Attachments[0].Data, jpg) {
+		t.Fatalf("the replica's re-answer showed the LLM %d images; want alice's photo, read from the database", len(u.Attachments))
+	}
+	if n := len(bot.Calls("getFile")); n != files {
+		t.Fatalf("getFile called %d times; want %d: the replica reads the photo from the database, it does not download it again", n, files)
+	}
 }
