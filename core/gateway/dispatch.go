@@ -627,7 +627,7 @@ func (g *Gateway) wait(ctx context.Context, it core.QueueItem, cause error, log 
 		if back {
 			// A provider came back while the item was put back (the
 			// delay notice, the write): ProviderBack did not see it.
-			g.hasten(it.ID, "a provider answers again; the message put back meanwhile is due now")
+			g.hasten([]int64{it.ID}, "a provider answers again; the message put back meanwhile is due now", "request", it.ID)
 		}
 	}
 	// A command sent while it was being tried is answered now.
@@ -666,6 +666,13 @@ func (g *Gateway) ProviderBack(provider string) {
 	g.backs++
 	g.mu.Unlock()
 	slices.Sort(ids) // the order rows are locked in
+	g.hasten(ids, "a provider answers again; the messages waiting for one are due now", "provider", provider)
+}
+
+// hasten makes the waiting items ids due now and wakes the dispatcher
+// (best effort: else they wake at their time); what, with args, says why
+// in the log.
+func (g *Gateway) hasten(ids []int64, what string, args ...any) {
 	h, ok := g.store.(hastener)
 	if len(ids) == 0 || !ok {
 		return
@@ -674,31 +681,11 @@ func (g *Gateway) ProviderBack(provider string) {
 	defer cancel()
 	n, err := h.Hasten(ctx, ids, g.now())
 	if err != nil {
-		g.log.Warn("wake the messages waiting for a provider; they wake at their time", "provider", provider, "err", err)
+		g.log.Warn("wake the messages waiting for a provider; they wake at their time", append(args, "err", err)...)
 		return
 	}
 	if n > 0 {
-		g.log.Info("a provider answers again; the messages waiting for one are due now", "provider", provider, "messages", n)
-		g.poke()
-	}
-}
-
-// hasten makes the waiting item id due now and wakes the dispatcher
-// (best effort: else it wakes at its time).
-func (g *Gateway) hasten(id int64, what string) {
-	h, ok := g.store.(hastener)
-	if !ok {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	n, err := h.Hasten(ctx, []int64{id}, g.now())
-	if err != nil {
-		g.log.Warn("wake a waiting message; it wakes at its time", "request", id, "err", err)
-		return
-	}
-	if n > 0 {
-		g.log.Info(what, "request", id)
+		g.log.Info(what, append(args, "messages", n)...)
 		g.poke()
 	}
 }
