@@ -100,6 +100,14 @@ func RecheckAfter(err error) time.Duration {
 	return 0
 }
 
+// Refusal reports an error a channel stops on for good (core.Channel's
+// Run): the platform refused the credential (KindAuth) or the config
+// cannot work (KindInvalid).
+func Refusal(err error) bool {
+	k := ErrorKind(err)
+	return k == KindAuth || k == KindInvalid
+}
+
 // Transient reports whether trying the same request again later may work.
 func Transient(err error) bool {
 	return Passing(err) || ErrorKind(err) == KindUnknown

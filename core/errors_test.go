@@ -2,6 +2,7 @@ package core
 
 import (
 	"errors"
+	"fmt"
 	"io/fs"
 	"testing"
 	"time"
@@ -44,6 +45,26 @@ func TestKindsAndRetry(t *testing.T) {
 	}
 	if (&Error{Kind: KindAuth, Msg: "refused", Err: errors.New("401")}).Error() != "refused: 401" {
 		t.Fatal("Msg and a distinct cause are both shown")
+	}
+}
+
+// TestRefusal: what a channel stops on for good is a refused credential
+// or a config that cannot work, wrapped or not; nothing else, nil neither.
+func TestRefusal(t *testing.T) {
+	for _, tt := range []struct {
+		err  error
+		want bool
+	}{
+		{&Error{Kind: KindAuth, Msg: "token revoked"}, true},
+		{fmt.Errorf("channel x: %w", &Error{Kind: KindInvalid, Msg: "bad mode"}), true},
+		{&Error{Kind: KindUnavailable, Msg: "502"}, false},
+		{&Error{Kind: KindRateLimited, Msg: "slow down"}, false},
+		{errors.New("plain"), false},
+		{nil, false},
+	} {
+		if got := Refusal(tt.err); got != tt.want {
+			t.Errorf("Refusal(%v) = %v, want %v", tt.err, got, tt.want)
+		}
 	}
 }
 

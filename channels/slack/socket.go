@@ -45,7 +45,7 @@ func (b *Bot) runSocket(ctx context.Context, sink core.Sink) error {
 			return nil
 		}
 		b.health.Connected() // standing by again
-		if err != nil && (core.ErrorKind(err) == core.KindAuth || core.ErrorKind(err) == core.KindInvalid) {
+		if core.Refusal(err) {
 			fatal = err
 			return nil // ends the hold: the channel stops with err
 		}

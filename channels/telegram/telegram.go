@@ -261,7 +261,7 @@ func (b *Bot) Run(ctx context.Context, sink core.Sink) error {
 	}
 	me, err := b.getMe(ctx)
 	if err != nil {
-		if ctx.Err() != nil && !refusal(err) {
+		if ctx.Err() != nil && !core.Refusal(err) {
 			return nil
 		}
 		return err
@@ -317,7 +317,7 @@ func (b *Bot) runPolling(ctx context.Context, sink core.Sink) error {
 	<-done
 	cause := context.Cause(pctx)
 	if ctx.Err() != nil {
-		if refusal(cause) {
+		if core.Refusal(cause) {
 			return cause // getMe's refusal, come with the stop: the start failed
 		}
 		return nil
@@ -326,13 +326,6 @@ func (b *Bot) runPolling(ctx context.Context, sink core.Sink) error {
 		return cause // getMe's
 	}
 	return err
-}
-
-// refusal says whether err is one the gateway stops on (a refused token,
-// a config that cannot work), which Run returns even after a stop.
-func refusal(err error) bool {
-	k := core.ErrorKind(err)
-	return err != nil && (k == core.KindAuth || k == core.KindInvalid)
 }
 
 // setCommands advertises core's commands (best effort).

@@ -61,7 +61,7 @@ func (g *Gateway) supervise(ctx context.Context, ch core.Channel, fatal chan<- e
 		err := ch.Run(ctx, g)
 		// A refusal is fatal even when the stop came with it: a start
 		// that failed must not end as a clean stop (exit 0).
-		if k := core.ErrorKind(err); err != nil && (k == core.KindAuth || k == core.KindInvalid) {
+		if core.Refusal(err) {
 			fatal <- fmt.Errorf("channel %s: %w", name, err)
 			return
 		}
