@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -23,6 +24,17 @@ import (
 // four turns (the full suite failed it once).
 func TestE2ETelegramGroupAnswersBeforeNotices(t *testing.T) {
 	llm := providertest.NewOpenAI(t)
+	// No answer is ready before the whole burst was taken: under load the
+	// first answer was done before the third mention was handled, and a
+	// third message was taken in its place (the full suite failed it).
+	taken := make(chan struct{})
+	var takeOnce sync.Once
+	burstTaken := func() { takeOnce.Do(func() { close(taken) }) }
+	t.Cleanup(burstTaken)
+	llm.SetReply(func(r providertest.Received) providertest.Script {
+		<-taken
+		return providertest.Echo(r)
+	})
 	bot := telegramtest.New(t, tgToken)
 	dir := t.TempDir()
 	cfg := loadConfigFile(t, writeConfig(t, telegramConfig(dir, llm.BaseURL(), bot.URL)))
@@ -36,6 +48,17 @@ func TestE2ETelegramGroupAnswersBeforeNotices(t *testing.T) {
 	}
 	// A 600 ms group gap: three sends go at once, then one per gap.
 	startAppWith(t, cfg, AppOptions{Telegram: func(o *telegram.Options) { o.SendGap = 200 * time.Millisecond }})
+	// The next poll comes once the first one's batch was handled.
+	bot.WaitFor(t, "the burst taken", 30*time.Second, func(_ []telegramtest.Sent, calls []telegramtest.Call) bool {
+		polls := 0
+		for _, c := range calls {
+			if c.Method == "getUpdates" {
+				polls++
+			}
+		}
+		return polls >= 2
+	})
+	burstTaken()
 	sent := bot.WaitSent(t, senders, 30*time.Second)
 	var order []string
 	answers := 0
