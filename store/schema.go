@@ -94,7 +94,7 @@ func (db *DB) createFresh(ctx context.Context, conn *sql.Conn, ms []migration) (
 // database is this file written out, with no SQL run. Creating the
 // schema ran about 80 CREATE statements through SQLite's parser and,
 // before them, switched the empty file from a rollback journal to WAL
-// (a journal file and three fsyncs): about 13 ms of a first start on the
+// (a journal file and three fsyncs): about 11 ms of a first start on the
 // benchmark machine, where the image takes one write, a file and a
 // directory fsync. Its migrations are recorded at time 0: OpenFile
 // stamps them when it used the image.
