@@ -23,6 +23,15 @@ import (
 	"github.com/opentalon/opentalon/store"
 )
 
+// The test binary links oneproc too: its tests, many at once, get the
+// runtime's default GOMAXPROCS back (before testing reads it for
+// -test.parallel and -test.cpu), as they had before oneproc.
+func init() {
+	if _, set := os.LookupEnv("GOMAXPROCS"); !set {
+		runtime.SetDefaultGOMAXPROCS()
+	}
+}
+
 // TestMain lets the test binary play the opentalon binary for the crash
 // test (re-executed with OPENTALON_TEST_MAIN=1) and for the helpers the
 // gateway re-executes itself as.

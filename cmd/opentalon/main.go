@@ -6,23 +6,16 @@ import (
 	"context"
 	"os"
 	"os/signal"
-	"runtime"
 	"syscall"
+
+	// One P from the start of initialization (see its doc).
+	_ "github.com/opentalon/opentalon/cmd/opentalon/oneproc"
 )
 
 func main() {
 	stdio := Stdio{In: os.Stdin, Out: os.Stdout, Err: os.Stderr}
 	if code, ok := helperMain(os.Args[1:], stdio); ok {
 		os.Exit(code)
-	}
-	// The gateway waits on the network nearly all the time. With one P the
-	// scheduler stops waking spinning threads at every hand-off between
-	// goroutines, which was a fifth of the CPU spent per message (see
-	// BenchmarkPerfBeforeLLM); burst throughput did not drop, since the
-	// one SQLite writer serializes the work anyway. GOMAXPROCS in the
-	// environment still decides.
-	if _, set := os.LookupEnv("GOMAXPROCS"); !set {
-		runtime.GOMAXPROCS(1)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	// After the first signal a second one kills the process at once.
