@@ -308,10 +308,8 @@ func (r *Router) attempt(ctx context.Context, c Call, m Model, p Profile, starte
 	if m.Local {
 		sem = r.local
 	}
-	select {
-	case sem <- struct{}{}:
-	case <-ctx.Done():
-		return nil, ctx.Err()
+	if err := acquire(ctx, sem); err != nil {
+		return nil, err
 	}
 	defer func() { <-sem }()
 	r.mu.Lock()
@@ -351,6 +349,27 @@ func (r *Router) attempt(ctx context.Context, c Call, m Model, p Profile, starte
 		r.mu.Unlock()
 	}
 	return resp, err
+}
+
+// acquire takes a slot of sem (llm.max_concurrent_*), waiting for one
+// while ctx allows. A call that has to wait tells its item's work
+// (core.NoteWaiting), which then only waits: a crash meanwhile is not
+// its doing. It is told again once the slot is taken, before the call
+// is sent.
+func acquire(ctx context.Context, sem chan struct{}) error {
+	select {
+	case sem <- struct{}{}:
+		return nil
+	default:
+	}
+	core.NoteWaiting(ctx, true)
+	defer core.NoteWaiting(ctx, false)
+	select {
+	case sem <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // ledger records a successful call's usage and cost.

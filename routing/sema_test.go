@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/opentalon/opentalon/core"
 	"github.com/opentalon/opentalon/routing/provider"
@@ -69,5 +70,68 @@ func TestSemaphoresUnder50Conversations(t *testing.T) {
 	}
 	if cloud.Count() != 40 || local.Count() != 10 {
 		t.Errorf("requests cloud=%d local=%d", cloud.Count(), local.Count())
+	}
+}
+
+// TestSlotWaitIsNoted: a call that has to wait for its provider's slot
+// tells its item (core.NoteWaiting) that it only waits, and that it goes
+// on once it has the slot, before its request is sent; a call that finds
+// a slot free tells nothing.
+func TestSlotWaitIsNoted(t *testing.T) {
+	local := providertest.NewOpenAI(t)
+	local.Hold()
+	r, err := New(Options{
+		Providers: map[string]provider.Provider{"local": provider.NewOpenAI(provider.Options{ID: "local", BaseURL: local.BaseURL()})},
+		Catalog:   []Model{{Ref: "local/m", Weight: 40, Local: true}},
+		MaxLocal:  1,
+		Store:     NewMemStore(),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	type note struct {
+		waiting bool
+		sent    int // requests the server had then
+	}
+	var mu sync.Mutex
+	notes := map[string][]note{}
+	waiting := make(chan struct{})
+	call := func(name string, done chan<- error) {
+		ctx := core.WithWaitNote(context.Background(), func(w bool) {
+			mu.Lock()
+			notes[name] = append(notes[name], note{w, local.Count()})
+			mu.Unlock()
+			if w {
+				close(waiting)
+			}
+		})
+		conv := core.ConversationKey{Channel: "console", Chat: name}
+		_, err := r.Chat(ctx, Call{Purpose: "chat", Conversation: conv, Model: "local/m", Req: userMsg("hello " + name)})
+		done <- err
+	}
+	first, second := make(chan error, 1), make(chan error, 1)
+	go call("first", first)
+	if err := local.WaitRequests(context.Background(), 1); err != nil {
+		t.Fatal(err)
+	}
+	go call("second", second)
+	select {
+	case <-waiting:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the call waiting for the slot did not tell it waits")
+	}
+	local.Release()
+	for _, done := range []chan error{first, second} {
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(notes["first"]) != 0 {
+		t.Errorf("the call that found the slot free told %+v; want nothing", notes["first"])
+	}
+	if got := notes["second"]; len(got) != 2 || !got[0].waiting || got[1].waiting || got[1].sent != 1 {
+		t.Errorf("the call that waited told %+v; want waiting, then going on before its request was sent (the server had 1)", got)
 	}
 }

@@ -42,10 +42,8 @@ func (r *Router) Transcribe(ctx context.Context, ref string, a core.Attachment, 
 			break
 		}
 		defer r.endTrial(p.ID)
-		select {
-		case sem <- struct{}{}:
-		case <-ctx.Done():
-			return "", ctx.Err()
+		if err := acquire(ctx, sem); err != nil {
+			return "", err
 		}
 		started := r.now()
 		text, err := tr.Transcribe(ctx, provider.Credentials{APIKey: string(p.Key), OAuth: p.OAuth}, req)

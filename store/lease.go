@@ -272,8 +272,8 @@ const notOthersLocal = `(NOT starts_with(h.conversation, ?) OR h.conversation = 
 // item (holder, lease end, time, interruption cause), the condition that
 // it is claimable (now twice), and what it returns (scanClaimed).
 const (
-	claimSet = `status = 'running', holder = ?, lease = lease + 1, lease_until = ?, updated_at = ?,
-		interruptions = interruptions + CASE WHEN status = 'running' THEN 1 ELSE 0 END,
+	claimSet = `status = 'running', holder = ?, lease = lease + 1, lease_until = ?, updated_at = ?, waiting = false,
+		interruptions = interruptions + CASE WHEN status = 'running' AND NOT waiting THEN 1 ELSE 0 END,
 		last_error = CASE WHEN status = 'running' THEN ? ELSE last_error END`
 	claimableWhere = `(queue.status = 'queued' AND queue.not_before <= ? OR queue.status = 'running' AND queue.lease_until <= ?)`
 	claimedCols    = `queue.id, queue.kind, queue.conversation, queue.dedupe_key, queue.payload, queue.attempts, queue.interruptions, queue.notified, queue.not_before, queue.created_at, queue.lease,
@@ -428,6 +428,18 @@ func (db *DB) takeBackOnce(ctx context.Context) error {
 func (db *DB) Renew(ctx context.Context, id, lease int64) error {
 	if err := db.fenced(ctx, id, lease, `lease_until = ?`, db.leaseEnd(db.now())); err != nil {
 		return fmt.Errorf("renew the lease of queue item %d: %w", id, err)
+	}
+	return nil
+}
+
+var _ core.WaitMarker = (*DB)(nil)
+
+// MarkWaiting implements core.WaitMarker: it records whether the
+// claimed item only waits. A claim that takes it back while it waits
+// counts no interruption (claimSet), and clears the mark.
+func (db *DB) MarkWaiting(ctx context.Context, id, lease int64, waiting bool) error {
+	if err := db.fenced(ctx, id, lease, `waiting = ?`, waiting); err != nil {
+		return fmt.Errorf("mark queue item %d as waiting (%v): %w", id, waiting, err)
 	}
 	return nil
 }

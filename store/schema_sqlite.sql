@@ -1,7 +1,7 @@
 -- The SQLite schema the migrations in migrations/ produce, made on a new
 -- database in one transaction (schema.go). Generated from the migrations by
 -- go generate ./store; do not edit.
--- schema_version: 161
+-- schema_version: 170
 CREATE TABLE schema_migrations (
 		version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL);
 CREATE TABLE sessions (
@@ -129,7 +129,7 @@ CREATE TABLE "queue" (
     last_error   TEXT    NOT NULL DEFAULT '',
     created_at   INTEGER NOT NULL,
     updated_at   INTEGER NOT NULL
-, interruptions INTEGER NOT NULL DEFAULT 0, notified INTEGER NOT NULL DEFAULT 0, holder TEXT NOT NULL DEFAULT '', lease INTEGER NOT NULL DEFAULT 0, lease_until INTEGER NOT NULL DEFAULT 0);
+, interruptions INTEGER NOT NULL DEFAULT 0, notified INTEGER NOT NULL DEFAULT 0, holder TEXT NOT NULL DEFAULT '', lease INTEGER NOT NULL DEFAULT 0, lease_until INTEGER NOT NULL DEFAULT 0, waiting INTEGER NOT NULL DEFAULT 0);
 CREATE INDEX queue_pending ON queue (conversation, id) WHERE status IN ('queued', 'running');
 CREATE INDEX queue_status ON queue (status, id);
 CREATE UNIQUE INDEX signals_request ON signals (request_id, kind, COALESCE(reply_id, 0)) WHERE request_id IS NOT NULL;

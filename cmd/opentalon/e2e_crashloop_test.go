@@ -66,14 +66,11 @@ func TestE2ECrashLoopAnswersEveryMessageOnce(t *testing.T) {
 	})
 	bot := telegramtest.New(t, tgToken)
 	// The fake LLM, on 127.0.0.1, counts as local: one call at a time, so
-	// three of the four workers' messages would wait for its slot, claimed.
-	// A kill counts as an interruption for a claimed message whether it
-	// ran or waited, and under load a message could wait through three
-	// kills in a row and be given up unanswered (a known limit, in
-	// docs/architecture.md). As many slots as workers keep this test to
-	// what it is about: kills at random points of the work.
+	// most of the four workers' messages wait for its slot, claimed, and
+	// a kill then must not count against them (the poison-message guard
+	// would give them up after three; TestE2EKillsCountAgainstWhatRanNotWhatWaited).
 	yaml := strings.Replace(telegramConfig(t.TempDir(), llm.BaseURL(), bot.URL), `listen: "127.0.0.1:0"`, `listen: ""`, 1)
-	cfg := writeConfig(t, yaml+"llm:\n  max_concurrent_local: 4\nqueue:\n  workers: 4\n")
+	cfg := writeConfig(t, yaml+"queue:\n  workers: 4\n")
 
 	type msg struct {
 		chat int64

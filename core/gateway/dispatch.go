@@ -405,6 +405,47 @@ func (g *Gateway) holdLease(ctx context.Context, it core.QueueItem, cancel conte
 	}, fence
 }
 
+// waitNote is the note (core.WithWaitNote) of item it's work: the store
+// marks the item as only waiting while one of its calls waits for a
+// provider's slot (core.WaitMarker), so a crash meanwhile does not count
+// against it. A call that waits once the work has ended (end called; a
+// judge's, say) changes nothing.
+func waitNote(ctx context.Context, m core.WaitMarker, it core.QueueItem, log *slog.Logger) (note func(waiting bool), end func()) {
+	ctx = context.WithoutCancel(ctx)
+	var (
+		mu      sync.Mutex
+		waiters int
+		ended   bool
+	)
+	note = func(waiting bool) {
+		mu.Lock()
+		defer mu.Unlock()
+		if waiting {
+			waiters++
+		} else {
+			waiters--
+		}
+		// Only the first wait and the end of the last are recorded.
+		if ended || waiting && waiters != 1 || !waiting && waiters != 0 {
+			return
+		}
+		switch err := m.MarkWaiting(ctx, it.ID, it.Lease, waiting); {
+		case err != nil:
+			log.Warn("record whether the request only waits for a provider's slot", "waiting", waiting, "err", err)
+		case waiting:
+			log.Debug("the request waits for its provider's slot (a crash meanwhile does not count against it)")
+		default:
+			log.Debug("the request has its provider's slot")
+		}
+	}
+	end = func() {
+		mu.Lock()
+		ended = true
+		mu.Unlock()
+	}
+	return note, end
+}
+
 // quietDelay is how late a failure may make an answer (counted from the
 // message's arrival to the next try) before the user is told, once, that
 // it is delayed and why — whatever failure it is (an interruption, whose
@@ -436,6 +477,11 @@ func (g *Gateway) process(ctx context.Context, it core.QueueItem, release func()
 	}
 	ctx, cancel := context.WithTimeout(leased, g.opts.RequestTimeout)
 	defer cancel()
+	if m, ok := g.store.(core.WaitMarker); ok {
+		note, end := waitNote(ctx, m, it, log)
+		defer end()
+		ctx = core.WithWaitNote(ctx, note)
+	}
 	log.Debug("processing request", "attempts", it.Attempts, "interruptions", it.Interruptions)
 	g.waited(it.ID)
 	var err error

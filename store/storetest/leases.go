@@ -33,6 +33,7 @@ func testLeases(t *testing.T, e Engine) {
 			"retry":   a.Retry(ctx, id, held.Lease, clock.Now(), "stale"),
 			"defer":   a.Defer(ctx, id, held.Lease, clock.Now(), "stale", true),
 			"release": a.Release(ctx, id, held.Lease),
+			"mark":    a.MarkWaiting(ctx, id, held.Lease, true),
 		} {
 			if !errors.Is(err, core.ErrLeaseLost) {
 				t.Errorf("%s under the lost lease: %v; want ErrLeaseLost", what, err)
@@ -110,6 +111,38 @@ func testLeases(t *testing.T, e Engine) {
 		_, _, lastErr, err := q.QueueStatus(ctx, id)
 		if err != nil || lastErr == "" {
 			t.Fatalf("last error %q (%v); want why it was taken back", lastErr, err)
+		}
+	})
+
+	t.Run("WaitingIsNoInterruption", func(t *testing.T) {
+		// A claimed item that only waits (for a busy local model's slot)
+		// when its process dies is taken back without an interruption:
+		// the poison-message guard is for what ran. One that waited and
+		// went on counts as before, and every claim clears the mark.
+		clock := NewClock()
+		handle := e.New(t)
+		a := handle(store.Options{Now: clock.Now, LeaseTTL: ttl, Holder: "replica-a"})
+		b := handle(store.Options{Now: clock.Now, LeaseTTL: ttl, Holder: "replica-b"})
+		id := mustEnqueue(t, a, msg(conv("waiting"), "1", "behind a busy local model"))
+		held := claim(t, a, 1, clock.Now())[0]
+		check(t, "mark waiting", a.MarkWaiting(ctx, id, held.Lease, true))
+		clock.Advance(ttl)
+		it := claim(t, b, 1, clock.Now())
+		if len(it) != 1 || it[0].ID != id || it[0].Interruptions != 0 {
+			t.Fatalf("taken back while it waited: %+v; want it with no interruption", it)
+		}
+		if err := a.MarkWaiting(ctx, id, held.Lease, false); !errors.Is(err, core.ErrLeaseLost) {
+			t.Fatalf("the old claim marking it: %v; want ErrLeaseLost", err)
+		}
+		clock.Advance(ttl)
+		if it = claim(t, b, 1, clock.Now()); len(it) != 1 || it[0].Interruptions != 1 {
+			t.Fatalf("taken back after a claim that did not wait: %+v; want interruptions 1 (the claim clears the mark)", it)
+		}
+		check(t, "mark waiting", b.MarkWaiting(ctx, id, it[0].Lease, true))
+		check(t, "mark going on", b.MarkWaiting(ctx, id, it[0].Lease, false))
+		clock.Advance(ttl)
+		if it = claim(t, b, 1, clock.Now()); len(it) != 1 || it[0].Interruptions != 2 {
+			t.Fatalf("taken back after it waited and went on: %+v; want interruptions 2", it)
 		}
 	})
 
