@@ -28,6 +28,8 @@ func Default() *Config {
 			Affinity:       Affinity{Enabled: true, DecayDays: 30},
 			CostWeight:     0.15,
 			Explore:        Explore{Rate: 0.03, StaleAfter: Duration(12 * time.Hour)},
+			// Off without a model; 0 grades nothing.
+			Judge: Judge{Rate: 0.05},
 		},
 		Auth: Auth{Cooldowns: Cooldowns{
 			Initial:         Duration(time.Minute),

@@ -290,7 +290,8 @@ type Routing struct {
 type Judge struct {
 	// Model is the judge's model reference ("" = no judge).
 	Model string `yaml:"model"`
-	// Rate is the share of chat answers graded (0 = 0.05 with a model).
+	// Rate is the share of chat answers graded (default 0.05; 0 grades
+	// none, which turns the judge off).
 	Rate float64 `yaml:"rate"`
 	// DailyUSD caps the judge's cost per UTC day; 0 means no cap.
 	DailyUSD float64 `yaml:"daily_usd"`

@@ -254,7 +254,7 @@ func validateRouting(c *Config, ps *problems) {
 		ps.at("routing.explore.stale_after", "must be at least 1m (got %s); 12h is the default", r.Explore.StaleAfter.D())
 	}
 	if r.Judge.Rate < 0 || r.Judge.Rate > 1 {
-		ps.at("routing.judge.rate", "must be between 0 and 1 (got %g); 0.05 is the default with a routing.judge.model", r.Judge.Rate)
+		ps.at("routing.judge.rate", "must be between 0 and 1 (got %g); the default is 0.05, and 0 turns the judge off", r.Judge.Rate)
 	}
 	if r.Judge.DailyUSD < 0 {
 		ps.at("routing.judge.daily_usd", "must not be negative (0 means no cap)")

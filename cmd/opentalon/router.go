@@ -195,7 +195,7 @@ func buildRouterWith(cfg *config.Config, db *store.DB, now func() time.Time, log
 		CostWeight: cmp.Or(cfg.Routing.CostWeight, -1),
 		Probe: routing.Probing{Off: cfg.Routing.Explore.Rate == 0, Rate: cfg.Routing.Explore.Rate,
 			DailyUSD: cfg.Routing.Explore.DailyUSD, StaleAfter: cfg.Routing.Explore.StaleAfter.D()},
-		Judge:    routing.Judging{Model: cfg.Routing.Judge.Model, Rate: cfg.Routing.Judge.Rate, DailyUSD: cfg.Routing.Judge.DailyUSD},
+		Judge:    judging(cfg.Routing.Judge),
 		Store:    db,
 		Observer: obs,
 		Now:      now,
@@ -292,4 +292,13 @@ func failureKinds(f map[string]int) string {
 		parts[i] = fmt.Sprintf("%s ×%d", k, f[k])
 	}
 	return strings.Join(parts, ", ")
+}
+
+// judging is routing.judge for the router: off without a model, and off
+// with rate 0 (the router would take a rate of 0 for its default).
+func judging(j config.Judge) routing.Judging {
+	if j.Model == "" || j.Rate == 0 {
+		return routing.Judging{}
+	}
+	return routing.Judging{Model: j.Model, Rate: j.Rate, DailyUSD: j.DailyUSD}
 }
