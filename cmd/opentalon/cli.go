@@ -302,6 +302,16 @@ func argCountError(cmd string, got []string, n int, name, use string) error {
 	return usageError{fmt.Sprintf("%s takes one %s, got %q; %s", cmd, name, got, use)}
 }
 
+// flagsError is the usage error of cmd whose flags failed to parse
+// (err) or that was given the positional arguments stray, which it does
+// not take.
+func flagsError(cmd string, err error, stray []string, use string) error {
+	if err != nil {
+		return usageError{fmt.Sprintf("%s: %v; %s", cmd, err, use)}
+	}
+	return argCountError(cmd, stray, 0, "", use)
+}
+
 // parseSub parses a subcommand's flags, accepting the global flags too.
 func parseSub(name string, g *globalFlags, args []string, _ Stdio, define func(*flag.FlagSet)) ([]string, error) {
 	fs := flag.NewFlagSet("opentalon "+name, flag.ContinueOnError)

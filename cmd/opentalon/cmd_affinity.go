@@ -39,7 +39,7 @@ func runAffinity(ctx context.Context, db affinityStore, decayDays float64, alias
 	case "show":
 		asJSON := fs.Bool("json", false, "print JSON")
 		if err := fs.Parse(args[1:]); err != nil || fs.NArg() > 0 {
-			return usageError{fmt.Sprintf("affinity show: bad arguments %v; %s", args[1:], affinityUsage)}
+			return flagsError("affinity show", err, fs.Args(), affinityUsage)
 		}
 		rows, err := db.Affinities(ctx)
 		if err != nil {
@@ -90,7 +90,7 @@ func runAffinity(ctx context.Context, db affinityStore, decayDays float64, alias
 		task := fs.String("task", "", "only this task type")
 		model := fs.String("model", "", "only this model (provider/model or alias)")
 		if err := fs.Parse(args[1:]); err != nil || fs.NArg() > 0 {
-			return usageError{fmt.Sprintf("affinity reset: bad arguments %v; %s", args[1:], affinityUsage)}
+			return flagsError("affinity reset", err, fs.Args(), affinityUsage)
 		}
 		if ref, ok := aliases[*model]; ok {
 			*model = ref

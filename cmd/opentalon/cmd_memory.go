@@ -140,7 +140,7 @@ func runMemory(ctx context.Context, db memoryStore, args []string, out io.Writer
 	case "delete":
 		return deleteMemories(ctx, db, f, pos, out)
 	case "export":
-		if err := checkFormat(f.format); err != nil {
+		if err := checkFormat("memory export", f.format, memoryUsage); err != nil {
 			return err
 		}
 		if len(pos) > 0 {
@@ -277,16 +277,17 @@ func writeJSON(out io.Writer, v any) error {
 	return enc.Encode(v)
 }
 
-func checkFormat(format string) error {
+// checkFormat checks cmd's --format (use: its usage).
+func checkFormat(cmd, format, use string) error {
 	switch strings.ToLower(format) {
 	case "json", "yaml", "yml":
 		return nil
 	}
-	return usageError{fmt.Sprintf("--format %q: use yaml or json", format)}
+	return usageError{fmt.Sprintf("%s --format %q: use yaml or json\n%s", cmd, format, use)}
 }
 
 func writeAs(out io.Writer, format string, v any) error {
-	if err := checkFormat(format); err != nil {
+	if err := checkFormat("export", format, ""); err != nil {
 		return err
 	}
 	if strings.EqualFold(format, "json") {
@@ -364,7 +365,7 @@ func runSession(ctx context.Context, db memoryStore, args []string, out io.Write
 	if len(pos) != 1 {
 		return argCountError("session export", pos, 1, "CONVERSATION", sessionUsage)
 	}
-	if err := checkFormat(*format); err != nil {
+	if err := checkFormat("session export", *format, sessionUsage); err != nil {
 		return err
 	}
 	conv := core.ParseConversationKey(pos[0])

@@ -39,7 +39,7 @@ func runUsage(ctx context.Context, db usageStore, now time.Time, args []string, 
 		if span.bad != "" {
 			return usageError{fmt.Sprintf("usage: --since %q: write a positive duration like 24h, 90m or 7d; %s", span.bad, usageUsage)}
 		}
-		return usageError{fmt.Sprintf("usage: bad arguments %v; %s", args, usageUsage)}
+		return flagsError("usage", err, fs.Args(), usageUsage)
 	}
 	switch *by {
 	case "model", "chat", "user", "purpose":

@@ -141,6 +141,12 @@ func TestCLISubcommandErrorsNameTheProblem(t *testing.T) {
 		{[]string{"backup"}, `backup: missing the FILE; usage: opentalon backup FILE`},
 		{[]string{"restore", "a", "b"}, `restore takes one FILE, got ["a" "b"]; usage: opentalon restore FILE`},
 		{[]string{"complete"}, `complete: missing the PROMPT; usage: opentalon complete`},
+		{[]string{"usage", "extra"}, `usage takes no arguments, got ["extra"]; usage: opentalon usage`},
+		{[]string{"usage", "--frob"}, `usage: flag provided but not defined: -frob; usage: opentalon usage`},
+		{[]string{"affinity", "show", "x"}, `affinity show takes no arguments, got ["x"]; usage: opentalon affinity show`},
+		{[]string{"affinity", "reset", "--task"}, `affinity reset: flag needs an argument: -task; usage: opentalon affinity show`},
+		{[]string{"memory", "export", "--format", "xml"}, "memory export --format \"xml\": use yaml or json\nusage: opentalon memory list"},
+		{[]string{"session", "export", "--format", "xml", "console:local"}, `session export --format "xml": use yaml or json` + "\nusage: opentalon session export"},
 	} {
 		res := runMain(t, nil, "", append([]string{"--config", path}, tc.args...)...)
 		if res.code != 2 || res.stdout != "" || !strings.HasPrefix(res.stderr, "opentalon: "+tc.want) {

@@ -73,7 +73,7 @@ func TestDatabaseCommandsNeedNoProvider(t *testing.T) {
 		want string
 	}{
 		{[]string{"usage", "--nope"}, "usage: opentalon usage"},
-		{[]string{"affinity", "show", "--x"}, "affinity show: bad arguments"},
+		{[]string{"affinity", "show", "--x"}, "affinity show: flag provided but not defined: -x"},
 		{[]string{"affinity", "frobnicate"}, "unknown subcommand"},
 		{[]string{"pair", "approve"}, "usage: opentalon pair"},
 		{[]string{"plugins", "unbind"}, "usage: opentalon plugins"},
