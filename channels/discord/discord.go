@@ -93,8 +93,8 @@ type Bot struct {
 	background sync.WaitGroup
 
 	mu        sync.Mutex
-	reacting  map[string]bool // channels with an ack reaction under way
-	told      map[string]bool // what a private answer's parts did once (sendPrivately)
+	reacting  map[string]bool      // channels with an ack reaction under way
+	told      map[string]time.Time // what a private answer's parts did once, and when (sendPrivately)
 	me        discordgo.User
 	appID     string
 	sessionID string
@@ -161,7 +161,7 @@ func New(o Options) (*Bot, error) {
 		chans:        newChannelCache(),
 		interactions: newInteractionTokens(),
 		reacting:     map[string]bool{},
-		told:         map[string]bool{},
+		told:         map[string]time.Time{},
 	}
 	toolkit.WarnNames(b.log, "channels.discord.allow_users", b.users)
 	b.rest = b.newSession()

@@ -105,17 +105,28 @@ func (b *Bot) sendPrivately(ctx context.Context, to core.Outbound, user, part st
 	return b.post(ctx, ch, &discordgo.MessageSend{Content: notice, AllowedMentions: &discordgo.MessageAllowedMentions{Parse: []discordgo.AllowedMentionType{}, Users: []string{user}}})
 }
 
+// toldFor is how long firstTime remembers a key whose answer's last part
+// has not come: one that never comes (its request failed for good) is
+// forgotten then. A part sent later than that may lead again.
+const toldFor = 6 * time.Hour
+
 // firstTime reports whether key (an interaction's id and what was done
 // for it) is seen for the first time in this answer; last, the answer's
 // last part, forgets it.
 func (b *Bot) firstTime(key string, last bool) bool {
+	now := b.now()
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	seen := b.told[key]
+	for k, at := range b.told {
+		if now.Sub(at) > toldFor {
+			delete(b.told, k)
+		}
+	}
+	_, seen := b.told[key]
 	if last {
 		delete(b.told, key)
 	} else {
-		b.told[key] = true
+		b.told[key] = now
 	}
 	return !seen
 }

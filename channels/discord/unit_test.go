@@ -6,9 +6,11 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/bwmarrin/discordgo"
 
+	"github.com/opentalon/opentalon/config"
 	"github.com/opentalon/opentalon/core"
 )
 
@@ -163,5 +165,34 @@ func TestOneAckReactionPerChannelAtATime(t *testing.T) {
 	b.releaseReactions("c1")
 	if !b.claimReactions("c1") {
 		t.Error("a released channel cannot be claimed again")
+	}
+}
+
+// TestFirstTimeForgetsAnAnswerThatNeverEnded: firstTime remembers what a
+// private answer's parts did until its last part, and a key whose last
+// part never comes (its request failed for good) is dropped after
+// toldFor rather than kept until the process ends.
+func TestFirstTimeForgetsAnAnswerThatNeverEnded(t *testing.T) {
+	now := time.Unix(1_800_000_000, 0)
+	cfg := config.Default().Channels.Discord
+	cfg.Enabled, cfg.Token = true, config.Secret("test-token")
+	b, err := New(Options{Config: cfg, Now: func() time.Time { return now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !b.firstTime("1 lead", false) || b.firstTime("1 lead", false) {
+		t.Fatal("the first part of an answer must lead, the second not")
+	}
+	if b.firstTime("1 lead", true) || !b.firstTime("1 lead", false) {
+		t.Fatal("the last part forgets the key: a new answer leads again")
+	}
+	b.firstTime("2 notice", false) // its answer never ends
+	now = now.Add(toldFor + time.Second)
+	b.firstTime("3 lead", true)
+	b.mu.Lock()
+	left := len(b.told)
+	b.mu.Unlock()
+	if left != 0 {
+		t.Fatalf("%d keys left after %s; want those of answers that never ended forgotten", left, toldFor)
 	}
 }
