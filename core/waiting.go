@@ -7,8 +7,10 @@ import "context"
 // provider's concurrency slot, llm.max_concurrent_*). A claim that takes
 // back an item whose lease ran out while it waited counts no
 // interruption against it: the poison-message guard gives up on what
-// was running when the process died three times, not on what waited
-// behind it. Every claim clears the mark.
+// was running when the process died queue.max_attempts times, not on
+// what waited behind it. Every claim clears the mark. A mark that could
+// not be cleared (the write failed; logged) stays for that try: a crash
+// in it is not counted either.
 type WaitMarker interface {
 	MarkWaiting(ctx context.Context, id, lease int64, waiting bool) error
 }

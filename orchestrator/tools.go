@@ -108,6 +108,9 @@ func (o *Orchestrator) loop(ctx context.Context, tn *turn, call routing.Call, ms
 		}
 		call.Req.Messages = msgs
 		call.Req.Tools = tools
+		// Nothing else of the item runs meanwhile (tools run between
+		// these calls): a wait for the model's slot is the item's.
+		call.Sole = true
 		res, err = o.o.LLM.Chat(ctx, call)
 		if err != nil {
 			return res, added, false, err

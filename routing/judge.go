@@ -108,8 +108,7 @@ func (r *Router) maybeJudge(ctx context.Context, c Call, res Result) {
 		defer r.judging.Done()
 		// The judge outlives the item: its ledger row cannot wait for
 		// the item's reply (core.Deferred), which may be stored by now.
-		// Nor is its wait for a slot the item's (core.WaitMarker).
-		ctx := core.WithWaitNote(core.WithDeferred(context.WithoutCancel(ctx), nil), nil)
+		ctx := core.WithDeferred(context.WithoutCancel(ctx), nil)
 		if r.o.DailyUSD > 0 {
 			// The judge is the first thing a tight budget gives up.
 			if spent, err := r.o.Store.SpentSince(ctx, day, ""); err != nil || spent >= 0.8*r.o.DailyUSD {

@@ -60,6 +60,12 @@ type Call struct {
 	// uses it instead of deciding again, so the request fits the model
 	// it was shaped for.
 	Choice *Choice
+	// Sole says the call is all its queue item does while it runs (the
+	// agent loop's call): when it has to wait for its provider's slot,
+	// the item only waits, and is told so (core.NoteWaiting). Calls that
+	// run beside other work of the item (a tool's post-processing, a
+	// hook's, the judge's) leave it unset.
+	Sole bool
 
 	// probe is the model a probe asked for: its answer is recorded in
 	// the ledger with purpose "explore".
@@ -308,7 +314,7 @@ func (r *Router) attempt(ctx context.Context, c Call, m Model, p Profile, starte
 	if m.Local {
 		sem = r.local
 	}
-	if err := acquire(ctx, sem); err != nil {
+	if err := acquire(ctx, sem, c.Sole); err != nil {
 		return nil, err
 	}
 	defer func() { <-sem }()
@@ -352,15 +358,23 @@ func (r *Router) attempt(ctx context.Context, c Call, m Model, p Profile, starte
 }
 
 // acquire takes a slot of sem (llm.max_concurrent_*), waiting for one
-// while ctx allows. A call that has to wait tells its item's work
-// (core.NoteWaiting), which then only waits: a crash meanwhile is not
-// its doing. It is told again once the slot is taken, before the call
-// is sent.
-func acquire(ctx context.Context, sem chan struct{}) error {
+// while ctx allows. A sole call (Call.Sole) that has to wait tells its
+// item's work (core.NoteWaiting), which then only waits: a crash
+// meanwhile is not its doing. It is told again once the slot is taken,
+// before the call is sent.
+func acquire(ctx context.Context, sem chan struct{}, sole bool) error {
 	select {
 	case sem <- struct{}{}:
 		return nil
 	default:
+	}
+	if !sole {
+		select {
+		case sem <- struct{}{}:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
 	}
 	core.NoteWaiting(ctx, true)
 	defer core.NoteWaiting(ctx, false)

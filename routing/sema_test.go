@@ -106,7 +106,7 @@ func TestSlotWaitIsNoted(t *testing.T) {
 			}
 		})
 		conv := core.ConversationKey{Channel: "console", Chat: name}
-		_, err := r.Chat(ctx, Call{Purpose: "chat", Conversation: conv, Model: "local/m", Req: userMsg("hello " + name)})
+		_, err := r.Chat(ctx, Call{Purpose: "chat", Conversation: conv, Model: "local/m", Req: userMsg("hello " + name), Sole: true})
 		done <- err
 	}
 	first, second := make(chan error, 1), make(chan error, 1)
@@ -133,5 +133,29 @@ func TestSlotWaitIsNoted(t *testing.T) {
 	}
 	if got := notes["second"]; len(got) != 2 || !got[0].waiting || got[1].waiting || got[1].sent != 1 {
 		t.Errorf("the call that waited told %+v; want waiting, then going on before its request was sent (the server had 1)", got)
+	}
+}
+
+// TestAcquireNotesOnlySoleWaits: a call that is not its item's only work
+// (Call.Sole unset: a tool's post-processing, a hook's) tells nothing
+// when it waits for a slot; a sole one tells it waits and then that it
+// goes on, also when its context ends while it waits.
+func TestAcquireNotesOnlySoleWaits(t *testing.T) {
+	for _, sole := range []bool{false, true} {
+		var notes []bool
+		ctx, cancel := context.WithCancel(core.WithWaitNote(context.Background(), func(w bool) { notes = append(notes, w) }))
+		cancel()
+		sem := make(chan struct{}, 1)
+		sem <- struct{}{} // the one slot is taken
+		if err := acquire(ctx, sem, sole); err != context.Canceled {
+			t.Fatalf("sole %v: acquire with no slot and an ended context: %v; want context.Canceled", sole, err)
+		}
+		want := "[]"
+		if sole {
+			want = "[true false]"
+		}
+		if got := fmt.Sprint(notes); got != want {
+			t.Errorf("sole %v: told %s; want %s", sole, got, want)
+		}
 	}
 }

@@ -42,7 +42,8 @@ func (r *Router) Transcribe(ctx context.Context, ref string, a core.Attachment, 
 			break
 		}
 		defer r.endTrial(p.ID)
-		if err := acquire(ctx, sem); err != nil {
+		// A message's media may be transcribed side by side: not sole.
+		if err := acquire(ctx, sem, false); err != nil {
 			return "", err
 		}
 		started := r.now()

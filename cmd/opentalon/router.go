@@ -167,6 +167,9 @@ func buildRouterWith(cfg *config.Config, db *store.DB, now func() time.Time, log
 			profiles[id] = []routing.Profile{{ID: id + ":default", Provider: id, Key: core.Secret(p.APIKey.Value())}}
 		}
 	}
+	if j := cfg.Routing.Judge; j.Model != "" && j.Rate == 0 {
+		log.Info("routing.judge.rate is 0: the judge grades no answer (its model stays unused)", "routing.judge.model", j.Model)
+	}
 	channelModels, chatModels := channelModels(cfg)
 	cd := cfg.Auth.Cooldowns
 	return routing.New(routing.Options{
