@@ -368,16 +368,10 @@ func acquire(ctx context.Context, sem chan struct{}, sole bool) error {
 		return nil
 	default:
 	}
-	if !sole {
-		select {
-		case sem <- struct{}{}:
-			return nil
-		case <-ctx.Done():
-			return ctx.Err()
-		}
+	if sole {
+		core.NoteWaiting(ctx, true)
+		defer core.NoteWaiting(ctx, false)
 	}
-	core.NoteWaiting(ctx, true)
-	defer core.NoteWaiting(ctx, false)
 	select {
 	case sem <- struct{}{}:
 		return nil

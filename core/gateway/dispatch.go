@@ -408,8 +408,8 @@ func (g *Gateway) holdLease(ctx context.Context, it core.QueueItem, cancel conte
 // waitNote is the note (core.WithWaitNote) of item it's work: the store
 // marks the item as only waiting while one of its calls waits for a
 // provider's slot (core.WaitMarker), so a crash meanwhile does not count
-// against it. A call that waits once the work has ended (end called; a
-// judge's, say) changes nothing.
+// against it. A note once the work has ended (end called) changes
+// nothing.
 func waitNote(ctx context.Context, m core.WaitMarker, it core.QueueItem, log *slog.Logger) (note func(waiting bool), end func()) {
 	ctx = context.WithoutCancel(ctx)
 	var (
