@@ -39,10 +39,6 @@ type Options struct {
 	// TypingEvery repeats the typing indicator (default 8s; Discord shows
 	// it for 10s).
 	TypingEvery time.Duration
-	// TypingAfter is how long a message's work goes on before the first
-	// typing (default 500ms: a quicker answer shows none and costs no
-	// call; negative: at once).
-	TypingAfter time.Duration
 	// HeartbeatInterval is the gateway heartbeat interval assumed until
 	// one is measured (default 45s; Discord's is 41.25s). A connection
 	// without a heartbeat ACK for two intervals is dropped and resumed.
@@ -138,9 +134,6 @@ func New(o Options) (*Bot, error) {
 	}
 	if o.TypingEvery <= 0 {
 		o.TypingEvery = 8 * time.Second
-	}
-	if o.TypingAfter == 0 {
-		o.TypingAfter = 500 * time.Millisecond
 	}
 	if o.HeartbeatInterval <= 0 {
 		o.HeartbeatInterval = 45 * time.Second

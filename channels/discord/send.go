@@ -286,7 +286,6 @@ func (b *Bot) Working(ctx context.Context, in core.Inbound) (stop func()) {
 	ch := target(in.Conversation)
 	o := toolkit.WorkingOptions{
 		Every: b.o.TypingEvery,
-		After: b.o.TypingAfter,
 		Typing: func(ctx context.Context) {
 			if err := b.rest.ChannelTyping(ch, discordgo.WithContext(ctx)); err != nil && ctx.Err() == nil {
 				b.log.Debug("typing indicator failed", "channel", ch, "err", b.scrub(err))

@@ -170,9 +170,7 @@ var (
 const group = -100555
 
 func TestE2EPrivateMessageRepliesQuotingIt(t *testing.T) {
-	// The echo answers at once: typing is shown at once here (by default
-	// only work that takes half a second shows it).
-	e := startE2EWith(t, instantSleep, func(o *telegram.Options) { o.TypingAfter = -1 }, nil)
+	e := startE2E(t, nil)
 	u := e.srv.Private(alice, "hello **there**")
 	e.srv.AddUpdate(u)
 	sent := e.srv.WaitSent(t, 1, 10*time.Second)

@@ -81,7 +81,6 @@ func (b *Bot) Working(ctx context.Context, in core.Inbound) (stop func()) {
 	thread, _ := strconv.Atoi(in.Conversation.Thread)
 	o := toolkit.WorkingOptions{
 		Every: b.o.TypingEvery,
-		After: b.o.TypingAfter,
 		Typing: func(ctx context.Context) {
 			if _, err := b.api.SendChatAction(ctx, &tgbot.SendChatActionParams{ChatID: chat, MessageThreadID: thread, Action: models.ChatActionTyping}); err != nil && ctx.Err() == nil {
 				b.log.Debug("sendChatAction failed", "chat", chat, "err", b.scrub(err))

@@ -51,10 +51,6 @@ type Options struct {
 	// TypingEvery repeats sendChatAction typing (default 4s; Telegram
 	// shows it for about 5s).
 	TypingEvery time.Duration
-	// TypingAfter is how long a message's work goes on before the first
-	// typing (default 500ms: a quicker answer shows none and costs no
-	// call; negative: at once).
-	TypingAfter time.Duration
 	// SendGap is the steady pause between two messages to the same
 	// private chat after a burst of 3 (default 1s); groups get three
 	// times as much (Telegram allows about 20 messages a minute in a
@@ -189,9 +185,6 @@ func New(o Options) (*Bot, error) {
 	}
 	if o.TypingEvery <= 0 {
 		o.TypingEvery = 4 * time.Second
-	}
-	if o.TypingAfter == 0 {
-		o.TypingAfter = 500 * time.Millisecond
 	}
 	if o.SendGap == 0 {
 		o.SendGap = time.Second

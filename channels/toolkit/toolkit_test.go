@@ -125,39 +125,6 @@ func TestReactionsPolarityAndEvents(t *testing.T) {
 
 func newClock() *clock.Fake { return clock.NewFake(time.Unix(1_700_000_000, 0)) }
 
-// TestWorkingFirstTypingWaits: with After, work that ends sooner shows
-// the ack and takes it back, but no typing; work that goes on past it
-// shows typing, and that again every Every.
-func TestWorkingFirstTypingWaits(t *testing.T) {
-	var mu sync.Mutex
-	var events []string
-	rec := func(s string) func(context.Context) {
-		return func(context.Context) { mu.Lock(); events = append(events, s); mu.Unlock() }
-	}
-	stop := Working(context.Background(), WorkingOptions{Typing: rec("typing"), After: time.Hour, Ack: rec("ack"), Unack: rec("unack")})
-	stop()
-	mu.Lock()
-	if got := strings.Join(events, ","); got != "ack,unack" {
-		t.Errorf("work that ended before After: %s; want ack,unack and no typing", got)
-	}
-	events = nil
-	mu.Unlock()
-
-	stop = Working(context.Background(), WorkingOptions{Typing: rec("typing"), After: 5 * time.Millisecond, Every: 5 * time.Millisecond})
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
-		mu.Lock()
-		n := len(events)
-		mu.Unlock()
-		if n >= 2 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("work past After: events %v; want typing, repeated", events)
-		}
-	}
-	stop()
-}
-
 func TestWorkingTypingAckUnack(t *testing.T) {
 	var mu sync.Mutex
 	var events []string

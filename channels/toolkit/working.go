@@ -13,10 +13,6 @@ type WorkingOptions struct {
 	// (default 4s) until the work is done.
 	Typing func(ctx context.Context)
 	Every  time.Duration
-	// After is how long the work goes on before the first typing (0: at
-	// once): an answer that comes sooner shows none, and costs the
-	// platform call nothing.
-	After time.Duration
 	// Ack puts the ack reaction on the user's message; Unack takes it
 	// back when the work is done (with a fresh context: the request's may
 	// be over by then).
@@ -28,32 +24,22 @@ const unackTimeout = 10 * time.Second
 
 // Working starts the indicator and returns the function that stops it;
 // stop waits for a call under way (and then takes the ack back) and may
-// be called more than once. The ack, and the first typing unless it
-// waits (After), go out at once, in a goroutine of their own that ends
-// with them; a later first typing and the repeats run from a timer, so
-// work in flight holds no goroutine for its indicator.
+// be called more than once. The ack and the first typing go out at once,
+// in a goroutine of their own that ends with them; the repeats run from
+// a timer, so work in flight holds no goroutine for its indicator.
 func Working(ctx context.Context, o WorkingOptions) (stop func()) {
 	if o.Every <= 0 {
 		o.Every = 4 * time.Second
 	}
 	w := &working{ctx: ctx, o: o}
-	if o.After > 0 && o.Typing != nil {
-		w.mu.Lock()
-		w.next = time.AfterFunc(o.After, w.repeat)
-		w.mu.Unlock()
-	}
-	if o.Ack != nil || o.After <= 0 && o.Typing != nil {
-		w.calls.Add(1)
-		go func() {
-			defer w.calls.Done()
-			if o.Ack != nil {
-				o.Ack(ctx)
-			}
-			if o.After <= 0 {
-				w.typing()
-			}
-		}()
-	}
+	w.calls.Add(1)
+	go func() {
+		defer w.calls.Done()
+		if o.Ack != nil {
+			o.Ack(ctx)
+		}
+		w.typing()
+	}()
 	var once sync.Once
 	return func() { once.Do(w.stop) }
 }
