@@ -65,12 +65,17 @@ func TestE2ECrashLoopAnswersEveryMessageOnce(t *testing.T) {
 		return providertest.Echo(r)
 	})
 	bot := telegramtest.New(t, tgToken)
-	// The fake LLM, on 127.0.0.1, counts as local: one call at a time, so
-	// most of the four workers' messages wait for its slot, claimed, and
-	// a kill then must not count against them (the poison-message guard
-	// would give them up after three; TestE2EKillsCountAgainstWhatRanNotWhatWaited).
+	// The fake LLM, on 127.0.0.1, counts as local: one call at a time by
+	// default. A kill no longer counts against a message that only waits
+	// for that slot (TestE2EKillsCountAgainstWhatRanNotWhatWaited), but
+	// with one slot the oldest message takes it first after every
+	// restart, and under load it can still be running at three kills in
+	// a row: given up, as the poison-message guard must (it cannot tell
+	// such a message from one that crashes the process). As many slots as
+	// workers keep this test to what it is about: kills at random points
+	// of the work, each message running beside the others.
 	yaml := strings.Replace(telegramConfig(t.TempDir(), llm.BaseURL(), bot.URL), `listen: "127.0.0.1:0"`, `listen: ""`, 1)
-	cfg := writeConfig(t, yaml+"queue:\n  workers: 4\n")
+	cfg := writeConfig(t, yaml+"llm:\n  max_concurrent_local: 4\nqueue:\n  workers: 4\n")
 
 	type msg struct {
 		chat int64
