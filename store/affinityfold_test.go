@@ -109,7 +109,9 @@ func TestFilledDraftIsFilledOnce(t *testing.T) {
 			}
 		})
 	}
-	time.Sleep(200 * time.Millisecond) // both saves reach the row's lock
+	ended := make(chan struct{})
+	go func() { wg.Wait(); close(ended) }()
+	waitLockWaiters(t, db, 2, ended) // both saves reach the row's lock
 	if err := hold.Commit(); err != nil {
 		t.Fatal(err)
 	}

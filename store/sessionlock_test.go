@@ -102,12 +102,12 @@ func TestSessionRacesInOneConversation(t *testing.T) {
 			}
 		}
 	}
-	// during runs f beside an open transaction, which it commits after a
-	// moment (f waits on it meanwhile).
+	// during runs f beside an open transaction, which it commits once f
+	// waits for it (or f has ended without waiting).
 	during := func(commit func(), f func()) {
 		done := make(chan struct{})
 		go func() { defer close(done); f() }()
-		time.Sleep(200 * time.Millisecond)
+		waitLockWaiters(t, db, 1, done)
 		commit()
 		<-done
 	}
