@@ -1,12 +1,12 @@
 package providertest
 
 import (
+	"context"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"net/http"
 	"strings"
-	"time"
 
 	"github.com/opentalon/opentalon/core"
 )
@@ -199,7 +199,7 @@ func (a anthropic) complete(w http.ResponseWriter, r *Received, s *Script, n int
 	})
 }
 
-func (a anthropic) stream(w http.ResponseWriter, r *Received, s *Script, n int) {
+func (a anthropic) stream(ctx context.Context, w http.ResponseWriter, r *Received, s *Script, n int) {
 	send := func(event string, v any) {
 		b, _ := json.Marshal(v)
 		fmt.Fprintf(w, "event: %s\ndata: %s\n\n", event, b)
@@ -220,8 +220,8 @@ func (a anthropic) stream(w http.ResponseWriter, r *Received, s *Script, n int) 
 		send("content_block_start", map[string]any{"type": "content_block_start", "index": idx, "content_block": map[string]any{"type": "text", "text": ""}})
 		send("ping", map[string]any{"type": "ping"})
 		for i, c := range cs {
-			if i > 0 && s.ChunkDelay > 0 {
-				time.Sleep(s.ChunkDelay)
+			if i > 0 && !pause(ctx, s.ChunkDelay) {
+				return
 			}
 			send("content_block_delta", map[string]any{"type": "content_block_delta", "index": idx, "delta": map[string]any{"type": "text_delta", "text": c}})
 		}

@@ -1,12 +1,12 @@
 package providertest
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
 	"sort"
 	"strings"
-	"time"
 
 	"github.com/opentalon/opentalon/core"
 )
@@ -209,7 +209,7 @@ func (o openAI) complete(w http.ResponseWriter, r *Received, s *Script, n int) {
 	})
 }
 
-func (o openAI) stream(w http.ResponseWriter, r *Received, s *Script, n int) {
+func (o openAI) stream(ctx context.Context, w http.ResponseWriter, r *Received, s *Script, n int) {
 	id, mdl := fmt.Sprintf("chatcmpl-%d", n), model(r, s)
 	send := func(choices []any, usage any) {
 		c := map[string]any{"id": id, "object": "chat.completion.chunk", "created": 1700000000, "model": mdl, "choices": choices}
@@ -226,8 +226,8 @@ func (o openAI) stream(w http.ResponseWriter, r *Received, s *Script, n int) {
 	send(delta(map[string]any{"role": "assistant", "content": ""}, nil), nil)
 	var text strings.Builder
 	for i, c := range chunks(s) {
-		if i > 0 && s.ChunkDelay > 0 {
-			time.Sleep(s.ChunkDelay)
+		if i > 0 && !pause(ctx, s.ChunkDelay) {
+			return
 		}
 		text.WriteString(c)
 		send(delta(map[string]any{"content": c}, nil), nil)

@@ -113,7 +113,9 @@ type api interface {
 	// writeError writes an error answer in the dialect.
 	errorBody(status int, msg string) string
 	complete(w http.ResponseWriter, r *Received, s *Script, n int)
-	stream(w http.ResponseWriter, r *Received, s *Script, n int)
+	// stream writes the answer as a stream; it stops early when ctx (the
+	// request's) ends: the client went away.
+	stream(ctx context.Context, w http.ResponseWriter, r *Received, s *Script, n int)
 	basePath() string
 }
 
@@ -395,10 +397,28 @@ func (s *Server) handle(w http.ResponseWriter, req *http.Request) {
 	case rec.Stream:
 		setHeaders(w, sc.Header, "text/event-stream")
 		w.Header().Set("Cache-Control", "no-cache")
-		s.api.stream(w, &rec, &sc, rec.N)
+		s.api.stream(req.Context(), w, &rec, &sc, rec.N)
 	default:
 		setHeaders(w, sc.Header, "application/json")
 		s.api.complete(w, &rec, &sc, rec.N)
+	}
+}
+
+// pause waits d between two stream deltas; false when ctx ended first
+// (a client that went away gets no more of the stream, so a killed
+// gateway does not keep the handler, and the server's Close, busy for
+// the rest of a slow answer).
+func pause(ctx context.Context, d time.Duration) bool {
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
 	}
 }
 

@@ -300,3 +300,41 @@ func TestWordsCountsAsFields(t *testing.T) {
 		}
 	}
 }
+
+// TestStreamStopsWhenTheClientGoes: a slow stream (a minute of deltas)
+// ends soon after its client hangs up, in both dialects, so a killed
+// gateway leaves no handler running (and the server's Close waiting).
+func TestStreamStopsWhenTheClientGoes(t *testing.T) {
+	for _, tc := range []struct {
+		name, path, body string
+		srv              *Server
+	}{
+		{"openai", "/v1/chat/completions", `{"model":"m","stream":true,"messages":[{"role":"user","content":"q"}]}`, NewOpenAI(t)},
+		{"anthropic", "/v1/messages", `{"model":"m","max_tokens":5,"stream":true,"messages":[{"role":"user","content":"q"}]}`, NewAnthropic(t)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.srv.Enqueue(Script{Chunks: []string{"a", "b", "c", "d", "e", "f"}, ChunkDelay: 12 * time.Second})
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			reqCtx, hangUp := context.WithCancel(ctx)
+			req, err := http.NewRequestWithContext(reqCtx, http.MethodPost, tc.srv.URL+tc.path, strings.NewReader(tc.body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			req.Header.Set("Content-Type", "application/json")
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			if err := tc.srv.WaitInFlight(ctx, 1); err != nil {
+				t.Fatal(err)
+			}
+			hangUp()
+			// Well before the second delta was due, the handler is gone.
+			if err := tc.srv.wait(ctx, func() bool { return tc.srv.inFlight == 0 }, "no request in flight"); err != nil {
+				t.Fatalf("the stream still runs after its client hung up: %v", err)
+			}
+		})
+	}
+}
