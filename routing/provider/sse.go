@@ -74,6 +74,10 @@ func (s *sseReader) readLine() (string, error) {
 			}
 			return "", err
 		}
+		if b == nil && !isPrefix {
+			// A whole line in the buffer (the usual case): one copy.
+			return string(frag), nil
+		}
 		b = append(b, frag...)
 		if len(b) > maxSSELine {
 			return "", errLineTooLong
