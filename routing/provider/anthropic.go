@@ -26,6 +26,8 @@ const (
 // Anthropic speaks the Messages API (POST {base}/v1/messages).
 type Anthropic struct {
 	c client
+	// tools is the encoding of the last tool list sent.
+	tools toolsCache
 }
 
 var _ Provider = (*Anthropic)(nil)
@@ -58,13 +60,13 @@ func (p *Anthropic) ID() string { return p.c.id }
 // Wire types of the request.
 type (
 	anRequest struct {
-		Model       string      `json:"model"`
-		MaxTokens   int         `json:"max_tokens"`
-		System      string      `json:"system,omitempty"`
-		Messages    []anMessage `json:"messages"`
-		Tools       []anTool    `json:"tools,omitempty"`
-		Temperature *float64    `json:"temperature,omitempty"`
-		Stream      bool        `json:"stream,omitempty"`
+		Model       string          `json:"model"`
+		MaxTokens   int             `json:"max_tokens"`
+		System      string          `json:"system,omitempty"`
+		Messages    []anMessage     `json:"messages"`
+		Tools       json.RawMessage `json:"tools,omitempty"` // []anTool, encoded (toolsCache)
+		Temperature *float64        `json:"temperature,omitempty"`
+		Stream      bool            `json:"stream,omitempty"`
 	}
 	anMessage struct {
 		Role    string    `json:"role"`
@@ -136,7 +138,7 @@ func (u anUsage) input() int {
 	return u.InputTokens + u.CacheCreationInputTokens + u.CacheReadInputTokens
 }
 
-func (p *Anthropic) request(req *Request, stream bool) *anRequest {
+func (p *Anthropic) request(req *Request, stream bool) (*anRequest, error) {
 	w := &anRequest{Model: req.Model, MaxTokens: req.MaxTokens, Temperature: req.Temperature, Stream: stream,
 		Messages: make([]anMessage, 0, len(req.Messages))}
 	if w.MaxTokens <= 0 {
@@ -204,8 +206,20 @@ func (p *Anthropic) request(req *Request, stream bool) *anRequest {
 		}
 	}
 	w.System = strings.Join(system, "\n\n")
-	for _, t := range req.Tools {
-		w.Tools = append(w.Tools, anTool{Name: ToolName(t.Plugin, t.Action), Description: t.Description, InputSchema: toolSchema(t)})
+	if len(req.Tools) > 0 {
+		var err error
+		if w.Tools, err = p.tools.encoded(req.Tools, anTools); err != nil {
+			return nil, fmt.Errorf("provider %s: encoding request: %w", p.c.id, err)
+		}
+	}
+	return w, nil
+}
+
+// anTools is tools on the wire.
+func anTools(tools []core.ToolSpec) any {
+	w := make([]anTool, 0, len(tools))
+	for _, t := range tools {
+		w = append(w, anTool{Name: ToolName(t.Plugin, t.Action), Description: t.Description, InputSchema: toolSchema(t)})
 	}
 	return w
 }
@@ -228,7 +242,11 @@ func (p *Anthropic) post(ctx context.Context, cred Credentials, w *anRequest) (*
 
 // Complete sends req and waits for the whole answer.
 func (p *Anthropic) Complete(ctx context.Context, cred Credentials, req *Request) (*Response, error) {
-	cl, err := p.post(ctx, cred, p.request(req, false))
+	w, err := p.request(req, false)
+	if err != nil {
+		return nil, err
+	}
+	cl, err := p.post(ctx, cred, w)
 	if err != nil {
 		return nil, err
 	}
@@ -283,7 +301,11 @@ func anStop(s string) string {
 // and returns the assembled answer with usage from message_start and
 // message_delta.
 func (p *Anthropic) Stream(ctx context.Context, cred Credentials, req *Request, onText func(delta string)) (*Response, error) {
-	cl, err := p.post(ctx, cred, p.request(req, true))
+	w, err := p.request(req, true)
+	if err != nil {
+		return nil, err
+	}
+	cl, err := p.post(ctx, cred, w)
 	if err != nil {
 		return nil, err
 	}

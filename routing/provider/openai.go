@@ -25,6 +25,8 @@ type OpenAI struct {
 	// own API wants max_completion_tokens (newer models refuse
 	// max_tokens); compatible servers know max_tokens.
 	completionTokensField bool
+	// tools is the encoding of the last tool list sent.
+	tools toolsCache
 }
 
 var _ Provider = (*OpenAI)(nil)
@@ -48,7 +50,7 @@ type (
 	oaRequest struct {
 		Model               string           `json:"model"`
 		Messages            []oaMessage      `json:"messages"`
-		Tools               []oaTool         `json:"tools,omitempty"`
+		Tools               json.RawMessage  `json:"tools,omitempty"` // []oaTool, encoded (toolsCache)
 		MaxTokens           int              `json:"max_tokens,omitempty"`
 		MaxCompletionTokens int              `json:"max_completion_tokens,omitempty"`
 		Temperature         *float64         `json:"temperature,omitempty"`
@@ -121,7 +123,7 @@ type (
 
 func strPtr(s string) *string { return &s }
 
-func (p *OpenAI) request(req *Request, stream bool) *oaRequest {
+func (p *OpenAI) request(req *Request, stream bool) (*oaRequest, error) {
 	w := &oaRequest{Model: req.Model, Temperature: req.Temperature, Messages: make([]oaMessage, 0, len(req.Messages)+1)}
 	if mt := req.MaxTokens; mt > 0 || p.c.maxTokens > 0 {
 		if mt <= 0 {
@@ -159,8 +161,20 @@ func (p *OpenAI) request(req *Request, stream bool) *oaRequest {
 		}
 		w.Messages = append(w.Messages, om)
 	}
-	for _, t := range req.Tools {
-		w.Tools = append(w.Tools, oaTool{Type: "function", Function: oaToolFuncDef{
+	if len(req.Tools) > 0 {
+		var err error
+		if w.Tools, err = p.tools.encoded(req.Tools, oaTools); err != nil {
+			return nil, fmt.Errorf("provider %s: encoding request: %w", p.c.id, err)
+		}
+	}
+	return w, nil
+}
+
+// oaTools is tools on the wire.
+func oaTools(tools []core.ToolSpec) any {
+	w := make([]oaTool, 0, len(tools))
+	for _, t := range tools {
+		w = append(w, oaTool{Type: "function", Function: oaToolFuncDef{
 			Name: ToolName(t.Plugin, t.Action), Description: t.Description, Parameters: toolSchema(t)}})
 	}
 	return w
@@ -176,7 +190,11 @@ func (p *OpenAI) post(ctx context.Context, cred Credentials, w *oaRequest) (*cal
 
 // Complete sends req and waits for the whole answer.
 func (p *OpenAI) Complete(ctx context.Context, cred Credentials, req *Request) (*Response, error) {
-	cl, err := p.post(ctx, cred, p.request(req, false))
+	w, err := p.request(req, false)
+	if err != nil {
+		return nil, err
+	}
+	cl, err := p.post(ctx, cred, w)
 	if err != nil {
 		return nil, err
 	}
@@ -251,7 +269,11 @@ func oaStop(s string) string {
 // Stream sends req with streaming on, calls onText with each text delta,
 // and returns the assembled answer, usage included (stream_options).
 func (p *OpenAI) Stream(ctx context.Context, cred Credentials, req *Request, onText func(delta string)) (*Response, error) {
-	cl, err := p.post(ctx, cred, p.request(req, true))
+	w, err := p.request(req, true)
+	if err != nil {
+		return nil, err
+	}
+	cl, err := p.post(ctx, cred, w)
 	if err != nil {
 		return nil, err
 	}

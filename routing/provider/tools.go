@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
+	"sync"
 
 	"github.com/opentalon/opentalon/core"
 )
@@ -29,6 +31,43 @@ func SplitToolName(name string) (plugin, action string) {
 		return p, a
 	}
 	return "", name
+}
+
+// toolsCache keeps the wire encoding of the last tool list a provider
+// sent. The orchestrator offers the same tools call after call, and
+// building and encoding their schemas (maps, their keys sorted) was most
+// of the work of encoding a request; a list equal to the last one reuses
+// its bytes, which are the same.
+type toolsCache struct {
+	mu    sync.Mutex
+	specs []core.ToolSpec
+	raw   json.RawMessage
+}
+
+// encoded returns the encoding of wire(tools), from the cache when tools
+// equal the last list encoded. wire must depend on tools alone.
+func (c *toolsCache) encoded(tools []core.ToolSpec, wire func([]core.ToolSpec) any) (json.RawMessage, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.raw != nil && slices.EqualFunc(c.specs, tools, sameTool) {
+		return c.raw, nil
+	}
+	raw, err := json.Marshal(wire(tools))
+	if err != nil {
+		return nil, err
+	}
+	specs := make([]core.ToolSpec, len(tools))
+	for i, t := range tools {
+		t.Params = slices.Clone(t.Params)
+		specs[i] = t
+	}
+	c.specs, c.raw = specs, raw
+	return raw, nil
+}
+
+// sameTool says a and b are the same tool, parameters included.
+func sameTool(a, b core.ToolSpec) bool {
+	return a.Plugin == b.Plugin && a.Action == b.Action && a.Description == b.Description && slices.Equal(a.Params, b.Params)
 }
 
 // jsonSchema is the parameters object of one tool.

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"testing/iotest"
@@ -138,7 +139,8 @@ func TestOpenAIMaxTokensField(t *testing.T) {
 	}
 	for _, c := range cases {
 		p := NewOpenAI(Options{BaseURL: c.base, MaxTokens: c.opt})
-		b, _ := json.Marshal(p.request(&Request{Model: "m", MaxTokens: c.req}, false))
+		w, _ := p.request(&Request{Model: "m", MaxTokens: c.req}, false)
+		b, _ := json.Marshal(w)
 		var m map[string]any
 		_ = json.Unmarshal(b, &m)
 		if c.field != "" && m[c.field] != float64(c.want) {
@@ -331,4 +333,67 @@ func TestToolHistoryWithoutTools(t *testing.T) {
 			t.Errorf("anthropic: the calls and results are not in the request as text: %q", all)
 		}
 	}
+}
+
+// TestOpenAIToolsCached: the tools of each request are encoded as if no
+// earlier request had been, though the provider keeps the last list's
+// encoding; a list differing in any field, or changed by its caller after
+// a request, is encoded again.
+func TestOpenAIToolsCached(t *testing.T) {
+	base := []core.ToolSpec{
+		{Plugin: "web", Action: "search", Description: "Search the web", Params: []core.ToolParam{{Name: "q", Required: true}}},
+		{Action: "remember", Description: "Keep a fact", Params: []core.ToolParam{{Name: "fact"}, {Name: "tags", Type: "array"}}},
+	}
+	edit := func(f func(ts []core.ToolSpec)) []core.ToolSpec {
+		ts := make([]core.ToolSpec, len(base))
+		for i, t := range base {
+			t.Params = slices.Clone(t.Params)
+			ts[i] = t
+		}
+		f(ts)
+		return ts
+	}
+	mutated := edit(func(ts []core.ToolSpec) { ts[0].Description = "Look it up" })
+	steps := []struct {
+		name  string
+		tools []core.ToolSpec
+	}{
+		{"first", base},
+		{"same list again", base},
+		{"an equal copy", edit(func([]core.ToolSpec) {})},
+		{"a description", edit(func(ts []core.ToolSpec) { ts[0].Description = "Search" })},
+		{"a parameter's type", edit(func(ts []core.ToolSpec) { ts[1].Params[0].Type = "integer" })},
+		{"a parameter required", edit(func(ts []core.ToolSpec) { ts[1].Params[0].Required = true })},
+		{"a plugin", edit(func(ts []core.ToolSpec) { ts[0].Plugin = "net" })},
+		{"one tool fewer", base[:1]},
+		{"back to the first", base},
+		{"no tools", nil},
+		{"a list its caller changes next", mutated},
+		{"that list changed in place", mutated},
+	}
+	p := NewOpenAI(Options{})
+	for _, s := range steps {
+		if s.name == "that list changed in place" {
+			mutated[0].Params[0].Name = "query"
+		}
+		req := &Request{Model: "m", Tools: s.tools}
+		w, err := p.request(req, false)
+		if err != nil {
+			t.Fatalf("%s: %v", s.name, err)
+		}
+		got, _ := json.Marshal(w)
+		want, _ := json.Marshal(mustRequest(t, NewOpenAI(Options{}), req))
+		if string(got) != string(want) {
+			t.Errorf("%s:\n got %s\nwant %s", s.name, got, want)
+		}
+	}
+}
+
+func mustRequest(t *testing.T, p *OpenAI, req *Request) *oaRequest {
+	t.Helper()
+	w, err := p.request(req, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return w
 }
