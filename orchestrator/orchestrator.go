@@ -92,6 +92,8 @@ type Orchestrator struct {
 	// prompt is the system prompt's part that every answer shares
 	// (promptBase of o.Rules).
 	prompt string
+	// sections keeps the last tools section.
+	sections sectionCache
 }
 
 var (
@@ -213,7 +215,7 @@ func (o *Orchestrator) Answer(ctx context.Context, t core.Turn) (core.Answer, er
 	if o.hasMemories(ctx, tn) {
 		memories, workflows = o.recallMemories(ctx, tn), o.recallWorkflows(ctx, tn, task, offered)
 	}
-	call.Req.System = withSections(o.prompt, toolsSection(offered), o.stepSection(tn.st), memories, workflows)
+	call.Req.System = withSections(o.prompt, o.sections.section(offered), o.stepSection(tn.st), memories, workflows)
 	budget := window - window/4
 
 	compacted := false

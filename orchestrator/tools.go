@@ -3,6 +3,7 @@ package orchestrator
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -443,6 +444,36 @@ func toolsSection(tools []core.ToolSpec) string {
 		fmt.Fprintf(&b, "- %s: %s\n", s.OneLine(ToolName(t.Plugin, t.Action), 130), s.OneLine(t.Description, guard.MaxDescriptionRunes))
 	}
 	return strings.TrimRight(b.String(), "\n")
+}
+
+// sectionCache keeps the last tools section built: the same tools are
+// offered answer after answer, and sanitizing each description again
+// was a part of every answer's work. A list whose names and descriptions
+// equal the last one's gets the same text.
+type sectionCache struct {
+	mu    sync.Mutex
+	tools []core.ToolSpec // the last list's plugins, actions and descriptions
+	text  string
+}
+
+// section is toolsSection(tools), from the cache when it holds it.
+func (c *sectionCache) section(tools []core.ToolSpec) string {
+	if len(tools) == 0 {
+		return ""
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.tools != nil && slices.EqualFunc(c.tools, tools, func(a, b core.ToolSpec) bool {
+		return a.Plugin == b.Plugin && a.Action == b.Action && a.Description == b.Description
+	}) {
+		return c.text
+	}
+	c.tools = c.tools[:0]
+	for _, t := range tools {
+		c.tools = append(c.tools, core.ToolSpec{Plugin: t.Plugin, Action: t.Action, Description: t.Description})
+	}
+	c.text = toolsSection(tools)
+	return c.text
 }
 
 // ToolName is how the orchestrator names a tool in prompts, config and

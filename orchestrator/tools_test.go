@@ -587,3 +587,37 @@ func TestCallKeyTellsCallsApart(t *testing.T) {
 		}
 	}
 }
+
+// TestToolsSectionCached: the cached tools section of each list is the
+// section built afresh, through a sequence of lists each changed in one
+// field (or in place by its caller) from the one before.
+func TestToolsSectionCached(t *testing.T) {
+	list := func(desc string) []core.ToolSpec {
+		return []core.ToolSpec{
+			{Plugin: "web", Action: "search", Description: desc},
+			{Action: "remember", Description: "Keep a fact", Params: []core.ToolParam{{Name: "fact"}}},
+		}
+	}
+	inPlace := list("Look it up")
+	steps := []struct {
+		name  string
+		tools func() []core.ToolSpec
+	}{
+		{"first", func() []core.ToolSpec { return list("Search the web") }},
+		{"an equal list", func() []core.ToolSpec { return list("Search the web") }},
+		{"a description", func() []core.ToolSpec { return list("Search") }},
+		{"a plugin", func() []core.ToolSpec { l := list("Search"); l[0].Plugin = "net"; return l }},
+		{"an action", func() []core.ToolSpec { l := list("Search"); l[1].Action = "recall"; return l }},
+		{"one tool fewer", func() []core.ToolSpec { return list("Search")[:1] }},
+		{"none", func() []core.ToolSpec { return nil }},
+		{"a list its caller changes next", func() []core.ToolSpec { return inPlace }},
+		{"that list changed in place", func() []core.ToolSpec { inPlace[0].Description = "Find it"; return inPlace }},
+	}
+	var c sectionCache
+	for _, s := range steps {
+		tools := s.tools()
+		if got, want := c.section(tools), toolsSection(tools); got != want {
+			t.Errorf("%s:\n got %q\nwant %q", s.name, got, want)
+		}
+	}
+}
