@@ -321,20 +321,22 @@ type historyRows struct {
 func scanHistory(rows *sql.Rows, withHas bool) (historyRows, error) {
 	defer rows.Close()
 	var out historyRows
+	// The destinations are shared by the rows (each Scan sets every one
+	// of them).
+	var role, content, callID sql.NullString
+	var calls, atts sql.NullString
+	dest := []any{&out.has, &role, &content, &calls, &callID, &atts}
+	if !withHas {
+		dest = dest[1:]
+	}
 	for rows.Next() {
-		var m core.ChatMessage
-		var role, content, callID sql.NullString
-		var calls, atts sql.NullString
-		dest := []any{&role, &content, &calls, &callID, &atts}
-		if withHas {
-			dest = append([]any{&out.has}, dest...)
-		}
 		if err := rows.Scan(dest...); err != nil {
 			return out, err
 		}
 		if !role.Valid {
 			continue
 		}
+		var m core.ChatMessage
 		m.Role, m.Content, m.ToolCallID = core.Role(role.String), content.String, callID.String
 		if err := decodeCalls(calls, &m); err != nil {
 			return out, err

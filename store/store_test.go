@@ -167,6 +167,50 @@ func TestRestartTakesBackAndEdit(t *testing.T) {
 	}
 }
 
+// TestHistoryRowsIndependent: each history entry read back is the entry
+// written, whatever the rows before it held (the rows are read into
+// shared destinations; nothing of one row may show in the next).
+func TestHistoryRowsIndependent(t *testing.T) {
+	db := openTest(t, Options{})
+	ctx := context.Background()
+	s, err := db.ActiveSession(ctx, core.ConversationKey{Channel: "console", Chat: "rows"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	att := core.Attachment{Kind: core.MediaImage, MIME: "image/png", SHA256: strings.Repeat("a", 64)}
+	msgs := []core.ChatMessage{
+		{Role: core.RoleUser, Content: "look", Attachments: []core.Attachment{att}},
+		{Role: core.RoleAssistant, ToolCalls: []core.ToolCall{{ID: "c1", Plugin: "calc", Action: "eval", Args: map[string]string{"x": "1"}}}},
+		{Role: core.RoleTool, ToolCallID: "c1", Content: "1"},
+		{Role: core.RoleAssistant, Content: "one"},
+		{Role: core.RoleUser, Content: ""},
+		{Role: core.RoleAssistant, Content: "again"},
+	}
+	if err := db.AppendMessages(ctx, s.ID, msgs); err != nil {
+		t.Fatal(err)
+	}
+	h, err := db.History(ctx, s.ID, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h2, _, err := db.HistoryAndMemories(ctx, s.ID, 0, "someone")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, got := range [][]core.ChatMessage{h, h2} {
+		if len(got) != len(msgs) {
+			t.Fatalf("history has %d entries, want %d: %+v", len(got), len(msgs), got)
+		}
+		for i, m := range msgs {
+			g := got[i]
+			if g.Role != m.Role || g.Content != m.Content || g.ToolCallID != m.ToolCallID ||
+				len(g.ToolCalls) != len(m.ToolCalls) || len(g.Attachments) != len(m.Attachments) {
+				t.Errorf("entry %d = %+v, want %+v", i, g, m)
+			}
+		}
+	}
+}
+
 func TestSessionsAndHistory(t *testing.T) {
 	c := clock.NewFake(time.Unix(1_700_000_000, 0))
 	db := openTest(t, Options{Now: c.Now, SessionTTL: time.Hour})
