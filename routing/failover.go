@@ -713,17 +713,21 @@ func (r *Router) refreshProfiles(ctx context.Context) {
 	if !due {
 		return
 	}
-	// The probes' spend today, every replica's, is the ledger's.
+	// The probes' and the judge's spend today, every replica's, is the
+	// ledger's.
 	day := now.UTC().Truncate(24 * time.Hour)
-	spent, spentOK := 0.0, false
-	if lt, ok := r.o.Store.(ledgerTotals); ok && r.probe.DailyUSD > 0 {
+	spent, judged, spentOK := 0.0, 0.0, false
+	if lt, ok := r.o.Store.(ledgerTotals); ok && (r.probe.DailyUSD > 0 || r.o.Judge.DailyUSD > 0) {
 		if totals, err := lt.UsageTotals(ctx, day, "purpose", ""); err != nil {
-			r.log.Warn("read the probes' spend from the ledger", "err", err)
+			r.log.Warn("read the probes' and the judge's spend from the ledger", "err", err)
 		} else {
 			spentOK = true
 			for _, t := range totals {
-				if t.Key == PurposeExplore {
+				switch t.Key {
+				case PurposeExplore:
 					spent = t.CostUSD
+				case PurposeJudge:
+					judged = t.CostUSD
 				}
 			}
 		}
@@ -760,11 +764,15 @@ func (r *Router) refreshProfiles(ctx context.Context) {
 			r.exploreDay, r.exploreSpent = day, 0
 		}
 		r.exploreSpent = max(r.exploreSpent, spent)
+		if !day.Equal(r.judgeDay) {
+			r.judgeDay, r.judgeSpent = day, 0
+		}
+		r.judgeSpent = max(r.judgeSpent, judged)
 	}
 }
 
 // ledgerTotals is the usage ledger's sums (store.DB), read for the probes'
-// spend across replicas.
+// and the judge's spend across replicas.
 type ledgerTotals interface {
 	UsageTotals(ctx context.Context, since time.Time, by, conversation string) ([]core.UsageTotal, error)
 }

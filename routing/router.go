@@ -151,7 +151,8 @@ type Router struct {
 	// lastTokens is the size of the last call (with a probe USD cap).
 	lastTokens [2]int
 	// judging counts the judge's grades in flight; judgeSpent is the
-	// judge's cost on judgeDay (UTC).
+	// judge's cost on judgeDay (UTC), every replica's once the ledger
+	// was read (refreshProfiles).
 	judging    sync.WaitGroup
 	judgeDay   time.Time
 	judgeSpent float64

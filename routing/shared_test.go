@@ -3,6 +3,7 @@ package routing
 import (
 	"context"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -130,4 +131,56 @@ func sharedRouters(t *testing.T, dsn, dir string, clk *fakeClock, p, q *fakeProv
 		rs = append(rs, r)
 	}
 	return rs
+}
+
+// TestJudgeBudgetSharedAcrossReplicas: routing.judge.daily_usd caps the
+// judge's spend per day for the bot, not per replica. Replica 0's judge
+// spends the day's budget; replica 1, a shared-state read later, judges
+// nothing more that day (before, each replica counted its own judge's
+// spend in memory: N replicas spent N times the cap, and a restart began
+// the day afresh).
+func TestJudgeBudgetSharedAcrossReplicas(t *testing.T) {
+	dsn, dir := pgtest.DSN(t), t.TempDir()
+	clk := newClock()
+	p, q := &fakeProvider{id: "p"}, &fakeProvider{id: "q"}
+	judged := 0
+	var mu sync.Mutex
+	p.fn = func(_ provider.Credentials, req *provider.Request) (*provider.Response, error) {
+		if req.System == judgePrompt {
+			mu.Lock()
+			judged++
+			mu.Unlock()
+			return &provider.Response{Text: "GOOD", Usage: core.Usage{InputTokens: 1000, OutputTokens: 2}}, nil
+		}
+		return &provider.Response{Text: "the capital is Paris", Usage: core.Usage{InputTokens: 1000, OutputTokens: 500}}, nil
+	}
+	// One judge call costs about $0.00025: over the cap.
+	rs := sharedRouters(t, dsn, dir, clk, p, q, func(_ int, o *Options) {
+		o.SharedProfiles = time.Second
+		o.Judge = Judging{Model: "cheap", Rate: 1, DailyUSD: 0.0002}
+	})
+	ctx := context.Background()
+	chat := func(i int, purpose string) {
+		t.Helper()
+		if _, err := rs[i].Chat(ctx, Call{Purpose: purpose, TaskType: TaskChat, Req: userMsg("what is the capital of France?")}); err != nil {
+			t.Fatal(err)
+		}
+		if err := rs[i].Drain(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range rs { // both have read the shared state once (not judged)
+		chat(i, "compaction")
+	}
+	chat(0, "chat")
+	if judged != 1 {
+		t.Fatalf("replica 0's answer was judged %d times; want once", judged)
+	}
+	clk.Advance(time.Second)
+	chat(1, "chat")
+	clk.Advance(time.Second)
+	chat(1, "chat")
+	if judged != 1 {
+		t.Fatalf("the judge was called %d times today on two replicas; routing.judge.daily_usd was spent by the first call", judged)
+	}
 }
