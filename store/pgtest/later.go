@@ -24,6 +24,7 @@ type Later struct {
 	mu     sync.Mutex
 	ln     net.Listener
 	up     bool
+	conns  map[net.Conn]bool // the connections passed on, for Down
 }
 
 // NotYet returns dsn's database behind a port that is closed for now.
@@ -61,6 +62,21 @@ func (l *Later) Starting() { l.listen(false) }
 // server.
 func (l *Later) Up() { l.listen(true) }
 
+// Down takes the database away as a crash of its server does: the port
+// is closed and every connection passed on is cut. Up opens it again.
+func (l *Later) Down() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.ln != nil {
+		l.ln.Close()
+		l.ln = nil
+	}
+	for c := range l.conns {
+		c.Close()
+	}
+	l.conns = nil
+}
+
 func (l *Later) listen(up bool) {
 	l.t.Helper()
 	l.mu.Lock()
@@ -87,7 +103,18 @@ func (l *Later) serve(ln net.Listener) {
 		up := l.up
 		l.mu.Unlock()
 		if up {
-			go pass(c, l.target)
+			l.mu.Lock()
+			if l.conns == nil {
+				l.conns = map[net.Conn]bool{}
+			}
+			l.conns[c] = true
+			l.mu.Unlock()
+			go func() {
+				pass(c, l.target)
+				l.mu.Lock()
+				delete(l.conns, c)
+				l.mu.Unlock()
+			}()
 		} else {
 			go startingUp(c)
 		}

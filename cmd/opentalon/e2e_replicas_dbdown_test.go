@@ -1,0 +1,124 @@
+package main
+
+import (
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/opentalon/opentalon/channels/telegram/telegramtest"
+	"github.com/opentalon/opentalon/routing/provider/providertest"
+	"github.com/opentalon/opentalon/store/pgtest"
+)
+
+// TestE2EReplicaRidesOutAPostgresOutage: a replica answering on
+// PostgreSQL loses its server mid-run (every connection cut, the port
+// closed), as in a failover of a managed database. The message sent while
+// the server is away is answered once it is back, by the same process:
+// it takes the poller lease again rather than waiting for a restart.
+func TestE2EReplicaRidesOutAPostgresOutage(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("takes a database away from a running process")
+	}
+	later := pgtest.NotYet(t, pgtest.DSN(t))
+	later.Up()
+	llm := providertest.NewOpenAI(t)
+	bot := telegramtest.New(t, tgToken)
+	y := insertUnder(replicaConfig(t.TempDir(), llm.BaseURL(), bot.URL, later.DSN), "cluster", "  lease_ttl: 3s\n")
+	p := startBinary(t, nil, "--config", writeConfig(t, y), "--log-level", "debug", "run")
+	waitLog(t, p, pollerHeld)
+	alice := telegramtest.User(71, "alice")
+	bot.AddUpdate(bot.Private(alice, "before the outage"))
+	bot.WaitSent(t, 1, 30*time.Second)
+	// Start-up is over: the schedules are stored and fired here.
+	waitLog(t, p, "this replica fires the schedules")
+
+	later.Down()
+	bot.AddUpdate(bot.Private(alice, "during the outage"))
+	// The outage outlasts the lease: the replica stops its work.
+	waitLog(t, p, "lease lost: stopping its work")
+	later.Up()
+	bot.WaitFor(t, "the message sent during the outage answered", 60*time.Second, func(sent []telegramtest.Sent, _ []telegramtest.Call) bool {
+		for _, s := range sent {
+			if strings.Contains(s.Text, "during the outage") {
+				return true
+			}
+		}
+		return false
+	})
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if code := p.exitCode(60 * time.Second); code != 0 {
+		t.Errorf("exit code %d after SIGTERM; log:\n%s", code, tail(p.stderr.String(), 40))
+	}
+}
+
+// TestE2EAnswerSentDuringAPostgresOutageIsNotSentAgain: the answer's send
+// to Telegram completes while PostgreSQL is away, so its delivery cannot
+// be recorded. Once the server is back the answer must not be sent a
+// second time: the whole database was away, no other replica could have
+// taken the item, and the replica still knows what it sent.
+func TestE2EAnswerSentDuringAPostgresOutageIsNotSentAgain(t *testing.T) {
+	t.Skip("bug: an outage of ~3 s between an answer's send and its record answers it twice: Gateway.record gives up after recordTries (~3 s), and when the server is back this replica's own claim takes back the expired lease of the item it answered; retrying longer alone still loses that race (see the replbash report)")
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("takes a database away from a running process")
+	}
+	later := pgtest.NotYet(t, pgtest.DSN(t))
+	later.Up()
+	llm := providertest.NewOpenAI(t)
+	bot := telegramtest.New(t, tgToken)
+	y := insertUnder(replicaConfig(t.TempDir(), llm.BaseURL(), bot.URL, later.DSN), "cluster", "  lease_ttl: 3s\n")
+	p := startBinary(t, nil, "--config", writeConfig(t, y), "--log-level", "debug", "run")
+	waitLog(t, p, "this replica fires the schedules")
+	alice := telegramtest.User(72, "alice")
+	release := bot.Hold("sendMessage")
+	bot.AddUpdate(bot.Private(alice, "answered in the outage"))
+	bot.WaitFor(t, "the answer's send under way", 30*time.Second, func(_ []telegramtest.Sent, calls []telegramtest.Call) bool {
+		for _, c := range calls {
+			if c.Method == "sendMessage" {
+				return true
+			}
+		}
+		return false
+	})
+	later.Down()
+	release()
+	// The outage lasts a few seconds, past the item's lease
+	// (queue.lease_ttl 2s): until the replica gave up recording the
+	// delivery, or tried six times.
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		l := p.stderr.String()
+		if strings.Contains(l, "mark request done; the request runs again") || strings.Count(l, "mark request done; retrying") >= 6 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the replica never tried to record the delivery:\n%s", tail(l, 40))
+		}
+	}
+	later.Up()
+	bot.AddUpdate(bot.Private(alice, "after the outage"))
+	bot.WaitFor(t, "the next message answered", 60*time.Second, func(sent []telegramtest.Sent, _ []telegramtest.Call) bool {
+		for _, s := range sent {
+			if strings.Contains(s.Text, "after the outage") {
+				return true
+			}
+		}
+		return false
+	})
+	n := 0
+	for _, s := range bot.Sent() {
+		if strings.Contains(s.Text, "answered in the outage") {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Errorf("the answer sent during the outage was sent %d times; want once", n)
+	}
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	p.exitCode(60 * time.Second)
+}
