@@ -122,3 +122,41 @@ func TestE2EAnswerSentDuringAPostgresOutageIsNotSentAgain(t *testing.T) {
 	}
 	p.exitCode(60 * time.Second)
 }
+
+// TestE2EReplicaSurvivesAPostgresBlipAtStart: PostgreSQL goes away in the
+// first second after a replica said it runs (a database failover during a
+// rolling deploy). The replica must wait for the server as it does for
+// every other store call, not exit (it stopped at once, with
+// "schedules: load schedules: … connection refused").
+func TestE2EReplicaSurvivesAPostgresBlipAtStart(t *testing.T) {
+	t.Parallel()
+	later := pgtest.NotYet(t, pgtest.DSN(t))
+	later.Up()
+	llm := providertest.NewOpenAI(t)
+	bot := telegramtest.New(t, tgToken)
+	p := startBinary(t, nil, "--config", writeConfig(t, replicaConfig(t.TempDir(), llm.BaseURL(), bot.URL, later.DSN)), "run")
+	waitLog(t, p, "opentalon running")
+	later.Down()
+	// The scheduler stores the config's schedules a second after start:
+	// it meets the outage, and says so.
+	for deadline := time.Now().Add(30 * time.Second); !strings.Contains(p.stderr.String(), "schedules"); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the scheduler never met the outage:\n%s", tail(p.stderr.String(), 40))
+		}
+	}
+	select {
+	case <-p.done:
+		t.Fatalf("the replica exited on a passing outage of PostgreSQL:\n%s", tail(p.stderr.String(), 20))
+	default:
+	}
+	later.Up()
+	alice := telegramtest.User(73, "alice")
+	bot.AddUpdate(bot.Private(alice, "after the blip"))
+	bot.WaitSent(t, 1, 60*time.Second)
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if code := p.exitCode(60 * time.Second); code != 0 {
+		t.Errorf("exit code %d after SIGTERM:\n%s", code, tail(p.stderr.String(), 40))
+	}
+}

@@ -2,7 +2,9 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"path/filepath"
 	"slices"
@@ -178,7 +180,7 @@ func configSchedules(cfg *config.Config) []core.Schedule {
 // startScheduler stores the config's schedules and fires every schedule
 // until ctx ends. No first message needs it: it starts startSettle after
 // the channels (afterStart), and a failure to store the schedules ends
-// the run through fail.
+// the run through fail, but for a database out of reach, waited for.
 func (a *App) startScheduler(ctx context.Context, fail func(error)) {
 	a.holds.Add(1)
 	go func() {
@@ -186,11 +188,30 @@ func (a *App) startScheduler(ctx context.Context, fail func(error)) {
 		if !afterStart(ctx) {
 			return
 		}
-		if err := a.sched.SyncConfig(ctx, configSchedules(a.cfg)); err != nil {
-			if ctx.Err() == nil {
-				fail(fmt.Errorf("schedules: %w", err))
+		// A database out of reach for a moment (a failover) is waited
+		// for, as every other store call does; any other failure ends
+		// the run.
+		for wait := 100 * time.Millisecond; ; wait = min(2*wait, 5*time.Second) {
+			err := a.sched.SyncConfig(ctx, configSchedules(a.cfg))
+			if err == nil {
+				break
 			}
-			return
+			if ctx.Err() != nil {
+				return
+			}
+			var ne net.Error
+			if !errors.As(err, &ne) {
+				fail(fmt.Errorf("schedules: %w", err))
+				return
+			}
+			a.log.Warn("store the config's schedules: the database is out of reach; trying again", "err", err, "in", wait)
+			t := time.NewTimer(wait)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return
+			case <-t.C:
+			}
 		}
 		if err := a.sched.Run(ctx); err != nil {
 			a.log.Error("scheduler stopped", "err", err)
