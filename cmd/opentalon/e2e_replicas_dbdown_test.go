@@ -1,6 +1,7 @@
 package main
 
 import (
+	"net/url"
 	"strings"
 	"syscall"
 	"testing"
@@ -52,6 +53,17 @@ func TestE2EReplicaRidesOutAPostgresOutage(t *testing.T) {
 	}
 	if code := p.exitCode(60 * time.Second); code != 0 {
 		t.Errorf("exit code %d after SIGTERM; log:\n%s", code, tail(p.stderr.String(), 40))
+	}
+	// The errors of the outage, logged at debug level, never show the
+	// DSN's password.
+	u, err := url.Parse(later.DSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pw, ok := u.User.Password(); !ok || pw == "" {
+		t.Fatalf("the test's DSN has no password: the check below proves nothing")
+	} else if strings.Contains(p.stderr.String(), pw) {
+		t.Errorf("the log shows the DSN's password")
 	}
 }
 
