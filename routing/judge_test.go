@@ -176,3 +176,43 @@ func TestJudgeCostIsInTheLedgerAfterItsItemEnded(t *testing.T) {
 		t.Fatalf("%d usage rows were handed to the ended item", len(left))
 	}
 }
+
+// TestJudgeBudgetSurvivesARestart: routing.judge.daily_usd spent before a
+// restart stays spent after it (the day's spend is the ledger's, not a
+// counter that starts at zero with the process).
+func TestJudgeBudgetSurvivesARestart(t *testing.T) {
+	dir := t.TempDir()
+	clk := newClock()
+	judged := 0
+	p, q := &fakeProvider{id: "p"}, &fakeProvider{id: "q"}
+	p.fn = func(_ provider.Credentials, req *provider.Request) (*provider.Response, error) {
+		if req.System == judgePrompt {
+			judged++
+			return &provider.Response{Text: "GOOD", Usage: core.Usage{InputTokens: 1000, OutputTokens: 2}}, nil
+		}
+		return &provider.Response{Text: "the capital is Paris", Usage: core.Usage{InputTokens: 1000, OutputTokens: 500}}, nil
+	}
+	ctx := context.Background()
+	for run := range 2 { // the same SQLite file, opened again: a restart
+		db, err := store.Open(ctx, dir, store.Options{Now: clk.Now})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := New(Options{Providers: map[string]provider.Provider{"p": p, "q": q}, Catalog: testCatalog(), Store: db, Now: clk.Now,
+			Primary: "p/cheap", Fallbacks: []string{"q/other"}, Probe: Probing{Off: true},
+			Judge: Judging{Model: "cheap", Rate: 1, DailyUSD: 0.0002}}) // one judge call is over the cap
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := r.Chat(ctx, Call{Purpose: "chat", TaskType: TaskChat, Req: userMsg("what is the capital of France?")}); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.Drain(ctx); err != nil {
+			t.Fatal(err)
+		}
+		db.Close()
+		if judged != 1 {
+			t.Fatalf("run %d: the judge was called %d times today; routing.judge.daily_usd was spent by the first call", run, judged)
+		}
+	}
+}

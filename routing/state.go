@@ -114,7 +114,7 @@ func taskFromRecord(t core.RouterTask) *taskState {
 }
 
 // loadLearning reads the stored learning state and today's exploration
-// spend, once, before the first decision. r.mu is held.
+// and judge spend, once, before the first decision. r.mu is held.
 func (r *Router) loadLearning(ctx context.Context, ls LearningStore) {
 	arms, tasks, err := ls.LearningState(ctx)
 	if err != nil {
@@ -132,6 +132,18 @@ func (r *Router) loadLearning(ctx context.Context, ls LearningStore) {
 		r.exploreDay, r.exploreSpent = day, spent
 	} else {
 		r.log.Warn("load today's exploration spend", "err", err)
+	}
+	// The judge's, so that a restart does not begin its day afresh.
+	if lt, ok := r.o.Store.(ledgerTotals); ok && r.o.Judge.DailyUSD > 0 {
+		totals, err := lt.UsageTotals(ctx, day, "purpose", "")
+		if err != nil {
+			r.log.Warn("load today's judge spend", "err", err)
+		}
+		for _, t := range totals {
+			if t.Key == PurposeJudge {
+				r.judgeDay, r.judgeSpent = day, t.CostUSD
+			}
+		}
 	}
 }
 
