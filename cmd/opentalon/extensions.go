@@ -12,6 +12,7 @@ import (
 
 	"github.com/opentalon/opentalon/config"
 	"github.com/opentalon/opentalon/core"
+	"github.com/opentalon/opentalon/core/clock"
 	"github.com/opentalon/opentalon/core/schedule"
 	"github.com/opentalon/opentalon/guard"
 	"github.com/opentalon/opentalon/metrics/notify"
@@ -205,12 +206,8 @@ func (a *App) startScheduler(ctx context.Context, fail func(error)) {
 				return
 			}
 			a.log.Warn("store the config's schedules: the database is out of reach; trying again", "err", err, "in", wait)
-			t := time.NewTimer(wait)
-			select {
-			case <-ctx.Done():
-				t.Stop()
+			if (clock.Real{}).Sleep(ctx, wait) != nil {
 				return
-			case <-t.C:
 			}
 		}
 		if err := a.sched.Run(ctx); err != nil {
