@@ -74,11 +74,20 @@ func TestE2EReplicasShareCommandsAndReactions(t *testing.T) {
 		}
 	}
 	reads := reading(bot)
-	// answer waits for a new message from the bot containing want.
-	answer := func(what, want string) telegramtest.Sent {
+	// send delivers u to replica i and returns how many messages the bot
+	// had sent before (taken first: the answer may come before deliver
+	// returns).
+	send := func(i int, u models.Update) (seen int) {
+		t.Helper()
+		seen = len(bot.Sent())
+		deliver(i, u)
+		return seen
+	}
+	// answer waits for a message from the bot, past the first seen,
+	// containing want.
+	answer := func(seen int, what, want string) telegramtest.Sent {
 		t.Helper()
 		var got telegramtest.Sent
-		seen := len(bot.Sent())
 		bot.WaitFor(t, what, 30*time.Second, func(sent []telegramtest.Sent, _ []telegramtest.Call) bool {
 			for _, s := range sent[min(seen, len(sent)):] {
 				if strings.Contains(reads(s), want) {
@@ -93,23 +102,21 @@ func TestE2EReplicasShareCommandsAndReactions(t *testing.T) {
 	alice := telegramtest.User(7100, "alice")
 
 	// 1. A question on replica 0, answered by the primary.
-	q := bot.Private(alice, "what is a monad?")
-	deliver(0, q)
-	first := answer("the first answer", "answer from small")
+	seen := send(0, bot.Private(alice, "what is a monad?"))
+	first := answer(seen, "the first answer", "answer from small")
 
 	// 2. A 👎 on that answer reaches replica 1: the question is answered
 	// again by the next model.
 	before := llm.Count()
-	deliver(1, telegramtest.Reaction(alice.ID, models.ChatTypePrivate, first.MessageID, alice, nil, []string{"👎"}))
-	answer("the re-answer after 👎 on the other replica", "answer from big")
+	seen = send(1, telegramtest.Reaction(alice.ID, models.ChatTypePrivate, first.MessageID, alice, nil, []string{"👎"}))
+	answer(seen, "the re-answer after 👎 on the other replica", "answer from big")
 	if llm.Count() != before+1 {
 		t.Errorf("the 👎 made %d LLM calls; want one", llm.Count()-before)
 	}
 
 	// 3. /model big on replica 1, then a message on replica 0 uses it.
-	deliver(1, bot.Private(alice, "/model big"))
-	answer("/model's confirmation", "big")
-	deliver(0, bot.Private(alice, "and a functor?"))
-	answer("the answer after /model on the other replica", "answer from big")
-
+	seen = send(1, bot.Private(alice, "/model big"))
+	answer(seen, "/model's confirmation", "Pinned fake/big")
+	seen = send(0, bot.Private(alice, "and a functor?"))
+	answer(seen, "the answer after /model on the other replica", "answer from big")
 }
