@@ -291,6 +291,14 @@ func (db *DB) Name() string { return db.name }
 // Driver is "sqlite" or "postgres".
 func (db *DB) Driver() string { return db.d.name }
 
+// Unreachable says whether err, from a call of db, met a database out of
+// reach for now, which comes back by itself: the network refused or
+// dropped the connection, or the server is starting, shutting down or
+// failing over (PostgreSQL). A SQLite file is never out of reach so.
+func (db *DB) Unreachable(err error) bool {
+	return err != nil && db.d.concurrent && transientConnect(err)
+}
+
 // Ping checks the database answers (for /readyz).
 func (db *DB) Ping(ctx context.Context) error { return db.r.PingContext(ctx) }
 

@@ -91,6 +91,9 @@ loop:
 				// enqueue then only queues, so they go first.
 				p.backlog.Store(saturated)
 				for _, it := range items {
+					if g.adopt(it) {
+						continue
+					}
 					if !p.take() {
 						// An enqueue took the last slot: the item waits, as it
 						// was, for the next one freed.
@@ -295,19 +298,35 @@ func awaitDurable(ctx context.Context) {
 var errLeaseLost = fmt.Errorf("stopped: %w", core.ErrLeaseLost)
 
 // leaseFenceKey carries the leaseFence of the item being worked on
-// (process), for the sends to check.
+// (process), for the sends to check and the store writes to name.
 type leaseFenceKey struct{}
 
-// leaseFence says until when the work on an item may still send: a
+// leaseFence is the lease of an item being worked on in this process: the
+// token its store calls name, and until when the work may still send — a
 // sixth of the lease TTL before the lease, as last claimed or renewed,
-// would run out. A process that stalled past it (a paused VM or
-// container, a long swap) may have lost the item to another claimer,
-// which answers it; the next renewal would find out, but a send right
-// after the stall would come first, a second answer, out of order.
+// would run out (no bound without a TTL). A process that stalled past it
+// (a paused VM or container, a long swap) may have lost the item to
+// another claimer, which answers it; the next renewal would find out, but
+// a send right after the stall would come first, a second answer, out of
+// order.
+//
+// A claim of this process that took the item back (its lease ran out
+// while the store was out of reach; Gateway.adopt) hands the new token
+// over, and the work goes on under it: it must not run twice here, and
+// what it sent must be recorded, not sent again.
 type leaseFence struct {
 	mu     sync.Mutex
-	until  time.Time
+	lease  int64
+	until  time.Time // zero: no TTL
+	lost   bool
 	cancel context.CancelCauseFunc
+}
+
+// token is the lease the work's store calls name.
+func (f *leaseFence) token() int64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.lease
 }
 
 // extend moves the fence for a lease renewed (or claimed) at t.
@@ -321,12 +340,54 @@ func (f *leaseFence) extend(t time.Time, ttl time.Duration) {
 // work (the item's outcome is another claimer's) and says no.
 func (f *leaseFence) held(now time.Time) bool {
 	f.mu.Lock()
-	ok := now.Before(f.until)
+	ok := !f.lost && (f.until.IsZero() || now.Before(f.until))
+	if !ok {
+		f.lost = true
+	}
 	f.mu.Unlock()
 	if !ok {
 		f.cancel(errLeaseLost)
 	}
 	return ok
+}
+
+// lose stops the work when the store said lease is lost, unless a claim
+// of this process handed a newer one over meanwhile (adopt). It reports
+// whether the work lost the item.
+func (f *leaseFence) lose(lease int64) bool {
+	f.mu.Lock()
+	lost := f.lost || f.lease == lease
+	f.lost = lost
+	f.mu.Unlock()
+	if lost {
+		f.cancel(errLeaseLost)
+	}
+	return lost
+}
+
+// adopt hands over the lease of a claim (at now) that took the item back
+// from this very work. It reports false when the work has already lost
+// the item (it stops, and the claim runs it anew).
+func (f *leaseFence) adopt(lease int64, now time.Time, ttl time.Duration) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.lost {
+		return false
+	}
+	f.lease = lease
+	if ttl > 0 {
+		f.until = now.Add(ttl - ttl/6)
+	}
+	return true
+}
+
+// leaseOf is the lease token the work on it in ctx names: the claim's,
+// or the one a later claim of this process handed over (adopt).
+func leaseOf(ctx context.Context, it core.QueueItem) int64 {
+	if f, _ := ctx.Value(leaseFenceKey{}).(*leaseFence); f != nil {
+		return f.token()
+	}
+	return it.Lease
 }
 
 // mayStillSend says whether the work of ctx may send now (no fence:
@@ -338,22 +399,20 @@ func (g *Gateway) mayStillSend(ctx context.Context) error {
 	return nil
 }
 
-// holdLease renews the lease of it every third of the lease TTL until
-// the returned stop is called; when the store says the lease is lost it
-// cancels the work (cancel) at once. Without a TTL it does nothing. The
-// renewals run on a timer, not a goroutine of their own: most answers
-// end before the first renewal is due, so an item in flight holds no
-// goroutine, stack or ticker for it. stop returns once no renewal runs
-// or will run. The fence (nil without a TTL) says until when the work
-// may send.
-func (g *Gateway) holdLease(ctx context.Context, it core.QueueItem, cancel context.CancelCauseFunc, log *slog.Logger) (stop func(), fence *leaseFence) {
+// holdLease renews the lease of it (fence's token) every third of the
+// lease TTL until the returned stop is called; when the store says the
+// lease is lost it stops the work (fence.lose) at once. Without a TTL it
+// does nothing. The renewals run on a timer, not a goroutine of their
+// own: most answers end before the first renewal is due, so an item in
+// flight holds no goroutine, stack or ticker for it. stop returns once no
+// renewal runs or will run.
+func (g *Gateway) holdLease(ctx context.Context, it core.QueueItem, fence *leaseFence, log *slog.Logger) (stop func()) {
 	if g.opts.LeaseTTL <= 0 {
-		return func() {}, nil
+		return func() {}
 	}
 	every := g.opts.LeaseTTL / 3
 	// The claim was taken just before the work started: the fence's
 	// margin (a sixth of the TTL) covers the difference.
-	fence = &leaseFence{cancel: cancel}
 	fence.extend(g.clock.Now(), g.opts.LeaseTTL)
 	var (
 		mu       sync.Mutex
@@ -372,12 +431,16 @@ func (g *Gateway) holdLease(ctx context.Context, it core.QueueItem, cancel conte
 		mu.Unlock()
 		defer renewing.Done()
 		t0 := g.clock.Now()
-		err := g.store.Renew(context.WithoutCancel(ctx), it.ID, it.Lease)
+		lease := fence.token()
+		err := g.store.Renew(context.WithoutCancel(ctx), it.ID, lease)
 		switch {
 		case errors.Is(err, core.ErrLeaseLost):
-			log.Warn("the request's lease was taken back (it ran out); another claimer answers it, this work stops", "queue.lease_ttl", g.opts.LeaseTTL)
-			cancel(errLeaseLost)
-			return
+			if fence.lose(lease) {
+				log.Warn("the request's lease was taken back (it ran out); another claimer answers it, this work stops", "queue.lease_ttl", g.opts.LeaseTTL)
+				return
+			}
+			// A claim of this process took the item back meanwhile and
+			// handed its lease over (adopt): the work goes on under it.
 		case err != nil:
 			// The next renewal may succeed; the lease still runs.
 			log.Warn("renew the request's lease", "err", err)
@@ -402,7 +465,25 @@ func (g *Gateway) holdLease(ctx context.Context, it core.QueueItem, cancel conte
 		timer.Stop()
 		mu.Unlock()
 		renewing.Wait()
-	}, fence
+	}
+}
+
+// adopt hands the lease of a claimed item that is still being worked on
+// in this process to that work, and reports whether it did: the item's
+// lease ran out while the store was out of reach (the work could neither
+// renew it nor record its outcome), and this process's own claim took it
+// back once the store answered again. Running it a second time would
+// send its answer again; the work records it under the new lease
+// instead.
+func (g *Gateway) adopt(it core.QueueItem) bool {
+	g.mu.Lock()
+	f := g.flights[it.ID]
+	g.mu.Unlock()
+	if f == nil || !f.adopt(it.Lease, g.clock.Now(), g.opts.LeaseTTL) {
+		return false
+	}
+	g.log.Warn("took back the lease of a request still being worked on here (it ran out while the store was out of reach); the work goes on under the new lease", "request", it.ID, "conv", it.Conversation.String())
+	return true
 }
 
 // waitNote is the note (core.WithWaitNote) of item it's work: the store
@@ -429,7 +510,7 @@ func waitNote(ctx context.Context, m core.WaitMarker, it core.QueueItem, log *sl
 		if ended || waiting && waiters != 1 || !waiting && waiters != 0 {
 			return
 		}
-		switch err := m.MarkWaiting(ctx, it.ID, it.Lease, waiting); {
+		switch err := m.MarkWaiting(ctx, it.ID, leaseOf(ctx, it), waiting); {
 		case err != nil:
 			log.Warn("record whether the request only waits for a provider's slot", "waiting", waiting, "err", err)
 		case waiting:
@@ -464,11 +545,18 @@ func (g *Gateway) process(ctx context.Context, it core.QueueItem, release func()
 	log := g.log.With("request", it.ID, "conv", it.Conversation.String(), "kind", it.Kind)
 	leased, lose := context.WithCancelCause(ctx)
 	defer lose(nil)
-	stopRenewing, fence := g.holdLease(ctx, it, lose, log)
+	fence := &leaseFence{lease: it.Lease, cancel: lose}
+	g.mu.Lock()
+	g.flights[it.ID] = fence
+	g.mu.Unlock()
+	defer func() {
+		g.mu.Lock()
+		delete(g.flights, it.ID)
+		g.mu.Unlock()
+	}()
+	stopRenewing := g.holdLease(ctx, it, fence, log)
 	defer stopRenewing()
-	if fence != nil {
-		leased = context.WithValue(leased, leaseFenceKey{}, fence)
-	}
+	leased = context.WithValue(leased, leaseFenceKey{}, fence)
 	if after != nil {
 		select {
 		case <-after:
@@ -517,7 +605,7 @@ func (g *Gateway) settle(ctx context.Context, it core.QueueItem, err error, log 
 	sctx := context.WithoutCancel(ctx)
 	if held != nil && (err != nil || errors.Is(context.Cause(ctx), core.ErrLeaseLost)) {
 		// The part was sent, whatever happens to the item.
-		g.record(sctx, log, "record a sent part", func(c context.Context) error {
+		g.record(sctx, log, it, "record a sent part", func(c context.Context, _ int64) error {
 			return g.store.MarkSent(c, held.ReplyID, held.Part, held.PlatformID)
 		})
 		held = nil
@@ -535,22 +623,24 @@ func (g *Gateway) settle(ctx context.Context, it core.QueueItem, err error, log 
 		// Logged once it is recorded: a crash before the record answers
 		// the request again (see README, the window without idempotency
 		// keys), and the log must not say it was done.
-		g.record(sctx, log, "mark request done", func(c context.Context) error {
+		g.record(sctx, log, it, "mark request done", func(c context.Context, lease int64) error {
 			if f, ok := g.store.(core.SentFinisher); ok && held != nil {
-				return f.FinishSent(c, it.ID, it.Lease, *held)
+				return f.FinishSent(c, it.ID, lease, *held)
 			}
-			return g.store.Finish(c, it.ID, it.Lease, core.StatusDone, "")
+			return g.store.Finish(c, it.ID, lease, core.StatusDone, "")
 		})
 		log.Debug("request done")
 	case errors.As(err, &drop):
 		outcome = core.OutcomeDropped
 		log.Info("message dropped by a pre-hook", "reason", drop.reason)
-		g.record(sctx, log, "mark request done", func(c context.Context) error { return g.store.Finish(c, it.ID, it.Lease, core.StatusDone, err.Error()) })
+		g.record(sctx, log, it, "mark request done", func(c context.Context, lease int64) error {
+			return g.store.Finish(c, it.ID, lease, core.StatusDone, err.Error())
+		})
 	case errors.Is(ctx.Err(), context.Canceled) && !errors.Is(err, context.DeadlineExceeded):
 		// Shutdown: back to the queue as it was; a deploy is no attempt.
 		outcome = core.OutcomeReleased
 		log.Info("request interrupted by shutdown; it is answered after the next start")
-		g.record(sctx, log, "release request", func(c context.Context) error { return g.store.Release(c, it.ID, it.Lease) })
+		g.record(sctx, log, it, "release request", func(c context.Context, lease int64) error { return g.store.Release(c, it.ID, lease) })
 	case errors.As(err, &undelivered) && core.Passing(err):
 		// The answer is stored and the platform failed its send (a 5xx,
 		// a broken connection, flood control): it is sent when the
@@ -570,7 +660,9 @@ func (g *Gateway) settle(ctx context.Context, it core.QueueItem, err error, log 
 		due := g.now().Add(wait)
 		g.tellDelay(sctx, it, err, due, due, false)
 		log.Warn("request failed; will retry", "attempt", it.Attempts+1, "in", wait, "err", err)
-		g.record(sctx, log, "re-queue request", func(c context.Context) error { return g.store.Retry(c, it.ID, it.Lease, due, err.Error()) })
+		g.record(sctx, log, it, "re-queue request", func(c context.Context, lease int64) error {
+			return g.store.Retry(c, it.ID, lease, due, err.Error())
+		})
 	default:
 		if !g.giveUp(sctx, it, err, log) {
 			outcome = core.OutcomeRetried
@@ -588,8 +680,8 @@ func (g *Gateway) settle(ctx context.Context, it core.QueueItem, err error, log 
 func (g *Gateway) retryTelling(ctx context.Context, it core.QueueItem, sendErr error, log *slog.Logger, what string) {
 	wait := max(core.RetryAfter(sendErr), g.opts.Backoff(it.Attempts+1))
 	log.Warn(what, "attempt", it.Attempts+1, "in", wait, "err", sendErr)
-	g.record(ctx, log, "re-queue request", func(c context.Context) error {
-		return g.store.Retry(c, it.ID, it.Lease, g.now().Add(wait), sendErr.Error())
+	g.record(ctx, log, it, "re-queue request", func(c context.Context, lease int64) error {
+		return g.store.Retry(c, it.ID, lease, g.now().Add(wait), sendErr.Error())
 	})
 }
 
@@ -659,7 +751,9 @@ func (g *Gateway) wait(ctx context.Context, it core.QueueItem, cause error, log 
 	}
 	notified := g.tellDelay(ctx, it, cause, expect, due, last)
 	log.Warn("the provider failed for now; the request waits", "until", due, "provider_back", expect, "err", cause)
-	g.record(ctx, log, "defer request", func(c context.Context) error { return g.store.Defer(c, it.ID, it.Lease, due, cause.Error(), notified) })
+	g.record(ctx, log, it, "defer request", func(c context.Context, lease int64) error {
+		return g.store.Defer(c, it.ID, lease, due, cause.Error(), notified)
+	})
 	if cooling {
 		// Woken when a credential is back (ProviderBack). An outage's
 		// wait keeps its backoff: a provider failing part of its calls
@@ -821,8 +915,8 @@ func (g *Gateway) giveUp(ctx context.Context, it core.QueueItem, cause error, lo
 	awaitDurable(ctx)
 	log.Error("request failed", "attempts", it.Attempts+1, "interruptions", it.Interruptions, "err", cause)
 	fail := func() {
-		g.record(ctx, log, "mark request failed", func(c context.Context) error {
-			return g.store.Finish(c, it.ID, it.Lease, core.StatusFailed, cause.Error())
+		g.record(ctx, log, it, "mark request failed", func(c context.Context, lease int64) error {
+			return g.store.Finish(c, it.ID, lease, core.StatusFailed, cause.Error())
 		})
 	}
 	if it.Interruptions > g.opts.MaxAttempts {
@@ -875,31 +969,75 @@ func (g *Gateway) tellFailed(ctx context.Context, it core.QueueItem, cause error
 	return nil
 }
 
-// recordTries bounds the attempts to write an item's outcome; past them
-// the item stays running until its lease runs out and the store hands it
-// out again.
+// recordTries bounds the attempts to write an item's outcome when the
+// store fails otherwise than by being out of reach; past them the item
+// stays running until its lease runs out and the store hands it out
+// again.
 const recordTries = 6
 
-// record writes an item's outcome, retrying with backoff (a disk briefly
-// full, the database busy). A lost lease ends it: the item is another
-// claimer's now.
-func (g *Gateway) record(ctx context.Context, log *slog.Logger, what string, write func(context.Context) error) {
+// recordWaitMax bounds the wait between two tries to write an outcome to
+// a store out of reach: once it answers again the outcome must be
+// written before a claim of another replica takes the item, whose lease
+// ran out meanwhile, and runs it again.
+const recordWaitMax = 500 * time.Millisecond
+
+// reachability is the store's Unreachable (store.DB): whether a failed
+// call met a database out of reach for now (refused or dropped
+// connections, a server restarting), which comes back by itself.
+type reachability interface {
+	Unreachable(err error) bool
+}
+
+// record writes an item's outcome (write, under the lease it is given:
+// the claim's, or the one a later claim of this process handed over),
+// retrying with backoff. A store out of reach is waited for until it
+// answers or the gateway stops: the answer may have been sent, and an
+// outcome not written would have it sent again; any other failure (a
+// disk briefly full, the database busy) is tried recordTries times. A
+// lost lease ends it: the item is another claimer's now.
+func (g *Gateway) record(ctx context.Context, log *slog.Logger, it core.QueueItem, what string, write func(c context.Context, lease int64) error) {
+	// The work's own context ends when the shutdown's grace does; the
+	// writes use ctx, which goes on (one under way is not cut short).
+	stop := context.Background()
+	if p := g.pool.Load(); p != nil {
+		stop = p.ctx
+	}
+	r, _ := g.store.(reachability)
+	var out clock.Repeat
 	wait := 100 * time.Millisecond
 	for try := 1; ; try++ {
-		err := write(ctx)
+		lease := leaseOf(ctx, it)
+		err := write(ctx, lease)
 		if err == nil {
+			if failed, since := out.Recovered(); failed {
+				log.Info(what+": done, the store answers again", "out_of_reach_for", g.clock.Now().Sub(since).Round(time.Millisecond), "tries", try)
+			}
 			return
 		}
 		if errors.Is(err, core.ErrLeaseLost) {
+			if leaseOf(ctx, it) != lease {
+				// Handed a newer lease meanwhile (adopt): write under it.
+				continue
+			}
 			log.Warn(what+": the lease was lost; another claimer answers the request", "err", err)
 			return
 		}
-		if try == recordTries {
+		unreachable := r != nil && r.Unreachable(err)
+		if !unreachable && try >= recordTries {
 			log.Error(what+"; the request runs again once its lease runs out (queue.lease_ttl)", "err", err, "tries", try)
 			return
 		}
-		log.Warn(what+"; retrying", "err", err, "in", wait)
-		_ = g.clock.Sleep(ctx, wait)
+		if unreachable {
+			if report, since, n := out.Failed(g.clock.Now()); report {
+				log.Warn(what+": the store is out of reach; trying until it answers", "failing_since", since, "tries_not_logged", n, "err", err)
+			}
+			wait = min(wait, recordWaitMax)
+		}
+		log.Debug(what+"; retrying", "err", err, "in", wait, "try", try)
+		if g.clock.Sleep(stop, wait) != nil {
+			log.Error(what+"; the gateway stops with the store out of reach: the request runs again once its lease runs out (queue.lease_ttl)", "err", err, "tries", try)
+			return
+		}
 		wait *= 2
 	}
 }

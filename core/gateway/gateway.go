@@ -112,6 +112,10 @@ type Gateway struct {
 	// waiting holds the items this gateway put back to wait for a
 	// provider (wait), to wake once one is back (ProviderBack).
 	waiting map[int64]struct{}
+	// flights holds the lease of each item being worked on here
+	// (process), by id, for a claim that takes one back to hand over
+	// (adopt).
+	flights map[int64]*leaseFence
 	// backs counts the calls of ProviderBack, so that wait sees one made
 	// while it put its item back, before the item was in waiting.
 	backs uint64
@@ -186,6 +190,7 @@ func New(o Options) *Gateway {
 		notices:   map[string]time.Time{},
 		full:      map[string]*fullNotices{},
 		waiting:   map[int64]struct{}{},
+		flights:   map[int64]*leaseFence{},
 		asides:    map[string]chan struct{}{},
 		asideWait: map[string]core.ConversationKey{},
 		wakes:     map[int64]int64{},

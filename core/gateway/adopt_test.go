@@ -1,0 +1,164 @@
+package gateway_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/opentalon/opentalon/core"
+	"github.com/opentalon/opentalon/core/clock"
+	"github.com/opentalon/opentalon/core/gateway"
+	"github.com/opentalon/opentalon/store"
+)
+
+// errOutOfReach is what unreachableStore's calls fail with while it is
+// down: a database the network cannot reach for now.
+var errOutOfReach = errors.New("dial tcp 127.0.0.1:5432: connect: connection refused")
+
+// unreachableStore goes out of reach at the first write of an item's
+// outcome (after the answer was sent) and stays so until up is called:
+// every write of an outcome and every renewal fails meanwhile. It says
+// its failures are the store being out of reach (store.DB.Unreachable).
+type unreachableStore struct {
+	*store.DB
+	mu       sync.Mutex
+	down     bool
+	wentDown bool
+	tries    int // writes of an outcome tried while down
+	changed  chan struct{}
+}
+
+func (s *unreachableStore) Unreachable(err error) bool { return errors.Is(err, errOutOfReach) }
+
+// fail says whether a write of an outcome fails now (it goes down at the
+// first).
+func (s *unreachableStore) fail() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.wentDown {
+		s.wentDown, s.down = true, true
+	}
+	if s.down {
+		s.tries++
+		select {
+		case s.changed <- struct{}{}:
+		default:
+		}
+	}
+	return s.down
+}
+
+func (s *unreachableStore) up() {
+	s.mu.Lock()
+	s.down = false
+	s.mu.Unlock()
+}
+
+func (s *unreachableStore) triesDown() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.tries
+}
+
+func (s *unreachableStore) Finish(ctx context.Context, id, lease int64, status, cause string) error {
+	if s.fail() {
+		return errOutOfReach
+	}
+	return s.DB.Finish(ctx, id, lease, status, cause)
+}
+
+func (s *unreachableStore) FinishSent(ctx context.Context, id, lease int64, sent core.PartSent) error {
+	if s.fail() {
+		return errOutOfReach
+	}
+	return s.DB.FinishSent(ctx, id, lease, sent)
+}
+
+func (s *unreachableStore) Renew(ctx context.Context, id, lease int64) error {
+	s.mu.Lock()
+	down := s.down
+	s.mu.Unlock()
+	if down {
+		return errOutOfReach
+	}
+	return s.DB.Renew(ctx, id, lease)
+}
+
+// TestAnswerSentWhileTheStoreIsAwayIsNotSentAgain: the answer was sent,
+// and the store went out of reach before its delivery was recorded; it
+// stayed away past the item's lease. Once it is back, the answer is
+// recorded, not sent a second time: the gateway keeps trying to record it
+// (it used to give up after six tries), and when its own claim takes the
+// item back (the lease ran out) it hands the new lease to the work still
+// recording it instead of running the item again.
+func TestAnswerSentWhileTheStoreIsAwayIsNotSentAgain(t *testing.T) {
+	const ttl = 10 * time.Second
+	c := clock.NewFake(time.Now())
+	db := openDB(t, store.Options{Now: c.Now, LeaseTTL: ttl})
+	st := &unreachableStore{DB: db, changed: make(chan struct{}, 1)}
+	ag := &fakeAgent{}
+	r := runOn(t, db, gateway.Options{Store: st, Agent: ag, Clock: c, LeaseTTL: ttl})
+	r.accept("1", "first")
+	r.expect("answer to first")
+	// Past the lease, and past the six tries the record used to give up
+	// after. The clock moves on whether or not the record's sleep began
+	// (its try and its sleep are not one step).
+	advanced := time.Duration(0)
+	for deadline := time.Now().Add(20 * time.Second); advanced <= ttl || st.triesDown() < 8; {
+		select {
+		case <-st.changed:
+		case <-time.After(20 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d writes of the outcome were tried (clock advanced %s); want the record to go on trying", st.triesDown(), advanced)
+		}
+		c.Advance(500 * time.Millisecond)
+		advanced += 500 * time.Millisecond
+	}
+	// A try fails after the clock's last move: the record sleeps until it
+	// moves again, and the claim below comes first.
+	select {
+	case <-st.changed:
+	default:
+	}
+	c.Advance(500 * time.Millisecond)
+	select {
+	case <-st.changed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the record stopped trying")
+	}
+	st.up()
+	// The next message of the conversation has the dispatcher claim its
+	// head, the item answered: its lease ran out, so the claim takes it
+	// back (an interruption).
+	r.accept("2", "second")
+	ctx := context.Background()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		if it, _, _ := db.QueueItem(ctx, 1); it.Interruptions == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the answered item's lease was not taken back")
+		}
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		if st, _, _, _ := db.QueueStatus(ctx, 1); st == core.StatusDone {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the answered item was not recorded done")
+		}
+		c.Advance(500 * time.Millisecond) // the record's next try
+		time.Sleep(5 * time.Millisecond)
+	}
+	r.expect("answer to second")
+	r.nothingSent(200 * time.Millisecond)
+	ag.mu.Lock()
+	calls := ag.calls
+	ag.mu.Unlock()
+	if calls != 2 {
+		t.Fatalf("the agent was called %d times; want once per message", calls)
+	}
+}
