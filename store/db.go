@@ -1,6 +1,7 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"database/sql"
@@ -14,6 +15,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -68,6 +70,19 @@ type Options struct {
 	// answer it. Unset: every conversation is claimed alike (SQLite has
 	// one process).
 	Local LocalConversation
+	// Channels, on a database replicas share, names the channels this
+	// replica runs (nil: every channel, as on SQLite, where one process
+	// runs them all). Claims leave the items of any other channel to a
+	// replica that runs it — replicas whose configs differ, as during a
+	// rolling deploy that adds or drops one —, until they have waited
+	// ChannelWait since they were accepted: then no replica ran their
+	// channel meanwhile, and any claims them (to fail them, naming the
+	// channel to enable).
+	Channels []string
+	// ChannelWait is how long an item of a channel this replica does not
+	// run is left to the replicas that run it (queue.max_wait; default 10
+	// minutes).
+	ChannelWait time.Duration
 	// SealKey is the AES-256 key (SealKeySize bytes) the short-lived
 	// platform credentials are sealed under (KeepSealed); without it they
 	// cannot be kept.
@@ -152,6 +167,9 @@ type DB struct {
 	leaseTTL time.Duration
 	sole     bool
 	local    LocalConversation
+	// channels and channelWait are Options.Channels and ChannelWait.
+	channels    []string
+	channelWait time.Duration
 	// tookBack says a sole claimer has taken back the leases of the
 	// processes before it.
 	tookBack   bool
@@ -211,6 +229,7 @@ func (o *Options) defaults() {
 func newDB(d *dialect, name, dataDir string, o Options) *DB {
 	return &DB{d: d, name: name, dataDir: dataDir, now: o.Now, ttl: o.SessionTTL, keep: o.QueueRetention, log: o.Logger,
 		holder: o.Holder, leaseTTL: o.LeaseTTL, sole: o.SoleClaimer, local: o.Local,
+		channels: slices.Clone(o.Channels), channelWait: cmp.Or(o.ChannelWait, 10*time.Minute),
 		sealKey: append([]byte(nil), o.SealKey...), media: o.MediaDir}
 }
 

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/opentalon/opentalon/core"
@@ -175,9 +176,10 @@ func (db *DB) claimLocked(ctx context.Context, n int, now time.Time) (items []co
 	nowMS := now.UnixMilli()
 	var due int
 	heads, args := headsDue, []any{nowMS, nowMS, forever}
-	if db.local.Channel != "" {
-		heads += ` WHERE ` + notOthersLocal
-		args = append(args, db.local.args()...)
+	scope, scopeArgs := db.claimScope(now)
+	if scope != "" {
+		heads += ` WHERE ` + scope
+		args = append(args, scopeArgs...)
 	}
 	if err := db.r.QueryRowContext(ctx, `SELECT COUNT(*) FILTER (WHERE d <= ?), COALESCE(MIN(d) FILTER (WHERE d > ? AND d < ?), 0) FROM (`+heads+`) x`,
 		args...).Scan(&due, &next); err != nil {
@@ -186,12 +188,9 @@ func (db *DB) claimLocked(ctx context.Context, n int, now time.Time) (items []co
 	if n > 0 && due > 0 {
 		err = db.retried(ctx, func() error {
 			items, bad = items[:0], bad[:0]
-			args := []any{nowMS, nowMS}
-			if db.local.Channel != "" {
-				args = append(args, db.local.args()...)
-			}
+			args := append([]any{nowMS, nowMS}, scopeArgs...)
 			args = append(args, db.holder, db.leaseEnd(now), db.ms(), interruptedBy, nowMS, nowMS)
-			rows, err := db.w.QueryContext(ctx, claimQuery(n, db.local.Channel != ""), args...)
+			rows, err := db.w.QueryContext(ctx, claimQuery(n, scope), args...)
 			if err != nil {
 				return err
 			}
@@ -244,13 +243,13 @@ func (db *DB) claimLocked(ctx context.Context, n int, now time.Time) (items []co
 // commits without waiting for the disk (synchronous_commit off for its
 // transaction): lost with a crash of the server, an item is simply
 // claimable again, as on SQLite with synchronous=NORMAL, where only an
-// enqueue is flushed. Its arguments: now twice; with local, those of
-// notOthersLocal; the holder, the lease's end, the time of the update,
-// the interruption's cause, now twice.
-func claimQuery(n int, local bool) string {
+// enqueue is flushed. Its arguments: now twice; those of scope (see
+// claimScope; "" when none); the holder, the lease's end, the time of
+// the update, the interruption's cause, now twice.
+func claimQuery(n int, scope string) string {
 	where := `(q.status = 'queued' AND h.due <= ? OR q.status = 'running' AND q.lease_until <= ?)`
-	if local {
-		where += ` AND ` + notOthersLocal
+	if scope != "" {
+		where += ` AND ` + scope
 	}
 	return `WITH async AS (SELECT set_config('synchronous_commit', 'off', true)),
 	heads AS (SELECT h.head FROM async, queue_heads h JOIN queue q ON q.id = h.head
@@ -259,6 +258,31 @@ func claimQuery(n int, local bool) string {
 	UPDATE queue SET ` + claimSet + `
 	FROM heads WHERE queue.id = heads.head AND ` + claimableWhere + `
 	RETURNING ` + claimedCols
+}
+
+// claimScope is the condition, on a head (queue_heads h) and its item
+// (queue q), that leaves out of this replica's claims at now what it
+// cannot answer, with its arguments ("" when it claims everything): the
+// local channel's conversations of other processes (Options.Local,
+// notOthersLocal), and the items of channels it does not run
+// (Options.Channels) until they have waited channelWait.
+func (db *DB) claimScope(now time.Time) (string, []any) {
+	var conds []string
+	var args []any
+	if db.local.Channel != "" {
+		conds = append(conds, notOthersLocal)
+		args = append(args, db.local.args()...)
+	}
+	if db.channels != nil {
+		c := `(`
+		for _, ch := range db.channels {
+			c += `starts_with(h.conversation, ?) OR `
+			args = append(args, ch+":")
+		}
+		conds = append(conds, c+`q.created_at <= ?)`)
+		args = append(args, now.Add(-db.channelWait).UnixMilli())
+	}
+	return strings.Join(conds, ` AND `), args
 }
 
 // notOthersLocal leaves out the heads of the local channel's

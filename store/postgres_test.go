@@ -358,6 +358,55 @@ func TestPostgresLocalConversationsStayWithTheirReplica(t *testing.T) {
 	}
 }
 
+// TestPostgresReplicasClaimOnlyTheirChannels: replicas whose configs run
+// different channels (a rolling deploy that adds or drops one) each claim
+// their own channels' items and leave the others' to the replicas that
+// run them; an item no replica took for the channel wait is anyone's
+// (to be failed, naming the channel).
+func TestPostgresReplicasClaimOnlyTheirChannels(t *testing.T) {
+	dsn := pgtest.DSN(t)
+	ctx := context.Background()
+	now := time.Now()
+	open := func(channels ...string) *DB {
+		db, err := Open(ctx, t.TempDir(), Options{Postgres: &Postgres{DSN: dsn}, Channels: channels, ChannelWait: time.Minute, Now: func() time.Time { return now }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { db.Close() })
+		return db
+	}
+	tg, slack := open("telegram"), open("slack", "console")
+	for i, c := range []core.ConversationKey{{Channel: "telegram", Chat: "1"}, {Channel: "slack", Chat: "C1"}, {Channel: "discord", Chat: "9"}, {Channel: "telegram", Chat: "2"}} {
+		if _, _, err := tg.Enqueue(ctx, msgItem(c, strconv.Itoa(i), "hi")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	claimed := func(db *DB, at time.Time) []string {
+		t.Helper()
+		items, _, err := db.Claim(ctx, 10, at)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var convs []string
+		for _, it := range items {
+			convs = append(convs, it.Conversation.String())
+		}
+		return convs
+	}
+	if got := claimed(slack, now); !slices.Equal(got, []string{"slack:C1"}) {
+		t.Errorf("the Slack replica claimed %v; want the Slack chat only", got)
+	}
+	if got := claimed(tg, now); !slices.Equal(got, []string{"telegram:1", "telegram:2"}) {
+		t.Errorf("the Telegram replica claimed %v; want the Telegram chats", got)
+	}
+	if got := claimed(slack, now.Add(30*time.Second)); len(got) != 0 {
+		t.Errorf("the Slack replica claimed %v before the channel wait; want nothing", got)
+	}
+	if got := claimed(slack, now.Add(time.Minute+time.Second)); !slices.Equal(got, []string{"discord:9"}) {
+		t.Errorf("the Slack replica claimed %v past the channel wait; want the Discord chat no replica runs", got)
+	}
+}
+
 // TestWithDefaults: the listener's connection string gets the pool's
 // defaults where the DSN names none, in either DSN form.
 func TestWithDefaults(t *testing.T) {

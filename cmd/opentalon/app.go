@@ -122,7 +122,7 @@ func BuildApp(ctx context.Context, cfg *config.Config, o AppOptions) (_ *App, er
 	// are dead, and taken back at its first claim.
 	so := storeOptions(cfg, store.Options{Now: o.Now, SessionTTL: cfg.State.SessionTTL.D(), QueueRetention: cfg.State.Retention.D(), Logger: o.Logger,
 		LeaseTTL: cfg.Queue.LeaseTTL.D(), SoleClaimer: cfg.State.Driver != config.DriverPostgres, SealKey: sealKey(cfg), Holder: cfg.Cluster.ReplicaID,
-		Local: localConversation(cfg)})
+		Local: localConversation(cfg), Channels: replicaChannels(cfg), ChannelWait: cfg.Queue.MaxWait.D()})
 	if so.Postgres != nil {
 		// A gateway started beside its database (compose, a pod) waits
 		// for it; the one-shot commands fail at once instead.

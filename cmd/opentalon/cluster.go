@@ -75,6 +75,23 @@ func localConversation(cfg *config.Config) store.LocalConversation {
 	return l
 }
 
+// replicaChannels names the channels this replica runs, which its
+// claims keep to (store.Options.Channels): replicas whose configs differ
+// leave one another's channels alone. Nil on SQLite, where the one
+// process claims everything.
+func replicaChannels(cfg *config.Config) []string {
+	if !clustered(cfg) {
+		return nil
+	}
+	names := []string{}
+	for _, s := range cfg.Channels.Sections() {
+		if s.Enabled {
+			names = append(names, s.Name)
+		}
+	}
+	return names
+}
+
 // buildElector builds this replica's lease elector over the store.
 func (a *App) buildElector() {
 	a.elector = lease.New(a.db, lease.Options{Holder: a.db.Holder(), TTL: a.cfg.Cluster.LeaseTTL.D(), Sole: !clustered(a.cfg), Logger: a.log})
