@@ -35,6 +35,11 @@ type CommandRequest struct {
 	// command that changed what they wait for calls it (/model pinning
 	// another model).
 	Wake func()
+	// Queued is when the bot took the request in: its queue item's
+	// creation, on whichever replica received it (zero when unknown). A
+	// replica answering what another received knows from it that the
+	// platform delivered something then (/status's last update).
+	Queued time.Time
 }
 
 // Behind is what an aside command was answered beside: the earlier

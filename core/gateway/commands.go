@@ -96,8 +96,16 @@ func (g *Gateway) cmdStatus(ctx context.Context, req core.CommandRequest) (strin
 		}
 	}
 	if ch, ok := g.channels[req.In.Conversation.Channel].(core.HealthReporter); ok {
-		if t := ch.LastEvent(); !t.IsZero() {
-			fmt.Fprintf(&out, "\n%s: last update %s ago", req.In.Conversation.Channel, g.now().Sub(t).Round(1e9))
+		// The bot's last update, not only this replica's: of replicas on
+		// one database the command may reach one that receives nothing
+		// itself (another holds the poller) or did long ago, through the
+		// shared queue; the command itself was an update then.
+		t := ch.LastEvent()
+		if req.Queued.After(t) {
+			t = req.Queued
+		}
+		if !t.IsZero() {
+			fmt.Fprintf(&out, "\n%s: last update %s ago", req.In.Conversation.Channel, max(g.now().Sub(t), 0).Round(time.Second))
 		}
 	}
 	return out.String(), nil

@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"log/slog"
+	"time"
 
 	"github.com/opentalon/opentalon/core"
 )
@@ -24,6 +25,8 @@ type work struct {
 	// behind is set for a command answered aside: the messages it was
 	// answered beside.
 	behind *core.Behind
+	// queued is when the item was taken in (core.CommandRequest.Queued).
+	queued time.Time
 	log    *slog.Logger
 	// produce makes the answer; prev is the streaming draft an earlier
 	// attempt left (nil when none). A nil answer posts nothing and ends
@@ -147,7 +150,7 @@ func (g *Gateway) messageWork(it core.QueueItem, log *slog.Logger) (*work, error
 	if !ok {
 		return nil, core.Errorf(core.KindInvalid, "channel %q is not enabled; enable channels.%s in the config to answer its queued messages", in.Conversation.Channel, in.Conversation.Channel)
 	}
-	return &work{id: it.ID, ch: ch, in: in, behind: it.Behind, log: log, produce: g.produceMessage}, nil
+	return &work{id: it.ID, ch: ch, in: in, behind: it.Behind, queued: it.CreatedAt, log: log, produce: g.produceMessage}, nil
 }
 
 // produceMessage is the producer of a message's answer: an interceptor's
@@ -172,7 +175,7 @@ func (g *Gateway) produceMessage(ctx context.Context, w *work, prev *core.Reply)
 	w.session = sess.ID
 	to := core.Outbound{Conversation: in.Conversation, ReplyTo: replyTo(in), Meta: in.Meta}
 	w.stream = g.streamFor(ctx, w.ch, to, w.id, sess.ID, prev, w.log)
-	return g.answerMessage(ctx, core.CommandRequest{RequestID: w.id, In: in, Session: sess, FollowUp: follow, Behind: w.behind}, answering{stream: w.stream}, w.log)
+	return g.answerMessage(ctx, core.CommandRequest{RequestID: w.id, In: in, Session: sess, FollowUp: follow, Behind: w.behind, Queued: w.queued}, answering{stream: w.stream}, w.log)
 }
 
 // streamFor prepares the stream of an answer (nil when the channel does
