@@ -211,3 +211,98 @@ func TestTakeoverFiresWhatFellDueWithinGrace(t *testing.T) {
 		t.Fatalf("fired %+v; want schedule %d at %v", f, sc.ID, sc.NextFire)
 	}
 }
+
+// cutQueue is a queue whose first firing finds the scheduler's lease
+// ending as it is queued (a renewal that failed, a SIGTERM): it cancels
+// cut and then, as a store call would, fails when its own context ended.
+type cutQueue struct {
+	*queue
+	mu  sync.Mutex
+	cut context.CancelFunc
+}
+
+func (c *cutQueue) EnqueueFiring(ctx context.Context, f core.Firing) (bool, error) {
+	c.mu.Lock()
+	cut := c.cut
+	c.cut = nil
+	c.mu.Unlock()
+	if cut != nil {
+		cut()
+	}
+	if err := ctx.Err(); err != nil {
+		return false, err
+	}
+	return c.queue.EnqueueFiring(ctx, f)
+}
+
+// TestALeaseLostWhileFiringNeitherSkipsNorRepeats: the scheduler that
+// claimed a due firing loses its lease while queueing it; the replica
+// that leads next finds that due time queued once — not lost because
+// the first one's context ended between the claim and the queueing, nor
+// queued a second time.
+func TestALeaseLostWhileFiringNeitherSkipsNorRepeats(t *testing.T) {
+	t0 := time.Date(2026, 5, 1, 8, 0, 0, 0, time.UTC)
+	clk := clock.NewFake(t0)
+	dir := t.TempDir()
+	ctx := context.Background()
+	open := func() *store.DB {
+		db, err := store.Open(ctx, dir, store.Options{Now: clk.Now})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { db.Close() })
+		return db
+	}
+	dbA := open()
+	sc, err := dbA.AddSchedule(ctx, core.Schedule{Source: core.ScheduleChat, Interval: time.Hour, Spec: "every 1h", Prompt: "hourly",
+		Conversation: conv, NextFire: t0.Add(time.Hour)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := newQueue()
+	cq := &cutQueue{queue: q}
+	lostA := make(chan struct{})
+	leadB := make(chan struct{})
+	run := func(db *store.DB, qu schedule.Queue, hold func(ctx context.Context, work func(context.Context) error) error) {
+		s := schedule.New(schedule.Options{Store: db, Queue: qu, Location: time.UTC, Clock: clk, Tick: 5 * time.Millisecond, Grace: 20 * time.Second,
+			Hold: func(ctx context.Context, _ string, work func(context.Context) error) error { return hold(ctx, work) }})
+		rctx, cancel := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			s.Run(rctx)
+		}()
+		t.Cleanup(func() { cancel(); <-done })
+	}
+	// A leads until its lease is cut, then stands by for good.
+	run(dbA, cq, func(ctx context.Context, work func(context.Context) error) error {
+		lctx, cut := context.WithCancel(ctx)
+		cq.mu.Lock()
+		cq.cut = cut
+		cq.mu.Unlock()
+		work(lctx)
+		close(lostA)
+		<-ctx.Done()
+		return nil
+	})
+	// B leads once A lost the lease.
+	run(open(), q, func(ctx context.Context, work func(context.Context) error) error {
+		select {
+		case <-leadB:
+			return work(ctx)
+		case <-ctx.Done():
+			return nil
+		}
+	})
+	clk.Set(sc.NextFire.Add(time.Second)) // due
+	<-lostA
+	close(leadB)
+	if f := q.wait(t); !f.At.Equal(sc.NextFire) {
+		t.Fatalf("fired %+v; want the firing at %v", f, sc.NextFire)
+	}
+	// B, leading now, does not queue it again.
+	for range 5 {
+		clk.Advance(5 * time.Millisecond)
+	}
+	q.none(t, 100*time.Millisecond)
+}

@@ -43,6 +43,10 @@ type Store interface {
 // LeaseName is the lease the scheduler that fires holds (Options.Hold).
 const LeaseName = "scheduler"
 
+// finishFiring bounds the queueing of a claimed firing (or its giving
+// back) once the scheduler's context ended.
+const finishFiring = 10 * time.Second
+
 // Queue takes firings (gateway.Gateway).
 type Queue interface {
 	// EnqueueFiring commits a firing; a firing already queued (same
@@ -426,6 +430,11 @@ func (s *Scheduler) fireDue(ctx context.Context) {
 // passing reason is given back (the next firing time set back) and tried
 // at the next tick. A process killed between the claim and the queueing
 // skips that one firing.
+//
+// A claimed firing is finished even when ctx ends meanwhile (the
+// scheduler lease lost, a SIGTERM): the claim was made under the lease,
+// and no other scheduler fires that time any more, so a queueing cut
+// short would skip it.
 func (s *Scheduler) fire(ctx context.Context, e entry, now time.Time) {
 	sc := e.s
 	at := sc.NextFire
@@ -435,6 +444,11 @@ func (s *Scheduler) fire(ctx context.Context, e entry, now time.Time) {
 	if err != nil {
 		log.Warn("claim a firing; trying again", "at", at, "err", err)
 		return
+	}
+	if moved {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), finishFiring)
+		defer cancel()
 	}
 	if !moved {
 		// Deleted, re-timed or fired elsewhere: read them again.
