@@ -28,6 +28,9 @@ func (r *run) work(ctx context.Context) {
 		case ev := <-r.events:
 			r.handle(ctx, ev.sh, ev.e)
 			ev.sh.handled(ev.e)
+			if ev.e.Type == "READY" {
+				r.savedSession(ctx, ev.sh)
+			}
 		}
 	}
 }

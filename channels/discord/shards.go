@@ -66,6 +66,46 @@ type shard struct {
 	mu      sync.Mutex
 	state   shardState
 	restore *shardState // the last holder's state, used by the first session
+
+	// saveMu orders the writes of the state to the lease; saved is the
+	// last one written.
+	saveMu sync.Mutex
+	saved  shardState
+}
+
+// save writes the shard's state to its lease when it changed since the
+// last write (nothing before the session has an id).
+func (sh *shard) save(ctx context.Context) error {
+	sh.saveMu.Lock()
+	defer sh.saveMu.Unlock()
+	sh.mu.Lock()
+	st := sh.state
+	sh.mu.Unlock()
+	if st == sh.saved || st.SessionID == "" {
+		return nil
+	}
+	raw, _ := json.Marshal(st)
+	if err := sh.lease.SetData(ctx, raw); err != nil {
+		return err
+	}
+	sh.saved = st
+	return nil
+}
+
+// savedSession writes a session the shard just identified (READY) to its
+// lease before its next event is taken in: a holder killed in its first
+// second leaves the successor a session to resume (what Discord sends
+// meanwhile is replayed), not a fresh IDENTIFY that loses it. Its later
+// progress is written every saveEvery (saveShard).
+func (r *run) savedSession(ctx context.Context, sh *shard) {
+	if sh.lease == nil {
+		return
+	}
+	sctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	if err := sh.save(sctx); err != nil && ctx.Err() == nil {
+		r.b.log.Warn("cannot keep the new Discord session in the shard's lease; the next holder resumes it only once it is", "shard", sh.n, "err", err)
+	}
 }
 
 func (b *Bot) newShard(n, total int, l ShardLease) *shard {
@@ -256,22 +296,10 @@ func (b *Bot) setAppID(id string) {
 // while it changes, and once more when the returned stop is called (the
 // last events the sink took before a handover).
 func (r *run) saveShard(ctx context.Context, sh *shard) (stop func()) {
-	var saved shardState
 	save := func(ctx context.Context) {
-		sh.mu.Lock()
-		st := sh.state
-		sh.mu.Unlock()
-		if st == saved || st.SessionID == "" {
-			return
+		if err := sh.save(ctx); err != nil && ctx.Err() == nil {
+			r.b.log.Warn("cannot keep the Discord shard's session in its lease", "shard", sh.n, "err", err)
 		}
-		raw, _ := json.Marshal(st)
-		if err := sh.lease.SetData(ctx, raw); err != nil {
-			if ctx.Err() == nil {
-				r.b.log.Warn("cannot keep the Discord shard's session in its lease", "shard", sh.n, "err", err)
-			}
-			return
-		}
-		saved = st
 	}
 	done := make(chan struct{})
 	finished := make(chan struct{})

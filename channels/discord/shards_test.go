@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -169,5 +170,49 @@ func TestShardsTwoReplicas(t *testing.T) {
 		if s.ChannelID == channel && !strings.Contains(s.Content, "shard one") && !strings.Contains(s.Content, "gap") {
 			t.Errorf("answer %q in the guild channel", s.Content)
 		}
+	}
+}
+
+// memLease is a shard lease held for good, its data in memory.
+type memLease struct {
+	mu   sync.Mutex
+	data []byte
+}
+
+func (l *memLease) Data(context.Context) ([]byte, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.data, nil
+}
+
+func (l *memLease) SetData(_ context.Context, data []byte) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.data = append([]byte(nil), data...)
+	return nil
+}
+
+// TestANewSessionIsInTheLeaseBeforeItsEvents: the session a shard's
+// holder identified is in the lease before any of its events is taken
+// in, not up to a second later: a holder killed (SIGKILL) right after it
+// connected leaves its successor a session to resume, so what Discord
+// sends meanwhile is replayed, not lost to a fresh IDENTIFY.
+func TestANewSessionIsInTheLeaseBeforeItsEvents(t *testing.T) {
+	l := &memLease{}
+	r := start(t, func(_ *config.Discord, o *discord.Options) {
+		o.HoldShard = func(ctx context.Context, _ string, work func(context.Context, discord.ShardLease) error) error {
+			return work(ctx, l)
+		}
+	}, nil)
+	r.srv.WaitFor(t, "the shard connected", r.srv.Connected)
+	r.mention(t, "hello")
+	r.waitSent(t, 1)
+	session, _ := r.srv.ShardSession(0)
+	raw, _ := l.Data(context.Background())
+	var st struct {
+		SessionID string `json:"session_id"`
+	}
+	if json.Unmarshal(raw, &st) != nil || st.SessionID != session {
+		t.Fatalf("the lease holds %q once the first message is answered; want session %s in it", raw, session)
 	}
 }
