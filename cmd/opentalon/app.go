@@ -181,6 +181,7 @@ func BuildApp(ctx context.Context, cfg *config.Config, o AppOptions) (_ *App, er
 		Events:         a.events(),
 		Authorizer:     a.authorizer(),
 		AuthChannels:   cfg.Plugins.Auth.Channels,
+		SharedQueue:    clustered(cfg),
 	})
 	if err := a.buildScheduler(); err != nil {
 		return nil, err

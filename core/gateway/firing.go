@@ -12,9 +12,11 @@ import (
 
 // EnqueueFiring commits a firing to its conversation's queue; a firing
 // already queued (same schedule and time) is reported with dup=true and
-// not queued again.
+// not queued again. A firing for a channel this gateway does not run is
+// refused, unless other gateways share the queue (Options.SharedQueue):
+// the scheduler's leader may be a replica without that channel.
 func (g *Gateway) EnqueueFiring(ctx context.Context, f core.Firing) (dup bool, err error) {
-	if _, ok := g.channels[f.Conversation.Channel]; !ok {
+	if _, ok := g.channels[f.Conversation.Channel]; !ok && !g.opts.SharedQueue {
 		return false, core.Errorf(core.KindInvalid, "schedule #%d posts to channel %q, which is not enabled; enable channels.%s or change the schedule", f.ScheduleID, f.Conversation.Channel, f.Conversation.Channel)
 	}
 	dup, err = g.enqueue(ctx, core.QueueItem{

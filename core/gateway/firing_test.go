@@ -175,6 +175,29 @@ func TestFiringTextSkipAndFailure(t *testing.T) {
 	}
 }
 
+// TestFiringForAnotherReplicasChannelIsQueued: with the queue shared by
+// replicas whose configs differ, the scheduler's leader may not run the
+// schedule's channel; its firing is queued for a replica that does (the
+// claims keep to their channels), not refused.
+func TestFiringForAnotherReplicasChannelIsQueued(t *testing.T) {
+	r := newFiringRig(t, gateway.Options{SharedQueue: true})
+	waitAccepting(t, r.g)
+	at := time.Now().Truncate(time.Minute)
+	dup, err := r.g.EnqueueFiring(context.Background(), core.Firing{ScheduleID: 9, At: at, Conversation: core.ConversationKey{Channel: "slack", Chat: "x"}, Prompt: "p"})
+	if err != nil || dup {
+		t.Fatalf("firing for a channel another replica runs: dup %v, %v; want it queued", dup, err)
+	}
+	// After waitAccepting's probe.
+	queued := false
+	for id := int64(1); id <= 3 && !queued; id++ {
+		it, _, err := r.db.QueueItem(context.Background(), id)
+		queued = err == nil && it.Firing != nil && it.Firing.ScheduleID == 9
+	}
+	if !queued {
+		t.Fatal("the firing of schedule 9 is not in the queue")
+	}
+}
+
 func TestInjectedMessageIsAnsweredWithoutReplyAndNeverAdmin(t *testing.T) {
 	r := newFiringRig(t, gateway.Options{Access: map[string]core.AccessPolicy{"fake": {Mode: core.AccessAllowlist, Admins: []string{"boss"}, Users: []string{"boss"}}}})
 	r.g.AddCommand(core.Command{CommandInfo: core.CommandInfo{Name: "wipe"}, Admin: true, Run: func(context.Context, core.CommandRequest) (string, error) { return "wiped", nil }})

@@ -75,6 +75,11 @@ type Options struct {
 	// channel but the operator's console).
 	Authorizer   core.Authorizer
 	AuthChannels []string
+	// SharedQueue says other gateways claim from the same store (replicas
+	// on one PostgreSQL), whose configs may run channels this one does
+	// not: a firing for such a channel is queued for them (their claims
+	// keep to their channels) instead of refused.
+	SharedQueue bool
 }
 
 // Gateway accepts events from channels into the durable queue and
