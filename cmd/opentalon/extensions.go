@@ -150,10 +150,15 @@ func (a *App) buildScheduler() error {
 	// its poll of the schedules' version each second): on SQLite the one
 	// process fires and sees every change itself.
 	var hold func(context.Context, string, func(context.Context) error) error
+	// A plugin's schedule on a channel this process does not run is
+	// refused; of replicas, another may run it (their configs may
+	// differ, and the claims give each firing to one that does), and a
+	// refusal here would drop it from the schedules every replica shares.
+	enabled := a.gateway.HasChannel
 	if clustered(a.cfg) {
-		hold = a.holdSync
+		hold, enabled = a.holdSync, nil
 	}
-	a.sched = schedule.New(schedule.Options{Store: a.db, Queue: a.gateway, Location: loc, Enabled: a.gateway.HasChannel, Now: a.opts.Now, Logger: a.log,
+	a.sched = schedule.New(schedule.Options{Store: a.db, Queue: a.gateway, Location: loc, Enabled: enabled, Now: a.opts.Now, Logger: a.log,
 		Hold: hold, Grace: grace})
 	for _, c := range a.sched.Commands() {
 		a.gateway.AddCommand(c)
