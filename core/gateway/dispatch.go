@@ -260,6 +260,7 @@ func (g *Gateway) start(p *workers, it core.QueueItem) { g.startAfter(p, it, nil
 func (g *Gateway) startAfter(p *workers, it core.QueueItem, after <-chan struct{}, ended func()) {
 	p.wg.Add(1)
 	go func() {
+		growStack()
 		defer p.wg.Done()
 		if ended != nil {
 			defer ended()
