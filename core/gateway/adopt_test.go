@@ -3,7 +3,10 @@ package gateway_test
 import (
 	"context"
 	"errors"
+	"log/slog"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -161,4 +164,110 @@ func TestAnswerSentWhileTheStoreIsAwayIsNotSentAgain(t *testing.T) {
 	if calls != 2 {
 		t.Fatalf("the agent was called %d times; want once per message", calls)
 	}
+}
+
+// logWatch is a slog handler that tells each record's message to seen
+// (dropped when nobody reads it) and keeps them all.
+type logWatch struct {
+	mu   sync.Mutex
+	msgs []string
+	seen chan string
+}
+
+func newLogWatch() *logWatch { return &logWatch{seen: make(chan string, 1024)} }
+
+func (w *logWatch) Enabled(context.Context, slog.Level) bool { return true }
+func (w *logWatch) Handle(_ context.Context, r slog.Record) error {
+	w.mu.Lock()
+	w.msgs = append(w.msgs, r.Message)
+	w.mu.Unlock()
+	select {
+	case w.seen <- r.Message:
+	default:
+	}
+	return nil
+}
+func (w *logWatch) WithAttrs([]slog.Attr) slog.Handler { return w }
+func (w *logWatch) WithGroup(string) slog.Handler      { return w }
+
+// said says whether a logged message contains s.
+func (w *logWatch) said(s string) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, m := range w.msgs {
+		if strings.Contains(m, s) {
+			return true
+		}
+	}
+	return false
+}
+
+// adoptLog is what Gateway.adopt logs when it hands a claim's lease to
+// work still in flight.
+const adoptLog = "took back the lease of a request still being worked on here"
+
+// blockingObserver calls at, once, at the first attempt's end that
+// waits (OutcomeWaiting), before the work returns.
+type blockingObserver struct {
+	once sync.Once
+	at   func()
+}
+
+func (*blockingObserver) Accepted(string)                         {}
+func (*blockingObserver) Stage(string, core.Stage, time.Duration) {}
+func (*blockingObserver) HookFailed(string, core.Stage)           {}
+func (o *blockingObserver) Finished(_ string, _ core.EventKind, out core.Outcome) {
+	if out == core.OutcomeWaiting {
+		o.once.Do(o.at)
+	}
+}
+
+// TestAClaimOfAnItemItsWorkPutBackRunsIt: the work on an item put it
+// back to wait for a cooling provider (its outcome written), and the
+// provider came back before the work returned; the dispatcher's claim,
+// which finds the item due again while it is still registered in flight,
+// must run it, not hand its lease to work that has ended: no one would
+// answer it until its lease ran out.
+func TestAClaimOfAnItemItsWorkPutBackRunsIt(t *testing.T) {
+	db := openDB(t, store.Options{})
+	// Back in a second: no delay notice is sent.
+	ag := &fakeAgent{fail: 1, kind: core.KindRateLimited, retryAfter: time.Second}
+	second := make(chan struct{})
+	var calls sync.Once
+	ag.text = func(s string) string {
+		calls.Do(func() { close(second) })
+		return "answer to " + s
+	}
+	logs := newLogWatch()
+	var gw atomic.Pointer[gateway.Gateway]
+	var adopted atomic.Bool
+	decided := make(chan struct{})
+	obs := &blockingObserver{at: func() {
+		defer close(decided)
+		// The provider is back as the work ends: the item is due now.
+		gw.Load().ProviderBack("p")
+		for {
+			select {
+			case <-second:
+				return
+			case m := <-logs.seen:
+				if strings.Contains(m, adoptLog) {
+					adopted.Store(true)
+					return
+				}
+			case <-time.After(30 * time.Second):
+				t.Errorf("the item put back was neither claimed again nor run: %q", logs.msgs)
+				return
+			}
+		}
+	}}
+	r := runOn(t, db, gateway.Options{Store: db, Agent: ag, Observer: obs, Workers: 2, Logger: slog.New(logs),
+		Backoff: func(int) time.Duration { return time.Millisecond }})
+	gw.Store(r.g)
+	r.accept("1", "hi")
+	<-decided
+	if adopted.Load() {
+		t.Fatal("the claim handed its lease to the work that had put the item back; nothing runs it")
+	}
+	r.expect("answer to hi")
 }

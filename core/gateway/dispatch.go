@@ -316,11 +316,22 @@ type leaseFenceKey struct{}
 // over, and the work goes on under it: it must not run twice here, and
 // what it sent must be recorded, not sent again.
 type leaseFence struct {
-	mu     sync.Mutex
-	lease  int64
-	until  time.Time // zero: no TTL
-	lost   bool
+	mu    sync.Mutex
+	lease int64
+	until time.Time // zero: no TTL
+	lost  bool
+	// ended: the work wrote the item's outcome (or gave up writing it)
+	// or returned; it holds the item no longer, and a claim that finds
+	// the item due again runs it (adopt says no).
+	ended  bool
 	cancel context.CancelCauseFunc
+}
+
+// end says the work no longer holds the item (see ended).
+func (f *leaseFence) end() {
+	f.mu.Lock()
+	f.ended = true
+	f.mu.Unlock()
 }
 
 // token is the lease the work's store calls name.
@@ -368,11 +379,13 @@ func (f *leaseFence) lose(lease int64) bool {
 
 // adopt hands over the lease of a claim (at now) that took the item back
 // from this very work. It reports false when the work has already lost
-// the item (it stops, and the claim runs it anew).
+// the item (it stops, and the claim runs it anew), or no longer holds
+// it: its outcome was written (a retry, a wait, whose item the claim
+// found due again) or the work ended (the claim runs it).
 func (f *leaseFence) adopt(lease int64, now time.Time, ttl time.Duration) bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.lost {
+	if f.lost || f.ended {
 		return false
 	}
 	f.lease = lease
@@ -551,6 +564,7 @@ func (g *Gateway) process(ctx context.Context, it core.QueueItem, release func()
 	g.flights[it.ID] = fence
 	g.mu.Unlock()
 	defer func() {
+		fence.end() // a claim that read flights before the delete runs the item
 		g.mu.Lock()
 		delete(g.flights, it.ID)
 		g.mu.Unlock()
@@ -606,7 +620,7 @@ func (g *Gateway) settle(ctx context.Context, it core.QueueItem, err error, log 
 	sctx := context.WithoutCancel(ctx)
 	if held != nil && (err != nil || errors.Is(context.Cause(ctx), core.ErrLeaseLost)) {
 		// The part was sent, whatever happens to the item.
-		g.record(sctx, log, it, "record a sent part", func(c context.Context, _ int64) error {
+		g.write(sctx, log, it, "record a sent part", func(c context.Context, _ int64) error {
 			return g.store.MarkSent(c, held.ReplyID, held.Part, held.PlatformID)
 		})
 		held = nil
@@ -989,14 +1003,28 @@ type reachability interface {
 	Unreachable(err error) bool
 }
 
-// record writes an item's outcome (write, under the lease it is given:
-// the claim's, or the one a later claim of this process handed over),
+// record writes an item's outcome (write; see Gateway.write). Once it
+// returns, written or not, the work no longer holds the item: a claim of
+// this process that finds it due again (a retry's or a wait's time, a
+// lease that runs out) runs it rather than handing its lease to the work
+// (adopt).
+func (g *Gateway) record(ctx context.Context, log *slog.Logger, it core.QueueItem, what string, write func(c context.Context, lease int64) error) {
+	defer func() {
+		if f, _ := ctx.Value(leaseFenceKey{}).(*leaseFence); f != nil {
+			f.end()
+		}
+	}()
+	g.write(ctx, log, it, what, write)
+}
+
+// write writes for item it (write, under the lease it is given: the
+// claim's, or the one a later claim of this process handed over),
 // retrying with backoff. A store out of reach is waited for until it
 // answers or the gateway stops: the answer may have been sent, and an
 // outcome not written would have it sent again; any other failure (a
 // disk briefly full, the database busy) is tried recordTries times. A
 // lost lease ends it: the item is another claimer's now.
-func (g *Gateway) record(ctx context.Context, log *slog.Logger, it core.QueueItem, what string, write func(c context.Context, lease int64) error) {
+func (g *Gateway) write(ctx context.Context, log *slog.Logger, it core.QueueItem, what string, write func(c context.Context, lease int64) error) {
 	// The work's own context ends when the shutdown's grace does; the
 	// writes use ctx, which goes on (one under way is not cut short).
 	stop := context.Background()
