@@ -271,3 +271,128 @@ func TestAClaimOfAnItemItsWorkPutBackRunsIt(t *testing.T) {
 	}
 	r.expect("answer to hi")
 }
+
+// heldClaimStore is an unreachableStore whose claims fail too while it
+// is down, and whose first claim that takes item 1 back is held after
+// it was made (the item's token bumped) until proceed is closed; claimed
+// is closed then.
+type heldClaimStore struct {
+	*unreachableStore
+	once    sync.Once
+	claimed chan struct{}
+	proceed chan struct{}
+}
+
+func (s *heldClaimStore) Claim(ctx context.Context, n int, now time.Time) ([]core.QueueItem, time.Time, error) {
+	s.mu.Lock()
+	down := s.down
+	s.mu.Unlock()
+	if down {
+		return nil, time.Time{}, errOutOfReach
+	}
+	items, next, err := s.DB.Claim(ctx, n, now)
+	for _, it := range items {
+		if it.ID == 1 && it.Interruptions > 0 {
+			s.once.Do(func() {
+				close(s.claimed)
+				<-s.proceed
+			})
+		}
+	}
+	return items, next, err
+}
+
+// TestAWriteThatFindsTheLeaseLostToThisProcesssClaimGoesOn: the answer
+// was sent and the store went away before its delivery was recorded, past
+// the item's lease. Once the store is back the dispatcher's claim takes
+// the item back, bumping its token, and the record's next try, under the
+// old token, finds the lease lost before the dispatcher has handed the
+// new one over (Gateway.adopt). The record must not give the item up as
+// another claimer's (the claim would then run it again, and send the
+// answer twice): it waits for the claim under way and writes under the
+// lease handed over.
+func TestAWriteThatFindsTheLeaseLostToThisProcesssClaimGoesOn(t *testing.T) {
+	const ttl = 10 * time.Second
+	c := clock.NewFake(time.Now())
+	db := openDB(t, store.Options{Now: c.Now, LeaseTTL: ttl})
+	st := &heldClaimStore{
+		unreachableStore: &unreachableStore{DB: db, changed: make(chan struct{}, 1)},
+		claimed:          make(chan struct{}),
+		proceed:          make(chan struct{}),
+	}
+	logs := newLogWatch()
+	ag := &fakeAgent{}
+	r := runOn(t, db, gateway.Options{Store: st, Agent: ag, Clock: c, LeaseTTL: ttl, Workers: 2, Logger: slog.New(logs)})
+	r.accept("1", "first")
+	r.expect("answer to first")
+	// The store is away past the lease; the record keeps trying.
+	advanced := time.Duration(0)
+	for deadline := time.Now().Add(20 * time.Second); advanced <= ttl; {
+		select {
+		case <-st.changed:
+		case <-time.After(20 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the record stopped trying")
+		}
+		c.Advance(500 * time.Millisecond)
+		advanced += 500 * time.Millisecond
+	}
+	// A try fails after the clock's last move: the record sleeps until it
+	// moves again, and the claim below comes first.
+	select {
+	case <-st.changed:
+	default:
+	}
+	c.Advance(500 * time.Millisecond)
+	select {
+	case <-st.changed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the record stopped trying")
+	}
+	st.up()
+	// The conversation's next message has the dispatcher claim its head:
+	// the answered item, whose lease ran out.
+	r.accept("2", "second")
+	select {
+	case <-st.claimed:
+	case <-time.After(30 * time.Second):
+		logs.mu.Lock()
+		t.Fatalf("the answered item's lease was not taken back: %q", logs.msgs)
+	}
+	// The record's next try, under the old token, while the claim has not
+	// handed the new one over yet.
+	for waiting := false; !waiting; {
+		c.Advance(500 * time.Millisecond)
+		select {
+		case m := <-logs.seen:
+			switch {
+			case strings.Contains(m, "the lease was lost; another claimer answers the request"):
+				t.Error("the record gave the item up as another claimer's; it was this process's claim")
+				waiting = true
+			case strings.Contains(m, "waiting for this process's claim under way"):
+				waiting = true
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatal("the record did not try again")
+		}
+	}
+	close(st.proceed)
+	ctx := context.Background()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		if s, _, _, _ := db.QueueStatus(ctx, 1); s == core.StatusDone {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the answered item was not recorded done")
+		}
+	}
+	r.expect("answer to second")
+	r.nothingSent(200 * time.Millisecond)
+	ag.mu.Lock()
+	calls := ag.calls
+	ag.mu.Unlock()
+	if calls != 2 {
+		t.Fatalf("the agent was called %d times; want once per message", calls)
+	}
+}

@@ -77,6 +77,7 @@ loop:
 			// A slot is taken for each item claimed, not held during the
 			// claim: an enqueue meanwhile may take one for its own item.
 			if free := p.free.Load(); free > 0 {
+				claimed := g.beginClaim()
 				items, nx, err := g.store.Claim(workCtx, int(free), g.now())
 				if err != nil {
 					if report, since, n := claimErrs.Failed(g.now()); report {
@@ -110,6 +111,7 @@ loop:
 					}
 					g.start(p, it)
 				}
+				claimed()
 			} else {
 				// Work may wait for a slot: look again when one is freed.
 				saturated = true
@@ -449,6 +451,10 @@ func (g *Gateway) holdLease(ctx context.Context, it core.QueueItem, fence *lease
 		err := g.store.Renew(context.WithoutCancel(ctx), it.ID, lease)
 		switch {
 		case errors.Is(err, core.ErrLeaseLost):
+			// A claim of this process under way may be the one that took
+			// the item back: it hands the lease over first.
+			log.Debug("renew the request's lease: lost; waiting for this process's claim under way, which may hand it over", "lease", lease)
+			g.awaitClaim(g.stopCtx())
 			if fence.lose(lease) {
 				log.Warn("the request's lease was taken back (it ran out); another claimer answers it, this work stops", "queue.lease_ttl", g.opts.LeaseTTL)
 				return
@@ -480,6 +486,50 @@ func (g *Gateway) holdLease(ctx context.Context, it core.QueueItem, fence *lease
 		mu.Unlock()
 		renewing.Wait()
 	}
+}
+
+// beginClaim marks a claim of the dispatcher under way until the
+// returned end is called, once the items it took back from work in
+// flight here were handed over (adopt).
+func (g *Gateway) beginClaim() (end func()) {
+	gate := make(chan struct{})
+	g.mu.Lock()
+	g.claiming = gate
+	g.mu.Unlock()
+	return func() {
+		g.mu.Lock()
+		g.claiming = nil
+		g.mu.Unlock()
+		close(gate)
+	}
+}
+
+// awaitClaim returns once the dispatcher's claim under way, if any, has
+// handed over the leases it took back from work in flight here, or stop
+// ends. A write that found its lease lost calls it before giving the item
+// up: the claim that bumped the token ran before the write, and may be
+// this process's, its hand-over still to come. The dispatcher claims one
+// at a time, so a claim that is not under way any more has handed over.
+func (g *Gateway) awaitClaim(stop context.Context) {
+	g.mu.Lock()
+	gate := g.claiming
+	g.mu.Unlock()
+	if gate == nil {
+		return
+	}
+	select {
+	case <-gate:
+	case <-stop.Done():
+	}
+}
+
+// stopCtx ends when the work of the running gateway must stop: the
+// shutdown's grace is over (Background when not running).
+func (g *Gateway) stopCtx() context.Context {
+	if p := g.pool.Load(); p != nil {
+		return p.ctx
+	}
+	return context.Background()
 }
 
 // adopt hands the lease of a claimed item that is still being worked on
@@ -1027,10 +1077,7 @@ func (g *Gateway) record(ctx context.Context, log *slog.Logger, it core.QueueIte
 func (g *Gateway) write(ctx context.Context, log *slog.Logger, it core.QueueItem, what string, write func(c context.Context, lease int64) error) {
 	// The work's own context ends when the shutdown's grace does; the
 	// writes use ctx, which goes on (one under way is not cut short).
-	stop := context.Background()
-	if p := g.pool.Load(); p != nil {
-		stop = p.ctx
-	}
+	stop := g.stopCtx()
 	r, _ := g.store.(reachability)
 	var out clock.Repeat
 	wait := 100 * time.Millisecond
@@ -1044,9 +1091,18 @@ func (g *Gateway) write(ctx context.Context, log *slog.Logger, it core.QueueItem
 			return
 		}
 		if errors.Is(err, core.ErrLeaseLost) {
+			if leaseOf(ctx, it) == lease {
+				// The claim that took the item back may be this process's,
+				// its hand-over (adopt) still to come.
+				log.Debug(what+": the lease was lost; waiting for this process's claim under way, which may hand it over", "lease", lease)
+				g.awaitClaim(stop)
+			}
 			if leaseOf(ctx, it) != lease {
 				// Handed a newer lease meanwhile (adopt): write under it.
 				continue
+			}
+			if f, _ := ctx.Value(leaseFenceKey{}).(*leaseFence); f != nil && !f.lose(lease) {
+				continue // handed over just now
 			}
 			log.Warn(what+": the lease was lost; another claimer answers the request", "err", err)
 			return

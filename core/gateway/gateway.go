@@ -121,6 +121,11 @@ type Gateway struct {
 	// (process), by id, for a claim that takes one back to hand over
 	// (adopt).
 	flights map[int64]*leaseFence
+	// claiming is closed once the dispatcher's claim under way, if any,
+	// has handed over the leases of the items it took back from work in
+	// flight (adopt); nil between claims. A write that finds its lease
+	// lost waits for it (awaitClaim): the claim may be this process's.
+	claiming chan struct{}
 	// backs counts the calls of ProviderBack, so that wait sees one made
 	// while it put its item back, before the item was in waiting.
 	backs uint64
