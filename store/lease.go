@@ -456,6 +456,19 @@ func (db *DB) Renew(ctx context.Context, id, lease int64) error {
 	return nil
 }
 
+// NotInterrupted takes back the interruption a claim counted when it
+// took back an item whose work was still under way in the claimer's own
+// process (the gateway hands that work the new lease): the work was
+// never cut short, and repeated outages of the database must not add up
+// against the message (the poison-message guard). core.ErrLeaseLost when
+// the claim no longer holds it.
+func (db *DB) NotInterrupted(ctx context.Context, id, lease int64) error {
+	if err := db.fenced(ctx, id, lease, `interruptions = CASE WHEN interruptions > 0 THEN interruptions - 1 ELSE 0 END`); err != nil {
+		return fmt.Errorf("take back the interruption of queue item %d: %w", id, err)
+	}
+	return nil
+}
+
 var _ core.WaitMarker = (*DB)(nil)
 
 // MarkWaiting implements core.WaitMarker: it records whether the

@@ -547,7 +547,27 @@ func (g *Gateway) adopt(it core.QueueItem) bool {
 		return false
 	}
 	g.log.Warn("took back the lease of a request still being worked on here (it ran out while the store was out of reach); the work goes on under the new lease", "request", it.ID, "conv", it.Conversation.String())
+	if r, ok := g.store.(uninterrupter); ok {
+		// The claim counted an interruption the work never had; repeated
+		// outages must not add up to the poison-message guard's give-up.
+		g.side.Add(1)
+		go func() {
+			defer g.side.Done()
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			if err := r.NotInterrupted(ctx, it.ID, it.Lease); err != nil && !errors.Is(err, core.ErrLeaseLost) {
+				g.log.Warn("take back the interruption the claim counted; it stays counted", "request", it.ID, "err", err)
+			}
+		}()
+	}
 	return true
+}
+
+// uninterrupter is the store's NotInterrupted (store.DB): it takes back
+// the interruption a claim counted when it took back an item whose work
+// was still under way here (adopt).
+type uninterrupter interface {
+	NotInterrupted(ctx context.Context, id, lease int64) error
 }
 
 // waitNote is the note (core.WithWaitNote) of item it's work: the store

@@ -74,6 +74,19 @@ func testLeases(t *testing.T, e Engine) {
 		if err := q.Renew(ctx, hung.ID, hung.Lease); !errors.Is(err, core.ErrLeaseLost) {
 			t.Fatalf("renew with the stale token: %v; want ErrLeaseLost", err)
 		}
+		// The worker was not hung but cut off from the database, and the
+		// claim handed it the new lease: the interruption the claim
+		// counted is taken back, under the new token only.
+		if again[0].Interruptions != 1 {
+			t.Fatalf("the claim that took the item back counted %d interruptions; want 1", again[0].Interruptions)
+		}
+		if err := q.NotInterrupted(ctx, hung.ID, hung.Lease); !errors.Is(err, core.ErrLeaseLost) {
+			t.Fatalf("take back the interruption with the stale token: %v; want ErrLeaseLost", err)
+		}
+		check(t, "take back the interruption", q.NotInterrupted(ctx, again[0].ID, again[0].Lease))
+		if it, _, err := q.QueueItem(ctx, hung.ID); err != nil || it.Interruptions != 0 {
+			t.Fatalf("after taking back the interruption: %d, %v; want 0", it.Interruptions, err)
+		}
 		check(t, "finish", q.Finish(ctx, again[0].ID, again[0].Lease, core.StatusDone, ""))
 	})
 
