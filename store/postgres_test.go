@@ -473,3 +473,56 @@ func TestPoolSizeCountsTheListener(t *testing.T) {
 		t.Fatalf("at most %d connections open with pool_size 3 and eight queries at once; want 3 (two for the queries, one listening)", most)
 	}
 }
+
+// TestPostgresQueueWakeAfterARestart: the server goes away and comes back
+// with its data (every connection dropped, as in a restart or failover),
+// the listening connection and a pooled one included. The listener
+// connects again by itself: an enqueue through the other replica wakes
+// this one again, not only the dispatcher's timer.
+func TestPostgresQueueWakeAfterARestart(t *testing.T) {
+	dsn := pgtest.DSN(t)
+	later := pgtest.NotYet(t, dsn)
+	later.Up()
+	ctx := context.Background()
+	a, err := Open(ctx, t.TempDir(), Options{Postgres: &Postgres{DSN: later.DSN}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { a.Close() })
+	b, err := Open(ctx, t.TempDir(), Options{Postgres: &Postgres{DSN: dsn}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	wake := a.QueueWake()
+	waitWake := func(what string) {
+		t.Helper()
+		select {
+		case <-wake:
+		case <-time.After(30 * time.Second):
+			t.Fatal(what)
+		}
+	}
+	waitWake("the listener never connected")
+	conv := core.ConversationKey{Channel: "telegram", Chat: "restart"}
+	if _, _, err := a.Enqueue(ctx, msgItem(conv, "1", "before")); err != nil {
+		t.Fatal(err)
+	}
+	waitWake("its own enqueue did not reach the listener")
+
+	later.Down()
+	later.Up()
+	// The pool's connections were cut too: a query through a works again.
+	for i := 0; ; i++ {
+		if _, err := a.SchemaVersion(ctx); err == nil {
+			break
+		} else if i == 100 {
+			t.Fatalf("a query after the restart: %v", err)
+		}
+	}
+	waitWake("the listener did not connect again after the restart")
+	if _, _, err := b.Enqueue(ctx, msgItem(core.ConversationKey{Channel: "telegram", Chat: "restart2"}, "2", "after")); err != nil {
+		t.Fatal(err)
+	}
+	waitWake("an enqueue on the other replica after the restart did not wake this one")
+}
