@@ -409,6 +409,14 @@ func (db *DB) migrate(ctx context.Context) error {
 	}
 	defer conn.Close()
 	if db.d.concurrent {
+		// state.postgres.statement_timeout is for the gateway's queries:
+		// the wait for another replica's migrations and a migration's own
+		// statements may take longer. The connection goes back to the pool
+		// with the timeout it came with.
+		if _, err := conn.ExecContext(ctx, `SET statement_timeout = 0`); err != nil {
+			return fmt.Errorf("prepare %s for its migrations: %w", db.name, err)
+		}
+		defer conn.ExecContext(context.WithoutCancel(ctx), `RESET statement_timeout`)
 		if _, err := conn.ExecContext(ctx, `SELECT pg_advisory_lock($1)`, int64(migrationLock)); err != nil {
 			return fmt.Errorf("lock %s for its migrations: %w", db.name, err)
 		}

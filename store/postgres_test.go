@@ -526,3 +526,68 @@ func TestPostgresQueueWakeAfterARestart(t *testing.T) {
 	}
 	waitWake("an enqueue on the other replica after the restart did not wake this one")
 }
+
+// TestPostgresMigrationOutlastsStatementTimeout: a replica starts while
+// another holds the migration lock (it is migrating) for longer than
+// state.postgres.statement_timeout. The wait for the lock, like a
+// migration's own statements, is not cut by the timeout meant for the
+// gateway's queries: the replica starts once the lock is released, and
+// its queries afterwards are still under the timeout.
+func TestPostgresMigrationOutlastsStatementTimeout(t *testing.T) {
+	dsn := pgtest.DSN(t)
+	ctx := context.Background()
+	opts := Options{Postgres: &Postgres{DSN: dsn, StatementTimeout: time.Second}}
+	first, err := Open(ctx, t.TempDir(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first.Close()
+	holder, err := sql.Open("postgres", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Close()
+	conn, err := holder.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(ctx, `SELECT pg_advisory_lock($1)`, int64(migrationLock)); err != nil {
+		t.Fatal(err)
+	}
+	type opened struct {
+		db  *DB
+		err error
+	}
+	done := make(chan opened, 1)
+	go func() {
+		db, err := Open(ctx, t.TempDir(), opts)
+		done <- opened{db, err}
+	}()
+	// Wait until the replica has waited for the lock longer than its
+	// statement_timeout (or has given up).
+	for waited := false; !waited; {
+		select {
+		case o := <-done:
+			t.Fatalf("the replica did not wait for the migration lock: %v", o.err)
+		case <-time.After(50 * time.Millisecond):
+		}
+		if err := holder.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM pg_stat_activity a JOIN pg_locks l ON l.pid = a.pid
+			WHERE l.locktype = 'advisory' AND l.classid = $1::bigint::oid AND l.objid = $2::bigint::oid AND l.objsubid = 1
+			AND NOT l.granted AND now() - a.query_start > interval '1500 ms')`, int64(migrationLock)>>32, int64(migrationLock)&0xffffffff).Scan(&waited); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := conn.ExecContext(ctx, `SELECT pg_advisory_unlock($1)`, int64(migrationLock)); err != nil {
+		t.Fatal(err)
+	}
+	o := <-done
+	if o.err != nil {
+		t.Fatalf("the replica after the migration lock was released: %v", o.err)
+	}
+	defer o.db.Close()
+	var timeout string
+	if err := o.db.w.DB.QueryRowContext(ctx, `SHOW statement_timeout`).Scan(&timeout); err != nil || timeout != "1s" {
+		t.Fatalf("statement_timeout of the replica's queries: %q, %v; want 1s", timeout, err)
+	}
+}
