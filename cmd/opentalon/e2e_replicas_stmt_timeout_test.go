@@ -14,17 +14,31 @@ import (
 	"github.com/opentalon/opentalon/store/pgtest"
 )
 
-// TestE2EStatementTimeoutOnALockedSession: another connection holds the
-// row lock on alice's session (a long transaction, an operator's manual
-// UPDATE) for longer than state.postgres.statement_timeout, while her
-// message is handled. Once the lock goes, the message is answered exactly
-// once, and her conversation is not wedged: the next message is answered
-// too.
-func TestE2EStatementTimeoutOnALockedSession(t *testing.T) {
+// TestE2EStatementTimeoutOnALock: another connection holds a lock the
+// gateway needs (a long transaction, an operator's manual UPDATE or a
+// migration's LOCK TABLE) for longer than state.postgres.statement_timeout,
+// while a message comes in and is handled. Once the lock goes, the message
+// is answered exactly once, and the conversation is not wedged: the next
+// message is answered too.
+func TestE2EStatementTimeoutOnALock(t *testing.T) {
 	t.Parallel()
 	if testing.Short() {
 		t.Skip("holds a lock against a running process")
 	}
+	for _, tc := range []struct{ name, lock string }{
+		{"the session's row", `SELECT id FROM sessions FOR UPDATE`},
+		{"the queue against writes", `LOCK TABLE queue IN EXCLUSIVE MODE`},
+		{"the replies against writes", `LOCK TABLE replies IN EXCLUSIVE MODE`},
+		{"the messages against writes", `LOCK TABLE messages IN EXCLUSIVE MODE`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			statementTimeoutOnALock(t, tc.lock)
+		})
+	}
+}
+
+func statementTimeoutOnALock(t *testing.T, lock string) {
 	dsn := pgtest.DSN(t)
 	llm := providertest.NewOpenAI(t)
 	bot := telegramtest.New(t, tgToken)
@@ -47,32 +61,28 @@ func TestE2EStatementTimeoutOnALockedSession(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var n int
-	if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM (SELECT id FROM sessions FOR UPDATE) s`).Scan(&n); err != nil || n == 0 {
-		t.Fatalf("lock the sessions: %d, %v", n, err)
+	if _, err := tx.ExecContext(ctx, lock); err != nil {
+		t.Fatalf("%s: %v", lock, err)
 	}
 	bot.AddUpdate(bot.Private(alice, "while locked"))
 	waitLog(t, p, "statement timeout")
 	if err := tx.Rollback(); err != nil {
 		t.Fatal(err)
 	}
-	bot.WaitFor(t, "the message sent while the session was locked answered", 60*time.Second, func(sent []telegramtest.Sent, _ []telegramtest.Call) bool {
-		for _, s := range sent {
-			if strings.Contains(s.Text, "while locked") {
-				return true
+	answered := func(what, text string) {
+		t.Helper()
+		bot.WaitFor(t, what, 60*time.Second, func(sent []telegramtest.Sent, _ []telegramtest.Call) bool {
+			for _, s := range sent {
+				if strings.Contains(s.Text, text) {
+					return true
+				}
 			}
-		}
-		return false
-	})
+			return false
+		})
+	}
+	answered("the message sent while locked answered", "while locked")
 	bot.AddUpdate(bot.Private(alice, "afterwards"))
-	bot.WaitFor(t, "the next message answered", 60*time.Second, func(sent []telegramtest.Sent, _ []telegramtest.Call) bool {
-		for _, s := range sent {
-			if strings.Contains(s.Text, "afterwards") {
-				return true
-			}
-		}
-		return false
-	})
+	answered("the next message answered", "afterwards")
 	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
