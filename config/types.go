@@ -119,7 +119,8 @@ type Postgres struct {
 	// still get one).
 	PoolSize int `yaml:"pool_size"`
 	// StatementTimeout cancels a statement that runs longer (0 = no
-	// limit).
+	// limit). Schema migrations, and a replica's wait for another's, run
+	// without it.
 	StatementTimeout Duration `yaml:"statement_timeout"`
 	// ConnectWait is how long `run` waits at start for a server that is
 	// not up yet (it refuses connections, is starting or shutting down,
