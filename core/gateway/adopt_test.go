@@ -106,32 +106,8 @@ func TestAnswerSentWhileTheStoreIsAwayIsNotSentAgain(t *testing.T) {
 	r.accept("1", "first")
 	r.expect("answer to first")
 	// Past the lease, and past the six tries the record used to give up
-	// after. The clock moves on whether or not the record's sleep began
-	// (its try and its sleep are not one step).
-	advanced := time.Duration(0)
-	for deadline := time.Now().Add(20 * time.Second); advanced <= ttl || st.triesDown() < 8; {
-		select {
-		case <-st.changed:
-		case <-time.After(20 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d writes of the outcome were tried (clock advanced %s); want the record to go on trying", st.triesDown(), advanced)
-		}
-		c.Advance(500 * time.Millisecond)
-		advanced += 500 * time.Millisecond
-	}
-	// A try fails after the clock's last move: the record sleeps until it
-	// moves again, and the claim below comes first.
-	select {
-	case <-st.changed:
-	default:
-	}
-	c.Advance(500 * time.Millisecond)
-	select {
-	case <-st.changed:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the record stopped trying")
-	}
+	// after.
+	outlastLease(t, c, st, ttl, 8)
 	st.up()
 	// The next message of the conversation has the dispatcher claim its
 	// head, the item answered: its lease ran out, so the claim takes it
@@ -337,30 +313,7 @@ func TestAWriteThatFindsTheLeaseLostToThisProcesssClaimGoesOn(t *testing.T) {
 	r.accept("1", "first")
 	r.expect("answer to first")
 	// The store is away past the lease; the record keeps trying.
-	advanced := time.Duration(0)
-	for deadline := time.Now().Add(20 * time.Second); advanced <= ttl; {
-		select {
-		case <-st.changed:
-		case <-time.After(20 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the record stopped trying")
-		}
-		c.Advance(500 * time.Millisecond)
-		advanced += 500 * time.Millisecond
-	}
-	// A try fails after the clock's last move: the record sleeps until it
-	// moves again, and the claim below comes first.
-	select {
-	case <-st.changed:
-	default:
-	}
-	c.Advance(500 * time.Millisecond)
-	select {
-	case <-st.changed:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the record stopped trying")
-	}
+	outlastLease(t, c, st.unreachableStore, ttl, 0)
 	st.up()
 	// The conversation's next message has the dispatcher claim its head:
 	// the answered item, whose lease ran out.
@@ -405,5 +358,37 @@ func TestAWriteThatFindsTheLeaseLostToThisProcesssClaimGoesOn(t *testing.T) {
 	ag.mu.Unlock()
 	if calls != 2 {
 		t.Fatalf("the agent was called %d times; want once per message", calls)
+	}
+}
+
+// outlastLease moves the fake clock c past the lease ttl while the
+// record keeps trying to write to st (at least tries times), and returns
+// once a try failed after the clock's last move: the record then sleeps
+// until it moves again, so a claim the test makes next comes first. The
+// clock moves on whether or not the record's sleep began (its try and
+// its sleep are not one step).
+func outlastLease(t *testing.T, c *clock.Fake, st *unreachableStore, ttl time.Duration, tries int) {
+	t.Helper()
+	advanced := time.Duration(0)
+	for deadline := time.Now().Add(20 * time.Second); advanced <= ttl || st.triesDown() < tries; {
+		select {
+		case <-st.changed:
+		case <-time.After(20 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d writes of the outcome were tried (clock advanced %s); want the record to go on trying", st.triesDown(), advanced)
+		}
+		c.Advance(500 * time.Millisecond)
+		advanced += 500 * time.Millisecond
+	}
+	select {
+	case <-st.changed:
+	default:
+	}
+	c.Advance(500 * time.Millisecond)
+	select {
+	case <-st.changed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the record stopped trying")
 	}
 }
