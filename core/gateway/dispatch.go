@@ -1140,7 +1140,7 @@ func (g *Gateway) write(ctx context.Context, log *slog.Logger, it core.QueueItem
 		}
 		log.Debug(what+"; retrying", "err", err, "in", wait, "try", try)
 		if g.clock.Sleep(stop, wait) != nil {
-			log.Error(what+"; the gateway stops with the store out of reach: the request runs again once its lease runs out (queue.lease_ttl)", "err", err, "tries", try)
+			log.Error(what+"; the gateway stops before it could be written: the request runs again once its lease runs out (queue.lease_ttl)", "err", err, "tries", try)
 			return
 		}
 		wait *= 2
