@@ -392,3 +392,127 @@ func outlastLease(t *testing.T, c *clock.Fake, st *unreachableStore, ttl time.Du
 		t.Fatal("the record stopped trying")
 	}
 }
+
+// gateAgent answers "slow" once gate is closed (or its context ends,
+// which it counts), anything else at once; it holds no lock meanwhile.
+type gateAgent struct {
+	gate    chan struct{}
+	calls   atomic.Int32
+	stopped atomic.Int32
+}
+
+func (a *gateAgent) Answer(ctx context.Context, t core.Turn) (core.Answer, error) {
+	a.calls.Add(1)
+	if t.Text == "slow" {
+		select {
+		case <-a.gate:
+		case <-ctx.Done():
+			a.stopped.Add(1)
+			return core.Answer{}, ctx.Err()
+		}
+	}
+	text := "answer to " + t.Text
+	return core.Answer{Text: text, Model: "fake/m", Messages: []core.ChatMessage{{Role: core.RoleUser, Content: t.Text}, {Role: core.RoleAssistant, Content: text}}}, nil
+}
+
+// goDown takes the store out of reach now.
+func (s *unreachableStore) goDown() {
+	s.mu.Lock()
+	s.wentDown, s.down = true, true
+	s.mu.Unlock()
+}
+
+// TestARenewalThatFindsTheLeaseLostToThisProcesssClaimGoesOn: the store
+// was out of reach while an answer was being written, past the item's
+// lease. Once it is back the dispatcher's claim takes the item back,
+// bumping its token, and a renewal under the old token finds the lease
+// lost before the dispatcher has handed the new one over (Gateway.adopt).
+// The renewal must not stop the work (the claim would then run the item
+// again, a second LLM call): it waits for the claim under way, and the
+// work goes on under the lease handed over.
+func TestARenewalThatFindsTheLeaseLostToThisProcesssClaimGoesOn(t *testing.T) {
+	const ttl = 30 * time.Second
+	c := clock.NewFake(time.Now())
+	db := openDB(t, store.Options{Now: c.Now, LeaseTTL: ttl})
+	st := &heldClaimStore{
+		unreachableStore: &unreachableStore{DB: db, changed: make(chan struct{}, 1)},
+		claimed:          make(chan struct{}),
+		proceed:          make(chan struct{}),
+	}
+	logs := newLogWatch()
+	ag := &gateAgent{gate: make(chan struct{})}
+	r := runOn(t, db, gateway.Options{Store: st, Agent: ag, Clock: c, LeaseTTL: ttl, Workers: 2, Logger: slog.New(logs)})
+	t.Cleanup(func() {
+		select {
+		case <-ag.gate:
+		default:
+			close(ag.gate)
+		}
+	})
+	r.accept("1", "slow")
+	for deadline := time.Now().Add(10 * time.Second); ag.calls.Load() == 0; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the agent was not called")
+		}
+	}
+	// Out of reach for the lease's length: each renewal fails.
+	st.goDown()
+	for renewed := 0; renewed < 3; {
+		c.Advance(ttl / 3)
+		for deadline := time.Now().Add(10 * time.Second); ; {
+			m := ""
+			select {
+			case m = <-logs.seen:
+			case <-time.After(time.Until(deadline)):
+				t.Fatalf("renewal %d was not tried", renewed+1)
+			}
+			if strings.Contains(m, "renew the request's lease") {
+				renewed++
+				break
+			}
+		}
+	}
+	c.Advance(time.Second) // past the lease
+	st.up()
+	// The conversation's next message has the dispatcher claim its head:
+	// the item being answered, whose lease ran out.
+	r.accept("2", "second")
+	select {
+	case <-st.claimed:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("the item's lease was not taken back: %q", logs.msgs)
+	}
+	// The next renewal, under the old token, while the claim has not
+	// handed the new one over yet. The fake clock runs it inside Advance,
+	// where it waits for the claim: Advance returns once the claim goes on.
+	advanced := make(chan struct{})
+	go func() {
+		defer close(advanced)
+		c.Advance(ttl / 3)
+	}()
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		m := ""
+		select {
+		case m = <-logs.seen:
+		case <-time.After(time.Until(deadline)):
+			t.Fatalf("the renewal did not wait for the claim under way: %q", logs.msgs)
+		}
+		if strings.Contains(m, "this work stops") {
+			t.Fatal("the renewal stopped the work; the lease was this process's claim's")
+		}
+		if strings.Contains(m, "renew the request's lease: lost; waiting for this process's claim under way") {
+			break
+		}
+	}
+	close(st.proceed)
+	<-advanced
+	close(ag.gate)
+	r.expect("answer to slow")
+	r.expect("answer to second")
+	if calls, stopped := ag.calls.Load(), ag.stopped.Load(); calls != 2 || stopped != 0 {
+		t.Fatalf("the agent was called %d times, %d of them stopped; want one call per message, none stopped", calls, stopped)
+	}
+	if logs.said("this work stops") {
+		t.Fatal("the renewal stopped the work")
+	}
+}
