@@ -22,12 +22,7 @@ func TestE2EReplicaRidesOutAPostgresOutage(t *testing.T) {
 	if testing.Short() {
 		t.Skip("takes a database away from a running process")
 	}
-	later := pgtest.NotYet(t, pgtest.DSN(t))
-	later.Up()
-	llm := providertest.NewOpenAI(t)
-	bot := telegramtest.New(t, tgToken)
-	y := insertUnder(replicaConfig(t.TempDir(), llm.BaseURL(), bot.URL, later.DSN), "cluster", "  lease_ttl: 3s\n")
-	p := startBinary(t, nil, "--config", writeConfig(t, y), "--log-level", "debug", "run")
+	later, bot, p := replicaOnLaterPostgres(t)
 	waitLog(t, p, pollerHeld)
 	alice := telegramtest.User(71, "alice")
 	bot.AddUpdate(bot.Private(alice, "before the outage"))
@@ -77,12 +72,7 @@ func TestE2EAnswerSentDuringAPostgresOutageIsNotSentAgain(t *testing.T) {
 	if testing.Short() {
 		t.Skip("takes a database away from a running process")
 	}
-	later := pgtest.NotYet(t, pgtest.DSN(t))
-	later.Up()
-	llm := providertest.NewOpenAI(t)
-	bot := telegramtest.New(t, tgToken)
-	y := insertUnder(replicaConfig(t.TempDir(), llm.BaseURL(), bot.URL, later.DSN), "cluster", "  lease_ttl: 3s\n")
-	p := startBinary(t, nil, "--config", writeConfig(t, y), "--log-level", "debug", "run")
+	later, bot, p := replicaOnLaterPostgres(t)
 	waitLog(t, p, "this replica fires the schedules")
 	alice := telegramtest.User(72, "alice")
 	release := bot.Hold("sendMessage")
@@ -175,4 +165,17 @@ func TestE2EReplicaSurvivesAPostgresBlipAtStart(t *testing.T) {
 	if code := p.exitCode(60 * time.Second); code != 0 {
 		t.Errorf("exit code %d after SIGTERM:\n%s", code, tail(p.stderr.String(), 40))
 	}
+}
+
+// replicaOnLaterPostgres runs one replica (debug log, cluster.lease_ttl
+// 3s) against a fake Telegram and LLM and a PostgreSQL the test can take
+// away (Down) and bring back (Up).
+func replicaOnLaterPostgres(t *testing.T) (*pgtest.Later, *telegramtest.Server, *binProc) {
+	t.Helper()
+	later := pgtest.NotYet(t, pgtest.DSN(t))
+	later.Up()
+	llm := providertest.NewOpenAI(t)
+	bot := telegramtest.New(t, tgToken)
+	y := insertUnder(replicaConfig(t.TempDir(), llm.BaseURL(), bot.URL, later.DSN), "cluster", "  lease_ttl: 3s\n")
+	return later, bot, startBinary(t, nil, "--config", writeConfig(t, y), "--log-level", "debug", "run")
 }

@@ -270,6 +270,14 @@ type heldClaimStore struct {
 	proceed chan struct{}
 }
 
+func newHeldClaimStore(db *store.DB) *heldClaimStore {
+	return &heldClaimStore{
+		unreachableStore: &unreachableStore{DB: db, changed: make(chan struct{}, 1)},
+		claimed:          make(chan struct{}),
+		proceed:          make(chan struct{}),
+	}
+}
+
 func (s *heldClaimStore) Claim(ctx context.Context, n int, now time.Time) ([]core.QueueItem, time.Time, error) {
 	s.mu.Lock()
 	down := s.down
@@ -302,11 +310,7 @@ func TestAWriteThatFindsTheLeaseLostToThisProcesssClaimGoesOn(t *testing.T) {
 	const ttl = 10 * time.Second
 	c := clock.NewFake(time.Now())
 	db := openDB(t, store.Options{Now: c.Now, LeaseTTL: ttl})
-	st := &heldClaimStore{
-		unreachableStore: &unreachableStore{DB: db, changed: make(chan struct{}, 1)},
-		claimed:          make(chan struct{}),
-		proceed:          make(chan struct{}),
-	}
+	st := newHeldClaimStore(db)
 	logs := newLogWatch()
 	ag := &fakeAgent{}
 	r := runOn(t, db, gateway.Options{Store: st, Agent: ag, Clock: c, LeaseTTL: ttl, Workers: 2, Logger: slog.New(logs)})
@@ -434,11 +438,7 @@ func TestARenewalThatFindsTheLeaseLostToThisProcesssClaimGoesOn(t *testing.T) {
 	const ttl = 30 * time.Second
 	c := clock.NewFake(time.Now())
 	db := openDB(t, store.Options{Now: c.Now, LeaseTTL: ttl})
-	st := &heldClaimStore{
-		unreachableStore: &unreachableStore{DB: db, changed: make(chan struct{}, 1)},
-		claimed:          make(chan struct{}),
-		proceed:          make(chan struct{}),
-	}
+	st := newHeldClaimStore(db)
 	logs := newLogWatch()
 	ag := &gateAgent{gate: make(chan struct{})}
 	r := runOn(t, db, gateway.Options{Store: st, Agent: ag, Clock: c, LeaseTTL: ttl, Workers: 2, Logger: slog.New(logs)})
