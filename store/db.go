@@ -93,6 +93,8 @@ type Options struct {
 	// scriptsOnly creates a new SQLite database with SQL, not from the
 	// schema's image (the tests of both ways).
 	scriptsOnly bool
+	// syncDir syncs a directory (syncDir when nil); tests replace it.
+	syncDir func(dir string) error
 }
 
 // Postgres names a PostgreSQL database (state.postgres).
@@ -161,6 +163,11 @@ type DB struct {
 	// syncFile flushes a file to the disk (files.sync); tests replace it.
 	syncFile func(path string) error
 	files    fileSyncer
+	// named is the sync of a new database's name in its directory (nil
+	// when the database was there, or SQLite made it); undated says its
+	// migrations wait for Settle to be dated.
+	named   *nameSync
+	undated atomic.Bool
 
 	// The queue's leases (queue.go).
 	holder   string
@@ -244,10 +251,7 @@ func OpenFile(ctx context.Context, path string, o Options) (*DB, error) {
 	if !o.scriptsOnly {
 		var err error
 		fromImage, err = writeFreshImage(path)
-		switch {
-		case err != nil && fromImage:
-			o.Logger.Warn("the new database may not survive a power cut until its first write", "database", path, "err", err)
-		case err != nil:
+		if err != nil {
 			o.Logger.Debug("the new database is created with SQL", "database", path, "err", err)
 		}
 	}
@@ -271,6 +275,9 @@ func OpenFile(ctx context.Context, path string, o Options) (*DB, error) {
 	}
 	db := newDB(sqliteDialect, path, filepath.Dir(path), o)
 	db.syncFile = db.files.sync
+	if fromImage {
+		db.named = startNameSync(filepath.Dir(path), o.syncDir, o.Logger)
+	}
 	w := newPool(wdb, sqliteDialect, &db.trips)
 	w.SetMaxOpenConns(1)
 	w.SetConnMaxLifetime(0)
@@ -278,13 +285,11 @@ func OpenFile(ctx context.Context, path string, o Options) (*DB, error) {
 	db.w, db.path = w, path
 	if err := db.migrate(ctx); err != nil {
 		w.Close()
+		db.named.wait()
 		return nil, err
 	}
 	if fromImage {
-		if err := db.stampCreated(ctx); err != nil {
-			w.Close()
-			return nil, err
-		}
+		// Its migrations are dated by Settle (migrate saw them undated).
 		db.log.Info("created the database", "database", db.name)
 	}
 	r, err := sql.Open("sqlite", base+"&_pragma=query_only(1)")
@@ -324,6 +329,12 @@ func (db *DB) Ping(ctx context.Context) error { return db.r.PingContext(ctx) }
 // Close closes the pools (and the PostgreSQL listener).
 func (db *DB) Close() error {
 	var errs []error
+	if db.undated.Load() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		errs = append(errs, db.Settle(ctx))
+		cancel()
+	}
+	db.named.wait()
 	db.stopCheckpoints()
 	if db.wake != nil {
 		db.wake.close()
@@ -426,7 +437,7 @@ func (db *DB) migrate(ctx context.Context) error {
 	// migrations is created only when it is missing.
 	applied := map[int]bool{}
 	have := 0
-	rows, err := conn.QueryContext(ctx, `SELECT version FROM schema_migrations`)
+	rows, err := conn.QueryContext(ctx, `SELECT version, applied_at FROM schema_migrations`)
 	if err != nil && db.d == sqliteDialect {
 		// A new SQLite database: the whole schema in one transaction.
 		created, ferr := db.createFresh(ctx, conn, ms)
@@ -442,18 +453,24 @@ func (db *DB) migrate(ctx context.Context) error {
 		if _, cerr := conn.ExecContext(ctx, migrationsTable[db.d.name]); cerr != nil {
 			return fmt.Errorf("open database %s: %w", db.name, cerr)
 		}
-		rows, err = conn.QueryContext(ctx, `SELECT version FROM schema_migrations`)
+		rows, err = conn.QueryContext(ctx, `SELECT version, applied_at FROM schema_migrations`)
 	}
 	if err != nil {
 		return fmt.Errorf("read schema version of %s: %w", db.name, err)
 	}
 	for rows.Next() {
 		var v int
-		if err := rows.Scan(&v); err != nil {
+		var at int64
+		if err := rows.Scan(&v, &at); err != nil {
 			rows.Close()
 			return err
 		}
 		applied[v], have = true, max(have, v)
+		if at == 0 {
+			// Made from the schema's image by a process that stopped
+			// before it dated them (Settle).
+			db.undated.Store(true)
+		}
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {

@@ -213,6 +213,7 @@ func (db *DB) flush() error {
 	if db.d.concurrent {
 		return nil
 	}
+	db.named.wait() // a new database's name is durable too
 	g := &db.group
 	mine := g.committed.Add(1)
 	g.mu.Lock()

@@ -104,7 +104,8 @@ var freshImage []byte
 
 // writeFreshImage creates the SQLite database file at path from
 // freshImage, whole or not at all: it is written beside path, synced,
-// and linked to path only while no file is there (of two processes
+// and linked to path only while no file is there (the link is synced
+// later: nameSync) (of two processes
 // creating it, one wins and the other opens its file). It reports false,
 // having written nothing at path, when path exists or the file system
 // cannot link (OpenFile then creates the database with SQL).
@@ -140,22 +141,8 @@ func writeFreshImage(path string) (bool, error) {
 		}
 		return false, err
 	}
-	// The new name, durable before anything is written into the file.
-	if d, err := os.Open(dir); err == nil {
-		err = d.Sync()
-		d.Close()
-		if err != nil {
-			return true, fmt.Errorf("sync the data directory %s: %w", dir, err)
-		}
-	}
+	// The new name is made durable beside the start (nameSync): the
+	// file's content already is, so a power cut leaves either no database
+	// or this one whole.
 	return true, nil
-}
-
-// stampCreated dates the migrations of a database made from freshImage
-// (recorded at time 0) now, as createFresh does.
-func (db *DB) stampCreated(ctx context.Context) error {
-	if _, err := db.w.ExecContext(ctx, `UPDATE schema_migrations SET applied_at = ? WHERE applied_at = 0`, db.ms()); err != nil {
-		return fmt.Errorf("open database %s: %w", db.name, err)
-	}
-	return nil
 }

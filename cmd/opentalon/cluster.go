@@ -116,14 +116,19 @@ func (a *App) holdSync(ctx context.Context, name string, work func(ctx context.C
 
 // startMaintenance runs the housekeeping on the replica holding the
 // maintenance lease, from startSettle after the channels start (its
-// first sweeps are writes no first message needs).
+// first sweeps are writes no first message needs), and settles the
+// store (store.DB.Settle: a new database's dates) then.
 func (a *App) startMaintenance(ctx context.Context) {
 	a.holds.Add(1)
 	go func() {
 		defer a.holds.Done()
-		if afterStart(ctx) {
-			a.maintain(ctx)
+		if !afterStart(ctx) {
+			return
 		}
+		if err := a.db.Settle(ctx); err != nil && ctx.Err() == nil {
+			a.log.Warn("settle the database after the start", "err", err)
+		}
+		a.maintain(ctx)
 	}()
 }
 
