@@ -120,7 +120,8 @@ type Postgres struct {
 	PoolSize int `yaml:"pool_size"`
 	// StatementTimeout cancels a statement that runs longer (0 = no
 	// limit). Schema migrations, and a replica's wait for another's, run
-	// without it.
+	// without it (a migration's wait for a table's lock is bounded on its
+	// own: store.migrationLockWait).
 	StatementTimeout Duration `yaml:"statement_timeout"`
 	// ConnectWait is how long `run` waits at start for a server that is
 	// not up yet (it refuses connections, is starting or shutting down,

@@ -93,6 +93,9 @@ type Options struct {
 	// scriptsOnly creates a new SQLite database with SQL, not from the
 	// schema's image (the tests of both ways).
 	scriptsOnly bool
+	// lockWait is how long a PostgreSQL migration waits for a table's
+	// lock before it lets go and tries again (migrationLockWait when 0).
+	lockWait time.Duration
 	// syncDir syncs a directory (syncDir when nil); tests replace it.
 	syncDir func(dir string) error
 }
@@ -193,6 +196,8 @@ type DB struct {
 	inserts insertGroup
 	// txs groups concurrent SQLite write transactions into one.
 	txs txGroup
+	// lockWait is Options.lockWait.
+	lockWait time.Duration
 	// sealKey seals the short-lived credentials (sealed.go).
 	sealKey []byte
 	// media overrides the media directory (Options.MediaDir).
@@ -237,7 +242,7 @@ func newDB(d *dialect, name, dataDir string, o Options) *DB {
 	return &DB{d: d, name: name, dataDir: dataDir, now: o.Now, ttl: o.SessionTTL, keep: o.QueueRetention, log: o.Logger,
 		holder: o.Holder, leaseTTL: o.LeaseTTL, sole: o.SoleClaimer, local: o.Local,
 		channels: slices.Clone(o.Channels), channelWait: cmp.Or(o.ChannelWait, 10*time.Minute),
-		sealKey: append([]byte(nil), o.SealKey...), media: o.MediaDir}
+		sealKey: append([]byte(nil), o.SealKey...), media: o.MediaDir, lockWait: o.lockWait}
 }
 
 // OpenFile opens the SQLite database at path and migrates it.
@@ -510,12 +515,21 @@ func (db *DB) migrate(ctx context.Context) error {
 	var names []string
 	for _, batch := range batches {
 		var failed string
-		err := func() error {
+		err := db.retryLocked(ctx, func() error {
 			tx, err := conn.BeginTx(ctx, nil)
 			if err != nil {
 				return err
 			}
 			defer tx.Rollback()
+			if db.d.concurrent {
+				// A migration's ALTER waits for every transaction on its
+				// table, and every later query on the table waits behind
+				// it: the other replicas would stall while a long
+				// transaction lasts. It gives up instead, and tries again.
+				if _, err := tx.ExecContext(ctx, fmt.Sprintf(`SET LOCAL lock_timeout = %d`, db.migrationLockWait().Milliseconds())); err != nil {
+					return err
+				}
+			}
 			for _, m := range batch {
 				failed = m.name
 				script, err := m.script()
@@ -530,7 +544,7 @@ func (db *DB) migrate(ctx context.Context) error {
 				}
 			}
 			return tx.Commit()
-		}()
+		}, func() string { return failed })
 		if err != nil {
 			return fmt.Errorf("apply migration %s to %s: %w", failed, db.name, err)
 		}

@@ -123,6 +123,13 @@ func retryable(err error) bool {
 	return errors.As(err, &pe) && (pe.Code == "40001" || pe.Code == "40P01")
 }
 
+// lockTimedOut says err is PostgreSQL's lock_timeout ending a wait for a
+// lock (lock_not_available).
+func lockTimedOut(err error) bool {
+	var pe *pq.Error
+	return errors.As(err, &pe) && pe.Code == "55P03"
+}
+
 // uniqueViolation says err is a unique constraint refusing a row, by the
 // engine's error code (never its message).
 func uniqueViolation(err error) bool {

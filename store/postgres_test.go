@@ -591,3 +591,80 @@ func TestPostgresMigrationOutlastsStatementTimeout(t *testing.T) {
 		t.Fatalf("statement_timeout of the replica's queries: %q, %v; want 1s", timeout, err)
 	}
 }
+
+// TestPostgresMigrationLetsGoOfALockedTable: a replica of a newer release
+// migrates while a long transaction (a running replica's, an operator's
+// session) holds the table the migration alters. Its wait for the lock is
+// bounded: it lets go, says so, and tries again, so the queries of that
+// table go on meanwhile instead of queueing behind it; once the
+// transaction ends, the migration is applied.
+func TestPostgresMigrationLetsGoOfALockedTable(t *testing.T) {
+	dsn := pgtest.DSN(t)
+	ctx := context.Background()
+	first, err := Open(ctx, t.TempDir(), Options{Postgres: &Postgres{DSN: dsn}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first.Close()
+	raw, err := sql.Open("postgres", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	// The database as the release before migration 170 left it.
+	for _, q := range []string{`ALTER TABLE queue DROP COLUMN waiting`, `DELETE FROM schema_migrations WHERE version = 170`} {
+		if _, err := raw.ExecContext(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	long, err := raw.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer long.Rollback()
+	if _, err := long.ExecContext(ctx, `SELECT count(*) FROM queue`); err != nil {
+		t.Fatal(err)
+	}
+
+	recs := newRecords()
+	type opened struct {
+		db  *DB
+		err error
+	}
+	done := make(chan opened, 1)
+	go func() {
+		db, err := Open(ctx, t.TempDir(), Options{Postgres: &Postgres{DSN: dsn}, Logger: slog.New(recs), lockWait: 200 * time.Millisecond})
+		done <- opened{db, err}
+	}()
+	recs.next(t, "a migration waits for a table another session holds")
+	queried := make(chan error, 1)
+	go func() {
+		_, err := raw.ExecContext(ctx, `SELECT count(*) FROM queue`)
+		queried <- err
+	}()
+	select {
+	case err := <-queried:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case o := <-done:
+		t.Fatalf("the migration ended (%v) while the transaction held its table", o.err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("a query of the table waited behind the migration")
+	}
+	if err := long.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	o := <-done
+	if o.err != nil {
+		t.Fatalf("the migration once the transaction ended: %v", o.err)
+	}
+	defer o.db.Close()
+	var n int
+	if err := raw.QueryRowContext(ctx, `SELECT count(*) FROM schema_migrations WHERE version = 170`).Scan(&n); err != nil || n != 1 {
+		t.Fatalf("migration 170 recorded %d times (%v); want once", n, err)
+	}
+	if !strings.Contains(recs.text(), `migration="170_queue_waiting.sql"`) {
+		t.Errorf("the log does not name the waiting migration:\n%s", recs.text())
+	}
+}
