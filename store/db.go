@@ -486,13 +486,15 @@ func (db *DB) migrate(ctx context.Context) error {
 		latest = ms[len(ms)-1].version
 	}
 	if have > latest {
-		fix := "set state.data_dir to another directory"
+		// Going back to an older release needs the database as it was
+		// before the upgrade.
+		fix := "restore a backup taken before the upgrade (opentalon restore FILE), or set state.data_dir to another directory"
 		if db.d.concurrent {
-			fix = "point state.postgres.dsn at another database"
+			fix = "restore a dump taken before the upgrade (pg_restore), or point state.postgres.dsn at another database"
 		}
 		// The operator's to fix (core.KindInvalid): restarting this
 		// binary cannot get past it.
-		return core.Errorf(core.KindInvalid, "database %s has schema version %d but this opentalon knows only up to %d: it was written by a newer release; upgrade opentalon, or %s", db.name, have, latest, fix)
+		return core.Errorf(core.KindInvalid, "database %s has schema version %d but this opentalon knows only up to %d: it was written by a newer release; upgrade opentalon, %s", db.name, have, latest, fix)
 	}
 	var pending []migration
 	for _, m := range ms {

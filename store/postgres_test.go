@@ -146,7 +146,7 @@ func TestPostgresNewerSchemaRefused(t *testing.T) {
 	}
 	db.Close()
 	_, err = Open(ctx, t.TempDir(), Options{Postgres: &Postgres{DSN: dsn}})
-	if err == nil || !strings.Contains(err.Error(), "schema version 9999") || !strings.Contains(err.Error(), "newer release") || !strings.Contains(err.Error(), "state.postgres.dsn") {
+	if err == nil || !strings.Contains(err.Error(), "schema version 9999") || !strings.Contains(err.Error(), "newer release") || !strings.Contains(err.Error(), "state.postgres.dsn") || !strings.Contains(err.Error(), "pg_restore") {
 		t.Fatalf("open of a newer database: %v", err)
 	}
 }

@@ -308,7 +308,7 @@ func TestNewerSchemaRefused(t *testing.T) {
 	db.w.Exec(`INSERT INTO schema_migrations (version, name, applied_at) VALUES (999, 'future', 0)`)
 	db.Close()
 	_, err = OpenFile(context.Background(), filepath.Join(dir, FileName), Options{})
-	if err == nil || !strings.Contains(err.Error(), "newer") || !strings.Contains(err.Error(), "state.data_dir") {
+	if err == nil || !strings.Contains(err.Error(), "newer") || !strings.Contains(err.Error(), "state.data_dir") || !strings.Contains(err.Error(), "opentalon restore FILE") {
 		t.Fatalf("open of a newer database: %v", err)
 	}
 }
