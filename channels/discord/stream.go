@@ -47,7 +47,7 @@ func (b *Bot) Streaming(to core.Outbound) core.StreamPolicy {
 
 // Draft implements core.Streamer.
 func (b *Bot) Draft(text string) []core.DraftPart {
-	return textfmt.Draft(text, MaxMessage, textfmt.ToDiscord)
+	return textfmt.Draft(text, MaxMessage, textfmt.ToDiscord, nil)
 }
 
 // Edit implements core.Streamer: PATCH the bot's message.

@@ -45,7 +45,7 @@ func (b *Bot) Streaming(to core.Outbound) core.StreamPolicy {
 
 // Draft implements core.Streamer.
 func (b *Bot) Draft(text string) []core.DraftPart {
-	return textfmt.Draft(text, MaxMessage, textfmt.ToSlackMrkdwn)
+	return textfmt.Draft(text, MaxMessage, textfmt.ToSlackMrkdwn, nil)
 }
 
 // Edit implements core.Streamer with chat.update.

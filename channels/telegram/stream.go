@@ -35,8 +35,12 @@ func (b *Bot) Streaming(to core.Outbound) core.StreamPolicy {
 
 // Draft implements core.Streamer.
 func (b *Bot) Draft(text string) []core.DraftPart {
-	return textfmt.Draft(text, MaxMessage, textfmt.ToTelegramHTML)
+	return textfmt.Draft(text, MaxMessage, textfmt.ToTelegramHTML, visibleLen)
 }
+
+// visibleLen measures a part the way Telegram's limit does: the text the
+// HTML shows, not its tags.
+func visibleLen(html string) int { return textfmt.Len(textfmt.HTMLToPlain(html)) }
 
 // Edit implements core.Streamer with editMessageText. Telegram refusing
 // an edit to the text the message already shows is no error.

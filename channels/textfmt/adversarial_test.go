@@ -137,7 +137,7 @@ var pipelines = map[string]func(string) string{
 	"slack":     func(s string) string { return strings.Join(SplitSlackMrkdwn(ToSlackMrkdwn(s), 4000), "") },
 	"discord":   func(s string) string { return strings.Join(SplitMarkdown(ToDiscord(s), 2000), "") },
 	"plain":     ToPlain,
-	"draft":     func(s string) string { return fmt.Sprint(len(Draft(s, 4096, ToTelegramHTML))) },
+	"draft":     func(s string) string { return fmt.Sprint(len(Draft(s, 4096, ToTelegramHTML, telegramVisible))) },
 	"fromslack": formatters["fromslack"],
 }
 

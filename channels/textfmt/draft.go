@@ -11,14 +11,36 @@ import (
 // and reopened across them), and formats each with format after closing
 // what the cut left open (CloseMarkdown). A longer cut of the same text
 // only grows the last part or adds parts.
-func Draft(md string, limit int, format func(string) string) []core.DraftPart {
-	raws := SplitMarkdown(capAnswer(md), limit)
-	out := make([]core.DraftPart, 0, len(raws))
-	for _, raw := range raws {
+//
+// Formatting can lengthen a part (an escaped "@everyone", "&amp;", a
+// table laid out in a code block), so a part whose formatted form is over
+// limit as size measures it (nil: Len) is cut again, smaller, until each
+// fits: the platform would refuse it and the stream would stop there.
+func Draft(md string, limit int, format func(string) string, size func(string) int) []core.DraftPart {
+	if size == nil {
+		size = Len
+	}
+	limit = max(limit, MinLimit)
+	out := make([]core.DraftPart, 0, 2)
+	return draftFit(out, capAnswer(md), limit, limit, format, size)
+}
+
+// draftFit appends md's parts, cut at cut units of Markdown, to out; a
+// part formatted over limit is cut again at a proportionally smaller cut.
+func draftFit(out []core.DraftPart, md string, cut, limit int, format func(string) string, size func(string) int) []core.DraftPart {
+	for _, raw := range SplitMarkdown(md, cut) {
 		if strings.TrimSpace(raw) == "" {
 			continue
 		}
-		out = append(out, core.DraftPart{Raw: raw, Part: format(CloseMarkdown(raw))})
+		part := format(CloseMarkdown(raw))
+		if n := size(part); n > limit && cut > MinLimit {
+			smaller := max(min(cut*limit/n, cut-cut/8), MinLimit)
+			if smaller < cut {
+				out = draftFit(out, raw, smaller, limit, format, size)
+				continue
+			}
+		}
+		out = append(out, core.DraftPart{Raw: raw, Part: part})
 	}
 	return out
 }

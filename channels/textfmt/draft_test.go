@@ -34,7 +34,7 @@ func TestDraftGrowsAndStaysValid(t *testing.T) {
 	prevParts := 0
 	var prevFirst string
 	for n := 10; n <= len(text); n += 97 {
-		parts := Draft(text[:n], 4096, ToTelegramHTML)
+		parts := Draft(text[:n], 4096, ToTelegramHTML, telegramVisible)
 		if len(parts) < prevParts {
 			t.Fatalf("at %d bytes: %d parts, fewer than the %d before", n, len(parts), prevParts)
 		}
@@ -54,5 +54,47 @@ func TestDraftGrowsAndStaysValid(t *testing.T) {
 	}
 	if prevParts < 2 {
 		t.Fatalf("a %d-byte draft fits one part; the test wants a continuation", len(text))
+	}
+}
+
+// telegramVisible measures a Telegram part as Telegram's limit does.
+func telegramVisible(html string) int { return Len(HTMLToPlain(html)) }
+
+// A part formatted longer than its Markdown (escaped mass mentions, HTML
+// entities, a table laid out in a code block) still fits the platform's
+// limit at every length of the streamed text.
+func TestDraftPartsFitTheLimitAfterFormatting(t *testing.T) {
+	answers := map[string]string{
+		"mass mentions": strings.Repeat("@everyone look ", 300),
+		"entities":      strings.Repeat("a & b < c > d ", 600),
+		"table":         "| a | b |\n|---|---|\n" + strings.Repeat("| x | yyyyyyyyyyyyyyyyyyyyyyyyy |\n| zzzzzzzzzzzzzzzzzzzz | w |\n", 80),
+	}
+	platforms := []struct {
+		name   string
+		limit  int
+		format func(string) string
+		size   func(string) int
+	}{
+		{"discord", DiscordLimit, ToDiscord, nil},
+		{"slack", 3900, ToSlackMrkdwn, nil},
+		{"telegram", 4096, ToTelegramHTML, telegramVisible},
+	}
+	for _, pl := range platforms {
+		size := pl.size
+		if size == nil {
+			size = Len
+		}
+		for name, md := range answers {
+			t.Run(pl.name+"/"+name, func(t *testing.T) {
+				for n := 100; n <= len(md); n += len(md) / 7 {
+					parts := Draft(md[:n], pl.limit, pl.format, pl.size)
+					for i, p := range parts {
+						if got := size(p.Part); got > pl.limit {
+							t.Fatalf("at %d bytes, part %d is %d long, over the limit of %d", n, i, got, pl.limit)
+						}
+					}
+				}
+			})
+		}
 	}
 }
