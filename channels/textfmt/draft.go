@@ -26,19 +26,19 @@ func Draft(md string, limit int, format func(string) string, size func(string) i
 }
 
 // draftFit appends md's parts, cut at cut units of Markdown, to out; a
-// part formatted over limit is cut again at a proportionally smaller cut.
+// part formatted over limit is cut again, an eighth smaller.
 func draftFit(out []core.DraftPart, md string, cut, limit int, format func(string) string, size func(string) int) []core.DraftPart {
 	for _, raw := range SplitMarkdown(md, cut) {
 		if strings.TrimSpace(raw) == "" {
 			continue
 		}
 		part := format(CloseMarkdown(raw))
-		if n := size(part); n > limit && cut > MinLimit {
-			smaller := max(min(cut*limit/n, cut-cut/8), MinLimit)
-			if smaller < cut {
-				out = draftFit(out, raw, smaller, limit, format, size)
-				continue
-			}
+		if size(part) > limit && cut > MinLimit {
+			// The smaller cut depends on cut alone, not on how long the
+			// part is yet: a part filled at it stays the same as the
+			// text grows (a draft only grows).
+			out = draftFit(out, raw, max(cut-cut/8, MinLimit), limit, format, size)
+			continue
 		}
 		out = append(out, core.DraftPart{Raw: raw, Part: part})
 	}

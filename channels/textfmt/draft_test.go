@@ -62,7 +62,8 @@ func telegramVisible(html string) int { return Len(HTMLToPlain(html)) }
 
 // A part formatted longer than its Markdown (escaped mass mentions, HTML
 // entities, a table laid out in a code block) still fits the platform's
-// limit at every length of the streamed text.
+// limit at every length of the streamed text, and a part once filled
+// stays as it was (its message is not updated again).
 func TestDraftPartsFitTheLimitAfterFormatting(t *testing.T) {
 	answers := map[string]string{
 		"mass mentions": strings.Repeat("@everyone look ", 300),
@@ -86,12 +87,20 @@ func TestDraftPartsFitTheLimitAfterFormatting(t *testing.T) {
 		}
 		for name, md := range answers {
 			t.Run(pl.name+"/"+name, func(t *testing.T) {
-				for n := 100; n <= len(md); n += len(md) / 7 {
+				var filled []string // the parts before the last, at the shorter text
+				for n := 100; n <= len(md); n += 41 {
 					parts := Draft(md[:n], pl.limit, pl.format, pl.size)
 					for i, p := range parts {
 						if got := size(p.Part); got > pl.limit {
 							t.Fatalf("at %d bytes, part %d is %d long, over the limit of %d", n, i, got, pl.limit)
 						}
+						if i < len(filled) && p.Raw != filled[i] {
+							t.Fatalf("at %d bytes the filled part %d changed", n, i)
+						}
+					}
+					filled = filled[:0]
+					for _, p := range parts[:max(len(parts)-1, 0)] {
+						filled = append(filled, p.Raw)
 					}
 				}
 			})
