@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/opentalon/opentalon/core"
 )
@@ -54,6 +56,7 @@ func (g *Gateway) keepFiles(ctx context.Context, ch core.Channel, in []core.Atta
 	up, _ := ch.(core.Uploader)
 	var lines []string
 	for _, f := range in {
+		f.Name = fileName(f.Name, f.MIME)
 		if f.Size == 0 {
 			f.Size = int64(len(f.Data))
 		}
@@ -74,6 +77,60 @@ func (g *Gateway) keepFiles(ctx context.Context, ch core.Channel, in []core.Atta
 		out = append(out, f)
 	}
 	return out, strings.Join(lines, "\n"), nil
+}
+
+// fileName is the name a file a tool made is uploaded and named with: the
+// last segment of name (a plugin may give a path, with either separator),
+// without control or format characters (a right-to-left override would
+// show "invoice\u202Efdp.exe" as "invoiceexe.pdf"); "file" plus mime's
+// extension when nothing is left (Slack refuses an upload without a name).
+func fileName(name, mime string) string {
+	if i := strings.LastIndexAny(name, `/\`); i >= 0 {
+		name = name[i+1:]
+	}
+	name = strings.Map(func(r rune) rune {
+		if unicode.Is(unicode.Cc, r) || unicode.Is(unicode.Cf, r) || r == utf8.RuneError {
+			return -1
+		}
+		return r
+	}, name)
+	if t := strings.TrimSpace(name); t != "" && t != "." && t != ".." {
+		return name
+	}
+	mt, _, _ := strings.Cut(mime, ";")
+	return "file" + extensionOf(strings.ToLower(strings.TrimSpace(mt)))
+}
+
+// extensionOf is the extension a nameless file gets for its MIME type
+// (a fixed list: the system's tables differ between machines).
+func extensionOf(mime string) string {
+	switch mime {
+	case "image/png":
+		return ".png"
+	case "image/jpeg":
+		return ".jpg"
+	case "image/gif":
+		return ".gif"
+	case "image/webp":
+		return ".webp"
+	case "application/pdf":
+		return ".pdf"
+	case "application/json":
+		return ".json"
+	case "application/zip":
+		return ".zip"
+	case "text/plain":
+		return ".txt"
+	case "text/csv":
+		return ".csv"
+	case "text/markdown":
+		return ".md"
+	case "audio/ogg":
+		return ".ogg"
+	case "audio/mpeg":
+		return ".mp3"
+	}
+	return ""
 }
 
 // byteSize renders n bytes for a user ("20 MB").
