@@ -50,13 +50,17 @@ func draftFit(out []core.DraftPart, md string, cut, limit int, format func(strin
 // bold run.
 func CloseMarkdown(md string) string {
 	open := ""
+	after := 0 // where the text after the last closed code block begins
+	at := 0
 	for _, line := range strings.Split(md, "\n") {
+		at += len(line) + 1
 		t := strings.TrimSpace(line)
 		if strings.HasPrefix(t, "```") && isFence(t) {
 			if open == "" {
 				open = "```"
 			} else if t == "```" || strings.TrimLeft(t, "`") == "" {
 				open = ""
+				after = min(at, len(md))
 			}
 		}
 	}
@@ -68,9 +72,10 @@ func CloseMarkdown(md string) string {
 	}
 	// The last paragraph outside code: an odd number of backticks or of
 	// "**" leaves a span open.
-	last := md
-	if i := strings.LastIndex(md, "\n\n"); i >= 0 {
-		last = md[i:]
+	// Backticks and "**" inside a closed code block do not count.
+	last := md[after:]
+	if i := strings.LastIndex(last, "\n\n"); i >= 0 {
+		last = last[i:]
 	}
 	// A marker with nothing after it yet is dropped instead of closed.
 	trimmed := strings.TrimRight(md, " ")

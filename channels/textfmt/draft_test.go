@@ -15,6 +15,9 @@ func TestCloseMarkdown(t *testing.T) {
 		"code:\n```go\nfunc x() {\n": "code:\n```go\nfunc x() {\n```",
 		"code:\n```go\nx\n```\ndone": "code:\n```go\nx\n```\ndone",
 		"p1 **a\n\np2":               "p1 **a\n\np2",
+		"```\nx ** y\n```\ndone":     "```\nx ** y\n```\ndone",
+		"```\na`b\n```\nok `x` y":    "```\na`b\n```\nok `x` y",
+		"```\na`b\n```\nok `x":       "```\na`b\n```\nok `x`",
 	}
 	for in, want := range cases {
 		if got := CloseMarkdown(in); got != want {
