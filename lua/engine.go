@@ -98,7 +98,10 @@ type Engine struct {
 	states atomic.Int64
 
 	// mu serializes loads and reloads.
-	mu      sync.Mutex
+	mu sync.Mutex
+	// failed holds, by path, the version of each file whose last compile
+	// failed, so a reload for another reason does not log it again; under mu.
+	failed  map[string]fileVersion
 	stop    context.CancelFunc
 	stopped chan struct{}
 }

@@ -75,3 +75,36 @@ func TestStartErrors(t *testing.T) {
 		t.Fatalf("missing dir: %v", err)
 	}
 }
+
+// A broken edit is reported once: later reloads (another script's edit,
+// an editor's extra events) do not compile and log the same broken
+// content again while the previous version keeps running; a new edit of
+// the broken file is tried again.
+func TestBrokenEditLoggedOnce(t *testing.T) {
+	te := startEngine(t, map[string]string{"a_tag.lua": tagScript("a"), "b_tag.lua": tagScript("b")}, nil)
+	broken := "function post_hook(ctx)\n  ctx.message = ctx.message ..\n  return ctx\nend\n"
+	const notReloaded = "lua script not reloaded; its previous version keeps running"
+	writeScript(t, te.dir, "b_tag.lua", broken)
+	te.reload(t.Context())
+	writeScript(t, te.dir, "a_tag.lua", tagScript("a2"))
+	te.reload(t.Context())
+	te.reload(t.Context())
+	if got := te.post(t, input("q"), "answer"); got != "answer [a2] [b]" {
+		t.Fatalf("post = %q, want the changed a and the previous b", got)
+	}
+	if n := strings.Count(te.logs.String(), notReloaded); n != 1 {
+		t.Fatalf("the broken edit was logged %d times, want once:\n%s", n, te.logs.String())
+	}
+	// Another broken edit is new content: it is reported too.
+	writeScript(t, te.dir, "b_tag.lua", broken+"\n-- still broken\n")
+	te.reload(t.Context())
+	if n := strings.Count(te.logs.String(), notReloaded); n != 2 {
+		t.Fatalf("a second broken edit: logged %d times in all, want 2", n)
+	}
+	// The fix is picked up.
+	writeScript(t, te.dir, "b_tag.lua", tagScript("b2"))
+	te.reload(t.Context())
+	if got := te.post(t, input("q"), "answer"); got != "answer [a2] [b2]" {
+		t.Fatalf("after the fix post = %q", got)
+	}
+}

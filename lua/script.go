@@ -175,6 +175,13 @@ func (e *Engine) loadAll(ctx context.Context) error {
 	return nil
 }
 
+// fileVersion is what tells one version of a script file from another.
+type fileVersion struct {
+	mod  int64 // modification time, Unix nanoseconds
+	size int64
+	sum  [sha256.Size]byte
+}
+
 // reload brings the scripts in line with the directory: new and changed
 // files are compiled (a file that fails keeps its previous version, and
 // the error is logged with its line), removed files are dropped.
@@ -208,8 +215,20 @@ func (e *Engine) reload(ctx context.Context) {
 			next = append(next, prev)
 			continue
 		}
+		ver := fileVersion{mod: f.mod.UnixNano(), size: f.size, sum: sha256.Sum256(src)}
+		if e.failed[f.path] == ver {
+			// Already reported; it keeps failing until it changes.
+			if prev != nil {
+				next = append(next, prev)
+			}
+			continue
+		}
 		s, err := e.compile(ctx, f, src)
 		if err != nil {
+			if e.failed == nil {
+				e.failed = map[string]fileVersion{}
+			}
+			e.failed[f.path] = ver
 			if prev != nil {
 				e.log.Error("lua script not reloaded; its previous version keeps running", "script", filepath.Base(f.path), "err", err)
 				next = append(next, prev)
@@ -218,6 +237,7 @@ func (e *Engine) reload(ctx context.Context) {
 			}
 			continue
 		}
+		delete(e.failed, f.path)
 		changed = true
 		if prev != nil {
 			e.log.Info("lua script reloaded", "script", s.file, "hooks", s.hookList())
@@ -227,6 +247,11 @@ func (e *Engine) reload(ctx context.Context) {
 		}
 		next = append(next, s)
 	}
+	for path := range e.failed {
+		if !listed(files, path) {
+			delete(e.failed, path)
+		}
+	}
 	for _, s := range old {
 		changed = true
 		e.log.Info("lua script removed", "script", s.file)
@@ -235,6 +260,16 @@ func (e *Engine) reload(ctx context.Context) {
 	if changed {
 		e.scripts.Store(&next)
 	}
+}
+
+// listed reports whether path is one of files.
+func listed(files []luaFile, path string) bool {
+	for _, f := range files {
+		if f.path == path {
+			return true
+		}
+	}
+	return false
 }
 
 // compile parses one file's source, rewrites its concatenations into the
