@@ -232,7 +232,10 @@ func readResult(r *run, ret glua.LValue, ct *glua.LTable) (outcome, error) {
 	if r.hook == HookFilter {
 		return outcome{}, nil
 	}
-	msg, ok := toString(t.RawGetString("message"))
+	raw, ok := toString(t.RawGetString("message"))
+	// Lua strings are bytes: a cut such as ("é"):sub(1, 1) or a "\0" would
+	// reach the model, the store and the platform as it is.
+	msg := core.CleanText(raw)
 	if !ok {
 		return outcome{}, fmt.Errorf("%s returned a ctx whose message is a %s; it must be a string", r.hook, t.RawGetString("message").Type())
 	}
@@ -310,7 +313,7 @@ func readMeta(v glua.LValue) (map[string]string, error) {
 		if err == nil && size > maxMetaBytes {
 			err = fmt.Errorf("ctx.metadata holds more than %d bytes", maxMetaBytes)
 		}
-		out[ks] = vs
+		out[core.CleanText(ks)] = core.CleanText(vs)
 	})
 	if err != nil {
 		return nil, err
