@@ -129,3 +129,51 @@ notifications:
 		t.Fatalf("err = %v; want the bad URL named without its token", err)
 	}
 }
+
+// A cron that names a day no month has (February 30th, April 31st) would
+// load and never fire; a chat-made schedule like it is refused with
+// "never fires", and so is a config one, at its key.
+func TestScheduleThatNeverFires(t *testing.T) {
+	base := `models:
+  providers:
+    fake: { api: openai-completions, base_url: "http://127.0.0.1:9/v1" }
+  catalog:
+    fake/small: { alias: small, weight: 90 }
+routing:
+  primary: fake/small
+channels:
+  slack: { enabled: true, bot_token: xoxb-1, app_token: xapp-1 }
+schedules:
+`
+	for _, tt := range []struct {
+		cron  string
+		fires bool
+	}{
+		{"0 9 30 2 *", false},
+		{"0 9 31 4,6,9,11 *", false},
+		{"0 9 29 2 *", true},   // leap years
+		{"0 9 31 * *", true},   // the months that have one
+		{"0 9 30 2 mon", true}, // day of month or day of week
+		{"0 9 31 2,3 *", true}, // March has one
+	} {
+		_, err := Load(writeConfig(t, base+`  - { cron: "`+tt.cron+`", prompt: p, channel: slack, chat: C1 }
+`), noEnv())
+		if tt.fires {
+			if err != nil {
+				t.Errorf("%s: %v", tt.cron, err)
+			}
+			continue
+		}
+		if err == nil {
+			t.Errorf("%s: loads; want a problem at schedules[0].cron", tt.cron)
+			continue
+		}
+		got := false
+		for _, p := range problemsOf(t, err) {
+			got = got || p.Path == "schedules[0].cron"
+		}
+		if !got || !strings.Contains(err.Error(), "never fires") {
+			t.Errorf("%s: %v; want a problem at schedules[0].cron saying it never fires", tt.cron, err)
+		}
+	}
+}

@@ -78,8 +78,12 @@ func validateSchedules(c *Config, ps *problems, chans channelSet) {
 		case s.Interval <= 0 && s.Cron == "":
 			ps.at(p, "needs interval (a duration such as \"6h\") or cron (five fields such as \"0 9 * * 1-5\")")
 		case s.Cron != "":
-			if _, err := schedule.ParseCron(s.Cron); err != nil {
+			if cr, err := schedule.ParseCron(s.Cron); err != nil {
 				ps.at(p+".cron", "%v", err)
+			} else if cr.Next(time.Date(2024, time.January, 1, 0, 0, 0, 0, time.UTC), time.UTC).IsZero() {
+				// Only a day no month has (February 30th) misses five
+				// years from any start, so a fixed one will do.
+				ps.at(p+".cron", "%q never fires: no month has that day; fix the day of month or month", s.Cron)
 			}
 		}
 		switch {
