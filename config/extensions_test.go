@@ -177,3 +177,35 @@ schedules:
 		}
 	}
 }
+
+// A bad value in a flow mapping ("{ interval: -5m, chat: C1 }") is
+// reported at its own key, not at the last key on its line.
+func TestFlowMappingProblemAtItsKey(t *testing.T) {
+	_, err := Load(writeConfig(t, `models:
+  providers:
+    fake: { api: openai-completions, base_url: "http://127.0.0.1:9/v1" }
+  catalog:
+    fake/small: { alias: small, weight: 90 }
+routing:
+  primary: fake/small
+channels:
+  slack: { enabled: true, bot_token: xoxb-1, app_token: xapp-1 }
+schedules:
+  - { interval: -5m, prompt: p, channel: slack, chat: C1 }
+  - { interval: 1h, prompt: p, channel: slack, chat: C1, missed: [x] }
+`), noEnv())
+	paths := map[string]bool{}
+	for _, p := range problemsOf(t, err) {
+		paths[p.Path] = true
+	}
+	for _, want := range []string{"schedules[0].interval", "schedules[1].missed"} {
+		if !paths[want] {
+			t.Errorf("no problem at %s: %v", want, err)
+		}
+	}
+	for _, wrong := range []string{"schedules[0].chat", "schedules[1].chat"} {
+		if paths[wrong] {
+			t.Errorf("a problem is reported at %s, the last key on its line: %v", wrong, err)
+		}
+	}
+}

@@ -125,7 +125,7 @@ func decode(name string, data []byte, env Env) (*Config, *problems) {
 		ps.add(root.Line, "", "the top level must be a mapping of sections (state, queue, models, ...)")
 		return nil, ps
 	}
-	w := &walker{ps: ps, env: env, seen: map[*yaml.Node]bool{}, valueLines: map[int]string{}}
+	w := &walker{ps: ps, env: env, seen: map[*yaml.Node]bool{}, valueLines: map[int][]lineValue{}}
 	w.walk(root, reflect.ValueOf(cfg).Elem(), "", false)
 	if err := root.Decode(cfg); err != nil {
 		var te *yaml.TypeError
@@ -136,7 +136,7 @@ func decode(name string, data []byte, env Env) (*Config, *problems) {
 				}
 				line := yamlLine(m)
 				msg := explain(yamlMsg(m))
-				ps.add(line, w.valueLines[line], "%s", msg)
+				ps.add(line, w.pathAt(line, m), "%s", msg)
 			}
 		} else {
 			// A structural error (such as a duplicated key) stops the
@@ -176,8 +176,8 @@ type walker struct {
 	ps         *problems
 	env        Env
 	seen       map[*yaml.Node]bool
-	valueLines map[int]string // line of a scalar value -> its key path
-	duplicates bool           // a mapping repeats a key
+	valueLines map[int][]lineValue // line -> the values on it, in order
+	duplicates bool                // a mapping repeats a key
 }
 
 // checkDuplicates reports keys given twice in one mapping.
@@ -197,6 +197,29 @@ func (w *walker) checkDuplicates(n *yaml.Node, path string) {
 	}
 }
 
+// lineValue is one value on a line: its key path and, for a scalar, its
+// text.
+type lineValue struct {
+	path, value string
+}
+
+// pathAt is the key path a decoder message about line names: the last
+// value on the line, unless the line holds several (a flow mapping such
+// as "{ interval: -5m, chat: C1 }") and the message quotes one of them.
+func (w *walker) pathAt(line int, msg string) string {
+	vs := w.valueLines[line]
+	if len(vs) == 0 {
+		return ""
+	}
+	for i := len(vs) - 1; i >= 0; i-- {
+		v := vs[i].value
+		if v != "" && (strings.Contains(msg, `"`+v+`"`) || strings.Contains(msg, "`"+v+"`")) {
+			return vs[i].path
+		}
+	}
+	return vs[len(vs)-1].path
+}
+
 var unmarshalerType = reflect.TypeOf((*yaml.Unmarshaler)(nil)).Elem()
 
 // walk visits n, which decodes into def (a value holding the default), at
@@ -211,13 +234,13 @@ func (w *walker) walk(n *yaml.Node, def reflect.Value, path string, disabled boo
 		def = reflect.Zero(t)
 	}
 	if n.Kind == yaml.ScalarNode {
-		w.valueLines[n.Line] = path
 		w.substitute(n, path, disabled)
+		w.valueLines[n.Line] = append(w.valueLines[n.Line], lineValue{path, n.Value})
 		return
 	}
 	// A list or a section where a value belongs is reported at its line
 	// (nodes deeper on the same line, walked later, name their own).
-	w.valueLines[n.Line] = path
+	w.valueLines[n.Line] = append(w.valueLines[n.Line], lineValue{path: path})
 	if reflect.PointerTo(t).Implements(unmarshalerType) {
 		return // a custom scalar given a collection: decode reports it
 	}
