@@ -17,6 +17,13 @@ import (
 
 // SaveMemory stores a new memory and returns its id.
 func (db *DB) SaveMemory(ctx context.Context, m core.Memory) (int64, error) {
+	// A model may write a NUL byte or bytes that are not UTF-8 into
+	// memory_save; a PostgreSQL TEXT column holds neither.
+	m.Content = core.CleanText(m.Content)
+	tags := make([]string, len(m.Tags))
+	for i, t := range m.Tags {
+		tags[i] = core.CleanText(t)
+	}
 	if strings.TrimSpace(m.Owner) == "" || strings.TrimSpace(m.Content) == "" {
 		return 0, core.Errorf(core.KindInvalid, "a memory needs an owner and content")
 	}
@@ -35,7 +42,7 @@ func (db *DB) SaveMemory(ctx context.Context, m core.Memory) (int64, error) {
 	}
 	var id int64
 	err := db.w.QueryRowContext(ctx, `INSERT INTO memories (owner, shared, content, tags, steps, outcome, task_type, request_id, created_at, updated_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`, m.Owner, m.Shared, m.Content, strings.Join(core.NormalizeTags(m.Tags...), " "),
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`, m.Owner, m.Shared, m.Content, strings.Join(core.NormalizeTags(tags...), " "),
 		steps, m.Outcome, m.TaskType, req, now, now).Scan(&id)
 	if err != nil {
 		return 0, fmt.Errorf("save memory: %w", err)

@@ -251,6 +251,15 @@ func testMemories(t *testing.T, e Engine) {
 	if _, err := db.SaveMemory(ctx, core.Memory{Owner: alice}); core.ErrorKind(err) != core.KindInvalid {
 		t.Fatalf("a memory without content: %v", err)
 	}
+	// A model may write a NUL byte or bytes that are not UTF-8 into
+	// memory_save; the memory is kept as every store can hold it.
+	odd := save(core.Memory{Owner: "telegram:carol", Content: "Carol\x00 likes \xff\xfeשלום 🐈", Tags: []string{"n\x00ul"}})
+	if m, err := db.Memory(ctx, odd); err != nil || m == nil || m.Content != "Carol likes \uFFFDשלום 🐈" || strings.Join(m.Tags, " ") != "nul" {
+		t.Fatalf("a memory with a NUL byte and invalid UTF-8 = %+v, %v; want it stored cleaned", m, err)
+	}
+	if ok, err := db.DeleteMemory(ctx, odd, "", false); err != nil || !ok {
+		t.Fatalf("delete the odd memory: %v, %v", ok, err)
+	}
 
 	ids := func(ms []core.Memory) []int64 {
 		var out []int64
