@@ -203,9 +203,13 @@ func (o *Orchestrator) recallMemories(ctx context.Context, tn *turn) string {
 		}
 		seen[m.ID] = true
 		l := "- " + guard.Escape(memoryLine(m)) + "\n"
-		if used += len(l)/4 + 1; used > o.o.Memory.RecallTokens {
-			break
+		// A memory that does not fit is left out; a shorter one after it
+		// may still fit (one long memory must not silence the rest).
+		cost := len(l)/4 + 1
+		if used+cost > o.o.Memory.RecallTokens {
+			continue
 		}
+		used += cost
 		b.WriteString(l)
 	}
 	if b.Len() == 0 {

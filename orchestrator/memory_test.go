@@ -622,3 +622,29 @@ func TestTranscriptFitsASmallWindow(t *testing.T) {
 		t.Fatalf("summary bound for a 1,500-token window = %d, want 375", n)
 	}
 }
+
+// TestALongMemoryDoesNotSilenceRecall: a memory too long for
+// state.memory.recall_tokens on its own (memory_save takes up to
+// maxMemoryBytes, the default budget is 400 tokens) is left out of the
+// recall, and the shorter memories after it are still recalled.
+func TestALongMemoryDoesNotSilenceRecall(t *testing.T) {
+	db := openStore(t)
+	llm := &chooserLLM{window: 100_000, fn: memoryLLM}
+	o := New(Options{LLM: llm, Store: db, Memory: Memory{Tools: true, RecallTokens: 400}})
+	ann := newSession(t, db, "ann-dm", "ann")
+	ctx := context.Background()
+	if _, err := db.SaveMemory(ctx, core.Memory{Owner: "telegram:ann", Content: "Ann prefers answers in French", Tags: []string{"preference"}}); err != nil {
+		t.Fatal(err)
+	}
+	long := "Ann prefers this layout for reports: " + strings.Repeat("a heading, then bullets; ", 75)
+	if len(long) > maxMemoryBytes {
+		t.Fatalf("the long memory is %d bytes; memory_save would refuse it", len(long))
+	}
+	if _, err := db.SaveMemory(ctx, core.Memory{Owner: "telegram:ann", Content: long, Tags: []string{"preference"}}); err != nil {
+		t.Fatal(err)
+	}
+	ann.ask(o, "hello")
+	if sys := llm.chats()[len(llm.chats())-1].Req.System; !strings.Contains(sys, "Ann prefers answers in French") {
+		t.Fatalf("a memory longer than the recall budget silenced the short one:\n%s", sys)
+	}
+}
