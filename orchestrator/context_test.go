@@ -90,3 +90,50 @@ func TestContextLengthErrorOfOneLongMessage(t *testing.T) {
 		t.Fatalf("LLM requests = %d, want 1", n)
 	}
 }
+
+// TestUserToldOfCompactionTwiceInOneTurn: a turn whose history is
+// compacted for the window and then again because the model still found
+// the prompt too long is the conversation's first compaction: the user is
+// told (state.compaction.notify), once.
+func TestUserToldOfCompactionTwiceInOneTurn(t *testing.T) {
+	const limit = 800 // bytes of messages the model really takes
+	srv := providertest.NewOpenAI(t)
+	srv.SetReply(func(r providertest.Received) providertest.Script {
+		n := 0
+		for _, m := range r.Messages {
+			n += len(m.Content)
+		}
+		if n > limit {
+			return providertest.Script{Status: 400, Body: `{"error":{"message":"prompt is too long","type":"invalid_request_error","code":"context_length_exceeded"}}`}
+		}
+		return providertest.Script{Text: "answer to " + r.LastUser()}
+	})
+	prov := provider.NewOpenAI(provider.Options{ID: "fake", BaseURL: srv.BaseURL()})
+	router := newRouter(t, routing.Options{Providers: map[string]provider.Provider{"fake": prov},
+		Catalog: []routing.Model{{Ref: "fake/m", Weight: 50, ContextWindow: 4000}}})
+
+	db := openStore(t)
+	ctx := context.Background()
+	s := newSession(t, db, "1", "ann")
+	sess, _ := db.ActiveSession(ctx, s.conv)
+	filler := strings.Repeat("lorem ipsum ", 60)
+	var hist []core.ChatMessage
+	for i := 1; i <= 16; i++ {
+		hist = append(hist,
+			core.ChatMessage{Role: core.RoleUser, Content: fmt.Sprintf("OLD-%d question %s", i, filler)},
+			core.ChatMessage{Role: core.RoleAssistant, Content: fmt.Sprintf("answer %d %s", i, filler)})
+	}
+	if err := db.AppendMessages(ctx, sess.ID, hist); err != nil {
+		t.Fatal(err)
+	}
+	gen := &fakeGen{text: "SUMMARY: Ann asked many questions."}
+	o := New(Options{LLM: router, Store: db, Generator: gen, Compaction: Compaction{Model: "fake/m", Notify: true}})
+
+	ans, _ := s.ask(o, "NEW question")
+	if len(gen.reqs) != 2 {
+		t.Fatalf("compactions = %d; the test wants one for the window and one after the refusal (requests %d, answer %q)", len(gen.reqs), srv.Count(), ans.Text)
+	}
+	if !strings.HasPrefix(ans.Text, "answer to NEW question") || strings.Count(ans.Text, compactionNote) != 1 {
+		t.Fatalf("answer = %q; want the answer and the compaction note once", ans.Text)
+	}
+}

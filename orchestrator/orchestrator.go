@@ -258,7 +258,9 @@ func (o *Orchestrator) Answer(ctx context.Context, t core.Turn) (core.Answer, er
 	ans := core.Answer{Model: res.Model, TaskType: res.TaskType, Reason: res.Reason, Usage: res.Usage, Text: res.Text, Files: tn.files}
 	added = append(added, steps...)
 	ans.Messages = append(added, core.ChatMessage{Role: core.RoleAssistant, Content: res.Text})
-	if compacted && o.o.Compaction.Notify && tn.st.Compactions == 1 {
+	// The user is told at the session's first compaction, which may take
+	// two (for the window, then after the model refused the prompt).
+	if compacted && o.o.Compaction.Notify && t.Session.State.Compactions == 0 {
 		ans.Text += "\n\n" + compactionNote
 	}
 	return ans, nil
