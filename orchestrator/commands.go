@@ -46,12 +46,16 @@ func noOwner(in core.Inbound) string {
 	return "I keep memories per user, and this message has no user."
 }
 
+// maxListedMemories bounds the facts /memory lists.
+const maxListedMemories = 50
+
 func (o *Orchestrator) cmdMemory(ctx context.Context, req core.CommandRequest) (string, error) {
 	owner := Owner(req.In)
 	if owner == "" {
 		return noOwner(req.In), nil
 	}
-	facts, err := o.o.Store.Memories(ctx, core.MemoryQuery{Owner: owner, NotTag: core.TagWorkflow, Limit: 50})
+	// Counted up to 1,000 (as the workflows are), listed up to 50.
+	facts, err := o.o.Store.Memories(ctx, core.MemoryQuery{Owner: owner, NotTag: core.TagWorkflow, Limit: 1000})
 	if err != nil {
 		return "", err
 	}
@@ -66,8 +70,12 @@ func (o *Orchestrator) cmdMemory(ctx context.Context, req core.CommandRequest) (
 			b.WriteString(" Ask me to remember something (\"remember that I prefer short answers\").")
 		}
 	} else {
-		fmt.Fprintf(&b, "What I remember about you (%d):\n", len(facts))
-		for _, m := range facts {
+		if len(facts) > maxListedMemories {
+			fmt.Fprintf(&b, "What I remember about you (%d; the newest %d):\n", len(facts), maxListedMemories)
+		} else {
+			fmt.Fprintf(&b, "What I remember about you (%d):\n", len(facts))
+		}
+		for _, m := range facts[:min(len(facts), maxListedMemories)] {
 			b.WriteString(memoryLine(m) + " — " + m.CreatedAt.UTC().Format("2006-01-02") + "\n")
 		}
 	}

@@ -648,3 +648,29 @@ func TestALongMemoryDoesNotSilenceRecall(t *testing.T) {
 		t.Fatalf("a memory longer than the recall budget silenced the short one:\n%s", sys)
 	}
 }
+
+// TestMemoryCommandCountsEveryMemory: /memory lists the newest 50 facts;
+// with more saved, it says how many there are, not 50.
+func TestMemoryCommandCountsEveryMemory(t *testing.T) {
+	db := openStore(t)
+	o := New(Options{LLM: &chooserLLM{window: 100_000, fn: memoryLLM}, Store: db, Memory: Memory{Tools: true, RecallTokens: 400}})
+	ctx := context.Background()
+	for i := 1; i <= 60; i++ {
+		if _, err := db.SaveMemory(ctx, core.Memory{Owner: "telegram:ann", Content: fmt.Sprintf("fact %d", i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var memory core.Command
+	for _, c := range o.Commands() {
+		if c.Name == "memory" {
+			memory = c
+		}
+	}
+	out, err := memory.Run(ctx, core.CommandRequest{In: core.Inbound{Conversation: core.ConversationKey{Channel: "telegram", Chat: "1"}, UserID: "ann"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out, "(60") || !strings.Contains(out, "#60 fact 60") || strings.Contains(out, "#10 fact 10 ") {
+		t.Fatalf("/memory with 60 facts = %.300q; want the count 60 and the newest 50 listed", out)
+	}
+}
