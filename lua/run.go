@@ -268,14 +268,14 @@ func readSchedule(t *glua.LTable) (outcome, error) {
 		if !ok {
 			return outcome{}, fmt.Errorf("on_schedule returned a reply that is a %s; it must be a string", v.Type())
 		}
-		out.reply = reply
+		out.reply = core.CleanText(reply) // as a hook's text (readResult)
 	}
 	if v := t.RawGetString("message"); v != glua.LNil {
 		msg, ok := toString(v)
 		if !ok {
 			return outcome{}, fmt.Errorf("on_schedule returned a ctx whose message is a %s; it must be a string", v.Type())
 		}
-		out.message = msg
+		out.message = core.CleanText(msg)
 	}
 	return out, nil
 }

@@ -1,8 +1,12 @@
 package lua
 
 import (
+	"context"
 	"testing"
+	"time"
 	"unicode/utf8"
+
+	"github.com/opentalon/opentalon/core"
 )
 
 // string.sub and string.byte work on bytes, so a hook that cuts user text
@@ -30,6 +34,28 @@ end
 	}
 	if got := te.post(t, input("q"), "wörld"); !storable(got) {
 		t.Errorf("post_hook answer = %q; not valid UTF-8", got)
+	}
+}
+
+// on_schedule's reply is posted and stored, and its message becomes the
+// firing's prompt: both are cleaned as a hook's text is.
+func TestScheduleTextIsStorable(t *testing.T) {
+	te := startEngine(t, map[string]string{"digest.lua": `
+function on_schedule(ctx)
+  if ctx.message == "reply" then return { reply = ("é"):sub(1, 1) .. "\0digest" } end
+  ctx.message = ctx.message:sub(1, 1) .. string.char(0) .. ("ü"):sub(1, 1)
+  return ctx
+end
+`}, nil)
+	f := core.Firing{ScheduleID: 1, At: time.Date(2026, 5, 1, 9, 0, 0, 0, time.UTC), Conversation: core.ConversationKey{Channel: "slack", Chat: "C1"}}
+	for _, prompt := range []string{"reply", "ünd"} {
+		r, err := te.OnSchedule(context.Background(), f, prompt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !storable(r.Text) || !storable(r.Prompt) {
+			t.Errorf("on_schedule(%q) = text %q, prompt %q; not valid UTF-8 without NUL", prompt, r.Text, r.Prompt)
+		}
 	}
 }
 
