@@ -10,6 +10,7 @@ import (
 	"github.com/opentalon/opentalon/routing"
 	"github.com/opentalon/opentalon/routing/provider"
 	"github.com/opentalon/opentalon/routing/provider/providertest"
+	"github.com/opentalon/opentalon/store"
 )
 
 // TestContextLengthErrorCompactsAndAsksAgain (issue 25, finding 14): a
@@ -38,16 +39,7 @@ func TestContextLengthErrorCompactsAndAsksAgain(t *testing.T) {
 	ctx := context.Background()
 	s := newSession(t, db, "1", "ann")
 	sess, _ := db.ActiveSession(ctx, s.conv)
-	filler := strings.Repeat("lorem ipsum ", 60)
-	var hist []core.ChatMessage
-	for i := 1; i <= 8; i++ {
-		hist = append(hist,
-			core.ChatMessage{Role: core.RoleUser, Content: fmt.Sprintf("OLD-%d question %s", i, filler)},
-			core.ChatMessage{Role: core.RoleAssistant, Content: fmt.Sprintf("answer %d %s", i, filler)})
-	}
-	if err := db.AppendMessages(ctx, sess.ID, hist); err != nil {
-		t.Fatal(err)
-	}
+	appendOldTurns(t, db, sess.ID, 8)
 	gen := &fakeGen{text: "SUMMARY: Ann asked eight questions."}
 	o := New(Options{LLM: router, Store: db, Generator: gen, Compaction: Compaction{Model: "fake/m"}})
 
@@ -116,16 +108,7 @@ func TestUserToldOfCompactionTwiceInOneTurn(t *testing.T) {
 	ctx := context.Background()
 	s := newSession(t, db, "1", "ann")
 	sess, _ := db.ActiveSession(ctx, s.conv)
-	filler := strings.Repeat("lorem ipsum ", 60)
-	var hist []core.ChatMessage
-	for i := 1; i <= 16; i++ {
-		hist = append(hist,
-			core.ChatMessage{Role: core.RoleUser, Content: fmt.Sprintf("OLD-%d question %s", i, filler)},
-			core.ChatMessage{Role: core.RoleAssistant, Content: fmt.Sprintf("answer %d %s", i, filler)})
-	}
-	if err := db.AppendMessages(ctx, sess.ID, hist); err != nil {
-		t.Fatal(err)
-	}
+	appendOldTurns(t, db, sess.ID, 16)
 	gen := &fakeGen{text: "SUMMARY: Ann asked many questions."}
 	o := New(Options{LLM: router, Store: db, Generator: gen, Compaction: Compaction{Model: "fake/m", Notify: true}})
 
@@ -135,5 +118,21 @@ func TestUserToldOfCompactionTwiceInOneTurn(t *testing.T) {
 	}
 	if !strings.HasPrefix(ans.Text, "answer to NEW question") || strings.Count(ans.Text, compactionNote) != 1 {
 		t.Fatalf("answer = %q; want the answer and the compaction note once", ans.Text)
+	}
+}
+
+// appendOldTurns stores n long question-and-answer turns ("OLD-<i>
+// question …", "answer <i> …", about 180 tokens each) in session id.
+func appendOldTurns(t *testing.T, db *store.DB, id int64, n int) {
+	t.Helper()
+	filler := strings.Repeat("lorem ipsum ", 60)
+	var hist []core.ChatMessage
+	for i := 1; i <= n; i++ {
+		hist = append(hist,
+			core.ChatMessage{Role: core.RoleUser, Content: fmt.Sprintf("OLD-%d question %s", i, filler)},
+			core.ChatMessage{Role: core.RoleAssistant, Content: fmt.Sprintf("answer %d %s", i, filler)})
+	}
+	if err := db.AppendMessages(context.Background(), id, hist); err != nil {
+		t.Fatal(err)
 	}
 }
