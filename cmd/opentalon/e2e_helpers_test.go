@@ -183,6 +183,9 @@ func (b *binProc) exitCode(timeout time.Duration) int {
 	case <-errc:
 		return b.cmd.ProcessState.ExitCode()
 	case <-time.After(timeout):
+		// The cleanup's Wait must come after this one's, not beside it.
+		b.cmd.Process.Kill()
+		<-errc
 		b.t.Fatalf("process did not exit within %s; stdout %q; stderr %q", timeout, b.output(), b.stderr.String())
 	}
 	return 0

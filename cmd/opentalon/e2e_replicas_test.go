@@ -213,7 +213,10 @@ func TestE2EReplicaIDInUseIsRefused(t *testing.T) {
 	dsn := pgtest.DSN(t)
 	llm := providertest.NewOpenAI(t)
 	config := func() string {
-		extra := "cluster:\n  replica_id: alpha\n  heartbeat: 200ms\n"
+		// A heartbeat long enough that a loaded machine (the -race
+		// suite) still beats within two of them: at 200 ms the second
+		// process once took the first for a killed predecessor.
+		extra := "cluster:\n  replica_id: alpha\n  heartbeat: 1s\n"
 		return writeConfig(t, insertUnder(testConfig(t.TempDir(), llm.BaseURL(), extra), "state", fmt.Sprintf("  driver: postgres\n  postgres: { dsn: %q }\n", dsn)))
 	}
 	first := startBinary(t, nil, "--config", config(), "run")
