@@ -53,6 +53,10 @@ type Inbound struct {
 	Mentioned bool
 	// Private says the conversation is a one-to-one chat with the bot.
 	Private bool
+	// Ephemeral says the platform shows the answer to this message only to
+	// its sender, in a conversation others read: a slash command answered
+	// ephemerally (Slack, Discord).
+	Ephemeral bool `json:",omitempty"`
 	// ReplyTo is the platform id of the message this one answers, if any.
 	ReplyTo string
 	// Meta carries platform details the adapter needs to answer later

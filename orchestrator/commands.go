@@ -54,6 +54,11 @@ func (o *Orchestrator) cmdMemory(ctx context.Context, req core.CommandRequest) (
 	if owner == "" {
 		return noOwner(req.In), nil
 	}
+	if !req.In.Private && !req.In.Ephemeral {
+		// A fact one user saved is never shown to another: in a group,
+		// everyone would read the list.
+		return "I list what I remember about you only where no one else reads it: send /memory in a private chat with me.", nil
+	}
 	// Counted up to 1,000 (as the workflows are), listed up to 50.
 	facts, err := o.o.Store.Memories(ctx, core.MemoryQuery{Owner: owner, NotTag: core.TagWorkflow, Limit: 1000})
 	if err != nil {

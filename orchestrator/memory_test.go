@@ -361,7 +361,7 @@ func TestMemoryToolsAreScopedPerUser(t *testing.T) {
 	}
 	ctx := context.Background()
 	run := func(s *session, name, args string) string {
-		out, err := cmds[name].Run(ctx, core.CommandRequest{In: core.Inbound{Conversation: s.conv, UserID: s.user}, Args: args})
+		out, err := cmds[name].Run(ctx, core.CommandRequest{In: core.Inbound{Conversation: s.conv, UserID: s.user, Private: true}, Args: args})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -666,11 +666,54 @@ func TestMemoryCommandCountsEveryMemory(t *testing.T) {
 			memory = c
 		}
 	}
-	out, err := memory.Run(ctx, core.CommandRequest{In: core.Inbound{Conversation: core.ConversationKey{Channel: "telegram", Chat: "1"}, UserID: "ann"}})
+	out, err := memory.Run(ctx, core.CommandRequest{In: core.Inbound{Conversation: core.ConversationKey{Channel: "telegram", Chat: "1"}, UserID: "ann", Private: true}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(out, "(60") || !strings.Contains(out, "#60 fact 60") || strings.Contains(out, "#10 fact 10 ") {
 		t.Fatalf("/memory with 60 facts = %.300q; want the count 60 and the newest 50 listed", out)
+	}
+}
+
+// TestMemoryIsListedOnlyWhereNoOneElseReads: /memory in a group would
+// show the sender's facts to everyone there (issue 13: a fact one user
+// saved is never shown to another). It lists them in a private chat and
+// for a slash command the platform answers to the sender alone; in a
+// group it says where to ask.
+func TestMemoryIsListedOnlyWhereNoOneElseReads(t *testing.T) {
+	db := openStore(t)
+	o := New(Options{LLM: &chooserLLM{window: 100_000, fn: memoryLLM}, Store: db, Memory: Memory{Tools: true, RecallTokens: 400}})
+	ctx := context.Background()
+	if _, err := db.SaveMemory(ctx, core.Memory{Owner: "telegram:ann", Content: "Ann's doctor is Dr. Smith"}); err != nil {
+		t.Fatal(err)
+	}
+	var memory core.Command
+	for _, c := range o.Commands() {
+		if c.Name == "memory" {
+			memory = c
+		}
+	}
+	group := core.ConversationKey{Channel: "telegram", Chat: "-100"}
+	for _, tc := range []struct {
+		name   string
+		in     core.Inbound
+		listed bool
+	}{
+		{"private chat", core.Inbound{Conversation: core.ConversationKey{Channel: "telegram", Chat: "1"}, UserID: "ann", Private: true}, true},
+		{"group", core.Inbound{Conversation: group, UserID: "ann", Mentioned: true}, false},
+		{"ephemeral slash command in a group", core.Inbound{Conversation: group, UserID: "ann", Mentioned: true, Ephemeral: true}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out, err := memory.Run(ctx, core.CommandRequest{In: tc.in})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := strings.Contains(out, "Dr. Smith"); got != tc.listed {
+				t.Fatalf("/memory = %q; listed %v, want %v", out, got, tc.listed)
+			}
+			if !tc.listed && !strings.Contains(out, "private chat") {
+				t.Fatalf("/memory in a group = %q; want where to ask instead", out)
+			}
+		})
 	}
 }

@@ -196,6 +196,7 @@ func (r *run) interaction(ctx context.Context, raw json.RawMessage) error {
 	}
 	if ephemeral {
 		in.Meta[metaEphemeral] = "1"
+		in.Ephemeral = true
 		if i.GuildID != "" {
 			in.Meta[metaUser] = user.ID // where the answer goes once the interaction cannot carry it
 		}

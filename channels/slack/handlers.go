@@ -242,6 +242,8 @@ func (b *Bot) handleSlash(ctx context.Context, sink core.Sink, cmd slack.SlashCo
 	}
 	if answerCommands[strings.ToLower(cmd.Command)] {
 		delete(in.Meta, metaKind)
+	} else {
+		in.Ephemeral = true
 	}
 	if cmd.ResponseURL != "" {
 		b.rememberResponse(ctx, in.MessageID, cmd.ResponseURL)

@@ -87,6 +87,15 @@ func TestE2EDiscordThroughApp(t *testing.T) {
 	if n := llm.Count(); n != calls {
 		t.Fatalf("the command reached the LLM: %d calls, want %d", n, calls)
 	}
+	// /memory, answered ephemerally, lists alice's facts in the guild.
+	if _, err := h.app.db.SaveMemory(context.Background(), core.Memory{Owner: "discord:" + alice.ID, Content: "alice's salary is 100k"}); err != nil {
+		t.Fatal(err)
+	}
+	mid := dc.Interaction(t, alice, guild, ch, "memory", nil)
+	dc.WaitFor(t, "the /memory answer", func() bool { return len(dc.Sent()) >= 3 })
+	if got := dc.Sent()[2]; got.Interaction != mid || !strings.Contains(got.Content, "alice's salary is 100k") {
+		t.Fatalf("/memory answered %+v; want alice's facts, to her alone", got)
+	}
 
 	// 👎 on the reply becomes a negative signal for its model.
 	dc.React(t, alice, guild, ch, reply.ID, "👎", true)

@@ -67,6 +67,21 @@ func TestE2ESlackSocketModeThroughApp(t *testing.T) {
 		t.Fatalf("the slash command reached the LLM: %d calls, want %d", n, calls)
 	}
 
+	// /memory lists alice's facts only where no one else reads them: the
+	// slash command's ephemeral answer, not a post in the channel.
+	if _, err := h.app.db.SaveMemory(ctx, core.Memory{Owner: "slack:UALICE", Content: "alice's salary is 100k"}); err != nil {
+		t.Fatal(err)
+	}
+	srv.Deliver(srv.Mention("alice", "C1", "/memory", ""))
+	if p := srv.WaitPosts(t, 2, 20*time.Second)[1]; strings.Contains(p.Text, "salary") || !strings.Contains(p.Text, "private chat") {
+		t.Fatalf("/memory typed in the channel posted %q; want where to ask instead of alice's facts", p.Text)
+	}
+	srv.Deliver(srv.Slash("alice", "C1", "/memory", ""))
+	srv.WaitFor(t, "the /memory answer", 20*time.Second, func() bool { return len(srv.Ephemerals()) == 2 })
+	if e := srv.Ephemerals()[1]; !strings.Contains(e.Text, "alice's salary is 100k") {
+		t.Fatalf("/memory as a slash command answered %q; want alice's facts, to her alone", e.Text)
+	}
+
 	// -1 on the bot's reply is a negative signal for its model. A user
 	// reacts once the reply is there: after its delivery was recorded. (A
 	// Slack reaction names the channel only; until the record exists it
