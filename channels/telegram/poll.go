@@ -153,6 +153,9 @@ func (b *Bot) poll(ctx context.Context, sink core.Sink, l Lease, identified <-ch
 			backoff = minEmptyPoll - b.now().Sub(asked)
 		}
 		b.health.Connected()
+		if updates, err = b.waitForAlbum(ctx, offset, updates); err != nil {
+			return nil // only the end of ctx ends the wait
+		}
 		next, err := b.handleBatch(ctx, sink, updates, offset)
 		if err != nil {
 			if ctx.Err() != nil {
@@ -204,11 +207,26 @@ func (b *Bot) handleBatch(ctx context.Context, sink core.Sink, updates []models.
 	}
 	failed := make([]error, len(updates))
 	run := func(us []int) {
-		for _, i := range us {
+		for len(us) > 0 {
+			i := us[0]
+			if n := albumItems(updates, us); n > 1 {
+				msgs := make([]*models.Message, n)
+				for k, j := range us[:n] {
+					b.health.Event()
+					msgs[k] = updates[j].Message
+				}
+				if err := b.acceptAlbum(ctx, sink, msgs); err != nil {
+					failed[i] = fmt.Errorf("update %d (album of %d): %w", updates[i].ID, n, err)
+					return
+				}
+				us = us[n:]
+				continue
+			}
 			if err := b.handle(ctx, sink, &updates[i]); err != nil {
 				failed[i] = err
 				return
 			}
+			us = us[1:]
 		}
 	}
 	if len(chats) == 1 {
@@ -251,7 +269,13 @@ func updateChat(u *models.Update) int64 {
 // getUpdates makes one long-poll request. Its parameters go as the
 // library sends every other call: a multipart form, lists as JSON text.
 func (b *Bot) getUpdates(ctx context.Context, offset int64) ([]models.Update, error) {
-	body, contentType, err := getUpdatesForm(offset, int(b.o.PollTimeout/time.Second))
+	return b.getUpdatesWithin(ctx, offset, int(b.o.PollTimeout/time.Second))
+}
+
+// getUpdatesWithin is getUpdates with a long poll of timeout seconds (0:
+// what is there now).
+func (b *Bot) getUpdatesWithin(ctx context.Context, offset int64, timeout int) ([]models.Update, error) {
+	body, contentType, err := getUpdatesForm(offset, timeout)
 	if err != nil {
 		return nil, fmt.Errorf("getUpdates: %w", err)
 	}

@@ -1,0 +1,134 @@
+package telegram
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-telegram/bot/models"
+
+	"github.com/opentalon/opentalon/channels/telegram/telegramtest"
+	"github.com/opentalon/opentalon/config"
+	"github.com/opentalon/opentalon/core"
+)
+
+// albumPhoto is one item of album group: a photo of fileID, in a private
+// chat with from (chat 0) or in a group (the caption then carries the
+// entities Telegram gives it).
+func albumPhoto(srv *telegramtest.Server, chat int64, from *models.User, group, fileID, caption string) models.Update {
+	u := srv.Photo(from, fileID, 5000, caption)
+	if chat != 0 {
+		g := srv.Group(chat, from, caption, 0).Message
+		g.Caption, g.CaptionEntities, g.Text, g.Entities = g.Text, g.Entities, "", nil
+		g.Photo = u.Message.Photo
+		u.Message = g
+	}
+	u.Message.MediaGroupID = group
+	return u
+}
+
+func fileIDs(in core.Inbound) []string {
+	var ids []string
+	for _, f := range in.Files {
+		ids = append(ids, f.ID)
+	}
+	return ids
+}
+
+// TestAlbumIsOneMessage: photos sent together (one update each, one
+// media_group_id, the caption on the first) reach the gateway as one
+// message with every photo, so the user gets one answer about all of
+// them; a message after the album is its own.
+func TestAlbumIsOneMessage(t *testing.T) {
+	h := newHarness(t, nil)
+	sink := newFakeSink()
+	first := albumPhoto(h.srv, 0, alice, "g1", "p1", "which one is sharpest?")
+	h.srv.AddUpdate(first)
+	h.srv.AddUpdate(albumPhoto(h.srv, 0, alice, "g1", "p2", ""))
+	h.srv.AddUpdate(albumPhoto(h.srv, 0, alice, "g1", "p3", ""))
+	last := h.srv.AddUpdate(h.srv.Private(alice, "thanks"))
+	h.run(t, sink)
+	h.srv.WaitFor(t, "the offset past the batch", 5*time.Second, func([]telegramtest.Sent, []telegramtest.Call) bool { return h.srv.Confirmed() > last })
+	sink.mu.Lock()
+	defer sink.mu.Unlock()
+	if len(sink.accepted) != 2 {
+		t.Fatalf("accepted %d messages; want the album as one and the text after it", len(sink.accepted))
+	}
+	album := sink.accepted[0]
+	if got := fmt.Sprint(fileIDs(album)); got != "[p1 p2 p3]" || album.Text != "which one is sharpest?" {
+		t.Fatalf("album = %q with files %s; want the caption with p1 p2 p3", album.Text, got)
+	}
+	if album.MessageID != "42:"+strconv.Itoa(first.Message.ID) {
+		t.Errorf("album's MessageID = %q; want the first item's", album.MessageID)
+	}
+	if sink.accepted[1].Text != "thanks" {
+		t.Errorf("second message = %q", sink.accepted[1].Text)
+	}
+}
+
+// TestAlbumSplitAcrossPollsIsOneMessage: when a getUpdates brings only
+// the album's first item, the poller waits and reads again from the same
+// offset (Telegram is told of nothing yet) before handing it over.
+func TestAlbumSplitAcrossPollsIsOneMessage(t *testing.T) {
+	var srv *telegramtest.Server
+	var once sync.Once
+	h := newHarness(t, func(_ *config.Telegram, o *Options) {
+		o.Sleep = func(ctx context.Context, d time.Duration) error {
+			if d == albumWait {
+				// The rest of the album arrives while the poller waits.
+				once.Do(func() {
+					srv.AddUpdate(albumPhoto(srv, 0, alice, "g2", "q2", ""))
+					srv.AddUpdate(albumPhoto(srv, 0, alice, "g2", "q3", ""))
+				})
+			}
+			return nil
+		}
+	})
+	srv = h.srv
+	sink := newFakeSink()
+	first := h.srv.AddUpdate(albumPhoto(h.srv, 0, alice, "g2", "q1", "compare"))
+	h.run(t, sink)
+	sink.waitFor(t, "the album", func() bool { return len(sink.accepted) >= 1 })
+	h.srv.WaitFor(t, "the offset past the album", 5*time.Second, func([]telegramtest.Sent, []telegramtest.Call) bool { return h.srv.Confirmed() > first+2 })
+	sink.mu.Lock()
+	defer sink.mu.Unlock()
+	if len(sink.accepted) != 1 || fmt.Sprint(fileIDs(sink.accepted[0])) != "[q1 q2 q3]" {
+		var got []string
+		for _, in := range sink.accepted {
+			got = append(got, fmt.Sprint(fileIDs(in)))
+		}
+		t.Fatalf("accepted %v; want one message with q1 q2 q3", got)
+	}
+	// The re-read confirmed nothing: it asked from the first item again.
+	for _, c := range h.srv.Calls("getUpdates") {
+		if c.Params["timeout"] == "0" && c.Params["offset"] != "" && c.Params["offset"] != strconv.FormatInt(first, 10) {
+			t.Errorf("the album's re-read asked from offset %s; want %d (nothing confirmed)", c.Params["offset"], first)
+		}
+	}
+}
+
+// TestAlbumInAGroup: in a group, an album whose caption names the bot is
+// one message with all its photos; an album that does not is not for
+// the bot.
+func TestAlbumInAGroup(t *testing.T) {
+	h := newHarness(t, nil)
+	sink := newFakeSink()
+	h.srv.AddUpdate(albumPhoto(h.srv, groupID, alice, "g3", "a1", "holiday pictures"))
+	h.srv.AddUpdate(albumPhoto(h.srv, groupID, alice, "g3", "a2", ""))
+	h.srv.AddUpdate(albumPhoto(h.srv, groupID, alice, "g4", "b1", "@talon_bot which is best?"))
+	h.srv.AddUpdate(albumPhoto(h.srv, groupID, alice, "g4", "b2", ""))
+	last := h.srv.AddUpdate(h.srv.Group(groupID, alice, "@talon_bot thanks", 0))
+	h.run(t, sink)
+	h.srv.WaitFor(t, "the offset past the batch", 5*time.Second, func([]telegramtest.Sent, []telegramtest.Call) bool { return h.srv.Confirmed() > last })
+	sink.mu.Lock()
+	defer sink.mu.Unlock()
+	if len(sink.accepted) != 2 {
+		t.Fatalf("accepted %d messages; want the album naming the bot and the text", len(sink.accepted))
+	}
+	if in := sink.accepted[0]; fmt.Sprint(fileIDs(in)) != "[b1 b2]" || in.Text != "which is best?" || !in.Mentioned {
+		t.Fatalf("album = %+v; want b1 b2 with the caption, addressed", in)
+	}
+}
