@@ -143,7 +143,7 @@ func containsTag(tags []string, tag string) bool {
 
 // memoryLine renders a memory for the LLM and for /memory.
 func memoryLine(m core.Memory) string {
-	l := fmt.Sprintf("#%d %s", m.ID, m.Content)
+	l := fmt.Sprintf("#%d %s", m.ID, oneLine(m.Content))
 	if len(m.Tags) > 0 {
 		l += " [" + strings.Join(m.Tags, ", ") + "]"
 	}
@@ -151,6 +151,25 @@ func memoryLine(m core.Memory) string {
 		l += " (shared)"
 	}
 	return l
+}
+
+// oneLine puts a memory's lines on one line, joined by " / ": each
+// memory is one line of /memory, memory_search and the recalled list, and
+// a line of its own must not pass for another memory there.
+func oneLine(s string) string {
+	if !strings.ContainsAny(s, "\n\r\v\f\u2028\u2029") {
+		return s
+	}
+	lines := strings.FieldsFunc(s, func(r rune) bool {
+		return r == '\n' || r == '\r' || r == '\v' || r == '\f' || r == '\u2028' || r == '\u2029'
+	})
+	kept := lines[:0]
+	for _, l := range lines {
+		if l = strings.TrimSpace(l); l != "" {
+			kept = append(kept, l)
+		}
+	}
+	return strings.Join(kept, " / ")
 }
 
 // hasMemories says whether recall can find anything for the turn's user
