@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"math"
+	"strings"
 
 	"github.com/opentalon/opentalon/core"
 )
@@ -195,8 +196,13 @@ func (h *OrderedHooks) Post(ctx context.Context, in core.HookInput, answer strin
 			h.failed(in, core.StagePostHooks)
 			return true
 		}
-		if out.Text != "" {
+		switch {
+		case strings.TrimSpace(out.Text) != "":
 			answer = out.Text
+		case out.Text != "":
+			// An answer of only spaces would be sent as nothing (or
+			// refused by the platform) and recorded as answered.
+			h.log.Warn("post-hook returned only whitespace; the answer goes on without its change (return \"\" to leave it unchanged)", "hook", st.Name, "conv", in.In.Conversation.String())
 		}
 		if out.Metadata != nil {
 			in.Metadata = out.Metadata

@@ -102,6 +102,22 @@ func TestOrderedHooksSkipFailuresAndStopOnDrop(t *testing.T) {
 	}
 }
 
+// TestPostHookOfOnlyWhitespaceLeavesTheAnswer: a post step that returns
+// only spaces and line breaks would have the answer sent as nothing;
+// the answer goes on as the step before left it.
+func TestPostHookOfOnlyWhitespaceLeavesTheAnswer(t *testing.T) {
+	tr := &tracer{}
+	blank := func(string) (string, error) { return " \n\t ", nil }
+	h := gateway.NewOrderedHooks(nil, stepSource{
+		tr.step("a", 1, nil, appendPost("+a")),
+		tr.step("blank", 2, nil, blank),
+	})
+	out, err := h.Post(context.Background(), core.HookInput{}, "ans")
+	if err != nil || out != "ans+a" {
+		t.Fatalf("post = %q %v; want ans+a (the blank step's text ignored)", out, err)
+	}
+}
+
 func TestOrderedHooksStopWhenTheRequestEnds(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	tr := &tracer{}
