@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -65,6 +66,11 @@ func (ps *problems) add(line int, path, format string, args ...any) {
 // the nearest parent that has one).
 func (ps *problems) at(path, format string, args ...any) {
 	ps.add(ps.lineOf(path), path, format, args...)
+}
+
+// reported says a problem was already reported at path.
+func (ps *problems) reported(path string) bool {
+	return slices.ContainsFunc(ps.list, func(p Problem) bool { return p.Path == path })
 }
 
 func (ps *problems) lineOf(path string) int {

@@ -203,7 +203,8 @@ schedules:
 			t.Errorf("no problem at %s: %v", want, err)
 		}
 	}
-	for _, wrong := range []string{"schedules[0].chat", "schedules[1].chat"} {
+	// The bad interval is its one problem: not also "needs interval".
+	for _, wrong := range []string{"schedules[0].chat", "schedules[1].chat", "schedules[0]"} {
 		if paths[wrong] {
 			t.Errorf("a problem is reported at %s, the last key on its line: %v", wrong, err)
 		}

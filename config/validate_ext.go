@@ -75,6 +75,8 @@ func validateSchedules(c *Config, ps *problems, chans channelSet) {
 		switch {
 		case s.Interval > 0 && s.Cron != "":
 			ps.at(p, "has both interval and cron; keep one")
+		case s.Interval <= 0 && s.Cron == "" && ps.reported(p+".interval"):
+			// A bad interval (negative, unreadable) is reported as such.
 		case s.Interval <= 0 && s.Cron == "":
 			ps.at(p, "needs interval (a duration such as \"6h\") or cron (five fields such as \"0 9 * * 1-5\")")
 		case s.Cron != "":
