@@ -100,6 +100,35 @@ func TestE2EPhotoReachesTheModelAsAnImage(t *testing.T) {
 	}
 }
 
+// TestE2EAlbumReachesTheModelAsOneMessage: three photos sent together
+// (a Telegram album: an update each, one media_group_id, the caption on
+// the first) are one question with three images, answered once.
+func TestE2EAlbumReachesTheModelAsOneMessage(t *testing.T) {
+	t.Parallel()
+	llm := providertest.NewOpenAI(t)
+	bot := telegramtest.New(t, tgToken)
+	startApp(t, loadConfigFile(t, writeConfig(t, visionCatalog(telegramConfig(t.TempDir(), llm.BaseURL(), bot.URL)))))
+	alice := telegramtest.User(51, "alice")
+	jpg := photo(t)
+	var last int64
+	for _, caption := range []string{"which one is sharpest?", "", ""} {
+		u := bot.Photo(alice, bot.AddFile(jpg), len(jpg), caption)
+		u.Message.MediaGroupID = "album-1"
+		last = bot.AddUpdate(u)
+	}
+	sent := bot.WaitSent(t, 1, 20*time.Second)
+	bot.WaitFor(t, "the offset past the album", 20*time.Second, func([]telegramtest.Sent, []telegramtest.Call) bool { return bot.Confirmed() > last })
+	if !strings.Contains(sent[0].Text, "echo: which one is sharpest?") {
+		t.Fatalf("answer %q; want the LLM's echo of the caption", sent[0].Text)
+	}
+	if u := lastUser(t, llm); len(u.Attachments) != 3 {
+		t.Fatalf("the LLM got %d images; want the album's three", len(u.Attachments))
+	}
+	if n, answers := llm.Count(), bot.SentCount(); n != 1 || answers != 1 {
+		t.Fatalf("%d LLM calls and %d answers; want one of each for the album", n, answers)
+	}
+}
+
 // TestE2EImageWithoutVisionModel: with no model that sees, a photo is
 // answered with one sentence, without calling the LLM or downloading it.
 func TestE2EImageWithoutVisionModel(t *testing.T) {
