@@ -1,13 +1,73 @@
 package main
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
+	"math/rand/v2"
+	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/go-telegram/bot/models"
+
 	"github.com/opentalon/opentalon/channels/telegram/telegramtest"
+	"github.com/opentalon/opentalon/routing/provider/providertest"
 )
+
+// faultyLLM is the replica tests' fake LLM: each answer takes 20-200 ms,
+// and one call in ten fails with a 500, one in twenty with a 429 asking
+// a second's wait (a seeded sequence).
+func faultyLLM(t *testing.T, seed uint64) *providertest.Server {
+	rnd := rand.New(rand.NewPCG(23, seed))
+	var mu sync.Mutex
+	llm := providertest.NewOpenAI(t)
+	llm.SetReply(func(r providertest.Received) providertest.Script {
+		mu.Lock()
+		x, wait := rnd.Float64(), time.Duration(20+rnd.IntN(181))*time.Millisecond
+		mu.Unlock()
+		time.Sleep(wait)
+		switch {
+		case x < 0.10:
+			return providertest.Script{Status: 500}
+		case x < 0.15:
+			return providertest.Script{Status: 429, Header: map[string]string{"Retry-After": "1"}}
+		}
+		return providertest.Echo(r)
+	})
+	return llm
+}
+
+// deliverWebhook hands u to the replicas as Telegram hands a webhook
+// update to a load balancer: to the next replica in, again until one
+// answers 200 (a refused or dropped connection is a replica gone). It
+// gives up with an error after a minute.
+func deliverWebhook(t *testing.T, in *pool, secret string, u models.Update) {
+	b, _ := json.Marshal(u)
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Errorf("update %d was refused by every replica for a minute", u.ID)
+			return
+		}
+		addr := in.pick()
+		if addr == "" {
+			continue
+		}
+		req, _ := http.NewRequest(http.MethodPost, "http://"+addr+"/telegram", bytes.NewReader(b))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("X-Telegram-Bot-Api-Secret-Token", secret)
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			continue
+		}
+		res.Body.Close()
+		if res.StatusCode == http.StatusOK {
+			return
+		}
+	}
+}
 
 // chatMsg is a message a replica test sent to the bot.
 type chatMsg struct {

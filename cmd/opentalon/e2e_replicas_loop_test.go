@@ -14,10 +14,8 @@ package main
 
 import (
 	"fmt"
-	"math/rand/v2"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -26,7 +24,6 @@ import (
 
 	"github.com/opentalon/opentalon/channels/telegram/telegramtest"
 	"github.com/opentalon/opentalon/core/lease"
-	"github.com/opentalon/opentalon/routing/provider/providertest"
 	"github.com/opentalon/opentalon/store/pgtest"
 )
 
@@ -46,22 +43,7 @@ func TestE2EReplicasAnswerAsOneBot(t *testing.T) {
 		replicas = 3
 	)
 	dsn := pgtest.DSN(t)
-	rnd := rand.New(rand.NewPCG(23, 5))
-	var rndMu sync.Mutex
-	llm := providertest.NewOpenAI(t)
-	llm.SetReply(func(r providertest.Received) providertest.Script {
-		rndMu.Lock()
-		x, wait := rnd.Float64(), time.Duration(20+rnd.IntN(181))*time.Millisecond
-		rndMu.Unlock()
-		time.Sleep(wait)
-		switch {
-		case x < 0.10:
-			return providertest.Script{Status: 500}
-		case x < 0.15:
-			return providertest.Script{Status: 429, Header: map[string]string{"Retry-After": "1"}}
-		}
-		return providertest.Echo(r)
-	})
+	llm := faultyLLM(t, 5)
 	bot := telegramtest.New(t, tgToken)
 	bin := releaseBinary(t)
 	cfgs := make([]string, replicas)

@@ -1,0 +1,139 @@
+package main
+
+// Issue 23's multi-replica test in webhook mode: three replicas on one
+// PostgreSQL serve Telegram's webhook behind a small round-robin proxy (a
+// load balancer), under steady load, with a fake LLM that is slow and
+// fails now and then. One replica is killed with SIGKILL mid-way, and
+// later a second one; both come back. Telegram delivers again what no
+// replica acknowledged, so every message is answered, in its own chat, in
+// order per chat, once, but for a part whose send completed just before a
+// kill (the crash loop's documented window).
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/go-telegram/bot/models"
+
+	"github.com/opentalon/opentalon/channels/telegram/telegramtest"
+	"github.com/opentalon/opentalon/store/pgtest"
+)
+
+func TestE2EReplicasWebhookThroughKills(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("starts, kills and restarts three processes")
+	}
+	const (
+		chats    = 20
+		total    = 150
+		replicas = 3
+		secret   = "hook-SECRET"
+	)
+	dsn := pgtest.DSN(t)
+	llm := faultyLLM(t, 7)
+	bot := telegramtest.New(t, tgToken)
+	bin := releaseBinary(t)
+	cfgs := make([]string, replicas)
+	for i := range cfgs {
+		y := telegramConfig(t.TempDir(), llm.BaseURL(), bot.URL)
+		y = strings.Replace(y, "    token: ", fmt.Sprintf("    mode: webhook\n    webhook: { listen: \"127.0.0.1:0\", url: \"https://bot.example.com/telegram\", secret: %q }\n    token: ", secret), 1)
+		y = insertUnder(y, "state", fmt.Sprintf("  driver: postgres\n  postgres: { dsn: %q }\n", dsn))
+		y = insertUnder(y, "queue", "  lease_ttl: 3s\n")
+		cfgs[i] = writeConfig(t, y)
+	}
+	procs := make([]*binProc, replicas)
+	var logsMu sync.Mutex
+	var logs []*lockedBuf
+	in := &pool{addrs: map[int]string{}}
+	start := func(i int) {
+		p := startBinaryAt(t, bin, childEnv(), nil, "--config", cfgs[i], "--log-level", "debug", "run")
+		procs[i] = p
+		logsMu.Lock()
+		logs = append(logs, p.stderr)
+		logsMu.Unlock()
+		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+			if m := webhookServed.FindStringSubmatch(p.stderr.String()); m != nil {
+				in.set(i, m[1])
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("replica %d never served its webhook; its log:\n%s", i, tail(p.stderr.String(), 40))
+			}
+		}
+	}
+	for i := range procs {
+		start(i)
+	}
+	// killNow kills replica i with SIGKILL, in the balancer until it is
+	// gone (what it was handed then is refused or dropped, and Telegram
+	// delivers it again), and says when.
+	killNow := func(i int) kill {
+		k := kill{signal: time.Now()}
+		if err := procs[i].cmd.Process.Signal(syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		if code := procs[i].exitCode(30 * time.Second); code != -1 {
+			t.Fatalf("replica %d exit code %d, want killed", i, code)
+		}
+		k.dead = time.Now()
+		in.set(i, "")
+		procs[i] = nil
+		return k
+	}
+
+	var (
+		msgsMu sync.Mutex
+		msgs   []chatMsg
+	)
+	users := make([]*models.User, chats)
+	for i := range users {
+		users[i] = telegramtest.User(int64(7000+i), "")
+	}
+	// Steady load in one ordered stream, as Telegram delivers a bot's
+	// updates.
+	loadDone := make(chan struct{})
+	go func() {
+		defer close(loadDone)
+		for i := range total {
+			u := bot.Private(users[i%chats], "w"+strconv.Itoa(i))
+			msgsMu.Lock()
+			msgs = append(msgs, chatMsg{chat: u.Message.Chat.ID, id: u.Message.ID, text: u.Message.Text})
+			msgsMu.Unlock()
+			deliverWebhook(t, in, secret, u)
+			time.Sleep(40 * time.Millisecond)
+		}
+	}()
+
+	answered := func(n int) func([]telegramtest.Sent, []telegramtest.Call) bool {
+		return func(sent []telegramtest.Sent, _ []telegramtest.Call) bool { return len(sent) >= n }
+	}
+	bot.WaitFor(t, "a fifth answered", 60*time.Second, answered(total/5))
+	first := killNow(0)
+	bot.WaitFor(t, "half answered", 60*time.Second, answered(total/2))
+	second := killNow(1)
+	start(0)
+	start(1)
+	<-loadDone
+
+	msgsMu.Lock()
+	defer msgsMu.Unlock()
+	logsMu.Lock()
+	defer logsMu.Unlock()
+	waitAnswered(t, bot, msgs, "w", logs, 90*time.Second)
+	for i, p := range procs {
+		if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+			t.Fatal(err)
+		}
+		if code := p.exitCode(60 * time.Second); code != 0 {
+			t.Errorf("replica %d exit code %d; its log:\n%s", i, code, tail(p.stderr.String(), 40))
+		}
+	}
+	checkAnswers(t, bot, msgs, func(a, b telegramtest.Sent) bool { return killBetween([]kill{first, second}, a.At, b.At) })
+	t.Logf("%d messages over %d chats on %d replicas, two killed and restarted: %d sends, %d LLM calls", len(msgs), chats, replicas, len(bot.Sent()), llm.Count())
+}
