@@ -3,6 +3,7 @@ package notify_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -78,4 +79,42 @@ func TestRateLimitPerCluster(t *testing.T) {
 	h.wait(t)
 	h.wait(t)
 	h.none(t, 500*time.Millisecond)
+}
+
+// TestSlowClaimHoldsUpNoOtherEvent: the cluster's claim is a database
+// write; while one event's claim waits on a slow database, another
+// event is decided and sent without waiting for it (Emit is called on a
+// message's path: a failover, a failing hook).
+func TestSlowClaimHoldsUpNoOtherEvent(t *testing.T) {
+	h, url := newHook(t, "")
+	inClaim, release := make(chan struct{}), make(chan struct{})
+	claim := func(ctx context.Context, key string, _ time.Duration) (bool, error) {
+		if strings.HasPrefix(key, "event|"+core.EventBudgetWarning) {
+			close(inClaim)
+			<-release
+		}
+		return true, nil
+	}
+	n := start(t, notify.Options{Routes: []notify.Route{{Sink: notify.Webhook{URL: url}}}, Claim: claim})
+	slowDone := make(chan struct{})
+	defer func() { <-slowDone }()
+	defer close(release) // after a failure too: the slow Emit ends
+	go func() {
+		defer close(slowDone)
+		n.Emit(core.OpsEvent{Kind: core.EventBudgetWarning, Subject: "routing.budget.daily_usd", Message: "80%"})
+	}()
+	<-inClaim
+	fast := make(chan struct{})
+	go func() {
+		defer close(fast)
+		n.Emit(core.OpsEvent{Kind: core.EventChannelDown, Subject: "telegram", Message: "telegram is down"})
+	}()
+	select {
+	case <-fast:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Emit of a channel-down waited for another event's claim")
+	}
+	if p := h.wait(t); p.Kind != core.EventChannelDown {
+		t.Fatalf("sent %+v; want the channel-down while the budget's claim waits", p)
+	}
 }

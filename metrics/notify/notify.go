@@ -165,6 +165,12 @@ func (n *Notifier) Emit(e core.OpsEvent) {
 		return
 	}
 	if n.o.Claim != nil {
+		// The claims are database writes: Emit's callers (a message
+		// failing over, a hook failing) must not wait in line behind
+		// another event's while the database is slow. The claim itself
+		// is what tells two emitters of one event apart, here as across
+		// the cluster, so the lock is not needed around it.
+		n.mu.Unlock()
 		ckey, ttl := "event|"+key, n.o.Window
 		if e.Once != "" {
 			ckey, ttl = "once|"+e.Once, onceFor
@@ -172,6 +178,11 @@ func (n *Notifier) Emit(e core.OpsEvent) {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		claimed, err := n.o.Claim(ctx, ckey, ttl)
 		cancel()
+		slot := true
+		if err == nil && claimed {
+			slot = n.claimSlot(e.Kind, now)
+		}
+		n.mu.Lock()
 		if err != nil {
 			n.log.Warn("operator event: the cluster's claim failed; sending it here", "kind", e.Kind, "err", err)
 		} else if !claimed {
@@ -179,7 +190,7 @@ func (n *Notifier) Emit(e core.OpsEvent) {
 			n.mu.Unlock()
 			n.log.Debug("operator event sent by another replica", "kind", e.Kind, "subject", e.Subject)
 			return
-		} else if !n.claimSlot(e.Kind, now) {
+		} else if !slot {
 			// The kind's MaxPerWindow is used up across the cluster.
 			ks.suppressed++
 			n.mu.Unlock()
