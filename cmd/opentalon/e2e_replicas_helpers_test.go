@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -149,5 +150,45 @@ func checkAnswers(t *testing.T, bot *telegramtest.Server, msgs []chatMsg, again 
 			t.Errorf("%q in chat %d was answered before the message sent ahead of it", m.text, m.chat)
 		}
 		lastAnswer[m.chat] = copies[0].At
+	}
+}
+
+// steadyLoad sends total private messages (texts prefix+i) round robin
+// over chats users (ids from base), one every gap, in one ordered stream
+// as Telegram delivers a bot's updates, each through deliver. wait
+// returns the messages once the last one was delivered.
+func steadyLoad(bot *telegramtest.Server, base int64, chats, total int, prefix string, gap time.Duration, deliver func(models.Update)) (wait func() []chatMsg) {
+	users := make([]*models.User, chats)
+	for i := range users {
+		users[i] = telegramtest.User(base+int64(i), "")
+	}
+	msgs := make([]chatMsg, 0, total)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := range total {
+			u := bot.Private(users[i%chats], prefix+strconv.Itoa(i))
+			msgs = append(msgs, chatMsg{chat: u.Message.Chat.ID, id: u.Message.ID, text: u.Message.Text})
+			deliver(u)
+			time.Sleep(gap)
+		}
+	}()
+	return func() []chatMsg {
+		<-done
+		return msgs
+	}
+}
+
+// servedWebhook waits for replica i's log to say where its Telegram
+// webhook listens and returns that address.
+func servedWebhook(t *testing.T, i int, p *binProc) string {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if m := webhookServed.FindStringSubmatch(p.stderr.String()); m != nil {
+			return m[1]
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("replica %d never served its webhook; its log:\n%s", i, tail(p.stderr.String(), 40))
+		}
 	}
 }

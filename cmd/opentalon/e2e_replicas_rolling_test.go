@@ -12,7 +12,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"regexp"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -123,15 +122,7 @@ func rollingRestart(t *testing.T, mode string) {
 		if mode != "webhook" {
 			return
 		}
-		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-			if m := webhookServed.FindStringSubmatch(p.stderr.String()); m != nil {
-				in.set(i, m[1])
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("replica %d never served its webhook; its log:\n%s", i, tail(p.stderr.String(), 40))
-			}
-		}
+		in.set(i, servedWebhook(t, i, p))
 	}
 	for i := range procs {
 		start(i)
@@ -147,28 +138,8 @@ func rollingRestart(t *testing.T, mode string) {
 		deliverWebhook(t, in, secret, u)
 	}
 
-	var (
-		msgsMu sync.Mutex
-		msgs   []chatMsg
-	)
-	users := make([]*models.User, chats)
-	for i := range users {
-		users[i] = telegramtest.User(int64(6000+i), "")
-	}
-	// Steady load: a message every 50 ms over the whole restart, in one
-	// ordered stream (Telegram delivers a bot's updates in order).
-	loadDone := make(chan struct{})
-	go func() {
-		defer close(loadDone)
-		for i := range total {
-			u := bot.Private(users[i%chats], mode+"-"+strconv.Itoa(i))
-			msgsMu.Lock()
-			msgs = append(msgs, chatMsg{chat: u.Message.Chat.ID, id: u.Message.ID, text: u.Message.Text})
-			msgsMu.Unlock()
-			deliver(u)
-			time.Sleep(50 * time.Millisecond)
-		}
-	}()
+	// Steady load: a message every 50 ms over the whole restart.
+	load := steadyLoad(bot, 6000, chats, total, mode+"-", 50*time.Millisecond, deliver)
 
 	// The rolling deploy: each replica in turn is taken out of the
 	// balancer, stopped with SIGTERM (it must exit 0) and started again.
@@ -185,10 +156,7 @@ func rollingRestart(t *testing.T, mode string) {
 		}
 		start(i)
 	}
-	<-loadDone
-
-	msgsMu.Lock()
-	defer msgsMu.Unlock()
+	msgs := load()
 	waitAnswered(t, bot, msgs, mode, logs, 90*time.Second)
 	for i, p := range procs {
 		if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {

@@ -11,7 +11,6 @@ package main
 
 import (
 	"fmt"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -57,15 +56,7 @@ func TestE2EReplicasWebhookThroughKills(t *testing.T) {
 		logsMu.Lock()
 		logs = append(logs, p.stderr)
 		logsMu.Unlock()
-		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-			if m := webhookServed.FindStringSubmatch(p.stderr.String()); m != nil {
-				in.set(i, m[1])
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("replica %d never served its webhook; its log:\n%s", i, tail(p.stderr.String(), 40))
-			}
-		}
+		in.set(i, servedWebhook(t, i, p))
 	}
 	for i := range procs {
 		start(i)
@@ -87,28 +78,7 @@ func TestE2EReplicasWebhookThroughKills(t *testing.T) {
 		return k
 	}
 
-	var (
-		msgsMu sync.Mutex
-		msgs   []chatMsg
-	)
-	users := make([]*models.User, chats)
-	for i := range users {
-		users[i] = telegramtest.User(int64(7000+i), "")
-	}
-	// Steady load in one ordered stream, as Telegram delivers a bot's
-	// updates.
-	loadDone := make(chan struct{})
-	go func() {
-		defer close(loadDone)
-		for i := range total {
-			u := bot.Private(users[i%chats], "w"+strconv.Itoa(i))
-			msgsMu.Lock()
-			msgs = append(msgs, chatMsg{chat: u.Message.Chat.ID, id: u.Message.ID, text: u.Message.Text})
-			msgsMu.Unlock()
-			deliverWebhook(t, in, secret, u)
-			time.Sleep(40 * time.Millisecond)
-		}
-	}()
+	load := steadyLoad(bot, 7000, chats, total, "w", 40*time.Millisecond, func(u models.Update) { deliverWebhook(t, in, secret, u) })
 
 	answered := func(n int) func([]telegramtest.Sent, []telegramtest.Call) bool {
 		return func(sent []telegramtest.Sent, _ []telegramtest.Call) bool { return len(sent) >= n }
@@ -119,10 +89,7 @@ func TestE2EReplicasWebhookThroughKills(t *testing.T) {
 	second := killNow(1)
 	start(0)
 	start(1)
-	<-loadDone
-
-	msgsMu.Lock()
-	defer msgsMu.Unlock()
+	msgs := load()
 	logsMu.Lock()
 	defer logsMu.Unlock()
 	waitAnswered(t, bot, msgs, "w", logs, 90*time.Second)
