@@ -192,3 +192,9 @@ func servedWebhook(t *testing.T, i int, p *binProc) string {
 		}
 	}
 }
+
+// webhookMode turns a telegramConfig's Telegram channel to webhook mode:
+// served on a free loopback port, with secret as its secret token.
+func webhookMode(y, secret string) string {
+	return strings.Replace(y, "    token: ", fmt.Sprintf("    mode: webhook\n    webhook: { listen: \"127.0.0.1:0\", url: \"https://bot.example.com/telegram\", secret: %q }\n    token: ", secret), 1)
+}

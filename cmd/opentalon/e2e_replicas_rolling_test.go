@@ -12,7 +12,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"regexp"
-	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -106,7 +105,7 @@ func rollingRestart(t *testing.T, mode string) {
 	for i := range cfgs {
 		y := telegramConfig(t.TempDir(), llm.BaseURL(), bot.URL)
 		if mode == "webhook" {
-			y = strings.Replace(y, "    token: ", fmt.Sprintf("    mode: webhook\n    webhook: { listen: \"127.0.0.1:0\", url: \"https://bot.example.com/telegram\", secret: %q }\n    token: ", secret), 1)
+			y = webhookMode(y, secret)
 		}
 		y = insertUnder(y, "state", fmt.Sprintf("  driver: postgres\n  postgres: { dsn: %q }\n", dsn))
 		y = insertUnder(y, "queue", "  lease_ttl: 3s\n")

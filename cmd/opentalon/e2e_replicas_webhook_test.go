@@ -11,8 +11,6 @@ package main
 
 import (
 	"fmt"
-	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -41,21 +39,18 @@ func TestE2EReplicasWebhookThroughKills(t *testing.T) {
 	cfgs := make([]string, replicas)
 	for i := range cfgs {
 		y := telegramConfig(t.TempDir(), llm.BaseURL(), bot.URL)
-		y = strings.Replace(y, "    token: ", fmt.Sprintf("    mode: webhook\n    webhook: { listen: \"127.0.0.1:0\", url: \"https://bot.example.com/telegram\", secret: %q }\n    token: ", secret), 1)
+		y = webhookMode(y, secret)
 		y = insertUnder(y, "state", fmt.Sprintf("  driver: postgres\n  postgres: { dsn: %q }\n", dsn))
 		y = insertUnder(y, "queue", "  lease_ttl: 3s\n")
 		cfgs[i] = writeConfig(t, y)
 	}
 	procs := make([]*binProc, replicas)
-	var logsMu sync.Mutex
 	var logs []*lockedBuf
 	in := &pool{addrs: map[int]string{}}
 	start := func(i int) {
 		p := startBinaryAt(t, bin, childEnv(), nil, "--config", cfgs[i], "--log-level", "debug", "run")
 		procs[i] = p
-		logsMu.Lock()
 		logs = append(logs, p.stderr)
-		logsMu.Unlock()
 		in.set(i, servedWebhook(t, i, p))
 	}
 	for i := range procs {
@@ -90,8 +85,6 @@ func TestE2EReplicasWebhookThroughKills(t *testing.T) {
 	start(0)
 	start(1)
 	msgs := load()
-	logsMu.Lock()
-	defer logsMu.Unlock()
 	waitAnswered(t, bot, msgs, "w", logs, 90*time.Second)
 	for i, p := range procs {
 		if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
