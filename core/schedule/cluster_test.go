@@ -238,8 +238,8 @@ func (c *cutQueue) EnqueueFiring(ctx context.Context, f core.Firing) (bool, erro
 // TestALeaseLostWhileFiringNeitherSkipsNorRepeats: the scheduler that
 // claimed a due firing loses its lease while queueing it; the replica
 // that leads next finds that due time queued once — not lost because
-// the first one's context ended between the claim and the queueing, nor
-// queued a second time.
+// the first one's context ended while it queued, nor queued a second
+// time.
 func TestALeaseLostWhileFiringNeitherSkipsNorRepeats(t *testing.T) {
 	t0 := time.Date(2026, 5, 1, 8, 0, 0, 0, time.UTC)
 	clk := clock.NewFake(t0)
@@ -305,4 +305,70 @@ func TestALeaseLostWhileFiringNeitherSkipsNorRepeats(t *testing.T) {
 		clk.Advance(5 * time.Millisecond)
 	}
 	q.none(t, 100*time.Millisecond)
+}
+
+// frozenQueue is the queue of a process that dies while it queues a
+// firing: its EnqueueFiring tells entered, then hangs until release,
+// and nothing it was given is queued.
+type frozenQueue struct {
+	entered chan core.Firing
+	release chan struct{}
+}
+
+func (f *frozenQueue) EnqueueFiring(ctx context.Context, fi core.Firing) (bool, error) {
+	f.entered <- fi
+	<-f.release
+	return false, &core.Error{Kind: core.KindUnavailable, Msg: "the process died"}
+}
+
+// TestAKillWhileQueueingAFiringLosesNothing: the scheduler dies while it
+// queues a due firing (kill -9 mid-write: the firing never reaches the
+// queue); the scheduler that runs next still finds that time due and
+// fires it.
+func TestAKillWhileQueueingAFiringLosesNothing(t *testing.T) {
+	t0 := time.Date(2026, 5, 1, 8, 0, 0, 0, time.UTC)
+	clk := clock.NewFake(t0)
+	dir := t.TempDir()
+	ctx := context.Background()
+	open := func() *store.DB {
+		db, err := store.Open(ctx, dir, store.Options{Now: clk.Now})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { db.Close() })
+		return db
+	}
+	dbA := open()
+	sc, err := dbA.AddSchedule(ctx, core.Schedule{Source: core.ScheduleChat, Interval: time.Hour, Spec: "every 1h", Prompt: "hourly",
+		Conversation: conv, NextFire: t0.Add(time.Hour)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := func(db *store.DB, qu schedule.Queue) {
+		// Each leads while it runs (the lease of a dead leader ran out).
+		s := schedule.New(schedule.Options{Store: db, Queue: qu, Location: time.UTC, Clock: clk, Tick: 5 * time.Millisecond, Grace: 20 * time.Second,
+			Hold: func(ctx context.Context, _ string, work func(context.Context) error) error { return work(ctx) }})
+		rctx, cancel := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			s.Run(rctx)
+		}()
+		t.Cleanup(func() { cancel(); <-done })
+	}
+	frozen := &frozenQueue{entered: make(chan core.Firing, 1), release: make(chan struct{})}
+	run(dbA, frozen)
+	t.Cleanup(func() { close(frozen.release) }) // runs first: the dead one's goroutine ends
+	clk.Set(sc.NextFire.Add(time.Second))       // due
+	select {
+	case <-frozen.entered:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the first scheduler did not fire")
+	}
+	// The first one is dead mid-write; the next one runs.
+	q := newQueue()
+	run(open(), q)
+	if f := q.wait(t); f.ScheduleID != sc.ID || !f.At.Equal(sc.NextFire) {
+		t.Fatalf("fired %+v; want schedule %d at %v", f, sc.ID, sc.NextFire)
+	}
 }

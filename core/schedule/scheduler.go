@@ -32,6 +32,8 @@ type Store interface {
 	// ScheduleFired records the last queued firing (zero = unchanged)
 	// and the next firing time (zero with a last firing = unchanged).
 	ScheduleFired(ctx context.Context, id int64, last, next time.Time) error
+	// Schedule reads one schedule (KindNotFound when unknown).
+	Schedule(ctx context.Context, id int64) (core.Schedule, error)
 	// AdvanceSchedule moves a schedule's next firing from at to next
 	// only when it is still at (a compare-and-set); moved says it did.
 	AdvanceSchedule(ctx context.Context, id int64, at, next time.Time) (moved bool, err error)
@@ -43,8 +45,8 @@ type Store interface {
 // LeaseName is the lease the scheduler that fires holds (Options.Hold).
 const LeaseName = "scheduler"
 
-// finishFiring bounds the queueing of a claimed firing (or its giving
-// back) once the scheduler's context ended.
+// finishFiring bounds the queueing of a firing and the move of its
+// schedule once the scheduler's context ended.
 const finishFiring = 10 * time.Second
 
 // Queue takes firings (gateway.Gateway).
@@ -422,45 +424,37 @@ func (s *Scheduler) fireDue(ctx context.Context) {
 	}
 }
 
-// fire queues one due firing. The firing is first claimed by a
-// compare-and-set of the schedule's next firing time (AdvanceSchedule):
-// a schedule deleted or re-timed meanwhile, or a due time another
-// scheduler fired, is not fired again; the queue's dedupe key
-// (schedule:<id>:<time>) backs it. A firing the queue refuses for a
-// passing reason is given back (the next firing time set back) and tried
-// at the next tick. A process killed between the claim and the queueing
-// skips that one firing.
+// fire queues one due firing. It first reads the schedule back: one
+// deleted or re-timed meanwhile, or a due time another scheduler fired
+// and moved on, is not fired. Then it queues the firing, and only then
+// moves the schedule's next firing time on, by a compare-and-set
+// (AdvanceSchedule): a process killed before the queueing committed
+// leaves the time due, and the scheduler that runs next fires it; one
+// killed between the queueing and the move leaves it due too, and the
+// queue's dedupe key (schedule:<id>:<time>) makes the next one's firing
+// a duplicate, not a second firing. A firing the queue refuses for a
+// passing reason is tried again at the next tick.
 //
-// A claimed firing is finished even when ctx ends meanwhile (the
-// scheduler lease lost, a SIGTERM): the claim was made under the lease,
-// and no other scheduler fires that time any more, so a queueing cut
-// short would skip it.
+// A firing that passed the read is finished even when ctx ends meanwhile
+// (the scheduler lease lost, a SIGTERM), so a queueing is not left
+// without its move; the next leader's firing of the same time is a
+// duplicate.
 func (s *Scheduler) fire(ctx context.Context, e entry, now time.Time) {
 	sc := e.s
 	at := sc.NextFire
 	log := s.log.With("schedule", sc.ID, "source", sc.Source, "conv", sc.Conversation.String())
 	next := e.when.Next(now)
-	moved, err := s.o.Store.AdvanceSchedule(ctx, sc.ID, at, next)
-	if err != nil {
-		log.Warn("claim a firing; trying again", "at", at, "err", err)
+	cur, err := s.o.Store.Schedule(ctx, sc.ID)
+	switch {
+	case core.ErrorKind(err) == core.KindNotFound || err == nil && !cur.NextFire.Equal(at):
+		s.changed(log, sc.ID, at)
+		return
+	case err != nil:
+		log.Warn("read a schedule before its firing; trying again", "at", at, "err", err)
 		return
 	}
-	if moved {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), finishFiring)
-		defer cancel()
-	}
-	if !moved {
-		// Deleted, re-timed or fired elsewhere: read them again.
-		log.Info("schedule changed before its firing; reading the schedules again", "at", at)
-		s.mu.Lock()
-		s.stale = true
-		if cur, ok := s.entries[sc.ID]; ok && cur.s.NextFire.Equal(at) {
-			delete(s.entries, sc.ID)
-		}
-		s.mu.Unlock()
-		return
-	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finishFiring)
+	defer cancel()
 	var last time.Time
 	if e.missed && sc.Missed != core.MissedOnce {
 		log.Info("a firing fell while the gateway was down; skipped (missed: skip)", "at", at)
@@ -468,12 +462,9 @@ func (s *Scheduler) fire(ctx context.Context, e entry, now time.Time) {
 		dup, err := s.o.Queue.EnqueueFiring(ctx, core.FiringOf(sc, at))
 		switch {
 		case err != nil && core.ErrorKind(err) != core.KindInvalid:
-			// The store is busy or failing: give the firing back and try
-			// again at the next tick.
+			// The store is busy or failing: nothing moved; the firing is
+			// tried again at the next tick.
 			log.Warn("queue a firing; trying again", "at", at, "err", err)
-			if _, err := s.o.Store.AdvanceSchedule(ctx, sc.ID, next, at); err != nil {
-				log.Warn("give a firing back", "err", err)
-			}
 			return
 		case err != nil:
 			log.Error("firing not queued", "at", at, "err", err)
@@ -481,6 +472,19 @@ func (s *Scheduler) fire(ctx context.Context, e entry, now time.Time) {
 			last = at
 			log.Info("schedule fired", "at", at, "missed", e.missed, "duplicate", dup)
 		}
+	}
+	moved, err := s.o.Store.AdvanceSchedule(ctx, sc.ID, at, next)
+	if err != nil {
+		// Still due: the next tick queues it again (a duplicate, if it
+		// was queued) and moves it then.
+		log.Warn("move a schedule to its next firing; trying again", "at", at, "next", next, "err", err)
+		return
+	}
+	if !moved {
+		// Another scheduler fired it (the queue's dedupe key made one of
+		// the two a duplicate), or it was deleted or re-timed meanwhile.
+		s.changed(log, sc.ID, at)
+		return
 	}
 	if !last.IsZero() {
 		if err := s.o.Store.ScheduleFired(ctx, sc.ID, last, time.Time{}); err != nil {
@@ -493,6 +497,18 @@ func (s *Scheduler) fire(ctx context.Context, e entry, now time.Time) {
 		if !last.IsZero() {
 			cur.s.LastFire = last
 		}
+	}
+	s.mu.Unlock()
+}
+
+// changed marks the schedules to be read again: schedule id was deleted,
+// re-timed or fired elsewhere before its firing at at.
+func (s *Scheduler) changed(log *slog.Logger, id int64, at time.Time) {
+	log.Info("schedule changed before its firing; reading the schedules again", "at", at)
+	s.mu.Lock()
+	s.stale = true
+	if cur, ok := s.entries[id]; ok && cur.s.NextFire.Equal(at) {
+		delete(s.entries, id)
 	}
 	s.mu.Unlock()
 }
