@@ -23,8 +23,10 @@ const (
 func (x *Extensions) hookStep(p *extPlugin, h Hook) core.HookStep {
 	name := p.cap.Name
 	timeout := x.o.HookTimeout
+	bound := fmt.Sprintf("%s, plugins.tools.hooks.timeout", timeout)
 	if h.Timeout > 0 && h.Timeout < timeout {
 		timeout = h.Timeout
+		bound = fmt.Sprintf("%s, the hook's own timeout in its capability, under plugins.tools.hooks.timeout", timeout)
 	}
 	st := core.HookStep{Name: "plugin:" + name, Order: h.Order}
 	client := p.hooks
@@ -34,9 +36,9 @@ func (x *Extensions) hookStep(p *extPlugin, h Hook) core.HookStep {
 			defer cancel()
 			resp, err := client.PreHook(ctx, hookRequest(in, in.Text, ""))
 			if err != nil {
-				return core.PreResult{}, fmt.Errorf("%w (hook timeout %s)", callError(name, "pre hook", err), timeout)
+				return core.PreResult{}, fmt.Errorf("%w (hook timeout %s)", callError(name, "pre hook", err), bound)
 			}
-			if err := late(ctx, name, "pre hook", timeout); err != nil {
+			if err := late(ctx, name, "pre hook", bound); err != nil {
 				return core.PreResult{}, err
 			}
 			return x.preResult(name, in, resp)
@@ -49,9 +51,9 @@ func (x *Extensions) hookStep(p *extPlugin, h Hook) core.HookStep {
 		defer cancel()
 		resp, err := client.PostHook(ctx, hookRequest(in, answer, in.Text))
 		if err != nil {
-			return core.PostResult{}, fmt.Errorf("%w (hook timeout %s)", callError(name, "post hook", err), timeout)
+			return core.PostResult{}, fmt.Errorf("%w (hook timeout %s)", callError(name, "post hook", err), bound)
 		}
-		if err := late(ctx, name, "post hook", timeout); err != nil {
+		if err := late(ctx, name, "post hook", bound); err != nil {
 			return core.PostResult{}, err
 		}
 		if resp.GetDrop() || resp.GetReply() != "" {
@@ -71,13 +73,14 @@ func (x *Extensions) hookStep(p *extPlugin, h Hook) core.HookStep {
 // late is the timeout error of a hook call whose answer came when its
 // deadline had passed: gRPC returns an answer that arrives together
 // with the deadline (a loaded machine notices its own deadline late),
-// and a hook that timed out is skipped whatever it answered.
-func late(ctx context.Context, plugin, what string, timeout time.Duration) error {
+// and a hook that timed out is skipped whatever it answered. bound is
+// the timeout and the setting it comes from.
+func late(ctx context.Context, plugin, what, bound string) error {
 	dl, ok := ctx.Deadline()
 	if ctx.Err() == nil && (!ok || time.Now().Before(dl)) {
 		return nil
 	}
-	return &core.Error{Kind: core.KindTimeout, Msg: fmt.Sprintf("plugin %s: %s answered after its timeout %s", plugin, what, timeout)}
+	return &core.Error{Kind: core.KindTimeout, Msg: fmt.Sprintf("plugin %s: %s answered after its timeout (%s)", plugin, what, bound)}
 }
 
 func hookRequest(in core.HookInput, text, question string) *pluginpb.HookRequest {

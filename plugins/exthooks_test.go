@@ -2,6 +2,7 @@ package plugins
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -33,12 +34,12 @@ func TestHookAnswerAfterTheTimeoutIsSkipped(t *testing.T) {
 	p := &extPlugin{cap: Capability{Name: "late"}, hooks: lateHooks{}}
 	in := core.HookInput{In: core.Inbound{Conversation: core.ConversationKey{Channel: "slack", Chat: "C1"}}, Text: "as it was"}
 	r, err := x.hookStep(p, Hook{Stage: StagePre}).Pre(context.Background(), in)
-	if err == nil || core.ErrorKind(err) != core.KindTimeout {
-		t.Fatalf("pre = %+v, %v; want a timeout error, so the hook is skipped", r, err)
+	if err == nil || core.ErrorKind(err) != core.KindTimeout || !strings.Contains(err.Error(), "plugins.tools.hooks.timeout") {
+		t.Fatalf("pre = %+v, %v; want a timeout error naming plugins.tools.hooks.timeout, so the hook is skipped", r, err)
 	}
-	out, err := x.hookStep(p, Hook{Stage: StagePost}).Post(context.Background(), in, "the answer")
-	if err == nil || core.ErrorKind(err) != core.KindTimeout {
-		t.Fatalf("post = %q, %v; want a timeout error, so the hook is skipped", out, err)
+	out, err := x.hookStep(p, Hook{Stage: StagePost, Timeout: 10 * time.Millisecond}).Post(context.Background(), in, "the answer")
+	if err == nil || core.ErrorKind(err) != core.KindTimeout || !strings.Contains(err.Error(), "10ms, the hook's own timeout") {
+		t.Fatalf("post = %q, %v; want a timeout error naming the hook's own timeout, so the hook is skipped", out, err)
 	}
 }
 
