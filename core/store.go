@@ -206,6 +206,21 @@ type QueueWaker interface {
 	QueueWake() <-chan struct{}
 }
 
+// StopCause is the recorded cause of a queue item whose answer /stop
+// ended.
+const StopCause = "stopped by the user (/stop)"
+
+// Stopper is an optional capability of a QueueStore shared by several
+// gateways: /stop reaches the replica writing the answer it stops.
+type Stopper interface {
+	// RequestStop asks every gateway on the database to stop the work
+	// under way for conv.
+	RequestStop(ctx context.Context, conv ConversationKey) error
+	// StopRequests receives the conversations other gateways asked to
+	// stop (nil for a gateway alone on its database).
+	StopRequests() <-chan ConversationKey
+}
+
 // MediaStore keeps file content by its SHA-256 (<data_dir>/media).
 type MediaStore interface {
 	// PutMedia stores data and returns its hex digest.

@@ -486,8 +486,10 @@ type listener struct {
 	log interface {
 		Warn(string, ...any)
 	}
-	once   sync.Once
-	ch     chan struct{}
+	once sync.Once
+	ch   chan struct{}
+	// stops receives the conversations /stop named (stopChannel).
+	stops  chan core.ConversationKey
 	cancel context.CancelFunc
 	done   chan struct{}
 }
@@ -505,6 +507,7 @@ func (db *DB) QueueWake() <-chan struct{} {
 func (l *listener) start() <-chan struct{} {
 	l.once.Do(func() {
 		l.ch = make(chan struct{}, 1)
+		l.stops = make(chan core.ConversationKey, 16)
 		l.done = make(chan struct{})
 		ctx, cancel := context.WithCancel(context.Background())
 		l.cancel = cancel
@@ -548,10 +551,12 @@ func (l *listener) listen(ctx context.Context, connected func()) error {
 			got <- dialed{err: err}
 			return
 		}
-		if _, err := conn.Listen(notifyChannel); err != nil {
-			conn.Close()
-			got <- dialed{err: err}
-			return
+		for _, ch := range []string{notifyChannel, stopChannel} {
+			if _, err := conn.Listen(ch); err != nil {
+				conn.Close()
+				got <- dialed{err: err}
+				return
+			}
 		}
 		got <- dialed{conn: conn}
 	}()
@@ -578,12 +583,19 @@ func (l *listener) listen(ctx context.Context, connected func()) error {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case _, ok := <-notes:
+		case n, ok := <-notes:
 			if !ok { // the connection is lost
 				if err := conn.Err(); err != nil {
 					return err
 				}
 				return errors.New("the notification connection closed")
+			}
+			if n != nil && n.Channel == stopChannel {
+				select {
+				case l.stops <- core.ParseConversationKey(n.Extra):
+				default: // a burst of stops: the ones queued stop the same work
+				}
+				continue
 			}
 			l.poke()
 		}

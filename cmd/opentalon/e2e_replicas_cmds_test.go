@@ -28,7 +28,13 @@ func TestE2EReplicasShareCommandsAndReactions(t *testing.T) {
 	const secret = "hook-SECRET"
 	dsn := pgtest.DSN(t)
 	llm := providertest.NewOpenAI(t)
-	llm.SetReply(modelReply)
+	story := words(600, 4) // half a minute at 50 ms a chunk
+	llm.SetReply(func(r providertest.Received) providertest.Script {
+		if strings.Contains(r.LastUser(), "story") {
+			return providertest.Script{Chunks: story, ChunkDelay: 50 * time.Millisecond}
+		}
+		return modelReply(r)
+	})
 	bot := telegramtest.New(t, tgToken)
 	bin := releaseBinary(t)
 	addrs := make([]string, 2)
@@ -119,4 +125,27 @@ func TestE2EReplicasShareCommandsAndReactions(t *testing.T) {
 	answer(seen, "/model's confirmation", "Pinned fake/big")
 	seen = send(0, bot.Private(alice, "and a functor?"))
 	answer(seen, "the answer after /model on the other replica", "answer from big")
+
+	// 4. /stop reaches the replica writing the answer: a long answer
+	// streams from one replica, /stop arrives at the other.
+	const processing = `msg="processing request"`
+	runs := func() [2]int {
+		return [2]int{strings.Count(procs[0].stderr.String(), processing), strings.Count(procs[1].stderr.String(), processing)}
+	}
+	before4 := runs()
+	seen = send(0, bot.Private(alice, "tell me a long story"))
+	answer(seen, "the story streaming", "w0")
+	now := runs()
+	writer := 0
+	if now[1] > before4[1] {
+		writer = 1
+	}
+	if now[writer] != before4[writer]+1 || now[1-writer] != before4[1-writer] {
+		t.Fatalf("requests processed went from %v to %v; want the story on one replica", before4, now)
+	}
+	seen = send(1-writer, bot.Private(alice, "/stop"))
+	answer(seen, "/stop's answer", "Stopped.")
+	if !strings.Contains(procs[writer].stderr.String(), "/stop from the database: stopped the answer being written here") {
+		t.Errorf("replica %d wrote the story, and its log does not say the stop from replica %d reached it", writer, 1-writer)
+	}
 }

@@ -41,6 +41,7 @@ func (g *Gateway) builtinCommands() []core.Command {
 		{CommandInfo: core.CommandInfo{Name: "new", Usage: "/new", Description: "Start a fresh conversation"}, Run: g.cmdNew},
 		{CommandInfo: core.CommandInfo{Name: "status", Usage: "/status", Description: "Model, messages and tokens of this conversation"}, Run: g.cmdStatus, Aside: true},
 		{CommandInfo: core.CommandInfo{Name: "model", Usage: "/model", Description: "Show the model in use"}, Run: g.cmdModel, Aside: true},
+		{CommandInfo: core.CommandInfo{Name: "stop", Usage: "/stop", Description: "Stop the answer being written"}, Run: g.cmdStop, Aside: true},
 	}
 }
 

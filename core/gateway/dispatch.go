@@ -37,6 +37,7 @@ func (g *Gateway) Run(ctx context.Context, grace time.Duration) error {
 	p.free.Store(int64(g.opts.Workers))
 	g.pool.Store(p)
 	g.setAccepting(true)
+	g.listenStops(ctx)
 
 	fatal := make(chan error, len(g.channels))
 	chCtx, stopChannels := context.WithCancel(ctx)
@@ -322,6 +323,10 @@ type leaseFence struct {
 	lease int64
 	until time.Time // zero: no TTL
 	lost  bool
+	// conv is the item's conversation (what /stop names); stop says the
+	// item is /stop itself, which does not stop its own work.
+	conv core.ConversationKey
+	stop bool
 	// ended: the work wrote the item's outcome (or gave up writing it)
 	// or returned; it holds the item no longer, and a claim that finds
 	// the item due again runs it (adopt says no).
@@ -629,7 +634,7 @@ func (g *Gateway) process(ctx context.Context, it core.QueueItem, release func()
 	log := g.log.With("request", it.ID, "conv", it.Conversation.String(), "kind", it.Kind)
 	leased, lose := context.WithCancelCause(ctx)
 	defer lose(nil)
-	fence := &leaseFence{lease: it.Lease, cancel: lose}
+	fence := &leaseFence{lease: it.Lease, cancel: lose, conv: it.Conversation, stop: it.Message != nil && g.isStop(it.Message.Text)}
 	g.mu.Lock()
 	g.flights[it.ID] = fence
 	g.mu.Unlock()
@@ -720,6 +725,14 @@ func (g *Gateway) settle(ctx context.Context, it core.QueueItem, err error, log 
 		log.Info("message dropped by a pre-hook", "reason", drop.reason)
 		g.record(sctx, log, it, "mark request done", func(c context.Context, lease int64) error {
 			return g.store.Finish(c, it.ID, lease, core.StatusDone, err.Error())
+		})
+	case errors.Is(context.Cause(ctx), errStopped):
+		// /stop: the answer ends where it is (what was sent stays), and
+		// the item is done; /stop, next in the conversation, says so.
+		outcome = core.OutcomeDropped
+		log.Info("request stopped by /stop")
+		g.record(sctx, log, it, "mark request stopped", func(c context.Context, lease int64) error {
+			return g.store.Finish(c, it.ID, lease, core.StatusDone, core.StopCause)
 		})
 	case errors.Is(ctx.Err(), context.Canceled) && !errors.Is(err, context.DeadlineExceeded):
 		// Shutdown: back to the queue as it was; a deploy is no attempt.

@@ -53,6 +53,9 @@ func (g *Gateway) Accept(ctx context.Context, in core.Inbound) error {
 		return nil
 	}
 	g.log.Debug("message accepted", "conv", in.Conversation.String(), "message_id", in.MessageID)
+	if g.isStop(in.Text) {
+		g.requestStop(ctx, in.Conversation)
+	}
 	return nil
 }
 

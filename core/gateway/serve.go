@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"time"
 
@@ -94,6 +95,10 @@ func (g *Gateway) serve(ctx context.Context, it core.QueueItem, log *slog.Logger
 	// Ended however the request ends, a panic included.
 	defer w.end()
 	ans, err := w.produce(ctx, w, prev)
+	if errors.Is(context.Cause(ctx), errStopped) {
+		g.endStopped(ctx, w)
+		return errStopped
+	}
 	if err != nil || ans == nil {
 		return err
 	}

@@ -1,0 +1,128 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/opentalon/opentalon/core"
+)
+
+// errStopped is the cause of the work /stop cancels.
+var errStopped = errors.New("stopped by the user (/stop)")
+
+// stopLedger is the store's memory of what /stop ended (store.DB): whether
+// the last item of conv before id ended by /stop.
+type stopLedger interface {
+	StoppedBefore(ctx context.Context, conv core.ConversationKey, id int64) (bool, error)
+}
+
+// isStop says text is the /stop command.
+func (g *Gateway) isStop(text string) bool {
+	if len(text) < 2 || text[0] != '/' {
+		return false
+	}
+	name, _, ok := core.ParseCommand(text)
+	return ok && name == "stop" && g.commands.byName["stop"].Run != nil
+}
+
+// requestStop stops the answer being written in conv, in this process
+// and, on a shared database (core.Stopper), on the replica writing it.
+// It runs once /stop is queued: the command itself answers after the
+// stopped work ended, in the conversation's order.
+func (g *Gateway) requestStop(ctx context.Context, conv core.ConversationKey) {
+	n := g.interrupt(conv)
+	if s, ok := g.store.(core.Stopper); ok {
+		if err := s.RequestStop(ctx, conv); err != nil {
+			g.log.Warn("tell the other replicas to stop an answer; the one writing it finishes it", "conv", conv.String(), "err", err)
+		}
+	}
+	g.log.Info("/stop: stopping the answer being written", "conv", conv.String(), "here", n)
+}
+
+// interrupt cancels the work under way in this process for conv (the
+// answer ends where it is; settle records it as stopped) and says how
+// many items it stopped.
+func (g *Gateway) interrupt(conv core.ConversationKey) int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	n := 0
+	for _, f := range g.flights {
+		if !f.stop && f.conv.String() == conv.String() {
+			f.cancel(errStopped)
+			n++
+		}
+	}
+	return n
+}
+
+// listenStops interrupts the work of the conversations other replicas
+// asked to stop, until ctx ends.
+func (g *Gateway) listenStops(ctx context.Context) {
+	s, ok := g.store.(core.Stopper)
+	if !ok {
+		return
+	}
+	stops := s.StopRequests()
+	if stops == nil {
+		return
+	}
+	g.side.Add(1)
+	go func() {
+		defer g.side.Done()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case conv := <-stops:
+				if n := g.interrupt(conv); n > 0 {
+					g.log.Debug("/stop from the database: stopped the answer being written here", "conv", conv.String())
+				}
+			}
+		}
+	}()
+}
+
+// cmdStop answers /stop once the work it stopped has ended (it runs in
+// the conversation's order, after the answer it stopped).
+func (g *Gateway) cmdStop(ctx context.Context, req core.CommandRequest) (string, error) {
+	if b := req.Behind; b != nil && b.Waiting > 0 {
+		// Answered aside: the earlier messages only wait for a provider
+		// or a retry, and none is being written.
+		what := "message waits"
+		if b.Waiting > 1 {
+			what = fmt.Sprintf("%d messages wait", b.Waiting)
+		}
+		return fmt.Sprintf("Nothing is being written now: your earlier %s for the model, next try at %s. Send /new to start over after it.", what, b.Next.UTC().Format("15:04 MST")), nil
+	}
+	if l, ok := g.store.(stopLedger); ok {
+		stopped, err := l.StoppedBefore(ctx, req.In.Conversation, req.RequestID)
+		if err != nil {
+			return "", err
+		}
+		if stopped {
+			return "Stopped. Send a message when you want me to go on.", nil
+		}
+	}
+	return "Nothing to stop: no answer was being written here.", nil
+}
+
+// endStopped ends the native streams an answer /stop stopped left open:
+// each shows what it showed, as an ordinary message (edited streams
+// already are).
+func (g *Gateway) endStopped(ctx context.Context, w *work) {
+	sp := w.stream.stop()
+	if sp == nil || len(sp.open) == 0 || w.stream.nat == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	for i, d := range sp.open {
+		to := w.stream.to
+		to.Part = i
+		if _, err := w.stream.nat.EndDraft(ctx, to, d, d.Part); err != nil {
+			w.log.Warn("end the stream of a stopped answer; the platform closes it later", "part", i, "err", err)
+		}
+	}
+}

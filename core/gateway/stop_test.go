@@ -1,0 +1,70 @@
+package gateway_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/opentalon/opentalon/core"
+)
+
+// stoppableAgent answers "slow" only when its context ends (an answer being
+// written that /stop must end), and everything else at once.
+type stoppableAgent struct {
+	mu      sync.Mutex
+	calls   map[string]int
+	started chan string
+}
+
+func (a *stoppableAgent) Answer(ctx context.Context, t core.Turn) (core.Answer, error) {
+	a.mu.Lock()
+	a.calls[t.Text]++
+	a.mu.Unlock()
+	a.started <- t.Text
+	if t.Text == "slow" {
+		<-ctx.Done()
+		return core.Answer{}, ctx.Err()
+	}
+	text := "answer to " + t.Text
+	return core.Answer{Text: text, Model: "fake/m", Messages: []core.ChatMessage{{Role: core.RoleUser, Content: t.Text}, {Role: core.RoleAssistant, Content: text}}}, nil
+}
+
+// TestStopEndsTheAnswerBeingWritten: /stop sent while an answer is being
+// written ends it (not tried again, nothing sent for it) and says so; the
+// next message is answered as usual, and /stop with nothing under way
+// says there was nothing to stop.
+func TestStopEndsTheAnswerBeingWritten(t *testing.T) {
+	ag := &stoppableAgent{calls: map[string]int{}, started: make(chan string, 10)}
+	r := newRigWith(t, ag, &fakeChannel{}, nil, nil)
+	r.accept("1", "slow")
+	select {
+	case got := <-ag.started:
+		if got != "slow" {
+			t.Fatalf("the agent was asked %q first", got)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the agent was never asked")
+	}
+	r.accept("2", "/stop")
+	r.expect("Stopped. Send a message when you want me to go on.")
+	r.accept("3", "next")
+	r.expect("answer to next")
+	// Once that answer is recorded as done (queue item 3), a /stop finds
+	// nothing under way.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		if _, st, _ := r.db.QueueItem(context.Background(), 3); st == core.StatusDone {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the answer to the next message was never recorded as done")
+		}
+	}
+	r.accept("4", "/stop")
+	r.expect("Nothing to stop: no answer was being written here.")
+	ag.mu.Lock()
+	defer ag.mu.Unlock()
+	if n := ag.calls["slow"]; n != 1 {
+		t.Fatalf("the stopped message was asked %d times; want once (not tried again)", n)
+	}
+}

@@ -1,0 +1,105 @@
+package store
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/opentalon/opentalon/core"
+	"github.com/opentalon/opentalon/store/pgtest"
+)
+
+// TestStoppedBefore: /stop reads back whether the item before it, in its
+// conversation, was ended by a stop — on both engines.
+func TestStoppedBefore(t *testing.T) {
+	for _, engine := range []string{"sqlite", "postgres"} {
+		t.Run(engine, func(t *testing.T) {
+			db := openTest(t, Options{})
+			if engine == "postgres" {
+				db = openPG(t, Options{})
+			}
+			ctx := context.Background()
+			conv := core.ConversationKey{Channel: "telegram", Chat: "1", Thread: "7"}
+			other := core.ConversationKey{Channel: "telegram", Chat: "2"}
+			finish := func(cause string) {
+				t.Helper()
+				items, _, err := db.Claim(ctx, 1, time.Now())
+				if err != nil || len(items) != 1 {
+					t.Fatalf("claim = %v, %v; want one item", items, err)
+				}
+				if err := db.Finish(ctx, items[0].ID, items[0].Lease, core.StatusDone, cause); err != nil {
+					t.Fatal(err)
+				}
+			}
+			enqueue := func(c core.ConversationKey, id string) int64 {
+				t.Helper()
+				n, _, err := db.Enqueue(ctx, msgItem(c, id, "x"))
+				if err != nil {
+					t.Fatal(err)
+				}
+				return n
+			}
+			enqueue(conv, "1")
+			finish(core.StopCause)
+			enqueue(other, "2")
+			finish("") // another conversation's item between them
+			stop := enqueue(conv, "3")
+			if got, err := db.StoppedBefore(ctx, conv, stop); err != nil || !got {
+				t.Fatalf("StoppedBefore = %v, %v; want true (the item before was stopped)", got, err)
+			}
+			finish("")
+			again := enqueue(conv, "4")
+			if got, err := db.StoppedBefore(ctx, conv, again); err != nil || got {
+				t.Fatalf("StoppedBefore = %v, %v; want false (the item before ended normally)", got, err)
+			}
+			if got, err := db.StoppedBefore(ctx, core.ConversationKey{Channel: "telegram", Chat: "new"}, again); err != nil || got {
+				t.Fatalf("StoppedBefore of a new conversation = %v, %v; want false", got, err)
+			}
+		})
+	}
+}
+
+// TestPostgresStopReachesTheOtherReplica: a stop requested through one
+// replica's database reaches the other's listener, naming the
+// conversation; on SQLite there is no one else to tell.
+func TestPostgresStopReachesTheOtherReplica(t *testing.T) {
+	dsn := pgtest.DSN(t)
+	ctx := context.Background()
+	open := func() *DB {
+		db, err := Open(ctx, t.TempDir(), Options{Postgres: &Postgres{DSN: dsn}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { db.Close() })
+		return db
+	}
+	a, b := open(), open()
+	stops := a.StopRequests()
+	if stops == nil {
+		t.Fatal("no stop channel on PostgreSQL")
+	}
+	select { // the listener is connected once it pokes
+	case <-a.QueueWake():
+	case <-time.After(15 * time.Second):
+		t.Fatal("the listener never connected")
+	}
+	conv := core.ConversationKey{Channel: "slack", Chat: "C1", Thread: "1700000000.000100"}
+	if err := b.RequestStop(ctx, conv); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case got := <-stops:
+		if got != conv {
+			t.Fatalf("stop of %v; want %v", got, conv)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("the stop did not reach the other replica")
+	}
+	lite := openTest(t, Options{})
+	if lite.StopRequests() != nil {
+		t.Fatal("a stop channel on SQLite")
+	}
+	if err := lite.RequestStop(ctx, conv); err != nil {
+		t.Fatalf("RequestStop on SQLite: %v", err)
+	}
+}
