@@ -193,13 +193,13 @@ func New(o Options) *Page {
 }
 
 // Mount adds the page and its API to mux: GET / and /ui/ (the embedded
-// assets, which hold no data), GET /api/status, /api/usage and
-// /api/affinity (behind Protect).
+// assets, which hold no data; see pageHost), GET /api/status, /api/usage
+// and /api/affinity (behind Protect).
 func (p *Page) Mount(mux *http.ServeMux) {
-	mux.HandleFunc("GET /{$}", p.serveAsset("index.html"))
-	mux.HandleFunc("GET /ui/{file}", func(w http.ResponseWriter, r *http.Request) {
+	mux.Handle("GET /{$}", p.pageHost(p.serveAsset("index.html")))
+	mux.Handle("GET /ui/{file}", p.pageHost(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p.serveAsset(r.PathValue("file"))(w, r)
-	})
+	})))
 	mux.Handle("GET /api/status", p.Protect(http.HandlerFunc(p.serveStatus)))
 	mux.Handle("GET /api/usage", p.Protect(http.HandlerFunc(p.serveUsage)))
 	mux.Handle("GET /api/affinity", p.Protect(http.HandlerFunc(p.serveAffinity)))
@@ -238,6 +238,23 @@ func (p *Page) Protect(h http.Handler) http.Handler {
 		}
 		w.Header().Set("WWW-Authenticate", `Bearer realm="opentalon"`)
 		writeJSON(w, http.StatusUnauthorized, apiError{"missing or wrong API key: send server.api_key as Authorization: Bearer <key> or X-API-Key"})
+	})
+}
+
+// pageHost serves the page's assets on a server that listens on loopback
+// only as Protect serves its data there (and as docs/status.md says of
+// the page, the API and /metrics alike): to a request addressed to this
+// machine, or one that carries server.api_key; any other Host is refused
+// (issue 25, finding 10: the status page on loopback must not answer any
+// Host). Beyond loopback the assets, which hold no data, are served to
+// any Host: the page asks for the key before it shows anything.
+func (p *Page) pageHost(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if p.o.Open && !p.localHost(r.Host) && (p.o.APIKey == "" || !keyMatches(r, p.o.APIKey)) {
+			writeJSON(w, http.StatusForbidden, apiError{fmt.Sprintf("the status page on loopback answers only requests addressed to this machine (Host localhost, 127.0.0.1, [::1] or %s), not %q; open it by that address, or send server.api_key", p.o.Listen, r.Host)})
+			return
+		}
+		h.ServeHTTP(w, r)
 	})
 }
 

@@ -82,6 +82,13 @@ func TestAPIKeyUnlessLoopback(t *testing.T) {
 		{"X-API-Key", keyed, "/api/usage", map[string]string{"X-API-Key": "s3cret"}, 200, `"step_seconds":3600`},
 		{"beyond loopback without a key set", keyless, "/api/status", map[string]string{"Authorization": "Bearer "}, 403, "set server.api_key"},
 		{"the page itself holds no data", keyed, "/", nil, 200, "<title>OpenTalon status</title>"},
+		// The page itself on loopback answers only requests addressed to
+		// this machine too, or ones with the key (docs/status.md).
+		{"the page on loopback", open, "/", map[string]string{"Host": "localhost:7070"}, 200, "<title>OpenTalon status</title>"},
+		{"the page for a foreign Host", open, "/", map[string]string{"Host": "attacker.example:7070"}, 403, "addressed to this machine"},
+		{"its script for a foreign Host", open, "/ui/app.js", map[string]string{"Host": "attacker.example:7070"}, 403, "addressed to this machine"},
+		{"the page for a foreign Host, a key set", openKeyed, "/", map[string]string{"Host": "attacker.example:7070"}, 403, "addressed to this machine"},
+		{"the page for a foreign Host with the key", openKeyed, "/", map[string]string{"Host": "attacker.example:7070", "X-API-Key": "s3cret"}, 200, "<title>OpenTalon status</title>"},
 		{"its script", keyed, "/ui/app.js", nil, 200, "/api/status"},
 		{"an unknown asset", keyed, "/ui/nope.js", nil, 404, ""},
 	} {
