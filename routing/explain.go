@@ -150,6 +150,12 @@ func (e Explanation) String() string {
 	if len(others) > 0 {
 		b.WriteString("\nNext: " + strings.Join(others, "; ") + ".")
 	}
+	if e.LastChange == nil {
+		// Said also when there is none: /model names the last change
+		// detected (issue 28), and "none" is the answer while the
+		// detectors have noticed nothing.
+		b.WriteString("\nLast change detected: none yet.")
+	}
 	if c := e.LastChange; c != nil {
 		scope := ""
 		if c.Scope == "model" {
