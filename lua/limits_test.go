@@ -493,3 +493,37 @@ func allocatedBy(fn func()) uint64 {
 	metrics.Read(s)
 	return s[0].Value.Uint64() - before
 }
+
+// The memory limit holds for a bomb sent again and again, with no
+// collection between the runs (one user repeating one message): a run's
+// limit is set against the heap at its start, and that heap held the
+// previous bomb's garbage, which the collector freed while the next bomb
+// ran, so each bomb could allocate that much more than the last (ten
+// table bombs under memory_mb 64 grew the gateway to 1.5 GB).
+func TestMemoryLimitHoldsForRepeatedBombs(t *testing.T) {
+	const budgetMB = 16
+	te := startEngine(t, map[string]string{
+		"tail_tables.lua": `local function grow(n, acc) return grow(n + 1, {acc, n, {}}) end function pre_hook(ctx) return grow(1, {}) end`,
+		"tables.lua":      `function pre_hook(ctx) local t = {} local i = 0 while true do i = i + 1 t[i] = {i, i} end end`,
+		"ok.lua":          `function pre_hook(ctx) ctx.message = ctx.message .. "!" return ctx end`,
+	}, func(o *Options) {
+		o.MemoryMB = budgetMB
+		o.Timeout = 20 * time.Second
+	})
+	runtime.GC()
+	for i := range 8 {
+		for _, file := range []string{"tail_tables.lua", "tables.lua"} {
+			var err error
+			alloc := allocatedBy(func() { _, err = te.runErr(t, file, "x") })
+			if !errors.Is(err, ErrMemory) {
+				t.Fatalf("run %d of %s: %v; want the memory limit", i+1, file, err)
+			}
+			if alloc > 4*budgetMB<<20 {
+				t.Fatalf("run %d of %s allocated %d MB before it was stopped; memory_mb is %d", i+1, file, alloc>>20, budgetMB)
+			}
+		}
+	}
+	if res, err := te.runErr(t, "ok.lua", "fine"); err != nil || res.Message != "fine!" {
+		t.Fatalf("after the bombs: %q, %v; want the next hook call to work", res.Message, err)
+	}
+}

@@ -2,8 +2,10 @@ package lua
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"strconv"
 
 	"github.com/opentalon/opentalon/core"
@@ -95,6 +97,15 @@ func (e *Engine) invoke(ctx context.Context, s *script, hook string, in core.Hoo
 		v.close()
 	} else {
 		s.put(v)
+	}
+	if errors.Is(err, ErrMemory) {
+		// What the stopped run allocated is garbage now (its state is
+		// closed), but until the collector frees it, it is part of the
+		// heap the next run's limit is set against (watchdog.setLimit):
+		// freed while that run ran, it would be room for that run, and a
+		// bomb sent again and again could grow the process by another
+		// budget or two each time. Collected here, it is not.
+		runtime.GC()
 	}
 	return out, err
 }
