@@ -45,6 +45,15 @@ func msOrZero(t time.Time) int64 {
 	return t.UnixMilli()
 }
 
+// asStored is t as the schedules table keeps it: to the millisecond, as
+// scanSchedule reads it back (zero stays zero).
+func asStored(t time.Time) time.Time {
+	if t.IsZero() {
+		return t
+	}
+	return time.UnixMilli(t.UnixMilli())
+}
+
 // Schedules returns every schedule, oldest first.
 func (db *DB) Schedules(ctx context.Context) ([]core.Schedule, error) {
 	rows, err := db.r.QueryContext(ctx, `SELECT `+scheduleCols+` FROM schedules ORDER BY id`)
@@ -63,7 +72,8 @@ func (db *DB) Schedules(ctx context.Context) ([]core.Schedule, error) {
 	return out, rows.Err()
 }
 
-// AddSchedule stores a new schedule and returns it with its id.
+// AddSchedule stores a new schedule and returns it with its id, its
+// times as stored (to the millisecond).
 func (db *DB) AddSchedule(ctx context.Context, s core.Schedule) (core.Schedule, error) {
 	var err error
 	err = db.tx(ctx, func(tx *txn) error {
@@ -99,6 +109,11 @@ func insertSchedule(ctx context.Context, tx *txn, s core.Schedule, now time.Time
 		s.Source, s.Key, s.Interval.Milliseconds(), s.Cron, s.Spec, s.Prompt, s.Plugin, s.Action, args,
 		s.Conversation.Channel, s.Conversation.Chat, s.Conversation.Thread, s.Model, s.Timezone, s.Missed, s.Creator,
 		s.CreatedAt.UnixMilli(), msOrZero(s.LastFire), msOrZero(s.NextFire)).Scan(&s.ID)
+	// Returned as stored: a time finer than the table's (the system
+	// clock's nanoseconds) would not equal the one read back, and the
+	// scheduler's compare of the two would take its own schedule for one
+	// changed elsewhere and never fire it.
+	s.CreatedAt, s.LastFire, s.NextFire = asStored(s.CreatedAt), asStored(s.LastFire), asStored(s.NextFire)
 	return s, err
 }
 

@@ -26,6 +26,8 @@ type Store interface {
 	AddSchedule(ctx context.Context, s core.Schedule) (core.Schedule, error)
 	// SyncSchedules makes source's schedules exactly want, matched by
 	// Key; one whose Key and timing are unchanged keeps its firing state.
+	// It and AddSchedule return the times as stored, which Schedule reads
+	// back equal.
 	SyncSchedules(ctx context.Context, source string, want []core.Schedule) ([]core.Schedule, error)
 	// DeleteSchedule removes one (KindNotFound when unknown).
 	DeleteSchedule(ctx context.Context, id int64) error
@@ -542,6 +544,12 @@ func (s *Scheduler) Add(ctx context.Context, sc core.Schedule) (core.Schedule, e
 	sc, err = s.o.Store.AddSchedule(ctx, sc)
 	if err != nil {
 		return sc, err
+	}
+	// Its timing from the schedule as stored: the store keeps times to
+	// the millisecond, and a firing's next time must equal the one it
+	// keeps (fire compares them).
+	if w, err = WhenOf(sc, s.o.Location); err != nil {
+		return sc, core.Errorf(core.KindInvalid, "%s", err.Error())
 	}
 	s.mu.Lock()
 	s.entries[sc.ID] = &entry{s: sc, when: w}

@@ -439,3 +439,43 @@ func TestAdminReachesOnlyTheirChannelsSchedules(t *testing.T) {
 		t.Fatalf("%d schedules left; want 2", n)
 	}
 }
+
+// The store keeps times to the millisecond; a clock with finer readings
+// (the system clock's) must not make the scheduler take its own schedule
+// for one changed elsewhere. An interval schedule from the config and
+// one made in chat each fire at every interval, from their first run on.
+func TestIntervalsFireOnAClockFinerThanTheStore(t *testing.T) {
+	start := time.Date(2026, 5, 1, 8, 0, 0, 123456789, time.UTC)
+	clk := clock.NewFake(start)
+	r := newRig(t, t.TempDir(), clk)
+	ctx := context.Background()
+	if err := r.s.SyncConfig(ctx, []core.Schedule{{Interval: 2 * time.Hour, Prompt: "config", Conversation: conv}}); err != nil {
+		t.Fatal(err)
+	}
+	cmds := map[string]core.CommandFunc{}
+	for _, c := range r.s.Commands() {
+		cmds[c.Name] = c.Run
+	}
+	if out, err := cmds["schedule"](ctx, core.CommandRequest{In: core.Inbound{Conversation: conv, UserID: "U1"}, Args: "every 3h chat"}); err != nil || !strings.HasPrefix(out, "Scheduled #2") {
+		t.Fatalf("/schedule = %q, %v", out, err)
+	}
+	r.start(t)
+	want := []struct {
+		after  time.Duration
+		prompt string
+	}{{2 * time.Hour, "config"}, {3 * time.Hour, "chat"}, {4 * time.Hour, "config"}, {6 * time.Hour, "config"}, {6 * time.Hour, "chat"}}
+	for i, w := range want {
+		// The scheduler waits on its timer before the clock moves on.
+		bctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		err := clk.BlockUntil(bctx, 1)
+		cancel()
+		if err != nil {
+			t.Fatalf("the scheduler is not waiting on the clock before firing %d: %v", i, err)
+		}
+		clk.Set(start.Add(w.after))
+		f := r.q.wait(t)
+		if f.Prompt != w.prompt || !f.At.Equal(start.Add(w.after).Truncate(time.Millisecond)) {
+			t.Fatalf("firing %d = %q at %s; want %q at %s", i, f.Prompt, f.At, w.prompt, start.Add(w.after))
+		}
+	}
+}
