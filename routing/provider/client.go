@@ -1,6 +1,7 @@
 package provider
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -238,7 +239,7 @@ func (c *client) stream(ctx context.Context, cl *call, model, secret string, onT
 	}
 	var r *Response
 	var err error
-	if strings.HasPrefix(cl.resp.Header.Get("Content-Type"), "application/json") {
+	if answersJSON(cl.resp) {
 		var body []byte
 		if body, err = c.readBody(cl, secret); err != nil {
 			return nil, err
@@ -254,6 +255,41 @@ func (c *client) stream(ctx context.Context, cl *call, model, secret string, onT
 	}
 	c.done(ctx, cl, model, r, true)
 	return r, nil
+}
+
+// answersJSON reports whether a streaming call was answered with one
+// JSON document instead of an event stream: labelled application/json,
+// or, from a server that labels it otherwise or not at all (Go's sniffing
+// calls unlabelled JSON text/plain), a body that starts with "{", which
+// no event stream does (its lines start with a field name or ":"). The
+// bytes peeked stay in the body.
+func answersJSON(resp *http.Response) bool {
+	ct := strings.ToLower(resp.Header.Get("Content-Type"))
+	switch {
+	case strings.HasPrefix(ct, "application/json"):
+		return true
+	case strings.HasPrefix(ct, "text/event-stream"):
+		return false
+	}
+	br := bufio.NewReader(resp.Body)
+	resp.Body = struct {
+		io.Reader
+		io.Closer
+	}{br, resp.Body}
+	for {
+		b, err := br.Peek(1)
+		if err != nil {
+			return false
+		}
+		switch b[0] {
+		case ' ', '\t', '\r', '\n':
+			if _, err := br.Discard(1); err != nil {
+				return false
+			}
+		default:
+			return b[0] == '{'
+		}
+	}
 }
 
 // complete reads a whole (non-streaming) answer from cl through parse.
