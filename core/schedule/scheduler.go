@@ -448,7 +448,9 @@ func (s *Scheduler) fire(ctx context.Context, e entry, now time.Time) {
 	next := e.when.Next(now)
 	cur, err := s.o.Store.Schedule(ctx, sc.ID)
 	switch {
-	case core.ErrorKind(err) == core.KindNotFound || err == nil && !cur.NextFire.Equal(at):
+	case core.ErrorKind(err) == core.KindNotFound || err == nil && cur.NextFire.UnixMilli() != at.UnixMilli():
+		// (Compared as the store keeps times, to the millisecond, as
+		// AdvanceSchedule's compare-and-set does.)
 		s.changed(log, sc.ID, at)
 		return
 	case err != nil:
