@@ -69,7 +69,10 @@ func parse(name string, data []byte, baseDir string, env Env) (*Config, *problem
 // in the embedded default and examples/config.yaml
 // ("${OPENTALON_DATA_DIR:-~/.opentalon}"): the Docker image and the
 // systemd unit set these variables, and a file that leaves the key out
-// must not fall back to a home directory the service cannot use.
+// must not fall back to a home directory the service cannot use. The
+// PostgreSQL DSN is one of them (examples/config.yaml: dsn:
+// "${OPENTALON_POSTGRES_DSN:-}"): a replica's config may name only
+// state.driver: postgres and take the secret from its environment.
 var envDefaults = []struct {
 	key, env string
 	set      func(*Config, string)
@@ -77,6 +80,7 @@ var envDefaults = []struct {
 	{"state.data_dir", "OPENTALON_DATA_DIR", func(c *Config, v string) { c.State.DataDir = v }},
 	{"server.listen", "OPENTALON_LISTEN", func(c *Config, v string) { c.Server.Listen = v }},
 	{"server.api_key", "OPENTALON_API_KEY", func(c *Config, v string) { c.Server.APIKey = Secret(v) }},
+	{"state.postgres.dsn", "OPENTALON_POSTGRES_DSN", func(c *Config, v string) { c.State.Postgres.DSN = Secret(v) }},
 }
 
 // applyEnvDefaults gives each key of envDefaults the file leaves out the

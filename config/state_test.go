@@ -90,3 +90,40 @@ func TestShortLeasesDownToASecond(t *testing.T) {
 		t.Fatalf("cluster.lease_ttl %s, queue.lease_ttl %s; want 1s each", cfg.Cluster.LeaseTTL, cfg.Queue.LeaseTTL)
 	}
 }
+
+// A config that leaves state.postgres.dsn out takes OPENTALON_POSTGRES_DSN,
+// as examples/config.yaml's dsn: "${OPENTALON_POSTGRES_DSN:-}" says; a
+// config that gives the key keeps its own value, even an empty one.
+func TestPostgresDSNFromTheEnvironment(t *testing.T) {
+	const fromEnv = "postgres://bot:from-env@db.example:5432/opentalon"
+	env := MapEnv(map[string]string{"OPENTALON_POSTGRES_DSN": fromEnv, "OWN_DSN": "postgres://own@db.example/own"})
+	for _, tc := range []struct {
+		name, body string
+		want       string // "" = a problem naming state.postgres.dsn
+	}{
+		{"left out", "state:\n  driver: postgres\n", fromEnv},
+		{"left out, postgres section given", "state:\n  driver: postgres\n  postgres: { pool_size: 3 }\n", fromEnv},
+		{"given", "state:\n  driver: postgres\n  postgres:\n    dsn: \"${OWN_DSN}\"\n", "postgres://own@db.example/own"},
+		{"given empty", "state:\n  driver: postgres\n  postgres: { dsn: \"${NOPE:-}\" }\n", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg, err := Load(writeConfig(t, minimal+tc.body), env)
+			if tc.want == "" {
+				if err == nil {
+					t.Fatalf("no error; DSN %q", cfg.State.Postgres.DSN.Value())
+				}
+				mustContain(t, err.Error(), "state.postgres.dsn", "required")
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := cfg.State.Postgres.DSN.Value(); got != tc.want {
+				t.Fatalf("DSN %q, want %q", got, tc.want)
+			}
+			if out := cfg.Redacted(); strings.Contains(out, "from-env") {
+				t.Fatalf("the printed config shows the DSN:\n%s", out)
+			}
+		})
+	}
+}

@@ -519,7 +519,7 @@ func validateState(c *Config, ps *problems) {
 	case DriverSQLite:
 	case DriverPostgres:
 		if !pg.DSN.IsSet() {
-			ps.at("state.postgres.dsn", "is required with state.driver: postgres; set it to the database's DSN, e.g. \"${OPENTALON_POSTGRES_DSN}\" with OPENTALON_POSTGRES_DSN=postgres://opentalon:PASSWORD@db.example:5432/opentalon")
+			ps.at("state.postgres.dsn", "is required with state.driver: postgres; set it to the database's DSN, e.g. \"${OPENTALON_POSTGRES_DSN}\" with OPENTALON_POSTGRES_DSN=postgres://opentalon:PASSWORD@db.example:5432/opentalon (a config that leaves the key out takes OPENTALON_POSTGRES_DSN)")
 		}
 	default:
 		ps.at("state.driver", "%q is not a driver; use sqlite (one machine, the default) or postgres (a database several replicas share)%s", c.State.Driver, didYouMean(c.State.Driver, []string{DriverSQLite, DriverPostgres}))

@@ -190,7 +190,7 @@ func lookPath(name, path string) (string, error) {
 }
 
 // errNoDSN says state migrate has no target.
-var errNoDSN = errors.New("state migrate --to postgres copies into the database of state.postgres.dsn, which is not set, or names an environment variable that is not set; set it (e.g. dsn: \"${OPENTALON_POSTGRES_DSN}\") in the config and export the variable")
+var errNoDSN = errors.New("state migrate --to postgres copies into the database of state.postgres.dsn, which is not set, or names an environment variable that is not set; set it (e.g. dsn: \"${OPENTALON_POSTGRES_DSN}\") in the config and export the variable, or leave the key out and export OPENTALON_POSTGRES_DSN")
 
 const stateUsage = "usage: opentalon state migrate --from sqlite --to postgres [--config FILE] (copies <state.data_dir>/opentalon.db into the database of state.postgres.dsn)"
 
