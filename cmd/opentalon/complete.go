@@ -43,7 +43,9 @@ func cmdComplete(ctx context.Context, g *globalFlags, args []string, io Stdio, e
 		return err
 	}
 	knowModel(cfg, model)
-	db, err := store.Open(ctx, cfg.State.DataDir, store.Options{Logger: log})
+	// The call is recorded where the gateway's are (state.driver): on
+	// PostgreSQL the cluster's usage and budgets count it.
+	db, err := openStoreToWrite(ctx, cfg, store.Options{Logger: log})
 	if err != nil {
 		return err
 	}
