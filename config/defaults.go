@@ -12,7 +12,7 @@ func Default() *Config {
 			Compaction: Compaction{Notify: true},
 			Memory:     Memory{Tools: true, RecallTokens: 400, Workflows: 3},
 			Driver:     DriverSQLite,
-			Postgres:   Postgres{PoolSize: 10, StatementTimeout: Duration(30 * time.Second), ConnectWait: Duration(time.Minute)}},
+			Postgres:   Postgres{PoolSize: 10, StatementTimeout: Duration(30 * time.Second), ConnectWait: 0}},
 		Cluster: Cluster{LeaseTTL: Duration(10 * time.Second), Heartbeat: Duration(5 * time.Second)},
 		Queue: Queue{
 			Workers:        4,

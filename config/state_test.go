@@ -12,7 +12,7 @@ func TestStateDriver(t *testing.T) {
 		t.Fatal(err)
 	}
 	pg := cfg.State.Postgres
-	if cfg.State.Driver != DriverSQLite || pg.PoolSize != 10 || pg.StatementTimeout.D() != 30*time.Second || pg.ConnectWait.D() != time.Minute || pg.DSN.IsSet() {
+	if cfg.State.Driver != DriverSQLite || pg.PoolSize != 10 || pg.StatementTimeout.D() != 30*time.Second || pg.ConnectWait != 0 || pg.DSN.IsSet() {
 		t.Fatalf("defaults: driver %q, postgres %+v; want sqlite, pool 10, 30s, wait 1m, no DSN", cfg.State.Driver, pg)
 	}
 	if cfg.Queue.LeaseTTL.D() != 30*time.Second {

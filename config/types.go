@@ -126,7 +126,9 @@ type Postgres struct {
 	// ConnectWait is how long `run` waits at start for a server that is
 	// not up yet (it refuses connections, is starting or shutting down,
 	// its host name does not resolve yet, or it is a standby not yet
-	// promoted), retrying with backoff; 0 = fail at once.
+	// promoted), retrying with backoff; 0 (the default) = fail at once
+	// with an error naming state.postgres.dsn. deploy/config.replicas.yaml
+	// sets 1m: a replica started beside its database waits for it.
 	ConnectWait Duration `yaml:"connect_wait"`
 }
 

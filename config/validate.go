@@ -534,6 +534,6 @@ func validateState(c *Config, ps *problems) {
 		ps.at("state.postgres.statement_timeout", "%s is below a second: ordinary statements would be cancelled; use at least \"1s\" (default 30s), or 0 for no limit", d)
 	}
 	if pg.ConnectWait < 0 {
-		ps.at("state.postgres.connect_wait", "must not be negative (0 = fail at once when the server is not up; default 1m)")
+		ps.at("state.postgres.connect_wait", "must not be negative (0, the default, fails at once when the server is not up; 1m waits a minute)")
 	}
 }

@@ -73,9 +73,16 @@ func TestE2EReplicaWaitsForPostgres(t *testing.T) {
 	later := pgtest.NotYet(t, pgtest.DSN(t))
 	llm := providertest.NewOpenAI(t)
 	bot := telegramtest.New(t, tgToken)
-	cfg := writeConfig(t, replicaConfig(t.TempDir(), llm.BaseURL(), bot.URL, later.DSN))
+	y := replicaConfig(t.TempDir(), llm.BaseURL(), bot.URL, later.DSN)
+	// Without connect_wait, run fails at once (issue 22: an unreachable
+	// server is a start-up error naming the key and the fix).
+	res := runMain(t, nil, "", "--config", writeConfig(t, y), "run")
+	if res.code == 0 || !strings.Contains(res.stderr, "state.postgres.dsn") {
+		t.Fatalf("run with the server down and no connect_wait: exit %d; want a start-up error naming state.postgres.dsn\n%s", res.code, res.stderr)
+	}
+	cfg := writeConfig(t, strings.Replace(y, "  postgres: { dsn: ", "  postgres: { connect_wait: 1m, dsn: ", 1))
 
-	res := runMain(t, nil, "", "--config", cfg, "doctor", "--offline")
+	res = runMain(t, nil, "", "--config", cfg, "doctor", "--offline")
 	if res.code == 0 || !strings.Contains(res.stdout, "cannot reach the PostgreSQL server") || strings.Contains(res.stdout+res.stderr, "not up yet") {
 		t.Fatalf("doctor with the server down: exit %d; want it to fail at once, naming the server\n%s%s", res.code, res.stdout, res.stderr)
 	}
