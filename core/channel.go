@@ -114,6 +114,14 @@ type HealthReporter interface {
 	LastEvent() time.Time
 }
 
+// ConnectionReporter is an optional Channel capability: when the channel
+// last said it is connected to its platform (zero while it fails or
+// connects). A channel restarted after a failure that connected again is
+// ready at once, not after the restart's settling time.
+type ConnectionReporter interface {
+	ConnectedAt() time.Time
+}
+
 // CredentialChecker is an optional Channel capability for `opentalon
 // doctor`: one harmless call that tells whether the platform accepts the
 // channel's credential. It may be called without Run.

@@ -203,6 +203,9 @@ func (b *Bot) Healthy() error { return b.health.Healthy() }
 // LastEvent implements core.HealthReporter.
 func (b *Bot) LastEvent() time.Time { return b.health.LastEvent() }
 
+// ConnectedAt implements core.ConnectionReporter.
+func (b *Bot) ConnectedAt() time.Time { return b.health.ConnectedAt() }
+
 // Close implements core.Channel: it waits for the ack reactions being
 // taken back and drops the idle REST connections (Run closes the gateway
 // connection when its context ends). It may be called more than once.

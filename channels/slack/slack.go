@@ -333,6 +333,9 @@ func (b *Bot) Healthy() error {
 // LastEvent implements core.HealthReporter.
 func (b *Bot) LastEvent() time.Time { return b.health.LastEvent() }
 
+// ConnectedAt implements core.ConnectionReporter.
+func (b *Bot) ConnectedAt() time.Time { return b.health.ConnectedAt() }
+
 // Close implements core.Channel: it drops the idle Web API connections.
 // It may be called more than once.
 func (b *Bot) Close() error {

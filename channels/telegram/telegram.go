@@ -384,6 +384,9 @@ func (b *Bot) Healthy() error { return b.health.Healthy() }
 // LastEvent implements core.HealthReporter.
 func (b *Bot) LastEvent() time.Time { return b.health.LastEvent() }
 
+// ConnectedAt implements core.ConnectionReporter.
+func (b *Bot) ConnectedAt() time.Time { return b.health.ConnectedAt() }
+
 // Close implements core.Channel: it drops the idle connections to the
 // Bot API. It may be called more than once.
 func (b *Bot) Close() error {

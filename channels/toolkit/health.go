@@ -21,6 +21,7 @@ type Health struct {
 	failingSince time.Time
 	lastErr      error
 	lastEvent    time.Time
+	connectedAt  time.Time
 }
 
 // NewHealth builds the tracker of channel name; grace is how long it may
@@ -53,6 +54,18 @@ func (h *Health) Connected() {
 	h.started = true
 	h.failingSince = time.Time{}
 	h.lastErr = nil
+	h.connectedAt = h.now()
+}
+
+// ConnectedAt is when the channel last said it is connected (Connected);
+// zero while it fails or connects, and before it ever connected.
+func (h *Health) ConnectedAt() time.Time {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if !h.failingSince.IsZero() {
+		return time.Time{}
+	}
+	return h.connectedAt
 }
 
 // Failed records a connection failure.

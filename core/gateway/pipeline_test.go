@@ -318,3 +318,62 @@ func TestRefusedCredentialAtStopFailsTheRun(t *testing.T) {
 		}
 	}
 }
+
+// connecting is a flaky channel that says when it connected
+// (core.ConnectionReporter) once its Run works.
+type connecting struct {
+	flaky
+	mu        sync.Mutex
+	connected time.Time
+}
+
+func (c *connecting) Run(ctx context.Context, s core.Sink) error {
+	select {
+	case <-c.ok:
+		c.mu.Lock()
+		c.connected = time.Now()
+		c.mu.Unlock()
+	default:
+	}
+	return c.flaky.Run(ctx, s)
+}
+
+func (c *connecting) ConnectedAt() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.connected
+}
+
+// A channel restarted after failures that says it connected again is
+// ready at once (/readyz), not 30 s later.
+func TestRestartedChannelThatConnectedIsReady(t *testing.T) {
+	db := openDB(t, store.Options{})
+	fl := &connecting{flaky: flaky{name: "flaky", kind: core.KindUnavailable, runs: make(chan struct{}, 100), ok: make(chan struct{})}}
+	g := gateway.New(gateway.Options{Store: db, Agent: &fakeAgent{}, ChannelBackoff: func(int) time.Duration { return 5 * time.Millisecond }})
+	g.AddChannel(fl)
+	serve(t, g)
+	state := func() gateway.ChannelState {
+		for _, s := range g.ChannelStates() {
+			if s.Name == "flaky" {
+				return s
+			}
+		}
+		t.Fatal("no state for the channel")
+		return gateway.ChannelState{}
+	}
+	<-fl.runs
+	<-fl.runs // failed once, restarted
+	close(fl.ok)
+	for deadline := time.Now().Add(10 * time.Second); fl.ConnectedAt().IsZero(); time.Sleep(time.Millisecond) {
+		select {
+		case <-fl.runs:
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the channel never ran again")
+		}
+	}
+	if st := state(); st.Err != nil {
+		t.Fatalf("state = %+v; want ready: the channel connected after its restart", st)
+	}
+}

@@ -26,7 +26,8 @@ const stableAfter = 30 * time.Second
 type ChannelState struct {
 	Name string
 	// Err is non-nil while the channel is down: its Run stopped with Err
-	// and it is being restarted (or has run for less than 30s since).
+	// and it is being restarted (or has run for less than 30s since,
+	// without saying it connected again: core.ConnectionReporter).
 	Err      error
 	Restarts int
 }
@@ -40,12 +41,20 @@ func (g *Gateway) ChannelStates() []ChannelState {
 	for _, ch := range g.Channels() {
 		st := g.chanState[ch.Name()]
 		cs := ChannelState{Name: ch.Name(), Restarts: st.restarts}
-		if st.lastErr != nil && (st.restarted.IsZero() || now.Sub(st.restarted) < stableAfter) {
+		if st.lastErr != nil && (st.restarted.IsZero() || now.Sub(st.restarted) < stableAfter) && !reconnected(ch, st.restarted) {
 			cs.Err = st.lastErr
 		}
 		out = append(out, cs)
 	}
 	return out
+}
+
+// reconnected says a channel restarted at restarted (zero: not yet) has
+// said since that it is connected (core.ConnectionReporter): its failure
+// no longer counts, settling time or not.
+func reconnected(ch core.Channel, restarted time.Time) bool {
+	cr, ok := ch.(core.ConnectionReporter)
+	return ok && !restarted.IsZero() && !cr.ConnectedAt().Before(restarted)
 }
 
 // supervise runs ch until ctx ends. A Run that stops with an error of kind
