@@ -323,10 +323,11 @@ type leaseFence struct {
 	lease int64
 	until time.Time // zero: no TTL
 	lost  bool
-	// conv is the item's conversation (what /stop names); stop says the
-	// item is /stop itself, which does not stop its own work.
+	// conv is the item's conversation (what /stop names); keep says /stop
+	// leaves the work alone: it is /stop itself, or a command answered
+	// aside (beside messages that only wait: no answer is being written).
 	conv core.ConversationKey
-	stop bool
+	keep bool
 	// ended: the work wrote the item's outcome (or gave up writing it)
 	// or returned; it holds the item no longer, and a claim that finds
 	// the item due again runs it (adopt says no).
@@ -634,7 +635,8 @@ func (g *Gateway) process(ctx context.Context, it core.QueueItem, release func()
 	log := g.log.With("request", it.ID, "conv", it.Conversation.String(), "kind", it.Kind)
 	leased, lose := context.WithCancelCause(ctx)
 	defer lose(nil)
-	fence := &leaseFence{lease: it.Lease, cancel: lose, conv: it.Conversation, stop: it.Message != nil && g.isStop(it.Message.Text)}
+	keep := it.Behind != nil || it.Message != nil && g.isStop(it.Message.Text)
+	fence := &leaseFence{lease: it.Lease, cancel: lose, conv: it.Conversation, keep: keep}
 	g.mu.Lock()
 	g.flights[it.ID] = fence
 	g.mu.Unlock()

@@ -49,7 +49,7 @@ func (g *Gateway) interrupt(conv core.ConversationKey) int {
 	defer g.mu.Unlock()
 	n := 0
 	for _, f := range g.flights {
-		if !f.stop && f.conv.String() == conv.String() {
+		if !f.keep && f.conv.String() == conv.String() {
 			f.cancel(errStopped)
 			n++
 		}

@@ -2,11 +2,13 @@ package gateway_test
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/opentalon/opentalon/core"
+	"github.com/opentalon/opentalon/core/gateway"
 )
 
 // stoppableAgent answers "slow" only when its context ends (an answer being
@@ -66,5 +68,46 @@ func TestStopEndsTheAnswerBeingWritten(t *testing.T) {
 	defer ag.mu.Unlock()
 	if n := ag.calls["slow"]; n != 1 {
 		t.Fatalf("the stopped message was asked %d times; want once (not tried again)", n)
+	}
+}
+
+// TestStopLeavesACommandAnsweredAside: /stop does not cut a command
+// answered aside while the message before it waits for a provider (no
+// answer is being written): the command answers, then /stop says
+// nothing is being written.
+func TestStopLeavesACommandAnsweredAside(t *testing.T) {
+	ag := &fakeAgent{fail: 1, kind: core.KindRateLimited, retryAfter: time.Hour}
+	started, release := make(chan struct{}), make(chan struct{})
+	r := newRig(t, ag, &fakeChannel{}, func(g *gateway.Gateway) {
+		g.AddCommand(core.Command{CommandInfo: core.CommandInfo{Name: "slow", Usage: "/slow"}, Aside: true,
+			Run: func(ctx context.Context, _ core.CommandRequest) (string, error) {
+				close(started)
+				select {
+				case <-release:
+					return "slow answered", nil
+				case <-ctx.Done():
+					return "", ctx.Err()
+				}
+			}})
+	})
+	r.accept("1", "hi")
+	if got := r.next(); !strings.HasPrefix(got, "⏳") {
+		t.Fatalf("sent %q; want the delay notice of the message waiting for the provider", got)
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+		if _, st, _ := r.db.QueueItem(context.Background(), 1); st == core.StatusQueued {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the message never went back to wait")
+		}
+	}
+	r.accept("2", "/slow")
+	<-started
+	r.accept("3", "/stop")
+	close(release)
+	r.expect("slow answered")
+	if got := r.next(); !strings.HasPrefix(got, "Nothing is being written now") {
+		t.Fatalf("/stop answered %q; want that nothing is being written", got)
 	}
 }
