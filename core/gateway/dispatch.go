@@ -324,8 +324,10 @@ type leaseFence struct {
 	until time.Time // zero: no TTL
 	lost  bool
 	// conv is the item's conversation (what /stop names); keep says /stop
-	// leaves the work alone: it is /stop itself, or a command answered
-	// aside (beside messages that only wait: no answer is being written).
+	// leaves the work alone: it is /stop itself, a command answered aside
+	// (beside messages that only wait: no answer is being written), or
+	// its answer is written already and only storing and sending it are
+	// left (pastStop). keep is guarded by Gateway.mu, as flights is.
 	conv core.ConversationKey
 	keep bool
 	// ended: the work wrote the item's outcome (or gave up writing it)

@@ -2,7 +2,6 @@ package gateway
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"time"
 
@@ -89,13 +88,16 @@ func (g *Gateway) serve(ctx context.Context, it core.QueueItem, log *slog.Logger
 		}
 	}
 	if prev != nil && !prev.Streaming {
+		if g.pastStop(ctx) {
+			return errStopped
+		}
 		release()
 		return undelivered(g.deliver(ctx, w.ch, w.in, prev, nil, held))
 	}
 	// Ended however the request ends, a panic included.
 	defer w.end()
 	ans, err := w.produce(ctx, w, prev)
-	if errors.Is(context.Cause(ctx), errStopped) {
+	if g.pastStop(ctx) {
 		g.endStopped(ctx, w)
 		return errStopped
 	}

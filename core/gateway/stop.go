@@ -57,6 +57,20 @@ func (g *Gateway) interrupt(conv core.ConversationKey) int {
 	return n
 }
 
+// pastStop puts the work of ctx out of /stop's reach once its answer is
+// written (only storing and sending it are left: a stop then would cut
+// the delivery of an answer the history holds in full, and leave a
+// native stream open) and says whether a stop came first.
+func (g *Gateway) pastStop(ctx context.Context) bool {
+	if f, _ := ctx.Value(leaseFenceKey{}).(*leaseFence); f != nil {
+		g.mu.Lock()
+		f.keep = true
+		g.mu.Unlock()
+	}
+	// interrupt cancels under g.mu: a stop before the lock is seen here.
+	return errors.Is(context.Cause(ctx), errStopped)
+}
+
 // listenStops interrupts the work of the conversations other replicas
 // asked to stop, until ctx ends.
 func (g *Gateway) listenStops(ctx context.Context) {

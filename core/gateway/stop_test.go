@@ -9,6 +9,7 @@ import (
 
 	"github.com/opentalon/opentalon/core"
 	"github.com/opentalon/opentalon/core/gateway"
+	"github.com/opentalon/opentalon/store"
 )
 
 // stoppableAgent answers "slow" only when its context ends (an answer being
@@ -69,6 +70,47 @@ func TestStopEndsTheAnswerBeingWritten(t *testing.T) {
 	if n := ag.calls["slow"]; n != 1 {
 		t.Fatalf("the stopped message was asked %d times; want once (not tried again)", n)
 	}
+}
+
+// heldChannel is fakeChannel whose send of held waits until release is
+// closed (telling started), failing as a platform's call does when its
+// context ends first.
+type heldChannel struct {
+	*fakeChannel
+	held    string
+	started chan struct{}
+	release chan struct{}
+}
+
+func (c *heldChannel) Send(ctx context.Context, to core.Outbound, part string) (string, error) {
+	if part == c.held {
+		close(c.started)
+		select {
+		case <-c.release:
+		case <-ctx.Done():
+			return "", context.Cause(ctx)
+		}
+	}
+	return c.fakeChannel.Send(ctx, to, part)
+}
+
+// TestStopLeavesAnAnswerAlreadyWritten: /stop sent while a written
+// answer is being sent (stored, its history kept in full) does not cut
+// its delivery: every part reaches the user, and /stop says there was
+// nothing to stop.
+func TestStopLeavesAnAnswerAlreadyWritten(t *testing.T) {
+	db := openDB(t, store.Options{})
+	fc := &fakeChannel{notify: make(chan string, 100)}
+	ch := &heldChannel{fakeChannel: fc, held: "first part", started: make(chan struct{}), release: make(chan struct{})}
+	ag := &fakeAgent{text: func(string) string { return "first part|second part" }}
+	r := runWith(t, db, gateway.Options{Store: db, Agent: ag, Workers: 2, MaxAttempts: 3}, ch, fc)
+	r.accept("1", "question")
+	<-ch.started // the answer is written and stored; its first part is being sent
+	r.accept("2", "/stop")
+	close(ch.release)
+	r.expect("first part")
+	r.expect("second part")
+	r.expect("Nothing to stop: no answer was being written here.")
 }
 
 // TestStopLeavesACommandAnsweredAside: /stop does not cut a command
