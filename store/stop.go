@@ -3,7 +3,6 @@ package store
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 
 	"github.com/opentalon/opentalon/core"
@@ -36,17 +35,38 @@ func (db *DB) StopRequests() <-chan core.ConversationKey {
 	return db.wake.stops
 }
 
-// StoppedBefore says whether the last item of conv before id ended by
-// /stop (its recorded cause is core.StopCause).
+// stopScan bounds the items before a /stop that StoppedBefore reads.
+const stopScan = 10
+
+// StoppedBefore says whether /stop (queue item id of conv) stopped
+// something: the last item of conv before it ended by /stop (its recorded
+// cause is core.StopCause), or one before it did while every item after
+// it ended once /stop was queued (a message sent after the stopped one,
+// a reaction, a firing: each answered between the stop and /stop's turn).
 func (db *DB) StoppedBefore(ctx context.Context, conv core.ConversationKey, id int64) (bool, error) {
-	var cause string
-	err := db.r.QueryRowContext(ctx, `SELECT last_error FROM queue WHERE conversation = ? AND id < ? AND status = 'done' ORDER BY id DESC LIMIT 1`,
-		conv.String(), id).Scan(&cause)
-	switch {
-	case errors.Is(err, sql.ErrNoRows):
-		return false, nil
-	case err != nil:
+	rows, err := db.r.QueryContext(ctx, `SELECT last_error, updated_at >= (SELECT created_at FROM queue WHERE id = ?) FROM queue
+		WHERE conversation = ? AND id < ? AND status = 'done' ORDER BY id DESC LIMIT ?`, id, conv.String(), id, stopScan)
+	if err != nil {
 		return false, fmt.Errorf("read what /stop stopped in %s: %w", conv, err)
 	}
-	return cause == core.StopCause, nil
+	defer rows.Close()
+	for i := 0; rows.Next(); i++ {
+		var cause string
+		var after sql.NullBool
+		if err := rows.Scan(&cause, &after); err != nil {
+			return false, fmt.Errorf("read what /stop stopped in %s: %w", conv, err)
+		}
+		// An item before the last that ended before /stop was queued was
+		// stopped by an earlier /stop, and so were the ones before it.
+		if cause == core.StopCause && (i == 0 || after.Bool) {
+			return true, nil
+		}
+		if !after.Bool {
+			break
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return false, fmt.Errorf("read what /stop stopped in %s: %w", conv, err)
+	}
+	return false, nil
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/opentalon/opentalon/core"
+	"github.com/opentalon/opentalon/core/clock"
 	"github.com/opentalon/opentalon/store/pgtest"
 )
 
@@ -101,5 +102,65 @@ func TestPostgresStopReachesTheOtherReplica(t *testing.T) {
 	}
 	if err := lite.RequestStop(ctx, conv); err != nil {
 		t.Fatalf("RequestStop on SQLite: %v", err)
+	}
+}
+
+// TestStoppedBeforeLooksPastWhatCameBetween: the item /stop stopped need
+// not be the last before it — a message sent after it (or a reaction, a
+// firing) is answered between the stop and /stop's turn; an item an
+// earlier /stop stopped, ended before this one was queued, is not this
+// one's. On both engines.
+func TestStoppedBeforeLooksPastWhatCameBetween(t *testing.T) {
+	for _, engine := range []string{"sqlite", "postgres"} {
+		t.Run(engine, func(t *testing.T) {
+			clk := clock.NewFake(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
+			o := Options{Now: clk.Now}
+			db := openTest(t, o)
+			if engine == "postgres" {
+				db = openPG(t, o)
+			}
+			ctx := context.Background()
+			conv := core.ConversationKey{Channel: "slack", Chat: "C1"}
+			enqueue := func(id string) int64 {
+				t.Helper()
+				it := msgItem(conv, id, "x")
+				it.CreatedAt = clk.Now()
+				n, _, err := db.Enqueue(ctx, it)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return n
+			}
+			finish := func(cause string) {
+				t.Helper()
+				items, _, err := db.Claim(ctx, 1, clk.Now())
+				if err != nil || len(items) != 1 {
+					t.Fatalf("claim = %v, %v; want one item", items, err)
+				}
+				if err := db.Finish(ctx, items[0].ID, items[0].Lease, core.StatusDone, cause); err != nil {
+					t.Fatal(err)
+				}
+			}
+			// The story, a message sent while it streams, then /stop: the
+			// story is stopped, the message answered, then /stop's turn.
+			enqueue("story")
+			enqueue("meanwhile")
+			stop := enqueue("/stop")
+			clk.Advance(time.Second)
+			finish(core.StopCause)
+			finish("")
+			if got, err := db.StoppedBefore(ctx, conv, stop); err != nil || !got {
+				t.Fatalf("StoppedBefore = %v, %v; want true (the story, before the message answered since)", got, err)
+			}
+			finish("") // /stop itself
+			clk.Advance(time.Second)
+			enqueue("next")
+			clk.Advance(time.Second)
+			finish("")
+			again := enqueue("/stop again")
+			if got, err := db.StoppedBefore(ctx, conv, again); err != nil || got {
+				t.Fatalf("StoppedBefore = %v, %v; want false (the story was the first /stop's)", got, err)
+			}
+		})
 	}
 }

@@ -13,7 +13,7 @@ import (
 var errStopped = errors.New("stopped by the user (/stop)")
 
 // stopLedger is the store's memory of what /stop ended (store.DB): whether
-// the last item of conv before id ended by /stop.
+// the /stop queued as item id of conv stopped an item before it.
 type stopLedger interface {
 	StoppedBefore(ctx context.Context, conv core.ConversationKey, id int64) (bool, error)
 }

@@ -153,3 +153,19 @@ func TestStopLeavesACommandAnsweredAside(t *testing.T) {
 		t.Fatalf("/stop answered %q; want that nothing is being written", got)
 	}
 }
+
+// TestStopSaysItStoppedPastAMessageSentBetween: a message sent while the
+// answer streams, then /stop: the answer is stopped, the message
+// answered, and /stop, answered after it, still says it stopped.
+func TestStopSaysItStoppedPastAMessageSentBetween(t *testing.T) {
+	ag := &stoppableAgent{calls: map[string]int{}, started: make(chan string, 10)}
+	r := newRigWith(t, ag, &fakeChannel{}, nil, nil)
+	r.accept("1", "slow")
+	if got := <-ag.started; got != "slow" {
+		t.Fatalf("the agent was asked %q first", got)
+	}
+	r.accept("2", "meanwhile")
+	r.accept("3", "/stop")
+	r.expect("answer to meanwhile")
+	r.expect("Stopped. Send a message when you want me to go on.")
+}
