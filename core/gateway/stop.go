@@ -122,21 +122,38 @@ func (g *Gateway) cmdStop(ctx context.Context, req core.CommandRequest) (string,
 	return "Nothing to stop: no answer was being written here.", nil
 }
 
-// endStopped ends the native streams an answer /stop stopped left open:
-// each shows what it showed, as an ordinary message (edited streams
-// already are).
+// endStopped ends the native streams an answer /stop stopped left
+// showing: each shows what it showed, as an ordinary message (edited
+// streams already are). That is a stream the platform holds open
+// (Slack) and a draft that is no message until it ends (Telegram's
+// sendMessageDraft, which would vanish).
 func (g *Gateway) endStopped(ctx context.Context, w *work) {
-	sp := w.stream.stop()
-	if sp == nil || len(sp.open) == 0 || w.stream.nat == nil {
+	s := w.stream
+	if s == nil {
+		return
+	}
+	s.finish() // the worker has stopped: its slots are read below
+	if s.nat == nil {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
-	for i, d := range sp.open {
-		to := w.stream.to
+	for i, sl := range s.slots {
+		if sl.part == "" || sl.ended || !sl.open && sl.id != "" {
+			continue // nothing shown, a message already, or an edited one
+		}
+		to := s.to
 		to.Part = i
-		if _, err := w.stream.nat.EndDraft(ctx, to, d, d.Part); err != nil {
+		d := core.NativeDraft{Seq: i, Key: s.reply.RequestID, ID: sl.id, Shown: sl.raw, Raw: sl.raw, Part: sl.part}
+		id, err := s.nat.EndDraft(ctx, to, d, sl.part)
+		if err != nil {
 			w.log.Warn("end the stream of a stopped answer; the platform closes it later", "part", i, "err", err)
+			continue
+		}
+		if id != "" && id != sl.id {
+			if err := s.record(i, id); err != nil {
+				w.log.Warn("record a message of a stopped answer", "part", i, "err", err)
+			}
 		}
 	}
 }

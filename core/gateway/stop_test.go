@@ -169,3 +169,76 @@ func TestStopSaysItStoppedPastAMessageSentBetween(t *testing.T) {
 	r.expect("answer to meanwhile")
 	r.expect("Stopped. Send a message when you want me to go on.")
 }
+
+// drafting streams natively as Telegram's drafts do: a draft is no
+// message (ShowDraft returns "") until it ends.
+type drafting struct {
+	seen chan string
+}
+
+func (c *drafting) Name() string                               { return "fake" }
+func (c *drafting) Run(ctx context.Context, _ core.Sink) error { <-ctx.Done(); return nil }
+func (c *drafting) Format(text string) []string                { return []string{text} }
+func (c *drafting) Close() error                               { return nil }
+func (c *drafting) Streaming(core.Outbound) core.StreamPolicy {
+	return core.StreamPolicy{Mode: core.StreamNative}
+}
+func (c *drafting) Draft(text string) []core.DraftPart {
+	return []core.DraftPart{{Raw: text, Part: text}}
+}
+func (c *drafting) Edit(_ context.Context, _ core.Outbound, id, part string) error {
+	c.seen <- "edit " + id + " " + part
+	return nil
+}
+func (c *drafting) Send(_ context.Context, _ core.Outbound, part string) (string, error) {
+	c.seen <- "send " + part
+	return "m", nil
+}
+func (c *drafting) ShowDraft(_ context.Context, _ core.Outbound, d core.NativeDraft) (string, error) {
+	c.seen <- "draft " + d.Part
+	return "", nil
+}
+func (c *drafting) EndDraft(_ context.Context, _ core.Outbound, _ core.NativeDraft, part string) (string, error) {
+	c.seen <- "end " + part
+	return "m", nil
+}
+
+// TestStopKeepsWhatANativeDraftShowed: an answer streamed as a native
+// draft (no message until it ends) and stopped keeps what it showed: the
+// draft is ended as a message, before /stop answers.
+func TestStopKeepsWhatANativeDraftShowed(t *testing.T) {
+	ch := &drafting{seen: make(chan string, 10)}
+	ag := writer{deltas: make(chan string)}
+	db := openDB(t, store.Options{})
+	g := gateway.New(gateway.Options{Store: db, Agent: ag})
+	g.AddChannel(ch)
+	serve(t, g)
+	accept := func(id, text string) {
+		in := core.Inbound{Conversation: core.ConversationKey{Channel: "fake", Chat: "c"}, MessageID: id, UserID: "u", Text: text}
+		for g.Accept(context.Background(), in) != nil {
+			time.Sleep(time.Millisecond)
+		}
+	}
+	next := func() string {
+		t.Helper()
+		select {
+		case got := <-ch.seen:
+			return got
+		case <-time.After(10 * time.Second):
+			t.Fatal("nothing shown")
+		}
+		return ""
+	}
+	accept("1", "tell me")
+	ag.deltas <- "Once upon"
+	if got := next(); got != "draft Once upon" {
+		t.Fatalf("shown %q; want the draft", got)
+	}
+	accept("2", "/stop")
+	if got := next(); got != "end Once upon" {
+		t.Fatalf("then %q; want the draft ended showing what it showed", got)
+	}
+	if got := next(); got != "send Stopped. Send a message when you want me to go on." {
+		t.Fatalf("then %q; want /stop's answer", got)
+	}
+}
