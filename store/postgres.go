@@ -79,7 +79,7 @@ func openPostgres(ctx context.Context, dataDir string, o Options) (*DB, error) {
 		p.Close()
 		return nil, err
 	}
-	db.wake = &listener{dsn: listenDSN, log: o.Logger}
+	db.wake = &listener{dsn: listenDSN, log: o.Logger, self: db.holder}
 	return db, nil
 }
 
@@ -488,8 +488,11 @@ type listener struct {
 	}
 	once sync.Once
 	ch   chan struct{}
-	// stops receives the conversations /stop named (stopChannel).
+	// stops receives the conversations /stop named (stopChannel) through
+	// other gateways; self is this one's holder, whose own stops it has
+	// acted on already.
 	stops  chan core.ConversationKey
+	self   string
 	cancel context.CancelFunc
 	done   chan struct{}
 }
@@ -591,8 +594,15 @@ func (l *listener) listen(ctx context.Context, connected func()) error {
 				return errors.New("the notification connection closed")
 			}
 			if n != nil && n.Channel == stopChannel {
+				from, conv, _ := strings.Cut(n.Extra, "\n")
+				if from == l.self {
+					// Its gateway stopped its own work before it told the
+					// others; by now that work may have ended and the next
+					// message begun, which this stop is not for.
+					continue
+				}
 				select {
-				case l.stops <- core.ParseConversationKey(n.Extra):
+				case l.stops <- core.ParseConversationKey(conv):
 				default: // a burst of stops: the ones queued stop the same work
 				}
 				continue

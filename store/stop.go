@@ -9,24 +9,28 @@ import (
 )
 
 // stopChannel is the PostgreSQL notification channel of /stop: its
-// payload is the conversation whose answer is to stop.
+// payload is the holder of the gateway that asked (Options.Holder), a
+// newline, and the conversation whose answer is to stop.
 const stopChannel = "opentalon_stop"
 
-// RequestStop implements core.Stopper: on PostgreSQL it notifies every
-// replica (the one writing the answer stops it); on SQLite the one
-// gateway has already stopped its own work.
+// RequestStop implements core.Stopper: on PostgreSQL it notifies the
+// other replicas (the one writing the answer stops it; this one's
+// gateway has stopped its own work already); on SQLite the one gateway
+// has.
 func (db *DB) RequestStop(ctx context.Context, conv core.ConversationKey) error {
 	if !db.d.concurrent {
 		return nil
 	}
-	if _, err := db.w.ExecContext(ctx, `SELECT pg_notify(?, ?)`, stopChannel, conv.String()); err != nil {
+	if _, err := db.w.ExecContext(ctx, `SELECT pg_notify(?, ?)`, stopChannel, db.holder+"\n"+conv.String()); err != nil {
 		return fmt.Errorf("notify a stop of %s: %w", conv, err)
 	}
 	return nil
 }
 
-// StopRequests implements core.Stopper: the conversations a replica
-// asked to stop (PostgreSQL LISTEN); nil on SQLite.
+// StopRequests implements core.Stopper: the conversations another
+// replica asked to stop (PostgreSQL LISTEN; this one's own requests are
+// not received: its gateway stopped its work before asking); nil on
+// SQLite.
 func (db *DB) StopRequests() <-chan core.ConversationKey {
 	if db.wake == nil {
 		return nil
