@@ -32,6 +32,10 @@ func (g *Gateway) Accept(ctx context.Context, in core.Inbound) error {
 		Message:      &in,
 		MaxPending:   g.opts.MaxPending,
 	}
+	if g.isStop(in.Text) {
+		// /stop is most wanted when the conversation is full.
+		item.MaxPending = 0
+	}
 	var dup bool
 	var err error
 	if g.aside(in.Text) {

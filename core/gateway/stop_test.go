@@ -242,3 +242,23 @@ func TestStopKeepsWhatANativeDraftShowed(t *testing.T) {
 		t.Fatalf("then %q; want /stop's answer", got)
 	}
 }
+
+// /stop is taken when the conversation already holds queue.max_pending
+// messages: that is when it is most wanted.
+func TestStopIsTakenWhenTheConversationIsFull(t *testing.T) {
+	db := openDB(t, store.Options{})
+	ag := &stoppableAgent{calls: map[string]int{}, started: make(chan string, 10)}
+	r := runOn(t, db, gateway.Options{Store: db, Agent: ag, MaxPending: 1})
+	r.accept("1", "slow")
+	select {
+	case <-ag.started:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the agent was never asked")
+	}
+	r.accept("2", "more") // refused: the conversation is full
+	if got := r.next(); !strings.Contains(got, "did not take this one") {
+		t.Fatalf("sent %q; want the notice that the conversation is full", got)
+	}
+	r.accept("3", "/stop")
+	r.expect("Stopped. Send a message when you want me to go on.")
+}
