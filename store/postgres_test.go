@@ -271,20 +271,21 @@ func TestRebind(t *testing.T) {
 	}
 }
 
-// TestPostgresQueueWake: an enqueue through one replica's database wakes
-// the other's dispatcher (LISTEN/NOTIFY on its own connection).
-func TestPostgresQueueWake(t *testing.T) {
+// listeningReplicas opens two replicas' handles on one fresh PostgreSQL
+// database, closed when the test ends, and returns once a's notification
+// listener is connected (its first poke, which it takes).
+func listeningReplicas(t *testing.T) (a, b *DB) {
+	t.Helper()
 	dsn := pgtest.DSN(t)
-	ctx := context.Background()
 	open := func() *DB {
-		db, err := Open(ctx, t.TempDir(), Options{Postgres: &Postgres{DSN: dsn}})
+		db, err := Open(context.Background(), t.TempDir(), Options{Postgres: &Postgres{DSN: dsn}})
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { db.Close() })
 		return db
 	}
-	a, b := open(), open()
+	a, b = open(), open()
 	wake := a.QueueWake()
 	if wake == nil {
 		t.Fatal("no wake channel on PostgreSQL")
@@ -294,6 +295,15 @@ func TestPostgresQueueWake(t *testing.T) {
 	case <-time.After(15 * time.Second):
 		t.Fatal("the listener never connected")
 	}
+	return a, b
+}
+
+// TestPostgresQueueWake: an enqueue through one replica's database wakes
+// the other's dispatcher (LISTEN/NOTIFY on its own connection).
+func TestPostgresQueueWake(t *testing.T) {
+	ctx := context.Background()
+	a, b := listeningReplicas(t)
+	wake := a.QueueWake()
 	conv := core.ConversationKey{Channel: "telegram", Chat: "wake"}
 	if _, _, err := b.Enqueue(ctx, msgItem(conv, "1", "hi")); err != nil {
 		t.Fatal(err)

@@ -7,7 +7,6 @@ import (
 
 	"github.com/opentalon/opentalon/core"
 	"github.com/opentalon/opentalon/core/clock"
-	"github.com/opentalon/opentalon/store/pgtest"
 )
 
 // TestStoppedBefore: /stop reads back whether the item before it, in its
@@ -64,25 +63,11 @@ func TestStoppedBefore(t *testing.T) {
 // replica's database reaches the other's listener, naming the
 // conversation; on SQLite there is no one else to tell.
 func TestPostgresStopReachesTheOtherReplica(t *testing.T) {
-	dsn := pgtest.DSN(t)
 	ctx := context.Background()
-	open := func() *DB {
-		db, err := Open(ctx, t.TempDir(), Options{Postgres: &Postgres{DSN: dsn}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { db.Close() })
-		return db
-	}
-	a, b := open(), open()
+	a, b := listeningReplicas(t)
 	stops := a.StopRequests()
 	if stops == nil {
 		t.Fatal("no stop channel on PostgreSQL")
-	}
-	select { // the listener is connected once it pokes
-	case <-a.QueueWake():
-	case <-time.After(15 * time.Second):
-		t.Fatal("the listener never connected")
 	}
 	// a's own request comes first: a stopped its work before asking, and
 	// by the time its notification came back the next message's work may

@@ -241,39 +241,13 @@ func (c *cutQueue) EnqueueFiring(ctx context.Context, f core.Firing) (bool, erro
 // the first one's context ended while it queued, nor queued a second
 // time.
 func TestALeaseLostWhileFiringNeitherSkipsNorRepeats(t *testing.T) {
-	t0 := time.Date(2026, 5, 1, 8, 0, 0, 0, time.UTC)
-	clk := clock.NewFake(t0)
-	dir := t.TempDir()
-	ctx := context.Background()
-	open := func() *store.DB {
-		db, err := store.Open(ctx, dir, store.Options{Now: clk.Now})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { db.Close() })
-		return db
-	}
-	dbA := open()
-	sc, err := dbA.AddSchedule(ctx, core.Schedule{Source: core.ScheduleChat, Interval: time.Hour, Spec: "every 1h", Prompt: "hourly",
-		Conversation: conv, NextFire: t0.Add(time.Hour)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	h := newHandover(t)
+	clk, sc, dbA := h.clk, h.sc, h.dbA
 	q := newQueue()
 	cq := &cutQueue{queue: q}
 	lostA := make(chan struct{})
 	leadB := make(chan struct{})
-	run := func(db *store.DB, qu schedule.Queue, hold func(ctx context.Context, work func(context.Context) error) error) {
-		s := schedule.New(schedule.Options{Store: db, Queue: qu, Location: time.UTC, Clock: clk, Tick: 5 * time.Millisecond, Grace: 20 * time.Second,
-			Hold: func(ctx context.Context, _ string, work func(context.Context) error) error { return hold(ctx, work) }})
-		rctx, cancel := context.WithCancel(ctx)
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			s.Run(rctx)
-		}()
-		t.Cleanup(func() { cancel(); <-done })
-	}
+	run := h.run
 	// A leads until its lease is cut, then stands by for good.
 	run(dbA, cq, func(ctx context.Context, work func(context.Context) error) error {
 		lctx, cut := context.WithCancel(ctx)
@@ -286,7 +260,7 @@ func TestALeaseLostWhileFiringNeitherSkipsNorRepeats(t *testing.T) {
 		return nil
 	})
 	// B leads once A lost the lease.
-	run(open(), q, func(ctx context.Context, work func(context.Context) error) error {
+	run(h.open(), q, func(ctx context.Context, work func(context.Context) error) error {
 		select {
 		case <-leadB:
 			return work(ctx)
@@ -326,36 +300,11 @@ func (f *frozenQueue) EnqueueFiring(ctx context.Context, fi core.Firing) (bool, 
 // queue); the scheduler that runs next still finds that time due and
 // fires it.
 func TestAKillWhileQueueingAFiringLosesNothing(t *testing.T) {
-	t0 := time.Date(2026, 5, 1, 8, 0, 0, 0, time.UTC)
-	clk := clock.NewFake(t0)
-	dir := t.TempDir()
-	ctx := context.Background()
-	open := func() *store.DB {
-		db, err := store.Open(ctx, dir, store.Options{Now: clk.Now})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { db.Close() })
-		return db
-	}
-	dbA := open()
-	sc, err := dbA.AddSchedule(ctx, core.Schedule{Source: core.ScheduleChat, Interval: time.Hour, Spec: "every 1h", Prompt: "hourly",
-		Conversation: conv, NextFire: t0.Add(time.Hour)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	run := func(db *store.DB, qu schedule.Queue) {
-		// Each leads while it runs (the lease of a dead leader ran out).
-		s := schedule.New(schedule.Options{Store: db, Queue: qu, Location: time.UTC, Clock: clk, Tick: 5 * time.Millisecond, Grace: 20 * time.Second,
-			Hold: func(ctx context.Context, _ string, work func(context.Context) error) error { return work(ctx) }})
-		rctx, cancel := context.WithCancel(ctx)
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			s.Run(rctx)
-		}()
-		t.Cleanup(func() { cancel(); <-done })
-	}
+	h := newHandover(t)
+	clk, sc, dbA := h.clk, h.sc, h.dbA
+	// Each leads while it runs (the lease of a dead leader ran out).
+	lead := func(ctx context.Context, work func(context.Context) error) error { return work(ctx) }
+	run := func(db *store.DB, qu schedule.Queue) { h.run(db, qu, lead) }
 	frozen := &frozenQueue{entered: make(chan core.Firing, 1), release: make(chan struct{})}
 	run(dbA, frozen)
 	t.Cleanup(func() { close(frozen.release) }) // runs first: the dead one's goroutine ends
@@ -367,8 +316,56 @@ func TestAKillWhileQueueingAFiringLosesNothing(t *testing.T) {
 	}
 	// The first one is dead mid-write; the next one runs.
 	q := newQueue()
-	run(open(), q)
+	run(h.open(), q)
 	if f := q.wait(t); f.ScheduleID != sc.ID || !f.At.Equal(sc.NextFire) {
 		t.Fatalf("fired %+v; want schedule %d at %v", f, sc.ID, sc.NextFire)
 	}
+}
+
+// handover is two schedulers' handles on one SQLite database, on a fake
+// clock, with an hourly schedule due at 9:00 added through dbA: the
+// scheduler that fires first and the one that takes over.
+type handover struct {
+	t   *testing.T
+	dir string
+	clk *clock.Fake
+	dbA *store.DB
+	sc  core.Schedule
+}
+
+func newHandover(t *testing.T) *handover {
+	t0 := time.Date(2026, 5, 1, 8, 0, 0, 0, time.UTC)
+	h := &handover{t: t, dir: t.TempDir(), clk: clock.NewFake(t0)}
+	h.dbA = h.open()
+	sc, err := h.dbA.AddSchedule(context.Background(), core.Schedule{Source: core.ScheduleChat, Interval: time.Hour, Spec: "every 1h", Prompt: "hourly",
+		Conversation: conv, NextFire: t0.Add(time.Hour)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.sc = sc
+	return h
+}
+
+// open is another handle on the database, closed when the test ends.
+func (h *handover) open() *store.DB {
+	db, err := store.Open(context.Background(), h.dir, store.Options{Now: h.clk.Now})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	h.t.Cleanup(func() { db.Close() })
+	return db
+}
+
+// run runs a scheduler on db and qu until the test ends; hold is its
+// lease (the work it runs while it leads).
+func (h *handover) run(db *store.DB, qu schedule.Queue, hold func(ctx context.Context, work func(context.Context) error) error) {
+	s := schedule.New(schedule.Options{Store: db, Queue: qu, Location: time.UTC, Clock: h.clk, Tick: 5 * time.Millisecond, Grace: 20 * time.Second,
+		Hold: func(ctx context.Context, _ string, work func(context.Context) error) error { return hold(ctx, work) }})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		s.Run(ctx)
+	}()
+	h.t.Cleanup(func() { cancel(); <-done })
 }
