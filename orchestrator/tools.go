@@ -99,8 +99,8 @@ func (o *Orchestrator) loop(ctx context.Context, tn *turn, call routing.Call, ms
 	noTools := call.Choice != nil && !call.Choice.Model.Can(routing.CapTools)
 	// looping: the model asked only for calls it had made already; the
 	// next call offers no tools, so it answers from the results it has.
-	// One that still asks gets the first results again (nothing runs
-	// twice) until it answers or max_steps ends the turn.
+	// One that still asks only for those calls is stopped there (nothing
+	// runs twice).
 	looping := false
 	for step := 1; budget.take(); step++ {
 		tools := o.offered(tn)
@@ -168,7 +168,17 @@ func (o *Orchestrator) loop(ctx context.Context, tn *turn, call routing.Call, ms
 			added = append(added, tm)
 			tn.files = append(tn.files, r.Files...)
 		}
+		wasLooping := looping
 		looping = repeated > 0 && ran == 0
+		if looping && wasLooping {
+			// Offered no tools, it asked for the same calls again: more
+			// steps would only pay for more of the same (issue 25).
+			o.log.Warn("the model still repeats tool calls it already made, offered no tools; stopping the answer", "step", step, "repeated", repeated)
+			res.Usage = usage
+			res.Response = &provider.Response{Text: "I stopped: the model kept asking for the same tool call (" + repeatedNames(added) + ") instead of answering from its result. Please rephrase or narrow the request.",
+				Usage: usage, Model: res.Model}
+			return res, added, true, nil
+		}
 		if looping {
 			o.log.Warn("the model repeats tool calls it already made in this answer; asking it to answer from their results", "step", step, "repeated", repeated)
 		}
