@@ -104,11 +104,11 @@ func (g *Gateway) cmdStop(ctx context.Context, req core.CommandRequest) (string,
 	if b := req.Behind; b != nil && b.Waiting > 0 {
 		// Answered aside: the earlier messages only wait for a provider
 		// or a retry, and none is being written.
-		what := "message waits"
-		if b.Waiting > 1 {
-			what = fmt.Sprintf("%d messages wait", b.Waiting)
+		wait := max(b.Next.Sub(g.now()), time.Second).Round(time.Second)
+		if b.Waiting == 1 {
+			return fmt.Sprintf("Nothing is being written now: your earlier message waits for the model, tried again in about %s, and is still answered.", wait), nil
 		}
-		return fmt.Sprintf("Nothing is being written now: your earlier %s for the model, next try at %s. Send /new to start over after it.", what, b.Next.UTC().Format("15:04 MST")), nil
+		return fmt.Sprintf("Nothing is being written now: %d earlier messages wait for the model, the first tried again in about %s, and are still answered.", b.Waiting, wait), nil
 	}
 	if l, ok := g.store.(stopLedger); ok {
 		stopped, err := l.StoppedBefore(ctx, req.In.Conversation, req.RequestID)
