@@ -37,7 +37,11 @@ func (g *Gateway) Run(ctx context.Context, grace time.Duration) error {
 	p.free.Store(int64(g.opts.Workers))
 	g.pool.Store(p)
 	g.setAccepting(true)
-	g.listenStops(ctx)
+	// Other replicas' stops are heard until the loop ends (a fatal
+	// channel error ends it too, with ctx still running).
+	stopsCtx, endStops := context.WithCancel(ctx)
+	defer endStops()
+	g.listenStops(stopsCtx)
 
 	fatal := make(chan error, len(g.channels))
 	chCtx, stopChannels := context.WithCancel(ctx)
@@ -148,6 +152,7 @@ loop:
 		}
 		claim = true
 	}
+	endStops()
 	// No slot is free from now on; an enqueue that took one before
 	// starts its item (or gives the slot back) before the wait below.
 	p.free.Add(-stopped)

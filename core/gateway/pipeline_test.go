@@ -247,14 +247,39 @@ func TestFailingChannelIsRestartedAndReported(t *testing.T) {
 	}
 }
 
+// sharedStore is a store shared with other replicas as far as /stop
+// goes (core.Stopper): it hears their stops on a channel of its own.
+type sharedStore struct {
+	*store.DB
+	stops chan core.ConversationKey
+}
+
+func (s sharedStore) RequestStop(context.Context, core.ConversationKey) error { return nil }
+func (s sharedStore) StopRequests() <-chan core.ConversationKey               { return s.stops }
+
 func TestRefusedCredentialStopsTheGateway(t *testing.T) {
+	for _, shared := range []bool{false, true} {
+		t.Run(map[bool]string{false: "alone", true: "with other replicas"}[shared], func(t *testing.T) {
+			refusedCredentialStops(t, shared)
+		})
+	}
+}
+
+// refusedCredentialStops: a channel whose credential is refused stops
+// the gateway's Run, on a store of its own or one shared with replicas
+// whose stops it listens for.
+func refusedCredentialStops(t *testing.T, shared bool) {
 	db, err := store.Open(context.Background(), t.TempDir(), store.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer db.Close()
 	fl := &flaky{name: "flaky", kind: core.KindAuth, runs: make(chan struct{}, 100), ok: make(chan struct{})}
-	g := gateway.New(gateway.Options{Store: db, Agent: &fakeAgent{}})
+	var st core.Store = db
+	if shared {
+		st = sharedStore{DB: db, stops: make(chan core.ConversationKey)}
+	}
+	g := gateway.New(gateway.Options{Store: st, Agent: &fakeAgent{}})
 	g.AddChannel(fl)
 	done := make(chan error, 1)
 	go func() { done <- g.Run(context.Background(), time.Second) }()
