@@ -403,6 +403,13 @@ func (f *leaseFence) adopt(lease int64, now time.Time, ttl time.Duration) bool {
 	if f.lost || f.ended {
 		return false
 	}
+	if f.until.IsZero() || now.Before(f.until) {
+		// Its lease has not run out by the work's own count: the claim
+		// did not take the item back from it, but found it queued (the
+		// work's outcome committed, put back to wait, and the work not
+		// yet ended): the claim's run is a new try.
+		return false
+	}
 	f.lease = lease
 	if ttl > 0 {
 		f.until = now.Add(ttl - ttl/6)
@@ -650,7 +657,9 @@ func (g *Gateway) process(ctx context.Context, it core.QueueItem, release func()
 	defer func() {
 		fence.end() // a claim that read flights before the delete runs the item
 		g.mu.Lock()
-		delete(g.flights, it.ID)
+		if g.flights[it.ID] == fence { // not a later try's, started meanwhile
+			delete(g.flights, it.ID)
+		}
 		g.mu.Unlock()
 	}()
 	stopRenewing := g.holdLease(ctx, it, fence, log)

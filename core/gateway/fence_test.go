@@ -41,6 +41,14 @@ func TestLeaseFence(t *testing.T) {
 			}
 			return f.held(t0.Add(ttl))
 		}, true, 1},
+		{"a claim while the lease still holds is no take-back", func(f *leaseFence) bool {
+			// The work's outcome put the item back to wait and the claim
+			// found it due before the work ended: the claim is a new try.
+			if f.adopt(2, t0.Add(ttl/2), ttl) {
+				t.Error("a claim within the lease was handed to the work")
+			}
+			return f.held(t0.Add(ttl / 2))
+		}, false, 1},
 		{"a hand-over moves the fence", func(f *leaseFence) bool {
 			f.adopt(2, t0.Add(ttl), ttl)
 			return f.held(t0.Add(ttl + ttl/2))
