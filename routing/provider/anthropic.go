@@ -251,7 +251,7 @@ func (p *Anthropic) Complete(ctx context.Context, cred Credentials, req *Request
 		return nil, err
 	}
 	defer cl.close()
-	return p.c.complete(ctx, cl, req.Model, cred.APIKey, p.parseComplete)
+	return p.c.complete(ctx, cl, req.Model, cred.APIKey, p.parseComplete, p.readStream)
 }
 
 func (p *Anthropic) parseComplete(body []byte, secret string) (*Response, error) {

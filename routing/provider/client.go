@@ -258,19 +258,13 @@ func (c *client) stream(ctx context.Context, cl *call, model, secret string, onT
 }
 
 // answersJSON reports whether a streaming call was answered with one
-// JSON document instead of an event stream: labelled application/json,
-// or, from a server that labels it otherwise or not at all (Go's sniffing
-// calls unlabelled JSON text/plain), a body that starts with "{", which
-// no event stream does (its lines start with a field name or ":"). The
-// bytes peeked stay in the body.
+// JSON document instead of an event stream. The body decides, not the
+// label: a server that ignored "stream" may label its JSON text/plain (Go's
+// sniffing of an unlabelled body), text/event-stream or nothing, and one
+// may label its event stream application/json. A JSON answer starts with
+// "{", which no event stream does (its lines start with a field name or
+// ":"). The bytes peeked stay in the body.
 func answersJSON(resp *http.Response) bool {
-	ct := strings.ToLower(resp.Header.Get("Content-Type"))
-	switch {
-	case strings.HasPrefix(ct, "application/json"):
-		return true
-	case strings.HasPrefix(ct, "text/event-stream"):
-		return false
-	}
 	br := bufio.NewReader(resp.Body)
 	resp.Body = struct {
 		io.Reader
@@ -279,7 +273,7 @@ func answersJSON(resp *http.Response) bool {
 	for {
 		b, err := br.Peek(1)
 		if err != nil {
-			return false
+			return strings.HasPrefix(strings.ToLower(resp.Header.Get("Content-Type")), "application/json")
 		}
 		switch b[0] {
 		case ' ', '\t', '\r', '\n':
@@ -292,13 +286,35 @@ func answersJSON(resp *http.Response) bool {
 	}
 }
 
-// complete reads a whole (non-streaming) answer from cl through parse.
-func (c *client) complete(ctx context.Context, cl *call, model, secret string, parse func(body []byte, secret string) (*Response, error)) (*Response, error) {
+// isEventStream reports whether body, the answer to a non-streaming
+// call, is an event stream: a server that always streams ignores
+// "stream": false. Its first line names an SSE field or is a comment.
+func isEventStream(body []byte) bool {
+	b := bytes.TrimLeft(body, " \t\r\n")
+	for _, p := range []string{"data:", "event:", "id:", "retry:", ":"} {
+		if bytes.HasPrefix(b, []byte(p)) {
+			return true
+		}
+	}
+	return false
+}
+
+// complete reads a whole (non-streaming) answer from cl through parse,
+// or, from a server that streamed anyway, through read.
+func (c *client) complete(ctx context.Context, cl *call, model, secret string,
+	parse func(body []byte, secret string) (*Response, error),
+	read func(cl *call, onText func(string), secret string) (*Response, error)) (*Response, error) {
 	body, err := c.readBody(cl, secret)
 	if err != nil {
 		return nil, err
 	}
-	r, err := parse(body, secret)
+	var r *Response
+	if isEventStream(body) {
+		cl.resp.Body = io.NopCloser(bytes.NewReader(body))
+		r, err = read(cl, func(string) {}, secret)
+	} else {
+		r, err = parse(body, secret)
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -221,8 +221,9 @@ func TestStreamEdgeShapes(t *testing.T) {
 			"anthropic": `{"type":"message","model":"m","content":[{"type":"text","text":"whole"}],"stop_reason":"end_turn","usage":{"input_tokens":2,"output_tokens":1,"cache_read_input_tokens":10}}`,
 		}
 		// A minimal server may not say it answers JSON: Go's sniffing
-		// labels an unlabelled JSON body text/plain.
-		for _, ct := range []string{"application/json", "", "text/plain; charset=utf-8"} {
+		// labels an unlabelled JSON body text/plain, and one keeps the
+		// event-stream label it would stream with.
+		for _, ct := range []string{"application/json", "", "text/plain; charset=utf-8", "text/event-stream"} {
 			for _, f := range flavors() {
 				s, p := setup(t, f, Options{})
 				s.Enqueue(providertest.Script{Header: map[string]string{"Content-Type": ct}, Body: "\n " + bodies[f.name]})
@@ -230,6 +231,40 @@ func TestStreamEdgeShapes(t *testing.T) {
 				r, err := p.Stream(context.Background(), Credentials{}, &Request{Model: "m"}, func(d string) { deltas = append(deltas, d) })
 				if err != nil || r.Text != "whole" || !reflect.DeepEqual(deltas, []string{"whole"}) || r.Usage.InputTokens != 12 || r.StopReason != "stop" {
 					t.Fatalf("%s, Content-Type %q: got %+v %v %q", f.name, ct, r, err, deltas)
+				}
+			}
+		}
+	})
+	// Streams as a minimal server sends them, whatever it was asked and
+	// however it labels them.
+	streams := map[string]string{
+		"openai": "data: {\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"who\"}}]}\n\n" +
+			"data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"le\"},\"finish_reason\":\"stop\"}],\"usage\":{\"prompt_tokens\":12,\"completion_tokens\":1}}\n\n" +
+			"data: [DONE]\n\n",
+		"anthropic": "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"model\":\"m\",\"usage\":{\"input_tokens\":12,\"output_tokens\":1}}}\n\n" +
+			"event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n" +
+			"event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"whole\"}}\n\n" +
+			"event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\"},\"usage\":{\"output_tokens\":1}}\n\n" +
+			"event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n",
+	}
+	t.Run("stream labelled JSON is read as a stream", func(t *testing.T) {
+		for _, f := range flavors() {
+			s, p := setup(t, f, Options{})
+			s.Enqueue(providertest.Script{Header: map[string]string{"Content-Type": "application/json"}, Body: streams[f.name]})
+			r, err := p.Stream(context.Background(), Credentials{}, &Request{Model: "m"}, nil)
+			if err != nil || r.Text != "whole" || r.Usage.InputTokens != 12 || r.StopReason != "stop" {
+				t.Fatalf("%s: got %+v %v", f.name, r, err)
+			}
+		}
+	})
+	t.Run("server streaming a non-streaming call", func(t *testing.T) {
+		for _, ct := range []string{"text/event-stream", "application/json", ""} {
+			for _, f := range flavors() {
+				s, p := setup(t, f, Options{})
+				s.Enqueue(providertest.Script{Header: map[string]string{"Content-Type": ct}, Body: streams[f.name]})
+				r, err := p.Complete(context.Background(), Credentials{}, &Request{Model: "m"})
+				if err != nil || r.Text != "whole" || r.Usage.InputTokens != 12 || r.StopReason != "stop" {
+					t.Fatalf("%s, Content-Type %q: got %+v %v", f.name, ct, r, err)
 				}
 			}
 		}
