@@ -110,7 +110,11 @@ func Main(ctx context.Context, args []string, io Stdio, lookup func(string) (str
 		return 0
 	}
 	env := config.Env(lookup)
-	log, err := newLogger(io.Err, g.logFormat, firstNonEmpty(g.logLevel, getenv(env, "OPENTALON_LOG_LEVEL")))
+	// The logger is made before the subcommand parses its flags, so the
+	// log flags given after it ("complete --log-format json ...") are
+	// read here too; the subcommand still parses them all.
+	lg := g.logFlagsIn(rest)
+	log, err := newLogger(io.Err, lg.logFormat, firstNonEmpty(lg.logLevel, getenv(env, "OPENTALON_LOG_LEVEL")))
 	if err != nil {
 		fmt.Fprintln(io.Err, "opentalon:", err)
 		return 2
@@ -272,6 +276,19 @@ func (g *globalFlags) extract(args []string) []string {
 		*dst = val
 	}
 	return rest
+}
+
+// logFlagsIn is g with the global flags found in args, a subcommand's
+// arguments, up to a "--" that ends its flags.
+func (g globalFlags) logFlagsIn(args []string) globalFlags {
+	for i, a := range args {
+		if a == "--" {
+			args = args[:i]
+			break
+		}
+	}
+	g.extract(args)
+	return g
 }
 
 // usageError marks a wrong command line (exit code 2).

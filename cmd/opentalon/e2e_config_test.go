@@ -64,12 +64,19 @@ func TestE2EDefaultConfigFromEnvironment(t *testing.T) {
 	if res.code != 0 || strings.TrimSpace(res.stdout) != "answer from small" {
 		t.Fatalf("$OPENTALON_CONFIG: exit %d, %q, %s", res.code, res.stdout, res.stderr)
 	}
-	// --log-format json gives JSON log lines.
-	res = runMain(t, env, "", "--log-format", "json", "complete", "hi")
-	first, _, _ := strings.Cut(strings.TrimSpace(res.stderr), "\n")
-	var line map[string]any
-	if res.code != 0 || json.Unmarshal([]byte(first), &line) != nil || line["msg"] == nil {
-		t.Fatalf("--log-format json: exit %d, first log line %q", res.code, first)
+	// --log-format json gives JSON log lines, given before or after the
+	// subcommand as the usage says of every global flag.
+	for _, args := range [][]string{
+		{"--log-format", "json", "complete", "hi"},
+		{"complete", "--log-format", "json", "hi"},
+		{"complete", "hi", "--log-format=json"},
+	} {
+		res = runMain(t, env, "", args...)
+		first, _, _ := strings.Cut(strings.TrimSpace(res.stderr), "\n")
+		var line map[string]any
+		if res.code != 0 || json.Unmarshal([]byte(first), &line) != nil || line["msg"] == nil {
+			t.Fatalf("%q: exit %d, first log line %q", args, res.code, first)
+		}
 	}
 }
 
