@@ -319,9 +319,25 @@ func (p *Anthropic) readStream(cl *call, onText func(string), secret string) (*R
 	var text strings.Builder
 	calls := map[int]*pendingCall{}
 	started := false
+	finish := func() (*Response, error) {
+		r.Text = text.String()
+		tcs, err := assembleCalls(calls)
+		if err != nil {
+			return nil, malformed(p.c.id, "tool call", err, secret)
+		}
+		r.ToolCalls = tcs
+		return r, nil
+	}
 	for {
 		ev, err := sse.Next()
 		if err == io.EOF {
+			// A server that ends the stream after the message_delta
+			// carrying the stop reason, without message_stop, has said
+			// all it will (as a chat completions stream may end at its
+			// finish_reason without [DONE]).
+			if started && r.StopReason != "" {
+				return finish()
+			}
 			return nil, malformed(p.c.id, "event stream ended before message_stop", nil, secret)
 		}
 		if err != nil {
@@ -376,13 +392,7 @@ func (p *Anthropic) readStream(cl *call, onText func(string), secret string) (*R
 			if !started {
 				return nil, malformed(p.c.id, "message_stop before message_start", nil, secret)
 			}
-			r.Text = text.String()
-			tcs, err := assembleCalls(calls)
-			if err != nil {
-				return nil, malformed(p.c.id, "tool call", err, secret)
-			}
-			r.ToolCalls = tcs
-			return r, nil
+			return finish()
 		}
 	}
 }

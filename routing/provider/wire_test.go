@@ -269,6 +269,19 @@ func TestStreamEdgeShapes(t *testing.T) {
 			}
 		}
 	})
+	t.Run("anthropic stream ending at its stop reason without message_stop", func(t *testing.T) {
+		// A minimal server's stream: data lines only, no event names,
+		// and nothing after the message_delta that carries the stop.
+		s, p := setup(t, flavors()[1], Options{})
+		s.Enqueue(providertest.Script{Body: "" +
+			"data: {\"type\":\"message_start\",\"message\":{\"model\":\"m\",\"usage\":{\"input_tokens\":4}}}\n\n" +
+			"data: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"ok\"}}\n\n" +
+			"data: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\"},\"usage\":{\"output_tokens\":2}}\n\n"})
+		r, err := p.Stream(context.Background(), Credentials{}, &Request{Model: "m"}, nil)
+		if err != nil || r.Text != "ok" || r.StopReason != "stop" || r.Usage != (core.Usage{InputTokens: 4, OutputTokens: 2}) {
+			t.Fatalf("got %+v %v", r, err)
+		}
+	})
 	t.Run("anthropic usage from message_delta with cache tokens", func(t *testing.T) {
 		s, p := setup(t, flavors()[1], Options{})
 		s.Enqueue(providertest.Script{Body: "" +
