@@ -1,6 +1,7 @@
 package provider
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -85,7 +86,7 @@ type (
 	}
 	oaFunction struct {
 		Name      string `json:"name,omitempty"`
-		Arguments string `json:"arguments"`
+		Arguments oaArgs `json:"arguments"`
 	}
 	oaTool struct {
 		Type     string        `json:"type"`
@@ -156,7 +157,7 @@ func (p *OpenAI) request(req *Request, stream bool) (*oaRequest, error) {
 			}
 			for _, c := range m.ToolCalls {
 				om.ToolCalls = append(om.ToolCalls, oaToolCall{ID: c.ID, Type: "function",
-					Function: oaFunction{Name: ToolName(c.Plugin, c.Action), Arguments: string(encodeArgs(c.Args))}})
+					Function: oaFunction{Name: ToolName(c.Plugin, c.Action), Arguments: oaArgs(encodeArgs(c.Args))}})
 			}
 		}
 		w.Messages = append(w.Messages, om)
@@ -281,6 +282,25 @@ func (p *OpenAI) Stream(ctx context.Context, cred Credentials, req *Request, onT
 	return p.c.stream(ctx, cl, req.Model, cred.APIKey, onText, p.parseComplete, p.readStream)
 }
 
+// oaArgs is a tool call's arguments: the API sends them as a string of
+// JSON; some compatible servers send the JSON object itself, which is
+// kept as its text (null as none).
+type oaArgs string
+
+func (a *oaArgs) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err == nil {
+		*a = oaArgs(s)
+		return nil
+	}
+	if t := bytes.TrimSpace(b); string(t) != "null" {
+		*a = oaArgs(t)
+	} else {
+		*a = ""
+	}
+	return nil
+}
+
 // readStream reads a chat completions stream: the text deltas (each
 // passed to onText), the tool calls assembled from their pieces, the
 // finish reason and the usage chunk.
@@ -358,7 +378,7 @@ func (p *OpenAI) readStream(cl *call, onText func(string), secret string) (*Resp
 				}
 				pc.name += d.Function.Name
 			}
-			pc.args.WriteString(d.Function.Arguments)
+			pc.args.WriteString(string(d.Function.Arguments))
 		}
 		if c.FinishReason != nil && *c.FinishReason != "" {
 			r.StopReason, finished = oaStop(*c.FinishReason), true

@@ -282,6 +282,23 @@ func TestStreamEdgeShapes(t *testing.T) {
 			t.Fatalf("got %+v %v", r, err)
 		}
 	})
+	t.Run("openai tool call arguments as a JSON object", func(t *testing.T) {
+		// Some compatible servers send the arguments object itself, not
+		// a string of it.
+		want := []core.ToolCall{{ID: "c1", Plugin: "calc", Action: "evaluate", Args: map[string]string{"expression": "1+1"}}}
+		s, p := setup(t, flavors()[0], Options{})
+		s.Enqueue(providertest.Script{Body: `{"choices":[{"index":0,"message":{"role":"assistant","content":null,"tool_calls":[{"id":"c1","type":"function","function":{"name":"calc__evaluate","arguments":{"expression":"1+1"}}}]},"finish_reason":"tool_calls"}]}`})
+		r, err := p.Complete(context.Background(), Credentials{}, &Request{Model: "m"})
+		if err != nil || !reflect.DeepEqual(r.ToolCalls, want) {
+			t.Fatalf("complete: got %+v %v", r, err)
+		}
+		s.Enqueue(providertest.Script{Body: "data: {\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":0,\"id\":\"c1\",\"function\":{\"name\":\"calc__evaluate\",\"arguments\":{\"expression\":\"1+1\"}}}]}}]}\n\n" +
+			"data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"tool_calls\"}]}\n\ndata: [DONE]\n\n"})
+		r, err = p.Stream(context.Background(), Credentials{}, &Request{Model: "m"}, nil)
+		if err != nil || !reflect.DeepEqual(r.ToolCalls, want) {
+			t.Fatalf("stream: got %+v %v", r, err)
+		}
+	})
 	t.Run("anthropic usage from message_delta with cache tokens", func(t *testing.T) {
 		s, p := setup(t, flavors()[1], Options{})
 		s.Enqueue(providertest.Script{Body: "" +
