@@ -71,6 +71,19 @@ func cmdComplete(ctx context.Context, g *globalFlags, args []string, io Stdio, e
 	if err != nil {
 		return withProviderFix(ctx, cfg, err)
 	}
+	if strings.TrimSpace(res.Text) == "" {
+		// As the gateway does: an empty answer is no answer (a model that
+		// asked only for tools, which complete does not run, or a server
+		// that sent nothing), not a blank line and success.
+		if streamed {
+			fmt.Fprintln(io.Out)
+		}
+		what := "an empty answer"
+		if len(res.ToolCalls) > 0 {
+			what = fmt.Sprintf("only tool calls (%d), which complete does not run", len(res.ToolCalls))
+		}
+		return fmt.Errorf("model %s returned %s; try again, or another model with --model", res.Model, what)
+	}
 	if !streamed {
 		fmt.Fprint(io.Out, res.Text)
 	}

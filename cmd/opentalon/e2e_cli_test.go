@@ -209,3 +209,24 @@ func TestE2ECompleteVersionUsageAffinity(t *testing.T) {
 		t.Fatalf("after reset affinity show --json = %q (exit %d); want []", res.stdout, res.code)
 	}
 }
+
+// An empty answer is no answer: complete says so and fails, as the
+// gateway apologizes, instead of printing a blank line with success.
+func TestE2ECompleteEmptyAnswerFails(t *testing.T) {
+	t.Parallel()
+	llm := providertest.NewOpenAI(t)
+	llm.SetReply(func(providertest.Received) providertest.Script {
+		return providertest.Script{Header: map[string]string{"Content-Type": "application/json"},
+			Body: `{"choices":[{"index":0,"message":{"role":"assistant","content":""},"finish_reason":"stop"}]}`}
+	})
+	path := writeConfig(t, twoModelConfig(t.TempDir(), llm.BaseURL(), ""))
+	for _, args := range [][]string{
+		{"--config", path, "complete", "say nothing"},
+		{"--config", path, "complete", "--no-stream", "say nothing"},
+	} {
+		res := runMain(t, nil, "", args...)
+		if res.code == 0 || !strings.Contains(res.stderr, "empty answer") {
+			t.Fatalf("%q: exit %d, stdout %q, stderr %s; want a failure naming the empty answer", args, res.code, res.stdout, res.stderr)
+		}
+	}
+}
