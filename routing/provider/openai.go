@@ -311,27 +311,44 @@ func (p *OpenAI) readStream(cl *call, onText func(string), secret string) (*Resp
 	calls := map[int]*pendingCall{}
 	last := 0
 	done, finished, seen := false, false, false
+	// A server that ends each data line with one newline instead of a
+	// blank line sends what the event stream format joins into one event
+	// of several lines, each a whole chunk: they are read one by one.
+	var pending []string
 	for !done {
-		ev, err := sse.Next()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			if tooLong(err) {
-				return nil, malformed(p.c.id, "bad event stream", err, secret)
+		var data string
+		if len(pending) > 0 {
+			data, pending = pending[0], pending[1:]
+			if strings.TrimSpace(data) == "" {
+				continue
 			}
-			return nil, p.c.readErr(cl, err, secret)
+		} else {
+			ev, err := sse.Next()
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				if tooLong(err) {
+					return nil, malformed(p.c.id, "bad event stream", err, secret)
+				}
+				return nil, p.c.readErr(cl, err, secret)
+			}
+			data = ev.Data
+			if strings.Contains(data, "\n") && !json.Valid([]byte(data)) {
+				lines := strings.Split(data, "\n")
+				data, pending = lines[0], lines[1:]
+			}
 		}
-		if strings.TrimSpace(ev.Data) == "[DONE]" {
+		if strings.TrimSpace(data) == "[DONE]" {
 			done = true
 			break
 		}
 		var ch oaResponse
-		if err := json.Unmarshal([]byte(ev.Data), &ch); err != nil {
+		if err := json.Unmarshal([]byte(data), &ch); err != nil {
 			return nil, malformed(p.c.id, "bad stream chunk", err, secret)
 		}
 		if len(ch.Error) > 0 && string(ch.Error) != "null" {
-			return nil, streamError(p.c.id, parseAPIError([]byte(ev.Data)), secret)
+			return nil, streamError(p.c.id, parseAPIError([]byte(data)), secret)
 		}
 		seen = true
 		if ch.Model != "" {

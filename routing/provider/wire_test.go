@@ -299,6 +299,18 @@ func TestStreamEdgeShapes(t *testing.T) {
 			t.Fatalf("stream: got %+v %v", r, err)
 		}
 	})
+	t.Run("openai chunks on single newlines, no blank lines between", func(t *testing.T) {
+		s, p := setup(t, flavors()[0], Options{})
+		s.Enqueue(providertest.Script{Body: "" +
+			"data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"one \"}}]}\n" +
+			"data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"two\"},\"finish_reason\":\"stop\"}],\"usage\":{\"prompt_tokens\":3,\"completion_tokens\":2}}\n" +
+			"data: [DONE]\n"})
+		var deltas []string
+		r, err := p.Stream(context.Background(), Credentials{}, &Request{Model: "m"}, func(d string) { deltas = append(deltas, d) })
+		if err != nil || r.Text != "one two" || !reflect.DeepEqual(deltas, []string{"one ", "two"}) || r.Usage != (core.Usage{InputTokens: 3, OutputTokens: 2}) {
+			t.Fatalf("got %+v %v %q", r, err, deltas)
+		}
+	})
 	t.Run("anthropic usage from message_delta with cache tokens", func(t *testing.T) {
 		s, p := setup(t, flavors()[1], Options{})
 		s.Enqueue(providertest.Script{Body: "" +
