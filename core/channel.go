@@ -122,6 +122,14 @@ type ConnectionReporter interface {
 	ConnectedAt() time.Time
 }
 
+// Uncapped is an optional Channel capability: a channel whose one user is
+// the operator at this machine (the console), whose lines, piped from a
+// file or typed, are all queued: queue.max_pending, which keeps a public
+// chat from flooding the queue, does not refuse them.
+type Uncapped interface {
+	Uncapped() bool
+}
+
 // CredentialChecker is an optional Channel capability for `opentalon
 // doctor`: one harmless call that tells whether the platform accepts the
 // channel's credential. It may be called without Run.

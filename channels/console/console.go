@@ -179,6 +179,11 @@ func (c *Channel) Run(ctx context.Context, sink core.Sink) error {
 	}
 }
 
+// Uncapped implements core.Uncapped: the console's lines are its
+// operator's, and a file piped in is queued whole, not refused past
+// queue.max_pending.
+func (c *Channel) Uncapped() bool { return true }
+
 // Close implements core.Channel; the console holds nothing to release.
 func (c *Channel) Close() error { return nil }
 

@@ -32,8 +32,9 @@ func (g *Gateway) Accept(ctx context.Context, in core.Inbound) error {
 		Message:      &in,
 		MaxPending:   g.opts.MaxPending,
 	}
-	if g.isStop(in.Text) {
-		// /stop is most wanted when the conversation is full.
+	if g.isStop(in.Text) || g.uncapped(in.Conversation.Channel) {
+		// /stop is most wanted when the conversation is full; the
+		// console's operator may pipe any number of lines.
 		item.MaxPending = 0
 	}
 	var dup bool
@@ -61,6 +62,13 @@ func (g *Gateway) Accept(ctx context.Context, in core.Inbound) error {
 		g.requestStop(ctx, in.Conversation)
 	}
 	return nil
+}
+
+// uncapped says channel's messages are not held to queue.max_pending
+// (core.Uncapped).
+func (g *Gateway) uncapped(channel string) bool {
+	u, ok := g.channels[channel].(core.Uncapped)
+	return ok && u.Uncapped()
 }
 
 // Edit implements core.Sink.

@@ -906,3 +906,33 @@ func TestKillDuringALaterPartSendsTheEarlierOnesOnce(t *testing.T) {
 	r.expect("two")
 	r.expect("three")
 }
+
+// uncappedChannel is the fake channel as the console: its lines are all
+// queued (core.Uncapped).
+type uncappedChannel struct{ *fakeChannel }
+
+func (uncappedChannel) Uncapped() bool { return true }
+
+// The console's operator may pipe in more lines than queue.max_pending:
+// each is queued and answered, none refused.
+func TestUncappedChannelQueuesPastMaxPending(t *testing.T) {
+	db := openDB(t, store.Options{})
+	ag, unblock := heldAgent()
+	fc := &fakeChannel{notify: make(chan string, 100)}
+	r := runWith(t, db, gateway.Options{Store: db, Agent: ag, MaxPending: 2}, uncappedChannel{fc}, fc)
+	t.Cleanup(unblock)
+	for i, text := range []string{"slow", "more", "more", "more", "more"} {
+		r.accept(fmt.Sprint(i+1), text)
+	}
+	counts, err := db.QueueCounts(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := counts[core.StatusQueued] + counts[core.StatusRunning]; n != 5 {
+		t.Fatalf("pending = %d (%v); want all 5 lines queued", n, counts)
+	}
+	unblock()
+	for range 5 {
+		r.expectAny("answer to slow", "answer to more")
+	}
+}
