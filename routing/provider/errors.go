@@ -173,7 +173,9 @@ func httpError(id string, status int, h http.Header, body []byte, now time.Time,
 	msg := fmt.Sprintf("provider %s: HTTP %d: %s", id, status, hint(id, k))
 	ra := retryAfter(h, now)
 	if ra > 0 {
-		msg += fmt.Sprintf(" (retry after %s)", ra)
+		// Said to the second: an HTTP-date Retry-After is counted from
+		// now to the nanosecond.
+		msg += fmt.Sprintf(" (retry after %s)", max(ra.Round(time.Second), time.Second))
 	}
 	return &core.Error{Kind: k, Msg: msg, Err: errors.New(scrub(e.detail(), secret)), RetryAfter: ra}
 }

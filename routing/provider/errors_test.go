@@ -212,3 +212,14 @@ func TestScrubShortKeys(t *testing.T) {
 		}
 	}
 }
+
+// An HTTP-date Retry-After read at a clock with nanoseconds is said to
+// the second in the error's text.
+func TestRetryAfterSaidToTheSecond(t *testing.T) {
+	now := time.Date(2026, 5, 1, 9, 0, 0, 173273737, time.UTC)
+	h := http.Header{"Retry-After": []string{now.Add(5 * time.Minute).Format(http.TimeFormat)}}
+	e := httpError("p", 429, h, []byte(`{"error":{"message":"slow down"}}`), now, "")
+	if !strings.Contains(e.Msg, "(retry after 5m0s)") {
+		t.Fatalf("message %q; want the wait to the second, (retry after 5m0s)", e.Msg)
+	}
+}
