@@ -319,15 +319,7 @@ func (p *Anthropic) readStream(cl *call, onText func(string), secret string) (*R
 	var text strings.Builder
 	calls := map[int]*pendingCall{}
 	started := false
-	finish := func() (*Response, error) {
-		r.Text = text.String()
-		tcs, err := assembleCalls(calls)
-		if err != nil {
-			return nil, malformed(p.c.id, "tool call", err, secret)
-		}
-		r.ToolCalls = tcs
-		return r, nil
-	}
+	finish := func() (*Response, error) { return streamed(r, &text, calls, p.c.id, secret) }
 	for {
 		ev, err := sse.Next()
 		if err == io.EOF {

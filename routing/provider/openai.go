@@ -407,11 +407,5 @@ func (p *OpenAI) readStream(cl *call, onText func(string), secret string) (*Resp
 	if !seen {
 		return nil, malformed(p.c.id, "event stream had no chunks", nil, secret)
 	}
-	r.Text = text.String()
-	tcs, err := assembleCalls(calls)
-	if err != nil {
-		return nil, malformed(p.c.id, "tool call", err, secret)
-	}
-	r.ToolCalls = tcs
-	return r, nil
+	return streamed(r, &text, calls, p.c.id, secret)
 }

@@ -186,3 +186,15 @@ func assembleCalls(calls map[int]*pendingCall) ([]core.ToolCall, error) {
 	}
 	return out, nil
 }
+
+// streamed completes r with the text and the tool calls a stream of
+// provider id gathered.
+func streamed(r *Response, text *strings.Builder, calls map[int]*pendingCall, id, secret string) (*Response, error) {
+	r.Text = text.String()
+	tcs, err := assembleCalls(calls)
+	if err != nil {
+		return nil, malformed(id, "tool call", err, secret)
+	}
+	r.ToolCalls = tcs
+	return r, nil
+}
