@@ -32,7 +32,8 @@ func (g *Gateway) Accept(ctx context.Context, in core.Inbound) error {
 		Message:      &in,
 		MaxPending:   g.opts.MaxPending,
 	}
-	if g.isStop(in.Text) || g.uncapped(in.Conversation.Channel) {
+	stop := g.isStop(in.Text)
+	if stop || g.uncapped(in.Conversation.Channel) {
 		// /stop is most wanted when the conversation is full; the
 		// console's operator may pipe any number of lines.
 		item.MaxPending = 0
@@ -58,7 +59,7 @@ func (g *Gateway) Accept(ctx context.Context, in core.Inbound) error {
 		return nil
 	}
 	g.log.Debug("message accepted", "conv", in.Conversation.String(), "message_id", in.MessageID)
-	if g.isStop(in.Text) {
+	if stop {
 		g.requestStop(ctx, in.Conversation)
 	}
 	return nil
