@@ -314,7 +314,7 @@ func (p *Anthropic) Stream(ctx context.Context, cred Credentials, req *Request, 
 }
 
 func (p *Anthropic) readStream(cl *call, onText func(string), secret string) (*Response, error) {
-	sse := newSSEReader(cl.resp.Body)
+	sse := newChunkReader(cl.resp.Body)
 	r := &Response{}
 	var text strings.Builder
 	calls := map[int]*pendingCall{}

@@ -305,40 +305,24 @@ func (a *oaArgs) UnmarshalJSON(b []byte) error {
 // passed to onText), the tool calls assembled from their pieces, the
 // finish reason and the usage chunk.
 func (p *OpenAI) readStream(cl *call, onText func(string), secret string) (*Response, error) {
-	sse := newSSEReader(cl.resp.Body)
+	sse := newChunkReader(cl.resp.Body)
 	r := &Response{}
 	var text strings.Builder
 	calls := map[int]*pendingCall{}
 	last := 0
 	done, finished, seen := false, false, false
-	// A server that ends each data line with one newline instead of a
-	// blank line sends what the event stream format joins into one event
-	// of several lines, each a whole chunk: they are read one by one.
-	var pending []string
 	for !done {
-		var data string
-		if len(pending) > 0 {
-			data, pending = pending[0], pending[1:]
-			if strings.TrimSpace(data) == "" {
-				continue
-			}
-		} else {
-			ev, err := sse.Next()
-			if err == io.EOF {
-				break
-			}
-			if err != nil {
-				if tooLong(err) {
-					return nil, malformed(p.c.id, "bad event stream", err, secret)
-				}
-				return nil, p.c.readErr(cl, err, secret)
-			}
-			data = ev.Data
-			if strings.Contains(data, "\n") && !json.Valid([]byte(data)) {
-				lines := strings.Split(data, "\n")
-				data, pending = lines[0], lines[1:]
-			}
+		ev, err := sse.Next()
+		if err == io.EOF {
+			break
 		}
+		if err != nil {
+			if tooLong(err) {
+				return nil, malformed(p.c.id, "bad event stream", err, secret)
+			}
+			return nil, p.c.readErr(cl, err, secret)
+		}
+		data := ev.Data
 		if strings.TrimSpace(data) == "[DONE]" {
 			done = true
 			break

@@ -2,6 +2,7 @@ package provider
 
 import (
 	"bufio"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -127,5 +128,36 @@ func (s *sseReader) Next() (sseEvent, error) {
 			data = append(data, value)
 			hasData = true
 		}
+	}
+}
+
+// chunkReader reads an event stream's events as the chunks of an answer.
+// A server that ends each data line with one newline instead of a blank
+// line sends what the format joins into one event of several lines, each
+// a whole chunk: such data (several lines that are not one JSON value)
+// is read one line at a time, blank lines skipped. Data that is one JSON
+// value over several lines is one chunk.
+type chunkReader struct {
+	sse     *sseReader
+	pending []string
+}
+
+func newChunkReader(r io.Reader) *chunkReader { return &chunkReader{sse: newSSEReader(r)} }
+
+// Next returns the next chunk; io.EOF at the end of the stream.
+func (c *chunkReader) Next() (sseEvent, error) {
+	for {
+		for len(c.pending) > 0 {
+			line := c.pending[0]
+			c.pending = c.pending[1:]
+			if strings.TrimSpace(line) != "" {
+				return sseEvent{Data: line}, nil
+			}
+		}
+		ev, err := c.sse.Next()
+		if err != nil || !strings.Contains(ev.Data, "\n") || json.Valid([]byte(ev.Data)) {
+			return ev, err
+		}
+		c.pending = strings.Split(ev.Data, "\n")
 	}
 }

@@ -282,6 +282,20 @@ func TestStreamEdgeShapes(t *testing.T) {
 			t.Fatalf("got %+v %v", r, err)
 		}
 	})
+	t.Run("anthropic events on single newlines, no blank lines between", func(t *testing.T) {
+		s, p := setup(t, flavors()[1], Options{})
+		s.Enqueue(providertest.Script{Body: "" +
+			"event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"model\":\"m\",\"usage\":{\"input_tokens\":4}}}\n" +
+			"event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"one \"}}\n" +
+			"event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"two\"}}\n" +
+			"event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\"},\"usage\":{\"output_tokens\":2}}\n" +
+			"event: message_stop\ndata: {\"type\":\"message_stop\"}\n"})
+		var deltas []string
+		r, err := p.Stream(context.Background(), Credentials{}, &Request{Model: "m"}, func(d string) { deltas = append(deltas, d) })
+		if err != nil || r.Text != "one two" || !reflect.DeepEqual(deltas, []string{"one ", "two"}) || r.StopReason != "stop" || r.Usage != (core.Usage{InputTokens: 4, OutputTokens: 2}) {
+			t.Fatalf("got %+v %v, deltas %q", r, err, deltas)
+		}
+	})
 	t.Run("openai tool call arguments as a JSON object", func(t *testing.T) {
 		// Some compatible servers send the arguments object itself, not
 		// a string of it.
