@@ -198,3 +198,20 @@ func servedWebhook(t *testing.T, i int, p *binProc) string {
 func webhookMode(y, secret string) string {
 	return strings.Replace(y, "    token: ", fmt.Sprintf("    mode: webhook\n    webhook: { listen: \"127.0.0.1:0\", url: \"https://bot.example.com/telegram\", secret: %q }\n    token: ", secret), 1)
 }
+
+// replicaConfigs writes n replicas' configs: telegramConfig on the
+// PostgreSQL at dsn with a 3 s lease, each in its own data directory; in
+// webhook mode with secret ("" = polling).
+func replicaConfigs(t *testing.T, n int, llmURL, botURL, dsn, secret string) []string {
+	cfgs := make([]string, n)
+	for i := range cfgs {
+		y := telegramConfig(t.TempDir(), llmURL, botURL)
+		if secret != "" {
+			y = webhookMode(y, secret)
+		}
+		y = insertUnder(y, "state", fmt.Sprintf("  driver: postgres\n  postgres: { dsn: %q }\n", dsn))
+		y = insertUnder(y, "queue", "  lease_ttl: 3s\n")
+		cfgs[i] = writeConfig(t, y)
+	}
+	return cfgs
+}

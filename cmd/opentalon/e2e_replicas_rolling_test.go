@@ -9,7 +9,6 @@ package main
 // poller's lease moves at each stop without waiting for it to run out.
 
 import (
-	"fmt"
 	"math/rand/v2"
 	"regexp"
 	"sync"
@@ -101,16 +100,11 @@ func rollingRestart(t *testing.T, mode string) {
 	})
 	bot := telegramtest.New(t, tgToken)
 	bin := releaseBinary(t)
-	cfgs := make([]string, replicas)
-	for i := range cfgs {
-		y := telegramConfig(t.TempDir(), llm.BaseURL(), bot.URL)
-		if mode == "webhook" {
-			y = webhookMode(y, secret)
-		}
-		y = insertUnder(y, "state", fmt.Sprintf("  driver: postgres\n  postgres: { dsn: %q }\n", dsn))
-		y = insertUnder(y, "queue", "  lease_ttl: 3s\n")
-		cfgs[i] = writeConfig(t, y)
+	hookSecret := ""
+	if mode == "webhook" {
+		hookSecret = secret
 	}
+	cfgs := replicaConfigs(t, replicas, llm.BaseURL(), bot.URL, dsn, hookSecret)
 	procs := make([]*binProc, replicas)
 	var logs []*lockedBuf
 	in := &pool{addrs: map[int]string{}}

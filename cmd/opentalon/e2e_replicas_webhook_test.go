@@ -10,7 +10,6 @@ package main
 // kill (the crash loop's documented window).
 
 import (
-	"fmt"
 	"syscall"
 	"testing"
 	"time"
@@ -36,14 +35,7 @@ func TestE2EReplicasWebhookThroughKills(t *testing.T) {
 	llm := faultyLLM(t, 7)
 	bot := telegramtest.New(t, tgToken)
 	bin := releaseBinary(t)
-	cfgs := make([]string, replicas)
-	for i := range cfgs {
-		y := telegramConfig(t.TempDir(), llm.BaseURL(), bot.URL)
-		y = webhookMode(y, secret)
-		y = insertUnder(y, "state", fmt.Sprintf("  driver: postgres\n  postgres: { dsn: %q }\n", dsn))
-		y = insertUnder(y, "queue", "  lease_ttl: 3s\n")
-		cfgs[i] = writeConfig(t, y)
-	}
+	cfgs := replicaConfigs(t, replicas, llm.BaseURL(), bot.URL, dsn, secret)
 	procs := make([]*binProc, replicas)
 	var logs []*lockedBuf
 	in := &pool{addrs: map[int]string{}}
