@@ -56,7 +56,8 @@ type Instance interface {
 	// spelling) on the bot's message with the platform id messageID, as
 	// Send returned it (Caps.Reactions).
 	React(t *testing.T, from, messageID, emoji string)
-	// Limit is the platform's size limit of one part, in the units of
+	// Limit is the size every part must stay under, as the platform's
+	// issue says it ("split under 4096 characters"), in the units of
 	// textfmt.Len; 0 means no limit (one part per reply).
 	Limit() int
 }
@@ -397,13 +398,23 @@ func partsWithinLimit(t *testing.T, p Platform, o Options) {
 		}
 		return
 	}
+	// A text with no break point in it, in a code block and out of one,
+	// fills parts to the limit: they stay under it too.
+	unbroken := strings.Repeat("y", 3*limit)
+	for _, text := range []string{unbroken, "```\n" + unbroken + "\n```"} {
+		for i, part := range r.ch.Format(text) {
+			if n := textfmt.Len(part); n >= limit {
+				t.Fatalf("a text with no break point: part %d has length %d, want under %d", i, n, limit)
+			}
+		}
+	}
 	parts := r.ch.Format(longAnswer(limit))
 	if len(parts) < 2 {
 		t.Fatalf("a text of three times the limit gave %d part(s)", len(parts))
 	}
 	for i, part := range parts {
-		if n := textfmt.Len(part); n > limit || strings.TrimSpace(part) == "" {
-			t.Fatalf("part %d has length %d (limit %d) or is blank", i, n, limit)
+		if n := textfmt.Len(part); n >= limit || strings.TrimSpace(part) == "" {
+			t.Fatalf("part %d has length %d (want under %d) or is blank", i, n, limit)
 		}
 	}
 	// The fake accepts every part as the platform would.

@@ -8,6 +8,7 @@ import (
 	"github.com/opentalon/opentalon/channels/channeltest"
 	"github.com/opentalon/opentalon/channels/discord"
 	"github.com/opentalon/opentalon/channels/discord/discordtest"
+	"github.com/opentalon/opentalon/channels/textfmt"
 	"github.com/opentalon/opentalon/core"
 	"github.com/opentalon/opentalon/store"
 )
@@ -51,7 +52,7 @@ func (i *instance) Caps() channeltest.Caps {
 }
 
 func (i *instance) UserID(name string) string { return i.srv.User(name).ID }
-func (i *instance) Limit() int                { return discord.MaxMessage }
+func (i *instance) Limit() int                { return textfmt.DiscordLimit }
 
 // Message is a direct message from user from.
 func (i *instance) Message(t *testing.T, from, text string) channeltest.Event {

@@ -20,8 +20,10 @@ import (
 // Name is the channel id.
 const Name = config.ChannelDiscord
 
-// MaxMessage is Discord's message size limit.
-const MaxMessage = textfmt.DiscordLimit
+// MaxMessage is the size of one reply part: under Discord's limit of
+// 2,000 characters (textfmt.DiscordLimit), as issue 11 asks. Text with
+// no break point in it used to fill parts to exactly 2,000.
+const MaxMessage = textfmt.DiscordLimit - 1
 
 // Options configure a Bot. Only Config is required.
 type Options struct {

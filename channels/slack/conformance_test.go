@@ -46,7 +46,7 @@ func (i *instance) Caps() channeltest.Caps {
 	return channeltest.Caps{Acks: true, Redeliver: true, Reactions: true, Users: true}
 }
 func (i *instance) UserID(name string) string { return slacktest.UserID(name) }
-func (i *instance) Limit() int                { return slack.MaxMessage }
+func (i *instance) Limit() int                { return 4000 }
 
 func (i *instance) Message(t *testing.T, from, text string) channeltest.Event {
 	return i.srv.Deliver(i.srv.DM(from, text, ""))

@@ -52,7 +52,7 @@ func (i *instance) Caps() channeltest.Caps {
 	return channeltest.Caps{Acks: true, Redeliver: true, Reactions: true, Users: true}
 }
 func (i *instance) UserID(name string) string { return strconv.FormatInt(users[name].ID, 10) }
-func (i *instance) Limit() int                { return telegram.MaxMessage }
+func (i *instance) Limit() int                { return 4096 }
 
 func (i *instance) Message(t *testing.T, from, text string) channeltest.Event {
 	u := i.srv.Private(users[from], text)

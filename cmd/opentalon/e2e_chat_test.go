@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/opentalon/opentalon/channels/slack/slacktest"
+	"github.com/opentalon/opentalon/channels/telegram"
 	"github.com/opentalon/opentalon/channels/telegram/telegramtest"
 	"github.com/opentalon/opentalon/channels/textfmt"
 	"github.com/opentalon/opentalon/core"
@@ -108,7 +109,7 @@ func TestStreamFinalEditFailureSendsTheRest(t *testing.T) {
 	for range 50 {
 		bot.Fail("editMessageText", telegramtest.Failure{Code: 502, Description: "Bad Gateway"})
 	}
-	want := textfmt.SplitHTML(textfmt.ToTelegramHTML(strings.Join(chunks, "")), 4096)[0]
+	want := textfmt.SplitHTML(textfmt.ToTelegramHTML(strings.Join(chunks, "")), telegram.MaxMessage)[0]
 	bot.WaitFor(t, "the full answer sent anew", 30*time.Second, func(sent []telegramtest.Sent, _ []telegramtest.Call) bool {
 		for _, s := range sent[1:] {
 			if t, _ := bot.Text(44, s.MessageID); t == want {

@@ -18,6 +18,7 @@ import (
 
 	"github.com/opentalon/opentalon/channels/discord/discordtest"
 	"github.com/opentalon/opentalon/channels/slack/slacktest"
+	"github.com/opentalon/opentalon/channels/telegram"
 	"github.com/opentalon/opentalon/channels/telegram/telegramtest"
 	"github.com/opentalon/opentalon/channels/textfmt"
 	"github.com/opentalon/opentalon/core"
@@ -130,7 +131,7 @@ func TestE2EStreamEditsOneMessageAtTelegramsRate(t *testing.T) {
 		t.Fatalf("stored reply %q; want the hooked answer %q", r.Text, want)
 	}
 	final, _ := bot.Text(42, sent[0].MessageID)
-	if parts := textfmt.SplitHTML(textfmt.ToTelegramHTML(r.Text), 4096); len(parts) != 1 || final != parts[0] {
+	if parts := textfmt.SplitHTML(textfmt.ToTelegramHTML(r.Text), telegram.MaxMessage); len(parts) != 1 || final != parts[0] {
 		t.Fatalf("the message reads %q; want the stored reply %q formatted", final, r.Text)
 	}
 }
