@@ -21,28 +21,43 @@ func Draft(md string, limit int, format func(string) string, size func(string) i
 		size = Len
 	}
 	limit = max(limit, MinLimit)
-	out := make([]core.DraftPart, 0, 2)
-	return draftFit(out, capAnswer(md), limit, limit, format, size)
+	d := drafter{limit: limit, format: format, size: size, out: make([]core.DraftPart, 0, 2)}
+	d.fit(capAnswer(md), limit)
+	return d.out
 }
 
-// draftFit appends md's parts, cut at cut units of Markdown, to out; a
-// part formatted over limit is cut again, an eighth smaller.
-func draftFit(out []core.DraftPart, md string, cut, limit int, format func(string) string, size func(string) int) []core.DraftPart {
-	for _, raw := range SplitMarkdown(md, cut) {
+// drafter is one Draft call's state.
+type drafter struct {
+	limit  int
+	format func(string) string
+	size   func(string) int
+	out    []core.DraftPart
+	// atoms is the tokenizer's array, used by every cut: a part cut
+	// again (an eighth smaller each time) tokenized anew into its own
+	// array, which made a 128 KB answer of wide tables allocate over
+	// 100 MB per streamed edit.
+	atoms []atom
+}
+
+// fit appends md's parts, cut at cut units of Markdown, to d.out; a part
+// formatted over the limit is cut again, an eighth smaller.
+func (d *drafter) fit(md string, cut int) {
+	var parts []string
+	parts, d.atoms = splitMarkdownInto(md, cut, d.atoms)
+	for _, raw := range parts {
 		if strings.TrimSpace(raw) == "" {
 			continue
 		}
-		part := format(CloseMarkdown(raw))
-		if size(part) > limit && cut > MinLimit {
+		part := d.format(CloseMarkdown(raw))
+		if d.size(part) > d.limit && cut > MinLimit {
 			// The smaller cut depends on cut alone, not on how long the
 			// part is yet: a part filled at it stays the same as the
 			// text grows (a draft only grows).
-			out = draftFit(out, raw, max(cut-cut/8, MinLimit), limit, format, size)
+			d.fit(raw, max(cut-cut/8, MinLimit))
 			continue
 		}
-		out = append(out, core.DraftPart{Raw: raw, Part: part})
+		d.out = append(d.out, core.DraftPart{Raw: raw, Part: part})
 	}
-	return out
 }
 
 // CloseMarkdown closes what a cut left open at the end of md, for
@@ -52,7 +67,9 @@ func CloseMarkdown(md string) string {
 	open := ""
 	after := 0 // where the text after the last closed code block begins
 	at := 0
-	for _, line := range strings.Split(md, "\n") {
+	for rest := md; ; {
+		line, more, found := strings.Cut(rest, "\n")
+		rest = more
 		at += len(line) + 1
 		t := strings.TrimSpace(line)
 		if strings.HasPrefix(t, "```") && isFence(t) {
@@ -62,6 +79,9 @@ func CloseMarkdown(md string) string {
 				open = ""
 				after = min(at, len(md))
 			}
+		}
+		if !found {
+			break
 		}
 	}
 	if open != "" {

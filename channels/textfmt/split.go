@@ -58,8 +58,17 @@ func SplitHTML(html string, limit int) []string {
 // it with the same language at the start of the next. Slack and Discord
 // use it for their own limits.
 func SplitMarkdown(md string, limit int) []string {
+	parts, _ := splitMarkdownInto(md, limit, nil)
+	return parts
+}
+
+// splitMarkdownInto is SplitMarkdown tokenizing into buf's array (grown
+// when short), which it returns for the next call: the parts do not
+// refer to it.
+func splitMarkdownInto(md string, limit int, buf []atom) ([]string, []atom) {
 	limit = max(limit, MinLimit)
-	return splitAtoms(markdownAtoms(md, limit), limit, false)
+	atoms := markdownAtoms(md, limit, buf)
+	return splitAtoms(atoms, limit, false), atoms
 }
 
 // htmlAtoms tokenizes HTML into tags, entities and runes, and pairs each
@@ -184,8 +193,11 @@ func tagName(tag string) string {
 // markdownAtoms tokenizes Markdown: fence lines are open/close atoms,
 // everything else runes. A fence line too long to repeat in every part
 // (over limit/4) is left as text, and so is its closing fence.
-func markdownAtoms(md string, limit int) []atom {
-	atoms := make([]atom, 0, len(md)+1) // at most one a byte, and a closer
+func markdownAtoms(md string, limit int, buf []atom) []atom {
+	atoms := buf[:0]
+	if cap(atoms) < len(md)+1 {
+		atoms = make([]atom, 0, len(md)+1) // at most one a byte, and a closer
+	}
 	open := -1
 	untracked := false
 	lines := strings.SplitAfter(md, "\n")

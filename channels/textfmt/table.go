@@ -176,7 +176,11 @@ func layoutTable(rows [][]string, aligns []alignment, in int, w *work) string {
 		sep = "|" // no longer than the Markdown's own
 	}
 	var b bytes.Buffer
-	b.Grow(min(size, 2*in+64))
+	if padded {
+		b.Grow(size) // within w's room, checked above
+	} else {
+		b.Grow(min(size, 2*in+64))
+	}
 	for r := range cells {
 		if r > 0 {
 			b.WriteByte('\n')
