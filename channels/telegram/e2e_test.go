@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"reflect"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -571,4 +572,73 @@ func BenchmarkInboundToReplyIdle(b *testing.B) {
 	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
 	b.ReportMetric(float64(lat[len(lat)/2])/1e6, "p50-ms")
 	b.ReportMetric(float64(lat[(len(lat)-1)*99/100])/1e6, "p99-ms")
+}
+
+// An anonymous admin of a group, and a member writing as a channel, are
+// hidden by Telegram behind a placeholder bot in from; sender_chat names
+// the group or channel. They are answered as that chat, and allow_users
+// lists them by its id. A channel's post copied into its discussion
+// group is not for the bot, even with a mention.
+func TestE2EAnonymousAdminAndChannelSenderAreAnswered(t *testing.T) {
+	anonymous := &models.User{ID: 1087968824, IsBot: true, FirstName: "Group", Username: "GroupAnonymousBot"}
+	channelBot := &models.User{ID: 136817688, IsBot: true, FirstName: "Channel", Username: "Channel_Bot"}
+	telegramBot := &models.User{ID: 777000, FirstName: "Telegram"}
+	news := &models.Chat{ID: -100777, Type: models.ChatTypeChannel, Title: "News", Username: "news"}
+	asAdmin := func(srv *telegramtest.Server, text string) models.Update {
+		u := srv.Group(group, anonymous, text, 0)
+		u.Message.SenderChat = &models.Chat{ID: group, Type: models.ChatTypeSupergroup, Title: "group"}
+		return u
+	}
+	asChannel := func(srv *telegramtest.Server, text string) models.Update {
+		u := srv.Group(group, channelBot, text, 0)
+		u.Message.SenderChat = news
+		return u
+	}
+
+	t.Run("answered", func(t *testing.T) {
+		e := startE2E(t, nil)
+		fwd := e.srv.Group(group, telegramBot, "@talon_bot a channel post", 0)
+		fwd.Message.SenderChat, fwd.Message.IsAutomaticForward = news, true
+		e.srv.AddUpdate(fwd)
+		admin := asAdmin(e.srv, "@talon_bot from an admin")
+		e.srv.AddUpdate(admin)
+		channel := asChannel(e.srv, "@talon_bot from a channel")
+		e.srv.AddUpdate(channel)
+		sent := e.srv.WaitSent(t, 2, 10*time.Second)
+		replies := map[int]string{}
+		for _, s := range sent {
+			replies[s.ReplyTo] = s.Text
+		}
+		if replies[admin.Message.ID] != "echo: from an admin" || replies[channel.Message.ID] != "echo: from a channel" {
+			t.Fatalf("replies = %v, want the admin's and the channel's messages answered", replies)
+		}
+		users := map[string]string{}
+		for _, turn := range e.agent.seen() {
+			users[turn.In.UserID] = turn.In.UserName
+		}
+		want := map[string]string{strconv.Itoa(group): "group", "-100777": "@news"}
+		if !reflect.DeepEqual(users, want) {
+			t.Errorf("authors = %v, want %v (the chats, not the placeholder bots)", users, want)
+		}
+		time.Sleep(200 * time.Millisecond)
+		if n := len(e.srv.Sent()); n != 2 {
+			t.Errorf("sent %d replies, want 2 (the automatic forward ignored)", n)
+		}
+	})
+
+	t.Run("allow_users", func(t *testing.T) {
+		e := startE2EWith(t, instantSleep, func(o *telegram.Options) { o.Config.AllowUsers = []string{strconv.Itoa(group)} }, nil)
+		e.srv.AddUpdate(asChannel(e.srv, "@talon_bot not listed"))
+		e.srv.AddUpdate(e.srv.Group(group, bob, "@talon_bot not listed either", 0))
+		admin := asAdmin(e.srv, "@talon_bot listed by the group's id")
+		e.srv.AddUpdate(admin)
+		sent := e.srv.WaitSent(t, 1, 10*time.Second)
+		if sent[0].ReplyTo != admin.Message.ID {
+			t.Fatalf("reply = %+v, want the anonymous admin's message answered", sent[0])
+		}
+		time.Sleep(200 * time.Millisecond)
+		if n := len(e.srv.Sent()); n != 1 {
+			t.Errorf("sent %d replies, want 1 (senders not in allow_users ignored)", n)
+		}
+	})
 }

@@ -54,7 +54,8 @@ func (b *Bot) handle(ctx context.Context, sink core.Sink, u *models.Update) erro
 // inbound normalizes a message; ok=false means it is not for the bot.
 func (b *Bot) inbound(m *models.Message) (core.Inbound, bool) {
 	me := b.botUser()
-	if m.From == nil || m.From.IsBot || m.From.ID == me.ID {
+	from, ok := author(m, me.ID)
+	if !ok {
 		return core.Inbound{}, false // channel posts, other bots, ourselves
 	}
 	text := m.Text
@@ -66,16 +67,16 @@ func (b *Bot) inbound(m *models.Message) (core.Inbound, bool) {
 	if strings.TrimSpace(text) == "" && len(fs) == 0 {
 		return core.Inbound{}, false
 	}
-	if !b.allowed(m.From, m.Chat.ID) {
-		b.log.Debug("message from a user or chat not in allow_users/allow_chats ignored", "chat", m.Chat.ID, "user", m.From.ID)
+	if !b.allowed(from, m.Chat.ID) {
+		b.log.Debug("message from a user or chat not in allow_users/allow_chats ignored", "chat", m.Chat.ID, "user", from.ID)
 		return core.Inbound{}, false
 	}
 	chat := strconv.FormatInt(m.Chat.ID, 10)
 	in := core.Inbound{
 		Conversation: core.ConversationKey{Channel: Name, Chat: chat},
 		MessageID:    platformID(m.Chat.ID, m.ID),
-		UserID:       strconv.FormatInt(m.From.ID, 10),
-		UserName:     displayName(m.From),
+		UserID:       strconv.FormatInt(from.ID, 10),
+		UserName:     displayName(from),
 		Meta:         map[string]string{"chat_type": string(m.Chat.Type)},
 		Files:        fs,
 		ReceivedAt:   time.Unix(int64(m.Date), 0),
@@ -111,6 +112,26 @@ func (b *Bot) inbound(m *models.Message) (core.Inbound, bool) {
 		in.Text = text // only a mention: keep it rather than send nothing
 	}
 	return in, true
+}
+
+// author is who wrote m as the bot answers and allows them. A person
+// writing as an anonymous admin of a group, or as a channel, is hidden by
+// Telegram: from is a placeholder bot and sender_chat names the group or
+// channel, which is then the author (its id for allow_users, its title as
+// the name). ok is false for what the bot does not answer: channel posts
+// (no from), a channel's post copied into its discussion group, other
+// bots and the bot itself.
+func author(m *models.Message, me int64) (from *models.User, ok bool) {
+	switch {
+	case m.From == nil || m.IsAutomaticForward:
+		return nil, false
+	case m.SenderChat != nil:
+		c := m.SenderChat
+		return &models.User{ID: c.ID, Username: c.Username, FirstName: c.Title}, true
+	case m.From.IsBot || m.From.ID == me:
+		return nil, false
+	}
+	return m.From, true
 }
 
 func displayName(u *models.User) string {
