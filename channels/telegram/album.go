@@ -2,8 +2,10 @@ package telegram
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/go-telegram/bot/models"
@@ -108,4 +110,99 @@ func (b *Bot) acceptAlbum(ctx context.Context, sink core.Sink, msgs []*models.Me
 	in.Text = strings.Join(texts, "\n")
 	in.Files = fs
 	return sink.Accept(ctx, in)
+}
+
+// albumMax is the most items Telegram puts in one album.
+const albumMax = 10
+
+// webhookAlbums gathers an album's items in webhook mode, where Telegram
+// posts each in its own request (in parallel, up to the webhook's
+// max_connections, 40 by default). The requests of one album wait, their
+// platform unacknowledged, until no item came for albumWait (at most
+// albumRereads waits after the first, or albumMax items); then the album
+// is handed to the gateway as one message, and each request answers as
+// that did: 200 once committed, 500 (Telegram delivers it again) if not.
+// Items that reach different replicas are answered apart.
+type webhookAlbums struct {
+	mu   sync.Mutex
+	open map[albumKey]*pendingAlbum
+}
+
+type albumKey struct {
+	chat  int64
+	group string
+}
+
+// pendingAlbum is one album being gathered; done closes when it was
+// handed over, with err its outcome.
+type pendingAlbum struct {
+	updates  []*models.Update
+	timer    *time.Timer
+	deadline time.Time
+	done     chan struct{}
+	err      error
+}
+
+// join adds u, an album's item, to the album being gathered and returns
+// the album's outcome once accept took it, or ctx's error when the
+// request ends first (Telegram then delivers u again).
+func (a *webhookAlbums) join(ctx context.Context, u *models.Update, accept func([]*models.Update) error) error {
+	k := albumKey{u.Message.Chat.ID, u.Message.MediaGroupID}
+	a.mu.Lock()
+	if a.open == nil {
+		a.open = map[albumKey]*pendingAlbum{}
+	}
+	p := a.open[k]
+	if p == nil {
+		p = &pendingAlbum{done: make(chan struct{}), deadline: time.Now().Add(albumRereads * albumWait)}
+		a.open[k] = p
+		p.timer = time.AfterFunc(albumWait, func() { a.hand(k, p, accept) })
+	} else if time.Now().Before(p.deadline) {
+		p.timer.Reset(albumWait)
+	}
+	p.updates = append(p.updates, u)
+	full := len(p.updates) >= albumMax
+	a.mu.Unlock()
+	if full {
+		go a.hand(k, p, accept)
+	}
+	select {
+	case <-p.done:
+		return p.err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// hand gives p's items, in the order the user sent them, to accept, once.
+func (a *webhookAlbums) hand(k albumKey, p *pendingAlbum, accept func([]*models.Update) error) {
+	a.mu.Lock()
+	if a.open[k] != p {
+		a.mu.Unlock()
+		return // handed over already
+	}
+	delete(a.open, k)
+	p.timer.Stop()
+	us := p.updates
+	a.mu.Unlock()
+	slices.SortFunc(us, func(x, y *models.Update) int { return x.Message.ID - y.Message.ID })
+	p.err = accept(us)
+	close(p.done)
+}
+
+// acceptWebhookAlbum is what webhookAlbums hands an album to: the one
+// item that came is an update like any other.
+func (b *Bot) acceptWebhookAlbum(ctx context.Context, sink core.Sink, us []*models.Update) error {
+	if len(us) == 1 {
+		return b.handle(ctx, sink, us[0])
+	}
+	msgs := make([]*models.Message, len(us))
+	for i, u := range us {
+		b.health.Event()
+		msgs[i] = u.Message
+	}
+	if err := b.acceptAlbum(ctx, sink, msgs); err != nil {
+		return fmt.Errorf("update %d (album of %d): %w", us[0].ID, len(us), err)
+	}
+	return nil
 }

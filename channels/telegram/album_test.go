@@ -1,8 +1,12 @@
 package telegram
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
+	"net/http"
+	"slices"
 	"strconv"
 	"sync"
 	"testing"
@@ -130,5 +134,87 @@ func TestAlbumInAGroup(t *testing.T) {
 	}
 	if in := sink.accepted[0]; fmt.Sprint(fileIDs(in)) != "[b1 b2]" || in.Text != "which is best?" || !in.Mentioned {
 		t.Fatalf("album = %+v; want b1 b2 with the caption, addressed", in)
+	}
+}
+
+// In webhook mode Telegram posts an album's items each in its own
+// request, in parallel: they are gathered into one message, and every
+// request answers 200 only once that is committed (500 for each when it
+// is not, so Telegram delivers them again). An album of which one item
+// came is that item.
+func TestWebhookAlbumIsOneMessage(t *testing.T) {
+	h := newHarness(t, func(c *config.Telegram, _ *Options) {
+		c.Mode = config.ModeWebhook
+		c.Webhook = config.TelegramWebhook{Listen: "127.0.0.1:0", URL: "https://bot.example.com/telegram", Secret: "hook-secret"}
+	})
+	sink := newFakeSink()
+	h.run(t, sink)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	addr, err := h.bot.WebhookAddr(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	post := func(u models.Update) int {
+		body, _ := json.Marshal(u)
+		req, _ := http.NewRequest(http.MethodPost, "http://"+addr.String()+"/telegram", bytes.NewReader(body))
+		req.Header.Set("X-Telegram-Bot-Api-Secret-Token", "hook-secret")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Error(err)
+			return 0
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	// postAll posts us at once and returns their statuses.
+	postAll := func(us ...models.Update) []int {
+		codes := make([]int, len(us))
+		var wg sync.WaitGroup
+		for i, u := range us {
+			wg.Go(func() { codes[i] = post(u) })
+		}
+		wg.Wait()
+		return codes
+	}
+	accepted := func() []core.Inbound {
+		sink.mu.Lock()
+		defer sink.mu.Unlock()
+		return slices.Clone(sink.accepted)
+	}
+
+	album := []models.Update{
+		albumPhoto(h.srv, 0, alice, "g1", "p1", "what are these?"),
+		albumPhoto(h.srv, 0, alice, "g1", "p2", ""),
+		albumPhoto(h.srv, 0, alice, "g1", "p3", ""),
+	}
+	slices.Reverse(album) // the order they arrive in does not matter
+	if codes := postAll(album...); fmt.Sprint(codes) != "[200 200 200]" {
+		t.Fatalf("statuses %v, want 200 for every item", codes)
+	}
+	got := accepted()
+	if len(got) != 1 || fmt.Sprint(fileIDs(got[0])) != "[p1 p2 p3]" || got[0].Text != "what are these?" {
+		t.Fatalf("accepted %+v; want one message with p1 p2 p3 and the caption", got)
+	}
+	if want := platformID(alice.ID, album[2].Message.ID); got[0].MessageID != want {
+		t.Errorf("the album's id is %q, want its first item's, %q (the key a delivery again is dropped by)", got[0].MessageID, want)
+	}
+
+	if code := post(albumPhoto(h.srv, 0, alice, "g2", "q1", "just one")); code != http.StatusOK {
+		t.Fatalf("status %d for the one item of an album", code)
+	}
+	if got := accepted(); len(got) != 2 || fmt.Sprint(fileIDs(got[1])) != "[q1]" || got[1].Text != "just one" {
+		t.Fatalf("accepted %+v; want the lone item as its own message", got)
+	}
+
+	sink.mu.Lock()
+	sink.failNext = 1
+	sink.mu.Unlock()
+	codes := postAll(albumPhoto(h.srv, 0, alice, "g3", "r1", "again"), albumPhoto(h.srv, 0, alice, "g3", "r2", ""))
+	if fmt.Sprint(codes) != "[500 500]" {
+		t.Fatalf("statuses %v when the album was not committed, want 500 for each item", codes)
+	}
+	if got := accepted(); len(got) != 2 {
+		t.Fatalf("accepted %d messages after a failed commit, want 2", len(got))
 	}
 }

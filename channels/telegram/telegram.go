@@ -148,6 +148,7 @@ type Bot struct {
 	mu        sync.Mutex
 	me        models.User
 	webhook   toolkit.Endpoint
+	albums    webhookAlbums
 	closeOnce sync.Once
 }
 

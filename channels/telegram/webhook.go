@@ -89,6 +89,7 @@ func (b *Bot) WebhookAddr(ctx context.Context) (net.Addr, error) { return b.webh
 // WebhookHandler is the HTTP handler for Telegram's webhook POSTs: 401
 // without the right secret token, 400 for an unreadable body, 500 when
 // the gateway could not commit the update (Telegram retries), else 200.
+// An album's item waits for the album's other items (webhookAlbums).
 func (b *Bot) WebhookHandler(ctx context.Context, sink core.Sink) http.Handler {
 	secret := []byte(b.cfg.Webhook.Secret.Value())
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -117,7 +118,13 @@ func (b *Bot) WebhookHandler(ctx context.Context, sink core.Sink) http.Handler {
 		defer cancel()
 		stop := context.AfterFunc(ctx, cancel)
 		defer stop()
-		if err := b.handle(hctx, sink, &u); err != nil {
+		handle := b.handle
+		if m := u.Message; m != nil && m.MediaGroupID != "" {
+			handle = func(hctx context.Context, sink core.Sink, u *models.Update) error {
+				return b.albums.join(hctx, u, func(us []*models.Update) error { return b.acceptWebhookAlbum(ctx, sink, us) })
+			}
+		}
+		if err := handle(hctx, sink, &u); err != nil {
 			b.log.Warn("webhook update not accepted; Telegram will deliver it again", "update_id", u.ID, "err", err)
 			http.Error(w, "not committed, retry", http.StatusInternalServerError)
 			return
