@@ -3,6 +3,7 @@ package telegram
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -123,9 +124,24 @@ const albumMax = 10
 // is handed to the gateway as one message, and each request answers as
 // that did: 200 once committed, 500 (Telegram delivers it again) if not.
 // Items that reach different replicas are answered apart.
+//
+// An item Telegram delivers again after its album was committed (its
+// request ended before the answer reached Telegram) is acknowledged
+// without a second message: the album's items are remembered for
+// albumKept. An item of the album that came after it was handed over is
+// a message of its own.
 type webhookAlbums struct {
-	mu   sync.Mutex
-	open map[albumKey]*pendingAlbum
+	mu        sync.Mutex
+	open      map[albumKey]*pendingAlbum
+	committed map[albumKey]committedAlbum
+}
+
+// albumKept is how long the items of a committed album are remembered.
+const albumKept = 10 * time.Minute
+
+type committedAlbum struct {
+	ids []int
+	at  time.Time
 }
 
 type albumKey struct {
@@ -150,7 +166,11 @@ func (a *webhookAlbums) join(ctx context.Context, u *models.Update, accept func(
 	k := albumKey{u.Message.Chat.ID, u.Message.MediaGroupID}
 	a.mu.Lock()
 	if a.open == nil {
-		a.open = map[albumKey]*pendingAlbum{}
+		a.open, a.committed = map[albumKey]*pendingAlbum{}, map[albumKey]committedAlbum{}
+	}
+	if c, ok := a.committed[k]; ok && slices.Contains(c.ids, u.Message.ID) {
+		a.mu.Unlock()
+		return nil // delivered again: it is in the committed album
 	}
 	p := a.open[k]
 	if p == nil {
@@ -187,7 +207,25 @@ func (a *webhookAlbums) hand(k albumKey, p *pendingAlbum, accept func([]*models.
 	a.mu.Unlock()
 	slices.SortFunc(us, func(x, y *models.Update) int { return x.Message.ID - y.Message.ID })
 	p.err = accept(us)
+	if p.err == nil {
+		a.remember(k, us)
+	}
 	close(p.done)
+}
+
+// remember keeps the ids of a committed album's items for albumKept, and
+// forgets the albums kept longer.
+func (a *webhookAlbums) remember(k albumKey, us []*models.Update) {
+	now := time.Now()
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	maps.DeleteFunc(a.committed, func(_ albumKey, c committedAlbum) bool { return now.Sub(c.at) > albumKept })
+	c := a.committed[k] // a straggler's own message adds to it
+	c.at = now
+	for _, u := range us {
+		c.ids = append(c.ids, u.Message.ID)
+	}
+	a.committed[k] = c
 }
 
 // acceptWebhookAlbum is what webhookAlbums hands an album to: the one

@@ -200,21 +200,45 @@ func TestWebhookAlbumIsOneMessage(t *testing.T) {
 		t.Errorf("the album's id is %q, want its first item's, %q (the key a delivery again is dropped by)", got[0].MessageID, want)
 	}
 
+	// Telegram delivers an item again (its request ended before the 200
+	// reached it): acknowledged, not a second message.
+	if code := post(album[1]); code != http.StatusOK {
+		t.Fatalf("status %d for an item delivered again", code)
+	}
+	if got := accepted(); len(got) != 1 {
+		t.Fatalf("accepted %d messages after an item came again, want 1", len(got))
+	}
+
 	if code := post(albumPhoto(h.srv, 0, alice, "g2", "q1", "just one")); code != http.StatusOK {
 		t.Fatalf("status %d for the one item of an album", code)
 	}
 	if got := accepted(); len(got) != 2 || fmt.Sprint(fileIDs(got[1])) != "[q1]" || got[1].Text != "just one" {
 		t.Fatalf("accepted %+v; want the lone item as its own message", got)
 	}
+	// An item of a handed-over album that came late is its own message.
+	if code := post(albumPhoto(h.srv, 0, alice, "g1", "p4", "")); code != http.StatusOK {
+		t.Fatalf("status %d for a late item", code)
+	}
+	if got := accepted(); len(got) != 3 || fmt.Sprint(fileIDs(got[2])) != "[p4]" {
+		t.Fatalf("accepted %+v; want the late item as its own message", got)
+	}
 
 	sink.mu.Lock()
 	sink.failNext = 1
 	sink.mu.Unlock()
-	codes := postAll(albumPhoto(h.srv, 0, alice, "g3", "r1", "again"), albumPhoto(h.srv, 0, alice, "g3", "r2", ""))
+	retried := []models.Update{albumPhoto(h.srv, 0, alice, "g3", "r1", "again"), albumPhoto(h.srv, 0, alice, "g3", "r2", "")}
+	codes := postAll(retried...)
 	if fmt.Sprint(codes) != "[500 500]" {
 		t.Fatalf("statuses %v when the album was not committed, want 500 for each item", codes)
 	}
-	if got := accepted(); len(got) != 2 {
-		t.Fatalf("accepted %d messages after a failed commit, want 2", len(got))
+	if got := accepted(); len(got) != 3 {
+		t.Fatalf("accepted %d messages after a failed commit, want 3", len(got))
+	}
+	// Telegram delivers both again: one message.
+	if codes := postAll(retried...); fmt.Sprint(codes) != "[200 200]" {
+		t.Fatalf("statuses %v for the album delivered again, want 200 for each", codes)
+	}
+	if got := accepted(); len(got) != 4 || fmt.Sprint(fileIDs(got[3])) != "[r1 r2]" {
+		t.Fatalf("accepted %+v; want the album delivered again as one message", got)
 	}
 }
