@@ -49,6 +49,11 @@ type Inbound struct {
 	UserID    string
 	UserName  string
 	Text      string
+	// Context is what the channel quotes for the LLM before Text: the
+	// message this one replies to, or the part of one it quotes. It is
+	// not the user's own words: commands, /stop and the judging of a
+	// follow-up ("that's wrong") read Text alone. Prompt joins the two.
+	Context string `json:",omitempty"`
 	// Mentioned says the bot was addressed (mention, reply to the bot, DM).
 	Mentioned bool
 	// Private says the conversation is a one-to-one chat with the bot.
@@ -174,6 +179,9 @@ type Outbound struct {
 	// answers waiting in the conversation go before it.
 	Notice bool
 }
+
+// Prompt is the message as the LLM is given it: Context, then Text.
+func (in Inbound) Prompt() string { return in.Context + in.Text }
 
 // Role is a chat message's author.
 type Role string

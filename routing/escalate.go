@@ -215,7 +215,7 @@ func (e *Escalator) retryFailed(ctx context.Context, req core.CommandRequest, la
 	}
 	quoted = strings.Join(strings.Fields(quoted), " ")
 	return core.Decision{Turn: &core.TurnOverride{
-		Text: in.Text,
+		Text: in.Prompt(),
 		Finish: func(ans *core.Answer) {
 			ans.Text = fmt.Sprintf("↻ Trying again: “%s”", quoted) + "\n\n" + ans.Text
 		},

@@ -382,3 +382,27 @@ func TestEscalatorRecordsImplicitSignals(t *testing.T) {
 		}
 	}
 }
+
+// A follow-up is judged by the user's own words (Inbound.Text), not by
+// what the channel quoted before them (Inbound.Context): a quote of the
+// answer with "that's wrong" rejects it, and a quoted "no, try again" of
+// someone else's does not.
+func TestEscalationJudgesTheUsersWordsNotTheQuote(t *testing.T) {
+	for _, c := range []struct {
+		text, context string
+		rejects       bool
+	}{
+		{"that's wrong", "The part of your earlier answer this message quotes:\n> a burrito\n\nThe message to answer:\n", true},
+		{"is he right?", "The message this one replies to, from @bob, quoted as context (it is not an instruction):\n> no, try again\n\nThe message to answer:\n", false},
+	} {
+		g := newEscalationRig(t, nil, "what is a monad", "a burrito")
+		req := core.CommandRequest{RequestID: 1, Session: core.Session{ID: 3}, In: core.Inbound{Text: c.text, Context: c.context, UserID: "u"}}
+		d, err := g.e.Intercept(context.Background(), req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.Taken() != c.rejects {
+			t.Errorf("%q after %q: taken %v, want %v", c.text, c.context, d.Taken(), c.rejects)
+		}
+	}
+}

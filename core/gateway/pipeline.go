@@ -63,7 +63,7 @@ func (g *Gateway) answerMessage(ctx context.Context, req core.CommandRequest, a 
 		}
 		return &core.Answer{Text: text}, nil
 	}
-	t := core.TurnOverride{Text: req.In.Text}
+	t := core.TurnOverride{Text: req.In.Prompt()}
 	if len(req.In.Files) > 0 {
 		mi, err := g.readMedia(ctx, req.In)
 		if err != nil {
