@@ -149,6 +149,7 @@ func (r *run) message(ctx context.Context, raw json.RawMessage, edit bool) error
 	if err != nil || !ok {
 		return err
 	}
+	in = r.withReplyContext(ctx, &m, in)
 	if edit {
 		_, err := r.sink.Edit(ctx, in)
 		return err
