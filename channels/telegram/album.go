@@ -3,7 +3,6 @@ package telegram
 import (
 	"context"
 	"fmt"
-	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -134,14 +133,31 @@ type webhookAlbums struct {
 	mu        sync.Mutex
 	open      map[albumKey]*pendingAlbum
 	committed map[albumKey]committedAlbum
+	// kept is the committed albums in the order they were remembered
+	// (a key again each time it was), so forgetting the oldest does not
+	// scan them all.
+	kept []keptAlbum
+	// handing counts the open albums and those being handed over, for
+	// stop to wait for.
+	handing sync.WaitGroup
 }
 
-// albumKept is how long the items of a committed album are remembered.
-const albumKept = 10 * time.Minute
+// albumKept is how long the items of a committed album are remembered,
+// and albumsKept how many albums at most: the bound holds however many
+// albums come in albumKept.
+const (
+	albumKept  = 10 * time.Minute
+	albumsKept = 10000
+)
 
 type committedAlbum struct {
 	ids []int
 	at  time.Time
+}
+
+type keptAlbum struct {
+	k  albumKey
+	at time.Time
 }
 
 type albumKey struct {
@@ -176,6 +192,7 @@ func (a *webhookAlbums) join(ctx context.Context, u *models.Update, accept func(
 	if p == nil {
 		p = &pendingAlbum{done: make(chan struct{}), deadline: time.Now().Add(albumRereads * albumWait)}
 		a.open[k] = p
+		a.handing.Add(1)
 		p.timer = time.AfterFunc(albumWait, func() { a.hand(k, p, accept) })
 	} else if time.Now().Before(p.deadline) {
 		p.timer.Reset(albumWait)
@@ -205,6 +222,7 @@ func (a *webhookAlbums) hand(k albumKey, p *pendingAlbum, accept func([]*models.
 	p.timer.Stop()
 	us := p.updates
 	a.mu.Unlock()
+	defer a.handing.Done()
 	slices.SortFunc(us, func(x, y *models.Update) int { return x.Message.ID - y.Message.ID })
 	p.err = accept(us)
 	if p.err == nil {
@@ -213,19 +231,46 @@ func (a *webhookAlbums) hand(k albumKey, p *pendingAlbum, accept func([]*models.
 	close(p.done)
 }
 
+// stop ends the gathering when the webhook stops serving: the albums
+// still open are not handed over (their requests ended; Telegram delivers
+// them again) and fail with err, and stop returns once no album is being
+// handed over, so nothing reaches the gateway after the channel stopped.
+func (a *webhookAlbums) stop(err error) {
+	a.mu.Lock()
+	for k, p := range a.open {
+		delete(a.open, k)
+		p.timer.Stop()
+		p.err = err
+		close(p.done)
+		a.handing.Done()
+	}
+	a.mu.Unlock()
+	a.handing.Wait()
+}
+
 // remember keeps the ids of a committed album's items for albumKept, and
 // forgets the albums kept longer.
 func (a *webhookAlbums) remember(k albumKey, us []*models.Update) {
 	now := time.Now()
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	maps.DeleteFunc(a.committed, func(_ albumKey, c committedAlbum) bool { return now.Sub(c.at) > albumKept })
+	for len(a.kept) > 0 && (now.Sub(a.kept[0].at) > albumKept || len(a.kept) >= albumsKept) {
+		old := a.kept[0]
+		a.kept = a.kept[1:]
+		if c, ok := a.committed[old.k]; ok && c.at.Equal(old.at) {
+			delete(a.committed, old.k) // not remembered again since
+		}
+	}
 	c := a.committed[k] // a straggler's own message adds to it
 	c.at = now
 	for _, u := range us {
 		c.ids = append(c.ids, u.Message.ID)
 	}
+	if n := len(c.ids); n > 2*albumMax {
+		c.ids = slices.Clone(c.ids[n-2*albumMax:]) // an album has at most albumMax
+	}
 	a.committed[k] = c
+	a.kept = append(a.kept, keptAlbum{k, now})
 }
 
 // acceptWebhookAlbum is what webhookAlbums hands an album to: the one

@@ -242,3 +242,55 @@ func TestWebhookAlbumIsOneMessage(t *testing.T) {
 		t.Fatalf("accepted %+v; want the album delivered again as one message", got)
 	}
 }
+
+// albumItem is an album's item as webhookAlbums sees it.
+func albumItem(chat int64, group string, id int) *models.Update {
+	return &models.Update{ID: int64(id), Message: &models.Message{ID: id, Chat: models.Chat{ID: chat}, MediaGroupID: group}}
+}
+
+// The committed albums a webhook remembers (to acknowledge an item
+// delivered again) stay bounded however many come within albumKept, and
+// so do the ids remembered for one album its stragglers add to; the
+// newest are the ones kept.
+func TestWebhookAlbumsRememberABoundedNumber(t *testing.T) {
+	a := webhookAlbums{open: map[albumKey]*pendingAlbum{}, committed: map[albumKey]committedAlbum{}}
+	n := albumsKept + 100
+	for i := range n {
+		g := strconv.Itoa(i)
+		a.remember(albumKey{1, g}, []*models.Update{albumItem(1, g, i)})
+	}
+	for i := range 100 {
+		a.remember(albumKey{2, "g"}, []*models.Update{albumItem(2, "g", i)})
+	}
+	if len(a.committed) > albumsKept || len(a.kept) > albumsKept {
+		t.Fatalf("%d albums remembered (%d in order), want at most %d", len(a.committed), len(a.kept), albumsKept)
+	}
+	if ids := a.committed[albumKey{2, "g"}].ids; len(ids) > 2*albumMax || !slices.Contains(ids, 99) {
+		t.Fatalf("an album's remembered ids = %v, want at most %d, the newest among them", ids, 2*albumMax)
+	}
+	notAgain := func([]*models.Update) error { t.Error("an item delivered again was handed over"); return nil }
+	if err := a.join(context.Background(), albumItem(1, strconv.Itoa(n-1), n-1), notAgain); err != nil {
+		t.Fatalf("the newest album's item delivered again: %v, want it acknowledged", err)
+	}
+}
+
+// When the webhook stops, an album still gathering (its requests ended
+// with the server) is dropped rather than handed to the gateway later.
+func TestWebhookAlbumsStopHandsNothingOver(t *testing.T) {
+	var a webhookAlbums
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel() // the request ended: the server is shutting down
+	accept := func([]*models.Update) error {
+		t.Error("an album was handed over after the webhook stopped")
+		return nil
+	}
+	if err := a.join(ctx, albumItem(1, "g", 1), accept); err == nil {
+		t.Fatal("join with its request ended returned nil, want the request's error")
+	}
+	a.stop(fmt.Errorf("stopped"))
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if len(a.open) != 0 {
+		t.Fatalf("%d album(s) still gathering after stop, to be handed over when their timer fires", len(a.open))
+	}
+}

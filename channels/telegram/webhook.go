@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/subtle"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -36,6 +37,9 @@ func (b *Bot) runWebhook(ctx context.Context, sink core.Sink) error {
 	defer registering.Wait()
 	rctx, stop := context.WithCancel(ctx)
 	defer stop()
+	// Albums still gathering when the server stopped are not handed to
+	// the gateway after Run returned: their requests ended unacknowledged.
+	defer b.albums.stop(errors.New("the Telegram webhook stopped before the album was handed over; Telegram delivers its items again"))
 	// Updates are small; the limits keep idle or slow clients from holding
 	// connections (and file descriptors) open.
 	err := b.webhook.Serve(ctx, "channels.telegram.webhook.listen", wh.Listen, b.WebhookHandler(ctx, sink), toolkit.ServerLimits{Body: maxUpdateBytes},
