@@ -197,7 +197,9 @@ func (a *webhookAlbums) join(ctx context.Context, u *models.Update, accept func(
 	} else if time.Now().Before(p.deadline) {
 		p.timer.Reset(albumWait)
 	}
-	p.updates = append(p.updates, u)
+	if !slices.ContainsFunc(p.updates, func(v *models.Update) bool { return v.Message.ID == u.Message.ID }) {
+		p.updates = append(p.updates, u) // not an item delivered again while gathering
+	}
 	full := len(p.updates) >= albumMax
 	a.mu.Unlock()
 	if full {

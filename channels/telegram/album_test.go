@@ -189,7 +189,9 @@ func TestWebhookAlbumIsOneMessage(t *testing.T) {
 		albumPhoto(h.srv, 0, alice, "g1", "p3", ""),
 	}
 	slices.Reverse(album) // the order they arrive in does not matter
-	if codes := postAll(album...); fmt.Sprint(codes) != "[200 200 200]" {
+	// The second item comes twice while the album gathers (Telegram
+	// delivers it again): its file is in the message once.
+	if codes := postAll(append(album, album[1])...); fmt.Sprint(codes) != "[200 200 200 200]" {
 		t.Fatalf("statuses %v, want 200 for every item", codes)
 	}
 	got := accepted()

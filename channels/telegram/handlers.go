@@ -120,12 +120,13 @@ func (b *Bot) inbound(m *models.Message) (core.Inbound, bool) {
 // writing as an anonymous admin of a group, or as a channel, is hidden by
 // Telegram: from is a placeholder bot and sender_chat names the group or
 // channel, which is then the author (its id for allow_users, its title as
-// the name). ok is false for what the bot does not answer: channel posts
-// (no from), a channel's post copied into its discussion group, other
-// bots and the bot itself.
+// the name). So is a channel for its post copied into its discussion
+// group (from is the Telegram service account there). ok is false for
+// what the bot does not answer: channel posts (no from), other bots and
+// the bot itself.
 func author(m *models.Message, me int64) (from *models.User, ok bool) {
 	switch {
-	case m.From == nil || m.IsAutomaticForward:
+	case m.From == nil:
 		return nil, false
 	case m.SenderChat != nil:
 		c := m.SenderChat
