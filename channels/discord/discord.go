@@ -87,7 +87,8 @@ type Bot struct {
 	trigger              toolkit.Trigger
 	reactions            toolkit.Reactions
 	health               *toolkit.Health
-	chans                *channelCache
+	chans                *cache[chanInfo]
+	roles                *cache[roleInfo]
 	interactions         *interactionTokens
 
 	// background holds the ack reactions under way; Close waits for
@@ -160,7 +161,8 @@ func New(o Options) (*Bot, error) {
 		trigger:      toolkit.Trigger(cfg.Trigger),
 		reactions:    toolkit.NewReactions(cfg.Reactions),
 		health:       toolkit.NewHealth(Name, 0, o.Now),
-		chans:        newChannelCache(),
+		chans:        newCache[chanInfo](),
+		roles:        newCache[roleInfo](),
 		interactions: newInteractionTokens(),
 		reacting:     map[string]bool{},
 		told:         map[string]time.Time{},

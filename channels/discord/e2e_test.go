@@ -336,3 +336,27 @@ func TestReplyToAMessageQuotesItForTheLLM(t *testing.T) {
 		}
 	}
 }
+
+// Discord's client offers the bot's own role (the managed role it got
+// when it joined the server, named like the bot) next to the bot when a
+// user types "@talon"; a user who picks the role mentions the bot all the
+// same. Another role mentioned is no mention of the bot.
+func TestMentionOfTheBotsRoleIsAMention(t *testing.T) {
+	t.Parallel()
+	r := start(t, nil, nil)
+	role := r.srv.BotRole(r.guild)
+	other := r.srv.Guild() // any other snowflake: a role that is not the bot's
+	r.srv.Message(t, discordtest.Msg{Channel: r.channel, Guild: r.guild, Author: r.alice,
+		Content: discordtest.RoleMention(other) + " not for the bot", MentionRoles: []string{other}})
+	id := r.srv.Message(t, discordtest.Msg{Channel: r.channel, Guild: r.guild, Author: r.alice,
+		Content: discordtest.RoleMention(role) + " what is 2+2?", MentionRoles: []string{role}})
+	s := r.waitSent(t, 1)[0]
+	if s.ReplyTo != id || s.Content != "echo: what is 2+2?" {
+		t.Fatalf("reply = %+v, want the echo of the text without the role mention, referencing %s", s, id)
+	}
+	r.mention(t, "and a user mention")
+	r.waitSent(t, 2)
+	if turns := r.agent.seen(); len(turns) != 2 || !turns[0].In.Mentioned {
+		t.Fatalf("the agent saw %+v, want the role mention (mentioned) and the user mention only", turns)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -191,6 +192,14 @@ func (r *run) inbound(ctx context.Context, m *discordgo.Message) (core.Inbound, 
 		}
 		text = nameMention(text, u)
 	}
+	if !private && !mentioned && len(m.MentionRoles) > 0 {
+		// A mention of the bot's own role: the client offers it next to
+		// the bot when a user types the bot's name.
+		if role := b.botRole(ctx, m.GuildID); role != "" && slices.Contains(m.MentionRoles, role) {
+			mentioned = true
+			text, _ = stripTags(text, "<@&"+role+">")
+		}
+	}
 	addr := toolkit.Addressing{
 		Private:    private,
 		Mentioned:  mentioned,
@@ -244,8 +253,13 @@ func stripMention(text, id string) (string, bool) {
 	if id == "" {
 		return text, false
 	}
+	return stripTags(text, "<@"+id+">", "<@!"+id+">")
+}
+
+// stripTags removes tags from text and reports whether there was one.
+func stripTags(text string, tags ...string) (string, bool) {
 	found := false
-	for _, tag := range []string{"<@" + id + ">", "<@!" + id + ">"} {
+	for _, tag := range tags {
 		if strings.Contains(text, tag) {
 			found = true
 			text = strings.ReplaceAll(text, tag, "")
@@ -367,31 +381,80 @@ func (r *run) reaction(ctx context.Context, raw json.RawMessage, added bool, ses
 	return r.retryStore(ctx, func(ctx context.Context) error { return r.sink.React(ctx, ev) })
 }
 
+// roleTTL is how long the bot's role in a guild is trusted before it is
+// looked up again (the role is made anew when the bot rejoins a guild).
+const roleTTL = time.Hour
+
+// botRole returns the id of the bot's managed role in guild (the role
+// Discord tags with the bot's id when the bot joins), "" when it has none
+// or the lookup fails. It is looked up (GET /guilds/{id}/roles) only for
+// messages that mention a role, and cached.
+func (b *Bot) botRole(ctx context.Context, guild string) string {
+	if r, ok := b.roles.get(guild); ok && b.now().Sub(r.at) < roleTTL {
+		return r.id
+	}
+	me, _, _ := b.identity()
+	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	ep := discordgo.EndpointGuildRoles(guild)
+	body, err := b.rest.RequestWithBucketID("GET", ep, nil, ep, discordgo.WithContext(cctx))
+	if err != nil {
+		b.log.Debug("the guild's roles could not be read; a role mention is not taken for a mention of the bot", "guild", guild, "err", b.scrub(err))
+		return ""
+	}
+	var roles []struct {
+		ID   string `json:"id"`
+		Tags *struct {
+			BotID string `json:"bot_id"`
+		} `json:"tags"`
+	}
+	if err := json.Unmarshal(body, &roles); err != nil {
+		b.log.Debug("the guild's roles are not understood", "guild", guild, "err", err)
+		return ""
+	}
+	id := ""
+	for _, r := range roles {
+		if r.Tags != nil && r.Tags.BotID != "" && r.Tags.BotID == me.ID {
+			id = r.ID
+			break
+		}
+	}
+	b.roles.put(guild, roleInfo{id: id, at: b.now()})
+	return id
+}
+
+// roleInfo is the bot's role in a guild ("" for none) and when it was
+// looked up.
+type roleInfo struct {
+	id string
+	at time.Time
+}
+
 // chanInfo is what the channel needs to know of a Discord channel.
 type chanInfo struct {
 	thread bool
 	parent string
 }
 
-// channelCache remembers channel lookups; bounded, an arbitrary half is
-// dropped when full.
-type channelCache struct {
+// cache remembers lookups by id (channels, the bot's role per guild);
+// bounded, an arbitrary half is dropped when full.
+type cache[V any] struct {
 	mu sync.Mutex
-	m  map[string]chanInfo
+	m  map[string]V
 }
 
 const maxCachedChannels = 10000
 
-func newChannelCache() *channelCache { return &channelCache{m: map[string]chanInfo{}} }
+func newCache[V any]() *cache[V] { return &cache[V]{m: map[string]V{}} }
 
-func (c *channelCache) get(id string) (chanInfo, bool) {
+func (c *cache[V]) get(id string) (V, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	i, ok := c.m[id]
 	return i, ok
 }
 
-func (c *channelCache) put(id string, i chanInfo) {
+func (c *cache[V]) put(id string, i V) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if len(c.m) >= maxCachedChannels {

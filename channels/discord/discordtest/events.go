@@ -15,6 +15,9 @@ type Msg struct {
 	// Mentions are the users the message mentions (the bot too, when the
 	// content has <@bot id>).
 	Mentions []User
+	// MentionRoles are the roles the message mentions (<@&id> in the
+	// content), such as the bot's own role (BotRole).
+	MentionRoles []string
 	// ReplyTo is the id of the message this one replies to.
 	ReplyTo string
 	// ID is set by Message; a Msg with an ID already set is dispatched
@@ -44,13 +47,15 @@ func (s *Server) Message(tb testing.TB, m Msg) string {
 	s.mu.Unlock()
 	mentions := []User{}
 	mentions = append(mentions, m.Mentions...)
+	roles := []string{}
+	roles = append(roles, m.MentionRoles...)
 	typ := 0
 	if ref != nil {
 		typ = 19 // a reply
 	}
 	d := map[string]any{
 		"id": m.ID, "channel_id": m.Channel, "author": m.Author, "content": m.Content, "type": typ,
-		"timestamp": time.Now().UTC().Format(time.RFC3339Nano), "mentions": mentions, "mention_roles": []string{},
+		"timestamp": time.Now().UTC().Format(time.RFC3339Nano), "mentions": mentions, "mention_roles": roles,
 		"attachments": atts, "embeds": []any{}, "tts": false, "mention_everyone": false, "pinned": false,
 	}
 	if m.Guild != "" {
@@ -67,6 +72,9 @@ func (s *Server) Message(tb testing.TB, m Msg) string {
 
 // Mention is the text of a mention of u.
 func Mention(u User) string { return "<@" + u.ID + ">" }
+
+// RoleMention is the text of a mention of the role id.
+func RoleMention(id string) string { return "<@&" + id + ">" }
 
 // React dispatches MESSAGE_REACTION_ADD (add) or _REMOVE of emoji by u
 // on the message messageID in channel (guild "" for a DM).

@@ -23,6 +23,35 @@ func (s *Server) getChannel(w http.ResponseWriter, r *http.Request) {
 	reply(w, 200, c)
 }
 
+// BotRole returns the role Discord made for the bot when it joined
+// guild (managed, tagged with the bot's id), the same one every time.
+// Users can mention it in place of the bot: the client offers both.
+func (s *Server) BotRole(guild string) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if id, ok := s.botRoles[guild]; ok {
+		return id
+	}
+	id := s.id()
+	s.botRoles[guild] = id
+	return id
+}
+
+// guildRoles lists a guild's roles: @everyone (the guild's id) and the
+// bot's managed role once BotRole made it.
+func (s *Server) guildRoles(w http.ResponseWriter, r *http.Request) {
+	guild := r.PathValue("id")
+	s.mu.Lock()
+	botRole, ok := s.botRoles[guild]
+	s.mu.Unlock()
+	roles := []map[string]any{{"id": guild, "name": "@everyone", "managed": false, "position": 0, "permissions": "0"}}
+	if ok {
+		roles = append(roles, map[string]any{"id": botRole, "name": s.Bot.Username, "managed": true, "position": 1,
+			"permissions": "0", "tags": map[string]any{"bot_id": s.Bot.ID}})
+	}
+	reply(w, 200, roles)
+}
+
 // outgoing is the body of a message the bot sends.
 type outgoing struct {
 	Content         string           `json:"content"`

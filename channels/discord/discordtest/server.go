@@ -138,6 +138,7 @@ type Server struct {
 	dms          map[string]string // user id → DM channel id
 	closedDMs    map[string]bool   // DM channel ids whose user takes no DMs from the bot
 	messages     map[string]message
+	botRoles     map[string]string         // guild id → the bot's managed role there
 	nonces       map[string]map[string]any // channel|nonce → the message sent
 	sent         []Sent
 	calls        []Call
@@ -165,6 +166,7 @@ func New(tb testing.TB, token string) *Server {
 		dms:          map[string]string{},
 		closedDMs:    map[string]bool{},
 		messages:     map[string]message{},
+		botRoles:     map[string]string{},
 		nonces:       map[string]map[string]any{},
 		interactions: map[string]*interaction{},
 		commands:     map[string]map[string]json.RawMessage{},
@@ -437,6 +439,7 @@ func (s *Server) routes() http.Handler {
 		reply(w, 200, map[string]any{"id": s.AppID, "name": s.Bot.Username, "bot": s.Bot})
 	}))
 	mux.HandleFunc("GET "+api+"/channels/{id}", s.authed(s.getChannel))
+	mux.HandleFunc("GET "+api+"/guilds/{id}/roles", s.authed(s.guildRoles))
 	mux.HandleFunc("POST "+api+"/channels/{id}/messages", s.authed(s.postMessage))
 	mux.HandleFunc("POST "+api+"/users/@me/channels", s.authed(s.openDM))
 	mux.HandleFunc("POST "+api+"/channels/{id}/typing", s.authed(s.postTyping))
