@@ -46,13 +46,21 @@ type message struct {
 func (b *Bot) handleEvent(ctx context.Context, sink core.Sink, eventID string, inner slackevents.EventsAPIInnerEvent) error {
 	switch ev := inner.Data.(type) {
 	case *slackevents.AppMentionEvent:
-		return b.accept(ctx, sink, message{channel: ev.Channel, user: ev.User, botID: ev.BotID,
-			text: ev.Text, ts: ev.TimeStamp, threadTS: ev.ThreadTimeStamp, mention: true, files: inboundFiles(ev.Files)})
+		m := message{channel: ev.Channel, user: ev.User, botID: ev.BotID,
+			text: ev.Text, ts: ev.TimeStamp, threadTS: ev.ThreadTimeStamp, mention: true, files: inboundFiles(ev.Files)}
+		if ev.Edited != nil {
+			return b.edit(ctx, sink, m)
+		}
+		return b.accept(ctx, sink, m)
 	case *slackevents.MessageEvent:
-		// Ordinary messages, file shares and thread replies also sent to
-		// the channel are a user writing; every other subtype (edits,
-		// joins, bot messages, ...) is not.
-		if ev.SubType != "" && ev.SubType != "file_share" && ev.SubType != "thread_broadcast" {
+		if ev.SubType == "message_changed" {
+			if n := ev.Message; n != nil && userSubtype(n.SubType) {
+				return b.edit(ctx, sink, message{channel: ev.Channel, channelType: ev.ChannelType, user: n.User, botID: n.BotID,
+					text: n.Text, ts: n.Timestamp, threadTS: n.ThreadTimestamp, files: inboundFiles(n.Files)})
+			}
+			return nil
+		}
+		if !userSubtype(ev.SubType) {
 			b.log.Debug("message subtype ignored", "subtype", ev.SubType)
 			return nil
 		}
@@ -68,6 +76,47 @@ func (b *Bot) handleEvent(ctx context.Context, sink core.Sink, eventID string, i
 		return b.react(ctx, sink, eventID, ev.User, ev.Reaction, ev.ItemUser, ev.Item, ev.EventTimestamp, false)
 	default:
 		b.log.Debug("event ignored", "type", inner.Type)
+	}
+	return nil
+}
+
+// userSubtype says whether a message of this subtype is a user writing:
+// ordinary messages, file shares and thread replies also sent to the
+// channel; every other subtype (edits, joins, bot messages, ...) is not.
+func userSubtype(subtype string) bool {
+	return subtype == "" || subtype == "file_share" || subtype == "thread_broadcast"
+}
+
+// edit hands an edited message to the sink: a message still queued gets
+// the new text, as on Telegram and Discord; one already answered is not
+// answered again. Slack sends the edit of a message that mentions the bot
+// in a channel twice: as message_changed, which inbound leaves to the
+// other, and as an app_mention of the same ts with "edited". Such an
+// app_mention the sink did not take as an edit is accepted: a message
+// edited to mention the bot is answered, and the same message accepted
+// before is a duplicate for the sink (same message id). A message in a
+// channel's thread keeps its queued text, which holds the thread's
+// earlier messages that the edit's text would lose.
+func (b *Bot) edit(ctx context.Context, sink core.Sink, m message) error {
+	in, ok := b.inbound(ctx, m, b.mayTalk(sink, m.channel))
+	if !ok {
+		return nil
+	}
+	if in.Private || m.threadTS == "" || m.threadTS == m.ts {
+		replaced, err := sink.Edit(ctx, in)
+		if err != nil {
+			return fmt.Errorf("edit of message %s: %w", in.MessageID, err)
+		}
+		b.log.Debug("edited message", "message", in.MessageID, "replaced_queued_text", replaced)
+		if replaced {
+			return nil
+		}
+	}
+	if !m.mention {
+		return nil
+	}
+	if err := sink.Accept(ctx, in); err != nil {
+		return fmt.Errorf("message %s: %w", in.MessageID, err)
 	}
 	return nil
 }

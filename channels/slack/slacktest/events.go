@@ -119,6 +119,54 @@ func (s *Server) MessageTwin(mention Envelope) Envelope {
 	return s.messageEvent(mention.Channel, "channel", cb.Event["user"].(string), cb.Event["text"].(string), mention.TS, thread, nil)
 }
 
+// Edit makes the author of the message env is about (an app_mention, a
+// DM or a channel message) change its text to text, and returns the
+// events Slack sends for it: the message event of subtype
+// message_changed, the edited message nested in it, and, when text
+// mentions the bot outside a DM, an app_mention of the same ts carrying
+// "edited" (zero Envelope otherwise). Neither is sent yet.
+func (s *Server) Edit(env Envelope, text string) (changed, mention Envelope) {
+	var cb struct {
+		Event map[string]any `json:"event"`
+	}
+	_ = json.Unmarshal(env.Payload, &cb)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var prev Message
+	for i, m := range s.messages {
+		if m.Channel == env.Channel && m.TS == env.TS {
+			prev = m
+			s.messages[i].Text = text
+		}
+	}
+	channelType, _ := cb.Event["channel_type"].(string)
+	if channelType == "" {
+		channelType = "channel"
+		if strings.HasPrefix(env.Channel, "D") {
+			channelType = "im"
+		}
+	}
+	edited := map[string]any{"user": prev.User, "ts": s.newTS()}
+	msg := map[string]any{"type": "message", "user": prev.User, "text": text, "ts": prev.TS, "team": TeamID, "edited": edited}
+	if prev.ThreadTS != "" {
+		msg["thread_ts"] = prev.ThreadTS
+	}
+	now := s.newTS()
+	changed = s.messageEvent(env.Channel, channelType, "", "", now, "", map[string]any{
+		"subtype": "message_changed", "hidden": true, "message": msg,
+		"previous_message": map[string]any{"type": "message", "user": prev.User, "text": prev.Text, "ts": prev.TS},
+	})
+	if channelType != "im" && strings.Contains(text, BotMention) {
+		ev := map[string]any{"type": "app_mention", "channel": env.Channel, "user": prev.User, "text": text,
+			"ts": prev.TS, "event_ts": now, "team": TeamID, "edited": edited}
+		if prev.ThreadTS != "" {
+			ev["thread_ts"] = prev.ThreadTS
+		}
+		mention = s.event(ev, env.Channel, prev.TS)
+	}
+	return changed, mention
+}
+
 // Other makes a message event of another kind: a subtype (bot_message,
 // message_changed, channel_join), or a message from another bot when
 // botID is set. Nothing is stored.
