@@ -360,3 +360,29 @@ func TestMentionOfTheBotsRoleIsAMention(t *testing.T) {
 		t.Fatalf("the agent saw %+v, want the role mention (mentioned) and the user mention only", turns)
 	}
 }
+
+// A forwarded message arrives with no content of its own: its text and
+// files are in message_snapshots. Forwarded to the bot in a DM it is
+// answered, as any DM; forwarded into a server channel it addresses no
+// one (a forward carries no mention), so the default trigger leaves it.
+func TestForwardedMessage(t *testing.T) {
+	t.Parallel()
+	r := start(t, nil, nil)
+	// The original is another bot's (ignored itself); it names the bot,
+	// which does not make its forward a mention.
+	deploy := r.srv.BotUser("deploybot")
+	elsewhere := r.srv.TextChannel(r.guild)
+	orig := r.srv.Message(t, discordtest.Msg{Channel: elsewhere, Guild: r.guild, Author: deploy, Content: "deploy at 5, " + discordtest.Mention(r.srv.Bot) + " knows why"})
+	r.srv.Message(t, discordtest.Msg{Channel: r.channel, Guild: r.guild, Author: r.alice, Forward: orig, ForwardChannel: elsewhere})
+	dm := r.srv.DM(r.alice)
+	id := r.srv.Message(t, discordtest.Msg{Channel: dm, Author: r.alice, Forward: orig, ForwardChannel: elsewhere})
+	s := r.waitSent(t, 1)[0]
+	if s.ChannelID != dm || s.ReplyTo != id || s.Content != "echo: Forwarded message:\n> deploy at 5, @talon knows why" {
+		t.Fatalf("reply = %+v, want the forwarded text answered in the DM %s", s, dm)
+	}
+	r.mention(t, "and now?")
+	r.waitSent(t, 2)
+	if turns := r.agent.seen(); len(turns) != 2 || turns[1].Text != "and now?" {
+		t.Fatalf("the agent saw %+v, want the DM forward and the mention only", turns)
+	}
+}

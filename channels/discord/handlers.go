@@ -169,7 +169,11 @@ func (r *run) inbound(ctx context.Context, m *discordgo.Message) (core.Inbound, 
 		return core.Inbound{}, false, nil // joins, pins, thread notices
 	}
 	files := attachments(m.Attachments)
-	if strings.TrimSpace(m.Content) == "" && len(files) == 0 {
+	forward := forwarded(m)
+	if forward != nil && strings.TrimSpace(m.Content) == "" && len(files) == 0 {
+		files = attachments(forward.Attachments)
+	}
+	if strings.TrimSpace(m.Content) == "" && len(files) == 0 && (forward == nil || strings.TrimSpace(forward.Content) == "") {
 		// Nothing to answer: a guild message without the Message Content
 		// intent (Discord leaves out its text and files alike). Files
 		// alone are for the trigger to judge (trigger: all, a reply to
@@ -215,6 +219,19 @@ func (r *run) inbound(ctx context.Context, m *discordgo.Message) (core.Inbound, 
 		b.log.Debug("message from a user or channel not in allow_users/allow_chats ignored", "guild", m.GuildID, "channel", m.ChannelID, "user", m.Author.ID)
 		return core.Inbound{}, false, nil
 	}
+	if forward != nil && strings.TrimSpace(forward.Content) != "" {
+		// The forwarded text, quoted after what the user wrote with it
+		// (a forward carries none today). Its mentions, of the bot too,
+		// were the original author's: they address no one now, and read
+		// as names.
+		fwd := nameMention(forward.Content, &me)
+		for _, u := range forward.Mentions {
+			if u != nil {
+				fwd = nameMention(fwd, u)
+			}
+		}
+		text = strings.TrimSpace(text + "\n\nForwarded message:\n> " + strings.ReplaceAll(fwd, "\n", "\n> "))
+	}
 	if strings.TrimSpace(text) == "" && len(files) == 0 {
 		text = "@" + me.Username // only a mention: keep it rather than send nothing
 	}
@@ -229,13 +246,28 @@ func (r *run) inbound(ctx context.Context, m *discordgo.Message) (core.Inbound, 
 		Files:        files,
 		ReceivedAt:   m.Timestamp,
 	}
-	if m.MessageReference != nil {
+	if m.MessageReference != nil && forward == nil {
 		in.ReplyTo = m.MessageReference.MessageID
 	}
 	if in.ReceivedAt.IsZero() {
 		in.ReceivedAt = b.now()
 	}
 	return in, true, nil
+}
+
+// forwarded returns the message m forwards (Discord's forward: a
+// message_reference of type forward, the message itself in
+// message_snapshots), or nil.
+func forwarded(m *discordgo.Message) *discordgo.Message {
+	if m.MessageReference == nil || m.MessageReference.Type != discordgo.MessageReferenceTypeForward {
+		return nil
+	}
+	for _, s := range m.MessageSnapshots {
+		if s.Message != nil {
+			return s.Message
+		}
+	}
+	return nil
 }
 
 // allowed applies allow_guilds (guild messages only), allow_chats (the

@@ -25,6 +25,11 @@ type Msg struct {
 	ID string
 	// Attachments are the files the message carries.
 	Attachments []Attachment
+	// Forward makes the message a forward of the message id Forward in
+	// another channel (ForwardChannel): Discord sends it with no content
+	// of its own, a message_reference of type 1 and the forwarded
+	// message's content and files in message_snapshots.
+	Forward, ForwardChannel string
 }
 
 // Message dispatches MESSAGE_CREATE for m and returns the message id.
@@ -44,13 +49,22 @@ func (s *Server) Message(tb testing.TB, m Msg) string {
 		}
 	}
 	atts := s.attachmentsJSON(m.Attachments)
+	var snapshots []any
+	if m.Forward != "" {
+		ref = map[string]any{"type": 1, "message_id": m.Forward, "channel_id": m.ForwardChannel}
+		refMsg = nil
+		f := s.messages[m.Forward]
+		snapshots = []any{map[string]any{"message": map[string]any{"type": 0, "content": f.Content,
+			"timestamp": time.Now().UTC().Format(time.RFC3339Nano), "mentions": []User{}, "mention_roles": []string{},
+			"attachments": []any{}, "embeds": []any{}}}}
+	}
 	s.mu.Unlock()
 	mentions := []User{}
 	mentions = append(mentions, m.Mentions...)
 	roles := []string{}
 	roles = append(roles, m.MentionRoles...)
 	typ := 0
-	if ref != nil {
+	if ref != nil && m.Forward == "" {
 		typ = 19 // a reply
 	}
 	d := map[string]any{
@@ -64,7 +78,12 @@ func (s *Server) Message(tb testing.TB, m Msg) string {
 	}
 	if ref != nil {
 		d["message_reference"] = ref
-		d["referenced_message"] = refMsg
+		if m.Forward == "" {
+			d["referenced_message"] = refMsg
+		}
+	}
+	if snapshots != nil {
+		d["message_snapshots"] = snapshots
 	}
 	s.Dispatch(tb, "MESSAGE_CREATE", d)
 	return m.ID
