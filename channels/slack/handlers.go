@@ -40,6 +40,12 @@ type message struct {
 	files []core.InboundFile
 }
 
+// private says whether m is in a DM (an app_mention names no
+// channel_type: a DM channel's id starts with D).
+func (m message) private() bool {
+	return m.channelType == "im" || (m.channelType == "" && strings.HasPrefix(m.channel, "D"))
+}
+
 // handleEvent turns one Events API event into a call on sink. A nil
 // error means the event is done with (committed, or deliberately
 // ignored) and may be acknowledged.
@@ -98,11 +104,16 @@ func userSubtype(subtype string) bool {
 // channel's thread keeps its queued text, which holds the thread's
 // earlier messages that the edit's text would lose.
 func (b *Bot) edit(ctx context.Context, sink core.Sink, m message) error {
+	private := m.private()
+	channelThread := !private && m.threadTS != "" && m.threadTS != m.ts
+	if channelThread && !m.mention {
+		return nil // nothing to do, and no thread to look up
+	}
 	in, ok := b.inbound(ctx, m, b.mayTalk(sink, m.channel))
 	if !ok {
 		return nil
 	}
-	if in.Private || m.threadTS == "" || m.threadTS == m.ts {
+	if !channelThread {
 		replaced, err := sink.Edit(ctx, in)
 		if err != nil {
 			return fmt.Errorf("edit of message %s: %w", in.MessageID, err)
@@ -156,7 +167,7 @@ func (b *Bot) inbound(ctx context.Context, m message, mayTalk func(context.Conte
 		b.log.Debug("message from a user or channel not in allow_users/allow_chats ignored", "channel", m.channel, "user", m.user)
 		return core.Inbound{}, false
 	}
-	private := m.channelType == "im" || (m.channelType == "" && strings.HasPrefix(m.channel, "D"))
+	private := m.private()
 	inThread := m.threadTS != "" && m.threadTS != m.ts
 	mentioned := m.mention || (private && mentions(m.text, me.UserID))
 	if !private && !m.mention && mentions(m.text, me.UserID) {
