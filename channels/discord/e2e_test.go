@@ -386,3 +386,28 @@ func TestForwardedMessage(t *testing.T) {
 		t.Fatalf("the agent saw %+v, want the DM forward and the mention only", turns)
 	}
 }
+
+// Messages no person wrote to the bot are not answered, even when they
+// name it: a webhook's post (an integration, or another bot's
+// interaction answer), and system messages (a member joined, a message
+// pinned, a thread's starter message).
+func TestWebhookAndSystemMessagesAreIgnored(t *testing.T) {
+	t.Parallel()
+	r := start(t, nil, nil)
+	mention := discordtest.Mention(r.srv.Bot) + " hello"
+	for _, m := range []map[string]any{
+		{"type": 0, "webhook_id": "1234", "author": discordtest.User{ID: "1234", Username: "Captain Hook"}},
+		{"type": 7, "author": r.alice},  // USER_JOIN
+		{"type": 6, "author": r.alice},  // CHANNEL_PINNED_MESSAGE
+		{"type": 21, "author": r.alice}, // THREAD_STARTER_MESSAGE
+	} {
+		m["id"], m["channel_id"], m["guild_id"], m["content"] = r.srv.Guild(), r.channel, r.guild, mention
+		m["mentions"], m["mention_roles"], m["timestamp"] = []discordtest.User{r.srv.Bot}, []string{}, "2026-01-02T03:04:05Z"
+		r.srv.Dispatch(t, "MESSAGE_CREATE", m)
+	}
+	r.mention(t, "now me")
+	r.waitSent(t, 1)
+	if turns := r.agent.seen(); len(turns) != 1 || turns[0].Text != "now me" {
+		t.Fatalf("the agent saw %+v, want only the user's mention", turns)
+	}
+}
