@@ -160,8 +160,15 @@ func (b *Bot) mayTalk(sink core.Sink, channel string) func(ctx context.Context, 
 // mayTalk judges the authors of a thread's earlier messages.
 func (b *Bot) inbound(ctx context.Context, m message, mayTalk func(context.Context, string) bool) (core.Inbound, bool) {
 	me := b.identity()
-	if m.user == "" || m.botID != "" || m.user == me.UserID || strings.TrimSpace(m.text) == "" && len(m.files) == 0 {
-		return core.Inbound{}, false // other bots, ourselves, nothing to answer
+	if m.user == "" || m.user == me.UserID || (me.BotID != "" && m.botID == me.BotID) || strings.TrimSpace(m.text) == "" && len(m.files) == 0 {
+		return core.Inbound{}, false // ourselves, an app without a user, nothing to answer
+	}
+	if m.botID != "" && !b.profile(ctx, m.user).person {
+		// Another app's bot user. A message with a bot_id and a person
+		// as its user is that person's, posted through an app with
+		// their own token (a custom front end, a bridge): Slack stamps
+		// it with the app's bot_id.
+		return core.Inbound{}, false
 	}
 	if !b.users.Allows(m.user, "") || !b.chats.AllowsAny(m.channel) {
 		b.log.Debug("message from a user or channel not in allow_users/allow_chats ignored", "channel", m.channel, "user", m.user)

@@ -77,39 +77,53 @@ func displayName(name, fallback string) string {
 	return fallback
 }
 
+// profile is what users.info says of a user.
+type profile struct {
+	name string
+	// person: Slack knows the user, and not as a bot user.
+	person bool
+}
+
 // userName returns the name users.info gives for a user id (display
 // name, else real name, else user name), cached; "" when Slack does not
 // say.
 func (b *Bot) userName(ctx context.Context, id string) string {
+	return b.profile(ctx, id).name
+}
+
+// profile returns what users.info says of a user id, cached; the zero
+// profile when Slack does not say (not cached when it could not be
+// asked: asked again next time).
+func (b *Bot) profile(ctx context.Context, id string) profile {
 	if id == "" {
-		return ""
+		return profile{}
 	}
 	if me := b.identity(); id == me.UserID && me.Name != "" {
-		return me.Name
+		return profile{name: me.Name}
 	}
 	b.mu.Lock()
-	name, ok := b.names[id]
+	p, ok := b.names[id]
 	b.mu.Unlock()
 	if ok {
-		return name
+		return p
 	}
 	u, err := b.api.GetUserInfoContext(ctx, id)
 	if err != nil {
 		err = b.classify("users.info", keyBotToken, err)
 		b.log.Debug("users.info failed; the user id stands for the name", "user", id, "err", err)
 		if slackCode(err) != "user_not_found" {
-			return "" // not cached: asked again next time
+			return profile{}
 		}
 	} else {
-		name = first(u.Profile.DisplayName, first(u.Profile.RealName, first(u.RealName, u.Name)))
+		p = profile{name: first(u.Profile.DisplayName, first(u.Profile.RealName, first(u.RealName, u.Name))), person: !u.IsBot && u.Profile.BotID == ""}
 	}
 	b.mu.Lock()
 	if len(b.names) >= maxNames {
 		clear(b.names)
 	}
-	b.names[id] = name
+	b.names[id] = p
 	b.mu.Unlock()
-	return name
+	return p
 }
 
 // threadMessages returns up to threadFetch messages of a thread written

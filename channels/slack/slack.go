@@ -97,10 +97,10 @@ type Bot struct {
 
 	mu        sync.Mutex
 	me        identity
-	worked    bool             // auth.test accepted the bot token once
-	socketOK  bool             // Socket Mode connected once
-	credErr   map[string]error // config key → why Slack refuses it, for Healthy
-	names     map[string]string
+	worked    bool                // auth.test accepted the bot token once
+	socketOK  bool                // Socket Mode connected once
+	credErr   map[string]error    // config key → why Slack refuses it, for Healthy
+	names     map[string]profile  // users.info, by user id
 	responses map[string]response // slash command message id → response_url
 	// ledger and keeper are the sink's capabilities beyond Accept (the
 	// gateway's, over the database replicas share), when it has them.
@@ -178,7 +178,7 @@ func New(o Options) (*Bot, error) {
 		answered:  toolkit.NewRecent(10000),
 		notOurs:   toolkit.NewRecent(10000),
 		seen:      toolkit.NewRecent(10000),
-		names:     map[string]string{},
+		names:     map[string]profile{},
 		credErr:   map[string]error{},
 		responses: map[string]response{},
 	}

@@ -470,3 +470,33 @@ func TestRunStopsPromptly(t *testing.T) {
 		t.Fatal("Run did not return")
 	}
 }
+
+// TestPersonPostingThroughAnApp: Slack stamps a message posted through
+// an app with the person's user token with that app's bot_id, though the
+// person wrote it (a custom front end, an IRC bridge). users.info tells a
+// person from another app's bot user: the person is answered; another
+// app's bot, or a user Slack does not know, is not.
+func TestPersonPostingThroughAnApp(t *testing.T) {
+	r := newRig(t, setup{})
+	r.srv.AddBot("UHELPER", "helper")
+	dm := slacktest.DMChannel("alice")
+	ignored := []slacktest.Envelope{
+		r.srv.Other(dm, "im", "UHELPER", "another app's bot", "", "B2"),
+		r.srv.Other(dm, "im", "UNOBODY", "nobody Slack knows", "", "B3"),
+	}
+	for _, e := range ignored {
+		r.srv.Deliver(e)
+	}
+	r.srv.Deliver(r.srv.Other(dm, "im", "UALICE", "sent through my app", "", "B9"))
+	r.srv.Deliver(r.srv.DM("alice", "and typed", ""))
+	ps := r.srv.WaitPosts(t, 2, wait)
+	if ps[0].Text != "echo: sent through my app" || ps[1].Text != "echo: and typed" {
+		t.Fatalf("answered %s; want alice's post through her app, then her typed message", describePosts(ps))
+	}
+	for i, e := range ignored {
+		r.srv.WaitFor(t, fmt.Sprintf("envelope %d acknowledged", i), wait, func() bool { return r.srv.Acked(e) })
+	}
+	if n := r.rows(t); n != 2 {
+		t.Fatalf("rows = %d; want alice's two messages only", n)
+	}
+}

@@ -104,6 +104,7 @@ type Server struct {
 	revoked    map[string]string // token → error code
 	messages   []Message
 	users      map[string]string // id → name
+	bots       map[string]bool   // ids of bot users (is_bot)
 	nextTS     int
 	nextID     int
 	sock       socketState
@@ -132,6 +133,7 @@ func New(t testing.TB, botToken, appToken string, opts ...Options) *Server {
 		failures: map[string][]Failure{},
 		revoked:  map[string]string{},
 		users:    map[string]string{BotUserID: "talon", UserID("alice"): "alice", UserID("bob"): "bob"},
+		bots:     map[string]bool{BotUserID: true},
 		changed:  make(chan struct{}),
 	}
 	s.sock.init()
@@ -160,6 +162,15 @@ func UserID(name string) string { return "U" + strings.ToUpper(name) }
 // DMChannel is the id of the direct message channel between user name and the
 // bot ("alice" → "DALICE").
 func DMChannel(name string) string { return "D" + strings.ToUpper(name) }
+
+// AddBot makes users.info know a bot user (is_bot), such as another
+// app's.
+func (s *Server) AddBot(id, name string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.users[id] = name
+	s.bots[id] = true
+}
 
 // AddUser makes users.info know a user.
 func (s *Server) AddUser(id, name string) {
@@ -376,12 +387,13 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
 	case "users.info":
 		s.mu.Lock()
 		name, ok := s.users[params.Get("user")]
+		bot := s.bots[params.Get("user")]
 		s.mu.Unlock()
 		if !ok {
 			writeJSON(w, map[string]any{"ok": false, "error": "user_not_found"})
 			return
 		}
-		writeJSON(w, map[string]any{"ok": true, "user": map[string]any{"id": params.Get("user"), "name": name, "real_name": strings.ToUpper(name[:1]) + name[1:],
+		writeJSON(w, map[string]any{"ok": true, "user": map[string]any{"id": params.Get("user"), "name": name, "is_bot": bot, "real_name": strings.ToUpper(name[:1]) + name[1:],
 			"profile": map[string]any{"display_name": name, "real_name": strings.ToUpper(name[:1]) + name[1:]}}})
 	default:
 		if !s.mediaAPI(w, method, params) {
