@@ -232,8 +232,8 @@ func (b *Bot) inbound(ctx context.Context, m message, mayTalk func(context.Conte
 }
 
 // react turns a reaction on one of the bot's messages into core.Reaction
-// events; reactions on other messages and emoji that are no signal are
-// ignored.
+// events; reactions on other messages, emoji that are no signal and
+// reactions of bot users (users.info says so) are ignored.
 func (b *Bot) react(ctx context.Context, sink core.Sink, eventID, user, name, itemUser string, item slackevents.Item, eventTS string, added bool) error {
 	me := b.identity()
 	if item.Type != "message" || user == "" || user == me.UserID || (itemUser != "" && itemUser != me.UserID) {
@@ -241,6 +241,9 @@ func (b *Bot) react(ctx context.Context, sink core.Sink, eventID, user, name, it
 	}
 	if !b.users.Allows(user, "") || !b.chats.AllowsAny(item.Channel) {
 		return nil
+	}
+	if _, signal := b.reactions.Polarity(name); !signal || b.profile(ctx, user).bot {
+		return nil // no signal, or another app's bot rating the answer
 	}
 	msg := platformID(item.Channel, item.Timestamp)
 	if eventID == "" {

@@ -80,8 +80,9 @@ func displayName(name, fallback string) string {
 // profile is what users.info says of a user.
 type profile struct {
 	name string
-	// person: Slack knows the user, and not as a bot user.
-	person bool
+	// person: Slack knows the user, and not as a bot user; bot: Slack
+	// knows it as a bot user (neither: Slack does not say).
+	person, bot bool
 }
 
 // userName returns the name users.info gives for a user id (display
@@ -99,7 +100,7 @@ func (b *Bot) profile(ctx context.Context, id string) profile {
 		return profile{}
 	}
 	if me := b.identity(); id == me.UserID && me.Name != "" {
-		return profile{name: me.Name}
+		return profile{name: me.Name, bot: true}
 	}
 	b.mu.Lock()
 	p, ok := b.names[id]
@@ -115,7 +116,8 @@ func (b *Bot) profile(ctx context.Context, id string) profile {
 			return profile{}
 		}
 	} else {
-		p = profile{name: first(u.Profile.DisplayName, first(u.Profile.RealName, first(u.RealName, u.Name))), person: !u.IsBot && u.Profile.BotID == ""}
+		bot := u.IsBot || u.Profile.BotID != ""
+		p = profile{name: first(u.Profile.DisplayName, first(u.Profile.RealName, first(u.RealName, u.Name))), person: !bot, bot: bot}
 	}
 	b.mu.Lock()
 	if len(b.names) >= maxNames {

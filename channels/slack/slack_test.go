@@ -500,3 +500,21 @@ func TestPersonPostingThroughAnApp(t *testing.T) {
 		t.Fatalf("rows = %d; want alice's two messages only", n)
 	}
 }
+
+// TestReactionOfAnotherAppIsNoSignal: another app's bot reacting on the
+// bot's reply (an automation's ✅ or 👎) rates nothing, as on Discord;
+// a person's reaction does.
+func TestReactionOfAnotherAppIsNoSignal(t *testing.T) {
+	r := newRig(t, setup{})
+	r.srv.AddBot(slacktest.UserID("helper"), "helper")
+	r.srv.Deliver(r.srv.Mention("alice", "C1", "first", ""))
+	reply := r.srv.WaitPosts(t, 1, wait)[0]
+	eventually(t, "the first answer done", func() bool { return r.doneRows(t) == 1 })
+	bot := r.srv.Deliver(r.srv.Reaction("helper", "C1", reply.TS, "-1", true))
+	r.srv.WaitFor(t, "the bot's reaction acknowledged", wait, func() bool { return r.srv.Acked(bot) })
+	r.srv.Deliver(r.srv.Reaction("alice", "C1", reply.TS, "+1", true))
+	eventually(t, "the signal", func() bool { return len(r.signals.all()) >= 1 })
+	if sigs := r.signals.all(); len(sigs) != 1 || sigs[0].Polarity != core.Positive || sigs[0].UserID != "UALICE" {
+		t.Fatalf("signals = %+v; want alice's positive one only", sigs)
+	}
+}
