@@ -206,10 +206,13 @@ func (e *Escalator) retryFailed(ctx context.Context, req core.CommandRequest, la
 	if err != nil || !ok {
 		return core.Decision{}, false, err
 	}
-	if strings.TrimSpace(in.Text) == "" {
+	if strings.TrimSpace(in.Prompt()) == "" {
 		return core.Decision{Reply: "I could not answer your last message, and /retry cannot send its files again: please send them once more."}, true, nil
 	}
 	quoted := in.Text
+	if strings.TrimSpace(quoted) == "" {
+		quoted = in.Context // a forward without words of the user's
+	}
 	if r := []rune(quoted); len(r) > 60 {
 		quoted = string(r[:59]) + "…"
 	}

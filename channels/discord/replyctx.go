@@ -20,8 +20,8 @@ import (
 // frame. A command is left alone: the gateway reads it from Text.
 func (r *run) withReplyContext(ctx context.Context, m *discordgo.Message, in core.Inbound) core.Inbound {
 	ref := m.ReferencedMessage
-	if ref == nil || ref.Author == nil {
-		return in
+	if ref == nil || ref.Author == nil || in.Context != "" {
+		return in // no reply, or a forward (its message is quoted already)
 	}
 	if _, _, isCmd := core.ParseCommand(in.Text); isCmd {
 		return in

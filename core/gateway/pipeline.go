@@ -81,7 +81,7 @@ func (g *Gateway) answerMessage(ctx context.Context, req core.CommandRequest, a 
 // readMedia reads the files of in through the channel's Fetch.
 func (g *Gateway) readMedia(ctx context.Context, in core.Inbound) (core.MediaInput, error) {
 	if g.opts.Media == nil {
-		if in.Text == "" {
+		if in.Prompt() == "" {
 			return core.MediaInput{Reply: "I cannot read files here, only text messages."}, nil
 		}
 		return core.MediaInput{}, nil
