@@ -2,6 +2,7 @@ package slack_test
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"testing"
 
@@ -93,5 +94,37 @@ func TestEditedMessages(t *testing.T) {
 	if len(edited) != 2 || edited[0].MessageID != accepted[0].MessageID || edited[0].Text != "the question" ||
 		edited[1].MessageID != accepted[1].MessageID || edited[1].Text != "hello" {
 		t.Fatalf("edits %+v; want the mention's and the DM's new text", edited)
+	}
+}
+
+// A mention in a channel's thread carries the thread's earlier messages
+// in its Context; an edit while it is queued replaces its text alone.
+func TestEditedMentionInAThread(t *testing.T) {
+	srv := slacktest.New(t, botToken, appToken)
+	b := newBot(t, srv, nil, nil)
+	sink := &editSink{}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- b.Run(ctx, sink) }()
+	t.Cleanup(func() { cancel(); <-done })
+	srv.WaitConnected(t, 1, wait)
+	deliver := func(envs ...slacktest.Envelope) {
+		t.Helper()
+		for _, e := range envs {
+			srv.Deliver(e)
+			srv.WaitFor(t, "the envelope acknowledged", wait, func() bool { return srv.Acked(e) })
+		}
+	}
+	parent := srv.Seed("C3", "", slacktest.UserID("carol"), "the deploy failed at step 3")
+	mention := srv.Mention("alice", "C3", "waht went wrong?", parent)
+	deliver(mention)
+	changed, again := srv.Edit(mention, slacktest.BotMention+" what went wrong?")
+	deliver(changed, again)
+	accepted, edited := sink.seen()
+	if len(accepted) != 1 || !strings.Contains(accepted[0].Context, "the deploy failed at step 3") || accepted[0].Text != "waht went wrong?" {
+		t.Fatalf("accepted %+v; want the mention once, the thread in its context", accepted)
+	}
+	if len(edited) != 1 || edited[0].Text != "what went wrong?" {
+		t.Fatalf("edits %+v; want the mention's new text", edited)
 	}
 }

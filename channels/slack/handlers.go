@@ -100,9 +100,9 @@ func userSubtype(subtype string) bool {
 // other, and as an app_mention of the same ts with "edited". Such an
 // app_mention the sink did not take as an edit is accepted: a message
 // edited to mention the bot is answered, and the same message accepted
-// before is a duplicate for the sink (same message id). A message in a
-// channel's thread keeps its queued text, which holds the thread's
-// earlier messages that the edit's text would lose.
+// before is a duplicate for the sink (same message id). The thread's
+// earlier messages quoted with a message in a channel's thread are its
+// Context, which the edit leaves as it was queued.
 func (b *Bot) edit(ctx context.Context, sink core.Sink, m message) error {
 	private := m.private()
 	channelThread := !private && m.threadTS != "" && m.threadTS != m.ts
@@ -113,15 +113,13 @@ func (b *Bot) edit(ctx context.Context, sink core.Sink, m message) error {
 	if !ok {
 		return nil
 	}
-	if !channelThread {
-		replaced, err := sink.Edit(ctx, in)
-		if err != nil {
-			return fmt.Errorf("edit of message %s: %w", in.MessageID, err)
-		}
-		b.log.Debug("edited message", "message", in.MessageID, "replaced_queued_text", replaced)
-		if replaced {
-			return nil
-		}
+	replaced, err := sink.Edit(ctx, in)
+	if err != nil {
+		return fmt.Errorf("edit of message %s: %w", in.MessageID, err)
+	}
+	b.log.Debug("edited message", "message", in.MessageID, "replaced_queued_text", replaced)
+	if replaced {
+		return nil
 	}
 	if !m.mention {
 		return nil
@@ -204,10 +202,11 @@ func (b *Bot) inbound(ctx context.Context, m message, mayTalk func(context.Conte
 		conv.Thread = first(m.threadTS, m.ts)
 		replyTS = conv.Thread
 	}
+	quoted := "" // the thread's earlier messages, for the LLM
 	if !private {
 		if inThread {
 			if _, _, isCmd := core.ParseCommand(text); !isCmd {
-				text = b.withThreadContext(ctx, m, thread, text, mayTalk)
+				quoted = b.threadContext(ctx, m, thread, mayTalk)
 			}
 		} else {
 			b.seen.Add(threadKey(m.channel, m.ts)) // the bot sees this thread from its start
@@ -223,6 +222,7 @@ func (b *Bot) inbound(ctx context.Context, m message, mayTalk func(context.Conte
 		UserID:       m.user,
 		UserName:     displayName(b.userName(ctx, m.user), m.user),
 		Text:         text,
+		Context:      quoted,
 		Mentioned:    addr.Addressed(),
 		Private:      private,
 		Meta:         map[string]string{metaReplyTS: replyTS, metaChannelType: channelType, metaUser: m.user},

@@ -184,24 +184,26 @@ func (b *Bot) botInThread(ctx context.Context, channel, thread, before string) (
 	return false, msgs
 }
 
-// withThreadContext puts the earlier messages of a thread the bot has not
-// seen before text: those after the bot's own last message there, up to
-// threadContextSize. Without them "yes, do that" would mean nothing. A
+// threadContext quotes, for core.Inbound.Context, the earlier messages
+// of a thread the bot has not seen: those after the bot's own last
+// message there, up to threadContextSize. They are not the user's words:
+// a "that's wrong" among them judges no answer. Without them "yes, do
+// that" would mean nothing. A
 // message from a person who may not talk to the bot (mayTalk) is left
 // out, as its own message would be: nothing of theirs reaches the LLM.
 // What is kept is quoted line by line, so no line of it can pass for the
 // frame around it (a forged "The message to answer:"); another app's
 // messages are marked as such.
-func (b *Bot) withThreadContext(ctx context.Context, m message, msgs []slack.Message, text string, mayTalk func(context.Context, string) bool) string {
+func (b *Bot) threadContext(ctx context.Context, m message, msgs []slack.Message, mayTalk func(context.Context, string) bool) string {
 	key := threadKey(m.channel, m.threadTS)
 	if b.seen.Has(key) {
-		return text
+		return ""
 	}
 	if msgs == nil {
 		var err error
 		if msgs, err = b.threadMessages(ctx, m.channel, m.threadTS, m.ts); err != nil {
 			b.log.Warn("the thread's earlier messages could not be read; answering without them", "channel", m.channel, "thread", m.threadTS, "err", err)
-			return text
+			return ""
 		}
 	}
 	b.seen.Add(key)
@@ -238,7 +240,7 @@ func (b *Bot) withThreadContext(ctx context.Context, m message, msgs []slack.Mes
 		}
 	}
 	if len(kept) == 0 && left == 0 {
-		return text
+		return ""
 	}
 	resolve := func(id string) string { return b.userName(ctx, id) }
 	var sb strings.Builder
@@ -255,7 +257,6 @@ func (b *Bot) withThreadContext(ctx context.Context, m message, msgs []slack.Mes
 		fmt.Fprintf(&sb, "(%d earlier message(s) from people who may not talk to me are left out.)\n", left)
 	}
 	sb.WriteString("\nThe message to answer:\n")
-	sb.WriteString(text)
 	return sb.String()
 }
 
