@@ -305,6 +305,16 @@ func (s *Server) SeedBot(channel, threadTS, botID, username, text string) string
 	return ts
 }
 
+// SeedViaApp stores a message user posted through an app with their own
+// token: Slack stamps it with that app's botID. It returns its ts.
+func (s *Server) SeedViaApp(channel, threadTS, user, botID, text string) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ts := s.newTS()
+	s.messages = append(s.messages, Message{Channel: channel, TS: ts, ThreadTS: threadTS, User: user, BotID: botID, Text: text, Type: "message"})
+	return ts
+}
+
 // author returns the user who wrote a stored message; the caller holds mu.
 func (s *Server) author(channel, ts string) string {
 	for _, m := range s.messages {
