@@ -84,9 +84,11 @@ func albumItems(updates []models.Update, us []int) int {
 // acceptAlbum hands an album's items to sink as one message: the first
 // item's id (the key the queue drops a re-read by), the captions, every
 // item's files in order. In a group, the album is for the bot when one of
-// its items addresses it (the caption names the bot).
+// its items addresses it (the caption names the bot). What it replies to
+// is quoted for the LLM, as for one message (withReplyContext).
 func (b *Bot) acceptAlbum(ctx context.Context, sink core.Sink, msgs []*models.Message) error {
 	var in core.Inbound
+	var src *models.Message // the item in came from: its reply is the album's
 	found := false
 	var texts []string
 	var fs []core.InboundFile
@@ -97,7 +99,7 @@ func (b *Bot) acceptAlbum(ctx context.Context, sink core.Sink, msgs []*models.Me
 			continue
 		}
 		if !found {
-			in, found = one, true
+			in, src, found = one, m, true
 		}
 		if t := strings.TrimSpace(one.Text); t != "" && !slices.Contains(texts, t) {
 			texts = append(texts, t)
@@ -109,6 +111,7 @@ func (b *Bot) acceptAlbum(ctx context.Context, sink core.Sink, msgs []*models.Me
 	in.MessageID = platformID(msgs[0].Chat.ID, msgs[0].ID)
 	in.Text = strings.Join(texts, "\n")
 	in.Files = fs
+	in = b.withReplyContext(ctx, sink, src, in)
 	return sink.Accept(ctx, in)
 }
 

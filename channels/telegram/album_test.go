@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -294,5 +295,35 @@ func TestWebhookAlbumsStopHandsNothingOver(t *testing.T) {
 	defer a.mu.Unlock()
 	if len(a.open) != 0 {
 		t.Fatalf("%d album(s) still gathering after stop, to be handed over when their timer fires", len(a.open))
+	}
+}
+
+// TestAlbumThatRepliesQuotesTheMessage: an album sent in reply to
+// someone else's message brings that message to the LLM, as a single
+// photo or text would (the caption alone points at nothing).
+func TestAlbumThatRepliesQuotesTheMessage(t *testing.T) {
+	h := newHarness(t, nil)
+	sink := newFakeSink()
+	said := h.srv.Group(groupID, bob, "the red one is mine", 0).Message
+	for i, id := range []string{"c1", "c2"} {
+		caption := ""
+		if i == 0 {
+			caption = "@talon_bot which is it?"
+		}
+		u := albumPhoto(h.srv, groupID, alice, "g5", id, caption)
+		u.Message.ReplyToMessage = said
+		h.srv.AddUpdate(u)
+	}
+	last := h.srv.AddUpdate(h.srv.Group(groupID, alice, "@talon_bot thanks", 0))
+	h.run(t, sink)
+	h.srv.WaitFor(t, "the offset past the batch", 5*time.Second, func([]telegramtest.Sent, []telegramtest.Call) bool { return h.srv.Confirmed() > last })
+	sink.mu.Lock()
+	defer sink.mu.Unlock()
+	if len(sink.accepted) != 2 {
+		t.Fatalf("accepted %d messages; want the album and the text", len(sink.accepted))
+	}
+	in := sink.accepted[0]
+	if fmt.Sprint(fileIDs(in)) != "[c1 c2]" || in.Text != "which is it?" || !strings.Contains(in.Context, "> the red one is mine\n") {
+		t.Fatalf("album = text %q, context %q, files %v; want c1 c2 with the caption and bob's message quoted", in.Text, in.Context, fileIDs(in))
 	}
 }
