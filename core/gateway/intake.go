@@ -160,14 +160,15 @@ func (g *Gateway) enqueue(ctx context.Context, item core.QueueItem) (dup bool, e
 	return false, nil
 }
 
-// stamp dates item accepted now and cleans its text: a NUL byte or
-// bytes that are not UTF-8 (from a platform, a plugin's injection, a
-// schedule's prompt) would be refused by PostgreSQL when the turn is
-// stored, after the LLM answered.
+// stamp dates item accepted now and cleans its text and the context
+// quoted before it: a NUL byte or bytes that are not UTF-8 (from a
+// platform, a plugin's injection, a schedule's prompt) would be refused
+// by PostgreSQL when the turn is stored, after the LLM answered.
 func (g *Gateway) stamp(item *core.QueueItem) {
 	item.CreatedAt = g.now()
 	if item.Message != nil {
 		item.Message.Text = core.CleanText(item.Message.Text)
+		item.Message.Context = core.CleanText(item.Message.Context) // the LLM gets it with the text
 	}
 	if item.Firing != nil {
 		item.Firing.Prompt = core.CleanText(item.Firing.Prompt)

@@ -2,6 +2,7 @@ package gateway_test
 
 import (
 	"context"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -401,4 +402,17 @@ func TestRestartedChannelThatConnectedIsReady(t *testing.T) {
 	if st := state(); st.Err != nil {
 		t.Fatalf("state = %+v; want ready: the channel connected after its restart", st)
 	}
+}
+
+// The quoted context of a message is cleaned as its text is: a NUL byte
+// or bytes that are not UTF-8 in a quoted message would reach the LLM
+// and be refused by PostgreSQL when the turn (its prompt) is stored.
+func TestQuotedContextIsCleanedLikeTheText(t *testing.T) {
+	// The agent answers with what it was given, escaped (the answer is
+	// cleaned before it is sent).
+	r := newRig(t, &fakeAgent{text: strconv.QuoteToASCII}, &fakeChannel{}, nil)
+	in := core.Inbound{Conversation: core.ConversationKey{Channel: "fake", Chat: "c"}, MessageID: "1", UserID: "u",
+		Context: "> a\x00b\xff\n\nThe message to answer:\n", Text: "hi"}
+	r.acceptIn(in)
+	r.expect(strconv.QuoteToASCII("> ab\uFFFD\n\nThe message to answer:\nhi"))
 }
