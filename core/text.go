@@ -38,3 +38,19 @@ func CleanText(s string) string {
 	}
 	return strings.ToValidUTF8(strings.ReplaceAll(s, "\x00", ""), "\uFFFD")
 }
+
+// QuoteLines quotes s for an LLM prompt: every line starts with "> ".
+// Any line break starts a line (\r\n, \n, \r, \v, \f, U+0085, U+2028,
+// U+2029), so no text of s can stand on a line of its own and pass for
+// the frame around the quote.
+func QuoteLines(s string) string {
+	s = strings.ReplaceAll(s, "\r\n", "\n")
+	s = strings.Map(func(r rune) rune {
+		switch r {
+		case '\r', '\v', '\f', '\u0085', '\u2028', '\u2029':
+			return '\n'
+		}
+		return r
+	}, s)
+	return "> " + strings.ReplaceAll(s, "\n", "\n> ")
+}

@@ -46,7 +46,7 @@ func (r *run) withReplyContext(ctx context.Context, m *discordgo.Message, in cor
 			text = nameMention(text, u)
 		}
 	}
-	in.Context = head + "> " + strings.ReplaceAll(text, "\n", "\n> ") + "\n\nThe message to answer:\n"
+	in.Context = head + core.QuoteLines(text) + "\n\nThe message to answer:\n"
 	return in
 }
 

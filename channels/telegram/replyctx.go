@@ -71,8 +71,7 @@ func (b *Bot) withReplyContext(ctx context.Context, sink core.Sink, m *models.Me
 	}
 	var sb strings.Builder
 	sb.WriteString(head)
-	sb.WriteString("> ")
-	sb.WriteString(strings.ReplaceAll(quoted, "\n", "\n> "))
+	sb.WriteString(core.QuoteLines(quoted))
 	sb.WriteString("\n\nThe message to answer:\n")
 	in.Context = sb.String()
 	return in
