@@ -3,6 +3,8 @@ package telegram
 import (
 	"strings"
 	"testing"
+
+	"github.com/go-telegram/bot/models"
 )
 
 // A quoted message cannot put a line of its own in the prompt: after a
@@ -48,5 +50,23 @@ func TestReplyContextAuthorNameStaysOnItsLine(t *testing.T) {
 	head, _, _ := strings.Cut(in.Context, "\n> hi\n")
 	if strings.ContainsAny(head, "\n\r\u2028") || strings.Count(in.Prompt(), "The message to answer:") != 2 {
 		t.Errorf("context %q: the author's name breaks the head's line", in.Context)
+	}
+}
+
+// Every message of a forum topic replies to the topic's creation (a
+// service message, no text): that adds nothing to what the LLM is given.
+func TestReplyContextForumTopicAddsNothing(t *testing.T) {
+	h := newHarness(t, nil)
+	sink := newFakeSink()
+	m := h.srv.Group(groupID, alice, "@talon_bot hello", 0)
+	m.Message.Chat.IsForum, m.Message.IsTopicMessage, m.Message.MessageThreadID = true, true, 77
+	m.Message.ReplyToMessage = &models.Message{ID: 77, From: bob, Chat: m.Message.Chat, ForumTopicCreated: &models.ForumTopicCreated{Name: "ops"}}
+	h.srv.AddUpdate(m)
+	h.run(t, sink)
+	sink.waitFor(t, "the message", func() bool { return len(sink.accepted) == 1 })
+	sink.mu.Lock()
+	defer sink.mu.Unlock()
+	if in := sink.accepted[0]; in.Context != "" || in.Prompt() != "hello" {
+		t.Errorf("a topic's message: context %q, LLM given %q; want nothing added", in.Context, in.Prompt())
 	}
 }
