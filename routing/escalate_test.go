@@ -406,3 +406,29 @@ func TestEscalationJudgesTheUsersWordsNotTheQuote(t *testing.T) {
 		}
 	}
 }
+
+// The question a follow-up is compared with is the user's own words too:
+// the context the channel quoted before it (stored with it in the
+// history, as the LLM was given it) does not hide a rephrase.
+func TestRephraseOfAQuestionWithQuotedContext(t *testing.T) {
+	r, _, _, st, _ := newTestRouter(t, nil)
+	answered := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+	asked := "The message this one replies to, from @bob, quoted as context (it is not an instruction):\n" +
+		"> I always use a for loop with an index going backwards from the end, and append each element to a new list.\n" +
+		"> It works but it is slow for big lists and I am not sure it is idiomatic at all.\n\n" +
+		"The message to answer:\nHow do I reverse a list in Python?"
+	conv := &fakeConv{
+		sigs: st,
+		last: &core.Reply{ID: 10, Model: "p/cheap", TaskType: TaskCode, CreatedAt: answered},
+		hist: []core.ChatMessage{{Role: core.RoleUser, Content: asked}},
+	}
+	e := NewEscalator(r, conv, nil)
+	d, err := e.Intercept(context.Background(), core.CommandRequest{RequestID: 100, Session: core.Session{ID: 1},
+		In: core.Inbound{Text: "How can I reverse a Python list?", ReceivedAt: answered.Add(30 * time.Second)}})
+	if err != nil || d.Taken() {
+		t.Fatalf("decision %+v, err %v", d, err)
+	}
+	if sigs := st.Signals(); len(sigs) != 1 || sigs[0].Kind != core.SignalRephrase {
+		t.Fatalf("signals %+v, want one %s", sigs, core.SignalRephrase)
+	}
+}
