@@ -257,7 +257,8 @@ func (b *Bot) threadContext(ctx context.Context, m message, msgs []slack.Message
 			who = "(an app) " + first(msg.Username, msg.BotID)
 		}
 		body := strings.TrimSpace(textfmt.FromSlack(msg.Text, resolve))
-		fmt.Fprintf(&sb, "> %s: %s\n", who, strings.ReplaceAll(body, "\n", "\n> "))
+		sb.WriteString(core.QuoteLines(who + ": " + body))
+		sb.WriteString("\n")
 	}
 	if left > 0 {
 		fmt.Fprintf(&sb, "(%d earlier message(s) from people who may not talk to me are left out.)\n", left)
