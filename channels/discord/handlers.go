@@ -150,11 +150,11 @@ func (r *run) message(ctx context.Context, raw json.RawMessage, edit bool) error
 	if err != nil || !ok {
 		return err
 	}
-	in = r.withReplyContext(ctx, &m, in)
 	if edit {
-		_, err := r.sink.Edit(ctx, in)
+		_, err := r.sink.Edit(ctx, in) // the text alone: the context stays as queued
 		return err
 	}
+	in = r.withReplyContext(ctx, &m, in)
 	return r.accept(ctx, in)
 }
 

@@ -35,7 +35,6 @@ func (b *Bot) handle(ctx context.Context, sink core.Sink, u *models.Update) erro
 		if !ok {
 			return nil
 		}
-		in = b.withReplyContext(ctx, sink, u.EditedMessage, in)
 		replaced, err := sink.Edit(ctx, in)
 		if err != nil {
 			return fmt.Errorf("update %d (edit): %w", u.ID, err)
