@@ -20,6 +20,9 @@ const threadContextSize = 20
 // last threadContextSize of them.
 const threadFetch = 200
 
+// slackbotID is Slackbot's user id; users.info says it is no bot.
+const slackbotID = "USLACKBOT"
+
 // maxNames bounds the cache of user names.
 const maxNames = 5000
 
@@ -116,7 +119,9 @@ func (b *Bot) profile(ctx context.Context, id string) profile {
 			return profile{}
 		}
 	} else {
-		bot := u.IsBot || u.Profile.BotID != ""
+		// users.info says is_bot false of Slackbot and of a workflow's
+		// bot user (is_workflow_bot): neither is a person.
+		bot := u.IsBot || u.IsWorkflowBot || u.Profile.BotID != "" || id == slackbotID
 		p = profile{name: first(u.Profile.DisplayName, first(u.Profile.RealName, first(u.RealName, u.Name))), person: !bot, bot: bot}
 	}
 	b.mu.Lock()

@@ -524,3 +524,32 @@ func TestReactionOfAnotherAppIsNoSignal(t *testing.T) {
 		t.Fatalf("signals = %+v; want alice's positive one only", sigs)
 	}
 }
+
+// TestAppPostsOfSlackbotAndWorkflowsAreNoPerson: users.info says is_bot
+// false of Slackbot (USLACKBOT) and of a workflow's bot user (it says
+// is_workflow_bot instead). Neither is a person: a message of theirs
+// stamped with a bot_id is another app's, and is not answered.
+func TestAppPostsOfSlackbotAndWorkflowsAreNoPerson(t *testing.T) {
+	r := newRig(t, setup{})
+	r.srv.AddUser("USLACKBOT", "slackbot")
+	r.srv.AddWorkflowBot("UWORKFLOW", "standup")
+	dm := slacktest.DMChannel("alice")
+	ignored := []slacktest.Envelope{
+		r.srv.Other(dm, "im", "USLACKBOT", "a reminder", "", "B4"),
+		r.srv.Other(dm, "im", "UWORKFLOW", "the standup form", "", "B5"),
+	}
+	for _, e := range ignored {
+		r.srv.Deliver(e)
+	}
+	for i, e := range ignored {
+		r.srv.WaitFor(t, fmt.Sprintf("envelope %d acknowledged", i), wait, func() bool { return r.srv.Acked(e) })
+	}
+	r.srv.Deliver(r.srv.DM("alice", "and typed", ""))
+	ps := r.srv.WaitPosts(t, 1, wait)
+	if ps[0].Text != "echo: and typed" {
+		t.Fatalf("answered %s; want alice's typed message only", describePosts(ps))
+	}
+	if n := r.rows(t); n != 1 {
+		t.Fatalf("rows = %d; want alice's message only", n)
+	}
+}

@@ -105,6 +105,7 @@ type Server struct {
 	messages   []Message
 	users      map[string]string // id → name
 	bots       map[string]bool   // ids of bot users (is_bot)
+	workflows  map[string]bool   // ids of workflow bot users (is_workflow_bot, is_bot false)
 	nextTS     int
 	nextID     int
 	sock       socketState
@@ -130,11 +131,12 @@ func New(t testing.TB, botToken, appToken string, opts ...Options) *Server {
 	}
 	s := &Server{
 		BotToken: botToken, AppToken: appToken, o: o,
-		failures: map[string][]Failure{},
-		revoked:  map[string]string{},
-		users:    map[string]string{BotUserID: "talon", UserID("alice"): "alice", UserID("bob"): "bob"},
-		bots:     map[string]bool{BotUserID: true},
-		changed:  make(chan struct{}),
+		failures:  map[string][]Failure{},
+		revoked:   map[string]string{},
+		users:     map[string]string{BotUserID: "talon", UserID("alice"): "alice", UserID("bob"): "bob"},
+		bots:      map[string]bool{BotUserID: true},
+		workflows: map[string]bool{},
+		changed:   make(chan struct{}),
 	}
 	s.sock.init()
 	mux := http.NewServeMux()
@@ -170,6 +172,15 @@ func (s *Server) AddBot(id, name string) {
 	defer s.mu.Unlock()
 	s.users[id] = name
 	s.bots[id] = true
+}
+
+// AddWorkflowBot makes users.info know a workflow bot user as Slack
+// describes one: is_workflow_bot, and is_bot false.
+func (s *Server) AddWorkflowBot(id, name string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.users[id] = name
+	s.workflows[id] = true
 }
 
 // AddUser makes users.info know a user.
@@ -398,12 +409,13 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
 		s.mu.Lock()
 		name, ok := s.users[params.Get("user")]
 		bot := s.bots[params.Get("user")]
+		workflow := s.workflows[params.Get("user")]
 		s.mu.Unlock()
 		if !ok {
 			writeJSON(w, map[string]any{"ok": false, "error": "user_not_found"})
 			return
 		}
-		writeJSON(w, map[string]any{"ok": true, "user": map[string]any{"id": params.Get("user"), "name": name, "is_bot": bot, "real_name": strings.ToUpper(name[:1]) + name[1:],
+		writeJSON(w, map[string]any{"ok": true, "user": map[string]any{"id": params.Get("user"), "name": name, "is_bot": bot, "is_workflow_bot": workflow, "real_name": strings.ToUpper(name[:1]) + name[1:],
 			"profile": map[string]any{"display_name": name, "real_name": strings.ToUpper(name[:1]) + name[1:]}}})
 	default:
 		if !s.mediaAPI(w, method, params) {
