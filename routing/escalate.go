@@ -206,7 +206,10 @@ func (e *Escalator) retryFailed(ctx context.Context, req core.CommandRequest, la
 	if err != nil || !ok {
 		return core.Decision{}, false, err
 	}
-	if strings.TrimSpace(in.Prompt()) == "" {
+	// The files cannot be sent again: a message of files and no words of
+	// the user's (a reply or a forward quoted in Context, or nothing) is
+	// not retried without them.
+	if strings.TrimSpace(in.Prompt()) == "" || strings.TrimSpace(in.Text) == "" && len(in.Files) > 0 {
 		return core.Decision{Reply: "I could not answer your last message, and /retry cannot send its files again: please send them once more."}, true, nil
 	}
 	quoted := in.Text
