@@ -52,24 +52,7 @@ func (s *editSink) seen() (accepted, edited []core.Inbound) {
 // of the message still queued (as on Telegram and Discord) and is never
 // a second message; a message edited to mention the bot is answered.
 func TestEditedMessages(t *testing.T) {
-	srv := slacktest.New(t, botToken, appToken)
-	b := newBot(t, srv, nil, nil)
-	sink := &editSink{}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- b.Run(ctx, sink) }()
-	t.Cleanup(func() { cancel(); <-done })
-	srv.WaitConnected(t, 1, wait)
-	deliver := func(envs ...slacktest.Envelope) {
-		t.Helper()
-		for _, e := range envs {
-			if e.Type == "" {
-				continue
-			}
-			srv.Deliver(e)
-			srv.WaitFor(t, "the envelope acknowledged", wait, func() bool { return srv.Acked(e) })
-		}
-	}
+	srv, sink, deliver := runEdits(t)
 
 	mention := srv.Mention("alice", "C1", "teh question", "")
 	dm := srv.DM("alice", "helo", "")
@@ -100,21 +83,7 @@ func TestEditedMessages(t *testing.T) {
 // A mention in a channel's thread carries the thread's earlier messages
 // in its Context; an edit while it is queued replaces its text alone.
 func TestEditedMentionInAThread(t *testing.T) {
-	srv := slacktest.New(t, botToken, appToken)
-	b := newBot(t, srv, nil, nil)
-	sink := &editSink{}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- b.Run(ctx, sink) }()
-	t.Cleanup(func() { cancel(); <-done })
-	srv.WaitConnected(t, 1, wait)
-	deliver := func(envs ...slacktest.Envelope) {
-		t.Helper()
-		for _, e := range envs {
-			srv.Deliver(e)
-			srv.WaitFor(t, "the envelope acknowledged", wait, func() bool { return srv.Acked(e) })
-		}
-	}
+	srv, sink, deliver := runEdits(t)
 	parent := srv.Seed("C3", "", slacktest.UserID("carol"), "the deploy failed at step 3")
 	mention := srv.Mention("alice", "C3", "waht went wrong?", parent)
 	deliver(mention)
@@ -127,4 +96,28 @@ func TestEditedMentionInAThread(t *testing.T) {
 	if len(edited) != 1 || edited[0].Text != "what went wrong?" {
 		t.Fatalf("edits %+v; want the mention's new text", edited)
 	}
+}
+
+// runEdits runs a bot on a fake Slack into an editSink; deliver hands it
+// envelopes (those of no type skipped) and waits until each is acked.
+func runEdits(t *testing.T) (*slacktest.Server, *editSink, func(...slacktest.Envelope)) {
+	srv := slacktest.New(t, botToken, appToken)
+	b := newBot(t, srv, nil, nil)
+	sink := &editSink{}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- b.Run(ctx, sink) }()
+	t.Cleanup(func() { cancel(); <-done })
+	srv.WaitConnected(t, 1, wait)
+	deliver := func(envs ...slacktest.Envelope) {
+		t.Helper()
+		for _, e := range envs {
+			if e.Type == "" {
+				continue
+			}
+			srv.Deliver(e)
+			srv.WaitFor(t, "the envelope acknowledged", wait, func() bool { return srv.Acked(e) })
+		}
+	}
+	return srv, sink, deliver
 }

@@ -144,18 +144,7 @@ func TestAlbumInAGroup(t *testing.T) {
 // is not, so Telegram delivers them again). An album of which one item
 // came is that item.
 func TestWebhookAlbumIsOneMessage(t *testing.T) {
-	h := newHarness(t, func(c *config.Telegram, _ *Options) {
-		c.Mode = config.ModeWebhook
-		c.Webhook = config.TelegramWebhook{Listen: "127.0.0.1:0", URL: "https://bot.example.com/telegram", Secret: "hook-secret"}
-	})
-	sink := newFakeSink()
-	h.run(t, sink)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	addr, err := h.bot.WebhookAddr(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	h, sink, addr := runWebhook(t)
 	post := func(u models.Update) int {
 		body, _ := json.Marshal(u)
 		req, _ := http.NewRequest(http.MethodPost, "http://"+addr.String()+"/telegram", bytes.NewReader(body))

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"net"
 	"strings"
 	"sync"
 	"testing"
@@ -188,4 +189,23 @@ func (h *harness) run(t *testing.T, sink core.Sink) <-chan error {
 		}
 	})
 	return done
+}
+
+// runWebhook runs a bot in webhook mode (secret "hook-secret") into a
+// fake sink and returns the address its webhook listens on.
+func runWebhook(t *testing.T) (*harness, *fakeSink, net.Addr) {
+	t.Helper()
+	h := newHarness(t, func(c *config.Telegram, _ *Options) {
+		c.Mode = config.ModeWebhook
+		c.Webhook = config.TelegramWebhook{Listen: "127.0.0.1:0", URL: "https://bot.example.com/telegram", Secret: "hook-secret"}
+	})
+	sink := newFakeSink()
+	h.run(t, sink)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	addr, err := h.bot.WebhookAddr(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h, sink, addr
 }

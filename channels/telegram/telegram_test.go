@@ -426,18 +426,7 @@ func TestWorkingTypingAndAckReaction(t *testing.T) {
 }
 
 func TestWebhookSecret(t *testing.T) {
-	h := newHarness(t, func(c *config.Telegram, _ *Options) {
-		c.Mode = config.ModeWebhook
-		c.Webhook = config.TelegramWebhook{Listen: "127.0.0.1:0", URL: "https://bot.example.com/telegram", Secret: "hook-secret"}
-	})
-	sink := newFakeSink()
-	h.run(t, sink)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	addr, err := h.bot.WebhookAddr(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	h, sink, addr := runWebhook(t)
 	h.srv.WaitFor(t, "setWebhook", 5*time.Second, func([]telegramtest.Sent, []telegramtest.Call) bool { u, _ := h.srv.Webhook(); return u != "" })
 	if u, s := h.srv.Webhook(); u != "https://bot.example.com/telegram" || s != "hook-secret" {
 		t.Fatalf("setWebhook got url %q secret %q", u, s)
