@@ -26,7 +26,7 @@ func (b *Bot) handle(ctx context.Context, sink core.Sink, u *models.Update) erro
 		if !ok {
 			return nil
 		}
-		in = b.withReplyContext(ctx, sink, u.Message, in)
+		in = withForward(u.Message, b.withReplyContext(ctx, sink, u.Message, in))
 		if err := sink.Accept(ctx, in); err != nil {
 			return fmt.Errorf("update %d: %w", u.ID, err)
 		}
