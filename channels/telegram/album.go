@@ -111,7 +111,7 @@ func (b *Bot) acceptAlbum(ctx context.Context, sink core.Sink, msgs []*models.Me
 	in.MessageID = platformID(msgs[0].Chat.ID, msgs[0].ID)
 	in.Text = strings.Join(texts, "\n")
 	in.Files = fs
-	in = b.withReplyContext(ctx, sink, src, in)
+	in = withForward(src, b.withReplyContext(ctx, sink, src, in))
 	return sink.Accept(ctx, in)
 }
 
