@@ -104,6 +104,11 @@ func (b *Bot) inbound(m *models.Message) (core.Inbound, bool) {
 		ReplyToBot: m.ReplyToMessage != nil && m.ReplyToMessage.From != nil && m.ReplyToMessage.From.ID == me.ID,
 		Command:    isCommand(text, ents),
 	}
+	if m.ForwardOrigin != nil {
+		// A forward's mentions and commands were its author's: it
+		// addresses no one here (withForward quotes it).
+		addr.Mentioned, addr.Command = false, false
+	}
 	in.Mentioned = addr.Addressed()
 	if !b.trigger.Admits(addr) {
 		return core.Inbound{}, false
