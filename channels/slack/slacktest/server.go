@@ -299,31 +299,28 @@ func (s *Server) newID(prefix string) string {
 // without delivering any event, as if it had been written before the bot
 // was there; it returns the message's ts.
 func (s *Server) Seed(channel, threadTS, user, text string) string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	ts := s.newTS()
-	s.messages = append(s.messages, Message{Channel: channel, TS: ts, ThreadTS: threadTS, User: user, Text: text, Type: "message"})
-	return ts
+	return s.seed(Message{Channel: channel, ThreadTS: threadTS, User: user, Text: text})
 }
 
 // SeedBot stores a message another app posted (bot_id and username, no
 // user) and returns its ts.
 func (s *Server) SeedBot(channel, threadTS, botID, username, text string) string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	ts := s.newTS()
-	s.messages = append(s.messages, Message{Channel: channel, TS: ts, ThreadTS: threadTS, BotID: botID, Username: username, Text: text, Type: "message"})
-	return ts
+	return s.seed(Message{Channel: channel, ThreadTS: threadTS, BotID: botID, Username: username, Text: text})
 }
 
 // SeedViaApp stores a message user posted through an app with their own
 // token: Slack stamps it with that app's botID. It returns its ts.
 func (s *Server) SeedViaApp(channel, threadTS, user, botID, text string) string {
+	return s.seed(Message{Channel: channel, ThreadTS: threadTS, User: user, BotID: botID, Text: text})
+}
+
+// seed stores m as a message with a fresh ts and returns the ts.
+func (s *Server) seed(m Message) string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	ts := s.newTS()
-	s.messages = append(s.messages, Message{Channel: channel, TS: ts, ThreadTS: threadTS, User: user, BotID: botID, Text: text, Type: "message"})
-	return ts
+	m.TS, m.Type = s.newTS(), "message"
+	s.messages = append(s.messages, m)
+	return m.TS
 }
 
 // author returns the user who wrote a stored message; the caller holds mu.
