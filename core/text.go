@@ -39,6 +39,25 @@ func CleanText(s string) string {
 	return strings.ToValidUTF8(strings.ReplaceAll(s, "\x00", ""), "\uFFFD")
 }
 
+// AnswerLine ends the context a channel quotes (Inbound.Context), after
+// a blank line: what follows it in a prompt (Inbound.Prompt) is the
+// user's own words.
+const AnswerLine = "The message to answer:\n"
+
+// LeftOutReply is the whole context of a message that replies to one
+// from someone who may not talk to the bot: nothing of theirs is quoted.
+const LeftOutReply = "(This message replies to one from someone who may not talk to me; it is left out.)\n\n" + AnswerLine
+
+// OwnWords is the user's own words of a message as the LLM was given it
+// (Inbound.Prompt, stored so in the history): what follows AnswerLine,
+// or all of it when no context was quoted.
+func OwnWords(prompt string) string {
+	if _, own, ok := strings.Cut(prompt, "\n"+AnswerLine); ok {
+		return own
+	}
+	return prompt
+}
+
 // QuoteLines quotes s for an LLM prompt: every line starts with "> ".
 // Any line break starts a line (\r\n, \n, \r, \v, \f, U+0085, U+2028,
 // U+2029), so no text of s can stand on a line of its own and pass for

@@ -152,7 +152,7 @@ func (e *Escalator) Intercept(ctx context.Context, req core.CommandRequest) (cor
 		// The follow-up judges the answer: a rejection, the same question
 		// again (at once: a rephrase; after a while: the user came back),
 		// thanks, or moving on (implicit signals, weighted by the router).
-		sig.Kind, sig.Polarity = JudgeFollowUp(ownWords(question), text, req.In.ReceivedAt.Sub(last.CreatedAt))
+		sig.Kind, sig.Polarity = JudgeFollowUp(core.OwnWords(question), text, req.In.ReceivedAt.Sub(last.CreatedAt))
 	}
 	switch {
 	case sig.Kind == core.SignalRetry, sig.Kind == core.SignalFollowUp:
@@ -351,16 +351,4 @@ func (e *Escalator) escalate(st *core.EscalationState, s core.Session, last *cor
 			ans.Text = note + "\n\n" + ans.Text
 		},
 	}}
-}
-
-// ownWords is the user's own words of a message as the LLM was given it
-// (core.Inbound.Prompt, stored so in the history): what follows the
-// frame a channel puts after the context it quoted ("The message to
-// answer:", after lines that all start with "> "), or all of it. A
-// follow-up is compared with these, as it is judged by its own (Text).
-func ownWords(prompt string) string {
-	if _, own, ok := strings.Cut(prompt, "\nThe message to answer:\n"); ok {
-		return own
-	}
-	return prompt
 }

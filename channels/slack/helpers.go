@@ -268,7 +268,7 @@ func (b *Bot) threadContext(ctx context.Context, m message, msgs []slack.Message
 	if left > 0 {
 		fmt.Fprintf(&sb, "(%d earlier message(s) from people who may not talk to me are left out.)\n", left)
 	}
-	sb.WriteString("\nThe message to answer:\n")
+	sb.WriteString("\n" + core.AnswerLine)
 	return sb.String()
 }
 
