@@ -52,6 +52,15 @@ type Sink interface {
 	Commands() []CommandInfo
 }
 
+// CommandKnower is an optional capability of a Sink (the Gateway):
+// whether core answers a command of that name (hidden ones too). Where a
+// bare "/name" may be meant for another bot (a Telegram group, where
+// Telegram hands every bot the commands typed there), a channel asks it
+// before taking the command as addressed to the bot.
+type CommandKnower interface {
+	KnowsCommand(name string) bool
+}
+
 // AccessChecker is an optional capability of a Sink (the Gateway): it
 // says whether the sender of in may talk to the bot on its channel, by
 // the rules Accept applies, with no side effect (no pairing code is

@@ -94,7 +94,7 @@ func (b *Bot) acceptAlbum(ctx context.Context, sink core.Sink, msgs []*models.Me
 	var fs []core.InboundFile
 	for _, m := range msgs {
 		fs = append(fs, files(m)...)
-		one, ok := b.inbound(m)
+		one, ok := b.inbound(m, sink)
 		if !ok {
 			continue
 		}

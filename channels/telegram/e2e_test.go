@@ -748,3 +748,54 @@ func TestE2ECommentOnAChannelPostQuotesThePost(t *testing.T) {
 		t.Fatalf("LLM given %q, want %q", got, want)
 	}
 }
+
+// In a group with several bots a bare "/weather" is another bot's
+// command: Telegram delivers it to every bot there. The bot answers the
+// commands it has and the ones that name it; another bot's it leaves
+// alone rather than answering "Unknown command".
+func TestE2EGroupCommandOfAnotherBotIsIgnored(t *testing.T) {
+	e := startE2E(t, nil)
+	foreign := e.srv.Group(group, alice, "/weather Berlin", 0)
+	e.srv.AddUpdate(foreign)
+	named := e.srv.Group(group, alice, "/weather@talon_bot", 0)
+	e.srv.AddUpdate(named)
+	hidden := e.srv.Group(group, alice, "/start", 0)
+	e.srv.AddUpdate(hidden)
+	ours := e.srv.Group(group, alice, "/status", 0)
+	e.srv.AddUpdate(ours)
+	last := e.srv.Group(group, alice, "@talon_bot hi", 0)
+	e.srv.AddUpdate(last)
+	priv := e.srv.Private(bob, "/weather")
+	e.srv.AddUpdate(priv)
+	e.srv.WaitFor(t, "the answers to the last group message and the private one", 10*time.Second, func(sent []telegramtest.Sent, _ []telegramtest.Call) bool {
+		got := 0
+		for _, s := range sent {
+			if s.ReplyTo == last.Message.ID || s.ReplyTo == priv.Message.ID {
+				got++
+			}
+		}
+		return got == 2
+	})
+	byReply := map[int]telegramtest.Sent{}
+	for _, s := range e.srv.Sent() {
+		byReply[s.ReplyTo] = s
+	}
+	if s, ok := byReply[foreign.Message.ID]; ok {
+		t.Errorf("another bot's bare /weather in the group was answered: %q", s.Text)
+	}
+	if s := byReply[named.Message.ID]; !strings.HasPrefix(s.Text, "Unknown command /weather") {
+		t.Errorf("/weather@talon_bot answered %q, want the unknown command named", s.Text)
+	}
+	if s := byReply[hidden.Message.ID]; s.Text == "" {
+		t.Error("the hidden /start, a command the bot has, was not answered in the group")
+	}
+	if s := byReply[ours.Message.ID]; !strings.HasPrefix(s.Text, "Model:") {
+		t.Errorf("/status answered %q, want core's status", s.Text)
+	}
+	if s := byReply[priv.Message.ID]; !strings.HasPrefix(s.Text, "Unknown command /weather") {
+		t.Errorf("/weather in a private chat answered %q, want the unknown command named", s.Text)
+	}
+	if n := len(e.srv.Sent()); n != 5 {
+		t.Errorf("sent %d replies, want 5 (every message but another bot's command)", n)
+	}
+}

@@ -22,7 +22,7 @@ func (b *Bot) handle(ctx context.Context, sink core.Sink, u *models.Update) erro
 	b.log.Debug("update received", "update_id", u.ID)
 	switch {
 	case u.Message != nil:
-		in, ok := b.inbound(u.Message)
+		in, ok := b.inbound(u.Message, sink)
 		if !ok {
 			return nil
 		}
@@ -31,7 +31,7 @@ func (b *Bot) handle(ctx context.Context, sink core.Sink, u *models.Update) erro
 			return fmt.Errorf("update %d: %w", u.ID, err)
 		}
 	case u.EditedMessage != nil:
-		in, ok := b.inbound(u.EditedMessage)
+		in, ok := b.inbound(u.EditedMessage, sink)
 		if !ok {
 			return nil
 		}
@@ -53,7 +53,9 @@ func (b *Bot) handle(ctx context.Context, sink core.Sink, u *models.Update) erro
 }
 
 // inbound normalizes a message; ok=false means it is not for the bot.
-func (b *Bot) inbound(m *models.Message) (core.Inbound, bool) {
+// sink tells which commands core answers (core.CommandKnower): in a
+// group a bare command it does not know is another bot's.
+func (b *Bot) inbound(m *models.Message, sink core.Sink) (core.Inbound, bool) {
 	me := b.botUser()
 	from, ok := author(m, me.ID)
 	if !ok {
@@ -108,6 +110,16 @@ func (b *Bot) inbound(m *models.Message) (core.Inbound, bool) {
 		// A forward's mentions and commands were its author's: it
 		// addresses no one here (withForward quotes it).
 		addr.Mentioned, addr.Command = false, false
+	}
+	if addr.Command && !commandForUs(leadingCommand(text, ents), sink) {
+		// Telegram hands every bot of a group the bare commands typed
+		// there: one the bot does not have is another bot's, not for an
+		// "Unknown command" answer, unless the message names or replies
+		// to the bot.
+		if !addr.Mentioned && !addr.ReplyToBot {
+			return core.Inbound{}, false
+		}
+		addr.Command = false
 	}
 	in.Mentioned = addr.Addressed()
 	if !b.trigger.Admits(addr) {
@@ -221,6 +233,21 @@ func cmdForOtherBot(text string, ents []models.MessageEntity, username string) b
 	cmd := leadingCommand(text, ents)
 	_, target, found := strings.Cut(cmd, "@")
 	return found && !strings.EqualFold(target, username)
+}
+
+// commandForUs says a message's leading "/cmd[@bot]" (cmdForOtherBot
+// has refused another bot's suffix) is for the bot: it names the bot, or
+// core answers it; true when the sink cannot tell.
+func commandForUs(cmd string, sink core.Sink) bool {
+	if strings.Contains(cmd, "@") {
+		return true
+	}
+	k, ok := sink.(core.CommandKnower)
+	if !ok {
+		return true
+	}
+	name, _, _ := core.ParseCommand(cmd)
+	return k.KnowsCommand(name)
 }
 
 // inTopic says m was written in a forum topic, its own conversation.

@@ -167,7 +167,7 @@ func TestInboundFilters(t *testing.T) {
 			if tt.cfg != nil {
 				tt.cfg(b)
 			}
-			in, ok := b.inbound(tt.msg)
+			in, ok := b.inbound(tt.msg, nil)
 			if ok != tt.wantOK {
 				t.Fatalf("accepted = %v, want %v (%+v)", ok, tt.wantOK, in)
 			}

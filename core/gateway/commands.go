@@ -34,6 +34,14 @@ func (s *commandSet) infos() []core.CommandInfo {
 	return out
 }
 
+var _ core.CommandKnower = (*Gateway)(nil)
+
+// KnowsCommand implements core.CommandKnower.
+func (g *Gateway) KnowsCommand(name string) bool {
+	_, ok := g.commands.byName[strings.ToLower(name)]
+	return ok
+}
+
 func (g *Gateway) builtinCommands() []core.Command {
 	return []core.Command{
 		{CommandInfo: core.CommandInfo{Name: "help", Usage: "/help", Description: "List the commands"}, Run: g.cmdHelp, Aside: true},
