@@ -44,7 +44,8 @@ func mentions(text, user string) bool {
 }
 
 // stripMention removes the mentions of user from text, with a ":" or ","
-// right after one, and tidies the spaces.
+// right after one, and the spaces beside each; the rest of the text keeps
+// its lines and indentation (code, a command's lines).
 func stripMention(text, user string) string {
 	if user == "" {
 		return text
@@ -66,10 +67,21 @@ func stripMention(text, user string) string {
 			if end < len(text) && (text[end] == ':' || text[end] == ',') {
 				end++
 			}
-			text = text[:i] + " " + text[end:]
+			text = joinAround(text[:i], text[end:])
 		}
 	}
-	return strings.Join(strings.Fields(text), " ")
+	return strings.TrimSpace(text)
+}
+
+// joinAround joins the text before and after a removed word: one space
+// between them within a line, none at a line's start or end.
+func joinAround(before, after string) string {
+	before = strings.TrimRight(before, " \t")
+	after = strings.TrimLeft(after, " \t")
+	if before == "" || after == "" || strings.HasSuffix(before, "\n") || strings.HasPrefix(after, "\n") {
+		return before + after
+	}
+	return before + " " + after
 }
 
 // displayName is "@name" for the LLM, else the id.

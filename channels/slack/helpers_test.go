@@ -22,7 +22,9 @@ func TestStripMention(t *testing.T) {
 		"ask <@UBOB> not <@UBOT>":   "ask <@UBOB> not",
 		"no mention at all":         "no mention at all",
 		"<@UBOT>":                   "",
-		"<@UBOT> /model  gpt  ":     "/model gpt",
+		"<@UBOT> /model  gpt  ":     "/model  gpt",
+		"<@UBOT> fix:\n  a\n\tb":    "fix:\n  a\n\tb",
+		"see\n<@UBOT>: \n  x":       "see\n\n  x",
 		"<@UBOTX> is someone else ": "<@UBOTX> is someone else",
 	} {
 		if got := stripMention(in, "UBOT"); got != want {

@@ -553,3 +553,20 @@ func TestAppPostsOfSlackbotAndWorkflowsAreNoPerson(t *testing.T) {
 		t.Fatalf("rows = %d; want alice's message only", n)
 	}
 }
+
+// A mention that brings code keeps its lines and indentation: only the
+// mention and the spaces beside it go (a flattened message reads
+// "fix this: ``` def f(): return 1 ```" to the LLM, and as a command its
+// arguments lose their lines too).
+func TestMentionKeepsTheLinesOfTheMessage(t *testing.T) {
+	r := newRig(t, setup{})
+	body := "fix this:\n```\ndef f():\n    return  1\n```\nthanks"
+	r.srv.Deliver(r.srv.Mention("alice", "C1", slacktest.BotMention+" "+body, ""))
+	r.srv.WaitPosts(t, 1, wait)
+	r.srv.Deliver(r.srv.Mention("alice", "C1", "look, "+slacktest.BotMention+":\n  indented", ""))
+	r.srv.WaitPosts(t, 2, wait)
+	want := []string{body, "look,\n  indented"}
+	if texts := r.agent.texts(); fmt.Sprint(texts) != fmt.Sprint(want) {
+		t.Fatalf("the LLM got %q; want %q", texts, want)
+	}
+}
