@@ -455,3 +455,25 @@ func TestReplyContextAuthorNameStaysOnItsLine(t *testing.T) {
 		t.Errorf("LLM given %q: the author's name breaks the head's line", turn.Text)
 	}
 }
+
+// A mention that brings code keeps its lines and indentation: only the
+// mention and the spaces beside it go (Python whose indentation was
+// squeezed to one space, or a command's lines run together, is not what
+// the user wrote).
+func TestMentionKeepsTheLinesOfTheMessage(t *testing.T) {
+	t.Parallel()
+	r := start(t, nil, nil)
+	body := "fix this:\n```py\ndef f():\n    return  1\n```\nthanks"
+	r.mention(t, body)
+	r.waitSent(t, 1)
+	r.srv.Message(t, discordtest.Msg{Channel: r.channel, Guild: r.guild, Author: r.alice,
+		Content: "look, " + discordtest.Mention(r.srv.Bot) + ":\n  indented", Mentions: []discordtest.User{r.srv.Bot}})
+	r.waitSent(t, 2)
+	var got []string
+	for _, turn := range r.agent.seen() {
+		got = append(got, turn.Text)
+	}
+	if want := []string{body, "look,\n  indented"}; fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("the LLM got %q; want %q", got, want)
+	}
+}

@@ -294,26 +294,41 @@ func stripMention(text, id string) (string, bool) {
 	return stripTags(text, "<@"+id+">", "<@!"+id+">")
 }
 
-// stripTags removes tags from text and reports whether there was one.
+// stripTags removes tags from text, each with a ":" or "," right after
+// it and the spaces beside it, and reports whether there was one; the
+// rest of the text keeps its lines and indentation (code, a command's
+// lines).
 func stripTags(text string, tags ...string) (string, bool) {
 	found := false
 	for _, tag := range tags {
-		if strings.Contains(text, tag) {
+		for {
+			i := strings.Index(text, tag)
+			if i < 0 {
+				break
+			}
 			found = true
-			text = strings.ReplaceAll(text, tag, "")
+			end := i + len(tag)
+			if end < len(text) && (text[end] == ':' || text[end] == ',') {
+				end++
+			}
+			text = joinAround(text[:i], text[end:])
 		}
 	}
 	if !found {
 		return text, false
 	}
-	for _, pair := range [][2]string{{"  ", " "}, {"\n ", "\n"}, {" \n", "\n"}} {
-		for strings.Contains(text, pair[0]) {
-			text = strings.ReplaceAll(text, pair[0], pair[1])
-		}
+	return strings.TrimSpace(text), true
+}
+
+// joinAround joins the text before and after a removed tag: one space
+// between them within a line, none at a line's start or end.
+func joinAround(before, after string) string {
+	before = strings.TrimRight(before, " \t")
+	after = strings.TrimLeft(after, " \t")
+	if before == "" || after == "" || strings.HasSuffix(before, "\n") || strings.HasPrefix(after, "\n") {
+		return before + after
 	}
-	text = strings.TrimSpace(text)
-	text = strings.TrimSpace(strings.TrimLeft(text, ",:"))
-	return text, true
+	return before + " " + after
 }
 
 // nameMention replaces the mentions of another user by "@name", which

@@ -102,6 +102,8 @@ func TestStripMention(t *testing.T) {
 		{"<@42>", "", true},
 		{"<@421> not me", "<@421> not me", false},
 		{"line one\n<@42> line two", "line one\nline two", true},
+		{"<@42> fix:\n  a\n\tb  c", "fix:\n  a\n\tb  c", true},
+		{"look, <@42>: \n  x", "look,\n  x", true},
 	}
 	for _, tt := range tests {
 		got, found := stripMention(tt.in, "42")
