@@ -12,6 +12,7 @@ import (
 	"github.com/opentalon/opentalon/channels/discord/discordtest"
 	"github.com/opentalon/opentalon/config"
 	"github.com/opentalon/opentalon/core"
+	"github.com/opentalon/opentalon/core/gateway"
 )
 
 // gatewayCommands are the commands a gateway with routing advertises.
@@ -315,5 +316,42 @@ func TestCommandAnswersAreEphemeralAsOnSlack(t *testing.T) {
 				t.Errorf("/%s: %s part %q has flags %d, want %d", tt.command, s.Via, s.Content, s.Flags, tt.flags)
 			}
 		}
+	}
+}
+
+// A command of a user the bot does not answer (access: allowlist without
+// them, or a pairing request still waiting after its code was told) is
+// answered, only to them: a deferred response left unanswered shows
+// "thinking…" until Discord gives up on it.
+func TestCommandOfAUserWhoMayNotTalkIsTold(t *testing.T) {
+	t.Parallel()
+	for _, mode := range []core.AccessMode{core.AccessAllowlist, core.AccessPairing} {
+		t.Run(string(mode), func(t *testing.T) {
+			t.Parallel()
+			r := startWith(t, nil, nil, func(o *gateway.Options) {
+				o.Access = map[string]core.AccessPolicy{"discord": {Mode: mode, Admins: []string{"999"}}}
+				o.Pairings = o.Store.(core.PairingStore)
+			})
+			n, want := 1, "does not answer you"
+			if mode == core.AccessPairing {
+				// The first command is told the pairing code; the next
+				// one, within the minute, must not be left hanging: it
+				// is told the code again.
+				want = "pairing code"
+				r.srv.Interaction(t, r.alice, r.guild, r.channel, "status", nil)
+				if s := r.waitSent(t, 1)[0]; !strings.Contains(s.Content, "pairing code") {
+					t.Fatalf("first command answered %+v, want the pairing code", s)
+				}
+				n = 2
+			}
+			id := r.srv.Interaction(t, r.alice, r.guild, r.channel, "status", nil)
+			s := r.waitSent(t, n)[n-1]
+			if s.Interaction != id || s.Via != "original" || s.Flags != 64 || !strings.Contains(s.Content, want) {
+				t.Errorf("answer = %+v, want the deferred response edited, ephemeral, with %q", s, want)
+			}
+			if turns := r.agent.seen(); len(turns) != 0 {
+				t.Errorf("the agent saw %+v", turns)
+			}
+		})
 	}
 }

@@ -141,6 +141,13 @@ type rig struct {
 // edit changes the channel's config and options first, setup the fake.
 func start(t *testing.T, edit func(*config.Discord, *discord.Options), setup func(*discordtest.Server)) *rig {
 	t.Helper()
+	return startWith(t, edit, setup, nil)
+}
+
+// startWith is start with the gateway's options changed by gw (when not
+// nil) before it is built.
+func startWith(t *testing.T, edit func(*config.Discord, *discord.Options), setup func(*discordtest.Server), gw func(*gateway.Options)) *rig {
+	t.Helper()
 	srv := discordtest.New(t, token)
 	if setup != nil {
 		setup(srv)
@@ -161,10 +168,14 @@ func start(t *testing.T, edit func(*config.Discord, *discord.Options), setup fun
 	}
 	agent := &echoAgent{}
 	sig := &signals{}
-	gw := gateway.New(gateway.Options{Store: db, Agent: agent, Signals: sig, Workers: 8, Backoff: func(int) time.Duration { return 10 * time.Millisecond }})
-	gw.AddChannel(bot)
+	gwo := gateway.Options{Store: db, Agent: agent, Signals: sig, Workers: 8, Backoff: func(int) time.Duration { return 10 * time.Millisecond }}
+	if gw != nil {
+		gw(&gwo)
+	}
+	g := gateway.New(gwo)
+	g.AddChannel(bot)
 	done := make(chan error, 1)
-	go func() { done <- gw.Run(ctx, 5*time.Second) }()
+	go func() { done <- g.Run(ctx, 5*time.Second) }()
 	t.Cleanup(func() {
 		cancel()
 		select {
@@ -178,7 +189,7 @@ func start(t *testing.T, edit func(*config.Discord, *discord.Options), setup fun
 		db.Close()
 	})
 	guild := srv.Guild()
-	return &rig{srv: srv, bot: bot, gw: gw, db: db, agent: agent, signals: sig, logs: logs, done: done,
+	return &rig{srv: srv, bot: bot, gw: g, db: db, agent: agent, signals: sig, logs: logs, done: done,
 		guild: guild, channel: srv.TextChannel(guild), alice: srv.User("alice")}
 }
 

@@ -570,3 +570,20 @@ func TestMentionKeepsTheLinesOfTheMessage(t *testing.T) {
 		t.Fatalf("the LLM got %q; want %q", texts, want)
 	}
 }
+
+// A slash command of someone the bot does not answer (access: allowlist
+// without them) is told so on its response_url, only to them, as a
+// Discord command is; nothing reaches the LLM.
+func TestSlashCommandOfAUserWhoMayNotTalkIsTold(t *testing.T) {
+	r := newRig(t, setup{gatewayOptions: func(o *gateway.Options) {
+		o.Access = map[string]core.AccessPolicy{"slack": {Mode: core.AccessAllowlist, Admins: []string{"UADMIN"}}}
+	}})
+	r.srv.Deliver(r.srv.Slash("alice", "C1", "/status", ""))
+	r.srv.WaitFor(t, "the ephemeral answer", wait, func() bool { return len(r.srv.Ephemerals()) == 1 })
+	if eph := r.srv.Ephemerals()[0]; eph.Text != "This bot does not answer you here." || eph.ResponseType != "ephemeral" {
+		t.Fatalf("answer = %+v; want the refusal, ephemeral", eph)
+	}
+	if texts := r.agent.texts(); len(texts) != 0 {
+		t.Fatalf("the LLM got %q", texts)
+	}
+}

@@ -131,12 +131,14 @@ func (g *Gateway) admit(ctx context.Context, in core.Inbound) (bool, error) {
 		if ok, _ = g.authorized(ctx, in); !ok {
 			g.obs.Finished(in.Conversation.Channel, core.EventMessage, core.OutcomeRefused)
 			g.log.Debug("message from a user the auth provider refused ignored", "channel", in.Conversation.Channel)
+			g.tellRefused(in)
 		}
 		return ok, nil
 	}
 	g.obs.Finished(in.Conversation.Channel, core.EventMessage, core.OutcomeRefused)
 	if g.opts.Access[in.Conversation.Channel].Mode != core.AccessPairing || in.UserID == "" {
 		g.log.Debug("message from a user not allowed on this channel ignored", "channel", in.Conversation.Channel, "access", g.opts.Access[in.Conversation.Channel].Mode)
+		g.tellRefused(in)
 		return false, nil
 	}
 	if rec != nil && core.PairingExpired(*rec, g.now()) {
@@ -163,6 +165,7 @@ func (g *Gateway) admit(ctx context.Context, in core.Inbound) (bool, error) {
 				g.log.Warn("too many pairing requests are waiting on this channel: an unknown user got no code; approve or deny some (/pair, opentalon pair list)",
 					"channel", in.Conversation.Channel, "waiting", waiting)
 			}
+			g.tellRefused(in)
 			return false, nil
 		}
 		p := core.Pairing{Channel: in.Conversation.Channel, UserID: in.UserID, UserName: in.UserName,
@@ -183,12 +186,26 @@ func (g *Gateway) admit(ctx context.Context, in core.Inbound) (bool, error) {
 			"channel", rec.Channel, "code", rec.Code, "user", rec.UserName)
 	}
 	if rec.Status != core.PairingPending {
-		return false, nil // denied: nothing is sent
+		g.tellRefused(in) // denied: nothing is sent, but to a command that waits for it
+		return false, nil
 	}
-	if g.noticeDue("pair:" + in.Conversation.Channel + ":" + in.UserID) {
+	// A command answered only to its sender is told each time: nobody
+	// else sees it, and the platform waits for an answer.
+	if g.noticeDue("pair:"+in.Conversation.Channel+":"+in.UserID) || in.Ephemeral {
 		g.notify(in, fmt.Sprintf("🔒 I answer only people an admin of this bot has approved. Your pairing code is %s: ask an admin to send /pair approve %s.", rec.Code, rec.Code))
 	}
 	return false, nil
+}
+
+// tellRefused answers a platform command of someone the bot does not
+// answer when only they see the answer (Inbound.Ephemeral: a Slack or
+// Discord slash command): the platform waits for one (Discord shows
+// "thinking…" until it gives up), and the channel learns nothing of it.
+// A message is ignored, as before.
+func (g *Gateway) tellRefused(in core.Inbound) {
+	if in.Ephemeral {
+		g.notify(in, "This bot does not answer you here.")
+	}
 }
 
 // cmdPair is /pair: list, approve and deny the pairing requests of the
