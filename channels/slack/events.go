@@ -159,10 +159,14 @@ func (b *Bot) serveForm(ctx context.Context, sink core.Sink, w http.ResponseWrit
 		UserID: form.Get("user_id"), UserName: form.Get("user_name"), Command: form.Get("command"),
 		Text: form.Get("text"), ResponseURL: form.Get("response_url"), TriggerID: form.Get("trigger_id"),
 	}
-	if err := b.handleSlash(ctx, sink, cmd, ""); err != nil {
+	refusal, err := b.handleSlash(ctx, sink, cmd, "")
+	if err != nil {
 		// Slack does not send a slash command again: tell the user.
 		b.log.Warn("slash command not committed", "command", cmd.Command, "err", err)
+		refusal = "Sorry, I could not take that command just now; please try again."
+	}
+	if refusal != "" {
 		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(map[string]string{"response_type": "ephemeral", "text": "Sorry, I could not take that command just now; please try again."})
+		_ = json.NewEncoder(w).Encode(ephemeralPayload(refusal))
 	}
 }

@@ -280,15 +280,17 @@ var answerCommands = map[string]bool{"/retry": true}
 // last answered this user (slashThread), so /retry retries that answer
 // and /status, /new and /model are that conversation's; before any, the
 // channel's top level, whose /model pin the channel's new threads start
-// with. In a DM it is the DM's.
-func (b *Bot) handleSlash(ctx context.Context, sink core.Sink, cmd slack.SlashCommand, envelopeID string) error {
+// with. In a DM it is the DM's. A command from outside allow_users or
+// allow_chats is not handed on: refusal is what its acknowledgement
+// answers at once (only its user sees it).
+func (b *Bot) handleSlash(ctx context.Context, sink core.Sink, cmd slack.SlashCommand, envelopeID string) (refusal string, err error) {
 	if cmd.UserID == "" || cmd.ChannelID == "" || !strings.HasPrefix(cmd.Command, "/") {
 		b.log.Warn("slash command without a user, a channel or a command dropped", "command", cmd.Command)
-		return nil
+		return "", nil
 	}
 	if !b.users.Allows(cmd.UserID, "") || !b.chats.AllowsAny(cmd.ChannelID) {
-		b.log.Debug("slash command from a user or channel not in allow_users/allow_chats ignored", "channel", cmd.ChannelID, "user", cmd.UserID)
-		return nil
+		b.log.Debug("slash command from a user or channel not in allow_users/allow_chats refused", "channel", cmd.ChannelID, "user", cmd.UserID)
+		return notAnswered, nil
 	}
 	id := first(cmd.TriggerID, envelopeID)
 	if id == "" {
@@ -319,9 +321,19 @@ func (b *Bot) handleSlash(ctx context.Context, sink core.Sink, cmd slack.SlashCo
 		b.rememberResponse(ctx, in.MessageID, cmd.ResponseURL)
 	}
 	if err := sink.Accept(ctx, in); err != nil {
-		return fmt.Errorf("slash command %s: %w", cmd.Command, err)
+		return "", fmt.Errorf("slash command %s: %w", cmd.Command, err)
 	}
-	return nil
+	return "", nil
+}
+
+// notAnswered answers a slash command of someone the bot does not answer
+// here, as the gateway answers one its access rules refuse.
+const notAnswered = "This bot does not answer you here."
+
+// ephemeralPayload is a slash command's immediate answer, only its user
+// sees it (an acknowledgement's payload, an HTTP response's body).
+func ephemeralPayload(text string) map[string]string {
+	return map[string]string{"response_type": "ephemeral", "text": text}
 }
 
 // slashThread is the thread of conv's channel where the bot last

@@ -2,6 +2,7 @@ package slack_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -585,5 +586,25 @@ func TestSlashCommandOfAUserWhoMayNotTalkIsTold(t *testing.T) {
 	}
 	if texts := r.agent.texts(); len(texts) != 0 {
 		t.Fatalf("the LLM got %q", texts)
+	}
+}
+
+// A slash command from someone allow_users leaves out is answered at
+// once, only to them, in the acknowledgement (as Discord answers one), not
+// dropped without a word; nothing reaches the gateway.
+func TestSlashCommandOffAllowUsersIsTold(t *testing.T) {
+	r := newRig(t, setup{config: func(c *config.Slack) { c.AllowUsers = []string{"UBOB"} }})
+	env := r.srv.Deliver(r.srv.Slash("alice", "C1", "/status", ""))
+	r.srv.WaitFor(t, "the acknowledgement", wait, func() bool { return r.srv.Acked(env) })
+	p, _ := r.srv.AckPayload(env)
+	var got struct {
+		ResponseType string `json:"response_type"`
+		Text         string `json:"text"`
+	}
+	if err := json.Unmarshal(p, &got); err != nil || got.ResponseType != "ephemeral" || got.Text != "This bot does not answer you here." {
+		t.Fatalf("acknowledgement payload = %s (%v); want the refusal, ephemeral", p, err)
+	}
+	if n := r.rows(t); n != 0 {
+		t.Fatalf("%d queue rows; the command must not reach the gateway", n)
 	}
 }

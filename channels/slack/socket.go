@@ -246,8 +246,15 @@ func (b *Bot) onSocketEvent(ctx context.Context, smc *socketmode.Client, sink co
 		if !ok || ev.Request == nil {
 			return
 		}
-		if err := b.handleSlash(ctx, sink, cmd, ev.Request.EnvelopeID); err != nil {
+		refusal, err := b.handleSlash(ctx, sink, cmd, ev.Request.EnvelopeID)
+		if err != nil {
 			b.log.Warn("slash command not committed; Slack will deliver it again", "command", cmd.Command, "err", err)
+			return
+		}
+		if refusal != "" {
+			if err := smc.AckCtx(ctx, ev.Request.EnvelopeID, ephemeralPayload(refusal)); err != nil && ctx.Err() == nil {
+				b.log.Warn("acknowledging an envelope failed; Slack will deliver it again", "envelope_id", ev.Request.EnvelopeID, "err", err)
+			}
 			return
 		}
 		b.ack(ctx, smc, ev.Request.EnvelopeID)

@@ -362,6 +362,19 @@ func (s *Server) AckedEnvelope(id string) (json.RawMessage, bool) {
 	return p, ok
 }
 
+// AckPayload returns the payload the acknowledgement of env carried (a
+// slash command's immediate answer), and whether env was acknowledged.
+func (s *Server) AckPayload(env Envelope) (json.RawMessage, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, d := range s.sock.sent {
+		if d.acked && d.env.key() == env.key() {
+			return s.sock.acks[d.envelopeID], true
+		}
+	}
+	return nil, false
+}
+
 // Deliveries is how many times env was sent over Socket Mode.
 func (s *Server) Deliveries(env Envelope) int {
 	s.mu.Lock()
