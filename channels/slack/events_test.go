@@ -23,10 +23,15 @@ func eventsMode(c *config.Slack) {
 
 // eventsRig runs the gateway with the channel in events mode and returns
 // the endpoint's URL.
-func eventsRig(t *testing.T) (*rig, string) {
+func eventsRig(t *testing.T, cfg ...func(*config.Slack)) (*rig, string) {
 	t.Helper()
 	srv := slacktest.New(t, botToken, appToken)
-	r := newRigOn(t, srv, setup{config: eventsMode})
+	r := newRigOn(t, srv, setup{config: func(c *config.Slack) {
+		eventsMode(c)
+		for _, f := range cfg {
+			f(c)
+		}
+	}})
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
 	addr, err := r.bot.EventsAddr(ctx)

@@ -607,4 +607,13 @@ func TestSlashCommandOffAllowUsersIsTold(t *testing.T) {
 	if n := r.rows(t); n != 0 {
 		t.Fatalf("%d queue rows; the command must not reach the gateway", n)
 	}
+	// In events mode the answer is the body of the response to the POST.
+	er, url := eventsRig(t, func(c *config.Slack) { c.AllowUsers = []string{"UBOB"} })
+	code, body := slacktest.PostSlash(t, url, er.srv.Slash("alice", "C1", "/status", ""), slacktest.Signed{Secret: signingSecret})
+	if err := json.Unmarshal([]byte(body), &got); code != 200 || err != nil || got.ResponseType != "ephemeral" || got.Text != "This bot does not answer you here." {
+		t.Fatalf("events mode: %d %q; want 200 with the refusal, ephemeral", code, body)
+	}
+	if n := er.rows(t); n != 0 {
+		t.Fatalf("events mode: %d queue rows; the command must not reach the gateway", n)
+	}
 }
