@@ -87,8 +87,15 @@ func (b *Bot) inbound(m *models.Message, sink core.Sink) (core.Inbound, bool) {
 	if m.ReplyToMessage != nil {
 		in.ReplyTo = platformID(m.Chat.ID, m.ReplyToMessage.ID)
 	}
+	// A forward's command was its author's, for whichever bot: it is
+	// quoted (withForward), never dropped as another bot's command.
+	forward := m.ForwardOrigin != nil
 	if m.Chat.Type == models.ChatTypePrivate {
 		in.Private, in.Mentioned = true, true
+		if forward {
+			in.Text = strings.TrimSpace(text) // its author's words, as written
+			return in, true
+		}
 		in.Text = stripCommandSuffix(text)
 		if cmdForOtherBot(text, ents, me.Username) {
 			return core.Inbound{}, false
@@ -98,7 +105,7 @@ func (b *Bot) inbound(m *models.Message, sink core.Sink) (core.Inbound, bool) {
 	if inTopic(m) {
 		in.Conversation.Thread = strconv.Itoa(m.MessageThreadID)
 	}
-	if cmdForOtherBot(text, ents, me.Username) {
+	if !forward && cmdForOtherBot(text, ents, me.Username) {
 		return core.Inbound{}, false
 	}
 	addr := toolkit.Addressing{
@@ -106,7 +113,7 @@ func (b *Bot) inbound(m *models.Message, sink core.Sink) (core.Inbound, bool) {
 		ReplyToBot: m.ReplyToMessage != nil && m.ReplyToMessage.From != nil && m.ReplyToMessage.From.ID == me.ID,
 		Command:    isCommand(text, ents),
 	}
-	if m.ForwardOrigin != nil {
+	if forward {
 		// A forward's mentions and commands were its author's: it
 		// addresses no one here (withForward quotes it).
 		addr.Mentioned, addr.Command = false, false
