@@ -62,6 +62,11 @@ type Inbound struct {
 	// its sender, in a conversation others read: a slash command answered
 	// ephemerally (Slack, Discord).
 	Ephemeral bool `json:",omitempty"`
+	// Awaited says the platform shows the sender a pending state until
+	// the bot answers this message (a Discord application command's
+	// deferred "thinking…"): one the bot refuses is answered, not
+	// ignored.
+	Awaited bool `json:",omitempty"`
 	// ReplyTo is the platform id of the message this one answers, if any.
 	ReplyTo string
 	// Meta carries platform details the adapter needs to answer later

@@ -349,6 +349,13 @@ func TestCommandOfAUserWhoMayNotTalkIsTold(t *testing.T) {
 			if s.Interaction != id || s.Via != "original" || s.Flags != 64 || !strings.Contains(s.Content, want) {
 				t.Errorf("answer = %+v, want the deferred response edited, ephemeral, with %q", s, want)
 			}
+			// /retry's deferred response is the channel's (its answer
+			// is): it is not left "thinking…" either.
+			id = r.srv.Interaction(t, r.alice, r.guild, r.channel, "retry", nil)
+			s = r.waitSent(t, n+1)[n]
+			if s.Interaction != id || s.Via != "original" || !strings.Contains(s.Content, want) {
+				t.Errorf("/retry answered %+v, want the deferred response edited with %q", s, want)
+			}
 			if turns := r.agent.seen(); len(turns) != 0 {
 				t.Errorf("the agent saw %+v", turns)
 			}

@@ -191,6 +191,7 @@ func (r *run) interaction(ctx context.Context, raw json.RawMessage) error {
 		Text:         text,
 		Mentioned:    true,
 		Private:      i.GuildID == "",
+		Awaited:      true, // the deferred response shows "thinking…" until it is answered
 		Meta:         map[string]string{metaInteraction: i.ID},
 		ReceivedAt:   b.now(),
 	}

@@ -189,9 +189,10 @@ func (g *Gateway) admit(ctx context.Context, in core.Inbound) (bool, error) {
 		g.tellRefused(in) // denied: nothing is sent, but to a command that waits for it
 		return false, nil
 	}
-	// A command answered only to its sender is told each time: nobody
-	// else sees it, and the platform waits for an answer.
-	if g.noticeDue("pair:"+in.Conversation.Channel+":"+in.UserID) || in.Ephemeral {
+	// A command answered only to its sender, or one its platform waits
+	// for, is told each time: nobody else sees it, or the platform
+	// waits.
+	if g.noticeDue("pair:"+in.Conversation.Channel+":"+in.UserID) || in.Ephemeral || in.Awaited {
 		g.notify(in, fmt.Sprintf("🔒 I answer only people an admin of this bot has approved. Your pairing code is %s: ask an admin to send /pair approve %s.", rec.Code, rec.Code))
 	}
 	return false, nil
@@ -199,11 +200,11 @@ func (g *Gateway) admit(ctx context.Context, in core.Inbound) (bool, error) {
 
 // tellRefused answers a platform command of someone the bot does not
 // answer when only they see the answer (Inbound.Ephemeral: a Slack or
-// Discord slash command): the platform waits for one (Discord shows
-// "thinking…" until it gives up), and the channel learns nothing of it.
-// A message is ignored, as before.
+// Discord slash command), or when the platform waits for one
+// (Inbound.Awaited: Discord shows "thinking…" until it gives up). A
+// message is ignored, as before.
 func (g *Gateway) tellRefused(in core.Inbound) {
-	if in.Ephemeral {
+	if in.Ephemeral || in.Awaited {
 		g.notify(in, "This bot does not answer you here.")
 	}
 }
