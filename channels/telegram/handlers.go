@@ -118,15 +118,23 @@ func (b *Bot) inbound(m *models.Message, sink core.Sink) (core.Inbound, bool) {
 		// addresses no one here (withForward quotes it).
 		addr.Mentioned, addr.Command = false, false
 	}
-	if addr.Command && !commandForUs(leadingCommand(text, ents), sink) {
-		// Telegram hands every bot of a group the bare commands typed
-		// there: one the bot does not have is another bot's, not for an
-		// "Unknown command" answer, unless the message names or replies
-		// to the bot.
-		if !addr.Mentioned && !addr.ReplyToBot {
-			return core.Inbound{}, false
+	if cmd := leadingCommand(text, ents); addr.Command {
+		switch _, _, ok := core.ParseCommand(cmd); {
+		case !ok:
+			// Telegram marks "/2" a command; core reads it as text
+			// ("/2 cups of flour?"): it addresses no one, and is no other
+			// bot's command to leave alone either (trigger: all answers it).
+			addr.Command = false
+		case !commandForUs(cmd, sink):
+			// Telegram hands every bot of a group the bare commands
+			// typed there: one the bot does not have is another bot's,
+			// not for an "Unknown command" answer, unless the message
+			// names or replies to the bot.
+			if !addr.Mentioned && !addr.ReplyToBot {
+				return core.Inbound{}, false
+			}
+			addr.Command = false
 		}
-		addr.Command = false
 	}
 	in.Mentioned = addr.Addressed()
 	if !b.trigger.Admits(addr) {

@@ -184,6 +184,71 @@ func TestInboundFilters(t *testing.T) {
 	}
 }
 
+// knowingSink is a sink that knows some commands (core.CommandKnower).
+type knowingSink struct {
+	*fakeSink
+	known map[string]bool
+}
+
+func (s knowingSink) KnowsCommand(name string) bool { return s.known[name] }
+
+// In a group a bare command is the bot's when core has it; another bot's
+// is left alone unless the message names or replies to the bot. A token
+// Telegram marks a command but core reads as text ("/2") is no other
+// bot's command.
+func TestInboundGroupCommands(t *testing.T) {
+	h := newHarness(t, nil)
+	h.bot.me = models.User{ID: 123456, IsBot: true, Username: "talon_bot"}
+	sink := knowingSink{fakeSink: newFakeSink(), known: map[string]bool{"status": true}}
+	group := func(text string, mod func(*models.Message)) *models.Message {
+		u := h.srv.Group(groupID, alice, text, 0)
+		if mod != nil {
+			mod(u.Message)
+		}
+		return u.Message
+	}
+	replyToBot := func(m *models.Message) { m.ReplyToMessage = &models.Message{ID: 9, From: &h.bot.me} }
+	all := func(b *Bot) { b.trigger = config.TriggerAll }
+	tests := []struct {
+		name     string
+		all      bool
+		msg      *models.Message
+		wantOK   bool
+		wantText string
+	}{
+		{name: "a command core has", msg: group("/status", nil), wantOK: true, wantText: "/status"},
+		{name: "a command core has, in capitals", msg: group("/Status", nil), wantOK: true, wantText: "/Status"},
+		{name: "another bot's bare command", msg: group("/weather Berlin", nil)},
+		{name: "another bot's bare command with trigger all", all: true, msg: group("/weather Berlin", nil)},
+		{name: "an unknown command naming the bot, any case", msg: group("/weather@Talon_Bot Berlin", nil), wantOK: true, wantText: "/weather Berlin"},
+		{name: "an unknown command with a mention", msg: group("/weather @talon_bot", nil), wantOK: true, wantText: "/weather"},
+		{name: "an unknown command replying to the bot", msg: group("/weather", replyToBot), wantOK: true, wantText: "/weather"},
+		{name: "another bot's bare command in a caption", msg: group("", func(m *models.Message) { m.Caption = "/weather Berlin" })},
+		{name: "a command core has in a caption", msg: group("", func(m *models.Message) { m.Caption = "/status" }), wantOK: true, wantText: "/status"},
+		{name: "a token core reads as text addresses no one", msg: group("/2 cups of flour?", nil)},
+		{name: "a token core reads as text, trigger all", all: true, msg: group("/2 cups of flour?", nil), wantOK: true, wantText: "/2 cups of flour?"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			b, err := New(h.bot.o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b.me = h.bot.me
+			if tt.all {
+				all(b)
+			}
+			in, ok := b.inbound(tt.msg, sink)
+			if ok != tt.wantOK {
+				t.Fatalf("accepted = %v, want %v (%+v)", ok, tt.wantOK, in)
+			}
+			if ok && in.Text != tt.wantText {
+				t.Errorf("text = %q, want %q", in.Text, tt.wantText)
+			}
+		})
+	}
+}
+
 func allowUsers(us ...string) func(*Bot) {
 	return func(b *Bot) { b.users = toolkit.NewAccess(us, toolkit.Digits) }
 }
