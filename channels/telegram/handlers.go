@@ -140,6 +140,10 @@ func (b *Bot) inbound(m *models.Message, sink core.Sink) (core.Inbound, bool) {
 	if !b.trigger.Admits(addr) {
 		return core.Inbound{}, false
 	}
+	if forward {
+		in.Text = strings.TrimSpace(text) // its author's words, as written
+		return in, true
+	}
 	in.Text = stripCommandSuffix(stripMention(text, me.Username))
 	if strings.TrimSpace(in.Text) == "" && len(fs) == 0 {
 		in.Text = text // only a mention: keep it rather than send nothing

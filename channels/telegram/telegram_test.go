@@ -195,7 +195,7 @@ func (s knowingSink) KnowsCommand(name string) bool { return s.known[name] }
 // In a group a bare command is the bot's when core has it; another bot's
 // is left alone unless the message names or replies to the bot. A token
 // Telegram marks a command but core reads as text ("/2") is no other
-// bot's command.
+// bot's command, and a forward is its author's words, as written.
 func TestInboundGroupCommands(t *testing.T) {
 	h := newHarness(t, nil)
 	h.bot.me = models.User{ID: 123456, IsBot: true, Username: "talon_bot"}
@@ -208,6 +208,10 @@ func TestInboundGroupCommands(t *testing.T) {
 		return u.Message
 	}
 	replyToBot := func(m *models.Message) { m.ReplyToMessage = &models.Message{ID: 9, From: &h.bot.me} }
+	forwarded := func(m *models.Message) {
+		m.ForwardOrigin = &models.MessageOrigin{Type: models.MessageOriginTypeUser,
+			MessageOriginUser: &models.MessageOriginUser{Type: models.MessageOriginTypeUser, SenderUser: models.User{ID: 7, Username: "bob"}}}
+	}
 	all := func(b *Bot) { b.trigger = config.TriggerAll }
 	tests := []struct {
 		name     string
@@ -227,6 +231,8 @@ func TestInboundGroupCommands(t *testing.T) {
 		{name: "a command core has in a caption", msg: group("", func(m *models.Message) { m.Caption = "/status" }), wantOK: true, wantText: "/status"},
 		{name: "a token core reads as text addresses no one", msg: group("/2 cups of flour?", nil)},
 		{name: "a token core reads as text, trigger all", all: true, msg: group("/2 cups of flour?", nil), wantOK: true, wantText: "/2 cups of flour?"},
+		{name: "a forwarded command of another bot, trigger all", all: true, msg: group("/weather@other_bot Berlin", forwarded), wantOK: true, wantText: "/weather@other_bot Berlin"},
+		{name: "a forward naming the bot, trigger all", all: true, msg: group("@talon_bot deploy now", forwarded), wantOK: true, wantText: "@talon_bot deploy now"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
