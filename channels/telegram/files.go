@@ -98,7 +98,10 @@ func (b *Bot) Fetch(ctx context.Context, f core.InboundFile, w io.Writer, limit 
 }
 
 // files lists the files a message carries: the largest size of a photo,
-// a document, a voice note or an audio file.
+// a document, a voice note or an audio file, a sticker (a static one is
+// a WebP image; an animated or video one is shown by its still
+// thumbnail), and a video or video note (kept as a file of a video type,
+// so the user hears it cannot be read rather than nothing at all).
 func files(m *models.Message) []core.InboundFile {
 	var out []core.InboundFile
 	if n := len(m.Photo); n > 0 {
@@ -118,5 +121,40 @@ func files(m *models.Message) []core.InboundFile {
 	if a := m.Audio; a != nil {
 		out = append(out, core.InboundFile{ID: a.FileID, Kind: core.MediaAudio, Name: a.FileName, MIME: a.MimeType, Size: a.FileSize})
 	}
+	if s := m.Sticker; s != nil {
+		out = append(out, sticker(s))
+	}
+	if v := m.Video; v != nil && m.Document == nil {
+		name, mime := v.FileName, v.MimeType
+		if mime == "" {
+			mime = "video/mp4"
+		}
+		if name == "" {
+			name = "video.mp4"
+		}
+		out = append(out, core.InboundFile{ID: v.FileID, Kind: core.MediaDocument, Name: name, MIME: mime, Size: v.FileSize})
+	}
+	if v := m.VideoNote; v != nil {
+		out = append(out, core.InboundFile{ID: v.FileID, Kind: core.MediaDocument, Name: "video_note.mp4", MIME: "video/mp4", Size: int64(v.FileSize)})
+	}
 	return out
+}
+
+// sticker is the file a sticker is read as: a static sticker is a WebP
+// image; an animated (TGS) or video (WebM) one is its still thumbnail
+// when Telegram gives one, else a file of its own type (which cannot be
+// read, and the user is told so).
+func sticker(s *models.Sticker) core.InboundFile {
+	switch {
+	case !s.IsAnimated && !s.IsVideo:
+		return core.InboundFile{ID: s.FileID, Kind: core.MediaImage, Name: "sticker.webp", MIME: "image/webp", Size: int64(s.FileSize)}
+	case s.Thumbnail != nil:
+		// A thumbnail is WebP or JPEG; the media reader takes the format
+		// its bytes show.
+		t := s.Thumbnail
+		return core.InboundFile{ID: t.FileID, Kind: core.MediaImage, Name: "sticker.webp", MIME: "image/webp", Size: int64(t.FileSize)}
+	case s.IsVideo:
+		return core.InboundFile{ID: s.FileID, Kind: core.MediaDocument, Name: "sticker.webm", MIME: "video/webm", Size: int64(s.FileSize)}
+	}
+	return core.InboundFile{ID: s.FileID, Kind: core.MediaDocument, Name: "sticker.tgs", MIME: "application/x-tgsticker", Size: int64(s.FileSize)}
 }
