@@ -2,6 +2,7 @@ package core
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"time"
 )
@@ -254,3 +255,20 @@ type Fetcher interface {
 
 // ErrTooLarge is the error of a download past its size limit.
 var ErrTooLarge = &Error{Kind: KindInvalid, Msg: "the file is larger than media.max_bytes"}
+
+// PlatformLimit is a download the platform itself refuses for its size,
+// whatever media.max_bytes allows (Telegram's Bot API serves bots files
+// of at most 20 MB). errors.Is takes it for ErrTooLarge.
+type PlatformLimit struct {
+	// Platform is its name as users know it ("Telegram").
+	Platform string
+	// Max is the largest file it lets a bot download, in bytes.
+	Max int64
+}
+
+func (e *PlatformLimit) Error() string {
+	return fmt.Sprintf("the file is larger than %s lets a bot download (%d bytes)", e.Platform, e.Max)
+}
+
+// Is makes a PlatformLimit an ErrTooLarge.
+func (e *PlatformLimit) Is(target error) bool { return target == ErrTooLarge }

@@ -76,15 +76,20 @@ func (b *Bot) Upload(ctx context.Context, to core.Outbound, f core.Attachment) (
 	return platformID(chat, m.ID), nil
 }
 
+// maxDownload is the largest file the Bot API's getFile serves a bot
+// (a local Bot API server, set with api_url, serves larger ones).
+const maxDownload = 20 << 20
+
 // Fetch implements core.Fetcher: getFile, then the file from the Bot
 // API's own file host (api_url), within limit bytes. Telegram's getFile
-// serves files up to 20 MB.
+// serves files up to 20 MB: a larger one is a core.PlatformLimit, so the
+// user hears Telegram's limit, not media.max_bytes.
 func (b *Bot) Fetch(ctx context.Context, f core.InboundFile, w io.Writer, limit int64) error {
 	info, err := b.api.GetFile(ctx, &tgbot.GetFileParams{FileID: f.ID})
 	if err != nil {
 		err = b.classify("getFile", err)
 		if strings.Contains(strings.ToLower(err.Error()), "file is too big") {
-			return core.ErrTooLarge
+			return &core.PlatformLimit{Platform: "Telegram", Max: maxDownload}
 		}
 		return err
 	}

@@ -108,7 +108,7 @@ func (r *Reader) Read(ctx context.Context, in core.Inbound, fetch core.FetchFunc
 	for _, f := range in.Files {
 		mf, err := r.get(ctx, in.Conversation.Channel, f, fetch)
 		if errors.Is(err, core.ErrTooLarge) {
-			return core.MediaInput{Reply: tooLarge(f, r.o.MaxBytes)}, nil
+			return core.MediaInput{Reply: tooLargeFor(f, r.o.MaxBytes, err)}, nil
 		}
 		if err != nil {
 			return core.MediaInput{}, err
@@ -201,7 +201,7 @@ func (r *Reader) get(ctx context.Context, channel string, f core.InboundFile, fe
 	pr.CloseWithError(errors.New("media store stopped reading"))
 	if err != nil {
 		if errors.Is(err, core.ErrTooLarge) {
-			return mf, core.ErrTooLarge
+			return mf, err // a platform's own limit says which
 		}
 		if dctx.Err() != nil && ctx.Err() == nil {
 			return mf, &core.Error{Kind: core.KindTimeout, Msg: fmt.Sprintf("downloading %s took longer than media.download_timeout (%s)", displayName(f.Name), r.o.Timeout), Err: err}
@@ -335,6 +335,11 @@ func displayName(name string) string {
 }
 
 func tooLarge(f core.InboundFile, max int64) string {
+	return fmt.Sprintf("%s is too large: it is larger than the %s limit I accept, so I did not download it. Please send a smaller file.", theFile(f), mb(max))
+}
+
+// theFile names f in a refusal: "The file x.pdf (30 MB)".
+func theFile(f core.InboundFile) string {
 	what := "That file"
 	if f.Name != "" {
 		what = "The file " + path.Base(f.Name)
@@ -342,7 +347,18 @@ func tooLarge(f core.InboundFile, max int64) string {
 	if f.Size > 0 {
 		what += fmt.Sprintf(" (%s)", mb(f.Size))
 	}
-	return fmt.Sprintf("%s is too large: it is larger than the %s limit I accept, so I did not download it. Please send a smaller file.", what, mb(max))
+	return what
+}
+
+// tooLargeFor is the refusal of a download that failed for its size:
+// the platform's own limit when it is what refused (err a
+// core.PlatformLimit), else media.max_bytes.
+func tooLargeFor(f core.InboundFile, max int64, err error) string {
+	var pl *core.PlatformLimit
+	if !errors.As(err, &pl) {
+		return tooLarge(f, max)
+	}
+	return fmt.Sprintf("%s is too large: %s lets bots download files of at most %s, so I could not download it. Please send a smaller file.", theFile(f), pl.Platform, mb(pl.Max))
 }
 
 func cannotRead(a core.Attachment) string {

@@ -155,3 +155,24 @@ func TestReaderImagesAreTypedByTheirBytes(t *testing.T) {
 		})
 	}
 }
+
+// TestReaderPlatformLimitIsNamed: a file within media.max_bytes that the
+// platform refuses to serve for its size (Telegram's 20 MB for bots) is
+// refused naming the platform's limit, not as larger than a limit it is
+// within.
+func TestReaderPlatformLimitIsNamed(t *testing.T) {
+	r := newReader(t, Options{MaxBytes: 50 << 20})
+	fetch := func(context.Context, core.InboundFile, io.Writer, int64) error {
+		return &core.PlatformLimit{Platform: "Telegram", Max: 20 << 20}
+	}
+	in := core.Inbound{Conversation: core.ConversationKey{Channel: "telegram", Chat: "1"}, Text: "summarize",
+		Files: []core.InboundFile{{ID: "big", Kind: core.MediaDocument, Name: "report.pdf", MIME: "application/pdf", Size: 30 << 20}}}
+	mi, err := r.Read(context.Background(), in, fetch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "The file report.pdf (30 MB) is too large: Telegram lets bots download files of at most 20 MB"
+	if !strings.Contains(mi.Reply, want) {
+		t.Fatalf("reply %q; want %q", mi.Reply, want)
+	}
+}
