@@ -3,8 +3,12 @@ package slack
 import (
 	"bytes"
 	"context"
+	"errors"
+	"fmt"
 	"io"
+	"mime"
 	"net/http"
+	"strings"
 
 	"github.com/slack-go/slack"
 
@@ -71,11 +75,31 @@ func (b *Bot) Upload(ctx context.Context, to core.Outbound, f core.Attachment) (
 
 // Fetch implements core.Fetcher: the file's url_private_download with
 // the bot token, from Slack's file host (or the api_url host) only.
+// Slack answers a token without the files:read scope with its sign-in
+// page (200, HTML) instead of the file: that is an error naming the
+// scope, never the file's content.
 func (b *Bot) Fetch(ctx context.Context, f core.InboundFile, w io.Writer, limit int64) error {
 	err := toolkit.Fetch(ctx, toolkit.Download{
 		Client: b.http, URL: f.ID,
 		Hosts:  []string{slackFileHost, toolkit.HostOf(b.cfg.APIURL)},
 		Header: http.Header{"Authorization": {"Bearer " + b.cfg.BotToken.Value()}},
+		Check:  func(resp *http.Response) error { return signInPage(f, resp) },
 	}, w, limit)
 	return b.scrubber.Error(err)
+}
+
+// signInPage is the error of a download Slack answered with a web page
+// although the file is no HTML: the bot token may not read files.
+func signInPage(f core.InboundFile, resp *http.Response) error {
+	ct, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
+	if ct != "text/html" || strings.EqualFold(f.MIME, "text/html") || strings.HasSuffix(strings.ToLower(f.Name), ".html") {
+		return nil
+	}
+	name := f.Name
+	if name == "" {
+		name = "the file"
+	}
+	return &core.Error{Kind: core.KindInvalid,
+		Msg: fmt.Sprintf("Slack sent me a sign-in page instead of %s, so I could not read it. The operator has been told (see the log).", name),
+		Err: errors.New("slack: a file download was answered with a web page: the bot token lacks the files:read scope (add it under OAuth & Permissions in the app's settings, then reinstall the app)")}
 }

@@ -24,6 +24,10 @@ type Download struct {
 	Hosts []string
 	// Header is sent with the request (a bot token the host asks for).
 	Header http.Header
+	// Check, when set, judges a 2xx answer before its body is read: a
+	// platform that answers with a page instead of the file (Slack's
+	// sign-in page) is an error, not the file's content.
+	Check func(*http.Response) error
 }
 
 // Fetch downloads d into w: at most limit bytes, more is core.ErrTooLarge
@@ -72,6 +76,11 @@ func Fetch(ctx context.Context, d Download, w io.Writer, limit int64) error {
 			kind = core.KindBadRequest
 		}
 		return &core.Error{Kind: kind, Msg: fmt.Sprintf("file download: HTTP %d", resp.StatusCode)}
+	}
+	if d.Check != nil {
+		if err := d.Check(resp); err != nil {
+			return err
+		}
 	}
 	if resp.ContentLength > limit {
 		return core.ErrTooLarge

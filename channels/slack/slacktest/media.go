@@ -52,6 +52,7 @@ type mediaState struct {
 	served          map[string]int64
 	noStreams       bool
 	noStreamsStatus int
+	noFilesRead     bool
 }
 
 func (m *mediaState) init() {
@@ -121,6 +122,15 @@ func (s *Server) AddFile(data []byte) string {
 	id := s.newID("F")
 	s.media.files[id] = data
 	return s.srv.URL + "/files-pri/" + id
+}
+
+// WithoutFilesRead makes the bot token lack the files:read scope: Slack
+// then answers a file download with its sign-in page (200, HTML), not
+// with an error.
+func (s *Server) WithoutFilesRead() {
+	s.mu.Lock()
+	s.media.noFilesRead = true
+	s.mu.Unlock()
 }
 
 // Served returns how many bytes of the file at url were downloaded.
@@ -344,7 +354,13 @@ func (s *Server) serveFile(w http.ResponseWriter, r *http.Request) {
 	id := strings.TrimPrefix(r.URL.Path, "/files-pri/")
 	s.mu.Lock()
 	data, ok := s.media.files[id]
+	signIn := s.media.noFilesRead
 	s.mu.Unlock()
+	if ok && signIn {
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		fmt.Fprint(w, "<!DOCTYPE html><html><head><title>Slack</title></head><body>Sign in to your workspace</body></html>")
+		return
+	}
 	if !ok {
 		http.NotFound(w, r)
 		return
