@@ -13,6 +13,7 @@ import (
 	"image/color"
 	"image/jpeg"
 	"image/png"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
@@ -148,6 +149,44 @@ func TestE2EImageWithoutVisionModel(t *testing.T) {
 	}
 	if n := len(bot.Calls("getFile")); n != 0 {
 		t.Fatalf("the photo was fetched (%d getFile calls); nothing needs it", n)
+	}
+}
+
+// TestE2EUncompressedPhotoReachesAnthropic: a photo sent as a file (no
+// Telegram compression) is larger than Anthropic takes (5 MB of base64);
+// it reaches the model re-encoded within that, and the user gets the
+// answer instead of the provider's 400.
+func TestE2EUncompressedPhotoReachesAnthropic(t *testing.T) {
+	t.Parallel()
+	llm := providertest.NewAnthropic(t)
+	bot := telegramtest.New(t, tgToken)
+	cfg := strings.Replace(visionCatalog(telegramConfig(t.TempDir(), llm.BaseURL(), bot.URL)), "api: openai-completions", "api: anthropic-messages", 1)
+	startApp(t, loadConfigFile(t, writeConfig(t, cfg)))
+	img := image.NewNRGBA(image.Rect(0, 0, 1400, 1100))
+	rnd := rand.New(rand.NewPCG(3, 4))
+	for i := range img.Pix {
+		img.Pix[i] = byte(rnd.Uint32()) // noise: it does not compress
+	}
+	var b bytes.Buffer
+	if err := png.Encode(&b, img); err != nil {
+		t.Fatal(err)
+	}
+	if b.Len() < 5<<20 {
+		t.Fatalf("the PNG is %d bytes; the test needs one over Anthropic's 5 MB", b.Len())
+	}
+	id := bot.AddFile(b.Bytes())
+	bot.AddUpdate(bot.Document(telegramtest.User(54, "alice"), id, "IMG_0001.png", "image/png", b.Len(), "what is in this picture?"))
+	sent := bot.WaitSent(t, 1, 60*time.Second)
+	if !strings.Contains(sent[0].Text, "echo: what is in this picture?") {
+		t.Fatalf("answer %q; want the LLM's echo of the caption", sent[0].Text)
+	}
+	u := lastUser(t, llm)
+	if len(u.Attachments) != 1 || u.Attachments[0].MIME != "image/jpeg" {
+		t.Fatalf("the LLM got %+v; want the photo as a JPEG", u.Attachments)
+	}
+	cfgImg, err := jpeg.DecodeConfig(bytes.NewReader(u.Attachments[0].Data))
+	if err != nil || cfgImg.Width != 1400 || cfgImg.Height != 1100 {
+		t.Fatalf("image %d×%d (%v); want the photo's 1400×1100", cfgImg.Width, cfgImg.Height, err)
 	}
 }
 

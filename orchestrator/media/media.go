@@ -2,9 +2,11 @@ package media
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"image"
 	"io"
 	"log/slog"
 	"net/http"
@@ -60,7 +62,8 @@ type Options struct {
 type Reader struct {
 	o   Options
 	log *slog.Logger
-	// extracting holds a token per PDF being read.
+	// extracting holds a token per PDF being read or image being
+	// re-encoded.
 	extracting chan struct{}
 }
 
@@ -128,6 +131,13 @@ func (r *Reader) Read(ctx context.Context, in core.Inbound, fetch core.FetchFunc
 		case core.MediaImage:
 			if !strings.Contains(imageFormats, a.MIME) {
 				return core.MediaInput{Reply: fmt.Sprintf("I cannot read this kind of image (%s); please send it as JPEG, PNG, GIF or WebP.", a.MIME)}, nil
+			}
+			a, why, err := r.fit(ctx, in.Conversation.Channel+":"+f.ID, a)
+			if err != nil {
+				return core.MediaInput{}, err
+			}
+			if why != "" {
+				return core.MediaInput{Reply: why}, nil
 			}
 			mi.Attachments = append(mi.Attachments, a)
 		case core.MediaAudio:
@@ -210,6 +220,46 @@ func (r *Reader) get(ctx context.Context, channel string, f core.InboundFile, fe
 	}
 	mf.MIME = mime
 	return mf, nil
+}
+
+// fit returns image a as a model takes it: as it is when small enough,
+// else re-encoded by fitImage, kept in the media store under
+// source+"#fit" (a retry finds it there). why is the sentence for the
+// user when it cannot be shown.
+func (r *Reader) fit(ctx context.Context, source string, a core.Attachment) (core.Attachment, string, error) {
+	if a.MIME == "image/webp" {
+		return a, "", nil // no decoder here; WebP images users send are small (stickers)
+	}
+	source += "#fit"
+	if mf, ok, err := r.o.Store.MediaBySource(ctx, source); err != nil || ok {
+		a.SHA256, a.MIME, a.Size = mf.SHA256, mf.MIME, mf.Size
+		return a, "", err
+	}
+	data, err := r.o.Store.ReadMedia(ctx, a.SHA256)
+	if err != nil {
+		return a, "", err
+	}
+	cfg, _, err := image.DecodeConfig(bytes.NewReader(data))
+	if err == nil && !needsFit(a.Size, cfg) || err != nil && a.Size <= maxImageBytes {
+		return a, "", nil
+	}
+	select {
+	case r.extracting <- struct{}{}: // decoding takes memory, as reading a PDF does
+		defer func() { <-r.extracting }()
+	case <-ctx.Done():
+		return a, "", ctx.Err()
+	}
+	out, why, err := fitImage(data, a.Name)
+	if err != nil || why != "" {
+		return a, why, err
+	}
+	mf, err := r.o.Store.StoreMedia(ctx, source, "image/jpeg", bytes.NewReader(out), r.o.MaxBytes)
+	if err != nil {
+		return a, "", fmt.Errorf("keep the re-encoded image %s: %w", displayName(a.Name), err)
+	}
+	r.log.Info("an image too large for a model was re-encoded", "name", a.Name, "bytes", a.Size, "width", cfg.Width, "height", cfg.Height, "re_encoded_bytes", mf.Size)
+	a.SHA256, a.MIME, a.Size = mf.SHA256, "image/jpeg", mf.Size
+	return a, "", nil
 }
 
 // storedMIME is the type a file is kept under: the platform's, unless

@@ -105,6 +105,10 @@ func (anthropic) decode(r *Received) error {
 				if b.Source == nil || b.Source.Type != "base64" {
 					return fmt.Errorf("image: source must be {type: base64, media_type, data}")
 				}
+				if n := len(b.Source.Data); n > 5<<20 {
+					// As Anthropic refuses it (the base64 text's size).
+					return fmt.Errorf("image exceeds 5 MB maximum: %d bytes > %d bytes", n, 5<<20)
+				}
 				data, err := base64.StdEncoding.DecodeString(b.Source.Data)
 				if err != nil {
 					return fmt.Errorf("image: source.data: %w", err)
