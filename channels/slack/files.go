@@ -35,6 +35,12 @@ func inboundFiles(fs []slack.File) []core.InboundFile {
 		if url == "" {
 			url = f.URLPrivate
 		}
+		if url == "" && f.FileAccess == "check_file_info" && f.ID != "" && !f.IsExternal {
+			// A stub (a file shared over Slack Connect): only its id is
+			// known, Fetch asks files.info for the rest.
+			out = append(out, core.InboundFile{ID: f.ID, Kind: core.MediaDocument})
+			continue
+		}
 		if url == "" || f.IsExternal {
 			continue
 		}
@@ -74,13 +80,32 @@ func (b *Bot) Upload(ctx context.Context, to core.Outbound, f core.Attachment) (
 }
 
 // Fetch implements core.Fetcher: the file's url_private_download with
-// the bot token, from Slack's file host (or the api_url host) only.
+// the bot token, from Slack's file host (or the api_url host) only (a
+// stub's URL from files.info first).
 // Slack answers a token without the files:read scope with its sign-in
 // page (200, HTML) instead of the file: that is an error naming the
 // scope, never the file's content.
 func (b *Bot) Fetch(ctx context.Context, f core.InboundFile, w io.Writer, limit int64) error {
+	url := f.ID
+	if !strings.Contains(url, "://") {
+		// A stub's file id: its URL, type and size come from files.info.
+		info, _, _, err := b.api.GetFileInfoContext(ctx, f.ID, 0, 0)
+		if err != nil {
+			return b.classify("files.info", keyBotToken, err)
+		}
+		if url = info.URLPrivateDownload; url == "" {
+			url = info.URLPrivate
+		}
+		if url == "" || info.IsExternal {
+			return core.Errorf(core.KindInvalid, "Slack gives me no download of the file %s", info.Name)
+		}
+		if info.Size > 0 && int64(info.Size) > limit {
+			return core.ErrTooLarge
+		}
+		f.Name, f.MIME = info.Name, info.Mimetype
+	}
 	err := toolkit.Fetch(ctx, toolkit.Download{
-		Client: b.http, URL: f.ID,
+		Client: b.http, URL: url,
 		Hosts:  []string{slackFileHost, toolkit.HostOf(b.cfg.APIURL)},
 		Header: http.Header{"Authorization": {"Bearer " + b.cfg.BotToken.Value()}},
 		Check:  func(resp *http.Response) error { return signInPage(f, resp) },

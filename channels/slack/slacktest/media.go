@@ -53,6 +53,7 @@ type mediaState struct {
 	noStreams       bool
 	noStreamsStatus int
 	noFilesRead     bool
+	shared          map[string]File // file id → as shared
 }
 
 func (m *mediaState) init() {
@@ -144,6 +145,10 @@ func (s *Server) Served(url string) int64 {
 type File struct {
 	URL, Name, MIME string
 	Size            int
+	// Stub sends only the file's id with file_access check_file_info,
+	// as Slack does for a file shared over Slack Connect: files.info
+	// tells the rest.
+	Stub bool
 }
 
 // DMFile makes user name share a file with the bot in their direct
@@ -154,7 +159,7 @@ func (s *Server) DMFile(name, text string, f File) Envelope {
 	defer s.mu.Unlock()
 	ch := DMChannel(name)
 	ts := s.message(ch, "", UserID(name), text)
-	return s.messageEvent(ch, "im", UserID(name), text, ts, "", map[string]any{"subtype": "file_share", "files": fileObjects(f)})
+	return s.messageEvent(ch, "im", UserID(name), text, ts, "", map[string]any{"subtype": "file_share", "files": s.fileObjects(f)})
 }
 
 // MentionFile makes user name share a file in channel with text that
@@ -168,13 +173,21 @@ func (s *Server) MentionFile(name, channel, text string, f File) Envelope {
 	defer s.mu.Unlock()
 	ts := s.message(channel, "", UserID(name), text)
 	ev := map[string]any{"type": "app_mention", "channel": channel, "user": UserID(name), "text": text,
-		"ts": ts, "event_ts": ts, "team": TeamID, "client_msg_id": s.newID("msg-"), "files": fileObjects(f)}
+		"ts": ts, "event_ts": ts, "team": TeamID, "client_msg_id": s.newID("msg-"), "files": s.fileObjects(f)}
 	return s.event(ev, channel, ts)
 }
 
-// fileObjects is the files array of an event sharing f.
-func fileObjects(f File) []map[string]any {
+// fileObjects is the files array of an event sharing f (the caller
+// holds mu: files.info tells what it shared).
+func (s *Server) fileObjects(f File) []map[string]any {
 	id := f.URL[strings.LastIndex(f.URL, "/")+1:]
+	if s.media.shared == nil {
+		s.media.shared = map[string]File{}
+	}
+	s.media.shared[id] = f
+	if f.Stub {
+		return []map[string]any{{"id": id, "mode": "file_access", "file_access": "check_file_info", "created": 0, "timestamp": 0, "user": ""}}
+	}
 	return []map[string]any{{"id": id, "name": f.Name, "title": f.Name, "mimetype": f.MIME, "size": f.Size,
 		"url_private": f.URL, "url_private_download": f.URL}}
 }
@@ -218,6 +231,17 @@ func (s *Server) mediaAPI(w http.ResponseWriter, method string, p url.Values) bo
 		writeJSON(w, map[string]any{"ok": true, "upload_url": s.srv.URL + "/api/upload/" + id, "file_id": id})
 	case "files.completeUploadExternal":
 		s.completeUpload(w, p)
+	case "files.info":
+		id := p.Get("file")
+		s.mu.Lock()
+		f, ok := s.media.shared[id]
+		s.mu.Unlock()
+		if !ok {
+			writeJSON(w, map[string]any{"ok": false, "error": "file_not_found"})
+			return true
+		}
+		writeJSON(w, map[string]any{"ok": true, "file": map[string]any{"id": id, "name": f.Name, "title": f.Name, "mimetype": f.MIME,
+			"size": f.Size, "url_private": f.URL, "url_private_download": f.URL}})
 	default:
 		return false
 	}
