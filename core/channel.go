@@ -272,3 +272,26 @@ func (e *PlatformLimit) Error() string {
 
 // Is makes a PlatformLimit an ErrTooLarge.
 func (e *PlatformLimit) Is(target error) bool { return target == ErrTooLarge }
+
+// DownloadError is a file of a message that could not be downloaded
+// from its platform. Its kind (ErrorKind) is its cause's, so it is
+// retried as that is; the user hears that the file could not be
+// downloaded, not that the AI provider failed.
+type DownloadError struct {
+	// Name is the file's name ("" = not known); Platform the channel's.
+	Name, Platform string
+	Err            error
+}
+
+func (e *DownloadError) Error() string {
+	return fmt.Sprintf("download %s from %s: %v", e.what(), e.Platform, e.Err)
+}
+
+func (e *DownloadError) Unwrap() error { return e.Err }
+
+func (e *DownloadError) what() string {
+	if e.Name == "" {
+		return "the file"
+	}
+	return e.Name
+}

@@ -3,6 +3,7 @@ package core
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -12,6 +13,10 @@ func UserMessage(err error) string {
 	again := "Please try again later."
 	if d := RetryAfter(err); d > 0 {
 		again = fmt.Sprintf("Please try again in %s.", d.Round(time.Second))
+	}
+	var de *DownloadError
+	if errors.As(err, &de) && !hasUserText(err) {
+		return pre + fmt.Sprintf("I could not download %s from %s. %s", de.what(), platformName(de.Platform), again)
 	}
 	switch ErrorKind(err) {
 	case KindRateLimited:
@@ -39,6 +44,23 @@ func UserMessage(err error) string {
 		return pre + "the request was not valid."
 	}
 	return pre + "something went wrong on my side. The error is logged; please try again."
+}
+
+// hasUserText says whether err is invalid input whose message is for
+// the user (UserMessage shows it as it is).
+func hasUserText(err error) bool {
+	var e *Error
+	k := ErrorKind(err)
+	return (k == KindInvalid || k == KindBadRequest) && errors.As(err, &e) && e.Msg != ""
+}
+
+// platformName is a channel's name as its users know it ("telegram" →
+// "Telegram").
+func platformName(channel string) string {
+	if channel == "" {
+		return "the chat platform"
+	}
+	return strings.ToUpper(channel[:1]) + channel[1:]
 }
 
 // DelayMessage is what a user is told once when a failure delays their
@@ -71,6 +93,10 @@ func LastTryMessage(err error, wait time.Duration) string {
 
 // delayReason says why an answer is delayed by err.
 func delayReason(err error) string {
+	var de *DownloadError
+	if errors.As(err, &de) {
+		return fmt.Sprintf("I could not download %s from %s yet", de.what(), platformName(de.Platform))
+	}
 	why := "the AI provider is busy"
 	switch ErrorKind(err) {
 	case KindRateLimited:

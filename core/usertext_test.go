@@ -17,6 +17,11 @@ func TestUserMessagesNameTheCause(t *testing.T) {
 		{&core.Error{Kind: core.KindTimeout, RetryAfter: 5 * time.Minute}, "did not answer in time. Please try again in 5m0s."},
 		{&core.Error{Kind: core.KindRateLimited, RetryAfter: time.Minute}, "rate limiting me. Please try again in 1m0s."},
 		{&core.Error{Kind: core.KindUnavailable}, "not answering right now. Please try again later."},
+		// A file the platform did not serve is no provider's failure.
+		{&core.DownloadError{Name: "a.pdf", Platform: "discord", Err: &core.Error{Kind: core.KindUnavailable}}, "I could not download a.pdf from Discord. Please try again later."},
+		{&core.DownloadError{Platform: "slack", Err: &core.Error{Kind: core.KindTimeout}}, "I could not download the file from Slack."},
+		// Unless the cause says what to tell the user.
+		{&core.DownloadError{Platform: "slack", Err: &core.Error{Kind: core.KindInvalid, Msg: "Slack sent me a sign-in page"}}, "could not answer that: Slack sent me a sign-in page"},
 	} {
 		if got := core.UserMessage(tt.err); !strings.Contains(got, tt.want) {
 			t.Errorf("UserMessage(%v) = %q, want %q", tt.err, got, tt.want)
@@ -31,6 +36,7 @@ func TestUserMessagesNameTheCause(t *testing.T) {
 		{&core.Error{Kind: core.KindUnavailable}, 8 * time.Second, "servers are failing for the moment. I will try again in about 8s, and answer as soon as it works."},
 		{errors.New("disk hiccup"), 300 * time.Millisecond, "I hit a problem on my side. I will try again in about 1s, and answer as soon as it works."},
 		{&core.Error{Kind: core.KindRateLimited, RetryAfter: 20 * time.Second}, 20 * time.Second, "asked me to slow down. I will answer in about 20s."},
+		{&core.DownloadError{Name: "a.png", Platform: "telegram", Err: &core.Error{Kind: core.KindUnavailable}}, 8 * time.Second, "I could not download a.png from Telegram yet. I will try again in about 8s"},
 	} {
 		if got := core.DelayMessage(tt.err, tt.wait); !strings.HasPrefix(got, "⏳ Your answer is delayed: ") || !strings.Contains(got, tt.want) {
 			t.Errorf("DelayMessage(%v, %v) = %q, want %q", tt.err, tt.wait, got, tt.want)

@@ -195,8 +195,11 @@ func (r *Reader) get(ctx context.Context, channel string, f core.InboundFile, fe
 	dctx, cancel := context.WithTimeout(ctx, r.o.Timeout)
 	defer cancel()
 	pr, pw := io.Pipe()
+	fetched := make(chan error, 1)
 	go func() {
-		pw.CloseWithError(fetch(dctx, f, pw, r.o.MaxBytes))
+		err := fetch(dctx, f, pw, r.o.MaxBytes)
+		pw.CloseWithError(err)
+		fetched <- err
 	}()
 	// The first bytes name the type the platform does not, and an
 	// image's actual format (a platform may call every photo JPEG); it is
@@ -208,15 +211,24 @@ func (r *Reader) get(ctx context.Context, channel string, f core.InboundFile, fe
 	}
 	mime := storedMIME(f.MIME, sniffed)
 	mf, err := r.o.Store.StoreMedia(ctx, source, mime, body, r.o.MaxBytes)
-	pr.CloseWithError(errors.New("media store stopped reading"))
+	pr.CloseWithError(errStoreStopped)
+	cancel()
+	fetchErr := <-fetched // the download has stopped: the pipe and its context are closed
 	if err != nil {
 		if errors.Is(err, core.ErrTooLarge) {
 			return mf, err // a platform's own limit says which
 		}
-		if dctx.Err() != nil && ctx.Err() == nil {
-			return mf, &core.Error{Kind: core.KindTimeout, Msg: fmt.Sprintf("downloading %s took longer than media.download_timeout (%s)", displayName(f.Name), r.o.Timeout), Err: err}
+		if ctx.Err() != nil || fetchErr == nil || errors.Is(fetchErr, errStoreStopped) || errors.Is(fetchErr, context.Canceled) {
+			return mf, err // given up, or the store's own failure (which stopped the download)
 		}
-		return mf, fmt.Errorf("download %s: %w", displayName(f.Name), err)
+		if errors.Is(fetchErr, context.DeadlineExceeded) {
+			err = &core.Error{Kind: core.KindTimeout, Msg: fmt.Sprintf("downloading %s took longer than media.download_timeout (%s)", displayName(f.Name), r.o.Timeout), Err: err}
+		}
+		name := ""
+		if f.Name != "" {
+			name = path.Base(f.Name)
+		}
+		return mf, &core.DownloadError{Name: name, Platform: channel, Err: err}
 	}
 	mf.MIME = mime
 	return mf, nil
@@ -261,6 +273,10 @@ func (r *Reader) fit(ctx context.Context, source string, a core.Attachment) (cor
 	a.SHA256, a.MIME, a.Size = mf.SHA256, "image/jpeg", mf.Size
 	return a, "", nil
 }
+
+// errStoreStopped ends a download whose file the media store stopped
+// reading (it failed, or the file is over the limit).
+var errStoreStopped = errors.New("media store stopped reading")
 
 // storedMIME is the type a file is kept under: the platform's, unless
 // it names none (then what its first bytes say), or both say image and

@@ -2,9 +2,11 @@ package media
 
 import (
 	"context"
+	"errors"
 	"io"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/opentalon/opentalon/core"
 	"github.com/opentalon/opentalon/store"
@@ -174,5 +176,47 @@ func TestReaderPlatformLimitIsNamed(t *testing.T) {
 	want := "The file report.pdf (30 MB) is too large: Telegram lets bots download files of at most 20 MB"
 	if !strings.Contains(mi.Reply, want) {
 		t.Fatalf("reply %q; want %q", mi.Reply, want)
+	}
+}
+
+// TestReaderDownloadFailureIsNamed: a file the platform fails to serve is
+// a core.DownloadError of the cause's kind (so it is retried as that is),
+// and the user hears that the file could not be downloaded, not that the
+// AI provider failed. A download past media.download_timeout is a
+// timeout of the download.
+func TestReaderDownloadFailureIsNamed(t *testing.T) {
+	in := core.Inbound{Conversation: core.ConversationKey{Channel: "telegram", Chat: "1"}, Text: "read",
+		Files: []core.InboundFile{{ID: "a", Kind: core.MediaDocument, Name: "dir/notes.txt", MIME: "text/plain"}}}
+	tests := []struct {
+		name     string
+		fetch    core.FetchFunc
+		wantKind core.Kind
+		wantUser string
+	}{
+		{name: "file host failing",
+			fetch: func(context.Context, core.InboundFile, io.Writer, int64) error {
+				return &core.Error{Kind: core.KindUnavailable, Msg: "file download: HTTP 502"}
+			},
+			wantKind: core.KindUnavailable, wantUser: "I could not download notes.txt from Telegram. Please try again later."},
+		{name: "download too slow",
+			fetch: func(ctx context.Context, _ core.InboundFile, w io.Writer, _ int64) error {
+				w.Write([]byte("partial"))
+				<-ctx.Done()
+				return ctx.Err()
+			},
+			wantKind: core.KindTimeout, wantUser: "I could not download notes.txt from Telegram."},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := newReader(t, Options{Timeout: time.Millisecond})
+			_, err := r.Read(context.Background(), in, tt.fetch)
+			var de *core.DownloadError
+			if !errors.As(err, &de) || core.ErrorKind(err) != tt.wantKind {
+				t.Fatalf("Read = %v (kind %s); want a DownloadError of kind %s", err, core.ErrorKind(err), tt.wantKind)
+			}
+			if msg := core.UserMessage(err); !strings.Contains(msg, tt.wantUser) || strings.Contains(msg, "AI provider") {
+				t.Errorf("the user hears %q; want %q", msg, tt.wantUser)
+			}
+		})
 	}
 }
