@@ -168,7 +168,7 @@ func (r *run) inbound(ctx context.Context, m *discordgo.Message) (core.Inbound, 
 	if m.Type != discordgo.MessageTypeDefault && m.Type != discordgo.MessageTypeReply {
 		return core.Inbound{}, false, nil // joins, pins, thread notices
 	}
-	files := attachments(m.Attachments)
+	files := append(attachments(m.Attachments), b.stickerFiles(m.StickerItems)...)
 	forward := forwarded(m)
 	if forward != nil && strings.TrimSpace(m.Content) == "" && len(files) == 0 {
 		files = attachments(forward.Attachments)

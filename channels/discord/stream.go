@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"time"
 
 	"github.com/bwmarrin/discordgo"
@@ -117,6 +118,32 @@ func (b *Bot) Upload(ctx context.Context, to core.Outbound, f core.Attachment) (
 // (or the api_url host) only.
 func (b *Bot) Fetch(ctx context.Context, f core.InboundFile, w io.Writer, limit int64) error {
 	return b.scrub(toolkit.Fetch(ctx, toolkit.Download{Client: b.http, URL: f.ID, Hosts: append([]string{b.root.Host}, cdnHosts...)}, w, limit))
+}
+
+// stickerFiles turns a message's stickers into core's files: a PNG,
+// APNG or GIF sticker is an image on Discord's media CDN (on the api_url
+// host when one is set); a Lottie one is a file of its own type, which
+// the user is told cannot be read.
+func (b *Bot) stickerFiles(items []*discordgo.StickerItem) []core.InboundFile {
+	base := "https://media.discordapp.net"
+	if b.root.Host != "discord.com" {
+		base = b.root.Scheme + "://" + b.root.Host
+	}
+	var out []core.InboundFile
+	for _, st := range items {
+		if st == nil || st.ID == "" {
+			continue
+		}
+		ext, mime, kind := "png", "image/png", core.MediaImage
+		switch st.FormatType {
+		case discordgo.StickerFormatTypeGIF:
+			ext, mime = "gif", "image/gif"
+		case discordgo.StickerFormatTypeLottie:
+			ext, mime, kind = "json", "application/x-lottie", core.MediaDocument
+		}
+		out = append(out, core.InboundFile{ID: base + "/stickers/" + url.PathEscape(st.ID) + "." + ext, Kind: kind, Name: "sticker." + ext, MIME: mime})
+	}
+	return out
 }
 
 // attachments turns a message's attachments into core's files.

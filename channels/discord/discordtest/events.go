@@ -25,6 +25,8 @@ type Msg struct {
 	ID string
 	// Attachments are the files the message carries.
 	Attachments []Attachment
+	// Stickers are the stickers the message carries (sticker_items).
+	Stickers []Sticker
 	// Forward makes the message a forward of the message id Forward in
 	// another channel (ForwardChannel): Discord sends it with no content
 	// of its own, a message_reference of type 1 and the forwarded
@@ -71,6 +73,13 @@ func (s *Server) Message(tb testing.TB, m Msg) string {
 		"id": m.ID, "channel_id": m.Channel, "author": m.Author, "content": m.Content, "type": typ,
 		"timestamp": time.Now().UTC().Format(time.RFC3339Nano), "mentions": mentions, "mention_roles": roles,
 		"attachments": atts, "embeds": []any{}, "tts": false, "mention_everyone": false, "pinned": false,
+	}
+	if len(m.Stickers) > 0 {
+		items := []any{}
+		for _, st := range m.Stickers {
+			items = append(items, map[string]any{"id": st.ID, "name": st.Name, "format_type": st.Format})
+		}
+		d["sticker_items"] = items
 	}
 	if m.Guild != "" {
 		d["guild_id"] = m.Guild

@@ -41,6 +41,13 @@ type mediaState struct {
 	served  map[string]int64
 }
 
+// Sticker is a sticker a message carries: its id, name and format_type
+// (1 PNG, 2 APNG, 3 Lottie, 4 GIF).
+type Sticker struct {
+	ID, Name string
+	Format   int
+}
+
 // Edits returns the edits of bot messages so far.
 func (s *Server) Edits() []Edit {
 	s.mu.Lock()
@@ -81,6 +88,33 @@ func (s *Server) AddFile(name string, data []byte) string {
 	id := s.id()
 	s.media.files[id] = data
 	return s.srv.URL + "/attachments/" + id + "/" + name
+}
+
+// AddSticker serves data as the image of a sticker (at
+// /stickers/<id>.<ext>, standing for Discord's media CDN) and returns
+// the sticker's id.
+func (s *Server) AddSticker(data []byte) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.media.files == nil {
+		s.media.files, s.media.served = map[string][]byte{}, map[string]int64{}
+	}
+	id := s.id()
+	s.media.files["sticker:"+id] = data
+	return id
+}
+
+// serveSticker serves a sticker's image by its id (any extension).
+func (s *Server) serveSticker(w http.ResponseWriter, r *http.Request) {
+	id, _, _ := strings.Cut(r.PathValue("file"), ".")
+	s.mu.Lock()
+	data, ok := s.media.files["sticker:"+id]
+	s.mu.Unlock()
+	if !ok {
+		http.NotFound(w, r)
+		return
+	}
+	w.Write(data)
 }
 
 // Served returns how many bytes of the attachment at url were served.

@@ -446,6 +446,7 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("PATCH "+api+"/channels/{id}/messages/{mid}", s.authed(s.editMessage))
 	mux.HandleFunc("DELETE "+api+"/channels/{id}/messages/{mid}", s.authed(s.deleteMessage))
 	mux.HandleFunc("GET /attachments/{aid}/{name}", s.serveAttachment)
+	mux.HandleFunc("GET /stickers/{file}", s.serveSticker)
 	mux.HandleFunc("PUT "+api+"/channels/{id}/messages/{mid}/reactions/{emoji}/{who}", s.authed(s.reaction(false)))
 	mux.HandleFunc("DELETE "+api+"/channels/{id}/messages/{mid}/reactions/{emoji}/{who}", s.authed(s.reaction(true)))
 	for _, scope := range []string{api + "/applications/{app}/commands", api + "/applications/{app}/guilds/{guild}/commands"} {
