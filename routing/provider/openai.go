@@ -145,7 +145,12 @@ func (p *OpenAI) request(req *Request, stream bool) (*oaRequest, error) {
 	for _, m := range req.Messages {
 		om := oaMessage{Role: string(m.Role), Content: strPtr(withPlaceholders(m)), ToolCallID: m.ToolCallID}
 		if imgs := images(m); len(imgs) > 0 {
-			parts := []oaPart{{Type: "text", Text: withPlaceholders(m)}}
+			var parts []oaPart
+			if text := withPlaceholders(m); text != "" {
+				// (A photo without a caption is the image alone: a text
+				// part must have text.)
+				parts = append(parts, oaPart{Type: "text", Text: text})
+			}
 			for _, a := range imgs {
 				parts = append(parts, oaPart{Type: "image_url", ImageURL: &oaImageURL{URL: dataURL(a)}})
 			}
