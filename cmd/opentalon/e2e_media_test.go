@@ -188,6 +188,17 @@ func TestE2EUncompressedPhotoReachesAnthropic(t *testing.T) {
 	if err != nil || cfgImg.Width != 1400 || cfgImg.Height != 1100 {
 		t.Fatalf("image %d×%d (%v); want the photo's 1400×1100", cfgImg.Width, cfgImg.Height, err)
 	}
+	fitted := u.Attachments[0].Data
+
+	// /retry shows the model the same re-encoded photo, not downloaded again.
+	bot.AddUpdate(bot.Private(telegramtest.User(54, "alice"), "/retry"))
+	bot.WaitSent(t, 2, 60*time.Second)
+	if u := lastUser(t, llm); len(u.Attachments) != 1 || !bytes.Equal(u.Attachments[0].Data, fitted) {
+		t.Fatalf("the re-answer showed the LLM %d images; want the re-encoded photo again", len(u.Attachments))
+	}
+	if n := len(bot.Calls("getFile")); n != 1 {
+		t.Fatalf("getFile called %d times; want one", n)
+	}
 }
 
 // TestE2EVoiceNoteTranscribedThenAnswered: a voice note goes to the
