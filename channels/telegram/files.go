@@ -105,7 +105,7 @@ func (b *Bot) Fetch(ctx context.Context, f core.InboundFile, w io.Writer, limit 
 // files lists the files a message carries: the largest size of a photo,
 // a document, a voice note or an audio file, a sticker (a static one is
 // a WebP image; an animated or video one is shown by its still
-// thumbnail), and a video or video note (kept as a file of a video type,
+// thumbnail, as a GIF is), and a video or video note (kept as a file of a video type,
 // so the user hears it cannot be read rather than nothing at all).
 func files(m *models.Message) []core.InboundFile {
 	var out []core.InboundFile
@@ -113,7 +113,12 @@ func files(m *models.Message) []core.InboundFile {
 		p := m.Photo[n-1] // sizes come smallest first
 		out = append(out, core.InboundFile{ID: p.FileID, Kind: core.MediaImage, Name: "photo.jpg", MIME: "image/jpeg", Size: int64(p.FileSize)})
 	}
-	if d := m.Document; d != nil {
+	if a := m.Animation; a != nil && a.Thumbnail != nil {
+		// A GIF (Telegram makes it a silent MP4, sent as a document too)
+		// is shown by its still thumbnail, as an animated sticker is.
+		t := a.Thumbnail
+		out = append(out, core.InboundFile{ID: t.FileID, Kind: core.MediaImage, Name: "animation.jpg", MIME: "image/jpeg", Size: int64(t.FileSize)})
+	} else if d := m.Document; d != nil {
 		out = append(out, core.InboundFile{ID: d.FileID, Kind: core.KindOfMIME(d.MimeType), Name: d.FileName, MIME: d.MimeType, Size: d.FileSize})
 	}
 	if v := m.Voice; v != nil {

@@ -36,8 +36,13 @@ func TestFilesOfEveryKindOfMessage(t *testing.T) {
 			want: []core.InboundFile{{ID: "v", Kind: core.MediaDocument, Name: "video.mp4", MIME: "video/mp4", Size: 3}}},
 		{name: "video note", msg: models.Message{VideoNote: &models.VideoNote{FileID: "vn", FileSize: 4}},
 			want: []core.InboundFile{{ID: "vn", Kind: core.MediaDocument, Name: "video_note.mp4", MIME: "video/mp4", Size: 4}}},
-		// Telegram sets document beside animation (a GIF is an MP4): one file.
-		{name: "animation once, as its document", msg: models.Message{
+		// Telegram sets document beside animation (a GIF is an MP4): one
+		// file, the animation's still thumbnail when it has one.
+		{name: "GIF is its thumbnail, once", msg: models.Message{
+			Animation: &models.Animation{FileID: "a", FileName: "cat.gif.mp4", MimeType: "video/mp4", Thumbnail: thumb},
+			Document:  &models.Document{FileID: "a", FileName: "cat.gif.mp4", MimeType: "video/mp4"}},
+			want: []core.InboundFile{{ID: "thumb", Kind: core.MediaImage, Name: "animation.jpg", MIME: "image/jpeg", Size: 900}}},
+		{name: "GIF without a thumbnail is its document", msg: models.Message{
 			Animation: &models.Animation{FileID: "a", FileName: "cat.gif.mp4", MimeType: "video/mp4"},
 			Document:  &models.Document{FileID: "a", FileName: "cat.gif.mp4", MimeType: "video/mp4"}},
 			want: []core.InboundFile{{ID: "a", Kind: core.MediaDocument, Name: "cat.gif.mp4", MIME: "video/mp4"}}},
