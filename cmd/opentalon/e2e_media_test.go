@@ -20,6 +20,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-telegram/bot/models"
+
 	"github.com/opentalon/opentalon/channels/discord/discordtest"
 	"github.com/opentalon/opentalon/channels/slack/slacktest"
 	"github.com/opentalon/opentalon/channels/telegram/telegramtest"
@@ -198,6 +200,37 @@ func TestE2EUncompressedPhotoReachesAnthropic(t *testing.T) {
 	}
 	if n := len(bot.Calls("getFile")); n != 1 {
 		t.Fatalf("getFile called %d times; want one", n)
+	}
+}
+
+// TestE2EStickerAndVideoNote: a Telegram sticker alone reaches a vision
+// model as a WebP image; a video note alone is answered with the
+// cannot-read sentence, without the LLM and without downloading it.
+// Before, both were dropped as empty messages and the user heard nothing.
+func TestE2EStickerAndVideoNote(t *testing.T) {
+	t.Parallel()
+	llm := providertest.NewOpenAI(t)
+	bot := telegramtest.New(t, tgToken)
+	startApp(t, loadConfigFile(t, writeConfig(t, visionCatalog(telegramConfig(t.TempDir(), llm.BaseURL(), bot.URL)))))
+	alice := telegramtest.User(55, "alice")
+	webp := []byte("RIFF\x24\x00\x00\x00WEBPVP8 \x18\x00\x00\x00 a small sticker")
+	u := bot.Private(alice, "")
+	u.Message.Sticker = &models.Sticker{FileID: bot.AddFile(webp), Type: "regular", Emoji: "👍", FileSize: len(webp)}
+	bot.AddUpdate(u)
+	bot.WaitSent(t, 1, 20*time.Second)
+	if a := lastUser(t, llm).Attachments; len(a) != 1 || a[0].MIME != "image/webp" || !bytes.Equal(a[0].Data, webp) {
+		t.Fatalf("the LLM got %+v; want the sticker as a WebP image", a)
+	}
+
+	v := bot.Private(alice, "")
+	v.Message.VideoNote = &models.VideoNote{FileID: bot.AddFile([]byte("not really a video")), Length: 240, Duration: 3, FileSize: 18}
+	bot.AddUpdate(v)
+	sent := bot.WaitSent(t, 2, 20*time.Second)
+	if !strings.Contains(sent[1].Text, "I cannot read this kind of file (video_note.mp4, video/mp4)") {
+		t.Fatalf("answer %q; want the cannot-read sentence for the video note", sent[1].Text)
+	}
+	if n, gets := llm.Count(), len(bot.Calls("getFile")); n != 1 || gets != 1 {
+		t.Fatalf("%d LLM calls and %d downloads; want only the sticker's", n, gets)
 	}
 }
 
