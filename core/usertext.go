@@ -15,7 +15,7 @@ func UserMessage(err error) string {
 		again = fmt.Sprintf("Please try again in %s.", d.Round(time.Second))
 	}
 	var de *DownloadError
-	if errors.As(err, &de) && !hasUserText(err) {
+	if errors.As(err, &de) && !(ErrorKind(err) == KindInvalid && hasUserText(err)) {
 		return pre + fmt.Sprintf("I could not download %s from %s. %s", de.what(), platformName(de.Platform), again)
 	}
 	switch ErrorKind(err) {

@@ -20,6 +20,9 @@ func TestUserMessagesNameTheCause(t *testing.T) {
 		// A file the platform did not serve is no provider's failure.
 		{&core.DownloadError{Name: "a.pdf", Platform: "discord", Err: &core.Error{Kind: core.KindUnavailable}}, "I could not download a.pdf from Discord. Please try again later."},
 		{&core.DownloadError{Platform: "slack", Err: &core.Error{Kind: core.KindTimeout}}, "I could not download the file from Slack."},
+		// A platform's refusal (Telegram's getFile, an HTTP 404) is no
+		// sentence for the user either.
+		{&core.DownloadError{Name: "a.pdf", Platform: "discord", Err: &core.Error{Kind: core.KindBadRequest, Msg: "file download: HTTP 404"}}, "I could not download a.pdf from Discord."},
 		// Unless the cause says what to tell the user.
 		{&core.DownloadError{Platform: "slack", Err: &core.Error{Kind: core.KindInvalid, Msg: "Slack sent me a sign-in page"}}, "could not answer that: Slack sent me a sign-in page"},
 	} {
