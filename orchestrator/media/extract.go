@@ -24,6 +24,9 @@ import (
 // user; any other error is the extractor's own.
 type Extractor interface {
 	PDFText(ctx context.Context, pdf []byte, max int) (string, error)
+	// FitImage re-encodes an image too large for a model (fitImage) the
+	// same way, out of process.
+	FitImage(ctx context.Context, img []byte) ([]byte, error)
 }
 
 // Unreadable is a document that cannot be read; Reason completes "I could
@@ -62,6 +65,8 @@ type PDFHelper struct {
 	// replace PDFHelperCommand (a test binary's own switch).
 	Path string
 	Args []string
+	// ImageArgs, when set, replace ImageHelperCommand (FitImage's).
+	ImageArgs []string
 	// Env adds environment entries (a test binary's switch).
 	Env    []string
 	Logger *slog.Logger
@@ -132,6 +137,81 @@ func ServePDFText(args []string, in io.Reader, out, errw io.Writer) int {
 		return 1
 	}
 	if _, err := io.WriteString(out, text); err != nil {
+		return 1
+	}
+	return 0
+}
+
+// ImageHelperCommand is the subcommand the gateway's binary runs as when
+// re-executed to re-encode an image too large for a model: `opentalon
+// helper image-fit` (see ServeImageFit). Decoding allocates an image
+// whole, and a file of a few KB can declare gigapixels: it is no work
+// for the gateway's own process either.
+var ImageHelperCommand = []string{"helper", "image-fit"}
+
+// FitImage implements Extractor: the image goes in on the helper's
+// standard input, the JPEG comes out on its standard output, under the
+// same limits as a PDF's reading.
+func (h PDFHelper) FitImage(ctx context.Context, img []byte) ([]byte, error) {
+	args := h.ImageArgs
+	if args == nil {
+		args = ImageHelperCommand
+	}
+	out, err := h.Isolation.RunConfined(ctx, plugins.ConfinedCmd{
+		Path: h.Path, Args: args[:len(args):len(args)],
+		Env:   append(h.Env[:len(h.Env):len(h.Env)], "GOTRACEBACK=none", "GOMAXPROCS=1"),
+		Stdin: img, Memory: helperMemory, CPUSeconds: helperCPU, Timeout: helperWall, Output: maxImageBytes,
+	}, h.Logger)
+	var ce *plugins.ConfinedError
+	if errors.As(err, &ce) {
+		switch {
+		case ce.Limit == plugins.LimitMemory:
+			return nil, &Unreadable{"it needs more memory to decode than I allow"}
+		case ce.Limit == plugins.LimitCPU || ce.Limit == plugins.LimitTime:
+			return nil, &Unreadable{"decoding it takes longer than I allow"}
+		case ce.Limit == plugins.LimitOutput:
+			return nil, &Unreadable{"even re-encoded it is larger than a model takes"}
+		case ce.Code == exitUnreadable && ce.Message != "":
+			return nil, &Unreadable{ce.Message}
+		}
+		if h.Logger != nil {
+			h.Logger.Warn("the image helper process failed on a file", "err", err, "said", ce.Message)
+		}
+		return nil, &Unreadable{"it makes the image reader fail"}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("the image helper: %w", err)
+	}
+	return out, nil
+}
+
+// ServeImageFit is the image helper process: it reads an image from in,
+// writes it re-encoded by fitImage to out and returns the exit status
+// (as ServePDFText's). It bounds its own heap and stack as that does.
+func ServeImageFit(args []string, in io.Reader, out, errw io.Writer) int {
+	fs := flag.NewFlagSet("image-fit", flag.ContinueOnError)
+	fs.SetOutput(errw)
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	runtime.GOMAXPROCS(1)
+	debug.SetMemoryLimit(helperMemory / 2)
+	debug.SetMaxStack(64 << 20)
+	data, err := io.ReadAll(io.LimitReader(in, 1<<30))
+	if err != nil {
+		fmt.Fprintln(errw, "reading the file failed:", err)
+		return 1
+	}
+	jpg, err := fitImage(data)
+	if err != nil {
+		fmt.Fprintln(errw, strings.ReplaceAll(err.Error(), "\n", " "))
+		var u *Unreadable
+		if errors.As(err, &u) {
+			return exitUnreadable
+		}
+		return 1
+	}
+	if _, err := out.Write(jpg); err != nil {
 		return 1
 	}
 	return 0

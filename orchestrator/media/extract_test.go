@@ -17,11 +17,15 @@ import (
 	"github.com/opentalon/opentalon/plugins"
 )
 
-// The test binary doubles as the PDF helper when envPDFHelper is set.
+// The test binary doubles as the PDF helper when envPDFHelper is set,
+// and as the image helper when its first argument is also "image-fit".
 const envPDFHelper = "OPENTALON_TEST_PDF_HELPER"
 
 func TestMain(m *testing.M) {
 	if os.Getenv(envPDFHelper) == "1" {
+		if len(os.Args) > 1 && os.Args[1] == "image-fit" {
+			os.Exit(ServeImageFit(os.Args[2:], os.Stdin, os.Stdout, os.Stderr))
+		}
 		os.Exit(ServePDFText(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 	}
 	os.Exit(m.Run())
@@ -41,7 +45,7 @@ func testExtractor(t testing.TB) Extractor {
 	// The helper's failures are logged with what it said, for a test
 	// that fails to show.
 	log := slog.New(slog.NewTextHandler(testLog{t}, nil))
-	return PDFHelper{Isolation: iso, Path: exe, Args: []string{}, Env: []string{envPDFHelper + "=1"}, Logger: log}
+	return PDFHelper{Isolation: iso, Path: exe, Args: []string{}, ImageArgs: []string{"image-fit"}, Env: []string{envPDFHelper + "=1"}, Logger: log}
 }
 
 // testLog writes a log to the test's output.

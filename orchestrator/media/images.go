@@ -34,27 +34,42 @@ func needsFit(size int64, cfg image.Config) bool {
 	return size > maxImageBytes || cfg.Width > maxImageSide || cfg.Height > maxImageSide
 }
 
-// fitImage re-encodes data (JPEG, PNG or GIF) as a JPEG of at most
-// fitSide pixels a side, transparent parts on white. why is the
-// sentence for the user when the image cannot be read or is too large
-// to decode.
-func fitImage(data []byte, name string) (out []byte, why string, err error) {
+// decodeBytes is the memory decoding an image of cfg takes (its pixels
+// at the bytes per pixel of its color model), to compare with
+// maxDecodeBytes before decoding it.
+func decodeBytes(cfg image.Config) int64 {
+	return int64(cfg.Width) * int64(cfg.Height) * bytesPerPixel(cfg.ColorModel)
+}
+
+// fitImage re-encodes data (JPEG, PNG or GIF; a GIF's first frame) as a
+// JPEG of at most fitSide pixels a side and maxImageBytes, transparent
+// parts on white. It runs in the helper process (ServeImageFit), never
+// in the gateway's: decoding allocates the image whole. An error
+// wrapping an *Unreadable is the image's fault.
+func fitImage(data []byte) ([]byte, error) {
 	cfg, _, err := image.DecodeConfig(bytes.NewReader(data))
 	if err != nil {
-		return nil, fmt.Sprintf("I could not read the image %s: it is not a valid JPEG, PNG or GIF file.", displayName(name)), nil
+		return nil, &Unreadable{"it is not a valid JPEG, PNG or GIF file"}
 	}
-	if int64(cfg.Width)*int64(cfg.Height)*bytesPerPixel(cfg.ColorModel) > maxDecodeBytes {
-		return nil, fmt.Sprintf("The image %s is too large for me to look at (%d×%d pixels); please send a smaller one.", displayName(name), cfg.Width, cfg.Height), nil
+	if decodeBytes(cfg) > maxDecodeBytes {
+		return nil, &Unreadable{fmt.Sprintf("it is too large to decode (%d×%d pixels)", cfg.Width, cfg.Height)}
 	}
 	img, _, err := image.Decode(bytes.NewReader(data))
 	if err != nil {
-		return nil, fmt.Sprintf("I could not read the image %s: it is not a valid JPEG, PNG or GIF file.", displayName(name)), nil
+		return nil, &Unreadable{"it is not a valid JPEG, PNG or GIF file"}
 	}
+	small := shrink(img, fitSide)
 	var b bytes.Buffer
-	if err := jpeg.Encode(&b, shrink(img, fitSide), &jpeg.Options{Quality: 85}); err != nil {
-		return nil, "", fmt.Errorf("re-encode the image %s: %w", displayName(name), err)
+	for _, q := range []int{85, 70, 50} {
+		b.Reset()
+		if err := jpeg.Encode(&b, small, &jpeg.Options{Quality: q}); err != nil {
+			return nil, fmt.Errorf("re-encode the image: %w", err)
+		}
+		if b.Len() <= maxImageBytes {
+			return b.Bytes(), nil
+		}
 	}
-	return b.Bytes(), "", nil
+	return nil, &Unreadable{"even re-encoded it is larger than a model takes"}
 }
 
 // bytesPerPixel is what a decoded pixel of a color model takes, at

@@ -86,7 +86,7 @@ func TestReaderFitsLargeImages(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.id, func(t *testing.T) {
-			r := newReader(t, Options{MaxBytes: 20 << 20, Models: models{vision: true}})
+			r := newReader(t, Options{MaxBytes: 20 << 20, Models: models{vision: true}, Extractor: testExtractor(t)})
 			n := 0
 			in := core.Inbound{Conversation: core.ConversationKey{Channel: "telegram", Chat: "1"}, Text: "look",
 				Files: []core.InboundFile{{ID: tt.id, Kind: core.MediaImage, Name: tt.id + ".png", MIME: "image/png", Size: int64(len(files[tt.id]))}}}
@@ -143,5 +143,61 @@ func TestShrinkPutsTransparencyOnWhite(t *testing.T) {
 	var b bytes.Buffer
 	if err := jpeg.Encode(&b, out, nil); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestImageIsDecodedOutOfProcess: an image re-encoded for a model is
+// decoded in the helper process, not the gateway's: a PNG of a few KB
+// whose header declares 8 million pixels (within maxDecodeBytes) costs
+// the gateway little memory. In-process, decoding alone took 8 MB, and
+// a hostile image could take hundreds, with no limit on CPU time.
+func TestImageIsDecodedOutOfProcess(t *testing.T) {
+	wide := flatPNG(t, 8001, 1000)
+	if len(wide) > 1<<20 {
+		t.Fatalf("the PNG has %d bytes; it should be small", len(wide))
+	}
+	r := newReader(t, Options{Models: models{vision: true}, Extractor: testExtractor(t)})
+	in := core.Inbound{Conversation: core.ConversationKey{Channel: "telegram", Chat: "1"}, Text: "look",
+		Files: []core.InboundFile{{ID: "wide", Kind: core.MediaImage, Name: "wide.png", MIME: "image/png", Size: int64(len(wide))}}}
+	n := 0
+	var mi core.MediaInput
+	var err error
+	alloc := allocated(func() {
+		mi, err = r.Read(context.Background(), in, serve(map[string]string{"wide": string(wide)}, &n))
+	})
+	if err != nil || mi.Reply != "" || len(mi.Attachments) != 1 || mi.Attachments[0].MIME != "image/jpeg" {
+		t.Fatalf("Read = %+v, %v; want the image re-encoded as a JPEG", mi, err)
+	}
+	if alloc > 4<<20 {
+		t.Fatalf("the gateway allocated %d MB re-encoding a %d KB image; want at most 4 MB", alloc>>20, len(wide)>>10)
+	}
+}
+
+// TestFitImageRefusesBeforeDecoding: the helper itself refuses an image
+// whose header declares more pixels than maxDecodeBytes allows, or that
+// is not an image, with a reason; without a helper, a large image is
+// refused with a sentence rather than sent to a provider that refuses it.
+func TestFitImageRefusesBeforeDecoding(t *testing.T) {
+	for _, tt := range []struct {
+		data []byte
+		want string
+	}{
+		{pngHeader(30000, 30000), "too large to decode (30000×30000 pixels)"},
+		{[]byte("not an image at all"), "not a valid JPEG, PNG or GIF file"},
+	} {
+		_, err := fitImage(tt.data)
+		var u *Unreadable
+		if !asUnreadable(err, &u) || !strings.Contains(u.Reason, tt.want) {
+			t.Errorf("fitImage = %v; want an Unreadable saying %q", err, tt.want)
+		}
+	}
+	r := newReader(t, Options{Models: models{vision: true}})
+	wide := flatPNG(t, 9000, 10)
+	in := core.Inbound{Conversation: core.ConversationKey{Channel: "telegram", Chat: "1"}, Text: "look",
+		Files: []core.InboundFile{{ID: "wide", Kind: core.MediaImage, Name: "wide.png", MIME: "image/png", Size: int64(len(wide))}}}
+	n := 0
+	mi, err := r.Read(context.Background(), in, serve(map[string]string{"wide": string(wide)}, &n))
+	if err != nil || !strings.Contains(mi.Reply, "I cannot re-encode images here") {
+		t.Fatalf("Read = %+v, %v; want the image refused with a sentence", mi, err)
 	}
 }

@@ -235,8 +235,8 @@ func (r *Reader) get(ctx context.Context, channel string, f core.InboundFile, fe
 }
 
 // fit returns image a as a model takes it: as it is when small enough,
-// else re-encoded by fitImage, kept in the media store under
-// source+"#fit" (a retry finds it there). why is the sentence for the
+// else re-encoded by fitImage in the helper process (Extractor), kept
+// in the media store under source+"#fit" (a retry finds it there). why is the sentence for the
 // user when it cannot be shown.
 func (r *Reader) fit(ctx context.Context, source string, a core.Attachment) (core.Attachment, string, error) {
 	if a.MIME == "image/webp" {
@@ -251,9 +251,20 @@ func (r *Reader) fit(ctx context.Context, source string, a core.Attachment) (cor
 	if err != nil {
 		return a, "", err
 	}
+	// Only the header is read here: decoding the image (which allocates
+	// it whole) is the helper process's work.
 	cfg, _, err := image.DecodeConfig(bytes.NewReader(data))
 	if err == nil && !needsFit(a.Size, cfg) || err != nil && a.Size <= maxImageBytes {
 		return a, "", nil
+	}
+	if err != nil {
+		return a, fmt.Sprintf("I could not read the image %s: it is not a valid JPEG, PNG or GIF file.", displayName(a.Name)), nil
+	}
+	if decodeBytes(cfg) > maxDecodeBytes {
+		return a, fmt.Sprintf("The image %s is too large for me to look at (%d×%d pixels); please send a smaller one.", displayName(a.Name), cfg.Width, cfg.Height), nil
+	}
+	if r.o.Extractor == nil {
+		return a, fmt.Sprintf("The image %s is too large for me to look at (%d×%d pixels, %s), and I cannot re-encode images here; please send a smaller one.", displayName(a.Name), cfg.Width, cfg.Height, mb(a.Size)), nil
 	}
 	select {
 	case r.extracting <- struct{}{}: // decoding takes memory, as reading a PDF does
@@ -261,9 +272,17 @@ func (r *Reader) fit(ctx context.Context, source string, a core.Attachment) (cor
 	case <-ctx.Done():
 		return a, "", ctx.Err()
 	}
-	out, why, err := fitImage(data, a.Name)
-	if err != nil || why != "" {
-		return a, why, err
+	out, err := r.o.Extractor.FitImage(ctx, data)
+	var u *Unreadable
+	switch {
+	case errors.As(err, &u):
+		r.log.Info("an image could not be re-encoded", "name", a.Name, "reason", u.Reason)
+		return a, fmt.Sprintf("I could not read the image %s: %s. Please send a smaller one.", displayName(a.Name), u.Reason), nil
+	case err != nil && ctx.Err() != nil:
+		return a, "", err
+	case err != nil:
+		r.log.Error("re-encoding an image failed on the gateway's side", "name", a.Name, "err", err)
+		return a, fmt.Sprintf("I could not read the image %s: re-encoding images failed on my side. Please send a smaller one.", displayName(a.Name)), nil
 	}
 	mf, err := r.o.Store.StoreMedia(ctx, source, "image/jpeg", bytes.NewReader(out), r.o.MaxBytes)
 	if err != nil {
