@@ -201,3 +201,28 @@ func TestFitImageRefusesBeforeDecoding(t *testing.T) {
 		t.Fatalf("Read = %+v, %v; want the image refused with a sentence", mi, err)
 	}
 }
+
+// TestLargeWebPIsRefused: a WebP image (no decoder here) too large for a
+// provider is refused with a sentence, not sent to a model that answers
+// 400; a small one (a sticker) is sent as it is.
+func TestLargeWebPIsRefused(t *testing.T) {
+	small := "RIFF\x24\x00\x00\x00WEBPVP8 \x18\x00\x00\x00 a small sticker"
+	large := small + strings.Repeat("x", maxImageBytes)
+	files := map[string]string{"small": small, "large": large}
+	for id, want := range map[string]string{"small": "", "large": "too large for me to look at as WebP"} {
+		r := newReader(t, Options{Models: models{vision: true}, Extractor: testExtractor(t)})
+		in := core.Inbound{Conversation: core.ConversationKey{Channel: "telegram", Chat: "1"}, Text: "look",
+			Files: []core.InboundFile{{ID: id, Kind: core.MediaImage, Name: id + ".webp", MIME: "image/webp", Size: int64(len(files[id]))}}}
+		n := 0
+		mi, err := r.Read(context.Background(), in, serve(files, &n))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want == "" && (mi.Reply != "" || len(mi.Attachments) != 1 || mi.Attachments[0].MIME != "image/webp") {
+			t.Errorf("%s: Read = %+v; want the WebP image sent as it is", id, mi)
+		}
+		if want != "" && !strings.Contains(mi.Reply, want) {
+			t.Errorf("%s: reply %q; want %q", id, mi.Reply, want)
+		}
+	}
+}

@@ -240,7 +240,13 @@ func (r *Reader) get(ctx context.Context, channel string, f core.InboundFile, fe
 // user when it cannot be shown.
 func (r *Reader) fit(ctx context.Context, source string, a core.Attachment) (core.Attachment, string, error) {
 	if a.MIME == "image/webp" {
-		return a, "", nil // no decoder here; WebP images users send are small (stickers)
+		// No WebP decoder here: a sticker is small; a large WebP would
+		// be refused by the provider (a 400 that counts against the
+		// model), so the user is asked for another format instead.
+		if a.Size > maxImageBytes {
+			return a, fmt.Sprintf("The image %s is too large for me to look at as WebP (%s); please send it as a JPEG or PNG.", displayName(a.Name), mb(a.Size)), nil
+		}
+		return a, "", nil
 	}
 	source += "#fit"
 	if mf, ok, err := r.o.Store.MediaBySource(ctx, source); err != nil || ok {
