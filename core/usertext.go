@@ -95,7 +95,9 @@ func LastTryMessage(err error, wait time.Duration) string {
 func delayReason(err error) string {
 	var de *DownloadError
 	if errors.As(err, &de) {
-		return fmt.Sprintf("I could not download %s from %s yet", de.what(), platformName(de.Platform))
+		// (Not UserMessage's "I could not download ...": the answer is
+		// still coming.)
+		return fmt.Sprintf("%s has not let me download %s yet", platformName(de.Platform), de.what())
 	}
 	why := "the AI provider is busy"
 	switch ErrorKind(err) {

@@ -39,7 +39,7 @@ func TestUserMessagesNameTheCause(t *testing.T) {
 		{&core.Error{Kind: core.KindUnavailable}, 8 * time.Second, "servers are failing for the moment. I will try again in about 8s, and answer as soon as it works."},
 		{errors.New("disk hiccup"), 300 * time.Millisecond, "I hit a problem on my side. I will try again in about 1s, and answer as soon as it works."},
 		{&core.Error{Kind: core.KindRateLimited, RetryAfter: 20 * time.Second}, 20 * time.Second, "asked me to slow down. I will answer in about 20s."},
-		{&core.DownloadError{Name: "a.png", Platform: "telegram", Err: &core.Error{Kind: core.KindUnavailable}}, 8 * time.Second, "I could not download a.png from Telegram yet. I will try again in about 8s"},
+		{&core.DownloadError{Name: "a.png", Platform: "telegram", Err: &core.Error{Kind: core.KindUnavailable}}, 8 * time.Second, "Telegram has not let me download a.png yet. I will try again in about 8s"},
 	} {
 		if got := core.DelayMessage(tt.err, tt.wait); !strings.HasPrefix(got, "⏳ Your answer is delayed: ") || !strings.Contains(got, tt.want) {
 			t.Errorf("DelayMessage(%v, %v) = %q, want %q", tt.err, tt.wait, got, tt.want)
@@ -47,17 +47,21 @@ func TestUserMessagesNameTheCause(t *testing.T) {
 	}
 }
 
-// A delay notice is not an apology: for every kind it shares no reason
-// with the apology UserMessage gives (a user, or a check for apologies,
+// A delay notice is not an apology: for every kind, and for a file that
+// could not be downloaded yet, it shares no reason with the apology
+// UserMessage gives (a user, or a check for apologies,
 // must not read "not answering right now" while the answer is coming).
 func TestDelayMessageIsNoApology(t *testing.T) {
+	var errs []error
 	for k := core.KindUnknown; k <= core.KindMalformed; k++ {
-		err := &core.Error{Kind: k}
+		errs = append(errs, &core.Error{Kind: k}, &core.DownloadError{Name: "a.png", Platform: "telegram", Err: &core.Error{Kind: k}})
+	}
+	for _, err := range errs {
 		apology := strings.TrimPrefix(core.UserMessage(err), "Sorry, I could not answer that: ")
 		reason, _, _ := strings.Cut(apology, ".")
 		delay := core.DelayMessage(err, time.Minute)
 		if strings.Contains(delay, "Sorry") || strings.Contains(delay, reason) {
-			t.Errorf("%s: the delay notice %q repeats the apology %q", k, delay, apology)
+			t.Errorf("%v: the delay notice %q repeats the apology %q", err, delay, apology)
 		}
 	}
 }
