@@ -1,7 +1,7 @@
 -- The SQLite schema the migrations in migrations/ produce, made on a new
 -- database in one transaction (schema.go). Generated from the migrations by
 -- go generate ./store; do not edit.
--- schema_version: 170
+-- schema_version: 180
 CREATE TABLE schema_migrations (
 		version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL);
 CREATE TABLE sessions (
@@ -54,7 +54,6 @@ CREATE TABLE signals (
     user_id   TEXT    NOT NULL DEFAULT '',
     weight    REAL    NOT NULL DEFAULT 1
 , request_id INTEGER);
-CREATE INDEX signals_at ON signals (at);
 CREATE INDEX signals_reply ON signals (reply_id);
 CREATE TABLE affinity (
     task_type   TEXT    NOT NULL,
@@ -164,15 +163,6 @@ CREATE TABLE replies (
     created_at    INTEGER NOT NULL
 , streaming INTEGER NOT NULL DEFAULT 0, files TEXT NOT NULL DEFAULT '[]');
 CREATE INDEX replies_session ON replies (session_id, id);
-CREATE TABLE deliveries (
-    reply_id    INTEGER NOT NULL REFERENCES replies (id) ON DELETE CASCADE,
-    part        INTEGER NOT NULL,
-    channel     TEXT    NOT NULL,
-    platform_id TEXT    NOT NULL,
-    sent_at     INTEGER NOT NULL, draft INTEGER NOT NULL DEFAULT 0,
-    PRIMARY KEY (reply_id, part)
-);
-CREATE INDEX deliveries_platform ON deliveries (channel, platform_id);
 CREATE TABLE memories (
     id         INTEGER PRIMARY KEY AUTOINCREMENT,
     owner      TEXT    NOT NULL,            -- "<channel>:<user id>" of whom it is about
@@ -372,5 +362,15 @@ CREATE TABLE settings (
     updated_at INTEGER NOT NULL,
     updated_by TEXT    NOT NULL DEFAULT ''
 ) WITHOUT ROWID;
+CREATE TABLE "deliveries" (
+    reply_id    INTEGER NOT NULL REFERENCES replies (id) ON DELETE CASCADE,
+    part        INTEGER NOT NULL,
+    channel     TEXT    NOT NULL,
+    platform_id TEXT    NOT NULL,
+    sent_at     INTEGER NOT NULL,
+    draft       INTEGER NOT NULL DEFAULT 0,
+    PRIMARY KEY (reply_id, part)
+) WITHOUT ROWID;
+CREATE INDEX deliveries_platform ON deliveries (channel, platform_id);
 INSERT INTO schedule_version VALUES (1, 0);
 INSERT INTO sqlite_sequence VALUES ('queue', 0);
