@@ -1,7 +1,7 @@
 -- The SQLite schema the migrations in migrations/ produce, made on a new
 -- database in one transaction (schema.go). Generated from the migrations by
 -- go generate ./store; do not edit.
--- schema_version: 180
+-- schema_version: 181
 CREATE TABLE schema_migrations (
 		version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL);
 CREATE TABLE sessions (
@@ -372,5 +372,6 @@ CREATE TABLE "deliveries" (
     PRIMARY KEY (reply_id, part)
 ) WITHOUT ROWID;
 CREATE INDEX deliveries_platform ON deliveries (channel, platform_id);
+CREATE INDEX messages_summary ON messages (session_id, id) WHERE summary = TRUE;
 INSERT INTO schedule_version VALUES (1, 0);
 INSERT INTO sqlite_sequence VALUES ('queue', 0);
