@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -85,4 +86,67 @@ func scriptOf(t testing.TB, m migration) string {
 		t.Fatal(err)
 	}
 	return s
+}
+
+// TestFewerPagesMigration: a database at schema 170 with sent parts
+// keeps them through migration 180, which rebuilds deliveries as a
+// WITHOUT ROWID table and drops signals_at.
+func TestFewerPagesMigration(t *testing.T) {
+	ms, err := loadMigrations("migrations")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	path := t.TempDir() + "/" + FileName
+	old, err := sql.Open("sqlite", "file:"+path+"?_pragma=foreign_keys(1)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	must := func(q string, args ...any) {
+		t.Helper()
+		if _, err := old.Exec(q, args...); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	must(`CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL)`)
+	for _, m := range ms {
+		if m.version > 170 {
+			break
+		}
+		must(scriptOf(t, m))
+		must(`INSERT INTO schema_migrations VALUES (?, ?, 0)`, m.version, m.name)
+	}
+	must(`INSERT INTO sessions (id, conversation, created_at, last_access) VALUES (1, 'chat:a', 0, 0)`)
+	must(`INSERT INTO replies (id, request_id, session_id, conversation, text, parts, created_at) VALUES (7, 3, 1, 'chat:a', 'ab', '["a","b"]', 0)`)
+	must(`INSERT INTO deliveries (reply_id, part, channel, platform_id, sent_at, draft) VALUES (7, 0, 'chat', 'p0', 5, 0), (7, 1, 'chat', 'p1', 6, 1)`)
+	must(`INSERT INTO signals (at, kind, polarity, reply_id) VALUES (1, 'reaction', 1, 7)`)
+	old.Close()
+
+	db, err := OpenFile(ctx, path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	r, err := db.ReplyByPlatformID(ctx, "chat", "p1")
+	if err != nil || r == nil || r.ID != 7 || len(r.Sent) != 2 || r.Sent[0] != "p0" || r.Sent[1] != "p1" || r.Draft[0] || !r.Draft[1] {
+		t.Fatalf("ReplyByPlatformID = %+v, %v; want reply 7 with both parts (the second a draft)", r, err)
+	}
+	var ddl string
+	if err := db.r.QueryRowContext(ctx, `SELECT sql FROM sqlite_schema WHERE name = 'deliveries'`).Scan(&ddl); err != nil || !strings.Contains(ddl, "WITHOUT ROWID") {
+		t.Fatalf("deliveries = %q, %v; want a WITHOUT ROWID table", ddl, err)
+	}
+	var n int
+	if err := db.r.QueryRowContext(ctx, `SELECT COUNT(*) FROM sqlite_schema WHERE name IN ('signals_at', 'deliveries_platform', 'messages_summary')`).Scan(&n); err != nil || n != 2 {
+		t.Fatalf("%d of signals_at, deliveries_platform, messages_summary (%v); want the last two", n, err)
+	}
+	if problems, err := db.QuickCheck(ctx); err != nil || len(problems) > 0 {
+		t.Fatalf("quick check: %v %v", problems, err)
+	}
+	// The reply's deliveries still go with it.
+	if _, err := db.w.ExecContext(ctx, `DELETE FROM replies WHERE id = 7`); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.r.QueryRowContext(ctx, `SELECT COUNT(*) FROM deliveries`).Scan(&n); err != nil || n != 0 {
+		t.Fatalf("%d deliveries left after their reply was deleted (%v); want none", n, err)
+	}
 }
