@@ -53,6 +53,7 @@ func BenchmarkMessageStore(b *testing.B) {
 type messageReplay struct {
 	b     *testing.B
 	db    *DB
+	shm   *os.File // the log's index, read by frames
 	convs []core.ConversationKey
 	seq   int
 }
@@ -68,7 +69,12 @@ func newMessageReplay(b *testing.B) *messageReplay {
 	// background, or the writer's own, would start the log over beneath
 	// the count.
 	m.db.stopCheckpoints()
-	if _, err := m.db.w.ExecContext(context.Background(), `PRAGMA wal_autocheckpoint = 0`); err != nil {
+	var err error
+	if m.shm, err = os.Open(m.db.path + "-shm"); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { m.shm.Close() })
+	if _, err = m.db.w.ExecContext(context.Background(), `PRAGMA wal_autocheckpoint = 0`); err != nil {
 		b.Fatal(err)
 	}
 	for i := range replayChats {
@@ -95,7 +101,7 @@ func (m *messageReplay) message(i int) [3]int64 {
 	conv := m.convs[i%len(m.convs)]
 	m.seq++
 	seq := m.seq
-	f0 := walFrames(b, db)
+	f0 := m.frames()
 	it := msgItem(conv, fmt.Sprint(seq), fmt.Sprintf("what is the capital of country %d?", seq))
 	it.MaxPending = 20
 	var got core.QueueItem
@@ -104,7 +110,7 @@ func (m *messageReplay) message(i int) [3]int64 {
 		b.Fatalf("EnqueueClaim = %v, %v, %v", claimed, dup, err)
 	}
 	<-got.Durable
-	f1 := walFrames(b, db)
+	f1 := m.frames()
 	s, _, err := db.ActiveSessionFollowUp(ctx, conv)
 	if err != nil {
 		b.Fatal(err)
@@ -122,11 +128,11 @@ func (m *messageReplay) message(i int) [3]int64 {
 	if err != nil {
 		b.Fatal(err)
 	}
-	f2 := walFrames(b, db)
+	f2 := m.frames()
 	if err := db.FinishSent(ctx, got.ID, got.Lease, core.PartSent{ReplyID: id, Part: 0, Channel: "telegram", PlatformID: fmt.Sprint(seq)}); err != nil {
 		b.Fatal(err)
 	}
-	f3 := walFrames(b, db)
+	f3 := m.frames()
 	return [3]int64{f1 - f0, f2 - f1, f3 - f2}
 }
 
@@ -139,19 +145,14 @@ func processCPU(b *testing.B) time.Duration {
 	return time.Duration(u.Utime.Nano() + u.Stime.Nano())
 }
 
-// walFrames is the number of frames in db's write-ahead log, read from
-// the log's index (the -shm file's header: mxFrame). A log started over
+// frames is the number of frames in the write-ahead log, read from the
+// log's index (the -shm file's header: mxFrame). A log started over
 // counts from 0 again: messageReplay starts it over only between
 // messages.
-func walFrames(b *testing.B, db *DB) int64 {
-	f, err := os.Open(db.path + "-shm")
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer f.Close()
+func (m *messageReplay) frames() int64 {
 	var h [20]byte
-	if _, err := f.ReadAt(h[:], 0); err != nil {
-		b.Fatal(err)
+	if _, err := m.shm.ReadAt(h[:], 0); err != nil {
+		m.b.Fatal(err)
 	}
 	return int64(binary.NativeEndian.Uint32(h[16:20]))
 }
