@@ -89,8 +89,9 @@ func scriptOf(t testing.TB, m migration) string {
 }
 
 // TestFewerPagesMigration: a database at schema 170 with sent parts
-// keeps them through migration 180, which rebuilds deliveries as a
-// WITHOUT ROWID table and drops signals_at.
+// keeps them, every column of every row, through migration 180, which
+// rebuilds deliveries as a WITHOUT ROWID table and drops signals_at, and
+// 181, which adds messages_summary.
 func TestFewerPagesMigration(t *testing.T) {
 	ms, err := loadMigrations("migrations")
 	if err != nil {
@@ -120,6 +121,7 @@ func TestFewerPagesMigration(t *testing.T) {
 	must(`INSERT INTO replies (id, request_id, session_id, conversation, text, parts, created_at) VALUES (7, 3, 1, 'chat:a', 'ab', '["a","b"]', 0)`)
 	must(`INSERT INTO deliveries (reply_id, part, channel, platform_id, sent_at, draft) VALUES (7, 0, 'chat', 'p0', 5, 0), (7, 1, 'chat', 'p1', 6, 1)`)
 	must(`INSERT INTO signals (at, kind, polarity, reply_id) VALUES (1, 'reaction', 1, 7)`)
+	rowsBefore := deliveryRows(t, old)
 	old.Close()
 
 	db, err := OpenFile(ctx, path, Options{})
@@ -130,6 +132,9 @@ func TestFewerPagesMigration(t *testing.T) {
 	r, err := db.ReplyByPlatformID(ctx, "chat", "p1")
 	if err != nil || r == nil || r.ID != 7 || len(r.Sent) != 2 || r.Sent[0] != "p0" || r.Sent[1] != "p1" || r.Draft[0] || !r.Draft[1] {
 		t.Fatalf("ReplyByPlatformID = %+v, %v; want reply 7 with both parts (the second a draft)", r, err)
+	}
+	if got := deliveryRows(t, db.r.DB); got != rowsBefore {
+		t.Fatalf("deliveries after the migrations:\n%s\nbefore:\n%s", got, rowsBefore)
 	}
 	var ddl string
 	if err := db.r.QueryRowContext(ctx, `SELECT sql FROM sqlite_schema WHERE name = 'deliveries'`).Scan(&ddl); err != nil || !strings.Contains(ddl, "WITHOUT ROWID") {
@@ -149,4 +154,27 @@ func TestFewerPagesMigration(t *testing.T) {
 	if err := db.r.QueryRowContext(ctx, `SELECT COUNT(*) FROM deliveries`).Scan(&n); err != nil || n != 0 {
 		t.Fatalf("%d deliveries left after their reply was deleted (%v); want none", n, err)
 	}
+}
+
+// deliveryRows are the rows of deliveries, every column, in key order.
+func deliveryRows(t *testing.T, db *sql.DB) string {
+	t.Helper()
+	rows, err := db.Query(`SELECT reply_id, part, channel, platform_id, sent_at, draft FROM deliveries ORDER BY reply_id, part`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var b strings.Builder
+	for rows.Next() {
+		var reply, part, sent, draft int64
+		var channel, pid string
+		if err := rows.Scan(&reply, &part, &channel, &pid, &sent, &draft); err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(&b, "%d %d %s %s %d %d\n", reply, part, channel, pid, sent, draft)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return b.String()
 }
