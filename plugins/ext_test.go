@@ -374,17 +374,19 @@ func TestManagerFeedsExtensions(t *testing.T) {
 	}
 }
 
-// A path whose escaped dot segments climb out of the route it matched
-// is refused before it reaches the plugin: the plugin would otherwise
+// A path whose dot segments, escaped or not, climb out of the route it
+// matched is refused with 400 before it reaches the plugin: the plugin would otherwise
 // see (and may clean) a path outside the route, public or not, the core
 // checked.
 func TestPluginRouteRefusesDotSegments(t *testing.T) {
 	x, _ := launchExt(t, ExtOptions{})
 	mux := http.NewServeMux()
 	mux.Handle(RoutePattern, x.HTTPHandler(HTTPOptions{APIKey: "k3y"}))
-	srv := httptest.NewServer(mux)
+	srv := httptest.NewServer(RefuseDotSegments(mux))
 	defer srv.Close()
-	for _, p := range []string{"files/..%2Fstatus", "files/%2e%2e/status", "files/a/%2E/b", "files%2F..%2Fstatus", "files/a%2F%2Fb"} {
+	for _, p := range []string{"files/..%2Fstatus", "files/%2e%2e/status", "files/a/%2E/b", "files%2F..%2Fstatus", "files/a%2F%2Fb",
+		// Unescaped: the mux alone would redirect these to the cleaned path.
+		"files/../status", "files/./b", "files//b", "./status"} {
 		req, _ := http.NewRequest("GET", srv.URL+"/api/plugins/ext/"+p, nil)
 		req.Header.Set("X-API-Key", "k3y")
 		resp, err := http.DefaultClient.Do(req)

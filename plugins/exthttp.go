@@ -218,6 +218,21 @@ func plainPath(path string) bool {
 	return true
 }
 
+// RefuseDotSegments answers 400 to a request below /api/plugins/ whose
+// path holds an empty, "." or ".." segment, as HTTPHandler does for the
+// escaped ones. Wrap the server's whole http.ServeMux with it: the mux
+// would otherwise answer such a path with a redirect to its cleaned form
+// before HTTPHandler sees it, not with the 400 docs/plugins.md promises.
+func RefuseDotSegments(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if rest, ok := strings.CutPrefix(r.URL.Path, "/api/plugins/"); ok && !plainPath(rest) {
+			httpError(w, http.StatusBadRequest, fmt.Sprintf("the path %q has an empty, \".\" or \"..\" segment (perhaps escaped); send the plain path", rest))
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
 // matchRoute finds the route for method and path: the route with the
 // most specific path (an exact path before the same path with a trailing
 // slash, before a subtree; a longer subtree before a shorter one),

@@ -350,7 +350,7 @@ func (a *App) httpHandler() http.Handler {
 	a.mountPluginAPI(mux)
 	a.mountPluginRoutes(mux)
 	a.mountOps(mux)
-	return mux
+	return plugins.RefuseDotSegments(mux)
 }
 
 func (a *App) ready(ctx context.Context) error {
