@@ -80,7 +80,15 @@ func cmdLua(ctx context.Context, g *globalFlags, args []string, io Stdio, env co
 	if len(rest) != 1 {
 		return argCountError("lua test", rest, 1, "SCRIPT", luaUsage)
 	}
-	if message == "" {
+	// An on_schedule run may be given --message "": the prompt of a
+	// schedule that runs a plugin (docs/hooks.md, on_schedule).
+	messageSet := false
+	for _, a := range args[1:] {
+		if a == "--message" || a == "-message" || strings.HasPrefix(a, "--message=") || strings.HasPrefix(a, "-message=") {
+			messageSet = true
+		}
+	}
+	if message == "" && (hook != lua.HookSchedule || !messageSet) {
 		return usageError{"lua test: --message is required; " + luaUsage}
 	}
 	md := map[string]string{}

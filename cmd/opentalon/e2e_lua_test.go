@@ -391,6 +391,15 @@ func TestLuaTestCommand(t *testing.T) {
 			t.Fatalf("exit %d, output %s; stderr %s", r.code, r.stdout, r.stderr)
 		}
 	})
+	t.Run("on_schedule of a plugin schedule", func(t *testing.T) {
+		// docs/hooks.md: ctx.message is "" for a schedule that runs a plugin.
+		p := filepath.Join(t.TempDir(), "digest.lua")
+		os.WriteFile(p, []byte("function on_schedule(ctx)\n  if ctx.message == '' then return { reply = 'plugin firing' } end\n  return ctx\nend\n"), 0o600)
+		r := runMain(t, env, "", "lua", "test", p, "--message", "", "--hook", "on_schedule")
+		if o := decode(t, r.stdout); r.code != 0 || o.Reply != "plugin firing" {
+			t.Fatalf("exit %d, output %s; stderr %s", r.code, r.stdout, r.stderr)
+		}
+	})
 	t.Run("usage errors", func(t *testing.T) {
 		for _, args := range [][]string{
 			{"lua", "test", filepath.Join(seedDir, "filter.lua")},
