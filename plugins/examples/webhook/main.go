@@ -65,13 +65,16 @@ type item struct {
 }
 
 func (w *webhook) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
-	switch r.URL.Path {
-	case "/stats":
+	// Serve by the route the core matched and checked, not by the path
+	// again: "stats/" is the route "stats" too (docs/plugins.md).
+	route, _ := sdk.MatchedRoute(r)
+	switch route.Path {
+	case "stats":
 		n := w.count(r.Context(), "received")
 		rw.Header().Set("Content-Type", "application/json")
 		fmt.Fprintf(rw, `{"received":%d,"conversations":%d}`, n, w.count(r.Context(), "started"))
 		return
-	case "/github":
+	case "github":
 	default:
 		http.NotFound(rw, r)
 		return

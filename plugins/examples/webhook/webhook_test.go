@@ -58,6 +58,13 @@ func TestWebhookPlugin(t *testing.T) {
 	if w := c.HTTP(r); w.Code != 200 || w.Body.String() != `{"received":2,"conversations":1}` {
 		t.Fatalf("stats = %d %s", w.Code, w.Body)
 	}
+	// The core serves stats/ as the route stats; the plugin answers it by
+	// that route.
+	r = httptest.NewRequest("GET", "/api/plugins/webhook/stats/", nil)
+	r.Header.Set("X-API-Key", "k")
+	if w := c.HTTP(r); w.Code != 200 || !strings.HasPrefix(w.Body.String(), `{"received":2,`) {
+		t.Fatalf("stats/ = %d %s", w.Code, w.Body)
+	}
 	if s := c.Capabilities().Schedules; len(s) != 1 || s[0].Cron != "0 9 * * 1-5" || s[0].Chat != "C0123456" {
 		t.Fatalf("schedules = %+v", s)
 	}
