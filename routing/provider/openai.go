@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/opentalon/opentalon/core"
 )
@@ -247,6 +248,9 @@ func contentText(raw json.RawMessage) (string, error) {
 	if len(raw) == 0 || string(raw) == "null" {
 		return "", nil
 	}
+	if s, ok := plainJSONString(raw); ok {
+		return s, nil
+	}
 	var s string
 	if err := json.Unmarshal(raw, &s); err == nil {
 		return s, nil
@@ -262,6 +266,28 @@ func contentText(raw json.RawMessage) (string, error) {
 		b.WriteString(pt.Text)
 	}
 	return b.String(), nil
+}
+
+// plainJSONString reads raw, a JSON value the decoder already found
+// valid, without a decoder when it is a string that needs no decoding
+// (no escape, valid UTF-8): what json.Unmarshal would give, without its
+// decoder state, for most stream deltas.
+func plainJSONString(raw []byte) (string, bool) {
+	if len(raw) < 2 || raw[0] != '"' || raw[len(raw)-1] != '"' {
+		return "", false
+	}
+	body := raw[1 : len(raw)-1]
+	for _, c := range body {
+		// A quote inside can only be escaped (valid JSON); control
+		// characters cannot be there at all, but are left to the decoder.
+		if c == '\\' || c == '"' || c < 0x20 {
+			return "", false
+		}
+	}
+	if !utf8.Valid(body) {
+		return "", false // the decoder replaces invalid bytes with U+FFFD
+	}
+	return string(body), true
 }
 
 // oaStop normalizes a finish_reason.
