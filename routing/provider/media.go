@@ -23,6 +23,9 @@ func images(m core.ChatMessage) []core.Attachment {
 // content is not sent (an image of an earlier turn), so the model knows
 // it was there.
 func withPlaceholders(m core.ChatMessage) string {
+	if len(m.Attachments) == 0 {
+		return m.Content // most messages: the text as it is, not a copy
+	}
 	var b strings.Builder
 	b.WriteString(m.Content)
 	for _, a := range m.Attachments {
