@@ -263,9 +263,11 @@ func (c *client) stream(ctx context.Context, cl *call, model, secret string, onT
 // sniffing of an unlabelled body), text/event-stream or nothing, and one
 // may label its event stream application/json. A JSON answer starts with
 // "{", which no event stream does (its lines start with a field name or
-// ":"). The bytes peeked stay in the body.
+// ":"). The bytes peeked stay in the body. The peek needs a byte: its
+// buffer is bufio's smallest (reads of the stream past what it holds go
+// straight to the body), not a second 4 KiB beside the stream reader's.
 func answersJSON(resp *http.Response) bool {
-	br := bufio.NewReader(resp.Body)
+	br := bufio.NewReaderSize(resp.Body, 16)
 	resp.Body = struct {
 		io.Reader
 		io.Closer
