@@ -244,8 +244,11 @@ func stem(w string) string {
 }
 
 // Similarity is the Jaccard index of two questions' content words.
-func Similarity(a, b string) float64 {
-	wa, wb := contentWords(a), contentWords(b)
+func Similarity(a, b string) float64 { return jaccard(contentWords(a), contentWords(b)) }
+
+// jaccard is the Jaccard index of two sets of words (0 when one is
+// empty).
+func jaccard(wa, wb map[string]bool) float64 {
 	if len(wa) == 0 || len(wb) == 0 {
 		return 0
 	}
@@ -267,8 +270,16 @@ const RephraseThreshold = 0.6
 // a rephrase, and a new subject (capital of France → of Germany) drops
 // the overlap below the threshold.
 func IsRephrase(prev, next string) bool {
-	if len(contentWords(prev)) < 2 || len(contentWords(next)) < 2 || strings.HasPrefix(strings.TrimSpace(next), "/") {
+	if strings.HasPrefix(strings.TrimSpace(next), "/") {
 		return false
 	}
-	return Similarity(prev, next) >= RephraseThreshold
+	wp := contentWords(prev)
+	if len(wp) < 2 {
+		return false
+	}
+	wn := contentWords(next)
+	if len(wn) < 2 {
+		return false
+	}
+	return jaccard(wp, wn) >= RephraseThreshold
 }
