@@ -3,6 +3,7 @@ package orchestrator
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -41,25 +42,44 @@ func (o *Orchestrator) builtinTools(tn *turn) []core.ToolSpec {
 	if !o.o.Memory.Tools || o.o.Store == nil || tn.owner == "" {
 		return nil
 	}
-	save := core.ToolSpec{Action: ToolMemorySave,
-		Description: "Remember a fact or preference about the user for later conversations. Use it when the user asks you to remember something or states a lasting preference; never for secrets such as passwords or keys.",
-		Params: []core.ToolParam{
-			{Name: "content", Description: "the fact, in one or two sentences", Required: true},
-			{Name: "tags", Description: "comma-separated tags such as preference, fact, contact"},
-		}}
 	if tn.admin {
-		save.Params = append(save.Params, core.ToolParam{Name: "shared", Description: "\"true\" to remember it for every user (you are talking to an admin)"})
+		return o.memTools.admin
 	}
-	return []core.ToolSpec{
-		save,
-		{Action: ToolMemorySearch, Description: "Search what you remember about the user (saved facts and preferences).",
+	return o.memTools.user
+}
+
+// memoryTools are the memory tools' specs, built once (New): every turn
+// offers the same, and nothing changes a spec it is given (the provider
+// keeps a copy of its own).
+type memoryTools struct {
+	user, admin []core.ToolSpec
+}
+
+// newMemoryTools builds the memory tools' specs: for an admin, saving
+// may also share the memory with every user.
+func newMemoryTools() memoryTools {
+	specs := func(admin bool) []core.ToolSpec {
+		save := core.ToolSpec{Action: ToolMemorySave,
+			Description: "Remember a fact or preference about the user for later conversations. Use it when the user asks you to remember something or states a lasting preference; never for secrets such as passwords or keys.",
 			Params: []core.ToolParam{
-				{Name: "query", Description: "words to look for", Required: true},
-				{Name: "tag", Description: "only memories with this tag"},
-			}},
-		{Action: ToolMemoryForget, Description: "Forget one memory by its id (#id in memory_search results or the recalled memories), when the user asks you to forget it.",
-			Params: []core.ToolParam{{Name: "id", Description: "the memory id", Required: true}}},
+				{Name: "content", Description: "the fact, in one or two sentences", Required: true},
+				{Name: "tags", Description: "comma-separated tags such as preference, fact, contact"},
+			}}
+		if admin {
+			save.Params = append(save.Params, core.ToolParam{Name: "shared", Description: "\"true\" to remember it for every user (you are talking to an admin)"})
+		}
+		return slices.Clip([]core.ToolSpec{
+			save,
+			{Action: ToolMemorySearch, Description: "Search what you remember about the user (saved facts and preferences).",
+				Params: []core.ToolParam{
+					{Name: "query", Description: "words to look for", Required: true},
+					{Name: "tag", Description: "only memories with this tag"},
+				}},
+			{Action: ToolMemoryForget, Description: "Forget one memory by its id (#id in memory_search results or the recalled memories), when the user asks you to forget it.",
+				Params: []core.ToolParam{{Name: "id", Description: "the memory id", Required: true}}},
+		})
 	}
+	return memoryTools{user: specs(false), admin: specs(true)}
 }
 
 // runBuiltin runs a memory tool for the turn's user.

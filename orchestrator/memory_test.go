@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -731,5 +732,40 @@ func TestMemoryLineIsOneLine(t *testing.T) {
 		if got := memoryLine(core.Memory{ID: 7, Content: tc.content}); got != tc.want {
 			t.Errorf("memoryLine(%q) = %q; want %q", tc.content, got, tc.want)
 		}
+	}
+}
+
+// TestBuiltinToolsPerTurn: the memory tools offered are the same on every
+// turn (built once), and only an admin's save also takes "shared".
+func TestBuiltinToolsPerTurn(t *testing.T) {
+	o := New(Options{LLM: &chooserLLM{window: 100_000, fn: memoryLLM}, Store: openStore(t), Memory: Memory{Tools: true}})
+	params := func(specs []core.ToolSpec, action string) []string {
+		for _, s := range specs {
+			if s.Action == action {
+				var names []string
+				for _, p := range s.Params {
+					names = append(names, p.Name)
+				}
+				return names
+			}
+		}
+		return nil
+	}
+	user, admin := &turn{owner: "telegram:ann"}, &turn{owner: "telegram:boss", admin: true}
+	for i, tc := range []struct {
+		tn   *turn
+		want []string
+	}{
+		{user, []string{"content", "tags"}},
+		{admin, []string{"content", "tags", "shared"}},
+		{user, []string{"content", "tags"}},
+	} {
+		specs := o.builtinTools(tc.tn)
+		if len(specs) != 3 || !slices.Equal(params(specs, ToolMemorySave), tc.want) {
+			t.Errorf("turn %d: %d tools, save takes %v; want 3 tools, save taking %v", i, len(specs), params(specs, ToolMemorySave), tc.want)
+		}
+	}
+	if got := o.builtinTools(&turn{}); got != nil {
+		t.Errorf("a turn with no owner is offered %d memory tools, want none", len(got))
 	}
 }

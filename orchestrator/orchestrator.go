@@ -94,6 +94,8 @@ type Orchestrator struct {
 	prompt string
 	// sections keeps the last tools section.
 	sections sectionCache
+	// memTools are the memory tools' specs (builtinTools).
+	memTools memoryTools
 }
 
 var (
@@ -115,7 +117,7 @@ func New(o Options) *Orchestrator {
 	if o.History == nil && o.Store != nil {
 		o.History = o.Store
 	}
-	return &Orchestrator{o: o, log: o.Logger.With("component", "orchestrator"), prompt: promptBase(o.Rules)}
+	return &Orchestrator{o: o, log: o.Logger.With("component", "orchestrator"), prompt: promptBase(o.Rules), memTools: newMemoryTools()}
 }
 
 // CurrentModel implements core.ModelReporter when the LLM can tell.
