@@ -32,9 +32,12 @@ type stream struct {
 	// reply is the draft reply: its id is 0 until the first message.
 	reply *core.Reply
 
-	mu      sync.Mutex
-	prefix  string // shown ahead of the text (a transcript's echo)
-	text    string // the text of the current LLM call
+	mu     sync.Mutex
+	prefix string // shown ahead of the text (a transcript's echo)
+	// text is the text of the current LLM call: a builder, as a long
+	// answer comes in hundreds of deltas (a string += each would copy
+	// the whole text so far every time).
+	text    strings.Builder
 	status  string // a tool status line, until the next delta
 	version int    // bumped on every change
 	started bool
@@ -101,7 +104,7 @@ func (s *stream) Delta(text string) {
 		return
 	}
 	s.mu.Lock()
-	s.text += text
+	s.text.WriteString(text)
 	s.status = ""
 	s.changed()
 	s.mu.Unlock()
@@ -110,7 +113,8 @@ func (s *stream) Delta(text string) {
 // Status implements core.Stream.
 func (s *stream) Status(line string) {
 	s.mu.Lock()
-	s.text, s.status = "", line
+	s.text.Reset()
+	s.status = line
 	s.changed()
 	s.mu.Unlock()
 }
@@ -142,7 +146,7 @@ func (s *stream) changed() {
 
 // current is the text to show and its version; the caller holds mu.
 func (s *stream) current() (string, int) {
-	body := s.text
+	body := s.text.String()
 	if strings.TrimSpace(body) == "" && s.status != "" {
 		body = "_" + s.status + "_"
 	}
