@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/opentalon/opentalon/core"
+	"github.com/opentalon/opentalon/core/clock"
 )
 
 // stream shows one answer while the agent writes it: after the channel's
@@ -41,6 +42,9 @@ type stream struct {
 	status  string // a tool status line, until the next delta
 	version int    // bumped on every change
 	started bool
+	// first starts the worker once the first delay is over (nil: started
+	// at once); an answer complete before it never has a worker.
+	first   clock.Timer
 	closing bool
 	ctx     context.Context
 	wake    chan struct{}
@@ -135,7 +139,14 @@ func (s *stream) changed() {
 	}
 	if !s.started {
 		s.started = true
-		go s.run()
+		if d := s.pol.FirstDelay; d > 0 {
+			// Most answers of a quick model are complete before the
+			// delay is over: they need no goroutine, and their finish
+			// waits for none.
+			s.first = s.g.clock.AfterFunc(d, func() { go s.run() })
+		} else {
+			go s.run()
+		}
 		return
 	}
 	select {
@@ -156,11 +167,11 @@ func (s *stream) current() (string, int) {
 	return body, s.version
 }
 
-// run is the worker: the first delay, then one update per interval with
-// the latest text, until finish.
+// run is the worker, started once the first delay is over: one update
+// per interval with the latest text, until finish.
 func (s *stream) run() {
 	defer close(s.done)
-	if !s.sleep(s.pol.FirstDelay) {
+	if !s.sleep(0) {
 		return
 	}
 	for {
@@ -328,12 +339,17 @@ func (s *stream) finishSlots() (shown map[int]string, open map[int]core.NativeDr
 	s.mu.Lock()
 	first := !s.closing
 	s.closing = true
-	started := s.started
+	started, timer := s.started, s.first
 	s.mu.Unlock()
 	if first && s.quit != nil {
 		close(s.quit)
 	}
-	if started {
+	switch {
+	case !started:
+	case timer != nil && timer.Stop():
+		// Finished within the first delay: the worker never starts.
+		close(s.done)
+	default:
 		<-s.done
 	}
 	for i, sl := range s.slots {
