@@ -446,66 +446,81 @@ func (g *Gateway) holdLease(ctx context.Context, it core.QueueItem, fence *lease
 	if g.opts.LeaseTTL <= 0 {
 		return func() {}
 	}
-	every := g.opts.LeaseTTL / 3
 	// The claim was taken just before the work started: the fence's
 	// margin (a sixth of the TTL) covers the difference.
 	fence.extend(g.clock.Now(), g.opts.LeaseTTL)
-	var (
-		mu       sync.Mutex
-		stopped  bool
-		timer    clock.Timer
-		renewing sync.WaitGroup
-	)
-	var renew func()
-	renew = func() {
-		mu.Lock()
-		if stopped {
-			mu.Unlock()
+	r := &renewal{g: g, ctx: ctx, id: it.ID, fence: fence, log: log, every: g.opts.LeaseTTL / 3}
+	r.mu.Lock()
+	r.timer = g.clock.AfterFunc(r.every, r.renew)
+	r.mu.Unlock()
+	return r.stop
+}
+
+// renewal is holdLease's renewing of one item's lease: one value per
+// item rather than a closure over each of its variables.
+type renewal struct {
+	g     *Gateway
+	ctx   context.Context
+	id    int64
+	fence *leaseFence
+	log   *slog.Logger
+	every time.Duration
+
+	mu       sync.Mutex
+	stopped  bool
+	timer    clock.Timer
+	renewing sync.WaitGroup
+}
+
+// renew renews the lease once and sets the timer for the next renewal.
+func (r *renewal) renew() {
+	g, fence, log := r.g, r.fence, r.log
+	r.mu.Lock()
+	if r.stopped {
+		r.mu.Unlock()
+		return
+	}
+	r.renewing.Add(1)
+	r.mu.Unlock()
+	defer r.renewing.Done()
+	t0 := g.clock.Now()
+	lease := fence.token()
+	err := g.store.Renew(context.WithoutCancel(r.ctx), r.id, lease)
+	switch {
+	case errors.Is(err, core.ErrLeaseLost):
+		// A claim of this process under way may be the one that took
+		// the item back: it hands the lease over first.
+		log.Debug("renew the request's lease: lost; waiting for this process's claim under way, which may hand it over", "lease", lease)
+		g.awaitClaim(g.stopCtx())
+		if fence.lose(lease) {
+			log.Warn("the request's lease was taken back (it ran out); another claimer answers it, this work stops", "queue.lease_ttl", g.opts.LeaseTTL)
 			return
 		}
-		renewing.Add(1)
-		mu.Unlock()
-		defer renewing.Done()
-		t0 := g.clock.Now()
-		lease := fence.token()
-		err := g.store.Renew(context.WithoutCancel(ctx), it.ID, lease)
-		switch {
-		case errors.Is(err, core.ErrLeaseLost):
-			// A claim of this process under way may be the one that took
-			// the item back: it hands the lease over first.
-			log.Debug("renew the request's lease: lost; waiting for this process's claim under way, which may hand it over", "lease", lease)
-			g.awaitClaim(g.stopCtx())
-			if fence.lose(lease) {
-				log.Warn("the request's lease was taken back (it ran out); another claimer answers it, this work stops", "queue.lease_ttl", g.opts.LeaseTTL)
-				return
-			}
-			// A claim of this process took the item back meanwhile and
-			// handed its lease over (adopt): the work goes on under it.
-		case err != nil:
-			// The next renewal may succeed; the lease still runs.
-			log.Warn("renew the request's lease", "err", err)
-		default:
-			fence.extend(t0, g.opts.LeaseTTL)
-		}
-		// The next one is due a third of the TTL after this one was,
-		// however long the store took.
-		next := max(every-g.clock.Now().Sub(t0), 0)
-		mu.Lock()
-		if !stopped {
-			timer = g.clock.AfterFunc(next, renew)
-		}
-		mu.Unlock()
+		// A claim of this process took the item back meanwhile and
+		// handed its lease over (adopt): the work goes on under it.
+	case err != nil:
+		// The next renewal may succeed; the lease still runs.
+		log.Warn("renew the request's lease", "err", err)
+	default:
+		fence.extend(t0, g.opts.LeaseTTL)
 	}
-	mu.Lock()
-	timer = g.clock.AfterFunc(every, renew)
-	mu.Unlock()
-	return func() {
-		mu.Lock()
-		stopped = true
-		timer.Stop()
-		mu.Unlock()
-		renewing.Wait()
+	// The next one is due a third of the TTL after this one was,
+	// however long the store took.
+	next := max(r.every-g.clock.Now().Sub(t0), 0)
+	r.mu.Lock()
+	if !r.stopped {
+		r.timer = g.clock.AfterFunc(next, r.renew)
 	}
+	r.mu.Unlock()
+}
+
+// stop ends the renewals; it returns once none runs or will run.
+func (r *renewal) stop() {
+	r.mu.Lock()
+	r.stopped = true
+	r.timer.Stop()
+	r.mu.Unlock()
+	r.renewing.Wait()
 }
 
 // beginClaim marks a claim of the dispatcher under way until the
