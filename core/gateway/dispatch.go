@@ -661,7 +661,7 @@ func (g *Gateway) process(ctx context.Context, it core.QueueItem, release func()
 	if it.Durable != nil {
 		ctx = context.WithValue(ctx, durableKey{}, it.Durable)
 	}
-	log := g.log.With("request", it.ID, "conv", it.Conversation.String(), "kind", it.Kind)
+	log := lazyWith(g.log, "request", it.ID, "conv", it.Conversation.String(), "kind", it.Kind)
 	leased, lose := context.WithCancelCause(ctx)
 	defer lose(nil)
 	keep := it.Behind != nil || it.Message != nil && g.isStop(it.Message.Text)
