@@ -293,6 +293,19 @@ func (b *Bot) getUpdatesWithin(ctx context.Context, offset int64, timeout int) (
 	if err != nil {
 		return nil, b.scrub(fmt.Errorf("getUpdates: read answer: %w", err))
 	}
+	// Every update readable (all but never): one decode of the answer.
+	// Otherwise the updates are read one by one below, so one the library
+	// cannot decode does not block the ones after it.
+	var whole struct {
+		OK     bool            `json:"ok"`
+		Result []models.Update `json:"result"`
+	}
+	if json.Unmarshal(raw, &whole) == nil && whole.OK {
+		if whole.Result == nil {
+			whole.Result = []models.Update{}
+		}
+		return whole.Result, nil
+	}
 	var r struct {
 		OK          bool              `json:"ok"`
 		Result      []json.RawMessage `json:"result"`
