@@ -53,3 +53,26 @@ func TestContentTextParts(t *testing.T) {
 		t.Error("contentText(42): want an error")
 	}
 }
+
+// FuzzContentTextIsTheDecoders: any valid JSON string, quoted from
+// arbitrary bytes (escapes, surrogates, invalid UTF-8, control bytes),
+// reads as json.Unmarshal reads it.
+func FuzzContentTextIsTheDecoders(f *testing.F) {
+	for _, s := range []string{"", "plain", `\u00e9`, `\ud83d\ude00`, `\ud83d`, `\/`, "\xff\xfe", "\xe2\x82", "\xed\xa0\x80", "é😀", `a\"b`, `\\`} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, body string) {
+		raw := []byte(`"` + body + `"`)
+		if !json.Valid(raw) {
+			return // never reaches contentText: the chunk's decode fails first
+		}
+		var want string
+		if err := json.Unmarshal(raw, &want); err != nil {
+			t.Fatalf("json.Unmarshal(%q): %v", raw, err)
+		}
+		got, err := contentText(json.RawMessage(raw))
+		if err != nil || got != want {
+			t.Errorf("contentText(%q) = %q, %v; json.Unmarshal gives %q", raw, got, err, want)
+		}
+	})
+}
