@@ -226,3 +226,82 @@ func TestStreamStopsPastTheLease(t *testing.T) {
 		}
 	}
 }
+
+// TestStreamAnswerCompleteWithinTheFirstDelay: an answer complete before
+// the first delay is over is sent once, at once, and never edited (its
+// stream showed nothing); the next answer of the conversation streams as
+// usual (shown after the delay, its final text an interval later).
+func TestStreamAnswerCompleteWithinTheFirstDelay(t *testing.T) {
+	clk := clock.NewFake(t0)
+	ch := &editing{clk: clk, pol: core.StreamPolicy{Mode: core.StreamEdit, FirstDelay: 500 * time.Millisecond, Interval: time.Second},
+		seen: make(chan string, 10)}
+	ag := writer{deltas: make(chan string)}
+	db := openDB(t, store.Options{Now: clk.Now})
+	g := gateway.New(gateway.Options{Store: db, Agent: ag, Clock: clk})
+	g.AddChannel(ch)
+	serve(t, g)
+	wctx, wcancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer wcancel()
+	accept := func(id string) {
+		t.Helper()
+		in := core.Inbound{Conversation: core.ConversationKey{Channel: "fake", Chat: "c"}, MessageID: id, UserID: "u", Text: "tell me"}
+		for g.Accept(context.Background(), in) != nil {
+			time.Sleep(time.Millisecond)
+		}
+	}
+	give := func(d string) {
+		t.Helper()
+		select {
+		case ag.deltas <- d:
+		case <-wctx.Done():
+			t.Fatalf("the agent did not take %q", d)
+		}
+	}
+	shown := func(want string) {
+		t.Helper()
+		select {
+		case got := <-ch.seen:
+			if got != want {
+				t.Fatalf("%s; want %s", got, want)
+			}
+		case <-wctx.Done():
+			t.Fatalf("nothing shown; want %s", want)
+		}
+	}
+	quiet := func() {
+		t.Helper()
+		select {
+		case c := <-ch.seen:
+			t.Fatalf("%s: the answer was complete", c)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+
+	accept("1")
+	give("Quick ")
+	// The first delay's timer (besides the dispatcher's).
+	if err := clk.BlockUntil(wctx, 2); err != nil {
+		t.Fatalf("nothing waits on the clock: %v", err)
+	}
+	clk.Advance(499 * time.Millisecond)
+	give("answer")
+	give("")
+	shown(`+499ms send "Quick answer"`)
+	clk.Advance(time.Second)
+	quiet()
+
+	accept("2")
+	give("Slow ")
+	if err := clk.BlockUntil(wctx, 2); err != nil {
+		t.Fatalf("nothing waits on the clock: %v", err)
+	}
+	clk.Advance(500 * time.Millisecond)
+	shown(`+1.999s send "Slow "`)
+	give("answer")
+	give("")
+	if err := clk.BlockUntil(wctx, 2); err != nil {
+		t.Fatalf("nothing waits on the clock: %v", err)
+	}
+	clk.Advance(time.Second)
+	shown(`+2.999s edit m1 "Slow answer"`)
+}
