@@ -311,24 +311,13 @@ func stripTags(text string, tags ...string) (string, bool) {
 			if end < len(text) && (text[end] == ':' || text[end] == ',') {
 				end++
 			}
-			text = joinAround(text[:i], text[end:])
+			text = toolkit.JoinAround(text[:i], text[end:])
 		}
 	}
 	if !found {
 		return text, false
 	}
 	return strings.TrimSpace(text), true
-}
-
-// joinAround joins the text before and after a removed tag: one space
-// between them within a line, none at a line's start or end.
-func joinAround(before, after string) string {
-	before = strings.TrimRight(before, " \t")
-	after = strings.TrimLeft(after, " \t")
-	if before == "" || after == "" || strings.HasSuffix(before, "\n") || strings.HasPrefix(after, "\n") {
-		return before + after
-	}
-	return before + " " + after
 }
 
 // nameMention replaces the mentions of another user by "@name", which

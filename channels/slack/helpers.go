@@ -9,6 +9,7 @@ import (
 	"github.com/slack-go/slack"
 
 	"github.com/opentalon/opentalon/channels/textfmt"
+	"github.com/opentalon/opentalon/channels/toolkit"
 	"github.com/opentalon/opentalon/core"
 )
 
@@ -67,21 +68,10 @@ func stripMention(text, user string) string {
 			if end < len(text) && (text[end] == ':' || text[end] == ',') {
 				end++
 			}
-			text = joinAround(text[:i], text[end:])
+			text = toolkit.JoinAround(text[:i], text[end:])
 		}
 	}
 	return strings.TrimSpace(text)
-}
-
-// joinAround joins the text before and after a removed word: one space
-// between them within a line, none at a line's start or end.
-func joinAround(before, after string) string {
-	before = strings.TrimRight(before, " \t")
-	after = strings.TrimLeft(after, " \t")
-	if before == "" || after == "" || strings.HasSuffix(before, "\n") || strings.HasPrefix(after, "\n") {
-		return before + after
-	}
-	return before + " " + after
 }
 
 // displayName is "@name" for the LLM, else the id.
