@@ -109,9 +109,7 @@ func (h PDFHelper) PDFText(ctx context.Context, pdf []byte, max int) (string, er
 // ServePDFText is the helper process: it reads a PDF from in, writes at
 // most --max-text+1 bytes of its text to out and returns the exit status:
 // 0, exitUnreadable with the reason as the last line written to errw, or
-// 2 for a wrong command line. It bounds its own heap below the process's
-// memory limit (so the collector works harder before the limit kills
-// it) and its stack.
+// 2 for a wrong command line. It bounds itself as helperInput says.
 func ServePDFText(args []string, in io.Reader, out, errw io.Writer) int {
 	fs := flag.NewFlagSet("pdf-text", flag.ContinueOnError)
 	fs.SetOutput(errw)
@@ -119,22 +117,13 @@ func ServePDFText(args []string, in io.Reader, out, errw io.Writer) int {
 	if err := fs.Parse(args); err != nil || *max <= 0 {
 		return 2
 	}
-	runtime.GOMAXPROCS(1)
-	debug.SetMemoryLimit(helperMemory / 2)
-	debug.SetMaxStack(64 << 20)
-	data, err := io.ReadAll(io.LimitReader(in, 1<<30))
-	if err != nil {
-		fmt.Fprintln(errw, "reading the file failed:", err)
+	data, ok := helperInput(in, errw)
+	if !ok {
 		return 1
 	}
 	text, err := pdfText(data, *max)
 	if err != nil {
-		fmt.Fprintln(errw, strings.ReplaceAll(err.Error(), "\n", " "))
-		var u *Unreadable
-		if errors.As(err, &u) {
-			return exitUnreadable
-		}
-		return 1
+		return helperFailed(errw, err)
 	}
 	if _, err := io.WriteString(out, text); err != nil {
 		return 1
@@ -187,32 +176,50 @@ func (h PDFHelper) FitImage(ctx context.Context, img []byte) ([]byte, error) {
 
 // ServeImageFit is the image helper process: it reads an image from in,
 // writes it re-encoded by fitImage to out and returns the exit status
-// (as ServePDFText's). It bounds its own heap and stack as that does.
+// (as ServePDFText's), bounded as that is.
 func ServeImageFit(args []string, in io.Reader, out, errw io.Writer) int {
 	fs := flag.NewFlagSet("image-fit", flag.ContinueOnError)
 	fs.SetOutput(errw)
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
+	data, ok := helperInput(in, errw)
+	if !ok {
+		return 1
+	}
+	jpg, err := fitImage(data)
+	if err != nil {
+		return helperFailed(errw, err)
+	}
+	if _, err := out.Write(jpg); err != nil {
+		return 1
+	}
+	return 0
+}
+
+// helperInput bounds a helper process (one P, its heap below the
+// process's memory limit so the collector works harder before the limit
+// kills it, its stack) and reads the file it is given; ok=false when the
+// reading failed, said on errw.
+func helperInput(in io.Reader, errw io.Writer) (data []byte, ok bool) {
 	runtime.GOMAXPROCS(1)
 	debug.SetMemoryLimit(helperMemory / 2)
 	debug.SetMaxStack(64 << 20)
 	data, err := io.ReadAll(io.LimitReader(in, 1<<30))
 	if err != nil {
 		fmt.Fprintln(errw, "reading the file failed:", err)
-		return 1
+		return nil, false
 	}
-	jpg, err := fitImage(data)
-	if err != nil {
-		fmt.Fprintln(errw, strings.ReplaceAll(err.Error(), "\n", " "))
-		var u *Unreadable
-		if errors.As(err, &u) {
-			return exitUnreadable
-		}
-		return 1
+	return data, true
+}
+
+// helperFailed writes err as the last line on errw and returns the
+// helper's exit status: exitUnreadable for an *Unreadable, else 1.
+func helperFailed(errw io.Writer, err error) int {
+	fmt.Fprintln(errw, strings.ReplaceAll(err.Error(), "\n", " "))
+	var u *Unreadable
+	if errors.As(err, &u) {
+		return exitUnreadable
 	}
-	if _, err := out.Write(jpg); err != nil {
-		return 1
-	}
-	return 0
+	return 1
 }
