@@ -109,6 +109,9 @@ type Scheduler struct {
 	// read them again at the next tick.
 	version int64
 	stale   bool
+	// versionFails spaces out the log of a version read that fails every
+	// tick (a database that is down), under mu.
+	versionFails clock.Repeat
 }
 
 // entry is one schedule with its parsed timing. missed says its next
@@ -194,12 +197,20 @@ func (s *Scheduler) refresh(ctx context.Context, grace time.Duration) {
 	version, err := s.o.Store.SchedulesVersion(ctx)
 	if err != nil {
 		if ctx.Err() == nil { // not the end of the run or of the lease
-			s.log.Warn("read the schedules' version", "err", err)
+			s.mu.Lock()
+			report, since, n := s.versionFails.Failed(s.o.Now())
+			s.mu.Unlock()
+			if report {
+				s.log.Warn("read the schedules' version; trying again every tick", "failing_since", since, "failures_not_logged", n, "err", err)
+			}
 		}
 		return
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if failed, since := s.versionFails.Recovered(); failed {
+		s.log.Info("the schedules' version reads again", "failed_for", s.o.Now().Sub(since).Round(time.Second))
+	}
 	if !s.loaded || (version == s.version && !s.stale) {
 		return
 	}
