@@ -97,19 +97,42 @@ func CloseMarkdown(md string) string {
 	if i := strings.LastIndex(last, "\n\n"); i >= 0 {
 		last = last[i:]
 	}
-	// A marker with nothing after it yet is dropped instead of closed.
-	trimmed := strings.TrimRight(md, " ")
-	switch {
-	case strings.Count(last, "`")%2 == 1:
-		if strings.HasSuffix(trimmed, "`") {
-			return strings.TrimSuffix(trimmed, "`")
-		}
-		return md + "`"
-	case strings.Count(last, "**")%2 == 1:
-		if strings.HasSuffix(trimmed, "**") {
-			return strings.TrimSuffix(trimmed, "**")
-		}
-		return md + "**"
+	// A marker with nothing after it yet is dropped instead of closed;
+	// a code span is closed before the bold run around it.
+	code, bold := openSpans(last)
+	if code {
+		md = closeOrDrop(md, "`")
+	}
+	if bold {
+		md = closeOrDrop(md, "**")
 	}
 	return md
+}
+
+// openSpans reports whether the end of md leaves an inline code span and
+// a bold run open: a "**" inside a code span is code, not a marker.
+func openSpans(md string) (code, bold bool) {
+	for i := 0; i < len(md); i++ {
+		switch {
+		case md[i] == '`':
+			code = !code
+		case !code && strings.HasPrefix(md[i:], "**"):
+			bold = !bold
+			i++
+		}
+	}
+	return code, bold
+}
+
+// closeOrDrop ends md with marker: a marker md ends with (nothing after
+// it yet) is dropped instead.
+func closeOrDrop(md, marker string) string {
+	trimmed := strings.TrimRight(md, " ")
+	if strings.HasSuffix(trimmed, marker) {
+		return strings.TrimSuffix(trimmed, marker)
+	}
+	if marker == "`" {
+		return md + marker
+	}
+	return trimmed + marker
 }

@@ -18,6 +18,12 @@ func TestCloseMarkdown(t *testing.T) {
 		"```\nx ** y\n```\ndone":     "```\nx ** y\n```\ndone",
 		"```\na`b\n```\nok `x` y":    "```\na`b\n```\nok `x` y",
 		"```\na`b\n```\nok `x":       "```\na`b\n```\nok `x`",
+		// "**" inside a code span is code, not a bold marker.
+		"use `x**y` and plain": "use `x**y` and plain",
+		"use `x**y` and **bo":  "use `x**y` and **bo**",
+		// A bold run and a code span open together are both closed.
+		"**bold `code": "**bold `code`**",
+		"**bold `":     "**bold**",
 	}
 	for in, want := range cases {
 		if got := CloseMarkdown(in); got != want {
