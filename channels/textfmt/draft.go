@@ -72,13 +72,14 @@ func CloseMarkdown(md string) string {
 		rest = more
 		at += len(line) + 1
 		t := strings.TrimSpace(line)
-		if strings.HasPrefix(t, "```") && isFence(t) {
-			if open == "" {
-				open = "```"
-			} else if t == "```" || strings.TrimLeft(t, "`") == "" {
-				open = ""
-				after = min(at, len(md))
-			}
+		// Fences as the renderer reads them: "```" or "~~~", closed
+		// by a fence of the same character at least as long.
+		switch {
+		case open == "" && isFence(t):
+			open, _ = fenceInfo(t)
+		case open != "" && closesFence(t, open):
+			open = ""
+			after = min(at, len(md))
 		}
 		if !found {
 			break
@@ -88,7 +89,7 @@ func CloseMarkdown(md string) string {
 		if !strings.HasSuffix(md, "\n") {
 			md += "\n"
 		}
-		return md + "```"
+		return md + open
 	}
 	// The last paragraph outside code: an odd number of backticks or of
 	// "**" leaves a span open.

@@ -24,6 +24,11 @@ func TestCloseMarkdown(t *testing.T) {
 		// A bold run and a code span open together are both closed.
 		"**bold `code": "**bold `code`**",
 		"**bold `":     "**bold**",
+		// A "~~~" fence is a code block too; a longer fence is closed
+		// only by a fence as long, not by the "```" lines inside it.
+		"~~~py\nx = 2**3\ny":                "~~~py\nx = 2**3\ny\n~~~",
+		"~~~\na\n~~~\nok `x":                "~~~\na\n~~~\nok `x`",
+		"````md\n```\ninner\n```\nmore **x": "````md\n```\ninner\n```\nmore **x\n````",
 	}
 	for in, want := range cases {
 		if got := CloseMarkdown(in); got != want {
