@@ -240,8 +240,17 @@ func (s *stream) show(text string) error {
 		}
 		sl := &s.slots[i]
 		last := i == len(parts)-1
-		if sl.ended || sl.reused || (sl.raw == p.Raw && sl.part == p.Part && sl.id != "") {
+		if sl.reused || (sl.raw == p.Raw && sl.part == p.Part && sl.id != "") {
 			continue
+		}
+		if sl.ended {
+			if sl.raw == p.Raw {
+				continue // a filled message keeps its text as the draft grows
+			}
+			// The text went back (a status line replaced text that
+			// filled this message): the message is edited to show what
+			// is written now, never left showing the text that went.
+			sl.edited = true
 		}
 		if err := s.update(i, sl, p, last); err != nil {
 			return err

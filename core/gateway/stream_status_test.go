@@ -1,0 +1,118 @@
+package gateway_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/opentalon/opentalon/core"
+	"github.com/opentalon/opentalon/core/clock"
+	"github.com/opentalon/opentalon/core/gateway"
+	"github.com/opentalon/opentalon/store"
+)
+
+// parting is an editing channel whose messages hold ten characters: a
+// longer draft fills several.
+type parting struct {
+	editing
+	sent int
+}
+
+func (c *parting) Draft(text string) []core.DraftPart {
+	var out []core.DraftPart
+	for len(text) > 10 {
+		out = append(out, core.DraftPart{Raw: text[:10], Part: text[:10]})
+		text = text[10:]
+	}
+	return append(out, core.DraftPart{Raw: text, Part: text})
+}
+
+func (c *parting) Send(_ context.Context, _ core.Outbound, part string) (string, error) {
+	c.mu.Lock()
+	c.sent++
+	id := fmt.Sprintf("m%d", c.sent)
+	c.mu.Unlock()
+	c.record(fmt.Sprintf("send %s %q", id, part))
+	return id, nil
+}
+
+func (c *parting) Edit(_ context.Context, _ core.Outbound, id, part string) error {
+	c.record(fmt.Sprintf("edit %s %q", id, part))
+	return nil
+}
+
+// stepper is an agent that writes a delta, or a status line ("!line"),
+// one step at a time as the test hands them over; an empty step ends
+// the answer with the text written after the last status line.
+type stepper struct{ steps chan string }
+
+func (a stepper) Answer(ctx context.Context, t core.Turn) (core.Answer, error) {
+	var text strings.Builder
+	for {
+		select {
+		case s := <-a.steps:
+			switch {
+			case s == "":
+				return core.Answer{Text: text.String(), Model: "fake/m"}, nil
+			case strings.HasPrefix(s, "!"):
+				text.Reset()
+				t.Stream.Status(s[1:])
+			default:
+				text.WriteString(s)
+				t.Stream.Delta(s)
+			}
+		case <-ctx.Done():
+			return core.Answer{}, ctx.Err()
+		}
+	}
+}
+
+// TestStreamStatusAfterALongTextRewritesFilledMessages: text that filled
+// a message before a tool call is replaced on screen by the status line
+// and then by the answer; the filled message is not left showing the
+// text that went away while the answer is written.
+func TestStreamStatusAfterALongTextRewritesFilledMessages(t *testing.T) {
+	clk := clock.NewFake(t0)
+	ch := &parting{editing: editing{clk: clk, pol: core.StreamPolicy{Mode: core.StreamEdit}, seen: make(chan string, 10)}}
+	ag := stepper{steps: make(chan string)}
+	db := openDB(t, store.Options{Now: clk.Now})
+	g := gateway.New(gateway.Options{Store: db, Agent: ag, Clock: clk})
+	g.AddChannel(ch)
+	serve(t, g)
+	in := core.Inbound{Conversation: core.ConversationKey{Channel: "fake", Chat: "c"}, MessageID: "1", UserID: "u", Text: "tell me"}
+	for g.Accept(context.Background(), in) != nil {
+		time.Sleep(time.Millisecond)
+	}
+	wctx, wcancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer wcancel()
+	give := func(s string) {
+		t.Helper()
+		select {
+		case ag.steps <- s:
+		case <-wctx.Done():
+			t.Fatalf("the agent did not take %q", s)
+		}
+	}
+	shown := func(want string) {
+		t.Helper()
+		select {
+		case got := <-ch.seen:
+			if got != want {
+				t.Fatalf("%s; want %s", got, want)
+			}
+		case <-wctx.Done():
+			t.Fatalf("nothing shown; want %s", want)
+		}
+	}
+
+	give("Let me check that.")
+	shown(`send m1 "Let me che"`)
+	shown(`send m2 "ck that."`)
+	give("!calc")
+	shown(`edit m1 "_calc_"`)
+	give("It is 42.")
+	shown(`edit m1 "It is 42."`)
+	give("")
+}
