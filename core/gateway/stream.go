@@ -243,6 +243,13 @@ func (s *stream) show(text string) error {
 		if sl.reused || (sl.raw == p.Raw && sl.part == p.Part && sl.id != "") {
 			continue
 		}
+		if sl.id != "" && sl.part == p.Part && (s.nat == nil || sl.edited) {
+			// An edited message already shows this display form (a
+			// paragraph break not followed by words yet): an edit would
+			// change nothing and spend the platform's edit budget.
+			sl.raw = p.Raw
+			continue
+		}
 		if sl.ended {
 			if sl.raw == p.Raw {
 				continue // a filled message keeps its text as the draft grows

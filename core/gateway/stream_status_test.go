@@ -116,3 +116,81 @@ func TestStreamStatusAfterALongTextRewritesFilledMessages(t *testing.T) {
 	shown(`edit m1 "It is 42."`)
 	give("")
 }
+
+// trimming is a parting channel whose display form drops trailing blank
+// lines (as the formatters do), and which tells drafted when the stream
+// drafted the text.
+type trimming struct {
+	parting
+	drafted chan string
+}
+
+func (c *trimming) Draft(text string) []core.DraftPart {
+	parts := c.parting.Draft(text)
+	for i := range parts {
+		parts[i].Part = strings.TrimRight(parts[i].Part, "\n")
+	}
+	c.drafted <- text
+	return parts
+}
+
+// TestStreamSkipsAnEditThatChangesNothing: text whose display form is
+// what the message shows already (a paragraph break not yet followed by
+// words) is no edit: it would spend the platform's edit budget, and
+// Telegram refuses it ("message is not modified").
+func TestStreamSkipsAnEditThatChangesNothing(t *testing.T) {
+	clk := clock.NewFake(t0)
+	ch := &trimming{parting: parting{editing: editing{clk: clk, pol: core.StreamPolicy{Mode: core.StreamEdit}, seen: make(chan string, 10)}},
+		drafted: make(chan string, 10)}
+	ag := stepper{steps: make(chan string)}
+	db := openDB(t, store.Options{Now: clk.Now})
+	g := gateway.New(gateway.Options{Store: db, Agent: ag, Clock: clk})
+	g.AddChannel(ch)
+	serve(t, g)
+	in := core.Inbound{Conversation: core.ConversationKey{Channel: "fake", Chat: "c"}, MessageID: "1", UserID: "u", Text: "tell me"}
+	for g.Accept(context.Background(), in) != nil {
+		time.Sleep(time.Millisecond)
+	}
+	wctx, wcancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer wcancel()
+	give := func(s string) {
+		t.Helper()
+		select {
+		case ag.steps <- s:
+		case <-wctx.Done():
+			t.Fatalf("the agent did not take %q", s)
+		}
+	}
+	drafted := func(want string) {
+		t.Helper()
+		for {
+			select {
+			case got := <-ch.drafted:
+				if got == want {
+					return
+				}
+			case <-wctx.Done():
+				t.Fatalf("%q never drafted", want)
+			}
+		}
+	}
+	shown := func(want string) {
+		t.Helper()
+		select {
+		case got := <-ch.seen:
+			if got != want {
+				t.Fatalf("%s; want %s", got, want)
+			}
+		case <-wctx.Done():
+			t.Fatalf("nothing shown; want %s", want)
+		}
+	}
+
+	give("Hi.")
+	shown(`send m1 "Hi."`)
+	give("\n\n")
+	drafted("Hi.\n\n")
+	give("Ok")
+	shown(`edit m1 "Hi.\n\nOk"`)
+	give("")
+}
