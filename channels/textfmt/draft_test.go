@@ -27,7 +27,7 @@ func TestCloseMarkdown(t *testing.T) {
 		// A "~~~" fence is a code block too; a longer fence is closed
 		// only by a fence as long, not by the "```" lines inside it.
 		"~~~py\nx = 2**3\ny":                "~~~py\nx = 2**3\ny\n~~~",
-		"~~~\na\n~~~\nok `x":                "~~~\na\n~~~\nok `x`",
+		"~~~\na `b\n~~~\nok **x":            "~~~\na `b\n~~~\nok **x**",
 		"````md\n```\ninner\n```\nmore **x": "````md\n```\ninner\n```\nmore **x\n````",
 	}
 	for in, want := range cases {
