@@ -71,9 +71,11 @@ func CloseMarkdown(md string) string {
 		line, more, found := strings.Cut(rest, "\n")
 		rest = more
 		at += len(line) + 1
-		t := strings.TrimSpace(line)
 		// Fences as the renderer reads them: "```" or "~~~", closed
-		// by a fence of the same character at least as long.
+		// by a fence of the same character at least as long; only the
+		// indent is trimmed ("```ls```  " with a trailing space opens a
+		// block there, not a code span).
+		t := strings.TrimLeft(line, " \t")
 		switch {
 		case open == "" && isFence(t):
 			open, _ = fenceInfo(t)

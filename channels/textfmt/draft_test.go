@@ -29,6 +29,9 @@ func TestCloseMarkdown(t *testing.T) {
 		"~~~py\nx = 2**3\ny":                "~~~py\nx = 2**3\ny\n~~~",
 		"~~~\na `b\n~~~\nok **x":            "~~~\na `b\n~~~\nok **x**",
 		"````md\n```\ninner\n```\nmore **x": "````md\n```\ninner\n```\nmore **x\n````",
+		// The renderer trims only a fence line's indent: with a space
+		// after it, "```ls```" opens a block.
+		"```ls``` \n**x": "```ls``` \n**x\n```",
 	}
 	for in, want := range cases {
 		if got := CloseMarkdown(in); got != want {
