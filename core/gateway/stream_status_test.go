@@ -194,3 +194,67 @@ func TestStreamSkipsAnEditThatChangesNothing(t *testing.T) {
 	shown(`edit m1 "Hi.\n\nOk"`)
 	give("")
 }
+
+// draftParting is a parting channel that streams natively as Telegram
+// does: the last part is a draft (no message, ShowDraft returns ""), a
+// filled part is ended as a message.
+type draftParting struct{ parting }
+
+func (c *draftParting) ShowDraft(_ context.Context, _ core.Outbound, d core.NativeDraft) (string, error) {
+	c.record(fmt.Sprintf("draft %q", d.Part))
+	return "", nil
+}
+
+func (c *draftParting) EndDraft(ctx context.Context, to core.Outbound, d core.NativeDraft, part string) (string, error) {
+	if d.ID != "" {
+		return d.ID, c.Edit(ctx, to, d.ID, part)
+	}
+	return c.Send(ctx, to, part)
+}
+
+// TestStreamStatusAfterALongTextRewritesFilledNativeMessages: natively
+// streamed, a message filled (ended) before a tool call is edited to the
+// status line and then to the answer, as when editing.
+func TestStreamStatusAfterALongTextRewritesFilledNativeMessages(t *testing.T) {
+	clk := clock.NewFake(t0)
+	ch := &draftParting{parting{editing: editing{clk: clk, pol: core.StreamPolicy{Mode: core.StreamNative}, seen: make(chan string, 10)}}}
+	ag := stepper{steps: make(chan string)}
+	db := openDB(t, store.Options{Now: clk.Now})
+	g := gateway.New(gateway.Options{Store: db, Agent: ag, Clock: clk})
+	g.AddChannel(ch)
+	serve(t, g)
+	in := core.Inbound{Conversation: core.ConversationKey{Channel: "fake", Chat: "c"}, MessageID: "1", UserID: "u", Text: "tell me"}
+	for g.Accept(context.Background(), in) != nil {
+		time.Sleep(time.Millisecond)
+	}
+	wctx, wcancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer wcancel()
+	give := func(s string) {
+		t.Helper()
+		select {
+		case ag.steps <- s:
+		case <-wctx.Done():
+			t.Fatalf("the agent did not take %q", s)
+		}
+	}
+	shown := func(want string) {
+		t.Helper()
+		select {
+		case got := <-ch.seen:
+			if got != want {
+				t.Fatalf("%s; want %s", got, want)
+			}
+		case <-wctx.Done():
+			t.Fatalf("nothing shown; want %s", want)
+		}
+	}
+
+	give("Let me check that.")
+	shown(`send m1 "Let me che"`)
+	shown(`draft "ck that."`)
+	give("!calc")
+	shown(`edit m1 "_calc_"`)
+	give("It is 42.")
+	shown(`edit m1 "It is 42."`)
+	give("")
+}
