@@ -269,7 +269,17 @@ func TestALeaseLostWhileFiringNeitherSkipsNorRepeats(t *testing.T) {
 		}
 	})
 	clk.Set(sc.NextFire.Add(time.Second)) // due
-	<-lostA
+	// Set between A reading the time and setting its next timer, the
+	// clock leaves that timer in the future for good: nudge it a
+	// millisecond at a time until A has fired.
+	for fired := false; !fired; {
+		select {
+		case <-lostA:
+			fired = true
+		case <-time.After(10 * time.Millisecond):
+			clk.Advance(time.Millisecond)
+		}
+	}
 	close(leadB)
 	if f := q.wait(t); !f.At.Equal(sc.NextFire) {
 		t.Fatalf("fired %+v; want the firing at %v", f, sc.NextFire)
