@@ -353,15 +353,21 @@ type connecting struct {
 	connected time.Time
 }
 
-func (c *connecting) Run(ctx context.Context, s core.Sink) error {
+// Run is flaky's, deciding once whether it works: a Run that checked ok
+// before it was closed and flaky's after would run on without saying it
+// connected.
+func (c *connecting) Run(ctx context.Context, _ core.Sink) error {
+	c.runs <- struct{}{}
 	select {
 	case <-c.ok:
 		c.mu.Lock()
 		c.connected = time.Now()
 		c.mu.Unlock()
+		<-ctx.Done()
+		return nil
 	default:
+		return &core.Error{Kind: c.kind, Msg: "connection refused"}
 	}
-	return c.flaky.Run(ctx, s)
 }
 
 func (c *connecting) ConnectedAt() time.Time {
