@@ -76,36 +76,7 @@ func (a stepper) Answer(ctx context.Context, t core.Turn) (core.Answer, error) {
 func TestStreamStatusAfterALongTextRewritesFilledMessages(t *testing.T) {
 	clk := clock.NewFake(t0)
 	ch := &parting{editing: editing{clk: clk, pol: core.StreamPolicy{Mode: core.StreamEdit}, seen: make(chan string, 10)}}
-	ag := stepper{steps: make(chan string)}
-	db := openDB(t, store.Options{Now: clk.Now})
-	g := gateway.New(gateway.Options{Store: db, Agent: ag, Clock: clk})
-	g.AddChannel(ch)
-	serve(t, g)
-	in := core.Inbound{Conversation: core.ConversationKey{Channel: "fake", Chat: "c"}, MessageID: "1", UserID: "u", Text: "tell me"}
-	for g.Accept(context.Background(), in) != nil {
-		time.Sleep(time.Millisecond)
-	}
-	wctx, wcancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer wcancel()
-	give := func(s string) {
-		t.Helper()
-		select {
-		case ag.steps <- s:
-		case <-wctx.Done():
-			t.Fatalf("the agent did not take %q", s)
-		}
-	}
-	shown := func(want string) {
-		t.Helper()
-		select {
-		case got := <-ch.seen:
-			if got != want {
-				t.Fatalf("%s; want %s", got, want)
-			}
-		case <-wctx.Done():
-			t.Fatalf("nothing shown; want %s", want)
-		}
-	}
+	_, give, shown := stepRun(t, clk, ch, ch.seen)
 
 	give("Let me check that.")
 	shown(`send m1 "Let me che"`)
@@ -142,25 +113,7 @@ func TestStreamSkipsAnEditThatChangesNothing(t *testing.T) {
 	clk := clock.NewFake(t0)
 	ch := &trimming{parting: parting{editing: editing{clk: clk, pol: core.StreamPolicy{Mode: core.StreamEdit}, seen: make(chan string, 10)}},
 		drafted: make(chan string, 10)}
-	ag := stepper{steps: make(chan string)}
-	db := openDB(t, store.Options{Now: clk.Now})
-	g := gateway.New(gateway.Options{Store: db, Agent: ag, Clock: clk})
-	g.AddChannel(ch)
-	serve(t, g)
-	in := core.Inbound{Conversation: core.ConversationKey{Channel: "fake", Chat: "c"}, MessageID: "1", UserID: "u", Text: "tell me"}
-	for g.Accept(context.Background(), in) != nil {
-		time.Sleep(time.Millisecond)
-	}
-	wctx, wcancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer wcancel()
-	give := func(s string) {
-		t.Helper()
-		select {
-		case ag.steps <- s:
-		case <-wctx.Done():
-			t.Fatalf("the agent did not take %q", s)
-		}
-	}
+	wctx, give, shown := stepRun(t, clk, ch, ch.seen)
 	drafted := func(want string) {
 		t.Helper()
 		for {
@@ -172,17 +125,6 @@ func TestStreamSkipsAnEditThatChangesNothing(t *testing.T) {
 			case <-wctx.Done():
 				t.Fatalf("%q never drafted", want)
 			}
-		}
-	}
-	shown := func(want string) {
-		t.Helper()
-		select {
-		case got := <-ch.seen:
-			if got != want {
-				t.Fatalf("%s; want %s", got, want)
-			}
-		case <-wctx.Done():
-			t.Fatalf("nothing shown; want %s", want)
 		}
 	}
 
@@ -218,36 +160,7 @@ func (c *draftParting) EndDraft(ctx context.Context, to core.Outbound, d core.Na
 func TestStreamStatusAfterALongTextRewritesFilledNativeMessages(t *testing.T) {
 	clk := clock.NewFake(t0)
 	ch := &draftParting{parting{editing: editing{clk: clk, pol: core.StreamPolicy{Mode: core.StreamNative}, seen: make(chan string, 10)}}}
-	ag := stepper{steps: make(chan string)}
-	db := openDB(t, store.Options{Now: clk.Now})
-	g := gateway.New(gateway.Options{Store: db, Agent: ag, Clock: clk})
-	g.AddChannel(ch)
-	serve(t, g)
-	in := core.Inbound{Conversation: core.ConversationKey{Channel: "fake", Chat: "c"}, MessageID: "1", UserID: "u", Text: "tell me"}
-	for g.Accept(context.Background(), in) != nil {
-		time.Sleep(time.Millisecond)
-	}
-	wctx, wcancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer wcancel()
-	give := func(s string) {
-		t.Helper()
-		select {
-		case ag.steps <- s:
-		case <-wctx.Done():
-			t.Fatalf("the agent did not take %q", s)
-		}
-	}
-	shown := func(want string) {
-		t.Helper()
-		select {
-		case got := <-ch.seen:
-			if got != want {
-				t.Fatalf("%s; want %s", got, want)
-			}
-		case <-wctx.Done():
-			t.Fatalf("nothing shown; want %s", want)
-		}
-	}
+	_, give, shown := stepRun(t, clk, ch, ch.seen)
 
 	give("Let me check that.")
 	shown(`send m1 "Let me che"`)
@@ -257,4 +170,43 @@ func TestStreamStatusAfterALongTextRewritesFilledNativeMessages(t *testing.T) {
 	give("It is 42.")
 	shown(`edit m1 "It is 42."`)
 	give("")
+}
+
+// stepRun serves ch with a stepper agent on clk and accepts one message;
+// give hands the agent its next step and shown says what ch must show
+// next (seen is where ch records it). Both fail the test once wctx, 10 s,
+// ends.
+func stepRun(t *testing.T, clk *clock.Fake, ch core.Channel, seen <-chan string) (wctx context.Context, give, shown func(string)) {
+	t.Helper()
+	ag := stepper{steps: make(chan string)}
+	db := openDB(t, store.Options{Now: clk.Now})
+	g := gateway.New(gateway.Options{Store: db, Agent: ag, Clock: clk})
+	g.AddChannel(ch)
+	serve(t, g)
+	in := core.Inbound{Conversation: core.ConversationKey{Channel: "fake", Chat: "c"}, MessageID: "1", UserID: "u", Text: "tell me"}
+	for g.Accept(context.Background(), in) != nil {
+		time.Sleep(time.Millisecond)
+	}
+	wctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	t.Cleanup(cancel)
+	give = func(s string) {
+		t.Helper()
+		select {
+		case ag.steps <- s:
+		case <-wctx.Done():
+			t.Fatalf("the agent did not take %q", s)
+		}
+	}
+	shown = func(want string) {
+		t.Helper()
+		select {
+		case got := <-seen:
+			if got != want {
+				t.Fatalf("%s; want %s", got, want)
+			}
+		case <-wctx.Done():
+			t.Fatalf("nothing shown; want %s", want)
+		}
+	}
+	return wctx, give, shown
 }
