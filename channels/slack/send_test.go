@@ -338,3 +338,80 @@ func TestResponseURLNeverLogged(t *testing.T) {
 	}
 	// The rig's cleanup fails the test when "SECRET" reached the log.
 }
+
+// TestRefusalsNameTheFix: the ok:false codes an operator meets while
+// setting the app up say what to change in Slack, not only the code.
+func TestRefusalsNameTheFix(t *testing.T) {
+	for _, tt := range []struct {
+		code, needed string
+		want         []string
+	}{
+		{"not_in_channel", "", []string{"not_in_channel", "/invite @talon"}},
+		{"channel_not_found", "", []string{"channel_not_found", "/invite @talon", "channel id"}},
+		{"missing_scope", "chat:write", []string{"add chat:write to the app's Bot Token Scopes"}},
+	} {
+		t.Run(tt.code, func(t *testing.T) {
+			srv := slacktest.New(t, botToken, appToken)
+			b := newBot(t, srv, nil, nil)
+			ctx := context.Background()
+			if _, err := b.CheckCredential(ctx); err != nil {
+				t.Fatal(err)
+			}
+			srv.Fail("chat.postMessage", slacktest.Failure{Error: tt.code, Needed: tt.needed})
+			_, err := b.Send(ctx, toC1, "hello")
+			if err == nil || core.ErrorKind(err) != core.KindBadRequest {
+				t.Fatalf("Send = %v (kind %v); want a bad_request error", err, core.ErrorKind(err))
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("Send = %v; want it to say %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+// TestSocketRefusalNamesTheFix: Slack answering apps.connections.open
+// with ok:false is retried by slack-go like a network error; the log and
+// Healthy say what to change: an app-level token without
+// connections:write is made anew under App-Level Tokens (not the Bot
+// Token Scopes), and a token of the wrong kind names its config key.
+func TestSocketRefusalNamesTheFix(t *testing.T) {
+	for _, tt := range []struct {
+		code string
+		want string
+	}{
+		{"missing_scope", "generate one with that scope (Basic Information → App-Level Tokens) and set it in channels.slack.app_token"},
+		{"not_allowed_token_type", "not_allowed_token_type: Slack refused the token; check channels.slack.app_token"},
+	} {
+		t.Run(tt.code, func(t *testing.T) {
+			srv := slacktest.New(t, botToken, appToken)
+			for range 50 {
+				srv.Fail("apps.connections.open", slacktest.Failure{Error: tt.code, Needed: "connections:write"})
+			}
+			b := newBot(t, srv, nil, func(o *slack.Options) { o.UnhealthyAfter = 10 * time.Millisecond })
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan error, 1)
+			go func() { done <- b.Run(ctx, &sinkRecorder{}) }()
+			eventually(t, "the refusal reported by Healthy", func() bool {
+				h := b.Healthy()
+				return h != nil && strings.Contains(h.Error(), tt.want)
+			})
+			cancel()
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Fatalf("Run = %v", err)
+				}
+			case <-time.After(wait):
+				t.Fatal("Run did not return")
+			}
+			if l := logsOf(t); !strings.Contains(l, "level=ERROR") || !strings.Contains(l, tt.want) {
+				t.Fatalf("the refusal was not logged as an error naming the fix:\n%s", l)
+			}
+			if h := b.Healthy(); h != nil && strings.Contains(h.Error(), "Bot Token Scopes") {
+				t.Fatalf("Healthy sends the operator to the bot's scopes: %v", h)
+			}
+		})
+	}
+}

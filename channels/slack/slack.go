@@ -349,6 +349,15 @@ func (b *Bot) identity() identity {
 	return b.me
 }
 
+// botName is the bot's user name as auth.test gave it, for the hints
+// that tell the operator to invite it.
+func (b *Bot) botName() string {
+	if n := b.identity().Name; n != "" {
+		return n
+	}
+	return "<your app>"
+}
+
 func (b *Bot) hasWorked() bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -402,12 +411,20 @@ func (b *Bot) classify(method, key string, err error) error {
 		return &core.Error{Kind: core.KindRateLimited, Msg: "slack " + method + ": rate limited", Err: err, RetryAfter: rl.RetryAfter}
 	case errors.As(err, &se) && authErrors[se.Err]:
 		return &core.Error{Kind: core.KindAuth, Msg: fmt.Sprintf("slack %s: %s: Slack refused the token; check %s", method, se.Err, key), Err: err}
+	case errors.As(err, &se) && se.Err == "missing_scope" && key == keyAppToken:
+		// The app-level token's scopes are chosen when it is made, not
+		// under OAuth & Permissions.
+		return &core.Error{Kind: core.KindAuth, Msg: fmt.Sprintf("slack %s: missing_scope: the app-level token lacks connections:write; generate one with that scope (Basic Information → App-Level Tokens) and set it in %s", method, key), Err: err}
 	case errors.As(err, &se) && se.Err == "missing_scope":
 		scope := se.Needed
 		if scope == "" {
 			scope = "the scope " + method + " needs"
 		}
 		return &core.Error{Kind: core.KindBadRequest, Msg: fmt.Sprintf("slack %s: missing_scope: add %s to the app's Bot Token Scopes (OAuth & Permissions) and reinstall it", method, scope), Err: err}
+	case errors.As(err, &se) && se.Err == "not_in_channel":
+		return &core.Error{Kind: core.KindBadRequest, Msg: fmt.Sprintf("slack %s: not_in_channel: the bot is not a member of this channel; invite it there (/invite @%s)", method, b.botName()), Err: err}
+	case errors.As(err, &se) && se.Err == "channel_not_found":
+		return &core.Error{Kind: core.KindBadRequest, Msg: fmt.Sprintf("slack %s: channel_not_found: no such channel id, or a private channel the bot is not in (invite it: /invite @%s); a schedule's chat takes the channel id (C…), not its name", method, b.botName()), Err: err}
 	case errors.As(err, &se) && transientErrors[se.Err]:
 		return &core.Error{Kind: core.KindUnavailable, Msg: "slack " + method + ": " + se.Err, Err: err}
 	case errors.As(err, &se):
