@@ -266,7 +266,9 @@ func (r *run) registerCommands(ctx context.Context, appID string) {
 			where = "guild " + guild
 		}
 		if err != nil {
-			if ctx.Err() == nil {
+			if ctx.Err() == nil && apiCode(err) == discordgo.ErrCodeMissingAccess {
+				b.log.Warn("Discord refused the application commands (403 Missing Access): the bot was invited without the applications.commands scope; invite it again with scope=bot+applications.commands (the README's link; it stays in the server), or set channels.discord.register_commands: false. The commands still work typed after a mention", "scope", where)
+			} else if ctx.Err() == nil {
 				b.log.Warn("registering the Discord application commands failed; the commands still work typed after a mention", "scope", where, "err", err)
 			}
 			continue

@@ -257,6 +257,16 @@ func status(err error) int {
 	return 0
 }
 
+// apiCode is Discord's JSON error code of a discordgo REST error (0 when
+// it has none).
+func apiCode(err error) int {
+	var re *discordgo.RESTError
+	if errors.As(err, &re) && re.Message != nil {
+		return re.Message.Code
+	}
+	return 0
+}
+
 // classify gives a discordgo error its core kind (and scrubs it).
 func (b *Bot) classify(call string, err error) error {
 	err = b.scrub(err)
@@ -270,6 +280,10 @@ func (b *Bot) classify(call string, err error) error {
 		return &core.Error{Kind: core.KindAuth, Msg: "discord " + call + ": 401 (channels.discord.token)", Err: err}
 	case s == http.StatusTooManyRequests:
 		return &core.Error{Kind: core.KindRateLimited, Msg: "discord " + call + ": rate limited", Err: err}
+	case s == http.StatusForbidden && apiCode(err) == discordgo.ErrCodeMissingAccess:
+		return &core.Error{Kind: core.KindBadRequest, Msg: "discord " + call + ": Missing Access (50001): the bot cannot see this channel; give its role View Channel and Read Message History there (server or channel settings → Permissions)", Err: err}
+	case s == http.StatusForbidden && apiCode(err) == discordgo.ErrCodeMissingPermissions:
+		return &core.Error{Kind: core.KindBadRequest, Msg: "discord " + call + ": Missing Permissions (50013): give the bot's role Send Messages, Send Messages in Threads, Add Reactions and Attach Files in this channel, or invite it again with the README's link", Err: err}
 	case s >= 400 && s < 500:
 		return &core.Error{Kind: core.KindBadRequest, Msg: "discord " + call + " refused", Err: err}
 	}

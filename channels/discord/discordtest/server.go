@@ -103,6 +103,8 @@ type failure struct {
 	// after: the call is served, and then its answer replaced by status
 	// (the response lost on the way back).
 	after bool
+	// code is Discord's JSON error code of a refusal (Forbid).
+	code int
 }
 
 // interaction is an interaction the fake dispatched.
@@ -341,6 +343,16 @@ func (s *Server) Fail(method, path string, status, n int) {
 	s.failures = append(s.failures, failure{method: method, path: path, status: status, left: n})
 }
 
+// Forbid makes the next n REST calls of method whose path contains path
+// answer 403 with Discord's JSON error code: 50001 (Missing Access: the
+// bot cannot see the channel, or was invited without the
+// applications.commands scope) or 50013 (Missing Permissions).
+func (s *Server) Forbid(method, path string, code, n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.failures = append(s.failures, failure{method: method, path: path, status: http.StatusForbidden, left: n, code: code})
+}
+
 // LoseResponses makes the next n REST calls of method whose path contains
 // path take effect and then answer 502, as when the response is lost on
 // the way back (a proxy times out): a client that tries again may do the
@@ -471,6 +483,10 @@ func (s *Server) routes() http.Handler {
 					reply(w, f.status, map[string]any{"message": "You are being rate limited.", "retry_after": f.retryAfter.Seconds(), "global": false})
 					return
 				}
+				if f.code != 0 {
+					reply(w, f.status, apiError{Message: forbidden[f.code], Code: f.code})
+					return
+				}
 				reply(w, f.status, apiError{Message: "injected failure", Code: 0})
 				return
 			}
@@ -494,6 +510,9 @@ func (s *Server) record(r *http.Request) (failure, bool) {
 	}
 	return failure{}, false
 }
+
+// forbidden are the messages of Discord's 403 codes.
+var forbidden = map[int]string{50001: "Missing Access", 50013: "Missing Permissions"}
 
 type apiError struct {
 	Message string `json:"message"`

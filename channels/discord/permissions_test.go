@@ -1,0 +1,64 @@
+package discord_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/opentalon/opentalon/channels/discord"
+	"github.com/opentalon/opentalon/channels/discord/discordtest"
+	"github.com/opentalon/opentalon/core"
+)
+
+// TestRefusedSendNamesThePermission: a channel where the bot's role may
+// not see or post gives Discord's 403 with code 50001 or 50013; the error
+// says which permissions to give, not only "refused".
+func TestRefusedSendNamesThePermission(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		code int
+		want []string
+	}{
+		{50001, []string{"Missing Access (50001)", "View Channel"}},
+		{50013, []string{"Missing Permissions (50013)", "Send Messages", "README"}},
+	} {
+		r := start(t, nil, nil)
+		r.srv.WaitFor(t, "connected", r.srv.Connected)
+		r.srv.Forbid("POST", "/channels/"+r.channel+"/messages", tt.code, 1)
+		to := core.Outbound{Conversation: core.ConversationKey{Channel: "discord", Chat: r.channel}}
+		_, err := r.bot.Send(context.Background(), to, "hello")
+		if err == nil || core.ErrorKind(err) != core.KindBadRequest {
+			t.Fatalf("%d: Send = %v (kind %v); want a bad_request error", tt.code, err, core.ErrorKind(err))
+		}
+		for _, w := range tt.want {
+			if !strings.Contains(err.Error(), w) {
+				t.Errorf("%d: Send = %v; want it to say %q", tt.code, err, w)
+			}
+		}
+	}
+}
+
+// TestCommandsRefusedNamesTheScope: a bot invited without the
+// applications.commands scope cannot register guild commands (403
+// Missing Access); the log says to invite it again with that scope or to
+// turn the registration off.
+func TestCommandsRefusedNamesTheScope(t *testing.T) {
+	t.Parallel()
+	srv := discordtest.New(t, token)
+	g := srv.Guild()
+	srv.Forbid("GET", "/guilds/"+g+"/commands", 50001, 1)
+	logs := &syncBuffer{}
+	o := options(t, srv, logs)
+	o.Config.AllowGuilds = []string{g}
+	bot, err := discord.New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	runBot(t, bot, &fakeSink{commands: gatewayCommands})
+	srv.WaitFor(t, "the refusal logged", func() bool { return strings.Contains(logs.String(), "refused the application commands") })
+	for _, w := range []string{"applications.commands", "channels.discord.register_commands: false"} {
+		if !strings.Contains(logs.String(), w) {
+			t.Errorf("the log does not say %q:\n%s", w, logs.String())
+		}
+	}
+}
