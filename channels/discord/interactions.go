@@ -267,7 +267,7 @@ func (r *run) registerCommands(ctx context.Context, appID string) {
 		}
 		if err != nil {
 			if ctx.Err() == nil && apiCode(err) == discordgo.ErrCodeMissingAccess {
-				b.log.Warn("Discord refused the application commands (403 Missing Access): the bot was invited without the applications.commands scope; invite it again with scope=bot+applications.commands (the README's link; it stays in the server), or set channels.discord.register_commands: false. The commands still work typed after a mention", "scope", where)
+				b.log.Warn("Discord refused the application commands (403 Missing Access): the bot is not in this server (check channels.discord.allow_guilds), or was invited without the applications.commands scope; invite it with scope=bot+applications.commands (the README's link; inviting again keeps it in the server), or set channels.discord.register_commands: false. The commands still work typed after a mention", "scope", where)
 			} else if ctx.Err() == nil {
 				b.log.Warn("registering the Discord application commands failed; the commands still work typed after a mention", "scope", where, "err", err)
 			}

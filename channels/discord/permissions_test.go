@@ -39,9 +39,10 @@ func TestRefusedSendNamesThePermission(t *testing.T) {
 }
 
 // TestCommandsRefusedNamesTheScope: a bot invited without the
-// applications.commands scope cannot register guild commands (403
-// Missing Access); the log says to invite it again with that scope or to
-// turn the registration off.
+// applications.commands scope, or not in the guild at all, cannot
+// register guild commands (403 Missing Access); the log says to check
+// allow_guilds, to invite it with that scope, or to turn the
+// registration off.
 func TestCommandsRefusedNamesTheScope(t *testing.T) {
 	t.Parallel()
 	srv := discordtest.New(t, token)
@@ -56,7 +57,7 @@ func TestCommandsRefusedNamesTheScope(t *testing.T) {
 	}
 	runBot(t, bot, &fakeSink{commands: gatewayCommands})
 	srv.WaitFor(t, "the refusal logged", func() bool { return strings.Contains(logs.String(), "refused the application commands") })
-	for _, w := range []string{"applications.commands", "channels.discord.register_commands: false"} {
+	for _, w := range []string{"applications.commands", "channels.discord.allow_guilds", "channels.discord.register_commands: false"} {
 		if !strings.Contains(logs.String(), w) {
 			t.Errorf("the log does not say %q:\n%s", w, logs.String())
 		}
