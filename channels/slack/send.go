@@ -107,7 +107,7 @@ func (b *Bot) Working(ctx context.Context, in core.Inbound) (stop func()) {
 	return toolkit.Working(ctx, toolkit.WorkingOptions{
 		Ack: func(ctx context.Context) {
 			if err := b.api.AddReactionContext(ctx, name, item); err != nil && ctx.Err() == nil && slackCode(err) != "already_reacted" {
-				b.log.Debug("reactions.add failed", "channel", channel, "err", b.classify("reactions.add", keyBotToken, err))
+				b.ackFailed(channel, name, err)
 			}
 		},
 		Unack: func(ctx context.Context) {
@@ -116,4 +116,29 @@ func (b *Bot) Working(ctx context.Context, in core.Inbound) (stop func()) {
 			}
 		},
 	})
+}
+
+// ackFailed logs an ack reaction Slack refused. A refusal every message
+// will meet (a missing scope, an unknown emoji name) is a warning once
+// per process, naming the fix; anything else is logged at debug level.
+func (b *Bot) ackFailed(channel, name string, err error) {
+	cerr := b.classify("reactions.add", keyBotToken, err)
+	code := slackCode(err)
+	if code != "missing_scope" && code != "invalid_name" {
+		b.log.Debug("reactions.add failed", "channel", channel, "err", cerr)
+		return
+	}
+	b.mu.Lock()
+	warned := b.ackWarned
+	b.ackWarned = true
+	b.mu.Unlock()
+	if warned {
+		b.log.Debug("reactions.add failed", "channel", channel, "err", cerr)
+		return
+	}
+	hint := "set channels.slack.ack_reaction to an emoji name the workspace has (without colons), or \"\" for none"
+	if code == "missing_scope" {
+		hint = "or set channels.slack.ack_reaction: \"\" for none"
+	}
+	b.log.Warn("Slack refused the ack reaction; messages are answered without it", "ack_reaction", name, "err", cerr, "fix", hint)
 }

@@ -415,3 +415,38 @@ func TestSocketRefusalNamesTheFix(t *testing.T) {
 		})
 	}
 }
+
+// TestRefusedAckReactionIsToldOnce: an ack reaction every message will be
+// refused (the reactions:write scope missing, an emoji name the workspace
+// lacks) is a warning naming the fix, once, not a debug line per message;
+// the messages are answered all the same.
+func TestRefusedAckReactionIsToldOnce(t *testing.T) {
+	for _, tt := range []struct {
+		code, needed string
+		want         []string
+	}{
+		{"missing_scope", "reactions:write", []string{"add reactions:write to the app's Bot Token Scopes", `channels.slack.ack_reaction: \"\"`}},
+		{"invalid_name", "", []string{"invalid_name", "channels.slack.ack_reaction to an emoji name"}},
+	} {
+		t.Run(tt.code, func(t *testing.T) {
+			r := newRig(t, setup{})
+			r.srv.Fail("reactions.add", slacktest.Failure{Error: tt.code, Needed: tt.needed})
+			r.srv.Fail("reactions.add", slacktest.Failure{Error: tt.code, Needed: tt.needed})
+			for i, text := range []string{"one", "two"} {
+				r.srv.Deliver(r.srv.DM("alice", text, ""))
+				r.srv.WaitPosts(t, i+1, wait)
+				r.srv.WaitFor(t, "the ack reaction tried", wait, func() bool { return len(r.srv.Calls("reactions.add")) == i+1 })
+			}
+			eventually(t, "the second refusal logged", func() bool { return strings.Count(r.logs.String(), "reactions.add") >= 2 })
+			logs := r.logs.String()
+			if n := strings.Count(logs, "level=WARN msg=\"Slack refused the ack reaction"); n != 1 {
+				t.Fatalf("%d warnings about the ack reaction, want 1:\n%s", n, logs)
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(logs, w) {
+					t.Errorf("the warning does not say %q:\n%s", w, logs)
+				}
+			}
+		})
+	}
+}

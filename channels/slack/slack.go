@@ -109,6 +109,7 @@ type Bot struct {
 	threads   core.ThreadLedger
 	endpoint  toolkit.Endpoint // the Events API endpoint (mode events)
 	closeOnce sync.Once
+	ackWarned bool // a refused ack reaction was logged as a warning
 }
 
 // identity is who the bot is in the workspace (auth.test).
