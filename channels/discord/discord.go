@@ -97,6 +97,7 @@ type Bot struct {
 
 	mu        sync.Mutex
 	reacting  map[string]bool      // channels with an ack reaction under way
+	ackWarned bool                 // a refused ack reaction was logged as a warning
 	told      map[string]time.Time // what a private answer's parts did once, and when (sendPrivately)
 	me        discordgo.User
 	appID     string

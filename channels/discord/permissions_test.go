@@ -24,7 +24,7 @@ func TestRefusedSendNamesThePermission(t *testing.T) {
 	} {
 		r := start(t, nil, nil)
 		r.srv.WaitFor(t, "connected", r.srv.Connected)
-		r.srv.Forbid("POST", "/channels/"+r.channel+"/messages", tt.code, 1)
+		r.srv.Refuse("POST", "/channels/"+r.channel+"/messages", tt.code, 1)
 		to := core.Outbound{Conversation: core.ConversationKey{Channel: "discord", Chat: r.channel}}
 		_, err := r.bot.Send(context.Background(), to, "hello")
 		if err == nil || core.ErrorKind(err) != core.KindBadRequest {
@@ -47,7 +47,7 @@ func TestCommandsRefusedNamesTheScope(t *testing.T) {
 	t.Parallel()
 	srv := discordtest.New(t, token)
 	g := srv.Guild()
-	srv.Forbid("GET", "/guilds/"+g+"/commands", 50001, 1)
+	srv.Refuse("GET", "/guilds/"+g+"/commands", 50001, 1)
 	logs := &syncBuffer{}
 	o := options(t, srv, logs)
 	o.Config.AllowGuilds = []string{g}
@@ -60,6 +60,47 @@ func TestCommandsRefusedNamesTheScope(t *testing.T) {
 	for _, w := range []string{"applications.commands", "channels.discord.allow_guilds", "channels.discord.register_commands: false"} {
 		if !strings.Contains(logs.String(), w) {
 			t.Errorf("the log does not say %q:\n%s", w, logs.String())
+		}
+	}
+}
+
+// TestRefusedAckReactionIsToldOnce: an ack reaction Discord will keep
+// refusing (no Add Reactions permission, an emoji it does not know) is a
+// warning naming the fix, once, not a debug line per message; the
+// messages are answered all the same.
+func TestRefusedAckReactionIsToldOnce(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		code int
+		want string
+	}{
+		{50013, "give the bot's role Add Reactions"},
+		{10014, "set channels.discord.ack_reaction to a Unicode emoji"},
+	} {
+		r := start(t, nil, nil)
+		r.srv.WaitFor(t, "connected", r.srv.Connected)
+		r.srv.Refuse("PUT", "/reactions/", tt.code, 2)
+		puts := func() int {
+			n := 0
+			for _, c := range r.srv.Calls() {
+				if c.Method == "PUT" && strings.Contains(c.Path, "/reactions/") {
+					n++
+				}
+			}
+			return n
+		}
+		for i, text := range []string{"one", "two"} {
+			r.mention(t, text)
+			r.waitSent(t, i+1)
+			r.srv.WaitFor(t, "the ack reaction tried", func() bool { return puts() == i+1 })
+		}
+		r.srv.WaitFor(t, "the second refusal logged", func() bool { return strings.Count(r.logs.String(), "ack reaction") >= 2 })
+		logs := r.logs.String()
+		if n := strings.Count(logs, `level=WARN msg="Discord refused the ack reaction`); n != 1 {
+			t.Fatalf("%d: %d warnings about the ack reaction, want 1:\n%s", tt.code, n, logs)
+		}
+		if !strings.Contains(logs, tt.want) {
+			t.Errorf("%d: the warning does not say %q:\n%s", tt.code, tt.want, logs)
 		}
 	}
 }

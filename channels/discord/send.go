@@ -362,7 +362,7 @@ func (b *Bot) ackReaction(ctx context.Context, ch, msg, emoji string, done <-cha
 	if err := call(func(ctx context.Context) error {
 		return b.rest.MessageReactionAdd(ch, msg, emoji, discordgo.WithContext(ctx))
 	}); err != nil {
-		b.log.Debug("ack reaction failed (missing Add Reactions permission?)", "channel", ch, "err", b.scrub(err))
+		b.ackFailed(ch, emoji, err)
 		return
 	}
 	select {
@@ -374,4 +374,30 @@ func (b *Bot) ackReaction(ctx context.Context, ch, msg, emoji string, done <-cha
 	}); err != nil {
 		b.log.Debug("removing the ack reaction failed", "channel", ch, "err", b.scrub(err))
 	}
+}
+
+// ackFailed logs an ack reaction Discord refused. A refusal that will
+// recur (no Add Reactions or Read Message History permission, an emoji
+// Discord does not know) is a warning once per process, naming the fix;
+// anything else is logged at debug level.
+func (b *Bot) ackFailed(ch, emoji string, err error) {
+	err = b.scrub(err)
+	var hint string
+	switch apiCode(err) {
+	case discordgo.ErrCodeMissingPermissions, discordgo.ErrCodeMissingAccess:
+		hint = "give the bot's role Add Reactions and Read Message History in this channel, or set channels.discord.ack_reaction: \"\" for none"
+	case discordgo.ErrCodeUnknownEmoji:
+		hint = "set channels.discord.ack_reaction to a Unicode emoji (or name:id of a custom one the bot can use), or \"\" for none"
+	}
+	b.mu.Lock()
+	warn := hint != "" && !b.ackWarned
+	if warn {
+		b.ackWarned = true
+	}
+	b.mu.Unlock()
+	if !warn {
+		b.log.Debug("ack reaction failed", "channel", ch, "err", err)
+		return
+	}
+	b.log.Warn("Discord refused the ack reaction; messages are answered without it", "ack_reaction", emoji, "channel", ch, "err", err, "fix", hint)
 }

@@ -103,7 +103,7 @@ type failure struct {
 	// after: the call is served, and then its answer replaced by status
 	// (the response lost on the way back).
 	after bool
-	// code is Discord's JSON error code of a refusal (Forbid).
+	// code is Discord's JSON error code of a refusal (Refuse).
 	code int
 }
 
@@ -343,14 +343,19 @@ func (s *Server) Fail(method, path string, status, n int) {
 	s.failures = append(s.failures, failure{method: method, path: path, status: status, left: n})
 }
 
-// Forbid makes the next n REST calls of method whose path contains path
-// answer 403 with Discord's JSON error code: 50001 (Missing Access: the
-// bot cannot see the channel, or was invited without the
-// applications.commands scope) or 50013 (Missing Permissions).
-func (s *Server) Forbid(method, path string, code, n int) {
+// Refuse makes the next n REST calls of method whose path contains path
+// answer as Discord does with JSON error code code: 50001 (403 Missing
+// Access: the bot cannot see the channel, or is not in the guild or was
+// invited without the applications.commands scope), 50013 (403 Missing
+// Permissions) or 10014 (400 Unknown Emoji).
+func (s *Server) Refuse(method, path string, code, n int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.failures = append(s.failures, failure{method: method, path: path, status: http.StatusForbidden, left: n, code: code})
+	r, ok := refusals[code]
+	if !ok {
+		r = refusal{http.StatusBadRequest, "refused"}
+	}
+	s.failures = append(s.failures, failure{method: method, path: path, status: r.status, left: n, code: code})
 }
 
 // LoseResponses makes the next n REST calls of method whose path contains
@@ -484,7 +489,7 @@ func (s *Server) routes() http.Handler {
 					return
 				}
 				if f.code != 0 {
-					reply(w, f.status, apiError{Message: forbidden[f.code], Code: f.code})
+					reply(w, f.status, apiError{Message: refusals[f.code].msg, Code: f.code})
 					return
 				}
 				reply(w, f.status, apiError{Message: "injected failure", Code: 0})
@@ -511,8 +516,18 @@ func (s *Server) record(r *http.Request) (failure, bool) {
 	return failure{}, false
 }
 
-// forbidden are the messages of Discord's 403 codes.
-var forbidden = map[int]string{50001: "Missing Access", 50013: "Missing Permissions"}
+// refusal is how Discord answers with one JSON error code.
+type refusal struct {
+	status int
+	msg    string
+}
+
+// refusals are the JSON error codes Refuse knows.
+var refusals = map[int]refusal{
+	50001: {http.StatusForbidden, "Missing Access"},
+	50013: {http.StatusForbidden, "Missing Permissions"},
+	10014: {http.StatusBadRequest, "Unknown Emoji"},
+}
 
 type apiError struct {
 	Message string `json:"message"`
