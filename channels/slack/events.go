@@ -77,7 +77,7 @@ func (b *Bot) EventsHandler(ctx context.Context, sink core.Sink) http.Handler {
 			err = sv.Ensure()
 		}
 		if err != nil {
-			b.log.Warn("Events API request with a missing, wrong or stale signature dropped", "remote", r.RemoteAddr, "err", err)
+			b.log.Warn("Events API request with a missing, wrong or stale signature dropped", "remote", r.RemoteAddr, "err", err, "fix", signatureHint(err))
 			http.Error(w, "bad or stale X-Slack-Signature (channels.slack.signing_secret)", http.StatusUnauthorized)
 			return
 		}
@@ -169,4 +169,17 @@ func (b *Bot) serveForm(ctx context.Context, sink core.Sink, w http.ResponseWrit
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(ephemeralPayload(refusal))
 	}
+}
+
+// signatureHint says what to check when a request's signature is refused.
+func signatureHint(err error) string {
+	switch {
+	case errors.Is(err, slack.ErrInvalidSignature):
+		return "if Slack's own requests fail so, set channels.slack.signing_secret to the app's Signing Secret (Basic Information → App Credentials; not the Verification Token or Client Secret)"
+	case errors.Is(err, slack.ErrExpiredTimestamp):
+		return "the request's timestamp is over 5 minutes from this machine's clock: if Slack's own requests fail so, set the clock right (NTP)"
+	case errors.Is(err, slack.ErrMissingHeaders):
+		return "no X-Slack-Signature or X-Slack-Request-Timestamp: the request is not from Slack, or a proxy in front drops these headers"
+	}
+	return "check channels.slack.signing_secret"
 }

@@ -166,3 +166,34 @@ func TestEventsHandlerLimits(t *testing.T) {
 		t.Fatalf("GET: %d; want 405", resp.StatusCode)
 	}
 }
+
+// TestRefusedSignatureNamesTheFix: every refused request is logged with
+// what to check: a wrong signature names channels.slack.signing_secret, a
+// stale one the clock, an unsigned one the sender or a proxy.
+func TestRefusedSignatureNamesTheFix(t *testing.T) {
+	r, url := eventsRig(t)
+	for _, tt := range []struct {
+		name string
+		post func()
+		want string
+	}{
+		{"wrong secret", func() {
+			slacktest.PostEvent(t, url, r.srv.Mention("alice", "C1", "x", ""), slacktest.Signed{Secret: "not-the-secret"})
+		}, "set channels.slack.signing_secret to the app's Signing Secret"},
+		{"stale", func() {
+			slacktest.PostEvent(t, url, r.srv.Mention("alice", "C1", "y", ""), slacktest.Signed{Secret: signingSecret, At: time.Now().Add(-10 * time.Minute)})
+		}, "over 5 minutes from this machine's clock"},
+		{"unsigned", func() {
+			resp, err := http.Post(url, "application/json", strings.NewReader(`{"type":"event_callback"}`))
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+		}, "the request is not from Slack, or a proxy in front drops these headers"},
+	} {
+		tt.post() // the refusal is logged before it is answered
+		if !strings.Contains(r.logs.String(), tt.want) {
+			t.Errorf("%s: the log does not say %q:\n%s", tt.name, tt.want, r.logs.String())
+		}
+	}
+}
