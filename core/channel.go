@@ -141,8 +141,8 @@ type Uncapped interface {
 }
 
 // CredentialChecker is an optional Channel capability for `opentalon
-// doctor`: one harmless call that tells whether the platform accepts the
-// channel's credential. It may be called without Run.
+// doctor`: harmless calls (one per token) that tell whether the platform
+// accepts the channel's credentials. It may be called without Run.
 type CredentialChecker interface {
 	// CheckCredential returns the account the credential belongs to (the
 	// bot's name), or an error naming the config key to fix.

@@ -471,10 +471,17 @@ func parseTS(ts string) time.Time {
 	return time.Unix(s, us*1000)
 }
 
-// CheckCredential implements core.CredentialChecker with one auth.test.
+// CheckCredential implements core.CredentialChecker: auth.test with the
+// bot token and, in mode socket, apps.connections.open with the app
+// token (it hands out a connection URL, which is left unused).
 func (b *Bot) CheckCredential(ctx context.Context) (string, error) {
 	if err := b.authTest(ctx); err != nil {
 		return "", err
+	}
+	if b.cfg.Mode == config.SlackModeSocket {
+		if _, _, err := b.api.StartSocketModeContext(ctx); err != nil {
+			return "", b.classify("apps.connections.open", keyAppToken, err)
+		}
 	}
 	return "@" + b.identity().Name, nil
 }

@@ -61,13 +61,13 @@ func (d *doctor) skip(what, msg string, args ...any) {
 
 // cmdDoctor implements `opentalon doctor [--channels] [--offline]`: the
 // config, the providers (one tiny request each, unless --offline), each
-// enabled channel's credential (one harmless platform call each, only
+// enabled channel's credentials (one harmless platform call per token, only
 // with --channels), the database's integrity, file permissions and free
 // disk space. It exits 1 when a check failed.
 func cmdDoctor(ctx context.Context, g *globalFlags, args []string, io Stdio, env config.Env, log *slog.Logger) error {
 	var channels, offline bool
 	rest, err := parseSub("doctor", g, args, io, func(fs *flag.FlagSet) {
-		fs.BoolVar(&channels, "channels", false, "check each enabled channel's credential with one harmless platform call")
+		fs.BoolVar(&channels, "channels", false, "check each enabled channel's credentials with harmless platform calls (one per token)")
 		fs.BoolVar(&offline, "offline", false, "make no network call (no provider request)")
 	})
 	if err != nil {
@@ -391,7 +391,7 @@ func (d *doctor) channels(ctx context.Context, cfg *config.Config, online bool, 
 	for _, name := range enabledChannels(cfg) {
 		what := "channel " + name
 		if !online {
-			d.skip(what, "credential not checked (doctor --channels makes one harmless call to the platform)")
+			d.skip(what, "credential not checked (doctor --channels makes one harmless call to the platform per token)")
 			continue
 		}
 		build, ok := builds[name]
