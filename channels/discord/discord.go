@@ -232,14 +232,35 @@ func (b *Bot) identity() (me discordgo.User, appID, sessionID string) {
 // scrub removes the token from an error's text.
 func (b *Bot) scrub(err error) error { return b.scrubber.Error(err) }
 
-// CheckCredential implements core.CredentialChecker with one GET
-// /users/@me.
+// CheckCredential implements core.CredentialChecker with GET /users/@me,
+// then GET /oauth2/applications/@me, whose flags tell whether the
+// Message Content intent is on in the developer portal: the bot's name
+// says so when it is off.
 func (b *Bot) CheckCredential(ctx context.Context) (string, error) {
 	u, err := b.rest.User("@me", discordgo.WithContext(ctx))
 	if err != nil {
 		return "", b.classify("GET /users/@me", err)
 	}
+	app, err := b.rest.Application("@me")
+	if err != nil || app == nil {
+		return u.Username, nil // the token works; the flags are only a hint
+	}
+	if app.Flags&(appFlagMessageContent|appFlagMessageContentLimited) == 0 {
+		note := "the bot reads only DMs and messages that mention it"
+		if b.cfg.Trigger == config.TriggerAll {
+			note = "trigger: all cannot work; " + note
+		}
+		return u.Username + "; but Message Content Intent is off (developer portal → your app → Bot → Privileged Gateway Intents): " + note, nil
+	}
 	return u.Username, nil
 }
+
+// The application flags of the Message Content intent: for a bot in 100
+// servers or more (approved by Discord), and below that (a switch in the
+// developer portal).
+const (
+	appFlagMessageContent        = 1 << 18
+	appFlagMessageContentLimited = 1 << 19
+)
 
 var _ core.CredentialChecker = (*Bot)(nil)

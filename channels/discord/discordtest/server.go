@@ -453,7 +453,16 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("GET "+api+"/gateway/bot", s.authed(s.discoveryBot))
 	mux.HandleFunc("GET "+api+"/users/@me", s.authed(func(w http.ResponseWriter, _ *http.Request) { reply(w, 200, s.Bot) }))
 	mux.HandleFunc("GET "+api+"/oauth2/applications/@me", s.authed(func(w http.ResponseWriter, _ *http.Request) {
-		reply(w, 200, map[string]any{"id": s.AppID, "name": s.Bot.Username, "bot": s.Bot})
+		// The application's flags show the Message Content intent as
+		// the developer portal sets it (GATEWAY_MESSAGE_CONTENT_LIMITED,
+		// 1<<19, for a bot in under 100 servers).
+		flags := 0
+		s.gw.mu.Lock()
+		if s.gw.contentAllowed {
+			flags |= 1 << 19
+		}
+		s.gw.mu.Unlock()
+		reply(w, 200, map[string]any{"id": s.AppID, "name": s.Bot.Username, "bot": s.Bot, "flags": flags})
 	}))
 	mux.HandleFunc("GET "+api+"/channels/{id}", s.authed(s.getChannel))
 	mux.HandleFunc("GET "+api+"/guilds/{id}/roles", s.authed(s.guildRoles))
