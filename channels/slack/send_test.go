@@ -416,6 +416,33 @@ func TestSocketRefusalNamesTheFix(t *testing.T) {
 	}
 }
 
+// TestSocketTransientFailureIsNoRefusal: an ok:false Slack means to be
+// passing (internal_error) is logged as a failed attempt, not as a
+// refusal the operator must fix.
+func TestSocketTransientFailureIsNoRefusal(t *testing.T) {
+	srv := slacktest.New(t, botToken, appToken)
+	for range 50 {
+		srv.Fail("apps.connections.open", slacktest.Failure{Error: "internal_error"})
+	}
+	b := newBot(t, srv, nil, func(o *slack.Options) { o.UnhealthyAfter = 10 * time.Millisecond })
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- b.Run(ctx, &sinkRecorder{}) }()
+	eventually(t, "the failure logged", func() bool {
+		return strings.Contains(logsOf(t), "internal_error")
+	})
+	cancel()
+	select {
+	case <-done:
+	case <-time.After(wait):
+		t.Fatal("Run did not return")
+	}
+	l := logsOf(t)
+	if !strings.Contains(l, `level=WARN msg="Socket Mode connection failed`) || strings.Contains(l, "refused the Socket Mode connection") {
+		t.Fatalf("a transient failure was not logged as a failed attempt:\n%s", l)
+	}
+}
+
 // TestRefusedAckReactionIsToldOnce: an ack reaction every message will be
 // refused (the reactions:write scope missing, an emoji name the workspace
 // lacks) is a warning naming the fix, once, not a debug line per message;

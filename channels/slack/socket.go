@@ -220,10 +220,11 @@ func (b *Bot) onSocketEvent(ctx context.Context, smc *socketmode.Client, sink co
 		if ce, ok := ev.Data.(*slack.ConnectionErrorEvent); ok {
 			err = b.scrubber.Error(ce.ErrorObj)
 		}
-		if slackCode(err) != "" {
+		if code := slackCode(err); code != "" && !transientErrors[code] {
 			// Slack answered apps.connections.open with ok:false (a
 			// missing scope, the wrong kind of token): slack-go retries
-			// it all the same, so say what to change.
+			// it all the same, so say what to change. A transient code
+			// (internal_error, …) is only a failed attempt.
 			err = b.classify("apps.connections.open", keyAppToken, err)
 			b.health.Failed(err)
 			b.log.Error("Slack refused the Socket Mode connection; slack-go retries with backoff", "err", err)
