@@ -24,30 +24,72 @@ import (
 // local each chunk binds it to.
 const concatName = "(concat)"
 
+// Tail calls. gopher-lua counts the tail calls a frame made, and the
+// traceback it builds for every error (each pcall's too) first lists one
+// line per pending tail call and then keeps 20: after a tail-recursive
+// loop of 30 million calls, the error that ended it (the timeout, or an
+// error inside pcall) allocated a gigabyte in one Go call, past every
+// limit. So the rewrite also turns "return f(x)" into
+// "return (tailcheck)(f)(x)" (and "return o:m(x)" into
+// "return (tailcheck)(o):m(x)"): the call stays a tail call, and
+// tailcheck, which returns its argument, first refuses to let the
+// pending tail calls of the run's stack pass maxTailCalls. A loop that
+// tail-calls a helper does not add up (the helper's frame returns); only
+// a tail recursion deeper than maxTailCalls fails.
+const tailCheckName = "(tailcheck)"
+
+// maxTailCalls bounds the tail calls pending on a run's stack: a
+// traceback costs about 50 bytes each (50 MB at the bound, once per
+// error), while tail-recursive bombs hit memory_mb 64 long before it.
+const maxTailCalls = 1 << 20
+
 // rewriteConcat rewrites every concatenation of chunk into a call of the
-// bounded concatenation, and binds it first thing.
-func rewriteConcat(chunk []ast.Stmt) []ast.Stmt {
-	w := concatWriter{}
+// bounded concatenation and guards every tail call (tailCheckName), binds
+// both functions first thing, and returns how many tail calls it guarded.
+func rewriteConcat(chunk []ast.Stmt) ([]ast.Stmt, int) {
+	w := &concatWriter{}
 	w.stmts(chunk)
-	bind := &ast.LocalAssignStmt{Names: []string{concatName}, Exprs: []ast.Expr{&ast.IdentExpr{Value: concatName}}}
-	return append([]ast.Stmt{bind}, chunk...)
+	bind := &ast.LocalAssignStmt{Names: []string{concatName, tailCheckName}, Exprs: []ast.Expr{&ast.IdentExpr{Value: concatName}, &ast.IdentExpr{Value: tailCheckName}}}
+	return append([]ast.Stmt{bind}, chunk...), w.tails
 }
 
-type concatWriter struct{}
+type concatWriter struct {
+	// tails counts the tail calls guarded.
+	tails int
+}
 
-func (w concatWriter) stmts(ss []ast.Stmt) {
+// guardTail makes the tail call "return call" check the pending tail
+// calls first: tailcheck wraps the function (or the receiver of a method
+// call), which is evaluated before the arguments.
+func (w *concatWriter) guardTail(call *ast.FuncCallExpr) {
+	wrap := func(e ast.Expr) ast.Expr {
+		c := &ast.FuncCallExpr{Func: &ast.IdentExpr{Value: tailCheckName}, Args: []ast.Expr{e}, AdjustRet: true}
+		c.SetLine(call.Line())
+		c.SetLastLine(call.LastLine())
+		c.Func.(*ast.IdentExpr).SetLine(call.Line())
+		return c
+	}
+	if call.Receiver != nil {
+		call.Receiver = wrap(call.Receiver)
+	} else {
+		call.Func = wrap(call.Func)
+	}
+	w.tails++
+}
+
+func (w *concatWriter) stmts(ss []ast.Stmt) {
 	for _, s := range ss {
 		w.stmt(s)
 	}
 }
 
-func (w concatWriter) exprs(es []ast.Expr) {
+func (w *concatWriter) exprs(es []ast.Expr) {
 	for i := range es {
 		es[i] = w.expr(es[i])
 	}
 }
 
-func (w concatWriter) stmt(s ast.Stmt) {
+func (w *concatWriter) stmt(s ast.Stmt) {
 	switch s := s.(type) {
 	case *ast.AssignStmt:
 		w.exprs(s.Lhs)
@@ -87,11 +129,16 @@ func (w concatWriter) stmt(s ast.Stmt) {
 		w.expr(s.Func)
 	case *ast.ReturnStmt:
 		w.exprs(s.Exprs)
+		if len(s.Exprs) == 1 {
+			if call, ok := s.Exprs[0].(*ast.FuncCallExpr); ok && !call.AdjustRet {
+				w.guardTail(call)
+			}
+		}
 	}
 }
 
 // expr returns e with its concatenations rewritten.
-func (w concatWriter) expr(e ast.Expr) ast.Expr {
+func (w *concatWriter) expr(e ast.Expr) ast.Expr {
 	switch e := e.(type) {
 	case nil:
 		return nil
@@ -150,7 +197,7 @@ func (w concatWriter) expr(e ast.Expr) ast.Expr {
 
 // single rewrites one operand; a call or ... in it gives one value, as
 // it does as an operand of ..
-func (w concatWriter) single(e ast.Expr) ast.Expr {
+func (w *concatWriter) single(e ast.Expr) ast.Expr {
 	e = w.expr(e)
 	switch x := e.(type) {
 	case *ast.FuncCallExpr:
@@ -219,6 +266,26 @@ func (v *vm) concat(L *glua.LState) int {
 	L.Push(rhs)
 	return 1
 }
+
+// tailCheck is (tailcheck): it returns its argument, after refusing a
+// tail call past maxTailCalls pending on the stack. It looks every
+// tailCheckEvery tail calls of the run (GetStack counts the pending ones
+// and walks the real frames only, but allocates).
+func (v *vm) tailCheck(L *glua.LState) int {
+	if r := v.cur; r != nil {
+		if r.tails++; r.tails%tailCheckEvery != 0 {
+			return 1
+		}
+	}
+	if _, deep := L.GetStack(maxTailCalls); deep {
+		L.RaiseError("more than %d tail calls pending (a tail recursion that does not end?)", maxTailCalls)
+	}
+	return 1
+}
+
+// tailCheckEvery is how many tail calls run between two looks at the
+// pending ones.
+const tailCheckEvery = 1024
 
 // checkString refuses a string of size bytes past the string limit, and
 // reserves its memory.

@@ -527,3 +527,45 @@ func TestMemoryLimitHoldsForRepeatedBombs(t *testing.T) {
 		t.Fatalf("after the bombs: %q, %v; want the next hook call to work", res.Message, err)
 	}
 }
+
+// Tail calls stay tail calls (a tail-recursive loop of 100,000 calls
+// works, every value comes back), but the traceback gopher-lua builds
+// for an error lists every pending tail call: an error after millions of
+// them allocated gigabytes in one Go call, past memory_mb, after the
+// timeout too. The pending tail calls are bounded, and so is what an
+// error costs.
+func TestTailCallsAreBounded(t *testing.T) {
+	te := startEngine(t, map[string]string{
+		"tails.lua": `
+local function two() return "a", "b" end
+local function count(n, acc) if n == 0 then return acc end return count(n - 1, acc + 1) end
+local obj = {v = "m"}
+function obj:get(x) return self.v .. x end
+local function method() return obj:get("!") end
+local function pass() return two() end
+function pre_hook(ctx)
+  ctx.message = table.concat({count(100000, 0), select("#", pass()), (select(2, pass())), method()}, " ")
+  return ctx
+end`,
+		"bomb.lua": `
+local function f(n) if n == 0 then error("deep") end return f(n - 1) end
+function pre_hook(ctx)
+  local ok, err = pcall(f, 3000000)
+  ctx.message = tostring(err)
+  return ctx
+end`,
+	}, func(o *Options) { o.Timeout = time.Minute; o.MemoryMB = 1024 })
+	if res, err := te.runErr(t, "tails.lua", "x"); err != nil || res.Message != "100000 2 b m!" {
+		t.Fatalf("tails.lua = %q, %v; want the tail calls to work as in Lua", res.Message, err)
+	}
+	runtime.GC()
+	var res Result
+	var err error
+	alloc := allocatedBy(func() { res, err = te.runErr(t, "bomb.lua", "x") })
+	if alloc > 160<<20 {
+		t.Fatalf("bomb.lua allocated %d MB; the traceback of a tail recursion must be bounded", alloc>>20)
+	}
+	if err != nil || !strings.Contains(res.Message, "tail calls pending") {
+		t.Fatalf("bomb.lua = %q, %v; want the tail-call bound", res.Message, err)
+	}
+}

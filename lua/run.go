@@ -61,6 +61,8 @@ type run struct {
 	// reserved is what the sandbox's functions built since the last look
 	// at the heap (reserve).
 	reserved int
+	// tails counts the run's tail calls (tailCheck).
+	tails int
 }
 
 // logger is the run's logger, under the script's and the hook's name.

@@ -288,7 +288,8 @@ func (e *Engine) compile(ctx context.Context, f luaFile, src []byte) (*script, e
 		}
 		return nil, fmt.Errorf("%s: %w", f.path, err)
 	}
-	proto, err := glua.Compile(rewriteConcat(chunk), file)
+	rewritten, tails := rewriteConcat(chunk)
+	proto, err := glua.Compile(rewritten, file)
 	if err != nil {
 		var ce *glua.CompileError
 		if errors.As(err, &ce) {
@@ -298,6 +299,9 @@ func (e *Engine) compile(ctx context.Context, f luaFile, src []byte) (*script, e
 	}
 	if err := checkConcat(proto, f.path); err != nil {
 		return nil, err
+	}
+	if n := countOp(proto, glua.OP_TAILCALL); n != tails {
+		return nil, fmt.Errorf("%s: %d tail calls escaped their check (a bug of OpenTalon's Lua sandbox; please report it)", f.path, n-tails)
 	}
 	s := &script{
 		name: strings.TrimSuffix(file, ".lua"), file: file, path: f.path,
@@ -367,6 +371,20 @@ func checkConcat(p *glua.FunctionProto, path string) error {
 		}
 	}
 	return nil
+}
+
+// countOp counts the instructions of opcode op in p and its functions.
+func countOp(p *glua.FunctionProto, op int) int {
+	n := 0
+	for _, inst := range p.Code {
+		if int(inst>>26) == op {
+			n++
+		}
+	}
+	for _, sub := range p.FunctionPrototypes {
+		n += countOp(sub, op)
+	}
+	return n
 }
 
 // luaMessage is a run's error without gopher-lua's stack traceback.
