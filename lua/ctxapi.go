@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/opentalon/opentalon/core"
 	glua "github.com/yuin/gopher-lua"
@@ -75,6 +76,11 @@ func (v *vm) kv(L *glua.LState, fn string) (KV, string) {
 	key := L.CheckString(v.args(L))
 	if key == "" || len(key) > maxKVKey {
 		L.RaiseError("ctx.%s: a key must have 1 to %d bytes", fn, maxKVKey)
+	}
+	// PostgreSQL's TEXT refuses these and SQLite stores them: refused on
+	// both, a script behaves the same on either engine.
+	if strings.IndexByte(key, 0) >= 0 || !utf8.ValidString(key) {
+		L.RaiseError("ctx.%s: a key must be UTF-8 text without a NUL byte (values take any bytes)", fn)
 	}
 	return r.e.o.KV, key
 }
