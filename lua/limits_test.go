@@ -569,3 +569,21 @@ end`,
 		t.Fatalf("bomb.lua = %q, %v; want the tail-call bound", res.Message, err)
 	}
 }
+
+// An error value that is not a message still names the script's line.
+func TestErrorValueNamesItsLine(t *testing.T) {
+	te := startEngine(t, map[string]string{
+		"table.lua": "function pre_hook(ctx)\n  local x = 1\n  error({code = 1})\nend\n",
+		"nil.lua":   "local function f()\n  error(nil)\nend\nfunction pre_hook(ctx)\n  f()\nend\n",
+		"text.lua":  "function pre_hook(ctx)\n  error(\"boom\")\nend\n",
+	}, nil)
+	for file, want := range map[string]string{
+		"table.lua": "table.lua:3: error() was given a table, not a message (table: 0x",
+		"nil.lua":   "nil.lua:2: error() was given a nil, not a message (nil)",
+		"text.lua":  "text.lua:2: boom",
+	} {
+		if _, err := te.runErr(t, file, "x"); err == nil || !strings.HasPrefix(err.Error(), want) {
+			t.Errorf("%s: %v; want %q…", file, err, want)
+		}
+	}
+}

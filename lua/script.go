@@ -387,11 +387,25 @@ func countOp(p *glua.FunctionProto, op int) int {
 	return n
 }
 
-// luaMessage is a run's error without gopher-lua's stack traceback.
+// luaMessage is a run's error without gopher-lua's stack traceback. An
+// error value that is not a message (error({code = 1}), error(nil)) has
+// no position of its own: it gets the innermost script line of the
+// traceback.
 func luaMessage(err error) string {
 	var ae *glua.ApiError
-	if errors.As(err, &ae) && ae.Object != nil {
+	if !errors.As(err, &ae) || ae.Object == nil {
+		return err.Error()
+	}
+	switch ae.Object.(type) {
+	case glua.LString, glua.LNumber:
 		return ae.Object.String()
 	}
-	return err.Error()
+	msg := fmt.Sprintf("error() was given a %s, not a message (%s)", ae.Object.Type(), ae.Object.String())
+	for _, line := range strings.Split(ae.StackTrace, "\n") {
+		where, _, ok := strings.Cut(strings.TrimSpace(line), " in ")
+		if ok && strings.HasSuffix(where, ":") && !strings.HasPrefix(where, "[G]") {
+			return where + " " + msg
+		}
+	}
+	return msg
 }
