@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/opentalon/opentalon/core"
 )
@@ -585,5 +586,21 @@ func TestErrorValueNamesItsLine(t *testing.T) {
 		if _, err := te.runErr(t, file, "x"); err == nil || !strings.HasPrefix(err.Error(), want) {
 			t.Errorf("%s: %v; want %q…", file, err, want)
 		}
+	}
+}
+
+// A script that raises megabytes does not put them into the log, the
+// operator's notification sinks and the status page.
+func TestHugeErrorIsCut(t *testing.T) {
+	te := startEngine(t, map[string]string{
+		"huge.lua": `function pre_hook(ctx) error(string.rep("é", 500000)) end`,
+	}, nil)
+	_, err := te.runErr(t, "huge.lua", "x")
+	if err == nil || len(err.Error()) > maxLogMsg+64 || !strings.HasPrefix(err.Error(), "huge.lua:1: éé") || !utf8.ValidString(err.Error()) {
+		n := 0
+		if err != nil {
+			n = len(err.Error())
+		}
+		t.Fatalf("error of %d bytes; want it cut to about %d bytes of valid UTF-8, with the line", n, maxLogMsg)
 	}
 }

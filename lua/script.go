@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	glua "github.com/yuin/gopher-lua"
 	"github.com/yuin/gopher-lua/parse"
@@ -387,11 +388,26 @@ func countOp(p *glua.FunctionProto, op int) int {
 	return n
 }
 
-// luaMessage is a run's error without gopher-lua's stack traceback. An
-// error value that is not a message (error({code = 1}), error(nil)) has
-// no position of its own: it gets the innermost script line of the
-// traceback.
+// luaMessage is a run's error without gopher-lua's stack traceback, cut
+// to maxLogMsg bytes: a script may raise megabytes (error(string.rep(…))),
+// and the message goes to the log, the operator's notification sinks and
+// the status page, once per failed run.
 func luaMessage(err error) string {
+	msg := errorText(err)
+	if len(msg) <= maxLogMsg {
+		return msg
+	}
+	cut := maxLogMsg
+	for cut > 0 && !utf8.RuneStart(msg[cut]) {
+		cut--
+	}
+	return fmt.Sprintf("%s…(%d bytes more)", msg[:cut], len(msg)-cut)
+}
+
+// errorText is a run's error as text. An error value that is not a
+// message (error({code = 1}), error(nil)) has no position of its own: it
+// gets the innermost script line of the traceback.
+func errorText(err error) string {
 	var ae *glua.ApiError
 	if !errors.As(err, &ae) || ae.Object == nil {
 		return err.Error()
