@@ -571,17 +571,20 @@ end`,
 	}
 }
 
-// An error value that is not a message still names the script's line.
+// An error value that is not a message, or a library function's panic,
+// still names the script's line.
 func TestErrorValueNamesItsLine(t *testing.T) {
 	te := startEngine(t, map[string]string{
 		"table.lua": "function pre_hook(ctx)\n  local x = 1\n  error({code = 1})\nend\n",
 		"nil.lua":   "local function f()\n  error(nil)\nend\nfunction pre_hook(ctx)\n  f()\nend\n",
 		"text.lua":  "function pre_hook(ctx)\n  error(\"boom\")\nend\n",
+		"panic.lua": "function pre_hook(ctx)\n  local n = 0\n  return math.random(n)\nend\n",
 	}, nil)
 	for file, want := range map[string]string{
 		"table.lua": "table.lua:3: error() was given a table, not a message (table: 0x",
 		"nil.lua":   "nil.lua:2: error() was given a nil, not a message (nil)",
 		"text.lua":  "text.lua:2: boom",
+		"panic.lua": "panic.lua:3: a library function failed: invalid argument to Intn",
 	} {
 		if _, err := te.runErr(t, file, "x"); err == nil || !strings.HasPrefix(err.Error(), want) {
 			t.Errorf("%s: %v; want %q…", file, err, want)

@@ -405,18 +405,26 @@ func luaMessage(err error) string {
 }
 
 // errorText is a run's error as text. An error value that is not a
-// message (error({code = 1}), error(nil)) has no position of its own: it
-// gets the innermost script line of the traceback.
+// message (error({code = 1}), error(nil)), or a library function's panic,
+// has no position of its own: it gets the innermost script line of the
+// traceback.
 func errorText(err error) string {
 	var ae *glua.ApiError
 	if !errors.As(err, &ae) || ae.Object == nil {
 		return err.Error()
 	}
+	var msg string
 	switch ae.Object.(type) {
 	case glua.LString, glua.LNumber:
-		return ae.Object.String()
+		if ae.Type != glua.ApiErrorPanic {
+			return ae.Object.String()
+		}
+		// A library function panicked (math.random(0)): the message
+		// is Go's, without a position.
+		msg = "a library function failed: " + ae.Object.String()
+	default:
+		msg = fmt.Sprintf("error() was given a %s, not a message (%s)", ae.Object.Type(), ae.Object.String())
 	}
-	msg := fmt.Sprintf("error() was given a %s, not a message (%s)", ae.Object.Type(), ae.Object.String())
 	for _, line := range strings.Split(ae.StackTrace, "\n") {
 		where, _, ok := strings.Cut(strings.TrimSpace(line), " in ")
 		if ok && strings.HasSuffix(where, ":") && !strings.HasPrefix(where, "[G]") {
