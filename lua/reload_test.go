@@ -68,7 +68,7 @@ func TestStartErrors(t *testing.T) {
 	}
 	rt := t.TempDir()
 	writeScript(t, rt, "top.lua", "error('refused at load')\nfunction pre_hook(ctx) return ctx end\n")
-	if err := New(Options{Dir: rt}).Start(t.Context()); err == nil || !strings.Contains(err.Error(), "top.lua:1: refused at load") {
+	if err := New(Options{Dir: rt}).Start(t.Context()); err == nil || err.Error() != filepath.Join(rt, "top.lua")+":1: refused at load" {
 		t.Fatalf("a failing top level: %v", err)
 	}
 	if err := New(Options{Dir: filepath.Join(dir, "missing")}).Start(t.Context()); err == nil || !strings.Contains(err.Error(), "plugins.lua.scripts_dir") {

@@ -315,7 +315,13 @@ func (e *Engine) compile(ctx context.Context, f luaFile, src []byte) (*script, e
 	hooks, err := e.probe(ctx, v, s)
 	if err != nil {
 		v.close()
-		return nil, fmt.Errorf("%s: %s", f.path, luaMessage(err))
+		msg := luaMessage(err)
+		if rest, ok := strings.CutPrefix(msg, file+":"); ok {
+			// "top.lua:3: x" names the file by its chunk name: the
+			// path replaces it rather than preceding it.
+			return nil, fmt.Errorf("%s:%s", f.path, rest)
+		}
+		return nil, fmt.Errorf("%s: %s", f.path, msg)
 	}
 	s.hooks = hooks
 	if len(hooks) == 0 {
