@@ -235,7 +235,9 @@ func readResult(r *run, ret glua.LValue, ct *glua.LTable) (outcome, error) {
 		}
 		out.drop = true
 		if reason, ok := toString(t.RawGetString("reason")); ok {
-			out.reason = reason
+			// It is logged and stored with the request (PostgreSQL's
+			// TEXT refuses a NUL byte and invalid UTF-8).
+			out.reason = cutText(core.CleanText(reason))
 		}
 		if out.reason == "" {
 			out.reason = "by " + r.s.file
@@ -270,7 +272,8 @@ func readSchedule(t *glua.LTable) (outcome, error) {
 	var out outcome
 	if glua.LVAsBool(t.RawGetString("drop")) {
 		out.drop = true
-		out.reason, _ = toString(t.RawGetString("reason"))
+		reason, _ := toString(t.RawGetString("reason"))
+		out.reason = cutText(core.CleanText(reason)) // as a hook's (readResult)
 		if out.reason == "" {
 			out.reason = "by on_schedule"
 		}

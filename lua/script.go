@@ -398,8 +398,11 @@ func countOp(p *glua.FunctionProto, op int) int {
 // to maxLogMsg bytes: a script may raise megabytes (error(string.rep(…))),
 // and the message goes to the log, the operator's notification sinks and
 // the status page, once per failed run.
-func luaMessage(err error) string {
-	msg := errorText(err)
+func luaMessage(err error) string { return cutText(errorText(err)) }
+
+// cutText cuts msg to maxLogMsg bytes at a rune boundary, saying how
+// many bytes it left out.
+func cutText(msg string) string {
 	if len(msg) <= maxLogMsg {
 		return msg
 	}

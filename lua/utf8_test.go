@@ -67,3 +67,24 @@ func storable(s string) bool {
 	}
 	return utf8.ValidString(s)
 }
+
+// A drop's reason is logged and stored with the request: it is cleaned as
+// a hook's text is (PostgreSQL's TEXT refuses a NUL byte and invalid
+// UTF-8), and cut as an error is.
+func TestDropReasonIsStorable(t *testing.T) {
+	te := startEngine(t, map[string]string{
+		"nul.lua":   `function filter(ctx) return { drop = true, reason = "bad\0word " .. ("é"):sub(1, 1) } end`,
+		"huge.lua":  `function filter(ctx) return { drop = true, reason = string.rep("x", 1000000) } end`,
+		"sched.lua": `function on_schedule(ctx) return { drop = true, reason = "quiet\0day" } end`,
+	}, nil)
+	for _, file := range []string{"nul.lua", "huge.lua"} {
+		res, err := te.RunHook(context.Background(), file, HookFilter, input("x"), "x")
+		if err != nil || !res.Drop || !storable(res.Reason) || len(res.Reason) > maxLogMsg+64 {
+			t.Errorf("%s: drop %v, reason of %d bytes %.40q, %v; want a storable reason of at most about %d bytes", file, res.Drop, len(res.Reason), res.Reason, err, maxLogMsg)
+		}
+	}
+	f := core.Firing{ScheduleID: 1, At: time.Now(), Conversation: core.ConversationKey{Channel: "slack", Chat: "C1"}}
+	if r, err := te.OnSchedule(context.Background(), f, "p"); err != nil || !r.Skip || !storable(r.Reason) {
+		t.Errorf("on_schedule drop = %+v, %v; want a storable reason", r, err)
+	}
+}
