@@ -607,3 +607,35 @@ func TestHugeErrorIsCut(t *testing.T) {
 		t.Fatalf("error of %d bytes; want it cut to about %d bytes of valid UTF-8, with the line", n, maxLogMsg)
 	}
 }
+
+// string.format fails as Lua 5.1 does where gopher-lua's format (Go's
+// fmt) put "%!s(MISSING)", "%!z(…)" or a 0 into the text: a hook
+// author's slip is an error with its line, not garbage sent to the user.
+func TestFormatErrorsAsLua51(t *testing.T) {
+	cases := map[string]string{
+		`string.format("%s and %s", "a")`: "bad argument #3 to 'format' (no value)",
+		`string.format("%z", 1)`:          "invalid option '%z'",
+		`string.format("%d", "abc")`:      "number expected, got string",
+		`string.format("%5.1f", nil)`:     "number expected, got nil",
+	}
+	scripts := map[string]string{}
+	names := map[string]string{}
+	i := 0
+	for expr := range cases {
+		i++
+		name := fmt.Sprintf("f%d.lua", i)
+		names[expr] = name
+		scripts[name] = "function pre_hook(ctx)\n  ctx.message = " + expr + "\n  return ctx\nend\n"
+	}
+	scripts["ok.lua"] = `function pre_hook(ctx) ctx.message = string.format("%d|%5.1f|%s|%q|%x|%s|%%", "12", 2.25, nil, 7, 255, {}):gsub("0x%x+", "ADDR") return ctx end`
+	te := startEngine(t, scripts, nil)
+	for expr, want := range cases {
+		_, err := te.runErr(t, names[expr], "x")
+		if err == nil || !strings.Contains(err.Error(), want) || !strings.HasPrefix(err.Error(), names[expr]+":2:") {
+			t.Errorf("%s: %v; want an error on line 2 with %q", expr, err, want)
+		}
+	}
+	if res, err := te.runErr(t, "ok.lua", "x"); err != nil || res.Message != `12|  2.2|nil|"7"|ff|table: ADDR|%` {
+		t.Errorf("ok.lua = %q, %v", res.Message, err)
+	}
+}

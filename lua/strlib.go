@@ -272,8 +272,9 @@ func (v *vm) strRep(L *glua.LState) int {
 	return 1
 }
 
-// strFormat checks string.format's directives as Lua 5.1 does (widths
-// and precisions of at most two digits) and the size of the result
+// strFormat checks string.format's directives and arguments as Lua 5.1
+// does (widths and precisions of at most two digits, a known option, a
+// value for each, a number for a numeric one) and the size of the result
 // before gopher-lua's string.format builds it.
 func (v *vm) strFormat(L *glua.LState) int {
 	f := L.CheckString(1)
@@ -310,9 +311,20 @@ func (v *vm) strFormat(L *glua.LState) int {
 		if flags > 5 || i >= len(f) {
 			L.RaiseError("string.format: invalid format %q", f)
 		}
+		// Lua 5.1's errors where gopher-lua's format (Go's fmt) would
+		// put "%!z(…)", "%!s(MISSING)" or a 0 into the text.
+		c := f[i]
+		if strings.IndexByte("cdiouxXeEfgGqs", c) < 0 {
+			L.RaiseError("string.format: invalid option '%%%c' (one of c d i o u x X e E f g G q s)", c)
+		}
+		if arg > L.GetTop() {
+			L.RaiseError("bad argument #%d to 'format' (no value)", arg)
+		}
 		size += 400 // a number, padded
-		if c := f[i]; (c == 's' || c == 'q') && arg <= L.GetTop() {
+		if c == 's' || c == 'q' {
 			size += 4 * len(L.ToString(arg))
+		} else {
+			L.CheckNumber(arg)
 		}
 		arg++
 	}
