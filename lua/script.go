@@ -14,6 +14,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/opentalon/opentalon/core"
 	glua "github.com/yuin/gopher-lua"
 	"github.com/yuin/gopher-lua/parse"
 )
@@ -397,8 +398,10 @@ func countOp(p *glua.FunctionProto, op int) int {
 // luaMessage is a run's error without gopher-lua's stack traceback, cut
 // to maxLogMsg bytes: a script may raise megabytes (error(string.rep(…))),
 // and the message goes to the log, the operator's notification sinks and
-// the status page, once per failed run.
-func luaMessage(err error) string { return cutText(errorText(err)) }
+// the status page, once per failed run, and into the reason a message
+// stopped by a failing guard is stored with (valid UTF-8 without NUL
+// bytes, which PostgreSQL's TEXT refuses).
+func luaMessage(err error) string { return cutText(core.CleanText(errorText(err))) }
 
 // cutText cuts msg to maxLogMsg bytes at a rune boundary, saying how
 // many bytes it left out.

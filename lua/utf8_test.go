@@ -2,6 +2,7 @@ package lua
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 	"unicode/utf8"
@@ -76,7 +77,13 @@ func TestDropReasonIsStorable(t *testing.T) {
 		"nul.lua":   `function filter(ctx) return { drop = true, reason = "bad\0word " .. ("é"):sub(1, 1) } end`,
 		"huge.lua":  `function filter(ctx) return { drop = true, reason = string.rep("x", 1000000) } end`,
 		"sched.lua": `function on_schedule(ctx) return { drop = true, reason = "quiet\0day" } end`,
+		"guard.lua": `function filter(ctx) error("bad\0" .. ("é"):sub(1, 1)) end`,
 	}, nil)
+	// A filter that fails closed stops the message with its error as the
+	// reason.
+	if res := te.pre(t, "x"); !res.Drop || !storable(res.Reason) || !strings.Contains(res.Reason, "guard.lua:1: bad") {
+		t.Errorf("a failing guard: drop %v, reason %q; want the message stopped with a storable reason naming the line", res.Drop, res.Reason)
+	}
 	for _, file := range []string{"nul.lua", "huge.lua"} {
 		res, err := te.RunHook(context.Background(), file, HookFilter, input("x"), "x")
 		if err != nil || !res.Drop || !storable(res.Reason) || len(res.Reason) > maxLogMsg+64 {
