@@ -166,13 +166,22 @@ func (v *vm) clean() bool {
 	return v.L.GetTop() == 0
 }
 
-// print logs its arguments at info under the script's name.
+// print logs its arguments at info under the script's name. It joins
+// only what the log keeps (maxLogMsg): joined whole, print(s, s, …) of
+// strings at the string limit built gigabytes in one Go call.
 func (v *vm) print(L *glua.LState) int {
-	parts := make([]string, L.GetTop())
-	for i := range parts {
-		parts[i] = L.ToStringMeta(L.Get(i + 1)).String()
+	var b strings.Builder
+	for i := 1; i <= L.GetTop() && b.Len() <= maxLogMsg; i++ {
+		if i > 1 {
+			b.WriteByte('\t')
+		}
+		s := L.ToStringMeta(L.Get(i)).String()
+		if room := maxLogMsg + 1 - b.Len(); len(s) > room {
+			s = s[:max(room, 0)] // one byte past: logf marks the cut
+		}
+		b.WriteString(s)
 	}
-	v.logf(L, "info", strings.Join(parts, "\t"))
+	v.logf(L, "info", b.String())
 	return 0
 }
 

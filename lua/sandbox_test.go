@@ -3,8 +3,10 @@ package lua
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"strings"
 	"testing"
+	"time"
 )
 
 // probeScript runs attempt inside pcall and reports in ctx.message
@@ -113,5 +115,32 @@ end`}, nil)
 	}
 	if res.Metadata["k"] != "v" {
 		t.Errorf("metadata = %v, want k=v through ctx:kv_get", res.Metadata)
+	}
+}
+
+// print joins only what the log keeps: print(s, s, …) of strings at the
+// string limit built gigabytes in one Go call, past memory_mb.
+func TestPrintIsBounded(t *testing.T) {
+	te := startEngine(t, map[string]string{"loud.lua": `
+function pre_hook(ctx)
+  local s = string.rep("x", 4 * 1024 * 1024 - 1)
+  local t = {}
+  for i = 1, 100 do t[i] = s end
+  print(unpack(t))
+  print("short", 1, nil)
+  return ctx
+end`}, func(o *Options) { o.MemoryMB = 16; o.Timeout = time.Minute })
+	runtime.GC()
+	var err error
+	alloc := allocatedBy(func() { _, err = te.runErr(t, "loud.lua", "x") })
+	if err != nil {
+		t.Fatalf("loud.lua: %v", err)
+	}
+	if alloc > 64<<20 {
+		t.Fatalf("print allocated %d MB; want what the log keeps", alloc>>20)
+	}
+	logs := te.logs.String()
+	if !strings.Contains(logs, "…(truncated)") || !strings.Contains(logs, `msg="short\t1\tnil"`) {
+		t.Fatalf("log lacks the cut line or the short one:\n%.300s", logs)
 	}
 }
