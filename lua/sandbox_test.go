@@ -133,11 +133,11 @@ end`}, func(o *Options) { o.MemoryMB = 16; o.Timeout = time.Minute })
 	runtime.GC()
 	var err error
 	alloc := allocatedBy(func() { _, err = te.runErr(t, "loud.lua", "x") })
+	if alloc > 64<<20 {
+		t.Fatalf("print allocated %d MB (%v); want what the log keeps", alloc>>20, err)
+	}
 	if err != nil {
 		t.Fatalf("loud.lua: %v", err)
-	}
-	if alloc > 64<<20 {
-		t.Fatalf("print allocated %d MB; want what the log keeps", alloc>>20)
 	}
 	logs := te.logs.String()
 	if !strings.Contains(logs, "…(truncated)") || !strings.Contains(logs, `msg="short\t1\tnil"`) {
