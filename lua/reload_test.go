@@ -108,3 +108,17 @@ func TestBrokenEditLoggedOnce(t *testing.T) {
 		t.Fatalf("after the fix post = %q", got)
 	}
 }
+
+// A script saved with a UTF-8 byte order mark, or starting with a "#!"
+// line, loads as the lua command loads it; lines keep their numbers.
+func TestBOMAndShebang(t *testing.T) {
+	te := startEngine(t, map[string]string{
+		"bom.lua":     "\xef\xbb\xbffunction pre_hook(ctx)\n  error(\"line 2\")\nend\n",
+		"shebang.lua": "#!/usr/bin/env lua\nfunction pre_hook(ctx)\n  error(\"line 3\")\nend\n",
+	}, nil)
+	for file, want := range map[string]string{"bom.lua": "bom.lua:2: line 2", "shebang.lua": "shebang.lua:3: line 3"} {
+		if _, err := te.runErr(t, file, "x"); err == nil || err.Error() != want {
+			t.Errorf("%s: %v; want %q", file, err, want)
+		}
+	}
+}

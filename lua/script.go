@@ -279,7 +279,7 @@ func listed(files []luaFile, path string) bool {
 // defines (that state becomes the first of its pool).
 func (e *Engine) compile(ctx context.Context, f luaFile, src []byte) (*script, error) {
 	file := filepath.Base(f.path)
-	chunk, err := parse.Parse(bytes.NewReader(src), file)
+	chunk, err := parse.Parse(bytes.NewReader(sourceText(src)), file)
 	if err != nil {
 		var pe *parse.Error
 		if errors.As(err, &pe) {
@@ -379,6 +379,21 @@ func checkConcat(p *glua.FunctionProto, path string) error {
 		}
 	}
 	return nil
+}
+
+// sourceText is a file's Lua source: without the byte order mark an
+// editor may save UTF-8 with, and with a first line starting with '#' (a
+// "#!/usr/bin/env lua" line) emptied, as the lua command skips it. Line
+// numbers stay those of the file.
+func sourceText(src []byte) []byte {
+	src = bytes.TrimPrefix(src, []byte("\xef\xbb\xbf"))
+	if len(src) > 0 && src[0] == '#' {
+		if i := bytes.IndexByte(src, '\n'); i >= 0 {
+			return src[i:]
+		}
+		return nil
+	}
+	return src
 }
 
 // countOp counts the instructions of opcode op in p and its functions.
