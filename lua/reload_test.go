@@ -122,3 +122,39 @@ func TestBOMAndShebang(t *testing.T) {
 		}
 	}
 }
+
+// Scripts mounted from a Kubernetes ConfigMap are symlinks through a
+// "..data" link that an update swaps atomically: no event names a *.lua
+// file, and the change is still picked up.
+func TestReloadThroughASymlinkSwap(t *testing.T) {
+	dir := t.TempDir()
+	for _, v := range []string{"v1", "v2"} {
+		if err := os.Mkdir(filepath.Join(dir, ".."+v), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		writeScript(t, filepath.Join(dir, ".."+v), "tag.lua", tagScript(v))
+	}
+	for _, l := range [][2]string{{"..v1", "..data"}, {filepath.Join("..data", "tag.lua"), "tag.lua"}} {
+		if err := os.Symlink(l[0], filepath.Join(dir, l[1])); err != nil {
+			t.Fatal(err)
+		}
+	}
+	te := &testEngine{dir: dir, logs: &syncBuf{}}
+	o := baseOptions()
+	o.Dir, o.Watch = dir, true
+	te.Engine = New(o)
+	if err := te.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { te.Close() })
+	if got := te.post(t, input("q"), "answer"); got != "answer [v1]" {
+		t.Fatalf("initial = %q", got)
+	}
+	if err := os.Symlink("..v2", filepath.Join(dir, "..data_tmp")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(filepath.Join(dir, "..data_tmp"), filepath.Join(dir, "..data")); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool { return te.post(t, input("q"), "answer") == "answer [v2]" }, "the swapped script")
+}

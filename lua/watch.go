@@ -3,8 +3,6 @@ package lua
 import (
 	"context"
 	"fmt"
-	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/fsnotify/fsnotify"
@@ -15,7 +13,7 @@ import (
 const settle = 100 * time.Millisecond
 
 // watch follows Dir with fsnotify and reloads on every create, write,
-// rename, remove or chmod of a *.lua file, until ctx ends. It reports on
+// rename, remove or chmod in it, until ctx ends. It reports on
 // ready whether watching started.
 func (e *Engine) watch(ctx context.Context, ready chan<- error) {
 	w, err := fsnotify.NewWatcher()
@@ -37,13 +35,15 @@ func (e *Engine) watch(ctx context.Context, ready chan<- error) {
 		case <-ctx.Done():
 			timer.Stop()
 			return
-		case ev, ok := <-w.Events:
+		case _, ok := <-w.Events:
 			if !ok {
 				return
 			}
-			if strings.HasSuffix(filepath.Base(ev.Name), ".lua") {
-				timer.Reset(settle)
-			}
+			// Any event: a Kubernetes ConfigMap (or any atomic
+			// symlink swap) changes the scripts by renaming its
+			// "..data" link, never touching a *.lua name. A reload
+			// that finds nothing changed costs a read of the scripts.
+			timer.Reset(settle)
 		case err, ok := <-w.Errors:
 			if !ok {
 				return
