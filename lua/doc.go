@@ -25,7 +25,8 @@
 // built (memory.go) with a heap watchdog as the backstop (watchdog.go),
 // bounded string building (strlib.go) and concatenation (concat.go: every
 // a .. b is rewritten into a call of the bounded one when the script
-// loads), a pattern matcher whose recursion follows the pattern and never
+// loads, and every tail call checks the tail calls pending, whose
+// traceback gopher-lua builds line by line), a pattern matcher whose recursion follows the pattern and never
 // the input (pattern.go), registry and call-stack caps. A failed run fails
 // that one message: a guard (a filter, a redacting post_hook, or a script
 // with fail_closed = true) stops the message or withholds the answer, any
