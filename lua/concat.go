@@ -30,13 +30,15 @@ const concatName = "(concat)"
 // loop of 30 million calls, the error that ended it (the timeout, or an
 // error inside pcall) allocated a gigabyte in one Go call, past every
 // limit. So the rewrite also turns "return f(x)" into
-// "return (tailcheck)(f)(x)" (and "return o:m(x)" into
-// "return (tailcheck)(o):m(x)"): the call stays a tail call, and
-// tailcheck, which returns its argument, first refuses to let the
-// pending tail calls of the run's stack pass maxTailCalls. A loop that
-// tail-calls a helper does not add up (the helper's frame returns); only
-// a tail recursion deeper than maxTailCalls fails.
-const tailCheckName = "(tailcheck)"
+// "do (concat)() return f(x) end": the concatenation of nothing refuses
+// to let the pending tail calls of the run's stack pass maxTailCalls
+// (tailCheck), and the return is left as it was. It stays a tail call
+// with all of f's values, the call keeps its name in errors ("bad
+// argument #1 to rep"), and the check takes no local of the chunk and no
+// register the return would not use anyway, so a script close to the 200
+// of either loads as it did. A loop that tail-calls a helper does not
+// add up (the helper's frame returns); only a tail recursion deeper than
+// maxTailCalls fails.
 
 // maxTailCalls bounds the tail calls pending on a run's stack: a
 // traceback costs about 50 bytes each (50 MB at the bound, once per
@@ -44,12 +46,13 @@ const tailCheckName = "(tailcheck)"
 const maxTailCalls = 1 << 20
 
 // rewriteConcat rewrites every concatenation of chunk into a call of the
-// bounded concatenation and guards every tail call (tailCheckName), binds
-// both functions first thing, and returns how many tail calls it guarded.
+// bounded concatenation, checks the pending tail calls before every tail
+// call, binds the function first thing, and returns how many tail calls
+// it guarded.
 func rewriteConcat(chunk []ast.Stmt) ([]ast.Stmt, int) {
 	w := &concatWriter{}
 	w.stmts(chunk)
-	bind := &ast.LocalAssignStmt{Names: []string{concatName, tailCheckName}, Exprs: []ast.Expr{&ast.IdentExpr{Value: concatName}, &ast.IdentExpr{Value: tailCheckName}}}
+	bind := &ast.LocalAssignStmt{Names: []string{concatName}, Exprs: []ast.Expr{&ast.IdentExpr{Value: concatName}}}
 	return append([]ast.Stmt{bind}, chunk...), w.tails
 }
 
@@ -58,28 +61,39 @@ type concatWriter struct {
 	tails int
 }
 
-// guardTail makes the tail call "return call" check the pending tail
-// calls first: tailcheck wraps the function (or the receiver of a method
-// call), which is evaluated before the arguments.
-func (w *concatWriter) guardTail(call *ast.FuncCallExpr) {
-	wrap := func(e ast.Expr) ast.Expr {
-		c := &ast.FuncCallExpr{Func: &ast.IdentExpr{Value: tailCheckName}, Args: []ast.Expr{e}, AdjustRet: true}
-		c.SetLine(call.Line())
-		c.SetLastLine(call.LastLine())
-		c.Func.(*ast.IdentExpr).SetLine(call.Line())
-		return c
+// isTailCall tells whether gopher-lua compiles r into a tail call: one
+// call, not in parentheses.
+func isTailCall(r *ast.ReturnStmt) bool {
+	if len(r.Exprs) != 1 {
+		return false
 	}
-	if call.Receiver != nil {
-		call.Receiver = wrap(call.Receiver)
-	} else {
-		call.Func = wrap(call.Func)
-	}
+	call, ok := r.Exprs[0].(*ast.FuncCallExpr)
+	return ok && !call.AdjustRet
+}
+
+// guardTail returns "do (concat)() return f(x) end" for the tail call
+// "return f(x)", on its line.
+func (w *concatWriter) guardTail(r *ast.ReturnStmt) ast.Stmt {
+	check := &ast.FuncCallExpr{Func: &ast.IdentExpr{Value: concatName}}
+	check.SetLine(r.Line())
+	check.SetLastLine(r.Line())
+	check.Func.(*ast.IdentExpr).SetLine(r.Line())
+	call := &ast.FuncCallStmt{Expr: check}
+	call.SetLine(r.Line())
+	call.SetLastLine(r.Line())
+	do := &ast.DoBlockStmt{Stmts: []ast.Stmt{call, r}}
+	do.SetLine(r.Line())
+	do.SetLastLine(r.LastLine())
 	w.tails++
+	return do
 }
 
 func (w *concatWriter) stmts(ss []ast.Stmt) {
-	for _, s := range ss {
+	for i, s := range ss {
 		w.stmt(s)
+		if r, ok := s.(*ast.ReturnStmt); ok && isTailCall(r) {
+			ss[i] = w.guardTail(r)
+		}
 	}
 }
 
@@ -129,11 +143,6 @@ func (w *concatWriter) stmt(s ast.Stmt) {
 		w.expr(s.Func)
 	case *ast.ReturnStmt:
 		w.exprs(s.Exprs)
-		if len(s.Exprs) == 1 {
-			if call, ok := s.Exprs[0].(*ast.FuncCallExpr); ok && !call.AdjustRet {
-				w.guardTail(call)
-			}
-		}
 	}
 }
 
@@ -213,8 +222,10 @@ func (w *concatWriter) single(e ast.Expr) ast.Expr {
 func (v *vm) concat(L *glua.LState) int {
 	n := L.GetTop()
 	if n == 0 {
-		L.Push(glua.LString(""))
-		return 1
+		// No operands: the check before a tail call (guardTail); a
+		// concatenation has two at least.
+		v.tailCheck(L)
+		return 0
 	}
 	// Strings and numbers only (the usual case): one join.
 	size, plain := 0, true
@@ -267,20 +278,18 @@ func (v *vm) concat(L *glua.LState) int {
 	return 1
 }
 
-// tailCheck is (tailcheck): it returns its argument, after refusing a
-// tail call past maxTailCalls pending on the stack. It looks every
-// tailCheckEvery tail calls of the run (GetStack counts the pending ones
-// and walks the real frames only, but allocates).
-func (v *vm) tailCheck(L *glua.LState) int {
+// tailCheck refuses a tail call past maxTailCalls pending on the stack.
+// It looks every tailCheckEvery tail calls of the run (GetStack counts
+// the pending ones and walks the real frames only, but allocates).
+func (v *vm) tailCheck(L *glua.LState) {
 	if r := v.cur; r != nil {
 		if r.tails++; r.tails%tailCheckEvery != 0 {
-			return 1
+			return
 		}
 	}
 	if _, deep := L.GetStack(maxTailCalls); deep {
 		L.RaiseError("more than %d tail calls pending (a tail recursion that does not end?)", maxTailCalls)
 	}
-	return 1
 }
 
 // tailCheckEvery is how many tail calls run between two looks at the

@@ -639,3 +639,32 @@ func TestFormatErrorsAsLua51(t *testing.T) {
 		t.Errorf("ok.lua = %q, %v", res.Message, err)
 	}
 }
+
+// The check before a tail call leaves the call as it was: a library
+// function called in a tail call keeps its name in its errors, and a
+// script at the 200-register or 200-local limit loads as it did without
+// the check.
+func TestTailCheckKeepsTheCall(t *testing.T) {
+	names := make([]string, 199)
+	for i := range names {
+		names[i] = fmt.Sprintf("a%d", i)
+	}
+	locals := "local " + strings.Join(names, ", ") + "\n"
+	te := startEngine(t, map[string]string{
+		"name.lua":   "local function f(s)\n  return string.rep(s)\nend\nfunction pre_hook(ctx)\n  return f(\"x\")\nend\n",
+		"top.lua":    locals + "function pre_hook(ctx) return ctx end\n",
+		"inner.lua":  "local function g() return \"ok\" end\nlocal function f()\n" + locals + "  return g()\nend\nfunction pre_hook(ctx) ctx.message = f() return ctx end\n",
+		"method.lua": "local function f(s)\n  return s:rep()\nend\nfunction pre_hook(ctx)\n  return f(\"x\")\nend\n",
+	}, nil)
+	for file, want := range map[string]string{
+		"name.lua":   "name.lua:2: bad argument #2 to rep (number expected, got nil)",
+		"method.lua": "method.lua:2: bad argument #2 to rep (number expected, got nil)",
+	} {
+		if _, err := te.runErr(t, file, "x"); err == nil || err.Error() != want {
+			t.Errorf("%s: %v; want %q", file, err, want)
+		}
+	}
+	if res, err := te.runErr(t, "inner.lua", "x"); err != nil || res.Message != "ok" {
+		t.Errorf("inner.lua = %q, %v", res.Message, err)
+	}
+}

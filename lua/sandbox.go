@@ -127,7 +127,6 @@ func (v *vm) newSandbox() {
 	base.RawSetString("setmetatable", L.NewFunction(setMetatable(origSetMT)))
 	base.RawSetString("print", L.NewFunction(v.print))
 	base.RawSetString(concatName, L.NewFunction(v.concat))
-	base.RawSetString(tailCheckName, L.NewFunction(v.tailCheck))
 	v.libs = v.libs[:0]
 	for name, lib := range map[string]*glua.LTable{"string": str, "table": tab, "math": pick(L, mathLib, mathNames), "os": os} {
 		p := readOnly(L, name, lib)
