@@ -672,3 +672,15 @@ func TestTailCheckKeepsTheCall(t *testing.T) {
 		t.Errorf("inner.lua = %q, %v", res.Message, err)
 	}
 }
+
+// A numeric option takes a numeric string as its number, as in Lua 5.1,
+// and %u prints the number: Go's fmt printed "255" for %x as the hex of
+// its bytes, and "%!u(…)".
+func TestFormatNumericStrings(t *testing.T) {
+	te := startEngine(t, map[string]string{
+		"num.lua": `function pre_hook(ctx) ctx.message = string.format("%x|%d|%.1f|%c|%u|%5u", "255", "0x10", "1e2", "65", 3, "42") return ctx end`,
+	}, nil)
+	if res, err := te.runErr(t, "num.lua", "x"); err != nil || res.Message != "ff|16|100.0|A|3|   42" {
+		t.Fatalf("num.lua = %q, %v; want ff|16|100.0|A|3|   42", res.Message, err)
+	}
+}

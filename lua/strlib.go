@@ -280,6 +280,7 @@ func (v *vm) strFormat(L *glua.LState) int {
 	f := L.CheckString(1)
 	size := len(f)
 	arg := 2
+	var unsigned []byte // f with each %u made %d, once one is seen
 	for i := 0; i < len(f); i++ {
 		if f[i] != '%' {
 			continue
@@ -324,12 +325,27 @@ func (v *vm) strFormat(L *glua.LState) int {
 		if c == 's' || c == 'q' {
 			size += 4 * len(L.ToString(arg))
 		} else {
-			L.CheckNumber(arg)
+			// A numeric string is its number, as in Lua 5.1: Go's
+			// fmt would print "255" for %x as the hex of its bytes.
+			if n := L.CheckNumber(arg); L.Get(arg).Type() == glua.LTString {
+				L.Replace(arg, n)
+			}
+			if c == 'u' {
+				// Go's fmt has no %u: %d prints the same for a
+				// number that is not negative.
+				if unsigned == nil {
+					unsigned = []byte(f)
+				}
+				unsigned[i] = 'd'
+			}
 		}
 		arg++
 	}
 	if size > v.maxString {
 		L.RaiseError("string.format: the result could be longer than the string limit of %d bytes (plugins.lua.limits.memory_mb)", v.maxString)
+	}
+	if unsigned != nil {
+		L.Replace(1, glua.LString(unsigned))
 	}
 	v.reserve(L, size)
 	return v.format(L)
