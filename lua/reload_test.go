@@ -158,3 +158,25 @@ func TestReloadThroughASymlinkSwap(t *testing.T) {
 	}
 	waitFor(t, func() bool { return te.post(t, input("q"), "answer") == "answer [v2]" }, "the swapped script")
 }
+
+// The watcher reloads on a script's events and on a ConfigMap's swap, and
+// leaves other files alone: a database or a log kept in the directory
+// would otherwise put every reload off for as long as it is written.
+func TestReloadsOn(t *testing.T) {
+	for name, want := range map[string]bool{
+		"filter.lua":                   true,
+		"..data":                       true,
+		"..data_tmp":                   true,
+		"..2026_11_29_10_00_00.123456": true,
+		"opentalon.db":                 false,
+		"opentalon.db-wal":             false,
+		".filter.lua.swp":              false,
+		"filter.lua~":                  false,
+		"4913":                         false,
+		"gateway.log":                  false,
+	} {
+		if got := reloadsOn(filepath.Join("scripts", name)); got != want {
+			t.Errorf("reloadsOn(%q) = %v, want %v", name, got, want)
+		}
+	}
+}

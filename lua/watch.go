@@ -3,6 +3,8 @@ package lua
 import (
 	"context"
 	"fmt"
+	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/fsnotify/fsnotify"
@@ -13,8 +15,8 @@ import (
 const settle = 100 * time.Millisecond
 
 // watch follows Dir with fsnotify and reloads on every create, write,
-// rename, remove or chmod in it, until ctx ends. It reports on
-// ready whether watching started.
+// rename, remove or chmod of a script (reloadsOn), until ctx ends. It
+// reports on ready whether watching started.
 func (e *Engine) watch(ctx context.Context, ready chan<- error) {
 	w, err := fsnotify.NewWatcher()
 	if err != nil {
@@ -35,15 +37,13 @@ func (e *Engine) watch(ctx context.Context, ready chan<- error) {
 		case <-ctx.Done():
 			timer.Stop()
 			return
-		case _, ok := <-w.Events:
+		case ev, ok := <-w.Events:
 			if !ok {
 				return
 			}
-			// Any event: a Kubernetes ConfigMap (or any atomic
-			// symlink swap) changes the scripts by renaming its
-			// "..data" link, never touching a *.lua name. A reload
-			// that finds nothing changed costs a read of the scripts.
-			timer.Reset(settle)
+			if reloadsOn(ev.Name) {
+				timer.Reset(settle)
+			}
 		case err, ok := <-w.Errors:
 			if !ok {
 				return
@@ -55,4 +55,16 @@ func (e *Engine) watch(ctx context.Context, ready chan<- error) {
 			e.reload(ctx)
 		}
 	}
+}
+
+// reloadsOn tells whether an event on name may change the scripts: a
+// *.lua file, or a name starting with ".." (a Kubernetes ConfigMap or
+// Secret changes its files by renaming its "..data" link to a new
+// "..<timestamp>" directory, never touching a *.lua name). Other files
+// in the directory (an editor's swap file, a database or a log someone
+// keeps there) are left alone: each of their writes would put the
+// reload off by another settle, for as long as they are written.
+func reloadsOn(name string) bool {
+	base := filepath.Base(name)
+	return strings.HasSuffix(base, ".lua") || strings.HasPrefix(base, "..")
 }
