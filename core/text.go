@@ -2,6 +2,7 @@ package core
 
 import (
 	"strings"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -72,4 +73,39 @@ func QuoteLines(s string) string {
 		return r
 	}, s)
 	return "> " + strings.ReplaceAll(s, "\n", "\n> ")
+}
+
+// MaxSpeakerRunes bounds a speaker's name as the LLM is shown it.
+const MaxSpeakerRunes = 40
+
+// SpeakerName is a user's display name as the LLM may be shown it in a
+// group conversation (ChatMessage.Name, the system prompt's line on who
+// speaks): the name is the user's own text, so every control, format and
+// line-breaking character becomes a space, runs of space become one, and
+// the rest is trimmed and cut at MaxSpeakerRunes. A name cannot start a
+// line of its own (a forged turn) or run on for a paragraph.
+func SpeakerName(name string) string {
+	var b strings.Builder
+	space := false
+	n := 0
+	for _, r := range CleanText(name) {
+		if unicode.IsControl(r) || unicode.IsSpace(r) || unicode.Is(unicode.Cf, r) || unicode.In(r, unicode.Zl, unicode.Zp) {
+			space = b.Len() > 0
+			continue
+		}
+		if n == MaxSpeakerRunes {
+			break
+		}
+		if space {
+			if n+1 == MaxSpeakerRunes {
+				break
+			}
+			b.WriteByte(' ')
+			n++
+			space = false
+		}
+		b.WriteRune(r)
+		n++
+	}
+	return b.String()
 }

@@ -210,6 +210,12 @@ type ChatMessage struct {
 	// Attachments are the images a user message shows the model; the
 	// history keeps their references, the bytes stay in the media store.
 	Attachments []Attachment `json:"attachments,omitempty"`
+	// Name is the speaker of a user message in a group conversation (the
+	// channel's display name, cleaned by core.SpeakerName); "" in a
+	// private chat and for every other role. Providers never send it:
+	// the orchestrator attributes earlier group turns by it when it
+	// builds the prompt.
+	Name string `json:"name,omitempty"`
 }
 
 // ToolCall is the LLM's request to run one plugin action.

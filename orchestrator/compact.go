@@ -185,6 +185,10 @@ func renderMessage(m core.ChatMessage) string {
 	case core.RoleSystem:
 		return "Earlier summary: " + strings.TrimPrefix(text, SummaryPrefix)
 	case core.RoleUser:
+		if m.Name != "" {
+			// A group's turn: the summary keeps who said it.
+			return "User " + m.Name + ": " + text
+		}
 		return "User: " + text
 	case core.RoleTool:
 		return "Tool result: " + text

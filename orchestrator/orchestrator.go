@@ -217,7 +217,7 @@ func (o *Orchestrator) Answer(ctx context.Context, t core.Turn) (core.Answer, er
 	if o.hasMemories(ctx, tn) {
 		memories, workflows = o.recallMemories(ctx, tn), o.recallWorkflows(ctx, tn, task, offered)
 	}
-	call.Req.System = withSections(o.prompt, o.sections.section(offered), o.stepSection(tn.st), memories, workflows)
+	call.Req.System = withSections(o.prompt, o.sections.section(offered), o.stepSection(tn.st), memories, workflows, groupSection(t, hist))
 	budget := window - window/4
 
 	compacted := false
@@ -289,15 +289,17 @@ func showsNothing(text string) bool {
 
 // withTurn is the history the LLM answers from: stored plus the user's
 // message, or for a retry stored up to the question being answered
-// again. added is what the turn adds to the stored history so far.
+// again; in a group, earlier user turns carry their sender's name
+// (attributed). added is what the turn adds to the stored history so
+// far: the user's message as written, its sender's name beside it.
 func withTurn(stored []core.ChatMessage, t core.Turn) (hist, added []core.ChatMessage) {
 	hist = append([]core.ChatMessage(nil), stored...)
 	if t.Retry {
 		// Re-answer the last question: drop what answered it before.
-		return dropAfterLastUser(hist), nil
+		return attributed(t, dropAfterLastUser(hist)), nil
 	}
-	user := core.ChatMessage{Role: core.RoleUser, Content: t.Text, Attachments: refs(t.Attachments)}
-	return append(hist, user), []core.ChatMessage{user}
+	user := core.ChatMessage{Role: core.RoleUser, Content: t.Text, Attachments: refs(t.Attachments), Name: speakerOf(t)}
+	return attributed(t, append(hist, user)), []core.ChatMessage{user}
 }
 
 // choose decides the model of the turn's first call when the LLM can, so

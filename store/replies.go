@@ -152,8 +152,8 @@ func saveReplyAtOnce(ctx context.Context, tx *txn, r *core.Reply, id *int64, par
 		if err != nil {
 			return err
 		}
-		const row = `(?::bigint, ?::bigint, ?::text, ?::text, ?::text, ?::text, ?::text, ?::bigint)`
-		q += `, m AS (INSERT INTO messages (session_id, request_id, role, content, tool_calls, tool_call_id, attachments, created_at)
+		const row = `(?::bigint, ?::bigint, ?::text, ?::text, ?::text, ?::text, ?::text, ?::text, ?::bigint)`
+		q += `, m AS (INSERT INTO messages (session_id, request_id, role, content, tool_calls, tool_call_id, attachments, name, created_at)
 			SELECT * FROM (VALUES ` + strings.TrimSuffix(strings.Repeat(row+", ", len(msgs)), ", ") + `) v WHERE EXISTS (SELECT 1 FROM r))`
 		args = append(args, rows...)
 	}

@@ -1,7 +1,7 @@
 -- The SQLite schema the migrations in migrations/ produce, made on a new
 -- database in one transaction (schema.go). Generated from the migrations by
 -- go generate ./store; do not edit.
--- schema_version: 181
+-- schema_version: 190
 CREATE TABLE schema_migrations (
 		version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL);
 CREATE TABLE sessions (
@@ -28,7 +28,7 @@ CREATE TABLE messages (
     tool_call_id TEXT    NOT NULL DEFAULT '',
     summary      INTEGER NOT NULL DEFAULT 0,
     created_at   INTEGER NOT NULL
-, attachments TEXT);
+, attachments TEXT, name TEXT NOT NULL DEFAULT '');
 CREATE INDEX messages_session ON messages (session_id, id);
 CREATE TABLE usage (
     id            INTEGER PRIMARY KEY,

@@ -268,7 +268,7 @@ func (db *DB) MessageCount(ctx context.Context, sessionID int64) (int, error) {
 // compaction summary (kept at the head of the history) is always
 // returned first and does not count toward limit.
 func (db *DB) History(ctx context.Context, sessionID int64, limit int) ([]core.ChatMessage, error) {
-	rows, err := db.r.QueryContext(ctx, `SELECT role, content, tool_calls, tool_call_id, attachments FROM `+historyFrom(limit)+` ORDER BY id`, sessionID, sessionID)
+	rows, err := db.r.QueryContext(ctx, `SELECT role, content, tool_calls, tool_call_id, attachments, name FROM `+historyFrom(limit)+` ORDER BY id`, sessionID, sessionID)
 	if err != nil {
 		return nil, fmt.Errorf("history of session %d: %w", sessionID, err)
 	}
@@ -282,7 +282,7 @@ func (db *DB) History(ctx context.Context, sessionID int64, limit int) ([]core.C
 // HistoryAndMemories is History and HasMemories(owner) in one statement
 // (the orchestrator asks both before every answer).
 func (db *DB) HistoryAndMemories(ctx context.Context, sessionID int64, limit int, owner string) ([]core.ChatMessage, bool, error) {
-	rows, err := db.hot.QueryContext(ctx, `SELECT hm.has, h.role, h.content, h.tool_calls, h.tool_call_id, h.attachments FROM (SELECT `+hasMemories+` AS has) hm
+	rows, err := db.hot.QueryContext(ctx, `SELECT hm.has, h.role, h.content, h.tool_calls, h.tool_call_id, h.attachments, h.name FROM (SELECT `+hasMemories+` AS has) hm
 		LEFT JOIN `+historyFrom(limit)+` ON TRUE ORDER BY h.id`, owner, sessionID, sessionID)
 	if err != nil {
 		return nil, false, fmt.Errorf("history of session %d: %w", sessionID, err)
@@ -303,9 +303,9 @@ func historyFrom(limit int) string {
 	// The limit is part of the query text: SQLite plans with a bound LIMIT
 	// value, so rebinding it re-prepares the statement on every call
 	// (callers use a handful of limits, each prepared once).
-	return `(SELECT id, role, content, tool_calls, tool_call_id, attachments FROM messages WHERE session_id = ? AND summary = TRUE
+	return `(SELECT id, role, content, tool_calls, tool_call_id, attachments, name FROM messages WHERE session_id = ? AND summary = TRUE
 		UNION ALL
-		SELECT * FROM (SELECT id, role, content, tool_calls, tool_call_id, attachments FROM messages
+		SELECT * FROM (SELECT id, role, content, tool_calls, tool_call_id, attachments, name FROM messages
 			WHERE session_id = ? AND summary = FALSE ORDER BY id DESC LIMIT ` + strconv.Itoa(limit) + `) newest
 		) h`
 }
@@ -323,9 +323,9 @@ func scanHistory(rows *sql.Rows, withHas bool) (historyRows, error) {
 	var out historyRows
 	// The destinations are shared by the rows (each Scan sets every one
 	// of them).
-	var role, content, callID sql.NullString
+	var role, content, callID, name sql.NullString
 	var calls, atts sql.NullString
-	dest := []any{&out.has, &role, &content, &calls, &callID, &atts}
+	dest := []any{&out.has, &role, &content, &calls, &callID, &atts, &name}
 	if !withHas {
 		dest = dest[1:]
 	}
@@ -337,7 +337,7 @@ func scanHistory(rows *sql.Rows, withHas bool) (historyRows, error) {
 			continue
 		}
 		var m core.ChatMessage
-		m.Role, m.Content, m.ToolCallID = core.Role(role.String), content.String, callID.String
+		m.Role, m.Content, m.ToolCallID, m.Name = core.Role(role.String), content.String, callID.String, name.String
 		if err := decodeCalls(calls, &m); err != nil {
 			return out, err
 		}
@@ -378,14 +378,14 @@ func insertMessages(ctx context.Context, tx *txn, sessionID, requestID int64, at
 	return nil
 }
 
-// messageRows is the arguments of history entries' rows, eight each
+// messageRows is the arguments of history entries' rows, nine each
 // (insertMessagesQuery's columns).
 func messageRows(sessionID, requestID int64, at int64, msgs []core.ChatMessage) ([]any, error) {
 	var req any
 	if requestID != 0 {
 		req = requestID
 	}
-	args := make([]any, 0, 8*len(msgs))
+	args := make([]any, 0, 9*len(msgs))
 	for _, m := range msgs {
 		var calls, atts any
 		if len(m.ToolCalls) > 0 {
@@ -402,7 +402,7 @@ func messageRows(sessionID, requestID int64, at int64, msgs []core.ChatMessage) 
 			}
 			atts = string(b)
 		}
-		args = append(args, sessionID, req, string(m.Role), m.Content, calls, m.ToolCallID, atts, at)
+		args = append(args, sessionID, req, string(m.Role), m.Content, calls, m.ToolCallID, atts, m.Name, at)
 	}
 	return args, nil
 }
@@ -414,8 +414,8 @@ const messagesPerInsert = 8
 // insertMessagesQuery inserts n history entries; their ids follow the
 // order of the rows.
 func insertMessagesQuery(n int) string {
-	const row = `(?, ?, ?, ?, ?, ?, ?, ?)`
-	return `INSERT INTO messages (session_id, request_id, role, content, tool_calls, tool_call_id, attachments, created_at) VALUES ` +
+	const row = `(?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	return `INSERT INTO messages (session_id, request_id, role, content, tool_calls, tool_call_id, attachments, name, created_at) VALUES ` +
 		strings.TrimSuffix(strings.Repeat(row+", ", n), ", ")
 }
 

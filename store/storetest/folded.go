@@ -62,6 +62,33 @@ func testFolded(t *testing.T, e Engine) {
 	if plain, _ := db.History(ctx, s.ID, 10); err != nil || has || len(h) != 2 || len(plain) != 2 || h[0].Content != "the question" || h[1].Content != "answer" {
 		t.Fatalf("history and memories = %+v, %v, %v; want the two entries and no memories", h, has, err)
 	}
+	// A group's user entry keeps its sender's name beside its text, in
+	// the reply's entries and in those appended later; the others have
+	// none.
+	gc := conv("folded-group")
+	gs, err := db.ActiveSession(ctx, gc)
+	check(t, "group session", err)
+	gq := mustEnqueue(t, db, msg(gc, "g1", "group question"))
+	_, err = db.SaveReply(ctx, &core.Reply{RequestID: gq, SessionID: gs.ID, Conversation: gc, Text: "a", Parts: []string{"a"}},
+		[]core.ChatMessage{{Role: core.RoleUser, Content: "the question"}, {Role: core.RoleAssistant, Content: "answer"},
+			{Role: core.RoleUser, Content: "what did I ask?", Name: "@alice"}, {Role: core.RoleAssistant, Content: "a"}})
+	check(t, "save reply with a speaker", err)
+	check(t, "append with a speaker", db.AppendMessages(ctx, gs.ID, []core.ChatMessage{{Role: core.RoleUser, Content: "and me?", Name: "Bob B"}}))
+	named := func(h []core.ChatMessage) string {
+		var b []byte
+		for _, m := range h {
+			b = append(b, m.Name+"|"+m.Content+";"...)
+		}
+		return string(b)
+	}
+	const wantNamed = "|the question;|answer;@alice|what did I ask?;|a;Bob B|and me?;"
+	if h, err := db.History(ctx, gs.ID, 10); err != nil || named(h) != wantNamed {
+		t.Fatalf("history with speakers = %q, %v; want %q", named(h), err, wantNamed)
+	}
+	if h, _, err := db.HistoryAndMemories(ctx, gs.ID, 10, "telegram:alice"); err != nil || named(h) != wantNamed {
+		t.Fatalf("history and memories with speakers = %q, %v; want %q", named(h), err, wantNamed)
+	}
+
 	_, err = db.SaveMemory(ctx, core.Memory{Owner: "telegram:bob", Content: "likes tea"})
 	check(t, "save memory", err)
 	if _, has, _ := db.HistoryAndMemories(ctx, s.ID, 1, "telegram:alice"); has {
