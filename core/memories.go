@@ -27,7 +27,12 @@ type Memory struct {
 	// Owner is "<channel>:<user id>" of the user the memory belongs to.
 	Owner string
 	// Shared memories are recalled for every user.
-	Shared    bool
+	Shared bool
+	// Place is where the memory was saved: "" in a private chat with the
+	// bot (and for memories older than the field), else the group
+	// conversation "<channel>:<chat>" (MemoryPlace). A group recalls only
+	// its own.
+	Place     string
 	Content   string
 	Tags      []string
 	Steps     []WorkflowStep
@@ -38,6 +43,18 @@ type Memory struct {
 	UpdatedAt time.Time
 	// Rank orders search results: lower is a better match (FTS5 bm25).
 	Rank float64
+}
+
+// MemoryPlace is where a message's memories are saved and recalled
+// (Memory.Place): "" for a private chat with the bot, else the group
+// conversation "<channel>:<chat>". The threads and topics of a chat share
+// its place: the same people read them. A message that does not say it
+// is private (a schedule's firing) counts as a group's.
+func MemoryPlace(in Inbound) string {
+	if in.Private {
+		return ""
+	}
+	return in.Conversation.Channel + ":" + in.Conversation.Chat
 }
 
 // HasTag reports whether the memory carries tag.
@@ -63,6 +80,10 @@ type MemoryQuery struct {
 	Owner string
 	// WithShared adds the shared memories to Owner's.
 	WithShared bool
+	// Place, when set, keeps the memories saved there (Memory.Place)
+	// and the shared ones: a group conversation's recall. "" keeps
+	// memories saved anywhere (a private chat, the command line).
+	Place string
 	// Tag keeps memories with this tag; NotTag drops those with it.
 	Tag, NotTag string
 	// Outcome keeps workflows with this outcome.

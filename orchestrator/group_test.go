@@ -133,3 +133,53 @@ func TestGroupTurnsNameTheirSpeaker(t *testing.T) {
 		})
 	}
 }
+
+// TestGroupRecallsOnlyWhatWasSavedThere: a memory saved in a private
+// chat (or before memories had a place) is never recalled into a group,
+// where everyone reads the answer, nor found there by memory_search; what
+// was saved in the group is, in any of its threads; the private chat
+// still recalls everything, as before.
+func TestGroupRecallsOnlyWhatWasSavedThere(t *testing.T) {
+	db := openStore(t)
+	llm := &chooserLLM{window: 100_000, fn: memoryLLM}
+	o := New(Options{LLM: llm, Store: db, Memory: Memory{Tools: true, RecallTokens: 400, Workflows: 3}})
+	ctx := context.Background()
+	dm := newSession(t, db, "ann-dm", "ann")
+	dm.private = true
+	group := newSession(t, db, "-100", "ann")
+	thread := newSession(t, db, "-100", "ann")
+	thread.conv.Thread = "7"
+	other := newSession(t, db, "-200", "ann")
+
+	if ans, _ := dm.ask(o, "save: Ann has a doctor appointment on Tuesday"); !strings.Contains(ans.Text, "Saved as memory") {
+		t.Fatalf("save in private: %q", ans.Text)
+	}
+	if _, err := db.SaveMemory(ctx, core.Memory{Owner: "telegram:ann", Content: "Ann's doctor is Dr Legacy"}); err != nil {
+		t.Fatal(err) // a memory from before places: Place ""
+	}
+	if ans, _ := group.ask(o, "save: the team standup is at nine"); !strings.Contains(ans.Text, "Saved as memory") {
+		t.Fatalf("save in the group: %q", ans.Text)
+	}
+	lastSystem := func() string { return llm.chats()[len(llm.chats())-1].Req.System }
+
+	for _, s := range []*session{group, thread} {
+		s.ask(o, "when is my doctor appointment, and the standup?")
+		if sys := lastSystem(); strings.Contains(sys, "doctor") || !strings.Contains(sys, "standup is at nine") {
+			t.Fatalf("recall in the group %s: want the group's memory only:\n%s", s.conv, sys)
+		}
+		if ans, _ := s.ask(o, "search: doctor appointment"); !strings.Contains(ans.Text, "No memory matches") {
+			t.Fatalf("memory_search in the group %s found a private memory: %q", s.conv, ans.Text)
+		}
+	}
+	other.ask(o, "when is my doctor appointment, and the standup?")
+	if sys := lastSystem(); strings.Contains(sys, "doctor") || strings.Contains(sys, "standup") {
+		t.Fatalf("recall in another group: want neither memory:\n%s", sys)
+	}
+	dm.ask(o, "when is my doctor appointment, and the standup?")
+	sys := lastSystem()
+	for _, want := range []string{"doctor appointment on Tuesday", "Dr Legacy", "standup is at nine"} {
+		if !strings.Contains(sys, want) {
+			t.Fatalf("recall in the private chat lacks %q:\n%s", want, sys)
+		}
+	}
+}

@@ -104,7 +104,7 @@ func (o *Orchestrator) runBuiltin(ctx context.Context, tn *turn, c core.ToolCall
 		case containsTag(tags, core.TagWorkflow):
 			r.Error = "the tag workflow is reserved for recorded workflows"
 		default:
-			id, err := o.o.Store.SaveMemory(ctx, core.Memory{Owner: tn.owner, Shared: shared, Content: content, Tags: tags})
+			id, err := o.o.Store.SaveMemory(ctx, core.Memory{Owner: tn.owner, Shared: shared, Place: core.MemoryPlace(tn.t.In), Content: content, Tags: tags})
 			if err != nil {
 				o.log.Error("memory_save", "err", err)
 				r.Error = "could not save the memory (logged)"
@@ -117,7 +117,7 @@ func (o *Orchestrator) runBuiltin(ctx context.Context, tn *turn, c core.ToolCall
 		}
 	case ToolMemorySearch:
 		q := strings.TrimSpace(c.Args["query"])
-		ms, err := o.o.Store.Memories(ctx, core.MemoryQuery{Owner: tn.owner, WithShared: true, Text: q, Tag: c.Args["tag"], NotTag: core.TagWorkflow, Limit: 10})
+		ms, err := o.o.Store.Memories(ctx, core.MemoryQuery{Owner: tn.owner, WithShared: true, Place: core.MemoryPlace(tn.t.In), Text: q, Tag: c.Args["tag"], NotTag: core.TagWorkflow, Limit: 10})
 		if err != nil {
 			o.log.Error("memory_search", "err", err)
 			r.Error = "could not search the memories (logged)"
@@ -216,7 +216,9 @@ func (o *Orchestrator) recallMemories(ctx context.Context, tn *turn) string {
 	if o.o.Store == nil || tn.owner == "" || o.o.Memory.RecallTokens <= 0 {
 		return ""
 	}
-	base := core.MemoryQuery{Owner: tn.owner, WithShared: true, NotTag: core.TagWorkflow, Limit: 10}
+	// In a group only what was saved there (and the shared memories) is
+	// recalled: the answer is read by everyone in it.
+	base := core.MemoryQuery{Owner: tn.owner, WithShared: true, Place: core.MemoryPlace(tn.t.In), NotTag: core.TagWorkflow, Limit: 10}
 	prefs := base
 	prefs.Tag = "preference"
 	found, err := o.o.Store.Memories(ctx, prefs)

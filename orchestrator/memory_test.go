@@ -81,6 +81,8 @@ type session struct {
 	n    int64
 	// admin: the gateway found the user an admin of the channel.
 	admin bool
+	// private: a one-to-one chat with the bot (else a group's).
+	private bool
 }
 
 func newSession(t testing.TB, db *store.DB, chat, user string) *session {
@@ -100,7 +102,7 @@ func (s *session) ask(o *Orchestrator, text string) (core.Answer, *core.Reply) {
 	s.n++
 	req := s.n + int64(len(s.conv.Chat))*1000
 	ans, err := o.Answer(ctx, core.Turn{RequestID: req, Session: sess, Text: text, Admin: s.admin,
-		In: core.Inbound{Conversation: s.conv, UserID: s.user, Text: text, MessageID: fmt.Sprint(req)}})
+		In: core.Inbound{Conversation: s.conv, UserID: s.user, Text: text, MessageID: fmt.Sprint(req), Private: s.private}})
 	if err != nil {
 		s.t.Fatal(err)
 	}
@@ -633,6 +635,7 @@ func TestALongMemoryDoesNotSilenceRecall(t *testing.T) {
 	llm := &chooserLLM{window: 100_000, fn: memoryLLM}
 	o := New(Options{LLM: llm, Store: db, Memory: Memory{Tools: true, RecallTokens: 400}})
 	ann := newSession(t, db, "ann-dm", "ann")
+	ann.private = true
 	ctx := context.Background()
 	if _, err := db.SaveMemory(ctx, core.Memory{Owner: "telegram:ann", Content: "Ann prefers answers in French", Tags: []string{"preference"}}); err != nil {
 		t.Fatal(err)

@@ -40,7 +40,7 @@ func (o *Orchestrator) recordWorkflow(ctx context.Context, tn *turn, task string
 		return
 	}
 	id, err := o.o.Store.SaveWorkflow(context.WithoutCancel(ctx), core.Memory{
-		Owner: tn.owner, Content: shorten(trigger, maxTriggerBytes), Steps: steps, TaskType: task, RequestID: tn.t.RequestID,
+		Owner: tn.owner, Place: core.MemoryPlace(tn.t.In), Content: shorten(trigger, maxTriggerBytes), Steps: steps, TaskType: task, RequestID: tn.t.RequestID,
 	})
 	if err != nil {
 		o.log.Error("record workflow", "err", err)
@@ -56,7 +56,7 @@ func (o *Orchestrator) recallWorkflows(ctx context.Context, tn *turn, task strin
 	if o.o.Store == nil || o.o.Memory.Workflows <= 0 || tn.owner == "" || strings.TrimSpace(tn.t.Text) == "" || len(offered) == 0 {
 		return ""
 	}
-	ws, err := o.o.Store.Memories(ctx, core.MemoryQuery{Owner: tn.owner, Tag: core.TagWorkflow, Outcome: core.WorkflowSucceeded,
+	ws, err := o.o.Store.Memories(ctx, core.MemoryQuery{Owner: tn.owner, Place: core.MemoryPlace(tn.t.In), Tag: core.TagWorkflow, Outcome: core.WorkflowSucceeded,
 		Text: tn.t.Text, TaskType: task, Limit: 3 * o.o.Memory.Workflows})
 	if err != nil {
 		o.log.Warn("recall workflows", "err", err)

@@ -41,8 +41,8 @@ func (db *DB) SaveMemory(ctx context.Context, m core.Memory) (int64, error) {
 		req = m.RequestID
 	}
 	var id int64
-	err := db.w.QueryRowContext(ctx, `INSERT INTO memories (owner, shared, content, tags, steps, outcome, task_type, request_id, created_at, updated_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`, m.Owner, m.Shared, m.Content, strings.Join(core.NormalizeTags(tags...), " "),
+	err := db.w.QueryRowContext(ctx, `INSERT INTO memories (owner, shared, place, content, tags, steps, outcome, task_type, request_id, created_at, updated_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`, m.Owner, m.Shared, core.CleanText(m.Place), m.Content, strings.Join(core.NormalizeTags(tags...), " "),
 		steps, m.Outcome, m.TaskType, req, now, now).Scan(&id)
 	if err != nil {
 		return 0, fmt.Errorf("save memory: %w", err)
@@ -63,8 +63,9 @@ func (db *DB) SaveWorkflow(ctx context.Context, w core.Memory) (int64, error) {
 	}
 	var id int64
 	err = db.tx(ctx, func(tx *txn) error {
-		err := tx.QueryRowContext(ctx, `SELECT id FROM memories WHERE owner = ? AND steps = ? AND content = ? ORDER BY id DESC LIMIT 1`,
-			w.Owner, string(b), w.Content).Scan(&id)
+		w.Place = core.CleanText(w.Place)
+		err := tx.QueryRowContext(ctx, `SELECT id FROM memories WHERE owner = ? AND place = ? AND steps = ? AND content = ? ORDER BY id DESC LIMIT 1`,
+			w.Owner, w.Place, string(b), w.Content).Scan(&id)
 		var req any
 		if w.RequestID != 0 {
 			req = w.RequestID
@@ -79,8 +80,8 @@ func (db *DB) SaveWorkflow(ctx context.Context, w core.Memory) (int64, error) {
 			return err
 		}
 		tags := core.NormalizeTags(append([]string{core.TagWorkflow}, w.Tags...)...)
-		return tx.QueryRowContext(ctx, `INSERT INTO memories (owner, shared, content, tags, steps, outcome, task_type, request_id, created_at, updated_at)
-			VALUES (?, FALSE, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`, w.Owner, w.Content, strings.Join(tags, " "), string(b), core.WorkflowSucceeded, w.TaskType, req, now, now).Scan(&id)
+		return tx.QueryRowContext(ctx, `INSERT INTO memories (owner, shared, place, content, tags, steps, outcome, task_type, request_id, created_at, updated_at)
+			VALUES (?, FALSE, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`, w.Owner, w.Place, w.Content, strings.Join(tags, " "), string(b), core.WorkflowSucceeded, w.TaskType, req, now, now).Scan(&id)
 	})
 	if err != nil {
 		return 0, fmt.Errorf("save workflow: %w", err)
@@ -88,7 +89,7 @@ func (db *DB) SaveWorkflow(ctx context.Context, w core.Memory) (int64, error) {
 	return id, nil
 }
 
-const memoryCols = `m.id, m.owner, m.shared, m.content, m.tags, m.steps, m.outcome, m.task_type, COALESCE(m.request_id, 0), m.created_at, m.updated_at`
+const memoryCols = `m.id, m.owner, m.shared, m.place, m.content, m.tags, m.steps, m.outcome, m.task_type, COALESCE(m.request_id, 0), m.created_at, m.updated_at`
 
 // Memories lists the memories q selects: ranked by relevance to q.Text
 // when it is set (FTS5 over content and tags), else newest first. A text
@@ -107,6 +108,11 @@ func (db *DB) Memories(ctx context.Context, q core.MemoryQuery) ([]core.Memory, 
 			where = append(where, "m.owner = ?")
 		}
 		args = append(args, q.Owner)
+	}
+	if q.Place != "" {
+		// A group's recall: what was saved there, and what is shared.
+		where = append(where, "(m.place = ? OR m.shared = TRUE)")
+		args = append(args, q.Place)
 	}
 	// A substring search (instr, strpos), not LIKE: SQLite prepares a
 	// statement again whenever the pattern bound to a LIKE changes.
@@ -197,7 +203,7 @@ func (db *DB) queryMemories(ctx context.Context, query string, args ...any) ([]c
 		var m core.Memory
 		var tags, steps string
 		var created, updated int64
-		if err := rows.Scan(&m.ID, &m.Owner, &m.Shared, &m.Content, &tags, &steps, &m.Outcome, &m.TaskType, &m.RequestID, &created, &updated, &m.Rank); err != nil {
+		if err := rows.Scan(&m.ID, &m.Owner, &m.Shared, &m.Place, &m.Content, &tags, &steps, &m.Outcome, &m.TaskType, &m.RequestID, &created, &updated, &m.Rank); err != nil {
 			return nil, err
 		}
 		m.Tags = strings.Fields(tags)

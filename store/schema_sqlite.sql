@@ -1,7 +1,7 @@
 -- The SQLite schema the migrations in migrations/ produce, made on a new
 -- database in one transaction (schema.go). Generated from the migrations by
 -- go generate ./store; do not edit.
--- schema_version: 190
+-- schema_version: 191
 CREATE TABLE schema_migrations (
 		version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL);
 CREATE TABLE sessions (
@@ -175,7 +175,7 @@ CREATE TABLE memories (
     request_id INTEGER,                     -- the request whose answer recorded a workflow
     created_at INTEGER NOT NULL,
     updated_at INTEGER NOT NULL
-);
+, place TEXT NOT NULL DEFAULT '');
 CREATE INDEX memories_owner ON memories (owner, id);
 CREATE INDEX memories_request ON memories (request_id) WHERE request_id IS NOT NULL;
 CREATE VIRTUAL TABLE memories_fts USING fts5(

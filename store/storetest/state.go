@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -345,6 +346,70 @@ func testMemories(t *testing.T, e Engine) {
 	}
 	if ms, _ := db.Memories(ctx, core.MemoryQuery{Owner: alice, Text: "budget"}); len(ms) != 0 {
 		t.Fatalf("a deleted memory is still found: %v", ids(ms))
+	}
+}
+
+// testMemoryPlaces: a query with a Place keeps the memories saved there
+// and the shared ones, by text and by listing; without one every place's
+// memory is found (a private chat, the command line). A workflow is
+// refreshed only in the place it was recorded.
+func testMemoryPlaces(t *testing.T, e Engine) {
+	db := e.open(t, store.Options{})
+	const ann, group, other = "telegram:ann", "telegram:-100", "telegram:-200"
+	save := func(m core.Memory) int64 {
+		t.Helper()
+		id, err := db.SaveMemory(ctx, m)
+		check(t, "save memory", err)
+		return id
+	}
+	private := save(core.Memory{Owner: ann, Content: "doctor appointment on Tuesday"})
+	inGroup := save(core.Memory{Owner: ann, Place: group, Content: "the doctor of the team is Dr Who"})
+	save(core.Memory{Owner: ann, Place: other, Content: "another doctor story"})
+	shared := save(core.Memory{Owner: "admin", Shared: true, Place: other, Content: "the office doctor visits on Fridays"})
+	if m, err := db.Memory(ctx, inGroup); err != nil || m == nil || m.Place != group {
+		t.Fatalf("memory saved in the group = %+v, %v; want place %s", m, err, group)
+	}
+	ids := func(ms []core.Memory) string {
+		var s []string
+		for _, m := range ms {
+			s = append(s, fmt.Sprint(m.ID))
+		}
+		sort.Strings(s)
+		return strings.Join(s, " ")
+	}
+	want := func(ids ...int64) string {
+		var s []string
+		for _, id := range ids {
+			s = append(s, fmt.Sprint(id))
+		}
+		sort.Strings(s)
+		return strings.Join(s, " ")
+	}
+	for _, text := range []string{"", "doctor"} {
+		got, err := db.Memories(ctx, core.MemoryQuery{Owner: ann, WithShared: true, Place: group, Text: text})
+		if err != nil || ids(got) != want(inGroup, shared) {
+			t.Fatalf("ann's memories in the group (text %q) = %s, %v; want %s", text, ids(got), err, want(inGroup, shared))
+		}
+		got, err = db.Memories(ctx, core.MemoryQuery{Owner: ann, WithShared: true, Text: text})
+		if err != nil || len(got) != 4 {
+			t.Fatalf("ann's memories anywhere (text %q) = %s, %v; want all four", text, ids(got), err)
+		}
+	}
+	if got, _ := db.Memories(ctx, core.MemoryQuery{Owner: ann, Place: group, Text: "Tuesday"}); len(got) != 0 {
+		t.Fatalf("a private memory is found in the group: %s (private is %d)", ids(got), private)
+	}
+
+	wf := core.Memory{Owner: ann, Place: group, Content: "book a room", Steps: []core.WorkflowStep{{Plugin: "rooms", Action: "book", Order: 1}}}
+	wid, err := db.SaveWorkflow(ctx, wf)
+	check(t, "save workflow", err)
+	wf.Place = ""
+	pid, err := db.SaveWorkflow(ctx, wf)
+	check(t, "save the workflow in private", err)
+	if pid == wid {
+		t.Fatalf("the group's workflow %d was refreshed by the same plan in private", wid)
+	}
+	if got, _ := db.Memories(ctx, core.MemoryQuery{Owner: ann, Place: group, Tag: core.TagWorkflow, Text: "book a room"}); ids(got) != want(wid) {
+		t.Fatalf("workflows in the group = %s; want %d", ids(got), wid)
 	}
 }
 

@@ -39,6 +39,7 @@ func Run(t *testing.T, e Engine) {
 	t.Run("LatestThread", func(t *testing.T) { testLatestThread(t, e) })
 	t.Run("Replies", func(t *testing.T) { testReplies(t, e) })
 	t.Run("Memories", func(t *testing.T) { testMemories(t, e) })
+	t.Run("MemoryPlaces", func(t *testing.T) { testMemoryPlaces(t, e) })
 	t.Run("PluginState", func(t *testing.T) { testPluginState(t, e) })
 	t.Run("LuaKV", func(t *testing.T) { testLuaKV(t, e) })
 	t.Run("Routing", func(t *testing.T) { testRouting(t, e) })
