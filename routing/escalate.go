@@ -34,6 +34,46 @@ type failedReader interface {
 	LastFailedMessage(ctx context.Context, conv core.ConversationKey, after time.Time) (core.Inbound, bool, error)
 }
 
+// senderReader is the optional Conversations capability that says who
+// sent a request (store.DB): in a group, only the sender of the question
+// an answer answers may have it answered again.
+type senderReader interface {
+	RequestSender(ctx context.Context, requestID int64) (core.Inbound, bool, error)
+}
+
+// askedByAnother says whether asked is a group's message (a platform's,
+// not a private chat's) sent by someone other than userID: its answer is
+// theirs, and /retry or a 👎 from another member does not replace it.
+// Private chats, schedule firings and plugin messages are never someone
+// else's.
+func askedByAnother(asked core.Inbound, userID string) bool {
+	return !asked.Private && asked.Origin == "" && asked.UserID != "" && asked.UserID != userID
+}
+
+// askerOf is the sender of the request that last answers (ok false when
+// the store cannot say).
+func (e *Escalator) askerOf(ctx context.Context, last *core.Reply) (core.Inbound, bool, error) {
+	sr, ok := e.conv.(senderReader)
+	if !ok || last == nil || last.RequestID == 0 {
+		return core.Inbound{}, false, nil
+	}
+	in, ok, err := sr.RequestSender(ctx, last.RequestID)
+	if err != nil {
+		return in, false, fmt.Errorf("escalation: %w", err)
+	}
+	return in, ok, nil
+}
+
+// onlyAskerMayRetry is the answer to a /retry of another member's
+// answer in a group.
+func onlyAskerMayRetry(asker core.Inbound) string {
+	who := "the person who asked"
+	if name := core.SpeakerName(asker.UserName); name != "" {
+		who = name
+	}
+	return "Only " + who + " can retry this answer: it answers their message. Ask your own question, or reply to it, to get an answer of your own."
+}
+
 // followUpReader is the optional Conversations capability that reads
 // what judging a message needs (the last answer, its question, the
 // escalation state, whether the answer was judged) in one round trip;
@@ -144,6 +184,17 @@ func (e *Escalator) Intercept(ctx context.Context, req core.CommandRequest) (cor
 		}
 		return core.Decision{}, nil
 	}
+	if retry && !req.In.Private {
+		// In a group the answer belongs to whoever asked: another
+		// member's /retry neither replaces it nor judges it.
+		asker, ok, err := e.askerOf(ctx, last)
+		if err != nil {
+			return core.Decision{}, err
+		}
+		if ok && askedByAnother(asker, req.In.UserID) {
+			return core.Decision{Reply: onlyAskerMayRetry(asker)}, nil
+		}
+	}
 	sig := core.Signal{ReplyID: last.ID, Model: last.Model, TaskType: last.TaskType, UserID: req.In.UserID, Weight: 1, At: req.In.ReceivedAt, RequestID: req.RequestID}
 	var d core.Decision
 	if retry {
@@ -206,6 +257,10 @@ func (e *Escalator) retryFailed(ctx context.Context, req core.CommandRequest, la
 	if err != nil || !ok {
 		return core.Decision{}, false, err
 	}
+	if !req.In.Private && askedByAnother(in, req.In.UserID) {
+		// Another member's message: theirs to try again.
+		return core.Decision{Reply: onlyAskerMayRetry(in)}, true, nil
+	}
 	// The files cannot be sent again: a message of files and no words of
 	// the user's (a reply or a forward quoted in Context, or nothing) is
 	// not retried without them.
@@ -238,6 +293,12 @@ func (e *Escalator) InterceptReaction(ctx context.Context, re core.Reaction, jud
 	}
 	last, err := e.conv.LastAnswer(ctx, s.ID)
 	if err != nil || last == nil || last.ID != judged.ID {
+		return core.Decision{}, err
+	}
+	// In a group, anyone's 👎 counts as a verdict (the gateway recorded
+	// it), but only the asker's has their answer replaced.
+	asker, ok, err := e.askerOf(ctx, last)
+	if err != nil || ok && askedByAnother(asker, re.UserID) {
 		return core.Decision{}, err
 	}
 	question, err := e.lastQuestion(ctx, s.ID)

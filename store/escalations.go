@@ -52,7 +52,7 @@ func (db *DB) SaveEscalation(ctx context.Context, sessionID int64, st core.Escal
 // followUpCols are FollowUp's columns of the session's last answer r
 // (their three arguments: the signal kinds that do not judge an answer,
 // or only when negative).
-const followUpCols = `r.id, r.model, r.task_type, r.created_at,
+const followUpCols = `r.id, r.model, r.task_type, r.created_at, r.request_id,
 		COALESCE((SELECT m.content FROM messages m WHERE m.session_id = r.session_id AND m.summary = FALSE AND m.role = 'user' ORDER BY m.id DESC LIMIT 1), ''),
 		COALESCE((SELECT e.question FROM escalations e WHERE e.session_id = r.session_id), ''),
 		COALESCE((SELECT e.models FROM escalations e WHERE e.session_id = r.session_id), ''),
@@ -65,14 +65,14 @@ func followUpArgs() []any {
 // followUpRow receives followUpCols; the answer's columns are NULL when
 // a join found none.
 type followUpRow struct {
-	id, created           sql.NullInt64
+	id, created, request  sql.NullInt64
 	model, task           sql.NullString
 	question, esc, models string
 	judged                bool
 }
 
 func (f *followUpRow) dest() []any {
-	return []any{&f.id, &f.model, &f.task, &f.created, &f.question, &f.esc, &f.models, &f.judged}
+	return []any{&f.id, &f.model, &f.task, &f.created, &f.request, &f.question, &f.esc, &f.models, &f.judged}
 }
 
 func (f *followUpRow) followUp(sessionID int64) (core.FollowUp, error) {
@@ -80,7 +80,7 @@ func (f *followUpRow) followUp(sessionID int64) (core.FollowUp, error) {
 		return core.FollowUp{}, nil
 	}
 	out := core.FollowUp{Question: f.question, Judged: f.judged, Escalation: core.EscalationState{Question: f.esc}}
-	out.Last = &core.Reply{ID: f.id.Int64, Model: f.model.String, TaskType: f.task.String, SessionID: sessionID, CreatedAt: time.UnixMilli(f.created.Int64)}
+	out.Last = &core.Reply{ID: f.id.Int64, RequestID: f.request.Int64, Model: f.model.String, TaskType: f.task.String, SessionID: sessionID, CreatedAt: time.UnixMilli(f.created.Int64)}
 	if f.models != "" {
 		if err := json.Unmarshal([]byte(f.models), &out.Escalation.Models); err != nil {
 			return out, fmt.Errorf("escalation of session %d: models: %w", sessionID, err)
@@ -91,7 +91,7 @@ func (f *followUpRow) followUp(sessionID int64) (core.FollowUp, error) {
 
 // FollowUp returns what the escalator reads to judge a message of the
 // session, in one statement (routing's followUpReader). Last carries the
-// answer's id, model, task type, session and creation time only.
+// answer's id, request, model, task type, session and creation time only.
 func (db *DB) FollowUp(ctx context.Context, sessionID int64) (core.FollowUp, error) {
 	var row followUpRow
 	err := db.r.QueryRowContext(ctx, `SELECT `+followUpCols+`
@@ -127,4 +127,32 @@ func (db *DB) LastFailedMessage(ctx context.Context, conv core.ConversationKey, 
 		return in, false, fmt.Errorf("last failed message of %s: %w", conv, err)
 	}
 	return *p.Message, true, nil
+}
+
+// RequestSender returns who sent request id, as its queue item says: the
+// message (its user, name, whether it was private and its origin), or
+// for a reaction the reacting user. ok is false when the item is gone
+// (finished items are pruned after a while) or is a schedule's firing.
+// /retry and a 👎 in a group re-answer only for the sender of the
+// question answered.
+func (db *DB) RequestSender(ctx context.Context, id int64) (in core.Inbound, ok bool, err error) {
+	var kind, raw string
+	err = db.r.QueryRowContext(ctx, `SELECT kind, payload FROM queue WHERE id = ?`, id).Scan(&kind, &raw)
+	if errors.Is(err, sql.ErrNoRows) {
+		return in, false, nil
+	}
+	if err != nil {
+		return in, false, fmt.Errorf("sender of request %d: %w", id, err)
+	}
+	var p payload
+	if err := decodePayload(core.EventKind(kind), raw, &p); err != nil {
+		return in, false, fmt.Errorf("sender of request %d: %w", id, err)
+	}
+	switch {
+	case p.Message != nil:
+		return *p.Message, true, nil
+	case p.Reaction != nil:
+		return core.Inbound{Conversation: p.Reaction.Conversation, UserID: p.Reaction.UserID}, true, nil
+	}
+	return in, false, nil
 }

@@ -36,7 +36,7 @@ func testFolded(t *testing.T, e Engine) {
 	check(t, "follow-up", err)
 	same := func(what string, f *core.FollowUp) {
 		t.Helper()
-		if f == nil || f.Last == nil || f.Last.ID != rid || f.Last.Model != "fake/big" || f.Question != "the question" ||
+		if f == nil || f.Last == nil || f.Last.ID != rid || f.Last.RequestID != q || f.Last.Model != "fake/big" || f.Question != "the question" ||
 			f.Escalation.Question != want.Escalation.Question || len(f.Escalation.Models) != 1 || f.Judged != want.Judged ||
 			!f.Last.CreatedAt.Equal(want.Last.CreatedAt) {
 			t.Fatalf("%s: follow-up = %+v; want %+v (reply %d)", what, f, want, rid)

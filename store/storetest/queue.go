@@ -261,6 +261,34 @@ func testQueue(t *testing.T, e Engine) {
 		}
 	})
 
+	t.Run("RequestSender", func(t *testing.T) {
+		// Who sent a request: a message's sender as delivered, a
+		// reaction's user; nothing for a firing or an unknown id.
+		c := conv("sender")
+		m := msg(c, "1", "what is a monad")
+		m.Message.UserName, m.Message.Private = "@alice", true
+		mid := mustEnqueue(t, q, m)
+		in, ok, err := db.RequestSender(ctx, mid)
+		if err != nil || !ok || in.UserID != "u1" || in.UserName != "@alice" || !in.Private || in.Text != "what is a monad" {
+			t.Fatalf("sender of a message = %+v, %v, %v; want u1 (@alice, private)", in, ok, err)
+		}
+		re := core.Reaction{Conversation: c, EventID: "r1", MessageID: "b1", UserID: "u2", Emoji: "👎", Added: true, Polarity: core.Negative}
+		rid := mustEnqueue(t, q, core.QueueItem{Kind: core.EventReaction, Conversation: c, DedupeKey: "sender:r1", Reaction: &re})
+		if in, ok, err := db.RequestSender(ctx, rid); err != nil || !ok || in.UserID != "u2" || in.Conversation != c {
+			t.Fatalf("sender of a reaction = %+v, %v, %v; want u2", in, ok, err)
+		}
+		if _, ok, err := db.RequestSender(ctx, rid+1000); err != nil || ok {
+			t.Fatalf("sender of no request: ok %v, %v", ok, err)
+		}
+		for range 2 { // done, as the gateway leaves them: the sender stays known
+			it := claim(t, q, 1, now())[0]
+			check(t, "finish", q.Finish(ctx, it.ID, it.Lease, core.StatusDone, ""))
+		}
+		if in, ok, err := db.RequestSender(ctx, mid); err != nil || !ok || in.UserID != "u1" {
+			t.Fatalf("sender of a finished message = %+v, %v, %v; want u1", in, ok, err)
+		}
+	})
+
 	t.Run("EventKinds", func(t *testing.T) {
 		c := conv("kinds")
 		r := core.Reaction{Conversation: c, MessageID: "9", UserID: "u1", Emoji: "👍", Added: true}

@@ -1,0 +1,70 @@
+package main
+
+// A Telegram group through the whole App: the model is told who speaks,
+// and another member's /retry does not replace someone's answer.
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-telegram/bot/models"
+
+	"github.com/opentalon/opentalon/channels/telegram/telegramtest"
+	"github.com/opentalon/opentalon/routing/provider/providertest"
+)
+
+func TestE2EGroupSpeakersAndRetry(t *testing.T) {
+	t.Parallel()
+	llm := providertest.NewOpenAI(t)
+	llm.SetReply(func(r providertest.Received) providertest.Script {
+		return providertest.Script{Text: fmt.Sprintf("answer %d", r.N)}
+	})
+	bot := telegramtest.New(t, tgToken)
+	h := startApp(t, loadConfigFile(t, writeConfig(t, telegramConfig(t.TempDir(), llm.BaseURL(), bot.URL))))
+	waitAddr(t, h.app)
+	alice, bob := telegramtest.User(42, "alice"), telegramtest.User(43, "bob")
+	const group = -100888
+	mention := "@" + bot.Bot.Username + " "
+	sent := 0
+	say := func(from *models.User, text string) telegramtest.Sent {
+		t.Helper()
+		bot.AddUpdate(bot.Group(group, from, text, 0))
+		sent++
+		return bot.WaitSent(t, sent, 20*time.Second)[sent-1]
+	}
+
+	if got := say(alice, mention+"what is a monad?"); !strings.Contains(got.Text, "answer 1") {
+		t.Fatalf("alice's question answered %q", got.Text)
+	}
+	// Bob's /retry of Alice's answer: refused, naming who may; no LLM call.
+	if got := say(bob, "/retry@"+bot.Bot.Username); !strings.Contains(got.Text, "Only @alice can retry this answer") {
+		t.Fatalf("bob's /retry of alice's answer = %q; want it refused", got.Text)
+	}
+	if n := llm.Count(); n != 1 {
+		t.Fatalf("LLM calls after bob's /retry = %d; want 1", n)
+	}
+
+	// Bob's question: the model reads Alice's turn as hers and is told
+	// Bob asks; Bob's words are given as typed.
+	say(bob, mention+"what did alice ask?")
+	r, _ := llm.Last()
+	if !strings.HasSuffix(r.System, "The message you answer is from @bob.") {
+		t.Fatalf("system prompt ends %q; want the sender named", r.System[max(0, len(r.System)-120):])
+	}
+	var msgs []string
+	for _, m := range r.Messages {
+		msgs = append(msgs, string(m.Role)+"|"+m.Content)
+	}
+	if got := strings.Join(msgs, "\n"); !strings.HasPrefix(got, "user|@alice: ") || !strings.HasSuffix(got, "user|"+r.LastUser()) || strings.Contains(r.LastUser(), "@bob:") {
+		t.Fatalf("messages:\n%s\nwant alice's turn attributed and bob's as typed", got)
+	}
+
+	// Bob's own /retry re-answers his question.
+	calls := llm.Count()
+	say(bob, "/retry@"+bot.Bot.Username)
+	if r, _ := llm.Last(); llm.Count() != calls+1 || !strings.Contains(r.LastUser(), "what did alice ask?") {
+		t.Fatalf("bob's own /retry: %d calls, last question %q; want his question answered again", llm.Count()-calls, r.LastUser())
+	}
+}
