@@ -4,6 +4,7 @@ package main
 // and another member's /retry does not replace someone's answer.
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"testing"
@@ -12,6 +13,7 @@ import (
 	"github.com/go-telegram/bot/models"
 
 	"github.com/opentalon/opentalon/channels/telegram/telegramtest"
+	"github.com/opentalon/opentalon/core"
 	"github.com/opentalon/opentalon/routing/provider/providertest"
 )
 
@@ -66,5 +68,40 @@ func TestE2EGroupSpeakersAndRetry(t *testing.T) {
 	say(bob, "/retry@"+bot.Bot.Username)
 	if r, _ := llm.Last(); llm.Count() != calls+1 || !strings.Contains(r.LastUser(), "what did alice ask?") {
 		t.Fatalf("bob's own /retry: %d calls, last question %q; want his question answered again", llm.Count()-calls, r.LastUser())
+	}
+}
+
+// TestE2EPrivateThumbsDownReanswersAsPrivate: Telegram does not say
+// whether a reaction's chat is private; a 👎 re-answer in a private chat
+// is still given as that chat's answers are: no group line, and the
+// user's private memories recalled.
+func TestE2EPrivateThumbsDownReanswersAsPrivate(t *testing.T) {
+	t.Parallel()
+	llm := providertest.NewOpenAI(t)
+	llm.SetReply(func(r providertest.Received) providertest.Script {
+		return providertest.Script{Text: fmt.Sprintf("answer %d", r.N)}
+	})
+	bot := telegramtest.New(t, tgToken)
+	dir := t.TempDir()
+	cfg := strings.Replace(telegramConfig(dir, llm.BaseURL(), bot.URL), "  primary: fake/small\n", "  primary: fake/small\n  escalate_on_reaction: true\n", 1)
+	h := startApp(t, loadConfigFile(t, writeConfig(t, cfg)))
+	waitAddr(t, h.app)
+	alice := telegramtest.User(42, "alice")
+	if _, err := h.app.db.SaveMemory(context.Background(), core.Memory{Owner: "telegram:42", Content: "Alice's doctor appointment is on Tuesday"}); err != nil {
+		t.Fatal(err)
+	}
+
+	bot.AddUpdate(bot.Private(alice, "when is my doctor appointment?"))
+	reply := bot.WaitSent(t, 1, 20*time.Second)[0]
+	bot.AddUpdate(telegramtest.Reaction(42, models.ChatTypePrivate, reply.MessageID, alice, nil, []string{"👎"}))
+	bot.WaitSent(t, 2, 20*time.Second)
+	reqs := llm.Requests()
+	if len(reqs) != 2 {
+		t.Fatalf("LLM requests = %d; want the answer and its re-answer", len(reqs))
+	}
+	for i, r := range reqs {
+		if strings.Contains(r.System, "group chat") || !strings.Contains(r.System, "doctor appointment is on Tuesday") {
+			t.Fatalf("request %d's system prompt: want no group line and the private memory:\n%s", i, r.System)
+		}
 	}
 }

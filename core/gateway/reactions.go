@@ -53,6 +53,17 @@ func (g *Gateway) produceReaction(ctx context.Context, w *work, _ *core.Reply) (
 	if p != core.Negative || !r.Added {
 		return nil, nil
 	}
+	// A platform does not say whether a reaction's chat is private; the
+	// message the judged reply answered does. A re-answer is then given
+	// as that chat's answers are (a private chat's: no group line, the
+	// private memories).
+	if sr, ok := g.store.(requestSender); ok && judged.RequestID != 0 {
+		asked, ok, err := sr.RequestSender(ctx, judged.RequestID)
+		if err != nil {
+			return nil, err
+		}
+		w.in.Private = ok && asked.Private
+	}
 	for _, ic := range g.interceptors {
 		ri, ok := ic.(core.ReactionInterceptor)
 		if !ok {
@@ -70,4 +81,10 @@ func (g *Gateway) produceReaction(ctx context.Context, w *work, _ *core.Reply) (
 		return g.decide(ctx, core.CommandRequest{RequestID: w.id, In: w.in, Session: sess}, d, answering{}, w.log)
 	}
 	return nil, nil
+}
+
+// requestSender is the optional store capability that says who sent a
+// request (store.DB): the message a reply answered.
+type requestSender interface {
+	RequestSender(ctx context.Context, requestID int64) (core.Inbound, bool, error)
 }
