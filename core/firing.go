@@ -35,7 +35,12 @@ type Schedule struct {
 	// Missed is MissedSkip or MissedOnce.
 	Missed string
 	// Creator is the user id that made it with /schedule.
-	Creator   string
+	Creator string
+	// Private says it was made in a one-to-one chat with the bot
+	// (Inbound.Private of its /schedule): its firings recall the
+	// creator's memories as that chat does (core.MemoryPlace). False for
+	// a group's, the config's and plugins' schedules.
+	Private   bool
 	CreatedAt time.Time
 	// LastFire is the firing time last queued; NextFire the next one.
 	LastFire time.Time
@@ -68,12 +73,15 @@ type Firing struct {
 	Args         map[string]string `json:",omitempty"`
 	Model        string
 	Creator      string
+	// Private is the schedule's (Schedule.Private); false for a firing
+	// queued before the field.
+	Private bool `json:",omitempty"`
 }
 
 // FiringOf is the firing of s at at.
 func FiringOf(s Schedule, at time.Time) Firing {
 	return Firing{ScheduleID: s.ID, At: at, Source: s.Source, Key: s.Key, Conversation: s.Conversation,
-		Prompt: s.Prompt, Plugin: s.Plugin, Action: s.Action, Args: s.Args, Model: s.Model, Creator: s.Creator}
+		Prompt: s.Prompt, Plugin: s.Plugin, Action: s.Action, Args: s.Args, Model: s.Model, Creator: s.Creator, Private: s.Private}
 }
 
 // Inbound is the message a firing stands for in its conversation: its
@@ -86,6 +94,7 @@ func (f Firing) Inbound(text string) Inbound {
 		UserName:     "schedule #" + strconv.FormatInt(f.ScheduleID, 10),
 		Text:         text,
 		Mentioned:    true,
+		Private:      f.Private,
 		Origin:       OriginSchedule,
 		ReceivedAt:   f.At,
 	}

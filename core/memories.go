@@ -49,7 +49,8 @@ type Memory struct {
 // (Memory.Place): "" for a private chat with the bot, else the group
 // conversation "<channel>:<chat>". The threads and topics of a chat share
 // its place: the same people read them. A message that does not say it
-// is private (a schedule's firing) counts as a group's.
+// is private counts as a group's: a plugin's, and a schedule's firing
+// unless the schedule was made in a private chat (Firing.Private).
 func MemoryPlace(in Inbound) string {
 	if in.Private {
 		return ""

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/opentalon/opentalon/core"
 	"github.com/opentalon/opentalon/routing"
@@ -181,5 +182,59 @@ func TestGroupRecallsOnlyWhatWasSavedThere(t *testing.T) {
 		if !strings.Contains(sys, want) {
 			t.Fatalf("recall in the private chat lacks %q:\n%s", want, sys)
 		}
+	}
+}
+
+// TestAScheduleRecallsAsTheChatItWasMadeIn: a schedule's firing recalls
+// its creator's memories as the chat it was made in does: one made in a
+// private chat everything the creator saved (as before memories had
+// places), one made in a group only what was saved in that group.
+func TestAScheduleRecallsAsTheChatItWasMadeIn(t *testing.T) {
+	db := openStore(t)
+	llm := &chooserLLM{window: 100_000, fn: memoryLLM}
+	o := New(Options{LLM: llm, Store: db, Memory: Memory{Tools: true, RecallTokens: 400}})
+	ctx := context.Background()
+	dm := newSession(t, db, "ann-dm", "ann")
+	dm.private = true
+	group := newSession(t, db, "-100", "ann")
+	if ans, _ := dm.ask(o, "save: Ann has a doctor appointment on Tuesday"); !strings.Contains(ans.Text, "Saved as memory") {
+		t.Fatalf("save in private: %q", ans.Text)
+	}
+	if ans, _ := group.ask(o, "save: the team standup is at nine"); !strings.Contains(ans.Text, "Saved as memory") {
+		t.Fatalf("save in the group: %q", ans.Text)
+	}
+	const prompt = "remind me of my doctor appointment and the standup"
+	for _, tc := range []struct {
+		name    string
+		s       *session
+		private bool
+		want    []string
+		not     string
+	}{
+		{"made in the private chat", dm, true, []string{"doctor appointment on Tuesday", "standup is at nine"}, ""},
+		{"made in the group", group, false, []string{"standup is at nine"}, "doctor appointment on Tuesday"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := core.FiringOf(core.Schedule{ID: 7, Source: core.ScheduleChat, Prompt: prompt, Conversation: tc.s.conv, Creator: "ann", Private: tc.private}, time.Now())
+			sess, err := db.ActiveSession(ctx, tc.s.conv)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := o.Answer(ctx, core.Turn{RequestID: 900, Session: sess, Text: prompt, In: f.Inbound(prompt)}); err != nil {
+				t.Fatal(err)
+			}
+			sys := llm.chats()[len(llm.chats())-1].Req.System
+			for _, w := range tc.want {
+				if !strings.Contains(sys, w) {
+					t.Errorf("the firing's recall lacks %q:\n%s", w, sys)
+				}
+			}
+			if tc.not != "" && strings.Contains(sys, tc.not) {
+				t.Errorf("the firing's recall has %q:\n%s", tc.not, sys)
+			}
+			if strings.Contains(sys, "group chat") {
+				t.Errorf("a firing's prompt has the group line:\n%s", sys)
+			}
+		})
 	}
 }

@@ -11,14 +11,14 @@ import (
 	"github.com/opentalon/opentalon/core"
 )
 
-const scheduleCols = `id, source, key, interval_ms, cron, spec, prompt, plugin, action, args, channel, chat, thread, model, timezone, missed, creator, created_at, last_fire, next_fire`
+const scheduleCols = `id, source, key, interval_ms, cron, spec, prompt, plugin, action, args, channel, chat, thread, model, timezone, missed, creator, private, created_at, last_fire, next_fire`
 
 func scanSchedule(sc interface{ Scan(...any) error }) (core.Schedule, error) {
 	var s core.Schedule
 	var interval, created, last, next int64
 	var args string
 	err := sc.Scan(&s.ID, &s.Source, &s.Key, &interval, &s.Cron, &s.Spec, &s.Prompt, &s.Plugin, &s.Action, &args,
-		&s.Conversation.Channel, &s.Conversation.Chat, &s.Conversation.Thread, &s.Model, &s.Timezone, &s.Missed, &s.Creator, &created, &last, &next)
+		&s.Conversation.Channel, &s.Conversation.Chat, &s.Conversation.Thread, &s.Model, &s.Timezone, &s.Missed, &s.Creator, &s.Private, &created, &last, &next)
 	if err != nil {
 		return s, err
 	}
@@ -104,10 +104,10 @@ func insertSchedule(ctx context.Context, tx *txn, s core.Schedule, now time.Time
 	if s.Missed == "" {
 		s.Missed = core.MissedSkip
 	}
-	err := tx.QueryRowContext(ctx, `INSERT INTO schedules (source, key, interval_ms, cron, spec, prompt, plugin, action, args, channel, chat, thread, model, timezone, missed, creator, created_at, last_fire, next_fire)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`,
+	err := tx.QueryRowContext(ctx, `INSERT INTO schedules (source, key, interval_ms, cron, spec, prompt, plugin, action, args, channel, chat, thread, model, timezone, missed, creator, private, created_at, last_fire, next_fire)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`,
 		s.Source, s.Key, s.Interval.Milliseconds(), s.Cron, s.Spec, s.Prompt, s.Plugin, s.Action, args,
-		s.Conversation.Channel, s.Conversation.Chat, s.Conversation.Thread, s.Model, s.Timezone, s.Missed, s.Creator,
+		s.Conversation.Channel, s.Conversation.Chat, s.Conversation.Thread, s.Model, s.Timezone, s.Missed, s.Creator, s.Private,
 		s.CreatedAt.UnixMilli(), msOrZero(s.LastFire), msOrZero(s.NextFire)).Scan(&s.ID)
 	// Returned as stored: a time finer than the table's (the system
 	// clock's nanoseconds) would not equal the one read back, and the

@@ -1,7 +1,7 @@
 -- The SQLite schema the migrations in migrations/ produce, made on a new
 -- database in one transaction (schema.go). Generated from the migrations by
 -- go generate ./store; do not edit.
--- schema_version: 191
+-- schema_version: 192
 CREATE TABLE schema_migrations (
 		version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL);
 CREATE TABLE sessions (
@@ -231,7 +231,7 @@ CREATE TABLE schedules (
     created_at  INTEGER NOT NULL,
     last_fire   INTEGER NOT NULL DEFAULT 0,
     next_fire   INTEGER NOT NULL DEFAULT 0
-);
+, private INTEGER NOT NULL DEFAULT 0);
 CREATE UNIQUE INDEX schedules_key ON schedules (source, key) WHERE key != '';
 CREATE TABLE media (
     sha256     TEXT    PRIMARY KEY,

@@ -45,6 +45,7 @@ func (s *Scheduler) cmdSchedule(ctx context.Context, req core.CommandRequest) (s
 	sc, err := s.Add(ctx, core.Schedule{
 		Source: core.ScheduleChat, Interval: sp.Interval, Cron: sp.Cron, Spec: sp.Text, Timezone: sp.Timezone,
 		Prompt: what, Conversation: req.In.Conversation, Missed: core.MissedSkip, Creator: req.In.UserID,
+		Private: req.In.Private,
 	})
 	if core.ErrorKind(err) == core.KindInvalid {
 		return "I could not read that schedule: " + err.Error() + ".\n\n" + Usage, nil

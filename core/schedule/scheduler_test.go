@@ -479,3 +479,42 @@ func TestIntervalsFireOnAClockFinerThanTheStore(t *testing.T) {
 		}
 	}
 }
+
+// TestAPrivateChatsScheduleFiresAsPrivate: /schedule records whether it
+// was sent in a private chat, and the schedule's firings say so: a
+// private chat's firing recalls the creator's memories as that chat does
+// (core.MemoryPlace ""), a group's only the group's.
+func TestAPrivateChatsScheduleFiresAsPrivate(t *testing.T) {
+	clk := clock.NewFake(time.Date(2026, 5, 1, 8, 0, 0, 0, time.UTC))
+	r := newRig(t, t.TempDir(), clk)
+	ctx := context.Background()
+	var sched core.CommandFunc
+	for _, c := range r.s.Commands() {
+		if c.Name == "schedule" {
+			sched = c.Run
+		}
+	}
+	dm := core.ConversationKey{Channel: "telegram", Chat: "42"}
+	group := core.ConversationKey{Channel: "telegram", Chat: "-100"}
+	for _, in := range []core.Inbound{
+		{Conversation: dm, UserID: "42", Private: true},
+		{Conversation: group, UserID: "42"},
+	} {
+		if out, err := sched(ctx, core.CommandRequest{In: in, Args: "every day at 9:00 what is on my calendar"}); err != nil || !strings.HasPrefix(out, "Scheduled #") {
+			t.Fatalf("/schedule in %s = %q, %v", in.Conversation, out, err)
+		}
+	}
+	r.start(t)
+	clk.Set(time.Date(2026, 5, 1, 9, 0, 0, 0, time.UTC))
+	fired := map[core.ConversationKey]core.Firing{}
+	for range 2 {
+		f := r.q.wait(t)
+		fired[f.Conversation] = f
+	}
+	if f := fired[dm]; !f.Private || !f.Inbound(f.Prompt).Private || core.MemoryPlace(f.Inbound(f.Prompt)) != "" {
+		t.Fatalf("the private chat's firing = %+v; want it private, its memories the chat's", f)
+	}
+	if f := fired[group]; f.Private || core.MemoryPlace(f.Inbound(f.Prompt)) != "telegram:-100" {
+		t.Fatalf("the group's firing = %+v; want it the group's", f)
+	}
+}

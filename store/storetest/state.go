@@ -642,6 +642,16 @@ func testSchedules(t *testing.T, e Engine) {
 	if err != nil || !got.LastFire.Equal(clock.Now()) || !got.NextFire.Equal(clock.Now().Add(3*time.Hour)) || got.Args["a"] != "b" || got.Missed != core.MissedSkip {
 		t.Fatalf("schedule = %+v, %v", got, err)
 	}
+	// Made in a private chat: its firings recall as that chat does.
+	dm, err := db.AddSchedule(ctx, core.Schedule{Source: "chat", Interval: time.Hour, Prompt: "water", Conversation: c, Creator: "9", Private: true})
+	check(t, "add a private chat's schedule", err)
+	if got, err := db.Schedule(ctx, dm.ID); err != nil || !got.Private || !dm.Private {
+		t.Fatalf("a private chat's schedule = %+v, %v; want it private", got, err)
+	}
+	if got.Private {
+		t.Fatalf("a schedule made without Private reads as private: %+v", got)
+	}
+	check(t, "remove the private chat's schedule", db.DeleteSchedule(ctx, dm.ID))
 	// Sync: unchanged timing keeps the id and firing state.
 	want := []core.Schedule{
 		{Key: "daily", Cron: "0 9 * * *", Prompt: "news", Conversation: c, NextFire: clock.Now().Add(time.Hour)},
