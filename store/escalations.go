@@ -130,9 +130,13 @@ func (db *DB) LastFailedMessage(ctx context.Context, conv core.ConversationKey, 
 }
 
 // RequestSender returns who sent request id, as its queue item says: the
-// message (its user, name, whether it was private and its origin), or
-// for a reaction the reacting user. ok is false when the item is gone
-// (finished items are pruned after a while) or is a schedule's firing.
+// message (its user, name, whether it was private and its origin); for a
+// reaction the reacting user, with ReplyTo the message reacted to (the
+// reaction does not say whether its chat is private: the message that
+// message answered does); for a schedule's firing the message it stands
+// for (Firing.Inbound: its creator, Origin schedule, Private as the
+// schedule was made). ok is false when the item is gone (finished items
+// are pruned after state.retention).
 // /retry and a 👎 in a group re-answer only for the sender of the
 // question answered.
 func (db *DB) RequestSender(ctx context.Context, id int64) (in core.Inbound, ok bool, err error) {
@@ -152,7 +156,9 @@ func (db *DB) RequestSender(ctx context.Context, id int64) (in core.Inbound, ok 
 	case p.Message != nil:
 		return *p.Message, true, nil
 	case p.Reaction != nil:
-		return core.Inbound{Conversation: p.Reaction.Conversation, UserID: p.Reaction.UserID}, true, nil
+		return core.Inbound{Conversation: p.Reaction.Conversation, UserID: p.Reaction.UserID, ReplyTo: p.Reaction.MessageID}, true, nil
+	case p.Firing != nil:
+		return p.Firing.Inbound(p.Firing.Prompt), true, nil
 	}
 	return in, false, nil
 }

@@ -94,10 +94,14 @@ func TestE2EPrivateThumbsDownReanswersAsPrivate(t *testing.T) {
 	bot.AddUpdate(bot.Private(alice, "when is my doctor appointment?"))
 	reply := bot.WaitSent(t, 1, 20*time.Second)[0]
 	bot.AddUpdate(telegramtest.Reaction(42, models.ChatTypePrivate, reply.MessageID, alice, nil, []string{"👎"}))
-	bot.WaitSent(t, 2, 20*time.Second)
+	again := bot.WaitSent(t, 2, 20*time.Second)[1]
+	// A 👎 on the re-answer: its request is the first 👎, whose chat is
+	// known from the message it judged.
+	bot.AddUpdate(telegramtest.Reaction(42, models.ChatTypePrivate, again.MessageID, alice, nil, []string{"👎"}))
+	bot.WaitSent(t, 3, 20*time.Second)
 	reqs := llm.Requests()
-	if len(reqs) != 2 {
-		t.Fatalf("LLM requests = %d; want the answer and its re-answer", len(reqs))
+	if len(reqs) != 3 {
+		t.Fatalf("LLM requests = %d; want the answer and its two re-answers", len(reqs))
 	}
 	for i, r := range reqs {
 		if strings.Contains(r.System, "group chat") || !strings.Contains(r.System, "doctor appointment is on Tuesday") {

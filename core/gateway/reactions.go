@@ -57,13 +57,11 @@ func (g *Gateway) produceReaction(ctx context.Context, w *work, _ *core.Reply) (
 	// message the judged reply answered does. A re-answer is then given
 	// as that chat's answers are (a private chat's: no group line, the
 	// private memories).
-	if sr, ok := g.store.(requestSender); ok && judged.RequestID != 0 {
-		asked, ok, err := sr.RequestSender(ctx, judged.RequestID)
-		if err != nil {
-			return nil, err
-		}
-		w.in.Private = ok && asked.Private
+	private, err := g.askedPrivately(ctx, judged)
+	if err != nil {
+		return nil, err
 	}
+	w.in.Private = private
 	for _, ic := range g.interceptors {
 		ri, ok := ic.(core.ReactionInterceptor)
 		if !ok {
@@ -81,6 +79,42 @@ func (g *Gateway) produceReaction(ctx context.Context, w *work, _ *core.Reply) (
 		return g.decide(ctx, core.CommandRequest{RequestID: w.id, In: w.in, Session: sess}, d, answering{}, w.log)
 	}
 	return nil, nil
+}
+
+// maxReactionHops bounds the 👎 re-answers askedPrivately follows back to
+// the message that started them.
+const maxReactionHops = 16
+
+// askedPrivately says whether the message judged answers was sent in a
+// private chat, as its request's queue item says. A re-answer made for a
+// 👎 answers the reaction's request: the reply that reaction judged is
+// followed back, up to the message (or schedule firing) that started it.
+// Unknown (the item pruned, a store without the capability) is false.
+func (g *Gateway) askedPrivately(ctx context.Context, judged *core.Reply) (bool, error) {
+	sr, ok := g.store.(requestSender)
+	if !ok {
+		return false, nil
+	}
+	req := judged.RequestID
+	for range maxReactionHops {
+		if req == 0 {
+			return false, nil
+		}
+		asked, ok, err := sr.RequestSender(ctx, req)
+		if err != nil || !ok {
+			return false, err
+		}
+		if asked.MessageID != "" || asked.ReplyTo == "" {
+			return asked.Private, nil
+		}
+		// A reaction's request: the reply it judged.
+		prev, err := g.store.ReplyByPlatformID(ctx, asked.Conversation.Channel, asked.ReplyTo)
+		if err != nil || prev == nil {
+			return false, err
+		}
+		req = prev.RequestID
+	}
+	return false, nil
 }
 
 // requestSender is the optional store capability that says who sent a

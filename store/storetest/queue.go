@@ -263,7 +263,7 @@ func testQueue(t *testing.T, e Engine) {
 
 	t.Run("RequestSender", func(t *testing.T) {
 		// Who sent a request: a message's sender as delivered, a
-		// reaction's user; nothing for a firing or an unknown id.
+		// reaction's user, a firing's creator; nothing for an unknown id.
 		c := conv("sender")
 		m := msg(c, "1", "what is a monad")
 		m.Message.UserName, m.Message.Private = "@alice", true
@@ -274,13 +274,20 @@ func testQueue(t *testing.T, e Engine) {
 		}
 		re := core.Reaction{Conversation: c, EventID: "r1", MessageID: "b1", UserID: "u2", Emoji: "👎", Added: true, Polarity: core.Negative}
 		rid := mustEnqueue(t, q, core.QueueItem{Kind: core.EventReaction, Conversation: c, DedupeKey: "sender:r1", Reaction: &re})
-		if in, ok, err := db.RequestSender(ctx, rid); err != nil || !ok || in.UserID != "u2" || in.Conversation != c {
-			t.Fatalf("sender of a reaction = %+v, %v, %v; want u2", in, ok, err)
+		if in, ok, err := db.RequestSender(ctx, rid); err != nil || !ok || in.UserID != "u2" || in.Conversation != c || in.ReplyTo != "b1" || in.MessageID != "" {
+			t.Fatalf("sender of a reaction = %+v, %v, %v; want u2, reacting to b1", in, ok, err)
+		}
+		// A firing stands for its creator's message, private as the
+		// schedule was made.
+		f := core.Firing{ScheduleID: 3, At: now(), Source: core.ScheduleChat, Conversation: c, Prompt: "water", Creator: "u1", Private: true}
+		fid := mustEnqueue(t, q, core.QueueItem{Kind: core.EventScheduled, Conversation: c, DedupeKey: "sender:f1", Firing: &f})
+		if in, ok, err := db.RequestSender(ctx, fid); err != nil || !ok || in.UserID != "u1" || !in.Private || in.Origin != core.OriginSchedule {
+			t.Fatalf("sender of a firing = %+v, %v, %v; want u1, private, from a schedule", in, ok, err)
 		}
 		if _, ok, err := db.RequestSender(ctx, rid+1000); err != nil || ok {
 			t.Fatalf("sender of no request: ok %v, %v", ok, err)
 		}
-		for range 2 { // done, as the gateway leaves them: the sender stays known
+		for range 3 { // done, as the gateway leaves them: the sender stays known
 			it := claim(t, q, 1, now())[0]
 			check(t, "finish", q.Finish(ctx, it.ID, it.Lease, core.StatusDone, ""))
 		}
