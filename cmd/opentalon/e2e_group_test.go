@@ -52,7 +52,7 @@ func TestE2EGroupSpeakersAndRetry(t *testing.T) {
 	// Bob asks; Bob's words are given as typed.
 	say(bob, mention+"what did alice ask?")
 	r, _ := llm.Last()
-	if !strings.HasSuffix(r.System, "The message you answer is from @bob.") {
+	if !strings.HasSuffix(r.System, `The message you answer is from "@bob".`) {
 		t.Fatalf("system prompt ends %q; want the sender named", r.System[max(0, len(r.System)-120):])
 	}
 	var msgs []string
