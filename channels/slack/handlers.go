@@ -306,7 +306,7 @@ func (b *Bot) handleSlash(ctx context.Context, sink core.Sink, cmd slack.SlashCo
 		MessageID:    "cmd:" + id,
 		UserID:       cmd.UserID,
 		UserName:     displayName(b.userName(ctx, cmd.UserID), cmd.UserName),
-		Text:         strings.TrimSpace(strings.ToLower(cmd.Command) + " " + cmd.Text),
+		Text:         strings.TrimSpace(strings.ToLower(cmd.Command) + " " + textfmt.FromSlack(cmd.Text, func(id string) string { return b.userName(ctx, id) })),
 		Mentioned:    true,
 		Private:      private,
 		Meta:         map[string]string{metaKind: kindSlash, metaUser: cmd.UserID},

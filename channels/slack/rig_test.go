@@ -114,6 +114,8 @@ type setup struct {
 	openDB func() (*store.DB, error)
 	// wrap is the store the gateway uses (default: the database).
 	wrap func(*store.DB) core.Store
+	// beforeRun changes the gateway before it runs (its commands).
+	beforeRun func(*gateway.Gateway)
 }
 
 func newRig(t testing.TB, s setup) *rig {
@@ -166,6 +168,9 @@ func newRigOn(t testing.TB, srv *slacktest.Server, s setup) *rig {
 	}
 	r.gw = gateway.New(gopts)
 	r.gw.AddChannel(bot)
+	if s.beforeRun != nil {
+		s.beforeRun(r.gw)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	r.stop = cancel
 	go func() { r.done <- r.gw.Run(ctx, 5*time.Second) }()

@@ -248,6 +248,29 @@ func TestSlashCommandAnsweredByCore(t *testing.T) {
 	}
 }
 
+// TestSlashCommandTextIsUnescaped: Slack sends a slash command's text
+// escaped as a message's (&amp; &lt; &gt;, <@U…> for a mention); the
+// command gets it as typed, as a typed command would.
+func TestSlashCommandTextIsUnescaped(t *testing.T) {
+	args := make(chan string, 1)
+	r := newRig(t, setup{beforeRun: func(g *gateway.Gateway) {
+		g.AddCommand(core.Command{CommandInfo: core.CommandInfo{Name: "echo", Usage: "/echo <text>"},
+			Run: func(_ context.Context, req core.CommandRequest) (string, error) {
+				args <- req.Args
+				return "ok", nil
+			}})
+	}})
+	r.srv.Deliver(r.srv.Slash("alice", "C1", "/echo", "tea &amp; cake &lt;3 for <@"+slacktest.UserID("bob")+"> &gt; all"))
+	select {
+	case got := <-args:
+		if want := "tea & cake <3 for @bob > all"; got != want {
+			t.Fatalf("the command's arguments = %q; want %q", got, want)
+		}
+	case <-time.After(wait):
+		t.Fatal("the slash command never reached the command")
+	}
+}
+
 // TestNegativeReactionJudgesTheReply: 👎 (Slack's -1, any skin tone) on
 // the bot's reply is a negative signal for that reply; a reaction on a
 // user's message or an emoji without meaning is nothing.
