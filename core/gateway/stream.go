@@ -263,8 +263,34 @@ func (s *stream) show(text string) error {
 			return err
 		}
 	}
+	// Messages (or native drafts) past the text's last part held text
+	// that went back (a status line replaced text that filled several
+	// messages): each is edited to a placeholder rather than left
+	// showing what went; it is written on again when the answer grows
+	// into it, or deleted by the final delivery.
+	for i := len(parts); i < len(s.slots); i++ {
+		sl := &s.slots[i]
+		if sl.raw == "" || sl.reused || sl.raw == continued {
+			continue
+		}
+		ps := s.st.Draft(continued)
+		if len(ps) == 0 {
+			break
+		}
+		p := ps[0]
+		if sl.ended {
+			sl.edited = true
+		}
+		if err := s.update(i, sl, p, true); err != nil {
+			return err
+		}
+	}
 	return nil
 }
+
+// continued is what a streamed message shows while the text that
+// filled it is gone (see show).
+const continued = "…"
 
 // update shows p in message i; a message that is not the last is
 // completed.

@@ -83,8 +83,12 @@ func TestStreamStatusAfterALongTextRewritesFilledMessages(t *testing.T) {
 	shown(`send m2 "ck that."`)
 	give("!calc")
 	shown(`edit m1 "_calc_"`)
+	shown(`edit m2 "…"`)
 	give("It is 42.")
 	shown(`edit m1 "It is 42."`)
+	give(" And 43.")
+	shown(`edit m1 "It is 42. "`)
+	shown(`edit m2 "And 43."`)
 	give("")
 }
 
@@ -167,6 +171,7 @@ func TestStreamStatusAfterALongTextRewritesFilledNativeMessages(t *testing.T) {
 	shown(`draft "ck that."`)
 	give("!calc")
 	shown(`edit m1 "_calc_"`)
+	shown(`draft "…"`)
 	give("It is 42.")
 	shown(`edit m1 "It is 42."`)
 	give("")
