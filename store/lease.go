@@ -523,6 +523,10 @@ func (db *DB) Finish(ctx context.Context, id, lease int64, status, cause string)
 	if status != core.StatusDone && status != core.StatusFailed {
 		return core.Errorf(core.KindInvalid, "finish queue item %d: status %q is not done or failed", id, status)
 	}
+	// An error's text may hold a NUL byte or broken UTF-8 (a plugin's, a
+	// provider's body quoted): PostgreSQL refuses both, and a refused
+	// finish would leave the item to be taken back and tried for good.
+	cause = core.CleanText(cause)
 	if db.d.concurrent {
 		if err := db.finishCalled(ctx, id, lease, status, cause, nil); err != nil {
 			return fmt.Errorf("finish queue item %d: %w", id, err)
@@ -596,6 +600,7 @@ func (db *DB) FinishSent(ctx context.Context, id, lease int64, sent core.PartSen
 
 // Retry implements core.QueueStore.
 func (db *DB) Retry(ctx context.Context, id, lease int64, notBefore time.Time, cause string) error {
+	cause = core.CleanText(cause)
 	if err := db.fenced(ctx, id, lease, `status = 'queued', attempts = attempts + 1, not_before = ?, last_error = ?, holder = '', lease_until = 0`,
 		notBefore.UnixMilli(), cause); err != nil {
 		return fmt.Errorf("retry queue item %d: %w", id, err)
@@ -660,6 +665,7 @@ func (db *DB) Hasten(ctx context.Context, ids []int64, now time.Time) (int64, er
 // that fell between tries which ended normally (a crash loop, a deploy)
 // are not that message's doing.
 func (db *DB) Defer(ctx context.Context, id, lease int64, notBefore time.Time, cause string, notified bool) error {
+	cause = core.CleanText(cause)
 	if err := db.fenced(ctx, id, lease, `status = 'queued', not_before = ?, last_error = ?, notified = (notified OR ?), interruptions = 0, holder = '', lease_until = 0`,
 		notBefore.UnixMilli(), cause, notified); err != nil {
 		return fmt.Errorf("defer queue item %d: %w", id, err)

@@ -257,6 +257,7 @@ func (db *DB) ProfileStates(ctx context.Context) ([]core.ProfileState, error) {
 // and its cooldown ends); uses and times only grow. The server's
 // Retry-After goes with the cooldown it set.
 func (db *DB) SaveProfileState(ctx context.Context, p core.ProfileState) error {
+	p.LastError = core.CleanText(p.LastError) // as a queue item's cause (Finish)
 	g := db.d.greatest
 	_, err := db.w.ExecContext(ctx, `INSERT INTO profiles (provider, id, uses, last_used, cooldown_until, last_probe, failures, billing_failures, last_error, retry_after)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO UPDATE SET provider = excluded.provider,

@@ -41,6 +41,33 @@ func testQueue(t *testing.T, e Engine) {
 		}
 	})
 
+	t.Run("CausesAreStorable", func(t *testing.T) {
+		// An error's text may hold a NUL byte or broken UTF-8 (a
+		// plugin's, a provider's body): PostgreSQL refuses both in a
+		// text column, and a finish it refused would leave the item
+		// running, taken back and tried again for good.
+		bad := "plugin said \x00no\xff"
+		want := "plugin said no\uFFFD"
+		c := conv("causes")
+		ids := []int64{mustEnqueue(t, q, msg(c, "1", "a")), mustEnqueue(t, q, msg(c, "2", "b")), mustEnqueue(t, q, msg(c, "3", "c"))}
+		it := claim(t, q, 1, now())[0]
+		check(t, "defer", q.Defer(ctx, it.ID, it.Lease, now(), bad, false))
+		it = claim(t, q, 1, now())[0]
+		check(t, "retry", q.Retry(ctx, it.ID, it.Lease, now(), bad))
+		it = claim(t, q, 1, now())[0]
+		check(t, "finish", q.Finish(ctx, it.ID, it.Lease, core.StatusFailed, bad))
+		if status, _, cause, err := db.QueueStatus(ctx, ids[0]); err != nil || status != core.StatusFailed || cause != want {
+			t.Fatalf("the failed item: %s %q %v; want failed, %q", status, cause, err, want)
+		}
+		for _, id := range ids[1:] {
+			it := claim(t, q, 1, now())[0]
+			if it.ID != id {
+				t.Fatalf("claimed %d; want %d next", it.ID, id)
+			}
+			check(t, "finish", q.Finish(ctx, it.ID, it.Lease, core.StatusDone, ""))
+		}
+	})
+
 	t.Run("Dedupe", func(t *testing.T) {
 		c := conv("dedupe")
 		id := mustEnqueue(t, q, msg(c, "1", "hi"))
