@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/opentalon/opentalon/core"
@@ -133,14 +134,15 @@ func (g *Gateway) endStopped(ctx context.Context, w *work) {
 		return
 	}
 	s.finish() // the worker has stopped: its slots are read below
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	s.dropPlaceholders(ctx, w.log)
 	if s.nat == nil {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-	defer cancel()
 	for i, sl := range s.slots {
-		if sl.part == "" || sl.ended || !sl.open && sl.id != "" {
-			continue // nothing shown, a message already, or an edited one
+		if sl.part == "" || sl.ended || !sl.open && sl.id != "" || sl.raw == continued {
+			continue // nothing shown, a message already, an edited one, or a placeholder
 		}
 		to := s.to
 		to.Part = i
@@ -155,5 +157,31 @@ func (g *Gateway) endStopped(ctx context.Context, w *work) {
 				w.log.Warn("record a message of a stopped answer", "part", i, "err", err)
 			}
 		}
+	}
+}
+
+// dropPlaceholders deletes the messages of a stopped answer that show
+// only the placeholder of text that went back (see show), where the
+// channel can, and forgets them: no answer ever grows into them now. A
+// native draft showing it is no message and vanishes by itself.
+func (s *stream) dropPlaceholders(ctx context.Context, log *slog.Logger) {
+	d, ok := s.ch.(core.Deleter)
+	if !ok {
+		return
+	}
+	for i, sl := range s.slots {
+		if sl.raw != continued || sl.id == "" {
+			continue
+		}
+		to := s.to
+		to.Part = i
+		if err := d.Delete(ctx, to, sl.id); err != nil {
+			log.Warn("delete the placeholder message of a stopped answer; it stays", "part", i, "err", err)
+			continue
+		}
+		if err := s.g.store.ForgetPart(ctx, s.reply.ID, i); err != nil {
+			log.Warn("forget the deleted placeholder message of a stopped answer", "part", i, "err", err)
+		}
+		s.slots[i] = slot{}
 	}
 }

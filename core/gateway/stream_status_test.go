@@ -183,9 +183,17 @@ func TestStreamStatusAfterALongTextRewritesFilledNativeMessages(t *testing.T) {
 // ends.
 func stepRun(t *testing.T, clk *clock.Fake, ch core.Channel, seen <-chan string) (wctx context.Context, give, shown func(string)) {
 	t.Helper()
+	_, wctx, give, shown = stepRunOn(t, clk, ch, seen)
+	return wctx, give, shown
+}
+
+// stepRunOn is stepRun that also gives the gateway (to accept more
+// messages).
+func stepRunOn(t *testing.T, clk *clock.Fake, ch core.Channel, seen <-chan string) (g *gateway.Gateway, wctx context.Context, give, shown func(string)) {
+	t.Helper()
 	ag := stepper{steps: make(chan string)}
 	db := openDB(t, store.Options{Now: clk.Now})
-	g := gateway.New(gateway.Options{Store: db, Agent: ag, Clock: clk})
+	g = gateway.New(gateway.Options{Store: db, Agent: ag, Clock: clk})
 	g.AddChannel(ch)
 	serve(t, g)
 	in := core.Inbound{Conversation: core.ConversationKey{Channel: "fake", Chat: "c"}, MessageID: "1", UserID: "u", Text: "tell me"}
@@ -213,5 +221,75 @@ func stepRun(t *testing.T, clk *clock.Fake, ch core.Channel, seen <-chan string)
 			t.Fatalf("nothing shown; want %s", want)
 		}
 	}
-	return wctx, give, shown
+	return g, wctx, give, shown
+}
+
+// deletingParting is a parting channel that deletes messages.
+type deletingParting struct{ parting }
+
+func (c *deletingParting) Delete(_ context.Context, _ core.Outbound, id string) error {
+	c.record("delete " + id)
+	return nil
+}
+
+// deletingDraftParting is a draftParting channel that deletes messages.
+type deletingDraftParting struct{ draftParting }
+
+func (c *deletingDraftParting) Delete(_ context.Context, _ core.Outbound, id string) error {
+	c.record("delete " + id)
+	return nil
+}
+
+// TestStopLeavesNoPlaceholder: an answer stopped while a message (or a
+// native draft) shows only the placeholder of text that went back is
+// not left with it: the message is deleted, and the draft is not ended
+// as a message of its own (it vanishes).
+func TestStopLeavesNoPlaceholder(t *testing.T) {
+	stopped := `send m2 "Stopped. Send a message when you want me to go on."`
+	for _, tc := range []struct {
+		name  string
+		ch    func(pol core.StreamPolicy, seen chan string) core.Channel
+		mode  core.StreamMode
+		steps []string // what is shown from the first text to the stop
+		after []string // what is shown once /stop is taken
+	}{
+		{
+			name: "edited",
+			ch: func(pol core.StreamPolicy, seen chan string) core.Channel {
+				return &deletingParting{parting{editing: editing{pol: pol, seen: seen}}}
+			},
+			mode:  core.StreamEdit,
+			steps: []string{`send m1 "Let me che"`, `send m2 "ck that."`, `edit m1 "_calc_"`, `edit m2 "…"`},
+			after: []string{`delete m2`, `send m3 "Stopped. Send a message when you want me to go on."`},
+		},
+		{
+			name: "native draft",
+			ch: func(pol core.StreamPolicy, seen chan string) core.Channel {
+				return &deletingDraftParting{draftParting{parting{editing: editing{pol: pol, seen: seen}}}}
+			},
+			mode:  core.StreamNative,
+			steps: []string{`send m1 "Let me che"`, `draft "ck that."`, `edit m1 "_calc_"`, `draft "…"`},
+			after: []string{stopped},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			clk := clock.NewFake(t0)
+			seen := make(chan string, 10)
+			ch := tc.ch(core.StreamPolicy{Mode: tc.mode}, seen)
+			g, _, give, shown := stepRunOn(t, clk, ch, seen)
+			give("Let me check that.")
+			shown(tc.steps[0])
+			shown(tc.steps[1])
+			give("!calc")
+			shown(tc.steps[2])
+			shown(tc.steps[3])
+			stop := core.Inbound{Conversation: core.ConversationKey{Channel: "fake", Chat: "c"}, MessageID: "2", UserID: "u", Text: "/stop"}
+			for g.Accept(context.Background(), stop) != nil {
+				time.Sleep(time.Millisecond)
+			}
+			for _, want := range tc.after {
+				shown(want)
+			}
+		})
+	}
 }
