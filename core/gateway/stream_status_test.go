@@ -293,3 +293,76 @@ func TestStopLeavesNoPlaceholder(t *testing.T) {
 		})
 	}
 }
+
+// streamParting is a deletingParting channel that streams natively as
+// Slack does: the last part is a message the platform holds open
+// (ShowDraft opens or appends to it), ended by EndDraft.
+type streamParting struct{ deletingParting }
+
+func (c *streamParting) ShowDraft(ctx context.Context, to core.Outbound, d core.NativeDraft) (string, error) {
+	if d.ID == "" {
+		c.mu.Lock()
+		c.sent++
+		id := fmt.Sprintf("m%d", c.sent)
+		c.mu.Unlock()
+		c.record(fmt.Sprintf("stream %s %q", id, d.Part))
+		return id, nil
+	}
+	c.record(fmt.Sprintf("append %s %q", d.ID, d.Part))
+	return d.ID, nil
+}
+
+func (c *streamParting) EndDraft(ctx context.Context, to core.Outbound, d core.NativeDraft, part string) (string, error) {
+	if d.ID == "" {
+		return c.Send(ctx, to, part)
+	}
+	c.record(fmt.Sprintf("end %s %q", d.ID, part))
+	return d.ID, nil
+}
+
+// TestStreamPlaceholderIsDeletedByTheFinalAnswer: a message showing the
+// placeholder of text that went back, which the final answer does not
+// need, is deleted by the final delivery (no "…" is left), whether it
+// was edited or a native stream ended showing it.
+func TestStreamPlaceholderIsDeletedByTheFinalAnswer(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		ch    func(pol core.StreamPolicy, seen chan string) core.Channel
+		mode  core.StreamMode
+		shown []string // from the first text to the placeholder
+	}{
+		{
+			name: "edited",
+			ch: func(pol core.StreamPolicy, seen chan string) core.Channel {
+				return &deletingParting{parting{editing: editing{pol: pol, seen: seen}}}
+			},
+			mode:  core.StreamEdit,
+			shown: []string{`send m1 "Let me che"`, `send m2 "ck that."`, `edit m1 "_calc_"`, `edit m2 "…"`},
+		},
+		{
+			name: "native stream",
+			ch: func(pol core.StreamPolicy, seen chan string) core.Channel {
+				return &streamParting{deletingParting{parting{editing: editing{pol: pol, seen: seen}}}}
+			},
+			mode:  core.StreamNative,
+			shown: []string{`send m1 "Let me che"`, `stream m2 "ck that."`, `edit m1 "_calc_"`, `end m2 "…"`},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			clk := clock.NewFake(t0)
+			seen := make(chan string, 10)
+			ch := tc.ch(core.StreamPolicy{Mode: tc.mode}, seen)
+			_, give, shown := stepRun(t, clk, ch, seen)
+			give("Let me check that.")
+			shown(tc.shown[0])
+			shown(tc.shown[1])
+			give("!calc")
+			shown(tc.shown[2])
+			shown(tc.shown[3])
+			give("It is 42.")
+			shown(`edit m1 "It is 42."`)
+			give("")
+			shown(`delete m2`)
+		})
+	}
+}
