@@ -38,6 +38,11 @@ func TestCopySQLiteIntoPostgres(t *testing.T) {
 		}
 		lastReq = id
 	}
+	// A database written before history was cleaned on the way in holds
+	// the NUL bytes PostgreSQL refuses: the copy repairs them.
+	if _, err := src.w.DB.Exec(`UPDATE messages SET content = ? WHERE role = 'user'`, "question with a \x00 NUL"); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := src.w.DB.Exec(`DELETE FROM queue`); err != nil {
 		t.Fatal(err)
 	}

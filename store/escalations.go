@@ -42,7 +42,7 @@ func (db *DB) SaveEscalation(ctx context.Context, sessionID int64, st core.Escal
 	}
 	_, err = db.w.ExecContext(ctx, `INSERT INTO escalations (session_id, question, models, updated_at) VALUES (?, ?, ?, ?)
 		ON CONFLICT (session_id) DO UPDATE SET question = excluded.question, models = excluded.models, updated_at = excluded.updated_at`,
-		sessionID, st.Question, string(models), db.ms())
+		sessionID, core.CleanText(st.Question), string(models), db.ms())
 	if err != nil {
 		return fmt.Errorf("save escalation of session %d: %w", sessionID, err)
 	}

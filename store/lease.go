@@ -417,7 +417,7 @@ func scanClaimed(scan func(...any) error) (core.QueueItem, error) {
 // (claimLocked).
 func (db *DB) failUnreadable(ctx context.Context, x execer, u unreadable) error {
 	_, err := x.ExecContext(ctx, `UPDATE queue SET status = 'failed', attempts = attempts + 1, last_error = ?, holder = '', lease_until = 0, updated_at = ? WHERE id = ?`,
-		unreadableCause(u), db.ms(), u.id)
+		core.CleanText(unreadableCause(u)), db.ms(), u.id)
 	return err
 }
 

@@ -63,7 +63,7 @@ func (db *DB) CompactHistory(ctx context.Context, sessionID int64, keep int, sum
 		// The summary takes the id of the newest message it replaces, so it
 		// sorts before every kept message.
 		_, err = tx.ExecContext(ctx, `INSERT INTO messages (id, session_id, role, content, summary, created_at) VALUES (?, ?, ?, ?, TRUE, ?)`,
-			cut, sessionID, string(core.RoleSystem), summary, db.ms())
+			cut, sessionID, string(core.RoleSystem), core.CleanText(summary), db.ms())
 		return err
 	})
 	if err != nil {

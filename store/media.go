@@ -210,6 +210,7 @@ func (db *DB) MediaBySource(ctx context.Context, source string) (core.MediaFile,
 
 // SetMediaText keeps what was read from a stored file.
 func (db *DB) SetMediaText(ctx context.Context, sha, text string) error {
+	text = core.CleanText(text) // a PDF's or a transcript's: PostgreSQL refuses NUL and broken UTF-8
 	if _, err := db.w.ExecContext(ctx, `UPDATE media SET text = ? WHERE sha256 = ?`, text, sha); err != nil {
 		return fmt.Errorf("media %s: keep its text: %w", sha, err)
 	}

@@ -52,7 +52,7 @@ func (db *DB) RequestPairing(ctx context.Context, p core.Pairing) (core.Pairing,
 	}
 	_, err := db.w.ExecContext(ctx, `INSERT INTO pairings (channel, user_id, user_name, conversation, code, status, requested_at)
 		VALUES (?, ?, ?, ?, ?, 'pending', ?) ON CONFLICT (channel, user_id) DO NOTHING`,
-		p.Channel, p.UserID, p.UserName, p.Conversation.String(), p.Code, at.UnixMilli())
+		p.Channel, p.UserID, core.CleanText(p.UserName), p.Conversation.String(), p.Code, at.UnixMilli())
 	if err != nil {
 		// The (channel, user) key cannot conflict (DO NOTHING): a refused
 		// row here is another user's code.

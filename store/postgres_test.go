@@ -232,8 +232,10 @@ func TestPostgresRefusesUnstorableText(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, text := range []string{"a\x00b", "caf\xe9"} {
-		_, err := db.SaveReply(ctx, &core.Reply{SessionID: s.ID, Conversation: conv, Text: "ok", Parts: []string{"ok"}},
-			[]core.ChatMessage{{Role: core.RoleUser, Content: text}, {Role: core.RoleAssistant, Content: "ok"}})
+		// The history entries are cleaned on the way in; the reply's own
+		// text is its caller's to clean.
+		_, err := db.SaveReply(ctx, &core.Reply{SessionID: s.ID, Conversation: conv, Text: text, Parts: []string{"ok"}},
+			[]core.ChatMessage{{Role: core.RoleUser, Content: "question"}, {Role: core.RoleAssistant, Content: "ok"}})
 		if core.ErrorKind(err) != core.KindInvalid || !strings.Contains(err.Error(), "NUL byte or is not valid UTF-8") {
 			t.Fatalf("saving %q: %v; want KindInvalid naming the NUL byte / invalid UTF-8", text, err)
 		}

@@ -104,6 +104,9 @@ func insertSchedule(ctx context.Context, tx *txn, s core.Schedule, now time.Time
 	if s.Missed == "" {
 		s.Missed = core.MissedSkip
 	}
+	// A prompt is a user's or a plugin's text: PostgreSQL refuses NUL
+	// and broken UTF-8.
+	s.Spec, s.Prompt = core.CleanText(s.Spec), core.CleanText(s.Prompt)
 	err := tx.QueryRowContext(ctx, `INSERT INTO schedules (source, key, interval_ms, cron, spec, prompt, plugin, action, args, channel, chat, thread, model, timezone, missed, creator, private, created_at, last_fire, next_fire)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`,
 		s.Source, s.Key, s.Interval.Milliseconds(), s.Cron, s.Spec, s.Prompt, s.Plugin, s.Action, args,
@@ -167,6 +170,7 @@ func (db *DB) SyncSchedules(ctx context.Context, source string, want []core.Sche
 				if w.Missed == "" {
 					w.Missed = core.MissedSkip
 				}
+				w.Spec, w.Prompt = core.CleanText(w.Spec), core.CleanText(w.Prompt) // as insertSchedule
 				if _, err := tx.ExecContext(ctx, `UPDATE schedules SET spec = ?, prompt = ?, plugin = ?, action = ?, args = ?, channel = ?, chat = ?, thread = ?, model = ?, missed = ?, creator = ? WHERE id = ?`,
 					w.Spec, w.Prompt, w.Plugin, w.Action, args, w.Conversation.Channel, w.Conversation.Chat, w.Conversation.Thread, w.Model, w.Missed, w.Creator, w.ID); err != nil {
 					return err

@@ -402,7 +402,10 @@ func messageRows(sessionID, requestID int64, at int64, msgs []core.ChatMessage) 
 			}
 			atts = string(b)
 		}
-		args = append(args, sessionID, req, string(m.Role), m.Content, calls, m.ToolCallID, atts, m.Name, at)
+		// An entry's text may come from outside (a document's text, a
+		// tool's output, a model's words): PostgreSQL refuses a NUL byte
+		// or broken UTF-8, and the reply would be refused with it.
+		args = append(args, sessionID, req, string(m.Role), core.CleanText(m.Content), calls, core.CleanText(m.ToolCallID), atts, m.Name, at)
 	}
 	return args, nil
 }

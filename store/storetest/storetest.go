@@ -53,6 +53,7 @@ func Run(t *testing.T, e Engine) {
 	t.Run("Sealed", func(t *testing.T) { testSealed(t, e) })
 	t.Run("Replied", func(t *testing.T) { testReplied(t, e) })
 	t.Run("MediaShared", func(t *testing.T) { testMediaShared(t, e) })
+	t.Run("TextIsStorable", func(t *testing.T) { testTextIsStorable(t, e) })
 }
 
 // Clock is a settable clock for Options.Now, safe for concurrent use.
