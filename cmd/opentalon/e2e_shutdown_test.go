@@ -201,3 +201,35 @@ func restartAndExpect(t *testing.T, path, want string) {
 		t.Fatalf("restart stdout = %q; want %q answered once", out, want)
 	}
 }
+
+// A SIGHUP, sent by an operator who expects it to reload the config, used
+// to kill the gateway on the spot: no graceful shutdown, and a death
+// systemd's Restart=on-failure counts as clean, so the bot stayed down.
+// It is a warning now that says to restart, and the gateway answers on.
+func TestE2ESIGHUPKeepsTheGatewayRunning(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("starts processes")
+	}
+	llm := providertest.NewOpenAI(t)
+	dir := t.TempDir()
+	path := writeConfig(t, testConfig(dir, llm.BaseURL(), ""))
+	p := startBinary(t, nil, "--config", path, "run")
+	p.send("first question")
+	p.waitLine("echo: first question")
+	if err := p.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	p.waitStderr("SIGHUP ignored")
+	if s := p.stderr.String(); !strings.Contains(s, "restart it to apply a change") {
+		t.Fatalf("the SIGHUP warning does not say to restart:\n%s", s)
+	}
+	p.send("second question")
+	p.waitLine("echo: second question")
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if code := p.exitCode(30 * time.Second); code != 0 {
+		t.Fatalf("exit code %d after SIGHUP then SIGTERM; stderr:\n%s", code, p.stderr.String())
+	}
+}

@@ -7,7 +7,9 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"os/signal"
 	"path/filepath"
+	"syscall"
 
 	"golang.org/x/sys/unix"
 
@@ -40,6 +42,9 @@ func cmdRun(ctx context.Context, g *globalFlags, args []string, io Stdio, env co
 		return operatorError{err}
 	}
 	interactive := consoleOnly(cfg) && isTerminal(io.In) && isTerminal(io.Out)
+	if !interactive {
+		defer keepRunningOnHangup(log)()
+	}
 	logPath := ""
 	if interactive {
 		f, err := openLogFile(cfg.State.DataDir)
@@ -78,6 +83,32 @@ func cmdRun(ctx context.Context, g *globalFlags, args []string, io Stdio, env co
 		fmt.Fprintf(io.Err, "OpenTalon on the console · model %s · logs in %s%s · Ctrl-D quits\n", model, logPath, page)
 	}
 	return asOperatorError(app.Run(ctx))
+}
+
+// keepRunningOnHangup makes SIGHUP a warning for the gateway that runs as
+// a service: by default it killed the process at once, without the
+// graceful shutdown, and a service manager counts that death as a clean
+// exit (systemd's Restart=on-failure does not restart it), so an operator
+// who sent it to reload the config found the bot down. The config is read
+// once, at start: the warning says to restart. On a terminal (the console
+// alone) a hang-up still ends the session. The returned stop restores the
+// default.
+func keepRunningOnHangup(log *slog.Logger) (stop func()) {
+	ch := make(chan os.Signal, 1)
+	signal.Notify(ch, syscall.SIGHUP)
+	done := make(chan struct{})
+	go func() {
+		for {
+			select {
+			case <-ch:
+				log.Warn("SIGHUP ignored: opentalon reads its config only at start and keeps running with it; " +
+					"restart it to apply a change (systemctl restart opentalon; SIGTERM stops it gracefully)")
+			case <-done:
+				return
+			}
+		}
+	}()
+	return func() { signal.Stop(ch); close(done) }
 }
 
 // startFailed is the outcome of run when its start-up failed with err:
