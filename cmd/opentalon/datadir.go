@@ -38,6 +38,12 @@ func buildRunApp(ctx context.Context, cfg *config.Config, o AppOptions) (*App, e
 func buildLockedApp(ctx context.Context, cfg *config.Config, o AppOptions, every time.Duration) (*App, error) {
 	lock, err := lockDataDir(cfg.State.DataDir)
 	if err != nil {
+		if errors.As(err, new(dataDirBusy)) {
+			// A gateway (not restore or state migrate, whose database
+			// is this one) may also run beside it on a directory of
+			// its own.
+			return nil, fmt.Errorf("%w, or give this one another state.data_dir", err)
+		}
 		return nil, err
 	}
 	app, err := BuildApp(ctx, cfg, o)
@@ -78,7 +84,7 @@ func lockDataDir(dir string) (*dataDirLock, error) {
 					holder = fmt.Sprintf("PID %d", pid)
 				}
 			}
-			return nil, fmt.Errorf("another opentalon instance (%s) is running on state.data_dir %s (it holds %s); stop it first, or give this one another state.data_dir", holder, dir, path)
+			return nil, dataDirBusy{fmt.Sprintf("another opentalon instance (%s) is running on state.data_dir %s (it holds %s); stop it first", holder, dir, path)}
 		}
 		return nil, fmt.Errorf("lock %s (state.data_dir): %w", path, err)
 	}
@@ -89,6 +95,11 @@ func lockDataDir(dir string) (*dataDirLock, error) {
 	}
 	return &dataDirLock{f: f}, nil
 }
+
+// dataDirBusy is lockDataDir's error when another process holds the lock.
+type dataDirBusy struct{ msg string }
+
+func (e dataDirBusy) Error() string { return e.msg }
 
 // release empties the PID and drops the lock.
 func (l *dataDirLock) release() error {

@@ -5,6 +5,8 @@ package main
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -30,7 +32,7 @@ func TestE2ESecondRunOnOneDataDirExits(t *testing.T) {
 		t.Fatalf("second run on one data_dir: exit code %d, want a non-zero exit; stderr:\n%s", code, second.stderr.String())
 	}
 	msg := second.stderr.String()
-	for _, want := range []string{"another opentalon instance", fmt.Sprintf("PID %d", first.cmd.Process.Pid), dir} {
+	for _, want := range []string{"another opentalon instance", fmt.Sprintf("PID %d", first.cmd.Process.Pid), dir, "stop it first, or give this one another state.data_dir"} {
 		if !strings.Contains(msg, want) {
 			t.Errorf("second run's error does not say %q:\n%s", want, msg)
 		}
@@ -52,6 +54,19 @@ func TestE2ESecondRunOnOneDataDirExits(t *testing.T) {
 	if res := runMain(t, nil, "", "--config", path, "affinity", "reset"); res.code != 1 ||
 		!strings.Contains(res.stderr, "affinity reset refused: another opentalon instance") || !strings.Contains(res.stderr, "would not hold") {
 		t.Errorf("affinity reset while the gateway runs: exit %d\n%s", res.code, res.stderr)
+	}
+	// So are restore and state migrate, and they are told to stop the
+	// gateway only: the database they work on is this directory's, so
+	// "another state.data_dir" would send them to the wrong one.
+	bk := filepath.Join(t.TempDir(), "backup.db")
+	if err := os.WriteFile(bk, []byte("not looked at"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{{"affinity", "reset"}, {"restore", bk}} {
+		res := runMain(t, nil, "", append([]string{"--config", path}, args...)...)
+		if res.code != 1 || !strings.Contains(res.stderr, "stop it first") || strings.Contains(res.stderr, "another state.data_dir") {
+			t.Errorf("%v while the gateway runs: exit %d\n%s; want it told to stop the gateway, not to use another state.data_dir", args, res.code, res.stderr)
+		}
 	}
 
 	// The first gateway is untouched and, once it stops, the directory is
