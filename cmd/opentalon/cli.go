@@ -224,8 +224,30 @@ func commandHelp(cmd string) (string, bool) {
 	if len(lines) == 0 {
 		return "", false
 	}
+	if d := commandDetail(cmd); d != nil {
+		lines = d
+	}
 	_, flags, _ := strings.Cut(usage, "\nGlobal flags")
 	return "Usage:\n" + strings.Join(lines, "\n") + "\n\nGlobal flags" + flags, true
+}
+
+// commandDetail is the whole usage of a command whose line in usage is a
+// summary that leaves out subcommands or flags (nil for the others): its
+// --help shows what its own usage error would.
+func commandDetail(cmd string) []string {
+	switch cmd {
+	case "memory":
+		var lines []string
+		for _, l := range strings.Split(strings.TrimPrefix(memoryUsage, "usage:"), "\n") {
+			lines = append(lines, "  "+strings.TrimSpace(l))
+		}
+		return lines
+	case "complete":
+		return append(usageOf(cmd), "    --no-stream                            print the answer only once it is complete")
+	case "lua":
+		return append(usageOf(cmd), "    --channel C, --user U                  ctx.channel and ctx.user (default console, local)")
+	}
+	return nil
 }
 
 // usageOf is the usage's lines of the command cmd: each of its synopsis

@@ -30,6 +30,12 @@ func TestHelpGoesToStdout(t *testing.T) {
 		{[]string{"help", "lua"}, "run one Lua hook with a sample ctx", "opentalon backup"},
 		{[]string{"usage", "-h"}, "opentalon usage [--json] [--since 24h|7d] [--by model|chat|user|purpose]", "opentalon doctor"},
 		{[]string{"run", "--help"}, "opentalon [run]", "opentalon doctor"},
+		// A command whose line in the usage is a summary shows the rest:
+		// its subcommands' forms and the flags the line leaves out.
+		{[]string{"memory", "--help"}, "opentalon memory delete ID... | opentalon memory delete --user CHANNEL:ID --all", "opentalon doctor"},
+		{[]string{"help", "memory"}, "opentalon memory search [--user CHANNEL:ID] [--tag T] [--limit N] [--json] WORDS...", "opentalon session"},
+		{[]string{"complete", "-h"}, "--no-stream", "opentalon doctor"},
+		{[]string{"lua", "test", "--help"}, "--channel C, --user U", "opentalon doctor"},
 	} {
 		res := runMain(t, nil, "", tc.args...)
 		if res.code != 0 || !strings.Contains(res.stdout, tc.want) || res.stderr != "" ||
