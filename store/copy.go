@@ -58,6 +58,9 @@ func (db *DB) CopyFrom(ctx context.Context, src *DB, done func(CopiedTable)) ([]
 	if sv != tv {
 		return nil, fmt.Errorf("copy: %s has schema version %d, %s has %d; run the same opentalon version on both", src.name, sv, db.name, tv)
 	}
+	if err := db.checkNoClash(ctx, src); err != nil {
+		return nil, err
+	}
 	var out []CopiedTable
 	for _, t := range Tables {
 		c, err := db.copyTable(ctx, src, t)
@@ -381,4 +384,102 @@ func (db *DB) RenameConversation(ctx context.Context, from, to string) (int64, e
 		return 0, fmt.Errorf("rename conversation %s to %s: %w", from, to, err)
 	}
 	return moved, nil
+}
+
+// checkNoClash refuses a copy that would drop rows of src: once gateways
+// have written to both databases since an earlier copy (one went back to
+// SQLite, or ran on it by mistake), both gave the same new ids to
+// different rows, and a row the target has already is left as it is, so
+// the source's would be lost while the run reported them as "there
+// already". Rows are told apart by their creation time: these tables'
+// rows carry an id and the time they were made, and one id with two
+// times is two rows.
+func (db *DB) checkNoClash(ctx context.Context, src *DB) error {
+	for _, table := range []string{"sessions", "messages", "replies", "queue", "memories", "schedules"} {
+		q := `SELECT id, created_at FROM ` + table + ` ORDER BY id`
+		sr, err := src.r.DB.QueryContext(ctx, q)
+		if err != nil {
+			return fmt.Errorf("copy: read %s of %s: %w", table, src.name, err)
+		}
+		tr, err := db.r.DB.QueryContext(ctx, q)
+		if err != nil {
+			sr.Close()
+			return fmt.Errorf("copy: read %s of %s: %w", table, db.name, err)
+		}
+		n, first, err := clashes(sr, tr)
+		sr.Close()
+		tr.Close()
+		if err != nil {
+			return fmt.Errorf("copy: compare %s: %w", table, err)
+		}
+		if n > 0 {
+			return CopyClashError{fmt.Sprintf("copy: %s already holds %d row(s) of %s under ids that %s uses for other rows (the first: id %d): "+
+				"gateways have written to both since an earlier state migrate, and copying would drop the SQLite rows; nothing was copied. "+
+				"To carry the SQLite database over whole, migrate into an empty PostgreSQL database (createdb, then point state.postgres.dsn at it), "+
+				"which leaves out what was written to this one since: the two cannot be merged", db.name, n, table, src.name, first)}
+		}
+	}
+	return nil
+}
+
+// CopyClashError is CopyFrom's refusal to copy into a database whose
+// rows and the source's share ids (see checkNoClash): nothing was copied,
+// and running it again does not help.
+type CopyClashError struct{ msg string }
+
+func (e CopyClashError) Error() string { return e.msg }
+
+// clashes walks two (id, created_at) row sets in id order and counts the
+// ids both have with different times; first is the lowest such id.
+func clashes(a, b interface {
+	Next() bool
+	Scan(...any) error
+	Err() error
+}) (n int, first int64, err error) {
+	type row struct{ id, at int64 }
+	next := func(r interface {
+		Next() bool
+		Scan(...any) error
+	}) (row, bool, error) {
+		if !r.Next() {
+			return row{}, false, nil
+		}
+		var x row
+		err := r.Scan(&x.id, &x.at)
+		return x, err == nil, err
+	}
+	x, okA, err := next(a)
+	if err != nil {
+		return 0, 0, err
+	}
+	y, okB, err := next(b)
+	if err != nil {
+		return 0, 0, err
+	}
+	for okA && okB {
+		switch {
+		case x.id < y.id:
+			x, okA, err = next(a)
+		case x.id > y.id:
+			y, okB, err = next(b)
+		default:
+			if x.at != y.at {
+				if n == 0 {
+					first = x.id
+				}
+				n++
+			}
+			x, okA, err = next(a)
+			if err == nil {
+				y, okB, err = next(b)
+			}
+		}
+		if err != nil {
+			return 0, 0, err
+		}
+	}
+	if err := a.Err(); err != nil {
+		return 0, 0, err
+	}
+	return n, first, b.Err()
 }

@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -219,5 +221,60 @@ func TestRenameConversation(t *testing.T) {
 	}
 	if got, err := db.ActiveSession(ctx, to); err != nil || got.ID != old.ID {
 		t.Fatalf("after the second rename %s's active session is %d (%v); want %d still", to, got.ID, err, old.ID)
+	}
+}
+
+// TestCopyRefusesDivergedDatabases: after a copy, gateways wrote to both
+// databases (one went back to SQLite for a while), so both gave the next
+// ids to different rows. A re-run used to skip the SQLite rows as "there
+// already" and report success; it refuses now, copying nothing, and a
+// re-run that finds only its own rows again still copies what is new.
+func TestCopyRefusesDivergedDatabases(t *testing.T) {
+	ctx := context.Background()
+	src := openTest(t, Options{})
+	dst := openPG(t, Options{})
+	conv := core.ConversationKey{Channel: "telegram", Chat: "42"}
+	if _, _, err := src.Enqueue(ctx, msgItem(conv, "a", "before the copy")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := dst.CopyFrom(ctx, src, nil); err != nil {
+		t.Fatal(err)
+	}
+	// Only SQLite goes on: a re-run copies the new row.
+	if _, _, err := src.Enqueue(ctx, msgItem(conv, "b", "on SQLite only")); err != nil {
+		t.Fatal(err)
+	}
+	report, err := dst.CopyFrom(ctx, src, nil)
+	if err != nil {
+		t.Fatalf("a re-run with rows new to SQLite only: %v", err)
+	}
+	for _, c := range report {
+		if c.Table == "queue" && c.Copied != 1 {
+			t.Fatalf("queue: %d of %d rows copied; want the new one", c.Copied, c.Rows)
+		}
+	}
+	// Both go on: the same next id names two different requests.
+	sid, _, err := src.Enqueue(ctx, msgItem(conv, "c", "on SQLite"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	did, _, err := dst.Enqueue(ctx, msgItem(conv, "d", "on PostgreSQL"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sid != did {
+		t.Fatalf("ids %d and %d: the set-up needs the same next id on both", sid, did)
+	}
+	// Made in the same millisecond they would look alike: they were not.
+	if _, err := src.w.DB.ExecContext(ctx, `UPDATE queue SET created_at = created_at - 1 WHERE id = ?`, sid); err != nil {
+		t.Fatal(err)
+	}
+	report, err = dst.CopyFrom(ctx, src, nil)
+	var clash CopyClashError
+	if !errors.As(err, &clash) || !strings.Contains(err.Error(), "queue") || !strings.Contains(err.Error(), "nothing was copied") {
+		t.Fatalf("a re-run after both diverged: %v; want a CopyClashError naming the queue", err)
+	}
+	if len(report) != 0 {
+		t.Fatalf("a refused copy reported %+v; want nothing copied", report)
 	}
 }

@@ -276,6 +276,9 @@ func cmdState(ctx context.Context, g *globalFlags, args []string, io Stdio, env 
 		}
 		fmt.Fprintf(io.Out, "  %-18s %7d row(s), %7d new%s\n", c.Table, c.Rows, c.Copied, note)
 	})
+	if errors.As(err, new(store.CopyClashError)) {
+		return fmt.Errorf("state migrate: %w", err)
+	}
 	if err != nil {
 		return fmt.Errorf("state migrate: %w (what was copied stays; run it again to go on)", err)
 	}
