@@ -137,6 +137,13 @@ func cmdRestore(ctx context.Context, g *globalFlags, args []string, io Stdio, en
 		return fmt.Errorf("restore: %s fails PRAGMA quick_check (%v %v); nothing was changed", src, err, probs)
 	}
 
+	// Restored by root (sudo), the database would be root's and the
+	// gateway, run as the directory's owner, could not open it.
+	if uid, gid, ok := dirOwner(dir); ok {
+		if err := os.Chown(tmp, uid, gid); err != nil {
+			return fmt.Errorf("restore: give the restored database to %s's owner (uid %d): %w; nothing was changed", dir, uid, err)
+		}
+	}
 	cur := filepath.Join(dir, store.FileName)
 	aside := cur + ".before-restore-" + stamp
 	kept := false

@@ -75,3 +75,45 @@ func TestBackupIsNeverReadableByOthers(t *testing.T) {
 		t.Fatalf("a second backup over it = %v; want a refusal", err)
 	}
 }
+
+// An operator who runs restore as root (sudo) on the service's data
+// directory used to leave the database and the lock file root's: the
+// gateway, run as the directory's owner, then failed to start (exit 78,
+// which the unit does not restart). Root's files there are given to the
+// directory's owner now.
+func TestRestoreAsRootKeepsTheDataDirOwner(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: it checks what root's restore leaves behind")
+	}
+	ctx := context.Background()
+	const owner = 65534 // nobody
+	// A backup: a database this version made.
+	src := t.TempDir()
+	db, err := store.Open(ctx, src, store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	backup := filepath.Join(src, store.FileName)
+
+	dir := filepath.Join(t.TempDir(), "data")
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(dir, owner, owner); err != nil {
+		t.Fatal(err)
+	}
+	cfg := writeConfig(t, fmt.Sprintf("state: { data_dir: %q }\n", dir))
+	if res := runMain(t, nil, "", "--config", cfg, "restore", backup); res.code != 0 {
+		t.Fatalf("restore: exit %d\n%s%s", res.code, res.stdout, res.stderr)
+	}
+	for _, name := range []string{store.FileName, lockFileName} {
+		fi, err := os.Stat(filepath.Join(dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st := fi.Sys().(*syscall.Stat_t); st.Uid != owner || st.Gid != owner {
+			t.Errorf("%s after root's restore belongs to %d:%d; want the data directory's owner %d:%d", name, st.Uid, st.Gid, owner, owner)
+		}
+	}
+}

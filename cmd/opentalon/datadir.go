@@ -72,8 +72,18 @@ func lockDataDir(dir string) (*dataDirLock, error) {
 	}
 	path := filepath.Join(dir, lockFileName)
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if errors.Is(err, fs.ErrPermission) {
+		return nil, fmt.Errorf("open lock file %s (state.data_dir): %w; the data directory and its files must belong to the user opentalon runs as "+
+			"(a command run as root may have made them root's: chown -R that user %s)", path, err, dir)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("open lock file %s (state.data_dir): %w", path, err)
+	}
+	// Made by root (restore, state migrate, affinity reset run with
+	// sudo), the file would be root's, and the gateway, run as the
+	// directory's owner, could not start again.
+	if uid, gid, ok := dirOwner(dir); ok {
+		_ = f.Chown(uid, gid)
 	}
 	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
 		defer f.Close()
@@ -94,6 +104,24 @@ func lockDataDir(dir string) (*dataDirLock, error) {
 		_, _ = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
 	}
 	return &dataDirLock{f: f}, nil
+}
+
+// dirOwner is the owner of dir when this process runs as root and dir
+// belongs to another user (the service's): the files root makes there
+// are given to that user, so the gateway, run as it, may open them.
+func dirOwner(dir string) (uid, gid int, ok bool) {
+	if os.Geteuid() != 0 {
+		return 0, 0, false
+	}
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return 0, 0, false
+	}
+	st, isUnix := fi.Sys().(*syscall.Stat_t)
+	if !isUnix || st.Uid == 0 {
+		return 0, 0, false
+	}
+	return int(st.Uid), int(st.Gid), true
 }
 
 // dataDirBusy is lockDataDir's error when another process holds the lock.

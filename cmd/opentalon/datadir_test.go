@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"context"
 	"io"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -76,5 +78,22 @@ func TestFinishedRowsArePrunedWhileRunning(t *testing.T) {
 	io.WriteString(inW, "second\n")
 	if !lines.Scan() || !strings.HasPrefix(lines.Text(), "echo: second") {
 		t.Fatalf("answer after the prune = %q", lines.Text())
+	}
+}
+
+// A lock file the gateway's user may not open (root made it, running a
+// command with sudo) is named with the fix: the data directory's files
+// go back to that user.
+func TestLockFileOfAnotherUserNamesTheFix(t *testing.T) {
+	if os.Geteuid() == 0 {
+		t.Skip("root opens any file: run as another user")
+	}
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, lockFileName), nil, 0o400); err != nil {
+		t.Fatal(err)
+	}
+	_, err := lockDataDir(dir)
+	if err == nil || !strings.Contains(err.Error(), "chown -R") || !strings.Contains(err.Error(), dir) {
+		t.Fatalf("lockDataDir on a lock file it may not open: %v; want the fix (chown -R ... %s)", err, dir)
 	}
 }
