@@ -179,6 +179,12 @@ func (d *doctor) database(ctx context.Context, cfg *config.Config) {
 		return
 	}
 	db, err := store.OpenFile(ctx, path, store.Options{Logger: slog.New(slog.DiscardHandler)})
+	if core.ErrorKind(err) == core.KindInvalid {
+		// It names its own fix (a newer release's schema: upgrade, or
+		// restore a backup taken before).
+		d.fail("database", "%v", err)
+		return
+	}
 	if err != nil {
 		d.fail("database", "%v; restore a backup with: opentalon restore FILE", err)
 		return

@@ -184,6 +184,12 @@ func TestRunOnADatabaseOfANewerRelease(t *testing.T) {
 	if code != exitConfig || !strings.Contains(errLine, "schema version 9999") || !strings.Contains(errLine, "upgrade opentalon") {
 		t.Fatalf("run on a newer database: exit %d %q; want exit %d naming the schema version and the fix", code, errLine, exitConfig)
 	}
+	// doctor says it once, with that fix: not followed by a second,
+	// generic "restore a backup with: ...".
+	doc := runMain(t, nil, "", "--config", writeConfig(t, testConfig(dir, llm.BaseURL(), "")), "doctor", "--offline")
+	if doc.code != 1 || strings.Count(doc.stdout, "restore a backup") != 1 || !strings.Contains(doc.stdout, "FAIL  database: ") {
+		t.Fatalf("doctor on a newer database: exit %d\n%s%s; want one FAIL naming the fix once", doc.code, doc.stdout, doc.stderr)
+	}
 }
 
 // config check with a TMPDIR that names no directory, on a data
