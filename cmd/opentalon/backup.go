@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"io"
@@ -127,6 +128,9 @@ func cmdRestore(ctx context.Context, g *globalFlags, args []string, io Stdio, en
 		return fmt.Errorf("restore: copy %s: %w", src, err)
 	}
 	defer removeDB(tmp)
+	if err := isOpenTalonDB(ctx, tmp); err != nil {
+		return fmt.Errorf("restore: %s is not a usable OpenTalon database: %w; nothing was changed (name a file opentalon backup wrote)", src, err)
+	}
 	db, err := store.OpenFile(ctx, tmp, store.Options{Logger: log})
 	if err != nil {
 		return fmt.Errorf("restore: %s is not a usable OpenTalon database: %w", src, err)
@@ -145,7 +149,9 @@ func cmdRestore(ctx context.Context, g *globalFlags, args []string, io Stdio, en
 		}
 	}
 	cur := filepath.Join(dir, store.FileName)
-	aside := cur + ".before-restore-" + stamp
+	// Two restores within a second would share the stamp, and the second
+	// would rename over the database the first kept aside.
+	aside := freeName(cur + ".before-restore-" + stamp)
 	kept := false
 	for _, suffix := range []string{"", "-wal", "-shm"} {
 		if _, err := os.Stat(cur + suffix); err == nil {
@@ -163,6 +169,46 @@ func cmdRestore(ctx context.Context, g *globalFlags, args []string, io Stdio, en
 		fmt.Fprintf(io.Out, "the previous database is kept as %s\n", aside)
 	}
 	return nil
+}
+
+// isOpenTalonDB says why the SQLite file at path is not a database
+// OpenTalon made (nil when it is): opening an empty file, or another
+// program's database, would make it one — without a row of the bot's —
+// and restore would put that in place of the real one.
+func isOpenTalonDB(ctx context.Context, path string) error {
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	var n int
+	if err := db.QueryRowContext(ctx, `SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'schema_migrations'`).Scan(&n); err != nil {
+		return err
+	}
+	if n == 0 {
+		return errors.New("it has no schema_migrations table (an empty file, or another program's database)")
+	}
+	return nil
+}
+
+// freeName is name, or name-2, name-3, ... : the first that is not there
+// with its -wal and -shm files.
+func freeName(name string) string {
+	for i := 1; ; i++ {
+		n := name
+		if i > 1 {
+			n = fmt.Sprintf("%s-%d", name, i)
+		}
+		taken := false
+		for _, suffix := range []string{"", "-wal", "-shm"} {
+			if _, err := os.Lstat(n + suffix); err == nil {
+				taken = true
+			}
+		}
+		if !taken {
+			return n
+		}
+	}
 }
 
 func copyFile(src, dst string) error {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"io/fs"
 	"os"
@@ -10,6 +11,7 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/opentalon/opentalon/store"
 )
@@ -114,6 +116,84 @@ func TestRestoreAsRootKeepsTheDataDirOwner(t *testing.T) {
 		}
 		if st := fi.Sys().(*syscall.Stat_t); st.Uid != owner || st.Gid != owner {
 			t.Errorf("%s after root's restore belongs to %d:%d; want the data directory's owner %d:%d", name, st.Uid, st.Gid, owner, owner)
+		}
+	}
+}
+
+// restore used to accept any file SQLite opens: an empty one (a copy cut
+// short) or another program's database became a fresh OpenTalon database
+// and replaced the bot's. It refuses them now and changes nothing.
+func TestRestoreRefusesWhatIsNoOpenTalonDatabase(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	db, err := store.Open(ctx, dir, store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	cfg := writeConfig(t, fmt.Sprintf("state: { data_dir: %q }\n", dir))
+	empty := filepath.Join(t.TempDir(), "empty.db")
+	if err := os.WriteFile(empty, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	other := filepath.Join(t.TempDir(), "other.db")
+	odb, err := sql.Open("sqlite", other)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := odb.Exec(`CREATE TABLE notes (body TEXT)`); err != nil {
+		t.Fatal(err)
+	}
+	odb.Close()
+	for _, file := range []string{empty, other} {
+		res := runMain(t, nil, "", "--config", cfg, "restore", file)
+		if res.code != 1 || !strings.Contains(res.stderr, "not a usable OpenTalon database: it has no schema_migrations table") || !strings.Contains(res.stderr, "nothing was changed") {
+			t.Errorf("restore %s: exit %d\n%s%s; want a refusal", filepath.Base(file), res.code, res.stdout, res.stderr)
+		}
+	}
+	if kept, _ := filepath.Glob(filepath.Join(dir, store.FileName+".before-restore-*")); len(kept) != 0 {
+		t.Fatalf("the database was moved aside: %v", kept)
+	}
+}
+
+// Two restores within one second shared the name of the copy kept aside,
+// so the second renamed the first one's database over it: the database
+// from before both was lost. Each keeps its own now.
+func TestRestoreNeverOverwritesADatabaseKeptAside(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	db, err := store.Open(ctx, dir, store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	backup := filepath.Join(t.TempDir(), "backup.db")
+	if err := copyFile(filepath.Join(dir, store.FileName), backup); err != nil {
+		t.Fatal(err)
+	}
+	// Earlier restores' copies under every name this one could pick in
+	// the next minute.
+	now := time.Now().UTC()
+	cur := filepath.Join(dir, store.FileName)
+	var earlier []string
+	for s := range 60 {
+		name := cur + ".before-restore-" + now.Add(time.Duration(s)*time.Second).Format("20060102T150405Z")
+		if err := os.WriteFile(name, []byte("kept by an earlier restore"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		earlier = append(earlier, name)
+	}
+	cfg := writeConfig(t, fmt.Sprintf("state: { data_dir: %q }\n", dir))
+	if res := runMain(t, nil, "", "--config", cfg, "restore", backup); res.code != 0 || !strings.Contains(res.stdout, "the previous database is kept as") {
+		t.Fatalf("restore: exit %d\n%s%s", res.code, res.stdout, res.stderr)
+	}
+	kept, _ := filepath.Glob(cur + ".before-restore-*")
+	if len(kept) != 61 {
+		t.Fatalf("%d copies kept aside; want the 60 earlier ones and this restore's", len(kept))
+	}
+	for _, k := range earlier {
+		if b, err := os.ReadFile(k); err != nil || string(b) != "kept by an earlier restore" {
+			t.Fatalf("%s was overwritten (%d bytes, %v)", filepath.Base(k), len(b), err)
 		}
 	}
 }
