@@ -74,7 +74,7 @@ func lockDataDir(dir string) (*dataDirLock, error) {
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
 	if errors.Is(err, fs.ErrPermission) {
 		return nil, fmt.Errorf("open lock file %s (state.data_dir): %w; the data directory and its files must belong to the user opentalon runs as "+
-			"(a command run as root may have made them root's: chown -R that user %s)", path, err, dir)
+			"(a command run as root may have made them root's): chown -R USER %s, with the user the gateway runs as", path, err, dir)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("open lock file %s (state.data_dir): %w", path, err)
