@@ -111,7 +111,7 @@ func cmdRestore(ctx context.Context, g *globalFlags, args []string, io Stdio, en
 		return err
 	}
 	if cfg.State.Driver == config.DriverPostgres {
-		return fmt.Errorf("restore replaces the SQLite file of state.driver: sqlite; a PostgreSQL database (state.driver: postgres) is restored with pg_restore --clean --dbname=DSN %s (stop the gateways first)", src)
+		return fmt.Errorf("restore replaces the SQLite file of state.driver: sqlite; a PostgreSQL database (state.driver: postgres) is restored with %s (stop the gateways first)", pgRestoreHint(src))
 	}
 	dir := cfg.State.DataDir
 	lock, err := lockDataDir(dir)

@@ -79,8 +79,16 @@ func pgDump(ctx context.Context, cfg *config.Config, file string, io Stdio, env 
 		size = fi.Size()
 		os.Chmod(file, 0o600)
 	}
-	fmt.Fprintf(io.Out, "backed up the PostgreSQL database with pg_dump to %s (%s in %s); restore it with pg_restore --dbname=DSN %s\n", file, humanBytes(size), time.Since(t0).Round(time.Millisecond), file)
+	fmt.Fprintf(io.Out, "backed up the PostgreSQL database with pg_dump to %s (%s in %s); restore it (the gateways stopped) with %s\n", file, humanBytes(size), time.Since(t0).Round(time.Millisecond), pgRestoreHint(file))
 	return nil
+}
+
+// pgRestoreHint is the command that puts the pg_dump archive file back
+// into the database it came from: without --clean, pg_restore into the
+// database, which has the schema and rows already, fails on every object
+// and restores nothing; --if-exists keeps it quiet on an empty one.
+func pgRestoreHint(file string) string {
+	return "pg_restore --clean --if-exists --no-owner --dbname=DSN " + file
 }
 
 // libpqParams are the URI parameters pg_dump (libpq) understands; the driver

@@ -242,6 +242,19 @@ func TestE2EDoctorAndBackupOnPostgres(t *testing.T) {
 		if string(head) != "PGDMP" {
 			t.Fatalf("the backup starts with %q; want a pg_dump archive", head)
 		}
+		// The way back it names works on the database it came from,
+		// which has the schema and the rows still.
+		_, hint, _ := strings.Cut(strings.TrimSpace(res.stdout), "restore it (the gateways stopped) with ")
+		libpq, password := withoutPassword(dsn) // the test's schema as libpq names it
+		args := strings.Fields(strings.Replace(hint, "DSN", libpq, 1))
+		if len(args) < 2 || args[0] != "pg_restore" {
+			t.Fatalf("backup names no pg_restore command: %q", res.stdout)
+		}
+		restore := exec.Command(args[0], args[1:]...)
+		restore.Env = append(os.Environ(), "PGPASSWORD="+password)
+		if out, err := restore.CombinedOutput(); err != nil {
+			t.Fatalf("the restore backup names (%s) failed on the live database: %v\n%s", hint, err, out)
+		}
 	}
 	res = runMain(t, map[string]string{"PATH": t.TempDir()}, "", "--config", path, "backup", filepath.Join(t.TempDir(), "x.dump"))
 	if res.code == 0 || !strings.Contains(res.stderr, "backed up with pg_dump, which is not installed here") {
