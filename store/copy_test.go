@@ -278,3 +278,49 @@ func TestCopyRefusesDivergedDatabases(t *testing.T) {
 		t.Fatalf("a refused copy reported %+v; want nothing copied", report)
 	}
 }
+
+// TestCopyRerunAfterCompactionOnSQLite: after a first copy the gateway
+// went on on SQLite alone (the documented way: run it again to copy what
+// is new) and compacted a conversation's history. The summary takes the
+// id of the newest message it replaces, with a creation time of its own:
+// the same id, two times, yet nobody wrote to PostgreSQL. That re-run is
+// no divergence and copies what is new.
+func TestCopyRerunAfterCompactionOnSQLite(t *testing.T) {
+	ctx := context.Background()
+	src := openTest(t, Options{})
+	dst := openPG(t, Options{})
+	conv := core.ConversationKey{Channel: "telegram", Chat: "42"}
+	s, err := src.ActiveSession(ctx, conv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var msgs []core.ChatMessage
+	for _, c := range []string{"u1", "a1", "u2", "a2", "u3", "a3"} {
+		msgs = append(msgs, core.ChatMessage{Role: core.RoleUser, Content: c})
+	}
+	if err := src.AppendMessages(ctx, s.ID, msgs); err != nil {
+		t.Fatal(err)
+	}
+	// Written a while before the compaction, as they are.
+	if _, err := src.w.DB.ExecContext(ctx, `UPDATE messages SET created_at = created_at - 60000`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := dst.CopyFrom(ctx, src, nil); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := src.CompactHistory(ctx, s.ID, 2, "sum of u1..a2"); err != nil || n != 4 {
+		t.Fatalf("compact: replaced %d (%v), want 4", n, err)
+	}
+	if _, _, err := src.Enqueue(ctx, msgItem(conv, "b", "on SQLite only")); err != nil {
+		t.Fatal(err)
+	}
+	report, err := dst.CopyFrom(ctx, src, nil)
+	if err != nil {
+		t.Fatalf("a re-run after a compaction on SQLite only: %v; want what is new copied", err)
+	}
+	for _, c := range report {
+		if c.Table == "queue" && c.Copied != 1 {
+			t.Fatalf("queue: %d of %d rows copied; want the new one", c.Copied, c.Rows)
+		}
+	}
+}
