@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"syscall"
 	"time"
 
 	"github.com/opentalon/opentalon/config"
@@ -143,9 +144,16 @@ func cmdRestore(ctx context.Context, g *globalFlags, args []string, io Stdio, en
 
 	// Restored by root (sudo), the database would be root's and the
 	// gateway, run as the directory's owner, could not open it.
+	// The file is opened without following a link: the directory's
+	// owner may have put one in its place meanwhile.
 	if uid, gid, ok := dirOwner(dir); ok {
-		if err := os.Chown(tmp, uid, gid); err != nil {
-			return fmt.Errorf("restore: give the restored database to %s's owner (uid %d): %w; nothing was changed", dir, uid, err)
+		f, err := os.OpenFile(tmp, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+		if err == nil {
+			err = chownOwn(f, uid, gid)
+			f.Close()
+		}
+		if err != nil {
+			return fmt.Errorf("restore: give the restored database %s to %s's owner: %w; nothing was changed", tmp, dir, err)
 		}
 	}
 	cur := filepath.Join(dir, store.FileName)

@@ -71,7 +71,13 @@ func lockDataDir(dir string) (*dataDirLock, error) {
 		return nil, err
 	}
 	path := filepath.Join(dir, lockFileName)
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	// Never through a link: the directory's owner may make the lock file
+	// one to any file, and root (a command run with sudo) would write
+	// the PID into that file and give it to the owner.
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW, 0o600)
+	if errors.Is(err, syscall.ELOOP) {
+		return nil, fmt.Errorf("open lock file %s (state.data_dir): it is a symbolic link; opentalon makes it itself: remove it (rm %s) and start again", path, path)
+	}
 	if errors.Is(err, fs.ErrPermission) {
 		return nil, fmt.Errorf("open lock file %s (state.data_dir): %w; the data directory and its files must belong to the user opentalon runs as "+
 			"(a command run as root may have made them root's): chown -R USER %s, with the user the gateway runs as", path, err, dir)
@@ -83,7 +89,10 @@ func lockDataDir(dir string) (*dataDirLock, error) {
 	// sudo), the file would be root's, and the gateway, run as the
 	// directory's owner, could not start again.
 	if uid, gid, ok := dirOwner(dir); ok {
-		_ = f.Chown(uid, gid)
+		if err := chownOwn(f, uid, gid); err != nil {
+			f.Close()
+			return nil, fmt.Errorf("lock file %s (state.data_dir): %w", path, err)
+		}
 	}
 	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
 		defer f.Close()
@@ -122,6 +131,26 @@ func dirOwner(dir string) (uid, gid int, ok bool) {
 		return 0, 0, false
 	}
 	return int(st.Uid), int(st.Gid), true
+}
+
+// chownOwn gives the file f, which root opened in a data directory of
+// another user's, to that user (uid, gid). It refuses a file with other
+// names too (a hard link the directory's owner made to a file of
+// root's, say) and anything but a regular file: giving those away would
+// hand the owner files that are not the data directory's.
+func chownOwn(f *os.File, uid, gid int) error {
+	fi, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok || !fi.Mode().IsRegular() || st.Nlink != 1 {
+		return fmt.Errorf("not given to the data directory's owner (uid %d): it is no regular file with one name; remove it and run the command again", uid)
+	}
+	if err := f.Chown(uid, gid); err != nil {
+		return fmt.Errorf("give it to the data directory's owner (uid %d): %w", uid, err)
+	}
+	return nil
 }
 
 // dataDirBusy is lockDataDir's error when another process holds the lock.

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -95,5 +96,48 @@ func TestLockFileOfAnotherUserNamesTheFix(t *testing.T) {
 	_, err := lockDataDir(dir)
 	if err == nil || !strings.Contains(err.Error(), "chown -R") || !strings.Contains(err.Error(), dir) {
 		t.Fatalf("lockDataDir on a lock file it may not open: %v; want the fix (chown -R ... %s)", err, dir)
+	}
+}
+
+// Root (restore, state migrate or affinity reset run with sudo) gives
+// the lock file to the data directory's owner. That owner (the service's
+// user) may have made the lock file a link to a file of root's: root must
+// neither give that file away nor write into it, or the service's user
+// would own any file of the machine.
+func TestLockAsRootFollowsNoLinkOutOfTheDataDir(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: it checks what root does in another user's data directory")
+	}
+	const owner = 65534 // nobody
+	dir := filepath.Join(t.TempDir(), "data")
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(dir, owner, owner); err != nil {
+		t.Fatal(err)
+	}
+	victim := filepath.Join(t.TempDir(), "shadow")
+	if err := os.WriteFile(victim, []byte("root's secret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(victim, filepath.Join(dir, lockFileName)); err != nil {
+		t.Fatal(err)
+	}
+	l, err := lockDataDir(dir)
+	if err == nil {
+		l.release()
+	}
+	fi, serr := os.Stat(victim)
+	if serr != nil {
+		t.Fatal(serr)
+	}
+	if st := fi.Sys().(*syscall.Stat_t); st.Uid != 0 || st.Gid != 0 {
+		t.Errorf("the file the lock file links to was given to %d:%d", st.Uid, st.Gid)
+	}
+	if b, _ := os.ReadFile(victim); string(b) != "root's secret\n" {
+		t.Errorf("the file the lock file links to was written: %q", b)
+	}
+	if err == nil || !strings.Contains(err.Error(), "symbolic link") || !strings.Contains(err.Error(), lockFileName) {
+		t.Errorf("lockDataDir on a lock file that is a link: %v; want a refusal naming it", err)
 	}
 }
