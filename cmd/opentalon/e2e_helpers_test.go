@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -130,6 +131,24 @@ func startBinaryAt(t *testing.T, bin string, env, extraEnv []string, args ...str
 	t.Helper()
 	cmd := exec.Command(bin, args...)
 	cmd.Env = append(append(append([]string(nil), env...), "OPENTALON_E2E_MAIN=1"), extraEnv...)
+	return startCmd(t, cmd)
+}
+
+// startService runs `opentalon args...` as startBinary does, in a session
+// of its own: with no controlling terminal, as a service manager or a
+// container starts it (the test may run on a terminal).
+func startService(t *testing.T, extraEnv []string, args ...string) *binProc {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], args...)
+	cmd.Env = append(append(childEnv(), "OPENTALON_E2E_MAIN=1"), extraEnv...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	return startCmd(t, cmd)
+}
+
+// startCmd starts cmd with its stdin and stdout on pipes and its stderr
+// kept; it is killed when the test ends.
+func startCmd(t *testing.T, cmd *exec.Cmd) *binProc {
+	t.Helper()
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		t.Fatal(err)

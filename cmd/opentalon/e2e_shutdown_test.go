@@ -5,6 +5,9 @@ package main
 
 import (
 	"context"
+	"errors"
+	"os"
+	"os/exec"
 	"strings"
 	"syscall"
 	"testing"
@@ -206,6 +209,7 @@ func restartAndExpect(t *testing.T, path, want string) {
 // to kill the gateway on the spot: no graceful shutdown, and a death
 // systemd's Restart=on-failure counts as clean, so the bot stayed down.
 // It is a warning now that says to restart, and the gateway answers on.
+// (A service has no controlling terminal: the SIGHUP was sent.)
 func TestE2ESIGHUPKeepsTheGatewayRunning(t *testing.T) {
 	t.Parallel()
 	if testing.Short() {
@@ -214,7 +218,7 @@ func TestE2ESIGHUPKeepsTheGatewayRunning(t *testing.T) {
 	llm := providertest.NewOpenAI(t)
 	dir := t.TempDir()
 	path := writeConfig(t, testConfig(dir, llm.BaseURL(), ""))
-	p := startBinary(t, nil, "--config", path, "run")
+	p := startService(t, nil, "--config", path, "run")
 	p.send("first question")
 	p.waitLine("echo: first question")
 	if err := p.cmd.Process.Signal(syscall.SIGHUP); err != nil {
@@ -231,5 +235,50 @@ func TestE2ESIGHUPKeepsTheGatewayRunning(t *testing.T) {
 	}
 	if code := p.exitCode(30 * time.Second); code != 0 {
 		t.Fatalf("exit code %d after SIGHUP then SIGTERM; stderr:\n%s", code, p.stderr.String())
+	}
+}
+
+// A gateway started on a terminal (an SSH session, a terminal window)
+// with channels besides the console: the terminal's hang-up ends it, as
+// it always did, whatever its channels. Kept running, it would answer on
+// unseen, holding the data directory against the next start.
+func TestE2EHangUpEndsAGatewayOnATerminal(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("starts processes")
+	}
+	llm := providertest.NewOpenAI(t)
+	bot := telegramtest.New(t, tgToken)
+	dir := t.TempDir()
+	path := writeConfig(t, telegramConfig(dir, llm.BaseURL(), bot.URL))
+	master, slave := openPTY(t)
+	cmd := exec.Command(os.Args[0], "--config", path, "run")
+	cmd.Env = append(childEnv(), "OPENTALON_E2E_MAIN=1")
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = slave, slave, slave
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	slave.Close()
+	t.Cleanup(func() { cmd.Process.Kill() })
+	scr := &screen{eof: make(chan struct{})}
+	go scr.read(master)
+	// Up and answering on Telegram.
+	bot.AddUpdate(bot.Private(telegramtest.User(42, "alice"), "hello"))
+	bot.WaitSent(t, 1, 20*time.Second)
+
+	master.Close() // the terminal goes away: the kernel sends SIGHUP
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) {
+			t.Fatalf("after the hang-up: %v; want the gateway ended by it", err)
+		}
+	case <-time.After(30 * time.Second):
+		cmd.Process.Kill()
+		<-done
+		t.Fatalf("the gateway still ran 30s after its terminal hung up; the terminal showed:\n%s", scr.String())
 	}
 }

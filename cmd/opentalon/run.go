@@ -42,9 +42,6 @@ func cmdRun(ctx context.Context, g *globalFlags, args []string, io Stdio, env co
 		return operatorError{err}
 	}
 	interactive := consoleOnly(cfg) && isTerminal(io.In) && isTerminal(io.Out)
-	if !interactive {
-		defer keepRunningOnHangup(log)()
-	}
 	logPath := ""
 	if interactive {
 		f, err := openLogFile(cfg.State.DataDir)
@@ -56,6 +53,9 @@ func cmdRun(ctx context.Context, g *globalFlags, args []string, io Stdio, env co
 			return err
 		}
 		logPath = f.Name()
+	}
+	if !hasControllingTerminal() {
+		defer keepRunningOnHangup(log)()
 	}
 	log.Info("config loaded", "source", src)
 	app, err := buildRunApp(ctx, cfg, AppOptions{Stdin: io.In, Stdout: io.Out, Interactive: interactive, Logger: log})
@@ -90,9 +90,12 @@ func cmdRun(ctx context.Context, g *globalFlags, args []string, io Stdio, env co
 // graceful shutdown, and a service manager counts that death as a clean
 // exit (systemd's Restart=on-failure does not restart it), so an operator
 // who sent it to reload the config found the bot down. The config is read
-// once, at start: the warning says to restart. On a terminal (the console
-// alone) a hang-up still ends the session. The returned stop restores the
-// default.
+// once, at start: the warning says to restart. It is for a process with
+// no controlling terminal only (a service, a container), where a SIGHUP
+// is always one somebody sent; on a terminal it is the hang-up (the
+// window closed, the SSH session ended) and still ends the gateway,
+// whatever its channels, rather than leave it running unseen and
+// holding the data directory. The returned stop restores the default.
 func keepRunningOnHangup(log *slog.Logger) (stop func()) {
 	ch := make(chan os.Signal, 1)
 	signal.Notify(ch, syscall.SIGHUP)
@@ -109,6 +112,18 @@ func keepRunningOnHangup(log *slog.Logger) (stop func()) {
 		}
 	}()
 	return func() { signal.Stop(ch); close(done) }
+}
+
+// hasControllingTerminal says whether this process has a controlling
+// terminal, whose hang-up the kernel signals with SIGHUP: /dev/tty opens
+// only then.
+func hasControllingTerminal() bool {
+	fd, err := unix.Open("/dev/tty", unix.O_RDONLY|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return false
+	}
+	unix.Close(fd)
+	return true
 }
 
 // startFailed is the outcome of run when its start-up failed with err:
