@@ -62,8 +62,11 @@ func TestE2ESecondRunOnOneDataDirExits(t *testing.T) {
 	if err := os.WriteFile(bk, []byte("not looked at"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	for _, args := range [][]string{{"affinity", "reset"}, {"restore", bk}} {
-		res := runMain(t, nil, "", append([]string{"--config", path}, args...)...)
+	// state migrate takes the lock before it connects: the server is
+	// never reached.
+	dsn := map[string]string{"OPENTALON_POSTGRES_DSN": "postgres://opentalon@127.0.0.1:1/opentalon"}
+	for _, args := range [][]string{{"affinity", "reset"}, {"restore", bk}, {"state", "migrate", "--from", "sqlite", "--to", "postgres"}} {
+		res := runMain(t, dsn, "", append([]string{"--config", path}, args...)...)
 		if res.code != 1 || !strings.Contains(res.stderr, "stop it first") || strings.Contains(res.stderr, "another state.data_dir") {
 			t.Errorf("%v while the gateway runs: exit %d\n%s; want it told to stop the gateway, not to use another state.data_dir", args, res.code, res.stderr)
 		}
