@@ -54,6 +54,7 @@ func Run(t *testing.T, e Engine) {
 	t.Run("Replied", func(t *testing.T) { testReplied(t, e) })
 	t.Run("MediaShared", func(t *testing.T) { testMediaShared(t, e) })
 	t.Run("TextIsStorable", func(t *testing.T) { testTextIsStorable(t, e) })
+	t.Run("QueueView", func(t *testing.T) { testQueueView(t, e) })
 }
 
 // Clock is a settable clock for Options.Now, safe for concurrent use.
