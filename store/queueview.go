@@ -38,8 +38,8 @@ type QueueEntry struct {
 	Conversation core.ConversationKey
 	DedupeKey    string
 	Status       string
-	// Attempts counts the attempts that ended in a failure; Interruptions
-	// those cut short by a crash or a kill.
+	// Attempts counts the attempts that ended (a retry, a failure, the
+	// last one); Interruptions those cut short by a crash or a kill.
 	Attempts, Interruptions int
 	// Notified says the user was told the answer is delayed; Waiting that
 	// the running item waits for a provider's concurrency slot

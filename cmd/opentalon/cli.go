@@ -60,6 +60,9 @@ Usage:
   opentalon session export [--format yaml|json] [--out FILE] CONVERSATION
   opentalon plugins list | plugins unbind NAME   plugin names and the binaries they belong to
   opentalon pair list | pair approve CODE | pair deny CODE
+  opentalon queue [--json] [--status queued|running|failed|done|all] [--conversation CONV] [--limit N]
+                                           the request queue (default: what waits or runs, and failures of the last 24h)
+  opentalon queue show ID [--json]         one queue item in full: its message, last error, reply and what of it was sent
   opentalon doctor [--channels] [--offline]  check the config, providers, database, permissions, disk
   opentalon backup FILE                    copy the database consistently, also while the gateway runs (PostgreSQL: with pg_dump)
   opentalon restore FILE                   replace the database with a backup (the gateway must be stopped)
@@ -133,6 +136,8 @@ func Main(ctx context.Context, args []string, io Stdio, lookup func(string) (str
 		runErr = cmdLua(ctx, &g, rest, io, env, log)
 	case "memory", "session":
 		runErr = cmdMemory(ctx, cmd, &g, rest, io, env, log)
+	case "queue":
+		runErr = cmdQueue(ctx, &g, rest, io, env, log)
 	case "plugins":
 		runErr = cmdPlugins(ctx, &g, rest, io, env, log)
 	case "doctor":

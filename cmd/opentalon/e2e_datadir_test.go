@@ -43,6 +43,7 @@ func TestE2ESecondRunOnOneDataDirExits(t *testing.T) {
 		{"--config", path, "usage"},
 		{"--config", path, "affinity", "show"},
 		{"--config", path, "config", "check"},
+		{"--config", path, "queue"},
 	} {
 		if res := runMain(t, nil, "", args...); res.code != 0 {
 			t.Errorf("%v while the gateway runs: exit %d, stderr %s", args[2:], res.code, res.stderr)

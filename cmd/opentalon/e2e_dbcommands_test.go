@@ -52,6 +52,7 @@ func TestDatabaseCommandsNeedNoProvider(t *testing.T) {
 		{[]string{"pair", "list"}, "No pairing requests yet"},
 		{[]string{"plugins", "list"}, "no plugin has registered yet"},
 		{[]string{"memory", "list"}, ""},
+		{[]string{"queue"}, "queue: 0 queued, 0 running"},
 		{[]string{"backup", backup}, "backed up"},
 		{[]string{"restore", backup}, "restored"},
 		{[]string{"healthcheck"}, "healthy"},
@@ -78,6 +79,8 @@ func TestDatabaseCommandsNeedNoProvider(t *testing.T) {
 		{[]string{"pair", "approve"}, "usage: opentalon pair"},
 		{[]string{"plugins", "unbind"}, "usage: opentalon plugins"},
 		{[]string{"backup"}, "usage: opentalon backup FILE"},
+		{[]string{"queue", "--nope"}, "usage: opentalon queue [--json]"},
+		{[]string{"queue", "show", "x"}, "is not a queue item id"},
 	} {
 		res := runMain(t, noHome, "", tc.args...)
 		if res.code != 2 || !strings.Contains(res.stderr, tc.want) {

@@ -36,6 +36,7 @@ func TestHelpGoesToStdout(t *testing.T) {
 		{[]string{"help", "memory"}, "opentalon memory search [--user CHANNEL:ID] [--tag T] [--limit N] [--json] WORDS...", "opentalon session"},
 		{[]string{"complete", "-h"}, "--no-stream", "opentalon doctor"},
 		{[]string{"lua", "test", "--help"}, "--channel C, --user U", "opentalon doctor"},
+		{[]string{"queue", "--help"}, "opentalon queue show ID [--json]", "opentalon doctor"},
 	} {
 		res := runMain(t, nil, "", tc.args...)
 		if res.code != 0 || !strings.Contains(res.stdout, tc.want) || res.stderr != "" ||

@@ -79,6 +79,9 @@ var postgresSuite = []string{
 	// The status page's API and /metrics read the store too.
 	"TestStatusAPIShapes",
 	"TestE2EMetricsAfterTelegramTraffic",
+	// `opentalon queue` reads the leases replicas hold.
+	"TestE2EQueueBesideRunningGateway",
+	"TestE2EQueueStates",
 }
 
 func TestE2EOnPostgres(t *testing.T) {
