@@ -138,6 +138,13 @@ func TestE2EQueueStates(t *testing.T) {
 	later.NotBefore = time.Now().Add(2 * time.Hour)
 	bobID := enqueue(later)
 	badID := enqueue(core.QueueItem{Kind: core.EventMessage, Conversation: bob, DedupeKey: "telegram:43:m:2"})
+	// A schedule's firing and a reaction, in a conversation of their own.
+	team := core.ConversationKey{Channel: "telegram", Chat: "44"}
+	firing := &core.Firing{ScheduleID: 7, At: time.Now(), Source: "user", Conversation: team, Plugin: "weather", Action: "forecast",
+		Args: map[string]string{"api_key": "secret-arg-value", "city": "Oslo"}, Creator: "telegram:42"}
+	firingID := enqueue(core.QueueItem{Kind: core.EventScheduled, Conversation: team, DedupeKey: "schedule:7:1", Firing: firing})
+	reactionID := enqueue(core.QueueItem{Kind: core.EventReaction, Conversation: team, DedupeKey: "telegram:44:r:1",
+		Reaction: &core.Reaction{Conversation: team, EventID: "r1", MessageID: "900", UserID: "42", Emoji: "👍", Added: true, Polarity: core.Positive}})
 	before, err := db.QueueEntries(ctx, store.QueueQuery{})
 	if err != nil {
 		t.Fatal(err)
@@ -145,7 +152,9 @@ func TestE2EQueueStates(t *testing.T) {
 
 	res := runMain(t, nil, "", "--config", path, "queue")
 	for _, want := range []*regexp.Regexp{
-		regexp.MustCompile(`queue: 2 queued, 0 running, 1 failed \(1 in the last 24h\), 0 done`),
+		regexp.MustCompile(`queue: 4 queued, 0 running, 1 failed \(1 in the last 24h\), 0 done`),
+		regexp.MustCompile(fmt.Sprintf(`(?m)^%d\s+telegram:44\s+schedule\s+telegram:42\s+queued`, firingID)),
+		regexp.MustCompile(fmt.Sprintf(`(?m)^%d\s+telegram:44\s+reaction\s+42\s+queued`, reactionID)),
 		regexp.MustCompile(fmt.Sprintf(`(?m)^%d\s+telegram:42\s+message\s+Alice \(42\)\s+failed\s+1\s+0\s+.*provider said 500 ⏎ and then some$`, aliceID)),
 		regexp.MustCompile(fmt.Sprintf(`(?m)^%d\s+telegram:43\s+message\s+43\s+queued\s+0\s+0\s+\S+\s+in \S+\s+-\s+-$`, bobID)),
 		regexp.MustCompile(fmt.Sprintf(`(?m)^%d\s+telegram:43\s+message\s+\?\s+queued`, badID)),
@@ -176,20 +185,33 @@ func TestE2EQueueStates(t *testing.T) {
 		t.Fatalf("queue show of the unreadable row: exit %d\n%s%s", res.code, res.stdout, res.stderr)
 	}
 
+	res = runMain(t, nil, "", "--config", path, "queue", "show", fmt.Sprint(firingID))
+	if res.code != 0 || !strings.Contains(res.stdout, "schedule      #7 (user), firing of ") || !strings.Contains(res.stdout, "action        weather.forecast (arguments: api_key, city)") {
+		t.Fatalf("queue show of a firing: exit %d\n%s%s", res.code, res.stdout, res.stderr)
+	}
+	res = runMain(t, nil, "", "--config", path, "queue", "show", fmt.Sprint(reactionID))
+	if res.code != 0 || !strings.Contains(res.stdout, "reaction      added 👍 on message 900") {
+		t.Fatalf("queue show of a reaction: exit %d\n%s%s", res.code, res.stdout, res.stderr)
+	}
+
 	// The filters, and what --limit leaves out.
 	conv := queueJSON[queueListJSON](t, path, "--status", "all", "--conversation", "telegram:42")
 	if len(conv.Items) != 1 || conv.Items[0].ID != aliceID || conv.Counts["failed"] != 1 || conv.Counts["queued"] != 0 {
 		t.Fatalf("queue --conversation telegram:42 = %+v; want Alice's item alone", conv)
 	}
 	res = runMain(t, nil, "", "--config", path, "queue", "--status", "queued", "--limit", "1")
-	if res.code != 0 || !strings.Contains(res.stdout, "showing 1 of 2; --limit 1 shows more") || !strings.Contains(res.stdout, fmt.Sprintf("\n%d ", bobID)) {
+	if res.code != 0 || !strings.Contains(res.stdout, "showing 1 of 4; --limit 1 shows more") || !strings.Contains(res.stdout, fmt.Sprintf("\n%d ", bobID)) {
 		t.Fatalf("queue --status queued --limit 1: exit %d\n%s%s", res.code, res.stdout, res.stderr)
 	}
 
 	// No secret of the payload is printed, in any form.
-	for _, args := range [][]string{{"queue", "--status", "all"}, {"queue", "--status", "all", "--json"}, {"queue", "show", fmt.Sprint(aliceID), "--json"}} {
+	for _, args := range [][]string{{"queue", "--status", "all"}, {"queue", "--status", "all", "--json"}, {"queue", "show", fmt.Sprint(aliceID), "--json"},
+		{"queue", "show", fmt.Sprint(firingID)}, {"queue", "show", fmt.Sprint(firingID), "--json"}} {
 		res := runMain(t, nil, "", append([]string{"--config", path}, args...)...)
-		if strings.Contains(res.stdout+res.stderr, "secret-in-meta") || strings.Contains(res.stdout+res.stderr, "secret-file-url") {
+		if res.code != 0 || !strings.Contains(res.stdout, "telegram:4") {
+			t.Fatalf("%v: exit %d\n%s%s", args, res.code, res.stdout, res.stderr)
+		}
+		if out := res.stdout + res.stderr; strings.Contains(out, "secret-in-meta") || strings.Contains(out, "secret-file-url") || strings.Contains(out, "secret-arg-value") {
 			t.Fatalf("%v printed what the platform handed over for the answer:\n%s", args, res.stdout)
 		}
 	}
