@@ -108,20 +108,24 @@ func (db *DB) QueueEntries(ctx context.Context, q QueueQuery) ([]QueueEntry, err
 		where = append(where, `updated_at >= ?`)
 		args = append(args, q.Since.UnixMilli())
 	}
-	query := `SELECT ` + queueEntryCols + ` FROM queue`
-	if len(where) > 0 {
-		query += ` WHERE ` + strings.Join(where, ` AND `)
-	}
+	order := ` ORDER BY id`
 	if q.NewestFirst {
-		query += ` ORDER BY updated_at DESC, id DESC`
-	} else {
-		query += ` ORDER BY id`
+		order = ` ORDER BY updated_at DESC, id DESC`
 	}
 	limit := q.Limit
 	if limit <= 0 {
 		limit = 100
 	}
-	query += ` LIMIT ?`
+	// The rows are picked by their ids first and read whole after: a sort
+	// that carried every matching row's payload (on SQLite, of a queue of
+	// 100,000 rows kept for state.retention, a second of sorting and of
+	// read transaction, which holds back the gateway's checkpoints) sorts
+	// ids alone.
+	pick := `SELECT id FROM queue`
+	if len(where) > 0 {
+		pick += ` WHERE ` + strings.Join(where, ` AND `)
+	}
+	query := `SELECT ` + queueEntryCols + ` FROM queue WHERE id IN (` + pick + order + ` LIMIT ?)` + order
 	args = append(args, limit)
 	rows, err := db.r.QueryContext(ctx, query, args...)
 	if err != nil {

@@ -89,6 +89,7 @@ func testQueueView(t *testing.T, e Engine) {
 	if len(failed) == 0 || failed[0].ID != b2 || failed[0].LastError != "late" || failed[0].Attempts != 1 {
 		t.Fatalf("failed, newest first = %v (%+v); want b2 first with its error", ids(failed), failed)
 	}
+	same("failed, newest first, limit 1", list(store.QueueQuery{Statuses: []string{core.StatusFailed}, NewestFirst: true, Limit: 1}), b2)
 	same("failed within the hour", list(store.QueueQuery{Statuses: []string{core.StatusFailed}, Since: clock.Now().Add(-time.Hour)}), b2)
 	same("unfinished", list(store.QueueQuery{Statuses: []string{core.StatusQueued, core.StatusRunning}}), a1, a2)
 
