@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"flag"
@@ -12,6 +13,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/opentalon/opentalon/config"
 	"github.com/opentalon/opentalon/core"
@@ -181,7 +184,7 @@ func runQueueList(ctx context.Context, db queueStore, now time.Time, a queueArgs
 		for _, e := range es {
 			doc.Items = append(doc.Items, entryJSON(e, now))
 		}
-		return writeJSON(out, doc)
+		return writeQueueJSON(out, doc)
 	}
 	fmt.Fprintln(out, queueSummary(tally, a.conversation))
 	if len(es) == 0 {
@@ -193,6 +196,8 @@ func runQueueList(ctx context.Context, db queueStore, now time.Time, a queueArgs
 		}
 		return nil
 	}
+	// Every text from the database is made safe for the terminal
+	// (termText): a user's name, an error a provider wrote.
 	tw := tabwriter.NewWriter(out, 0, 2, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tCONVERSATION\tKIND\tUSER\tSTATUS\tTRIES\tINTR\tAGE\tNOT BEFORE\tHOLDER / LEASE\tLAST ERROR")
 	var unreadable []string
@@ -201,10 +206,11 @@ func runQueueList(ctx context.Context, db queueStore, now time.Time, a queueArgs
 		if e.Waiting && e.Status == core.StatusRunning {
 			status += " (waits for a model)"
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\n", e.ID, e.Conversation, e.Kind, dash(entryUser(e)), status,
-			e.Attempts, e.Interruptions, humanSpan(now.Sub(e.CreatedAt)), notBefore(e, now), holderLease(e, now), dash(cut(oneLine(e.LastError), 60)))
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\n", e.ID, termText(e.Conversation.String()), termText(string(e.Kind)),
+			dash(termText(entryUser(e))), termText(status), e.Attempts, e.Interruptions, humanSpan(now.Sub(e.CreatedAt)), notBefore(e, now),
+			termText(holderLease(e, now)), dash(cut(oneLine(e.LastError), 60)))
 		if e.PayloadError != "" {
-			unreadable = append(unreadable, fmt.Sprintf("#%d: %s", e.ID, e.PayloadError))
+			unreadable = append(unreadable, fmt.Sprintf("#%d: %s", e.ID, termText(e.PayloadError)))
 		}
 	}
 	if err := tw.Flush(); err != nil {
@@ -235,7 +241,7 @@ func queueSummary(t store.QueueTally, conv string) string {
 		switch s {
 		case core.StatusQueued, core.StatusRunning, core.StatusFailed, core.StatusDone:
 		default:
-			other = append(other, fmt.Sprintf("%d %s", t.ByStatus[s], s))
+			other = append(other, fmt.Sprintf("%d %s", t.ByStatus[s], termText(s)))
 		}
 	}
 	sort.Strings(other)
@@ -262,15 +268,18 @@ func runQueueShow(ctx context.Context, db queueStore, now time.Time, a queueArgs
 	if a.json {
 		doc := entryJSON(e, now)
 		doc.Reply = replyJSON(reply)
-		return writeJSON(out, doc)
+		return writeQueueJSON(out, doc)
 	}
 	tw := tabwriter.NewWriter(out, 0, 2, 2, ' ', 0)
-	row := func(k, format string, v ...any) { fmt.Fprintf(tw, "%s\t%s\n", k, fmt.Sprintf(format, v...)) }
+	// Every text from the database is made safe for the terminal
+	// (termText) as its row is written: a user's name, a file's name, an
+	// error a provider wrote.
+	row := func(k, format string, v ...any) { fmt.Fprintf(tw, "%s\t%s\n", k, termText(fmt.Sprintf(format, v...))) }
 	row("id", "%d", e.ID)
 	row("status", "%s", e.Status)
 	row("kind", "%s", e.Kind)
 	row("conversation", "%s", e.Conversation)
-	row("dedupe key", "%s", e.DedupeKey)
+	row("dedupe key", "%s", dash(e.DedupeKey))
 	row("accepted", "%s (%s ago)", stamp(e.CreatedAt), humanSpan(now.Sub(e.CreatedAt)))
 	row("last change", "%s (%s ago)", stamp(e.UpdatedAt), humanSpan(now.Sub(e.UpdatedAt)))
 	row("attempts", "%d ended (a retry, a failure or the last one), %d interrupted (a crash or a kill)", e.Attempts, e.Interruptions)
@@ -482,6 +491,31 @@ func replyJSON(r *core.Reply) *queueReplyJSON {
 	return j
 }
 
+// writeQueueJSON is writeJSON with what encoding/json leaves as it is
+// but a terminal may act on escaped too, for JSON printed rather than
+// piped: the C1 control characters (U+009B starts an escape sequence,
+// as ESC [ does) and the bidirectional overrides (they reorder what is
+// shown). They are only ever in strings; the JSON read back is the same.
+func writeQueueJSON(out io.Writer, v any) error {
+	var buf bytes.Buffer
+	if err := writeJSON(&buf, v); err != nil {
+		return err
+	}
+	b := buf.Bytes()
+	clean := make([]byte, 0, len(b))
+	for len(b) > 0 {
+		r, size := utf8.DecodeRune(b)
+		if r >= 0x7f && unsafeRune(r) {
+			clean = fmt.Appendf(clean, `\u%04x`, r)
+		} else {
+			clean = append(clean, b[:size]...)
+		}
+		b = b[size:]
+	}
+	_, err := out.Write(clean)
+	return err
+}
+
 func deliveryLine(d deliveryJSON) string {
 	switch {
 	case !d.Sent:
@@ -574,9 +608,50 @@ func dash(s string) string {
 	return s
 }
 
-// oneLine joins s's lines with " ⏎ ".
+// oneLine is s for the terminal (termText) with its runs of spaces
+// made one.
 func oneLine(s string) string {
-	return strings.Join(strings.Fields(strings.ReplaceAll(s, "\n", " ⏎ ")), " ")
+	return strings.Join(strings.Fields(termText(s)), " ")
+}
+
+// termText is s made safe to print on an operator's terminal, on one
+// line: a line break becomes " ⏎ ", a tab a space, and what a terminal
+// would act on rather than show is written as an escape (\x1b, \u009b,
+// \u202e): the control characters (an ANSI escape sequence a user put in
+// their name could otherwise rewrite the screen or the window's title),
+// the bidirectional overrides (they reorder what is shown), and bytes
+// that are not UTF-8.
+func termText(s string) string {
+	if utf8.ValidString(s) && !strings.ContainsFunc(s, unsafeRune) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); {
+		r, size := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && size == 1:
+			fmt.Fprintf(&b, `\x%02x`, s[i])
+		case r == '\r' && strings.HasPrefix(s[i+size:], "\n"):
+			// \r\n is one line break.
+		case r == '\n' || r == '\u2028' || r == '\u2029':
+			b.WriteString(" ⏎ ")
+		case r == '\t':
+			b.WriteByte(' ')
+		case r < 0x80 && unicode.IsControl(r):
+			fmt.Fprintf(&b, `\x%02x`, r)
+		case unsafeRune(r):
+			fmt.Fprintf(&b, `\u%04x`, r)
+		default:
+			b.WriteRune(r)
+		}
+		i += size
+	}
+	return b.String()
+}
+
+// unsafeRune says termText does not print r as it is.
+func unsafeRune(r rune) bool {
+	return unicode.IsControl(r) || unicode.Is(unicode.Bidi_Control, r) || r == '\u2028' || r == '\u2029'
 }
 
 // cut shortens s to n characters (runes), marking the cut.
