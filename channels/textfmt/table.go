@@ -232,6 +232,10 @@ func writeSpaces(b *bytes.Buffer, n int) {
 	}
 }
 
+// DisplayWidth is the columns s takes in a terminal (displayWidth), for
+// the command line's tables.
+func DisplayWidth(s string) int { return displayWidth(s) }
+
 // displayWidth is the columns s takes in a monospace font: two for an
 // East Asian wide or fullwidth character, none for a combining mark or
 // a format character (a zero-width space), one for the rest.

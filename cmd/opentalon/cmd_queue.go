@@ -16,6 +16,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/opentalon/opentalon/channels/textfmt"
 	"github.com/opentalon/opentalon/config"
 	"github.com/opentalon/opentalon/core"
 	"github.com/opentalon/opentalon/store"
@@ -198,22 +199,21 @@ func runQueueList(ctx context.Context, db queueStore, now time.Time, a queueArgs
 	}
 	// Every text from the database is made safe for the terminal
 	// (termText): a user's name, an error a provider wrote.
-	tw := tabwriter.NewWriter(out, 0, 2, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tCONVERSATION\tKIND\tUSER\tSTATUS\tTRIES\tINTR\tAGE\tNOT BEFORE\tHOLDER / LEASE\tLAST ERROR")
+	table := [][]string{{"ID", "CONVERSATION", "KIND", "USER", "STATUS", "TRIES", "INTR", "AGE", "NOT BEFORE", "HOLDER / LEASE", "LAST ERROR"}}
 	var unreadable []string
 	for _, e := range es {
 		status := e.Status
 		if e.Waiting && e.Status == core.StatusRunning {
 			status += " (waits for a model)"
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\n", e.ID, termText(e.Conversation.String()), termText(string(e.Kind)),
-			dash(termText(entryUser(e))), termText(status), e.Attempts, e.Interruptions, humanSpan(now.Sub(e.CreatedAt)), notBefore(e, now),
-			termText(holderLease(e, now)), dash(cut(oneLine(e.LastError), 60)))
+		table = append(table, []string{strconv.FormatInt(e.ID, 10), termText(e.Conversation.String()), termText(string(e.Kind)),
+			dash(termText(entryUser(e))), termText(status), strconv.Itoa(e.Attempts), strconv.Itoa(e.Interruptions),
+			humanSpan(now.Sub(e.CreatedAt)), notBefore(e, now), termText(holderLease(e, now)), dash(cut(oneLine(e.LastError), 60))})
 		if e.PayloadError != "" {
 			unreadable = append(unreadable, fmt.Sprintf("#%d: %s", e.ID, termText(e.PayloadError)))
 		}
 	}
-	if err := tw.Flush(); err != nil {
+	if err := writeTable(out, table); err != nil {
 		return err
 	}
 	for _, u := range unreadable {
@@ -652,6 +652,33 @@ func termText(s string) string {
 // unsafeRune says termText does not print r as it is.
 func unsafeRune(r rune) bool {
 	return unicode.IsControl(r) || unicode.Is(unicode.Bidi_Control, r) || r == '\u2028' || r == '\u2029'
+}
+
+// writeTable writes rows as columns two spaces apart, each padded to the
+// columns its text takes on a terminal (a wide character takes two,
+// where text/tabwriter counts one); the last column is not padded.
+func writeTable(out io.Writer, rows [][]string) error {
+	var widths []int
+	for _, r := range rows {
+		for i := 0; i < len(r)-1; i++ {
+			if i == len(widths) {
+				widths = append(widths, 0)
+			}
+			widths[i] = max(widths[i], textfmt.DisplayWidth(r[i]))
+		}
+	}
+	var b strings.Builder
+	for _, r := range rows {
+		for i, c := range r {
+			b.WriteString(c)
+			if i < len(r)-1 {
+				b.WriteString(strings.Repeat(" ", widths[i]-textfmt.DisplayWidth(c)+2))
+			}
+		}
+		b.WriteByte('\n')
+	}
+	_, err := io.WriteString(out, b.String())
+	return err
 }
 
 // cut shortens s to n characters (runes), marking the cut.

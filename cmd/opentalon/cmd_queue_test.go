@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/opentalon/opentalon/channels/textfmt"
 	"github.com/opentalon/opentalon/core"
 	"github.com/opentalon/opentalon/store"
 )
@@ -113,5 +114,35 @@ func TestQueueOutputNeutralisesTerminalEscapes(t *testing.T) {
 	var item queueItemJSON
 	if err := json.Unmarshal([]byte(outputs["show --json"]), &item); err != nil || item.UserName != strings.ToValidUTF8(evil, "\uFFFD") {
 		t.Errorf("show --json read back: %q, %v", item.UserName, err)
+	}
+}
+
+// TestQueueTableAlignsWideCharacters: a name in wide characters (two
+// columns each on a terminal) does not push its row's later columns out
+// of line with the others'.
+func TestQueueTableAlignsWideCharacters(t *testing.T) {
+	now := time.Now()
+	conv := core.ConversationKey{Channel: "telegram", Chat: "42"}
+	var es []store.QueueEntry
+	for i, name := range []string{"bob", "山田太郎", "José", "Jose\u0301"} {
+		es = append(es, store.QueueEntry{ID: int64(i + 1), Kind: core.EventMessage, Conversation: conv, Status: core.StatusQueued,
+			CreatedAt: now, UpdatedAt: now, Message: &core.Inbound{UserID: "1", UserName: name}})
+	}
+	var out bytes.Buffer
+	if err := runQueueList(t.Context(), fakeQueue{es: es}, now, queueArgs{status: core.StatusQueued, limit: 50}, &out); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")[1:] // after the counts
+	col := -1
+	for _, l := range lines {
+		i := max(strings.Index(l, "STATUS"), strings.Index(l, "queued"))
+		if i < 0 {
+			t.Fatalf("no status in %q", l)
+		}
+		at := textfmt.DisplayWidth(l[:i])
+		if col >= 0 && at != col {
+			t.Fatalf("the STATUS column starts at column %d in one row and %d in another:\n%s", col, at, out.String())
+		}
+		col = at
 	}
 }
