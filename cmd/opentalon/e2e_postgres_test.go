@@ -283,8 +283,10 @@ func TestE2EWriteOnAReadOnlyServerNamesTheFix(t *testing.T) {
 		t.Fatalf("memory list on the primary: exit %d\n%s", res.code, res.stderr)
 	}
 	ro.SetReadOnly(true)
-	if res := runMain(t, nil, "", "--config", path, "memory", "list"); res.code != 0 {
-		t.Fatalf("memory list on a read-only server: exit %d\n%s", res.code, res.stderr)
+	for _, args := range [][]string{{"memory", "list"}, {"queue", "--status", "all"}} {
+		if res := runMain(t, nil, "", append([]string{"--config", path}, args...)...); res.code != 0 {
+			t.Fatalf("%v on a read-only server: exit %d\n%s", args, res.code, res.stderr)
+		}
 	}
 	res := runMain(t, nil, "", "--config", path, "memory", "delete", "--user", "telegram:1", "--all")
 	if res.code != 1 {
