@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"runtime"
 	"strconv"
+	"strings"
 
 	"github.com/opentalon/opentalon/core"
 	glua "github.com/yuin/gopher-lua"
@@ -173,7 +174,7 @@ func (v *vm) call(r *run, text string, md map[string]string) (outcome, error) {
 	}
 	ret := L.Get(-1)
 	L.Pop(1)
-	return readResult(r, ret, ct)
+	return readResult(r, ret, ct, text)
 }
 
 // newCtx builds the ctx table of one run.
@@ -209,8 +210,9 @@ func (v *vm) newCtx(r *run, text string, md map[string]string) *glua.LTable {
 // readResult reads a hook's return value: a filter's verdict table, or
 // the (possibly changed) ctx of a pre_hook or post_hook. A hook that
 // returns nothing leaves its ctx as the result; channel, user and
-// session_id are read-only (changes to them are not read back).
-func readResult(r *run, ret glua.LValue, ct *glua.LTable) (outcome, error) {
+// session_id are read-only (changes to them are not read back). text is
+// the message (or answer) the hook was given.
+func readResult(r *run, ret glua.LValue, ct *glua.LTable, text string) (outcome, error) {
 	t := ct
 	switch x := ret.(type) {
 	case *glua.LTable:
@@ -254,7 +256,9 @@ func readResult(r *run, ret glua.LValue, ct *glua.LTable) (outcome, error) {
 	if !ok {
 		return outcome{}, fmt.Errorf("%s returned a ctx whose message is a %s; it must be a string", r.hook, t.RawGetString("message").Type())
 	}
-	if msg == "" {
+	if strings.TrimSpace(msg) == "" && strings.TrimSpace(text) != "" {
+		// A hook that took every word away (a message with only a
+		// photo has none to take: it goes on as it came).
 		return outcome{}, fmt.Errorf("%s returned an empty message; to stop a message, return { drop = true, reason = \"...\" } from filter", r.hook)
 	}
 	out.message = msg

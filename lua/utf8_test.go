@@ -95,3 +95,36 @@ func TestDropReasonIsStorable(t *testing.T) {
 		t.Errorf("on_schedule drop = %+v, %v; want a storable reason", r, err)
 	}
 }
+
+// A message with no words (a photo without a caption) goes through a
+// hook that leaves it as it is; a hook that takes every word away from
+// one that had some fails, blank or empty alike.
+func TestEmptyMessageThroughAHook(t *testing.T) {
+	te := startEngine(t, map[string]string{"hooks.lua": `
+function pre_hook(ctx)
+  if ctx.message == "blank me" then ctx.message = "  \n " end
+  return ctx
+end
+function post_hook(ctx)
+  if ctx.message == "blank me" then ctx.message = "\t" end
+  return ctx
+end
+`}, nil)
+	for _, text := range []string{"", " "} {
+		if res := te.pre(t, text); res.Text != text || res.Drop {
+			t.Errorf("pre_hook on %q = %+v; want the message as it came", text, res)
+		}
+		if got := te.post(t, input("q"), text); got != text {
+			t.Errorf("post_hook on the answer %q = %q; want it as it came", text, got)
+		}
+	}
+	if strings.Contains(te.logs.String(), "lua hook failed") {
+		t.Fatalf("a hook that changed nothing failed:\n%s", te.logs.String())
+	}
+	if res := te.pre(t, "blank me"); res.Text != "blank me" {
+		t.Errorf("pre_hook that blanked the message = %+v; want it failed and the message as it came", res)
+	}
+	if !strings.Contains(te.logs.String(), "pre_hook returned an empty message") {
+		t.Errorf("a pre_hook that blanked the message did not fail:\n%s", te.logs.String())
+	}
+}
