@@ -2,6 +2,7 @@ package orchestrator
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"reflect"
 	"strings"
@@ -251,7 +252,7 @@ func (o *Orchestrator) Answer(ctx context.Context, t core.Turn) (core.Answer, er
 		return core.Answer{}, err
 	}
 	if res.Response == nil || showsNothing(res.Text) {
-		return core.Answer{}, core.Errorf(core.KindMalformed, "model %s returned an empty answer", res.Model)
+		return core.Answer{}, emptyAnswer(res)
 	}
 	tn.st.ActiveModel, tn.st.ActiveProfile = res.Model, res.Profile
 	if !gaveUp {
@@ -260,12 +261,66 @@ func (o *Orchestrator) Answer(ctx context.Context, t core.Turn) (core.Answer, er
 	ans := core.Answer{Model: res.Model, TaskType: res.TaskType, Reason: res.Reason, Usage: res.Usage, Text: res.Text, Files: tn.files}
 	added = append(added, steps...)
 	ans.Messages = append(added, core.ChatMessage{Role: core.RoleAssistant, Content: res.Text})
+	// An answer the provider stopped before its end is shown as far as it
+	// goes, with a note saying so (the stored history keeps only the
+	// model's words).
+	if note := o.cutNote(res); note != "" {
+		ans.Text += "\n\n" + note
+	}
 	// The user is told at the session's first compaction, which may take
 	// two (for the window, then after the model refused the prompt).
 	if compacted && o.o.Compaction.Notify && t.Session.State.Compactions == 0 {
 		ans.Text += "\n\n" + compactionNote
 	}
 	return ans, nil
+}
+
+// Notes under an answer the provider stopped before its end.
+const (
+	lengthNote = "_(My answer was cut off here: it reached the length limit for one answer. Ask me to continue, or for a shorter answer.)_"
+	filterNote = "_(The AI provider's safety filter stopped this answer before its end.)_"
+)
+
+// stoppedByFilter says a finish reason is the provider's safety filter:
+// OpenAI's "content_filter", Anthropic's "refusal".
+func stoppedByFilter(reason string) bool {
+	return reason == "content_filter" || reason == "refusal"
+}
+
+// cutNote is the note under an answer the provider cut (res.StopReason),
+// "" when it ended on its own; the operator is told in the log.
+func (o *Orchestrator) cutNote(res routing.Result) string {
+	switch r := res.StopReason; {
+	case r == "length":
+		o.log.Warn("the answer was cut at the model's output token limit; raise models.catalog.<ref>.max_output_tokens if answers are often cut", "model", res.Model, "output_tokens", res.Usage.OutputTokens)
+		return lengthNote
+	case stoppedByFilter(r):
+		o.log.Warn("the provider's safety filter stopped an answer", "model", res.Model, "stop_reason", r)
+		return filterNote
+	}
+	return ""
+}
+
+// emptyAnswer is the error of an answer that shows nothing: an empty
+// answer (malformed), or one the provider stopped before any text, at the
+// output token limit or by its safety filter, which the user is told as
+// it is (trying again the same way would not help).
+func emptyAnswer(res routing.Result) error {
+	var reason string
+	if res.Response != nil {
+		reason = res.StopReason
+	}
+	switch {
+	case reason == "length":
+		return &core.Error{Kind: core.KindBadRequest,
+			Msg: "the answer did not fit the length limit for one answer. Ask for a shorter answer, or tell the operator.",
+			Err: fmt.Errorf("model %s stopped at its output token limit before writing any text; raise models.catalog.%s.max_output_tokens", res.Model, res.Model)}
+	case stoppedByFilter(reason):
+		return &core.Error{Kind: core.KindBadRequest,
+			Msg: "the AI provider's safety filter withheld the answer. Try rephrasing your request.",
+			Err: fmt.Errorf("model %s: the provider's safety filter withheld the answer (stop reason %q)", res.Model, reason)}
+	}
+	return core.Errorf(core.KindMalformed, "model %s returned an empty answer", res.Model)
 }
 
 // showsNothing reports whether an answer would show the user nothing:

@@ -13,13 +13,14 @@ import (
 // fakeLLM answers with a fixed text and records the calls.
 type fakeLLM struct {
 	text   string
+	stop   string // the answer's StopReason
 	window int
 	calls  []routing.Call
 }
 
 func (f *fakeLLM) Chat(_ context.Context, c routing.Call) (routing.Result, error) {
 	f.calls = append(f.calls, c)
-	return routing.Result{Response: &provider.Response{Text: f.text, Usage: core.Usage{InputTokens: 3, OutputTokens: 1}}, Model: "fake/m", TaskType: "chat", Reason: "primary"}, nil
+	return routing.Result{Response: &provider.Response{Text: f.text, StopReason: f.stop, Usage: core.Usage{InputTokens: 3, OutputTokens: 1}}, Model: "fake/m", TaskType: "chat", Reason: "primary"}, nil
 }
 func (f *fakeLLM) ContextWindow(string) int { return f.window }
 
@@ -90,6 +91,42 @@ func TestEmptyAnswerIsMalformed(t *testing.T) {
 		}
 		if !tt.empty && err != nil {
 			t.Errorf("answer %q: err = %v; want the answer", tt.text, err)
+		}
+	}
+}
+
+// An answer the provider stopped before its end (finish reason
+// "length", "content_filter", Anthropic's "refusal") is not an unreadable
+// one: the user reads the text so far with a note saying why it ends
+// there, or, when there is no text, why there is none; the stored
+// history keeps only the model's words.
+func TestStoppedAnswer(t *testing.T) {
+	tests := []struct {
+		text, stop string
+		want       string // the text shown, or the error's user message
+	}{
+		{"Once upon", "length", "Once upon\n\n" + lengthNote},
+		{"Partly", "content_filter", "Partly\n\n" + filterNote},
+		{"Partly", "refusal", "Partly\n\n" + filterNote},
+		{"", "length", "Sorry, I could not answer that: the answer did not fit the length limit for one answer. Ask for a shorter answer, or tell the operator."},
+		{"", "content_filter", "Sorry, I could not answer that: the AI provider's safety filter withheld the answer. Try rephrasing your request."},
+		{"", "refusal", "Sorry, I could not answer that: the AI provider's safety filter withheld the answer. Try rephrasing your request."},
+		{"Whole", "stop", "Whole"},
+	}
+	for _, tt := range tests {
+		o := New(Options{LLM: &fakeLLM{text: tt.text, stop: tt.stop}, History: history{}})
+		ans, err := o.Answer(context.Background(), core.Turn{Text: "x"})
+		got := ans.Text
+		if err != nil {
+			got = core.UserMessage(err)
+			if strings.Contains(err.Error(), "max_output_tokens") != (tt.stop == "length") {
+				t.Errorf("%q/%s: log error %q; want the config key models.catalog.<ref>.max_output_tokens for a cut answer only", tt.text, tt.stop, err)
+			}
+		} else if last := ans.Messages[len(ans.Messages)-1].Content; last != tt.text {
+			t.Errorf("%q/%s: stored answer %q; want the model's words only", tt.text, tt.stop, last)
+		}
+		if got != tt.want {
+			t.Errorf("%q/%s: user reads %q; want %q", tt.text, tt.stop, got, tt.want)
 		}
 	}
 }
