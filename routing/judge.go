@@ -68,6 +68,13 @@ func (r *Router) maybeJudge(ctx context.Context, c Call, res Result) {
 	if j.Model == "" || res.Response == nil || res.Text == "" || len(res.ToolCalls) > 0 || (c.Purpose != "" && c.Purpose != "chat") {
 		return
 	}
+	switch res.StopReason {
+	case "length", "content_filter", "refusal":
+		// Cut at the output token limit (a config's) or by the
+		// provider's safety filter: the answer's end is not the model's
+		// to be graded on.
+		return
+	}
 	m, ok := r.cat.resolve(j.Model)
 	if !ok {
 		return

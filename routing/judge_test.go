@@ -97,6 +97,35 @@ func TestJudgeGradesAShareOfAnswers(t *testing.T) {
 // TestSweepAbandoned: an answer nothing followed for AbandonAfter is
 // recorded as abandoned, once; its weight (0 by default) leaves the
 // affinity untouched, and a later verdict on it is still recorded.
+// An answer the provider cut, at the output token limit or by its safety
+// filter, is not graded: the judge would count the cut against the
+// model's quality.
+func TestJudgeSkipsACutAnswer(t *testing.T) {
+	for _, stop := range []string{"length", "content_filter", "refusal", "stop"} {
+		judged := 0
+		r, p, _, _, _ := newTestRouter(t, func(o *Options) {
+			o.Judge = Judging{Model: "cheap", Rate: 1}
+		})
+		p.fn = func(_ provider.Credentials, req *provider.Request) (*provider.Response, error) {
+			if req.System == judgePrompt {
+				judged++
+				return &provider.Response{Text: "BAD"}, nil
+			}
+			return &provider.Response{Text: "the capital is", StopReason: stop}, nil
+		}
+		ctx := context.Background()
+		if _, err := r.Chat(ctx, Call{Purpose: "chat", Model: "p/mid", TaskType: TaskChat, Req: userMsg("what is the capital of France?")}); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.Drain(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if want := map[bool]int{true: 1, false: 0}[stop == "stop"]; judged != want {
+			t.Errorf("stop reason %q: the judge graded %d answers; want %d", stop, judged, want)
+		}
+	}
+}
+
 func TestSweepAbandoned(t *testing.T) {
 	ctx := context.Background()
 	now := time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)
