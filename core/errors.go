@@ -69,6 +69,11 @@ func Errorf(k Kind, format string, args ...any) error {
 	return &Error{Kind: k, Msg: err.Error(), Err: err}
 }
 
+// ErrFiltered is in the chain of an error (of kind KindInvalid) for a
+// request an AI provider's safety filter refused: the user is told so,
+// and neither the model nor the credential is blamed for it.
+var ErrFiltered = errors.New("the provider's safety filter refused the request")
+
 // ErrorKind returns the kind of the first *Error in err's chain.
 func ErrorKind(err error) Kind {
 	var e *Error

@@ -18,6 +18,9 @@ func UserMessage(err error) string {
 	if errors.As(err, &de) && !(ErrorKind(err) == KindInvalid && hasUserText(err)) {
 		return pre + fmt.Sprintf("I could not download %s from %s. %s", de.what(), platformName(de.Platform), again)
 	}
+	if errors.Is(err, ErrFiltered) {
+		return pre + "the AI provider's safety filter refused this request. Try rephrasing it."
+	}
 	switch ErrorKind(err) {
 	case KindRateLimited:
 		if RetryAfter(err) == 0 {

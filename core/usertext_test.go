@@ -2,6 +2,7 @@ package core_test
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -23,6 +24,10 @@ func TestUserMessagesNameTheCause(t *testing.T) {
 		// A platform's refusal (Telegram's getFile, an HTTP 404) is no
 		// sentence for the user either.
 		{&core.DownloadError{Name: "a.pdf", Platform: "discord", Err: &core.Error{Kind: core.KindBadRequest, Msg: "file download: HTTP 404"}}, "I could not download a.pdf from Discord."},
+		// A safety filter's refusal names the filter and what to do, not
+		// the provider's operator hint.
+		{&core.Error{Kind: core.KindInvalid, Msg: "provider acme: HTTP 400: the provider's safety filter refused the request", Err: fmt.Errorf("%w: content_filter: filtered", core.ErrFiltered)},
+			"could not answer that: the AI provider's safety filter refused this request. Try rephrasing it."},
 		// Unless the cause says what to tell the user.
 		{&core.DownloadError{Platform: "slack", Err: &core.Error{Kind: core.KindInvalid, Msg: "Slack sent me a sign-in page"}}, "could not answer that: Slack sent me a sign-in page"},
 	} {

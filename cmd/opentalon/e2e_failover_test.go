@@ -230,3 +230,38 @@ func TestE2ERefusingModelIsLeftForAnother(t *testing.T) {
 		t.Fatalf("the refusing model was asked %d more times for 6 messages; want at most once (then it is avoided)", after-before)
 	}
 }
+
+// TestE2ESafetyFilterRefusalIsTheUsers: a provider's safety filter that
+// refuses a prompt (Azure OpenAI's 400 content_filter) tells the user
+// so, without the operator's hint or the provider's name, and blames
+// no model: the request is not sent to another model (that would evade
+// the filter), and the next message goes to the same model as before.
+func TestE2ESafetyFilterRefusalIsTheUsers(t *testing.T) {
+	t.Parallel()
+	llm := providertest.NewOpenAI(t)
+	llm.SetReply(func(r providertest.Received) providertest.Script {
+		if strings.Contains(r.LastUser(), "forbidden") {
+			return providertest.Script{Status: 400, Body: `{"error":{"message":"The response was filtered due to the prompt triggering Azure OpenAI's content management policy. Please modify your prompt and retry.","type":null,"param":"prompt","code":"content_filter","status":400}}`}
+		}
+		return modelReply(r)
+	})
+	h := startApp(t, loadConfigFile(t, writeConfig(t, twoModelConfig(t.TempDir(), llm.BaseURL(), ""))))
+	h.send("hello there")
+	h.expect("answer from small")
+	h.send("something forbidden")
+	got := h.readUntil("Sorry")
+	if want := "Sorry, I could not answer that: the AI provider's safety filter refused this request. Try rephrasing it."; got != want {
+		t.Fatalf("a filtered prompt told the user %q; want %q", got, want)
+	}
+	filtered := 0
+	for _, r := range llm.Requests() {
+		if strings.Contains(r.LastUser(), "forbidden") {
+			filtered++
+		}
+	}
+	if filtered != 1 {
+		t.Fatalf("the filtered prompt was sent %d times; want once (no other model asked)", filtered)
+	}
+	h.send("what is the weather like?")
+	h.expect("answer from small")
+}

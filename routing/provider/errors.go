@@ -68,7 +68,28 @@ func (e apiError) detail() string {
 var (
 	billingPhrases = []string{"insufficient_quota", "billing", "credit balance", "exceeded your current quota", "payment required"}
 	contextPhrases = []string{"context_length_exceeded", "prompt is too long", "maximum context length", "context length", "context window", "exceed context limit"}
+	// filterPhrases are a safety filter's refusal of the prompt (Azure
+	// OpenAI's content_filter, OpenAI's content_policy_violation and
+	// invalid_prompt "flagged as potentially violating our usage policy").
+	filterPhrases = []string{"content_filter", "content_policy_violation", "content management policy", "flagged as potentially violating"}
 )
+
+// filtered says an error answer is a safety filter's refusal of the
+// request: the user's content, not the model, the credential or the
+// config, is what it refused.
+func filtered(status int, e apiError) bool {
+	return (status == 0 || status == 400 || status == 422) && containsAny(strings.ToLower(e.Type+" "+e.Code+" "+e.Message), filterPhrases)
+}
+
+// detailErr is the scrubbed detail of an error answer, with
+// core.ErrFiltered in its chain for a safety filter's refusal.
+func detailErr(status int, e apiError, secret string) error {
+	d := scrub(e.detail(), secret)
+	if filtered(status, e) {
+		return fmt.Errorf("%w: %s", core.ErrFiltered, d)
+	}
+	return errors.New(d)
+}
 
 func containsAny(s string, phrases []string) bool {
 	for _, p := range phrases {
@@ -88,6 +109,8 @@ func kindOf(status int, e apiError) core.Kind {
 		return core.KindBilling
 	case e.Type == "overloaded_error":
 		return core.KindUnavailable
+	case filtered(status, e):
+		return core.KindInvalid
 	case (status == 0 || status == 400 || status == 413 || status == 422) && containsAny(text, contextPhrases):
 		return core.KindContextTooLong
 	}
@@ -142,6 +165,8 @@ func hint(id string, k core.Kind) string {
 		return "request refused; check the model id in models.catalog and the request"
 	case core.KindMalformed:
 		return "unreadable answer from the provider"
+	case core.KindInvalid:
+		return "the user's message or the conversation was refused; nothing to change in the config"
 	}
 	return k.String()
 }
@@ -177,13 +202,13 @@ func httpError(id string, status int, h http.Header, body []byte, now time.Time,
 		// now to the nanosecond.
 		msg += fmt.Sprintf(" (retry after %s)", max(ra.Round(time.Second), time.Second))
 	}
-	return &core.Error{Kind: k, Msg: msg, Err: errors.New(scrub(e.detail(), secret)), RetryAfter: ra}
+	return &core.Error{Kind: k, Msg: msg, Err: detailErr(status, e, secret), RetryAfter: ra}
 }
 
 // streamError turns an error event received mid-stream into a *core.Error.
 func streamError(id string, e apiError, secret string) *core.Error {
 	k := kindOf(0, e)
-	return &core.Error{Kind: k, Msg: fmt.Sprintf("provider %s: error in stream: %s", id, hint(id, k)), Err: errors.New(scrub(e.detail(), secret))}
+	return &core.Error{Kind: k, Msg: fmt.Sprintf("provider %s: error in stream: %s", id, hint(id, k)), Err: detailErr(0, e, secret)}
 }
 
 // malformed reports an answer that could not be read.

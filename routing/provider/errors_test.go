@@ -61,6 +61,14 @@ func openAIErrorCases() []errCase {
 		{name: "unknown model", status: 404,
 			body: `{"error":{"message":"The model 'gpt-9' does not exist or you do not have access to it.","type":"invalid_request_error","param":null,"code":"model_not_found"}}`,
 			kind: core.KindBadRequest},
+		// A safety filter's refusal of the prompt is the user's content:
+		// no model, credential or config is to blame (core.ErrFiltered).
+		{name: "azure content filter", status: 400,
+			body: `{"error":{"message":"The response was filtered due to the prompt triggering Azure OpenAI's content management policy. Please modify your prompt and retry.","type":null,"param":"prompt","code":"content_filter","status":400}}`,
+			kind: core.KindInvalid},
+		{name: "prompt flagged", status: 400,
+			body: `{"error":{"message":"Invalid prompt: your prompt was flagged as potentially violating our usage policy. Please try again with a different prompt.","type":"invalid_request_error","param":null,"code":"invalid_prompt"}}`,
+			kind: core.KindInvalid},
 		{name: "ollama model missing", status: 404, body: `{"error":"model \"llama9\" not found, try pulling it first"}`, kind: core.KindBadRequest},
 		{name: "unprocessable", status: 422, body: `{"detail":[{"loc":["body","messages"],"msg":"field required","type":"value_error.missing"}]}`, kind: core.KindBadRequest},
 		{name: "server error", status: 500,
@@ -139,6 +147,9 @@ func TestErrorKinds(t *testing.T) {
 				}
 				if ce.Kind != tc.kind {
 					t.Fatalf("kind %v, want %v (%v)", ce.Kind, tc.kind, err)
+				}
+				if errors.Is(err, core.ErrFiltered) != (tc.kind == core.KindInvalid) {
+					t.Fatalf("errors.Is(%v, core.ErrFiltered) = %v; want it for a safety filter's refusal only", err, !(tc.kind == core.KindInvalid))
 				}
 				if ce.RetryAfter != tc.retry {
 					t.Fatalf("retry after %v, want %v", ce.RetryAfter, tc.retry)
