@@ -1014,11 +1014,20 @@ func (g *Gateway) tellDelay(ctx context.Context, it core.QueueItem, cause error,
 	}
 	tctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	text := core.DelayMessage(cause, due.Sub(g.now()))
-	if core.RecheckAfter(cause) > 0 && next.Before(due) {
+	now := g.now()
+	text := core.DelayMessage(cause, due.Sub(now))
+	if rc := core.RecheckAfter(cause); rc > 0 && next.Before(due) {
 		// The cooldown may outlast what the provider asked (a ladder of
-		// refusals); the router's probe, the next try, comes sooner.
-		text = core.NextTryMessage(cause, next.Sub(g.now()))
+		// refusals); the router's probe, the next try, comes sooner. A
+		// wake of the message before the probe (recheckEvery) calls no
+		// provider: the user is told of the probe.
+		try := next
+		if probe := now.Add(rc); probe.After(try) {
+			try = probe
+		}
+		if try.Before(due) {
+			text = core.NextTryMessage(cause, try.Sub(now))
+		}
 	}
 	if last {
 		// The provider will not be back before queue.max_wait ends:
