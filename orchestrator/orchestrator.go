@@ -312,15 +312,22 @@ func emptyAnswer(res routing.Result) error {
 	}
 	switch {
 	case reason == "length":
-		return &core.Error{Kind: core.KindBadRequest,
-			Msg: "the answer did not fit the length limit for one answer. Ask for a shorter answer, or tell the operator.",
-			Err: fmt.Errorf("model %s stopped at its output token limit before writing any text; raise models.catalog.%s.max_output_tokens", res.Model, res.Model)}
+		return tooLong(res.Model, "before writing any text")
 	case stoppedByFilter(reason):
 		return &core.Error{Kind: core.KindBadRequest,
 			Msg: "the AI provider's safety filter withheld the answer. Try rephrasing your request.",
 			Err: fmt.Errorf("model %s: the provider's safety filter withheld the answer (stop reason %q)", res.Model, reason)}
 	}
 	return core.Errorf(core.KindMalformed, "model %s returned an empty answer", res.Model)
+}
+
+// tooLong is the error of an answer that stopped at the model's output
+// token limit before it was of any use (what stopped: before any text,
+// in a tool call).
+func tooLong(model, what string) error {
+	return &core.Error{Kind: core.KindBadRequest,
+		Msg: "the answer did not fit the length limit for one answer. Ask for a shorter answer, or tell the operator.",
+		Err: fmt.Errorf("model %s stopped at its output token limit %s; raise models.catalog.%s.max_output_tokens", model, what, model)}
 }
 
 // showsNothing reports whether an answer would show the user nothing:

@@ -139,6 +139,12 @@ func (o *Orchestrator) loop(ctx context.Context, tn *turn, call routing.Call, ms
 			res.Usage = usage
 			return res, added, false, nil
 		}
+		// Tool calls in an answer cut at the output token limit may have
+		// lost arguments (Anthropic sends a cut tool_use block with the
+		// input it has): none is run.
+		if res.StopReason == "length" {
+			return res, added, false, tooLong(res.Model, "in a tool call")
+		}
 		// The rest of the turn stays on the model that asked for the
 		// tools: its tool-call ids and reasoning belong to it.
 		if call.Model == "" {

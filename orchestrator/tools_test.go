@@ -183,6 +183,30 @@ func lastIsTool(c routing.Call) bool {
 	return len(m) > 0 && m[len(m)-1].Role == core.RoleTool
 }
 
+// TestToolCallCutAtLengthIsNotRun: a tool call in an answer the
+// provider cut at the output token limit (finish reason "length") may
+// miss arguments: it is not run, and the user is told the answer did not
+// fit, not shown a partial answer.
+func TestToolCallCutAtLengthIsNotRun(t *testing.T) {
+	llm := &scriptLLM{fn: func(c routing.Call) *provider.Response {
+		return &provider.Response{Text: "Let me look", StopReason: "length",
+			ToolCalls: []core.ToolCall{{Plugin: "p", Action: "a", Args: map[string]string{"path": "/tmp/a"}}}}
+	}}
+	runs := 0
+	tools := fakeTools{run: func(_ context.Context, c core.ToolCall) core.ToolResult {
+		runs++
+		return core.ToolResult{CallID: c.ID, Content: guard.Wrap("done")}
+	}}
+	o := New(Options{LLM: llm, History: history{}, Tools: tools})
+	_, err := o.Answer(context.Background(), core.Turn{Text: "write the file"})
+	if runs != 0 {
+		t.Fatalf("a tool call cut at the length limit ran %d times; want none", runs)
+	}
+	if err == nil || !strings.Contains(core.UserMessage(err), "length limit") || !strings.Contains(err.Error(), "max_output_tokens") {
+		t.Fatalf("err = %v (user reads %q); want the length limit named, max_output_tokens in the log", err, core.UserMessage(err))
+	}
+}
+
 func TestAgentLoopStopsAtMaxSteps(t *testing.T) {
 	// Each step asks for the tool with new arguments (the same call
 	// again is not run: see TestRepeatedToolCallRunsOnce).
