@@ -94,9 +94,6 @@ func TestJudgeGradesAShareOfAnswers(t *testing.T) {
 	}
 }
 
-// TestSweepAbandoned: an answer nothing followed for AbandonAfter is
-// recorded as abandoned, once; its weight (0 by default) leaves the
-// affinity untouched, and a later verdict on it is still recorded.
 // An answer the provider cut, at the output token limit or by its safety
 // filter, is not graded: the judge would count the cut against the
 // model's quality.
@@ -126,6 +123,9 @@ func TestJudgeSkipsACutAnswer(t *testing.T) {
 	}
 }
 
+// TestSweepAbandoned: an answer nothing followed for AbandonAfter is
+// recorded as abandoned, once; its weight (0 by default) leaves the
+// affinity untouched, and a later verdict on it is still recorded.
 func TestSweepAbandoned(t *testing.T) {
 	ctx := context.Background()
 	now := time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)
