@@ -291,7 +291,9 @@ func anStop(s string) string {
 		return "stop"
 	case "tool_use":
 		return "tool_calls"
-	case "max_tokens":
+	case "max_tokens", "model_context_window_exceeded":
+		// The second: the answer filled the context window, cut as at
+		// max_tokens.
 		return "length"
 	}
 	return s

@@ -178,7 +178,7 @@ func TestTemperatureAndStopReasons(t *testing.T) {
 	temp := 0.25
 	cases := map[string][][2]string{
 		"openai":    {{"length", "length"}, {"content_filter", "content_filter"}, {"function_call", "tool_calls"}},
-		"anthropic": {{"max_tokens", "length"}, {"stop_sequence", "stop"}, {"refusal", "refusal"}},
+		"anthropic": {{"max_tokens", "length"}, {"model_context_window_exceeded", "length"}, {"stop_sequence", "stop"}, {"refusal", "refusal"}},
 	}
 	each(t, func(t *testing.T, f flavor, m mode) {
 		s, p := setup(t, f, Options{})
