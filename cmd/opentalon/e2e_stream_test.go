@@ -616,3 +616,48 @@ func TestE2EStreamFailedRequestEndsWithTheApology(t *testing.T) {
 		t.Fatalf("%d messages; the streamed one reads %q; want it to end with the apology", len(sent), text)
 	}
 }
+
+// TestE2EStreamCutAnswerEndsWithTheNoteOnce: an answer the provider cut
+// at the output limit (finish reason "length"), streamed by edits, ends
+// with the note once in the message and in the stored reply; the next
+// request's history holds only the model's words.
+func TestE2EStreamCutAnswerEndsWithTheNoteOnce(t *testing.T) {
+	t.Parallel()
+	chunks := words(20, 4)
+	llm := providertest.NewOpenAI(t)
+	llm.SetReply(func(providertest.Received) providertest.Script {
+		return providertest.Script{Chunks: chunks, ChunkDelay: 50 * time.Millisecond, StopReason: "length"}
+	})
+	bot := telegramtest.New(t, tgToken)
+	h := startApp(t, loadConfigFile(t, writeConfig(t, telegramConfig(t.TempDir(), llm.BaseURL(), bot.URL))))
+	alice := telegramtest.User(47, "alice")
+	bot.AddUpdate(bot.Private(alice, "tell me a long story"))
+	const note = "cut off here"
+	bot.WaitFor(t, "the final text with the note", 20*time.Second, func(sent []telegramtest.Sent, _ []telegramtest.Call) bool {
+		if len(sent) == 0 {
+			return false
+		}
+		text, _ := bot.Text(47, sent[0].MessageID)
+		return strings.Contains(text, note)
+	})
+	sent := bot.Sent()
+	if len(sent) != 1 {
+		t.Fatalf("%d messages sent; want the answer as one message, edited", len(sent))
+	}
+	final, _ := bot.Text(47, sent[0].MessageID)
+	if n := strings.Count(final, note); n != 1 || !strings.HasPrefix(final, strings.Join(chunks, "")) {
+		t.Fatalf("the message reads %q; want the streamed answer, then the note once", final)
+	}
+	r := storedReply(t, h, 47, sent[0].MessageID)
+	if strings.Count(r.Text, note) != 1 {
+		t.Fatalf("stored reply %q; want the note once", r.Text)
+	}
+	bot.AddUpdate(bot.Private(alice, "go on"))
+	bot.WaitFor(t, "the second answer", 20*time.Second, func(sent []telegramtest.Sent, _ []telegramtest.Call) bool { return len(sent) >= 2 })
+	reqs := llm.Requests()
+	for _, m := range reqs[len(reqs)-1].Messages {
+		if m.Role == core.RoleAssistant && strings.Contains(m.Content, note) {
+			t.Fatalf("the next request's history holds the note: %q", m.Content)
+		}
+	}
+}
