@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"cmp"
 	"context"
 	"flag"
@@ -13,10 +12,7 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
-	"unicode"
-	"unicode/utf8"
 
-	"github.com/opentalon/opentalon/channels/textfmt"
 	"github.com/opentalon/opentalon/config"
 	"github.com/opentalon/opentalon/core"
 	"github.com/opentalon/opentalon/store"
@@ -185,7 +181,7 @@ func runQueueList(ctx context.Context, db queueStore, now time.Time, a queueArgs
 		for _, e := range es {
 			doc.Items = append(doc.Items, entryJSON(e, now))
 		}
-		return writeQueueJSON(out, doc)
+		return writeTermJSON(out, doc)
 	}
 	fmt.Fprintln(out, queueSummary(tally, a.conversation))
 	if len(es) == 0 {
@@ -268,7 +264,7 @@ func runQueueShow(ctx context.Context, db queueStore, now time.Time, a queueArgs
 	if a.json {
 		doc := entryJSON(e, now)
 		doc.Reply = replyJSON(reply)
-		return writeQueueJSON(out, doc)
+		return writeTermJSON(out, doc)
 	}
 	tw := tabwriter.NewWriter(out, 0, 2, 2, ' ', 0)
 	// Every text from the database is made safe for the terminal
@@ -491,31 +487,6 @@ func replyJSON(r *core.Reply) *queueReplyJSON {
 	return j
 }
 
-// writeQueueJSON is writeJSON with what encoding/json leaves as it is
-// but a terminal may act on escaped too, for JSON printed rather than
-// piped: the C1 control characters (U+009B starts an escape sequence,
-// as ESC [ does) and the bidirectional overrides (they reorder what is
-// shown). They are only ever in strings; the JSON read back is the same.
-func writeQueueJSON(out io.Writer, v any) error {
-	var buf bytes.Buffer
-	if err := writeJSON(&buf, v); err != nil {
-		return err
-	}
-	b := buf.Bytes()
-	clean := make([]byte, 0, len(b))
-	for len(b) > 0 {
-		r, size := utf8.DecodeRune(b)
-		if r >= 0x7f && unsafeRune(r) {
-			clean = fmt.Appendf(clean, `\u%04x`, r)
-		} else {
-			clean = append(clean, b[:size]...)
-		}
-		b = b[size:]
-	}
-	_, err := out.Write(clean)
-	return err
-}
-
 func deliveryLine(d deliveryJSON) string {
 	switch {
 	case !d.Sent:
@@ -612,73 +583,6 @@ func dash(s string) string {
 // made one.
 func oneLine(s string) string {
 	return strings.Join(strings.Fields(termText(s)), " ")
-}
-
-// termText is s made safe to print on an operator's terminal, on one
-// line: a line break becomes " ⏎ ", a tab a space, and what a terminal
-// would act on rather than show is written as an escape (\x1b, \u009b,
-// \u202e): the control characters (an ANSI escape sequence a user put in
-// their name could otherwise rewrite the screen or the window's title),
-// the bidirectional overrides (they reorder what is shown), and bytes
-// that are not UTF-8.
-func termText(s string) string {
-	if utf8.ValidString(s) && !strings.ContainsFunc(s, unsafeRune) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); {
-		r, size := utf8.DecodeRuneInString(s[i:])
-		switch {
-		case r == utf8.RuneError && size == 1:
-			fmt.Fprintf(&b, `\x%02x`, s[i])
-		case r == '\r' && strings.HasPrefix(s[i+size:], "\n"):
-			// \r\n is one line break.
-		case r == '\n' || r == '\u2028' || r == '\u2029':
-			b.WriteString(" ⏎ ")
-		case r == '\t':
-			b.WriteByte(' ')
-		case r < 0x80 && unicode.IsControl(r):
-			fmt.Fprintf(&b, `\x%02x`, r)
-		case unsafeRune(r):
-			fmt.Fprintf(&b, `\u%04x`, r)
-		default:
-			b.WriteRune(r)
-		}
-		i += size
-	}
-	return b.String()
-}
-
-// unsafeRune says termText does not print r as it is.
-func unsafeRune(r rune) bool {
-	return unicode.IsControl(r) || unicode.Is(unicode.Bidi_Control, r) || r == '\u2028' || r == '\u2029'
-}
-
-// writeTable writes rows as columns two spaces apart, each padded to the
-// columns its text takes on a terminal (a wide character takes two,
-// where text/tabwriter counts one); the last column is not padded.
-func writeTable(out io.Writer, rows [][]string) error {
-	var widths []int
-	for _, r := range rows {
-		for i := 0; i < len(r)-1; i++ {
-			if i == len(widths) {
-				widths = append(widths, 0)
-			}
-			widths[i] = max(widths[i], textfmt.DisplayWidth(r[i]))
-		}
-	}
-	var b strings.Builder
-	for _, r := range rows {
-		for i, c := range r {
-			b.WriteString(c)
-			if i < len(r)-1 {
-				b.WriteString(strings.Repeat(" ", widths[i]-textfmt.DisplayWidth(c)+2))
-			}
-		}
-		b.WriteByte('\n')
-	}
-	_, err := io.WriteString(out, b.String())
-	return err
 }
 
 // cut shortens s to n characters (runes), marking the cut.
