@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"text/tabwriter"
 	"time"
 
 	"github.com/opentalon/opentalon/config"
@@ -82,16 +81,14 @@ func runPair(ctx context.Context, db pairStore, now time.Time, args []string, st
 			fmt.Fprintln(stdout, "No pairing requests yet (channels with access: pairing record them when an unknown user writes).")
 			return nil
 		}
-		tw := tabwriter.NewWriter(stdout, 0, 2, 2, ' ', 0)
-		fmt.Fprintln(tw, "CODE\tSTATUS\tCHANNEL\tUSER ID\tNAME\tASKED")
+		// The user's id and name are what the platform sent: made safe for
+		// the terminal (termText).
+		rows := [][]string{{"CODE", "STATUS", "CHANNEL", "USER ID", "NAME", "ASKED"}}
 		for _, r := range recs {
-			name := r.UserName
-			if name == "" {
-				name = "-"
-			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s ago\n", r.Code, r.Status, r.Channel, r.UserID, name, now.Sub(r.RequestedAt).Round(time.Second))
+			rows = append(rows, []string{termText(r.Code), termText(string(r.Status)), termText(r.Channel), termText(r.UserID),
+				dash(termText(r.UserName)), fmt.Sprintf("%s ago", now.Sub(r.RequestedAt).Round(time.Second))})
 		}
-		return tw.Flush()
+		return writeTable(stdout, rows)
 	case "approve", "deny":
 		if len(args) != 2 {
 			return argCountError("pair "+args[0], args[1:], 1, "CODE", pairUsage)
@@ -112,7 +109,7 @@ func runPair(ctx context.Context, db pairStore, now time.Time, args []string, st
 		if approve {
 			verb = "approved"
 		}
-		fmt.Fprintf(stdout, "%s %s user %s (%s)\n", verb, rec.Channel, rec.UserID, rec.UserName)
+		fmt.Fprintf(stdout, "%s %s user %s (%s)\n", verb, termText(rec.Channel), termText(rec.UserID), termText(rec.UserName))
 		return nil
 	}
 	return subUsageError("pair", args, "list, approve or deny", pairUsage)

@@ -11,10 +11,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"text/tabwriter"
 	"time"
-
-	"gopkg.in/yaml.v3"
 
 	"github.com/opentalon/opentalon/config"
 	"github.com/opentalon/opentalon/core"
@@ -134,7 +131,7 @@ func runMemory(ctx context.Context, db memoryStore, args []string, out io.Writer
 			return err
 		}
 		if f.json {
-			return writeJSON(out, exportMemories(ms))
+			return writeTermJSON(out, exportMemories(ms))
 		}
 		return printMemories(out, ms)
 	case "delete":
@@ -202,13 +199,14 @@ func deleteMemories(ctx context.Context, db memoryStore, f memoryFlags, ids []st
 	return nil
 }
 
+// printMemories writes ms as a table; what users wrote (the content,
+// the tags, a workflow's steps) is made safe for the terminal (termText).
 func printMemories(out io.Writer, ms []core.Memory) error {
 	if len(ms) == 0 {
 		fmt.Fprintln(out, "no memories")
 		return nil
 	}
-	tw := tabwriter.NewWriter(out, 0, 2, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tOWNER\tTAGS\tCREATED\tCONTENT")
+	rows := [][]string{{"ID", "OWNER", "TAGS", "CREATED", "CONTENT"}}
 	for _, m := range ms {
 		owner := m.Owner
 		if m.Shared {
@@ -222,12 +220,14 @@ func printMemories(out io.Writer, ms []core.Memory) error {
 			}
 			content = fmt.Sprintf("%q → %s [%s]", content, strings.Join(names, ", "), m.Outcome)
 		}
-		if len(content) > 120 {
-			content = content[:117] + "..."
+		content = termText(content)
+		if r := []rune(content); len(r) > 120 {
+			content = string(r[:117]) + "..."
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\n", m.ID, owner, strings.Join(m.Tags, ","), m.CreatedAt.UTC().Format("2006-01-02 15:04"), content)
+		rows = append(rows, []string{strconv.FormatInt(m.ID, 10), termText(owner), termText(strings.Join(m.Tags, ",")),
+			m.CreatedAt.UTC().Format("2006-01-02 15:04"), content})
 	}
-	return tw.Flush()
+	return writeTable(out, rows)
 }
 
 // exportedMemory is a memory as `memory export` and `--json` write it.
@@ -291,14 +291,9 @@ func writeAs(out io.Writer, format string, v any) error {
 		return err
 	}
 	if strings.EqualFold(format, "json") {
-		return writeJSON(out, v)
+		return writeTermJSON(out, v)
 	}
-	enc := yaml.NewEncoder(out)
-	enc.SetIndent(2)
-	if err := enc.Encode(v); err != nil {
-		return err
-	}
-	return enc.Close()
+	return writeTermYAML(out, v)
 }
 
 // exportedSession is one session of `session export`.

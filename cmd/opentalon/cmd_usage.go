@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -10,7 +9,6 @@ import (
 	"log/slog"
 	"strconv"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/opentalon/opentalon/config"
@@ -66,26 +64,23 @@ func runUsage(ctx context.Context, db usageStore, now time.Time, args []string, 
 		for _, r := range rows {
 			out.Rows = append(out.Rows, row{r.Key, r.Calls, r.InputTokens, r.OutputTokens, r.CostUSD})
 		}
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(out)
+		return writeTermJSON(stdout, out)
 	}
-	tw := tabwriter.NewWriter(stdout, 0, 2, 2, ' ', 0)
-	fmt.Fprintf(tw, "%s\tCALLS\tINPUT\tOUTPUT\tCOST USD\n", map[string]string{"model": "MODEL", "chat": "CHAT", "user": "USER", "purpose": "PURPOSE"}[*by])
+	// A chat's or a user's name is what its platform or user chose: made
+	// safe for the terminal (termText).
+	rowsOut := [][]string{{map[string]string{"model": "MODEL", "chat": "CHAT", "user": "USER", "purpose": "PURPOSE"}[*by], "CALLS", "INPUT", "OUTPUT", "COST USD"}}
 	var total core.UsageTotal
 	for _, r := range rows {
-		key := r.Key
-		if key == "" {
-			key = "-"
-		}
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%.4f\n", key, r.Calls, r.InputTokens, r.OutputTokens, r.CostUSD)
+		rowsOut = append(rowsOut, []string{dash(termText(r.Key)), strconv.Itoa(r.Calls), strconv.FormatInt(r.InputTokens, 10),
+			strconv.FormatInt(r.OutputTokens, 10), fmt.Sprintf("%.4f", r.CostUSD)})
 		total.Calls += r.Calls
 		total.InputTokens += r.InputTokens
 		total.OutputTokens += r.OutputTokens
 		total.CostUSD += r.CostUSD
 	}
-	fmt.Fprintf(tw, "TOTAL (last %s)\t%d\t%d\t%d\t%.4f\n", span.text, total.Calls, total.InputTokens, total.OutputTokens, total.CostUSD)
-	return tw.Flush()
+	rowsOut = append(rowsOut, []string{"TOTAL (last " + span.text + ")", strconv.Itoa(total.Calls), strconv.FormatInt(total.InputTokens, 10),
+		strconv.FormatInt(total.OutputTokens, 10), fmt.Sprintf("%.4f", total.CostUSD)})
+	return writeTable(stdout, rowsOut)
 }
 
 // sinceFlag is usage's --since: a Go duration (24h, 90m) or whole days

@@ -1,0 +1,220 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+	"unicode/utf8"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/opentalon/opentalon/core"
+)
+
+// hostileText is what a chat user may put into a name or a message to
+// act on an operator's terminal: clear the screen (ESC [ 2J), set the
+// window's title (an OSC sequence ended by BEL), start a sequence with
+// the C1 CSI (U+009B), reverse what follows (U+202E), and break a line.
+const hostileText = "a\x1b[2Jb\x1b]0;pwned\x07c\u009bd\u202ee\nf"
+
+// bidiOnly has no control character, only a bidirectional override:
+// yaml.v3 writes it in a plain scalar as it is.
+const bidiOnly = "x\u202ey"
+
+// assertTermSafe fails when out holds a character a terminal would act
+// on rather than show: a control character other than a line break
+// (ESC, BEL, U+009B), a bidirectional override, or bytes not UTF-8.
+func assertTermSafe(t *testing.T, what, out string) {
+	t.Helper()
+	if !utf8.ValidString(out) {
+		t.Errorf("%s: output is not UTF-8:\n%q", what, out)
+	}
+	for _, r := range out {
+		if r != '\n' && unsafeRune(r) {
+			t.Errorf("%s: raw %U reaches the terminal:\n%q", what, r, out)
+			return
+		}
+	}
+}
+
+func TestTermTextOfHostileText(t *testing.T) {
+	t.Parallel()
+	got := termText(hostileText)
+	assertTermSafe(t, "termText", got)
+	if want := `a\x1b[2Jb\x1b]0;pwned\x07c\u009bd\u202ee ⏎ f`; got != want {
+		t.Fatalf("termText = %q, want %q", got, want)
+	}
+}
+
+func TestMemoryCommandsTermSafe(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := routingTestDB(t)
+	tags := []string{hostileText, bidiOnly}
+	if _, err := db.SaveMemory(ctx, core.Memory{Owner: "telegram:42", Content: "zebra " + hostileText, Tags: tags}); err != nil {
+		t.Fatal(err)
+	}
+	// The store normalises tags (lower case, one a line): compare with
+	// what it keeps.
+	stored, err := db.Memories(ctx, core.MemoryQuery{Limit: 1})
+	if err != nil || len(stored) != 1 {
+		t.Fatal(stored, err)
+	}
+	tags = stored[0].Tags
+	if !strings.ContainsRune(strings.Join(tags, ""), '\x1b') {
+		t.Fatalf("stored tags %q lost the escape this test needs", tags)
+	}
+	for _, args := range [][]string{{"list"}, {"search", "zebra"}} {
+		var out bytes.Buffer
+		if err := runMemory(ctx, db, args, &out); err != nil {
+			t.Fatalf("memory %v: %v", args, err)
+		}
+		assertTermSafe(t, "memory "+args[0], out.String())
+		if !strings.Contains(out.String(), `zebra a\x1b[2Jb`) || !strings.Contains(out.String(), `\u202ee`) {
+			t.Errorf("memory %v shows no escaped content:\n%s", args, out.String())
+		}
+
+		out.Reset()
+		if err := runMemory(ctx, db, append(args, "--json"), &out); err != nil {
+			t.Fatalf("memory %v --json: %v", args, err)
+		}
+		assertTermSafe(t, "memory "+args[0]+" --json", out.String())
+		var ms []exportedMemory
+		if err := json.Unmarshal(out.Bytes(), &ms); err != nil || len(ms) != 1 {
+			t.Fatalf("memory %v --json: %v\n%s", args, err, out.String())
+		}
+		if ms[0].Content != "zebra "+hostileText || strings.Join(ms[0].Tags, "|") != strings.Join(tags, "|") {
+			t.Errorf("memory %v --json read back %q %q; want the stored text", args, ms[0].Content, ms[0].Tags)
+		}
+	}
+	// The export to stdout is safe too, and reads back as stored.
+	for _, format := range []string{"json", "yaml"} {
+		var out bytes.Buffer
+		if err := runMemory(ctx, db, []string{"export", "--format", format}, &out); err != nil {
+			t.Fatalf("memory export --format %s: %v", format, err)
+		}
+		assertTermSafe(t, "memory export --format "+format, out.String())
+		var ms []exportedMemory
+		if err := yaml.Unmarshal(out.Bytes(), &ms); err != nil || len(ms) != 1 { // JSON is YAML
+			t.Fatalf("memory export --format %s: %v\n%s", format, err, out.String())
+		}
+		if ms[0].Content != "zebra "+hostileText || strings.Join(ms[0].Tags, "|") != strings.Join(tags, "|") {
+			t.Errorf("memory export --format %s read back %q %q; want the stored text", format, ms[0].Content, ms[0].Tags)
+		}
+	}
+}
+
+func TestUsageTermSafe(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := routingTestDB(t)
+	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	if err := db.AddUsage(ctx, core.UsageRecord{At: now.Add(-time.Hour), Conversation: "slack:" + hostileText, UserID: hostileText,
+		Model: "p/a", InputTokens: 1, OutputTokens: 1, CostUSD: 0.5}); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ by, key string }{{"user", hostileText}, {"chat", "slack:" + hostileText}} {
+		var out bytes.Buffer
+		if err := runUsage(ctx, db, now, []string{"--by", c.by}, &out); err != nil {
+			t.Fatalf("usage --by %s: %v", c.by, err)
+		}
+		assertTermSafe(t, "usage --by "+c.by, out.String())
+		if !strings.Contains(out.String(), `a\x1b[2Jb`) || !strings.Contains(out.String(), "0.5000") {
+			t.Errorf("usage --by %s:\n%s", c.by, out.String())
+		}
+
+		out.Reset()
+		if err := runUsage(ctx, db, now, []string{"--by", c.by, "--json"}, &out); err != nil {
+			t.Fatalf("usage --by %s --json: %v", c.by, err)
+		}
+		assertTermSafe(t, "usage --by "+c.by+" --json", out.String())
+		var res struct{ Rows []struct{ Key string } }
+		if err := json.Unmarshal(out.Bytes(), &res); err != nil || len(res.Rows) != 1 || res.Rows[0].Key != c.key {
+			t.Errorf("usage --by %s --json: %v %+v; want the key %q", c.by, err, res, c.key)
+		}
+	}
+}
+
+func TestPairTermSafe(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := routingTestDB(t)
+	now := time.Now()
+	if _, err := db.RequestPairing(ctx, core.Pairing{Channel: "telegram", UserID: "42" + hostileText, UserName: hostileText,
+		Conversation: core.ConversationKey{Channel: "telegram", Chat: "42"}, Code: "ABCD1234", RequestedAt: now}); err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	if err := runPair(ctx, db, now, []string{"list"}, &out); err != nil {
+		t.Fatal(err)
+	}
+	assertTermSafe(t, "pair list", out.String())
+	if !strings.Contains(out.String(), "ABCD1234") || !strings.Contains(out.String(), `a\x1b[2Jb`) {
+		t.Errorf("pair list:\n%s", out.String())
+	}
+	out.Reset()
+	if err := runPair(ctx, db, now, []string{"approve", "ABCD1234"}, &out); err != nil {
+		t.Fatal(err)
+	}
+	assertTermSafe(t, "pair approve", out.String())
+	if !strings.HasPrefix(out.String(), "approved telegram user 42") {
+		t.Errorf("pair approve: %q", out.String())
+	}
+}
+
+func TestSessionExportTermSafe(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := routingTestDB(t)
+	conv := core.ConversationKey{Channel: "telegram", Chat: "42"}
+	s, err := db.NewSession(ctx, conv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	texts := []string{hostileText, bidiOnly, "two\nlines"}
+	var msgs []core.ChatMessage
+	for _, text := range texts {
+		msgs = append(msgs, core.ChatMessage{Role: core.RoleUser, Content: text})
+	}
+	if err := db.AppendMessages(ctx, s.ID, msgs); err != nil {
+		t.Fatal(err)
+	}
+	readBack := func(what string, b []byte) {
+		t.Helper()
+		var doc struct {
+			Sessions []struct{ Messages []exportedMessages }
+		}
+		if err := yaml.Unmarshal(b, &doc); err != nil || len(doc.Sessions) != 1 || len(doc.Sessions[0].Messages) != len(texts) { // JSON is YAML
+			t.Fatalf("%s: %v\n%s", what, err, b)
+		}
+		for i, m := range doc.Sessions[0].Messages {
+			if m.Content != texts[i] {
+				t.Errorf("%s: message %d read back %q, want %q", what, i, m.Content, texts[i])
+			}
+		}
+	}
+	for _, format := range []string{"yaml", "json"} {
+		var out bytes.Buffer
+		if err := runSession(ctx, db, []string{"export", "--format", format, conv.String()}, &out); err != nil {
+			t.Fatalf("session export --format %s: %v", format, err)
+		}
+		assertTermSafe(t, "session export --format "+format, out.String())
+		readBack("session export --format "+format, out.Bytes())
+
+		// A file keeps the text as it was (its encoding may escape it).
+		file := filepath.Join(t.TempDir(), "s."+format)
+		if err := runSession(ctx, db, []string{"export", "--format", format, "--out", file, conv.String()}, &out); err != nil {
+			t.Fatalf("session export --out: %v", err)
+		}
+		b, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		readBack("session export --format "+format+" --out", b)
+	}
+}
