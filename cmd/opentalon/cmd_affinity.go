@@ -2,14 +2,13 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/opentalon/opentalon/core"
@@ -68,24 +67,24 @@ func runAffinity(ctx context.Context, db affinityStore, decayDays float64, alias
 				}
 				out = append(out, r)
 			}
-			enc := json.NewEncoder(stdout)
-			enc.SetIndent("", "  ")
-			return enc.Encode(out)
+			return writeTermJSON(stdout, out)
 		}
 		if len(scores) == 0 {
 			_, err := fmt.Fprintln(stdout, "No affinity yet: it grows from reactions, /retry, follow-ups and /model choices.")
 			return err
 		}
-		tw := tabwriter.NewWriter(stdout, 0, 2, 2, ' ', 0)
-		fmt.Fprintln(tw, "TASK\tMODEL\tSCORE\tEVIDENCE\tPOSITIVE\tNEGATIVE\tLAST SIGNAL")
+		// The task types and model names are read from the database:
+		// made safe for the terminal (termText) like every stored text.
+		table := [][]string{{"TASK", "MODEL", "SCORE", "EVIDENCE", "POSITIVE", "NEGATIVE", "LAST SIGNAL"}}
 		for _, s := range scores {
 			last := "-"
 			if !s.LastSignal.IsZero() {
 				last = s.LastSignal.UTC().Format("2006-01-02 15:04")
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%.2f\t%.1f\t%d\t%d\t%s\n", s.Task, s.Model, s.Score, s.Evidence, s.Positives, s.Negatives, last)
+			table = append(table, []string{termText(s.Task), termText(s.Model), fmt.Sprintf("%.2f", s.Score), fmt.Sprintf("%.1f", s.Evidence),
+				strconv.Itoa(s.Positives), strconv.Itoa(s.Negatives), last})
 		}
-		return tw.Flush()
+		return writeTable(stdout, table)
 	case "reset":
 		task := fs.String("task", "", "only this task type")
 		model := fs.String("model", "", "only this model (provider/model or alias)")

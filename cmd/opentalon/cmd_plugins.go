@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"text/tabwriter"
 	"time"
 
 	"github.com/opentalon/opentalon/config"
@@ -53,12 +52,13 @@ func runPlugins(ctx context.Context, db pluginBindings, args []string, out io.Wr
 			fmt.Fprintln(out, "no plugin has registered yet")
 			return nil
 		}
-		tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "NAME\tBINARY\tSHA256\tBOUND")
+		// A name is what its plugin registered with: made safe for the
+		// terminal (termText) like every stored text.
+		rows := [][]string{{"NAME", "BINARY", "SHA256", "BOUND"}}
 		for _, b := range bs {
-			fmt.Fprintf(tw, "%s\t%s\t%.12s…\t%s\n", b.Name, b.Path, b.SHA256, b.BoundAt.UTC().Format(time.DateTime))
+			rows = append(rows, []string{termText(b.Name), termText(b.Path), termText(fmt.Sprintf("%.12s…", b.SHA256)), b.BoundAt.UTC().Format(time.DateTime)})
 		}
-		return tw.Flush()
+		return writeTable(out, rows)
 	case args[0] == "unbind" && len(args) == 2:
 		name := args[1]
 		ok, err := db.PluginUnbind(ctx, name)

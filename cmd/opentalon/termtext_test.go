@@ -218,3 +218,43 @@ func TestSessionExportTermSafe(t *testing.T) {
 		readBack("session export --format "+format+" --out", b)
 	}
 }
+
+func TestAffinityAndPluginsTermSafe(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := routingTestDB(t)
+	at := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	db.UpdateAffinity(ctx, "chat"+hostileText, "p/"+hostileText, func(a core.Affinity) core.Affinity {
+		a.Pos, a.Positives, a.UpdatedAt, a.LastSignal = 1, 1, at, at
+		return a
+	})
+	var out bytes.Buffer
+	if err := runAffinity(ctx, db, 30, nil, at, []string{"show"}, &out); err != nil {
+		t.Fatal(err)
+	}
+	assertTermSafe(t, "affinity show", out.String())
+	if !strings.Contains(out.String(), `chata\x1b[2Jb`) {
+		t.Errorf("affinity show:\n%s", out.String())
+	}
+	out.Reset()
+	if err := runAffinity(ctx, db, 30, nil, at, []string{"show", "--json"}, &out); err != nil {
+		t.Fatal(err)
+	}
+	assertTermSafe(t, "affinity show --json", out.String())
+	var rows []struct{ Task, Model string }
+	if err := json.Unmarshal(out.Bytes(), &rows); err != nil || len(rows) != 1 || rows[0].Task != "chat"+hostileText || rows[0].Model != "p/"+hostileText {
+		t.Errorf("affinity show --json: %v %q", err, rows)
+	}
+
+	if _, err := db.PluginBind(ctx, "notes"+hostileText, "/opt/"+bidiOnly, "0123456789abcdef0123"); err != nil {
+		t.Fatal(err)
+	}
+	out.Reset()
+	if err := runPlugins(ctx, db, []string{"list"}, &out); err != nil {
+		t.Fatal(err)
+	}
+	assertTermSafe(t, "plugins list", out.String())
+	if !strings.Contains(out.String(), `notesa\x1b[2Jb`) || !strings.Contains(out.String(), `/opt/x\u202ey`) {
+		t.Errorf("plugins list:\n%s", out.String())
+	}
+}
