@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"log/slog"
@@ -172,11 +171,11 @@ func cmdLua(ctx context.Context, g *globalFlags, args []string, io Stdio, env co
 	if snap := kv.Snapshot(s.Name); len(snap) > 0 {
 		out.KV = snap
 	}
-	b, err := json.MarshalIndent(out, "", "  ")
-	if err != nil {
+	// The message, the replies and the script's own text go to a terminal:
+	// what encoding/json leaves as it is and a terminal acts on is escaped.
+	if err := writeTermJSON(io.Out, out); err != nil {
 		return err
 	}
-	fmt.Fprintln(io.Out, string(b))
 	if runErr != nil {
 		return fmt.Errorf("lua test: %s %s failed: %w", out.Script, hook, runErr)
 	}

@@ -258,3 +258,17 @@ func TestAffinityAndPluginsTermSafe(t *testing.T) {
 		t.Errorf("plugins list:\n%s", out.String())
 	}
 }
+
+func TestLuaTestTermSafe(t *testing.T) {
+	t.Parallel()
+	p := filepath.Join(t.TempDir(), "echo.lua")
+	if err := os.WriteFile(p, []byte("function pre_hook(ctx)\n  ctx.message = ctx.message .. ctx.llm('x')\n  return ctx\nend\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r := runMain(t, map[string]string{"HOME": t.TempDir()}, "", "lua", "test", p, "--message", hostileText, "--llm-fake", bidiOnly)
+	assertTermSafe(t, "lua test", r.stdout)
+	var o luaTestOutput
+	if err := json.Unmarshal([]byte(r.stdout), &o); err != nil || r.code != 0 || o.Ctx == nil || o.Ctx.Message != hostileText+bidiOnly {
+		t.Fatalf("lua test: exit %d, %v, %+v\n%s%s", r.code, err, o, r.stdout, r.stderr)
+	}
+}
