@@ -42,21 +42,27 @@ type doctor struct {
 	failed int
 }
 
+// line writes one check's line, on one line and safe for the terminal
+// (termText): a message may quote what a provider or a platform answered.
+func (d *doctor) line(tag, what, msg string, args ...any) {
+	fmt.Fprintf(d.out, "%s%s: %s\n", tag, termText(what), termText(fmt.Sprintf(msg, args...)))
+}
+
 func (d *doctor) ok(what, msg string, args ...any) {
-	fmt.Fprintf(d.out, "ok    %s: %s\n", what, fmt.Sprintf(msg, args...))
+	d.line("ok    ", what, msg, args...)
 }
 
 func (d *doctor) warn(what, msg string, args ...any) {
-	fmt.Fprintf(d.out, "warn  %s: %s\n", what, fmt.Sprintf(msg, args...))
+	d.line("warn  ", what, msg, args...)
 }
 
 func (d *doctor) fail(what, msg string, args ...any) {
 	d.failed++
-	fmt.Fprintf(d.out, "FAIL  %s: %s\n", what, fmt.Sprintf(msg, args...))
+	d.line("FAIL  ", what, msg, args...)
 }
 
 func (d *doctor) skip(what, msg string, args ...any) {
-	fmt.Fprintf(d.out, "skip  %s: %s\n", what, fmt.Sprintf(msg, args...))
+	d.line("skip  ", what, msg, args...)
 }
 
 // cmdDoctor implements `opentalon doctor [--channels] [--offline]`: the

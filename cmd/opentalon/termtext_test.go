@@ -14,6 +14,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/opentalon/opentalon/core"
+	"github.com/opentalon/opentalon/routing/provider/providertest"
 )
 
 // hostileText is what a chat user may put into a name or a message to
@@ -76,7 +77,7 @@ func TestMemoryCommandsTermSafe(t *testing.T) {
 		}
 		assertTermSafe(t, "memory "+args[0], out.String())
 		if !strings.Contains(out.String(), `zebra a\x1b[2Jb`) || !strings.Contains(out.String(), `\u202ee`) {
-			t.Errorf("memory %v shows no escaped content:\n%s", args, out.String())
+			t.Errorf("memory %v shows no escaped content:\n%q", args, out.String())
 		}
 
 		out.Reset()
@@ -86,7 +87,7 @@ func TestMemoryCommandsTermSafe(t *testing.T) {
 		assertTermSafe(t, "memory "+args[0]+" --json", out.String())
 		var ms []exportedMemory
 		if err := json.Unmarshal(out.Bytes(), &ms); err != nil || len(ms) != 1 {
-			t.Fatalf("memory %v --json: %v\n%s", args, err, out.String())
+			t.Fatalf("memory %v --json: %v\n%q", args, err, out.String())
 		}
 		if ms[0].Content != "zebra "+hostileText || strings.Join(ms[0].Tags, "|") != strings.Join(tags, "|") {
 			t.Errorf("memory %v --json read back %q %q; want the stored text", args, ms[0].Content, ms[0].Tags)
@@ -101,7 +102,7 @@ func TestMemoryCommandsTermSafe(t *testing.T) {
 		assertTermSafe(t, "memory export --format "+format, out.String())
 		var ms []exportedMemory
 		if err := yaml.Unmarshal(out.Bytes(), &ms); err != nil || len(ms) != 1 { // JSON is YAML
-			t.Fatalf("memory export --format %s: %v\n%s", format, err, out.String())
+			t.Fatalf("memory export --format %s: %v\n%q", format, err, out.String())
 		}
 		if ms[0].Content != "zebra "+hostileText || strings.Join(ms[0].Tags, "|") != strings.Join(tags, "|") {
 			t.Errorf("memory export --format %s read back %q %q; want the stored text", format, ms[0].Content, ms[0].Tags)
@@ -125,7 +126,7 @@ func TestUsageTermSafe(t *testing.T) {
 		}
 		assertTermSafe(t, "usage --by "+c.by, out.String())
 		if !strings.Contains(out.String(), `a\x1b[2Jb`) || !strings.Contains(out.String(), "0.5000") {
-			t.Errorf("usage --by %s:\n%s", c.by, out.String())
+			t.Errorf("usage --by %s:\n%q", c.by, out.String())
 		}
 
 		out.Reset()
@@ -155,7 +156,7 @@ func TestPairTermSafe(t *testing.T) {
 	}
 	assertTermSafe(t, "pair list", out.String())
 	if !strings.Contains(out.String(), "ABCD1234") || !strings.Contains(out.String(), `a\x1b[2Jb`) {
-		t.Errorf("pair list:\n%s", out.String())
+		t.Errorf("pair list:\n%q", out.String())
 	}
 	out.Reset()
 	if err := runPair(ctx, db, now, []string{"approve", "ABCD1234"}, &out); err != nil {
@@ -190,7 +191,7 @@ func TestSessionExportTermSafe(t *testing.T) {
 			Sessions []struct{ Messages []exportedMessages }
 		}
 		if err := yaml.Unmarshal(b, &doc); err != nil || len(doc.Sessions) != 1 || len(doc.Sessions[0].Messages) != len(texts) { // JSON is YAML
-			t.Fatalf("%s: %v\n%s", what, err, b)
+			t.Fatalf("%s: %v\n%q", what, err, b)
 		}
 		for i, m := range doc.Sessions[0].Messages {
 			if m.Content != texts[i] {
@@ -234,7 +235,7 @@ func TestAffinityAndPluginsTermSafe(t *testing.T) {
 	}
 	assertTermSafe(t, "affinity show", out.String())
 	if !strings.Contains(out.String(), `chata\x1b[2Jb`) {
-		t.Errorf("affinity show:\n%s", out.String())
+		t.Errorf("affinity show:\n%q", out.String())
 	}
 	out.Reset()
 	if err := runAffinity(ctx, db, 30, nil, at, []string{"show", "--json"}, &out); err != nil {
@@ -255,7 +256,7 @@ func TestAffinityAndPluginsTermSafe(t *testing.T) {
 	}
 	assertTermSafe(t, "plugins list", out.String())
 	if !strings.Contains(out.String(), `notesa\x1b[2Jb`) || !strings.Contains(out.String(), `/opt/x\u202ey`) {
-		t.Errorf("plugins list:\n%s", out.String())
+		t.Errorf("plugins list:\n%q", out.String())
 	}
 }
 
@@ -269,6 +270,26 @@ func TestLuaTestTermSafe(t *testing.T) {
 	assertTermSafe(t, "lua test", r.stdout)
 	var o luaTestOutput
 	if err := json.Unmarshal([]byte(r.stdout), &o); err != nil || r.code != 0 || o.Ctx == nil || o.Ctx.Message != hostileText+bidiOnly {
-		t.Fatalf("lua test: exit %d, %v, %+v\n%s%s", r.code, err, o, r.stdout, r.stderr)
+		t.Fatalf("lua test: exit %d, %v, %+v\n%q%q", r.code, err, o, r.stdout, r.stderr)
+	}
+}
+
+// doctor quotes what a provider answered in its line: an error whose
+// text holds escape sequences stays on one line and is shown, not acted on.
+func TestDoctorTermSafe(t *testing.T) {
+	t.Parallel()
+	llm := providertest.NewOpenAI(t)
+	msg, err := json.Marshal(hostileText)
+	if err != nil {
+		t.Fatal(err)
+	}
+	llm.SetReply(func(providertest.Received) providertest.Script {
+		return providertest.Script{Status: 400, Body: `{"error":{"message":` + string(msg) + `,"type":"invalid_request_error"}}`}
+	})
+	path := writeConfig(t, doctorConfig(t.TempDir(), llm.BaseURL()))
+	res := runMain(t, nil, "", "--config", path, "doctor")
+	assertTermSafe(t, "doctor", res.stdout)
+	if res.code != 1 || !strings.Contains(res.stdout, `a\x1b[2Jb`) {
+		t.Fatalf("doctor: exit %d; want a FAIL quoting the provider's error, escaped\n%q%q", res.code, res.stdout, res.stderr)
 	}
 }
