@@ -159,7 +159,9 @@ func Main(ctx context.Context, args []string, io Stdio, lookup func(string) (str
 		return 2
 	}
 	if runErr != nil {
-		fmt.Fprintln(io.Err, "opentalon:", runErr)
+		// An error may quote what a provider, a platform or the database
+		// held: written safe for the terminal (termLines).
+		fmt.Fprintln(io.Err, "opentalon:", termLines(runErr.Error()))
 		if store.ReadOnlyRefusal(runErr) {
 			// A command that writes, run against a standby: what
 			// PostgreSQL says names neither the server nor the fix.

@@ -157,3 +157,18 @@ func writeTable(out io.Writer, rows [][]string) error {
 	_, err := io.WriteString(out, b.String())
 	return err
 }
+
+// termLines is s made safe for the terminal as termText does, but with
+// its line breaks and tabs kept: for a message of several lines, such as
+// an error followed by its usage.
+func termLines(s string) string {
+	lines := strings.Split(s, "\n")
+	for i, l := range lines {
+		cells := strings.Split(l, "\t")
+		for j, c := range cells {
+			cells[j] = termText(c)
+		}
+		lines[i] = strings.Join(cells, "\t")
+	}
+	return strings.Join(lines, "\n")
+}

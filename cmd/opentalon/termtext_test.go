@@ -293,3 +293,28 @@ func TestDoctorTermSafe(t *testing.T) {
 		t.Fatalf("doctor: exit %d; want a FAIL quoting the provider's error, escaped\n%q%q", res.code, res.stdout, res.stderr)
 	}
 }
+
+// A command's error may quote a provider's answer; it reaches stderr
+// shown, not acted on.
+func TestCommandErrorTermSafe(t *testing.T) {
+	t.Parallel()
+	llm := providertest.NewOpenAI(t)
+	msg, err := json.Marshal(hostileText)
+	if err != nil {
+		t.Fatal(err)
+	}
+	llm.SetReply(func(providertest.Received) providertest.Script {
+		return providertest.Script{Status: 400, Body: `{"error":{"message":` + string(msg) + `,"type":"invalid_request_error"}}`}
+	})
+	path := writeConfig(t, doctorConfig(t.TempDir(), llm.BaseURL()))
+	res := runMain(t, nil, "", "--config", path, "complete", "say hi")
+	assertTermSafe(t, "complete's error", res.stderr)
+	if res.code == 0 || !strings.Contains(res.stderr, `a\x1b[2Jb`) {
+		t.Fatalf("complete: exit %d; want an error quoting the provider's, escaped\n%q%q", res.code, res.stdout, res.stderr)
+	}
+	// A usage error keeps its lines.
+	res = runMain(t, nil, "", "--config", path, "complete")
+	if res.code != 2 || !strings.Contains(res.stderr, "\nusage: opentalon complete") && !strings.Contains(res.stderr, "; usage: opentalon complete") {
+		t.Fatalf("complete without a prompt: exit %d %q", res.code, res.stderr)
+	}
+}
