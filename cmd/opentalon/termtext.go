@@ -159,10 +159,10 @@ func writeTable(out io.Writer, rows [][]string) error {
 }
 
 // termLines is s made safe for the terminal as termText does, but with
-// its line breaks and tabs kept: for a message of several lines, such as
-// an error followed by its usage.
+// its line breaks (\n, \r\n written as \n) and tabs kept: for a message
+// of several lines, such as an error followed by its usage.
 func termLines(s string) string {
-	lines := strings.Split(s, "\n")
+	lines := strings.Split(strings.ReplaceAll(s, "\r\n", "\n"), "\n")
 	for i, l := range lines {
 		cells := strings.Split(l, "\t")
 		for j, c := range cells {

@@ -318,3 +318,17 @@ func TestCommandErrorTermSafe(t *testing.T) {
 		t.Fatalf("complete without a prompt: exit %d %q", res.code, res.stderr)
 	}
 }
+
+func TestTermLinesKeepsLinesAndTabs(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct{ in, want string }{
+		{"plain\n  second\tcell", "plain\n  second\tcell"},
+		{"crlf\r\nnext", "crlf\nnext"},
+		{"lone\rcr", `lone\x0dcr`},
+		{"a\x1b[2J\n\u009bb\u202e", `a\x1b[2J` + "\n" + `\u009bb\u202e`},
+	} {
+		if got := termLines(c.in); got != c.want {
+			t.Errorf("termLines(%q) = %q, want %q", c.in, got, c.want)
+		}
+	}
+}
