@@ -42,10 +42,18 @@ type doctor struct {
 	failed int
 }
 
-// line writes one check's line, on one line and safe for the terminal
-// (termText): a message may quote what a provider or a platform answered.
+// line writes one check's line safe for the terminal (termLines): a
+// message may quote what a provider or a platform answered. A message of
+// several lines (the config's problems, one a line) keeps them, each
+// after the first indented, so no quoted line can pass for a check's.
 func (d *doctor) line(tag, what, msg string, args ...any) {
-	fmt.Fprintf(d.out, "%s%s: %s\n", tag, termText(what), termText(fmt.Sprintf(msg, args...)))
+	lines := strings.Split(termLines(fmt.Sprintf(msg, args...)), "\n")
+	for i := 1; i < len(lines); i++ {
+		if !strings.HasPrefix(lines[i], " ") && !strings.HasPrefix(lines[i], "\t") {
+			lines[i] = "  " + lines[i]
+		}
+	}
+	fmt.Fprintf(d.out, "%s%s: %s\n", tag, termText(what), strings.Join(lines, "\n"))
 }
 
 func (d *doctor) ok(what, msg string, args ...any) {

@@ -292,6 +292,7 @@ func TestDoctorTermSafe(t *testing.T) {
 	if res.code != 1 || !strings.Contains(res.stdout, `a\x1b[2Jb`) {
 		t.Fatalf("doctor: exit %d; want a FAIL quoting the provider's error, escaped\n%q%q", res.code, res.stdout, res.stderr)
 	}
+	assertCheckLines(t, res.stdout)
 }
 
 // A command's error may quote a provider's answer; it reaches stderr
@@ -329,6 +330,40 @@ func TestTermLinesKeepsLinesAndTabs(t *testing.T) {
 	} {
 		if got := termLines(c.in); got != c.want {
 			t.Errorf("termLines(%q) = %q, want %q", c.in, got, c.want)
+		}
+	}
+}
+
+// A config with several problems fails doctor's config check with one
+// problem a line, as `config check` lists them; a line quoted from a
+// provider cannot pass for a check's: every line is a check's or indented.
+func TestDoctorKeepsTheConfigProblemsLines(t *testing.T) {
+	t.Parallel()
+	path := writeConfig(t, doctorConfig(t.TempDir(), "http://127.0.0.1:9")+"\nfrobnicate: 1\nwobble: 2\n")
+	res := runMain(t, nil, "", "--config", path, "doctor", "--offline")
+	if res.code != 1 || strings.Contains(res.stdout, "⏎") {
+		t.Fatalf("doctor: exit %d\n%s", res.code, res.stdout)
+	}
+	for _, key := range []string{`"frobnicate"`, `"wobble"`} {
+		found := false
+		for _, l := range strings.Split(res.stdout, "\n") {
+			found = found || strings.HasPrefix(l, "  ") && strings.Contains(l, key)
+		}
+		if !found {
+			t.Errorf("doctor lists no indented line for the unknown key %s:\n%s", key, res.stdout)
+		}
+	}
+	assertCheckLines(t, res.stdout)
+}
+
+// assertCheckLines fails when a line of doctor's output neither starts
+// with a check's status nor is indented.
+func assertCheckLines(t *testing.T, out string) {
+	t.Helper()
+	for _, l := range strings.Split(strings.TrimSuffix(out, "\n"), "\n") {
+		if !strings.HasPrefix(l, " ") && !strings.HasPrefix(l, "\t") && !strings.HasPrefix(l, "ok    ") &&
+			!strings.HasPrefix(l, "warn  ") && !strings.HasPrefix(l, "FAIL  ") && !strings.HasPrefix(l, "skip  ") {
+			t.Errorf("doctor line %q is neither a check's nor indented:\n%s", l, out)
 		}
 	}
 }
