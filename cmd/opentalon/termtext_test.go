@@ -274,10 +274,10 @@ func TestLuaTestTermSafe(t *testing.T) {
 	}
 }
 
-// doctor quotes what a provider answered in its line: an error whose
-// text holds escape sequences stays on one line and is shown, not acted on.
-func TestDoctorTermSafe(t *testing.T) {
-	t.Parallel()
+// hostileLLM is a provider that refuses every request with hostileText
+// as its error's message.
+func hostileLLM(t *testing.T) *providertest.Server {
+	t.Helper()
 	llm := providertest.NewOpenAI(t)
 	msg, err := json.Marshal(hostileText)
 	if err != nil {
@@ -286,6 +286,14 @@ func TestDoctorTermSafe(t *testing.T) {
 	llm.SetReply(func(providertest.Received) providertest.Script {
 		return providertest.Script{Status: 400, Body: `{"error":{"message":` + string(msg) + `,"type":"invalid_request_error"}}`}
 	})
+	return llm
+}
+
+// doctor quotes what a provider answered in its line: an error whose
+// text holds escape sequences stays on one line and is shown, not acted on.
+func TestDoctorTermSafe(t *testing.T) {
+	t.Parallel()
+	llm := hostileLLM(t)
 	path := writeConfig(t, doctorConfig(t.TempDir(), llm.BaseURL()))
 	res := runMain(t, nil, "", "--config", path, "doctor")
 	assertTermSafe(t, "doctor", res.stdout)
@@ -299,14 +307,7 @@ func TestDoctorTermSafe(t *testing.T) {
 // shown, not acted on.
 func TestCommandErrorTermSafe(t *testing.T) {
 	t.Parallel()
-	llm := providertest.NewOpenAI(t)
-	msg, err := json.Marshal(hostileText)
-	if err != nil {
-		t.Fatal(err)
-	}
-	llm.SetReply(func(providertest.Received) providertest.Script {
-		return providertest.Script{Status: 400, Body: `{"error":{"message":` + string(msg) + `,"type":"invalid_request_error"}}`}
-	})
+	llm := hostileLLM(t)
 	path := writeConfig(t, doctorConfig(t.TempDir(), llm.BaseURL()))
 	res := runMain(t, nil, "", "--config", path, "complete", "say hi")
 	assertTermSafe(t, "complete's error", res.stderr)
