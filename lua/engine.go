@@ -2,10 +2,15 @@ package lua
 
 import (
 	"context"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
+	"path/filepath"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -75,7 +80,8 @@ type Options struct {
 	// (default 1ms).
 	HeapPoll time.Duration
 	Logger   *slog.Logger
-	// Events is told when a hook run fails (nil = nobody).
+	// Events is told when a hook run fails, and when an edited script
+	// does not reload (once per version of the file; nil = nobody).
 	Events core.OpsEvents
 	// Observer counts the failed runs of filters, pre_hooks and
 	// post_hooks as HookFailed of their stage (opentalon_hook_failures_total;
@@ -100,8 +106,11 @@ type Engine struct {
 	// mu serializes loads and reloads.
 	mu sync.Mutex
 	// failed holds, by path, the version of each file whose last compile
-	// failed, so a reload for another reason does not log it again; under mu.
-	failed  map[string]fileVersion
+	// failed and its error, so a reload for another reason does not log
+	// and report it again; under mu.
+	failed map[string]reloadFailure
+	// broken is a copy of failed for Scripts, replaced after each reload.
+	broken  atomic.Pointer[map[string]reloadFailure]
 	stop    context.CancelFunc
 	stopped chan struct{}
 }
@@ -188,13 +197,34 @@ type Script struct {
 	// last one's error.
 	Failures  int
 	LastError string
+	// Loaded says a version of the file runs: false for a file whose
+	// every version so far failed to compile (see ReloadError).
+	Loaded bool
+	// Version is the running version's content (the first 12 hex digits
+	// of its SHA-256) and Modified its file's modification time; empty
+	// and zero when not Loaded.
+	Version  string
+	Modified time.Time
+	// ReloadError, when set, is why the file on disk now does not load
+	// (its file:line); the version above keeps running. It clears when
+	// a good version loads.
+	ReloadError string
 }
 
-// Scripts lists the loaded scripts in the order they run.
+// Scripts lists the loaded scripts in the order they run, then, in
+// file-name order, the files on disk that failed to load with no
+// version of them running (Loaded false).
 func (e *Engine) Scripts() []Script {
 	var out []Script
+	broken := map[string]reloadFailure{}
+	if b := e.broken.Load(); b != nil {
+		broken = *b
+	}
+	loaded := map[string]bool{}
 	for _, s := range e.current() {
-		sc := Script{Name: s.name, File: s.file, Hooks: s.hookList(), Failures: int(s.failures.Load())}
+		loaded[s.path] = true
+		sc := Script{Name: s.name, File: s.file, Hooks: s.hookList(), Failures: int(s.failures.Load()),
+			Loaded: true, Version: hex.EncodeToString(s.sum[:6]), Modified: s.mod, ReloadError: broken[s.path].err}
 		for _, h := range sc.Hooks {
 			sc.FailClosed = sc.FailClosed || s.failClosed(h)
 		}
@@ -202,6 +232,12 @@ func (e *Engine) Scripts() []Script {
 			sc.LastError = *e
 		}
 		out = append(out, sc)
+	}
+	for _, path := range slices.Sorted(maps.Keys(broken)) {
+		if !loaded[path] {
+			file := filepath.Base(path)
+			out = append(out, Script{Name: strings.TrimSuffix(file, ".lua"), File: file, ReloadError: broken[path].err})
+		}
 	}
 	return out
 }

@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/opentalon/opentalon/core"
 )
 
 func tagScript(tag string) string {
@@ -178,5 +180,103 @@ func TestReloadsOn(t *testing.T) {
 		if got := reloadsOn(filepath.Join("scripts", name)); got != want {
 			t.Errorf("reloadsOn(%q) = %v, want %v", name, got, want)
 		}
+	}
+}
+
+// A broken edit is told to the operator once per version of the file,
+// naming its file:line, and Scripts shows it beside the version that
+// keeps running; the fix clears it. A new file that never compiled is
+// listed as not loaded.
+func TestBrokenReloadReported(t *testing.T) {
+	rec := &recorder{}
+	te := startEngine(t, map[string]string{"b_tag.lua": tagScript("b")}, func(o *Options) { o.Events = rec })
+	reloads := func() []core.OpsEvent {
+		rec.mu.Lock()
+		defer rec.mu.Unlock()
+		var out []core.OpsEvent
+		for _, e := range rec.got {
+			if e.Details["hook"] == "reload" {
+				out = append(out, e)
+			}
+		}
+		return out
+	}
+	script := func(file string) Script {
+		t.Helper()
+		for _, s := range te.Scripts() {
+			if s.File == file {
+				return s
+			}
+		}
+		t.Fatalf("%s not in Scripts: %+v", file, te.Scripts())
+		return Script{}
+	}
+	good := script("b_tag.lua")
+	if !good.Loaded || len(good.Version) != 12 || good.Modified.IsZero() || good.ReloadError != "" {
+		t.Fatalf("a loaded script: %+v", good)
+	}
+
+	broken := "function post_hook(ctx)\n  ctx.message = ctx.message ..\n  return ctx\nend\n"
+	writeScript(t, te.dir, "b_tag.lua", broken)
+	te.reload(t.Context())
+	te.reload(t.Context())
+	evs := reloads()
+	if len(evs) != 1 {
+		t.Fatalf("%d reload events, want 1: %+v", len(evs), evs)
+	}
+	ev := evs[0]
+	if ev.Kind != core.EventLuaHookFailed || ev.Subject != "b_tag.lua" ||
+		!strings.Contains(ev.Message, "b_tag.lua:3:") || !strings.Contains(ev.Message, "the last good version keeps running") {
+		t.Fatalf("event = %+v", ev)
+	}
+	s := script("b_tag.lua")
+	if !s.Loaded || s.Version != good.Version || !s.Modified.Equal(good.Modified) || !strings.Contains(s.ReloadError, "b_tag.lua:3:") {
+		t.Fatalf("after a broken edit: %+v, want version %s running and the error", s, good.Version)
+	}
+	if got := te.post(t, input("q"), "answer"); got != "answer [b]" {
+		t.Fatalf("post = %q, want the last good version", got)
+	}
+
+	// Undone to the very version that runs (content and time): the
+	// error goes, nothing reloads.
+	path := filepath.Join(te.dir, "b_tag.lua")
+	writeScript(t, te.dir, "b_tag.lua", tagScript("b"))
+	if err := os.Chtimes(path, good.Modified, good.Modified); err != nil {
+		t.Fatal(err)
+	}
+	te.reload(t.Context())
+	if s := script("b_tag.lua"); s.ReloadError != "" || s.Version != good.Version {
+		t.Fatalf("after the broken edit was undone: %+v", s)
+	}
+	writeScript(t, te.dir, "b_tag.lua", broken)
+	te.reload(t.Context())
+	if n := len(reloads()); n != 2 {
+		t.Fatalf("the same broken edit again: %d reload events in all, want 2", n)
+	}
+
+	// Another broken version is told again; a new file that does not
+	// compile is listed, not loaded.
+	writeScript(t, te.dir, "b_tag.lua", broken+"-- still\n")
+	writeScript(t, te.dir, "c_new.lua", "function pre_hook(ctx\n")
+	te.reload(t.Context())
+	if n := len(reloads()); n != 4 {
+		t.Fatalf("%d reload events in all, want 4", n)
+	}
+	if c := script("c_new.lua"); c.Loaded || c.Version != "" || !strings.Contains(c.ReloadError, "c_new.lua:") {
+		t.Fatalf("a new broken file: %+v", c)
+	}
+
+	// The fix clears the error and runs the new version.
+	writeScript(t, te.dir, "b_tag.lua", tagScript("b2"))
+	if err := os.Remove(filepath.Join(te.dir, "c_new.lua")); err != nil {
+		t.Fatal(err)
+	}
+	te.reload(t.Context())
+	s = script("b_tag.lua")
+	if s.ReloadError != "" || s.Version == good.Version || len(te.Scripts()) != 1 {
+		t.Fatalf("after the fix: %+v", te.Scripts())
+	}
+	if n := len(reloads()); n != 4 {
+		t.Fatalf("the fix emitted a reload event: %d in all", n)
 	}
 }

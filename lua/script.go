@@ -6,9 +6,11 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -184,6 +186,30 @@ type fileVersion struct {
 	sum  [sha256.Size]byte
 }
 
+// reloadFailure is a version of a file that failed to compile, and why.
+type reloadFailure struct {
+	ver fileVersion
+	err string
+}
+
+// reportBroken tells the operator (Events) that a version of a script
+// file does not compile; prev is the version that keeps running (nil:
+// none does).
+func (e *Engine) reportBroken(f luaFile, err error, prev *script) {
+	file := filepath.Base(f.path)
+	msg := fmt.Sprintf("lua script %s not loaded: %v; fix the file (it loads once it compiles)", file, err)
+	if prev != nil {
+		e.log.Error("lua script not reloaded; its previous version keeps running", "script", file, "err", err)
+		msg = fmt.Sprintf("lua script %s not reloaded: %v; the last good version keeps running until the file is fixed", file, err)
+	} else {
+		e.log.Error("lua script not loaded", "script", file, "err", err)
+	}
+	if e.o.Events != nil {
+		e.o.Events.Emit(core.OpsEvent{Kind: core.EventLuaHookFailed, Subject: file, At: time.Now(), Message: msg,
+			Details: map[string]string{"script": file, "hook": "reload", "previous_version_running": strconv.FormatBool(prev != nil)}})
+	}
+}
+
 // reload brings the scripts in line with the directory: new and changed
 // files are compiled (a file that fails keeps its previous version, and
 // the error is logged with its line), removed files are dropped.
@@ -214,11 +240,14 @@ func (e *Engine) reload(ctx context.Context) {
 		}
 		// Modification time, size or content: any change reloads.
 		if prev != nil && prev.mod.Equal(f.mod) && prev.size == f.size && prev.sum == sha256.Sum256(src) {
+			// The running version is the one on disk (again: a broken
+			// edit undone), whatever failed before.
+			delete(e.failed, f.path)
 			next = append(next, prev)
 			continue
 		}
 		ver := fileVersion{mod: f.mod.UnixNano(), size: f.size, sum: sha256.Sum256(src)}
-		if e.failed[f.path] == ver {
+		if e.failed[f.path].ver == ver {
 			// Already reported; it keeps failing until it changes.
 			if prev != nil {
 				next = append(next, prev)
@@ -228,14 +257,12 @@ func (e *Engine) reload(ctx context.Context) {
 		s, err := e.compile(ctx, f, src)
 		if err != nil {
 			if e.failed == nil {
-				e.failed = map[string]fileVersion{}
+				e.failed = map[string]reloadFailure{}
 			}
-			e.failed[f.path] = ver
+			e.failed[f.path] = reloadFailure{ver: ver, err: err.Error()}
+			e.reportBroken(f, err, prev)
 			if prev != nil {
-				e.log.Error("lua script not reloaded; its previous version keeps running", "script", filepath.Base(f.path), "err", err)
 				next = append(next, prev)
-			} else {
-				e.log.Error("lua script not loaded", "script", filepath.Base(f.path), "err", err)
 			}
 			continue
 		}
@@ -254,6 +281,8 @@ func (e *Engine) reload(ctx context.Context) {
 			delete(e.failed, path)
 		}
 	}
+	broken := maps.Clone(e.failed)
+	e.broken.Store(&broken)
 	for _, s := range old {
 		changed = true
 		e.log.Info("lua script removed", "script", s.file)
