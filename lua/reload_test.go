@@ -226,7 +226,8 @@ func TestBrokenReloadReported(t *testing.T) {
 	}
 	ev := evs[0]
 	if ev.Kind != core.EventLuaHookFailed || ev.Subject != "b_tag.lua" ||
-		!strings.Contains(ev.Message, "b_tag.lua:3:") || !strings.Contains(ev.Message, "the last good version keeps running") {
+		!strings.Contains(ev.Message, "b_tag.lua:3:") || !strings.Contains(ev.Message, "the last good version keeps running") ||
+		!strings.HasPrefix(ev.Once, "lua_reload|b_tag.lua|") {
 		t.Fatalf("event = %+v", ev)
 	}
 	s := script("b_tag.lua")
@@ -259,8 +260,12 @@ func TestBrokenReloadReported(t *testing.T) {
 	writeScript(t, te.dir, "b_tag.lua", broken+"-- still\n")
 	writeScript(t, te.dir, "c_new.lua", "function pre_hook(ctx\n")
 	te.reload(t.Context())
-	if n := len(reloads()); n != 4 {
+	evs = reloads()
+	if n := len(evs); n != 4 {
 		t.Fatalf("%d reload events in all, want 4", n)
+	}
+	if evs[2].Once == ev.Once {
+		t.Errorf("two versions of the file share the Once key %q: the sinks would drop the second", ev.Once)
 	}
 	if c := script("c_new.lua"); c.Loaded || c.Version != "" || !strings.Contains(c.ReloadError, "c_new.lua:") {
 		t.Fatalf("a new broken file: %+v", c)

@@ -195,7 +195,12 @@ type reloadFailure struct {
 // reportBroken tells the operator (Events) that a version of a script
 // file does not compile; prev is the version that keeps running (nil:
 // none does).
-func (e *Engine) reportBroken(f luaFile, err error, prev *script) {
+//
+// The event's Once key is the file and its content: each broken version
+// reaches the sinks although a failed run or an earlier edit of the same
+// script was just told (the sinks hold back an event of the same kind and
+// subject for a while), and replicas reading the same files tell it once.
+func (e *Engine) reportBroken(f luaFile, sum [sha256.Size]byte, err error, prev *script) {
 	file := filepath.Base(f.path)
 	msg := fmt.Sprintf("lua script %s not loaded: %v; fix the file (it loads once it compiles)", file, err)
 	if prev != nil {
@@ -206,6 +211,7 @@ func (e *Engine) reportBroken(f luaFile, err error, prev *script) {
 	}
 	if e.o.Events != nil {
 		e.o.Events.Emit(core.OpsEvent{Kind: core.EventLuaHookFailed, Subject: file, At: time.Now(), Message: msg,
+			Once:    fmt.Sprintf("lua_reload|%s|%x", file, sum[:6]),
 			Details: map[string]string{"script": file, "hook": "reload", "previous_version_running": strconv.FormatBool(prev != nil)}})
 	}
 }
@@ -260,7 +266,7 @@ func (e *Engine) reload(ctx context.Context) {
 				e.failed = map[string]reloadFailure{}
 			}
 			e.failed[f.path] = reloadFailure{ver: ver, err: err.Error()}
-			e.reportBroken(f, err, prev)
+			e.reportBroken(f, ver.sum, err, prev)
 			if prev != nil {
 				next = append(next, prev)
 			}
