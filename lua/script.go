@@ -287,8 +287,6 @@ func (e *Engine) reload(ctx context.Context) {
 			delete(e.failed, path)
 		}
 	}
-	broken := maps.Clone(e.failed)
-	e.broken.Store(&broken)
 	for _, s := range old {
 		changed = true
 		e.log.Info("lua script removed", "script", s.file)
@@ -297,6 +295,10 @@ func (e *Engine) reload(ctx context.Context) {
 	if changed {
 		e.scripts.Store(&next)
 	}
+	// After the scripts: a cleared error is never seen beside the
+	// version it was about.
+	broken := maps.Clone(e.failed)
+	e.broken.Store(&broken)
 }
 
 // listed reports whether path is one of files.
