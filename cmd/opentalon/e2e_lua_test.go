@@ -15,6 +15,7 @@ import (
 
 	"github.com/opentalon/opentalon/config"
 	"github.com/opentalon/opentalon/core"
+	"github.com/opentalon/opentalon/metrics/status"
 	"github.com/opentalon/opentalon/routing/provider/providertest"
 )
 
@@ -264,10 +265,40 @@ func TestLuaReloadInTheGateway(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	write(`function post_hook(ctx) ctx.message = ctx.message .. `)
-	time.Sleep(500 * time.Millisecond) // past the watcher's settle time
+	running := h.app.statusScripts()
+	if len(running) != 1 || !running[0].Loaded || running[0].Version == "" || running[0].ReloadError != "" {
+		t.Fatalf("status before the broken edit: %+v", running)
+	}
+	write("function post_hook(ctx)\n  ctx.message = ctx.message ..\nend\n")
+	// The status page says the edit did not load, where it broke, and
+	// that the previous version keeps running.
+	scriptStatus := func(what string, ok func(status.Script) bool) status.Script {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			sc := h.app.statusScripts()
+			if len(sc) == 1 && ok(sc[0]) {
+				return sc[0]
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("status never showed %s: %+v", what, sc)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	broken := scriptStatus("the broken edit", func(s status.Script) bool { return s.ReloadError != "" })
+	if !broken.Loaded || broken.Version != running[0].Version || !strings.Contains(broken.ReloadError, "sign.lua:3:") {
+		t.Fatalf("status after the broken edit: %+v; want version %s running and the error at sign.lua:3", broken, running[0].Version)
+	}
 	h.send("c")
 	h.expect("echo: c -- v2")
+	write(`function post_hook(ctx) ctx.message = ctx.message .. " -- v3" return ctx end`)
+	fixed := scriptStatus("the fix", func(s status.Script) bool { return s.ReloadError == "" })
+	if !fixed.Loaded || fixed.Version == running[0].Version {
+		t.Fatalf("status after the fix: %+v", fixed)
+	}
+	h.send("d")
+	h.expect("echo: d -- v3")
 }
 
 // Seed 001's config names "./scripts" (and "./plugins"): in a fresh

@@ -143,15 +143,25 @@ func (a *App) statusPlugins() []status.Plugin {
 }
 
 // statusScripts lists the Lua scripts for the status page: a script whose
-// last runs failed in a row is shown unhealthy (it keeps running).
+// last runs failed in a row is shown unhealthy (it keeps running); one
+// whose file on disk does not compile shows the error beside the version
+// that keeps running; a file that never compiled is not loaded, and
+// unhealthy.
 func (a *App) statusScripts() []status.Script {
 	if a.lua == nil {
 		return nil
 	}
 	var out []status.Script
 	for _, s := range a.lua.Scripts() {
-		sc := status.Script{Name: s.Name, Healthy: s.Failures < 3}
-		if !sc.Healthy {
+		sc := status.Script{Name: s.Name, Healthy: s.Failures < 3, Loaded: s.Loaded, Version: s.Version, ReloadError: s.ReloadError}
+		if !s.Modified.IsZero() {
+			sc.Modified = &s.Modified
+		}
+		switch {
+		case !s.Loaded:
+			sc.Healthy = false
+			sc.Error = fmt.Sprintf("not loaded: %s; fix %s (it loads once it compiles)", s.ReloadError, s.File)
+		case !sc.Healthy:
 			sc.Error = fmt.Sprintf("its last %d runs failed (last: %s); fix %s", s.Failures, s.LastError, s.File)
 		}
 		out = append(out, sc)

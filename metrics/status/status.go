@@ -72,6 +72,16 @@ type Script struct {
 	Name    string `json:"name"`
 	Healthy bool   `json:"healthy"`
 	Error   string `json:"error,omitempty"`
+	// Loaded says a version of the file runs (false: every version so
+	// far failed to compile).
+	Loaded bool `json:"loaded"`
+	// Version is the running version's content (12 hex digits of its
+	// SHA-256) and Modified its file's modification time.
+	Version  string     `json:"version,omitempty"`
+	Modified *time.Time `json:"modified,omitempty"`
+	// ReloadError is why the file on disk does not load (file:line);
+	// the version above keeps running. Cleared when a good one loads.
+	ReloadError string `json:"reload_error,omitempty"`
 }
 
 // Cluster is the replicas sharing the database and who holds which

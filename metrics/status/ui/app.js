@@ -102,7 +102,10 @@ function renderStatus(s) {
   const rows = s.plugins.map((p) => el("tr", {}, el("td", {}, p.name), el("td", {}, "plugin"),
     el("td", {}, badge(p.up, "running", "stopped"), p.restarts ? el("span", { class: "muted" }, " · " + p.restarts + " restarts") : "")))
     .concat(s.scripts.map((x) => el("tr", {}, el("td", {}, x.name), el("td", {}, "Lua"),
-      el("td", {}, badge(x.healthy, "ok", "failing"), x.error ? el("div", { class: "muted" }, x.error) : ""))));
+      el("td", {}, badge(x.healthy, "ok", x.loaded === false ? "not loaded" : "failing"),
+        x.reload_error && x.loaded !== false ? el("span", { class: "bad" }, " edit not loaded: version " + x.version + " keeps running") : "",
+        x.error ? el("div", { class: "muted" }, x.error) : "",
+        x.reload_error && x.loaded !== false ? el("div", { class: "muted" }, x.reload_error) : ""))));
   fill($("plugins").tBodies[0], rows, "No plugins or Lua scripts loaded.", 3);
 }
 
