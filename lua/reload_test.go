@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/opentalon/opentalon/core"
 )
@@ -283,5 +284,27 @@ func TestBrokenReloadReported(t *testing.T) {
 	}
 	if n := len(reloads()); n != 4 {
 		t.Fatalf("the fix emitted a reload event: %d in all", n)
+	}
+}
+
+// A syntax error quotes its token, which may be a long string of the
+// file (and not valid UTF-8): what reaches the sinks and the status page
+// is cut, like a run's error.
+func TestBrokenReloadErrorIsCut(t *testing.T) {
+	rec := &recorder{}
+	te := startEngine(t, map[string]string{"b_tag.lua": tagScript("b")}, func(o *Options) { o.Events = rec })
+	writeScript(t, te.dir, "b_tag.lua", "local \""+strings.Repeat("A", 50000)+"\xff\"\n")
+	te.reload(t.Context())
+	rec.mu.Lock()
+	evs := append([]core.OpsEvent(nil), rec.got...)
+	rec.mu.Unlock()
+	if len(evs) != 1 {
+		t.Fatalf("%d events, want 1", len(evs))
+	}
+	sc := te.Scripts()[0]
+	for what, text := range map[string]string{"event": evs[0].Message, "reload_error": sc.ReloadError} {
+		if len(text) > maxLogMsg+200 || !utf8.ValidString(text) || !strings.Contains(text, "bytes more)") {
+			t.Errorf("%s: %d bytes (valid UTF-8 %v), want it cut to about %d", what, len(text), utf8.ValidString(text), maxLogMsg)
+		}
 	}
 }

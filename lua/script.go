@@ -194,20 +194,21 @@ type reloadFailure struct {
 
 // reportBroken tells the operator (Events) that a version of a script
 // file does not compile; prev is the version that keeps running (nil:
-// none does).
+// none does). errText is the compile error, cleaned and cut (cutText): a
+// syntax error quotes its token, which may be a long string of the file.
 //
 // The event's Once key is the file and its content: each broken version
 // reaches the sinks although a failed run or an earlier edit of the same
 // script was just told (the sinks hold back an event of the same kind and
 // subject for a while), and replicas reading the same files tell it once.
-func (e *Engine) reportBroken(f luaFile, sum [sha256.Size]byte, err error, prev *script) {
+func (e *Engine) reportBroken(f luaFile, sum [sha256.Size]byte, errText string, prev *script) {
 	file := filepath.Base(f.path)
-	msg := fmt.Sprintf("lua script %s not loaded: %v; fix the file (it loads once it compiles)", file, err)
+	msg := fmt.Sprintf("lua script %s not loaded: %s; fix the file (it loads once it compiles)", file, errText)
 	if prev != nil {
-		e.log.Error("lua script not reloaded; its previous version keeps running", "script", file, "err", err)
-		msg = fmt.Sprintf("lua script %s not reloaded: %v; the last good version keeps running until the file is fixed", file, err)
+		e.log.Error("lua script not reloaded; its previous version keeps running", "script", file, "err", errText)
+		msg = fmt.Sprintf("lua script %s not reloaded: %s; the last good version keeps running until the file is fixed", file, errText)
 	} else {
-		e.log.Error("lua script not loaded", "script", file, "err", err)
+		e.log.Error("lua script not loaded", "script", file, "err", errText)
 	}
 	if e.o.Events != nil {
 		e.o.Events.Emit(core.OpsEvent{Kind: core.EventLuaHookFailed, Subject: file, At: time.Now(), Message: msg,
@@ -265,8 +266,11 @@ func (e *Engine) reload(ctx context.Context) {
 			if e.failed == nil {
 				e.failed = map[string]reloadFailure{}
 			}
-			e.failed[f.path] = reloadFailure{ver: ver, err: err.Error()}
-			e.reportBroken(f, ver.sum, err, prev)
+			// The error goes to the sinks and the status page: cut, as
+			// a run's (a syntax error quotes its token).
+			errText := cutText(core.CleanText(err.Error()))
+			e.failed[f.path] = reloadFailure{ver: ver, err: errText}
+			e.reportBroken(f, ver.sum, errText, prev)
 			if prev != nil {
 				next = append(next, prev)
 			}
