@@ -80,12 +80,16 @@ type EscalationState struct {
 // session's newest user message), the session's escalation state, and
 // whether a verdict on the answer was recorded already (Judged: a signal
 // other than an explicit model choice, a positive reaction or an
-// abandonment).
+// abandonment). Asker is who sent the request Last answers, as its queue
+// item says (its user, whether the chat is private, its origin); nil
+// when that is unknown (the item was pruned): in a group, only the
+// asker's next message is a verdict on their answer.
 type FollowUp struct {
 	Last       *Reply
 	Question   string
 	Escalation EscalationState
 	Judged     bool
+	Asker      *Inbound
 }
 
 // What operators read (the status page).

@@ -51,8 +51,10 @@ func (db *DB) SaveEscalation(ctx context.Context, sessionID int64, st core.Escal
 
 // followUpCols are FollowUp's columns of the session's last answer r
 // (their three arguments: the signal kinds that do not judge an answer,
-// or only when negative).
+// or only when negative). The queue item of the answer's request (by
+// its key) says who asked.
 const followUpCols = `r.id, r.model, r.task_type, r.created_at, r.request_id,
+		COALESCE((SELECT q.payload FROM queue q WHERE q.id = r.request_id), ''),
 		COALESCE((SELECT m.content FROM messages m WHERE m.session_id = r.session_id AND m.summary = FALSE AND m.role = 'user' ORDER BY m.id DESC LIMIT 1), ''),
 		COALESCE((SELECT e.question FROM escalations e WHERE e.session_id = r.session_id), ''),
 		COALESCE((SELECT e.models FROM escalations e WHERE e.session_id = r.session_id), ''),
@@ -67,12 +69,13 @@ func followUpArgs() []any {
 type followUpRow struct {
 	id, created, request  sql.NullInt64
 	model, task           sql.NullString
+	asker                 sql.NullString
 	question, esc, models string
 	judged                bool
 }
 
 func (f *followUpRow) dest() []any {
-	return []any{&f.id, &f.model, &f.task, &f.created, &f.request, &f.question, &f.esc, &f.models, &f.judged}
+	return []any{&f.id, &f.model, &f.task, &f.created, &f.request, &f.asker, &f.question, &f.esc, &f.models, &f.judged}
 }
 
 func (f *followUpRow) followUp(sessionID int64) (core.FollowUp, error) {
@@ -81,6 +84,16 @@ func (f *followUpRow) followUp(sessionID int64) (core.FollowUp, error) {
 	}
 	out := core.FollowUp{Question: f.question, Judged: f.judged, Escalation: core.EscalationState{Question: f.esc}}
 	out.Last = &core.Reply{ID: f.id.Int64, RequestID: f.request.Int64, Model: f.model.String, TaskType: f.task.String, SessionID: sessionID, CreatedAt: time.UnixMilli(f.created.Int64)}
+	if f.asker.String != "" {
+		// A payload that does not decode leaves the asker unknown: judged
+		// as before, rather than failing every message after it.
+		var p payload
+		if json.Unmarshal([]byte(f.asker.String), &p) == nil {
+			if in, ok := p.sender(); ok {
+				out.Asker = &in
+			}
+		}
+	}
 	if f.models != "" {
 		if err := json.Unmarshal([]byte(f.models), &out.Escalation.Models); err != nil {
 			return out, fmt.Errorf("escalation of session %d: models: %w", sessionID, err)
@@ -152,13 +165,19 @@ func (db *DB) RequestSender(ctx context.Context, id int64) (in core.Inbound, ok 
 	if err := decodePayload(core.EventKind(kind), raw, &p); err != nil {
 		return in, false, fmt.Errorf("sender of request %d: %w", id, err)
 	}
+	in, ok = p.sender()
+	return in, ok, nil
+}
+
+// sender is who sent the queue item p holds (RequestSender).
+func (p payload) sender() (core.Inbound, bool) {
 	switch {
 	case p.Message != nil:
-		return *p.Message, true, nil
+		return *p.Message, true
 	case p.Reaction != nil:
-		return core.Inbound{Conversation: p.Reaction.Conversation, UserID: p.Reaction.UserID, ReplyTo: p.Reaction.MessageID}, true, nil
+		return core.Inbound{Conversation: p.Reaction.Conversation, UserID: p.Reaction.UserID, ReplyTo: p.Reaction.MessageID}, true
 	case p.Firing != nil:
-		return p.Firing.Inbound(p.Firing.Prompt), true, nil
+		return p.Firing.Inbound(p.Firing.Prompt), true
 	}
-	return in, false, nil
+	return core.Inbound{}, false
 }

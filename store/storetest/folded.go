@@ -41,7 +41,12 @@ func testFolded(t *testing.T, e Engine) {
 			!f.Last.CreatedAt.Equal(want.Last.CreatedAt) {
 			t.Fatalf("%s: follow-up = %+v; want %+v (reply %d)", what, f, want, rid)
 		}
+		// The asker is the answered request's sender, as RequestSender.
+		if f.Asker == nil || f.Asker.UserID != "u1" || f.Asker.Conversation != c || f.Asker.MessageID != "1" {
+			t.Fatalf("%s: the follow-up's asker = %+v; want u1's message 1", what, f.Asker)
+		}
 	}
+	same("FollowUp", &want)
 	same2, f, err := db.ActiveSessionFollowUp(ctx, c)
 	if err != nil || same2.ID != s.ID {
 		t.Fatalf("the session again = %+v, %v; want %d", same2, err, s.ID)
@@ -55,6 +60,16 @@ func testFolded(t *testing.T, e Engine) {
 		t.Fatalf("a stale session = %+v, %v; want %d touched now", touched, err, s.ID)
 	}
 	same("touched session", f)
+	// An answer whose queue item is gone (pruned): the asker is unknown.
+	pc := conv("folded-pruned")
+	ps, err := db.ActiveSession(ctx, pc)
+	check(t, "pruned session", err)
+	_, err = db.SaveReply(ctx, &core.Reply{RequestID: q + 1000, SessionID: ps.ID, Conversation: pc, Text: "a", Parts: []string{"a"}, Model: "fake/big", TaskType: "chat"},
+		[]core.ChatMessage{{Role: core.RoleUser, Content: "q"}, {Role: core.RoleAssistant, Content: "a"}})
+	check(t, "save reply of a pruned request", err)
+	if pf, err := db.FollowUp(ctx, ps.ID); err != nil || pf.Last == nil || pf.Asker != nil {
+		t.Fatalf("the follow-up of an answer whose request is gone = %+v, %v; want its answer and no asker", pf, err)
+	}
 
 	// The history with the memories check: as History, then true once
 	// the owner (or anyone, shared) has a memory.
