@@ -100,6 +100,11 @@ func (e *Escalator) followUp(ctx context.Context, sid int64) (core.FollowUp, err
 	if f.Last == nil || f.Last.Model == "" {
 		return f, nil
 	}
+	if asker, ok, err := e.askerOf(ctx, f.Last); err != nil {
+		return f, err
+	} else if ok {
+		f.Asker = &asker
+	}
 	if f.Question, err = e.lastQuestion(ctx, sid); err != nil {
 		return f, err
 	}
@@ -184,16 +189,19 @@ func (e *Escalator) Intercept(ctx context.Context, req core.CommandRequest) (cor
 		}
 		return core.Decision{}, nil
 	}
-	if retry && !req.In.Private {
+	if !req.In.Private && f.Asker != nil && askedByAnother(*f.Asker, req.In.UserID) {
 		// In a group the answer belongs to whoever asked: another
-		// member's /retry neither replaces it nor judges it.
-		asker, ok, err := e.askerOf(ctx, last)
-		if err != nil {
-			return core.Decision{}, err
+		// member's /retry neither replaces it nor judges it, and their
+		// message is no verdict on it either ("that's wrong" or thanks
+		// may be about anything said since): it is answered as a new
+		// message, and a new question ends the escalation chain.
+		if retry {
+			return core.Decision{Reply: onlyAskerMayRetry(*f.Asker)}, nil
 		}
-		if ok && askedByAnother(asker, req.In.UserID) {
-			return core.Decision{Reply: onlyAskerMayRetry(asker)}, nil
+		if st.Question == "" && len(st.Models) == 0 {
+			return core.Decision{}, nil
 		}
+		return core.Decision{}, e.conv.SaveEscalation(ctx, sid, core.EscalationState{})
 	}
 	sig := core.Signal{ReplyID: last.ID, Model: last.Model, TaskType: last.TaskType, UserID: req.In.UserID, Weight: 1, At: req.In.ReceivedAt, RequestID: req.RequestID}
 	var d core.Decision

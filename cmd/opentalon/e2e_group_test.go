@@ -1,7 +1,8 @@
 package main
 
 // A Telegram group through the whole App: the model is told who speaks,
-// and another member's /retry does not replace someone's answer.
+// and another member's /retry or follow-up does not replace or judge
+// someone's answer.
 
 import (
 	"context"
@@ -107,5 +108,66 @@ func TestE2EPrivateThumbsDownReanswersAsPrivate(t *testing.T) {
 		if strings.Contains(r.System, "group chat") || !strings.Contains(r.System, "doctor appointment is on Tuesday") {
 			t.Fatalf("request %d's system prompt: want no group line and the private memory:\n%s", i, r.System)
 		}
+	}
+}
+
+// TestE2EGroupFollowUpJudgesOnlyTheAskersAnswer: in a group, another
+// member's next message is no verdict on the previous answer: Bob's
+// "that's wrong" after Alice's answer is answered as his own message
+// (his words, no re-answer of Alice's question) and Bob's new question
+// records no acceptance of it; Alice's own "no, try again" re-answers
+// her question and counts against her answer.
+func TestE2EGroupFollowUpJudgesOnlyTheAskersAnswer(t *testing.T) {
+	t.Parallel()
+	llm := providertest.NewOpenAI(t)
+	llm.SetReply(func(r providertest.Received) providertest.Script {
+		return providertest.Script{Text: fmt.Sprintf("answer %d", r.N)}
+	})
+	bot := telegramtest.New(t, tgToken)
+	h := startApp(t, loadConfigFile(t, writeConfig(t, telegramConfig(t.TempDir(), llm.BaseURL(), bot.URL))))
+	waitAddr(t, h.app)
+	alice, bob := telegramtest.User(42, "alice"), telegramtest.User(43, "bob")
+	const group = -100889
+	mention := "@" + bot.Bot.Username + " "
+	ctx := context.Background()
+	sent := 0
+	say := func(from *models.User, text string) (telegramtest.Sent, *core.Reply) {
+		t.Helper()
+		bot.AddUpdate(bot.Group(group, from, text, 0))
+		sent++
+		got := bot.WaitSent(t, sent, 20*time.Second)[sent-1]
+		return got, deliveredReply(t, h, "telegram", fmt.Sprintf("%d:%d", group, got.MessageID))
+	}
+	verdicts := func(rep *core.Reply) []core.Signal {
+		t.Helper()
+		sigs, err := h.app.db.SignalsForReply(ctx, rep.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return sigs
+	}
+
+	_, monad := say(alice, mention+"what is a monad?")
+	got, _ := say(bob, mention+"that's wrong")
+	if r, _ := llm.Last(); llm.Count() != 2 || strings.HasPrefix(got.Text, "↻") || !strings.Contains(r.LastUser(), "that's wrong") {
+		t.Fatalf("bob's \"that's wrong\" after alice's answer: %d calls, answered %q to %q; want it answered as his own message", llm.Count(), got.Text, r.LastUser())
+	}
+	if sigs := verdicts(monad); len(sigs) != 0 {
+		t.Fatalf("bob's \"that's wrong\" judged alice's answer: %+v", sigs)
+	}
+
+	_, functor := say(alice, mention+"what is a functor?")
+	say(bob, mention+"what's the capital of Peru?")
+	if sigs := verdicts(functor); len(sigs) != 0 {
+		t.Fatalf("bob's new question judged alice's answer: %+v", sigs)
+	}
+
+	_, applicative := say(alice, mention+"what is an applicative?")
+	calls := llm.Count()
+	got, _ = say(alice, mention+"no, try again")
+	r, _ := llm.Last()
+	if sigs := verdicts(applicative); llm.Count() != calls+1 || !strings.HasPrefix(got.Text, "↻ Answered again") || !strings.Contains(r.LastUser(), "what is an applicative?") ||
+		len(sigs) != 1 || sigs[0].Polarity != core.Negative || sigs[0].UserID != "42" {
+		t.Fatalf("alice's own \"no, try again\": answered %q to %q, verdicts %+v; want her question answered again and one negative verdict", got.Text, r.LastUser(), sigs)
 	}
 }
