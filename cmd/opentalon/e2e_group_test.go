@@ -18,8 +18,10 @@ import (
 	"github.com/opentalon/opentalon/routing/provider/providertest"
 )
 
-func TestE2EGroupSpeakersAndRetry(t *testing.T) {
-	t.Parallel()
+// numberedAnswers starts the gateway on a fake Telegram and a fake LLM
+// whose nth answer is "answer n".
+func numberedAnswers(t *testing.T) (*providertest.Server, *telegramtest.Server, *harness) {
+	t.Helper()
 	llm := providertest.NewOpenAI(t)
 	llm.SetReply(func(r providertest.Received) providertest.Script {
 		return providertest.Script{Text: fmt.Sprintf("answer %d", r.N)}
@@ -27,6 +29,12 @@ func TestE2EGroupSpeakersAndRetry(t *testing.T) {
 	bot := telegramtest.New(t, tgToken)
 	h := startApp(t, loadConfigFile(t, writeConfig(t, telegramConfig(t.TempDir(), llm.BaseURL(), bot.URL))))
 	waitAddr(t, h.app)
+	return llm, bot, h
+}
+
+func TestE2EGroupSpeakersAndRetry(t *testing.T) {
+	t.Parallel()
+	llm, bot, _ := numberedAnswers(t)
 	alice, bob := telegramtest.User(42, "alice"), telegramtest.User(43, "bob")
 	const group = -100888
 	mention := "@" + bot.Bot.Username + " "
@@ -119,13 +127,7 @@ func TestE2EPrivateThumbsDownReanswersAsPrivate(t *testing.T) {
 // her question and counts against her answer.
 func TestE2EGroupFollowUpJudgesOnlyTheAskersAnswer(t *testing.T) {
 	t.Parallel()
-	llm := providertest.NewOpenAI(t)
-	llm.SetReply(func(r providertest.Received) providertest.Script {
-		return providertest.Script{Text: fmt.Sprintf("answer %d", r.N)}
-	})
-	bot := telegramtest.New(t, tgToken)
-	h := startApp(t, loadConfigFile(t, writeConfig(t, telegramConfig(t.TempDir(), llm.BaseURL(), bot.URL))))
-	waitAddr(t, h.app)
+	llm, bot, h := numberedAnswers(t)
 	alice, bob := telegramtest.User(42, "alice"), telegramtest.User(43, "bob")
 	const group = -100889
 	mention := "@" + bot.Bot.Username + " "
