@@ -8,6 +8,7 @@ import (
 	"time"
 	"unicode/utf16"
 
+	tgbot "github.com/go-telegram/bot"
 	"github.com/go-telegram/bot/models"
 
 	"github.com/opentalon/opentalon/channels/toolkit"
@@ -46,10 +47,26 @@ func (b *Bot) handle(ctx context.Context, sink core.Sink, u *models.Update) erro
 				return fmt.Errorf("update %d (reaction): %w", u.ID, err)
 			}
 		}
+	case u.CallbackQuery != nil:
+		b.answerCallback(ctx, u.CallbackQuery)
 	default:
 		b.log.Debug("update ignored", "update_id", u.ID)
 	}
 	return nil
+}
+
+// answerCallback answers a button press so the user's client stops
+// showing its progress spinner (Telegram keeps it for about 15 seconds
+// otherwise). The gateway sends no buttons of its own, so a press is a
+// leftover of another program's message on this token: it is answered
+// empty and goes no further. The answer is best-effort; a refusal (the
+// press is older than Telegram keeps it) changes nothing for the user.
+func (b *Bot) answerCallback(ctx context.Context, q *models.CallbackQuery) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if _, err := b.api.AnswerCallbackQuery(ctx, &tgbot.AnswerCallbackQueryParams{CallbackQueryID: q.ID}); err != nil {
+		b.log.Debug("callback query not answered", "err", b.scrub(err))
+	}
 }
 
 // inbound normalizes a message; ok=false means it is not for the bot.

@@ -727,3 +727,34 @@ func TestRefusedTokenEndsThePollingRun(t *testing.T) {
 		t.Fatal("Run with a refused token did not end")
 	}
 }
+
+func TestButtonPressIsAnsweredAndGoesNoFurther(t *testing.T) {
+	h := newHarness(t, nil)
+	sink := newFakeSink()
+	h.run(t, sink)
+	msg := h.srv.Private(alice, "a message with a button").Message
+	h.srv.AddUpdate(models.Update{CallbackQuery: &models.CallbackQuery{
+		ID:      "press-7",
+		From:    *alice,
+		Message: models.MaybeInaccessibleMessage{Type: models.MaybeInaccessibleMessageTypeMessage, Message: msg},
+		Data:    "old-button",
+	}})
+	h.srv.WaitFor(t, "answerCallbackQuery", 5*time.Second, func(_ []telegramtest.Sent, calls []telegramtest.Call) bool {
+		for _, c := range calls {
+			if c.Method == "answerCallbackQuery" {
+				return true
+			}
+		}
+		return false
+	})
+	got := h.srv.Calls("answerCallbackQuery")
+	if len(got) != 1 || got[0].Params["callback_query_id"] != "press-7" {
+		t.Errorf("answerCallbackQuery calls = %+v, want one for press-7", got)
+	}
+	// A text message after it is the first thing the sink sees.
+	h.srv.AddUpdate(h.srv.Private(alice, "after the press"))
+	sink.waitFor(t, "the next message", func() bool { return len(sink.accepted) == 1 })
+	if sink.accepted[0].Text != "after the press" || len(sink.reacts) != 0 || len(sink.edits) != 0 {
+		t.Errorf("sink saw %+v / %+v / %+v, want only the next message", sink.accepted, sink.reacts, sink.edits)
+	}
+}

@@ -332,7 +332,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		s.sendFile(w, r, method, params)
 	case "getFile":
 		s.getFile(w, params)
-	case "setMessageReaction", "sendChatAction", "setMyCommands", "deleteMyCommands":
+	case "setMessageReaction", "sendChatAction", "setMyCommands", "deleteMyCommands", "answerCallbackQuery":
 		writeOK(w, true)
 	case "setWebhook":
 		s.mu.Lock()
