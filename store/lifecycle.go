@@ -200,7 +200,7 @@ type StoredMessage struct {
 
 // Transcript returns every message of a session, oldest first.
 func (db *DB) Transcript(ctx context.Context, sessionID int64) ([]StoredMessage, error) {
-	rows, err := db.r.QueryContext(ctx, `SELECT id, COALESCE(request_id, 0), role, content, tool_calls, tool_call_id, summary, created_at
+	rows, err := db.r.QueryContext(ctx, `SELECT id, COALESCE(request_id, 0), role, content, tool_calls, tool_call_id, summary, created_at, name
 		FROM messages WHERE session_id = ? ORDER BY id`, sessionID)
 	if err != nil {
 		return nil, fmt.Errorf("transcript of session %d: %w", sessionID, err)
@@ -212,7 +212,7 @@ func (db *DB) Transcript(ctx context.Context, sessionID int64) ([]StoredMessage,
 		var role string
 		var calls sql.NullString
 		var created int64
-		if err := rows.Scan(&m.ID, &m.RequestID, &role, &m.Content, &calls, &m.ToolCallID, &m.Summary, &created); err != nil {
+		if err := rows.Scan(&m.ID, &m.RequestID, &role, &m.Content, &calls, &m.ToolCallID, &m.Summary, &created, &m.Name); err != nil {
 			return nil, err
 		}
 		m.Role = core.Role(role)

@@ -232,9 +232,12 @@ func printMemories(out io.Writer, ms []core.Memory) error {
 
 // exportedMemory is a memory as `memory export` and `--json` write it.
 type exportedMemory struct {
-	ID        int64               `json:"id" yaml:"id"`
-	Owner     string              `json:"owner" yaml:"owner"`
-	Shared    bool                `json:"shared,omitempty" yaml:"shared,omitempty"`
+	ID     int64  `json:"id" yaml:"id"`
+	Owner  string `json:"owner" yaml:"owner"`
+	Shared bool   `json:"shared,omitempty" yaml:"shared,omitempty"`
+	// Place is the group the memory was saved in (core.MemoryPlace);
+	// absent for a private chat's.
+	Place     string              `json:"place,omitempty" yaml:"place,omitempty"`
 	Content   string              `json:"content" yaml:"content"`
 	Tags      []string            `json:"tags,omitempty" yaml:"tags,omitempty"`
 	Steps     []core.WorkflowStep `json:"steps,omitempty" yaml:"steps,omitempty"`
@@ -245,7 +248,7 @@ type exportedMemory struct {
 func exportMemories(ms []core.Memory) []exportedMemory {
 	out := make([]exportedMemory, 0, len(ms))
 	for _, m := range ms {
-		out = append(out, exportedMemory{ID: m.ID, Owner: m.Owner, Shared: m.Shared, Content: m.Content, Tags: m.Tags,
+		out = append(out, exportedMemory{ID: m.ID, Owner: m.Owner, Shared: m.Shared, Place: m.Place, Content: m.Content, Tags: m.Tags,
 			Steps: m.Steps, Outcome: m.Outcome, CreatedAt: m.CreatedAt.UTC().Format(time.RFC3339)})
 	}
 	return out
@@ -325,8 +328,10 @@ type exportedState struct {
 }
 
 type exportedMessages struct {
-	At         string          `json:"at" yaml:"at"`
-	Role       core.Role       `json:"role" yaml:"role"`
+	At   string    `json:"at" yaml:"at"`
+	Role core.Role `json:"role" yaml:"role"`
+	// Name is a group message's speaker (core.SpeakerName).
+	Name       string          `json:"name,omitempty" yaml:"name,omitempty"`
 	Summary    bool            `json:"summary,omitempty" yaml:"summary,omitempty"`
 	Content    string          `json:"content,omitempty" yaml:"content,omitempty"`
 	ToolCalls  []core.ToolCall `json:"tool_calls,omitempty" yaml:"tool_calls,omitempty"`
@@ -388,7 +393,7 @@ func runSession(ctx context.Context, db memoryStore, args []string, out io.Write
 			Usage: exportedUsage{s.Usage.InputTokens, s.Usage.OutputTokens, s.Usage.CostUSD},
 			State: exportedState{s.State.RecentTools, s.State.ActiveModel, s.State.ActiveProfile, s.State.Step, s.State.StepIndex, s.State.Compactions}}
 		for _, m := range msgs {
-			es.Messages = append(es.Messages, exportedMessages{At: rfc3339(m.CreatedAt), Role: m.Role, Summary: m.Summary,
+			es.Messages = append(es.Messages, exportedMessages{At: rfc3339(m.CreatedAt), Role: m.Role, Name: m.Name, Summary: m.Summary,
 				Content: m.Content, ToolCalls: m.ToolCalls, ToolCallID: m.ToolCallID})
 		}
 		doc.Sessions = append(doc.Sessions, es)

@@ -57,7 +57,7 @@ func TestMemoryCommandsTermSafe(t *testing.T) {
 	ctx := context.Background()
 	db := routingTestDB(t)
 	tags := []string{hostileText, bidiOnly}
-	if _, err := db.SaveMemory(ctx, core.Memory{Owner: "telegram:42", Content: "zebra " + hostileText, Tags: tags}); err != nil {
+	if _, err := db.SaveMemory(ctx, core.Memory{Owner: "telegram:42", Place: "telegram:-100" + hostileText, Content: "zebra " + hostileText, Tags: tags}); err != nil {
 		t.Fatal(err)
 	}
 	// The store normalises tags (lower case, one a line): compare with
@@ -104,8 +104,8 @@ func TestMemoryCommandsTermSafe(t *testing.T) {
 		if err := yaml.Unmarshal(out.Bytes(), &ms); err != nil || len(ms) != 1 { // JSON is YAML
 			t.Fatalf("memory export --format %s: %v\n%q", format, err, out.String())
 		}
-		if ms[0].Content != "zebra "+hostileText || strings.Join(ms[0].Tags, "|") != strings.Join(tags, "|") {
-			t.Errorf("memory export --format %s read back %q %q; want the stored text", format, ms[0].Content, ms[0].Tags)
+		if ms[0].Content != "zebra "+hostileText || strings.Join(ms[0].Tags, "|") != strings.Join(tags, "|") || ms[0].Place != "telegram:-100"+hostileText {
+			t.Errorf("memory export --format %s read back %q %q place %q; want the stored text", format, ms[0].Content, ms[0].Tags, ms[0].Place)
 		}
 	}
 }
@@ -180,7 +180,7 @@ func TestSessionExportTermSafe(t *testing.T) {
 	texts := []string{hostileText, bidiOnly, "two\nlines"}
 	var msgs []core.ChatMessage
 	for _, text := range texts {
-		msgs = append(msgs, core.ChatMessage{Role: core.RoleUser, Content: text})
+		msgs = append(msgs, core.ChatMessage{Role: core.RoleUser, Content: text, Name: "@" + text})
 	}
 	if err := db.AppendMessages(ctx, s.ID, msgs); err != nil {
 		t.Fatal(err)
@@ -194,8 +194,8 @@ func TestSessionExportTermSafe(t *testing.T) {
 			t.Fatalf("%s: %v\n%q", what, err, b)
 		}
 		for i, m := range doc.Sessions[0].Messages {
-			if m.Content != texts[i] {
-				t.Errorf("%s: message %d read back %q, want %q", what, i, m.Content, texts[i])
+			if m.Content != texts[i] || m.Name != "@"+texts[i] {
+				t.Errorf("%s: message %d read back %q from %q, want %q from %q", what, i, m.Content, m.Name, texts[i], "@"+texts[i])
 			}
 		}
 	}

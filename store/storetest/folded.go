@@ -103,6 +103,18 @@ func testFolded(t *testing.T, e Engine) {
 	if h, _, err := db.HistoryAndMemories(ctx, gs.ID, 10, "telegram:alice"); err != nil || named(h) != wantNamed {
 		t.Fatalf("history and memories with speakers = %q, %v; want %q", named(h), err, wantNamed)
 	}
+	// The transcript (session export) keeps them too.
+	if tr, err := db.Transcript(ctx, gs.ID); err != nil {
+		t.Fatalf("transcript with speakers: %v", err)
+	} else {
+		h := make([]core.ChatMessage, len(tr))
+		for i, m := range tr {
+			h[i] = m.ChatMessage
+		}
+		if named(h) != wantNamed {
+			t.Fatalf("transcript with speakers = %q; want %q", named(h), wantNamed)
+		}
+	}
 
 	_, err = db.SaveMemory(ctx, core.Memory{Owner: "telegram:bob", Content: "likes tea"})
 	check(t, "save memory", err)
