@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/opentalon/opentalon/config"
 	"github.com/opentalon/opentalon/core"
@@ -199,6 +200,18 @@ func deleteMemories(ctx context.Context, db memoryStore, f memoryFlags, ids []st
 	return nil
 }
 
+// cutRunes returns s's first n characters, keeping its bytes as they are
+// (an invalid byte counts as one and stays for termText to show).
+func cutRunes(s string, n int) string {
+	for i := range s {
+		if n == 0 {
+			return s[:i]
+		}
+		n--
+	}
+	return s
+}
+
 // printMemories writes ms as a table; what users wrote (the content,
 // the tags, a workflow's steps) is made safe for the terminal (termText).
 func printMemories(out io.Writer, ms []core.Memory) error {
@@ -220,10 +233,12 @@ func printMemories(out io.Writer, ms []core.Memory) error {
 			}
 			content = fmt.Sprintf("%q → %s [%s]", content, strings.Join(names, ", "), m.Outcome)
 		}
-		content = termText(content)
-		if r := []rune(content); len(r) > 120 {
-			content = string(r[:117]) + "..."
+		// Cut what was written, then escape it: a cut after escaping
+		// could end inside an escape (`\x1`).
+		if utf8.RuneCountInString(content) > 120 {
+			content = cutRunes(content, 117) + "..."
 		}
+		content = termText(content)
 		rows = append(rows, []string{strconv.FormatInt(m.ID, 10), termText(owner), termText(strings.Join(m.Tags, ",")),
 			m.CreatedAt.UTC().Format("2006-01-02 15:04"), content})
 	}

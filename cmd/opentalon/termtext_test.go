@@ -368,3 +368,27 @@ func assertCheckLines(t *testing.T, out string) {
 		}
 	}
 }
+
+// TestMemoryListCutsBeforeEscaping: a long memory is cut to 120
+// characters of what was written, then escaped, so the cut never ends
+// inside an escape and an invalid byte stays visible.
+func TestMemoryListCutsBeforeEscaping(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := routingTestDB(t)
+	content := strings.Repeat("a", 115) + "\x1b[2J\xff" + strings.Repeat("b", 10)
+	if _, err := db.SaveMemory(ctx, core.Memory{Owner: "telegram:42", Content: content}); err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	if err := runMemory(ctx, db, []string{"list"}, &out); err != nil {
+		t.Fatal(err)
+	}
+	assertTermSafe(t, "memory list", out.String())
+	if want := strings.Repeat("a", 115) + `\x1b[...`; !strings.Contains(out.String(), want) {
+		t.Errorf("memory list:\n%q\nwant the content cut after the whole escape: %q", out.String(), want)
+	}
+	if cutRunes("a\xffbc", 2) != "a\xff" || cutRunes("äö", 5) != "äö" {
+		t.Errorf("cutRunes: %q %q", cutRunes("a\xffbc", 2), cutRunes("äö", 5))
+	}
+}
