@@ -81,6 +81,8 @@ func Default() *Config {
 				TimeoutSeconds:    5,
 				LLMTimeoutSeconds: 10,
 				LLMMaxCalls:       3,
+				KVMaxKeys:         10000,
+				KVMaxBytes:        16 << 20,
 			}},
 		},
 		Orchestrator: Orchestrator{MaxSteps: 10},

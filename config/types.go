@@ -703,6 +703,10 @@ type LuaLimits struct {
 	TimeoutSeconds    int `yaml:"timeout_seconds"`
 	LLMTimeoutSeconds int `yaml:"llm_timeout_seconds"`
 	LLMMaxCalls       int `yaml:"llm_max_calls"`
+	// KVMaxKeys and KVMaxBytes bound each script's ctx.kv_set namespace
+	// (keys and values in bytes); 0 = no bound.
+	KVMaxKeys  int   `yaml:"kv_max_keys"`
+	KVMaxBytes int64 `yaml:"kv_max_bytes"`
 }
 
 // Orchestrator configures the agent loop.

@@ -509,6 +509,10 @@ func validatePlugins(c *Config, ps *problems) {
 	atLeast(ps, "plugins.lua.limits.timeout_seconds", l.Limits.TimeoutSeconds, 1)
 	atLeast(ps, "plugins.lua.limits.llm_timeout_seconds", l.Limits.LLMTimeoutSeconds, 1)
 	atLeast(ps, "plugins.lua.limits.llm_max_calls", l.Limits.LLMMaxCalls, 0)
+	atLeast(ps, "plugins.lua.limits.kv_max_keys", l.Limits.KVMaxKeys, 0)
+	if l.Limits.KVMaxBytes < 0 {
+		ps.at("plugins.lua.limits.kv_max_bytes", "must not be negative (0 = no limit)")
+	}
 }
 
 // validateState checks state.driver and state.postgres. Whether the DSN

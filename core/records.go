@@ -127,6 +127,11 @@ type PluginStateQuota struct {
 // PluginStatePut when a write would take a namespace past its quota.
 var ErrPluginStateQuota = errors.New("plugin state quota reached")
 
+// ErrLuaKVQuota is returned (wrapped) by a Lua KV store when a ctx.kv_set
+// would take a script's namespace past plugins.lua.limits.kv_max_keys or
+// kv_max_bytes (bounded by a PluginStateQuota too).
+var ErrLuaKVQuota = errors.New("lua kv quota reached")
+
 // PluginBinding is the binary a plugin name belongs to.
 type PluginBinding struct {
 	Name, Path, SHA256 string

@@ -25,9 +25,12 @@ const (
 // KV is the per-script key-value store behind ctx.kv_get and ctx.kv_set;
 // script is the script's name, bound by the engine. store.DB implements
 // it in SQLite.
+//
+// LuaKVPut refuses, wrapping core.ErrLuaKVQuota, a write that would take
+// the namespace past q (0 = no bound).
 type KV interface {
 	LuaKVGet(ctx context.Context, script, key string) (value string, found bool, err error)
-	LuaKVSet(ctx context.Context, script, key, value string) error
+	LuaKVPut(ctx context.Context, script, key, value string, q core.PluginStateQuota) error
 	LuaKVDelete(ctx context.Context, script, key string) error
 }
 
@@ -113,7 +116,7 @@ func (v *vm) ctxKVSet(L *glua.LState) int {
 		if len(s) > maxKVValue {
 			L.RaiseError("ctx.kv_set: the value has %d bytes; at most %d are stored", len(s), maxKVValue)
 		}
-		err = kv.LuaKVSet(v.cur.ctx, v.cur.s.name, key, s)
+		err = kv.LuaKVPut(v.cur.ctx, v.cur.s.name, key, s, v.cur.e.o.KVQuota)
 	}
 	if err != nil {
 		L.RaiseError("ctx.kv_set: %v", err)

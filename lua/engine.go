@@ -74,6 +74,9 @@ type Options struct {
 	Generator core.Generator
 	// KV keeps ctx.kv_get/kv_set (nil: they fail).
 	KV KV
+	// KVQuota bounds each script's KV namespace
+	// (plugins.lua.limits.kv_max_keys and kv_max_bytes; 0 = no bound).
+	KVQuota core.PluginStateQuota
 	// PoolSize is how many idle states are kept per script (default 8).
 	PoolSize int
 	// HeapPoll is how often the heap watchdog looks while a script runs

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/opentalon/opentalon/core"
 	"github.com/opentalon/opentalon/store"
 	"github.com/opentalon/opentalon/store/pgtest"
 )
@@ -51,6 +52,44 @@ end`
 						t.Fatalf("%s: %q; want it refused naming the NUL byte, as on the other engine", name, got)
 					}
 				}
+			}
+		})
+	}
+}
+
+// TestKVQuotaStopsARunawayScript: a script that keeps a key per user (or
+// per message) cannot fill the disk: past plugins.lua.limits.kv_max_keys
+// ctx.kv_set raises an error the script can catch, naming the limit; an
+// existing key is still overwritten. On the store and on MemKV (`lua
+// test`) alike.
+func TestKVQuotaStopsARunawayScript(t *testing.T) {
+	const script = `
+function pre_hook(ctx)
+  local stored, err = 0, ""
+  for i = 1, 10 do
+    local ok, e = pcall(function() ctx:kv_set("user" .. i, "seen") end)
+    if ok then stored = stored + 1 else err = tostring(e) break end
+  end
+  ctx:kv_set("user1", "seen again")
+  ctx.metadata.stored = tostring(stored)
+  ctx.metadata.err = err
+  ctx.metadata.first = tostring(ctx:kv_get("user1"))
+  return ctx
+end`
+	db, err := store.Open(context.Background(), t.TempDir(), store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	for name, kv := range map[string]KV{"store": db, "memkv": NewMemKV()} {
+		t.Run(name, func(t *testing.T) {
+			te := startEngine(t, map[string]string{"seen.lua": script}, func(o *Options) {
+				o.KV, o.KVQuota = kv, core.PluginStateQuota{MaxKeys: 4, MaxBytes: 1 << 20}
+			})
+			res := te.pre(t, "x")
+			if res.Metadata["stored"] != "4" || !strings.Contains(res.Metadata["err"], "kv_max_keys") || res.Metadata["first"] != "seen again" {
+				t.Fatalf("stored %q, err %q, user1 = %q; want 4 keys, then an error naming kv_max_keys, and an overwrite that works",
+					res.Metadata["stored"], res.Metadata["err"], res.Metadata["first"])
 			}
 		})
 	}

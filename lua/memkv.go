@@ -2,7 +2,10 @@ package lua
 
 import (
 	"context"
+	"fmt"
 	"sync"
+
+	"github.com/opentalon/opentalon/core"
 )
 
 // MemKV is a KV in memory: `opentalon lua test` uses it so a trial run
@@ -25,14 +28,39 @@ func (k *MemKV) LuaKVGet(_ context.Context, script, key string) (string, bool, e
 	return v, ok, nil
 }
 
-// LuaKVSet implements KV.
-func (k *MemKV) LuaKVSet(_ context.Context, script, key, value string) error {
+// LuaKVSet stores value under key, with no quota.
+func (k *MemKV) LuaKVSet(ctx context.Context, script, key, value string) error {
+	return k.LuaKVPut(ctx, script, key, value, core.PluginStateQuota{})
+}
+
+// LuaKVPut implements KV, with the quota counted as the store counts it
+// (keys and values in bytes).
+func (k *MemKV) LuaKVPut(_ context.Context, script, key, value string, q core.PluginStateQuota) error {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	if k.m[script] == nil {
-		k.m[script] = map[string]string{}
+	ns := k.m[script]
+	if ns == nil {
+		ns = map[string]string{}
+		k.m[script] = ns
 	}
-	k.m[script][key] = value
+	old, exists := ns[key]
+	size := int64(len(value)) - int64(len(old))
+	if !exists {
+		size += int64(len(key))
+		if q.MaxKeys > 0 && len(ns)+1 > q.MaxKeys {
+			return fmt.Errorf("%w: %s has %d keys, the limit (plugins.lua.limits.kv_max_keys) is %d", core.ErrLuaKVQuota, script, len(ns), q.MaxKeys)
+		}
+	}
+	if q.MaxBytes > 0 && size > 0 {
+		var used int64
+		for kk, vv := range ns {
+			used += int64(len(kk) + len(vv))
+		}
+		if used+size > q.MaxBytes {
+			return fmt.Errorf("%w: %s uses %d bytes, this write adds %d, the limit (plugins.lua.limits.kv_max_bytes) is %d", core.ErrLuaKVQuota, script, used, size, q.MaxBytes)
+		}
+	}
+	ns[key] = value
 	return nil
 }
 

@@ -197,7 +197,7 @@ func (db *DB) checkTables(ctx context.Context) ([]string, error) {
 		return nil, err
 	}
 	var problems []string
-	for _, t := range append(slices.Clone(Tables), "queue_heads", "plugin_state_usage", "leases", "schedule_version", "replicas", "notices", "schema_migrations") {
+	for _, t := range append(slices.Clone(Tables), "queue_heads", "plugin_state_usage", "lua_kv_usage", "leases", "schedule_version", "replicas", "notices", "schema_migrations") {
 		if !have[t] {
 			problems = append(problems, fmt.Sprintf("table %s is missing", t))
 			continue
@@ -212,8 +212,8 @@ func (db *DB) checkTables(ctx context.Context) ([]string, error) {
 
 // Tables are the tables of the schema that hold data, parents before
 // the tables that refer to them (the order `state migrate` copies them
-// in). Triggers fill queue_heads and plugin_state_usage; leases are
-// the running replicas' and are not copied.
+// in). Triggers fill queue_heads, plugin_state_usage and lua_kv_usage;
+// leases are the running replicas' and are not copied.
 var Tables = []string{
 	"sessions", "messages", "replies", "deliveries", "usage", "signals", "affinity", "profiles", "escalations", "router_arms", "router_tasks",
 	"plugin_binding", "plugin_state", "lua_kv", "memories", "pairings", "settings", "schedules", "media", "media_sources",

@@ -1,7 +1,7 @@
 -- The SQLite schema the migrations in migrations/ produce, made on a new
 -- database in one transaction (schema.go). Generated from the migrations by
 -- go generate ./store; do not edit.
--- schema_version: 192
+-- schema_version: 193
 CREATE TABLE schema_migrations (
 		version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL);
 CREATE TABLE sessions (
@@ -373,5 +373,30 @@ CREATE TABLE "deliveries" (
 ) WITHOUT ROWID;
 CREATE INDEX deliveries_platform ON deliveries (channel, platform_id);
 CREATE INDEX messages_summary ON messages (session_id, id) WHERE summary = TRUE;
+CREATE TABLE lua_kv_usage (
+    script TEXT    PRIMARY KEY,
+    keys   INTEGER NOT NULL,
+    bytes  INTEGER NOT NULL
+) WITHOUT ROWID;
+CREATE TRIGGER lua_kv_usage_insert AFTER INSERT ON lua_kv BEGIN
+    INSERT INTO lua_kv_usage (script, keys, bytes)
+        VALUES (NEW.script, 1, length(CAST(NEW.key AS BLOB)) + length(CAST(NEW.value AS BLOB)))
+        ON CONFLICT (script) DO UPDATE SET keys = keys + 1, bytes = bytes + excluded.bytes;
+END;
+CREATE TRIGGER lua_kv_usage_update AFTER UPDATE ON lua_kv BEGIN
+    UPDATE lua_kv_usage
+        SET bytes = bytes - (length(CAST(OLD.key AS BLOB)) + length(CAST(OLD.value AS BLOB)))
+        WHERE script = OLD.script;
+    INSERT INTO lua_kv_usage (script, keys, bytes)
+        VALUES (NEW.script, 0, length(CAST(NEW.key AS BLOB)) + length(CAST(NEW.value AS BLOB)))
+        ON CONFLICT (script) DO UPDATE SET bytes = bytes + excluded.bytes;
+    UPDATE lua_kv_usage SET keys = keys - 1 WHERE script = OLD.script AND OLD.script <> NEW.script;
+    UPDATE lua_kv_usage SET keys = keys + 1 WHERE script = NEW.script AND OLD.script <> NEW.script;
+END;
+CREATE TRIGGER lua_kv_usage_delete AFTER DELETE ON lua_kv BEGIN
+    UPDATE lua_kv_usage
+        SET keys = keys - 1, bytes = bytes - (length(CAST(OLD.key AS BLOB)) + length(CAST(OLD.value AS BLOB)))
+        WHERE script = OLD.script;
+END;
 INSERT INTO schedule_version VALUES (1, 0);
 INSERT INTO sqlite_sequence VALUES ('queue', 0);

@@ -24,6 +24,7 @@ func luaOptions(l config.Lua, gen core.Generator, kv lua.KV, log *slog.Logger) l
 		LLMMaxCalls:  l.Limits.LLMMaxCalls,
 		Generator:    gen,
 		KV:           kv,
+		KVQuota:      core.PluginStateQuota{MaxKeys: l.Limits.KVMaxKeys, MaxBytes: l.Limits.KVMaxBytes},
 		Logger:       log,
 	}
 }

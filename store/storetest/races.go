@@ -33,6 +33,7 @@ func RunRaces(t *testing.T, e Engine, size RaceSize) {
 	t.Run("QueueManyClaimers", func(t *testing.T) { queueRace(t, e, size) })
 	t.Run("AffinityNoLostUpdate", func(t *testing.T) { affinityRace(t, e) })
 	t.Run("PluginStateQuota", func(t *testing.T) { quotaRace(t, e) })
+	t.Run("LuaKVQuota", func(t *testing.T) { luaKVQuotaRace(t, e) })
 	t.Run("LeaseOneHolder", func(t *testing.T) { leaseRace(t, e) })
 	t.Run("ScheduleSyncAtStart", func(t *testing.T) { syncRace(t, e) })
 	t.Run("PairingOneCode", func(t *testing.T) { pairingRace(t, e) })
@@ -285,6 +286,42 @@ func quotaRace(t *testing.T, e Engine) {
 	n, bytes, uerr := db.PluginStateUsage(ctx, "racer")
 	if err != nil || uerr != nil || len(keys) != maxKeys || n != len(keys) || bytes != int64(len(keys))*int64(len("w0-k0")+len("value"))+int64(countLong(keys)) {
 		t.Errorf("namespace has %d keys; usage says %d keys, %d bytes (%v %v)", len(keys), n, bytes, err, uerr)
+	}
+}
+
+// luaKVQuotaRace: ctx.kv_set of new keys from several replicas races at
+// kv_max_keys: exactly the quota's worth succeed, and the usage row
+// agrees with the namespace.
+func luaKVQuotaRace(t *testing.T, e Engine) {
+	handle := e.New(t)
+	const writers, each, maxKeys = 6, 20, 50
+	q := core.PluginStateQuota{MaxKeys: maxKeys, MaxBytes: 1 << 20}
+	var ok atomic.Int64
+	var wg sync.WaitGroup
+	for w := range writers {
+		db := handle(store.Options{})
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range each {
+				key := fmt.Sprintf("w%d-k%d", w, i)
+				switch err := db.LuaKVPut(ctx, "racer.lua", key, "value", q); {
+				case err == nil:
+					ok.Add(1)
+				case errors.Is(err, core.ErrLuaKVQuota):
+				default:
+					t.Errorf("put %s: %v", key, err)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	db := handle(store.Options{})
+	if ok.Load() != maxKeys {
+		t.Errorf("%d puts succeeded at a quota of %d keys", ok.Load(), maxKeys)
+	}
+	if n, _, err := db.LuaKVUsage(ctx, "racer.lua"); err != nil || n != maxKeys {
+		t.Errorf("usage says %d keys (%v); want %d", n, err, maxKeys)
 	}
 }
 

@@ -517,6 +517,31 @@ func testLuaKV(t *testing.T, e Engine) {
 	if err := db.LuaKVSet(ctx, "greet.lua", "", "x"); core.ErrorKind(err) != core.KindInvalid {
 		t.Fatalf("an empty key: %v", err)
 	}
+
+	// The quota (plugins.lua.limits.kv_max_*): a new key past MaxKeys and
+	// a write past MaxBytes are refused with ErrLuaKVQuota naming the
+	// key; overwriting with no more bytes and deleting always pass; the
+	// usage the triggers keep agrees with the namespace.
+	q := core.PluginStateQuota{MaxKeys: 3, MaxBytes: 40}
+	for _, k := range []string{"a", "b", "c"} {
+		check(t, "put "+k, db.LuaKVPut(ctx, "quota.lua", k, "0123456789", q))
+	}
+	if err := db.LuaKVPut(ctx, "quota.lua", "d", "x", q); !errors.Is(err, core.ErrLuaKVQuota) || !strings.Contains(err.Error(), "kv_max_keys") {
+		t.Fatalf("a fourth key at kv_max_keys 3: %v; want ErrLuaKVQuota naming kv_max_keys", err)
+	}
+	if err := db.LuaKVPut(ctx, "quota.lua", "a", "0123456789abcdefghij", q); !errors.Is(err, core.ErrLuaKVQuota) || !strings.Contains(err.Error(), "kv_max_bytes") {
+		t.Fatalf("a write past 40 bytes: %v; want ErrLuaKVQuota naming kv_max_bytes", err)
+	}
+	check(t, "overwrite within the quota", db.LuaKVPut(ctx, "quota.lua", "a", "short", q))
+	check(t, "another script is not counted", db.LuaKVPut(ctx, "other.lua", "d", "x", q))
+	if n, b, err := db.LuaKVUsage(ctx, "quota.lua"); err != nil || n != 3 || b != 3+5+10+10 {
+		t.Fatalf("usage = %d keys, %d bytes, %v; want 3 keys, 28 bytes", n, b, err)
+	}
+	check(t, "delete at the quota", db.LuaKVDelete(ctx, "quota.lua", "b"))
+	check(t, "a new key after a delete", db.LuaKVPut(ctx, "quota.lua", "d", "x", q))
+	if n, b, err := db.LuaKVUsage(ctx, "quota.lua"); err != nil || n != 3 || b != 3+5+10+1 {
+		t.Fatalf("usage after delete and put = %d keys, %d bytes, %v; want 3 keys, 19 bytes", n, b, err)
+	}
 }
 
 func testRouting(t *testing.T, e Engine) {
