@@ -74,6 +74,11 @@ func Errorf(k Kind, format string, args ...any) error {
 // and neither the model nor the credential is blamed for it.
 var ErrFiltered = errors.New("the provider's safety filter refused the request")
 
+// ErrEmptyAnswer is in the chain of an error (of kind KindMalformed) for
+// an answer with no text and no tool call: the user is told the AI sent
+// nothing, not that it sent something unreadable.
+var ErrEmptyAnswer = errors.New("the model returned an empty answer")
+
 // ErrorKind returns the kind of the first *Error in err's chain.
 func ErrorKind(err error) Kind {
 	var e *Error

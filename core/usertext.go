@@ -21,6 +21,9 @@ func UserMessage(err error) string {
 	if errors.Is(err, ErrFiltered) {
 		return pre + "the AI provider's safety filter refused this request. Try rephrasing it."
 	}
+	if errors.Is(err, ErrEmptyAnswer) {
+		return pre + "the AI model sent back an empty answer. Please try again, or rephrase your message."
+	}
 	switch ErrorKind(err) {
 	case KindRateLimited:
 		if RetryAfter(err) == 0 {

@@ -28,6 +28,9 @@ func TestUserMessagesNameTheCause(t *testing.T) {
 		// the provider's operator hint.
 		{&core.Error{Kind: core.KindInvalid, Msg: "provider acme: HTTP 400: the provider's safety filter refused the request", Err: fmt.Errorf("%w: content_filter: filtered", core.ErrFiltered)},
 			"could not answer that: the AI provider's safety filter refused this request. Try rephrasing it."},
+		// An empty answer is no unreadable one.
+		{core.Errorf(core.KindMalformed, "model p/m: %w", core.ErrEmptyAnswer), "could not answer that: the AI model sent back an empty answer. Please try again, or rephrase your message."},
+		{core.Errorf(core.KindMalformed, "model p/m: bad JSON"), "an answer I could not read"},
 		// Unless the cause says what to tell the user.
 		{&core.DownloadError{Platform: "slack", Err: &core.Error{Kind: core.KindInvalid, Msg: "Slack sent me a sign-in page"}}, "could not answer that: Slack sent me a sign-in page"},
 	} {

@@ -318,7 +318,7 @@ func emptyAnswer(res routing.Result) error {
 			Msg: "the AI provider's safety filter withheld the answer. Try rephrasing your request.",
 			Err: fmt.Errorf("model %s: the provider's safety filter withheld the answer (stop reason %q)", res.Model, reason)}
 	}
-	return core.Errorf(core.KindMalformed, "model %s returned an empty answer", res.Model)
+	return core.Errorf(core.KindMalformed, "model %s: %w", res.Model, core.ErrEmptyAnswer)
 }
 
 // tooLong is the error of an answer that stopped at the model's output

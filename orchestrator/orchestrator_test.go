@@ -2,6 +2,7 @@ package orchestrator
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 
@@ -86,8 +87,8 @@ func TestEmptyAnswerIsMalformed(t *testing.T) {
 	for _, tt := range tests {
 		o := New(Options{LLM: &fakeLLM{text: tt.text}, History: history{}})
 		_, err := o.Answer(context.Background(), core.Turn{Text: "x"})
-		if tt.empty && core.ErrorKind(err) != core.KindMalformed {
-			t.Errorf("answer %q: err = %v; want malformed (an empty answer)", tt.text, err)
+		if tt.empty && (core.ErrorKind(err) != core.KindMalformed || !errors.Is(err, core.ErrEmptyAnswer)) {
+			t.Errorf("answer %q: err = %v; want malformed, an empty answer (core.ErrEmptyAnswer)", tt.text, err)
 		}
 		if !tt.empty && err != nil {
 			t.Errorf("answer %q: err = %v; want the answer", tt.text, err)
