@@ -41,9 +41,13 @@ func albumOpen(updates []models.Update) bool {
 // waitForAlbum reads the batch again, from the same offset, after
 // albumWait while it ends inside an album and new updates came. It
 // returns the longest batch read (updates on any error).
+//
+// A batch that ends with a message near Telegram's length limit (the
+// first part of a paste the client split, paste.go) is read again the
+// same way, up to pasteRereads times.
 func (b *Bot) waitForAlbum(ctx context.Context, offset int64, updates []models.Update) ([]models.Update, error) {
-	for range albumRereads {
-		if !albumOpen(updates) {
+	for i := 0; ; i++ {
+		if !(albumOpen(updates) && i < albumRereads) && !(pasteOpen(updates) && i < pasteRereads) {
 			break
 		}
 		if err := b.sleep(ctx, albumWait); err != nil {
@@ -182,18 +186,30 @@ type pendingAlbum struct {
 // the album's outcome once accept took it, or ctx's error when the
 // request ends first (Telegram then delivers u again).
 func (a *webhookAlbums) join(ctx context.Context, u *models.Update, accept func([]*models.Update) error) error {
-	k := albumKey{u.Message.Chat.ID, u.Message.MediaGroupID}
+	_, err := a.gather(ctx, albumKey{u.Message.Chat.ID, u.Message.MediaGroupID}, u, true, nil, albumRereads, accept)
+	return err
+}
+
+// gather adds u to the items gathered under k, as join. With opens
+// false, u joins only items already being gathered, and only when fits
+// says it continues them (fits nil: always); joined is false when it did
+// not (nothing was done with u). rereads bounds the waits for more.
+func (a *webhookAlbums) gather(ctx context.Context, k albumKey, u *models.Update, opens bool, fits func(pending []*models.Update) bool, rereads int, accept func([]*models.Update) error) (joined bool, err error) {
 	a.mu.Lock()
 	if a.open == nil {
 		a.open, a.committed = map[albumKey]*pendingAlbum{}, map[albumKey]committedAlbum{}
 	}
 	if c, ok := a.committed[k]; ok && slices.Contains(c.ids, u.Message.ID) {
 		a.mu.Unlock()
-		return nil // delivered again: it is in the committed album
+		return true, nil // delivered again: it is in the committed album
 	}
 	p := a.open[k]
+	if p == nil && !opens || p != nil && fits != nil && !fits(p.updates) {
+		a.mu.Unlock()
+		return false, nil
+	}
 	if p == nil {
-		p = &pendingAlbum{done: make(chan struct{}), deadline: time.Now().Add(albumRereads * albumWait)}
+		p = &pendingAlbum{done: make(chan struct{}), deadline: time.Now().Add(time.Duration(rereads) * albumWait)}
 		a.open[k] = p
 		a.handing.Add(1)
 		p.timer = time.AfterFunc(albumWait, func() { a.hand(k, p, accept) })
@@ -210,9 +226,9 @@ func (a *webhookAlbums) join(ctx context.Context, u *models.Update, accept func(
 	}
 	select {
 	case <-p.done:
-		return p.err
+		return true, p.err
 	case <-ctx.Done():
-		return ctx.Err()
+		return true, ctx.Err()
 	}
 }
 

@@ -222,6 +222,18 @@ func (b *Bot) handleBatch(ctx context.Context, sink core.Sink, updates []models.
 				us = us[n:]
 				continue
 			}
+			if n := pasteParts(updates, us); n > 1 {
+				parts := make([]*models.Update, n)
+				for k, j := range us[:n] {
+					parts[k] = &updates[j]
+				}
+				if err := b.acceptPaste(ctx, sink, parts); err != nil {
+					failed[i] = err
+					return
+				}
+				us = us[n:]
+				continue
+			}
 			if err := b.handle(ctx, sink, &updates[i]); err != nil {
 				failed[i] = err
 				return

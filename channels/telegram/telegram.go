@@ -149,6 +149,7 @@ type Bot struct {
 	me        models.User
 	webhook   toolkit.Endpoint
 	albums    webhookAlbums
+	pastes    webhookAlbums // a webhook's split pastes (paste.go)
 	closeOnce sync.Once
 }
 

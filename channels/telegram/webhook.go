@@ -40,6 +40,7 @@ func (b *Bot) runWebhook(ctx context.Context, sink core.Sink) error {
 	// Albums still gathering when the server stopped are not handed to
 	// the gateway after Run returned: their requests ended unacknowledged.
 	defer b.albums.stop(errors.New("the Telegram webhook stopped before the album was handed over; Telegram delivers its items again"))
+	defer b.pastes.stop(errors.New("the Telegram webhook stopped before a split paste was handed over; Telegram delivers its parts again"))
 	// Updates are small; the limits keep idle or slow clients from holding
 	// connections (and file descriptors) open.
 	err := b.webhook.Serve(ctx, "channels.telegram.webhook.listen", wh.Listen, b.WebhookHandler(ctx, sink), toolkit.ServerLimits{Body: maxUpdateBytes},
@@ -93,7 +94,9 @@ func (b *Bot) WebhookAddr(ctx context.Context) (net.Addr, error) { return b.webh
 // WebhookHandler is the HTTP handler for Telegram's webhook POSTs: 401
 // without the right secret token, 400 for an unreadable body, 500 when
 // the gateway could not commit the update (Telegram retries), else 200.
-// An album's item waits for the album's other items (webhookAlbums).
+// An album's item waits for the album's other items (webhookAlbums), a
+// message near Telegram's length limit for the rest of the paste the
+// client split it from (joinWebhookPaste).
 func (b *Bot) WebhookHandler(ctx context.Context, sink core.Sink) http.Handler {
 	secret := []byte(b.cfg.Webhook.Secret.Value())
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -126,6 +129,10 @@ func (b *Bot) WebhookHandler(ctx context.Context, sink core.Sink) http.Handler {
 		if m := u.Message; m != nil && m.MediaGroupID != "" {
 			handle = func(hctx context.Context, sink core.Sink, u *models.Update) error {
 				return b.albums.join(hctx, u, func(us []*models.Update) error { return b.acceptWebhookAlbum(ctx, sink, us) })
+			}
+		} else if pastePart(m) {
+			handle = func(hctx context.Context, sink core.Sink, u *models.Update) error {
+				return b.joinWebhookPaste(ctx, hctx, sink, u)
 			}
 		}
 		if err := handle(hctx, sink, &u); err != nil {

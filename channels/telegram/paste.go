@@ -1,0 +1,177 @@
+package telegram
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/go-telegram/bot/models"
+
+	"github.com/opentalon/opentalon/channels/textfmt"
+	"github.com/opentalon/opentalon/core"
+)
+
+// A text longer than Telegram's 4,096-character limit is cut by the
+// user's client into several messages, sent one right after the other.
+// The user asked one question: the parts are handed to the gateway as one
+// message, as an album is (album.go). Only a message near the limit opens
+// such a paste: a short message is handed over at once, as always.
+//
+// The parts are held in the adapter, not merged in the queue: the queue
+// claims a message the moment it is committed when its conversation is
+// idle, so a first part would already be answered when the second came.
+// Held parts are not committed yet, and Telegram is told of nothing (the
+// offset stays on the first part; a webhook's request stays open), so a
+// crash while waiting loses nothing: Telegram delivers them again.
+
+// pasteNear is the length (UTF-16 units, as Telegram counts) from which a
+// message may be the first part of a split paste: clients cut at 4,096,
+// at a line or word break shortly before it.
+const pasteNear = 3500
+
+// pasteGap is the most seconds (Telegram dates messages to the second)
+// between two parts of one paste: a client sends them back to back. A
+// near-limit message and the user's next one minutes later (read together
+// after an outage) stay two messages.
+const pasteGap = 3
+
+// pasteRereads bounds the waits of one batch for a paste's next part
+// (each albumWait, taken only while new updates keep coming): a paste of
+// about 20,000 characters is 5 parts.
+const pasteRereads = 6
+
+// pasteHead says m may be a split paste's part that more follow: a plain
+// text message (no file, no album, no forward) near Telegram's limit.
+func pasteHead(m *models.Message) bool {
+	return pastePart(m) && textfmt.Len(m.Text) >= pasteNear
+}
+
+// pastePart says m may be a part of a split paste: plain text a user
+// wrote (a forward is someone else's words).
+func pastePart(m *models.Message) bool {
+	return m != nil && m.Text != "" && m.MediaGroupID == "" && m.ForwardOrigin == nil &&
+		m.From != nil && !m.From.IsBot && len(files(m)) == 0
+}
+
+// pasteOpen says the batch ends with a near-limit message: the paste's
+// next part may be on its way.
+func pasteOpen(updates []models.Update) bool {
+	return len(updates) > 0 && pasteHead(updates[len(updates)-1].Message)
+}
+
+// nextPart says m, sent after prev in the same chat, continues prev's
+// paste: prev is near the limit, and m is its author's text in the same
+// thread or topic, sent within pasteGap.
+func nextPart(prev, m *models.Message) bool {
+	if !pasteHead(prev) || !pastePart(m) {
+		return false
+	}
+	sameAuthor := prev.From.ID == m.From.ID && (prev.SenderChat == nil) == (m.SenderChat == nil) &&
+		(prev.SenderChat == nil || prev.SenderChat.ID == m.SenderChat.ID)
+	return sameAuthor && prev.Chat.ID == m.Chat.ID && inTopic(prev) == inTopic(m) &&
+		(!inTopic(m) || prev.MessageThreadID == m.MessageThreadID) &&
+		m.Date >= prev.Date && m.Date-prev.Date <= pasteGap
+}
+
+// pasteParts is how many of the updates from the first, all of one chat
+// (the indexes us into updates), are parts of one split paste: 0 when the
+// first starts none.
+func pasteParts(updates []models.Update, us []int) int {
+	n := 1
+	for n < len(us) && nextPart(updates[us[n-1]].Message, updates[us[n]].Message) {
+		n++
+	}
+	if n == 1 {
+		return 0
+	}
+	return n
+}
+
+// acceptPaste hands a split paste's parts to sink as one message: the
+// first part as it would be alone (who may talk, whether it addresses the
+// bot in a group, what it replies to), its id the key the queue drops a
+// re-read by, the later parts' text after it. A first part not for the
+// bot leaves the parts to be handled one by one.
+func (b *Bot) acceptPaste(ctx context.Context, sink core.Sink, us []*models.Update) error {
+	msgs := make([]*models.Message, len(us))
+	for i, u := range us {
+		msgs[i] = u.Message
+	}
+	in, ok := b.inbound(msgs[0], sink)
+	if !ok {
+		for _, u := range us {
+			if err := b.handle(ctx, sink, u); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	for range us {
+		b.health.Event()
+	}
+	parts := []string{in.Text}
+	for _, m := range msgs[1:] {
+		parts = append(parts, strings.TrimSpace(m.Text))
+	}
+	in.Text = strings.Join(parts, "\n")
+	in = b.withReplyContext(ctx, sink, msgs[0], in)
+	if err := sink.Accept(ctx, in); err != nil {
+		return fmt.Errorf("update %d (a paste split in %d parts): %w", us[0].ID, len(us), err)
+	}
+	b.log.Debug("a paste split by the client was handed over as one message", "parts", len(msgs), "message", in.MessageID)
+	return nil
+}
+
+// pasteKey is what a webhook gathers the parts of m's paste under: its
+// chat, author and topic.
+func pasteKey(m *models.Message) albumKey {
+	author := m.From.ID
+	if m.SenderChat != nil {
+		author = m.SenderChat.ID
+	}
+	thread := 0
+	if inTopic(m) {
+		thread = m.MessageThreadID
+	}
+	return albumKey{m.Chat.ID, "paste:" + strconv.FormatInt(author, 10) + ":" + strconv.Itoa(thread)}
+}
+
+// joinWebhookPaste is how a webhook request hands over a plain text
+// message: a message near the limit waits (its request open, Telegram
+// told of nothing) for the paste's next part, as an album's item does
+// (webhookAlbums); one that continues a paste being gathered joins it;
+// any other is handled at once.
+func (b *Bot) joinWebhookPaste(ctx, hctx context.Context, sink core.Sink, u *models.Update) error {
+	m := u.Message
+	fits := func(pending []*models.Update) bool { return nextPart(pending[len(pending)-1].Message, m) }
+	joined, err := b.pastes.gather(hctx, pasteKey(m), u, pasteHead(m), fits, pasteRereads, func(us []*models.Update) error {
+		return b.acceptWebhookPaste(ctx, sink, us)
+	})
+	if joined {
+		return err
+	}
+	return b.handle(hctx, sink, u)
+}
+
+// acceptWebhookPaste hands the messages a webhook gathered (in the order
+// sent) to sink: the parts of a paste as one message, any other alone.
+func (b *Bot) acceptWebhookPaste(ctx context.Context, sink core.Sink, us []*models.Update) error {
+	for len(us) > 0 {
+		n := 1
+		for n < len(us) && nextPart(us[n-1].Message, us[n].Message) {
+			n++
+		}
+		var err error
+		if n == 1 {
+			err = b.handle(ctx, sink, us[0])
+		} else {
+			err = b.acceptPaste(ctx, sink, us[:n])
+		}
+		if err != nil {
+			return err
+		}
+		us = us[n:]
+	}
+	return nil
+}
