@@ -60,7 +60,7 @@ func (b *Bot) Upload(ctx context.Context, to core.Outbound, f core.Attachment) (
 	if asPhoto(f) {
 		method = "sendPhoto"
 	}
-	err = b.call(ctx, to.Conversation.Chat, group, method, func(ctx context.Context) error {
+	send := func(ctx context.Context) error {
 		file := &models.InputFileUpload{Filename: f.Name, Data: bytes.NewReader(f.Data)}
 		var err error
 		if method == "sendPhoto" {
@@ -69,7 +69,14 @@ func (b *Bot) Upload(ctx context.Context, to core.Outbound, f core.Attachment) (
 			m, err = b.api.SendDocument(ctx, &tgbot.SendDocumentParams{ChatID: chat, MessageThreadID: thread, Document: file, ReplyParameters: reply})
 		}
 		return err
-	})
+	}
+	err = b.call(ctx, to.Conversation.Chat, group, method, send)
+	if err != nil && thread != 0 && topicGone(err) {
+		// The topic was deleted: the file goes where Send puts the text.
+		b.log.Info("the forum topic of the conversation is gone; sending the file in the chat's General topic", "chat", chat, "topic", thread)
+		thread = 0
+		err = b.call(ctx, to.Conversation.Chat, group, method, send)
+	}
 	if err != nil {
 		return "", err
 	}

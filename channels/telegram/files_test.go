@@ -1,10 +1,13 @@
 package telegram
 
 import (
+	"context"
+	"fmt"
 	"testing"
 
 	"github.com/go-telegram/bot/models"
 
+	"github.com/opentalon/opentalon/channels/telegram/telegramtest"
 	"github.com/opentalon/opentalon/core"
 )
 
@@ -80,5 +83,45 @@ func TestStickerAndVideoNoteAreAnswered(t *testing.T) {
 		if !ok || len(in.Files) != 1 {
 			t.Fatalf("inbound = %+v, %v; want the message with its file", in, ok)
 		}
+	}
+}
+
+// TestDeletedTopicGetsTheAnswerInTheChat: when the forum topic a question
+// was asked in was deleted before the answer, Telegram refuses the topic
+// ("message thread not found"); the answer's text and its files go to the
+// chat (its General topic) instead of being lost.
+func TestDeletedTopicGetsTheAnswerInTheChat(t *testing.T) {
+	gone := telegramtest.Failure{Code: 400, Description: "Bad Request: message thread not found"}
+	to := core.Outbound{Conversation: core.ConversationKey{Channel: Name, Chat: fmt.Sprint(groupID), Thread: "77"}, Meta: map[string]string{"chat_type": "supergroup"}}
+	tests := []struct {
+		method string
+		send   func(b *Bot) error
+	}{
+		{"sendMessage", func(b *Bot) error { _, err := b.Send(context.Background(), to, "the answer"); return err }},
+		{"sendDocument", func(b *Bot) error {
+			_, err := b.Upload(context.Background(), to, core.Attachment{Name: "notes.txt", MIME: "text/plain", Data: []byte("notes")})
+			return err
+		}},
+		{"sendPhoto", func(b *Bot) error {
+			_, err := b.Upload(context.Background(), to, core.Attachment{Name: "chart.png", MIME: "image/png", Data: []byte("png")})
+			return err
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.method, func(t *testing.T) {
+			h := newHarness(t, nil)
+			h.srv.Fail(tc.method, gone)
+			if err := tc.send(h.bot); err != nil {
+				t.Fatalf("%s to a deleted topic: %v; want it sent in the chat", tc.method, err)
+			}
+			calls := h.srv.Calls(tc.method)
+			if len(calls) != 2 || calls[0].Params["message_thread_id"] != "77" || calls[1].Params["message_thread_id"] != "" {
+				var got []string
+				for _, c := range calls {
+					got = append(got, c.Params["message_thread_id"])
+				}
+				t.Fatalf("%s calls' message_thread_id = %q; want 77, then none", tc.method, got)
+			}
+		})
 	}
 }

@@ -58,13 +58,24 @@ func (b *Bot) Send(ctx context.Context, to core.Outbound, part string) (string, 
 		case !plain && cannotParse(err):
 			b.log.Warn("Telegram rejected the HTML of a reply part; resending it as plain text", "chat", chat, "err", err)
 			p.Text, p.ParseMode, plain = textfmt.HTMLToPlain(part), "", true
-		case p.MessageThreadID != 0 && errors.Is(err, tgbot.ErrorBadRequest) && strings.Contains(strings.ToLower(err.Error()), "thread not found"):
-			// The topic was closed or deleted: answer in the main chat.
+		case p.MessageThreadID != 0 && topicGone(err):
+			// The topic was deleted: answer in the main chat.
+			b.log.Info("the forum topic of the conversation is gone; sending in the chat's General topic", "chat", chat, "topic", p.MessageThreadID)
 			p.MessageThreadID = 0
 		default:
 			return "", err
 		}
 	}
+}
+
+// topicGone says Telegram refused a message to a forum topic that was
+// deleted since the user wrote in it.
+func topicGone(err error) bool {
+	if !errors.Is(err, tgbot.ErrorBadRequest) {
+		return false
+	}
+	e := strings.ToLower(err.Error())
+	return strings.Contains(e, "thread not found") || strings.Contains(e, "topic_deleted")
 }
 
 func cannotParse(err error) bool {
