@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/go-telegram/bot/models"
 
@@ -88,38 +89,43 @@ func pasteParts(updates []models.Update, us []int) int {
 	return n
 }
 
-// acceptPaste hands a split paste's parts to sink as one message: the
-// first part as it would be alone (who may talk, whether it addresses the
-// bot in a group, what it replies to), its id the key the queue drops a
-// re-read by, the later parts' text after it. A first part not for the
-// bot leaves the parts to be handled one by one.
+// acceptPaste hands a split paste's parts to sink as one message, its
+// id the first part's (the key the queue drops a re-read by), its text
+// every part's in order. Whether it is for the bot (who may talk, and in
+// a group whether it addresses the bot) is the first part's, else the
+// last's: a mention is typed at the start or at the end of a long text.
+// What the first part replies to is quoted. A paste for no one is
+// ignored, as each of its parts would be.
 func (b *Bot) acceptPaste(ctx context.Context, sink core.Sink, us []*models.Update) error {
-	msgs := make([]*models.Message, len(us))
-	for i, u := range us {
-		msgs[i] = u.Message
-	}
-	in, ok := b.inbound(msgs[0], sink)
-	if !ok {
-		for _, u := range us {
-			if err := b.handle(ctx, sink, u); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
 	for range us {
 		b.health.Event()
 	}
-	parts := []string{in.Text}
-	for _, m := range msgs[1:] {
-		parts = append(parts, strings.TrimSpace(m.Text))
+	first, last := us[0].Message, us[len(us)-1].Message
+	in, ok := b.inbound(first, sink)
+	from := 0 // the part in was made of
+	if !ok {
+		if in, ok = b.inbound(last, sink); !ok {
+			return nil
+		}
+		from = len(us) - 1
+		in.MessageID = platformID(first.Chat.ID, first.ID)
+		in.ReplyTo = ""
+		if first.ReplyToMessage != nil {
+			in.ReplyTo = platformID(first.Chat.ID, first.ReplyToMessage.ID)
+		}
+		in.ReceivedAt = time.Unix(int64(first.Date), 0)
 	}
+	parts := make([]string, len(us))
+	for i, u := range us {
+		parts[i] = strings.TrimSpace(u.Message.Text)
+	}
+	parts[from] = in.Text // the bot's mention taken out
 	in.Text = strings.Join(parts, "\n")
-	in = b.withReplyContext(ctx, sink, msgs[0], in)
+	in = b.withReplyContext(ctx, sink, first, in)
 	if err := sink.Accept(ctx, in); err != nil {
 		return fmt.Errorf("update %d (a paste split in %d parts): %w", us[0].ID, len(us), err)
 	}
-	b.log.Debug("a paste split by the client was handed over as one message", "parts", len(msgs), "message", in.MessageID)
+	b.log.Debug("a paste split by the client was handed over as one message", "parts", len(us), "message", in.MessageID)
 	return nil
 }
 

@@ -75,6 +75,19 @@ func TestSplitPasteIsOneMessage(t *testing.T) {
 			want: []string{"hi", p3, p1, "and?"},
 		},
 		{
+			name: "a group paste that names the bot at its end",
+			updates: func(srv *telegramtest.Server) []models.Update {
+				return []models.Update{
+					dated(srv.Group(groupID, alice, p1, 0), at),
+					dated(srv.Group(groupID, alice, p2, 0), at),
+					dated(srv.Group(groupID, alice, "that is all, @talon_bot what now?", 0), at+1),
+					dated(srv.Group(groupID, alice, p1, 0), at+5),
+					dated(srv.Group(groupID, alice, "not for the bot", 0), at+5),
+				}
+			},
+			want: []string{p1 + "\n" + p2 + "\nthat is all, what now?"},
+		},
+		{
 			name: "another user's message after a long one",
 			updates: func(srv *telegramtest.Server) []models.Update {
 				return []models.Update{
