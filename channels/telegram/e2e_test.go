@@ -824,3 +824,40 @@ func TestE2EForwardedCommandOfAnotherBotIsQuoted(t *testing.T) {
 		t.Errorf("the LLM got %q\nwant %q", got, want)
 	}
 }
+
+// TestE2EPrivateChatTopicsAreTheirOwnConversations: with the bot's
+// threaded mode on, a user's private chat with it has topics (Telegram
+// marks their messages is_topic_message with a message_thread_id). Each
+// is its own conversation, answered in that topic; the chat's messages
+// outside a topic are another.
+func TestE2EPrivateChatTopicsAreTheirOwnConversations(t *testing.T) {
+	e := startE2E(t, nil)
+	inTopic := func(thread int, text string) models.Update {
+		u := e.srv.Private(alice, text)
+		u.Message.MessageThreadID, u.Message.IsTopicMessage = thread, true
+		return u
+	}
+	trip := inTopic(5, "plan my trip")
+	e.srv.AddUpdate(trip)
+	code := inTopic(6, "review my code")
+	e.srv.AddUpdate(code)
+	plain := e.srv.Private(alice, "hello")
+	e.srv.AddUpdate(plain)
+	sent := e.srv.WaitSent(t, 3, 10*time.Second)
+	threads := map[int]int{}
+	for _, s := range sent {
+		threads[s.ReplyTo] = s.ThreadID
+	}
+	if threads[trip.Message.ID] != 5 || threads[code.Message.ID] != 6 || threads[plain.Message.ID] != 0 {
+		t.Errorf("answers' topics by question = %v; want %d→5, %d→6, %d→none", threads, trip.Message.ID, code.Message.ID, plain.Message.ID)
+	}
+	convs := map[string]bool{}
+	for _, turn := range e.agent.seen() {
+		convs[turn.In.Conversation.String()] = true
+	}
+	for _, want := range []string{"telegram:42:5", "telegram:42:6", "telegram:42"} {
+		if !convs[want] {
+			t.Errorf("conversations = %v; want %s among them", convs, want)
+		}
+	}
+}

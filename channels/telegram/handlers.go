@@ -107,6 +107,11 @@ func (b *Bot) inbound(m *models.Message, sink core.Sink) (core.Inbound, bool) {
 	// A forward's command was its author's, for whichever bot: it is
 	// quoted (withForward), never dropped as another bot's command.
 	forward := m.ForwardOrigin != nil
+	if inTopic(m) {
+		// A forum topic, or a topic of a private chat with a bot whose
+		// threaded mode is on: each its own conversation, answered there.
+		in.Conversation.Thread = strconv.Itoa(m.MessageThreadID)
+	}
 	if m.Chat.Type == models.ChatTypePrivate {
 		in.Private, in.Mentioned = true, true
 		if forward {
@@ -118,9 +123,6 @@ func (b *Bot) inbound(m *models.Message, sink core.Sink) (core.Inbound, bool) {
 			return core.Inbound{}, false
 		}
 		return in, true
-	}
-	if inTopic(m) {
-		in.Conversation.Thread = strconv.Itoa(m.MessageThreadID)
 	}
 	if !forward && cmdForOtherBot(text, ents, me.Username) {
 		return core.Inbound{}, false
@@ -286,7 +288,8 @@ func commandForUs(cmd string, sink core.Sink) bool {
 	return k.KnowsCommand(name)
 }
 
-// inTopic says m was written in a forum topic, its own conversation.
+// inTopic says m was written in a forum topic, its own conversation (or
+// in a topic of a private chat, which a bot with threaded mode on has).
 // Telegram marks a topic's messages is_topic_message. A message_thread_id
 // alone is a topic only in a forum, and only when m is no reply to an
 // ordinary message: a reply in the General topic, or anywhere outside a
