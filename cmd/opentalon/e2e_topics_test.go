@@ -40,3 +40,44 @@ func TestE2ESplitPasteInATopicIsOneQuestion(t *testing.T) {
 		t.Fatalf("LLM calls %d, last with %d messages; want 2, the follow-up after the paste's turn", llm.Count(), len(r.Messages))
 	}
 }
+
+// TestE2ENewInATopicLeavesTheOtherTopics: forum topics are separate
+// conversations: /new in one is answered there and forgets only its own
+// history; another topic's next question still has its own.
+func TestE2ENewInATopicLeavesTheOtherTopics(t *testing.T) {
+	t.Parallel()
+	llm, bot, _ := numberedAnswers(t)
+	alice := telegramtest.User(42, "alice")
+	const group = -100998
+	mention := "@" + bot.Bot.Username + " "
+	sent := 0
+	say := func(topic int, text string) telegramtest.Sent {
+		t.Helper()
+		bot.AddUpdate(bot.Group(group, alice, text, topic))
+		sent++
+		got := bot.WaitSent(t, sent, 20*time.Second)[sent-1]
+		if got.ThreadID != topic {
+			t.Fatalf("the answer to %q went to topic %d; want %d", text, got.ThreadID, topic)
+		}
+		return got
+	}
+	history := func() string {
+		r, _ := llm.Last()
+		var all []string
+		for _, m := range r.Messages {
+			all = append(all, m.Content)
+		}
+		return strings.Join(all, "\n")
+	}
+	say(7, mention+"first question in seven")
+	say(9, mention+"first question in nine")
+	say(7, "/new@"+bot.Bot.Username)
+	say(9, mention+"second in nine")
+	if h := history(); !strings.Contains(h, "first question in nine") {
+		t.Fatalf("topic 9 after /new in topic 7 was asked with:\n%s\nwant its own history kept", h)
+	}
+	say(7, mention+"second in seven")
+	if h := history(); strings.Contains(h, "first question in seven") || strings.Contains(h, "nine") {
+		t.Fatalf("topic 7 after its /new was asked with:\n%s\nwant a fresh conversation", h)
+	}
+}
