@@ -61,6 +61,28 @@ func pasteOpen(updates []models.Update) bool {
 	return len(updates) > 0 && pasteHead(updates[len(updates)-1].Message)
 }
 
+// pasteHeld is the index of the batch's first update that waits for the
+// next part of the paste the batch ends with (pasteOpen): that paste's
+// first part here. It is len(updates) when the batch ends with none.
+func pasteHeld(updates []models.Update) int {
+	if !pasteOpen(updates) {
+		return len(updates)
+	}
+	start := len(updates) - 1
+	cur := updates[start].Message
+	for j := start - 1; j >= 0; j-- {
+		m := updates[j].Message
+		if m == nil || m.Chat.ID != cur.Chat.ID {
+			continue // another chat's, between the parts: it waits too
+		}
+		if !nextPart(m, cur) {
+			break
+		}
+		start, cur = j, m
+	}
+	return start
+}
+
 // nextPart says m, sent after prev in the same chat, continues prev's
 // paste: prev is near the limit, and m is its author's text in the same
 // thread or topic, sent within pasteGap.

@@ -262,3 +262,44 @@ func TestWebhookSplitPasteIsOneMessage(t *testing.T) {
 		t.Fatalf("accepted %s; want the short message on its own", short(got))
 	}
 }
+
+// TestPasteWaitHoldsOnlyThePaste: while the poller waits for a paste's
+// next part, the messages that came before it in the batch (another
+// chat's here) are already handed over: only the paste waits.
+func TestPasteWaitHoldsOnlyThePaste(t *testing.T) {
+	var srv *telegramtest.Server
+	sink := newFakeSink()
+	var once sync.Once
+	acceptedBeforeWait := -1
+	p1, p2 := longPart("alpha", 4096), "the end"
+	h := newHarness(t, func(_ *config.Telegram, o *Options) {
+		o.Sleep = func(ctx context.Context, d time.Duration) error {
+			if d == albumWait {
+				once.Do(func() {
+					sink.mu.Lock()
+					acceptedBeforeWait = len(sink.accepted)
+					sink.mu.Unlock()
+					srv.AddUpdate(srv.Private(alice, p2))
+				})
+			}
+			return nil
+		}
+	})
+	srv = h.srv
+	h.srv.AddUpdate(h.srv.Private(bob, "a short question"))
+	first := h.srv.AddUpdate(h.srv.Private(alice, p1))
+	h.run(t, sink)
+	h.srv.WaitFor(t, "the offset past the paste", 5*time.Second, func([]telegramtest.Sent, []telegramtest.Call) bool { return h.srv.Confirmed() > first+1 })
+	sink.mu.Lock()
+	defer sink.mu.Unlock()
+	if acceptedBeforeWait != 1 {
+		t.Errorf("%d messages handed over when the poller began to wait for the paste; want bob's, 1", acceptedBeforeWait)
+	}
+	var got []string
+	for _, in := range sink.accepted {
+		got = append(got, in.Text)
+	}
+	if len(got) != 2 || got[0] != "a short question" || got[1] != p1+"\n"+p2 {
+		t.Fatalf("accepted %s; want bob's question, then alice's paste as one message", short(got))
+	}
+}

@@ -153,6 +153,13 @@ func (b *Bot) poll(ctx context.Context, sink core.Sink, l Lease, identified <-ch
 			backoff = minEmptyPoll - b.now().Sub(asked)
 		}
 		b.health.Connected()
+		if k := pasteHeld(updates); k > 0 && !albumOpen(updates) {
+			// Only the paste that ends the batch waits for its next
+			// part: what came before it is handed over now.
+			if next, err := b.handleBatch(ctx, sink, updates[:k], offset); err == nil {
+				offset, updates = next, updates[k:]
+			} // else the whole batch is handed over below, as always
+		}
 		if updates, err = b.waitForAlbum(ctx, offset, updates); err != nil {
 			return nil // only the end of ctx ends the wait
 		}
