@@ -153,7 +153,7 @@ func (b *Bot) poll(ctx context.Context, sink core.Sink, l Lease, identified <-ch
 			backoff = minEmptyPoll - b.now().Sub(asked)
 		}
 		b.health.Connected()
-		if k := pasteHeld(updates); k > 0 && !albumOpen(updates) {
+		if k := pasteHeld(updates); k > 0 && k < len(updates) && !albumOpen(updates) {
 			// Only the paste that ends the batch waits for its next
 			// part: what came before it is handed over now.
 			if next, err := b.handleBatch(ctx, sink, updates[:k], offset); err == nil {
