@@ -303,3 +303,25 @@ func TestPasteWaitHoldsOnlyThePaste(t *testing.T) {
 		t.Fatalf("accepted %s; want bob's question, then alice's paste as one message", short(got))
 	}
 }
+
+// TestFailedUpdateIsReadAgainOnce: with no paste in a batch, an update
+// the gateway did not commit is reported and read again after the
+// backoff, not handed over a second time at once.
+func TestFailedUpdateIsReadAgainOnce(t *testing.T) {
+	h := newHarness(t, nil)
+	sink := newFakeSink()
+	sink.failNext = 1
+	last := h.srv.AddUpdate(h.srv.Private(alice, "hello"))
+	h.run(t, sink)
+	h.srv.WaitFor(t, "the offset past the update", 5*time.Second, func([]telegramtest.Sent, []telegramtest.Call) bool { return h.srv.Confirmed() > last })
+	if !strings.Contains(h.logs.String(), "update not accepted; it will be read again") {
+		t.Fatalf("the failed update was not reported as read again; logs:\n%s", h.logs.String())
+	}
+	found := false
+	for _, d := range h.sleeps.all() {
+		found = found || d == time.Second
+	}
+	if !found {
+		t.Errorf("no backoff before the update was read again; sleeps %v", h.sleeps.all())
+	}
+}
