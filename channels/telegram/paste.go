@@ -85,9 +85,11 @@ func pasteHeld(updates []models.Update) int {
 
 // nextPart says m, sent after prev in the same chat, continues prev's
 // paste: prev is near the limit, and m is its author's text in the same
-// thread or topic, sent within pasteGap.
+// thread or topic, sent within pasteGap. A command (/stop, /new) the user
+// typed right after a long message is a message of its own, never the
+// paste's text: a client's cut does not make a bot command.
 func nextPart(prev, m *models.Message) bool {
-	if !pasteHead(prev) || !pastePart(m) {
+	if !pasteHead(prev) || !pastePart(m) || isCommand(m.Text, m.Entities) {
 		return false
 	}
 	sameAuthor := prev.From.ID == m.From.ID && (prev.SenderChat == nil) == (m.SenderChat == nil) &&

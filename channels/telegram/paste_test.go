@@ -88,6 +88,16 @@ func TestSplitPasteIsOneMessage(t *testing.T) {
 			want: []string{p1 + "\n" + p2 + "\nthat is all, what now?"},
 		},
 		{
+			name: "a command right after a long message",
+			updates: func(srv *telegramtest.Server) []models.Update {
+				return []models.Update{
+					dated(srv.Group(groupID, alice, "@talon_bot "+p1, 0), at),
+					dated(srv.Group(groupID, alice, "/new", 0), at+1),
+				}
+			},
+			want: []string{p1, "/new"},
+		},
+		{
 			name: "another user's message after a long one",
 			updates: func(srv *telegramtest.Server) []models.Update {
 				return []models.Update{
