@@ -94,7 +94,11 @@ func nextPart(prev, m *models.Message) bool {
 	}
 	sameAuthor := prev.From.ID == m.From.ID && (prev.SenderChat == nil) == (m.SenderChat == nil) &&
 		(prev.SenderChat == nil || prev.SenderChat.ID == m.SenderChat.ID)
-	return sameAuthor && prev.Chat.ID == m.Chat.ID && inTopic(prev) == inTopic(m) &&
+	// A reply to another message than the paste's is the user's next
+	// message, not the paste cut (a topic's messages all reply to the
+	// topic's creation, so that one is the same for every part).
+	sameReply := m.ReplyToMessage == nil || prev.ReplyToMessage != nil && prev.ReplyToMessage.ID == m.ReplyToMessage.ID
+	return sameAuthor && sameReply && prev.Chat.ID == m.Chat.ID && inTopic(prev) == inTopic(m) &&
 		(!inTopic(m) || prev.MessageThreadID == m.MessageThreadID) &&
 		m.Date >= prev.Date && m.Date-prev.Date <= pasteGap
 }

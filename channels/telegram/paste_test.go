@@ -98,6 +98,15 @@ func TestSplitPasteIsOneMessage(t *testing.T) {
 			want: []string{p1, "/new"},
 		},
 		{
+			name: "a reply to another message right after a long one",
+			updates: func(srv *telegramtest.Server) []models.Update {
+				u := dated(srv.Private(alice, "about this one"), at+1)
+				u.Message.ReplyToMessage = &models.Message{ID: 1, Chat: u.Message.Chat, From: alice, Text: "older"}
+				return []models.Update{dated(srv.Private(alice, p1), at), u}
+			},
+			want: []string{p1, "about this one"},
+		},
+		{
 			name: "another user's message after a long one",
 			updates: func(srv *telegramtest.Server) []models.Update {
 				return []models.Update{
