@@ -32,6 +32,16 @@ func (b *Bot) handle(ctx context.Context, sink core.Sink, u *models.Update) erro
 			return fmt.Errorf("update %d: %w", u.ID, err)
 		}
 	case u.EditedMessage != nil:
+		if in, ok := b.merged.edited(u.EditedMessage, func() string { return b.partText(u.EditedMessage, sink) }); ok {
+			// A part of a paste handed over as one message: the queued
+			// message is the whole paste with this part's new text.
+			replaced, err := sink.Edit(ctx, in)
+			if err != nil {
+				return fmt.Errorf("update %d (edit of a paste's part): %w", u.ID, err)
+			}
+			b.log.Debug("edited part of a paste", "message", in.MessageID, "replaced_queued_text", replaced)
+			return nil
+		}
 		in, ok := b.inbound(u.EditedMessage, sink)
 		if !ok {
 			return nil

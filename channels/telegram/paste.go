@@ -3,8 +3,10 @@ package telegram
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/go-telegram/bot/models"
@@ -153,6 +155,11 @@ func (b *Bot) acceptPaste(ctx context.Context, sink core.Sink, us []*models.Upda
 	if err := sink.Accept(ctx, in); err != nil {
 		return fmt.Errorf("update %d (a paste split in %d parts): %w", us[0].ID, len(us), err)
 	}
+	ids := make([]int, len(us))
+	for i, u := range us {
+		ids[i] = u.Message.ID
+	}
+	b.merged.remember(first.Chat.ID, ids, parts, in)
 	b.log.Debug("a paste split by the client was handed over as one message", "parts", len(us), "message", in.MessageID)
 	return nil
 }
@@ -208,4 +215,89 @@ func (b *Bot) acceptWebhookPaste(ctx context.Context, sink core.Sink, us []*mode
 		us = us[n:]
 	}
 	return nil
+}
+
+// partText is the text m, an edited part of a paste, stands for in the
+// paste: as inbound reads it (the bot's mention taken out) when m is for
+// the bot on its own, else as written.
+func (b *Bot) partText(m *models.Message, sink core.Sink) string {
+	if in, ok := b.inbound(m, sink); ok {
+		return in.Text
+	}
+	return strings.TrimSpace(m.Text)
+}
+
+// mergedPastes remembers the pastes handed over as one message, for
+// mergedKept and at most mergedMax of them: an edit of one of a paste's
+// parts (Telegram sends edited_message with that part's id) then edits the
+// queued paste, the first part's id, to the whole text with the part
+// changed. Without it an edit of the first part would replace the whole
+// queued paste by that part alone, and an edit of a later part would be
+// lost. (After a restart the memory is empty: a paste still queued then
+// is edited as its first part, as before.)
+type mergedPastes struct {
+	mu     sync.Mutex
+	byPart map[partKey]*mergedPaste
+	order  []*mergedPaste // oldest first
+}
+
+// mergedKept is how long a paste's parts are remembered, mergedMax how
+// many pastes at most.
+const (
+	mergedKept = 10 * time.Minute
+	mergedMax  = 1000
+)
+
+type partKey struct {
+	chat int64
+	msg  int
+}
+
+type mergedPaste struct {
+	chat  int64
+	ids   []int
+	parts []string
+	in    core.Inbound // as handed over
+	at    time.Time
+}
+
+// remember keeps a paste handed over as in, its parts' message ids and
+// texts, and forgets the ones kept too long.
+func (p *mergedPastes) remember(chat int64, ids []int, parts []string, in core.Inbound) {
+	now := time.Now()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.byPart == nil {
+		p.byPart = map[partKey]*mergedPaste{}
+	}
+	for len(p.order) > 0 && (now.Sub(p.order[0].at) > mergedKept || len(p.order) >= mergedMax) {
+		old := p.order[0]
+		p.order = p.order[1:]
+		for _, id := range old.ids {
+			if p.byPart[partKey{old.chat, id}] == old {
+				delete(p.byPart, partKey{old.chat, id})
+			}
+		}
+	}
+	mp := &mergedPaste{chat: chat, ids: ids, parts: parts, in: in, at: now}
+	for _, id := range ids {
+		p.byPart[partKey{chat, id}] = mp
+	}
+	p.order = append(p.order, mp)
+}
+
+// edited says whether m is a part of a remembered paste and, when it is,
+// returns the paste as handed over with that part's text now text().
+func (p *mergedPastes) edited(m *models.Message, text func() string) (core.Inbound, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	mp, ok := p.byPart[partKey{m.Chat.ID, m.ID}]
+	if !ok {
+		return core.Inbound{}, false
+	}
+	i := slices.Index(mp.ids, m.ID)
+	mp.parts[i] = text()
+	in := mp.in
+	in.Text = strings.Join(mp.parts, "\n")
+	return in, true
 }

@@ -344,3 +344,42 @@ func TestFailedUpdateIsReadAgainOnce(t *testing.T) {
 		t.Errorf("no backoff before the update was read again; sleeps %v", h.sleeps.all())
 	}
 }
+
+// TestEditedPastePart: an edit of a part of a paste handed over as one
+// message edits the queued paste (the first part's id) to the whole text
+// with that part changed: an edit of the first part does not cut the
+// paste to that part, nor is an edit of a later part lost.
+func TestEditedPastePart(t *testing.T) {
+	const at = 1_700_000_000
+	p1, p2 := longPart("alpha", 4096), "the end"
+	h := newHarness(t, nil)
+	u1, u2 := dated(h.srv.Private(alice, p1), at), dated(h.srv.Private(alice, p2), at)
+	h.srv.AddUpdate(u1)
+	h.srv.AddUpdate(u2)
+	edit := func(u models.Update, text string) models.Update {
+		m := *u.Message
+		m.Text, m.EditDate = text, at+30
+		return models.Update{EditedMessage: &m}
+	}
+	p1b := longPart("omega", 4096)
+	h.srv.AddUpdate(edit(u1, p1b))
+	last := h.srv.AddUpdate(edit(u2, "the real end"))
+	sink := newFakeSink()
+	h.run(t, sink)
+	h.srv.WaitFor(t, "the offset past the updates", 5*time.Second, func([]telegramtest.Sent, []telegramtest.Call) bool { return h.srv.Confirmed() > last })
+	sink.mu.Lock()
+	defer sink.mu.Unlock()
+	if len(sink.accepted) != 1 {
+		t.Fatalf("accepted %d messages; want the paste as one", len(sink.accepted))
+	}
+	first := platformID(u1.Message.Chat.ID, u1.Message.ID)
+	want := []string{p1b + "\n" + p2, p1b + "\nthe real end"}
+	if len(sink.edits) != len(want) {
+		t.Fatalf("%d edits handed over; want %d", len(sink.edits), len(want))
+	}
+	for i, e := range sink.edits {
+		if e.MessageID != first || e.Text != want[i] {
+			t.Errorf("edit %d: message %q, text %s; want message %q, text %s", i, e.MessageID, short([]string{e.Text}), first, short([]string{want[i]}))
+		}
+	}
+}

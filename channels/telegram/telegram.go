@@ -150,6 +150,7 @@ type Bot struct {
 	webhook   toolkit.Endpoint
 	albums    webhookAlbums
 	pastes    webhookAlbums // a webhook's split pastes (paste.go)
+	merged    mergedPastes  // the pastes handed over, for their parts' edits
 	closeOnce sync.Once
 }
 
