@@ -45,9 +45,11 @@ const pasteGap = 3
 const pasteRereads = 6
 
 // pasteHead says m may be a split paste's part that more follow: a plain
-// text message (no file, no album, no forward) near Telegram's limit.
+// text message (no file, no album, no forward) near Telegram's limit. A
+// command is none: core's commands (/new) take no text, so a message
+// joined to one would be dropped with its arguments instead of answered.
 func pasteHead(m *models.Message) bool {
-	return pastePart(m) && textfmt.Len(m.Text) >= pasteNear
+	return pastePart(m) && textfmt.Len(m.Text) >= pasteNear && !isCommand(m.Text, m.Entities)
 }
 
 // pastePart says m may be a part of a split paste: plain text a user

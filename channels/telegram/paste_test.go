@@ -98,6 +98,16 @@ func TestSplitPasteIsOneMessage(t *testing.T) {
 			want: []string{p1, "/new"},
 		},
 		{
+			name: "a long command, then a question",
+			updates: func(srv *telegramtest.Server) []models.Update {
+				return []models.Update{
+					dated(srv.Group(groupID, alice, "/new "+p1, 0), at),
+					dated(srv.Group(groupID, alice, "@talon_bot what next?", 0), at+1),
+				}
+			},
+			want: []string{"/new " + p1, "what next?"},
+		},
+		{
 			name: "a reply to another message right after a long one",
 			updates: func(srv *telegramtest.Server) []models.Update {
 				u := dated(srv.Private(alice, "about this one"), at+1)
