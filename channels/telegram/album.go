@@ -204,7 +204,11 @@ func (a *webhookAlbums) gather(ctx context.Context, k albumKey, u *models.Update
 		return true, nil // delivered again: it is in the committed album
 	}
 	p := a.open[k]
-	if p == nil && !opens || p != nil && fits != nil && !fits(p.updates) {
+	again := p != nil && slices.ContainsFunc(p.updates, func(v *models.Update) bool { return v.Message.ID == u.Message.ID })
+	// An item delivered again while its items are gathered waits for
+	// their outcome, whatever came after it: handed over on its own, it
+	// would be committed under the id they are then dropped by.
+	if p == nil && !opens || p != nil && !again && fits != nil && !fits(p.updates) {
 		a.mu.Unlock()
 		return false, nil
 	}
@@ -216,7 +220,7 @@ func (a *webhookAlbums) gather(ctx context.Context, k albumKey, u *models.Update
 	} else if time.Now().Before(p.deadline) {
 		p.timer.Reset(albumWait)
 	}
-	if !slices.ContainsFunc(p.updates, func(v *models.Update) bool { return v.Message.ID == u.Message.ID }) {
+	if !again {
 		p.updates = append(p.updates, u) // not an item delivered again while gathering
 	}
 	full := len(p.updates) >= albumMax

@@ -393,3 +393,62 @@ func TestEditedPastePart(t *testing.T) {
 		}
 	}
 }
+
+// TestWebhookPasteFirstPartDeliveredAgain: Telegram delivers a paste's
+// first part again (its first request broke) while the webhook still
+// gathers the paste, its short second part already joined. The repeat
+// waits for the paste: handed over alone it would be committed under the
+// first part's id, the id the whole paste is then dropped by as a
+// duplicate, and the second part would be lost.
+func TestWebhookPasteFirstPartDeliveredAgain(t *testing.T) {
+	h, sink, addr := runWebhook(t)
+	post := func(u models.Update) int {
+		body, _ := json.Marshal(u)
+		req, _ := http.NewRequest(http.MethodPost, "http://"+addr.String()+"/telegram", bytes.NewReader(body))
+		req.Header.Set("X-Telegram-Bot-Api-Secret-Token", "hook-secret")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Error(err)
+			return 0
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	gathered := func(n int) {
+		for {
+			h.bot.pastes.mu.Lock()
+			got := 0
+			for _, p := range h.bot.pastes.open {
+				got = len(p.updates)
+			}
+			h.bot.pastes.mu.Unlock()
+			if got >= n {
+				return
+			}
+			time.Sleep(time.Millisecond) // polling the gatherer's state, not timing the test
+		}
+	}
+	p1, p2 := longPart("alpha", 4096), "the end"
+	u1, u2 := h.srv.Private(alice, p1), h.srv.Private(alice, p2)
+	u1.ID, u2.ID = 1, 2
+	codes := make(chan int, 3)
+	go func() { codes <- post(u1) }()
+	gathered(1)
+	go func() { codes <- post(u2) }()
+	gathered(2)
+	go func() { codes <- post(u1) }()
+	for range 3 {
+		if code := <-codes; code != http.StatusOK {
+			t.Errorf("status %d; want 200", code)
+		}
+	}
+	sink.mu.Lock()
+	defer sink.mu.Unlock()
+	var got []string
+	for _, in := range sink.accepted {
+		got = append(got, in.Text)
+	}
+	if len(got) != 1 || got[0] != p1+"\n"+p2 {
+		t.Fatalf("accepted %s; want only the paste, once, as one message", short(got))
+	}
+}
