@@ -758,3 +758,36 @@ func TestButtonPressIsAnsweredAndGoesNoFurther(t *testing.T) {
 		t.Errorf("sink saw %+v / %+v / %+v, want only the next message", sink.accepted, sink.reacts, sink.edits)
 	}
 }
+
+// TestPrivateChatKeepsItsConversationOutsideTopics: a private chat's
+// messages outside a topic keep the chat's one conversation (its key and
+// so its history, as before private topics existed), a reply whose
+// message_thread_id is only its reply chain included; only a message
+// Telegram marks is_topic_message (the bot's threaded mode) is a topic's.
+func TestPrivateChatKeepsItsConversationOutsideTopics(t *testing.T) {
+	h := newHarness(t, nil)
+	h.bot.me = models.User{ID: 123456, IsBot: true, Username: "talon_bot"}
+	tests := []struct {
+		name       string
+		mod        func(*models.Message)
+		wantThread string
+	}{
+		{name: "plain", mod: func(*models.Message) {}},
+		{name: "a reply carrying its reply chain's id", mod: func(m *models.Message) {
+			m.MessageThreadID = 9
+			m.ReplyToMessage = &models.Message{ID: 9, From: &h.bot.me, Chat: m.Chat}
+		}},
+		{name: "a topic of the chat", mod: func(m *models.Message) { m.MessageThreadID, m.IsTopicMessage = 5, true }, wantThread: "5"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m := h.srv.Private(alice, "hello").Message
+			tt.mod(m)
+			in, ok := h.bot.inbound(m, nil)
+			want := core.ConversationKey{Channel: Name, Chat: "42", Thread: tt.wantThread}
+			if !ok || in.Conversation != want {
+				t.Fatalf("inbound ok=%v conversation %+v; want %+v", ok, in.Conversation, want)
+			}
+		})
+	}
+}
