@@ -281,6 +281,7 @@ func (p *mergedPastes) remember(chat int64, ids []int, parts []string, in core.I
 			}
 		}
 	}
+	in.Text = "" // the parts hold it: a paste is kept once, not twice
 	mp := &mergedPaste{chat: chat, ids: ids, parts: parts, in: in, at: now}
 	for _, id := range ids {
 		p.byPart[partKey{chat, id}] = mp
