@@ -70,6 +70,9 @@ const baseIntents = discordgo.IntentGuildMessages | discordgo.IntentDirectMessag
 
 // Bot is the Discord channel. Build it with New; Run connects.
 type Bot struct {
+	// typing holds the working indicators by channel, so a message posted
+	// there quiets them first (post, Upload).
+	typing   toolkit.Indicators
 	o        Options
 	cfg      config.Discord
 	log      *slog.Logger

@@ -160,6 +160,7 @@ func (b *Bot) post(ctx context.Context, ch string, msg *discordgo.MessageSend) (
 	// posting it twice.
 	body := nonceSend{MessageSend: msg, Nonce: newNonce(), EnforceNonce: true}
 	endpoint := discordgo.EndpointChannelMessages(ch)
+	b.typing.Quiet(ctx, ch)
 	var sent *discordgo.Message
 	err := b.retry(ctx, "send a message", func(ctx context.Context) error {
 		raw, err := b.rest.RequestWithBucketID(http.MethodPost, endpoint, body, endpoint, discordgo.WithContext(ctx))
@@ -319,7 +320,7 @@ func (b *Bot) Working(ctx context.Context, in core.Inbound) (stop func()) {
 		}
 		o.Unack = func(context.Context) { once.Do(func() { close(done) }) }
 	}
-	return toolkit.Working(ctx, o)
+	return b.typing.Working(ctx, ch, o)
 }
 
 // claimReactions reserves channel ch for one ack reaction at a time:

@@ -60,6 +60,7 @@ func (b *Bot) Upload(ctx context.Context, to core.Outbound, f core.Attachment) (
 	if asPhoto(f) {
 		method = "sendPhoto"
 	}
+	b.typing.Quiet(ctx, typingPlace(to.Conversation))
 	send := func(ctx context.Context) error {
 		file := &models.InputFileUpload{Filename: f.Name, Data: bytes.NewReader(f.Data)}
 		var err error

@@ -38,6 +38,7 @@ func (b *Bot) Send(ctx context.Context, to core.Outbound, part string) (string, 
 	}
 	group := to.Meta["chat_type"] != "" && to.Meta["chat_type"] != string(models.ChatTypePrivate)
 	plain := false
+	b.typing.Quiet(ctx, typingPlace(to.Conversation))
 	for attempt := 0; ; attempt++ {
 		if err := b.pace.Wait(ctx, to.Conversation.Chat, group, to.Notice); err != nil {
 			return "", err
@@ -102,8 +103,11 @@ func (b *Bot) Working(ctx context.Context, in core.Inbound) (stop func()) {
 		o.Ack = func(ctx context.Context) { b.react(ctx, chat, msg, b.cfg.AckReaction) }
 		o.Unack = func(ctx context.Context) { b.react(ctx, chat, msg, "") }
 	}
-	return toolkit.Working(ctx, o)
+	return b.typing.Working(ctx, typingPlace(in.Conversation), o)
 }
+
+// typingPlace is where a typing indicator shows: a chat, or a topic of it.
+func typingPlace(c core.ConversationKey) string { return c.Chat + "/" + c.Thread }
 
 // react sets (emoji != "") or clears the bot's reaction on a message.
 func (b *Bot) react(ctx context.Context, chat int64, msg int, emoji string) {

@@ -129,6 +129,9 @@ const globalWindow = 1100 * time.Millisecond
 
 // Bot is the Telegram channel. Build it with New; Run connects.
 type Bot struct {
+	// typing holds the working indicators by chat and topic, so a reply
+	// quiets them before it is sent (typingPlace).
+	typing   toolkit.Indicators
 	o        Options
 	cfg      config.Telegram
 	log      *slog.Logger

@@ -791,3 +791,59 @@ func TestPrivateChatKeepsItsConversationOutsideTopics(t *testing.T) {
 		})
 	}
 }
+
+// TestReplyIsNotFollowedByTyping: an answer faster than the indicator
+// (a command's reply, an instant model) is not followed by a typing
+// call: Telegram clears "typing…" when the bot's message arrives, and a
+// typing call after it would show "typing…" for 5 seconds under the
+// answer. Here the ack is held, so the first typing would come after the
+// reply; a typing call under way when the reply goes is waited for.
+func TestReplyIsNotFollowedByTyping(t *testing.T) {
+	h := newHarness(t, nil)
+	ctx := context.Background()
+	conv := core.ConversationKey{Channel: Name, Chat: "42"}
+	release := h.srv.Hold("setMessageReaction")
+	stop := h.bot.Working(ctx, core.Inbound{Conversation: conv, MessageID: "42:321"})
+	h.srv.WaitFor(t, "the ack under way", 5*time.Second, func(_ []telegramtest.Sent, calls []telegramtest.Call) bool {
+		return len(h.srv.Calls("setMessageReaction")) == 1
+	})
+	if _, err := h.bot.Send(ctx, core.Outbound{Conversation: conv}, "the answer"); err != nil {
+		t.Fatal(err)
+	}
+	release()
+	stop()
+	var order []string
+	for _, c := range h.srv.Calls("") {
+		if c.Method == "sendChatAction" || c.Method == "sendMessage" {
+			order = append(order, c.Method)
+		}
+	}
+	if len(order) == 0 || order[len(order)-1] != "sendMessage" {
+		t.Errorf("calls %v: a typing call came after the reply", order)
+	}
+
+	// A typing call under way when a reply is sent is waited for: the
+	// reply reaches Telegram after it.
+	release = h.srv.Hold("sendChatAction")
+	t.Cleanup(release)
+	typed := len(h.srv.Calls("sendChatAction"))
+	stop = h.bot.Working(ctx, core.Inbound{Conversation: conv})
+	h.srv.WaitFor(t, "typing under way", 5*time.Second, func(_ []telegramtest.Sent, calls []telegramtest.Call) bool {
+		return len(h.srv.Calls("sendChatAction")) == typed+1
+	})
+	sent := make(chan error, 1)
+	go func() {
+		_, err := h.bot.Send(ctx, core.Outbound{Conversation: conv}, "second answer")
+		sent <- err
+	}()
+	select {
+	case err := <-sent:
+		t.Fatalf("the reply went while a typing call was under way (err %v)", err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	release()
+	if err := <-sent; err != nil {
+		t.Fatal(err)
+	}
+	stop()
+}

@@ -327,3 +327,56 @@ func TestEndpoint(t *testing.T) {
 		t.Fatalf("started error: %v", err)
 	}
 }
+
+// TestIndicatorsQuietBeforeASend: a message sent in a place first quiets
+// the indicators shown there: a typing not yet sent is held back (the
+// ack before it still goes, and is taken back at stop), one under way is
+// waited for; an indicator in another place types on.
+func TestIndicatorsQuietBeforeASend(t *testing.T) {
+	var is Indicators
+	ctx := context.Background()
+	var mu sync.Mutex
+	var calls []string
+	add := func(s string) { mu.Lock(); calls = append(calls, s); mu.Unlock() }
+	ackHeld := make(chan struct{})
+	acking := make(chan struct{})
+	stop := is.Working(ctx, "chat-1", WorkingOptions{
+		Ack:    func(context.Context) { close(acking); <-ackHeld; add("ack") },
+		Typing: func(context.Context) { add("typing") },
+		Unack:  func(context.Context) { add("unack") },
+	})
+	typedElsewhere := make(chan struct{}, 1)
+	other := is.Working(ctx, "chat-2", WorkingOptions{Typing: func(context.Context) { typedElsewhere <- struct{}{} }})
+	<-acking
+	is.Quiet(ctx, "chat-1")
+	add("send")
+	close(ackHeld)
+	<-typedElsewhere // another place's first typing is not held back
+	stop()
+	other()
+	mu.Lock()
+	got := fmt.Sprint(calls)
+	mu.Unlock()
+	if got != "[send ack unack]" {
+		t.Errorf("calls = %s; want the send, the ack, its removal, and no typing after the send", got)
+	}
+
+	// A typing call under way is waited for.
+	typing := make(chan struct{})
+	typed := make(chan struct{})
+	stop = is.Working(ctx, "chat-1", WorkingOptions{Typing: func(context.Context) { close(typing); <-typed }})
+	<-typing
+	quieted := make(chan struct{})
+	go func() { is.Quiet(ctx, "chat-1"); close(quieted) }()
+	select {
+	case <-quieted:
+		t.Fatal("Quiet returned while a typing call was under way")
+	case <-time.After(50 * time.Millisecond):
+	}
+	close(typed)
+	<-quieted
+	stop()
+	if is.at != nil && len(is.at) != 0 {
+		t.Errorf("stopped indicators are still kept: %v", is.at)
+	}
+}

@@ -28,20 +28,29 @@ const unackTimeout = 10 * time.Second
 // in a goroutine of their own that ends with them; the repeats run from
 // a timer, so work in flight holds no goroutine for its indicator.
 func Working(ctx context.Context, o WorkingOptions) (stop func()) {
+	w := newWorking(ctx, o)
+	w.start()
+	var once sync.Once
+	return func() { once.Do(w.stop) }
+}
+
+func newWorking(ctx context.Context, o WorkingOptions) *working {
 	if o.Every <= 0 {
 		o.Every = 4 * time.Second
 	}
-	w := &working{ctx: ctx, o: o}
+	return &working{ctx: ctx, o: o}
+}
+
+// start sends the ack and the first typing, in a goroutine of their own.
+func (w *working) start() {
 	w.calls.Add(1)
 	go func() {
 		defer w.calls.Done()
-		if o.Ack != nil {
-			o.Ack(ctx)
+		if w.o.Ack != nil {
+			w.o.Ack(w.ctx)
 		}
 		w.typing()
 	}()
-	var once sync.Once
-	return func() { once.Do(w.stop) }
 }
 
 // working is one indicator started by Working.
@@ -52,6 +61,10 @@ type working struct {
 	mu      sync.Mutex
 	stopped bool
 	next    *time.Timer
+	// quietUntil holds typing back after a message was sent (Quiet);
+	// typingNow is closed when the typing call under way returns.
+	quietUntil time.Time
+	typingNow  chan struct{}
 	// calls counts the indicator calls under way.
 	calls sync.WaitGroup
 }
@@ -62,11 +75,44 @@ func (w *working) typing() {
 	if w.o.Typing == nil || w.ctx.Err() != nil {
 		return
 	}
-	w.o.Typing(w.ctx)
+	w.mu.Lock()
+	if w.stopped {
+		w.mu.Unlock()
+		return
+	}
+	var done chan struct{}
+	if !time.Now().Before(w.quietUntil) {
+		done = make(chan struct{})
+		w.typingNow = done
+	}
+	w.mu.Unlock()
+	if done != nil {
+		w.o.Typing(w.ctx)
+		close(done)
+	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if w.typingNow == done {
+		w.typingNow = nil
+	}
 	if !w.stopped {
 		w.next = time.AfterFunc(w.o.Every, w.repeat)
+	}
+}
+
+// quiet holds typing back for one period and waits for a typing call
+// under way (or for ctx).
+func (w *working) quiet(ctx context.Context) {
+	w.mu.Lock()
+	w.quietUntil = time.Now().Add(w.o.Every)
+	now := w.typingNow
+	w.mu.Unlock()
+	if now == nil {
+		return
+	}
+	select {
+	case <-now:
+	case <-ctx.Done():
 	}
 }
 
@@ -97,5 +143,61 @@ func (w *working) stop() {
 		uctx, cancel := context.WithTimeout(context.WithoutCancel(w.ctx), unackTimeout)
 		w.o.Unack(uctx)
 		cancel()
+	}
+}
+
+// Indicators keeps a channel's working indicators by the place they show
+// in (a chat, a topic), so that a message sent there can quiet them
+// first (Quiet). A platform clears a typing indicator when the bot's
+// message arrives; one that reaches it after the message shows
+// "typing…" for seconds under an answer already given, as a command's
+// reply, or any answer faster than the indicator's own call, would meet.
+// The zero value is ready to use. Safe for concurrent use.
+type Indicators struct {
+	mu sync.Mutex
+	at map[string]map[*working]struct{}
+}
+
+// Working is Working for an indicator shown in place.
+func (is *Indicators) Working(ctx context.Context, place string, o WorkingOptions) (stop func()) {
+	w := newWorking(ctx, o)
+	is.mu.Lock()
+	if is.at == nil {
+		is.at = map[string]map[*working]struct{}{}
+	}
+	if is.at[place] == nil {
+		is.at[place] = map[*working]struct{}{}
+	}
+	is.at[place][w] = struct{}{}
+	is.mu.Unlock()
+	w.start()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			is.mu.Lock()
+			delete(is.at[place], w)
+			if len(is.at[place]) == 0 {
+				delete(is.at, place)
+			}
+			is.mu.Unlock()
+			w.stop()
+		})
+	}
+}
+
+// Quiet is called before a message is sent in place: it waits for a
+// typing call under way there (or until ctx ends) and holds the typing
+// of place's indicators back for one period (WorkingOptions.Every), so
+// none reaches the platform after the message. Work that goes on after
+// the message shows typing again at its next repeat.
+func (is *Indicators) Quiet(ctx context.Context, place string) {
+	is.mu.Lock()
+	var ws []*working
+	for w := range is.at[place] {
+		ws = append(ws, w)
+	}
+	is.mu.Unlock()
+	for _, w := range ws {
+		w.quiet(ctx)
 	}
 }
