@@ -355,7 +355,7 @@ func (a *App) httpHandler() http.Handler {
 
 func (a *App) ready(ctx context.Context) error {
 	if err := a.db.Ping(ctx); err != nil {
-		return fmt.Errorf("store: %w", err)
+		return storeUnready(a.db.Driver(), a.db.Name(), err)
 	}
 	for _, st := range a.gateway.ChannelStates() {
 		if st.Err != nil {
@@ -370,6 +370,17 @@ func (a *App) ready(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// storeUnready is /readyz's answer when the store does not answer: it
+// names the database and its server (never the DSN's credentials) and the
+// key that sets it, since the driver's own error may name neither (a
+// server starting or shutting down, a refused login).
+func storeUnready(driver, name string, err error) error {
+	if driver == "postgres" {
+		return fmt.Errorf("store: cannot reach %s (state.postgres.dsn): %w", name, err)
+	}
+	return fmt.Errorf("store: %s: %w", name, err)
 }
 
 // logLocalProviders says, once at start, which providers count as local

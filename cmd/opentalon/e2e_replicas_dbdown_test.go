@@ -179,3 +179,53 @@ func replicaOnLaterPostgres(t *testing.T) (*pgtest.Later, *telegramtest.Server, 
 	y := insertUnder(replicaConfig(t.TempDir(), llm.BaseURL(), bot.URL, later.DSN), "cluster", "  lease_ttl: 3s\n")
 	return later, bot, startBinary(t, nil, "--config", writeConfig(t, y), "--log-level", "debug", "run")
 }
+
+// TestReadyzNamesTheDatabaseItCannotReach: while PostgreSQL is away or
+// still starting, /readyz says which database on which server it cannot
+// reach and the key that names it, never the DSN's password: the
+// driver's "the database system is starting up" alone names neither.
+func TestReadyzNamesTheDatabaseItCannotReach(t *testing.T) {
+	t.Parallel()
+	later := pgtest.NotYet(t, pgtest.DSN(t))
+	later.Up()
+	llm := providertest.NewOpenAI(t)
+	bot := telegramtest.New(t, tgToken)
+	h := startApp(t, loadConfigFile(t, writeConfig(t, replicaConfig(t.TempDir(), llm.BaseURL(), bot.URL, later.DSN))))
+	addr := waitAddr(t, h.app)
+	// Ready once Telegram answers: a message answered says so.
+	bot.AddUpdate(bot.Private(telegramtest.User(74, "alice"), "before the outage"))
+	bot.WaitSent(t, 1, 30*time.Second)
+	if code, body := httpGet(t, "http://"+addr+"/readyz"); code != 200 {
+		t.Fatalf("/readyz with the database up: %d %q", code, body)
+	}
+	u, err := url.Parse(later.DSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pw, _ := u.User.Password()
+	if pw == "" {
+		t.Fatal("the test's DSN has no password: the check below proves nothing")
+	}
+	defer later.Up() // the app's shutdown writes
+	for _, c := range []struct {
+		name string
+		away func()
+	}{
+		{"down", later.Down},
+		{"starting", func() { later.Down(); later.Starting() }},
+	} {
+		c.away()
+		code, body := httpGet(t, "http://"+addr+"/readyz")
+		if code != 503 {
+			t.Errorf("%s: /readyz = %d %q; want 503", c.name, code, body)
+		}
+		for _, want := range []string{h.app.db.Name(), " on " + u.Host, "state.postgres.dsn"} {
+			if !strings.Contains(body, want) {
+				t.Errorf("%s: /readyz %q does not name %q", c.name, body, want)
+			}
+		}
+		if strings.Contains(body, pw) {
+			t.Errorf("%s: /readyz shows the DSN's password: %q", c.name, body)
+		}
+	}
+}
