@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/opentalon/opentalon/channels/console"
@@ -168,8 +169,19 @@ func configHash(cfg *config.Config) string {
 	c.Cluster.ReplicaID, c.State.DataDir, c.Server.Listen = "", "", ""
 	c.Channels.Telegram.Webhook.Listen, c.Channels.Slack.Events.Listen = "", ""
 	c.Channels.Console = config.Console{}
-	h := sha256.Sum256([]byte(c.Redacted()))
-	return hex.EncodeToString(h[:6])
+	h := sha256.New()
+	h.Write([]byte(c.Redacted()))
+	// The channels' tokens print as "***" above, yet replicas with
+	// different tokens are different bots taking one queue's messages
+	// (one bot's message answered through another's token): they count
+	// too. Six bytes of a hash over the whole config tell nothing of a
+	// token. The DSN stays out: replicas may reach one database by
+	// different addresses.
+	for _, tok := range []core.Secret{c.Channels.Telegram.Token, c.Channels.Slack.BotToken, c.Channels.Slack.AppToken, c.Channels.Discord.Token} {
+		h.Write([]byte{0})
+		h.Write([]byte(tok.Value()))
+	}
+	return hex.EncodeToString(h.Sum(nil)[:6])
 }
 
 // startReplica records this replica and its heartbeat until ctx ends,
@@ -185,7 +197,12 @@ func (a *App) startReplica(ctx context.Context) {
 	if err := a.db.RegisterReplica(ctx, r); err != nil {
 		a.log.Warn("record this replica", "err", err)
 	}
-	a.warnSharedConsole(ctx, r)
+	if others, err := a.db.Replicas(ctx, r.Started.Add(-3*a.cfg.Cluster.Heartbeat.D())); err != nil {
+		a.log.Warn("read the other replicas", "err", err)
+	} else {
+		a.warnSharedConsole(others, r)
+		a.warnOtherConfigs(others, r)
+	}
 	a.holds.Add(1)
 	go func() {
 		defer a.holds.Done()
@@ -273,12 +290,8 @@ func (a *App) checkReplicaID(ctx context.Context) error {
 // host (no cluster.replica_id) and another replica runs on the same host:
 // the two terminals share one conversation, and each may answer the
 // other's lines.
-func (a *App) warnSharedConsole(ctx context.Context, me core.Replica) {
+func (a *App) warnSharedConsole(rs []core.Replica, me core.Replica) {
 	if !a.cfg.Channels.Console.Enabled || a.cfg.Cluster.ReplicaID != "" {
-		return
-	}
-	rs, err := a.db.Replicas(ctx, me.Started.Add(-3*a.cfg.Cluster.Heartbeat.D()))
-	if err != nil {
 		return
 	}
 	for _, r := range rs {
@@ -287,6 +300,35 @@ func (a *App) warnSharedConsole(ctx context.Context, me core.Replica) {
 				"host", me.Host, "other_replica", r.ID, "console", consoleConversation(a.cfg))
 			return
 		}
+	}
+}
+
+// warnOtherConfigs says, at start, when running replicas of this bot
+// (rs, heard from lately) run another config or release than this one
+// (me). The status page shows it too, but an operator deploying a
+// replica reads its log: replicas take one queue's messages, so one with
+// another model, another limit or another channel token answers some of
+// the bot's messages differently, or through another bot. Another
+// release is expected during a rolling deploy and only noted.
+func (a *App) warnOtherConfigs(rs []core.Replica, me core.Replica) {
+	var configs, versions []string
+	for _, r := range rs {
+		if r.ID == me.ID || !r.Stopped.IsZero() {
+			continue
+		}
+		if r.ConfigHash != me.ConfigHash {
+			configs = append(configs, r.ID+" (config "+r.ConfigHash+", host "+r.Host+")")
+		}
+		if r.Version != me.Version {
+			versions = append(versions, r.ID+" ("+r.Version+")")
+		}
+	}
+	if len(configs) > 0 {
+		a.log.Warn("this replica runs another config than the running replicas of this bot: they share one queue, so each message is answered by whichever replica takes it, with that replica's models, limits and channel tokens; deploy one config to every replica (compare `opentalon config check` on each; tokens print as ***, so compare channels.*.token, bot_token and app_token by hand)",
+			"config", me.ConfigHash, "others", strings.Join(configs, ", "))
+	}
+	if len(versions) > 0 {
+		a.log.Info("replicas of this bot run other releases (expected during a rolling deploy)", "version", me.Version, "others", strings.Join(versions, ", "))
 	}
 }
 

@@ -3,11 +3,17 @@ package main
 import (
 	"context"
 	"fmt"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/opentalon/opentalon/channels/telegram/telegramtest"
 	"github.com/opentalon/opentalon/routing/provider/providertest"
 	"github.com/opentalon/opentalon/store/pgtest"
 )
@@ -101,10 +107,85 @@ queue: { workers: 8 }
 		{"the console on", "console: { enabled: false }", "console: { enabled: true }", true},
 		{"more workers", "workers: 8", "workers: 9", false},
 		{"another webhook URL", "https://bot.example/tg", "https://bot.example/other", false},
+		// Tokens print as *** yet name the bot: another token is another bot.
+		{"another Telegram token", `token: "1:x"`, `token: "2:y"`, false},
+		{"another Slack bot token", "xoxb-1", "xoxb-2", false},
 	} {
 		got := configHash(parseConfig(t, strings.Replace(base, tt.from, tt.to, 1)))
 		if (got == want) != tt.same {
 			t.Errorf("%s: hash %s vs %s; same = %v, want %v", tt.name, got, want, got == want, tt.same)
 		}
+	}
+}
+
+// TestReplicaSaysItRunsAnotherConfig: a replica started next to a running
+// one says in its log, at start, when its config differs (another model
+// setting; another Telegram token, which prints as *** and is another
+// bot), naming the other replica; a replica of the same config with its
+// own data directory and name says nothing.
+func TestReplicaSaysItRunsAnotherConfig(t *testing.T) {
+	t.Parallel()
+	const warning = "this replica runs another config than the running replicas"
+	const otherToken = "654321:tg-OTHER-token-value"
+	for _, tt := range []struct {
+		name   string
+		change func(string) string
+		warn   bool
+	}{
+		{"the same config", func(y string) string { return y }, false},
+		{"another context window", func(y string) string { return strings.Replace(y, "context_window: 8000", "context_window: 16000", 1) }, true},
+		{"another Telegram token", func(y string) string { return strings.Replace(y, tgToken, otherToken, 1) }, true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			dsn := pgtest.DSN(t)
+			llm := providertest.NewOpenAI(t)
+			// One api_url for both bots, as on the real Telegram: the
+			// path's token picks the fake.
+			bots := map[string]*telegramtest.Server{tgToken: telegramtest.New(t, tgToken), otherToken: telegramtest.New(t, otherToken)}
+			api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				for tok, bot := range bots {
+					if strings.Contains(r.URL.Path, tok) {
+						u, _ := url.Parse(bot.URL)
+						httputil.NewSingleHostReverseProxy(u).ServeHTTP(w, r)
+						return
+					}
+				}
+				http.NotFound(w, r)
+			}))
+			t.Cleanup(api.Close)
+			start := func(id string, change func(string) string) *lockedBuf {
+				y := telegramConfig(t.TempDir(), llm.BaseURL(), api.URL)
+				y = insertUnder(y, "state", fmt.Sprintf("  driver: postgres\n  postgres: { dsn: %q }\n", dsn))
+				y += fmt.Sprintf("cluster:\n  replica_id: %s\n", id)
+				logs := &lockedBuf{}
+				t.Cleanup(func() {
+					if t.Failed() {
+						t.Logf("%s's log:\n%s", id, logs.String())
+					}
+				})
+				startAppWith(t, parseConfig(t, change(y)), AppOptions{Logger: slog.New(slog.NewTextHandler(logs, nil))})
+				// "opentalon running" comes after the replica's record
+				// and the comparison with the others.
+				for deadline := time.Now().Add(30 * time.Second); !strings.Contains(logs.String(), "opentalon running"); time.Sleep(20 * time.Millisecond) {
+					if time.Now().After(deadline) {
+						t.Fatalf("%s never ran", id)
+					}
+				}
+				return logs
+			}
+			a := start("replica-a", func(y string) string { return y })
+			b := start("replica-b", tt.change)
+			got := b.String()
+			if strings.Contains(got, warning) != tt.warn {
+				t.Errorf("the second replica warns: %v, want %v", strings.Contains(got, warning), tt.warn)
+			}
+			if tt.warn && !strings.Contains(got, "replica-a (config ") {
+				t.Errorf("the warning does not name the other replica")
+			}
+			if strings.Contains(got, otherToken) || strings.Contains(a.String(), tgToken) {
+				t.Errorf("a log shows a token")
+			}
+		})
 	}
 }
