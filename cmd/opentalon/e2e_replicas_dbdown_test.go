@@ -1,6 +1,8 @@
 package main
 
 import (
+	"context"
+	"fmt"
 	"net/url"
 	"strings"
 	"syscall"
@@ -8,6 +10,7 @@ import (
 	"time"
 
 	"github.com/opentalon/opentalon/channels/telegram/telegramtest"
+	"github.com/opentalon/opentalon/core"
 	"github.com/opentalon/opentalon/routing/provider/providertest"
 	"github.com/opentalon/opentalon/store/pgtest"
 )
@@ -227,5 +230,43 @@ func TestReadyzNamesTheDatabaseItCannotReach(t *testing.T) {
 		if strings.Contains(body, pw) {
 			t.Errorf("%s: /readyz shows the DSN's password: %q", c.name, body)
 		}
+	}
+}
+
+// TestConsoleSaysALineWasNotKeptWhileTheDatabaseIsAway: a console line
+// typed while PostgreSQL is out of reach cannot be queued; the console
+// says so in words, naming the database and the key, and that the line
+// must be sent again (it said only "enqueue: dial tcp …: connection
+// refused").
+func TestConsoleSaysALineWasNotKeptWhileTheDatabaseIsAway(t *testing.T) {
+	t.Parallel()
+	later := pgtest.NotYet(t, pgtest.DSN(t))
+	later.Up()
+	llm := providertest.NewOpenAI(t)
+	y := insertUnder(testConfig(t.TempDir(), llm.BaseURL(), ""), "state", fmt.Sprintf("  driver: postgres\n  postgres: { dsn: %q }\n", later.DSN))
+	h := startApp(t, parseConfig(t, y))
+	h.send("before the outage")
+	h.expect("echo: before the outage")
+	defer later.Up() // the app's shutdown writes
+	later.Down()
+	h.send("during the outage")
+	line := h.next()
+	for _, want := range []string{"error: message not accepted", h.app.db.Name(), "state.postgres.dsn", "out of reach", "not kept", "send it again"} {
+		if !strings.Contains(line, want) {
+			t.Errorf("the console's refusal %q lacks %q", line, want)
+		}
+	}
+	// The same error tells a channel that the database will be back
+	// (Discord, which cannot have an event sent again, waits for it).
+	err := h.app.gateway.Accept(context.Background(), core.Inbound{Conversation: core.ConversationKey{Channel: "console", Chat: "local"}, MessageID: "m-outage", UserID: "u", Text: "x", Private: true})
+	if k := core.ErrorKind(err); k != core.KindUnavailable {
+		t.Errorf("Accept while the database is away: %v, kind %v; want %v", err, k, core.KindUnavailable)
+	}
+	u, err := url.Parse(later.DSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pw, _ := u.User.Password(); pw == "" || strings.Contains(line, pw) {
+		t.Errorf("the refusal shows the DSN's password (or the DSN has none): %q", line)
 	}
 }

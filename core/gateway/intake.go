@@ -52,7 +52,7 @@ func (g *Gateway) Accept(ctx context.Context, in core.Inbound) error {
 		return nil
 	}
 	if err != nil {
-		return fmt.Errorf("accept %s message %s: %w", in.Conversation.Channel, in.MessageID, err)
+		return g.notKept(fmt.Errorf("accept %s message %s: %w", in.Conversation.Channel, in.MessageID, err))
 	}
 	if dup {
 		g.log.Debug("duplicate message dropped", "conv", in.Conversation.String(), "message_id", in.MessageID)
@@ -63,6 +63,23 @@ func (g *Gateway) Accept(ctx context.Context, in core.Inbound) error {
 		g.requestStop(ctx, in.Conversation)
 	}
 	return nil
+}
+
+// notKept is Accept's error for a message the store could not queue.
+// When the database is out of reach it says so in words, names it (its
+// server, never its credentials) and says the message was not kept: a
+// platform redelivers what it was not acknowledged for, but a console
+// line is gone and its operator must send it again.
+func (g *Gateway) notKept(err error) error {
+	r, ok := g.store.(reachability)
+	if !ok || !r.Unreachable(err) {
+		return err
+	}
+	what := "the database"
+	if n, ok := g.store.(interface{ Name() string }); ok && n.Name() != "" {
+		what = n.Name() + " (state.postgres.dsn)"
+	}
+	return &core.Error{Kind: core.KindUnavailable, Msg: what + " is out of reach, so the message was not kept: send it again once the database answers (/readyz says ready)", Err: err}
 }
 
 // uncapped says channel's messages are not held to queue.max_pending
