@@ -121,9 +121,32 @@ func (r *run) ready(ctx context.Context, raw json.RawMessage) error {
 }
 
 // accept hands in to the sink, retrying briefly when the store is busy:
-// Discord sends an event once, so giving up loses it.
+// Discord sends an event once, so giving up loses it. When the database
+// is out of reach (the sink says KindUnavailable: a PostgreSQL restart or
+// failover) it keeps trying until the database answers or the channel
+// stops, rather than drop the message after a few seconds; the events
+// behind it wait in order (and, past the buffer, in Discord's connection,
+// whose resume replays them).
 func (r *run) accept(ctx context.Context, in core.Inbound) error {
-	return r.retryStore(ctx, func(ctx context.Context) error { return r.sink.Accept(ctx, in) })
+	accept := func(ctx context.Context) error { return r.sink.Accept(ctx, in) }
+	err := r.retryStore(ctx, accept)
+	if err == nil || core.ErrorKind(err) != core.KindUnavailable {
+		return err
+	}
+	r.b.log.Warn("the store is out of reach: this Discord message (and the events after it) wait until it answers", "message", in.MessageID, "err", err)
+	wait := time.Second
+	for tries := 0; ; tries++ {
+		if r.b.sleep(ctx, wait) != nil {
+			return err
+		}
+		if err = accept(ctx); err == nil || core.ErrorKind(err) != core.KindUnavailable {
+			if err == nil {
+				r.b.log.Info("the store answers again: the waiting Discord message is accepted", "message", in.MessageID, "tries", tries+1)
+			}
+			return err
+		}
+		wait = min(2*wait, 5*time.Second)
+	}
 }
 
 func (r *run) retryStore(ctx context.Context, fn func(context.Context) error) error {

@@ -378,3 +378,47 @@ func TestConnectionsLostAtOnceBackOff(t *testing.T) {
 		t.Fatalf("waits %v; want %v before the four resumes", backoff, want)
 	}
 }
+
+// outageSink fails Accept as a database out of reach does (KindUnavailable)
+// the first fail times, then accepts.
+type outageSink struct {
+	fakeSink
+	mu    sync.Mutex
+	fail  int
+	tries int
+}
+
+func (s *outageSink) Accept(ctx context.Context, in core.Inbound) error {
+	s.mu.Lock()
+	s.tries++
+	down := s.tries <= s.fail
+	s.mu.Unlock()
+	if down {
+		return &core.Error{Kind: core.KindUnavailable, Msg: "the database is out of reach (test)"}
+	}
+	return s.fakeSink.Accept(ctx, in)
+}
+
+// TestMessageWaitsOutADatabaseOutage: Discord sends a message once; while
+// the database is out of reach for longer than the store's few quick
+// retries (a PostgreSQL restart), the message waits for it and is
+// accepted once it answers, in order with the one after it; it was
+// dropped after five tries (about three seconds).
+func TestMessageWaitsOutADatabaseOutage(t *testing.T) {
+	t.Parallel()
+	srv := discordtest.New(t, token)
+	bot, err := discord.New(options(t, srv, &syncBuffer{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sink := &outageSink{fail: 12}
+	runBot(t, bot, sink)
+	alice := srv.User("alice")
+	dm := srv.DM(alice)
+	srv.Message(t, discordtest.Msg{Channel: dm, Author: alice, Content: "during the outage"})
+	srv.Message(t, discordtest.Msg{Channel: dm, Author: alice, Content: "after it"})
+	srv.WaitFor(t, "both messages accepted", func() bool { return len(sink.inbound()) == 2 })
+	if in := sink.inbound(); in[0].Text != "during the outage" || in[1].Text != "after it" {
+		t.Errorf("accepted %q then %q; want the outage's message first", in[0].Text, in[1].Text)
+	}
+}
