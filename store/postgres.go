@@ -79,7 +79,7 @@ func openPostgres(ctx context.Context, dataDir string, o Options) (*DB, error) {
 		p.Close()
 		return nil, err
 	}
-	db.wake = &listener{dsn: listenDSN, log: o.Logger, self: db.holder}
+	db.wake = &listener{dsn: listenDSN, log: db.log, self: db.holder}
 	return db, nil
 }
 
@@ -482,10 +482,8 @@ const notifyChannel = "opentalon_queue"
 // dispatcher's timer stays the fallback: a lost connection is re-opened
 // with backoff, and a notification missed meanwhile waits for the timer.
 type listener struct {
-	dsn string
-	log interface {
-		Warn(string, ...any)
-	}
+	dsn  string
+	log  *slog.Logger
 	once sync.Once
 	ch   chan struct{}
 	// stops receives the conversations /stop named (stopChannel) through
@@ -519,21 +517,43 @@ func (l *listener) start() <-chan struct{} {
 	return l.ch
 }
 
+// listenRetryMax is the longest wait between the listener's tries to
+// connect again: no longer than the dispatcher's poll, so that once the
+// server is back its notifications — new work of other replicas, and a
+// /stop typed on another replica, which reaches the work only this way —
+// are heard again within it, however long the outage was (the wait was
+// up to 30 s).
+const listenRetryMax = 2 * time.Second
+
 func (l *listener) run(ctx context.Context) {
 	defer close(l.done)
 	wait := 100 * time.Millisecond
+	var lostAt time.Time // when the connection was lost; zero while connected
+	tries := 0
 	for ctx.Err() == nil {
-		err := l.listen(ctx, func() { wait = 100 * time.Millisecond })
+		err := l.listen(ctx, func() {
+			wait = 100 * time.Millisecond
+			if !lostAt.IsZero() {
+				l.log.Info("queue notifications: connected again", "lost_for", time.Since(lostAt).Round(time.Millisecond).String(), "tries", tries)
+				lostAt, tries = time.Time{}, 0
+			}
+		})
 		if ctx.Err() != nil {
 			return
 		}
-		l.log.Warn("queue notifications: connection lost; the dispatcher polls until it is back", "err", err, "retry_in", wait)
+		tries++
+		if lostAt.IsZero() {
+			lostAt = time.Now()
+			l.log.Warn("queue notifications: connection lost; the dispatcher polls until it is back", "err", err, "retry_in", wait)
+		} else {
+			l.log.Debug("queue notifications: still no connection; trying again", "err", err, "retry_in", wait, "tries", tries)
+		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-time.After(wait):
 		}
-		wait = min(wait*2, 30*time.Second)
+		wait = min(wait*2, listenRetryMax)
 	}
 }
 

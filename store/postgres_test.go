@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -678,5 +679,87 @@ func TestPostgresMigrationLetsGoOfALockedTable(t *testing.T) {
 	}
 	if !strings.Contains(recs.text(), `migration="170_queue_waiting.sql"`) {
 		t.Errorf("the log does not name the waiting migration:\n%s", recs.text())
+	}
+}
+
+// lockedLog is a log a test reads while the store writes it.
+type lockedLog struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// TestPostgresListenerRetriesAtLeastEveryTwoSeconds: through an outage
+// longer than a few retries the listener keeps trying to connect at
+// least as often as the dispatcher polls (2 s), so that after the server
+// is back other replicas' work and a /stop typed on another replica
+// reach this one within that; its wait grew to 30 s. The log says the
+// loss once (not every try) and the reconnection.
+func TestPostgresListenerRetriesAtLeastEveryTwoSeconds(t *testing.T) {
+	later := pgtest.NotYet(t, pgtest.DSN(t))
+	later.Up()
+	ctx := context.Background()
+	logs := &lockedLog{}
+	a, err := Open(ctx, t.TempDir(), Options{Postgres: &Postgres{DSN: later.DSN}, Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { a.Close() })
+	wake := a.QueueWake()
+	waitWake := func(what string) {
+		t.Helper()
+		select {
+		case <-wake:
+		case <-time.After(30 * time.Second):
+			t.Fatal(what)
+		}
+	}
+	waitWake("the listener never connected")
+	later.Down()
+	// Eight tries: with a wait that doubles from 0.1 s, past 2 s.
+	waits := regexp.MustCompile(`msg="queue notifications: [^"]*" .*retry_in=(\S+)`)
+	var got []string
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		got = nil
+		for _, m := range waits.FindAllStringSubmatch(logs.String(), -1) {
+			got = append(got, m[1])
+		}
+		if len(got) >= 8 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the listener tried %d times:\n%s", len(got), logs.String())
+		}
+	}
+	for _, w := range got {
+		d, err := time.ParseDuration(w)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d > 2*time.Second {
+			t.Errorf("the listener waits %s before trying again; want at most 2s (tries so far: %v)", d, got)
+			break
+		}
+	}
+	if n := strings.Count(logs.String(), "level=WARN msg=\"queue notifications"); n != 1 {
+		t.Errorf("the loss was logged %d times at WARN; want once", n)
+	}
+	later.Up()
+	waitWake("the listener did not connect again")
+	for deadline := time.Now().Add(30 * time.Second); !strings.Contains(logs.String(), "queue notifications: connected again"); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the reconnection is not logged:\n%s", logs.String())
+		}
 	}
 }
