@@ -22,8 +22,12 @@ func (g *Gateway) Accept(ctx context.Context, in core.Inbound) error {
 	if in.ReceivedAt.IsZero() {
 		in.ReceivedAt = g.now()
 	}
-	if ok, err := g.admit(ctx, in); err != nil || !ok {
-		return err // a refused message is answered (or ignored), not queued
+	if ok, err := g.admit(ctx, in); err != nil {
+		// The access check reads the database (pairing mode, the
+		// channels' default): its outage is the same as the enqueue's.
+		return g.notKept(fmt.Errorf("accept %s message %s: %w", in.Conversation.Channel, in.MessageID, err))
+	} else if !ok {
+		return nil // a refused message is answered (or ignored), not queued
 	}
 	item := core.QueueItem{
 		Kind:         core.EventMessage,
