@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/opentalon/opentalon/channels/telegram/telegramtest"
+	"github.com/opentalon/opentalon/core"
 	"github.com/opentalon/opentalon/routing/provider/providertest"
 	"github.com/opentalon/opentalon/store/pgtest"
 )
@@ -185,6 +186,44 @@ func TestReplicaSaysItRunsAnotherConfig(t *testing.T) {
 			}
 			if strings.Contains(got, otherToken) || strings.Contains(a.String(), tgToken) {
 				t.Errorf("a log shows a token")
+			}
+		})
+	}
+}
+
+// TestStartWarningComparesConfigsOfOneRelease: the config hash is taken
+// over the effective config as a release prints it, so the same file
+// hashes differently under another release (a key added with its
+// default, or this hash's own change). During a rolling deploy the new
+// replica must not warn that it runs another config than the old ones;
+// it notes their other release. Running replicas of its own release with
+// another config are still named, and stopped ones are not.
+func TestStartWarningComparesConfigsOfOneRelease(t *testing.T) {
+	t.Parallel()
+	const warning = "this replica runs another config"
+	me := core.Replica{ID: "new-1", Host: "h1", Version: "1.5.0", ConfigHash: "aaaaaaaaaaaa"}
+	for _, tt := range []struct {
+		name   string
+		others []core.Replica
+		warn   string // the replica named in the warning; "" for none
+	}{
+		{"the same release and config", []core.Replica{{ID: "b", Version: "1.5.0", ConfigHash: "aaaaaaaaaaaa"}}, ""},
+		{"the same release, another config", []core.Replica{{ID: "b", Version: "1.5.0", ConfigHash: "bbbbbbbbbbbb"}}, "b"},
+		{"a rolling deploy: the old release", []core.Replica{{ID: "old-2", Version: "1.4.0", ConfigHash: "cccccccccccc"}, {ID: "old-3", Version: "1.4.0", ConfigHash: "cccccccccccc"}}, ""},
+		{"a stopped replica", []core.Replica{{ID: "b", Version: "1.5.0", ConfigHash: "bbbbbbbbbbbb", Stopped: time.Unix(1, 0)}}, ""},
+		{"both", []core.Replica{{ID: "old-2", Version: "1.4.0", ConfigHash: "cccccccccccc"}, {ID: "b", Version: "1.5.0", ConfigHash: "bbbbbbbbbbbb"}}, "b"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			logs := &lockedBuf{}
+			a := &App{log: slog.New(slog.NewTextHandler(logs, nil))}
+			a.warnOtherConfigs(append(tt.others, me), me)
+			got := logs.String()
+			warned := strings.Contains(got, warning)
+			if warned != (tt.warn != "") {
+				t.Fatalf("warned: %v; want %v:\n%s", warned, tt.warn != "", got)
+			}
+			if warned && (!strings.Contains(got, tt.warn+" (config ") || strings.Contains(got, "old-2 (config")) {
+				t.Errorf("the warning names the wrong replicas:\n%s", got)
 			}
 		})
 	}
