@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"crypto/hkdf"
+	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
 	"os"
@@ -164,21 +166,39 @@ func (a *App) maintain(ctx context.Context) {
 // replica's own — its name, its data directory, the addresses it listens
 // on (the status server, Telegram's webhook, Slack's events) and its
 // console, which one process has — is left out.
+//
+// The channels' tokens print as "***", yet replicas with different tokens
+// are different bots taking one queue's messages. They count only under
+// state.seal_key: the hash is then an HMAC keyed by a key derived from
+// it, which the replicas share and the database, the log and the status
+// page never hold. A plain hash over the config and the tokens would be
+// published in all three, and anyone who has the config file without its
+// secrets (a repository, `opentalon config check`) could test guesses of
+// a token against it offline, as fast as SHA-256 runs: a short or
+// partly known token would fall. Without state.seal_key the tokens stay
+// out (and are compared by hand, as the start warning says). The DSN
+// stays out too (it prints as "***"): replicas may reach one database by
+// different addresses.
 func configHash(cfg *config.Config) string {
 	c := *cfg
 	c.Cluster.ReplicaID, c.State.DataDir, c.Server.Listen = "", "", ""
 	c.Channels.Telegram.Webhook.Listen, c.Channels.Slack.Events.Listen = "", ""
 	c.Channels.Console = config.Console{}
-	h := sha256.New()
-	h.Write([]byte(c.Redacted()))
-	// The channels' tokens print as "***" above, yet replicas with
-	// different tokens are different bots taking one queue's messages
-	// (one bot's message answered through another's token): they count
-	// too. Six bytes of a hash over the whole config tell nothing of a
-	// token. The DSN stays out: replicas may reach one database by
-	// different addresses.
+	redacted := []byte(c.Redacted())
+	if !c.State.SealKey.IsSet() {
+		h := sha256.Sum256(redacted)
+		return hex.EncodeToString(h[:6])
+	}
+	key, err := hkdf.Key(sha256.New, []byte(c.State.SealKey.Value()), nil, "opentalon config hash v1", sha256.Size)
+	if err != nil {
+		h := sha256.Sum256(redacted) // only for a length SHA-256 cannot give
+		return hex.EncodeToString(h[:6])
+	}
+	h := hmac.New(sha256.New, key)
+	h.Write(redacted)
 	for _, tok := range []core.Secret{c.Channels.Telegram.Token, c.Channels.Slack.BotToken, c.Channels.Slack.AppToken, c.Channels.Discord.Token} {
-		h.Write([]byte{0})
+		// Each with its length, so no two sets of tokens run together.
+		h.Write([]byte{byte(len(tok.Value()) >> 8), byte(len(tok.Value()))})
 		h.Write([]byte(tok.Value()))
 	}
 	return hex.EncodeToString(h.Sum(nil)[:6])
@@ -330,7 +350,7 @@ func (a *App) warnOtherConfigs(rs []core.Replica, me core.Replica) {
 		}
 	}
 	if len(configs) > 0 {
-		a.log.Warn("this replica runs another config than the running replicas of this bot: they share one queue, so each message is answered by whichever replica takes it, with that replica's models, limits and channel tokens; deploy one config to every replica (compare `opentalon config check` on each; tokens print as ***, so compare channels.*.token, bot_token and app_token by hand)",
+		a.log.Warn("this replica runs another config than the running replicas of this bot: they share one queue, so each message is answered by whichever replica takes it, with that replica's models, limits and channel tokens; deploy one config to every replica (compare `opentalon config check` on each; tokens print as ***: they count here only when state.seal_key is set, so without it compare channels.*.token, bot_token and app_token by hand)",
 			"config", me.ConfigHash, "others", strings.Join(configs, ", "))
 	}
 	if len(versions) > 0 {

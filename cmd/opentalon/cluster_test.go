@@ -97,6 +97,7 @@ func TestConfigHashLeavesOutEachReplicasOwn(t *testing.T) {
   slack: { enabled: true, bot_token: "xoxb-1", signing_secret: "s", mode: events, events: { listen: "127.0.0.1:9091" } }
 queue: { workers: 8 }
 `)
+	base = insertUnder(base, "state", "  seal_key: \"0123456789abcdef-seal\"\n")
 	want := configHash(parseConfig(t, base))
 	for _, tt := range []struct {
 		name, from, to string
@@ -108,9 +109,13 @@ queue: { workers: 8 }
 		{"the console on", "console: { enabled: false }", "console: { enabled: true }", true},
 		{"more workers", "workers: 8", "workers: 9", false},
 		{"another webhook URL", "https://bot.example/tg", "https://bot.example/other", false},
-		// Tokens print as *** yet name the bot: another token is another bot.
+		// Tokens print as *** yet name the bot: another token is another
+		// bot (counted under state.seal_key).
 		{"another Telegram token", `token: "1:x"`, `token: "2:y"`, false},
 		{"another Slack bot token", "xoxb-1", "xoxb-2", false},
+		// The seal key keys the hash: without it nobody can test a guess
+		// of a token against a hash the database, log or status page shows.
+		{"another seal key", "0123456789abcdef-seal", "0123456789abcdef-other", false},
 	} {
 		got := configHash(parseConfig(t, strings.Replace(base, tt.from, tt.to, 1)))
 		if (got == want) != tt.same {
@@ -157,7 +162,8 @@ func TestReplicaSaysItRunsAnotherConfig(t *testing.T) {
 			t.Cleanup(api.Close)
 			start := func(id string, change func(string) string) *lockedBuf {
 				y := telegramConfig(t.TempDir(), llm.BaseURL(), api.URL)
-				y = insertUnder(y, "state", fmt.Sprintf("  driver: postgres\n  postgres: { dsn: %q }\n", dsn))
+				// The tokens count in the hash under a seal key only.
+				y = insertUnder(y, "state", fmt.Sprintf("  driver: postgres\n  postgres: { dsn: %q }\n  seal_key: \"0123456789abcdef-seal\"\n", dsn))
 				y += fmt.Sprintf("cluster:\n  replica_id: %s\n", id)
 				logs := &lockedBuf{}
 				t.Cleanup(func() {
@@ -226,5 +232,30 @@ func TestStartWarningComparesConfigsOfOneRelease(t *testing.T) {
 				t.Errorf("the warning names the wrong replicas:\n%s", got)
 			}
 		})
+	}
+}
+
+// TestConfigHashPublishesNothingOfATokenWithoutASealKey: the config hash
+// is in the replicas table, the status page and the start warning.
+// Without state.seal_key nothing keys it, so it must not depend on the
+// channels' tokens: a hash of the config (which anyone with the file
+// without its secrets can print) and a token lets a guess of the token be
+// tested offline. With a seal key the tokens count, keyed by it.
+func TestConfigHashPublishesNothingOfATokenWithoutASealKey(t *testing.T) {
+	cfg := func(token, seal string) string {
+		y := testConfig("/var/lib/opentalon", "http://127.0.0.1:1/v1", fmt.Sprintf(`channels:
+  telegram: { enabled: true, token: %q, mode: webhook, webhook: { listen: "127.0.0.1:8081", url: "https://bot.example/tg", secret: "s3cret" } }
+`, token))
+		if seal != "" {
+			y = insertUnder(y, "state", fmt.Sprintf("  seal_key: %q\n", seal))
+		}
+		return configHash(parseConfig(t, y))
+	}
+	if a, b := cfg("1:short", ""), cfg("1:other", ""); a != b {
+		t.Errorf("without a seal key the hash depends on the token (%s vs %s): a guess of it can be tested against the replicas table", a, b)
+	}
+	const seal = "0123456789abcdef-seal"
+	if a, b := cfg("1:short", seal), cfg("1:other", seal); a == b {
+		t.Errorf("with a seal key another token gives the same hash %s", a)
 	}
 }
