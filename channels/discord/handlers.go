@@ -62,6 +62,12 @@ func (r *run) handle(ctx context.Context, sh *shard, e *discordgo.Event) {
 	default:
 		return
 	}
+	if err != nil && ctx.Err() != nil && core.ErrorKind(err) == core.KindUnavailable {
+		// A message waiting out a database outage when the channel stops:
+		// Discord does not send it again, and no one else will say so.
+		b.log.Error("a Discord event waiting for the database was dropped when the channel stopped (Discord does not deliver it again)", "type", e.Type, "seq", e.Sequence, "err", err)
+		return
+	}
 	if err != nil && ctx.Err() == nil {
 		var bad *malformed
 		if errors.As(err, &bad) {

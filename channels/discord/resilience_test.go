@@ -422,3 +422,28 @@ func TestMessageWaitsOutADatabaseOutage(t *testing.T) {
 		t.Errorf("accepted %q then %q; want the outage's message first", in[0].Text, in[1].Text)
 	}
 }
+
+// TestMessageWaitingAtShutdownIsReported: a message still waiting for the
+// database when the channel stops is lost (Discord sends it once): the
+// log says so at ERROR, naming the event, instead of nothing.
+func TestMessageWaitingAtShutdownIsReported(t *testing.T) {
+	t.Parallel()
+	srv := discordtest.New(t, token)
+	logs := &syncBuffer{}
+	bot, err := discord.New(options(t, srv, logs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- bot.Run(ctx, &outageSink{fail: 1 << 30}) }()
+	t.Cleanup(func() { bot.Close() })
+	alice := srv.User("alice")
+	srv.Message(t, discordtest.Msg{Channel: srv.DM(alice), Author: alice, Content: "during the outage"})
+	srv.WaitFor(t, "the message waiting", func() bool { return strings.Contains(logs.String(), "wait until it answers") })
+	cancel()
+	<-done
+	if !strings.Contains(logs.String(), "level=ERROR") || !strings.Contains(logs.String(), "dropped when the channel stopped") {
+		t.Errorf("no ERROR for the message lost at shutdown:\n%s", logs.String())
+	}
+}
