@@ -79,6 +79,11 @@ var ErrFiltered = errors.New("the provider's safety filter refused the request")
 // nothing, not that it sent something unreadable.
 var ErrEmptyAnswer = errors.New("the model returned an empty answer")
 
+// ErrMessageTooLong is in the chain of an error (of kind
+// KindContextTooLong) for a message that alone does not fit the model:
+// its Msg says so to the user, since /new would not help.
+var ErrMessageTooLong = errors.New("the message alone does not fit the model's context window")
+
 // ErrorKind returns the kind of the first *Error in err's chain.
 func ErrorKind(err error) Kind {
 	var e *Error

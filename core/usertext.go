@@ -39,6 +39,10 @@ func UserMessage(err error) string {
 	case KindUnavailable:
 		return pre + "the AI provider is not answering right now. " + again
 	case KindContextTooLong:
+		var e *Error
+		if errors.Is(err, ErrMessageTooLong) && errors.As(err, &e) && e.Msg != "" {
+			return pre + e.Msg
+		}
 		return pre + "the conversation is too long for the model. Send /new to start a fresh one."
 	case KindMalformed:
 		return pre + "the AI provider sent an answer I could not read. The error is logged; please try again."

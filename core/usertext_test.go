@@ -31,6 +31,11 @@ func TestUserMessagesNameTheCause(t *testing.T) {
 		// An empty answer is no unreadable one.
 		{core.Errorf(core.KindMalformed, "model p/m: %w", core.ErrEmptyAnswer), "could not answer that: the AI model sent back an empty answer. Please try again, or rephrase your message."},
 		{core.Errorf(core.KindMalformed, "model p/m: bad JSON"), "an answer I could not read"},
+		// The conversation is too long: /new helps.
+		{&core.Error{Kind: core.KindContextTooLong, Msg: "provider acme: HTTP 400: prompt too long"}, "the conversation is too long for the model. Send /new to start a fresh one."},
+		// The message itself is too long: /new would not help, the
+		// orchestrator's sentence says what would.
+		{&core.Error{Kind: core.KindContextTooLong, Msg: "your message (about 200 KB) is too long", Err: core.ErrMessageTooLong}, "could not answer that: your message (about 200 KB) is too long"},
 		// Unless the cause says what to tell the user.
 		{&core.DownloadError{Platform: "slack", Err: &core.Error{Kind: core.KindInvalid, Msg: "Slack sent me a sign-in page"}}, "could not answer that: Slack sent me a sign-in page"},
 	} {

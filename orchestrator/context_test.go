@@ -2,6 +2,7 @@ package orchestrator
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -80,6 +81,53 @@ func TestContextLengthErrorOfOneLongMessage(t *testing.T) {
 	}
 	if n := srv.Count(); n != 1 {
 		t.Fatalf("LLM requests = %d, want 1", n)
+	}
+	// /new would not help: the user is told their message is too long.
+	if msg := core.UserMessage(err); strings.Contains(msg, "/new") || !strings.Contains(msg, "your message (about 10 KB) is too long") {
+		t.Fatalf("user reads %q; want their message named as too long, not /new", msg)
+	}
+}
+
+// TestContextLengthErrorOfALongPasteInALongConversation: a 200 KB paste
+// into a conversation with history: the history is condensed away and
+// the model still refuses, so the paste is what is too long — the user
+// is told so, not to send /new (which would not help), and the next,
+// short message is answered.
+func TestContextLengthErrorOfALongPasteInALongConversation(t *testing.T) {
+	const limit = 100_000 // bytes of messages the model really takes
+	srv := providertest.NewOpenAI(t)
+	srv.SetReply(func(r providertest.Received) providertest.Script {
+		n := 0
+		for _, m := range r.Messages {
+			n += len(m.Content)
+		}
+		if n > limit {
+			return providertest.Script{Status: 400, Body: `{"type":"error","error":{"type":"invalid_request_error","message":"prompt is too long: 52000 tokens > 25000 maximum"}}`}
+		}
+		return providertest.Script{Text: "answer to " + r.LastUser()}
+	})
+	prov := provider.NewOpenAI(provider.Options{ID: "fake", BaseURL: srv.BaseURL()})
+	router := newRouter(t, routing.Options{Providers: map[string]provider.Provider{"fake": prov},
+		Catalog: []routing.Model{{Ref: "fake/m", Weight: 50, ContextWindow: 128_000}}})
+
+	db := openStore(t)
+	ctx := context.Background()
+	s := newSession(t, db, "1", "ann")
+	sess, _ := db.ActiveSession(ctx, s.conv)
+	appendOldTurns(t, db, sess.ID, 8)
+	o := New(Options{LLM: router, Store: db, Generator: &fakeGen{text: "SUMMARY"}, Compaction: Compaction{Model: "fake/m"}})
+
+	paste := strings.Repeat("paste ", 200_000/6)
+	_, err := o.Answer(ctx, core.Turn{RequestID: 99, Session: sess, Text: paste,
+		In: core.Inbound{Conversation: s.conv, UserID: s.user, Text: paste, MessageID: "99"}})
+	if core.ErrorKind(err) != core.KindContextTooLong || !errors.Is(err, core.ErrMessageTooLong) {
+		t.Fatalf("err = %v; want the message named as too long", err)
+	}
+	if msg := core.UserMessage(err); strings.Contains(msg, "/new") || !strings.Contains(msg, "your message (about 195 KB) is too long") {
+		t.Fatalf("user reads %q; want their message named as too long, not /new", msg)
+	}
+	if ans, _ := s.ask(o, "short one"); ans.Text != "answer to short one" {
+		t.Fatalf("next message: %q; want it answered", ans.Text)
 	}
 }
 

@@ -248,6 +248,11 @@ func (o *Orchestrator) Answer(ctx context.Context, t core.Turn) (core.Answer, er
 		msgs = fewer
 		res, steps, gaveUp, err = o.loop(ctx, tn, call, msgs)
 	}
+	if len(steps) == 0 && core.ErrorKind(err) == core.KindContextTooLong {
+		if _, rest := splitSummary(msgs); len(rest) == 1 && rest[0].Role == core.RoleUser {
+			return core.Answer{}, messageTooLong(rest[0], err)
+		}
+	}
 	if err != nil {
 		return core.Answer{}, err
 	}
@@ -273,6 +278,19 @@ func (o *Orchestrator) Answer(ctx context.Context, t core.Turn) (core.Answer, er
 		ans.Text += "\n\n" + compactionNote
 	}
 	return ans, nil
+}
+
+// messageTooLong is the error of a turn whose message alone the model
+// found too long (err): the user is told to send less, not to start a
+// new conversation, which would not help.
+func messageTooLong(m core.ChatMessage, err error) error {
+	size := fmt.Sprintf("about %d KB", max(1, (len(m.Content)+512)/1024))
+	if len(m.Content) < 1024 {
+		size = fmt.Sprintf("about %d tokens with its attachments", EstimateTokens(m))
+	}
+	return &core.Error{Kind: core.KindContextTooLong,
+		Msg: fmt.Sprintf("your message (%s) is too long for the model to read at once. Send a shorter part of it, only what matters for your question.", size),
+		Err: fmt.Errorf("%w (%d bytes, about %d tokens): %w", core.ErrMessageTooLong, len(m.Content), EstimateTokens(m), err)}
 }
 
 // Notes under an answer the provider stopped before its end.
