@@ -12,7 +12,7 @@ func UserMessage(err error) string {
 	const pre = "Sorry, I could not answer that: "
 	again := "Please try again later."
 	if d := RetryAfter(err); d > 0 {
-		again = fmt.Sprintf("Please try again in %s.", d.Round(time.Second))
+		again = fmt.Sprintf("Please try again in %s.", HumanDuration(d))
 	}
 	var de *DownloadError
 	if errors.As(err, &de) && !(ErrorKind(err) == KindInvalid && hasUserText(err)) {
@@ -78,27 +78,26 @@ func platformName(channel string) string {
 // (in wait). It shares no phrase with the apologies of UserMessage: the
 // answer is still coming.
 func DelayMessage(err error, wait time.Duration) string {
-	wait = max(wait, time.Second).Round(time.Second)
 	switch ErrorKind(err) {
 	case KindUnavailable, KindTimeout, KindUnknown:
 		// An outage's wait is this gateway's backoff, not a time the
 		// provider gave: it may take longer.
 		return NextTryMessage(err, wait)
 	}
-	return fmt.Sprintf("⏳ Your answer is delayed: %s. I will answer in about %s.", delayReason(err), wait)
+	return fmt.Sprintf("⏳ Your answer is delayed: %s. I will answer in about %s.", delayReason(err), HumanDuration(wait))
 }
 
 // NextTryMessage is DelayMessage naming the next try (in wait) instead of
 // the answer: for an outage, whose wait is the gateway's backoff, and for
 // a cooldown the router probes before it ends (core.Error.Recheck).
 func NextTryMessage(err error, wait time.Duration) string {
-	return fmt.Sprintf("⏳ Your answer is delayed: %s. I will try again in about %s, and answer as soon as it works.", delayReason(err), max(wait, time.Second).Round(time.Second))
+	return fmt.Sprintf("⏳ Your answer is delayed: %s. I will try again in about %s, and answer as soon as it works.", delayReason(err), HumanDuration(wait))
 }
 
 // LastTryMessage is DelayMessage when the provider said it would not be
 // back before queue.max_wait ends, in wait: no answer is promised.
 func LastTryMessage(err error, wait time.Duration) string {
-	return fmt.Sprintf("⏳ Your answer is delayed: %s. I will keep trying for about %s, and tell you if I cannot answer.", delayReason(err), max(wait, time.Second).Round(time.Second))
+	return fmt.Sprintf("⏳ Your answer is delayed: %s. I will keep trying for about %s, and tell you if I cannot answer.", delayReason(err), HumanDuration(wait))
 }
 
 // delayReason says why an answer is delayed by err.

@@ -15,8 +15,8 @@ func TestUserMessagesNameTheCause(t *testing.T) {
 		err  error
 		want string
 	}{
-		{&core.Error{Kind: core.KindTimeout, RetryAfter: 5 * time.Minute}, "did not answer in time. Please try again in 5m0s."},
-		{&core.Error{Kind: core.KindRateLimited, RetryAfter: time.Minute}, "rate limiting me. Please try again in 1m0s."},
+		{&core.Error{Kind: core.KindTimeout, RetryAfter: 5 * time.Minute}, "did not answer in time. Please try again in 5 minutes."},
+		{&core.Error{Kind: core.KindRateLimited, RetryAfter: time.Minute}, "rate limiting me. Please try again in 1 minute."},
 		{&core.Error{Kind: core.KindUnavailable}, "not answering right now. Please try again later."},
 		// A file the platform did not serve is no provider's failure.
 		{&core.DownloadError{Name: "a.pdf", Platform: "discord", Err: &core.Error{Kind: core.KindUnavailable}}, "I could not download a.pdf from Discord. Please try again later."},
@@ -48,11 +48,11 @@ func TestUserMessagesNameTheCause(t *testing.T) {
 		wait time.Duration
 		want string
 	}{
-		{&core.Error{Kind: core.KindTimeout}, time.Minute, "answering too slowly. I will try again in about 1m0s, and answer as soon as it works."},
-		{&core.Error{Kind: core.KindUnavailable}, 8 * time.Second, "servers are failing for the moment. I will try again in about 8s, and answer as soon as it works."},
-		{errors.New("disk hiccup"), 300 * time.Millisecond, "I hit a problem on my side. I will try again in about 1s, and answer as soon as it works."},
-		{&core.Error{Kind: core.KindRateLimited, RetryAfter: 20 * time.Second}, 20 * time.Second, "asked me to slow down. I will answer in about 20s."},
-		{&core.DownloadError{Name: "a.png", Platform: "telegram", Err: &core.Error{Kind: core.KindUnavailable}}, 8 * time.Second, "Telegram has not let me download a.png yet. I will try again in about 8s"},
+		{&core.Error{Kind: core.KindTimeout}, time.Minute, "answering too slowly. I will try again in about 1 minute, and answer as soon as it works."},
+		{&core.Error{Kind: core.KindUnavailable}, 8 * time.Second, "servers are failing for the moment. I will try again in about 8 seconds, and answer as soon as it works."},
+		{errors.New("disk hiccup"), 300 * time.Millisecond, "I hit a problem on my side. I will try again in about 1 second, and answer as soon as it works."},
+		{&core.Error{Kind: core.KindRateLimited, RetryAfter: 20 * time.Second}, 20 * time.Second, "asked me to slow down. I will answer in about 20 seconds."},
+		{&core.DownloadError{Name: "a.png", Platform: "telegram", Err: &core.Error{Kind: core.KindUnavailable}}, 8 * time.Second, "Telegram has not let me download a.png yet. I will try again in about 8 seconds"},
 	} {
 		if got := core.DelayMessage(tt.err, tt.wait); !strings.HasPrefix(got, "⏳ Your answer is delayed: ") || !strings.Contains(got, tt.want) {
 			t.Errorf("DelayMessage(%v, %v) = %q, want %q", tt.err, tt.wait, got, tt.want)

@@ -216,7 +216,7 @@ func (r *Router) exhausted(d decision, lastErr error) error {
 	}
 	wait := "later"
 	if e.RetryAfter > 0 {
-		wait = "in " + max(e.RetryAfter.Round(time.Second), time.Second).String()
+		wait = "in " + core.HumanDuration(e.RetryAfter)
 	}
 	// A per-request model (opentalon complete --model, a plugin's or a
 	// Lua script's call naming one) is no /model pin: /model auto would

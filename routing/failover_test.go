@@ -998,7 +998,7 @@ func TestChainExhaustedSaysWhen(t *testing.T) {
 	if core.ErrorKind(err) != core.KindRateLimited || core.RetryAfter(err) != 3*time.Minute {
 		t.Fatalf("err = %v (retry after %v)", err, core.RetryAfter(err))
 	}
-	if msg := core.UserMessage(err); msg == "" || !strings.Contains(msg, "3m0s") {
+	if msg := core.UserMessage(err); msg == "" || !strings.Contains(msg, "3 minutes") {
 		t.Fatalf("user message = %q", msg)
 	}
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/opentalon/opentalon/core"
 )
@@ -229,7 +228,7 @@ func (g *Gateway) cmdPair(ctx context.Context, req core.CommandRequest) (string,
 		var b strings.Builder
 		for _, r := range recs {
 			if r.Status == core.PairingPending && !core.PairingExpired(r, g.now()) {
-				fmt.Fprintf(&b, "\n%s — %s (user %s), asked %s ago", r.Code, r.UserName, r.UserID, g.now().Sub(r.RequestedAt).Round(time.Second))
+				fmt.Fprintf(&b, "\n%s — %s (user %s), asked %s ago", r.Code, r.UserName, r.UserID, core.HumanDuration(g.now().Sub(r.RequestedAt)))
 			}
 		}
 		if b.Len() == 0 {

@@ -97,7 +97,7 @@ func (g *Gateway) cmdStatus(ctx context.Context, req core.CommandRequest) (strin
 		}
 	}
 	if b := req.Behind; b != nil && b.Waiting > 0 {
-		wait := max(b.Next.Sub(g.now()), time.Second).Round(time.Second)
+		wait := core.HumanDuration(b.Next.Sub(g.now()))
 		if b.Waiting == 1 {
 			fmt.Fprintf(&out, "\nWaiting: 1 earlier message, tried again in about %s", wait)
 		} else {

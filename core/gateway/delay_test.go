@@ -212,7 +212,7 @@ func TestCooldownIsRecheckedUntilTheProviderIsBack(t *testing.T) {
 	r.nextTry()
 	r.nextTry()
 	got := r.sent(2)
-	if got[0] != "⏳ Your answer is delayed: the AI provider asked me to slow down. I will answer in about 2m0s." || got[1] != "answer to hi" {
+	if got[0] != "⏳ Your answer is delayed: the AI provider asked me to slow down. I will answer in about 2 minutes." || got[1] != "answer to hi" {
 		t.Fatalf("sent %q; want the notice with the provider's time, then the answer", got)
 	}
 	if want := []time.Duration{15 * time.Second, 15 * time.Second}; fmt.Sprint(r.waits) != fmt.Sprint(want) {
@@ -230,7 +230,7 @@ func TestCooldownPastMaxWaitPromisesNoAnswer(t *testing.T) {
 	r.accept("1", "hi")
 	r.nextTry()
 	got := r.sent(2)
-	if got[0] != "⏳ Your answer is delayed: the AI provider is answering too slowly. I will keep trying for about 20s, and tell you if I cannot answer." ||
+	if got[0] != "⏳ Your answer is delayed: the AI provider is answering too slowly. I will keep trying for about 20 seconds, and tell you if I cannot answer." ||
 		!strings.HasPrefix(got[1], "Sorry, I could not answer that") {
 		t.Fatalf("sent %q; want the last try announced, then the apology", got)
 	}
@@ -327,7 +327,7 @@ func TestWaitEndsAtTheRoutersNextProbe(t *testing.T) {
 			}
 			// The notice names the next try, not the cooldown's end, when
 			// the router's probe comes sooner.
-			if want := "I will try again in about " + tc.notice.String(); tc.notice > 0 && !strings.Contains(got[0], want) {
+			if want := "I will try again in about " + core.HumanDuration(tc.notice); tc.notice > 0 && !strings.Contains(got[0], want) {
 				t.Fatalf("notice %q; want %q", got[0], want)
 			}
 		})
@@ -353,7 +353,7 @@ func TestStatusIsAnsweredBesideAWaitingMessage(t *testing.T) {
 	r.accept("3", "/status")
 	r.accept("4", "/help")
 	got := r.sent(2)
-	if !strings.Contains(got[0], "Waiting: 2 earlier messages, the first tried again in about 15s") {
+	if !strings.Contains(got[0], "Waiting: 2 earlier messages, the first tried again in about 15 seconds") {
 		t.Fatalf("/status answered %q; want it to say two messages wait, the first until the next check (15s)", got[0])
 	}
 	if !strings.HasPrefix(got[1], "I am an AI assistant.") {

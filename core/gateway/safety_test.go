@@ -117,9 +117,9 @@ func TestCoolingProviderMakesTheMessageWait(t *testing.T) {
 	ag := &cooling{failures: 3}
 	r := newClockRig(t, ag, gateway.Options{})
 	r.accept("1", "hi")
-	r.expect("⏳ Your answer is delayed: the AI provider asked me to slow down. I will answer in about 2m0s.")
+	r.expect("⏳ Your answer is delayed: the AI provider asked me to slow down. I will answer in about 2 minutes.")
 	// Each wait ends at the router's next probe (recheckEvery), before
-	// the 2m0s told: the clock moves to it, one try each.
+	// the 2 minutes told: the clock moves to it, one try each.
 	for i := range 2 {
 		r.advanceToDue("p" + string(rune('a'+i)))
 		r.expect("answer to poke")
@@ -141,12 +141,12 @@ func TestWaitingPastMaxWaitGivesUp(t *testing.T) {
 	ag := &cooling{failures: 100}
 	r := newClockRig(t, ag, gateway.Options{MaxWait: 3 * time.Minute})
 	r.accept("1", "hi")
-	r.expect("⏳ Your answer is delayed: the AI provider asked me to slow down. I will answer in about 2m0s.")
+	r.expect("⏳ Your answer is delayed: the AI provider asked me to slow down. I will answer in about 2 minutes.")
 	r.advance(2*time.Minute+time.Second, "pa")
 	r.expect("answer to poke")
 	r.advance(time.Minute, "pb")
-	r.expectAny("answer to poke", "Sorry, I could not answer that: the AI provider is rate limiting me. Please try again in 2m0s.")
-	r.expectAny("answer to poke", "Sorry, I could not answer that: the AI provider is rate limiting me. Please try again in 2m0s.")
+	r.expectAny("answer to poke", "Sorry, I could not answer that: the AI provider is rate limiting me. Please try again in 2 minutes.")
+	r.expectAny("answer to poke", "Sorry, I could not answer that: the AI provider is rate limiting me. Please try again in 2 minutes.")
 }
 
 // TestGivingUpDeliversAStoredReply (finding 3): a request given up after a

@@ -105,7 +105,7 @@ func (g *Gateway) cmdStop(ctx context.Context, req core.CommandRequest) (string,
 	if b := req.Behind; b != nil && b.Waiting > 0 {
 		// Answered aside: the earlier messages only wait for a provider
 		// or a retry, and none is being written.
-		wait := max(b.Next.Sub(g.now()), time.Second).Round(time.Second)
+		wait := core.HumanDuration(b.Next.Sub(g.now()))
 		if b.Waiting == 1 {
 			return fmt.Sprintf("Nothing is being written now: your earlier message waits for the model, tried again in about %s, and is still answered.", wait), nil
 		}
