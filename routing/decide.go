@@ -310,13 +310,15 @@ func (r *Router) applyBudget(ctx context.Context, conv core.ConversationKey, d *
 		return nil
 	}
 	since := r.now().UTC().Truncate(24 * time.Hour)
-	frac, key := 0.0, ""
+	// label names the budget to a chat user, who cannot read the config.
+	frac, key, label := 0.0, "", ""
 	if l.daily > 0 {
 		spent, err := r.o.Store.SpentSince(ctx, since, "")
 		if err != nil {
 			return fmt.Errorf("budget: %w", err)
 		}
 		frac, key = spent/l.daily, budgetKey(KeyDailyUSD, l.daily, l.dailyFromChat)
+		label = "this bot's daily budget ($" + usd(l.daily) + ")"
 	}
 	if l.chatDaily > 0 && conv != (core.ConversationKey{}) {
 		spent, err := r.o.Store.SpentSince(ctx, since, conv.String())
@@ -325,6 +327,7 @@ func (r *Router) applyBudget(ctx context.Context, conv core.ConversationKey, d *
 		}
 		if f := spent / l.chatDaily; f > frac {
 			frac, key = f, budgetKey(KeyChatDailyUSD, l.chatDaily, l.chatFromChat)
+			label = "this conversation's daily budget ($" + usd(l.chatDaily) + ")"
 		}
 	}
 	r.tellBudget(since, key, frac, conv)
@@ -340,7 +343,10 @@ func (r *Router) applyBudget(ctx context.Context, conv core.ConversationKey, d *
 				return nil
 			}
 		}
-		return core.Errorf(core.KindInvalid, "the daily budget %s is used up for today; it resets at 00:00 UTC (in %s), or an admin raises it (/budget, or in the config)", key, since.Add(24*time.Hour).Sub(r.now()).Round(time.Minute))
+		left := since.Add(24 * time.Hour).Sub(r.now())
+		return &core.Error{Kind: core.KindInvalid,
+			Msg: fmt.Sprintf("%s is used up for today. It starts again at 00:00 UTC (in %s), or an admin raises it with /budget.", label, core.HumanDuration(left)),
+			Err: fmt.Errorf("the daily budget %s is used up and no free model can answer; it resets at 00:00 UTC, or raise it with /budget or in the config", key)}
 	case frac >= 0.8 && !d.strict:
 		cheapest := d.m
 		for _, m := range r.cat.byWeight {

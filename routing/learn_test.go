@@ -149,12 +149,19 @@ func TestBudgetCutOff(t *testing.T) {
 	if res.Model != "q/free" || !strings.HasPrefix(res.Reason, ReasonBudget) {
 		t.Fatalf("at 85%%: %s (%s)", res.Model, res.Reason)
 	}
-	// Without a free model, a spent budget refuses with the config key.
+	// Without a free model, a spent budget refuses: the user reads which
+	// budget, when it starts again (not Go's 5h0m0s) and what an admin
+	// can do, not a config key; the log's error names the key.
 	r2, _, _, st2, _ := newTestRouter(t, func(o *Options) { o.ChatDailyUSD = 0.5; o.Store = st })
 	_ = st2
 	_, err := r2.Chat(ctx, Call{Conversation: conv, Req: userMsg("hi")})
-	if core.ErrorKind(err) != core.KindInvalid || !strings.Contains(core.UserMessage(err), "routing.budget.chat_daily_usd") {
-		t.Fatalf("refusal: %v", err)
+	left := clk.Now().UTC().Truncate(24 * time.Hour).Add(24 * time.Hour).Sub(clk.Now())
+	want := "this conversation's daily budget ($0.50) is used up for today. It starts again at 00:00 UTC (in " + core.HumanDuration(left) + "), or an admin raises it with /budget."
+	if msg := core.UserMessage(err); core.ErrorKind(err) != core.KindInvalid || !strings.HasSuffix(msg, want) || strings.Contains(msg, "routing.budget") || strings.Contains(msg, "m0s") {
+		t.Fatalf("refusal: user reads %q; want it to end %q", msg, want)
+	}
+	if !strings.Contains(err.Error(), "routing.budget.chat_daily_usd") {
+		t.Fatalf("the error for the log does not name the key: %v", err)
 	}
 	// Yesterday's spending no longer counts.
 	clk.Advance(24 * time.Hour)
