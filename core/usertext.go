@@ -19,7 +19,7 @@ func UserMessage(err error) string {
 		return pre + fmt.Sprintf("I could not download %s from %s. %s", de.what(), platformName(de.Platform), again)
 	}
 	if errors.Is(err, ErrFiltered) {
-		return pre + "the AI provider's safety filter refused this request. Try rephrasing it."
+		return pre + "the AI provider's safety filter refused this request. Try rephrasing it; if it happens again, earlier messages may be the cause: /new starts a fresh conversation."
 	}
 	if errors.Is(err, ErrEmptyAnswer) {
 		return pre + "the AI model sent back an empty answer. Please try again, or rephrase your message."

@@ -27,7 +27,7 @@ func TestUserMessagesNameTheCause(t *testing.T) {
 		// A safety filter's refusal names the filter and what to do, not
 		// the provider's operator hint.
 		{&core.Error{Kind: core.KindInvalid, Msg: "provider acme: HTTP 400: the provider's safety filter refused the request", Err: fmt.Errorf("%w: content_filter: filtered", core.ErrFiltered)},
-			"could not answer that: the AI provider's safety filter refused this request. Try rephrasing it."},
+			"could not answer that: the AI provider's safety filter refused this request. Try rephrasing it; if it happens again, earlier messages may be the cause: /new starts a fresh conversation."},
 		// An empty answer is no unreadable one.
 		{core.Errorf(core.KindMalformed, "model p/m: %w", core.ErrEmptyAnswer), "could not answer that: the AI model sent back an empty answer. Please try again, or rephrase your message."},
 		{core.Errorf(core.KindMalformed, "model p/m: bad JSON"), "an answer I could not read"},

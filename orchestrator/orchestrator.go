@@ -333,7 +333,7 @@ func emptyAnswer(res routing.Result) error {
 		return tooLong(res.Model, "before writing any text")
 	case stoppedByFilter(reason):
 		return &core.Error{Kind: core.KindBadRequest,
-			Msg: "the AI provider's safety filter withheld the answer. Try rephrasing your request.",
+			Msg: "the AI provider's safety filter withheld the answer. Try rephrasing your request; if it happens again, /new starts a fresh conversation.",
 			Err: fmt.Errorf("model %s: the provider's safety filter withheld the answer (stop reason %q)", res.Model, reason)}
 	}
 	return core.Errorf(core.KindMalformed, "model %s: %w", res.Model, core.ErrEmptyAnswer)

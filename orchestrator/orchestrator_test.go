@@ -110,8 +110,8 @@ func TestStoppedAnswer(t *testing.T) {
 		{"Partly", "content_filter", "Partly\n\n" + filterNote},
 		{"Partly", "refusal", "Partly\n\n" + filterNote},
 		{"", "length", "Sorry, I could not answer that: the answer did not fit the length limit for one answer. Ask for a shorter answer, or tell the operator."},
-		{"", "content_filter", "Sorry, I could not answer that: the AI provider's safety filter withheld the answer. Try rephrasing your request."},
-		{"", "refusal", "Sorry, I could not answer that: the AI provider's safety filter withheld the answer. Try rephrasing your request."},
+		{"", "content_filter", "Sorry, I could not answer that: the AI provider's safety filter withheld the answer. Try rephrasing your request; if it happens again, /new starts a fresh conversation."},
+		{"", "refusal", "Sorry, I could not answer that: the AI provider's safety filter withheld the answer. Try rephrasing your request; if it happens again, /new starts a fresh conversation."},
 		{"Whole", "stop", "Whole"},
 	}
 	for _, tt := range tests {

@@ -250,7 +250,7 @@ func TestE2ESafetyFilterRefusalIsTheUsers(t *testing.T) {
 	h.expect("answer from small")
 	h.send("something forbidden")
 	got := h.readUntil("Sorry")
-	if want := "Sorry, I could not answer that: the AI provider's safety filter refused this request. Try rephrasing it."; got != want {
+	if want := "Sorry, I could not answer that: the AI provider's safety filter refused this request. Try rephrasing it; if it happens again, earlier messages may be the cause: /new starts a fresh conversation."; got != want {
 		t.Fatalf("a filtered prompt told the user %q; want %q", got, want)
 	}
 	filtered := 0
