@@ -278,6 +278,10 @@ type Session struct {
 	LastAccess time.Time
 	// State is the session's orchestration state, persisted with it.
 	State SessionState
+	// Idle is set only on a session just started because the
+	// conversation's previous one had been idle past state.session_ttl:
+	// how long it had been idle (the answer tells the user). Not stored.
+	Idle time.Duration
 }
 
 // SessionState is what the orchestrator keeps per session besides the

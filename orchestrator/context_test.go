@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/opentalon/opentalon/core"
 	"github.com/opentalon/opentalon/routing"
@@ -182,5 +183,53 @@ func appendOldTurns(t *testing.T, db *store.DB, id int64, n int) {
 	}
 	if err := db.AppendMessages(context.Background(), id, hist); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestIdleConversationIsToldItStartedAfresh: the first answer of a
+// session started because the conversation had been idle past
+// state.session_ttl (core.Session.Idle) says so and for how long; the
+// next answer, and a session that did not start that way, do not.
+func TestIdleConversationIsToldItStartedAfresh(t *testing.T) {
+	srv := providertest.NewOpenAI(t)
+	srv.SetReply(func(r providertest.Received) providertest.Script {
+		return providertest.Script{Text: "answer to " + r.LastUser()}
+	})
+	prov := provider.NewOpenAI(provider.Options{ID: "fake", BaseURL: srv.BaseURL()})
+	router := newRouter(t, routing.Options{Providers: map[string]provider.Provider{"fake": prov},
+		Catalog: []routing.Model{{Ref: "fake/m", Weight: 50, ContextWindow: 128_000}}})
+	db := openStore(t)
+	ctx := context.Background()
+	s := newSession(t, db, "1", "ann")
+	sess, _ := db.ActiveSession(ctx, s.conv)
+	o := New(Options{LLM: router, Store: db})
+
+	turn := func(id int64, text string, idle time.Duration) string {
+		t.Helper()
+		sess.Idle = idle
+		ans, err := o.Answer(ctx, core.Turn{RequestID: id, Session: sess, Text: text,
+			In: core.Inbound{Conversation: s.conv, UserID: s.user, Text: text, MessageID: fmt.Sprint(id)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := db.SaveReply(ctx, &core.Reply{RequestID: id, SessionID: sess.ID, Conversation: s.conv, Text: ans.Text, Parts: []string{ans.Text}}, ans.Messages); err != nil {
+			t.Fatal(err)
+		}
+		return ans.Text
+	}
+	want := "answer to hello\n\n_(Nothing had been said here for 1 day 2 hours, so this is a new conversation: I no longer see the earlier messages.)_"
+	if got := turn(1, "hello", 26*time.Hour); got != want {
+		t.Fatalf("first answer after idle = %q; want %q", got, want)
+	}
+	// The same session later (Idle is only on the session as started;
+	// here the history is no longer empty).
+	if got := turn(2, "more", 26*time.Hour); got != "answer to more" {
+		t.Fatalf("second answer = %q; want no note", got)
+	}
+	fresh := newSession(t, db, "2", "bob")
+	sess, _ = db.ActiveSession(ctx, fresh.conv)
+	s = fresh
+	if got := turn(3, "hi", 0); got != "answer to hi" {
+		t.Fatalf("a first session's answer = %q; want no note", got)
 	}
 }

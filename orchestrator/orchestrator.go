@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"reflect"
 	"strings"
+	"time"
 
 	"github.com/opentalon/opentalon/core"
 	"github.com/opentalon/opentalon/routing"
@@ -277,7 +278,19 @@ func (o *Orchestrator) Answer(ctx context.Context, t core.Turn) (core.Answer, er
 	if compacted && o.o.Compaction.Notify && t.Session.State.Compactions == 0 {
 		ans.Text += "\n\n" + compactionNote
 	}
+	// The first answer of a session started because the conversation
+	// was idle past state.session_ttl says so: the user may expect the
+	// bot to know what was said before.
+	if t.Session.Idle > 0 && !t.Retry && len(stored) == 0 {
+		ans.Text += "\n\n" + idleNote(t.Session.Idle)
+	}
 	return ans, nil
+}
+
+// idleNote is the note under the first answer of a conversation that
+// started afresh after idle.
+func idleNote(idle time.Duration) string {
+	return "_(Nothing had been said here for " + core.HumanDuration(idle) + ", so this is a new conversation: I no longer see the earlier messages.)_"
 }
 
 // messageTooLong is the error of a turn whose message alone the model

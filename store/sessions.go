@@ -62,6 +62,7 @@ func (db *DB) activeSessionTx(ctx context.Context, conv core.ConversationKey) (c
 	err := db.txLocking(ctx, func(tx *txn) error {
 		for {
 			var err error
+			var idle time.Duration
 			created = false
 			s, err = scanSession(tx.QueryRowContext(ctx, `SELECT `+sessionCols+` FROM sessions WHERE conversation = ? AND active = TRUE`+db.d.forUpdate, conv.String()))
 			now := db.now()
@@ -73,12 +74,16 @@ func (db *DB) activeSessionTx(ctx context.Context, conv core.ConversationKey) (c
 				if pins, err = db.parentPins(ctx, tx, conv); err != nil {
 					return err
 				}
+				if idle, err = db.sweptIdle(ctx, tx, conv, now); err != nil {
+					return err
+				}
 			case err != nil:
 				return err
 			case db.ttl > 0 && now.Sub(s.LastAccess) > db.ttl:
 				// Expired: the conversation starts over, the user's
 				// /model choice does not (as with /new).
 				pins = sessionPins{model: s.ModelPin, profile: s.ProfilePin}
+				idle = now.Sub(s.LastAccess)
 				if err := db.endSession(ctx, tx, s.ID); err != nil {
 					return err
 				}
@@ -89,7 +94,7 @@ func (db *DB) activeSessionTx(ctx context.Context, conv core.ConversationKey) (c
 			}
 			var ok bool
 			if s, ok, err = db.createSession(ctx, tx, conv, pins); err != nil || ok {
-				created = ok
+				created, s.Idle = ok, idle
 				return err
 			}
 			// Another transaction created the conversation's session
@@ -211,6 +216,24 @@ func (db *DB) createSession(ctx context.Context, tx *txn, conv core.Conversation
 	}
 	return core.Session{ID: id, Conversation: conv, ModelPin: pins.model, ProfilePin: pins.profile,
 		CreatedAt: time.UnixMilli(now.UnixMilli()), LastAccess: time.UnixMilli(now.UnixMilli())}, err == nil, err
+}
+
+// sweptIdle is how long conv has been idle when its previous session
+// was deleted for being idle past the TTL (0 when it has none, or its
+// last answer is more recent): the time since its last reply, which
+// outlives the session. It runs only when a conversation has no session.
+func (db *DB) sweptIdle(ctx context.Context, tx *txn, conv core.ConversationKey, now time.Time) (time.Duration, error) {
+	if db.ttl <= 0 {
+		return 0, nil
+	}
+	var last sql.NullInt64
+	if err := tx.QueryRowContext(ctx, `SELECT MAX(created_at) FROM replies WHERE conversation = ?`, conv.String()).Scan(&last); err != nil {
+		return 0, fmt.Errorf("last reply of %s: %w", conv, err)
+	}
+	if idle := now.Sub(time.UnixMilli(last.Int64)); last.Valid && idle > db.ttl {
+		return idle, nil
+	}
+	return 0, nil
 }
 
 // sessionPins are the /model choices a new session starts with.

@@ -819,3 +819,48 @@ func trunc(s string) string {
 	}
 	return s
 }
+
+// testIdleSession: a session started because the conversation had been
+// idle past the TTL says how long (core.Session.Idle), whether the old
+// session was still there or already deleted by the sweep (then the
+// conversation's last reply, which outlives it, tells); a first session,
+// one within the TTL and /new's do not.
+func testIdleSession(t *testing.T, e Engine) {
+	clock := NewClock()
+	db := e.open(t, store.Options{Now: clock.Now, SessionTTL: time.Hour})
+	c := conv("idle")
+	s1, err := db.ActiveSession(ctx, c)
+	check(t, "first session", err)
+	if s1.Idle != 0 {
+		t.Fatalf("a conversation's first session has Idle %v", s1.Idle)
+	}
+	req := mustEnqueue(t, db, msg(c, "1", "question"))
+	_, err = db.SaveReply(ctx, &core.Reply{RequestID: req, SessionID: s1.ID, Conversation: c, Text: "answer", Parts: []string{"answer"}},
+		[]core.ChatMessage{{Role: core.RoleUser, Content: "question"}, {Role: core.RoleAssistant, Content: "answer"}})
+	check(t, "reply", err)
+	clock.Advance(50 * time.Minute)
+	if s, err := db.ActiveSession(ctx, c); err != nil || s.ID != s1.ID || s.Idle != 0 {
+		t.Fatalf("within the TTL: %+v, %v; want the same session, no Idle", s, err)
+	}
+	// Expired, not swept yet: the old session's last access tells.
+	clock.Advance(3 * time.Hour)
+	s2, err := db.ActiveSession(ctx, c)
+	if err != nil || s2.ID == s1.ID || s2.Idle != 3*time.Hour {
+		t.Fatalf("after 3 h idle: %+v, %v; want a new session with Idle 3h", s2, err)
+	}
+	if s, _ := db.ActiveSession(ctx, c); s.ID != s2.ID || s.Idle != 0 {
+		t.Fatalf("the new session read again: %+v; want no Idle", s)
+	}
+	if s, _ := db.NewSession(ctx, c); s.Idle != 0 {
+		t.Fatalf("/new's session: %+v; want no Idle", s)
+	}
+	// Swept: the session is gone, its reply is not.
+	clock.Advance(5 * time.Hour)
+	if n, err := db.ExpireSessions(ctx); err != nil || n == 0 {
+		t.Fatalf("expire = %d, %v", n, err)
+	}
+	s3, err := db.ActiveSession(ctx, c)
+	if err != nil || s3.Idle != 5*time.Hour+50*time.Minute+3*time.Hour {
+		t.Fatalf("after the sweep: %+v, %v; want Idle since the last reply (8h50m)", s3, err)
+	}
+}
