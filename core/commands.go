@@ -103,6 +103,13 @@ type StatusReporter interface {
 	SessionStatus(ctx context.Context, s Session) []string
 }
 
+// ContextReporter is an optional Agent capability: how full a session's
+// context window is ("context about 5,210 of 128,000 tokens, 4% full"),
+// shown by /status on its Session line; "" when not known.
+type ContextReporter interface {
+	ContextUse(ctx context.Context, s Session) string
+}
+
 // ModelReporter is an optional Agent capability: which model would answer
 // the session's next message, and why.
 type ModelReporter interface {

@@ -233,3 +233,38 @@ func TestIdleConversationIsToldItStartedAfresh(t *testing.T) {
 		t.Fatalf("a first session's answer = %q; want no note", got)
 	}
 }
+
+// TestStatusShowsHowFullTheContextIs: /status says how much of the
+// model's window the conversation fills (as the next answer estimates
+// it), so a user sees a compaction or /new coming; without a known model
+// or window it says nothing.
+func TestStatusShowsHowFullTheContextIs(t *testing.T) {
+	hist := history{{Role: core.RoleUser, Content: strings.Repeat("q", 40_000)}, {Role: core.RoleAssistant, Content: strings.Repeat("a", 40_000)}}
+	o := New(Options{LLM: &fakeLLM{window: 128_000}, History: hist})
+	used := len(o.prompt)/4 + 8 + 2*(10_000+4)
+	want := fmt.Sprintf("context about %s of 128,000 tokens, %d%% full", thousands(used), 100*used/128_000)
+	if !strings.HasPrefix(want, "context about 20,") {
+		t.Fatalf("the test's own estimate %q is off", want)
+	}
+	var _ core.ContextReporter = o
+	for _, tc := range []struct {
+		name string
+		s    core.Session
+		o    *Orchestrator
+		want string
+	}{
+		{"the latest answer's model", core.Session{State: core.SessionState{ActiveModel: "fake/m"}}, o, want},
+		{"a /model pin", core.Session{ModelPin: "fake/m"}, o, want},
+		{"no answer yet", core.Session{}, o, ""},
+		{"an unknown window", core.Session{ModelPin: "fake/m"}, New(Options{LLM: &fakeLLM{}, History: hist}), ""},
+	} {
+		if got := tc.o.ContextUse(context.Background(), tc.s); got != tc.want {
+			t.Errorf("%s: context use = %q; want %q", tc.name, got, tc.want)
+		}
+	}
+	for n, want := range map[int]string{0: "0", 999: "999", 1000: "1,000", 128_000: "128,000", 1_234_567: "1,234,567"} {
+		if got := thousands(n); got != want {
+			t.Errorf("thousands(%d) = %q, want %q", n, got, want)
+		}
+	}
+}

@@ -101,8 +101,9 @@ type Orchestrator struct {
 }
 
 var (
-	_ core.Agent          = (*Orchestrator)(nil)
-	_ core.StatusReporter = (*Orchestrator)(nil)
+	_ core.Agent           = (*Orchestrator)(nil)
+	_ core.StatusReporter  = (*Orchestrator)(nil)
+	_ core.ContextReporter = (*Orchestrator)(nil)
 )
 
 // New builds an Orchestrator.

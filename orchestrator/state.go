@@ -85,3 +85,37 @@ func (o *Orchestrator) SessionStatus(_ context.Context, s core.Session) []string
 	}
 	return out
 }
+
+// ContextUse implements core.ContextReporter: how much of the context
+// window of the session's model (its /model pin, else the latest
+// answer's) the history fills, as the next answer would estimate it; ""
+// when the window or the history is not known.
+func (o *Orchestrator) ContextUse(ctx context.Context, s core.Session) string {
+	ref := s.ModelPin
+	if ref == "" {
+		ref = s.State.ActiveModel
+	}
+	if ref == "" || o.o.History == nil {
+		return ""
+	}
+	window := o.o.LLM.ContextWindow(ref)
+	if window <= 0 {
+		return ""
+	}
+	hist, err := o.o.History.History(ctx, s.ID, o.o.MaxHistory)
+	if err != nil {
+		o.log.Warn("status: read the history", "session", s.ID, "err", err)
+		return ""
+	}
+	used := len(o.prompt)/4 + 8 + estimateAll(hist)
+	return fmt.Sprintf("context about %s of %s tokens, %d%% full", thousands(used), thousands(window), 100*used/window)
+}
+
+// thousands writes n with commas between thousands (128,000).
+func thousands(n int) string {
+	s := fmt.Sprint(n)
+	for i := len(s) - 3; i > 0 && s[i-1] != '-'; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
+}

@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -92,6 +93,8 @@ func TestE2EMemoryCompactionAndExportThroughApp(t *testing.T) {
 	h.send("/status")
 	if out := h.readUntil("Recent tools"); !strings.Contains(out, "Last answer: fake/small (auth profile fake:default)") || !strings.Contains(out, "Recent tools: memory_save") {
 		t.Fatalf("/status = %q", out)
+	} else if !regexp.MustCompile(`\nSession: \d+ messages since [^\n]* \(context about [\d,]+ of [\d,]+ tokens, \d+% full\)\n`).MatchString(out) {
+		t.Fatalf("/status does not say how full the context is on its Session line: %q", out)
 	}
 
 	// Long messages overflow the 3000-token window of the model the router

@@ -86,7 +86,15 @@ func (g *Gateway) cmdStatus(ctx context.Context, req core.CommandRequest) (strin
 	u := req.Session.Usage
 	var out strings.Builder
 	fmt.Fprintf(&out, "Model: %s (%s)\n", model, reason)
-	fmt.Fprintf(&out, "Session: %d messages since %s\n", n, req.Session.CreatedAt.UTC().Format("2006-01-02 15:04 MST"))
+	fmt.Fprintf(&out, "Session: %d messages since %s", n, req.Session.CreatedAt.UTC().Format("2006-01-02 15:04 MST"))
+	if cr, ok := g.agent.(core.ContextReporter); ok {
+		// On the Session line: a line more would shift what a reader of
+		// /status's lines finds after it.
+		if c := cr.ContextUse(ctx, req.Session); c != "" {
+			fmt.Fprintf(&out, " (%s)", c)
+		}
+	}
+	out.WriteString("\n")
 	fmt.Fprintf(&out, "Tokens: %d in, %d out", u.InputTokens, u.OutputTokens)
 	if u.CostUSD > 0 {
 		fmt.Fprintf(&out, " ($%.4f)", u.CostUSD)
