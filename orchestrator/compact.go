@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/opentalon/opentalon/core"
 )
@@ -46,7 +47,7 @@ const maxTranscriptMessageBytes = 2000
 // false when there was nothing to compact or it failed (the caller then
 // trims).
 func (o *Orchestrator) compact(ctx context.Context, tn *turn, stored []core.ChatMessage, budget, systemBytes int) ([]core.ChatMessage, bool) {
-	if o.o.Generator == nil || o.o.Store == nil {
+	if o.o.Generator == nil || o.o.Store == nil || o.compactionPaused(tn.t.Session.ID) {
 		return nil, false
 	}
 	summary, rest := splitSummary(stored)
@@ -69,10 +70,50 @@ func (o *Orchestrator) compact(ctx context.Context, tn *turn, stored []core.Chat
 	}
 	kept, _, err := o.compactAt(ctx, tn, summary, rest, cut)
 	if err != nil {
-		o.log.Warn("compaction failed; trimming the history instead", "session", tn.t.Session.ID, "err", err)
+		o.log.Warn("compaction failed; trimming the history instead, and for this conversation's next messages until the pause ends",
+			"session", tn.t.Session.ID, "pause", compactPause, "model", o.o.Compaction.Model, "err", err)
+		o.pauseCompaction(tn.t.Session.ID)
 		return nil, false
 	}
 	return kept, true
+}
+
+// compactPause is how long a session's history is trimmed instead of
+// compacted after its compaction failed: each message of a long
+// conversation would otherwise wait for the failing call again (a
+// compaction model that is down, misconfigured or timing out) before
+// its answer. /compact still tries.
+const compactPause = 10 * time.Minute
+
+// compactionPaused says whether a compaction of session id failed less
+// than compactPause ago.
+func (o *Orchestrator) compactionPaused(id int64) bool {
+	o.failedMu.Lock()
+	defer o.failedMu.Unlock()
+	at, ok := o.failedCompactions[id]
+	if ok && o.o.Now().Sub(at) >= compactPause {
+		delete(o.failedCompactions, id)
+		ok = false
+	}
+	return ok
+}
+
+// pauseCompaction records that a compaction of session id failed now,
+// and forgets the pauses that have ended (the map holds only sessions
+// whose compaction failed in the last compactPause).
+func (o *Orchestrator) pauseCompaction(id int64) {
+	o.failedMu.Lock()
+	defer o.failedMu.Unlock()
+	now := o.o.Now()
+	for s, at := range o.failedCompactions {
+		if now.Sub(at) >= compactPause {
+			delete(o.failedCompactions, s)
+		}
+	}
+	if o.failedCompactions == nil {
+		o.failedCompactions = map[int64]time.Time{}
+	}
+	o.failedCompactions[id] = now
 }
 
 // compactAt summarizes summary and rest[:cut], stores the result in

@@ -268,3 +268,45 @@ func TestStatusShowsHowFullTheContextIs(t *testing.T) {
 		}
 	}
 }
+
+// TestFailedCompactionIsNotRetriedOnEveryMessage: when the compaction
+// call fails, the turn trims; the conversation's next messages trim too
+// instead of each waiting for the failing call again, until
+// compactPause has passed.
+func TestFailedCompactionIsNotRetriedOnEveryMessage(t *testing.T) {
+	db := openStore(t)
+	ctx := context.Background()
+	s := newSession(t, db, "1", "ann")
+	sess, _ := db.ActiveSession(ctx, s.conv)
+	appendOldTurns(t, db, sess.ID, 16)
+	gen := &fakeGen{} // an empty summary: the compaction fails
+	now := time.Unix(1_780_000_000, 0)
+	llm := &fakeLLM{text: "ok", window: 4000}
+	o := New(Options{LLM: llm, Store: db, Generator: gen, Compaction: Compaction{Model: "fake/cheap"}, Now: func() time.Time { return now }})
+
+	for i, q := range []string{"first", "second", "third"} {
+		if ans, _ := s.ask(o, q); ans.Text != "ok" {
+			t.Fatalf("answer %d = %q", i, ans.Text)
+		}
+		now = now.Add(time.Minute)
+	}
+	if n := len(gen.reqs); n != 1 {
+		t.Fatalf("compaction calls = %d over three messages; want 1, then trimming while paused", n)
+	}
+	// Each answer still fits the window.
+	for i, c := range llm.calls {
+		if over(c.Req.System, c.Req.Messages, 4000) {
+			t.Fatalf("call %d was sent over the window", i)
+		}
+	}
+	// After the pause, compaction is tried again (and now works).
+	now = now.Add(compactPause)
+	gen.text = "SUMMARY: Ann asked many questions."
+	s.ask(o, "fourth")
+	if n := len(gen.reqs); n != 2 {
+		t.Fatalf("compaction calls = %d after the pause; want a second try", n)
+	}
+	if st := s.state(); st.Compactions != 1 {
+		t.Fatalf("compactions = %d; want 1", st.Compactions)
+	}
+}

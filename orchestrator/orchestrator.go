@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"reflect"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/opentalon/opentalon/core"
@@ -63,6 +64,8 @@ type Options struct {
 	// it images reach the model as a placeholder line only.
 	Media  core.MediaStore
 	Logger *slog.Logger
+	// Now is the clock (default time.Now).
+	Now func() time.Time
 }
 
 // Compaction configures how a too long history is condensed.
@@ -98,6 +101,10 @@ type Orchestrator struct {
 	sections sectionCache
 	// memTools are the memory tools' specs (builtinTools).
 	memTools memoryTools
+	// failedCompactions holds, by session, when its last automatic
+	// compaction failed (compactPause).
+	failedMu          sync.Mutex
+	failedCompactions map[int64]time.Time
 }
 
 var (
@@ -110,6 +117,9 @@ var (
 func New(o Options) *Orchestrator {
 	if o.MaxSteps <= 0 {
 		o.MaxSteps = 10
+	}
+	if o.Now == nil {
+		o.Now = time.Now
 	}
 	if o.MaxHistory <= 0 {
 		o.MaxHistory = 200

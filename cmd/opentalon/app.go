@@ -156,7 +156,7 @@ func BuildApp(ctx context.Context, cfg *config.Config, o AppOptions) (_ *App, er
 	if err != nil {
 		return nil, err
 	}
-	if a.agent, err = a.buildAgent(tools); err != nil {
+	if a.agent, err = a.buildAgent(tools, o.Now); err != nil {
 		return nil, err
 	}
 	hooks := a.buildHooks() // builds the Lua engine the firing runner uses

@@ -14,7 +14,7 @@ import (
 
 // buildAgent builds the orchestrator with the session state, compaction,
 // long-term and workflow memory and orchestration steps of the config.
-func (a *App) buildAgent(tools orchestrator.ToolRunner) (*orchestrator.Orchestrator, error) {
+func (a *App) buildAgent(tools orchestrator.ToolRunner, now func() time.Time) (*orchestrator.Orchestrator, error) {
 	cfg := a.cfg
 	steps, err := compileSteps(cfg.Orchestrator.Steps)
 	if err != nil {
@@ -38,6 +38,7 @@ func (a *App) buildAgent(tools orchestrator.ToolRunner) (*orchestrator.Orchestra
 		MaxSteps:   cfg.Orchestrator.MaxSteps,
 		Media:      a.db,
 		Logger:     a.log,
+		Now:        now,
 	}), nil
 }
 
