@@ -41,7 +41,7 @@ const maxTranscriptMessageBytes = 2000
 
 // compact summarizes the oldest turns of stored (the history as loaded,
 // summary first) so the rest fits half of budget with the system prompt
-// and the turn's message, stores the summary at the head of the history
+// and the turn's message, and half of MaxHistory, stores the summary at the head of the history
 // in place of those turns and returns the new history. It cuts only
 // before a user message, so a tool call stays with its result. ok is
 // false when there was nothing to compact or it failed (the caller then
@@ -59,7 +59,9 @@ func (o *Orchestrator) compact(ctx context.Context, tn *turn, stored []core.Chat
 	start := len(rest)
 	used := 0
 	for i := len(rest) - 1; i >= 0; i-- {
-		if used += EstimateTokens(rest[i]); used > room {
+		// What is kept fits half the budget, and half the messages
+		// loaded (nearHistoryLimit).
+		if used += EstimateTokens(rest[i]); used > room || len(rest)-i > o.o.MaxHistory/2 {
 			break
 		}
 		start = i

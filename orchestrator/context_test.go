@@ -310,3 +310,39 @@ func TestFailedCompactionIsNotRetriedOnEveryMessage(t *testing.T) {
 		t.Fatalf("compactions = %d; want 1", st.Compactions)
 	}
 }
+
+// TestLongConversationOfShortMessagesIsCompacted: a conversation whose
+// messages are few tokens but many is compacted before its oldest
+// messages fall out of the history loaded (MaxHistory), instead of
+// losing them without a summary.
+func TestLongConversationOfShortMessagesIsCompacted(t *testing.T) {
+	db := openStore(t)
+	ctx := context.Background()
+	s := newSession(t, db, "1", "ann")
+	sess, _ := db.ActiveSession(ctx, s.conv)
+	appendOldTurns(t, db, sess.ID, 9) // 18 messages, far below the window
+	gen := &fakeGen{text: "SUMMARY: Ann's name, and the number 4711 she gave."}
+	llm := &fakeLLM{text: "ok", window: 128_000}
+	o := New(Options{LLM: llm, Store: db, Generator: gen, Compaction: Compaction{Model: "fake/cheap", Notify: true}, MaxHistory: 20})
+
+	ans, _ := s.ask(o, "next")
+	if len(gen.reqs) != 1 {
+		t.Fatalf("compactions = %d with 18 of at most 20 messages loaded; want 1", len(gen.reqs))
+	}
+	if !strings.Contains(gen.reqs[0].Messages[1].Content, "OLD-1 ") {
+		t.Fatalf("the summary was not asked of the oldest turns:\n%.300s", gen.reqs[0].Messages[1].Content)
+	}
+	var sent strings.Builder
+	for _, m := range llm.calls[0].Req.Messages {
+		sent.WriteString(m.Content + "\n")
+	}
+	if !strings.Contains(llm.calls[0].Req.System+sent.String(), "4711") || strings.Contains(sent.String(), "OLD-1 ") {
+		t.Fatalf("the answer's request does not carry the summary in place of the oldest turns:\n%.600s", sent.String())
+	}
+	if !strings.Contains(ans.Text, compactionNote) {
+		t.Fatalf("answer = %q; want the compaction note", ans.Text)
+	}
+	if h, _ := db.History(ctx, sess.ID, 100); len(h) > 1+10+2 {
+		t.Fatalf("the stored history has %d messages after compaction; want at most the summary, half of MaxHistory and this turn's two", len(h))
+	}
+}

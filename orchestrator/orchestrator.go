@@ -234,7 +234,7 @@ func (o *Orchestrator) Answer(ctx context.Context, t core.Turn) (core.Answer, er
 	budget := window - window/4
 
 	compacted := false
-	if over(call.Req.System, hist, budget) {
+	if over(call.Req.System, hist, budget) || o.nearHistoryLimit(stored) {
 		if kept, ok := o.compact(ctx, tn, stored, budget, len(call.Req.System)); ok {
 			stored, compacted = kept, true
 			hist, _ = withTurn(stored, t)
@@ -462,6 +462,15 @@ func estimateAll(h []core.ChatMessage) int {
 		n += EstimateTokens(m)
 	}
 	return n
+}
+
+// nearHistoryLimit says whether stored (the history as loaded) is within
+// an eighth of MaxHistory of the messages loaded: past it the oldest
+// messages would no longer be loaded, left out without a summary however
+// few tokens they are, so the history is compacted first.
+func (o *Orchestrator) nearHistoryLimit(stored []core.ChatMessage) bool {
+	_, rest := splitSummary(stored)
+	return len(rest) >= o.o.MaxHistory-o.o.MaxHistory/8
 }
 
 // over says whether the system prompt and history exceed budget tokens.
