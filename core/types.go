@@ -295,6 +295,9 @@ type SessionState struct {
 	Step          string   `json:"step,omitempty"`
 	StepIndex     int      `json:"step_index,omitempty"`
 	Compactions   int      `json:"compactions,omitempty"`
+	// TrimNoted says the user was told that older messages were left
+	// out without a summary (told once a session).
+	TrimNoted bool `json:"trim_noted,omitempty"`
 }
 
 // Reply is an answer the gateway stored for a request, and its parts as

@@ -282,11 +282,12 @@ func TestFailedCompactionIsNotRetriedOnEveryMessage(t *testing.T) {
 	gen := &fakeGen{} // an empty summary: the compaction fails
 	now := time.Unix(1_780_000_000, 0)
 	llm := &fakeLLM{text: "ok", window: 4000}
-	o := New(Options{LLM: llm, Store: db, Generator: gen, Compaction: Compaction{Model: "fake/cheap"}, Now: func() time.Time { return now }})
+	o := New(Options{LLM: llm, Store: db, Generator: gen, Compaction: Compaction{Model: "fake/cheap", Notify: true}, Now: func() time.Time { return now }})
 
-	for i, q := range []string{"first", "second", "third"} {
-		if ans, _ := s.ask(o, q); ans.Text != "ok" {
-			t.Fatalf("answer %d = %q", i, ans.Text)
+	// The user is told once that older messages were left out.
+	for i, want := range []string{"ok\n\n" + trimNote, "ok", "ok"} {
+		if ans, _ := s.ask(o, fmt.Sprint("question ", i)); ans.Text != want {
+			t.Fatalf("answer %d = %q; want %q", i, ans.Text, want)
 		}
 		now = now.Add(time.Minute)
 	}

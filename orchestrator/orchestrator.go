@@ -240,7 +240,10 @@ func (o *Orchestrator) Answer(ctx context.Context, t core.Turn) (core.Answer, er
 			hist, _ = withTurn(stored, t)
 		}
 	}
-	msgs := o.loadImages(ctx, Trim(hist, budget, len(call.Req.System)))
+	trimmed := Trim(hist, budget, len(call.Req.System))
+	// dropped: older messages were left out without a summary.
+	dropped := len(trimmed) < len(hist)
+	msgs := o.loadImages(ctx, trimmed)
 	res, steps, gaveUp, err := o.loop(ctx, tn, call, msgs)
 	// The window is the catalog's word and the tokens an estimate: when
 	// the model (and every larger one routing could take) still finds the
@@ -253,11 +256,12 @@ func (o *Orchestrator) Answer(ctx context.Context, t core.Turn) (core.Answer, er
 			stored, compacted = kept, true
 			hist, _ = withTurn(stored, t)
 		}
-		fewer := o.loadImages(ctx, Trim(hist, small, len(call.Req.System)))
+		trimmed = Trim(hist, small, len(call.Req.System))
+		fewer := o.loadImages(ctx, trimmed)
 		if estimateAll(fewer) >= estimateAll(msgs) {
 			break // nothing left to condense: the turn itself is too long
 		}
-		msgs = fewer
+		msgs, dropped = fewer, dropped || len(trimmed) < len(hist)
 		res, steps, gaveUp, err = o.loop(ctx, tn, call, msgs)
 	}
 	if len(steps) == 0 && core.ErrorKind(err) == core.KindContextTooLong {
@@ -288,6 +292,12 @@ func (o *Orchestrator) Answer(ctx context.Context, t core.Turn) (core.Answer, er
 	// two (for the window, then after the model refused the prompt).
 	if compacted && o.o.Compaction.Notify && t.Session.State.Compactions == 0 {
 		ans.Text += "\n\n" + compactionNote
+	}
+	// Older messages left out without a summary (the compaction failed or
+	// is not available) are told once a session, as a compaction is.
+	if dropped && !compacted && o.o.Compaction.Notify && !t.Session.State.TrimNoted {
+		ans.Text += "\n\n" + trimNote
+		tn.st.TrimNoted = true
 	}
 	// The first answer of a session started because the conversation
 	// was idle past state.session_ttl says so: the user may expect the
