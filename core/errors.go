@@ -84,6 +84,11 @@ var ErrEmptyAnswer = errors.New("the model returned an empty answer")
 // its Msg says so to the user, since /new would not help.
 var ErrMessageTooLong = errors.New("the message alone does not fit the model's context window")
 
+// ErrToolResultsTooLong is in the chain of an error (of kind
+// KindContextTooLong) for an answer whose tool results made the prompt
+// too long for the model: its Msg says so to the user.
+var ErrToolResultsTooLong = errors.New("the tool results do not fit the model's context window")
+
 // ErrorKind returns the kind of the first *Error in err's chain.
 func ErrorKind(err error) Kind {
 	var e *Error

@@ -40,7 +40,7 @@ func UserMessage(err error) string {
 		return pre + "the AI provider is not answering right now. " + again
 	case KindContextTooLong:
 		var e *Error
-		if errors.Is(err, ErrMessageTooLong) && errors.As(err, &e) && e.Msg != "" {
+		if (errors.Is(err, ErrMessageTooLong) || errors.Is(err, ErrToolResultsTooLong)) && errors.As(err, &e) && e.Msg != "" {
 			return pre + e.Msg
 		}
 		return pre + "the conversation is too long for the model. Send /new to start a fresh one."

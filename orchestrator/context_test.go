@@ -347,3 +347,33 @@ func TestLongConversationOfShortMessagesIsCompacted(t *testing.T) {
 		t.Fatalf("the stored history has %d messages after compaction; want at most the summary, half of MaxHistory and this turn's two", len(h))
 	}
 }
+
+// tooLongLLM answers a tool call first, then refuses the prompt as too
+// long once it holds the tool's result.
+type tooLongLLM struct{ calls int }
+
+func (l *tooLongLLM) Chat(_ context.Context, c routing.Call) (routing.Result, error) {
+	l.calls++
+	if m := c.Req.Messages; len(m) > 0 && m[len(m)-1].Role == core.RoleTool {
+		return routing.Result{Model: "fake/m"}, &core.Error{Kind: core.KindContextTooLong, Msg: "provider fake: HTTP 400: prompt too long for the model; start a new session (/new) or pick a model with a larger context_window"}
+	}
+	return routing.Result{Response: &provider.Response{ToolCalls: []core.ToolCall{{ID: "1", Plugin: "p", Action: "a"}}}, Model: "fake/m"}, nil
+}
+func (l *tooLongLLM) ContextWindow(string) int { return 8000 }
+
+// TestContextLengthErrorAfterToolResults: when a tool's result is what
+// makes the prompt too long, the user is told that, not only "the
+// conversation is too long".
+func TestContextLengthErrorAfterToolResults(t *testing.T) {
+	tools := fakeTools{run: func(_ context.Context, c core.ToolCall) core.ToolResult {
+		return core.ToolResult{CallID: c.ID, Content: strings.Repeat("row ", 15_000)}
+	}}
+	o := New(Options{LLM: &tooLongLLM{}, History: history{}, Tools: tools})
+	_, err := o.Answer(context.Background(), core.Turn{Text: "list every row"})
+	if core.ErrorKind(err) != core.KindContextTooLong || !errors.Is(err, core.ErrToolResultsTooLong) {
+		t.Fatalf("err = %v; want the tool results named", err)
+	}
+	if msg := core.UserMessage(err); !strings.Contains(msg, "the tools' results (about ") || !strings.Contains(msg, "Ask for less at a time") {
+		t.Fatalf("user reads %q; want the tools' results named and what to do", msg)
+	}
+}

@@ -269,6 +269,9 @@ func (o *Orchestrator) Answer(ctx context.Context, t core.Turn) (core.Answer, er
 			return core.Answer{}, messageTooLong(rest[0], err)
 		}
 	}
+	if len(steps) > 0 && core.ErrorKind(err) == core.KindContextTooLong {
+		return core.Answer{}, toolResultsTooLong(steps, err)
+	}
 	if err != nil {
 		return core.Answer{}, err
 	}
@@ -325,6 +328,21 @@ func messageTooLong(m core.ChatMessage, err error) error {
 	return &core.Error{Kind: core.KindContextTooLong,
 		Msg: fmt.Sprintf("your message (%s) is too long for the model to read at once. Send a shorter part of it, only what matters for your question.", size),
 		Err: fmt.Errorf("%w (%d bytes, about %d tokens): %w", core.ErrMessageTooLong, len(m.Content), EstimateTokens(m), err)}
+}
+
+// toolResultsTooLong is the error of a turn the model found too long
+// (err) once tools had run (steps): the history was fitted to the window
+// before the first call, so their results are what overflowed it.
+func toolResultsTooLong(steps []core.ChatMessage, err error) error {
+	n := 0
+	for _, m := range steps {
+		if m.Role == core.RoleTool {
+			n += len(m.Content)
+		}
+	}
+	return &core.Error{Kind: core.KindContextTooLong,
+		Msg: fmt.Sprintf("the tools' results (about %d KB) were too long for the model to read with this conversation. Ask for less at a time, or send /new to start from an empty conversation.", max(1, (n+512)/1024)),
+		Err: fmt.Errorf("%w (%d bytes in %d messages): %w", core.ErrToolResultsTooLong, n, len(steps), err)}
 }
 
 // Notes under an answer the provider stopped before its end.
