@@ -217,6 +217,14 @@ func TestIdleConversationIsToldItStartedAfresh(t *testing.T) {
 		}
 		return ans.Text
 	}
+	// A schedule's firing (or a plugin's message) that starts the session
+	// after idle is nobody's question: its answer carries no note.
+	sess.Idle = 26 * time.Hour
+	fired, err := o.Answer(ctx, core.Turn{RequestID: 100, Session: sess, Text: "daily report",
+		In: core.Inbound{Conversation: s.conv, UserID: s.user, Text: "daily report", MessageID: "schedule:1:1", Origin: core.OriginSchedule}})
+	if err != nil || fired.Text != "answer to daily report" {
+		t.Fatalf("a firing after idle answered %q, %v; want no note", fired.Text, err)
+	}
 	want := "answer to hello\n\n_(Nothing had been said here for 1 day 2 hours, so this is a new conversation: I no longer see the earlier messages.)_"
 	if got := turn(1, "hello", 26*time.Hour); got != want {
 		t.Fatalf("first answer after idle = %q; want %q", got, want)

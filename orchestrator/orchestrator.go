@@ -304,8 +304,11 @@ func (o *Orchestrator) Answer(ctx context.Context, t core.Turn) (core.Answer, er
 	}
 	// The first answer of a session started because the conversation
 	// was idle past state.session_ttl says so: the user may expect the
-	// bot to know what was said before.
-	if t.Session.Idle > 0 && !t.Retry && len(stored) == 0 {
+	// bot to know what was said before. Only a person's own message is
+	// told: a schedule's firing or a plugin's message that happens to
+	// start the session is nobody's question (a daily firing would carry
+	// the note every day when the TTL is a day).
+	if t.Session.Idle > 0 && !t.Retry && t.In.Origin == "" && len(stored) == 0 {
 		ans.Text += "\n\n" + idleNote(t.Session.Idle)
 	}
 	return ans, nil
