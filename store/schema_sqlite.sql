@@ -1,7 +1,7 @@
 -- The SQLite schema the migrations in migrations/ produce, made on a new
 -- database in one transaction (schema.go). Generated from the migrations by
 -- go generate ./store; do not edit.
--- schema_version: 193
+-- schema_version: 194
 CREATE TABLE schema_migrations (
 		version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL);
 CREATE TABLE sessions (
@@ -398,5 +398,6 @@ CREATE TRIGGER lua_kv_usage_delete AFTER DELETE ON lua_kv BEGIN
         SET keys = keys - 1, bytes = bytes - (length(CAST(OLD.key AS BLOB)) + length(CAST(OLD.value AS BLOB)))
         WHERE script = OLD.script;
 END;
+CREATE INDEX replies_conversation_created ON replies (conversation, created_at);
 INSERT INTO schedule_version VALUES (1, 0);
 INSERT INTO sqlite_sequence VALUES ('queue', 0);

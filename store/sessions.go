@@ -218,6 +218,10 @@ func (db *DB) createSession(ctx context.Context, tx *txn, conv core.Conversation
 		CreatedAt: time.UnixMilli(now.UnixMilli()), LastAccess: time.UnixMilli(now.UnixMilli())}, err == nil, err
 }
 
+// lastReplyAt is the time of a conversation's last reply, read by
+// replies_conversation_created (migration 194) on both engines.
+const lastReplyAt = `SELECT MAX(created_at) FROM replies WHERE conversation = ?`
+
 // sweptIdle is how long conv has been idle when its previous session
 // was deleted for being idle past the TTL (0 when it has none, or its
 // last answer is more recent): the time since its last reply, which
@@ -227,7 +231,7 @@ func (db *DB) sweptIdle(ctx context.Context, tx *txn, conv core.ConversationKey,
 		return 0, nil
 	}
 	var last sql.NullInt64
-	if err := tx.QueryRowContext(ctx, `SELECT MAX(created_at) FROM replies WHERE conversation = ?`, conv.String()).Scan(&last); err != nil {
+	if err := tx.QueryRowContext(ctx, lastReplyAt, conv.String()).Scan(&last); err != nil {
 		return 0, fmt.Errorf("last reply of %s: %w", conv, err)
 	}
 	if idle := now.Sub(time.UnixMilli(last.Int64)); last.Valid && idle > db.ttl {
