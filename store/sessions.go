@@ -83,7 +83,9 @@ func (db *DB) activeSessionTx(ctx context.Context, conv core.ConversationKey) (c
 				// Expired: the conversation starts over, the user's
 				// /model choice does not (as with /new).
 				pins = sessionPins{model: s.ModelPin, profile: s.ProfilePin}
-				idle = now.Sub(s.LastAccess)
+				if idle, err = db.expiredIdle(ctx, tx, s, now); err != nil {
+					return err
+				}
 				if err := db.endSession(ctx, tx, s.ID); err != nil {
 					return err
 				}
@@ -218,23 +220,46 @@ func (db *DB) createSession(ctx context.Context, tx *txn, conv core.Conversation
 		CreatedAt: time.UnixMilli(now.UnixMilli()), LastAccess: time.UnixMilli(now.UnixMilli())}, err == nil, err
 }
 
-// lastReplyAt is the time of a conversation's last reply, read by
-// replies_conversation_created (migration 194) on both engines.
-const lastReplyAt = `SELECT MAX(created_at) FROM replies WHERE conversation = ?`
+// lastReplyAt is the time and model of a conversation's last reply, read
+// by replies_conversation_created (migration 194) on both engines.
+const lastReplyAt = `SELECT created_at, model FROM replies WHERE conversation = ? ORDER BY created_at DESC LIMIT 1`
+
+// expiredIdle is how long s, expired, had been idle (core.Session.Idle),
+// or 0 when it held no history: a session /new started (or the sweep
+// made for a /model pin) and nobody used since forgets nothing, and the
+// user who sent /new knows the conversation started over.
+func (db *DB) expiredIdle(ctx context.Context, tx *txn, s core.Session, now time.Time) (time.Duration, error) {
+	var n int
+	if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM (SELECT 1 FROM messages WHERE session_id = ? LIMIT 1) m`, s.ID).Scan(&n); err != nil {
+		return 0, fmt.Errorf("history of expired session %d: %w", s.ID, err)
+	}
+	if n == 0 {
+		return 0, nil
+	}
+	return now.Sub(s.LastAccess), nil
+}
 
 // sweptIdle is how long conv has been idle when its previous session
 // was deleted for being idle past the TTL (0 when it has none, or its
-// last answer is more recent): the time since its last reply, which
-// outlives the session. It runs only when a conversation has no session.
+// last answer is more recent, or was no model's): the time since its
+// last reply, which outlives the session. It runs only when a
+// conversation has no session.
 func (db *DB) sweptIdle(ctx context.Context, tx *txn, conv core.ConversationKey, now time.Time) (time.Duration, error) {
 	if db.ttl <= 0 {
 		return 0, nil
 	}
-	var last sql.NullInt64
-	if err := tx.QueryRowContext(ctx, lastReplyAt, conv.String()).Scan(&last); err != nil {
+	var last int64
+	var model string
+	switch err := tx.QueryRowContext(ctx, lastReplyAt, conv.String()).Scan(&last, &model); {
+	case errors.Is(err, sql.ErrNoRows):
+		return 0, nil
+	case err != nil:
 		return 0, fmt.Errorf("last reply of %s: %w", conv, err)
 	}
-	if idle := now.Sub(time.UnixMilli(last.Int64)); last.Valid && idle > db.ttl {
+	// A last reply no model wrote is a command's (/new's, /status') or a
+	// schedule's text: after /new nothing was forgotten, and what came
+	// before another command cannot be told apart here.
+	if idle := now.Sub(time.UnixMilli(last)); model != "" && idle > db.ttl {
 		return idle, nil
 	}
 	return 0, nil

@@ -835,7 +835,7 @@ func testIdleSession(t *testing.T, e Engine) {
 		t.Fatalf("a conversation's first session has Idle %v", s1.Idle)
 	}
 	req := mustEnqueue(t, db, msg(c, "1", "question"))
-	_, err = db.SaveReply(ctx, &core.Reply{RequestID: req, SessionID: s1.ID, Conversation: c, Text: "answer", Parts: []string{"answer"}},
+	_, err = db.SaveReply(ctx, &core.Reply{RequestID: req, SessionID: s1.ID, Conversation: c, Text: "answer", Parts: []string{"answer"}, Model: "fake/m"},
 		[]core.ChatMessage{{Role: core.RoleUser, Content: "question"}, {Role: core.RoleAssistant, Content: "answer"}})
 	check(t, "reply", err)
 	clock.Advance(50 * time.Minute)
@@ -862,5 +862,39 @@ func testIdleSession(t *testing.T, e Engine) {
 	s3, err := db.ActiveSession(ctx, c)
 	if err != nil || s3.Idle != 5*time.Hour+50*time.Minute+3*time.Hour {
 		t.Fatalf("after the sweep: %+v, %v; want Idle since the last reply (8h50m)", s3, err)
+	}
+}
+
+// testNoIdleAfterNew: a session /new started that nobody used forgets
+// nothing when it expires, and the user who sent /new knows the
+// conversation started over: the next session has no Idle, whether the
+// /new session was still there or already swept (then the last reply is
+// /new's own, which no model wrote).
+func testNoIdleAfterNew(t *testing.T, e Engine) {
+	clock := NewClock()
+	db := e.open(t, store.Options{Now: clock.Now, SessionTTL: time.Hour})
+	for _, swept := range []bool{false, true} {
+		c := conv(fmt.Sprintf("idle-after-new-%v", swept))
+		s1, err := db.ActiveSession(ctx, c)
+		check(t, "first session", err)
+		req := mustEnqueue(t, db, msg(c, "1", "question"))
+		_, err = db.SaveReply(ctx, &core.Reply{RequestID: req, SessionID: s1.ID, Conversation: c, Text: "answer", Parts: []string{"answer"}, Model: "fake/m"},
+			[]core.ChatMessage{{Role: core.RoleUser, Content: "question"}, {Role: core.RoleAssistant, Content: "answer"}})
+		check(t, "reply", err)
+		clock.Advance(10 * time.Minute)
+		s2, err := db.NewSession(ctx, c)
+		check(t, "/new", err)
+		req = mustEnqueue(t, db, msg(c, "2", "/new"))
+		_, err = db.SaveReply(ctx, &core.Reply{RequestID: req, SessionID: s2.ID, Conversation: c, Text: "Started a new conversation.", Parts: []string{"Started a new conversation."}}, nil)
+		check(t, "/new's reply", err)
+		clock.Advance(3 * time.Hour)
+		if swept {
+			if n, err := db.ExpireSessions(ctx); err != nil || n == 0 {
+				t.Fatalf("expire = %d, %v", n, err)
+			}
+		}
+		if s3, err := db.ActiveSession(ctx, c); err != nil || s3.ID == s2.ID || s3.Idle != 0 {
+			t.Fatalf("3 h after /new (swept %v): %+v, %v; want a new session with no Idle", swept, s3, err)
+		}
 	}
 }

@@ -37,6 +37,7 @@ func Run(t *testing.T, e Engine) {
 	t.Run("Sessions", func(t *testing.T) { testSessions(t, e) })
 	t.Run("SessionPins", func(t *testing.T) { testSessionPins(t, e) })
 	t.Run("IdleSession", func(t *testing.T) { testIdleSession(t, e) })
+	t.Run("NoIdleAfterNew", func(t *testing.T) { testNoIdleAfterNew(t, e) })
 	t.Run("LatestThread", func(t *testing.T) { testLatestThread(t, e) })
 	t.Run("Replies", func(t *testing.T) { testReplies(t, e) })
 	t.Run("Memories", func(t *testing.T) { testMemories(t, e) })
