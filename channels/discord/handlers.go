@@ -134,12 +134,17 @@ func (r *run) ready(ctx context.Context, raw json.RawMessage) error {
 // behind it wait in order (and, past the buffer, in Discord's connection,
 // whose resume replays them).
 func (r *run) accept(ctx context.Context, in core.Inbound) error {
-	accept := func(ctx context.Context) error { return r.sink.Accept(ctx, in) }
+	return r.keep(ctx, "message", in.MessageID, func(ctx context.Context) error { return r.sink.Accept(ctx, in) })
+}
+
+// keep runs accept (a message's or a reaction's hand-in) as accept does:
+// retried briefly, and waited out while the database is out of reach.
+func (r *run) keep(ctx context.Context, what, id string, accept func(context.Context) error) error {
 	err := r.retryStore(ctx, accept)
 	if err == nil || core.ErrorKind(err) != core.KindUnavailable {
 		return err
 	}
-	r.b.log.Warn("the store is out of reach: this Discord message (and the events after it) wait until it answers", "message", in.MessageID, "err", err)
+	r.b.log.Warn("the store is out of reach: this Discord "+what+" (and the events after it) wait until it answers", "message", id, "err", err)
 	wait := time.Second
 	for tries := 0; ; tries++ {
 		if r.b.sleep(ctx, wait) != nil {
@@ -147,7 +152,7 @@ func (r *run) accept(ctx context.Context, in core.Inbound) error {
 		}
 		if err = accept(ctx); err == nil || core.ErrorKind(err) != core.KindUnavailable {
 			if err == nil {
-				r.b.log.Info("the store answers again: the waiting Discord message is accepted", "message", in.MessageID, "tries", tries+1)
+				r.b.log.Info("the store answers again: the waiting Discord "+what+" is accepted", "message", id, "tries", tries+1)
 			}
 			return err
 		}
@@ -449,7 +454,7 @@ func (r *run) reaction(ctx context.Context, raw json.RawMessage, added bool, ses
 	if !ok {
 		return nil
 	}
-	return r.retryStore(ctx, func(ctx context.Context) error { return r.sink.React(ctx, ev) })
+	return r.keep(ctx, "reaction", d.MessageID, func(ctx context.Context) error { return r.sink.React(ctx, ev) })
 }
 
 // roleTTL is how long the bot's role in a guild is trusted before it is

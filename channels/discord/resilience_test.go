@@ -447,3 +447,46 @@ func TestMessageWaitingAtShutdownIsReported(t *testing.T) {
 		t.Errorf("no ERROR for the message lost at shutdown:\n%s", logs.String())
 	}
 }
+
+// React fails as Accept does while the database is down.
+func (s *outageSink) React(ctx context.Context, r core.Reaction) error {
+	s.mu.Lock()
+	s.tries++
+	down := s.tries <= s.fail
+	s.mu.Unlock()
+	if down {
+		return &core.Error{Kind: core.KindUnavailable, Msg: "the database is out of reach (test)"}
+	}
+	return s.fakeSink.React(ctx, r)
+}
+
+// TestReactionWaitsOutADatabaseOutage: a 👎 on the bot's answer during a
+// database outage longer than the store's quick retries waits for the
+// database, as a message does; it was dropped after five tries.
+func TestReactionWaitsOutADatabaseOutage(t *testing.T) {
+	t.Parallel()
+	srv := discordtest.New(t, token)
+	bot, err := discord.New(options(t, srv, &syncBuffer{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sink := &outageSink{}
+	runBot(t, bot, sink)
+	alice := srv.User("alice")
+	dm := srv.DM(alice)
+	srv.Message(t, discordtest.Msg{Channel: dm, Author: alice, Content: "a question"})
+	srv.WaitFor(t, "the question", func() bool { return len(sink.inbound()) == 1 })
+	answer, err := bot.Send(context.Background(), core.Outbound{Conversation: sink.inbound()[0].Conversation}, "an answer")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sink.mu.Lock()
+	sink.fail, sink.tries = 12, 0
+	sink.mu.Unlock()
+	srv.React(t, alice, "", dm, answer, "👎", true)
+	srv.WaitFor(t, "the reaction accepted after the outage", func() bool {
+		sink.fakeSink.mu.Lock()
+		defer sink.fakeSink.mu.Unlock()
+		return len(sink.fakeSink.reacts) == 1
+	})
+}

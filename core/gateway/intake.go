@@ -25,7 +25,7 @@ func (g *Gateway) Accept(ctx context.Context, in core.Inbound) error {
 	if ok, err := g.admit(ctx, in); err != nil {
 		// The access check reads the database (pairing mode, the
 		// channels' default): its outage is the same as the enqueue's.
-		return g.notKept(fmt.Errorf("accept %s message %s: %w", in.Conversation.Channel, in.MessageID, err))
+		return g.notKept(fmt.Errorf("accept %s message %s: %w", in.Conversation.Channel, in.MessageID, err), "message")
 	} else if !ok {
 		return nil // a refused message is answered (or ignored), not queued
 	}
@@ -56,7 +56,7 @@ func (g *Gateway) Accept(ctx context.Context, in core.Inbound) error {
 		return nil
 	}
 	if err != nil {
-		return g.notKept(fmt.Errorf("accept %s message %s: %w", in.Conversation.Channel, in.MessageID, err))
+		return g.notKept(fmt.Errorf("accept %s message %s: %w", in.Conversation.Channel, in.MessageID, err), "message")
 	}
 	if dup {
 		g.log.Debug("duplicate message dropped", "conv", in.Conversation.String(), "message_id", in.MessageID)
@@ -69,12 +69,14 @@ func (g *Gateway) Accept(ctx context.Context, in core.Inbound) error {
 	return nil
 }
 
-// notKept is Accept's error for a message the store could not queue.
+// notKept is Accept's (React's) error for a message (a reaction) the
+// store could not queue.
 // When the database is out of reach it says so in words, names it (its
 // server, never its credentials) and says the message was not kept: a
 // platform redelivers what it was not acknowledged for, but a console
 // line is gone and its operator must send it again.
-func (g *Gateway) notKept(err error) error {
+func (g *Gateway) notKept(err error, thing string) error {
+	again := map[string]string{"message": "send it again", "reaction": "react again"}
 	r, ok := g.store.(reachability)
 	if !ok || !r.Unreachable(err) {
 		return err
@@ -83,7 +85,7 @@ func (g *Gateway) notKept(err error) error {
 	if n, ok := g.store.(interface{ Name() string }); ok && n.Name() != "" {
 		what = n.Name() + " (state.postgres.dsn)"
 	}
-	return &core.Error{Kind: core.KindUnavailable, Msg: what + " is out of reach, so the message was not kept: send it again once the database answers (/readyz says ready)", Err: err}
+	return &core.Error{Kind: core.KindUnavailable, Msg: what + " is out of reach, so the " + thing + " was not kept: " + again[thing] + " once the database answers (/readyz says ready)", Err: err}
 }
 
 // uncapped says channel's messages are not held to queue.max_pending
@@ -107,8 +109,10 @@ func (g *Gateway) React(ctx context.Context, r core.Reaction) error {
 		r.At = g.now()
 	}
 	// A reaction of someone who may not talk to the bot judges nothing.
-	if ok, _, err := g.admitted(ctx, core.Inbound{Conversation: r.Conversation, UserID: r.UserID}); err != nil || !ok {
-		return err
+	if ok, _, err := g.admitted(ctx, core.Inbound{Conversation: r.Conversation, UserID: r.UserID}); err != nil {
+		return g.notKept(fmt.Errorf("accept %s reaction: %w", r.Conversation.Channel, err), "reaction")
+	} else if !ok {
+		return nil
 	}
 	// A platform may not say in which thread or topic a reaction was
 	// made: the judged reply knows, and the reaction joins that
@@ -123,7 +127,7 @@ func (g *Gateway) React(ctx context.Context, r core.Reaction) error {
 		Reaction:     &r,
 	})
 	if err != nil {
-		return fmt.Errorf("accept %s reaction: %w", r.Conversation.Channel, err)
+		return g.notKept(fmt.Errorf("accept %s reaction: %w", r.Conversation.Channel, err), "reaction")
 	}
 	return nil
 }

@@ -48,3 +48,26 @@ func TestAcceptSaysTheDatabaseIsOutOfReachBeforeTheQueue(t *testing.T) {
 		t.Fatalf("Accept while the pairings cannot be read: %v (kind %v); want %v wrapping the driver's error", err, k, core.KindUnavailable)
 	}
 }
+
+// TestReactSaysTheDatabaseIsOutOfReach: a reaction that meets the
+// database out of reach (its access check, as a message's) is refused as
+// KindUnavailable, named, so Discord waits for the database as it does
+// for a message; it returned the bare driver error, and Discord dropped
+// the reaction after 3 s.
+func TestReactSaysTheDatabaseIsOutOfReach(t *testing.T) {
+	db := openDB(t, store.Options{})
+	r := runOn(t, db, gateway.Options{Store: outOfReachDB{db}, Agent: &fakeAgent{}, Pairings: pairingsDown{db},
+		Access: map[string]core.AccessPolicy{"fake": {Mode: core.AccessPairing, Users: []string{"friend"}}}})
+	re := core.Reaction{Conversation: core.ConversationKey{Channel: "fake", Chat: "s"}, MessageID: "9", UserID: "stranger", EventID: "e1", Emoji: "👎", Added: true}
+	var err error
+	for i := 0; ; i++ {
+		err = r.g.React(context.Background(), re)
+		if !errors.Is(err, gateway.ErrNotAccepting) || i > 1000 {
+			break
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	if k := core.ErrorKind(err); k != core.KindUnavailable || !errors.Is(err, errOutOfReach) {
+		t.Fatalf("React while the pairings cannot be read: %v (kind %v); want %v wrapping the driver's error", err, k, core.KindUnavailable)
+	}
+}
