@@ -1,0 +1,564 @@
+package main
+
+// Secrets never reach an output: every credential the config can hold is
+// set to a distinctive value (through ${VAR}, as an operator sets it), the
+// binary is driven down the paths where credentials tend to leak (a
+// platform or provider that refuses, answers garbage or cannot be reached,
+// a database that cannot be opened, the CLI's reports and files), and
+// everything it wrote — stdout, stderr, the files in its data directory
+// (the database included), HTTP answers — is searched for each value.
+// A new path is one row of secretPaths.
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"io/fs"
+	"maps"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/opentalon/opentalon/store/pgtest"
+)
+
+// The credentials, by the variable that carries each into the config. The
+// part after the prefix a platform demands (xoxb-, digits:) is what is
+// searched for, so a token cut in half or escaped still shows.
+var leakSecrets = map[string]string{
+	"TELEGRAM_BOT_TOKEN":       "7000001:SECRET-TG-1b9f7c",
+	"TELEGRAM_WEBHOOK_SECRET":  "SECRET-TGWH-0e0a99",
+	"SLACK_BOT_TOKEN":          "xoxb-SECRET-SLB-2c8e11",
+	"SLACK_APP_TOKEN":          "xapp-SECRET-SLA-3d7f22",
+	"SLACK_SIGNING_SECRET":     "SECRET-SLS-4e6a33",
+	"DISCORD_BOT_TOKEN":        "SECRET-DC-5f5b44",
+	"OPENAI_API_KEY":           "sk-SECRET-LLM-6a4c55",
+	"LLM_QUERY_KEY":            "SECRET-LLMQ-3b3dcc",
+	"LLM_URL_PASSWORD":         "SECRET-LLMU-4c4edd",
+	"NOTIFY_URL_TOKEN":         "SECRET-NURL-5d5fee",
+	"LLM_EXTRA_HEADER":         "SECRET-HDR-7b3d66",
+	"OPENTALON_SEAL_KEY":       "SECRET-SEAL-9d1f88",
+	"OPENTALON_WEBHOOK_SECRET": "SECRET-NWH-1f1baa",
+	"OPENTALON_API_KEY":        "SECRET-API-2a2cbb",
+	"PG_PASSWORD":              "SECRET-PG-8c2e77",
+}
+
+// leakMarker is the distinctive part of a secret value.
+func leakMarker(v string) string { return v[max(0, strings.Index(v, "SECRET-")):] }
+
+// failMode is how a fake platform or provider answers.
+type failMode string
+
+const (
+	failOK        failMode = "ok"      // the LLM answers; platforms are not used
+	fail401       failMode = "401"     // refuses the credential
+	fail404       failMode = "404"     // a proxy's page quoting the URL asked for
+	fail429       failMode = "429"     // rate limited
+	fail500       failMode = "500"     // a server error quoting the request
+	failBadJSON   failMode = "badjson" // 200 with a body that is not JSON
+	failRefused   failMode = "refused" // nothing listens
+	failProxyDown failMode = "proxy"   // HTTPS_PROXY points at a dead port
+)
+
+// refusingServer answers every request as mode says, on 127.0.0.1. The
+// error pages quote the request line and its headers, as a misconfigured
+// proxy or an API's debug page does: whatever the client then puts in
+// its error is what such a server would make it say.
+func refusingServer(t *testing.T, mode failMode) string {
+	t.Helper()
+	if mode == failRefused || mode == failProxyDown {
+		return "http://" + closedAddr(t)
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(io.LimitReader(r.Body, 300))
+		quote := fmt.Sprintf("%s %s (Authorization: %s) %q", r.Method, r.URL.RequestURI(), r.Header.Get("Authorization"), body)
+		switch mode {
+		case fail401:
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusUnauthorized)
+			fmt.Fprintf(w, `{"ok":false,"error_code":401,"description":"Unauthorized: %s","error":{"message":"invalid key for %s"}}`, quote, quote)
+		case fail404:
+			w.Header().Set("Content-Type", "text/html")
+			w.WriteHeader(http.StatusNotFound)
+			fmt.Fprintf(w, "<html><body>404: no route for %s</body></html>", quote)
+		case fail429:
+			w.Header().Set("Content-Type", "application/json")
+			w.Header().Set("Retry-After", "0")
+			w.WriteHeader(http.StatusTooManyRequests)
+			fmt.Fprintf(w, `{"ok":false,"error_code":429,"description":"Too Many Requests: %s","error":{"message":"slow down %s"}}`, quote, quote)
+		case fail500:
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusInternalServerError)
+			fmt.Fprintf(w, `{"ok":false,"error_code":500,"description":"Internal: %s","error":{"message":"internal error serving %s"}}`, quote, quote)
+		default:
+			w.Header().Set("Content-Type", "application/json")
+			fmt.Fprintf(w, "this is not JSON: %s", quote)
+		}
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+// closedAddr is a 127.0.0.1 address nothing listens on.
+func closedAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	return addr
+}
+
+// leakLLM is an OpenAI-compatible provider that lists its model (so the
+// start-up check passes) and answers chat requests as mode says.
+func leakLLM(t *testing.T, mode failMode) string {
+	t.Helper()
+	if mode == failRefused {
+		return "http://" + closedAddr(t) + "/v1"
+	}
+	fail := refusingServer(t, mode)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasSuffix(r.URL.Path, "/models") {
+			w.Header().Set("Content-Type", "application/json")
+			fmt.Fprint(w, `{"object":"list","data":[{"id":"small","object":"model"}]}`)
+			return
+		}
+		if mode == failOK {
+			w.Header().Set("Content-Type", "application/json")
+			fmt.Fprint(w, `{"id":"x","object":"chat.completion","model":"small","choices":[{"index":0,"message":{"role":"assistant","content":"fine"},"finish_reason":"stop"}],"usage":{"prompt_tokens":1,"completion_tokens":1}}`)
+			return
+		}
+		resp, err := http.DefaultClient.Do(mustRequest(t, r.Method, fail+r.URL.RequestURI(), r.Header))
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadGateway)
+			return
+		}
+		defer resp.Body.Close()
+		for k, v := range resp.Header {
+			w.Header()[k] = v
+		}
+		w.WriteHeader(resp.StatusCode)
+		buf := make([]byte, 64<<10)
+		n, _ := resp.Body.Read(buf)
+		w.Write(buf[:n])
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL + "/v1"
+}
+
+func mustRequest(t *testing.T, method, url string, h http.Header) *http.Request {
+	req, err := http.NewRequest(method, url, nil)
+	if err != nil {
+		t.Error(err)
+		return nil
+	}
+	req.Header = h.Clone()
+	return req
+}
+
+// leakSetup is what one row's config points at.
+type leakSetup struct {
+	dataDir  string
+	llmURL   string // the provider's base_url
+	platform string // the api_url of the enabled platforms
+	channels []string
+	console  bool
+	listen   string // server.listen; "" = off
+	state    string // extra lines under state: (a PostgreSQL DSN)
+}
+
+// config is the YAML of s, every credential through ${VAR}.
+func (s leakSetup) config() string {
+	on := func(ch string) bool {
+		for _, c := range s.channels {
+			if c == ch {
+				return true
+			}
+		}
+		return false
+	}
+	return fmt.Sprintf(`state:
+  data_dir: %q
+  seal_key: "${OPENTALON_SEAL_KEY}"
+%smodels:
+  providers:
+    fake:
+      api: openai-completions
+      base_url: %q
+      api_key: "${OPENAI_API_KEY}"
+      headers: { X-Extra-Auth: "${LLM_EXTRA_HEADER}" }
+  catalog:
+    fake/small: { alias: small, weight: 80, context_window: 8000 }
+routing:
+  primary: fake/small
+server:
+  listen: %q
+  api_key: "${OPENTALON_API_KEY}"
+notifications:
+  channel_down_after: 1ms
+  sinks:
+    - type: webhook
+      url: "%s/hook/${NOTIFY_URL_TOKEN}"
+      secret: "${OPENTALON_WEBHOOK_SECRET}"
+channels:
+  console: { enabled: %t }
+  telegram:
+    enabled: %t
+    token: "${TELEGRAM_BOT_TOKEN}"
+    api_url: %q
+  slack:
+    enabled: %t
+    bot_token: "${SLACK_BOT_TOKEN}"
+    app_token: "${SLACK_APP_TOKEN}"
+    signing_secret: "${SLACK_SIGNING_SECRET}"
+    api_url: %q
+  discord:
+    enabled: %t
+    token: "${DISCORD_BOT_TOKEN}"
+    api_url: %q
+    register_commands: false
+`, s.dataDir, s.state, s.llmURL, s.listen, s.platform, s.console,
+		on("telegram"), s.platform, on("slack"), s.platform+"/api/", on("discord"), s.platform)
+}
+
+// leakEnv is the whole environment of a run: the secrets and extra.
+func leakEnv(extra map[string]string) map[string]string {
+	env := map[string]string{"PATH": os.Getenv("PATH")}
+	for k, v := range leakSecrets {
+		env[k] = v
+	}
+	for k, v := range extra {
+		env[k] = v
+	}
+	return env
+}
+
+// leakOutput is one named thing the binary wrote.
+type leakOutput struct {
+	what string
+	data []byte
+}
+
+// dirOutputs are the files under dir (logs, the database and its WAL,
+// backups, exports).
+func dirOutputs(t *testing.T, dir string) []leakOutput {
+	t.Helper()
+	var outs []leakOutput
+	filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return nil
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Errorf("read %s: %v", p, err)
+			return nil
+		}
+		outs = append(outs, leakOutput{"file " + p, b})
+		return nil
+	})
+	return outs
+}
+
+// assertNoSecret fails for each secret found in an output, naming both.
+func assertNoSecret(t *testing.T, outs []leakOutput, extra map[string]string) {
+	t.Helper()
+	secrets := maps.Clone(leakSecrets)
+	maps.Copy(secrets, extra)
+	for _, o := range outs {
+		for name, v := range secrets {
+			m := leakMarker(v)
+			if i := strings.Index(string(o.data), m); i >= 0 {
+				lo, hi := max(0, i-200), min(len(o.data), i+len(m)+80)
+				t.Errorf("%s leaks %s: …%q…", o.what, name, o.data[lo:hi])
+			}
+		}
+	}
+}
+
+// logWatch is a stderr that says when it was written to.
+type logWatch struct {
+	lockedBuf
+	wrote chan struct{}
+}
+
+func (w *logWatch) Write(p []byte) (int, error) {
+	n, err := w.lockedBuf.Write(p)
+	select {
+	case w.wrote <- struct{}{}:
+	default:
+	}
+	return n, err
+}
+
+// runMainWhile is runMain with during run beside it: during may wait for
+// the log to say something (wait returns the log once cond holds, or
+// whatever it holds when the run ends); the run is stopped when during
+// returns (it ends by itself as well when the command does).
+func runMainWhile(t *testing.T, env map[string]string, stdin string, args []string, during func(wait func(cond func(log string) bool) (string, bool))) mainResult {
+	t.Helper()
+	var out bytes.Buffer
+	logw := &logWatch{wrote: make(chan struct{}, 1)}
+	lookup := func(k string) (string, bool) { v, ok := env[k]; return v, ok }
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	ended := make(chan struct{})
+	wait := func(cond func(string) bool) (string, bool) {
+		for {
+			log := logw.String()
+			if cond(log) {
+				return log, true
+			}
+			select {
+			case <-logw.wrote:
+			case <-ended:
+				log := logw.String()
+				return log, cond(log)
+			}
+		}
+	}
+	if during == nil {
+		during = func(wait func(func(string) bool) (string, bool)) { wait(func(string) bool { return false }) }
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		defer cancel()
+		during(wait)
+	}()
+	code := Main(ctx, args, Stdio{In: strings.NewReader(stdin), Out: &out, Err: logw}, lookup)
+	close(ended)
+	<-done
+	return mainResult{code, out.String(), logw.String()}
+}
+
+// errReports counts the error reports (an "err=" attribute) in a log.
+func errReports(n int) func(string) bool {
+	return func(log string) bool { return strings.Count(log, "err=") >= n }
+}
+
+// fetchAll GETs each path from the server at addr, with the API key and
+// without it, and returns the answers.
+func fetchAll(t *testing.T, addr string, paths []string) []leakOutput {
+	t.Helper()
+	var outs []leakOutput
+	for _, p := range paths {
+		for _, key := range []string{leakSecrets["OPENTALON_API_KEY"], "", "wrong-key"} {
+			req, err := http.NewRequest(http.MethodGet, "http://"+addr+p, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if key != "" {
+				req.Header.Set("Authorization", "Bearer "+key)
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Errorf("GET %s: %v", p, err)
+				continue
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if key == leakSecrets["OPENTALON_API_KEY"] && strings.HasPrefix(p, "/api/") && resp.StatusCode != http.StatusOK {
+				t.Errorf("GET %s with the key: %s %s", p, resp.Status, b)
+			}
+			var hdr strings.Builder
+			resp.Header.Write(&hdr)
+			outs = append(outs, leakOutput{fmt.Sprintf("GET %s (key %q)", p, key), append([]byte(hdr.String()), b...)})
+		}
+	}
+	return outs
+}
+
+// leakRow is one path: a setup, a command line, and what else to read.
+type leakRow struct {
+	name     string
+	llm      failMode
+	platform failMode
+	channels []string
+	console  bool
+	llmAll   bool // the provider fails every request, its model list too
+	// llmURLForm puts a credential into the provider's base_url: "query"
+	// (?key=, as Gemini takes it) or "userinfo" (user:password@).
+	llmURLForm string
+	stdin      string
+	args       []string
+	env        map[string]string
+	// wantFail: the run must end with a non-zero code (a refusal
+	// that is not reported is no test of its report).
+	wantFail bool
+	// until: a gateway that keeps retrying is stopped once its log holds
+	// this many error reports (an "err=" attribute).
+	until int
+	// dsn is the state on PostgreSQL at this OPENTALON_POSTGRES_DSN:
+	// {pw} is the password, {closed} an address nothing listens on
+	// ({port} its port),
+	// {pg} the test server's DSN with that password added.
+	dsn string
+	// http: GET these paths from the running gateway (with the API
+	// key, without, with a wrong one) once until error reports are in.
+	http []string
+	// then: commands run after the first on the same config ({dir} is
+	// the data directory).
+	then [][]string
+}
+
+func TestE2ESecretsNeverLeak(t *testing.T) {
+	t.Parallel()
+	all := []string{"telegram", "slack", "discord"}
+	rows := []leakRow{
+		{name: "config check", llm: failOK, channels: all, args: []string{"config", "check"}},
+		{name: "doctor", llm: failOK, platform: fail401, channels: all, args: []string{"doctor"}},
+		{name: "doctor provider 401", llm: fail401, llmAll: true, channels: all, args: []string{"doctor"}, wantFail: true},
+		{name: "run provider 401 at start", llm: fail401, llmAll: true, console: true, args: []string{"run"}, wantFail: true},
+		{name: "run provider 500 at start", llm: fail500, llmAll: true, console: true, args: []string{"run"}},
+		{name: "status page and metrics", llm: failOK, platform: fail500, channels: all, args: []string{"run"}, until: 3,
+			http: []string{"/", "/api/status", "/api/usage", "/api/affinity", "/metrics", "/healthz", "/readyz", "/nope"}},
+		{name: "chat then backup and session export", llm: failOK, console: true, stdin: "hello\n", args: []string{"run"},
+			then: [][]string{{"backup", "{dir}/backup.db"}, {"session", "export", "--out", "{dir}/session.yaml", "console:local"},
+				{"session", "export", "--format", "json", "console:local"}, {"queue", "--status", "all"}, {"usage"}, {"doctor", "--offline"}}},
+	}
+	for _, r := range []struct{ name, dsn string }{
+		{"URL", "postgres://opentalon:{pw}@{closed}/opentalon?sslmode=disable"},
+		{"key=value", "host=127.0.0.1 port={port} user=opentalon password={pw} dbname=opentalon sslmode=disable"},
+		{"bad URL", "postgres://opentalon:{pw}@127.0.0.1:notaport/opentalon"},
+		{"wrong password", "{pg}"},
+		{"working", "{pgok}"},
+	} {
+		for _, args := range [][]string{{"run"}, {"doctor", "--offline"}, {"config", "check"}, {"backup", "/nonexistent/b.sql"}, {"backup", "{dir}/dump.sql"}} {
+			rows = append(rows, leakRow{name: "postgres " + r.name + " " + strings.Join(args, " "), llm: failOK, console: true, dsn: r.dsn, args: args})
+		}
+	}
+	for _, mode := range []failMode{fail401, fail404, fail500, failBadJSON, failRefused} {
+		rows = append(rows, leakRow{name: "doctor --channels platforms " + string(mode), llm: failOK, platform: mode, channels: all,
+			args: []string{"doctor", "--channels"}, wantFail: true})
+		for _, ch := range all {
+			rows = append(rows, leakRow{name: "run " + ch + " " + string(mode), llm: failOK, platform: mode, channels: []string{ch},
+				args: []string{"run"}, until: 2})
+		}
+	}
+	for _, mode := range []failMode{fail401, fail429, fail500, failBadJSON, failRefused} {
+		rows = append(rows, leakRow{name: "console LLM " + string(mode), llm: mode, console: true, stdin: "hello\n", args: []string{"run"}, until: 1})
+	}
+	for _, r := range rows {
+		t.Run(r.name, func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			s := leakSetup{dataDir: dir, llmURL: leakLLM(t, r.llm), channels: r.channels, console: r.console}
+			if r.llmAll {
+				s.llmURL = refusingServer(t, r.llm) + "/v1"
+			}
+			switch r.llmURLForm {
+			case "query":
+				s.llmURL += "?key=${LLM_QUERY_KEY}"
+			case "userinfo":
+				s.llmURL = strings.Replace(s.llmURL, "http://", "http://llmuser:${LLM_URL_PASSWORD}@", 1)
+			}
+			if r.platform != "" {
+				s.platform = refusingServer(t, r.platform)
+			} else {
+				s.platform = "http://" + closedAddr(t)
+			}
+			env := leakEnv(r.env)
+			extra := map[string]string{} // secrets of this row alone
+			if r.dsn != "" {
+				dsn := strings.NewReplacer("{pw}", leakSecrets["PG_PASSWORD"], "{closed}", closedAddr(t), "{port}", strings.Split(closedAddr(t), ":")[1], "{pg}", pgWithPassword(t, r.dsn), "{pgok}", pgWorking(t, r.dsn, extra)).Replace(r.dsn)
+				env["OPENTALON_POSTGRES_DSN"] = dsn
+				s.state = "  driver: postgres\n  postgres: { dsn: \"${OPENTALON_POSTGRES_DSN}\" }\n"
+			}
+			if len(r.http) > 0 {
+				s.listen = "127.0.0.1:0"
+			}
+			cfg := filepath.Join(t.TempDir(), "config.yaml")
+			if err := os.WriteFile(cfg, []byte(s.config()), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			var outs []leakOutput
+			var during func(wait func(func(string) bool) (string, bool))
+			switch {
+			case len(r.http) > 0:
+				during = func(wait func(func(string) bool) (string, bool)) {
+					log, ok := wait(func(log string) bool {
+						return strings.Contains(log, "http server listening") && errReports(r.until)(log)
+					})
+					if !ok {
+						t.Errorf("the gateway did not listen and report %d errors", r.until)
+						return
+					}
+					m := regexp.MustCompile(`http server listening.* addr=(\S+)`).FindStringSubmatch(log)
+					outs = append(outs, fetchAll(t, m[1], r.http)...)
+				}
+			case r.until > 0:
+				during = func(wait func(func(string) bool) (string, bool)) { wait(errReports(r.until)) }
+			}
+			args := slices.Clone(r.args)
+			for i := range args {
+				args[i] = strings.ReplaceAll(args[i], "{dir}", dir)
+			}
+			res := runMainWhile(t, env, r.stdin, append([]string{"--config", cfg}, args...), during)
+			t.Logf("%s: exit %d\nstdout:\n%s\nstderr:\n%s", r.args, res.code, res.stdout, res.stderr)
+			if r.wantFail && res.code == 0 {
+				t.Errorf("exit 0; want the refusal reported")
+			}
+			outs = append(outs, leakOutput{"stdout", []byte(res.stdout)}, leakOutput{"stderr", []byte(res.stderr)})
+			for _, args := range r.then {
+				args = slices.Clone(args)
+				for i := range args {
+					args[i] = strings.ReplaceAll(args[i], "{dir}", dir)
+				}
+				res := runMain(t, env, "", append([]string{"--config", cfg}, args...)...)
+				t.Logf("%s: exit %d\nstdout:\n%s\nstderr:\n%s", args, res.code, res.stdout, res.stderr)
+				if res.code != 0 {
+					t.Errorf("%s: exit %d", args, res.code)
+				}
+				outs = append(outs, leakOutput{fmt.Sprint(args, " stdout"), []byte(res.stdout)}, leakOutput{fmt.Sprint(args, " stderr"), []byte(res.stderr)})
+			}
+			outs = append(outs, dirOutputs(t, dir)...)
+			assertNoSecret(t, outs, extra)
+		})
+	}
+}
+
+// pgWithPassword is the test server's DSN (a fresh schema) with the
+// secret as its password, when dsn asks for it.
+func pgWithPassword(t *testing.T, dsn string) string {
+	t.Helper()
+	if !strings.Contains(dsn, "{pg}") {
+		return ""
+	}
+	u, err := url.Parse(pgtest.DSN(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.User = url.UserPassword(u.User.Username(), leakSecrets["PG_PASSWORD"])
+	return u.String()
+}
+
+// pgWorking is the test server's DSN (a fresh schema), when dsn asks for
+// it; its password joins the row's secrets.
+func pgWorking(t *testing.T, dsn string, secrets map[string]string) string {
+	t.Helper()
+	if !strings.Contains(dsn, "{pgok}") {
+		return ""
+	}
+	d := pgtest.DSN(t)
+	u, err := url.Parse(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pw, ok := u.User.Password(); ok && len(pw) >= 8 {
+		secrets["test server's password"] = pw
+	} else {
+		t.Logf("the test server's DSN has no password to look for")
+	}
+	return d
+}
