@@ -6,6 +6,8 @@ import (
 	"io"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/opentalon/opentalon/core"
 )
 
 // Print writes the effective config as YAML with every secret shown as
@@ -29,4 +31,14 @@ func (c *Config) Redacted() string {
 		return err.Error()
 	}
 	return b.String()
+}
+
+// MarshalYAML is how `config check` prints a provider: a base URL that
+// carries a credential (user:password@, ?key= as Gemini takes it) shows
+// it as "***".
+func (p Provider) MarshalYAML() (any, error) {
+	type plain Provider // without this method
+	q := plain(p)
+	q.BaseURL = core.RedactURL(q.BaseURL)
+	return q, nil
 }

@@ -98,3 +98,39 @@ func TestSecretsRedactedInLogsAndFormatting(t *testing.T) {
 		t.Error("empty secret should print empty and report unset")
 	}
 }
+
+// A credential in a provider's base_url (user:password@, or ?key= as
+// Gemini takes its key) is shown as *** by config check and by the
+// problem that names a base_url that is no http(s) URL.
+func TestPrintAndProblemsRedactBaseURLCredentials(t *testing.T) {
+	const body = `models:
+  providers:
+    q: { api: openai-completions, base_url: "http://127.0.0.1:9/v1?key=${Q_KEY}" }
+    u: { api: openai-completions, base_url: "http://me:${U_PASS}@127.0.0.1:9/v1" }
+routing: { primary: q/m }
+`
+	env := MapEnv(map[string]string{"Q_KEY": "query-secret-value", "U_PASS": "userinfo-secret-value"})
+	cfg, err := Load(writeConfig(t, body), env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := cfg.Redacted()
+	for _, s := range []string{"query-secret-value", "userinfo-secret-value"} {
+		if strings.Contains(out, s) {
+			t.Errorf("Print shows %q:\n%s", s, out)
+		}
+	}
+	mustContain(t, out, "base_url: http://127.0.0.1:9/v1?key=***", "base_url: http://me:***@127.0.0.1:9/v1")
+
+	bad := strings.ReplaceAll(body, "http://", "ftp://")
+	_, err = Load(writeConfig(t, bad), env)
+	if err == nil {
+		t.Fatal("an ftp:// base_url loaded")
+	}
+	for _, s := range []string{"query-secret-value", "userinfo-secret-value"} {
+		if strings.Contains(err.Error(), s) {
+			t.Errorf("the problem shows %q: %v", s, err)
+		}
+	}
+	mustContain(t, err.Error(), `models.providers.q.base_url: "ftp://127.0.0.1:9/v1?key=***" is not an http(s) URL`)
+}

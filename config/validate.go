@@ -9,6 +9,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/opentalon/opentalon/core"
 )
 
 // validate checks the decoded config and records every problem in ps.
@@ -142,7 +144,7 @@ func validateProviders(c *Config, ps *problems) {
 func checkURL(ps *problems, path, raw string) {
 	u, err := url.Parse(raw)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		ps.at(path, "%q is not an http(s) URL such as \"http://localhost:11434/v1\"", raw)
+		ps.at(path, "%q is not an http(s) URL such as \"http://localhost:11434/v1\"", core.RedactURL(raw))
 	}
 }
 

@@ -388,7 +388,8 @@ type leakRow struct {
 	console  bool
 	llmAll   bool // the provider fails every request, its model list too
 	// llmURLForm puts a credential into the provider's base_url: "query"
-	// (?key=, as Gemini takes it) or "userinfo" (user:password@).
+	// (?key=, as Gemini takes it), "userinfo" (user:password@) or "ftp"
+	// (both, in a URL of the wrong scheme).
 	llmURLForm string
 	stdin      string
 	args       []string
@@ -427,6 +428,12 @@ func TestE2ESecretsNeverLeak(t *testing.T) {
 			then: [][]string{{"backup", "{dir}/backup.db"}, {"session", "export", "--out", "{dir}/session.yaml", "console:local"},
 				{"session", "export", "--format", "json", "console:local"}, {"queue", "--status", "all"}, {"usage"}, {"doctor", "--offline"}}},
 	}
+	for _, form := range []string{"query", "userinfo"} {
+		rows = append(rows,
+			leakRow{name: "LLM key in base_url " + form + " config check", llm: failOK, llmURLForm: form, console: true, args: []string{"config", "check"}},
+		)
+	}
+	rows = append(rows, leakRow{name: "LLM key in a base_url that is no http URL", llm: failOK, llmURLForm: "ftp", console: true, args: []string{"config", "check"}, wantFail: true})
 	for _, r := range []struct{ name, dsn string }{
 		{"URL", "postgres://opentalon:{pw}@{closed}/opentalon?sslmode=disable"},
 		{"key=value", "host=127.0.0.1 port={port} user=opentalon password={pw} dbname=opentalon sslmode=disable"},
@@ -462,6 +469,8 @@ func TestE2ESecretsNeverLeak(t *testing.T) {
 				s.llmURL += "?key=${LLM_QUERY_KEY}"
 			case "userinfo":
 				s.llmURL = strings.Replace(s.llmURL, "http://", "http://llmuser:${LLM_URL_PASSWORD}@", 1)
+			case "ftp":
+				s.llmURL = strings.Replace(s.llmURL, "http://", "ftp://llmuser:${LLM_URL_PASSWORD}@", 1) + "?key=${LLM_QUERY_KEY}"
 			}
 			if r.platform != "" {
 				s.platform = refusingServer(t, r.platform)
