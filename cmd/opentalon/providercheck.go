@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/opentalon/opentalon/config"
+	"github.com/opentalon/opentalon/core"
 	"github.com/opentalon/opentalon/routing/provider"
 )
 
@@ -91,11 +92,18 @@ func cmpOr(s, def string) string {
 }
 
 func checkProvider(ctx context.Context, client *http.Client, cfg *config.Config, id string, p config.Provider, key string) []providerProblem {
-	u := modelsURL(p)
-	base := cmpOr(p.BaseURL, strings.TrimSuffix(u, "/models"))
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	target := modelsURL(p)
+	// The URLs as shown: a credential in the base URL (?key=,
+	// user:password@) is "***".
+	u := core.RedactURL(target)
+	base := core.RedactURL(cmpOr(p.BaseURL, strings.TrimSuffix(target, "/models")))
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, target, nil)
 	if err != nil {
-		return []providerProblem{{Provider: id, Fatal: true, Msg: fmt.Sprintf("base URL %q: %v; %s", p.BaseURL, err, urlFix(id, p))}}
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err // without the URL
+		}
+		return []providerProblem{{Provider: id, Fatal: true, Msg: fmt.Sprintf("base URL %q: %v; %s", core.RedactURL(p.BaseURL), err, urlFix(id, p))}}
 	}
 	for k, v := range p.Headers {
 		req.Header.Set(k, v.Value())
