@@ -433,6 +433,8 @@ func TestE2ESecretsNeverLeak(t *testing.T) {
 			leakRow{name: "LLM key in base_url " + form + " config check", llm: failOK, llmURLForm: form, console: true, args: []string{"config", "check"}},
 			leakRow{name: "LLM key in base_url " + form + " refused at start", llm: fail401, llmAll: true, llmURLForm: form, console: true, args: []string{"run"}, wantFail: true},
 			leakRow{name: "LLM key in base_url " + form + " unreachable at start", llm: failRefused, llmURLForm: form, console: true, args: []string{"run"}, wantFail: true},
+			leakRow{name: "LLM key in base_url " + form + " doctor", llm: fail401, llmURLForm: form, console: true, args: []string{"doctor"}, wantFail: true},
+			leakRow{name: "LLM key in base_url " + form + " 500 in chat", llm: fail500, llmURLForm: form, console: true, stdin: "hello\n", args: []string{"run"}, until: 1},
 		)
 	}
 	rows = append(rows, leakRow{name: "LLM key in a base_url that is no http URL", llm: failOK, llmURLForm: "ftp", console: true, args: []string{"config", "check"}, wantFail: true})

@@ -288,3 +288,48 @@ func replaceWord(s, w, with string) string {
 func keyByte(c byte) bool {
 	return c == '-' || c == '_' || c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z'
 }
+
+// hideURL removes the base URL's credentials (a ?key= value, the password
+// of its user info) from err: a transport error quotes the URL the call
+// went to, and a server's error page may quote it too. A *core.Error is
+// changed in place (its kind and retry stay), its cause keeping its chain;
+// another error is wrapped. It returns err.
+func (c *client) hideURL(err error) error {
+	if err == nil || len(c.hide) == 0 {
+		return err
+	}
+	if ce, ok := err.(*core.Error); ok {
+		ce.Msg = hideAll(ce.Msg, c.hide)
+		if ce.Err != nil {
+			ce.Err = hideErr(ce.Err, c.hide)
+		}
+		return ce
+	}
+	return hideErr(err, c.hide)
+}
+
+// hideAll replaces each of secrets in s with "[redacted]".
+func hideAll(s string, secrets []string) string {
+	for _, x := range secrets {
+		s = strings.ReplaceAll(s, x, "[redacted]")
+	}
+	return s
+}
+
+// hideErr is err with secrets removed from its text; errors.Is and
+// errors.As still see its chain.
+func hideErr(err error, secrets []string) error {
+	msg := err.Error()
+	if clean := hideAll(msg, secrets); clean != msg {
+		return &hiddenErr{msg: clean, err: err}
+	}
+	return err
+}
+
+type hiddenErr struct {
+	msg string
+	err error
+}
+
+func (e *hiddenErr) Error() string { return e.msg }
+func (e *hiddenErr) Unwrap() error { return e.err }

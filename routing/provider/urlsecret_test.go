@@ -1,0 +1,64 @@
+package provider
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/opentalon/opentalon/core"
+)
+
+// A credential in base_url (?key= as Gemini takes it, user:password@ for
+// a proxy) stays out of every error: the transport's, which quotes the
+// URL, and a server's error page that quotes the request line. The error
+// keeps its kind.
+func TestBaseURLCredentialsStayOutOfErrors(t *testing.T) {
+	const queryKey, password = "query-key-secret-1", "url-password-secret-2"
+	echo := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusInternalServerError)
+		fmt.Fprintf(w, `{"error":{"message":"internal error serving %s %s"}}`, r.Method, r.URL.RequestURI())
+	}))
+	defer echo.Close()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := "http://" + l.Addr().String()
+	l.Close()
+	withCreds := func(base string) string {
+		return strings.Replace(base, "http://", "http://me:"+password+"@", 1) + "/v1?key=" + queryKey
+	}
+	for _, c := range []struct {
+		name, base string
+		kind       core.Kind
+	}{
+		{"error page quoting the URL", withCreds(echo.URL), core.KindUnavailable},
+		{"connection refused", withCreds(closed), core.KindUnavailable},
+	} {
+		for api, p := range map[string]Provider{
+			"openai":    NewOpenAI(Options{ID: "p", BaseURL: c.base}),
+			"anthropic": NewAnthropic(Options{ID: "p", BaseURL: c.base}),
+		} {
+			req := &Request{Model: "m", Messages: []core.ChatMessage{{Role: core.RoleUser, Content: "hi"}}}
+			_, err := p.Complete(context.Background(), Credentials{APIKey: "sk-secret-value"}, req)
+			if err == nil {
+				t.Fatalf("%s, %s: the call succeeded", c.name, api)
+			}
+			for _, s := range []string{queryKey, password, "sk-secret-value"} {
+				if strings.Contains(err.Error(), s) {
+					t.Errorf("%s, %s: error %q shows %q", c.name, api, err, s)
+				}
+			}
+			var ce *core.Error
+			if !errors.As(err, &ce) || ce.Kind != c.kind {
+				t.Errorf("%s, %s: error %v; want kind %v", c.name, api, err, c.kind)
+			}
+		}
+	}
+}
