@@ -206,7 +206,7 @@ func New(o Options) (*Bot, error) {
 		o: o, cfg: cfg, now: o.Now, sleep: o.Sleep, http: o.HTTPClient,
 		log:       o.Logger.With("component", "channel", "channel", Name),
 		token:     cfg.Token.Value(),
-		scrubber:  toolkit.NewScrubber(cfg.Token.Value()),
+		scrubber:  toolkit.NewScrubber(cfg.Token.Value(), cfg.Webhook.Secret.Value()),
 		users:     toolkit.NewAccess(cfg.PlatformUsers(), toolkit.Digits),
 		chats:     toolkit.NewAccess(cfg.AllowChats, toolkit.Digits),
 		trigger:   toolkit.Trigger(cfg.Trigger),
@@ -407,7 +407,7 @@ func (b *Bot) botUser() models.User {
 	return b.me
 }
 
-// scrub removes the token from an error's text.
+// scrub removes the token and the webhook secret from an error's text.
 func (b *Bot) scrub(err error) error { return b.scrubber.Error(err) }
 
 // classify gives a library error its core kind (and scrubs it).

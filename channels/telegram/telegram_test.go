@@ -847,3 +847,24 @@ func TestReplyIsNotFollowedByTyping(t *testing.T) {
 	}
 	stop()
 }
+
+// The webhook secret is a credential like the token: an error answer to
+// setWebhook that quotes the request (a proxy's or a self-hosted Bot API
+// server's page) must not carry it into the error or the log.
+func TestWebhookSecretStaysOutOfErrors(t *testing.T) {
+	const secret = "hook-SECRET-value-1"
+	h := newHarness(t, func(c *config.Telegram, _ *Options) {
+		c.Mode = config.ModeWebhook
+		c.Webhook = config.TelegramWebhook{Listen: "127.0.0.1:0", URL: "https://bot.example.com/telegram", Secret: secret}
+	})
+	h.srv.Fail("setWebhook", telegramtest.Failure{Code: 500, Description: "Internal: could not store secret_token=" + secret})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	err := h.bot.Run(ctx, newFakeSink())
+	if err == nil || !strings.Contains(err.Error(), "setWebhook") {
+		t.Fatalf("Run = %v; want the setWebhook failure", err)
+	}
+	if strings.Contains(err.Error(), secret) || strings.Contains(h.logs.String(), secret) {
+		t.Errorf("the webhook secret shows: error %q; log:\n%s", err, h.logs.String())
+	}
+}

@@ -59,14 +59,17 @@ func leakMarker(v string) string { return v[max(0, strings.Index(v, "SECRET-")):
 type failMode string
 
 const (
-	failOK        failMode = "ok"      // the LLM answers; platforms are not used
-	fail401       failMode = "401"     // refuses the credential
-	fail404       failMode = "404"     // a proxy's page quoting the URL asked for
-	fail429       failMode = "429"     // rate limited
-	fail500       failMode = "500"     // a server error quoting the request
-	failBadJSON   failMode = "badjson" // 200 with a body that is not JSON
-	failRefused   failMode = "refused" // nothing listens
-	failProxyDown failMode = "proxy"   // HTTPS_PROXY points at a dead port
+	failOK      failMode = "ok"      // the LLM answers; platforms are not used
+	fail401     failMode = "401"     // refuses the credential
+	fail404     failMode = "404"     // a proxy's page quoting the URL asked for
+	fail429     failMode = "429"     // rate limited
+	fail500     failMode = "500"     // a server error quoting the request
+	failBadJSON failMode = "badjson" // 200 with a body that is not JSON
+	failRefused failMode = "refused" // nothing listens
+	// failAfterHello: each platform's identity call (Telegram's getMe,
+	// Slack's auth.test) succeeds and everything after it fails with a
+	// 500 page that quotes the request, body included.
+	failAfterHello failMode = "after-hello"
 )
 
 // refusingServer answers every request as mode says, on 127.0.0.1. The
@@ -75,12 +78,22 @@ const (
 // its error is what such a server would make it say.
 func refusingServer(t *testing.T, mode failMode) string {
 	t.Helper()
-	if mode == failRefused || mode == failProxyDown {
+	if mode == failRefused {
 		return "http://" + closedAddr(t)
 	}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, _ := io.ReadAll(io.LimitReader(r.Body, 300))
+		body, _ := io.ReadAll(io.LimitReader(r.Body, 4096))
 		quote := fmt.Sprintf("%s %s (Authorization: %s) %q", r.Method, r.URL.RequestURI(), r.Header.Get("Authorization"), body)
+		switch {
+		case mode == failAfterHello && strings.HasSuffix(r.URL.Path, "/getMe"):
+			w.Header().Set("Content-Type", "application/json")
+			fmt.Fprint(w, `{"ok":true,"result":{"id":7000001,"is_bot":true,"first_name":"Leak","username":"leak_bot"}}`)
+			return
+		case mode == failAfterHello && strings.HasSuffix(r.URL.Path, "/auth.test"):
+			w.Header().Set("Content-Type", "application/json")
+			fmt.Fprint(w, `{"ok":true,"url":"https://leak.slack.com/","team":"Leak","user":"leakbot","team_id":"T1","user_id":"U1","bot_id":"B1"}`)
+			return
+		}
 		switch mode {
 		case fail401:
 			w.Header().Set("Content-Type", "application/json")
@@ -95,7 +108,7 @@ func refusingServer(t *testing.T, mode failMode) string {
 			w.Header().Set("Retry-After", "0")
 			w.WriteHeader(http.StatusTooManyRequests)
 			fmt.Fprintf(w, `{"ok":false,"error_code":429,"description":"Too Many Requests: %s","error":{"message":"slow down %s"}}`, quote, quote)
-		case fail500:
+		case fail500, failAfterHello:
 			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(http.StatusInternalServerError)
 			fmt.Fprintf(w, `{"ok":false,"error_code":500,"description":"Internal: %s","error":{"message":"internal error serving %s"}}`, quote, quote)
@@ -175,7 +188,10 @@ type leakSetup struct {
 	channels []string
 	console  bool
 	listen   string // server.listen; "" = off
-	state    string // extra lines under state: (a PostgreSQL DSN)
+	// tgWebhook: Telegram in webhook mode (its secret set with
+	// setWebhook), listening here.
+	tgWebhook string
+	state     string // extra lines under state: (a PostgreSQL DSN)
 }
 
 // config is the YAML of s, every credential through ${VAR}.
@@ -217,7 +233,7 @@ channels:
     enabled: %t
     token: "${TELEGRAM_BOT_TOKEN}"
     api_url: %q
-  slack:
+%s  slack:
     enabled: %t
     bot_token: "${SLACK_BOT_TOKEN}"
     app_token: "${SLACK_APP_TOKEN}"
@@ -229,7 +245,17 @@ channels:
     api_url: %q
     register_commands: false
 `, s.dataDir, s.state, s.llmURL, s.listen, s.platform, s.console,
-		on("telegram"), s.platform, on("slack"), s.platform+"/api/", on("discord"), s.platform)
+		on("telegram"), s.platform, s.webhook(), on("slack"), s.platform+"/api/", on("discord"), s.platform)
+}
+
+// webhook is the Telegram webhook block of s, if any.
+func (s leakSetup) webhook() string {
+	if s.tgWebhook == "" {
+		return ""
+	}
+	return fmt.Sprintf(`    mode: webhook
+    webhook: { listen: %q, url: "https://bot.example.com/telegram", secret: "${TELEGRAM_WEBHOOK_SECRET}" }
+`, s.tgWebhook)
 }
 
 // leakEnv is the whole environment of a run: the secrets and extra.
@@ -387,6 +413,7 @@ type leakRow struct {
 	channels []string
 	console  bool
 	llmAll   bool // the provider fails every request, its model list too
+	webhook  bool // Telegram in webhook mode
 	// llmURLForm puts a credential into the provider's base_url: "query"
 	// (?key=, as Gemini takes it), "userinfo" (user:password@) or "ftp"
 	// (both, in a URL of the wrong scheme).
@@ -449,6 +476,13 @@ func TestE2ESecretsNeverLeak(t *testing.T) {
 			rows = append(rows, leakRow{name: "postgres " + r.name + " " + strings.Join(args, " "), llm: failOK, console: true, dsn: r.dsn, args: args})
 		}
 	}
+	for _, ch := range all {
+		rows = append(rows, leakRow{name: "run " + ch + " after hello", llm: failOK, platform: failAfterHello, channels: []string{ch}, args: []string{"run"}, until: 2})
+	}
+	rows = append(rows,
+		leakRow{name: "run telegram webhook after hello", llm: failOK, platform: failAfterHello, channels: []string{"telegram"}, webhook: true, args: []string{"run"}, until: 2},
+		leakRow{name: "doctor --channels telegram webhook after hello", llm: failOK, platform: failAfterHello, channels: all, webhook: true, args: []string{"doctor", "--channels"}},
+	)
 	for _, mode := range []failMode{fail401, fail404, fail500, failBadJSON, failRefused} {
 		rows = append(rows, leakRow{name: "doctor --channels platforms " + string(mode), llm: failOK, platform: mode, channels: all,
 			args: []string{"doctor", "--channels"}, wantFail: true})
@@ -490,6 +524,9 @@ func TestE2ESecretsNeverLeak(t *testing.T) {
 			}
 			if len(r.http) > 0 {
 				s.listen = "127.0.0.1:0"
+			}
+			if r.webhook {
+				s.tgWebhook = closedAddr(t)
 			}
 			cfg := filepath.Join(t.TempDir(), "config.yaml")
 			if err := os.WriteFile(cfg, []byte(s.config()), 0o600); err != nil {
