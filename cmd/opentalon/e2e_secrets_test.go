@@ -83,7 +83,7 @@ func refusingServer(t *testing.T, mode failMode) string {
 	}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(io.LimitReader(r.Body, 4096))
-		quote := fmt.Sprintf("%s %s (Authorization: %s) %q", r.Method, r.URL.RequestURI(), r.Header.Get("Authorization"), body)
+		quote := fmt.Sprintf("%s %s (Authorization: %s, X-Extra-Auth: %s) %q", r.Method, r.URL.RequestURI(), r.Header.Get("Authorization"), r.Header.Get("X-Extra-Auth"), body)
 		switch {
 		case mode == failAfterHello && strings.HasSuffix(r.URL.Path, "/getMe"):
 			w.Header().Set("Content-Type", "application/json")
@@ -492,7 +492,8 @@ func TestE2ESecretsNeverLeak(t *testing.T) {
 		}
 	}
 	for _, mode := range []failMode{fail401, fail429, fail500, failBadJSON, failRefused} {
-		rows = append(rows, leakRow{name: "console LLM " + string(mode), llm: mode, console: true, stdin: "hello\n", args: []string{"run"}, until: 1})
+		rows = append(rows, leakRow{name: "console LLM " + string(mode), llm: mode, console: true, stdin: "hello\n", args: []string{"run"}, until: 1},
+			leakRow{name: "complete LLM " + string(mode), llm: mode, args: []string{"complete", "hello"}, wantFail: true})
 	}
 	for _, r := range rows {
 		t.Run(r.name, func(t *testing.T) {

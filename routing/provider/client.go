@@ -68,8 +68,9 @@ type client struct {
 	log       *slog.Logger
 	now       func() time.Time
 	maxTokens int
-	// hide are the base URL's credentials (core.URLSecrets), kept out
-	// of every error.
+	// hide are the base URL's credentials (core.URLSecrets) and the
+	// extra headers' values (models.providers.*.headers, secrets too),
+	// kept out of every error.
 	hide []string
 }
 
@@ -84,7 +85,7 @@ func newClient(o Options, defaultID, defaultBase string) client {
 	if c.base == "" {
 		c.base = defaultBase
 	}
-	c.hide = core.URLSecrets(c.base)
+	c.hide = append(core.URLSecrets(c.base), headerSecrets(c.headers)...)
 	// Without a client of the caller's: a transport of the provider's own
 	// that keeps idleConnsPerHost idle connections (Go's default of two
 	// re-dials, TLS included, whenever more calls than that were in
@@ -172,7 +173,7 @@ func (c *client) postBody(ctx context.Context, path, contentType string, payload
 	req, err := http.NewRequestWithContext(cl.ctx, http.MethodPost, c.base+path, bytes.NewReader(payload))
 	if err != nil {
 		cl.cancel()
-		return nil, c.hideURL(fmt.Errorf("provider %s: bad base_url (models.providers.%s.base_url): %w", c.id, c.id, err))
+		return nil, c.hideSecrets(fmt.Errorf("provider %s: bad base_url (models.providers.%s.base_url): %w", c.id, c.id, err))
 	}
 	req.Header.Set("Content-Type", contentType)
 	for k, v := range defaults {
@@ -191,7 +192,7 @@ func (c *client) postBody(ctx context.Context, path, contentType string, payload
 			Msg: fmt.Sprintf("provider %s: the server redirected the call to %s, another host; it is not followed, so the credential stays here: set models.providers.%s.base_url to the address that answers", c.id, re.to, c.id)}
 	}
 	if err != nil {
-		err = c.hideURL(transportError(ctx, cl.ctx, c.id, err, secret))
+		err = c.hideSecrets(transportError(ctx, cl.ctx, c.id, err, secret))
 		cl.cancel()
 		c.log.DebugContext(ctx, "llm call failed", "provider", c.id, "path", path, "err", err)
 		return nil, err
@@ -201,7 +202,7 @@ func (c *client) postBody(ctx context.Context, path, contentType string, payload
 		resp.Body.Close()
 		cl.cancel()
 		e := httpError(c.id, resp.StatusCode, resp.Header, b, c.now(), secret)
-		c.hideURL(e)
+		c.hideSecrets(e)
 		c.log.DebugContext(ctx, "llm call refused", "provider", c.id, "path", path, "status", resp.StatusCode, "kind", e.Kind.String(), "err", e)
 		return nil, e
 	}
@@ -211,7 +212,7 @@ func (c *client) postBody(ctx context.Context, path, contentType string, payload
 
 // readErr classifies a failure while reading a 2xx answer's body.
 func (c *client) readErr(cl *call, err error, secret string) error {
-	return c.hideURL(transportError(cl.parent, cl.ctx, c.id, err, secret))
+	return c.hideSecrets(transportError(cl.parent, cl.ctx, c.id, err, secret))
 }
 
 // done logs a finished call.

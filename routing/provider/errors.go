@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -289,12 +290,13 @@ func keyByte(c byte) bool {
 	return c == '-' || c == '_' || c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z'
 }
 
-// hideURL removes the base URL's credentials (a ?key= value, the password
-// of its user info) from err: a transport error quotes the URL the call
-// went to, and a server's error page may quote it too. A *core.Error is
+// hideSecrets removes the client's hide (the base URL's ?key= value and
+// password, the extra headers' values) from err: a transport error quotes
+// the URL the call went to, and a server's error page may quote the URL
+// and the headers it was sent. A *core.Error is
 // changed in place (its kind and retry stay), its cause keeping its chain;
 // another error is wrapped. It returns err.
-func (c *client) hideURL(err error) error {
+func (c *client) hideSecrets(err error) error {
 	if err == nil || len(c.hide) == 0 {
 		return err
 	}
@@ -333,3 +335,23 @@ type hiddenErr struct {
 
 func (e *hiddenErr) Error() string { return e.msg }
 func (e *hiddenErr) Unwrap() error { return e.err }
+
+// headerSecrets are the values of the extra headers (and the credential
+// of a "Scheme credential" value) of at least minScrubbed bytes: shorter
+// ones are hidden only where the API key is (scrub), not wherever they
+// stand.
+func headerSecrets(headers map[string]string) []string {
+	var out []string
+	for _, v := range headers {
+		forms := []string{v}
+		if f := strings.Fields(v); len(f) == 2 {
+			forms = append(forms, f[1])
+		}
+		for _, x := range forms {
+			if len(x) >= minScrubbed && !slices.Contains(out, x) {
+				out = append(out, x)
+			}
+		}
+	}
+	return out
+}

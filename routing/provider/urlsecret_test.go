@@ -62,3 +62,32 @@ func TestBaseURLCredentialsStayOutOfErrors(t *testing.T) {
 		}
 	}
 }
+
+// The extra headers are credentials too (models.providers.*.headers): a
+// server's error page that quotes them must not carry them into the
+// error, whole or as the token of a "Bearer token" value.
+func TestHeaderCredentialsStayOutOfErrors(t *testing.T) {
+	echo := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusUnauthorized)
+		fmt.Fprintf(w, `{"error":{"message":"key %q and token %q are not valid here"}}`, r.Header.Get("Api-Key"), strings.TrimPrefix(r.Header.Get("X-Gateway-Auth"), "Bearer "))
+	}))
+	defer echo.Close()
+	headers := map[string]string{"Api-Key": "azure-key-secret-3", "X-Gateway-Auth": "Bearer gateway-token-secret-4"}
+	for api, p := range map[string]Provider{
+		"openai":    NewOpenAI(Options{ID: "p", BaseURL: echo.URL + "/v1", Headers: headers}),
+		"anthropic": NewAnthropic(Options{ID: "p", BaseURL: echo.URL, Headers: headers}),
+	} {
+		req := &Request{Model: "m", Messages: []core.ChatMessage{{Role: core.RoleUser, Content: "hi"}}}
+		_, err := p.Complete(context.Background(), Credentials{}, req)
+		var ce *core.Error
+		if !errors.As(err, &ce) || ce.Kind != core.KindAuth {
+			t.Fatalf("%s: error %v; want an auth error", api, err)
+		}
+		for _, s := range []string{"azure-key-secret-3", "gateway-token-secret-4"} {
+			if strings.Contains(err.Error(), s) {
+				t.Errorf("%s: error %q shows %q", api, err, s)
+			}
+		}
+	}
+}
