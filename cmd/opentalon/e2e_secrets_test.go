@@ -28,6 +28,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/opentalon/opentalon/plugins/sdk/plugintest"
 	"github.com/opentalon/opentalon/store/pgtest"
 )
 
@@ -188,6 +189,10 @@ type leakSetup struct {
 	channels []string
 	console  bool
 	listen   string // server.listen; "" = off
+	// pluginDir: the test binary of testdata/extplugin is installed here
+	// as plugin myllm, serving provider "mine" with the LLM key, which
+	// routing tries first.
+	pluginDir string
 	// tgWebhook: Telegram in webhook mode (its secret set with
 	// setWebhook), listening here.
 	tgWebhook string
@@ -214,10 +219,10 @@ func (s leakSetup) config() string {
       base_url: %q
       api_key: "${OPENAI_API_KEY}"
       headers: { X-Extra-Auth: "${LLM_EXTRA_HEADER}" }
-  catalog:
+%s  catalog:
     fake/small: { alias: small, weight: 80, context_window: 8000 }
-routing:
-  primary: fake/small
+%srouting:
+  primary: %s
 server:
   listen: %q
   api_key: "${OPENTALON_API_KEY}"
@@ -244,8 +249,36 @@ channels:
     token: "${DISCORD_BOT_TOKEN}"
     api_url: %q
     register_commands: false
-`, s.dataDir, s.state, s.llmURL, s.listen, s.platform, s.console,
-		on("telegram"), s.platform, s.webhook(), on("slack"), s.platform+"/api/", on("discord"), s.platform)
+%s`, s.dataDir, s.state, s.llmURL, s.pluginProvider(), s.pluginCatalog(), s.primary(), s.listen, s.platform, s.console,
+		on("telegram"), s.platform, s.webhook(), on("slack"), s.platform+"/api/", on("discord"), s.platform, s.plugins())
+}
+
+func (s leakSetup) pluginProvider() string {
+	if s.pluginDir == "" {
+		return ""
+	}
+	return "    mine: { api: plugin, plugin: myllm, api_key: \"${OPENAI_API_KEY}\" }\n"
+}
+
+func (s leakSetup) pluginCatalog() string {
+	if s.pluginDir == "" {
+		return ""
+	}
+	return "    mine/m1: { alias: m1, weight: 90 }\n"
+}
+
+func (s leakSetup) primary() string {
+	if s.pluginDir == "" {
+		return "fake/small"
+	}
+	return "mine/m1"
+}
+
+func (s leakSetup) plugins() string {
+	if s.pluginDir == "" {
+		return ""
+	}
+	return fmt.Sprintf("plugins:\n  tools:\n    plugin_dir: %q\n", s.pluginDir)
 }
 
 // webhook is the Telegram webhook block of s, if any.
@@ -414,6 +447,7 @@ type leakRow struct {
 	console  bool
 	llmAll   bool // the provider fails every request, its model list too
 	webhook  bool // Telegram in webhook mode
+	plugin   bool // the LLM is also served by a provider plugin, tried first
 	// llmURLForm puts a credential into the provider's base_url: "query"
 	// (?key=, as Gemini takes it), "userinfo" (user:password@) or "ftp"
 	// (both, in a URL of the wrong scheme).
@@ -491,6 +525,7 @@ func TestE2ESecretsNeverLeak(t *testing.T) {
 				args: []string{"run"}, until: 2})
 		}
 	}
+	rows = append(rows, leakRow{name: "provider plugin quoting its key", llm: failOK, plugin: true, console: true, stdin: "a vendor error please\n", args: []string{"run"}, until: 1})
 	for _, mode := range []failMode{fail401, fail429, fail500, failBadJSON, failRefused} {
 		rows = append(rows, leakRow{name: "console LLM " + string(mode), llm: mode, console: true, stdin: "hello\n", args: []string{"run"}, until: 1},
 			leakRow{name: "complete LLM " + string(mode), llm: mode, args: []string{"complete", "hello"}, wantFail: true})
@@ -528,6 +563,10 @@ func TestE2ESecretsNeverLeak(t *testing.T) {
 			}
 			if r.webhook {
 				s.tgWebhook = closedAddr(t)
+			}
+			if r.plugin {
+				s.pluginDir = plugintest.Dir(t)
+				installExt(t, s.pluginDir, "myllm", map[string]any{})
 			}
 			cfg := filepath.Join(t.TempDir(), "config.yaml")
 			if err := os.WriteFile(cfg, []byte(s.config()), 0o600); err != nil {

@@ -49,7 +49,7 @@ func (p pluginProvider) Complete(ctx context.Context, cred provider.Credentials,
 	defer cancel()
 	r, err := p.ext.Complete(ctx, p.plugin, p.request(cred, req))
 	if err != nil {
-		return nil, err
+		return nil, provider.HideSecrets(err, cred.APIKey)
 	}
 	return response(r), nil
 }
@@ -63,7 +63,9 @@ func (p pluginProvider) Stream(ctx context.Context, cred provider.Credentials, r
 	defer cancel()
 	r, err := p.ext.Stream(ctx, p.plugin, p.request(cred, req), onText)
 	if err != nil {
-		return nil, err
+		// The plugin's error may quote the key it was given (a vendor
+		// SDK's error quoting the URL it called with ?key=).
+		return nil, provider.HideSecrets(err, cred.APIKey)
 	}
 	return response(r), nil
 }

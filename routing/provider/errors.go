@@ -293,27 +293,39 @@ func keyByte(c byte) bool {
 // hideSecrets removes the client's hide (the base URL's ?key= value and
 // password, the extra headers' values) from err: a transport error quotes
 // the URL the call went to, and a server's error page may quote the URL
-// and the headers it was sent. A *core.Error is
-// changed in place (its kind and retry stay), its cause keeping its chain;
-// another error is wrapped. It returns err.
-func (c *client) hideSecrets(err error) error {
-	if err == nil || len(c.hide) == 0 {
+// and the headers it was sent.
+func (c *client) hideSecrets(err error) error { return HideSecrets(err, c.hide...) }
+
+// HideSecrets returns err with each of secrets replaced by "[redacted]"
+// in its text (one shorter than minScrubbed only where it stands as a
+// word of its own, as scrub does). A *core.Error is changed in place (its
+// kind and retry stay), its cause keeping its chain; another error is
+// wrapped so that errors.Is and errors.As still see it. It is for an
+// error that may quote a credential: a provider plugin's, which may quote
+// the URL its vendor's SDK called, key and all.
+func HideSecrets(err error, secrets ...string) error {
+	if err == nil || len(secrets) == 0 {
 		return err
 	}
 	if ce, ok := err.(*core.Error); ok {
-		ce.Msg = hideAll(ce.Msg, c.hide)
+		ce.Msg = hideAll(ce.Msg, secrets)
 		if ce.Err != nil {
-			ce.Err = hideErr(ce.Err, c.hide)
+			ce.Err = hideErr(ce.Err, secrets)
 		}
 		return ce
 	}
-	return hideErr(err, c.hide)
+	return hideErr(err, secrets)
 }
 
 // hideAll replaces each of secrets in s with "[redacted]".
 func hideAll(s string, secrets []string) string {
 	for _, x := range secrets {
-		s = strings.ReplaceAll(s, x, "[redacted]")
+		switch {
+		case len(x) >= minScrubbed:
+			s = strings.ReplaceAll(s, x, "[redacted]")
+		case x != "":
+			s = replaceWord(s, x, "[redacted]")
+		}
 	}
 	return s
 }

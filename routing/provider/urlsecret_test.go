@@ -91,3 +91,30 @@ func TestHeaderCredentialsStayOutOfErrors(t *testing.T) {
 		}
 	}
 }
+
+func TestHideSecrets(t *testing.T) {
+	cause := errors.New(`Post "https://v.example/gen?key=long-secret-key": reset; key abc`)
+	for _, c := range []struct {
+		name    string
+		err     error
+		secrets []string
+		want    string
+	}{
+		{"plain error, long key", cause, []string{"long-secret-key"}, `Post "https://v.example/gen?key=[redacted]": reset; key abc`},
+		{"short key only as a word", errors.New("key abc in abcdef"), []string{"abc"}, "key [redacted] in abcdef"},
+		{"core error keeps its kind", &core.Error{Kind: core.KindAuth, Msg: "provider p", Err: cause}, []string{"long-secret-key"},
+			`provider p: Post "https://v.example/gen?key=[redacted]": reset; key abc`},
+		{"nothing to hide", cause, nil, cause.Error()},
+	} {
+		got := HideSecrets(c.err, c.secrets...)
+		if got.Error() != c.want {
+			t.Errorf("%s: %q, want %q", c.name, got.Error(), c.want)
+		}
+		if !errors.Is(got, cause) && errors.Is(c.err, cause) {
+			t.Errorf("%s: the chain is lost", c.name)
+		}
+		if ce, ok := c.err.(*core.Error); ok && core.ErrorKind(got) != ce.Kind {
+			t.Errorf("%s: kind %v, want %v", c.name, core.ErrorKind(got), ce.Kind)
+		}
+	}
+}

@@ -155,6 +155,10 @@ func (p *plugin) Complete(_ context.Context, r sdk.CompletionRequest) (sdk.Compl
 			last = m.Content
 		}
 	}
+	if strings.Contains(last, "vendor error") {
+		// A vendor SDK's error quotes the URL it called, key and all.
+		return sdk.CompletionResponse{}, fmt.Errorf(`Post "https://vendor.example/v1/generate?key=%s": connection reset`, r.APIKey)
+	}
 	if strings.Contains(last, "429") {
 		return sdk.CompletionResponse{}, &sdk.ProviderError{Kind: sdk.KindRateLimited, Message: "too many requests", RetryAfter: 90 * time.Second}
 	}
