@@ -12,6 +12,9 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"io"
 	"io/fs"
@@ -24,6 +27,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -193,6 +197,8 @@ type leakSetup struct {
 	// as plugin myllm, serving provider "mine" with the LLM key, which
 	// routing tries first.
 	pluginDir string
+	// slackEvents: Slack in Events API mode, listening here.
+	slackEvents string
 	// tgWebhook: Telegram in webhook mode (its secret set with
 	// setWebhook), listening here.
 	tgWebhook string
@@ -244,13 +250,13 @@ channels:
     app_token: "${SLACK_APP_TOKEN}"
     signing_secret: "${SLACK_SIGNING_SECRET}"
     api_url: %q
-  discord:
+%s  discord:
     enabled: %t
     token: "${DISCORD_BOT_TOKEN}"
     api_url: %q
     register_commands: false
 %s`, s.dataDir, s.state, s.llmURL, s.pluginProvider(), s.pluginCatalog(), s.primary(), s.listen, s.platform, s.console,
-		on("telegram"), s.platform, s.webhook(), on("slack"), s.platform+"/api/", on("discord"), s.platform, s.plugins())
+		on("telegram"), s.platform, s.webhook(), on("slack"), s.platform+"/api/", s.events(), on("discord"), s.platform, s.plugins())
 }
 
 func (s leakSetup) pluginProvider() string {
@@ -279,6 +285,14 @@ func (s leakSetup) plugins() string {
 		return ""
 	}
 	return fmt.Sprintf("plugins:\n  tools:\n    plugin_dir: %q\n", s.pluginDir)
+}
+
+// events is the Slack Events API block of s, if any.
+func (s leakSetup) events() string {
+	if s.slackEvents == "" {
+		return ""
+	}
+	return fmt.Sprintf("    mode: events\n    events: { listen: %q, path: /slack/events }\n", s.slackEvents)
 }
 
 // webhook is the Telegram webhook block of s, if any.
@@ -469,6 +483,13 @@ type leakRow struct {
 	// http: GET these paths from the running gateway (with the API
 	// key, without, with a wrong one) once until error reports are in.
 	http []string
+	// probe runs beside the gateway once its log holds ready (and until
+	// error reports), and returns what it received.
+	ready string
+	probe func(t *testing.T, log string) []leakOutput
+	// slackEvents: Slack in Events API mode (signing_secret), listening
+	// on an address the log names.
+	slackEvents bool
 	// then: commands run after the first on the same config ({dir} is
 	// the data directory).
 	then [][]string
@@ -525,6 +546,8 @@ func TestE2ESecretsNeverLeak(t *testing.T) {
 				args: []string{"run"}, until: 2})
 		}
 	}
+	rows = append(rows, leakRow{name: "slack events API requests", llm: failOK, platform: failAfterHello, channels: []string{"slack"}, slackEvents: true,
+		args: []string{"run"}, ready: "Slack Events API endpoint listening", probe: probeSlackEvents})
 	rows = append(rows, leakRow{name: "provider plugin quoting its key", llm: failOK, plugin: true, console: true, stdin: "a vendor error please\n", args: []string{"run"}, until: 1})
 	for _, mode := range []failMode{fail401, fail429, fail500, failBadJSON, failRefused} {
 		rows = append(rows, leakRow{name: "console LLM " + string(mode), llm: mode, console: true, stdin: "hello\n", args: []string{"run"}, until: 1},
@@ -564,6 +587,9 @@ func TestE2ESecretsNeverLeak(t *testing.T) {
 			if r.webhook {
 				s.tgWebhook = closedAddr(t)
 			}
+			if r.slackEvents {
+				s.slackEvents = closedAddr(t)
+			}
 			if r.plugin {
 				s.pluginDir = plugintest.Dir(t)
 				installExt(t, s.pluginDir, "myllm", map[string]any{})
@@ -586,6 +612,15 @@ func TestE2ESecretsNeverLeak(t *testing.T) {
 					}
 					m := regexp.MustCompile(`http server listening.* addr=(\S+)`).FindStringSubmatch(log)
 					outs = append(outs, fetchAll(t, m[1], r.http)...)
+				}
+			case r.probe != nil:
+				during = func(wait func(func(string) bool) (string, bool)) {
+					log, ok := wait(func(log string) bool { return strings.Contains(log, r.ready) && errReports(r.until)(log) })
+					if !ok {
+						t.Errorf("the log never said %q", r.ready)
+						return
+					}
+					outs = append(outs, r.probe(t, log)...)
 				}
 			case r.until > 0:
 				during = func(wait func(func(string) bool) (string, bool)) { wait(errReports(r.until)) }
@@ -651,4 +686,54 @@ func pgWorking(t *testing.T, dsn string, secrets map[string]string) string {
 		t.Logf("the test server's DSN has no password to look for")
 	}
 	return d
+}
+
+// probeSlackEvents posts to the Events API endpoint the log names: no
+// signature, a wrong one, a stale one, and correctly signed bodies Slack
+// would not send; it returns the answers.
+func probeSlackEvents(t *testing.T, log string) []leakOutput {
+	t.Helper()
+	m := regexp.MustCompile(`Slack Events API endpoint listening.* listen=(\S+)`).FindStringSubmatch(log)
+	if m == nil {
+		t.Errorf("no listen address in %q", log)
+		return nil
+	}
+	url := "http://" + m[1] + "/slack/events"
+	sign := func(ts, body string) string {
+		mac := hmac.New(sha256.New, []byte(leakSecrets["SLACK_SIGNING_SECRET"]))
+		fmt.Fprintf(mac, "v0:%s:%s", ts, body)
+		return "v0=" + hex.EncodeToString(mac.Sum(nil))
+	}
+	now := strconv.FormatInt(time.Now().Unix(), 10)
+	var outs []leakOutput
+	for _, c := range []struct{ name, ts, sig, ctype, body string }{
+		{"unsigned", "", "", "application/json", `{"type":"event_callback"}`},
+		{"wrong signature", now, "v0=00", "application/json", `{"type":"event_callback"}`},
+		{"stale", "1000000000", sign("1000000000", `{}`), "application/json", `{}`},
+		{"not JSON", now, sign(now, "nope{"), "application/json", "nope{"},
+		{"challenge", now, sign(now, `{"type":"url_verification","challenge":"c1"}`), "application/json", `{"type":"url_verification","challenge":"c1"}`},
+		{"odd event", now, sign(now, `{"type":"event_callback","event":{"type":"message","text":1}}`), "application/json", `{"type":"event_callback","event":{"type":"message","text":1}}`},
+		{"empty command", now, sign(now, "command="), "application/x-www-form-urlencoded", "command="},
+	} {
+		req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(c.body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", c.ctype)
+		if c.ts != "" {
+			req.Header.Set("X-Slack-Request-Timestamp", c.ts)
+			req.Header.Set("X-Slack-Signature", c.sig)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Errorf("POST %s: %v", c.name, err)
+			continue
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		var hdr strings.Builder
+		resp.Header.Write(&hdr)
+		outs = append(outs, leakOutput{"Events API answer to " + c.name, append([]byte(resp.Status+"\n"+hdr.String()), b...)})
+	}
+	return outs
 }
