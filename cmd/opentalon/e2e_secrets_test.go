@@ -40,16 +40,19 @@ import (
 // part after the prefix a platform demands (xoxb-, digits:) is what is
 // searched for, so a token cut in half or escaped still shows.
 var leakSecrets = map[string]string{
-	"TELEGRAM_BOT_TOKEN":       "7000001:SECRET-TG-1b9f7c",
-	"TELEGRAM_WEBHOOK_SECRET":  "SECRET-TGWH-0e0a99",
-	"SLACK_BOT_TOKEN":          "xoxb-SECRET-SLB-2c8e11",
-	"SLACK_APP_TOKEN":          "xapp-SECRET-SLA-3d7f22",
-	"SLACK_SIGNING_SECRET":     "SECRET-SLS-4e6a33",
-	"DISCORD_BOT_TOKEN":        "SECRET-DC-5f5b44",
-	"OPENAI_API_KEY":           "sk-SECRET-LLM-6a4c55",
-	"LLM_QUERY_KEY":            "SECRET-LLMQ-3b3dcc",
-	"LLM_URL_PASSWORD":         "SECRET-LLMU-4c4edd",
-	"NOTIFY_URL_TOKEN":         "SECRET-NURL-5d5fee",
+	"TELEGRAM_BOT_TOKEN":      "7000001:SECRET-TG-1b9f7c",
+	"TELEGRAM_WEBHOOK_SECRET": "SECRET-TGWH-0e0a99",
+	"SLACK_BOT_TOKEN":         "xoxb-SECRET-SLB-2c8e11",
+	"SLACK_APP_TOKEN":         "xapp-SECRET-SLA-3d7f22",
+	"SLACK_SIGNING_SECRET":    "SECRET-SLS-4e6a33",
+	"DISCORD_BOT_TOKEN":       "SECRET-DC-5f5b44",
+	"OPENAI_API_KEY":          "sk-SECRET-LLM-6a4c55",
+	"LLM_QUERY_KEY":           "SECRET-LLMQ-3b3dcc",
+	"LLM_URL_PASSWORD":        "SECRET-LLMU-4c4edd",
+	"NOTIFY_URL_TOKEN":        "SECRET-NURL-5d5fee",
+	// Not in the config: the token in the response_url of a Slack slash
+	// command (a credential for 30 minutes, kept sealed in the database).
+	"SLACK_RESPONSE_URL_TOKEN": "SECRET-RURL-6e6f00",
 	"LLM_EXTRA_HEADER":         "SECRET-HDR-7b3d66",
 	"OPENTALON_SEAL_KEY":       "SECRET-SEAL-9d1f88",
 	"OPENTALON_WEBHOOK_SECRET": "SECRET-NWH-1f1baa",
@@ -72,8 +75,9 @@ const (
 	failBadJSON failMode = "badjson" // 200 with a body that is not JSON
 	failRefused failMode = "refused" // nothing listens
 	// failAfterHello: each platform's identity call (Telegram's getMe,
-	// Slack's auth.test) succeeds and everything after it fails with a
-	// 500 page that quotes the request, body included.
+	// Slack's auth.test, Discord's users/@me and gateway/bot) succeeds and
+	// everything after it (Discord's gateway too) fails with a 500 page
+	// that quotes the request, body included.
 	failAfterHello failMode = "after-hello"
 )
 
@@ -93,6 +97,15 @@ func refusingServer(t *testing.T, mode failMode) string {
 		case mode == failAfterHello && strings.HasSuffix(r.URL.Path, "/getMe"):
 			w.Header().Set("Content-Type", "application/json")
 			fmt.Fprint(w, `{"ok":true,"result":{"id":7000001,"is_bot":true,"first_name":"Leak","username":"leak_bot"}}`)
+			return
+		case mode == failAfterHello && strings.HasSuffix(r.URL.Path, "/users/@me"):
+			w.Header().Set("Content-Type", "application/json")
+			fmt.Fprint(w, `{"id":"7000001","username":"leakbot","bot":true}`)
+			return
+		case mode == failAfterHello && (strings.HasSuffix(r.URL.Path, "/gateway/bot") || strings.HasSuffix(r.URL.Path, "/gateway")):
+			// The gateway is this server, which refuses the upgrade.
+			w.Header().Set("Content-Type", "application/json")
+			fmt.Fprintf(w, `{"url":"ws://%s","shards":1,"session_start_limit":{"total":1000,"remaining":1000,"reset_after":0,"max_concurrency":1}}`, r.Host)
 			return
 		case mode == failAfterHello && strings.HasSuffix(r.URL.Path, "/auth.test"):
 			w.Header().Set("Content-Type", "application/json")
@@ -698,13 +711,16 @@ func probeSlackEvents(t *testing.T, log string) []leakOutput {
 		t.Errorf("no listen address in %q", log)
 		return nil
 	}
-	url := "http://" + m[1] + "/slack/events"
+	endpoint := "http://" + m[1] + "/slack/events"
 	sign := func(ts, body string) string {
 		mac := hmac.New(sha256.New, []byte(leakSecrets["SLACK_SIGNING_SECRET"]))
 		fmt.Fprintf(mac, "v0:%s:%s", ts, body)
 		return "v0=" + hex.EncodeToString(mac.Sum(nil))
 	}
 	now := strconv.FormatInt(time.Now().Unix(), 10)
+	// Its response_url leads nowhere: answering it fails.
+	slash := url.Values{"command": {"/status"}, "text": {""}, "user_id": {"U2"}, "channel_id": {"D1"}, "team_id": {"T1"}, "trigger_id": {"1.2.3"},
+		"response_url": {"http://" + closedAddr(t) + "/commands/T1/1/" + leakSecrets["SLACK_RESPONSE_URL_TOKEN"]}}.Encode()
 	var outs []leakOutput
 	for _, c := range []struct{ name, ts, sig, ctype, body string }{
 		{"unsigned", "", "", "application/json", `{"type":"event_callback"}`},
@@ -714,8 +730,9 @@ func probeSlackEvents(t *testing.T, log string) []leakOutput {
 		{"challenge", now, sign(now, `{"type":"url_verification","challenge":"c1"}`), "application/json", `{"type":"url_verification","challenge":"c1"}`},
 		{"odd event", now, sign(now, `{"type":"event_callback","event":{"type":"message","text":1}}`), "application/json", `{"type":"event_callback","event":{"type":"message","text":1}}`},
 		{"empty command", now, sign(now, "command="), "application/x-www-form-urlencoded", "command="},
+		{"slash command", now, sign(now, slash), "application/x-www-form-urlencoded", slash},
 	} {
-		req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(c.body))
+		req, err := http.NewRequest(http.MethodPost, endpoint, strings.NewReader(c.body))
 		if err != nil {
 			t.Fatal(err)
 		}
