@@ -523,6 +523,10 @@ func TestE2ESecretsNeverLeak(t *testing.T) {
 			then: [][]string{{"backup", "{dir}/backup.db"}, {"session", "export", "--out", "{dir}/session.yaml", "console:local"},
 				{"session", "export", "--format", "json", "console:local"}, {"queue", "--status", "all"}, {"usage"}, {"doctor", "--offline"}}},
 	}
+	// (On PostgreSQL the console's conversation has this machine's name
+	// for its thread; session export is covered on SQLite above.)
+	rows = append(rows, leakRow{name: "postgres chat then pg_dump", llm: failOK, console: true, dsn: "{pgok}", stdin: "hello\n", args: []string{"run"},
+		then: [][]string{{"backup", "{dir}/dump.sql"}, {"queue", "--status", "all"}, {"usage"}}})
 	for _, form := range []string{"query", "userinfo"} {
 		rows = append(rows,
 			leakRow{name: "LLM key in base_url " + form + " config check", llm: failOK, llmURLForm: form, console: true, args: []string{"config", "check"}},
