@@ -42,3 +42,30 @@ func (p Provider) MarshalYAML() (any, error) {
 	q.BaseURL = core.RedactURL(q.BaseURL)
 	return q, nil
 }
+
+// MarshalYAML is how `config check` prints the Telegram block: an api_url
+// with a credential (a proxy's user:password@) shows it as "***".
+func (t Telegram) MarshalYAML() (any, error) {
+	type plain Telegram // without this method
+	q := plain(t)
+	q.APIURL = core.RedactURL(q.APIURL)
+	return q, nil
+}
+
+// MarshalYAML is how `config check` prints the Slack block (api_url as
+// Telegram's).
+func (s Slack) MarshalYAML() (any, error) {
+	type plain Slack // without this method
+	q := plain(s)
+	q.APIURL = core.RedactURL(q.APIURL)
+	return q, nil
+}
+
+// MarshalYAML is how `config check` prints the Discord block (api_url as
+// Telegram's).
+func (d Discord) MarshalYAML() (any, error) {
+	type plain Discord // without this method
+	q := plain(d)
+	q.APIURL = core.RedactURL(q.APIURL)
+	return q, nil
+}

@@ -134,3 +134,26 @@ routing: { primary: q/m }
 	}
 	mustContain(t, err.Error(), `models.providers.q.base_url: "ftp://127.0.0.1:9/v1?key=***" is not an http(s) URL`)
 }
+
+// A platform's api_url may point at a proxy with a password in its user
+// info: config check shows it as ***.
+func TestPrintRedactsPlatformAPIURLCredentials(t *testing.T) {
+	const body = `models:
+  providers:
+    q: { api: openai-completions, base_url: "http://127.0.0.1:9/v1" }
+routing: { primary: q/m }
+channels:
+  telegram: { api_url: "http://me:${P}@127.0.0.1:9" }
+  slack: { api_url: "http://me:${P}@127.0.0.1:9/api/" }
+  discord: { api_url: "http://me:${P}@127.0.0.1:9" }
+`
+	cfg, err := Load(writeConfig(t, body), MapEnv(map[string]string{"P": "proxy-secret-value"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := cfg.Redacted()
+	if strings.Contains(out, "proxy-secret-value") {
+		t.Errorf("Print shows the api_url password:\n%s", out)
+	}
+	mustContain(t, out, "api_url: http://me:***@127.0.0.1:9\n", "api_url: http://me:***@127.0.0.1:9/api/\n")
+}

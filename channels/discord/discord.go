@@ -158,7 +158,7 @@ func New(o Options) (*Bot, error) {
 		o: o, cfg: cfg, now: o.Now, sleep: o.Sleep, root: root, token: token,
 		log:          o.Logger.With("component", "channel", "channel", Name),
 		http:         newHTTPClient(root, o.HTTPClient),
-		scrubber:     toolkit.NewScrubber(token),
+		scrubber:     toolkit.NewScrubber(append([]string{token}, core.URLSecrets(cfg.APIURL)...)...),
 		users:        toolkit.NewAccess(cfg.PlatformUsers(), toolkit.Digits),
 		chats:        toolkit.NewAccess(cfg.AllowChats, toolkit.Digits),
 		guilds:       toolkit.NewAccess(cfg.AllowGuilds, toolkit.Digits),

@@ -74,7 +74,7 @@ func (b *Bot) Run(ctx context.Context, sink core.Sink) error {
 		case s == http.StatusUnauthorized:
 			return core.Errorf(core.KindAuth, "discord refused the bot token (GET /api/v9/gateway/bot: 401 Unauthorized): check channels.discord.token (developer portal → your app → Bot → Reset Token) and channels.discord.api_url")
 		case s == 0 || s >= 500:
-			err = fmt.Errorf("discord gateway discovery at %s: %w", b.root, b.scrub(err))
+			err = fmt.Errorf("discord gateway discovery at %s: %w", core.RedactURL(b.root.String()), b.scrub(err))
 			b.health.Down(err)
 			return err
 		default:

@@ -32,7 +32,7 @@ func apiRoot(raw string) (*url.URL, error) {
 	s := strings.TrimRight(strings.TrimSpace(raw), "/")
 	u, err := url.Parse(s)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" {
-		return nil, core.Errorf(core.KindInvalid, "channels.discord.api_url %q is not an http(s) URL; use the root Discord is reached at, e.g. https://discord.com", raw)
+		return nil, core.Errorf(core.KindInvalid, "channels.discord.api_url %q is not an http(s) URL; use the root Discord is reached at, e.g. https://discord.com", core.RedactURL(raw))
 	}
 	u.Path = apiVersionSuffix().ReplaceAllString(strings.TrimRight(u.Path, "/"), "")
 	u.RawPath = ""

@@ -164,7 +164,7 @@ func New(o Options) (*Bot, error) {
 	b := &Bot{
 		o: o, cfg: cfg, now: o.Now, sleep: o.Sleep, http: o.HTTPClient,
 		log:       o.Logger.With("component", "channel", "channel", Name),
-		scrubber:  toolkit.NewScrubber(cfg.BotToken.Value(), cfg.AppToken.Value(), cfg.SigningSecret.Value()),
+		scrubber:  toolkit.NewScrubber(append([]string{cfg.BotToken.Value(), cfg.AppToken.Value(), cfg.SigningSecret.Value()}, core.URLSecrets(cfg.APIURL)...)...),
 		users:     toolkit.NewAccess(cfg.PlatformUsers(), nil),
 		chats:     toolkit.NewAccess(cfg.AllowChats, nil),
 		trigger:   toolkit.Trigger(cfg.Trigger),
@@ -210,7 +210,7 @@ func checkConfig(cfg config.Slack) error {
 		return core.Errorf(core.KindInvalid, "channels.slack.mode %q is unknown; use socket or events", cfg.Mode)
 	}
 	if !strings.HasPrefix(cfg.APIURL, "http://") && !strings.HasPrefix(cfg.APIURL, "https://") {
-		return core.Errorf(core.KindInvalid, "channels.slack.api_url %q is not an http(s) URL; use the Web API base, e.g. https://slack.com/api/", cfg.APIURL)
+		return core.Errorf(core.KindInvalid, "channels.slack.api_url %q is not an http(s) URL; use the Web API base, e.g. https://slack.com/api/", core.RedactURL(cfg.APIURL))
 	}
 	return nil
 }
@@ -238,7 +238,7 @@ func (b *Bot) Run(ctx context.Context, sink core.Sink) error {
 			return nil
 		}
 		if core.ErrorKind(err) != core.KindAuth {
-			return fmt.Errorf("slack auth.test at %s: %w", b.cfg.APIURL, err)
+			return fmt.Errorf("slack auth.test at %s: %w", core.RedactURL(b.cfg.APIURL), err)
 		}
 		if !b.hasWorked() {
 			return err
@@ -433,7 +433,7 @@ func (b *Bot) classify(method, key string, err error) error {
 	case errors.As(err, &sc) && (sc.Code == http.StatusUnauthorized || sc.Code == http.StatusForbidden):
 		return &core.Error{Kind: core.KindAuth, Msg: fmt.Sprintf("slack %s: HTTP %d: check %s", method, sc.Code, key), Err: err}
 	case errors.As(err, &sc) && sc.Code == http.StatusNotFound:
-		return &core.Error{Kind: core.KindInvalid, Msg: fmt.Sprintf("slack %s: HTTP 404: is channels.slack.api_url %s the Web API base?", method, b.cfg.APIURL), Err: err}
+		return &core.Error{Kind: core.KindInvalid, Msg: fmt.Sprintf("slack %s: HTTP 404: is channels.slack.api_url %s the Web API base?", method, core.RedactURL(b.cfg.APIURL)), Err: err}
 	}
 	return &core.Error{Kind: core.KindUnavailable, Msg: "slack " + method + " failed", Err: err}
 }

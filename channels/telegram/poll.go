@@ -335,7 +335,7 @@ func (b *Bot) getUpdatesWithin(ctx context.Context, offset int64, timeout int) (
 		} `json:"parameters"`
 	}
 	if err := json.Unmarshal(raw, &r); err != nil {
-		return nil, fmt.Errorf("getUpdates: HTTP %d with an unreadable answer (is channels.telegram.api_url %s a Bot API server?): %w", resp.StatusCode, b.cfg.APIURL, err)
+		return nil, fmt.Errorf("getUpdates: HTTP %d with an unreadable answer (is channels.telegram.api_url %s a Bot API server?): %w", resp.StatusCode, core.RedactURL(b.cfg.APIURL), err)
 	}
 	if !r.OK {
 		code := r.ErrorCode

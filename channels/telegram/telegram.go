@@ -173,7 +173,7 @@ func New(o Options) (*Bot, error) {
 	}
 	cfg.APIURL = strings.TrimRight(cfg.APIURL, "/")
 	if !strings.HasPrefix(cfg.APIURL, "http://") && !strings.HasPrefix(cfg.APIURL, "https://") {
-		return nil, core.Errorf(core.KindInvalid, "channels.telegram.api_url %q is not an http(s) URL; use the Bot API root, e.g. https://api.telegram.org", cfg.APIURL)
+		return nil, core.Errorf(core.KindInvalid, "channels.telegram.api_url %q is not an http(s) URL; use the Bot API root, e.g. https://api.telegram.org", core.RedactURL(cfg.APIURL))
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
@@ -206,7 +206,7 @@ func New(o Options) (*Bot, error) {
 		o: o, cfg: cfg, now: o.Now, sleep: o.Sleep, http: o.HTTPClient,
 		log:       o.Logger.With("component", "channel", "channel", Name),
 		token:     cfg.Token.Value(),
-		scrubber:  toolkit.NewScrubber(cfg.Token.Value(), cfg.Webhook.Secret.Value()),
+		scrubber:  toolkit.NewScrubber(append([]string{cfg.Token.Value(), cfg.Webhook.Secret.Value()}, core.URLSecrets(cfg.APIURL)...)...),
 		users:     toolkit.NewAccess(cfg.PlatformUsers(), toolkit.Digits),
 		chats:     toolkit.NewAccess(cfg.AllowChats, toolkit.Digits),
 		trigger:   toolkit.Trigger(cfg.Trigger),
@@ -245,7 +245,7 @@ func (b *Bot) getMe(ctx context.Context) (*models.User, error) {
 		if errors.Is(err, tgbot.ErrorUnauthorized) || errors.Is(err, tgbot.ErrorNotFound) {
 			return nil, core.Errorf(core.KindAuth, "telegram refused the bot token (getMe: %s): check channels.telegram.token (from @BotFather) and channels.telegram.api_url", b.scrub(err))
 		}
-		return nil, fmt.Errorf("telegram getMe at %s: %w", b.cfg.APIURL, err)
+		return nil, fmt.Errorf("telegram getMe at %s: %w", core.RedactURL(b.cfg.APIURL), err)
 	}
 	return me, nil
 }
@@ -407,7 +407,8 @@ func (b *Bot) botUser() models.User {
 	return b.me
 }
 
-// scrub removes the token and the webhook secret from an error's text.
+// scrub removes the token, the webhook secret and api_url's credential
+// from an error's text.
 func (b *Bot) scrub(err error) error { return b.scrubber.Error(err) }
 
 // classify gives a library error its core kind (and scrubs it).

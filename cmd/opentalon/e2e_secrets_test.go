@@ -50,6 +50,7 @@ var leakSecrets = map[string]string{
 	"LLM_QUERY_KEY":           "SECRET-LLMQ-3b3dcc",
 	"LLM_URL_PASSWORD":        "SECRET-LLMU-4c4edd",
 	"NOTIFY_URL_TOKEN":        "SECRET-NURL-5d5fee",
+	"PLATFORM_URL_PASSWORD":   "SECRET-PLU-7a7b11",
 	// Not in the config: the token in the response_url of a Slack slash
 	// command (a credential for 30 minutes, kept sealed in the database).
 	"SLACK_RESPONSE_URL_TOKEN": "SECRET-RURL-6e6f00",
@@ -475,6 +476,9 @@ type leakRow struct {
 	llmAll   bool // the provider fails every request, its model list too
 	webhook  bool // Telegram in webhook mode
 	plugin   bool // the LLM is also served by a provider plugin, tried first
+	// platformUserinfo: the platforms' api_url carries a password
+	// (user:password@, a proxy in front of the API).
+	platformUserinfo bool
 	// llmURLForm puts a credential into the provider's base_url: "query"
 	// (?key=, as Gemini takes it), "userinfo" (user:password@) or "ftp"
 	// (both, in a URL of the wrong scheme).
@@ -565,6 +569,13 @@ func TestE2ESecretsNeverLeak(t *testing.T) {
 	}
 	rows = append(rows, leakRow{name: "slack events API requests", llm: failOK, platform: failAfterHello, channels: []string{"slack"}, slackEvents: true,
 		args: []string{"run"}, ready: "Slack Events API endpoint listening", probe: probeSlackEvents})
+	for _, args := range [][]string{{"config", "check"}, {"doctor", "--channels"}, {"run"}} {
+		r := leakRow{name: "platform api_url with a password " + strings.Join(args, " "), llm: failOK, platform: fail500, channels: all, platformUserinfo: true, args: args}
+		if args[0] == "run" {
+			r.until = 3
+		}
+		rows = append(rows, r)
+	}
 	rows = append(rows, leakRow{name: "provider plugin quoting its key", llm: failOK, plugin: true, console: true, stdin: "a vendor error please\n", args: []string{"run"}, until: 1})
 	for _, mode := range []failMode{fail401, fail429, fail500, failBadJSON, failRefused} {
 		rows = append(rows, leakRow{name: "console LLM " + string(mode), llm: mode, console: true, stdin: "hello\n", args: []string{"run"}, until: 1},
@@ -603,6 +614,9 @@ func TestE2ESecretsNeverLeak(t *testing.T) {
 			}
 			if r.webhook {
 				s.tgWebhook = closedAddr(t)
+			}
+			if r.platformUserinfo {
+				s.platform = strings.Replace(s.platform, "http://", "http://apiuser:${PLATFORM_URL_PASSWORD}@", 1)
 			}
 			if r.slackEvents {
 				s.slackEvents = closedAddr(t)
