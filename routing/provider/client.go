@@ -248,16 +248,18 @@ func (c *client) stream(ctx context.Context, cl *call, model, secret string, onT
 	if answersJSON(cl.resp) {
 		var body []byte
 		if body, err = c.readBody(cl, secret); err != nil {
-			return nil, err
+			return nil, c.hideSecrets(err)
 		}
 		if r, err = parse(body, secret); err != nil {
-			return nil, err
+			return nil, c.hideSecrets(err)
 		}
 		if r.Text != "" {
 			onText(r.Text)
 		}
 	} else if r, err = read(cl, onText, secret); err != nil {
-		return nil, err
+		// An error event in a 200 stream may quote the request as an
+		// error page does.
+		return nil, c.hideSecrets(err)
 	}
 	c.done(ctx, cl, model, r, true)
 	return r, nil
@@ -314,7 +316,7 @@ func (c *client) complete(ctx context.Context, cl *call, model, secret string,
 	read func(cl *call, onText func(string), secret string) (*Response, error)) (*Response, error) {
 	body, err := c.readBody(cl, secret)
 	if err != nil {
-		return nil, err
+		return nil, c.hideSecrets(err)
 	}
 	var r *Response
 	if isEventStream(body) {
@@ -324,7 +326,9 @@ func (c *client) complete(ctx context.Context, cl *call, model, secret string,
 		r, err = parse(body, secret)
 	}
 	if err != nil {
-		return nil, err
+		// A 200 answer's error document or event may quote the request
+		// as an error page does.
+		return nil, c.hideSecrets(err)
 	}
 	c.done(ctx, cl, model, r, false)
 	return r, nil

@@ -118,3 +118,44 @@ func TestHideSecrets(t *testing.T) {
 		}
 	}
 }
+
+// A 200 answer may carry the error too: a JSON error document, or an
+// error event in the middle of an event stream. When it quotes the
+// request (the URL with its ?key=, the extra headers), the credentials
+// stay out of the error as they do for an error status.
+func TestCredentialsStayOutOfErrorsInA200Answer(t *testing.T) {
+	const queryKey, header = "query-key-secret-5", "header-secret-6"
+	for _, c := range []struct {
+		name, ctype, body string
+		stream            bool
+	}{
+		{"JSON error document", "application/json", `{"error":{"type":"server_error","message":"failed serving %s with %s"}}`, false},
+		{"error event mid-stream", "text/event-stream", "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"hi\"}}]}\n\ndata: {\"error\":{\"type\":\"server_error\",\"message\":\"failed serving %s with %s\"}}\n\n", true},
+	} {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", c.ctype)
+			fmt.Fprintf(w, c.body, r.URL.RequestURI(), r.Header.Get("X-Auth"))
+		}))
+		p := NewOpenAI(Options{ID: "p", BaseURL: srv.URL + "/v1?key=" + queryKey, Headers: map[string]string{"X-Auth": header}})
+		req := &Request{Model: "m", Messages: []core.ChatMessage{{Role: core.RoleUser, Content: "hi"}}}
+		var err error
+		if c.stream {
+			_, err = p.Stream(context.Background(), Credentials{APIKey: "sk-secret-value"}, req, nil)
+		} else {
+			_, err = p.Complete(context.Background(), Credentials{APIKey: "sk-secret-value"}, req)
+		}
+		srv.Close()
+		var ce *core.Error
+		if !errors.As(err, &ce) || ce.Kind != core.KindUnavailable {
+			t.Fatalf("%s: error %v; want a server error", c.name, err)
+		}
+		if !strings.Contains(err.Error(), "failed serving") {
+			t.Errorf("%s: error %q lost the server's message", c.name, err)
+		}
+		for _, s := range []string{queryKey, header} {
+			if strings.Contains(err.Error(), s) {
+				t.Errorf("%s: error %q shows %q", c.name, err, s)
+			}
+		}
+	}
+}
