@@ -95,8 +95,10 @@ const maxDownload = 20 << 20
 func (b *Bot) Fetch(ctx context.Context, f core.InboundFile, w io.Writer, limit int64) error {
 	info, err := b.api.GetFile(ctx, &tgbot.GetFileParams{FileID: f.ID})
 	if err != nil {
+		// Telegram's own words (the classified error's text is scrubbed).
+		tooBig := strings.Contains(strings.ToLower(err.Error()), "file is too big")
 		err = b.classify("getFile", err)
-		if strings.Contains(strings.ToLower(err.Error()), "file is too big") {
+		if tooBig {
 			return &core.PlatformLimit{Platform: "Telegram", Max: maxDownload}
 		}
 		return err

@@ -47,6 +47,9 @@ func (b *Bot) Send(ctx context.Context, to core.Outbound, part string) (string, 
 		if err == nil {
 			return platformID(chat, m.ID), nil
 		}
+		// Telegram's own words decide (raw): the classified error's text
+		// is scrubbed, and a short webhook secret may be one of them.
+		raw := err
 		err = b.classify("sendMessage", err)
 		var tm *tgbot.TooManyRequestsError
 		switch {
@@ -56,10 +59,10 @@ func (b *Bot) Send(ctx context.Context, to core.Outbound, part string) (string, 
 			if err := b.sleep(ctx, wait); err != nil {
 				return "", err
 			}
-		case !plain && cannotParse(err):
+		case !plain && cannotParse(raw):
 			b.log.Warn("Telegram rejected the HTML of a reply part; resending it as plain text", "chat", chat, "err", err)
 			p.Text, p.ParseMode, plain = textfmt.HTMLToPlain(part), "", true
-		case p.MessageThreadID != 0 && topicGone(err):
+		case p.MessageThreadID != 0 && topicGone(raw):
 			// The topic was deleted: answer in the main chat.
 			b.log.Info("the forum topic of the conversation is gone; sending in the chat's General topic", "chat", chat, "topic", p.MessageThreadID)
 			p.MessageThreadID = 0
@@ -70,7 +73,8 @@ func (b *Bot) Send(ctx context.Context, to core.Outbound, part string) (string, 
 }
 
 // topicGone says Telegram refused a message to a forum topic that was
-// deleted since the user wrote in it.
+// deleted since the user wrote in it; err is the library's error as it
+// came (not scrubbed).
 func topicGone(err error) bool {
 	if !errors.Is(err, tgbot.ErrorBadRequest) {
 		return false
@@ -79,6 +83,8 @@ func topicGone(err error) bool {
 	return strings.Contains(e, "thread not found") || strings.Contains(e, "topic_deleted")
 }
 
+// cannotParse reports Telegram's refusal of a text's HTML; err is the
+// library's error as it came (not scrubbed).
 func cannotParse(err error) bool {
 	return errors.Is(err, tgbot.ErrorBadRequest) && strings.Contains(strings.ToLower(err.Error()), "can't parse entities")
 }

@@ -53,7 +53,7 @@ func (b *Bot) Edit(ctx context.Context, to core.Outbound, id, part string) error
 	p := &tgbot.EditMessageTextParams{ChatID: chat, MessageID: msg, Text: part, ParseMode: models.ParseModeHTML}
 	return b.call(ctx, to.Conversation.Chat, group, "editMessageText", func(ctx context.Context) error {
 		_, err := b.api.EditMessageText(ctx, p)
-		if err != nil && cannotParse(b.classify("editMessageText", err)) && p.ParseMode != "" {
+		if err != nil && cannotParse(err) && p.ParseMode != "" {
 			p.Text, p.ParseMode = textfmt.HTMLToPlain(part), ""
 			_, err = b.api.EditMessageText(ctx, p)
 		}

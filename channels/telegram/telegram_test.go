@@ -868,3 +868,24 @@ func TestWebhookSecretStaysOutOfErrors(t *testing.T) {
 		t.Errorf("the webhook secret shows: error %q; log:\n%s", err, h.logs.String())
 	}
 }
+
+// The webhook secret may be as short as Telegram allows (one character)
+// or a plain word. Scrubbing it from error text must not hide the words
+// of Telegram's answer the bot acts on: here "can't parse entities",
+// which makes it resend the reply as plain text.
+func TestShortWebhookSecretKeepsTelegramsAnswerReadable(t *testing.T) {
+	for _, secret := range []string{"parse", "t", "entities"} {
+		h := newHarness(t, func(c *config.Telegram, _ *Options) {
+			c.Webhook.Secret = config.Secret(secret)
+		})
+		h.srv.Fail("sendMessage", telegramtest.Failure{Code: 400, Description: "Bad Request: can't parse entities: Unsupported start tag \"b\" at byte offset 0"})
+		to := core.Outbound{Conversation: core.ConversationKey{Channel: Name, Chat: "42"}, Parts: 1}
+		if _, err := h.bot.Send(context.Background(), to, "<b>Bold</b>"); err != nil {
+			t.Errorf("webhook secret %q: Send: %v; want the plain-text resend", secret, err)
+			continue
+		}
+		if sent := h.srv.Sent(); len(sent) != 1 || sent[0].ParseMode != "" || sent[0].Text != "Bold" {
+			t.Errorf("webhook secret %q: sent = %+v, want one plain-text resend", secret, sent)
+		}
+	}
+}
