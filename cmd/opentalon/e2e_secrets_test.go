@@ -630,6 +630,7 @@ func TestE2ESecretsNeverLeak(t *testing.T) {
 				t.Fatal(err)
 			}
 			var outs []leakOutput
+			reported := true // the error reports a row with until waits for came
 			var during func(wait func(func(string) bool) (string, bool))
 			switch {
 			case len(r.http) > 0:
@@ -654,7 +655,7 @@ func TestE2ESecretsNeverLeak(t *testing.T) {
 					outs = append(outs, r.probe(t, log)...)
 				}
 			case r.until > 0:
-				during = func(wait func(func(string) bool) (string, bool)) { wait(errReports(r.until)) }
+				during = func(wait func(func(string) bool) (string, bool)) { _, reported = wait(errReports(r.until)) }
 			}
 			args := slices.Clone(r.args)
 			for i := range args {
@@ -664,6 +665,10 @@ func TestE2ESecretsNeverLeak(t *testing.T) {
 			t.Logf("%s: exit %d\nstdout:\n%s\nstderr:\n%s", r.args, res.code, res.stdout, res.stderr)
 			if r.wantFail && res.code == 0 {
 				t.Errorf("exit 0; want the refusal reported")
+			}
+			// A row whose failure is neither logged nor fatal tests nothing.
+			if !reported && res.code == 0 {
+				t.Errorf("the run ended (exit 0) before its log held %d error reports", r.until)
 			}
 			outs = append(outs, leakOutput{"stdout", []byte(res.stdout)}, leakOutput{"stderr", []byte(res.stderr)})
 			for _, args := range r.then {
