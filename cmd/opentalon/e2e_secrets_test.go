@@ -15,6 +15,7 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"io"
 	"io/fs"
@@ -74,7 +75,10 @@ const (
 	fail429     failMode = "429"     // rate limited
 	fail500     failMode = "500"     // a server error quoting the request
 	failBadJSON failMode = "badjson" // 200 with a body that is not JSON
-	failRefused failMode = "refused" // nothing listens
+	// fail200Error: 200 with an error document quoting the request, as
+	// a proxy in front of an API may answer.
+	fail200Error failMode = "200-error"
+	failRefused  failMode = "refused" // nothing listens
 	// failAfterHello: each platform's identity call (Telegram's getMe,
 	// Slack's auth.test, Discord's users/@me and gateway/bot) succeeds and
 	// everything after it (Discord's gateway too) fails with a 500 page
@@ -131,6 +135,10 @@ func refusingServer(t *testing.T, mode failMode) string {
 			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(http.StatusInternalServerError)
 			fmt.Fprintf(w, `{"ok":false,"error_code":500,"description":"Internal: %s","error":{"message":"internal error serving %s"}}`, quote, quote)
+		case fail200Error:
+			w.Header().Set("Content-Type", "application/json")
+			q, _ := json.Marshal("internal error serving " + quote)
+			fmt.Fprintf(w, `{"error":{"type":"server_error","message":%s}}`, q)
 		default:
 			w.Header().Set("Content-Type", "application/json")
 			fmt.Fprintf(w, "this is not JSON: %s", quote)
@@ -538,6 +546,7 @@ func TestE2ESecretsNeverLeak(t *testing.T) {
 			leakRow{name: "LLM key in base_url " + form + " unreachable at start", llm: failRefused, llmURLForm: form, console: true, args: []string{"run"}, wantFail: true},
 			leakRow{name: "LLM key in base_url " + form + " doctor", llm: fail401, llmURLForm: form, console: true, args: []string{"doctor"}, wantFail: true},
 			leakRow{name: "LLM key in base_url " + form + " 500 in chat", llm: fail500, llmURLForm: form, console: true, stdin: "hello\n", args: []string{"run"}, until: 1},
+			leakRow{name: "LLM key in base_url " + form + " 200 error in chat", llm: fail200Error, llmURLForm: form, console: true, stdin: "hello\n", args: []string{"run"}, until: 1},
 		)
 	}
 	rows = append(rows, leakRow{name: "LLM key in a base_url that is no http URL", llm: failOK, llmURLForm: "ftp", console: true, args: []string{"config", "check"}, wantFail: true})
@@ -577,7 +586,7 @@ func TestE2ESecretsNeverLeak(t *testing.T) {
 		rows = append(rows, r)
 	}
 	rows = append(rows, leakRow{name: "provider plugin quoting its key", llm: failOK, plugin: true, console: true, stdin: "a vendor error please\n", args: []string{"run"}, until: 1})
-	for _, mode := range []failMode{fail401, fail429, fail500, failBadJSON, failRefused} {
+	for _, mode := range []failMode{fail401, fail429, fail500, failBadJSON, fail200Error, failRefused} {
 		rows = append(rows, leakRow{name: "console LLM " + string(mode), llm: mode, console: true, stdin: "hello\n", args: []string{"run"}, until: 1},
 			leakRow{name: "complete LLM " + string(mode), llm: mode, args: []string{"complete", "hello"}, wantFail: true})
 	}
