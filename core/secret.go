@@ -1,6 +1,7 @@
 package core
 
 import (
+	"encoding/base64"
 	"fmt"
 	"log/slog"
 	"net/url"
@@ -80,16 +81,22 @@ const minURLSecret = 8
 
 // URLSecrets are the parts of raw that RedactURL hides (its password,
 // its query's values) of at least minURLSecret bytes, as written and
-// escaped, for scrubbing them from text that quotes the URL as it was
+// escaped (and user:password as Basic auth encodes it), for scrubbing them from text that quotes the URL as it was
 // sent (a transport error, a server's error page).
 func URLSecrets(raw string) []string {
 	u, err := url.Parse(raw)
 	if err != nil {
 		return nil
 	}
-	var vals []string
+	var vals, basic []string
 	if pw, ok := u.User.Password(); ok {
 		vals = append(vals, pw)
+		if len(pw) >= minURLSecret {
+			// Go's HTTP client sends user:password@ as "Authorization:
+			// Basic base64(user:password)" when nothing else sets
+			// Authorization; an error page may quote it.
+			basic = append(basic, base64.StdEncoding.EncodeToString([]byte(u.User.Username()+":"+pw)))
+		}
 	}
 	for _, vs := range u.Query() {
 		vals = append(vals, vs...)
@@ -105,5 +112,5 @@ func URLSecrets(raw string) []string {
 			}
 		}
 	}
-	return out
+	return append(out, basic...)
 }

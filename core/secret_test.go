@@ -27,7 +27,8 @@ func TestURLSecrets(t *testing.T) {
 		want []string
 	}{
 		{"http://127.0.0.1:11434/v1?alt=sse", nil},
-		{"https://user:pass%20word%20long@h/v1", []string{"pass word long", "pass+word+long", "pass%20word%20long"}},
+		{"https://user:pass%20word%20long@h/v1", []string{"pass word long", "pass+word+long", "pass%20word%20long", "dXNlcjpwYXNzIHdvcmQgbG9uZw=="}},
+		{"https://user:short@h/v1", nil},
 		{"https://h/v1?key=AIzaSecretValue&n=1", []string{"AIzaSecretValue"}},
 		{"http://u:pw@h:notaport/v1", nil},
 	} {

@@ -2,6 +2,7 @@ package provider
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"net"
@@ -156,6 +157,39 @@ func TestCredentialsStayOutOfErrorsInA200Answer(t *testing.T) {
 			if strings.Contains(err.Error(), s) {
 				t.Errorf("%s: error %q shows %q", c.name, err, s)
 			}
+		}
+	}
+}
+
+// A base URL's user:password@ goes out as "Authorization: Basic
+// base64(user:password)" when nothing else sets Authorization (Anthropic's
+// key is x-api-key; an OpenAI-compatible proxy may take no key): an error
+// page that quotes the headers must not carry that encoding of the
+// password either.
+func TestBasicAuthOfABaseURLPasswordStaysOutOfErrors(t *testing.T) {
+	const password = "url-password-secret-7"
+	echo := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusInternalServerError)
+		fmt.Fprintf(w, `{"error":{"message":"internal error serving %s with Authorization %q"}}`, r.URL.Path, r.Header.Get("Authorization"))
+	}))
+	defer echo.Close()
+	base := strings.Replace(echo.URL, "http://", "http://me:"+password+"@", 1)
+	basic := base64.StdEncoding.EncodeToString([]byte("me:" + password))
+	for api, c := range map[string]struct {
+		p    Provider
+		cred Credentials
+	}{
+		"anthropic":      {NewAnthropic(Options{ID: "p", BaseURL: base}), Credentials{APIKey: "sk-secret-value"}},
+		"openai, no key": {NewOpenAI(Options{ID: "p", BaseURL: base + "/v1"}), Credentials{}},
+	} {
+		req := &Request{Model: "m", Messages: []core.ChatMessage{{Role: core.RoleUser, Content: "hi"}}}
+		_, err := c.p.Complete(context.Background(), c.cred, req)
+		if err == nil || !strings.Contains(err.Error(), "Authorization") {
+			t.Fatalf("%s: error %v; want the error page", api, err)
+		}
+		if strings.Contains(err.Error(), basic) {
+			t.Errorf("%s: error %q shows the password as Basic auth", api, err)
 		}
 	}
 }
