@@ -18,6 +18,9 @@ import (
 // maxDetail bounds the provider's own error text carried in core.Error.Err.
 const maxDetail = 300
 
+// cutMark ends a text cut at maxDetail.
+const cutMark = "…"
+
 // apiError is the error a provider put in its body, in either API's shape:
 // OpenAI {"error":{"message","type","code"}} (or {"error":"text"} from some
 // compatible servers) and Anthropic {"type":"error","error":{"type","message"}}.
@@ -187,7 +190,7 @@ func scrub(s, secret string) string {
 		s = replaceWord(s, secret, "[redacted]")
 	}
 	if len(s) > maxDetail {
-		s = s[:maxDetail] + "…"
+		s = s[:maxDetail] + cutMark
 	}
 	return s
 }
@@ -327,7 +330,31 @@ func hideAll(s string, secrets []string) string {
 			s = replaceWord(s, x, "[redacted]")
 		}
 	}
-	return s
+	return hideCut(s, secrets)
+}
+
+// minCutPrefix is the shortest first part of a secret hideCut hides.
+const minCutPrefix = 4
+
+// hideCut hides the first part of a secret that ends s where scrub cut
+// the text at maxDetail ("…"): s was cut before the secrets were hidden.
+func hideCut(s string, secrets []string) string {
+	body, ok := strings.CutSuffix(s, cutMark)
+	if !ok {
+		return s
+	}
+	for _, x := range secrets {
+		if len(x) < minScrubbed {
+			continue
+		}
+		for k := len(x) - 1; k >= minCutPrefix; k-- {
+			if strings.HasSuffix(body, x[:k]) {
+				body = body[:len(body)-k] + "[redacted]"
+				break
+			}
+		}
+	}
+	return body + cutMark
 }
 
 // hideErr is err with secrets removed from its text; errors.Is and

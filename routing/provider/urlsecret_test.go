@@ -193,3 +193,32 @@ func TestBasicAuthOfABaseURLPasswordStaysOutOfErrors(t *testing.T) {
 		}
 	}
 }
+
+// The provider's error text is cut at maxDetail bytes. A credential that
+// straddles the cut must not leave its first part behind: the base URL's
+// key and a header's value are hidden as the API key is, whole or cut.
+func TestCredentialCutAtMaxDetailStaysOutOfErrors(t *testing.T) {
+	const queryKey, header = "query-key-secret-8-abcdefghijklmnop", "header-secret-9-abcdefghijklmnopqrs"
+	for _, c := range []struct{ name, secret string }{{"query key", queryKey}, {"header value", header}} {
+		for cut := 4; cut < len(c.secret); cut += 7 {
+			// The message puts the secret's first cut bytes at the end of
+			// the maxDetail bytes kept ("server_error: " comes first).
+			pad := strings.Repeat("x", maxDetail-len("server_error: ")-cut)
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(http.StatusInternalServerError)
+				fmt.Fprintf(w, `{"error":{"type":"server_error","message":"%s%s and more"}}`, pad, c.secret)
+			}))
+			p := NewOpenAI(Options{ID: "p", BaseURL: srv.URL + "/v1?key=" + queryKey, Headers: map[string]string{"X-Auth": header}})
+			req := &Request{Model: "m", Messages: []core.ChatMessage{{Role: core.RoleUser, Content: "hi"}}}
+			_, err := p.Complete(context.Background(), Credentials{}, req)
+			srv.Close()
+			if err == nil || !strings.Contains(err.Error(), pad) {
+				t.Fatalf("%s cut at %d: error %v; want the server's message", c.name, cut, err)
+			}
+			if strings.Contains(err.Error(), c.secret[:cut]) {
+				t.Errorf("%s cut at %d: error %q shows its first %d bytes", c.name, cut, err, cut)
+			}
+		}
+	}
+}
