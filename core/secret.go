@@ -57,7 +57,11 @@ func RedactURL(raw string) string {
 		}
 		return raw
 	}
-	if _, ok := u.User.Password(); ok {
+	_, hasPassword := u.User.Password()
+	if !hasPassword && u.RawQuery == "" {
+		return raw // nothing to hide: as written, not as url.URL spells it
+	}
+	if hasPassword {
 		u.User = url.UserPassword(u.User.Username(), redacted)
 	}
 	if u.RawQuery != "" {

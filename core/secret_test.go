@@ -14,6 +14,11 @@ func TestRedactURL(t *testing.T) {
 		{"https://llm.example/v1?alt=sse&key=AIzaSecretValue", "https://llm.example/v1?alt=***&key=***"},
 		{"http://u:pw@h:notaport/v1", "[a URL that does not parse, redacted: it may hold a credential]"},
 		{"", ""},
+		// Nothing to hide: the text as written (a config problem quotes
+		// what the operator wrote).
+		{"${OPENAI_BASE_URL}/v1", "${OPENAI_BASE_URL}/v1"},
+		{"HTTP://LLM.example/v1", "HTTP://LLM.example/v1"},
+		{"http://h/a path/v1", "http://h/a path/v1"},
 	} {
 		if got := RedactURL(c.in); got != c.want {
 			t.Errorf("RedactURL(%q) = %q, want %q", c.in, got, c.want)
