@@ -310,6 +310,10 @@ func HideSecrets(err error, secrets ...string) error {
 	if err == nil || len(secrets) == 0 {
 		return err
 	}
+	// Longest first: a secret that holds another is hidden whole, not
+	// around the other's "[redacted]".
+	secrets = slices.Clone(secrets)
+	slices.SortStableFunc(secrets, func(a, b string) int { return len(b) - len(a) })
 	if ce, ok := err.(*core.Error); ok {
 		ce.Msg = hideAll(ce.Msg, secrets)
 		if ce.Err != nil {

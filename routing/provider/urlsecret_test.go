@@ -222,3 +222,30 @@ func TestCredentialCutAtMaxDetailStaysOutOfErrors(t *testing.T) {
 		}
 	}
 }
+
+// One secret may hold another (a header whose value is a user's token
+// and the key the base URL carries as well). The longer is hidden whole,
+// whatever order the headers come in, so no part of it stays behind.
+func TestASecretInsideAnotherIsHiddenWhole(t *testing.T) {
+	const key, combined = "inner-key-secret-10", "outer-prefix-secret-11.inner-key-secret-10.outer-suffix-secret-12"
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusInternalServerError)
+		fmt.Fprintf(w, `{"error":{"message":"bad auth %q"}}`, r.Header.Get("X-Combined"))
+	}))
+	defer srv.Close()
+	// Map order is random: many clients, so each order comes up.
+	for i := range 32 {
+		p := NewOpenAI(Options{ID: "p", BaseURL: srv.URL + "/v1", Headers: map[string]string{"X-Key": key, "X-Combined": combined, "X-Other": "other-value-secret-13"}})
+		req := &Request{Model: "m", Messages: []core.ChatMessage{{Role: core.RoleUser, Content: "hi"}}}
+		_, err := p.Complete(context.Background(), Credentials{}, req)
+		if err == nil {
+			t.Fatal("the call succeeded")
+		}
+		for _, s := range []string{"outer-prefix-secret-11", "outer-suffix-secret-12"} {
+			if strings.Contains(err.Error(), s) {
+				t.Fatalf("client %d: error %q shows %q", i, err, s)
+			}
+		}
+	}
+}
