@@ -61,6 +61,9 @@ func (b *Bot) Upload(ctx context.Context, to core.Outbound, f core.Attachment) (
 		method = "sendPhoto"
 	}
 	b.typing.Quiet(ctx, typingPlace(to.Conversation))
+	// raw is Telegram's own refusal, which decides (the error b.call
+	// returns is scrubbed, and a short webhook secret may be in its words).
+	var raw error
 	send := func(ctx context.Context) error {
 		file := &models.InputFileUpload{Filename: f.Name, Data: bytes.NewReader(f.Data)}
 		var err error
@@ -69,10 +72,11 @@ func (b *Bot) Upload(ctx context.Context, to core.Outbound, f core.Attachment) (
 		} else {
 			m, err = b.api.SendDocument(ctx, &tgbot.SendDocumentParams{ChatID: chat, MessageThreadID: thread, Document: file, ReplyParameters: reply})
 		}
+		raw = err
 		return err
 	}
 	err = b.call(ctx, to.Conversation.Chat, group, method, send)
-	if err != nil && thread != 0 && topicGone(err) {
+	if err != nil && thread != 0 && topicGone(raw) {
 		// The topic was deleted: the file goes where Send puts the text.
 		b.log.Info("the forum topic of the conversation is gone; sending the file in the chat's General topic", "chat", chat, "topic", thread)
 		thread = 0
