@@ -37,6 +37,7 @@ const (
 	ReasonEscalate = "escalation"
 	ReasonBudget   = "budget"
 	ReasonExplore  = "exploration"
+	ReasonWindow   = "a larger context window than the chosen model's"
 )
 
 // decide applies the precedence rules: per request, per conversation,
@@ -403,6 +404,36 @@ func (r *Router) tellBudget(day time.Time, key string, frac float64, conv core.C
 	r.o.Events.Emit(core.OpsEvent{Kind: kind, Subject: key, At: r.now(), Message: msg,
 		Details: map[string]string{"budget": key, "spent_fraction": fmt.Sprintf("%.2f", frac), "day": day.Format("2006-01-02")},
 		Once:    fmt.Sprintf("%s|%s|%d", id, kind, level)})
+}
+
+// largerWindow is the decision after every model of d's chain found the
+// prompt too long: the catalog's models whose context_window is larger
+// than the widest of the chain, heaviest first, within what the call
+// needs, the budget and the models refused lately; false when there is
+// none.
+func (r *Router) largerWindow(c Call, d decision) (decision, bool) {
+	widest := 0
+	for _, m := range d.chain {
+		widest = max(widest, m.ContextWindow)
+	}
+	excluded := map[string]bool{}
+	for _, e := range c.Exclude {
+		if m, ok := r.cat.resolve(e); ok {
+			excluded[m.Ref] = true
+		}
+	}
+	r.avoidRefused(excluded)
+	var chain []Model
+	for _, m := range r.cat.byWeight {
+		if m.ContextWindow <= widest || excluded[m.Ref] || !m.canAll(c.Needs) || (d.budgetSpent && m.Price() > 0) {
+			continue
+		}
+		chain = append(chain, m)
+	}
+	if len(chain) == 0 {
+		return decision{}, false
+	}
+	return decision{m: chain[0], reason: ReasonWindow, chain: chain, budgetSpent: d.budgetSpent}, true
 }
 
 // chain is the failover order: the chosen model, then routing.fallbacks

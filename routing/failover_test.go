@@ -1214,6 +1214,32 @@ func TestContextTooLongMovesToLargerWindow(t *testing.T) {
 	}
 }
 
+// TestContextTooLongTriesALargerWindowOfTheCatalog (issue 25, finding
+// 14): with no routing.fallbacks, a prompt the chosen model refuses as
+// too long goes to the catalog's model with a larger window (the heaviest
+// of them), not back to the user as "the conversation is too long"; a
+// model the user pinned (/model) stays the only one asked.
+func TestContextTooLongTriesALargerWindowOfTheCatalog(t *testing.T) {
+	r, p, q, _, _ := newTestRouter(t, nil)
+	p.fn = func(_ provider.Credentials, req *provider.Request) (*provider.Response, error) {
+		if req.Model == "cheap" {
+			return nil, &core.Error{Kind: core.KindContextTooLong, Msg: "prompt too long"}
+		}
+		return &provider.Response{Text: "ok from " + req.Model}, nil
+	}
+	res, err := r.Chat(context.Background(), Call{Purpose: "chat", Req: userMsg("hello there")})
+	if err != nil || res.Model != "p/mid" {
+		t.Fatalf("got %q %v; want p/mid, the heaviest model with a larger window than p/cheap's", res.Model, err)
+	}
+	if got := keys(p.Calls()); len(got) != 2 || len(q.Calls()) != 0 {
+		t.Fatalf("calls p=%v q=%d; want p/cheap once, then p/mid", got, len(q.Calls()))
+	}
+	sess := &core.Session{ID: 1, ModelPin: "p/cheap"}
+	if _, err := r.Chat(context.Background(), Call{Purpose: "chat", Session: sess, Req: userMsg("hello there")}); core.ErrorKind(err) != core.KindContextTooLong {
+		t.Fatalf("pinned: err %v; want the pinned model's context-length error", err)
+	}
+}
+
 // srvRouter is a router over one model, p/m, of the OpenAI-compatible
 // server srv, with one credential per key (ids p:a, p:b, … for sk-a,
 // sk-b, …) on clk's time; maxCloud is Options.MaxCloud (0: the default).

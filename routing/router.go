@@ -291,6 +291,16 @@ func (r *Router) Chat(ctx context.Context, c Call) (Result, error) {
 			res, err = r.run(ctx, c, d)
 		}
 	}
+	if err != nil && !d.strict && core.ErrorKind(err) == core.KindContextTooLong && ctx.Err() == nil {
+		// No model of the chain takes the prompt: one of the catalog
+		// with a larger window than all of them may (issue 25, finding
+		// 14), before the orchestrator condenses the history or the user
+		// hears the conversation is too long.
+		if d2, ok := r.largerWindow(c, d); ok {
+			d = d2
+			res, err = r.run(ctx, c, d)
+		}
+	}
 	res.TaskType = task
 	if res.Model == d.m.Ref {
 		res.Exploration = d.explore
