@@ -78,9 +78,9 @@ func checkProviders(ctx context.Context, cfg *config.Config, timeout time.Durati
 func modelsURL(p config.Provider) string {
 	switch p.API {
 	case config.APIAnthropicMessages:
-		return provider.AnthropicBase(p.BaseURL) + "/v1/models"
+		return provider.JoinURL(provider.AnthropicBase(p.BaseURL), "/v1/models")
 	default:
-		return strings.TrimRight(cmpOr(p.BaseURL, provider.OpenAIDefaultBaseURL), "/") + "/models"
+		return provider.JoinURL(cmpOr(p.BaseURL, provider.OpenAIDefaultBaseURL), "/models")
 	}
 }
 

@@ -19,6 +19,9 @@ func TestModelsURL(t *testing.T) {
 		{config.Provider{API: config.APIAnthropicMessages, BaseURL: "http://127.0.0.1:9/v1"}, "http://127.0.0.1:9/v1/models"},
 		{config.Provider{API: config.APIAnthropicMessages, BaseURL: "http://127.0.0.1:9/v1/"}, "http://127.0.0.1:9/v1/models"},
 		{config.Provider{BaseURL: "http://127.0.0.1:9/v1"}, "http://127.0.0.1:9/v1/models"},
+		// A key in the query stays after the whole path.
+		{config.Provider{BaseURL: "http://127.0.0.1:9/v1/?key=K"}, "http://127.0.0.1:9/v1/models?key=K"},
+		{config.Provider{API: config.APIAnthropicMessages, BaseURL: "http://127.0.0.1:9/v1?key=K"}, "http://127.0.0.1:9/v1/models?key=K"},
 	} {
 		if got := modelsURL(tt.p); got != tt.want {
 			t.Errorf("modelsURL(%s %q) = %q, want %q", tt.p.API, tt.p.BaseURL, got, tt.want)

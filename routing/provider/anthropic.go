@@ -51,7 +51,12 @@ func AnthropicBase(baseURL string) string {
 	if baseURL == "" {
 		baseURL = AnthropicDefaultBaseURL
 	}
-	return strings.TrimSuffix(strings.TrimRight(baseURL, "/"), "/v1")
+	base, query, ok := strings.Cut(baseURL, "?")
+	base = strings.TrimSuffix(strings.TrimRight(base, "/"), "/v1")
+	if ok {
+		return base + "?" + query
+	}
+	return base
 }
 
 // ID returns the provider id.

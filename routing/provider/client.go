@@ -60,8 +60,11 @@ const (
 
 // client is the HTTP plumbing both APIs share.
 type client struct {
-	id        string
-	base      string
+	id   string
+	base string
+	// query is base_url's query ("key=…" for a server that takes its key
+	// there), put after the path of every call.
+	query     string
 	headers   map[string]string
 	timeout   time.Duration
 	hc        *http.Client
@@ -75,8 +78,9 @@ type client struct {
 }
 
 func newClient(o Options, defaultID, defaultBase string) client {
+	base, query, _ := strings.Cut(o.BaseURL, "?")
 	c := client{
-		id: o.ID, base: strings.TrimRight(o.BaseURL, "/"), headers: o.Headers, timeout: o.Timeout,
+		id: o.ID, base: strings.TrimRight(base, "/"), query: query, headers: o.Headers, timeout: o.Timeout,
 		hc: o.HTTPClient, log: o.Logger, now: o.Now, maxTokens: o.MaxTokens,
 	}
 	if c.id == "" {
@@ -85,7 +89,7 @@ func newClient(o Options, defaultID, defaultBase string) client {
 	if c.base == "" {
 		c.base = defaultBase
 	}
-	c.hide = append(core.URLSecrets(c.base), headerSecrets(c.headers)...)
+	c.hide = append(core.URLSecrets(cmpOr(o.BaseURL, defaultBase)), headerSecrets(c.headers)...)
 	// Without a client of the caller's: a transport of the provider's own
 	// that keeps idleConnsPerHost idle connections (Go's default of two
 	// re-dials, TLS included, whenever more calls than that were in
@@ -162,6 +166,34 @@ func (c *client) post(ctx context.Context, path string, body any, secret string,
 	return c.postBody(ctx, path, "application/json", payload, secret, defaults, auth)
 }
 
+// url is the address of a call to path: base_url's path, then path,
+// then base_url's query.
+func (c *client) url(path string) string {
+	if c.query == "" {
+		return c.base + path
+	}
+	return c.base + path + "?" + c.query
+}
+
+// JoinURL is the address of path on a base URL as the clients call it:
+// path after base's path, base's query (a key some servers take as
+// ?key=) after the whole path.
+func JoinURL(base, path string) string {
+	b, q, ok := strings.Cut(base, "?")
+	b = strings.TrimRight(b, "/")
+	if !ok {
+		return b + path
+	}
+	return b + path + "?" + q
+}
+
+func cmpOr(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
+
 // postBody is post with a body already encoded as contentType.
 func (c *client) postBody(ctx context.Context, path, contentType string, payload []byte, secret string, defaults map[string]string, auth func(http.Header)) (*call, error) {
 	cl := &call{parent: ctx, start: c.now()}
@@ -170,7 +202,7 @@ func (c *client) postBody(ctx context.Context, path, contentType string, payload
 	} else {
 		cl.ctx, cl.cancel = context.WithCancel(ctx)
 	}
-	req, err := http.NewRequestWithContext(cl.ctx, http.MethodPost, c.base+path, bytes.NewReader(payload))
+	req, err := http.NewRequestWithContext(cl.ctx, http.MethodPost, c.url(path), bytes.NewReader(payload))
 	if err != nil {
 		cl.cancel()
 		return nil, c.hideSecrets(fmt.Errorf("provider %s: bad base_url (models.providers.%s.base_url): %w", c.id, c.id, err))

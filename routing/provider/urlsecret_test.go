@@ -249,3 +249,46 @@ func TestASecretInsideAnotherIsHiddenWhole(t *testing.T) {
 		}
 	}
 }
+
+// TestBaseURLQueryFollowsThePath: a base_url with a query (a key a server
+// takes as ?key=) is called at its path plus the API's, with the query
+// after the whole path; the path went into the query
+// ("/v1?key=K/chat/completions"), so such a server could not be used.
+func TestBaseURLQueryFollowsThePath(t *testing.T) {
+	got := make(chan string, 1)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got <- r.URL.Path + " ? " + r.URL.RawQuery
+		http.Error(w, `{"error":{"message":"stop here"}}`, http.StatusBadRequest)
+	}))
+	defer srv.Close()
+	for _, c := range []struct {
+		api  string
+		p    Provider
+		want string
+	}{
+		{"openai", NewOpenAI(Options{ID: "p", BaseURL: srv.URL + "/v1/?key=K1&alt=x"}), "/v1/chat/completions ? key=K1&alt=x"},
+		{"anthropic", NewAnthropic(Options{ID: "p", BaseURL: srv.URL + "/v1?key=K2"}), "/v1/messages ? key=K2"},
+	} {
+		req := &Request{Model: "m", Messages: []core.ChatMessage{{Role: core.RoleUser, Content: "hi"}}}
+		p := c.p
+		if _, err := p.Complete(context.Background(), Credentials{APIKey: "k"}, req); err == nil {
+			t.Fatalf("%s: the call succeeded", c.api)
+		}
+		if g := <-got; g != c.want {
+			t.Errorf("%s: called %q; want %q", c.api, g, c.want)
+		}
+	}
+	for _, c := range []struct{ base, path, want string }{
+		{"http://h/v1", "/models", "http://h/v1/models"},
+		{"http://h/v1/", "/models", "http://h/v1/models"},
+		{"http://h/v1?key=K", "/models", "http://h/v1/models?key=K"},
+		{"http://h/v1/?key=K", "/models", "http://h/v1/models?key=K"},
+	} {
+		if g := JoinURL(c.base, c.path); g != c.want {
+			t.Errorf("JoinURL(%q, %q) = %q; want %q", c.base, c.path, g, c.want)
+		}
+	}
+	if g := AnthropicBase("http://h/v1/?key=K"); g != "http://h?key=K" {
+		t.Errorf("AnthropicBase = %q; want the server with the query kept", g)
+	}
+}
