@@ -30,9 +30,14 @@ func accessPolicies(cfg *config.Config) map[string]core.AccessPolicy {
 	return out
 }
 
+// minWebhookSecret is the shortest Telegram webhook secret start accepts
+// without a warning (Telegram takes 1 to 256 characters).
+const minWebhookSecret = 16
+
 // warnAccess logs, once at start, what an operator should know of the
-// channels' access: a channel anyone can talk to, and pairing without an
-// admin to approve in chat; and a config key that is taken but ignored.
+// channels' access: a channel anyone can talk to, pairing without an
+// admin to approve in chat, a Telegram webhook secret short enough to
+// guess; and a config key that is taken but ignored.
 func warnAccess(cfg *config.Config, log *slog.Logger) {
 	for _, sec := range cfg.Channels.Sections() {
 		if !sec.Enabled || sec.Common == nil {
@@ -47,6 +52,10 @@ func warnAccess(cfg *config.Config, log *slog.Logger) {
 			log.Warn(p+" pairs users but has no admins: approve them with `opentalon pair approve CODE`, or list user ids in "+p+".admins to approve in chat with /pair",
 				"channel", sec.Name)
 		}
+	}
+	if t := cfg.Channels.Telegram; t.Enabled && t.Mode == config.ModeWebhook && t.Webhook.Secret.IsSet() && len(t.Webhook.Secret.Value()) < minWebhookSecret {
+		log.Warn(fmt.Sprintf("channels.telegram.webhook.secret has %d characters: whoever guesses it can post updates as any user; use at least %d random ones (letters, digits, _ and -), e.g. the output of `openssl rand -hex 16`",
+			len(t.Webhook.Secret.Value()), minWebhookSecret), "channel", "telegram")
 	}
 	if f := cfg.Routing.Affinity.Store; f != "" {
 		log.Warn("routing.affinity.store is ignored: the learned scores live in the database (state.data_dir, or state.postgres), where `opentalon affinity show` reads them; remove the key", "routing.affinity.store", f)

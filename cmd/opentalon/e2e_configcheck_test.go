@@ -96,6 +96,8 @@ func TestConfigCheckAgreesWithRun(t *testing.T) {
 		{"pairing without admins", "channels:\n  console: { enabled: false }\n" + tg + ", access: pairing }\n", "", []string{"channels.telegram pairs users but has no admins"}, ""},
 		{"seed 004's affinity store file", "routing:\n  affinity: { enabled: true, store: ~/.opentalon/affinity.json, decay_days: 30 }\n", "", []string{"routing.affinity.store is ignored"}, ""},
 		{"an allowlisted bot", "channels:\n  console: { enabled: false }\n" + tg + ", allow_users: [\"42\"] }\n", "", nil, ""},
+		{"a short webhook secret", "channels:\n  console: { enabled: false }\n" + tg + ", allow_users: [\"42\"], mode: webhook, webhook: { url: \"https://bot.example.com/tg\", listen: \"127.0.0.1:0\", secret: abc } }\n", "", []string{"channels.telegram.webhook.secret has 3 characters"}, ""},
+		{"a long webhook secret", "channels:\n  console: { enabled: false }\n" + tg + ", allow_users: [\"42\"], mode: webhook, webhook: { url: \"https://bot.example.com/tg\", listen: \"127.0.0.1:0\", secret: 0123456789abcdef } }\n", "", nil, ""},
 		{"an orchestration step that does not compile", "orchestrator:\n  steps:\n    - { name: s, when: \"(\", tools: [x.y] }\n", "orchestrator.steps[0].when", nil, ""},
 		{"a plugin_dir that cannot be created", "plugins:\n  tools: { plugin_dir: " + filepath.Join(aFile, "plugins") + " }\n", "plugins.tools.plugin_dir " + filepath.Join(aFile, "plugins"), nil, ""},
 		{"a plugin_dir that does not exist", "plugins:\n  tools: { plugin_dir: " + filepath.Join(t.TempDir(), "missing") + " }\n", "", []string{"plugins.tools.plugin_dir does not exist; opentalon run creates it"}, ""},
