@@ -12,7 +12,9 @@
 //     channel's Send, which the gateway calls outside its queue workers,
 //     in line: answers first come, first served, notices after them, and
 //     a sender that gives up leaves its turn to the next;
-//   - Working: the typing indicator and ack reaction loop;
+//   - Working: the typing indicator and ack reaction loop; Indicators
+//     keeps them by chat so a send there quiets them first (no "typing…"
+//     after the reply);
 //   - Health: connected, last event received, last error, for /readyz
 //     and /status;
 //   - Scrubber: secrets removed from error texts;
