@@ -53,49 +53,10 @@ func (db *DB) LuaKVPut(ctx context.Context, script, key, value string, q core.Pl
 	if err := checkLuaKey(script, key); err != nil {
 		return err
 	}
-	write := func(ctx context.Context, x interface {
-		ExecContext(context.Context, string, ...any) (sql.Result, error)
-	}) error {
-		_, err := x.ExecContext(ctx, `INSERT INTO lua_kv (script, key, value, updated_at) VALUES (?, ?, ?, ?)
-			ON CONFLICT (script, key) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at`,
-			script, key, db.d.bytes(value), db.ms())
-		if err != nil {
-			return fmt.Errorf("write lua kv %s/%q: %w", script, key, err)
-		}
-		return nil
-	}
 	if q.MaxKeys <= 0 && q.MaxBytes <= 0 {
-		return write(ctx, db.w)
+		return luaKVSpace().write(ctx, db, db.w, script, key, value)
 	}
-	return db.tx(ctx, func(tx *txn) error {
-		var keys, used int64
-		err := tx.QueryRowContext(ctx, `SELECT keys, bytes FROM lua_kv_usage WHERE script = ?`, script).Scan(&keys, &used)
-		if err != nil && !errors.Is(err, sql.ErrNoRows) {
-			return fmt.Errorf("read lua kv usage of %s: %w", script, err)
-		}
-		var old int64
-		exists := true
-		err = tx.QueryRowContext(ctx, `SELECT octet_length(value) FROM lua_kv WHERE script = ? AND key = ?`, script, key).Scan(&old)
-		if errors.Is(err, sql.ErrNoRows) {
-			exists, err = false, nil
-		}
-		if err != nil {
-			return fmt.Errorf("read lua kv %s/%q: %w", script, key, err)
-		}
-		size := int64(len(value))
-		if !exists {
-			size += int64(len(key))
-			if q.MaxKeys > 0 && keys+1 > int64(q.MaxKeys) {
-				return fmt.Errorf("%w: %s has %d keys, the limit (plugins.lua.limits.kv_max_keys) is %d", core.ErrLuaKVQuota, script, keys, q.MaxKeys)
-			}
-		} else {
-			size -= old
-		}
-		if q.MaxBytes > 0 && size > 0 && used+size > q.MaxBytes {
-			return fmt.Errorf("%w: %s uses %d bytes, this write adds %d, the limit (plugins.lua.limits.kv_max_bytes) is %d", core.ErrLuaKVQuota, script, used, size, q.MaxBytes)
-		}
-		return write(ctx, tx)
-	})
+	return luaKVSpace().put(ctx, db, script, key, value, q)
 }
 
 // LuaKVUsage returns the number of keys and bytes (keys and values) of

@@ -103,41 +103,7 @@ func (db *DB) PluginStatePut(ctx context.Context, pluginID, key, value string, q
 	if err := checkPluginKey(pluginID, key); err != nil {
 		return err
 	}
-	return db.tx(ctx, func(tx *txn) error {
-		var keys, used int64
-		err := tx.QueryRowContext(ctx, `SELECT keys, bytes FROM plugin_state_usage WHERE plugin_id = ?`, pluginID).Scan(&keys, &used)
-		if err != nil && !errors.Is(err, sql.ErrNoRows) {
-			return fmt.Errorf("read plugin state usage of %s: %w", pluginID, err)
-		}
-		var old int64
-		exists := true
-		err = tx.QueryRowContext(ctx, `SELECT octet_length(value) FROM plugin_state WHERE plugin_id = ? AND key = ?`, pluginID, key).Scan(&old)
-		if errors.Is(err, sql.ErrNoRows) {
-			exists, err = false, nil
-		}
-		if err != nil {
-			return fmt.Errorf("read plugin state %s/%q: %w", pluginID, key, err)
-		}
-		size := int64(len(value))
-		if !exists {
-			size += int64(len(key))
-			if q.MaxKeys > 0 && keys+1 > int64(q.MaxKeys) {
-				return fmt.Errorf("%w: %s has %d keys, the limit is %d", core.ErrPluginStateQuota, pluginID, keys, q.MaxKeys)
-			}
-		} else {
-			size -= old
-		}
-		if q.MaxBytes > 0 && size > 0 && used+size > q.MaxBytes {
-			return fmt.Errorf("%w: %s uses %d bytes, this write adds %d, the limit is %d", core.ErrPluginStateQuota, pluginID, used, size, q.MaxBytes)
-		}
-		_, err = tx.ExecContext(ctx, `INSERT INTO plugin_state (plugin_id, key, value, updated_at) VALUES (?, ?, ?, ?)
-			ON CONFLICT (plugin_id, key) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at`,
-			pluginID, key, db.d.bytes(value), db.ms())
-		if err != nil {
-			return fmt.Errorf("write plugin state %s/%q: %w", pluginID, key, err)
-		}
-		return nil
-	})
+	return pluginStateSpace().put(ctx, db, pluginID, key, value, q)
 }
 
 // PluginStateUsage returns the number of keys and bytes (keys and values)

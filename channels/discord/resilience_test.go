@@ -388,13 +388,20 @@ type outageSink struct {
 	tries int
 }
 
-func (s *outageSink) Accept(ctx context.Context, in core.Inbound) error {
+// down counts a try and says whether the database is still out of reach.
+func (s *outageSink) down() error {
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	s.tries++
-	down := s.tries <= s.fail
-	s.mu.Unlock()
-	if down {
+	if s.tries <= s.fail {
 		return &core.Error{Kind: core.KindUnavailable, Msg: "the database is out of reach (test)"}
+	}
+	return nil
+}
+
+func (s *outageSink) Accept(ctx context.Context, in core.Inbound) error {
+	if err := s.down(); err != nil {
+		return err
 	}
 	return s.fakeSink.Accept(ctx, in)
 }
@@ -450,12 +457,8 @@ func TestMessageWaitingAtShutdownIsReported(t *testing.T) {
 
 // React fails as Accept does while the database is down.
 func (s *outageSink) React(ctx context.Context, r core.Reaction) error {
-	s.mu.Lock()
-	s.tries++
-	down := s.tries <= s.fail
-	s.mu.Unlock()
-	if down {
-		return &core.Error{Kind: core.KindUnavailable, Msg: "the database is out of reach (test)"}
+	if err := s.down(); err != nil {
+		return err
 	}
 	return s.fakeSink.React(ctx, r)
 }
