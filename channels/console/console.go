@@ -190,7 +190,8 @@ func (c *Channel) Close() error { return nil }
 // Format implements core.Channel: a terminal takes the text as it is.
 func (c *Channel) Format(text string) []string { return []string{text} }
 
-// Send implements core.Channel: the part is written followed by a newline.
+// Send implements core.Channel: the part is written followed by a
+// newline, with what a terminal would act on written as escapes (shown).
 func (c *Channel) Send(_ context.Context, _ core.Outbound, part string) (string, error) {
 	if err := c.write(part); err != nil {
 		return "", fmt.Errorf("console: write reply: %w", err)
@@ -203,6 +204,7 @@ func (c *Channel) Send(_ context.Context, _ core.Outbound, part string) (string,
 }
 
 func (c *Channel) write(s string) error {
+	s = shown(s)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	// A message takes the place of the prompt or the waiting line; a
