@@ -68,6 +68,9 @@ type Channel struct {
 	waiting bool
 	// last is when the last line was read.
 	last time.Time
+	// stopped is set once the gateway stops (Ctrl-C): no prompt shows
+	// again, as no line is read any more.
+	stopped bool
 }
 
 var (
@@ -144,6 +147,7 @@ func (c *Channel) Run(ctx context.Context, sink core.Sink) error {
 	for {
 		select {
 		case <-ctx.Done():
+			c.stopping()
 			return nil
 		case text, ok := <-lines:
 			if !ok {
@@ -218,6 +222,31 @@ func (c *Channel) write(s string) error {
 	return err
 }
 
+// stopping tells the person at the terminal that the gateway is
+// stopping (Ctrl-C, SIGTERM) and no longer reads what they type: it
+// finishes the answers being written first, which may take a while, and
+// without a word the terminal looked as if it still listened (the
+// seconds went on counting, a line typed was echoed and then lost). No
+// prompt shows again. Through pipes nothing is written.
+func (c *Channel) stopping() {
+	if !c.o.Interactive {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.stopped {
+		return
+	}
+	c.stopped = true
+	// The terminal echoed ^C where the cursor was: the prompt's line or
+	// the waiting line; the notice takes its place.
+	io.WriteString(c.o.Out, clearLine+stoppingNotice+"\n")
+	c.prompt, c.waiting = "", false
+}
+
+// stoppingNotice is the line stopping writes.
+const stoppingNotice = "stopping: answers being written are finished first; Ctrl-C again quits at once (next time, /stop ends an answer and keeps OpenTalon running)"
+
 // endPrompt ends the prompt's line when the input ends (Ctrl-D).
 func (c *Channel) endPrompt() {
 	c.mu.Lock()
@@ -235,7 +264,7 @@ func (c *Channel) showPrompt(p string) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.prompt == p {
+	if c.prompt == p || c.stopped {
 		return
 	}
 	pre := ""

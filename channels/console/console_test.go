@@ -184,3 +184,41 @@ func TestPipedConsoleShowsAnswersOnly(t *testing.T) {
 		t.Fatalf("piped console wrote %q; want the answer only", out.String())
 	}
 }
+
+// When the gateway stops (Ctrl-C) while an answer is being written, a
+// terminal says so and shows no prompt again: it no longer reads what is
+// typed. Through pipes nothing is added.
+func TestStoppingIsShownOnATerminal(t *testing.T) {
+	for _, interactive := range []bool{true, false} {
+		var out bytes.Buffer
+		in, w := io.Pipe()
+		defer w.Close()
+		ch := New(Options{In: in, Out: &out, Interactive: interactive, Tick: time.Hour})
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error)
+		go func() { done <- ch.Run(ctx, &sink{}) }()
+		stop := ch.Working(context.Background(), core.Inbound{})
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		stop()
+		if _, err := ch.Send(context.Background(), core.Outbound{}, "the answer"); err != nil {
+			t.Fatal(err)
+		}
+		got := out.String()
+		if !interactive {
+			if got != "the answer\n" {
+				t.Fatalf("through a pipe the console wrote %q; want the answer only", got)
+			}
+			continue
+		}
+		i := strings.Index(got, stoppingNotice)
+		if i < 0 {
+			t.Fatalf("the terminal shows %q; want the stopping notice %q", got, stoppingNotice)
+		}
+		if rest := got[i:]; strings.Contains(rest, Prompt) || !strings.HasSuffix(rest, "the answer\n") {
+			t.Fatalf("after the stopping notice the terminal shows %q; want the answer and no prompt", rest)
+		}
+	}
+}
