@@ -50,6 +50,17 @@ const (
 	PromptContinue = "· "
 )
 
+// terminalLineMax is the longest line a terminal in its line mode
+// passes on, in bytes (Linux's n_tty: 4096 with the newline): the kernel
+// drops the rest of a longer line, typed or pasted, without a word. On a
+// terminal a line that long is taken as cut and not sent (lineCutNotice).
+const terminalLineMax = 4095
+
+// lineCutNotice tells the person at the terminal that their message was
+// not sent, why, and what to do instead.
+const lineCutNotice = "not sent: the terminal cuts a line at 4095 characters, so the message was not all read; " +
+	`split it into lines ending in \ (they make one message), or ask once with opentalon complete "$(cat FILE)"`
+
 // thinking is the waiting line's text; the seconds follow it.
 const thinking = "  thinking… "
 
@@ -119,6 +130,7 @@ func (c *Channel) Run(ctx context.Context, sink core.Sink) error {
 		defer close(lines)
 		rd := bufio.NewReader(c.o.In)
 		var pending strings.Builder
+		cut := false // a line of pending reached terminalLineMax
 		for {
 			line, err := rd.ReadString('\n')
 			if err == nil {
@@ -128,6 +140,12 @@ func (c *Channel) Run(ctx context.Context, sink core.Sink) error {
 				return // the input ended (or failed: nothing more to read)
 			}
 			line = strings.TrimRight(line, "\r\n")
+			if c.o.Interactive && len(line) >= terminalLineMax {
+				// The terminal dropped what came past its limit: the
+				// message is not what was typed, and an answer to its
+				// first part would look like an answer to the whole.
+				cut = true
+			}
 			if strings.HasSuffix(line, `\`) {
 				pending.WriteString(strings.TrimSuffix(line, `\`) + "\n")
 				c.showPrompt(PromptContinue)
@@ -136,6 +154,12 @@ func (c *Channel) Run(ctx context.Context, sink core.Sink) error {
 			pending.WriteString(line)
 			text := pending.String()
 			pending.Reset()
+			if cut {
+				cut = false
+				c.write(lineCutNotice)
+				c.showPrompt(Prompt)
+				continue
+			}
 			select {
 			case lines <- text:
 			case <-ctx.Done():
