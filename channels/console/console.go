@@ -79,8 +79,8 @@ type Channel struct {
 	waiting bool
 	// last is when the last line was read.
 	last time.Time
-	// stopped is set once the gateway stops (Ctrl-C): no prompt shows
-	// again, as no line is read any more.
+	// stopped is set once the gateway stops (Ctrl-C) or the input ends
+	// (Ctrl-D): no prompt shows again, as no line is read any more.
 	stopped bool
 }
 
@@ -271,10 +271,13 @@ func (c *Channel) stopping() {
 // stoppingNotice is the line stopping writes.
 const stoppingNotice = "stopping: answers being written are finished first; Ctrl-C again quits at once (next time, /stop ends an answer and keeps OpenTalon running)"
 
-// endPrompt ends the prompt's line when the input ends (Ctrl-D).
+// endPrompt ends the prompt's line when the input ends (Ctrl-D); no
+// prompt shows again, as no line is read any more: the answers still
+// being written end the terminal's output, on a line of their own.
 func (c *Channel) endPrompt() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.stopped = true
 	if c.prompt != "" {
 		io.WriteString(c.o.Out, "\n")
 		c.prompt = ""

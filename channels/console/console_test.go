@@ -266,3 +266,28 @@ func TestLineCutByTheTerminalIsNotSent(t *testing.T) {
 		}
 	}
 }
+
+// After Ctrl-D the answers still being written are shown, and no prompt
+// after them: nothing reads it, and the shell's prompt would follow it on
+// its line.
+func TestNoPromptAfterTheInputEnded(t *testing.T) {
+	var out bytes.Buffer
+	eof := make(chan struct{})
+	ch := New(Options{In: strings.NewReader("question\n"), Out: &out, Interactive: true, Tick: time.Hour, OnEOF: func() { close(eof) }})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- ch.Run(ctx, &sink{}) }()
+	<-eof
+	stop := ch.Working(context.Background(), core.Inbound{})
+	stop()
+	if _, err := ch.Send(context.Background(), core.Outbound{}, "the answer"); err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if got := out.String(); !strings.HasSuffix(got, "the answer\n") {
+		t.Fatalf("after Ctrl-D the terminal shows %q; want it to end with the answer and a line break", got)
+	}
+}
