@@ -1,10 +1,16 @@
 package main
 
 import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
 	"strings"
 	"testing"
 
 	"github.com/opentalon/opentalon/config"
+	"github.com/opentalon/opentalon/routing/provider/providertest"
 )
 
 // TestModelsURL: the model list is asked where the provider's own calls
@@ -45,5 +51,39 @@ func TestURLFixFitsTheAPI(t *testing.T) {
 		if !strings.Contains(got, tt.want) || strings.Contains(got, tt.not) {
 			t.Errorf("urlFix(%s, %q) = %q; want it to contain %q and not %q", tt.p.API, tt.p.URLVar, got, tt.want, tt.not)
 		}
+	}
+}
+
+// TestProviderWarningOnATerminalIsText: the warning shown on the console's
+// terminal at start quotes the model ids the provider lists; an escape
+// sequence among them is shown, not acted on.
+func TestProviderWarningOnATerminalIsText(t *testing.T) {
+	llm := providertest.NewOpenAI(t)
+	base := modelsFront(t, llm, "", "llama3.1\x1b[2J\x1b]52;c;aGk=\x07", "qwen\u009b31m\u202e")
+	cfg, err := config.Parse("test.yaml", []byte(withTestStore(t, fmt.Sprintf(`models:
+  providers:
+    fake: { api: openai-completions, base_url: %q }
+  catalog:
+    fake/small-model: { weight: 80 }
+routing: { primary: fake/small-model }
+server: { listen: "" }
+`, base))), t.TempDir(), config.MapEnv(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr bytes.Buffer
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	if err := checkProvidersAtStart(context.Background(), cfg, log, &stderr, true); err != nil {
+		t.Fatal(err)
+	}
+	got := stderr.String()
+	if !strings.Contains(got, "is not among the models") {
+		t.Fatalf("no warning of the model the provider does not list: %q", got)
+	}
+	if strings.ContainsAny(got, "\x1b\x07\u009b\u202e") {
+		t.Fatalf("the terminal warning holds what a terminal acts on: %q", got)
+	}
+	if !strings.Contains(got, `llama3.1\x1b[2J`) {
+		t.Fatalf("the warning does not show the escape as text: %q", got)
 	}
 }

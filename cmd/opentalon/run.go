@@ -162,6 +162,10 @@ func checkProvidersAtStart(ctx context.Context, cfg *config.Config, log *slog.Lo
 		return nil
 	}
 	problems := checkProviders(ctx, cfg, providerCheckTimeout)
+	// A warning on the terminal goes through termText: it quotes what the
+	// provider answered (the ids of the models it lists, its HTTP status
+	// line), and a provider, or what answers at its address, could put an
+	// escape sequence there.
 	var fatal []providerProblem
 	for _, p := range problems {
 		if p.Fatal {
@@ -170,7 +174,7 @@ func checkProvidersAtStart(ctx context.Context, cfg *config.Config, log *slog.Lo
 		}
 		log.Warn(p.String())
 		if interactive {
-			fmt.Fprintln(stderr, "warning:", p.String())
+			fmt.Fprintln(stderr, "warning:", termText(p.String()))
 		}
 	}
 	// The console has nothing to answer with only when every provider
@@ -181,7 +185,7 @@ func checkProvidersAtStart(ctx context.Context, cfg *config.Config, log *slog.Lo
 	for _, p := range fatal {
 		log.Warn(p.String())
 		if interactive {
-			fmt.Fprintln(stderr, "warning:", p.String())
+			fmt.Fprintln(stderr, "warning:", termText(p.String()))
 		}
 	}
 	return nil
