@@ -41,6 +41,11 @@ type Options struct {
 	Interactive bool
 	// Tick is how often the waiting line is redrawn (default 1s).
 	Tick time.Duration
+	// TerminalIn is set when In is a terminal, whatever Out is (opentalon
+	// run | tee FILE, or the console beside a chat platform): its line
+	// mode cuts a line at terminalLineMax bytes, so such a line is not
+	// sent (lineCutNotice). Interactive implies it.
+	TerminalIn bool
 }
 
 // Prompts of an interactive console: for a new message, and for the
@@ -131,6 +136,7 @@ func (c *Channel) Run(ctx context.Context, sink core.Sink) error {
 		rd := bufio.NewReader(c.o.In)
 		var pending strings.Builder
 		cut := false // a line of pending reached terminalLineMax
+		cuts := c.o.Interactive || c.o.TerminalIn
 		for {
 			line, err := rd.ReadString('\n')
 			if err == nil {
@@ -140,7 +146,7 @@ func (c *Channel) Run(ctx context.Context, sink core.Sink) error {
 				return // the input ended (or failed: nothing more to read)
 			}
 			line = strings.TrimRight(line, "\r\n")
-			if c.o.Interactive && len(line) >= terminalLineMax {
+			if cuts && len(line) >= terminalLineMax {
 				// The terminal dropped what came past its limit: the
 				// message is not what was typed, and an answer to its
 				// first part would look like an answer to the whole.

@@ -223,25 +223,28 @@ func TestStoppingIsShownOnATerminal(t *testing.T) {
 	}
 }
 
-// A terminal in line mode drops what comes past 4095 bytes of a line: on
-// a terminal such a line is taken as cut and not sent (with the rest of
-// a message continued across it), and a notice says so. Through a pipe
-// nothing is cut, and the line is sent.
+// A terminal in line mode drops what comes past 4095 bytes of a line:
+// with stdin on a terminal, whatever stdout is, such a line is taken as
+// cut and not sent (with the rest of a message continued across it),
+// and a notice says so. Through a pipe nothing is cut, and the line is
+// sent.
 func TestLineCutByTheTerminalIsNotSent(t *testing.T) {
 	cut := strings.Repeat("x", terminalLineMax)
 	fits := strings.Repeat("y", terminalLineMax-1)
 	input := cut + "\nshort\nfirst\\\n" + cut + "\n" + fits + "\n"
 	for _, tc := range []struct {
 		interactive bool
+		terminalIn  bool // stdin a terminal, stdout not (opentalon run | tee FILE)
 		want        []string
 		notices     int
 	}{
-		{true, []string{"short", fits}, 2},
-		{false, []string{cut, "short", "first\n" + cut, fits}, 0},
+		{true, true, []string{"short", fits}, 2},
+		{false, true, []string{"short", fits}, 2},
+		{false, false, []string{cut, "short", "first\n" + cut, fits}, 0},
 	} {
 		var out bytes.Buffer
 		eof := make(chan struct{})
-		ch := New(Options{In: strings.NewReader(input), Out: &out, Interactive: tc.interactive, OnEOF: func() { close(eof) }})
+		ch := New(Options{In: strings.NewReader(input), Out: &out, Interactive: tc.interactive, TerminalIn: tc.terminalIn, OnEOF: func() { close(eof) }})
 		s := &sink{}
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan error)
@@ -256,13 +259,13 @@ func TestLineCutByTheTerminalIsNotSent(t *testing.T) {
 			got = append(got, in.Text)
 		}
 		if strings.Join(got, "|") != strings.Join(tc.want, "|") {
-			t.Errorf("interactive=%v: accepted %d messages %.40q…; want %d", tc.interactive, len(got), got, len(tc.want))
+			t.Errorf("interactive=%v terminalIn=%v: accepted %d messages %.40q…; want %d", tc.interactive, tc.terminalIn, len(got), got, len(tc.want))
 		}
 		if tc.interactive && !strings.Contains(out.String(), lineCutNotice+"\n"+Prompt) {
 			t.Errorf("no prompt follows the notice of a cut line: %.200q", out.String()[strings.Index(out.String(), "not sent"):])
 		}
 		if n := strings.Count(out.String(), lineCutNotice); n != tc.notices {
-			t.Errorf("interactive=%v: the notice of a cut line shows %d times; want %d", tc.interactive, n, tc.notices)
+			t.Errorf("interactive=%v terminalIn=%v: the notice of a cut line shows %d times; want %d", tc.interactive, tc.terminalIn, n, tc.notices)
 		}
 	}
 }

@@ -38,6 +38,9 @@ func buildConsole(a *App) (core.Channel, error) {
 		OnEOF:       func() { close(a.eof) },
 		Now:         a.opts.Now,
 		Interactive: a.opts.Interactive,
+		// Stdin alone decides whether a long line was cut: the terminal
+		// cuts it whatever stdout is.
+		TerminalIn: isTerminal(a.opts.Stdin),
 	}), nil
 }
 

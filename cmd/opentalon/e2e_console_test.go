@@ -6,7 +6,9 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -19,6 +21,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/opentalon/opentalon/config"
+	"github.com/opentalon/opentalon/core"
 	"github.com/opentalon/opentalon/routing/provider/providertest"
 )
 
@@ -183,4 +187,66 @@ func startOnTerminal(t *testing.T, home, llmURL, listen string) (*exec.Cmd, *os.
 	scr := &screen{eof: make(chan struct{})}
 	go scr.read(master)
 	return cmd, master, scr
+}
+
+// inbox is a core.Sink that hands each accepted message to a channel.
+type inbox chan core.Inbound
+
+func (b inbox) Accept(_ context.Context, in core.Inbound) error {
+	b <- in
+	return nil
+}
+func (b inbox) Edit(context.Context, core.Inbound) (bool, error) { return false, nil }
+func (b inbox) React(context.Context, core.Reaction) error       { return nil }
+func (b inbox) Commands() []core.CommandInfo                     { return nil }
+
+// lockedBuffer is a bytes.Buffer written by one goroutine and read by
+// another.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// With stdin on a terminal and stdout on a pipe (opentalon run | tee
+// FILE; not interactive), the terminal still cuts a typed or pasted line
+// at 4095 bytes: the console the gateway builds does not send what is
+// left of it, and says so.
+func TestConsoleWithStdinOnATerminalRefusesACutLine(t *testing.T) {
+	master, slave := openPTY(t)
+	go io.Copy(io.Discard, master) // the terminal's echo
+	var out lockedBuffer
+	a := &App{cfg: config.Default(), opts: AppOptions{Stdin: slave, Stdout: &out}, eof: make(chan struct{})}
+	ch, err := buildConsole(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(inbox, 2)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- ch.Run(ctx, got) }()
+	if _, err := master.WriteString(strings.Repeat("x", 5000) + "\r" + "short\r"); err != nil {
+		t.Fatal(err)
+	}
+	if in := <-got; in.Text != "short" {
+		t.Errorf("the console sent %d bytes %.20q…, what the terminal left of a 5000-byte line; want it refused and then %q", len(in.Text), in.Text, "short")
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "not sent: the terminal cuts a line at 4095 characters") {
+		t.Errorf("no notice of the cut line; the console wrote %q", out.String())
+	}
 }
