@@ -46,6 +46,11 @@ type Options struct {
 	// mode cuts a line at terminalLineMax bytes, so such a line is not
 	// sent (lineCutNotice). Interactive implies it.
 	TerminalIn bool
+	// TerminalOut is set when Out is a terminal, whatever In is (echo
+	// question | opentalon run): what a terminal would act on in an
+	// answer is written as escapes (shown). Through a pipe (a script, a
+	// file) the answer is written as it is. Interactive implies it.
+	TerminalOut bool
 }
 
 // Prompts of an interactive console: for a new message, and for the
@@ -225,7 +230,8 @@ func (c *Channel) Close() error { return nil }
 func (c *Channel) Format(text string) []string { return []string{text} }
 
 // Send implements core.Channel: the part is written followed by a
-// newline, with what a terminal would act on written as escapes (shown).
+// newline; on a terminal, what it would act on is written as escapes
+// (shown).
 func (c *Channel) Send(_ context.Context, _ core.Outbound, part string) (string, error) {
 	if err := c.write(part); err != nil {
 		return "", fmt.Errorf("console: write reply: %w", err)
@@ -238,7 +244,9 @@ func (c *Channel) Send(_ context.Context, _ core.Outbound, part string) (string,
 }
 
 func (c *Channel) write(s string) error {
-	s = shown(s)
+	if c.o.Interactive || c.o.TerminalOut {
+		s = shown(s)
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	// A message takes the place of the prompt or the waiting line; a

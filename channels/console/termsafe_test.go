@@ -29,7 +29,7 @@ func TestSendWritesWhatATerminalWouldActOnAsEscapes(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var out bytes.Buffer
-			ch := New(Options{Out: &out})
+			ch := New(Options{Out: &out, TerminalOut: true})
 			if _, err := ch.Send(context.Background(), core.Outbound{}, tc.in); err != nil {
 				t.Fatal(err)
 			}
@@ -37,5 +37,19 @@ func TestSendWritesWhatATerminalWouldActOnAsEscapes(t *testing.T) {
 				t.Fatalf("Send(%q) wrote %q; want %q", tc.in, got, tc.want+"\n")
 			}
 		})
+	}
+}
+
+// Through a pipe (a script, a file; stdout not a terminal) an answer is
+// written as it is, bytes for bytes: there is no terminal to act on it.
+func TestSendThroughAPipeWritesTheAnswerAsItIs(t *testing.T) {
+	answer := "a\x1b[1mb\x1b[0m\r\nc\u009b\u202e\u2028d\re\xff"
+	var out bytes.Buffer
+	ch := New(Options{Out: &out})
+	if _, err := ch.Send(context.Background(), core.Outbound{}, answer); err != nil {
+		t.Fatal(err)
+	}
+	if got := out.String(); got != answer+"\n" {
+		t.Fatalf("through a pipe Send(%q) wrote %q; want the answer as it is", answer, got)
 	}
 }

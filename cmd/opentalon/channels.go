@@ -41,6 +41,9 @@ func buildConsole(a *App) (core.Channel, error) {
 		// Stdin alone decides whether a long line was cut: the terminal
 		// cuts it whatever stdout is.
 		TerminalIn: isTerminal(a.opts.Stdin),
+		// Answers are escaped for a terminal only: a pipe gets them as
+		// they are.
+		TerminalOut: isTerminal(a.opts.Stdout),
 	}), nil
 }
 

@@ -5,6 +5,7 @@ package main
 // screen gets.
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"fmt"
@@ -248,5 +249,40 @@ func TestConsoleWithStdinOnATerminalRefusesACutLine(t *testing.T) {
 	}
 	if !strings.Contains(out.String(), "not sent: the terminal cuts a line at 4095 characters") {
 		t.Errorf("no notice of the cut line; the console wrote %q", out.String())
+	}
+}
+
+// The console the gateway builds escapes an answer for a terminal on
+// stdout, whatever stdin is (echo question | opentalon run), and writes
+// it as it is to a pipe (a script reading the answers, a file).
+func TestConsoleEscapesAnswersForATerminalOnly(t *testing.T) {
+	const answer = "a\x1b[2Jb"
+	master, slave := openPTY(t)
+	terminal := &App{cfg: config.Default(), opts: AppOptions{Stdin: strings.NewReader(""), Stdout: slave}, eof: make(chan struct{})}
+	ch, err := buildConsole(terminal)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ch.Send(context.Background(), core.Outbound{}, answer); err != nil {
+		t.Fatal(err)
+	}
+	line, err := bufio.NewReader(master).ReadString('\n')
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `a\x1b[2Jb` + "\r\n"; line != want {
+		t.Errorf("on a terminal the console wrote %q; want %q", line, want)
+	}
+
+	var out bytes.Buffer
+	piped := &App{cfg: config.Default(), opts: AppOptions{Stdin: strings.NewReader(""), Stdout: &out}, eof: make(chan struct{})}
+	if ch, err = buildConsole(piped); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ch.Send(context.Background(), core.Outbound{}, answer); err != nil {
+		t.Fatal(err)
+	}
+	if got := out.String(); got != answer+"\n" {
+		t.Errorf("through a pipe the console wrote %q; want the answer as it is", got)
 	}
 }
