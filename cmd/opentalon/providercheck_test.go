@@ -1,11 +1,13 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"strings"
 	"testing"
 
@@ -85,5 +87,57 @@ server: { listen: "" }
 	}
 	if !strings.Contains(got, `llama3.1\x1b[2J`) {
 		t.Fatalf("the warning does not show the escape as text: %q", got)
+	}
+}
+
+// TestProviderRefusalOnATerminalIsText: when the only provider refuses
+// the credential, run ends with an error printed on stderr that quotes
+// the provider's HTTP status line; an escape sequence there is shown,
+// not acted on.
+func TestProviderRefusalOnATerminalIsText(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			rd := bufio.NewReader(c)
+			for {
+				line, err := rd.ReadString('\n')
+				if err != nil || line == "\r\n" {
+					break
+				}
+			}
+			io.WriteString(c, "HTTP/1.1 401 No\x1b[2J\x1b]52;c;aGk=\x07\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+			c.Close()
+		}
+	}()
+	cfg, err := config.Parse("test.yaml", []byte(withTestStore(t, fmt.Sprintf(`models:
+  providers:
+    fake: { api: openai-completions, base_url: "http://%s/v1", api_key: sk-test }
+  catalog:
+    fake/small-model: { weight: 80 }
+routing: { primary: fake/small-model }
+server: { listen: "" }
+`, ln.Addr()))), t.TempDir(), config.MapEnv(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr bytes.Buffer
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	err = checkProvidersAtStart(context.Background(), cfg, log, &stderr, true)
+	if err == nil || !strings.Contains(err.Error(), "refused the credential") {
+		t.Fatalf("checkProvidersAtStart: %v; want the refused credential", err)
+	}
+	if strings.ContainsAny(err.Error(), "\x1b\x07") {
+		t.Fatalf("the error printed on the terminal holds what a terminal acts on: %q", err)
+	}
+	if !strings.Contains(err.Error(), `No\x1b[2J`) {
+		t.Fatalf("the error does not show the escape as text: %q", err)
 	}
 }

@@ -203,7 +203,10 @@ func everyProviderFails(cfg *config.Config, fatal []providerProblem) error {
 	if p.Refused {
 		kind = core.KindAuth
 	}
-	return core.Errorf(kind, "%s", p.String())
+	// The error is printed on stderr, a terminal as a rule, and quotes
+	// what the provider answered (its HTTP status line): termText, as
+	// for the warnings.
+	return core.Errorf(kind, "%s", termText(p.String()))
 }
 
 // openLogFile opens <dir>/opentalon.log for appending (0600), starting it
