@@ -52,11 +52,16 @@ const (
 	// provider does not know); routing avoids it for a while. Subject:
 	// the model.
 	EventModelRefused = "model_refused"
+	// EventPairingRequested: an unknown user asked to talk to the bot on
+	// a channel in pairing mode (they got a new code); the message says
+	// how to approve it. Subject: "<channel> <code>", so each request is
+	// told once.
+	EventPairingRequested = "pairing_requested"
 )
 
 // EventKinds lists every operator event kind.
 var EventKinds = []string{EventRequestFailed, EventChannelDown, EventProviderCooling, EventBudgetWarning,
-	EventBudgetExhausted, EventPluginRestartLoop, EventLuaHookFailed, EventLuaScriptDisabled, EventModelRefused}
+	EventBudgetExhausted, EventPluginRestartLoop, EventLuaHookFailed, EventLuaScriptDisabled, EventModelRefused, EventPairingRequested}
 
 // OpsEvents receives operator events. Emit must return at once (queue,
 // don't send) and is safe for concurrent use.

@@ -185,6 +185,7 @@ func (g *Gateway) admit(ctx context.Context, in core.Inbound) (bool, error) {
 		}
 		g.log.Info("pairing requested; approve with /pair approve CODE or opentalon pair approve CODE",
 			"channel", rec.Channel, "code", rec.Code, "user", rec.UserName)
+		g.emitPairingRequested(*rec)
 	}
 	if rec.Status != core.PairingPending {
 		g.tellRefused(in) // denied: nothing is sent, but to a command that waits for it
@@ -197,6 +198,27 @@ func (g *Gateway) admit(ctx context.Context, in core.Inbound) (bool, error) {
 		g.notify(in, fmt.Sprintf("🔒 I answer only people an admin of this bot has approved. Your pairing code is %s: ask an admin to send /pair approve %s.", rec.Code, rec.Code))
 	}
 	return false, nil
+}
+
+// emitPairingRequested tells the operator's notification sinks that a
+// user asks to talk to the bot, and how to let them: without it, an
+// admin learns of a request only by reading the log or running /pair.
+func (g *Gateway) emitPairingRequested(rec core.Pairing) {
+	if g.opts.Events == nil {
+		return
+	}
+	who := rec.UserID
+	if rec.UserName != "" {
+		who = rec.UserName + " (user " + rec.UserID + ")"
+	} else {
+		who = "user " + who
+	}
+	g.opts.Events.Emit(core.OpsEvent{
+		Kind: core.EventPairingRequested, Subject: rec.Channel + " " + rec.Code, At: g.now(),
+		Message: fmt.Sprintf("%s asks to talk to the bot on %s: approve with /pair approve %s in chat or `opentalon pair approve %s` (or deny); the code expires in %d hours.",
+			who, rec.Channel, rec.Code, rec.Code, int(core.PairingTTL.Hours())),
+		Details: map[string]string{"channel": rec.Channel, "user": rec.UserID, "code": rec.Code},
+	})
 }
 
 // tellRefused answers a platform command of someone the bot does not

@@ -267,3 +267,38 @@ func TestPairingCodesExpireAndAreCapped(t *testing.T) {
 		t.Fatal("no code once the old requests expired")
 	}
 }
+
+// An admin hears of a pairing request from the operator's notification
+// sinks (a chat sink in their own DM), with the code and how to approve
+// it, once per request: a stranger writing again is not told twice.
+func TestPairingRequestIsToldToTheOperator(t *testing.T) {
+	db := openDB(t, store.Options{})
+	ev := &events{}
+	r := runOn(t, db, gateway.Options{Store: db, Agent: &fakeAgent{}, Pairings: db, Events: ev,
+		Access: map[string]core.AccessPolicy{"fake": {Mode: core.AccessPairing, Admins: []string{"admin"}}}})
+	r.acceptFrom("stranger", "s", "1", "hello?")
+	code := codeRE.FindStringSubmatch(r.next())[1]
+	r.acceptFrom("stranger", "s", "2", "anyone?")
+	r.acceptFrom("friend", "f", "3", "me too")
+	code2 := codeRE.FindStringSubmatch(r.next())[1]
+
+	var got []core.OpsEvent
+	for _, e := range ev.all() {
+		if e.Kind == core.EventPairingRequested {
+			got = append(got, e)
+		}
+	}
+	if len(got) != 2 {
+		t.Fatalf("pairing events %+v; want one per request", got)
+	}
+	for i, c := range []string{code, code2} {
+		e := got[i]
+		if e.Subject != "fake "+c || !strings.Contains(e.Message, "/pair approve "+c) || !strings.Contains(e.Message, "opentalon pair approve "+c) ||
+			!strings.Contains(e.Message, "24 hours") || e.Details["user"] == "" {
+			t.Fatalf("event %+v; want the code %s, how to approve it and its expiry", e, c)
+		}
+	}
+	if !strings.Contains(got[0].Message, "name-stranger (user stranger)") {
+		t.Fatalf("event message %q; want who asks", got[0].Message)
+	}
+}
