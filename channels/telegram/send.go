@@ -37,7 +37,7 @@ func (b *Bot) Send(ctx context.Context, to core.Outbound, part string) (string, 
 		}
 	}
 	group := to.Meta["chat_type"] != "" && to.Meta["chat_type"] != string(models.ChatTypePrivate)
-	plain := false
+	plain, migrated := false, false
 	b.typing.Quiet(ctx, typingPlace(to.Conversation))
 	for attempt := 0; ; attempt++ {
 		if err := b.pace.Wait(ctx, to.Conversation.Chat, group, to.Notice); err != nil {
@@ -52,7 +52,15 @@ func (b *Bot) Send(ctx context.Context, to core.Outbound, part string) (string, 
 		raw := err
 		err = b.classify("sendMessage", err)
 		var tm *tgbot.TooManyRequestsError
+		var mig *tgbot.MigrateError
 		switch {
+		case !migrated && errors.As(raw, &mig) && mig.MigrateToChatID != 0:
+			// The group became a supergroup: Telegram names its new id,
+			// where the answer still belongs (the quoted message is not
+			// there, and AllowSendingWithoutReply lets it go without).
+			b.log.Warn("the group became a supergroup; sending to its new chat id (a chat id in channels.telegram.allow_chats or a schedule needs the new one)",
+				"chat", chat, "new_chat", mig.MigrateToChatID)
+			chat, p.ChatID, migrated = int64(mig.MigrateToChatID), int64(mig.MigrateToChatID), true
 		case errors.As(err, &tm) && attempt < maxRateRetries:
 			wait := time.Duration(max(tm.RetryAfter, 1)) * time.Second
 			b.log.Warn("Telegram flood control: waiting before resending", "chat", chat, "retry_after", wait)

@@ -415,9 +415,12 @@ func (b *Bot) scrub(err error) error { return b.scrubber.Error(err) }
 func (b *Bot) classify(method string, err error) error {
 	err = b.scrub(err)
 	var tm *tgbot.TooManyRequestsError
+	var mig *tgbot.MigrateError
 	switch {
 	case errors.As(err, &tm):
 		return &core.Error{Kind: core.KindRateLimited, Msg: "telegram " + method + ": too many requests", Err: err, RetryAfter: time.Duration(tm.RetryAfter) * time.Second}
+	case errors.As(err, &mig):
+		return &core.Error{Kind: core.KindBadRequest, Msg: fmt.Sprintf("telegram %s refused: the group became a supergroup with chat id %d; the old chat id takes no more messages (a chat id in channels.telegram.allow_chats or a schedule needs the new one)", method, mig.MigrateToChatID), Err: err}
 	case errors.Is(err, tgbot.ErrorUnauthorized):
 		return &core.Error{Kind: core.KindAuth, Msg: "telegram " + method + ": the bot token was refused (channels.telegram.token)", Err: err}
 	case errors.Is(err, tgbot.ErrorBadRequest), errors.Is(err, tgbot.ErrorForbidden), errors.Is(err, tgbot.ErrorNotFound):

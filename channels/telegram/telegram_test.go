@@ -889,3 +889,31 @@ func TestShortWebhookSecretKeepsTelegramsAnswerReadable(t *testing.T) {
 		}
 	}
 }
+
+// A group that became a supergroup refuses messages to its old chat id
+// with the new one (migrate_to_chat_id): the answer goes there, once,
+// rather than failing as a platform outage and being retried; another
+// call refused so says what happened and is not retried either.
+func TestSendFollowsAGroupUpgradedToASupergroup(t *testing.T) {
+	const super = -1001234567890
+	h := newHarness(t, nil)
+	h.srv.Fail("sendMessage", telegramtest.Failure{Code: 400, Description: "Bad Request: group chat was upgraded to a supergroup chat", MigrateToChatID: super})
+	to := core.Outbound{Conversation: core.ConversationKey{Channel: Name, Chat: fmt.Sprint(groupID)}, Parts: 1, ReplyTo: fmt.Sprintf("%d:5", groupID)}
+	id, err := h.bot.Send(context.Background(), to, "hi")
+	if err != nil {
+		t.Fatalf("Send: %v", err)
+	}
+	sent := h.srv.Sent()
+	if len(sent) != 1 || sent[0].ChatID != super || !strings.HasPrefix(id, fmt.Sprint(super)+":") {
+		t.Fatalf("sent %+v as %q; want one message in the supergroup %d", sent, id, super)
+	}
+
+	h.srv.Fail("deleteMessage", telegramtest.Failure{Code: 400, Description: "Bad Request: group chat was upgraded to a supergroup chat", MigrateToChatID: super})
+	err = h.bot.Delete(context.Background(), to, fmt.Sprintf("%d:7", groupID))
+	if core.ErrorKind(err) != core.KindBadRequest || !strings.Contains(err.Error(), "supergroup with chat id -1001234567890") {
+		t.Fatalf("err = %v (kind %v); want a refusal naming the new chat id", err, core.ErrorKind(err))
+	}
+	if n := len(h.srv.Calls("deleteMessage")); n != 1 {
+		t.Fatalf("deleteMessage called %d times; want once, not retried", n)
+	}
+}

@@ -45,6 +45,9 @@ type Failure struct {
 	Code        int
 	Description string
 	RetryAfter  int
+	// MigrateToChatID, with Code 400, is Telegram's answer to a group
+	// that became a supergroup: the new chat id.
+	MigrateToChatID int64
 }
 
 // Server is the fake Bot API.
@@ -515,6 +518,9 @@ func writeErr(w http.ResponseWriter, f Failure) {
 	body := map[string]any{"ok": false, "error_code": f.Code, "description": f.Description}
 	if f.RetryAfter > 0 {
 		body["parameters"] = map[string]any{"retry_after": f.RetryAfter}
+	}
+	if f.MigrateToChatID != 0 {
+		body["parameters"] = map[string]any{"migrate_to_chat_id": f.MigrateToChatID}
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(f.Code)
