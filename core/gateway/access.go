@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/opentalon/opentalon/core"
 )
@@ -194,10 +195,23 @@ func (g *Gateway) admit(ctx context.Context, in core.Inbound) (bool, error) {
 	// A command answered only to its sender, or one its platform waits
 	// for, is told each time: nobody else sees it, or the platform
 	// waits.
-	if g.noticeDue("pair:"+in.Conversation.Channel+":"+in.UserID) || in.Ephemeral || in.Awaited {
-		g.notify(in, fmt.Sprintf("🔒 I answer only people an admin of this bot has approved. Your pairing code is %s: ask an admin to send /pair approve %s.", rec.Code, rec.Code))
+	if g.pairingReminderDue(in, rec.Code) || in.Ephemeral || in.Awaited {
+		g.notify(in, fmt.Sprintf("🔒 I answer only people an admin of this bot has approved. Your pairing code is %s: ask an admin to send /pair approve %s. The code is valid for %d hours; until it is approved I do not answer your messages.",
+			rec.Code, rec.Code, int(core.PairingTTL.Hours())))
 	}
 	return false, nil
+}
+
+// pairingRemindEvery bounds how often a user waiting for approval is
+// told their code again: they have it, and a notice for each message
+// they write meanwhile is spam.
+const pairingRemindEvery = time.Hour
+
+// pairingReminderDue reports whether the sender of in is to be told
+// their pairing code: at once for a code they were not told yet, then
+// once every pairingRemindEvery.
+func (g *Gateway) pairingReminderDue(in core.Inbound, code string) bool {
+	return g.noticeDueEvery("pair:"+in.Conversation.Channel+":"+in.UserID+":"+code, pairingRemindEvery)
 }
 
 // emitPairingRequested tells the operator's notification sinks that a

@@ -302,3 +302,33 @@ func TestPairingRequestIsToldToTheOperator(t *testing.T) {
 		t.Fatalf("event message %q; want who asks", got[0].Message)
 	}
 }
+
+// A stranger waiting for approval is told their code, how long it holds
+// and that nothing is answered meanwhile; the messages they write next
+// do not each bring the notice again (once an hour), but a new code is
+// told at once.
+func TestPairingNoticeIsNotRepeatedForEveryMessage(t *testing.T) {
+	r := newClockRig(t, &fakeAgent{}, gateway.Options{
+		Access: map[string]core.AccessPolicy{"fake": {Mode: core.AccessPairing, Admins: []string{"admin"}}}})
+	r.acceptFrom("stranger", "s", "1", "hello?")
+	first := r.next()
+	code := codeRE.FindStringSubmatch(first)[1]
+	if !strings.Contains(first, "valid for 24 hours") || !strings.Contains(first, "/pair approve "+code) {
+		t.Fatalf("the stranger was told %q; want the code, how to get it approved and how long it holds", first)
+	}
+	for i, wait := range []time.Duration{2 * time.Minute, 10 * time.Minute, 30 * time.Minute} {
+		r.clock.Advance(wait)
+		r.acceptFrom("stranger", "s", strconv.Itoa(i+2), "anyone?")
+		r.nothingSent(100 * time.Millisecond)
+	}
+	r.clock.Advance(20 * time.Minute) // an hour after the first notice
+	r.acceptFrom("stranger", "s", "9", "still waiting")
+	if again := codeRE.FindStringSubmatch(r.next()); again == nil || again[1] != code {
+		t.Fatalf("the reminder after an hour has %v; want the same code %s", again, code)
+	}
+	r.clock.Advance(core.PairingTTL)
+	r.acceptFrom("stranger", "s", "10", "hello again")
+	if fresh := codeRE.FindStringSubmatch(r.next()); fresh == nil || fresh[1] == code {
+		t.Fatalf("after the code expired the stranger got %v; want a new code at once", fresh)
+	}
+}

@@ -107,7 +107,7 @@ type Gateway struct {
 	accepting bool
 	// chanState is the supervision state of each channel.
 	chanState map[string]*channelState
-	// notices is when each conversation or user was last told a notice
+	// notices is when each conversation or user may next be told a notice
 	// (see noticeDue); side tracks such best-effort sends.
 	notices map[string]time.Time
 	// full holds, by conversation and sender, the refused messages

@@ -334,18 +334,21 @@ func (g *Gateway) poke() {
 const noticeEvery = time.Minute
 
 // noticeDue reports whether the notice of key may be sent now, and if so
-// records that it is.
-func (g *Gateway) noticeDue(key string) bool {
+// records that it is (the next one is due noticeEvery later).
+func (g *Gateway) noticeDue(key string) bool { return g.noticeDueEvery(key, noticeEvery) }
+
+// noticeDueEvery is noticeDue with the notice of key due every "every".
+func (g *Gateway) noticeDueEvery(key string, every time.Duration) bool {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	now := g.now()
-	if last, told := g.notices[key]; told && now.Sub(last) < noticeEvery {
+	if next, told := g.notices[key]; told && now.Before(next) {
 		return false
 	}
-	g.notices[key] = now
+	g.notices[key] = now.Add(every)
 	if len(g.notices) > 10000 {
-		for k, t := range g.notices {
-			if now.Sub(t) >= noticeEvery {
+		for k, next := range g.notices {
+			if !now.Before(next) {
 				delete(g.notices, k)
 			}
 		}
