@@ -202,6 +202,10 @@ func (g *Gateway) admit(ctx context.Context, in core.Inbound) (bool, error) {
 	return false, nil
 }
 
+// maxApprovedListed bounds the approved users /pair lists (the latest
+// to ask first); `opentalon pair list` lists them all.
+const maxApprovedListed = 20
+
 // pairingRemindEvery bounds how often a user waiting for approval is
 // told their code again: they have it, and a notice for each message
 // they write meanwhile is spam.
@@ -261,11 +265,30 @@ func (g *Gateway) cmdPair(ctx context.Context, req core.CommandRequest) (string,
 		if err != nil {
 			return "", err
 		}
-		var b strings.Builder
+		var b, ok strings.Builder
+		approved := 0
 		for _, r := range recs {
 			if r.Status == core.PairingPending && !core.PairingExpired(r, g.now()) {
 				fmt.Fprintf(&b, "\n%s — %s (user %s), asked %s ago", r.Code, r.UserName, r.UserID, core.HumanDuration(g.now().Sub(r.RequestedAt)))
 			}
+			if r.Status == core.PairingApproved {
+				if approved++; approved <= maxApprovedListed {
+					fmt.Fprintf(&ok, "\n%s — %s (user %s), approved %s ago", r.Code, r.UserName, r.UserID, core.HumanDuration(g.now().Sub(r.DecidedAt)))
+				}
+			}
+		}
+		// The approved are listed too, with their codes: /pair deny CODE
+		// is how an admin revokes one, and the code is nowhere else in
+		// chat.
+		if approved > maxApprovedListed {
+			fmt.Fprintf(&ok, "\n… and %d more (opentalon pair list shows them all)", approved-maxApprovedListed)
+		}
+		if ok.Len() > 0 {
+			okText := "\n\nApproved (revoke with /pair deny CODE):" + ok.String()
+			if b.Len() == 0 {
+				return "No pairing requests are waiting on " + channel + "." + okText, nil
+			}
+			return "Waiting for approval (/pair approve CODE):" + b.String() + okText, nil
 		}
 		if b.Len() == 0 {
 			return "No pairing requests are waiting on " + channel + ".", nil

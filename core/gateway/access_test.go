@@ -332,3 +332,35 @@ func TestPairingNoticeIsNotRepeatedForEveryMessage(t *testing.T) {
 		t.Fatalf("after the code expired the stranger got %v; want a new code at once", fresh)
 	}
 }
+
+// An admin in chat can revoke an approved user: /pair lists the approved
+// with their codes, and /pair deny CODE stops the bot answering them.
+func TestPairListsTheApprovedForRevoking(t *testing.T) {
+	db := openDB(t, store.Options{})
+	ag := &fakeAgent{}
+	r := runOn(t, db, gateway.Options{Store: db, Agent: ag, Pairings: db,
+		Access: map[string]core.AccessPolicy{"fake": {Mode: core.AccessPairing, Admins: []string{"admin"}}}})
+	r.acceptFrom("guest", "g", "1", "hi")
+	code := codeRE.FindStringSubmatch(r.next())[1]
+	r.acceptFrom("admin", "a", "2", "/pair approve "+code)
+	r.next()
+	r.next()
+	r.acceptFrom("guest", "g", "3", "hello")
+	r.expect("answer to hello")
+
+	r.acceptFrom("admin", "a", "4", "/pair")
+	got := r.next()
+	if !strings.Contains(got, "No pairing requests are waiting") || !strings.Contains(got, "/pair deny CODE") ||
+		!strings.Contains(got, code+" — name-guest (user guest), approved") {
+		t.Fatalf("/pair answered %q; want the approved guest with their code and how to revoke", got)
+	}
+	r.acceptFrom("admin", "a", "5", "/pair deny "+code)
+	if got := r.next(); !strings.HasPrefix(got, "Denied name-guest") {
+		t.Fatalf("revoking answered %q", got)
+	}
+	r.acceptFrom("guest", "g", "6", "still there?")
+	r.nothingSent(150 * time.Millisecond)
+	if ag.calls != 1 {
+		t.Fatalf("agent calls = %d; a revoked user must not reach it", ag.calls)
+	}
+}
