@@ -89,6 +89,13 @@ var ErrMessageTooLong = errors.New("the message alone does not fit the model's c
 // too long for the model: its Msg says so to the user.
 var ErrToolResultsTooLong = errors.New("the tool results do not fit the model's context window")
 
+// ErrRecipientGone is in the chain of an error (of kind KindBadRequest)
+// for a send the platform refused because the chat takes no messages from
+// the bot any more: the user blocked it, it was removed from the group,
+// the account is gone. Nobody is left to tell: the answer is dropped
+// without an apology (sent to the same chat) or an operator event.
+var ErrRecipientGone = errors.New("the chat no longer takes the bot's messages")
+
 // ErrorKind returns the kind of the first *Error in err's chain.
 func ErrorKind(err error) Kind {
 	var e *Error

@@ -423,7 +423,11 @@ func (b *Bot) classify(method string, err error) error {
 		return &core.Error{Kind: core.KindBadRequest, Msg: fmt.Sprintf("telegram %s refused: the group became a supergroup with chat id %d; the old chat id takes no more messages (a chat id in channels.telegram.allow_chats or a schedule needs the new one)", method, mig.MigrateToChatID), Err: err}
 	case errors.Is(err, tgbot.ErrorUnauthorized):
 		return &core.Error{Kind: core.KindAuth, Msg: "telegram " + method + ": the bot token was refused (channels.telegram.token)", Err: err}
-	case errors.Is(err, tgbot.ErrorBadRequest), errors.Is(err, tgbot.ErrorForbidden), errors.Is(err, tgbot.ErrorNotFound):
+	case errors.Is(err, tgbot.ErrorForbidden):
+		// "bot was blocked by the user", "bot was kicked from the group
+		// chat", "user is deactivated": the chat takes no more messages.
+		return &core.Error{Kind: core.KindBadRequest, Msg: "telegram " + method + " refused", Err: fmt.Errorf("%w: %w", core.ErrRecipientGone, err)}
+	case errors.Is(err, tgbot.ErrorBadRequest), errors.Is(err, tgbot.ErrorNotFound):
 		return &core.Error{Kind: core.KindBadRequest, Msg: "telegram " + method + " refused", Err: err}
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return err

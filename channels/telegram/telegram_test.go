@@ -3,6 +3,7 @@ package telegram
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -462,6 +463,25 @@ func TestSendGivesUpOnOther400(t *testing.T) {
 	_, err := h.bot.Send(context.Background(), core.Outbound{Conversation: core.ConversationKey{Channel: Name, Chat: "42"}}, "hi")
 	if err == nil || core.ErrorKind(err) != core.KindBadRequest || strings.Contains(err.Error(), "SECRET") {
 		t.Fatalf("err = %v (kind %v), want a bad-request error without the token", err, core.ErrorKind(err))
+	}
+}
+
+// A 403 (blocked by the user, kicked from the group) says the chat takes
+// no more messages, so the gateway drops the answer instead of sending an
+// apology into the same refusal.
+func TestSendRefusedByABlockedChatIsRecipientGone(t *testing.T) {
+	for _, desc := range []string{"Forbidden: bot was blocked by the user", "Forbidden: bot was kicked from the group chat"} {
+		h := newHarness(t, nil)
+		h.srv.Fail("sendMessage", telegramtest.Failure{Code: 403, Description: desc})
+		_, err := h.bot.Send(context.Background(), core.Outbound{Conversation: core.ConversationKey{Channel: Name, Chat: "42"}}, "hi")
+		if !errors.Is(err, core.ErrRecipientGone) || !strings.Contains(err.Error(), desc) {
+			t.Fatalf("%s: err = %v; want core.ErrRecipientGone with Telegram's words", desc, err)
+		}
+	}
+	h := newHarness(t, nil)
+	h.srv.Fail("sendMessage", telegramtest.Failure{Code: 400, Description: "Bad Request: message text is empty"})
+	if _, err := h.bot.Send(context.Background(), core.Outbound{Conversation: core.ConversationKey{Channel: Name, Chat: "42"}}, "hi"); errors.Is(err, core.ErrRecipientGone) {
+		t.Fatalf("a 400 is no gone recipient: %v", err)
 	}
 }
 

@@ -783,6 +783,17 @@ func (g *Gateway) settle(ctx context.Context, it core.QueueItem, err error, log 
 		// not hold its conversation for ever.
 		outcome = core.OutcomeRetried
 		g.retryTelling(sctx, it, err, log, "the answer could not be sent; it is sent again later")
+	case errors.As(err, &undelivered) && errors.Is(err, core.ErrRecipientGone):
+		// Blocked, or removed from the group: nobody is left to tell, so
+		// no apology is sent into the same refusal and the operator is
+		// not paged for a user's choice. Logged once an hour per chat.
+		outcome = core.OutcomeDropped
+		if g.noticeDueEvery("gone:"+it.Conversation.String(), time.Hour) {
+			log.Info("the chat takes no more messages from the bot (the user blocked it, or it was removed from the group); its answers are dropped", "err", err)
+		}
+		g.record(sctx, log, it, "mark request failed", func(c context.Context, lease int64) error {
+			return g.store.Finish(c, it.ID, lease, core.StatusFailed, err.Error())
+		})
 	case waits(err):
 		outcome = g.wait(sctx, it, err, log)
 	case core.Transient(err) && it.Attempts+1 < g.opts.MaxAttempts:

@@ -1,0 +1,60 @@
+package gateway_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+
+	"github.com/opentalon/opentalon/core"
+	"github.com/opentalon/opentalon/core/gateway"
+	"github.com/opentalon/opentalon/store"
+)
+
+// goneChannel refuses every send but the answer to "next" as a platform
+// does to a chat that blocked the bot or removed it.
+type goneChannel struct {
+	*fakeChannel
+	mu      sync.Mutex
+	refused []string
+}
+
+func (c *goneChannel) Send(ctx context.Context, to core.Outbound, part string) (string, error) {
+	if part != "answer to next" {
+		c.mu.Lock()
+		c.refused = append(c.refused, part)
+		c.mu.Unlock()
+		return "", &core.Error{Kind: core.KindBadRequest, Msg: "fake send refused", Err: fmt.Errorf("%w: Forbidden: bot was blocked by the user", core.ErrRecipientGone)}
+	}
+	return c.fakeChannel.Send(ctx, to, part)
+}
+
+// An answer to a chat that blocked the bot is dropped: no apology is sent
+// into the same refusal, and the operator is not told of a failed request
+// (the user's choice, not the bot's trouble).
+func TestAnswerToABlockedChatIsDropped(t *testing.T) {
+	db := openDB(t, store.Options{})
+	ev := &events{}
+	fc := &fakeChannel{notify: make(chan string, 100)}
+	ch := &goneChannel{fakeChannel: fc}
+	r := runWith(t, db, gateway.Options{Store: db, Agent: &fakeAgent{}, Events: ev}, ch, fc)
+	r.accept("1", "hello")
+	r.accept("2", "next")
+	r.expect("answer to next") // the conversation's items run in order: "hello" is done
+
+	ch.mu.Lock()
+	refused := append([]string(nil), ch.refused...)
+	ch.mu.Unlock()
+	if len(refused) != 1 || refused[0] != "answer to hello" {
+		t.Fatalf("sends refused: %q; want the answer alone, no apology after it", refused)
+	}
+	for _, e := range ev.all() {
+		if e.Kind == core.EventRequestFailed {
+			t.Fatalf("operator event %+v; a blocked chat is nobody's failure", e)
+		}
+	}
+	counts, _ := db.QueueCounts(context.Background())
+	if counts[core.StatusFailed] != 1 || counts[core.StatusQueued] != 0 {
+		t.Fatalf("queue %v; want the blocked chat's request failed, not left to retry", counts)
+	}
+}
