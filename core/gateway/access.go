@@ -156,10 +156,21 @@ func (g *Gateway) admit(ctx context.Context, in core.Inbound) (bool, error) {
 		if err != nil {
 			return false, fmt.Errorf("count pairing requests: %w", err)
 		}
-		waiting := 0
+		waiting, expired := 0, 0
 		for _, r := range all {
-			if r.Status == core.PairingPending && !core.PairingExpired(r, g.now()) {
+			switch {
+			case core.PairingExpired(r, g.now()):
+				expired++
+			case r.Status == core.PairingPending:
 				waiting++
+			}
+		}
+		if expired > 0 {
+			// The requests of strangers who never wrote again go here,
+			// or they stay in the table for good (a flood of strangers
+			// would grow it by up to MaxPendingPairings a day).
+			if _, err := g.opts.Pairings.ExpirePairings(ctx, g.now().Add(-core.PairingTTL)); err != nil {
+				return false, fmt.Errorf("expire pairing requests: %w", err)
 			}
 		}
 		if waiting >= core.MaxPendingPairings {

@@ -364,3 +364,27 @@ func TestPairListsTheApprovedForRevoking(t *testing.T) {
 		t.Fatalf("agent calls = %d; a revoked user must not reach it", ag.calls)
 	}
 }
+
+// The requests of strangers who never came back do not stay in the
+// table: the next stranger's request clears the expired ones, so a flood
+// of strangers leaves at most MaxPendingPairings rows a day.
+func TestExpiredPairingRequestsAreClearedByTheNext(t *testing.T) {
+	r := newClockRig(t, &fakeAgent{}, gateway.Options{
+		Access: map[string]core.AccessPolicy{"fake": {Mode: core.AccessPairing, Admins: []string{"admin"}}}})
+	ctx := context.Background()
+	for i := range core.MaxPendingPairings {
+		if _, err := r.db.RequestPairing(ctx, core.Pairing{Channel: "fake", UserID: "u" + strconv.Itoa(i), Code: core.NewPairingCode(), RequestedAt: r.clock.Now()}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r.clock.Advance(core.PairingTTL + time.Minute)
+	r.acceptFrom("newcomer", "n", "1", "hi")
+	code := codeRE.FindStringSubmatch(r.next())[1]
+	recs, err := r.db.Pairings(ctx, "fake")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(recs) != 1 || recs[0].Code != code {
+		t.Fatalf("%d pairing rows after the newcomer's request; want theirs alone", len(recs))
+	}
+}
