@@ -94,7 +94,13 @@ func runPair(ctx context.Context, db pairStore, now time.Time, args []string, st
 		// the terminal (termText).
 		rows := [][]string{{"CODE", "STATUS", "CHANNEL", "USER ID", "NAME", "ASKED"}}
 		for _, r := range recs {
-			rows = append(rows, []string{termText(r.Code), termText(string(r.Status)), termText(r.Channel), termText(r.UserID),
+			status := string(r.Status)
+			if core.PairingExpired(r, now) {
+				// It can no longer be approved; the user gets a new
+				// code when they write again.
+				status = "expired"
+			}
+			rows = append(rows, []string{termText(r.Code), termText(status), termText(r.Channel), termText(r.UserID),
 				dash(termText(r.UserName)), fmt.Sprintf("%s ago", now.Sub(r.RequestedAt).Round(time.Second))})
 		}
 		return writeTable(stdout, rows)
