@@ -2,6 +2,7 @@ package discord_test
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 
@@ -34,6 +35,27 @@ func TestRefusedSendNamesThePermission(t *testing.T) {
 			if !strings.Contains(err.Error(), w) {
 				t.Errorf("%d: Send = %v; want it to say %q", tt.code, err, w)
 			}
+		}
+	}
+}
+
+// TestSendToAGoneChatIsRecipientGone: a user who closed their DMs to the
+// bot (50007) or a deleted channel (10003) takes no more messages; the
+// gateway drops the answer rather than sending an apology into the same
+// refusal. Missing Access stays the operator's to fix.
+func TestSendToAGoneChatIsRecipientGone(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		code int
+		gone bool
+	}{{50007, true}, {10003, true}, {50001, false}} {
+		r := start(t, nil, nil)
+		r.srv.WaitFor(t, "connected", r.srv.Connected)
+		r.srv.Refuse("POST", "/channels/"+r.channel+"/messages", tt.code, 1)
+		to := core.Outbound{Conversation: core.ConversationKey{Channel: "discord", Chat: r.channel}}
+		_, err := r.bot.Send(context.Background(), to, "hello")
+		if core.ErrorKind(err) != core.KindBadRequest || errors.Is(err, core.ErrRecipientGone) != tt.gone {
+			t.Fatalf("%d: Send = %v (kind %v); want a bad_request error, recipient gone: %v", tt.code, err, core.ErrorKind(err), tt.gone)
 		}
 	}
 }

@@ -285,6 +285,11 @@ func (b *Bot) classify(call string, err error) error {
 		return &core.Error{Kind: core.KindBadRequest, Msg: "discord " + call + ": Missing Access (50001): the bot cannot see this channel; give its role View Channel and Read Message History there (server or channel settings → Permissions)", Err: err}
 	case s == http.StatusForbidden && apiCode(err) == discordgo.ErrCodeMissingPermissions:
 		return &core.Error{Kind: core.KindBadRequest, Msg: "discord " + call + ": Missing Permissions (50013): give the bot's role Send Messages, Send Messages in Threads, Add Reactions and Attach Files in this channel, or invite it again with the README's link", Err: err}
+	case s == http.StatusForbidden && apiCode(err) == discordgo.ErrCodeCannotSendMessagesToThisUser,
+		s == http.StatusNotFound && apiCode(err) == discordgo.ErrCodeUnknownChannel:
+		// The user closed their DMs to the bot, or the channel was
+		// deleted: the chat takes no more messages.
+		return &core.Error{Kind: core.KindBadRequest, Msg: "discord " + call + " refused", Err: fmt.Errorf("%w: %w", core.ErrRecipientGone, err)}
 	case s >= 400 && s < 500:
 		return &core.Error{Kind: core.KindBadRequest, Msg: "discord " + call + " refused", Err: err}
 	}

@@ -347,7 +347,9 @@ func (s *Server) Fail(method, path string, status, n int) {
 // answer as Discord does with JSON error code code: 50001 (403 Missing
 // Access: the bot cannot see the channel, or is not in the guild or was
 // invited without the applications.commands scope), 50013 (403 Missing
-// Permissions) or 10014 (400 Unknown Emoji).
+// Permissions), 10014 (400 Unknown Emoji), 10003 (404 Unknown Channel: the
+// channel was deleted) or 50007 (403: the user closed their DMs to the
+// bot, or left every server it shares with them).
 func (s *Server) Refuse(method, path string, code, n int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -536,6 +538,8 @@ var refusals = map[int]refusal{
 	50001: {http.StatusForbidden, "Missing Access"},
 	50013: {http.StatusForbidden, "Missing Permissions"},
 	10014: {http.StatusBadRequest, "Unknown Emoji"},
+	10003: {http.StatusNotFound, "Unknown Channel"},
+	50007: {http.StatusForbidden, "Cannot send messages to this user"},
 }
 
 type apiError struct {
