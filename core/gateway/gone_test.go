@@ -3,8 +3,10 @@ package gateway_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/opentalon/opentalon/core"
 	"github.com/opentalon/opentalon/core/gateway"
@@ -56,5 +58,31 @@ func TestAnswerToABlockedChatIsDropped(t *testing.T) {
 	counts, _ := db.QueueCounts(context.Background())
 	if counts[core.StatusFailed] != 1 || counts[core.StatusQueued] != 0 {
 		t.Fatalf("queue %v; want the blocked chat's request failed, not left to retry", counts)
+	}
+}
+
+// A schedule's firing into a chat that takes no messages still fails
+// loudly: the schedule's chat is for its owner to fix.
+func TestFiringToABlockedChatStillTellsTheOperator(t *testing.T) {
+	db := openDB(t, store.Options{})
+	ev := &events{}
+	fc := &fakeChannel{notify: make(chan string, 100)}
+	ch := &goneChannel{fakeChannel: fc}
+	r := runWith(t, db, gateway.Options{Store: db, Agent: &fakeAgent{}, Events: ev, Firings: firingRunner{}, MaxAttempts: 1}, ch, fc)
+	f := core.Firing{ScheduleID: 4, At: time.Now(), Conversation: core.ConversationKey{Channel: "fake", Chat: "c"}, Prompt: "report"}
+	if _, err := r.g.EnqueueFiring(context.Background(), f); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		for _, e := range ev.all() {
+			if e.Kind == core.EventRequestFailed && strings.Contains(e.Message, "schedule #4") {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("events %+v; want schedule #4's failure told", ev.all())
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }
