@@ -76,6 +76,15 @@ func TestClassify(t *testing.T) {
 			t.Errorf("classify(%v) = %v (kind %v); want kind %v mentioning %q", tt.err, got, core.ErrorKind(got), tt.kind, tt.want)
 		}
 	}
+	// An archived channel takes no more messages: its answers are
+	// dropped; a channel the bot was not invited to is the operator's to
+	// fix and stays an error they hear of.
+	if err := b.classify("chat.postMessage", "k", slack.SlackErrorResponse{Err: "is_archived"}); !errors.Is(err, core.ErrRecipientGone) || core.ErrorKind(err) != core.KindBadRequest || !strings.Contains(err.Error(), "is_archived") {
+		t.Errorf("is_archived = %v; want a bad_request error carrying core.ErrRecipientGone", err)
+	}
+	if err := b.classify("chat.postMessage", "k", slack.SlackErrorResponse{Err: "not_in_channel"}); errors.Is(err, core.ErrRecipientGone) {
+		t.Errorf("not_in_channel = %v; want no recipient gone", err)
+	}
 	if core.RetryAfter(b.classify("m", "k", &slack.RateLimitedError{RetryAfter: 3 * time.Second})) != 3*time.Second {
 		t.Error("the rate limit's wait is lost")
 	}

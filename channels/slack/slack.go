@@ -426,6 +426,10 @@ func (b *Bot) classify(method, key string, err error) error {
 		return &core.Error{Kind: core.KindBadRequest, Msg: fmt.Sprintf("slack %s: not_in_channel: the bot is not a member of this channel; invite it there (/invite @%s)", method, b.botName()), Err: err}
 	case errors.As(err, &se) && se.Err == "channel_not_found":
 		return &core.Error{Kind: core.KindBadRequest, Msg: fmt.Sprintf("slack %s: channel_not_found: no such channel id, or a private channel the bot is not in (invite it: /invite @%s); a schedule's chat takes the channel id (C…), not its name", method, b.botName()), Err: err}
+	case errors.As(err, &se) && se.Err == "is_archived":
+		// The channel was archived: it takes no more messages, and its
+		// answers are dropped (core.ErrRecipientGone).
+		return &core.Error{Kind: core.KindBadRequest, Msg: fmt.Sprintf("slack %s: is_archived: the channel was archived", method), Err: fmt.Errorf("%w: %w", core.ErrRecipientGone, err)}
 	case errors.As(err, &se) && transientErrors[se.Err]:
 		return &core.Error{Kind: core.KindUnavailable, Msg: "slack " + method + ": " + se.Err, Err: err}
 	case errors.As(err, &se):
