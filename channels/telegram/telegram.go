@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -423,16 +424,31 @@ func (b *Bot) classify(method string, err error) error {
 		return &core.Error{Kind: core.KindBadRequest, Msg: fmt.Sprintf("telegram %s refused: the group became a supergroup with chat id %d; the old chat id takes no more messages (a chat id in channels.telegram.allow_chats or a schedule needs the new one)", method, mig.MigrateToChatID), Err: err}
 	case errors.Is(err, tgbot.ErrorUnauthorized):
 		return &core.Error{Kind: core.KindAuth, Msg: "telegram " + method + ": the bot token was refused (channels.telegram.token)", Err: err}
-	case errors.Is(err, tgbot.ErrorForbidden):
-		// "bot was blocked by the user", "bot was kicked from the group
-		// chat", "user is deactivated": the chat takes no more messages.
+	case errors.Is(err, tgbot.ErrorForbidden) && recipientGone(err):
+		// The chat takes no more messages: its answers are dropped.
 		return &core.Error{Kind: core.KindBadRequest, Msg: "telegram " + method + " refused", Err: fmt.Errorf("%w: %w", core.ErrRecipientGone, err)}
-	case errors.Is(err, tgbot.ErrorBadRequest), errors.Is(err, tgbot.ErrorNotFound):
+	case errors.Is(err, tgbot.ErrorBadRequest), errors.Is(err, tgbot.ErrorForbidden), errors.Is(err, tgbot.ErrorNotFound):
 		return &core.Error{Kind: core.KindBadRequest, Msg: "telegram " + method + " refused", Err: err}
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return err
 	}
 	return &core.Error{Kind: core.KindUnavailable, Msg: "telegram " + method + " failed", Err: err}
+}
+
+// goneForbidden are the words of Telegram's 403s that say the chat takes
+// no more messages from the bot, whatever the operator does: the user
+// blocked it or deleted their account, or the bot was removed from the
+// group. Other 403s ("bot is not a member of the channel chat", "need
+// administrator rights in the channel chat", "not enough rights to send
+// text messages to the chat", "bot can't initiate conversation with a
+// user") are the operator's to fix and stay errors they hear of.
+var goneForbidden = []string{"bot was blocked by the user", "user is deactivated", "bot was kicked from"}
+
+// recipientGone reports whether a 403 of Telegram's is one of
+// goneForbidden.
+func recipientGone(err error) bool {
+	s := strings.ToLower(err.Error())
+	return slices.ContainsFunc(goneForbidden, func(w string) bool { return strings.Contains(s, w) })
 }
 
 // ids: a Telegram message id is unique only within its chat, so platform

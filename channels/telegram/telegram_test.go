@@ -470,7 +470,7 @@ func TestSendGivesUpOnOther400(t *testing.T) {
 // no more messages, so the gateway drops the answer instead of sending an
 // apology into the same refusal.
 func TestSendRefusedByABlockedChatIsRecipientGone(t *testing.T) {
-	for _, desc := range []string{"Forbidden: bot was blocked by the user", "Forbidden: bot was kicked from the group chat"} {
+	for _, desc := range []string{"Forbidden: bot was blocked by the user", "Forbidden: bot was kicked from the group chat", "Forbidden: user is deactivated"} {
 		h := newHarness(t, nil)
 		h.srv.Fail("sendMessage", telegramtest.Failure{Code: 403, Description: desc})
 		_, err := h.bot.Send(context.Background(), core.Outbound{Conversation: core.ConversationKey{Channel: Name, Chat: "42"}}, "hi")
@@ -478,10 +478,22 @@ func TestSendRefusedByABlockedChatIsRecipientGone(t *testing.T) {
 			t.Fatalf("%s: err = %v; want core.ErrRecipientGone with Telegram's words", desc, err)
 		}
 	}
-	h := newHarness(t, nil)
-	h.srv.Fail("sendMessage", telegramtest.Failure{Code: 400, Description: "Bad Request: message text is empty"})
-	if _, err := h.bot.Send(context.Background(), core.Outbound{Conversation: core.ConversationKey{Channel: Name, Chat: "42"}}, "hi"); errors.Is(err, core.ErrRecipientGone) {
-		t.Fatalf("a 400 is no gone recipient: %v", err)
+	// A 400, and a 403 for a reason the operator can fix (the bot is not
+	// in the channel, or lacks the right to post there), are no gone
+	// recipient: the operator hears of them.
+	for _, f := range []telegramtest.Failure{
+		{Code: 400, Description: "Bad Request: message text is empty"},
+		{Code: 403, Description: "Forbidden: bot is not a member of the channel chat"},
+		{Code: 403, Description: "Forbidden: need administrator rights in the channel chat"},
+		{Code: 403, Description: "Forbidden: not enough rights to send text messages to the chat"},
+		{Code: 403, Description: "Forbidden: bot can't initiate conversation with a user"},
+	} {
+		h := newHarness(t, nil)
+		h.srv.Fail("sendMessage", f)
+		_, err := h.bot.Send(context.Background(), core.Outbound{Conversation: core.ConversationKey{Channel: Name, Chat: "42"}}, "hi")
+		if err == nil || errors.Is(err, core.ErrRecipientGone) || core.ErrorKind(err) != core.KindBadRequest {
+			t.Fatalf("%s: err = %v (kind %v); want a bad_request error, no gone recipient", f.Description, err, core.ErrorKind(err))
+		}
 	}
 }
 
