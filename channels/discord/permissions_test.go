@@ -47,15 +47,23 @@ func TestSendToAGoneChatIsRecipientGone(t *testing.T) {
 	t.Parallel()
 	for _, tt := range []struct {
 		code int
+		dm   bool
 		gone bool
-	}{{50007, true}, {10003, true}, {50001, false}} {
+	}{{50007, true, true}, {10003, false, true}, {50001, false, false},
+		// 50007 is about a user's DMs: in a guild's channel it says
+		// nothing of the chat being gone, and the operator hears of it.
+		{50007, false, false}} {
 		r := start(t, nil, nil)
 		r.srv.WaitFor(t, "connected", r.srv.Connected)
-		r.srv.Refuse("POST", "/channels/"+r.channel+"/messages", tt.code, 1)
-		to := core.Outbound{Conversation: core.ConversationKey{Channel: "discord", Chat: r.channel}}
+		ch := r.channel
+		if tt.dm {
+			ch = r.srv.DM(r.alice)
+		}
+		r.srv.Refuse("POST", "/channels/"+ch+"/messages", tt.code, 1)
+		to := core.Outbound{Conversation: core.ConversationKey{Channel: "discord", Chat: ch}}
 		_, err := r.bot.Send(context.Background(), to, "hello")
 		if core.ErrorKind(err) != core.KindBadRequest || errors.Is(err, core.ErrRecipientGone) != tt.gone {
-			t.Fatalf("%d: Send = %v (kind %v); want a bad_request error, recipient gone: %v", tt.code, err, core.ErrorKind(err), tt.gone)
+			t.Fatalf("%d (dm %v): Send = %v (kind %v); want a bad_request error, recipient gone: %v", tt.code, tt.dm, err, core.ErrorKind(err), tt.gone)
 		}
 	}
 }

@@ -152,6 +152,15 @@ func dmRefused(err error) bool {
 	return status(err) == http.StatusForbidden
 }
 
+// directMessages reports whether ch is a direct-message channel (asked
+// of Discord: only when a send to it was refused with 50007).
+func (b *Bot) directMessages(ctx context.Context, ch string) bool {
+	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	c, err := b.rest.Channel(ch, discordgo.WithContext(cctx))
+	return err == nil && c.GuildID == "" && (c.Type == discordgo.ChannelTypeDM || c.Type == discordgo.ChannelTypeGroupDM)
+}
+
 // post sends msg to channel ch and returns the message's id.
 func (b *Bot) post(ctx context.Context, ch string, msg *discordgo.MessageSend) (string, error) {
 	// Every attempt of this send carries one nonce, enforced: a retry
@@ -165,6 +174,12 @@ func (b *Bot) post(ctx context.Context, ch string, msg *discordgo.MessageSend) (
 	err := b.retry(ctx, "send a message", func(ctx context.Context) error {
 		raw, err := b.rest.RequestWithBucketID(http.MethodPost, endpoint, body, endpoint, discordgo.WithContext(ctx))
 		if err != nil {
+			if apiCode(err) == discordgo.ErrCodeCannotSendMessagesToThisUser && !b.directMessages(ctx, ch) {
+				// 50007 says a user takes no DMs from the bot; in a
+				// guild's channel (or one not known to be a DM) it is no
+				// closed DM, and the operator hears of it.
+				return &core.Error{Kind: core.KindBadRequest, Msg: "discord POST /channels/{id}/messages refused (50007) in a channel that is not a direct message", Err: b.scrub(err)}
+			}
 			return b.classify("POST /channels/{id}/messages", err)
 		}
 		var m discordgo.Message
