@@ -56,11 +56,12 @@ func (b *Bot) Send(ctx context.Context, to core.Outbound, part string) (string, 
 		switch {
 		case !migrated && errors.As(raw, &mig) && mig.MigrateToChatID != 0:
 			// The group became a supergroup: Telegram names its new id,
-			// where the answer still belongs (the quoted message is not
-			// there, and AllowSendingWithoutReply lets it go without).
+			// where the answer still belongs. It quotes nothing: the
+			// supergroup numbers its messages anew, so the old message's
+			// id there may be another message, someone else's.
 			b.log.Warn("the group became a supergroup; sending to its new chat id (a chat id in channels.telegram.allow_chats or a schedule needs the new one)",
 				"chat", chat, "new_chat", mig.MigrateToChatID)
-			chat, p.ChatID, migrated = int64(mig.MigrateToChatID), int64(mig.MigrateToChatID), true
+			chat, p.ChatID, p.ReplyParameters, migrated = int64(mig.MigrateToChatID), int64(mig.MigrateToChatID), nil, true
 		case errors.As(err, &tm) && attempt < maxRateRetries:
 			wait := time.Duration(max(tm.RetryAfter, 1)) * time.Second
 			b.log.Warn("Telegram flood control: waiting before resending", "chat", chat, "retry_after", wait)

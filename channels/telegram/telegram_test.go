@@ -939,6 +939,10 @@ func TestSendFollowsAGroupUpgradedToASupergroup(t *testing.T) {
 	if len(sent) != 1 || sent[0].ChatID != super || !strings.HasPrefix(id, fmt.Sprint(super)+":") {
 		t.Fatalf("sent %+v as %q; want one message in the supergroup %d", sent, id, super)
 	}
+	if sent[0].ReplyTo != 0 {
+		// Message 5 of the old group is not message 5 of the supergroup.
+		t.Fatalf("the answer in the supergroup quotes its message %d; want no quote", sent[0].ReplyTo)
+	}
 
 	h.srv.Fail("deleteMessage", telegramtest.Failure{Code: 400, Description: "Bad Request: group chat was upgraded to a supergroup chat", MigrateToChatID: super})
 	err = h.bot.Delete(context.Background(), to, fmt.Sprintf("%d:7", groupID))
