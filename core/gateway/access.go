@@ -223,10 +223,11 @@ const maxApprovedListed = 20
 const pairingRemindEvery = time.Hour
 
 // pairingReminderDue reports whether the sender of in is to be told
-// their pairing code: at once for a code they were not told yet, then
-// once every pairingRemindEvery.
+// their pairing code: at once for a code they were not told yet in this
+// conversation (told in a group, they are told again in their DM, where
+// they look now), then once every pairingRemindEvery.
 func (g *Gateway) pairingReminderDue(in core.Inbound, code string) bool {
-	return g.noticeDueEvery("pair:"+in.Conversation.Channel+":"+in.UserID+":"+code, pairingRemindEvery)
+	return g.noticeDueEvery("pair:"+in.Conversation.String()+":"+in.UserID+":"+code, pairingRemindEvery)
 }
 
 // emitPairingRequested tells the operator's notification sinks that a

@@ -321,6 +321,12 @@ func TestPairingNoticeIsNotRepeatedForEveryMessage(t *testing.T) {
 		r.acceptFrom("stranger", "s", strconv.Itoa(i+2), "anyone?")
 		r.nothingSent(100 * time.Millisecond)
 	}
+	// Told in one chat, they are told at once in another they write in
+	// (a group's notice is no answer in their DM).
+	r.acceptFrom("stranger", "dm", "8", "hello here")
+	if other := codeRE.FindStringSubmatch(r.next()); other == nil || other[1] != code {
+		t.Fatalf("in another chat the stranger was told %v; want the code %s at once", other, code)
+	}
 	r.clock.Advance(20 * time.Minute) // an hour after the first notice
 	r.acceptFrom("stranger", "s", "9", "still waiting")
 	if again := codeRE.FindStringSubmatch(r.next()); again == nil || again[1] != code {
