@@ -783,12 +783,13 @@ func (g *Gateway) settle(ctx context.Context, it core.QueueItem, err error, log 
 		// not hold its conversation for ever.
 		outcome = core.OutcomeRetried
 		g.retryTelling(sctx, it, err, log, "the answer could not be sent; it is sent again later")
-	case errors.As(err, &undelivered) && errors.Is(err, core.ErrRecipientGone) && it.Kind != core.EventScheduled:
+	case errors.As(err, &undelivered) && errors.Is(err, core.ErrRecipientGone) && it.Kind != core.EventScheduled && (it.Message == nil || it.Message.Origin == ""):
 		// Blocked, or removed from the group: nobody is left to tell, so
 		// no apology is sent into the same refusal and the operator is
 		// not paged for a user's choice. Logged once an hour per chat. A
-		// schedule's firing still fails as before: its chat is the
-		// operator's (or its creator's) to fix.
+		// schedule's firing, and a message a plugin injected, still fail
+		// as before: their chat is the operator's (or the schedule's
+		// creator's) to fix.
 		outcome = core.OutcomeDropped
 		if g.noticeDueEvery("gone:"+it.Conversation.String(), time.Hour) {
 			log.Info("the chat takes no more messages from the bot (the user blocked it, or it was removed from the group); its answers are dropped", "err", err)

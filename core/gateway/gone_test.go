@@ -86,3 +86,30 @@ func TestFiringToABlockedChatStillTellsTheOperator(t *testing.T) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// A message a plugin injected into a chat that takes no messages (an
+// alert into an archived channel) still fails loudly: the plugin's chat
+// is the operator's to fix, as a schedule's is.
+func TestInjectedToABlockedChatStillTellsTheOperator(t *testing.T) {
+	db := openDB(t, store.Options{})
+	ev := &events{}
+	fc := &fakeChannel{notify: make(chan string, 100)}
+	ch := &goneChannel{fakeChannel: fc}
+	r := runWith(t, db, gateway.Options{Store: db, Agent: &fakeAgent{}, Events: ev, MaxAttempts: 1}, ch, fc)
+	in := core.Inbound{Origin: "alerts", Conversation: core.ConversationKey{Channel: "fake", Chat: "c"}, UserID: "plugin", Text: "disk full"}
+	if _, err := r.g.Inject(context.Background(), in); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		for _, e := range ev.all() {
+			if e.Kind == core.EventRequestFailed {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("events %+v; want the injected message's failure told", ev.all())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
