@@ -239,7 +239,10 @@ func (g *Gateway) emitPairingRequested(rec core.Pairing) {
 	}
 	who := rec.UserID
 	if rec.UserName != "" {
-		who = rec.UserName + " (user " + rec.UserID + ")"
+		// The name is the stranger's to choose and the message is
+		// markdown a chat sink renders: as code, a name such as
+		// "[approve here](https://…)" shows as written, not as a link.
+		who = inlineCode(rec.UserName) + " (user " + rec.UserID + ")"
 	} else {
 		who = "user " + who
 	}
@@ -249,6 +252,12 @@ func (g *Gateway) emitPairingRequested(rec core.Pairing) {
 			who, rec.Channel, rec.Code, rec.Code, int(core.PairingTTL.Hours())),
 		Details: map[string]string{"channel": rec.Channel, "user": rec.UserID, "code": rec.Code},
 	})
+}
+
+// inlineCode is s as a markdown code span on one line: its backticks
+// and line breaks, which could end the span, are replaced.
+func inlineCode(s string) string {
+	return "`" + strings.NewReplacer("`", "'", "\r", " ", "\n", " ").Replace(s) + "`"
 }
 
 // tellRefused answers a platform command of someone the bot does not

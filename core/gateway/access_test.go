@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/opentalon/opentalon/channels/textfmt"
 	"github.com/opentalon/opentalon/core"
 	"github.com/opentalon/opentalon/core/gateway"
 	"github.com/opentalon/opentalon/store"
@@ -298,9 +299,33 @@ func TestPairingRequestIsToldToTheOperator(t *testing.T) {
 			t.Fatalf("event %+v; want the code %s, how to approve it and its expiry", e, c)
 		}
 	}
-	if !strings.Contains(got[0].Message, "name-stranger (user stranger)") {
+	if !strings.Contains(got[0].Message, "`name-stranger` (user stranger)") {
 		t.Fatalf("event message %q; want who asks", got[0].Message)
 	}
+}
+
+// A stranger's name is theirs to choose: in the operator's notification
+// (markdown a chat sink renders) it shows as written, never as a link or
+// markup of the stranger's making.
+func TestPairingEventShowsTheNameAsWritten(t *testing.T) {
+	db := openDB(t, store.Options{})
+	ev := &events{}
+	r := runOn(t, db, gateway.Options{Store: db, Agent: &fakeAgent{}, Pairings: db, Events: ev,
+		Access: map[string]core.AccessPolicy{"fake": {Mode: core.AccessPairing, Admins: []string{"admin"}}}})
+	r.acceptIn(core.Inbound{Conversation: core.ConversationKey{Channel: "fake", Chat: "s"}, MessageID: "1", UserID: "stranger",
+		UserName: "[approve here](https://evil.example/) **now** `x`", Text: "hi", Private: true})
+	r.next()
+	for _, e := range ev.all() {
+		if e.Kind != core.EventPairingRequested {
+			continue
+		}
+		html, mrkdwn := textfmt.ToTelegramHTML(e.Message), textfmt.ToSlackMrkdwn(e.Message)
+		if strings.Contains(html, "<a ") || strings.Contains(html, "<b>") || strings.Contains(mrkdwn, "<https://evil") || !strings.Contains(html, "evil.example") {
+			t.Fatalf("the event %q renders as %q (Telegram) and %q (Slack); want the name as written", e.Message, html, mrkdwn)
+		}
+		return
+	}
+	t.Fatalf("events %+v; want a pairing_requested", ev.all())
 }
 
 // A stranger waiting for approval is told their code, how long it holds
