@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"time"
@@ -207,8 +208,15 @@ func (g *Gateway) admit(ctx context.Context, in core.Inbound) (bool, error) {
 	// for, is told each time: nobody else sees it, or the platform
 	// waits.
 	if g.pairingReminderDue(in, rec.Code) || in.Ephemeral || in.Awaited {
-		g.notify(in, fmt.Sprintf("🔒 I answer only people an admin of this bot has approved. Your pairing code is %s: ask an admin to send /pair approve %s. The code is valid for %d hours; until it is approved I do not answer your messages.",
-			rec.Code, rec.Code, int(core.PairingTTL.Hours())))
+		// A reminder says how long the code still holds, not the
+		// 24 hours it held when it was made.
+		left := max(1, int(math.Ceil((core.PairingTTL - g.now().Sub(rec.RequestedAt)).Hours())))
+		hours := "hours"
+		if left == 1 {
+			hours = "hour"
+		}
+		g.notify(in, fmt.Sprintf("🔒 I answer only people an admin of this bot has approved. Your pairing code is %s: ask an admin to send /pair approve %s. The code is valid for %d %s; until it is approved I do not answer your messages.",
+			rec.Code, rec.Code, left, hours))
 	}
 	return false, nil
 }

@@ -354,8 +354,12 @@ func TestPairingNoticeIsNotRepeatedForEveryMessage(t *testing.T) {
 	}
 	r.clock.Advance(20 * time.Minute) // an hour after the first notice
 	r.acceptFrom("stranger", "s", "9", "still waiting")
-	if again := codeRE.FindStringSubmatch(r.next()); again == nil || again[1] != code {
+	reminder := r.next()
+	if again := codeRE.FindStringSubmatch(reminder); again == nil || again[1] != code {
 		t.Fatalf("the reminder after an hour has %v; want the same code %s", again, code)
+	}
+	if !strings.Contains(reminder, "valid for 23 hours") {
+		t.Fatalf("the reminder after an hour says %q; want the 23 hours the code still holds", reminder)
 	}
 	r.clock.Advance(core.PairingTTL)
 	r.acceptFrom("stranger", "s", "10", "hello again")
