@@ -119,8 +119,9 @@ func (g *Gateway) admittedByChannel(ctx context.Context, in core.Inbound) (bool,
 // admit decides at intake whether a message may go on: nothing from a
 // user who may not talk to the bot is queued, so nothing of it reaches
 // the LLM. An unknown user in pairing mode is given a pairing code (at
-// most one notice a minute, but a slash command's each time: only its
-// user sees it, or it fills the response Discord already shows);
+// most one notice an hour per conversation, see pairingReminderDue, but
+// a slash command's each time: only its user sees it, or it fills the
+// response Discord already shows);
 // everyone else refused is ignored, but a slash command (tellRefused).
 func (g *Gateway) admit(ctx context.Context, in core.Inbound) (bool, error) {
 	ok, rec, err := g.admittedByChannel(ctx, in)
