@@ -368,8 +368,9 @@ func TestPairingNoticeIsNotRepeatedForEveryMessage(t *testing.T) {
 	}
 }
 
-// An admin in chat can revoke an approved user: /pair lists the approved
-// with their codes, and /pair deny CODE stops the bot answering them.
+// An admin in chat can revoke an approved user: /pair approved lists the
+// approved with their codes, and /pair deny CODE stops the bot answering
+// them.
 func TestPairListsTheApprovedForRevoking(t *testing.T) {
 	db := openDB(t, store.Options{})
 	ag := &fakeAgent{}
@@ -383,11 +384,15 @@ func TestPairListsTheApprovedForRevoking(t *testing.T) {
 	r.acceptFrom("guest", "g", "3", "hello")
 	r.expect("answer to hello")
 
+	// /pair answers as issue 17 has it; /pair approved lists the approved.
 	r.acceptFrom("admin", "a", "4", "/pair")
+	if got := r.next(); got != "No pairing requests are waiting on fake." {
+		t.Fatalf("/pair answered %q; want only that no request waits", got)
+	}
+	r.acceptFrom("admin", "a", "4b", "/pair approved")
 	got := r.next()
-	if !strings.Contains(got, "No pairing requests are waiting") || !strings.Contains(got, "/pair deny CODE") ||
-		!strings.Contains(got, code+" — name-guest (user guest), approved") {
-		t.Fatalf("/pair answered %q; want the approved guest with their code and how to revoke", got)
+	if !strings.Contains(got, "/pair deny CODE") || !strings.Contains(got, code+" — name-guest (user guest), approved") {
+		t.Fatalf("/pair approved answered %q; want the approved guest with their code and how to revoke", got)
 	}
 	r.acceptFrom("admin", "a", "5", "/pair deny "+code)
 	if got := r.next(); !strings.HasPrefix(got, "Denied name-guest") {

@@ -210,7 +210,7 @@ func New(o Options) *Gateway {
 		g.commands.add(c)
 	}
 	if o.Pairings != nil {
-		g.commands.add(core.Command{CommandInfo: core.CommandInfo{Name: "pair", Usage: "/pair [approve|deny CODE]", Description: "List, approve or deny pairing requests (admins)"},
+		g.commands.add(core.Command{CommandInfo: core.CommandInfo{Name: "pair", Usage: "/pair [approve|deny CODE | approved]", Description: "List, approve or deny pairing requests (admins)"},
 			Run: g.cmdPair, Admin: true})
 	}
 	return g
