@@ -161,7 +161,11 @@ func (e dataDirBusy) Error() string { return e.msg }
 // release empties the PID and drops the lock.
 func (l *dataDirLock) release() error {
 	_ = l.f.Truncate(0)
-	return l.f.Close() // closing the only descriptor releases the flock
+	// Unlocked before the close: a child being started elsewhere in this
+	// process (between its fork and its exec) shares the descriptor, and
+	// a close alone would leave it holding the lock for that moment.
+	_ = syscall.Flock(int(l.f.Fd()), syscall.LOCK_UN)
+	return l.f.Close()
 }
 
 // startPrunerCtx deletes finished queue rows past state.retention, and

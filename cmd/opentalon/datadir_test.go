@@ -141,3 +141,31 @@ func TestLockAsRootFollowsNoLinkOutOfTheDataDir(t *testing.T) {
 		t.Errorf("lockDataDir on a lock file that is a link: %v; want a refusal naming it", err)
 	}
 }
+
+// TestReleasedLockIsFreeWhileAChildHoldsItsDescriptor: a child process
+// being started elsewhere in the process (between fork and exec) shares
+// the lock's descriptor for a moment; the release must free the lock
+// even so, or the next command on the data directory is refused as if
+// another instance ran (a flake of the in-process tests, which start
+// subprocesses in parallel). A duplicated descriptor stands for the
+// child's.
+func TestReleasedLockIsFreeWhileAChildHoldsItsDescriptor(t *testing.T) {
+	dir := t.TempDir()
+	l, err := lockDataDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	child, err := syscall.Dup(int(l.f.Fd()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer syscall.Close(child)
+	if err := l.release(); err != nil {
+		t.Fatal(err)
+	}
+	again, err := lockDataDir(dir)
+	if err != nil {
+		t.Fatalf("the data directory after release: %v", err)
+	}
+	again.release()
+}
