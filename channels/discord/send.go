@@ -169,7 +169,7 @@ func (b *Bot) post(ctx context.Context, ch string, msg *discordgo.MessageSend) (
 	// posting it twice.
 	body := nonceSend{MessageSend: msg, Nonce: newNonce(), EnforceNonce: true}
 	endpoint := discordgo.EndpointChannelMessages(ch)
-	b.typing.Quiet(ctx, ch)
+	defer b.typing.Quiet(ctx, ch)()
 	var sent *discordgo.Message
 	err := b.retry(ctx, "send a message", func(ctx context.Context) error {
 		raw, err := b.rest.RequestWithBucketID(http.MethodPost, endpoint, body, endpoint, discordgo.WithContext(ctx))

@@ -90,7 +90,7 @@ func (b *Bot) Upload(ctx context.Context, to core.Outbound, f core.Attachment) (
 	// One nonce for every attempt, as Send does.
 	body := nonceSend{MessageSend: msg, Nonce: newNonce(), EnforceNonce: true}
 	endpoint := discordgo.EndpointChannelMessages(ch)
-	b.typing.Quiet(ctx, ch)
+	defer b.typing.Quiet(ctx, ch)()
 	var sent *discordgo.Message
 	err := b.retry(ctx, "send a file", func(ctx context.Context) error {
 		files := []*discordgo.File{{Name: f.Name, ContentType: f.MIME, Reader: bytes.NewReader(f.Data)}}

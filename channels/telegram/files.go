@@ -60,7 +60,7 @@ func (b *Bot) Upload(ctx context.Context, to core.Outbound, f core.Attachment) (
 	if asPhoto(f) {
 		method = "sendPhoto"
 	}
-	b.typing.Quiet(ctx, typingPlace(to.Conversation))
+	defer b.typing.Quiet(ctx, typingPlace(to.Conversation))()
 	// raw is Telegram's own refusal, which decides (the error b.call
 	// returns is scrubbed, and a short webhook secret may be in its words).
 	var raw error

@@ -38,7 +38,7 @@ func (b *Bot) Send(ctx context.Context, to core.Outbound, part string) (string, 
 	}
 	group := to.Meta["chat_type"] != "" && to.Meta["chat_type"] != string(models.ChatTypePrivate)
 	plain, migrated := false, false
-	b.typing.Quiet(ctx, typingPlace(to.Conversation))
+	defer b.typing.Quiet(ctx, typingPlace(to.Conversation))()
 	for attempt := 0; ; attempt++ {
 		if err := b.pace.Wait(ctx, to.Conversation.Chat, group, to.Notice); err != nil {
 			return "", err

@@ -348,8 +348,9 @@ func TestIndicatorsQuietBeforeASend(t *testing.T) {
 	typedElsewhere := make(chan struct{}, 1)
 	other := is.Working(ctx, "chat-2", WorkingOptions{Typing: func(context.Context) { typedElsewhere <- struct{}{} }})
 	<-acking
-	is.Quiet(ctx, "chat-1")
+	sent := is.Quiet(ctx, "chat-1")
 	add("send")
+	sent()
 	close(ackHeld)
 	<-typedElsewhere // another place's first typing is not held back
 	stop()
@@ -379,4 +380,35 @@ func TestIndicatorsQuietBeforeASend(t *testing.T) {
 	if is.at != nil && len(is.at) != 0 {
 		t.Errorf("stopped indicators are still kept: %v", is.at)
 	}
+}
+
+// TestIndicatorsQuietHoldsTypingUntilSent: a send can wait far longer
+// than the indicator's period (its turn in a group's pace, a flood
+// control retry, a large file's upload); the indicator of its place
+// stays quiet until the send is over, or a typing call would race the
+// message and show "typing…" under the answer. After it, the work's
+// indicator types again. Another place's typing stands for the time
+// that passes (many of the quiet period's length).
+func TestIndicatorsQuietHoldsTypingUntilSent(t *testing.T) {
+	var is Indicators
+	ctx := context.Background()
+	typed := make(chan struct{}, 1000)
+	stop := is.Working(ctx, "chat-1", WorkingOptions{Every: time.Millisecond, Typing: func(context.Context) { typed <- struct{}{} }})
+	defer stop()
+	<-typed
+	sent := is.Quiet(ctx, "chat-1")
+	for len(typed) > 0 { // a repeat that went before the send
+		<-typed
+	}
+	elsewhere := make(chan struct{}, 1000)
+	other := is.Working(ctx, "chat-2", WorkingOptions{Every: time.Millisecond, Typing: func(context.Context) { elsewhere <- struct{}{} }})
+	for range 30 {
+		<-elsewhere
+	}
+	other()
+	if n := len(typed); n != 0 {
+		t.Errorf("%d typing calls while the message was being sent; want none until it is sent", n)
+	}
+	sent()
+	<-typed // the work goes on: typing shows again after the message
 }

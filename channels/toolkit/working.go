@@ -61,8 +61,10 @@ type working struct {
 	mu      sync.Mutex
 	stopped bool
 	next    *time.Timer
-	// quietUntil holds typing back after a message was sent (Quiet);
-	// typingNow is closed when the typing call under way returns.
+	// held counts the messages being sent in the indicator's place
+	// (Quiet): typing is held back while one is, and until quietUntil
+	// after; typingNow is closed when the typing call under way returns.
+	held       int
 	quietUntil time.Time
 	typingNow  chan struct{}
 	// calls counts the indicator calls under way.
@@ -81,7 +83,7 @@ func (w *working) typing() {
 		return
 	}
 	var done chan struct{}
-	if !time.Now().Before(w.quietUntil) {
+	if w.held == 0 && !time.Now().Before(w.quietUntil) {
 		done = make(chan struct{})
 		w.typingNow = done
 	}
@@ -100,20 +102,27 @@ func (w *working) typing() {
 	}
 }
 
-// quiet holds typing back for one period and waits for a typing call
-// under way (or for ctx).
-func (w *working) quiet(ctx context.Context) {
+// quiet holds typing back until sent is called, and for one period
+// after, and waits for a typing call under way (or for ctx).
+func (w *working) quiet(ctx context.Context) (sent func()) {
 	w.mu.Lock()
-	w.quietUntil = time.Now().Add(w.o.Every)
+	w.held++
 	now := w.typingNow
 	w.mu.Unlock()
+	sent = func() {
+		w.mu.Lock()
+		w.held--
+		w.quietUntil = time.Now().Add(w.o.Every)
+		w.mu.Unlock()
+	}
 	if now == nil {
-		return
+		return sent
 	}
 	select {
 	case <-now:
 	case <-ctx.Done():
 	}
+	return sent
 }
 
 // repeat is the timer's call of typing.
@@ -187,17 +196,30 @@ func (is *Indicators) Working(ctx context.Context, place string, o WorkingOption
 
 // Quiet is called before a message is sent in place: it waits for a
 // typing call under way there (or until ctx ends) and holds the typing
-// of place's indicators back for one period (WorkingOptions.Every), so
-// none reaches the platform after the message. Work that goes on after
-// the message shows typing again at its next repeat.
-func (is *Indicators) Quiet(ctx context.Context, place string) {
+// of place's indicators back until the returned sent is called (when
+// the send is over, however it ended), and for one period
+// (WorkingOptions.Every) after, so none reaches the platform after the
+// message: a send can wait far longer than a period (its turn in a
+// group's pace, a retry, a large file's upload). Work that goes on after
+// the message shows typing again at its next repeat. sent may be called
+// more than once.
+func (is *Indicators) Quiet(ctx context.Context, place string) (sent func()) {
 	is.mu.Lock()
 	var ws []*working
 	for w := range is.at[place] {
 		ws = append(ws, w)
 	}
 	is.mu.Unlock()
+	done := make([]func(), 0, len(ws))
 	for _, w := range ws {
-		w.quiet(ctx)
+		done = append(done, w.quiet(ctx))
+	}
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			for _, f := range done {
+				f()
+			}
+		})
 	}
 }
