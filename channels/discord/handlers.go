@@ -137,11 +137,26 @@ func (r *run) accept(ctx context.Context, in core.Inbound) error {
 	return r.keep(ctx, "message", in.MessageID, func(ctx context.Context) error { return r.sink.Accept(ctx, in) })
 }
 
-// keep runs accept (a message's or a reaction's hand-in) as accept does:
+// keep runs hand (a message's or a reaction's hand-in) as accept does:
 // retried briefly, and waited out while the database is out of reach.
-func (r *run) keep(ctx context.Context, what, id string, accept func(context.Context) error) error {
+func (r *run) keep(ctx context.Context, what, id string, hand func(context.Context) error) error {
+	// A try the channel's stop cuts short (a dial to a database that does
+	// not answer) fails with the context's error; the event still waits
+	// for the database, and the handler says it is dropped only on the
+	// outage's error.
+	var outage error
+	accept := func(ctx context.Context) error {
+		err := hand(ctx)
+		switch {
+		case core.ErrorKind(err) == core.KindUnavailable:
+			outage = err
+		case err != nil && ctx.Err() != nil && outage != nil:
+			return outage
+		}
+		return err
+	}
 	err := r.retryStore(ctx, accept)
-	if err == nil || core.ErrorKind(err) != core.KindUnavailable {
+	if err == nil || core.ErrorKind(err) != core.KindUnavailable || ctx.Err() != nil {
 		return err
 	}
 	r.b.log.Warn("the store is out of reach: this Discord "+what+" (and the events after it) wait until it answers", "message", id, "err", err)

@@ -2,6 +2,7 @@ package discord_test
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -492,4 +493,49 @@ func TestReactionWaitsOutADatabaseOutage(t *testing.T) {
 		defer sink.fakeSink.mu.Unlock()
 		return len(sink.fakeSink.reacts) == 1
 	})
+}
+
+// cutSink is out of reach for its first try; its next tries hang (a
+// dial to a database that does not answer) until the channel stops.
+type cutSink struct {
+	outageSink
+	hanging chan struct{}
+	once    sync.Once
+}
+
+func (s *cutSink) Accept(ctx context.Context, in core.Inbound) error {
+	if err := s.down(); err != nil {
+		return err
+	}
+	s.once.Do(func() { close(s.hanging) })
+	<-ctx.Done()
+	return fmt.Errorf("dial the database: %w", ctx.Err())
+}
+
+// TestMessageCutShortAtShutdownIsReported: a message waiting out a
+// database outage whose try is under way (a dial to a server that does
+// not answer) when the channel stops is lost as one between tries is:
+// the log says so at ERROR. The cut try's error (the context's) hid the
+// outage, and nothing was logged.
+func TestMessageCutShortAtShutdownIsReported(t *testing.T) {
+	t.Parallel()
+	srv := discordtest.New(t, token)
+	logs := &syncBuffer{}
+	bot, err := discord.New(options(t, srv, logs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	sink := &cutSink{outageSink: outageSink{fail: 1}, hanging: make(chan struct{})}
+	go func() { done <- bot.Run(ctx, sink) }()
+	t.Cleanup(func() { bot.Close() })
+	alice := srv.User("alice")
+	srv.Message(t, discordtest.Msg{Channel: srv.DM(alice), Author: alice, Content: "during the outage"})
+	<-sink.hanging
+	cancel()
+	<-done
+	if !strings.Contains(logs.String(), "level=ERROR") || !strings.Contains(logs.String(), "dropped when the channel stopped") {
+		t.Errorf("no ERROR for the message lost at shutdown:\n%s", logs.String())
+	}
 }
