@@ -436,6 +436,19 @@ func TestMessageWaitsOutADatabaseOutage(t *testing.T) {
 // log says so at ERROR, naming the event, instead of nothing.
 func TestMessageWaitingAtShutdownIsReported(t *testing.T) {
 	t.Parallel()
+	logs := stopWhileWaiting(t, &outageSink{fail: 1 << 30}, func(logs *syncBuffer, srv *discordtest.Server) {
+		srv.WaitFor(t, "the message waiting", func() bool { return strings.Contains(logs.String(), "wait until it answers") })
+	})
+	if !strings.Contains(logs, "level=ERROR") || !strings.Contains(logs, "dropped when the channel stopped") {
+		t.Errorf("no ERROR for the message lost at shutdown:\n%s", logs)
+	}
+}
+
+// stopWhileWaiting runs a bot on sink, has alice send it a message, stops
+// the channel once waiting says the message waits for the database, and
+// returns the channel's log.
+func stopWhileWaiting(t *testing.T, sink core.Sink, waiting func(*syncBuffer, *discordtest.Server)) string {
+	t.Helper()
 	srv := discordtest.New(t, token)
 	logs := &syncBuffer{}
 	bot, err := discord.New(options(t, srv, logs))
@@ -444,16 +457,14 @@ func TestMessageWaitingAtShutdownIsReported(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- bot.Run(ctx, &outageSink{fail: 1 << 30}) }()
+	go func() { done <- bot.Run(ctx, sink) }()
 	t.Cleanup(func() { bot.Close() })
 	alice := srv.User("alice")
 	srv.Message(t, discordtest.Msg{Channel: srv.DM(alice), Author: alice, Content: "during the outage"})
-	srv.WaitFor(t, "the message waiting", func() bool { return strings.Contains(logs.String(), "wait until it answers") })
+	waiting(logs, srv)
 	cancel()
 	<-done
-	if !strings.Contains(logs.String(), "level=ERROR") || !strings.Contains(logs.String(), "dropped when the channel stopped") {
-		t.Errorf("no ERROR for the message lost at shutdown:\n%s", logs.String())
-	}
+	return logs.String()
 }
 
 // React fails as Accept does while the database is down.
@@ -519,23 +530,9 @@ func (s *cutSink) Accept(ctx context.Context, in core.Inbound) error {
 // outage, and nothing was logged.
 func TestMessageCutShortAtShutdownIsReported(t *testing.T) {
 	t.Parallel()
-	srv := discordtest.New(t, token)
-	logs := &syncBuffer{}
-	bot, err := discord.New(options(t, srv, logs))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
 	sink := &cutSink{outageSink: outageSink{fail: 1}, hanging: make(chan struct{})}
-	go func() { done <- bot.Run(ctx, sink) }()
-	t.Cleanup(func() { bot.Close() })
-	alice := srv.User("alice")
-	srv.Message(t, discordtest.Msg{Channel: srv.DM(alice), Author: alice, Content: "during the outage"})
-	<-sink.hanging
-	cancel()
-	<-done
-	if !strings.Contains(logs.String(), "level=ERROR") || !strings.Contains(logs.String(), "dropped when the channel stopped") {
-		t.Errorf("no ERROR for the message lost at shutdown:\n%s", logs.String())
+	logs := stopWhileWaiting(t, sink, func(*syncBuffer, *discordtest.Server) { <-sink.hanging })
+	if !strings.Contains(logs, "level=ERROR") || !strings.Contains(logs, "dropped when the channel stopped") {
+		t.Errorf("no ERROR for the message lost at shutdown:\n%s", logs)
 	}
 }
