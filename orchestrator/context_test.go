@@ -22,20 +22,9 @@ import (
 // again — the user gets an answer, not "the conversation is too long".
 func TestContextLengthErrorCompactsAndAsksAgain(t *testing.T) {
 	const limit = 4000 // bytes of messages the model really takes
-	srv := providertest.NewOpenAI(t)
-	srv.SetReply(func(r providertest.Received) providertest.Script {
-		n := 0
-		for _, m := range r.Messages {
-			n += len(m.Content)
-		}
-		if n > limit {
-			return providertest.Script{Status: 400, Body: fmt.Sprintf(`{"error":{"message":"This model's maximum context length is 1000 tokens. However, your messages resulted in %d tokens.","type":"invalid_request_error","param":"messages","code":"context_length_exceeded"}}`, n/4)}
-		}
-		return providertest.Script{Text: "answer to " + r.LastUser()}
+	router, srv := limitedModel(t, limit, 128_000, func(n int) string {
+		return fmt.Sprintf(`{"error":{"message":"This model's maximum context length is 1000 tokens. However, your messages resulted in %d tokens.","type":"invalid_request_error","param":"messages","code":"context_length_exceeded"}}`, n/4)
 	})
-	prov := provider.NewOpenAI(provider.Options{ID: "fake", BaseURL: srv.BaseURL()})
-	router := newRouter(t, routing.Options{Providers: map[string]provider.Provider{"fake": prov},
-		Catalog: []routing.Model{{Ref: "fake/m", Weight: 50, ContextWindow: 128_000}}})
 
 	db := openStore(t)
 	ctx := context.Background()
@@ -96,20 +85,9 @@ func TestContextLengthErrorOfOneLongMessage(t *testing.T) {
 // short message is answered.
 func TestContextLengthErrorOfALongPasteInALongConversation(t *testing.T) {
 	const limit = 100_000 // bytes of messages the model really takes
-	srv := providertest.NewOpenAI(t)
-	srv.SetReply(func(r providertest.Received) providertest.Script {
-		n := 0
-		for _, m := range r.Messages {
-			n += len(m.Content)
-		}
-		if n > limit {
-			return providertest.Script{Status: 400, Body: `{"type":"error","error":{"type":"invalid_request_error","message":"prompt is too long: 52000 tokens > 25000 maximum"}}`}
-		}
-		return providertest.Script{Text: "answer to " + r.LastUser()}
+	router, _ := limitedModel(t, limit, 128_000, func(int) string {
+		return `{"type":"error","error":{"type":"invalid_request_error","message":"prompt is too long: 52000 tokens > 25000 maximum"}}`
 	})
-	prov := provider.NewOpenAI(provider.Options{ID: "fake", BaseURL: srv.BaseURL()})
-	router := newRouter(t, routing.Options{Providers: map[string]provider.Provider{"fake": prov},
-		Catalog: []routing.Model{{Ref: "fake/m", Weight: 50, ContextWindow: 128_000}}})
 
 	db := openStore(t)
 	ctx := context.Background()
@@ -138,20 +116,9 @@ func TestContextLengthErrorOfALongPasteInALongConversation(t *testing.T) {
 // told (state.compaction.notify), once.
 func TestUserToldOfCompactionTwiceInOneTurn(t *testing.T) {
 	const limit = 800 // bytes of messages the model really takes
-	srv := providertest.NewOpenAI(t)
-	srv.SetReply(func(r providertest.Received) providertest.Script {
-		n := 0
-		for _, m := range r.Messages {
-			n += len(m.Content)
-		}
-		if n > limit {
-			return providertest.Script{Status: 400, Body: `{"error":{"message":"prompt is too long","type":"invalid_request_error","code":"context_length_exceeded"}}`}
-		}
-		return providertest.Script{Text: "answer to " + r.LastUser()}
+	router, srv := limitedModel(t, limit, 4000, func(int) string {
+		return `{"error":{"message":"prompt is too long","type":"invalid_request_error","code":"context_length_exceeded"}}`
 	})
-	prov := provider.NewOpenAI(provider.Options{ID: "fake", BaseURL: srv.BaseURL()})
-	router := newRouter(t, routing.Options{Providers: map[string]provider.Provider{"fake": prov},
-		Catalog: []routing.Model{{Ref: "fake/m", Weight: 50, ContextWindow: 4000}}})
 
 	db := openStore(t)
 	ctx := context.Background()
@@ -172,6 +139,28 @@ func TestUserToldOfCompactionTwiceInOneTurn(t *testing.T) {
 
 // appendOldTurns stores n long question-and-answer turns ("OLD-<i>
 // question …", "answer <i> …", about 180 tokens each) in session id.
+// limitedModel is a router over one model, fake/m of window tokens in the
+// catalog, whose server really takes limit bytes of messages: past them
+// it refuses with a 400 whose body is tooLong(the bytes sent); under them
+// it answers "answer to <the last user message>".
+func limitedModel(t *testing.T, limit, window int, tooLong func(n int) string) (*routing.Router, *providertest.Server) {
+	t.Helper()
+	srv := providertest.NewOpenAI(t)
+	srv.SetReply(func(r providertest.Received) providertest.Script {
+		n := 0
+		for _, m := range r.Messages {
+			n += len(m.Content)
+		}
+		if n > limit {
+			return providertest.Script{Status: 400, Body: tooLong(n)}
+		}
+		return providertest.Script{Text: "answer to " + r.LastUser()}
+	})
+	prov := provider.NewOpenAI(provider.Options{ID: "fake", BaseURL: srv.BaseURL()})
+	return newRouter(t, routing.Options{Providers: map[string]provider.Provider{"fake": prov},
+		Catalog: []routing.Model{{Ref: "fake/m", Weight: 50, ContextWindow: window}}}), srv
+}
+
 func appendOldTurns(t *testing.T, db *store.DB, id int64, n int) {
 	t.Helper()
 	filler := strings.Repeat("lorem ipsum ", 60)
